@@ -1,0 +1,302 @@
+//! `cargo bench --bench exec`: wall time and peak RSS of a short headless
+//! session, the numbers the README promises (≤ 30 ms, ≤ 17 MiB).
+//!
+//! Each run starts `fido exec -C <fresh workspace> <prompt>` against a
+//! zero-latency fake OpenAI server with a fresh two-reply script: turn 1
+//! asks for `read_file` of a small file, turn 2 answers. Wall time is
+//! measured from spawn to reaping; peak RSS is the child's `ru_maxrss` from
+//! `wait4`. One warm-up run is not counted. Every run must exit 0, print the
+//! scripted answer, and send the file's text back in its second request.
+//!
+//! The binary is the one cargo built for this bench (`target/release/fido`
+//! under `cargo bench`), or `FIDO_BIN`; when it is missing the bench runs
+//! `cargo build --release --bin fido` first. `BENCH_RUNS` sets the number of
+//! runs (default 30). Exit status: 0 when every run worked and both targets
+//! hold, 1 otherwise.
+
+#[allow(dead_code)]
+#[path = "../tests/common/server.rs"]
+mod server;
+#[allow(dead_code)]
+#[path = "../tests/common/sse.rs"]
+mod sse;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use server::{FakeServer, Reply};
+
+const TARGET_WALL_MS: f64 = 30.0;
+const TARGET_RSS_MIB: f64 = 17.0;
+const DEFAULT_RUNS: usize = 30;
+/// A run taking longer than this is killed and counted as a failure.
+const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+
+const FILE_NAME: &str = "notes.txt";
+const FILE_TEXT: &str = "The bench file: seven small words here.\n";
+const PROMPT: &str = "What does notes.txt say?";
+const ANSWER: &str = "notes.txt says: The bench file: seven small words here.";
+
+/// What one run cost.
+struct Sample {
+    wall: Duration,
+    max_rss_kib: u64,
+}
+
+fn main() -> ExitCode {
+    match bench() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(message) => {
+            eprintln!("exec bench: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the bench; `Ok(false)` when a target was missed.
+fn bench() -> Result<bool, String> {
+    let runs = match std::env::var("BENCH_RUNS") {
+        Ok(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| format!("BENCH_RUNS must be a positive number, not {text:?}"))?,
+        Err(_) => DEFAULT_RUNS,
+    };
+    let fido = fido_binary()?;
+    if fido.components().any(|c| c.as_os_str() == "debug") {
+        eprintln!(
+            "exec bench: warning: {} looks like a debug build; numbers will not mean much",
+            fido.display()
+        );
+    }
+    let home = tempfile::tempdir().map_err(|e| format!("cannot create a temp home: {e}"))?;
+
+    run_once(&fido, home.path()).map_err(|e| format!("warm-up run: {e}"))?;
+    let mut samples = Vec::with_capacity(runs);
+    for run in 1..=runs {
+        samples.push(run_once(&fido, home.path()).map_err(|e| format!("run {run}: {e}"))?);
+    }
+
+    let mut wall_ms: Vec<f64> = samples.iter().map(|s| s.wall.as_secs_f64() * 1e3).collect();
+    let mut rss_mib: Vec<f64> = samples
+        .iter()
+        .map(|s| s.max_rss_kib as f64 / 1024.0)
+        .collect();
+    let wall = Stats::of(&mut wall_ms);
+    let rss = Stats::of(&mut rss_mib);
+
+    println!(
+        "fido exec: {runs} runs of a 2-turn session (read_file, then an answer), {}",
+        fido.display()
+    );
+    println!(
+        "{:<16}{:>9}{:>9}{:>9}{:>9}",
+        "", "min", "median", "p90", "max"
+    );
+    println!("{:<16}{}", "wall (ms)", wall);
+    println!("{:<16}{}", "peak RSS (MiB)", rss);
+    let wall_ok = wall.median <= TARGET_WALL_MS;
+    let rss_ok = rss.max <= TARGET_RSS_MIB;
+    println!(
+        "target: median wall ≤ {TARGET_WALL_MS} ms: {:.1} ms {}",
+        wall.median,
+        verdict(wall_ok)
+    );
+    println!(
+        "target: max peak RSS ≤ {TARGET_RSS_MIB} MiB: {:.1} MiB {}",
+        rss.max,
+        verdict(rss_ok)
+    );
+    Ok(wall_ok && rss_ok)
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "PASS" } else { "FAIL" }
+}
+
+/// `FIDO_BIN`, else the binary cargo built with this bench, built on demand.
+fn fido_binary() -> Result<PathBuf, String> {
+    if let Some(path) = std::env::var_os("FIDO_BIN") {
+        let path = PathBuf::from(path);
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(format!("FIDO_BIN={} is not a file", path.display()))
+        };
+    }
+    let path = PathBuf::from(env!("CARGO_BIN_EXE_fido"));
+    if !path.is_file() {
+        eprintln!(
+            "exec bench: {} is missing; running `cargo build --release --bin fido`",
+            path.display()
+        );
+        let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+            .args(["build", "--release", "--bin", "fido"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .map_err(|e| format!("cannot run cargo: {e}"))?;
+        if !status.success() || !path.is_file() {
+            return Err(format!(
+                "no fido binary at {}; run `cargo build --release` first",
+                path.display()
+            ));
+        }
+    }
+    Ok(path)
+}
+
+/// One measured session in a fresh workspace against a fresh server.
+fn run_once(fido: &Path, home: &Path) -> Result<Sample, String> {
+    let workspace = tempfile::tempdir().map_err(|e| format!("cannot create a workspace: {e}"))?;
+    std::fs::write(workspace.path().join(FILE_NAME), FILE_TEXT)
+        .map_err(|e| format!("cannot write the workspace file: {e}"))?;
+    // Output files live outside the workspace, so fido never sees them.
+    let outputs = tempfile::tempdir().map_err(|e| format!("cannot create a temp dir: {e}"))?;
+    let stdout_path = outputs.path().join("stdout");
+    let stderr_path = outputs.path().join("stderr");
+    let open = |path: &Path| {
+        File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))
+    };
+
+    let arguments = format!(r#"{{"path":"{FILE_NAME}"}}"#);
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&[("call_1", "read_file", &arguments)])),
+        Reply::sse(sse::text_turn(ANSWER)),
+    ]);
+
+    let mut cmd = Command::new(fido);
+    for (key, _) in std::env::vars_os() {
+        let text = key.to_string_lossy();
+        if ["FIDO_", "OPENAI_", "ANTHROPIC_"]
+            .iter()
+            .any(|p| text.starts_with(p))
+            || text == "RUST_LOG"
+        {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd.arg("exec")
+        .arg("-C")
+        .arg(workspace.path())
+        .arg("--")
+        .arg(PROMPT)
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home)
+        .env("FIDO_PROVIDER", "openai")
+        .env("FIDO_BASE_URL", server.base_url())
+        .env("FIDO_MODEL", "test-model")
+        .env("FIDO_API_KEY", "test-key")
+        .stdin(Stdio::null())
+        .stdout(open(&stdout_path)?)
+        .stderr(open(&stderr_path)?);
+
+    let start = Instant::now();
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", fido.display()))?;
+    let pid = libc::pid_t::try_from(child.id()).map_err(|_| "pid out of range".to_owned())?;
+    let reaped = watchdog(pid);
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to overwrite.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: pid is our unreaped child; both pointers are valid for writes.
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let wall = start.elapsed();
+    let _ = reaped.send(());
+    // The child is reaped by wait4; dropping `child` does not wait again.
+    drop(child);
+    if rc != pid {
+        return Err(format!("wait4 failed: {}", std::io::Error::last_os_error()));
+    }
+
+    let stdout = std::fs::read_to_string(&stdout_path).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    let context = || format!("\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
+    if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+        return Err(format!(
+            "fido did not exit 0 (wait status {status:#x}){}",
+            context()
+        ));
+    }
+    if !stdout.contains(ANSWER) {
+        return Err(format!("stdout lacks the answer {ANSWER:?}{}", context()));
+    }
+    let requests = server.model_requests();
+    if requests.len() != 2 {
+        return Err(format!(
+            "expected 2 model requests, got {}{}",
+            requests.len(),
+            context()
+        ));
+    }
+    let tool_result_has_file = requests[1].messages().iter().any(|m| {
+        m.get("role").and_then(|r| r.as_str()) == Some("tool")
+            && m.get("content")
+                .and_then(|c| c.as_str())
+                .is_some_and(|c| c.contains(FILE_TEXT.trim_end()))
+    });
+    if !tool_result_has_file {
+        return Err(format!(
+            "the second request carries no tool result with the file's text{}",
+            context()
+        ));
+    }
+    Ok(Sample {
+        wall,
+        max_rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
+    })
+}
+
+/// Kills `pid` if nothing arrives on the returned channel within [`RUN_TIMEOUT`].
+fn watchdog(pid: libc::pid_t) -> mpsc::Sender<()> {
+    let (done, wait) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if let Err(mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(RUN_TIMEOUT) {
+            eprintln!("exec bench: run exceeded {RUN_TIMEOUT:?}; killing {pid}");
+            // SAFETY: kill(2) has no memory-safety preconditions; the pid is
+            // still our unreaped child, since wait4 has not returned.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    });
+    done
+}
+
+/// Order statistics of a sample.
+struct Stats {
+    min: f64,
+    median: f64,
+    p90: f64,
+    max: f64,
+}
+
+impl Stats {
+    /// Sorts `values` (non-empty) and reads the statistics off it.
+    fn of(values: &mut [f64]) -> Stats {
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        let at = |q: f64| values[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+        // The middle value, or the mean of the two middle values.
+        let median = (values[(n - 1) / 2] + values[n / 2]) / 2.0;
+        Stats {
+            min: values[0],
+            median,
+            p90: at(0.9),
+            max: values[n - 1],
+        }
+    }
+}
+
+impl std::fmt::Display for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:>9.1}{:>9.1}{:>9.1}{:>9.1}",
+            self.min, self.median, self.p90, self.max
+        )
+    }
+}

@@ -1,0 +1,210 @@
+//! `fido exec`: one prompt, headless, to completion.
+//!
+//! stdout is the product: the final answer, or with `--json` one event per
+//! line. Logs go to stderr. Exit codes: 0 done, 1 error, 130 interrupted
+//! (SIGINT or SIGTERM cancel the turn, including the process groups of
+//! running commands, before the process exits).
+
+use std::io::{Read, Write};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use ractor::Actor;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{info, warn};
+
+use super::{fail, init_logging, runtime};
+use crate::agent::{
+    AgentActor, AgentArguments, AgentDeps, AgentMessage, Conversation, EventSink, system_prompt,
+};
+use crate::config::{Config, Overrides};
+use crate::protocol::{Event, EventKind, TurnStatus};
+use crate::session::undo::UndoLog;
+use crate::tools::{InvocationContext, ToolCatalog, ToolEnv, Workspace};
+
+/// How long an interrupted turn may take to wind down before Fido exits anyway.
+const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// Print the event stream (one JSON object per line) instead of the answer.
+    #[arg(long)]
+    json: bool,
+    /// The prompt; `-` reads it from standard input.
+    prompt: String,
+}
+
+pub fn run(overrides: &Overrides, args: ExecArgs) -> ExitCode {
+    init_logging();
+    let prompt = if args.prompt == "-" {
+        let mut text = String::new();
+        if let Err(err) = std::io::stdin().read_to_string(&mut text) {
+            return fail(&format!(
+                "cannot read the prompt from standard input: {err}"
+            ));
+        }
+        text
+    } else {
+        args.prompt
+    };
+    if prompt.trim().is_empty() {
+        return fail("the prompt is empty");
+    }
+    let config = match Config::load(overrides) {
+        Ok(config) => config,
+        Err(err) => return fail(&err.to_string()),
+    };
+    let runtime = match runtime() {
+        Ok(runtime) => runtime,
+        Err(message) => return fail(&message),
+    };
+    let code = runtime.block_on(exec(config, prompt, args.json));
+    // Tasks still running (a stuck tool after an interrupt) must not delay exit.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    code
+}
+
+async fn exec(config: Config, prompt: String, json: bool) -> ExitCode {
+    let provider = match config.build_provider() {
+        Ok(provider) => provider,
+        Err(err) => return fail(&err.to_string()),
+    };
+    let workspace = match Workspace::new(&config.workspace) {
+        Ok(workspace) => workspace,
+        Err(err) => return fail(&format!("workspace {}: {err}", config.workspace.display())),
+    };
+    // Signals are watched from the start, so an early Ctrl+C is not lost.
+    let (mut sigint, mut sigterm) = match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(int), Ok(term)) => (int, term),
+        (Err(err), _) | (_, Err(err)) => {
+            return fail(&format!("cannot watch for signals: {err}"));
+        }
+    };
+
+    let catalog = ToolCatalog::standard();
+    let (sender, receiver) = mpsc::unbounded_channel();
+    let printer = tokio::spawn(print_events(receiver, json));
+    let events = EventSink::new(sender);
+    events.emit(EventKind::SessionStarted {
+        workspace: config.workspace.display().to_string(),
+        provider: provider.name().to_string(),
+        model: provider.model().to_string(),
+        tools: catalog.names(),
+    });
+
+    let conversation = Conversation::new(system_prompt(&catalog));
+    let deps = Arc::new(AgentDeps {
+        provider,
+        catalog,
+        tool_env: Arc::new(ToolEnv {
+            workspace,
+            undo: UndoLog::new(&config.workspace),
+            limits: config.tools.clone(),
+            user_present: false,
+        }),
+        ctx: InvocationContext::main(),
+        settings: config.agent,
+        events: events.clone(),
+    });
+    drop(events);
+
+    let (actor, actor_handle) =
+        match Actor::spawn(None, AgentActor, AgentArguments { deps, conversation }).await {
+            Ok(spawned) => spawned,
+            Err(err) => return fail(&format!("cannot start the agent: {err}")),
+        };
+    let (reply_sender, mut reply) = oneshot::channel();
+    if let Err(err) = actor.cast(AgentMessage::SubmitPrompt {
+        prompt,
+        reply: reply_sender.into(),
+    }) {
+        return fail(&format!("cannot start the turn: {err}"));
+    }
+
+    let mut interrupted = false;
+    let outcome = loop {
+        let deadline = async {
+            if interrupted {
+                tokio::time::sleep(INTERRUPT_GRACE).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            outcome = &mut reply => break outcome.ok(),
+            _ = sigint.recv() => {
+                info!("SIGINT: interrupting the turn");
+                interrupted = true;
+                let _ = actor.cast(AgentMessage::Interrupt);
+            }
+            _ = sigterm.recv() => {
+                info!("SIGTERM: interrupting the turn");
+                interrupted = true;
+                let _ = actor.cast(AgentMessage::Interrupt);
+            }
+            _ = deadline => {
+                warn!("the interrupted turn did not wind down in time; exiting");
+                break None;
+            }
+        }
+    };
+    actor.stop(None);
+    let _ = actor_handle.await;
+    // The printer ends when the last event sender (held by the agent) is gone.
+    let _ = tokio::time::timeout(Duration::from_secs(2), printer).await;
+
+    let Some(outcome) = outcome else {
+        return ExitCode::from(130);
+    };
+    let usage = outcome.usage;
+    info!(
+        requests = usage.requests,
+        prompt_tokens = usage.prompt_tokens,
+        cached_tokens = usage.cached_tokens,
+        completion_tokens = usage.completion_tokens,
+        "session usage"
+    );
+    if interrupted && outcome.status != TurnStatus::Completed {
+        return ExitCode::from(130);
+    }
+    match outcome.status {
+        TurnStatus::Completed => {
+            if !json {
+                let text = outcome.final_text.unwrap_or_default();
+                let mut stdout = std::io::stdout().lock();
+                let _ = writeln!(stdout, "{text}");
+                let _ = stdout.flush();
+            }
+            ExitCode::SUCCESS
+        }
+        TurnStatus::Interrupted => ExitCode::from(130),
+        // The error was already reported as an event (printed below).
+        TurnStatus::Failed | TurnStatus::MaxSteps => ExitCode::from(1),
+    }
+}
+
+/// Prints events: with `--json` every event as one line on stdout; without,
+/// only errors, as sentences on stderr.
+async fn print_events(mut receiver: mpsc::UnboundedReceiver<Event>, json: bool) {
+    while let Some(event) = receiver.recv().await {
+        if json {
+            match serde_json::to_string(&event) {
+                Ok(line) => {
+                    let mut stdout = std::io::stdout().lock();
+                    // A closed stdout (e.g. `| head`) must not stop the agent.
+                    let _ = writeln!(stdout, "{line}");
+                    let _ = stdout.flush();
+                }
+                Err(err) => warn!(error = %err, "cannot serialise an event"),
+            }
+        } else if let EventKind::Error { message } = &event.kind {
+            eprintln!("fido: {message}");
+        }
+    }
+}

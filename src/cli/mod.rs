@@ -1,0 +1,133 @@
+//! The command line (contract: DESIGN.md "Command line").
+//!
+//! Parses arguments, sets up logging and the runtime, and hands over to one
+//! function per command. This is the one place where errors become text for
+//! the person at the terminal and exit codes.
+
+mod exec;
+mod tool;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::Overrides;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "fido",
+    version,
+    about = "A terminal coding agent with a durable plan and safe delegation"
+)]
+struct Cli {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Args)]
+struct GlobalArgs {
+    /// Workspace directory (default: the current directory).
+    #[arg(short = 'C', long = "cd", global = true, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// Provider: openai, anthropic or script (beats FIDO_PROVIDER).
+    #[arg(long, global = true)]
+    provider: Option<String>,
+    /// Model name (beats FIDO_MODEL).
+    #[arg(long, global = true)]
+    model: Option<String>,
+    /// Provider base URL (beats FIDO_BASE_URL).
+    #[arg(long, global = true, value_name = "URL")]
+    base_url: Option<String>,
+    /// Any configuration key, e.g. `-c max_steps=20` (repeatable).
+    #[arg(short = 'c', long = "config", global = true, value_name = "KEY=VALUE")]
+    config: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run one prompt headless to completion and print the final answer.
+    Exec(exec::ExecArgs),
+    /// List or call the model-facing tools directly.
+    Tool {
+        #[command(subcommand)]
+        command: tool::ToolCommand,
+    },
+}
+
+/// Entry point of the `fido` binary.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            // --help and --version are not errors.
+            let code = if err.use_stderr() { 2 } else { 0 };
+            let _ = err.print();
+            return ExitCode::from(code);
+        }
+    };
+    let overrides = match overrides(&cli.global) {
+        Ok(overrides) => overrides,
+        Err(message) => return fail(&message),
+    };
+    match cli.command {
+        Some(Command::Exec(args)) => exec::run(&overrides, args),
+        Some(Command::Tool { command }) => tool::run(&overrides, command),
+        None => fail(
+            "the full-screen terminal UI is not part of this build yet; run `fido exec PROMPT` for a headless session",
+        ),
+    }
+}
+
+fn overrides(global: &GlobalArgs) -> Result<Overrides, String> {
+    let mut values = Vec::new();
+    for (key, value) in [
+        ("provider", &global.provider),
+        ("model", &global.model),
+        ("base_url", &global.base_url),
+    ] {
+        if let Some(value) = value {
+            values.push((key.to_string(), value.clone()));
+        }
+    }
+    for pair in &global.config {
+        let Some((key, value)) = pair.split_once('=') else {
+            return Err(format!("-c {pair:?}: expected KEY=VALUE"));
+        };
+        values.push((key.trim().to_string(), value.to_string()));
+    }
+    Ok(Overrides {
+        workspace: global.workspace.clone(),
+        values,
+    })
+}
+
+/// Prints one clear sentence and returns exit code 1.
+fn fail(message: &str) -> ExitCode {
+    eprintln!("fido: {message}");
+    ExitCode::from(1)
+}
+
+/// Logs go to stderr; stdout is the product. `RUST_LOG` is honoured,
+/// the default is `warn`.
+fn init_logging() {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .try_init();
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))
+}

@@ -1,0 +1,107 @@
+//! `fido tool list` and `fido tool call NAME --args JSON`: the catalog as
+//! the provider receives it, and one invocation as the main agent would run
+//! it, printing exactly the text the model would get.
+
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::{fail, init_logging, runtime};
+use crate::config::ProviderKind;
+use crate::config::{Config, Overrides};
+use crate::protocol::ToolCall;
+use crate::provider::{anthropic, openai};
+use crate::session::undo::UndoLog;
+use crate::tools::{InvocationContext, ToolCatalog, ToolEnv, Workspace};
+
+#[derive(Debug, Subcommand)]
+pub enum ToolCommand {
+    /// Print the advertised catalog as a JSON array, exactly as sent to the provider.
+    List,
+    /// Run one tool as the main agent and print {"tool","ok","content","details"}.
+    Call {
+        name: String,
+        /// The arguments object, as JSON.
+        #[arg(long, default_value = "{}")]
+        args: String,
+    },
+}
+
+pub fn run(overrides: &Overrides, command: ToolCommand) -> ExitCode {
+    init_logging();
+    let config = match Config::load(overrides) {
+        Ok(config) => config,
+        Err(err) => return fail(&err.to_string()),
+    };
+    let catalog = ToolCatalog::standard();
+    match command {
+        ToolCommand::List => {
+            let tools = advertised_tools(config.provider, catalog.specs());
+            match serde_json::to_string_pretty(&tools) {
+                Ok(text) => {
+                    println!("{text}");
+                    ExitCode::SUCCESS
+                }
+                Err(err) => fail(&format!("cannot print the catalog: {err}")),
+            }
+        }
+        ToolCommand::Call { name, args } => {
+            let workspace = match Workspace::new(&config.workspace) {
+                Ok(workspace) => workspace,
+                Err(err) => return fail(&format!("workspace: {err}")),
+            };
+            let env = ToolEnv {
+                workspace,
+                undo: UndoLog::new(&config.workspace),
+                limits: config.tools.clone(),
+                user_present: false,
+            };
+            let call = ToolCall {
+                id: "cli-call".into(),
+                name: name.clone(),
+                arguments: args,
+            };
+            let runtime = match runtime() {
+                Ok(runtime) => runtime,
+                Err(message) => return fail(&message),
+            };
+            let output = runtime.block_on(async {
+                let cancel = CancellationToken::new();
+                let interrupt = cancel.clone();
+                tokio::spawn(async move {
+                    if tokio::signal::ctrl_c().await.is_ok() {
+                        interrupt.cancel();
+                    }
+                });
+                catalog
+                    .invoke(&call, &env, &InvocationContext::main(), &cancel)
+                    .await
+            });
+            let printed = json!({
+                "tool": name,
+                "ok": output.ok,
+                "content": output.content,
+                "details": output.details,
+            });
+            println!("{printed}");
+            if output.ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+/// The `tools` array in the configured provider's wire format.
+fn advertised_tools(
+    provider: ProviderKind,
+    specs: &[crate::protocol::ToolSpec],
+) -> serde_json::Value {
+    match provider {
+        ProviderKind::OpenAi | ProviderKind::Script => openai::tools_json(specs),
+        ProviderKind::Anthropic => anthropic::tools_json(specs),
+    }
+}

@@ -1,0 +1,653 @@
+//! Configuration: defaults, then the user config file, then the workspace's
+//! `fido.toml`, then `FIDO_*` environment variables, then command-line flags;
+//! each layer beats the one before.
+//!
+//! Keys are the same everywhere: `FIDO_MAX_STEPS` in the environment is
+//! `max_steps` in a file (the upper-case form is accepted in files too).
+//! Every value is checked when loaded; a bad one is one clear sentence that
+//! names where it came from. A workspace file may not hold `api_key`: a cloned
+//! repository must not be able to send your key to a server of its choosing.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::agent::{AgentSettings, CompactionSettings, CompactionStrategy};
+use crate::provider::anthropic::AnthropicProvider;
+use crate::provider::openai::OpenAiProvider;
+use crate::provider::script::ScriptProvider;
+use crate::provider::{HttpPolicy, Provider};
+use crate::tools::ToolLimits;
+
+/// Every key Fido understands, with a one-line meaning (shown on errors).
+const KEYS: &[(&str, &str)] = &[
+    ("provider", "openai | anthropic | script"),
+    (
+        "base_url",
+        "provider URL (openai: the URL /chat/completions is appended to)",
+    ),
+    (
+        "api_key",
+        "provider API key (not allowed in a workspace fido.toml)",
+    ),
+    ("model", "model name"),
+    (
+        "script",
+        "JSON file of assistant turns for the script provider",
+    ),
+    ("plan_tool", "update_plan | todo"),
+    ("plan_file", "plan state file, relative to the workspace"),
+    ("max_steps", "model requests allowed in one turn"),
+    ("request_timeout_ms", "longest model request"),
+    ("idle_timeout_ms", "longest silence inside a model stream"),
+    ("max_retries", "retries of a failed model request"),
+    ("retry_base_ms", "first retry delay"),
+    ("retry_max_ms", "longest retry delay"),
+    ("bash_timeout_ms", "default bash_exec timeout"),
+    ("bash_max_timeout_ms", "longest bash_exec timeout"),
+    (
+        "compact_threshold_tokens",
+        "estimated context size that triggers compaction",
+    ),
+    (
+        "compact_keep_tokens",
+        "estimated size of the newest turns kept by compaction",
+    ),
+    ("compact_strategy", "summarize | elide"),
+    ("anthropic_max_tokens", "max_tokens sent to Anthropic"),
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{source_name}: unknown key `{key}` (known keys: {known})")]
+    UnknownKey {
+        source_name: String,
+        key: String,
+        known: String,
+    },
+    #[error("{source_name}: `{key}` = {value:?} is not valid: expected {expected}")]
+    Invalid {
+        source_name: String,
+        key: String,
+        value: String,
+        expected: String,
+    },
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not valid TOML: {message}")]
+    Parse { path: String, message: String },
+    #[error(
+        "{path} sets api_key, which a workspace file may not do (a repository could send your key anywhere); use FIDO_API_KEY or the user config file"
+    )]
+    KeyInWorkspace { path: String },
+    #[error("workspace {path}: {source}")]
+    Workspace {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Provider(String),
+}
+
+/// Which provider talks to the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    OpenAi,
+    Anthropic,
+    Script,
+}
+
+impl ProviderKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "openai",
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Script => "script",
+        }
+    }
+}
+
+/// Which plan flavour the session advertises (one of them, never both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanTool {
+    UpdatePlan,
+    Todo,
+}
+
+/// An API key; never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(…)")
+    }
+}
+
+/// Values given on the command line; they beat every other layer.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub workspace: Option<PathBuf>,
+    pub values: Vec<(String, String)>,
+}
+
+/// The resolved configuration of one session.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Canonical workspace root.
+    pub workspace: PathBuf,
+    pub provider: ProviderKind,
+    pub base_url: String,
+    pub api_key: Option<ApiKey>,
+    pub model: String,
+    pub script: Option<PathBuf>,
+    pub plan_tool: PlanTool,
+    /// Absolute path of the plan file (`PLAN_FILE`, default `.fido-plan.json`).
+    pub plan_file: PathBuf,
+    pub agent: AgentSettings,
+    pub http: HttpPolicy,
+    pub tools: ToolLimits,
+    pub anthropic_max_tokens: u32,
+}
+
+/// Where a value came from, for error messages.
+#[derive(Debug, Clone)]
+struct Sourced {
+    value: String,
+    source_name: String,
+}
+
+impl Config {
+    /// Loads the layers for the process environment.
+    pub fn load(overrides: &Overrides) -> Result<Config, ConfigError> {
+        let env: Vec<(String, String)> = std::env::vars().collect();
+        Config::load_from(overrides, &env)
+    }
+
+    /// Loads the layers with an explicit environment (for tests).
+    pub fn load_from(
+        overrides: &Overrides,
+        env: &[(String, String)],
+    ) -> Result<Config, ConfigError> {
+        let env_get = |name: &str| {
+            env.iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+                .filter(|v| !v.is_empty())
+        };
+        let workspace_arg = overrides
+            .workspace
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("."));
+        let workspace =
+            std::fs::canonicalize(&workspace_arg).map_err(|source| ConfigError::Workspace {
+                path: workspace_arg.display().to_string(),
+                source,
+            })?;
+        if !workspace.is_dir() {
+            return Err(ConfigError::Workspace {
+                path: workspace.display().to_string(),
+                source: std::io::Error::other("not a directory"),
+            });
+        }
+
+        let mut values: BTreeMap<String, Sourced> = BTreeMap::new();
+        if let Some(user_file) = user_config_path(&env_get) {
+            if user_file.exists() {
+                read_file_layer(&user_file, false, &mut values)?;
+            }
+        }
+        let workspace_file = workspace.join("fido.toml");
+        if workspace_file.exists() {
+            read_file_layer(&workspace_file, true, &mut values)?;
+        }
+        for (key, _) in KEYS {
+            let var = format!("FIDO_{}", key.to_ascii_uppercase());
+            if let Some(value) = env_get(&var) {
+                values.insert(
+                    key.to_string(),
+                    Sourced {
+                        value,
+                        source_name: format!("environment variable {var}"),
+                    },
+                );
+            }
+        }
+        for (key, value) in &overrides.values {
+            let key = normalise_key(key);
+            check_known(&key, "command line")?;
+            values.insert(
+                key.clone(),
+                Sourced {
+                    value: value.clone(),
+                    source_name: "command line".into(),
+                },
+            );
+        }
+
+        let get = |key: &str| values.get(key);
+        let provider = match get("provider") {
+            None => ProviderKind::OpenAi,
+            Some(s) => match s.value.as_str() {
+                "openai" => ProviderKind::OpenAi,
+                "anthropic" => ProviderKind::Anthropic,
+                "script" => ProviderKind::Script,
+                _ => return Err(invalid("provider", s, "openai, anthropic or script")),
+            },
+        };
+        let plan_tool = match get("plan_tool") {
+            None => PlanTool::UpdatePlan,
+            Some(s) => match s.value.as_str() {
+                "update_plan" => PlanTool::UpdatePlan,
+                "todo" => PlanTool::Todo,
+                _ => return Err(invalid("plan_tool", s, "update_plan or todo")),
+            },
+        };
+        let base_url = get("base_url")
+            .map(|s| s.value.trim_end_matches('/').to_string())
+            .unwrap_or_else(|| match provider {
+                ProviderKind::Anthropic => "https://api.anthropic.com".to_string(),
+                ProviderKind::OpenAi | ProviderKind::Script => {
+                    "https://api.openai.com/v1".to_string()
+                }
+            });
+        let api_key = get("api_key")
+            .map(|s| s.value.clone())
+            .or_else(|| match provider {
+                ProviderKind::OpenAi => env_get("OPENAI_API_KEY"),
+                ProviderKind::Anthropic => env_get("ANTHROPIC_API_KEY"),
+                ProviderKind::Script => None,
+            });
+        let model = get("model")
+            .map(|s| s.value.clone())
+            .unwrap_or_else(|| match provider {
+                ProviderKind::OpenAi if base_url.starts_with("https://api.openai.com") => {
+                    "gpt-4.1-mini".into()
+                }
+                ProviderKind::OpenAi => "default".into(),
+                ProviderKind::Anthropic => "claude-sonnet-4-5".into(),
+                ProviderKind::Script => "script".into(),
+            });
+        let script = get("script").map(|s| resolve_relative(&workspace, &s.value));
+        let plan_file = resolve_relative(
+            &workspace,
+            get("plan_file").map_or(".fido-plan.json", |s| s.value.as_str()),
+        );
+
+        let ms = |key: &str, default: u64, min: u64| -> Result<Duration, ConfigError> {
+            number(get(key), key, default, min).map(Duration::from_millis)
+        };
+        let http = HttpPolicy {
+            request_timeout: ms("request_timeout_ms", 600_000, 1)?,
+            idle_timeout: ms("idle_timeout_ms", 90_000, 1)?,
+            max_retries: number(get("max_retries"), "max_retries", 4, 0)? as u32,
+            retry_base: ms("retry_base_ms", 500, 0)?,
+            retry_max: ms("retry_max_ms", 30_000, 0)?,
+        };
+        let tools = ToolLimits {
+            bash_default_timeout: ms("bash_timeout_ms", 120_000, 1)?,
+            bash_max_timeout: ms("bash_max_timeout_ms", 600_000, 1)?,
+            ..ToolLimits::default()
+        };
+        let strategy = match get("compact_strategy") {
+            None => CompactionStrategy::Summarize,
+            Some(s) => match s.value.as_str() {
+                "summarize" | "summarise" => CompactionStrategy::Summarize,
+                "elide" => CompactionStrategy::Elide,
+                _ => return Err(invalid("compact_strategy", s, "summarize or elide")),
+            },
+        };
+        let agent = AgentSettings {
+            max_steps: number(get("max_steps"), "max_steps", 100, 1)? as u32,
+            compaction: CompactionSettings {
+                threshold_tokens: number(
+                    get("compact_threshold_tokens"),
+                    "compact_threshold_tokens",
+                    120_000,
+                    1,
+                )? as usize,
+                keep_recent_tokens: number(
+                    get("compact_keep_tokens"),
+                    "compact_keep_tokens",
+                    30_000,
+                    1,
+                )? as usize,
+                strategy,
+            },
+        };
+        let anthropic_max_tokens =
+            number(get("anthropic_max_tokens"), "anthropic_max_tokens", 8192, 1)? as u32;
+
+        Ok(Config {
+            workspace,
+            provider,
+            base_url,
+            api_key: api_key.map(ApiKey),
+            model,
+            script,
+            plan_tool,
+            plan_file,
+            agent,
+            http,
+            tools,
+            anthropic_max_tokens,
+        })
+    }
+
+    /// Builds the configured provider, or says in one sentence why not.
+    pub fn build_provider(&self) -> Result<Arc<dyn Provider>, ConfigError> {
+        let key = self.api_key.as_ref().map(|k| k.expose().to_string());
+        let provider: Arc<dyn Provider> = match self.provider {
+            ProviderKind::OpenAi => {
+                if key.is_none() && !is_loopback_url(&self.base_url) {
+                    return Err(ConfigError::Provider(format!(
+                        "no API key for {}: set FIDO_API_KEY (or OPENAI_API_KEY), or point FIDO_BASE_URL at a local OpenAI-compatible server such as llama-server (http://127.0.0.1:8080/v1), or use FIDO_PROVIDER=script",
+                        self.base_url
+                    )));
+                }
+                Arc::new(
+                    OpenAiProvider::new(self.base_url.clone(), key, self.model.clone(), self.http)
+                        .map_err(|e| ConfigError::Provider(e.to_string()))?,
+                )
+            }
+            ProviderKind::Anthropic => {
+                if key.is_none() && !is_loopback_url(&self.base_url) {
+                    return Err(ConfigError::Provider(
+                        "no API key for Anthropic: set FIDO_API_KEY or ANTHROPIC_API_KEY"
+                            .to_string(),
+                    ));
+                }
+                Arc::new(
+                    AnthropicProvider::new(
+                        self.base_url.clone(),
+                        key,
+                        self.model.clone(),
+                        self.http,
+                        self.anthropic_max_tokens,
+                    )
+                    .map_err(|e| ConfigError::Provider(e.to_string()))?,
+                )
+            }
+            ProviderKind::Script => {
+                let Some(path) = &self.script else {
+                    return Err(ConfigError::Provider(
+                        "the script provider needs a script: set FIDO_SCRIPT to a JSON file of assistant turns (see examples/hello.script.json)".to_string(),
+                    ));
+                };
+                Arc::new(
+                    ScriptProvider::load(path).map_err(|e| ConfigError::Provider(e.to_string()))?,
+                )
+            }
+        };
+        Ok(provider)
+    }
+}
+
+fn invalid(key: &str, s: &Sourced, expected: &str) -> ConfigError {
+    ConfigError::Invalid {
+        source_name: s.source_name.clone(),
+        key: key.to_string(),
+        value: s.value.clone(),
+        expected: expected.to_string(),
+    }
+}
+
+fn number(value: Option<&Sourced>, key: &str, default: u64, min: u64) -> Result<u64, ConfigError> {
+    let Some(s) = value else {
+        return Ok(default);
+    };
+    match s.value.trim().parse::<u64>() {
+        Ok(n) if n >= min => Ok(n),
+        _ => Err(invalid(
+            key,
+            s,
+            &format!("a whole number of at least {min}"),
+        )),
+    }
+}
+
+fn normalise_key(key: &str) -> String {
+    let lower = key.trim().to_ascii_lowercase();
+    lower.strip_prefix("fido_").unwrap_or(&lower).to_string()
+}
+
+fn check_known(key: &str, source_name: &str) -> Result<(), ConfigError> {
+    if KEYS.iter().any(|(k, _)| *k == key) {
+        return Ok(());
+    }
+    Err(ConfigError::UnknownKey {
+        source_name: source_name.to_string(),
+        key: key.to_string(),
+        known: KEYS.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", "),
+    })
+}
+
+fn read_file_layer(
+    path: &Path,
+    is_workspace: bool,
+    values: &mut BTreeMap<String, Sourced>,
+) -> Result<(), ConfigError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: shown.clone(),
+        source,
+    })?;
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| ConfigError::Parse {
+            path: shown.clone(),
+            message: e.message().to_string(),
+        })?;
+    for (raw_key, raw_value) in table {
+        let key = normalise_key(&raw_key);
+        check_known(&key, &shown)?;
+        if is_workspace && key == "api_key" {
+            return Err(ConfigError::KeyInWorkspace { path: shown });
+        }
+        let value = match raw_value {
+            toml::Value::String(s) => s,
+            toml::Value::Integer(n) => n.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            toml::Value::Float(f) => f.to_string(),
+            other => {
+                return Err(ConfigError::Invalid {
+                    source_name: shown,
+                    key,
+                    value: format!("{other:?}"),
+                    expected: "a string or a number".into(),
+                });
+            }
+        };
+        values.insert(
+            key,
+            Sourced {
+                value,
+                source_name: shown.clone(),
+            },
+        );
+    }
+    Ok(())
+}
+
+/// `$FIDO_CONFIG`, else `$XDG_CONFIG_HOME/fido/config.toml`, else
+/// `$HOME/.config/fido/config.toml`.
+fn user_config_path(env_get: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    if let Some(path) = env_get("FIDO_CONFIG") {
+        return Some(PathBuf::from(path));
+    }
+    if let Some(xdg) = env_get("XDG_CONFIG_HOME") {
+        return Some(PathBuf::from(xdg).join("fido").join("config.toml"));
+    }
+    env_get("HOME").map(|home| PathBuf::from(home).join(".config/fido/config.toml"))
+}
+
+fn resolve_relative(workspace: &Path, value: &str) -> PathBuf {
+    let path = Path::new(value);
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        workspace.join(path)
+    }
+}
+
+/// Whether a URL points at this machine (no key needed for a local server).
+fn is_loopback_url(url: &str) -> bool {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .unwrap_or(url);
+    let host = rest.split(['/', '?']).next().unwrap_or("");
+    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+    let host = if let Some(stripped) = host.strip_prefix('[') {
+        stripped.split(']').next().unwrap_or("")
+    } else {
+        host.split(':').next().unwrap_or("")
+    };
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)], home: &Path) -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        v.push(("HOME".into(), home.display().to_string()));
+        v
+    }
+
+    fn overrides(dir: &Path) -> Overrides {
+        Overrides {
+            workspace: Some(dir.to_path_buf()),
+            values: vec![],
+        }
+    }
+
+    #[test]
+    fn defaults_and_layers_flags_beat_env_beat_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("fido.toml"),
+            "model = \"from-file\"\nmax_steps = 7\n",
+        )
+        .unwrap();
+        let cfg = Config::load_from(&overrides(dir.path()), &env(&[], home.path())).unwrap();
+        assert_eq!(cfg.model, "from-file");
+        assert_eq!(cfg.agent.max_steps, 7);
+        assert_eq!(cfg.provider, ProviderKind::OpenAi);
+        assert_eq!(cfg.plan_file, cfg.workspace.join(".fido-plan.json"));
+
+        let cfg = Config::load_from(
+            &overrides(dir.path()),
+            &env(&[("FIDO_MODEL", "from-env")], home.path()),
+        )
+        .unwrap();
+        assert_eq!(cfg.model, "from-env");
+
+        let mut flags = overrides(dir.path());
+        flags.values.push(("model".into(), "from-flag".into()));
+        let cfg =
+            Config::load_from(&flags, &env(&[("FIDO_MODEL", "from-env")], home.path())).unwrap();
+        assert_eq!(cfg.model, "from-flag");
+    }
+
+    #[test]
+    fn user_file_is_beaten_by_workspace_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join(".config/fido")).unwrap();
+        std::fs::write(
+            home.path().join(".config/fido/config.toml"),
+            "api_key = \"k\"\nmodel = \"user\"\nFIDO_MAX_STEPS = 9\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("fido.toml"), "model = \"ws\"\n").unwrap();
+        let cfg = Config::load_from(&overrides(dir.path()), &env(&[], home.path())).unwrap();
+        assert_eq!(cfg.model, "ws");
+        assert_eq!(cfg.agent.max_steps, 9);
+        assert_eq!(cfg.api_key.unwrap().expose(), "k");
+    }
+
+    #[test]
+    fn bad_values_are_one_clear_sentence_naming_the_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let err = Config::load_from(
+            &overrides(dir.path()),
+            &env(&[("FIDO_MAX_STEPS", "many")], home.path()),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("FIDO_MAX_STEPS") && err.contains("many"),
+            "{err}"
+        );
+
+        std::fs::write(dir.path().join("fido.toml"), "modle = \"x\"\n").unwrap();
+        let err = Config::load_from(&overrides(dir.path()), &env(&[], home.path()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown key `modle`"), "{err}");
+
+        std::fs::write(dir.path().join("fido.toml"), "api_key = \"stolen\"\n").unwrap();
+        let err = Config::load_from(&overrides(dir.path()), &env(&[], home.path()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("may not"), "{err}");
+
+        std::fs::write(dir.path().join("fido.toml"), "model = [1\n").unwrap();
+        let err = Config::load_from(&overrides(dir.path()), &env(&[], home.path()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not valid TOML"), "{err}");
+    }
+
+    #[test]
+    fn remote_openai_without_key_is_refused_but_loopback_is_fine() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let cfg = Config::load_from(&overrides(dir.path()), &env(&[], home.path())).unwrap();
+        let err = cfg.build_provider().err().unwrap().to_string();
+        assert!(err.contains("no API key"), "{err}");
+        let cfg = Config::load_from(
+            &overrides(dir.path()),
+            &env(&[("FIDO_BASE_URL", "http://127.0.0.1:9/v1")], home.path()),
+        )
+        .unwrap();
+        assert!(cfg.build_provider().is_ok());
+    }
+
+    #[test]
+    fn loopback_detection() {
+        assert!(is_loopback_url("http://127.0.0.1:8080/v1"));
+        assert!(is_loopback_url("http://localhost/v1"));
+        assert!(is_loopback_url("http://[::1]:11434/v1"));
+        assert!(!is_loopback_url("https://api.openai.com/v1"));
+        assert!(!is_loopback_url("http://127.0.0.1.evil.com/v1"));
+    }
+
+    #[test]
+    fn api_key_debug_hides_the_key() {
+        assert_eq!(format!("{:?}", ApiKey("secret".into())), "ApiKey(…)");
+    }
+}

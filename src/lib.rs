@@ -1,0 +1,14 @@
+//! Fido: a terminal coding agent with a durable plan and safe delegation.
+//!
+//! The binary (`bin/fido.rs`) is a thin entry; everything lives here so that
+//! tests and benches drive the real code. See `README.md` for the shape.
+
+pub mod agent;
+pub mod cli;
+pub mod config;
+pub mod protocol;
+pub mod provider;
+pub mod sandbox;
+pub mod session;
+pub mod text;
+pub mod tools;

@@ -1,0 +1,513 @@
+//! The plan: one normalised object shared by the model (tool result), the
+//! UI (`plan_updated`), the state file and `fido plan show --json`.
+//!
+//! `validate` turns the model's raw arguments into a plan or explains, in
+//! one sentence that names the offending item, what is wrong and what shape
+//! is expected. It never panics on any JSON value.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Most items a plan may hold.
+pub const MAX_ITEMS: usize = 20;
+pub const MAX_ID_CHARS: usize = 40;
+pub const MAX_TITLE_CHARS: usize = 120;
+pub const MAX_DETAILS_CHARS: usize = 600;
+pub const MAX_NEXT_ACTION_CHARS: usize = 240;
+pub const MAX_REASON_CHARS: usize = 240;
+pub const MAX_EVIDENCE_ENTRIES: usize = 8;
+pub const MAX_EVIDENCE_CHARS: usize = 240;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Pending,
+    InProgress,
+    Blocked,
+    Done,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::InProgress => "in_progress",
+            Status::Blocked => "blocked",
+            Status::Done => "done",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Status> {
+        match text {
+            "pending" => Some(Status::Pending),
+            "in_progress" => Some(Status::InProgress),
+            "blocked" => Some(Status::Blocked),
+            "done" => Some(Status::Done),
+            _ => None,
+        }
+    }
+
+    /// Whether the item still needs work before the turn can honestly end.
+    pub fn is_open(self) -> bool {
+        match self {
+            Status::Pending | Status::InProgress => true,
+            Status::Blocked | Status::Done => false,
+        }
+    }
+}
+
+/// One normalised item: every field is present (empty optional text is
+/// `null`, empty lists are `[]`), in a fixed order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanItem {
+    pub id: String,
+    pub title: String,
+    pub status: Status,
+    pub details: Option<String>,
+    pub dependencies: Vec<String>,
+    pub next_action: Option<String>,
+    pub evidence: Vec<String>,
+}
+
+/// What changed since the previous version, so the model notices an
+/// accidental rename or a dropped item.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanChanges {
+    pub added: Vec<String>,
+    pub dropped: Vec<String>,
+    /// `id: old → new` for each item whose status changed.
+    pub status_changed: Vec<String>,
+}
+
+/// The complete plan state (contract: the shape of `.fido-plan.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanState {
+    pub version: u64,
+    /// RFC 3339 UTC with milliseconds; `null` before the first update.
+    pub updated_at: Option<String>,
+    pub reason: String,
+    pub items: Vec<PlanItem>,
+    /// Changes made by the update that produced this version.
+    pub changes: PlanChanges,
+}
+
+impl PlanState {
+    /// The state before any plan exists.
+    pub fn empty() -> Self {
+        PlanState {
+            version: 0,
+            updated_at: None,
+            reason: String::new(),
+            items: Vec::new(),
+            changes: PlanChanges::default(),
+        }
+    }
+
+    /// The next version with these items; `changes` computed against `self`.
+    pub fn successor(&self, reason: String, items: Vec<PlanItem>, now: String) -> PlanState {
+        let changes = diff(&self.items, &items);
+        PlanState {
+            version: self.version + 1,
+            updated_at: Some(now),
+            reason,
+            items,
+            changes,
+        }
+    }
+
+    /// The exact JSON text the model receives and the file holds.
+    pub fn to_json_text(&self) -> String {
+        // Serialising plain structs of strings cannot fail.
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    pub fn open_items(&self) -> impl Iterator<Item = &PlanItem> {
+        self.items.iter().filter(|i| i.status.is_open())
+    }
+}
+
+fn diff(before: &[PlanItem], after: &[PlanItem]) -> PlanChanges {
+    let old: BTreeMap<&str, Status> = before.iter().map(|i| (i.id.as_str(), i.status)).collect();
+    let new: BTreeSet<&str> = after.iter().map(|i| i.id.as_str()).collect();
+    PlanChanges {
+        added: after
+            .iter()
+            .filter(|i| !old.contains_key(i.id.as_str()))
+            .map(|i| i.id.clone())
+            .collect(),
+        dropped: before
+            .iter()
+            .filter(|i| !new.contains(i.id.as_str()))
+            .map(|i| i.id.clone())
+            .collect(),
+        status_changed: after
+            .iter()
+            .filter_map(|i| {
+                let was = old.get(i.id.as_str())?;
+                (*was != i.status)
+                    .then(|| format!("{}: {} → {}", i.id, was.as_str(), i.status.as_str()))
+            })
+            .collect(),
+    }
+}
+
+/// What the model must send, for error messages.
+pub const EXPECTED_SHAPE: &str = r#"{"reason": "why the plan changed", "items": [{"id": "inspect", "title": "Read the parser", "status": "pending" | "in_progress" | "blocked" | "done", "details"?: "…", "dependencies"?: ["other-id"], "next_action"?: "…" (required unless done), "evidence"?: ["cargo test: 12 passed"] (required for done)}]}"#;
+
+/// Validates the raw `update_plan` arguments into `(reason, items)`.
+pub fn validate(args: &Value) -> Result<(String, Vec<PlanItem>), String> {
+    let Some(object) = args.as_object() else {
+        return Err(format!("the arguments must be an object: {EXPECTED_SHAPE}"));
+    };
+    for key in object.keys() {
+        if key != "reason" && key != "items" {
+            return Err(format!(
+                "unknown argument `{}`; update_plan takes only `reason` and `items`: {EXPECTED_SHAPE}",
+                crate::text::short(key, 40)
+            ));
+        }
+    }
+    let reason = match object.get("reason") {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_string(),
+        Some(Value::String(_)) | None => {
+            return Err(
+                "`reason` is required: one short sentence saying why the plan changed".into(),
+            );
+        }
+        Some(other) => return Err(format!("`reason` must be a string, not {}", kind(other))),
+    };
+    check_len("reason", &reason, MAX_REASON_CHARS)?;
+    let raw_items = match object.get("items") {
+        Some(Value::Array(items)) => items,
+        Some(other) => {
+            return Err(format!(
+                "`items` must be an array of item objects, not {}: {EXPECTED_SHAPE}",
+                kind(other)
+            ));
+        }
+        None => {
+            return Err(format!(
+                "`items` is required (send [] for an empty plan): {EXPECTED_SHAPE}"
+            ));
+        }
+    };
+    if raw_items.len() > MAX_ITEMS {
+        return Err(format!(
+            "the plan has {} items; at most {MAX_ITEMS} are allowed — merge small steps",
+            raw_items.len()
+        ));
+    }
+    let mut items = Vec::with_capacity(raw_items.len());
+    for (index, raw) in raw_items.iter().enumerate() {
+        items.push(item(index, raw)?);
+    }
+
+    let mut seen = BTreeSet::new();
+    for (index, item) in items.iter().enumerate() {
+        if !seen.insert(item.id.as_str()) {
+            return Err(format!(
+                "item \"{}\" (items[{index}]): the id is used twice; ids must be unique",
+                item.id
+            ));
+        }
+    }
+    let in_progress: Vec<&str> = items
+        .iter()
+        .filter(|i| i.status == Status::InProgress)
+        .map(|i| i.id.as_str())
+        .collect();
+    if in_progress.len() > 1 {
+        return Err(format!(
+            "items {} are all in_progress; keep at most one item in_progress",
+            in_progress
+                .iter()
+                .map(|id| format!("\"{id}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    for item in &items {
+        for dep in &item.dependencies {
+            if dep == &item.id {
+                return Err(format!("item \"{}\": it depends on itself", item.id));
+            }
+            if !seen.contains(dep.as_str()) {
+                return Err(format!(
+                    "item \"{}\": dependency \"{}\" is not an id in this plan (unknown id); list every item you keep, with its existing id",
+                    item.id,
+                    crate::text::short(dep, 40)
+                ));
+            }
+        }
+    }
+    if let Some(cycle) = find_cycle(&items) {
+        return Err(format!(
+            "dependencies form a cycle: {}; a plan's dependencies must not loop",
+            cycle.join(" → ")
+        ));
+    }
+    Ok((reason, items))
+}
+
+fn item(index: usize, raw: &Value) -> Result<PlanItem, String> {
+    let at = |what: &str| format!("items[{index}]: {what}");
+    let Some(object) = raw.as_object() else {
+        return Err(at(&format!(
+            "each item must be an object, not {}: {EXPECTED_SHAPE}",
+            kind(raw)
+        )));
+    };
+    let id = match object.get("id") {
+        Some(Value::String(s)) => s.trim().to_string(),
+        Some(other) => return Err(at(&format!("`id` must be a string, not {}", kind(other)))),
+        None => {
+            return Err(at(
+                "`id` is required (short and readable, e.g. \"inspect\")",
+            ));
+        }
+    };
+    if id.is_empty() || id.chars().count() > MAX_ID_CHARS {
+        return Err(at(&format!("`id` must be 1 to {MAX_ID_CHARS} characters")));
+    }
+    if !id
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        return Err(at(&format!(
+            "id \"{}\" must use only letters, digits, '-', '_' and '.' (e.g. \"write-tests\")",
+            crate::text::short(&id, 40)
+        )));
+    }
+    let named = |what: &str| format!("item \"{id}\" (items[{index}]): {what}");
+    for key in object.keys() {
+        if ![
+            "id",
+            "title",
+            "status",
+            "details",
+            "dependencies",
+            "next_action",
+            "evidence",
+        ]
+        .contains(&key.as_str())
+        {
+            return Err(named(&format!(
+                "unknown field `{}`; items have id, title, status, details, dependencies, next_action, evidence",
+                crate::text::short(key, 40)
+            )));
+        }
+    }
+    let title = match object.get("title") {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_string(),
+        Some(Value::String(_)) | None => return Err(named("`title` is required")),
+        Some(other) => {
+            return Err(named(&format!(
+                "`title` must be a string, not {}",
+                kind(other)
+            )));
+        }
+    };
+    check_len(&named("`title`"), &title, MAX_TITLE_CHARS)?;
+    let status = match object.get("status") {
+        Some(Value::String(s)) => Status::parse(s).ok_or_else(|| {
+            named(&format!(
+                "status \"{}\" is not one of pending, in_progress, blocked, done",
+                crate::text::short(s, 30)
+            ))
+        })?,
+        Some(other) => {
+            return Err(named(&format!(
+                "`status` must be a string, not {}",
+                kind(other)
+            )));
+        }
+        None => {
+            return Err(named(
+                "`status` is required: pending, in_progress, blocked or done",
+            ));
+        }
+    };
+    let details = optional_text(
+        object.get("details"),
+        &named("`details`"),
+        MAX_DETAILS_CHARS,
+    )?;
+    let next_action = optional_text(
+        object.get("next_action"),
+        &named("`next_action`"),
+        MAX_NEXT_ACTION_CHARS,
+    )?;
+    let dependencies = text_list(
+        object.get("dependencies"),
+        &named("`dependencies`"),
+        MAX_ITEMS,
+        MAX_ID_CHARS,
+    )?;
+    let evidence = text_list(
+        object.get("evidence"),
+        &named("`evidence`"),
+        MAX_EVIDENCE_ENTRIES,
+        MAX_EVIDENCE_CHARS,
+    )?;
+    let mut unique_deps = BTreeSet::new();
+    if let Some(dup) = dependencies
+        .iter()
+        .find(|d| !unique_deps.insert(d.as_str()))
+    {
+        return Err(named(&format!("dependency \"{dup}\" is listed twice")));
+    }
+    match status {
+        Status::Pending | Status::InProgress | Status::Blocked if next_action.is_none() => {
+            return Err(named(&format!(
+                "`next_action` is required for a {} item: say what happens next",
+                status.as_str()
+            )));
+        }
+        Status::Done if evidence.is_empty() => {
+            return Err(named(
+                "a done item needs `evidence`: concise proof such as the test command and its result (e.g. \"cargo test: 42 passed\")",
+            ));
+        }
+        _ => {}
+    }
+    Ok(PlanItem {
+        id,
+        title,
+        status,
+        details,
+        dependencies,
+        next_action,
+        evidence,
+    })
+}
+
+fn optional_text(value: Option<&Value>, what: &str, max: usize) -> Result<Option<String>, String> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => {
+            let s = s.trim();
+            if s.is_empty() {
+                return Ok(None);
+            }
+            check_len(what, s, max)?;
+            Ok(Some(s.to_string()))
+        }
+        Some(other) => Err(format!("{what} must be a string, not {}", kind(other))),
+    }
+}
+
+fn text_list(
+    value: Option<&Value>,
+    what: &str,
+    max_entries: usize,
+    max_chars: usize,
+) -> Result<Vec<String>, String> {
+    let list = match value {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(list)) => list,
+        Some(other) => {
+            return Err(format!(
+                "{what} must be an array of strings, not {}",
+                kind(other)
+            ));
+        }
+    };
+    if list.len() > max_entries {
+        return Err(format!(
+            "{what} has {} entries; at most {max_entries} are allowed — keep it concise",
+            list.len()
+        ));
+    }
+    let mut out = Vec::with_capacity(list.len());
+    for entry in list {
+        let Value::String(s) = entry else {
+            return Err(format!(
+                "{what} must hold only strings, not {}",
+                kind(entry)
+            ));
+        };
+        let s = s.trim();
+        if s.is_empty() {
+            return Err(format!("{what} holds an empty string"));
+        }
+        check_len(what, s, max_chars)?;
+        out.push(s.to_string());
+    }
+    Ok(out)
+}
+
+fn check_len(what: &str, text: &str, max: usize) -> Result<(), String> {
+    let n = text.chars().count();
+    if n > max {
+        return Err(format!(
+            "{what} is {n} characters; keep it under {max} (record concise facts, not full output)"
+        ));
+    }
+    Ok(())
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A dependency cycle as a list of ids (first id repeated at the end).
+fn find_cycle(items: &[PlanItem]) -> Option<Vec<String>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        Active,
+        Finished,
+    }
+    let index: BTreeMap<&str, usize> = items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| (item.id.as_str(), i))
+        .collect();
+    let mut marks = vec![Mark::New; items.len()];
+    for start in 0..items.len() {
+        if marks[start] != Mark::New {
+            continue;
+        }
+        // Iterative depth-first search: (node, next dependency to look at).
+        let mut stack: Vec<(usize, usize)> = vec![(start, 0)];
+        marks[start] = Mark::Active;
+        while let Some(&mut (node, ref mut next)) = stack.last_mut() {
+            if let Some(dep) = items[node].dependencies.get(*next) {
+                *next += 1;
+                let Some(&target) = index.get(dep.as_str()) else {
+                    continue;
+                };
+                match marks[target] {
+                    Mark::New => {
+                        marks[target] = Mark::Active;
+                        stack.push((target, 0));
+                    }
+                    Mark::Active => {
+                        let from = stack.iter().position(|(n, _)| *n == target).unwrap_or(0);
+                        let mut cycle: Vec<String> = stack[from..]
+                            .iter()
+                            .map(|(n, _)| items[*n].id.clone())
+                            .collect();
+                        cycle.push(items[target].id.clone());
+                        return Some(cycle);
+                    }
+                    Mark::Finished => {}
+                }
+            } else {
+                marks[node] = Mark::Finished;
+                stack.pop();
+            }
+        }
+    }
+    None
+}

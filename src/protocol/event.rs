@@ -1,0 +1,122 @@
+//! The event stream (contract): one JSON object per line on stdout with
+//! `fido exec --json`, and the feed of the terminal UI.
+//!
+//! Events are past tense: they report what happened. Summaries and details
+//! are sanitised by their producer (no message contents beyond the final
+//! assistant text, control characters stripped, cut short).
+
+use serde::{Deserialize, Serialize};
+
+use super::Usage;
+
+/// An event with its timestamp (RFC 3339, milliseconds, UTC).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    #[serde(flatten)]
+    pub kind: EventKind,
+    pub ts: String,
+}
+
+impl Event {
+    pub fn now(kind: EventKind) -> Self {
+        Event {
+            kind,
+            ts: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventKind {
+    /// The session is ready: provider chosen, catalog built.
+    SessionStarted {
+        workspace: String,
+        provider: String,
+        model: String,
+        tools: Vec<String>,
+    },
+    /// A user prompt was accepted and the agent started working on it.
+    TurnStarted { turn: u32 },
+    /// The final text of one assistant message.
+    AssistantText { text: String },
+    /// The model asked for a tool call; `summary` is short and sanitised.
+    ToolCall {
+        id: String,
+        name: String,
+        summary: String,
+    },
+    /// A tool call finished; `summary` is short and sanitised.
+    ToolResult {
+        id: String,
+        name: String,
+        ok: bool,
+        summary: String,
+    },
+    /// A provider request finished; usage of that one request.
+    Usage {
+        identity: String,
+        prompt_tokens: u64,
+        cached_tokens: u64,
+        completion_tokens: u64,
+    },
+    /// Older turns were summarised or elided to fit the context budget.
+    Compacted {
+        strategy: String,
+        removed_messages: usize,
+        estimated_tokens_before: usize,
+        estimated_tokens_after: usize,
+    },
+    /// A provider request failed and is tried again after `delay_ms`.
+    Retrying {
+        attempt: u32,
+        delay_ms: u64,
+        reason: String,
+    },
+    /// The turn ended; `usage` sums every request of the turn.
+    TurnCompleted {
+        turn: u32,
+        status: TurnStatus,
+        usage: UsageTotals,
+    },
+    /// Something went wrong that the user must know about.
+    Error { message: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    /// The model gave a final answer.
+    Completed,
+    /// The user interrupted the turn (Ctrl+C, SIGINT, SIGTERM).
+    Interrupted,
+    /// The max-steps guard ended a runaway loop.
+    MaxSteps,
+    /// The provider failed for good.
+    Failed,
+}
+
+/// Usage summed over several requests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageTotals {
+    pub requests: u32,
+    pub prompt_tokens: u64,
+    pub cached_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl UsageTotals {
+    pub fn record(&mut self, usage: Usage) {
+        self.requests += 1;
+        self.prompt_tokens += usage.prompt_tokens;
+        self.cached_tokens += usage.cached_tokens;
+        self.completion_tokens += usage.completion_tokens;
+    }
+
+    pub fn merge(&mut self, other: UsageTotals) {
+        self.requests += other.requests;
+        self.prompt_tokens += other.prompt_tokens;
+        self.cached_tokens += other.cached_tokens;
+        self.completion_tokens += other.completion_tokens;
+    }
+}

@@ -1,0 +1,12 @@
+//! Types that cross a boundary: conversation messages, tool specifications
+//! and results, and the event stream that `fido exec --json` prints.
+//!
+//! Plain serde, no runtime: everything here can be serialised, compared and
+//! snapshotted. The conversation is kept in a provider-neutral shape close to
+//! OpenAI's Chat Completions; each provider maps it to its own wire format.
+
+mod event;
+mod message;
+
+pub use event::{Event, EventKind, TurnStatus, UsageTotals};
+pub use message::{Message, ToolCall, ToolSpec, Usage};

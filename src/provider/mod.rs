@@ -1,0 +1,202 @@
+//! Model providers: one trait, three implementations.
+//!
+//! - [`openai::OpenAiProvider`]: any OpenAI-compatible `/chat/completions`
+//!   endpoint (llama.cpp `llama-server`, Ollama, vLLM, hosted APIs), streaming SSE.
+//! - [`anthropic::AnthropicProvider`]: Anthropic Messages, streaming, with
+//!   cache breakpoints on the system prompt and the tools.
+//! - [`script::ScriptProvider`]: plays a JSON file of assistant turns. It is
+//!   a script, and says so in its name; it never pretends to be a model.
+//!
+//! Invariants:
+//! - A request body is a pure function of the conversation and the catalog:
+//!   the same input serialises to the same bytes (prompt caching depends on it).
+//! - Retries (connect errors, 429, 5xx, stream stalls and drops) are bounded and
+//!   happen inside `complete`; 400/401/403 are never retried.
+//! - Cancellation is dropping the future: the HTTP request is aborted at once.
+
+pub mod anthropic;
+mod http;
+pub mod openai;
+pub mod retry;
+pub mod script;
+pub mod sse;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use crate::protocol::{Message, ToolSpec, Usage};
+
+/// What one provider request is made of. Borrowed: building it copies nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct ChatRequest<'a> {
+    /// The whole conversation; `messages[0]` is the system prompt.
+    pub messages: &'a [Message],
+    /// The advertised catalog, in its fixed order.
+    pub tools: &'a [ToolSpec],
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    /// A final answer (or the stream simply ended).
+    Stop,
+    /// The model wants tool calls run.
+    ToolCalls,
+    /// The output hit the token limit.
+    Length,
+    /// Anything else the provider said (content filter, …).
+    Other,
+}
+
+/// The complete answer to one request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    /// Always a [`Message::Assistant`].
+    pub message: Message,
+    pub finish_reason: FinishReason,
+    pub usage: Usage,
+}
+
+/// What a provider reports while a request is under way. Observers use it for
+/// live display; the agent loop only relies on the returned [`Completion`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProviderNotice {
+    /// A fragment of assistant text.
+    TextDelta(String),
+    /// The stream started a tool call with this name.
+    ToolCallStarted { name: String },
+    /// The request failed and will be tried again after `delay`. Text deltas
+    /// seen so far belong to the abandoned attempt.
+    Retrying {
+        /// The attempt that failed, 1-based; also the number of this retry.
+        attempt: u32,
+        delay: Duration,
+        reason: String,
+    },
+}
+
+pub type NoticeSink<'a> = &'a (dyn Fn(ProviderNotice) + Send + Sync);
+
+pub type CompletionFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Completion, ProviderError>> + Send + 'a>>;
+
+/// A model endpoint.
+pub trait Provider: Send + Sync {
+    /// Short name for logs and events, e.g. `openai`, `anthropic`, `script`.
+    fn name(&self) -> &str;
+    /// The model asked for, or for the script provider `script:<file>`.
+    fn model(&self) -> &str;
+    /// Runs one request to completion, streaming notices to `notices`.
+    fn complete<'a>(
+        &'a self,
+        request: ChatRequest<'a>,
+        notices: NoticeSink<'a>,
+    ) -> CompletionFuture<'a>;
+}
+
+/// Every way a provider request can fail. Messages are lowercase sentences a
+/// user can act on; `is_retryable` decides the retry policy.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    #[error("cannot reach the model server at {url}: {source}")]
+    Connect {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("the model server rejected the credentials (HTTP {status}): {body}")]
+    Unauthorized { status: u16, body: String },
+    #[error("the model server refused the request (HTTP {status}): {body}")]
+    BadRequest { status: u16, body: String },
+    #[error("the model server is rate limiting (HTTP 429){}: {body}", retry_after.map(|d| format!(", retry after {:.1} s", d.as_secs_f64())).unwrap_or_default())]
+    RateLimited {
+        retry_after: Option<Duration>,
+        body: String,
+    },
+    #[error("the model server failed (HTTP {status}): {body}")]
+    Server { status: u16, body: String },
+    #[error("the model server sent nothing for {:.1} s", after.as_secs_f64())]
+    IdleTimeout { after: Duration },
+    #[error("the model request took longer than {:.1} s", after.as_secs_f64())]
+    RequestTimeout { after: Duration },
+    #[error("the model stream broke off: {source}")]
+    StreamInterrupted {
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("the model stream ended before it was complete")]
+    StreamTruncated,
+    #[error("the model server sent a malformed stream event: {detail}")]
+    MalformedStream { detail: String },
+    #[error("the model server reported an error: {message}")]
+    Api { message: String },
+    #[error("{last} (gave up after {attempts} attempts)")]
+    GaveUp {
+        attempts: u32,
+        #[source]
+        last: Box<ProviderError>,
+    },
+    #[error("provider configuration: {0}")]
+    Config(String),
+    #[error("script {path}: {detail}")]
+    Script { path: String, detail: String },
+}
+
+impl ProviderError {
+    /// Connect errors, 429, 5xx, stalls and broken streams are worth another
+    /// try; a refused request, bad credentials or a malformed stream are not.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ProviderError::Connect { .. }
+            | ProviderError::RateLimited { .. }
+            | ProviderError::Server { .. }
+            | ProviderError::IdleTimeout { .. }
+            | ProviderError::RequestTimeout { .. }
+            | ProviderError::StreamInterrupted { .. }
+            | ProviderError::StreamTruncated => true,
+            ProviderError::Unauthorized { .. }
+            | ProviderError::BadRequest { .. }
+            | ProviderError::MalformedStream { .. }
+            | ProviderError::Api { .. }
+            | ProviderError::GaveUp { .. }
+            | ProviderError::Config(_)
+            | ProviderError::Script { .. } => false,
+        }
+    }
+
+    /// The server's wish, for 429 replies with `Retry-After`.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ProviderError::RateLimited { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// Timeouts and retry budget shared by the HTTP providers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpPolicy {
+    /// Whole request, from send to the last byte.
+    pub request_timeout: Duration,
+    /// Longest silence allowed between two chunks of a stream.
+    pub idle_timeout: Duration,
+    /// Tries after the first one.
+    pub max_retries: u32,
+    /// First backoff delay; doubles each retry, with full jitter.
+    pub retry_base: Duration,
+    /// Longest single wait, also the cap on a server's `Retry-After`.
+    pub retry_max: Duration,
+}
+
+impl Default for HttpPolicy {
+    fn default() -> Self {
+        HttpPolicy {
+            request_timeout: Duration::from_secs(600),
+            idle_timeout: Duration::from_secs(90),
+            max_retries: 4,
+            retry_base: Duration::from_millis(500),
+            retry_max: Duration::from_secs(30),
+        }
+    }
+}

@@ -1,0 +1,451 @@
+//! The `script` provider: plays a JSON file of assistant turns, for demos,
+//! tests and offline runs. It is a script and says so (`script:<file>` as its
+//! model name); it never pretends to be a model.
+//!
+//! File format:
+//!
+//! ```json
+//! {
+//!   "description": "optional, ignored",
+//!   "turns": [
+//!     {"text": "Let me look.", "tool_calls": [{"name": "list_files", "arguments": {}}]},
+//!     {"text": "Done."}
+//!   ]
+//! }
+//! ```
+//!
+//! Invariants:
+//! - The file is validated completely on load; a bad script never starts a run.
+//!   Every turn has non-empty `text`, at least one tool call, or both; every
+//!   call has a non-empty `name` and an `arguments` object (missing means `{}`);
+//!   unknown keys are refused, so a typo is not silently ignored.
+//! - Request number k made through one provider instance plays turn k; past
+//!   the last turn every request fails with [`ProviderError::Script`].
+//! - Tool call ids are `script-call-N`, numbered through the whole file from 1,
+//!   so they are unique and the same on every run. Usage is always zero.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::{Map, Value};
+
+use super::{
+    ChatRequest, Completion, CompletionFuture, FinishReason, NoticeSink, Provider, ProviderError,
+    ProviderNotice,
+};
+use crate::protocol::{Message, ToolCall, Usage};
+
+/// One assistant turn of a script, ready to be returned.
+#[derive(Debug, Clone, PartialEq)]
+struct Turn {
+    text: Option<String>,
+    tool_calls: Vec<ToolCall>,
+}
+
+/// Plays a script; see the module docs for the file format.
+#[derive(Debug)]
+pub struct ScriptProvider {
+    path: String,
+    model: String,
+    turns: Vec<Turn>,
+    /// Requests made so far through this instance.
+    requests: AtomicUsize,
+}
+
+impl ScriptProvider {
+    /// Reads and validates the script at `path`.
+    pub fn load(path: &Path) -> Result<Self, ProviderError> {
+        let label = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ProviderError::Script {
+            path: label.clone(),
+            detail: format!("cannot read the file: {e}"),
+        })?;
+        let file_name = path
+            .file_name()
+            .map_or_else(|| label.clone(), |n| n.to_string_lossy().into_owned());
+        ScriptProvider::from_json(&label, &file_name, &text)
+    }
+
+    /// Builds a provider from script text; `path` names it in errors and
+    /// `file_name` in the model name (`script:<file_name>`).
+    pub fn from_json(path: &str, file_name: &str, text: &str) -> Result<Self, ProviderError> {
+        let error = |detail: String| ProviderError::Script {
+            path: path.to_owned(),
+            detail,
+        };
+        let value: Value = serde_json::from_str(text).map_err(|e| {
+            // serde_json appends the position to its message; say it once.
+            let message = e.to_string();
+            let suffix = format!(" at line {} column {}", e.line(), e.column());
+            let message = message.strip_suffix(&suffix).unwrap_or(&message);
+            error(format!(
+                "not valid JSON at line {}, column {}: {message}",
+                e.line(),
+                e.column()
+            ))
+        })?;
+        let turns = parse_turns(&value).map_err(error)?;
+        Ok(ScriptProvider {
+            path: path.to_owned(),
+            model: format!("script:{file_name}"),
+            turns,
+            requests: AtomicUsize::new(0),
+        })
+    }
+
+    /// How many turns the script has.
+    pub fn turn_count(&self) -> usize {
+        self.turns.len()
+    }
+}
+
+fn parse_turns(value: &Value) -> Result<Vec<Turn>, String> {
+    let top = value
+        .as_object()
+        .ok_or("the script must be a JSON object with a \"turns\" array")?;
+    if let Some(key) = top
+        .keys()
+        .find(|k| !matches!(k.as_str(), "turns" | "description"))
+    {
+        return Err(format!(
+            "unknown key \"{key}\" (a script has \"turns\" and an optional \"description\")"
+        ));
+    }
+    let turns = top
+        .get("turns")
+        .ok_or("the script has no \"turns\" array")?
+        .as_array()
+        .ok_or("\"turns\" must be an array")?;
+    if turns.is_empty() {
+        return Err("the script has no turns".into());
+    }
+    let mut next_id = 1;
+    turns
+        .iter()
+        .enumerate()
+        .map(|(i, turn)| {
+            parse_turn(turn, &mut next_id).map_err(|detail| format!("turn {}: {detail}", i + 1))
+        })
+        .collect()
+}
+
+fn parse_turn(turn: &Value, next_id: &mut usize) -> Result<Turn, String> {
+    let turn = turn.as_object().ok_or("a turn must be a JSON object")?;
+    if let Some(key) = turn
+        .keys()
+        .find(|k| !matches!(k.as_str(), "text" | "tool_calls"))
+    {
+        return Err(format!(
+            "unknown key \"{key}\" (a turn has \"text\" and/or \"tool_calls\")"
+        ));
+    }
+    let text = match turn.get("text") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()).filter(|s| !s.is_empty()),
+        Some(_) => return Err("\"text\" must be a string".into()),
+    };
+    let calls = match turn.get("tool_calls") {
+        None | Some(Value::Null) => &[][..],
+        Some(Value::Array(calls)) => calls.as_slice(),
+        Some(_) => return Err("\"tool_calls\" must be an array".into()),
+    };
+    if text.is_none() && calls.is_empty() {
+        return Err("a turn needs non-empty \"text\", \"tool_calls\", or both".into());
+    }
+    let mut tool_calls = Vec::with_capacity(calls.len());
+    for (i, call) in calls.iter().enumerate() {
+        let call = parse_call(call, *next_id)
+            .map_err(|detail| format!("tool call {}: {detail}", i + 1))?;
+        *next_id += 1;
+        tool_calls.push(call);
+    }
+    Ok(Turn { text, tool_calls })
+}
+
+fn parse_call(call: &Value, id: usize) -> Result<ToolCall, String> {
+    let call = call
+        .as_object()
+        .ok_or("a tool call must be a JSON object")?;
+    if let Some(key) = call
+        .keys()
+        .find(|k| !matches!(k.as_str(), "name" | "arguments"))
+    {
+        return Err(format!(
+            "unknown key \"{key}\" (a tool call has \"name\" and \"arguments\")"
+        ));
+    }
+    let name = call
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .ok_or("\"name\" must be a non-empty string")?;
+    let arguments = match call.get("arguments") {
+        None => Map::new(),
+        Some(Value::Object(object)) => object.clone(),
+        Some(other) => {
+            return Err(format!(
+                "\"arguments\" must be a JSON object, got {}",
+                kind_of(other)
+            ));
+        }
+    };
+    Ok(ToolCall {
+        id: format!("script-call-{id}"),
+        name: name.to_owned(),
+        arguments: Value::Object(arguments).to_string(),
+    })
+}
+
+fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+impl Provider for ScriptProvider {
+    fn name(&self) -> &str {
+        "script"
+    }
+
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    fn complete<'a>(
+        &'a self,
+        _request: ChatRequest<'a>,
+        notices: NoticeSink<'a>,
+    ) -> CompletionFuture<'a> {
+        let number = self.requests.fetch_add(1, Ordering::SeqCst);
+        let result = match self.turns.get(number) {
+            None => Err(ProviderError::Script {
+                path: self.path.clone(),
+                detail: format!(
+                    "the script has no turn left for request {}; it has {} turns",
+                    number + 1,
+                    self.turns.len()
+                ),
+            }),
+            Some(turn) => {
+                if let Some(text) = &turn.text {
+                    notices(ProviderNotice::TextDelta(text.clone()));
+                }
+                for call in &turn.tool_calls {
+                    notices(ProviderNotice::ToolCallStarted {
+                        name: call.name.clone(),
+                    });
+                }
+                Ok(Completion {
+                    message: Message::Assistant {
+                        content: turn.text.clone(),
+                        tool_calls: turn.tool_calls.clone(),
+                    },
+                    finish_reason: if turn.tool_calls.is_empty() {
+                        FinishReason::Stop
+                    } else {
+                        FinishReason::ToolCalls
+                    },
+                    usage: Usage::default(),
+                })
+            }
+        };
+        Box::pin(std::future::ready(result))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    fn script(text: &str) -> Result<ScriptProvider, ProviderError> {
+        ScriptProvider::from_json("t.json", "t.json", text)
+    }
+
+    fn detail(result: Result<ScriptProvider, ProviderError>) -> String {
+        match result {
+            Err(ProviderError::Script { detail, .. }) => detail,
+            Err(other) => panic!("unexpected error {other:?}"),
+            Ok(_) => panic!("the script was accepted"),
+        }
+    }
+
+    async fn play(
+        provider: &ScriptProvider,
+    ) -> (Result<Completion, ProviderError>, Vec<ProviderNotice>) {
+        let seen = Mutex::new(Vec::new());
+        let sink = |n: ProviderNotice| seen.lock().unwrap().push(n);
+        let result = provider
+            .complete(
+                ChatRequest {
+                    messages: &[],
+                    tools: &[],
+                },
+                &sink,
+            )
+            .await;
+        (result, seen.into_inner().unwrap())
+    }
+
+    #[tokio::test]
+    async fn plays_turns_in_order_then_says_it_is_done() {
+        let provider = script(
+            r#"{"turns": [
+                {"text": "Looking.", "tool_calls": [
+                    {"name": "list_files", "arguments": {}},
+                    {"name": "read_file", "arguments": {"path": "README.md", "limit": 5}}
+                ]},
+                {"tool_calls": [{"name": "read_file"}]},
+                {"text": "Done."}
+            ]}"#,
+        )
+        .unwrap();
+        assert_eq!(provider.name(), "script");
+        assert_eq!(provider.model(), "script:t.json");
+        assert_eq!(provider.turn_count(), 3);
+
+        let (result, notices) = play(&provider).await;
+        let completion = result.unwrap();
+        assert_eq!(completion.finish_reason, FinishReason::ToolCalls);
+        assert_eq!(completion.usage, Usage::default());
+        assert_eq!(
+            completion.message,
+            Message::Assistant {
+                content: Some("Looking.".into()),
+                tool_calls: vec![
+                    ToolCall {
+                        id: "script-call-1".into(),
+                        name: "list_files".into(),
+                        arguments: "{}".into()
+                    },
+                    ToolCall {
+                        id: "script-call-2".into(),
+                        name: "read_file".into(),
+                        arguments: "{\"path\":\"README.md\",\"limit\":5}".into()
+                    },
+                ],
+            }
+        );
+        assert_eq!(
+            notices,
+            vec![
+                ProviderNotice::TextDelta("Looking.".into()),
+                ProviderNotice::ToolCallStarted {
+                    name: "list_files".into()
+                },
+                ProviderNotice::ToolCallStarted {
+                    name: "read_file".into()
+                },
+            ]
+        );
+
+        let (result, _) = play(&provider).await;
+        assert_eq!(
+            result.unwrap().message,
+            Message::Assistant {
+                content: None,
+                tool_calls: vec![ToolCall {
+                    id: "script-call-3".into(),
+                    name: "read_file".into(),
+                    arguments: "{}".into()
+                }],
+            }
+        );
+
+        let (result, notices) = play(&provider).await;
+        let completion = result.unwrap();
+        assert_eq!(completion.finish_reason, FinishReason::Stop);
+        assert_eq!(notices, vec![ProviderNotice::TextDelta("Done.".into())]);
+
+        match play(&provider).await.0 {
+            Err(ProviderError::Script { detail, .. }) => assert_eq!(
+                detail,
+                "the script has no turn left for request 4; it has 3 turns"
+            ),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn validation_errors_are_specific() {
+        let bad_json = detail(script("{\"turns\": [\n  {\"text\": }\n]}"));
+        assert_eq!(
+            bad_json,
+            "not valid JSON at line 2, column 12: expected value"
+        );
+        assert_eq!(
+            detail(script("[]")),
+            "the script must be a JSON object with a \"turns\" array"
+        );
+        assert_eq!(detail(script("{}")), "the script has no \"turns\" array");
+        assert_eq!(
+            detail(script(r#"{"turns": []}"#)),
+            "the script has no turns"
+        );
+        assert_eq!(
+            detail(script(r#"{"turns": [{"text": "a"}, {"text": ""}]}"#)),
+            "turn 2: a turn needs non-empty \"text\", \"tool_calls\", or both"
+        );
+        assert_eq!(
+            detail(script(r#"{"turns": [{"tool_calls": []}]}"#)),
+            "turn 1: a turn needs non-empty \"text\", \"tool_calls\", or both"
+        );
+        assert_eq!(
+            detail(script(
+                r#"{"turns": [{"tool_calls": [{"name": "x", "arguments": "{}"}]}]}"#
+            )),
+            "turn 1: tool call 1: \"arguments\" must be a JSON object, got a string"
+        );
+        assert_eq!(
+            detail(script(
+                r#"{"turns": [{"tool_calls": [{"arguments": {}}]}]}"#
+            )),
+            "turn 1: tool call 1: \"name\" must be a non-empty string"
+        );
+        assert_eq!(
+            detail(script(r#"{"turns": [{"text": "a", "tool_call": []}]}"#)),
+            "turn 1: unknown key \"tool_call\" (a turn has \"text\" and/or \"tool_calls\")"
+        );
+        assert_eq!(
+            detail(script(r#"{"turns": [{"text": 3}]}"#)),
+            "turn 1: \"text\" must be a string"
+        );
+    }
+
+    #[test]
+    fn load_reports_a_missing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nope.json");
+        match ScriptProvider::load(&path) {
+            Err(e @ ProviderError::Script { .. }) => {
+                let message = e.to_string();
+                assert!(message.contains("nope.json"), "{message}");
+                assert!(message.contains("cannot read the file"), "{message}");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn bundled_example_is_valid() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/hello.script.json");
+        let provider = ScriptProvider::load(&path).unwrap();
+        assert_eq!(provider.model(), "script:hello.script.json");
+        let names: Vec<&str> = provider
+            .turns
+            .iter()
+            .flat_map(|t| t.tool_calls.iter().map(|c| c.name.as_str()))
+            .collect();
+        assert_eq!(names, ["list_files", "read_file"]);
+        let last = provider.turns.last().unwrap();
+        assert!(last.tool_calls.is_empty());
+        assert!(last.text.as_deref().unwrap().contains("scripted"));
+    }
+}

@@ -1,0 +1,292 @@
+//! Process groups: the one place that spawns a group and signals it.
+//!
+//! Theory of operation (after nextest's runner and watchexec's supervisor):
+//! a [`ProcessGroup`] is a child spawned as the leader of its own process
+//! group (`process_group(0)`, so pgid = pid); whatever it starts stays in
+//! that group unless it deliberately leaves it. Every signal goes to the
+//! whole group with `killpg`, and "no such process" (ESRCH) counts as done.
+//! Termination is SIGTERM to the group, a grace period raced against the
+//! leader's exit and the group's emptiness, then SIGKILL to the group and a
+//! reap of the leader.
+//!
+//! States: `Running` (leader not reaped) → `LeaderExited` (leader reaped,
+//! members may remain) → `Gone` (the group was killed or found empty).
+//! Dropping a group that is not `Gone` sends SIGKILL to it; tokio reaps a
+//! dropped leader in the background.
+
+use std::io;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::process::{Child, Command};
+
+/// How often a terminating group is checked for emptiness.
+const POLL: Duration = Duration::from_millis(20);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Running,
+    LeaderExited(ExitStatus),
+    Gone(Option<ExitStatus>),
+}
+
+/// A child process leading its own process group.
+#[derive(Debug)]
+pub struct ProcessGroup {
+    child: Child,
+    pgid: Pid,
+    state: State,
+}
+
+impl ProcessGroup {
+    /// Spawns `command` as the leader of a new process group, stdin
+    /// `/dev/null`. Set stdout and stderr on the command before.
+    pub fn spawn(command: &mut Command) -> io::Result<ProcessGroup> {
+        command
+            .process_group(0)
+            .stdin(Stdio::null())
+            .kill_on_drop(false);
+        let child = command.spawn()?;
+        let Some(pid) = child.id() else {
+            return Err(io::Error::other("spawned child has no pid"));
+        };
+        let pgid = i32::try_from(pid)
+            .map(Pid::from_raw)
+            .map_err(|_| io::Error::other(format!("pid {pid} out of range")))?;
+        tracing::debug!(pid, "process group spawned");
+        Ok(ProcessGroup {
+            child,
+            pgid,
+            state: State::Running,
+        })
+    }
+
+    /// The leader's pid, which is also the group id.
+    pub fn pid(&self) -> u32 {
+        self.pgid.as_raw().unsigned_abs()
+    }
+
+    /// The leader, e.g. to take its stdout pipe.
+    pub fn child_mut(&mut self) -> &mut Child {
+        &mut self.child
+    }
+
+    /// Waits for the leader to exit and reaps it. Cancel safe. Other members
+    /// of the group may still run: see [`ProcessGroup::kill`].
+    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
+        match self.state {
+            State::Running => {
+                let status = self.child.wait().await?;
+                self.state = State::LeaderExited(status);
+                Ok(status)
+            }
+            State::LeaderExited(status) | State::Gone(Some(status)) => Ok(status),
+            State::Gone(None) => {
+                let status = self.child.wait().await?;
+                self.state = State::Gone(Some(status));
+                Ok(status)
+            }
+        }
+    }
+
+    /// The leader's exit status if it has exited, without waiting.
+    pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        match self.state {
+            State::Running | State::Gone(None) => {
+                let status = self.child.try_wait()?;
+                if let Some(status) = status {
+                    self.state = match self.state {
+                        State::Gone(_) => State::Gone(Some(status)),
+                        State::Running | State::LeaderExited(_) => State::LeaderExited(status),
+                    };
+                }
+                Ok(status)
+            }
+            State::LeaderExited(status) | State::Gone(Some(status)) => Ok(Some(status)),
+        }
+    }
+
+    /// Sends `signal` to the whole group; a group that is already gone is
+    /// not an error.
+    pub fn signal(&self, signal: Signal) -> io::Result<()> {
+        if matches!(self.state, State::Gone(_)) {
+            return Ok(());
+        }
+        match killpg(self.pgid, signal) {
+            Ok(()) | Err(Errno::ESRCH) => Ok(()),
+            Err(errno) => Err(io::Error::from(errno)),
+        }
+    }
+
+    /// Whether any process (zombies included) is still in the group.
+    pub fn group_alive(&self) -> bool {
+        if matches!(self.state, State::Gone(_)) {
+            return false;
+        }
+        !matches!(killpg(self.pgid, None), Err(Errno::ESRCH))
+    }
+
+    /// SIGKILL to the whole group, now. The leader still needs a
+    /// [`ProcessGroup::wait`] to be reaped (or is reaped after drop).
+    pub fn kill(&mut self) -> io::Result<()> {
+        self.signal(Signal::SIGKILL)?;
+        self.state = match self.state {
+            State::Running => State::Gone(None),
+            State::LeaderExited(status) => State::Gone(Some(status)),
+            gone @ State::Gone(_) => gone,
+        };
+        Ok(())
+    }
+
+    /// SIGTERM to the group; after `grace`, or as soon as the leader has
+    /// exited and the group is empty, SIGKILL to the group; then reaps the
+    /// leader. Returns the leader's exit status.
+    pub async fn terminate(&mut self, grace: Duration) -> io::Result<ExitStatus> {
+        self.signal(Signal::SIGTERM)?;
+        let graceful = tokio::time::timeout(grace, async {
+            let status = self.wait().await;
+            while self.group_alive() {
+                tokio::time::sleep(POLL).await;
+            }
+            status
+        })
+        .await;
+        if let Ok(Err(err)) = graceful {
+            tracing::warn!(pid = self.pid(), error = %err, "waiting for a terminating group failed");
+        }
+        self.kill()?;
+        let status = self.wait().await?;
+        tracing::debug!(pid = self.pid(), ?status, "process group terminated");
+        Ok(status)
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        if !matches!(self.state, State::Gone(_)) {
+            // Best effort: there is nobody to report a failure to.
+            let _ = killpg(self.pgid, Signal::SIGKILL);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+    use std::path::Path;
+    use std::time::Instant;
+
+    /// Whether `pid` is still a live process (a zombie counts as dead).
+    pub(crate) fn running(pid: u32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => {
+                // The state follows the command name in parentheses.
+                let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+                !(state.starts_with('Z') || state.starts_with('X'))
+            }
+            Err(_) => false,
+        }
+    }
+
+    async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+        let start = Instant::now();
+        while !check() {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "timed out: {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn read_pid(file: &Path) -> u32 {
+        let mut pid = None;
+        eventually("child wrote its pid", || {
+            pid = std::fs::read_to_string(file)
+                .ok()
+                .and_then(|s| s.trim().parse().ok());
+            pid.is_some()
+        })
+        .await;
+        pid.unwrap()
+    }
+
+    #[tokio::test]
+    async fn terminate_kills_a_group_that_ignores_sigterm() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let mut command = Command::new("bash");
+        command.arg("-c").arg(format!(
+            "trap '' TERM; sleep 100 & echo $! > {}; wait",
+            pid_file.display()
+        ));
+        let mut group = ProcessGroup::spawn(&mut command).unwrap();
+        let leader = group.pid();
+        let sleeper = read_pid(&pid_file).await;
+        assert!(running(sleeper));
+
+        let start = Instant::now();
+        let status = group.terminate(Duration::from_millis(300)).await.unwrap();
+        assert!(start.elapsed() < Duration::from_secs(5));
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+        assert!(!running(leader));
+        eventually("sleeper is gone", || !running(sleeper)).await;
+        let pgid = Pid::from_raw(leader as i32);
+        eventually("group is empty", || {
+            matches!(killpg(pgid, None), Err(Errno::ESRCH))
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn terminate_is_quick_for_a_cooperative_group() {
+        let mut command = Command::new("sleep");
+        command.arg("100");
+        let mut group = ProcessGroup::spawn(&mut command).unwrap();
+        let start = Instant::now();
+        let status = group.terminate(Duration::from_secs(5)).await.unwrap();
+        assert!(start.elapsed() < Duration::from_secs(2));
+        assert_eq!(status.signal(), Some(libc::SIGTERM));
+        assert!(!group.group_alive());
+    }
+
+    #[tokio::test]
+    async fn drop_kills_the_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let mut command = Command::new("bash");
+        command.arg("-c").arg(format!(
+            "sleep 100 & echo $! > {}; wait",
+            pid_file.display()
+        ));
+        let group = ProcessGroup::spawn(&mut command).unwrap();
+        let leader = group.pid();
+        let sleeper = read_pid(&pid_file).await;
+        drop(group);
+        eventually("leader is gone", || !running(leader)).await;
+        eventually("sleeper is gone", || !running(sleeper)).await;
+    }
+
+    #[tokio::test]
+    async fn wait_then_kill_leftovers() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let mut command = Command::new("bash");
+        command
+            .arg("-c")
+            .arg(format!("sleep 100 & echo $! > {}", pid_file.display()));
+        let mut group = ProcessGroup::spawn(&mut command).unwrap();
+        let status = group.wait().await.unwrap();
+        assert_eq!(status.code(), Some(0));
+        let sleeper = read_pid(&pid_file).await;
+        assert!(group.group_alive());
+        group.kill().unwrap();
+        eventually("background job is gone", || !running(sleeper)).await;
+        // Signalling a gone group is fine.
+        group.signal(Signal::SIGTERM).unwrap();
+    }
+}

@@ -1,0 +1,142 @@
+//! The invocation guard: who may run which kind of tool.
+//!
+//! Identity and depth come from the runner that started the agent, never from
+//! anything the model wrote. The main agent (depth 0) may run every tool; a
+//! subagent (depth 1) is read-only: mutating, interactive and plan tools are
+//! refused with `permission_denied`, and `delegate` with
+//! `nested_delegation_forbidden`. Refusals are normal tool results, so the
+//! conversation stays valid and no side effect happens.
+
+use serde_json::json;
+
+use super::{ToolKind, ToolOutput};
+
+/// Who is running the agent loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Identity {
+    Main,
+    Subagent { agent_id: String },
+}
+
+impl Identity {
+    /// `main`, or the subagent's id; used in events and usage accounting.
+    pub fn label(&self) -> &str {
+        match self {
+            Identity::Main => "main",
+            Identity::Subagent { agent_id } => agent_id,
+        }
+    }
+}
+
+/// Assigned by the runner when an agent loop starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvocationContext {
+    pub identity: Identity,
+    pub delegation_depth: u32,
+}
+
+impl InvocationContext {
+    pub fn main() -> Self {
+        InvocationContext {
+            identity: Identity::Main,
+            delegation_depth: 0,
+        }
+    }
+
+    pub fn is_subagent(&self) -> bool {
+        match self.identity {
+            Identity::Main => self.delegation_depth > 0,
+            Identity::Subagent { .. } => true,
+        }
+    }
+}
+
+/// `Ok` when `ctx` may run a tool of `kind`; else the refusal to return.
+pub fn check(tool: &str, kind: ToolKind, ctx: &InvocationContext) -> Result<(), ToolOutput> {
+    if !ctx.is_subagent() {
+        return Ok(());
+    }
+    match kind {
+        ToolKind::ReadOnly => Ok(()),
+        ToolKind::Mutating | ToolKind::Interactive | ToolKind::PlanState => Err(refusal(
+            "permission_denied",
+            &format!(
+                "{tool} is not available to a read-only subagent; nothing was changed. Inspect with list_files, read_file and ripgrep and report your findings to the parent."
+            ),
+        )),
+        ToolKind::Delegation => Err(refusal(
+            "nested_delegation_forbidden",
+            "A subagent cannot call delegate; no nested subagent was created.",
+        )),
+    }
+}
+
+fn refusal(code: &str, message: &str) -> ToolOutput {
+    let body = json!({
+        "status": "failed",
+        "error": { "code": code, "message": message },
+    });
+    ToolOutput {
+        ok: false,
+        content: body.to_string(),
+        details: Some(body),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn subagent() -> InvocationContext {
+        InvocationContext {
+            identity: Identity::Subagent {
+                agent_id: "subagent-1".into(),
+            },
+            delegation_depth: 1,
+        }
+    }
+
+    #[test]
+    fn main_agent_may_run_every_kind() {
+        for kind in [
+            ToolKind::ReadOnly,
+            ToolKind::Mutating,
+            ToolKind::Interactive,
+            ToolKind::PlanState,
+            ToolKind::Delegation,
+        ] {
+            assert!(check("x", kind, &InvocationContext::main()).is_ok());
+        }
+    }
+
+    #[test]
+    fn subagent_is_read_only() {
+        assert!(check("read_file", ToolKind::ReadOnly, &subagent()).is_ok());
+        for kind in [
+            ToolKind::Mutating,
+            ToolKind::Interactive,
+            ToolKind::PlanState,
+        ] {
+            let refused = check("patch", kind, &subagent()).unwrap_err();
+            assert!(!refused.ok);
+            assert_eq!(
+                refused.details.as_ref().unwrap()["error"]["code"],
+                "permission_denied"
+            );
+        }
+        let nested = check("delegate", ToolKind::Delegation, &subagent()).unwrap_err();
+        assert_eq!(
+            nested.details.unwrap()["error"]["code"],
+            "nested_delegation_forbidden"
+        );
+    }
+
+    #[test]
+    fn depth_alone_makes_a_subagent_whatever_the_identity_claims() {
+        let ctx = InvocationContext {
+            identity: Identity::Main,
+            delegation_depth: 1,
+        };
+        assert!(check("rm", ToolKind::Mutating, &ctx).is_err());
+    }
+}

@@ -1,0 +1,324 @@
+//! `list_files`: the workspace tree, the way `git ls-files` and `rg --files`
+//! see it.
+//!
+//! Entries ignored by `.gitignore`/`.ignore` (also outside a git repository)
+//! are left out; dotfiles are shown, but `.git` and Fido's own `.fido-*`
+//! entries never are. Output is one workspace-relative path per line, in
+//! tree order (siblings sorted by name), directories ending in `/`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use ignore::WalkBuilder;
+use serde::Deserialize;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::path::{Workspace, is_missing, is_state_name};
+use super::{Invocation, Tool, ToolFuture, ToolKind, ToolOutput, parse_args};
+use crate::protocol::ToolSpec;
+
+const DEFAULT_DEPTH: usize = 3;
+const MAX_DEPTH: usize = 25;
+const DEFAULT_LIMIT: usize = 500;
+const MAX_LIMIT: usize = 2000;
+/// Past the limit, entries are only counted, up to this many.
+const MAX_COUNTED: usize = 100_000;
+
+pub struct ListFiles;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    depth: Option<usize>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+/// The walker both `list_files` and `ripgrep` use: `.gitignore`, `.ignore`
+/// and git excludes apply (a git repository is not required), hidden files
+/// are included, `.git` and `.fido-*` entries are skipped, links are not
+/// followed.
+pub(crate) fn walker(start: &Path) -> WalkBuilder {
+    let mut builder = WalkBuilder::new(start);
+    builder
+        .hidden(false)
+        .require_git(false)
+        .follow_links(false)
+        .filter_entry(|entry| {
+            let name = entry.file_name();
+            name != ".git" && !is_state_name(name)
+        });
+    builder
+}
+
+impl Tool for ListFiles {
+    fn name(&self) -> &'static str {
+        "list_files"
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::ReadOnly
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "list_files".into(),
+            description: format!(
+                "List files and directories under a workspace path, one workspace-relative path per line in tree order; directories end with `/`. Entries ignored by .gitignore/.ignore are left out; dotfiles are shown except `.git`. Goes {DEFAULT_DEPTH} levels deep by default and shows at most {DEFAULT_LIMIT} entries (limit up to {MAX_LIMIT}); a note says how many more there are. To look deeper, list a subdirectory. To find files by content use ripgrep."
+            ),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "path": {
+                        "type": "string",
+                        "description": "Directory to list, relative to the workspace root. Default \".\" (the root)."
+                    },
+                    "depth": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": MAX_DEPTH,
+                        "description": format!("How many levels to descend; 1 lists only the directory's own entries. Default {DEFAULT_DEPTH}.")
+                    },
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": MAX_LIMIT,
+                        "description": format!("Most entries to show. Default {DEFAULT_LIMIT}.")
+                    }
+                },
+                "required": [],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let args: Args = match parse_args("list_files", invocation.args) {
+                Ok(args) => args,
+                Err(refusal) => return refusal,
+            };
+            let depth = args.depth.unwrap_or(DEFAULT_DEPTH);
+            let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
+            if depth == 0 || limit == 0 {
+                return ToolOutput::error("depth and limit must be at least 1");
+            }
+            let path = args.path.unwrap_or_else(|| ".".to_string());
+            let resolved = match invocation.env.workspace.resolve(&path) {
+                Ok(resolved) => resolved,
+                Err(err) => return ToolOutput::error(err.to_string()),
+            };
+            let workspace = invocation.env.workspace.clone();
+            let cancel = invocation.cancel.clone();
+            let listing = tokio::task::spawn_blocking(move || {
+                list(
+                    &workspace,
+                    &resolved.abs,
+                    &resolved.shown,
+                    depth.min(MAX_DEPTH),
+                    limit.min(MAX_LIMIT),
+                    &cancel,
+                )
+            });
+            listing
+                .await
+                .unwrap_or_else(|err| ToolOutput::error(format!("list_files failed: {err}")))
+        })
+    }
+}
+
+fn list(
+    workspace: &Workspace,
+    abs: &PathBuf,
+    shown: &str,
+    depth: usize,
+    limit: usize,
+    cancel: &CancellationToken,
+) -> ToolOutput {
+    match fs::metadata(abs) {
+        Ok(metadata) if metadata.is_dir() => {}
+        Ok(metadata) => {
+            return ToolOutput::ok(format!(
+                "{shown} is a file ({} bytes); use read_file to read it.",
+                metadata.len()
+            ));
+        }
+        Err(err) if is_missing(&err) => {
+            return ToolOutput::error(format!(
+                "`{shown}` does not exist; list its parent directory to see what is there"
+            ));
+        }
+        Err(err) => return ToolOutput::error(format!("cannot list `{shown}`: {err}")),
+    }
+    let mut lines = Vec::new();
+    let mut more = 0usize;
+    let mut unreadable = 0usize;
+    let mut unexpanded = false;
+    let walk = walker(abs)
+        .max_depth(Some(depth))
+        .sort_by_file_name(|a, b| a.cmp(b))
+        .build();
+    for entry in walk {
+        if cancel.is_cancelled() {
+            return ToolOutput::error("cancelled");
+        }
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(_) => {
+                unreadable += 1;
+                continue;
+            }
+        };
+        if entry.depth() == 0 {
+            continue;
+        }
+        let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+        if lines.len() >= limit {
+            more += 1;
+            if more >= MAX_COUNTED {
+                break;
+            }
+            continue;
+        }
+        if is_dir && entry.depth() == depth {
+            unexpanded = true;
+        }
+        let mut line = workspace.display(entry.path());
+        if is_dir {
+            line.push('/');
+        }
+        lines.push(line);
+    }
+    if lines.is_empty() {
+        let present = fs::read_dir(abs).map(|d| d.count()).unwrap_or(0);
+        let dir = if shown == "." {
+            ". (the workspace root)"
+        } else {
+            shown
+        };
+        return ToolOutput::ok(if present == 0 {
+            format!("{dir} is empty.")
+        } else {
+            format!(
+                "Nothing to show in {dir}: its {present} entr{} are ignored (.gitignore/.ignore), `.git` or Fido's state.",
+                if present == 1 { "y" } else { "ies" }
+            )
+        });
+    }
+    let mut out = lines.join("\n");
+    if more > 0 {
+        let count = if more >= MAX_COUNTED {
+            format!("more than {MAX_COUNTED}")
+        } else {
+            more.to_string()
+        };
+        out.push_str(&format!(
+            "\n… {count} more entries not shown; narrow the path or raise limit (max {MAX_LIMIT})."
+        ));
+    } else if unexpanded {
+        out.push_str(&format!(
+            "\n(Directories at depth {depth} are not expanded; list one of them, or raise depth.)"
+        ));
+    }
+    if unreadable > 0 {
+        out.push_str(&format!("\n({unreadable} entries could not be read.)"));
+    }
+    ToolOutput::ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::path::testing::{call, env};
+
+    fn tree() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for d in [
+            "src/deep/er",
+            ".git/objects",
+            ".fido-state/undo",
+            "target",
+            "empty",
+            "logs",
+        ] {
+            fs::create_dir_all(root.join(d)).unwrap();
+        }
+        for f in [
+            "src/lib.rs",
+            "src/deep/er/x.rs",
+            ".gitignore",
+            ".env",
+            ".fido-plan.json",
+            "target/out.bin",
+            "debug.log",
+            "logs/a.log",
+            "README.md",
+        ] {
+            fs::write(root.join(f), "x").unwrap();
+        }
+        fs::write(root.join(".gitignore"), "target/\n*.log\n").unwrap();
+        dir
+    }
+
+    #[tokio::test]
+    async fn lists_in_tree_order_without_ignored_git_and_state() {
+        let dir = tree();
+        let env = env(dir.path());
+        let out = call(&ListFiles, &env, json!({})).await;
+        assert!(out.ok, "{}", out.content);
+        assert_eq!(
+            out.content,
+            ".env\n.gitignore\nREADME.md\nempty/\nlogs/\nsrc/\nsrc/deep/\nsrc/deep/er/\nsrc/lib.rs\n(Directories at depth 3 are not expanded; list one of them, or raise depth.)"
+        );
+        let out = call(&ListFiles, &env, json!({"path": "src", "depth": 1})).await;
+        assert_eq!(
+            out.content,
+            "src/deep/\nsrc/lib.rs\n(Directories at depth 1 are not expanded; list one of them, or raise depth.)"
+        );
+        let out = call(&ListFiles, &env, json!({"path": "src/deep", "depth": 5})).await;
+        assert_eq!(out.content, "src/deep/er/\nsrc/deep/er/x.rs");
+    }
+
+    #[tokio::test]
+    async fn limit_cuts_with_a_note() {
+        let dir = tree();
+        let env = env(dir.path());
+        let out = call(&ListFiles, &env, json!({"limit": 2})).await;
+        assert_eq!(
+            out.content,
+            ".env\n.gitignore\n… 7 more entries not shown; narrow the path or raise limit (max 2000)."
+        );
+    }
+
+    #[tokio::test]
+    async fn empty_ignored_and_errors() {
+        let dir = tree();
+        let env = env(dir.path());
+        let out = call(&ListFiles, &env, json!({"path": "empty"})).await;
+        assert_eq!(out.content, "empty is empty.");
+        let out = call(&ListFiles, &env, json!({"path": "logs"})).await;
+        assert!(
+            out.content.starts_with("Nothing to show in logs"),
+            "{}",
+            out.content
+        );
+        let out = call(&ListFiles, &env, json!({"path": "README.md"})).await;
+        assert!(out.content.contains("use read_file"));
+        for (args, expected) in [
+            (json!({"path": "nope"}), "does not exist"),
+            (json!({"path": "/"}), "outside the workspace"),
+            (json!({"path": ".fido-state"}), "Fido's own state"),
+            (json!({"depth": 0}), "at least 1"),
+            (json!({"recursive": true}), "invalid arguments"),
+        ] {
+            let out = call(&ListFiles, &env, args.clone()).await;
+            assert!(!out.ok, "{args}");
+            assert!(out.content.contains(expected), "{args}: {}", out.content);
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! `mkdir`: create a directory and any missing parents (undoable).
+
+use std::fs;
+
+use serde::Deserialize;
+use serde_json::json;
+
+use super::patch::missing_parents;
+use super::path::is_missing;
+use super::{Invocation, Tool, ToolEnv, ToolFuture, ToolKind, ToolOutput, parse_args};
+use crate::protocol::ToolSpec;
+use crate::session::undo::UndoEntry;
+
+pub struct Mkdir;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    path: String,
+}
+
+impl Tool for Mkdir {
+    fn name(&self) -> &'static str {
+        "mkdir"
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Mutating
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "mkdir".into(),
+            description: "Create a directory in the workspace, with any missing parent directories (like `mkdir -p`). An existing directory is fine; an existing file at the path is an error. Not needed before patch with `content`, which creates parents itself. Undoable.".into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "path": {
+                        "type": "string",
+                        "description": "Directory to create, relative to the workspace root, e.g. \"src/util\"."
+                    }
+                },
+                "required": ["path"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a> {
+        Box::pin(async move {
+            match parse_args::<Args>("mkdir", invocation.args) {
+                Ok(args) => run(invocation.env, &args.path),
+                Err(refusal) => refusal,
+            }
+        })
+    }
+}
+
+fn run(env: &ToolEnv, path: &str) -> ToolOutput {
+    let resolved = match env.workspace.resolve(path) {
+        Ok(resolved) => resolved,
+        Err(err) => return ToolOutput::error(err.to_string()),
+    };
+    let shown = &resolved.shown;
+    match fs::metadata(&resolved.abs) {
+        Ok(metadata) if metadata.is_dir() => {
+            return ToolOutput::ok(format!("{shown}/ already exists."));
+        }
+        Ok(_) => {
+            return ToolOutput::error(format!(
+                "a file already exists at `{shown}`; choose another name or remove the file first"
+            ));
+        }
+        Err(err) if is_missing(&err) => {}
+        Err(err) => return ToolOutput::error(format!("cannot create `{shown}`: {err}")),
+    }
+    let parents = match missing_parents(env, &resolved.abs) {
+        Ok(parents) => parents,
+        Err(message) => return ToolOutput::error(message),
+    };
+    let undo_path = env.workspace.display(&resolved.abs);
+    if let Err(err) = env.undo.record(UndoEntry::mkdir(undo_path, parents)) {
+        return ToolOutput::error(format!(
+            "could not record the undo entry ({err}), so `{shown}` was not created"
+        ));
+    }
+    if let Err(err) = fs::create_dir_all(&resolved.abs) {
+        let _ = env.undo.discard_last();
+        return ToolOutput::error(format!("cannot create `{shown}`: {err}"));
+    }
+    ToolOutput::ok(format!("Created directory {shown}/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::path::testing::{call, env};
+
+    #[tokio::test]
+    async fn creates_parents_and_undo_removes_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = env(dir.path());
+        let out = call(&Mkdir, &env, json!({"path": "a/b/c"})).await;
+        assert!(out.ok, "{}", out.content);
+        assert_eq!(out.content, "Created directory a/b/c/");
+        assert!(dir.path().join("a/b/c").is_dir());
+        let out = call(&Mkdir, &env, json!({"path": "a/b"})).await;
+        assert!(out.ok);
+        assert!(out.content.contains("already exists"));
+        env.undo.undo_last(&env.workspace).unwrap().unwrap();
+        assert!(!dir.path().join("a").exists());
+    }
+
+    #[tokio::test]
+    async fn errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = env(dir.path());
+        fs::write(dir.path().join("f"), "x").unwrap();
+        for (args, expected) in [
+            (json!({"path": "f"}), "a file already exists"),
+            (json!({"path": "f/sub"}), "is a file"),
+            (json!({"path": "../out"}), "outside the workspace"),
+            (json!({"path": ".fido-state/x"}), "Fido's own state"),
+            (json!({"dir": "x"}), "invalid arguments"),
+        ] {
+            let out = call(&Mkdir, &env, args.clone()).await;
+            assert!(!out.ok, "{args}");
+            assert!(out.content.contains(expected), "{args}: {}", out.content);
+        }
+    }
+}

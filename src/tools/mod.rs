@@ -1,0 +1,247 @@
+//! The tools the model can call: one file per tool, one immutable catalog.
+//!
+//! Invariants:
+//! - The catalog is built once per session and never changes: the same names,
+//!   descriptions, schemas and order for the main agent and any subagent, so
+//!   the provider's cached tool prefix holds. Policy is applied when a tool is
+//!   invoked (see [`guard`]), never by changing the list.
+//! - Every invocation returns a [`ToolOutput`], also for an unknown tool,
+//!   arguments that are not JSON, a refused call or a cancelled one, so each
+//!   tool call in the conversation gets exactly one result.
+//! - Every path a tool touches is confined to the workspace ([`path`]), and
+//!   `.fido-*` state files are out of reach of the file tools.
+
+pub mod ask_user;
+pub mod bash_exec;
+pub mod guard;
+pub mod list_files;
+pub mod mkdir;
+pub mod patch;
+pub mod path;
+pub mod read_file;
+pub mod ripgrep;
+pub mod rm;
+pub mod rmdir;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::protocol::{ToolCall, ToolSpec};
+use crate::session::undo::UndoLog;
+
+pub use guard::{Identity, InvocationContext};
+pub use path::Workspace;
+
+/// What a tool returns: the text the model gets and, for state tools, the
+/// structured state for the UI and `fido tool call`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    pub ok: bool,
+    /// Exactly the text placed in the tool result message.
+    pub content: String,
+    /// Structured state (the plan for plan tools), else `None`.
+    pub details: Option<Value>,
+}
+
+impl ToolOutput {
+    pub fn ok(content: impl Into<String>) -> Self {
+        ToolOutput {
+            ok: true,
+            content: content.into(),
+            details: None,
+        }
+    }
+
+    /// A failed result. The text starts with `Error:` so a model that ignores
+    /// the provider's error flag still reads it as a failure.
+    pub fn error(message: impl AsRef<str>) -> Self {
+        ToolOutput {
+            ok: false,
+            content: format!("Error: {}", message.as_ref()),
+            details: None,
+        }
+    }
+}
+
+/// How a tool may affect the world; the invocation guard decides on this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolKind {
+    /// Reads the workspace only.
+    ReadOnly,
+    /// Changes files or runs commands.
+    Mutating,
+    /// Needs the person at the keyboard.
+    Interactive,
+    /// Changes the workspace plan (parent's responsibility).
+    PlanState,
+    /// Starts a subagent.
+    Delegation,
+}
+
+/// Limits of the tools, from the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolLimits {
+    /// `bash_exec` timeout when the model names none.
+    pub bash_default_timeout: Duration,
+    /// Longest `bash_exec` timeout the model may ask for.
+    pub bash_max_timeout: Duration,
+    /// Most bytes of command output kept (head and tail, middle elided).
+    pub bash_output_cap: usize,
+    /// Most bytes `read_file` returns in one call.
+    pub read_max_bytes: usize,
+}
+
+impl Default for ToolLimits {
+    fn default() -> Self {
+        ToolLimits {
+            bash_default_timeout: Duration::from_secs(120),
+            bash_max_timeout: Duration::from_secs(600),
+            bash_output_cap: 30_000,
+            read_max_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// What tools run against: the workspace, the undo log and the limits.
+pub struct ToolEnv {
+    pub workspace: Workspace,
+    pub undo: UndoLog,
+    pub limits: ToolLimits,
+    /// Whether a person can answer `ask_user` (false when headless).
+    pub user_present: bool,
+}
+
+/// One invocation, as handed to a tool.
+pub struct Invocation<'a> {
+    pub args: Value,
+    pub env: &'a ToolEnv,
+    pub ctx: &'a InvocationContext,
+    /// Cancelled when the user interrupts; long tools must stop promptly.
+    pub cancel: &'a CancellationToken,
+}
+
+pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = ToolOutput> + Send + 'a>>;
+
+/// A tool the model can call.
+pub trait Tool: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn kind(&self) -> ToolKind;
+    /// Description and JSON schema, written for a model. Called once, when
+    /// the catalog is built.
+    fn spec(&self) -> ToolSpec;
+    fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a>;
+}
+
+/// Parses a tool's arguments, turning a mismatch into an error that shows
+/// the model the expected shape.
+pub fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolOutput> {
+    serde_json::from_value(args).map_err(|err| {
+        ToolOutput::error(format!(
+            "invalid arguments for {tool}: {err}. Call {tool} with an object matching its JSON schema."
+        ))
+    })
+}
+
+/// The immutable list of tools advertised to the model.
+pub struct ToolCatalog {
+    tools: Vec<Box<dyn Tool>>,
+    specs: Vec<ToolSpec>,
+}
+
+impl ToolCatalog {
+    /// The standard catalog, in its fixed order.
+    pub fn standard() -> Arc<ToolCatalog> {
+        let tools: Vec<Box<dyn Tool>> = vec![
+            Box::new(list_files::ListFiles),
+            Box::new(read_file::ReadFile),
+            Box::new(ripgrep::Ripgrep),
+            Box::new(patch::Patch),
+            Box::new(mkdir::Mkdir),
+            Box::new(rm::Rm),
+            Box::new(rmdir::Rmdir),
+            Box::new(bash_exec::BashExec),
+            Box::new(ask_user::AskUser),
+            // TODO(#3): the plan tool (`update_plan`, or `todo` by config) goes here.
+            // TODO(#4): `delegate` goes here, last.
+        ];
+        Arc::new(ToolCatalog::from_tools(tools))
+    }
+
+    pub fn from_tools(tools: Vec<Box<dyn Tool>>) -> ToolCatalog {
+        let specs = tools.iter().map(|t| t.spec()).collect();
+        ToolCatalog { tools, specs }
+    }
+
+    /// The advertised specifications, in order.
+    pub fn specs(&self) -> &[ToolSpec] {
+        &self.specs
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.specs.iter().map(|s| s.name.clone()).collect()
+    }
+
+    pub fn kind_of(&self, name: &str) -> Option<ToolKind> {
+        self.tools
+            .iter()
+            .find(|t| t.name() == name)
+            .map(|t| t.kind())
+    }
+
+    /// Runs one tool call: finds the tool, applies the invocation guard,
+    /// parses the arguments and invokes it. Never fails: every problem is an
+    /// error result for the model.
+    pub async fn invoke(
+        &self,
+        call: &ToolCall,
+        env: &ToolEnv,
+        ctx: &InvocationContext,
+        cancel: &CancellationToken,
+    ) -> ToolOutput {
+        let Some(tool) = self.tools.iter().find(|t| t.name() == call.name) else {
+            return ToolOutput::error(format!(
+                "unknown tool `{}`. Available tools: {}.",
+                crate::text::short(&call.name, 60),
+                self.names().join(", ")
+            ));
+        };
+        if let Err(refusal) = guard::check(tool.name(), tool.kind(), ctx) {
+            return refusal;
+        }
+        let args = match parse_arguments(&call.arguments) {
+            Ok(args) => args,
+            Err(message) => return ToolOutput::error(format!("{}: {message}", call.name)),
+        };
+        if cancel.is_cancelled() {
+            return ToolOutput::error("cancelled before it started");
+        }
+        tool.invoke(Invocation {
+            args,
+            env,
+            ctx,
+            cancel,
+        })
+        .await
+    }
+}
+
+/// Tool-call arguments as JSON. An empty string counts as `{}` (some servers
+/// send nothing for a call without arguments).
+fn parse_arguments(raw: &str) -> Result<Value, String> {
+    if raw.trim().is_empty() {
+        return Ok(Value::Object(Default::default()));
+    }
+    match serde_json::from_str::<Value>(raw) {
+        Ok(value @ Value::Object(_)) => Ok(value),
+        Ok(_) => Err("arguments must be a JSON object".to_string()),
+        Err(err) => Err(format!(
+            "arguments are not valid JSON ({err}); send one JSON object matching the tool's schema"
+        )),
+    }
+}

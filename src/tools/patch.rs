@@ -1,0 +1,724 @@
+//! `patch`: edit a text file by exact replacements, or write a whole file.
+//!
+//! Invariants: all or nothing (edits are applied in memory, the file is
+//! replaced atomically with a temp file and a rename, keeping its
+//! permissions); the undo entry is journalled before the file changes, and
+//! if that fails the file is not touched; only UTF-8 text is edited.
+
+use std::fs::{self, OpenOptions, Permissions};
+use std::io::{self, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::json;
+
+use super::path::is_missing;
+use super::{Invocation, Tool, ToolEnv, ToolFuture, ToolKind, ToolOutput, parse_args};
+use crate::protocol::ToolSpec;
+use crate::session::undo::UndoEntry;
+
+/// Largest file `patch` reads or replaces.
+pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+pub struct Patch;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    path: String,
+    #[serde(default)]
+    edits: Option<Vec<Edit>>,
+    #[serde(default)]
+    content: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Edit {
+    old_text: String,
+    new_text: String,
+    #[serde(default)]
+    replace_all: bool,
+}
+
+impl Tool for Patch {
+    fn name(&self) -> &'static str {
+        "patch"
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Mutating
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "patch".into(),
+            description: "Change a text file in the workspace, in one of two ways (pass exactly one):\n\
+                - `edits`: exact replacements applied in order to the file's current text. Each `old_text` must match the file exactly, whitespace and indentation included (copy it from read_file output without the line-number prefix), and must occur exactly once unless `replace_all` is true; include a few neighbouring lines to make it unique. If any edit fails, nothing is changed and the error says why (not found, with a hint when only whitespace differs, or found several times, with the lines).\n\
+                - `content`: the complete new text of the file. Creates the file and any missing parent directories, or overwrites an existing file entirely.\n\
+                UTF-8 text files up to 16 MiB. Every change is recorded so the user can undo it. Prefer `edits` for changes to existing files.\n\
+                Example: {\"path\": \"src/lib.rs\", \"edits\": [{\"old_text\": \"fn add(a: i32) -> i32 {\\n    a\\n}\", \"new_text\": \"fn add(a: i32, b: i32) -> i32 {\\n    a + b\\n}\"}]}"
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "path": {
+                        "type": "string",
+                        "description": "File to change, relative to the workspace root."
+                    },
+                    "edits": {
+                        "type": "array",
+                        "description": "Replacements, applied in order. Omit when passing `content`.",
+                        "minItems": 1,
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "old_text": {
+                                    "type": "string",
+                                    "description": "Exact text to find (non-empty)."
+                                },
+                                "new_text": {
+                                    "type": "string",
+                                    "description": "Text to put in its place (may be empty to delete)."
+                                },
+                                "replace_all": {
+                                    "type": "boolean",
+                                    "description": "Replace every occurrence instead of requiring exactly one. Default false."
+                                }
+                            },
+                            "required": ["old_text", "new_text"],
+                            "additionalProperties": false
+                        }
+                    },
+                    "content": {
+                        "type": "string",
+                        "description": "The whole new file text. Omit when passing `edits`."
+                    }
+                },
+                "required": ["path"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let args: Args = match parse_args("patch", invocation.args) {
+                Ok(args) => args,
+                Err(refusal) => return refusal,
+            };
+            match (args.edits, args.content) {
+                (Some(_), Some(_)) => ToolOutput::error(
+                    "pass either `edits` or `content`, not both; nothing was changed",
+                ),
+                (None, None) => ToolOutput::error(
+                    "pass `edits` (replacements in an existing file) or `content` (the whole file); nothing was changed",
+                ),
+                (Some(edits), None) => edit_file(invocation.env, &args.path, &edits),
+                (None, Some(content)) => write_file(invocation.env, &args.path, &content),
+            }
+        })
+    }
+}
+
+fn edit_file(env: &ToolEnv, path: &str, edits: &[Edit]) -> ToolOutput {
+    if edits.is_empty() {
+        return ToolOutput::error("`edits` is empty; give at least one {old_text, new_text}");
+    }
+    let resolved = match env.workspace.resolve(path) {
+        Ok(resolved) => resolved,
+        Err(err) => return ToolOutput::error(err.to_string()),
+    };
+    let shown = &resolved.shown;
+    let metadata = match fs::metadata(&resolved.abs) {
+        Ok(metadata) => metadata,
+        Err(err) if is_missing(&err) => {
+            return ToolOutput::error(format!(
+                "`{shown}` does not exist. To create it, call patch with `content` instead of `edits`."
+            ));
+        }
+        Err(err) => return ToolOutput::error(format!("cannot read `{shown}`: {err}")),
+    };
+    if metadata.is_dir() {
+        return ToolOutput::error(format!("`{shown}` is a directory, not a file"));
+    }
+    if metadata.len() > MAX_FILE_BYTES {
+        return ToolOutput::error(format!(
+            "`{shown}` is {} bytes, more than patch handles ({MAX_FILE_BYTES}); edit it with bash_exec (e.g. sed) instead",
+            metadata.len()
+        ));
+    }
+    let bytes = match fs::read(&resolved.abs) {
+        Ok(bytes) => bytes,
+        Err(err) => return ToolOutput::error(format!("cannot read `{shown}`: {err}")),
+    };
+    let Some(text) = as_text(&bytes) else {
+        return ToolOutput::error(format!(
+            "`{shown}` is not UTF-8 text ({} bytes, binary or another encoding); patch edits only text files",
+            bytes.len()
+        ));
+    };
+    let applied = match apply(text, edits, shown) {
+        Ok(applied) => applied,
+        Err(message) => return ToolOutput::error(message),
+    };
+    if applied.text == text {
+        return ToolOutput::ok(format!(
+            "No change to {shown}: the edits leave the text as it was."
+        ));
+    }
+    let mode = metadata.permissions().mode() & 0o7777;
+    let undo_path = env.workspace.display(&resolved.abs);
+    if let Err(err) = env
+        .undo
+        .record(UndoEntry::patch(undo_path, bytes.clone(), mode))
+    {
+        return ToolOutput::error(format!(
+            "could not record the undo entry ({err}), so `{shown}` was not changed"
+        ));
+    }
+    if let Err(err) = write_atomic(&resolved.abs, applied.text.as_bytes(), Some(mode)) {
+        let _ = env.undo.discard_last();
+        return ToolOutput::error(format!(
+            "could not write `{shown}`: {err}; it was not changed"
+        ));
+    }
+    let count = edits.len();
+    ToolOutput::ok(format!(
+        "Edited {shown}: {count} edit{} (+{} −{} lines)",
+        if count == 1 { "" } else { "s" },
+        applied.added,
+        applied.removed
+    ))
+}
+
+fn write_file(env: &ToolEnv, path: &str, content: &str) -> ToolOutput {
+    let resolved = match env.workspace.resolve(path) {
+        Ok(resolved) => resolved,
+        Err(err) => return ToolOutput::error(err.to_string()),
+    };
+    let shown = &resolved.shown;
+    if resolved.is_root(&env.workspace) {
+        return ToolOutput::error("`path` must name a file, not the workspace root");
+    }
+    let lines = content.lines().count();
+    let undo_path = env.workspace.display(&resolved.abs);
+    match fs::metadata(&resolved.abs) {
+        Ok(metadata) if metadata.is_dir() => {
+            ToolOutput::error(format!("`{shown}` is a directory, not a file"))
+        }
+        Ok(metadata) => {
+            if metadata.len() > MAX_FILE_BYTES {
+                return ToolOutput::error(format!(
+                    "`{shown}` is {} bytes, more than patch handles ({MAX_FILE_BYTES}); nothing was changed",
+                    metadata.len()
+                ));
+            }
+            let before = match fs::read(&resolved.abs) {
+                Ok(bytes) => bytes,
+                Err(err) => return ToolOutput::error(format!("cannot read `{shown}`: {err}")),
+            };
+            if as_text(&before).is_none() {
+                return ToolOutput::error(format!(
+                    "`{shown}` is not UTF-8 text ({} bytes); patch does not overwrite binary files. Remove it with rm first if you mean to replace it.",
+                    before.len()
+                ));
+            }
+            let old_lines = String::from_utf8_lossy(&before).lines().count();
+            let mode = metadata.permissions().mode() & 0o7777;
+            if let Err(err) = env.undo.record(UndoEntry::patch(undo_path, before, mode)) {
+                return ToolOutput::error(format!(
+                    "could not record the undo entry ({err}), so `{shown}` was not changed"
+                ));
+            }
+            if let Err(err) = write_atomic(&resolved.abs, content.as_bytes(), Some(mode)) {
+                let _ = env.undo.discard_last();
+                return ToolOutput::error(format!(
+                    "could not write `{shown}`: {err}; it was not changed"
+                ));
+            }
+            ToolOutput::ok(format!(
+                "Overwrote {shown}: {lines} lines (was {old_lines})."
+            ))
+        }
+        Err(err) if is_missing(&err) => {
+            let created_dirs = match missing_parents(env, &resolved.abs) {
+                Ok(dirs) => dirs,
+                Err(message) => return ToolOutput::error(message),
+            };
+            if let Err(err) = env.undo.record(UndoEntry::create(undo_path, created_dirs)) {
+                return ToolOutput::error(format!(
+                    "could not record the undo entry ({err}), so `{shown}` was not created"
+                ));
+            }
+            let written = match resolved.abs.parent() {
+                Some(parent) => fs::create_dir_all(parent),
+                None => Ok(()),
+            }
+            .and_then(|()| write_atomic(&resolved.abs, content.as_bytes(), None));
+            if let Err(err) = written {
+                let _ = env.undo.discard_last();
+                return ToolOutput::error(format!("could not create `{shown}`: {err}"));
+            }
+            ToolOutput::ok(format!("Created {shown}: {lines} lines."))
+        }
+        Err(err) => ToolOutput::error(format!("cannot write `{shown}`: {err}")),
+    }
+}
+
+/// The directories `create_dir_all(abs.parent())` would create, outermost
+/// first, workspace-relative; an error message when a file is in the way.
+pub(crate) fn missing_parents(env: &ToolEnv, abs: &Path) -> Result<Vec<String>, String> {
+    let mut missing = Vec::new();
+    let mut current = abs.parent();
+    while let Some(dir) = current {
+        match fs::metadata(dir) {
+            Ok(metadata) if metadata.is_dir() => break,
+            Ok(_) => {
+                return Err(format!(
+                    "`{}` is a file, so `{}` cannot be created inside it",
+                    env.workspace.display(dir),
+                    env.workspace.display(abs)
+                ));
+            }
+            Err(_) => missing.push(env.workspace.display(dir)),
+        }
+        if dir == env.workspace.root {
+            break;
+        }
+        current = dir.parent();
+    }
+    missing.reverse();
+    Ok(missing)
+}
+
+/// The file's text, when it is UTF-8 without NUL bytes.
+fn as_text(bytes: &[u8]) -> Option<&str> {
+    if bytes.contains(&0) {
+        return None;
+    }
+    std::str::from_utf8(bytes).ok()
+}
+
+struct Applied {
+    text: String,
+    added: usize,
+    removed: usize,
+}
+
+/// Applies the edits in order, or says which one failed and why.
+fn apply(original: &str, edits: &[Edit], shown: &str) -> Result<Applied, String> {
+    // A model writes `\n`; a CRLF file gets its edits in CRLF.
+    let crlf = original.contains("\r\n");
+    let mut text = original.to_string();
+    let (mut added, mut removed) = (0, 0);
+    let total = edits.len();
+    for (index, edit) in edits.iter().enumerate() {
+        let label = if total == 1 {
+            "old_text".to_string()
+        } else {
+            format!("edit {} of {total}: old_text", index + 1)
+        };
+        let after = if index == 0 {
+            ""
+        } else {
+            " (after the earlier edits were applied)"
+        };
+        if edit.old_text.is_empty() {
+            return Err(format!(
+                "{label} is empty; copy the exact text to replace from the file (or use `content` to write the whole file). Nothing was changed."
+            ));
+        }
+        let (old, new) = if crlf && !edit.old_text.contains('\r') {
+            (
+                edit.old_text.replace('\n', "\r\n"),
+                edit.new_text.replace('\n', "\r\n"),
+            )
+        } else {
+            (edit.old_text.clone(), edit.new_text.clone())
+        };
+        let found: Vec<usize> = text.match_indices(&old).map(|(at, _)| at).collect();
+        match found.len() {
+            0 => {
+                let hint = not_found_hint(&text, &edit.old_text);
+                return Err(format!(
+                    "{label} was not found in `{shown}`{after}. {hint} Nothing was changed."
+                ));
+            }
+            1 => {}
+            n if !edit.replace_all => {
+                let lines: Vec<String> = found
+                    .iter()
+                    .take(10)
+                    .map(|&at| line_of(&text, at).to_string())
+                    .collect();
+                let more = if n > 10 { ", …" } else { "" };
+                return Err(format!(
+                    "{label} occurs {n} times in `{shown}`{after} (lines {}{more}). Add neighbouring lines to make it unique, or set replace_all to true. Nothing was changed.",
+                    lines.join(", ")
+                ));
+            }
+            _ => {}
+        }
+        let (plus, minus) = line_delta(&edit.old_text, &edit.new_text);
+        added += plus * found.len();
+        removed += minus * found.len();
+        text = if edit.replace_all {
+            text.replace(&old, &new)
+        } else {
+            text.replacen(&old, &new, 1)
+        };
+    }
+    Ok(Applied {
+        text,
+        added,
+        removed,
+    })
+}
+
+/// 1-based line number of byte offset `at`.
+fn line_of(text: &str, at: usize) -> usize {
+    text.as_bytes()[..at]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// Lines added and removed by replacing `old` with `new`, leaving out the
+/// lines they share at the start and the end.
+fn line_delta(old: &str, new: &str) -> (usize, usize) {
+    let old: Vec<&str> = old.lines().collect();
+    let new: Vec<&str> = new.lines().collect();
+    let prefix = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
+    let suffix = old[prefix..]
+        .iter()
+        .rev()
+        .zip(new[prefix..].iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    (new.len() - prefix - suffix, old.len() - prefix - suffix)
+}
+
+/// What to tell the model when `needle` is not in `text`.
+fn not_found_hint(text: &str, needle: &str) -> String {
+    let (hay, offsets) = squeeze(text);
+    let (pattern, _) = squeeze(needle.trim());
+    if !pattern.is_empty()
+        && let Some(at) = hay.find(&pattern)
+    {
+        let line = line_of(text, offsets[at]);
+        return format!(
+            "Text matching it except for whitespace (indentation, line breaks, trailing spaces) starts at line {line}; read those lines and copy them exactly."
+        );
+    }
+    if let Some(first) = needle.lines().map(str::trim).find(|l| !l.is_empty())
+        && let Some(at) = text.find(first)
+    {
+        return format!(
+            "Its first line appears at line {}, but the lines after it differ; read the file again and copy old_text exactly.",
+            line_of(text, at)
+        );
+    }
+    "Read the file again (read_file) and copy old_text exactly.".to_string()
+}
+
+/// `text` with every whitespace run folded into one space, and for each byte
+/// of the result the offset of the byte it came from.
+fn squeeze(text: &str) -> (String, Vec<usize>) {
+    let mut out = String::with_capacity(text.len());
+    let mut offsets = Vec::with_capacity(text.len());
+    let mut in_space = false;
+    for (at, c) in text.char_indices() {
+        if c.is_whitespace() {
+            if !in_space {
+                out.push(' ');
+                offsets.push(at);
+            }
+            in_space = true;
+        } else {
+            in_space = false;
+            out.push(c);
+            offsets.extend(std::iter::repeat_n(at, c.len_utf8()));
+        }
+    }
+    (out, offsets)
+}
+
+/// Replaces `path` with `bytes` atomically: a temp file in the same
+/// directory, synced, then renamed over it. `mode` sets the permission
+/// bits; `None` keeps those of an existing file (else the default).
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: Option<u32>) -> io::Result<()> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("`{}` is not a file path", path.display()),
+        ));
+    };
+    let mode = mode.or_else(|| {
+        fs::metadata(path)
+            .ok()
+            .map(|m| m.permissions().mode() & 0o7777)
+    });
+    let temp = parent.join(format!(
+        ".{}.tmp-{}-{:08x}",
+        name.to_string_lossy(),
+        std::process::id(),
+        fastrand::u32(..)
+    ));
+    let written = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)?;
+        file.write_all(bytes)?;
+        if let Some(mode) = mode {
+            file.set_permissions(Permissions::from_mode(mode))?;
+        }
+        file.sync_all()?;
+        fs::rename(&temp, path)
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&temp);
+    } else if let Ok(dir) = fs::File::open(parent) {
+        // Makes the rename durable; a failure here loses nothing visible.
+        let _ = dir.sync_all();
+    }
+    written
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::path::testing::{call, env};
+    use serde_json::json;
+
+    fn setup() -> (tempfile::TempDir, ToolEnv) {
+        let dir = tempfile::tempdir().unwrap();
+        let env = env(dir.path());
+        (dir, env)
+    }
+
+    #[tokio::test]
+    async fn edits_apply_in_order_and_report_lines() {
+        let (dir, env) = setup();
+        let file = dir.path().join("a.rs");
+        fs::write(&file, "fn a() {\n    1\n}\nfn b() {}\n").unwrap();
+        fs::set_permissions(&file, Permissions::from_mode(0o755)).unwrap();
+        let out = call(
+            &Patch,
+            &env,
+            json!({"path": "a.rs", "edits": [
+                {"old_text": "    1\n", "new_text": "    2\n    3\n"},
+                {"old_text": "    2", "new_text": "    two"},
+                {"old_text": "fn b() {}\n", "new_text": ""}
+            ]}),
+        )
+        .await;
+        assert!(out.ok, "{}", out.content);
+        assert_eq!(out.content, "Edited a.rs: 3 edits (+3 −3 lines)");
+        assert_eq!(
+            fs::read_to_string(&file).unwrap(),
+            "fn a() {\n    two\n    3\n}\n"
+        );
+        assert_eq!(
+            fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+            0o755
+        );
+        // No temp files left behind.
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 2); // a.rs + .fido-state
+    }
+
+    #[tokio::test]
+    async fn failing_edit_changes_nothing() {
+        let (dir, env) = setup();
+        let file = dir.path().join("a.txt");
+        fs::write(&file, "one\ntwo\nthree\n").unwrap();
+        let out = call(
+            &Patch,
+            &env,
+            json!({"path": "a.txt", "edits": [
+                {"old_text": "one", "new_text": "1"},
+                {"old_text": "four", "new_text": "4"}
+            ]}),
+        )
+        .await;
+        assert!(!out.ok);
+        assert!(out.content.contains("edit 2 of 2"), "{}", out.content);
+        assert!(out.content.contains("not found"));
+        assert_eq!(fs::read_to_string(&file).unwrap(), "one\ntwo\nthree\n");
+        assert!(env.undo.entries().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn not_found_hints_at_whitespace_differences() {
+        let (dir, env) = setup();
+        fs::write(
+            dir.path().join("a.py"),
+            "x = 1\ndef f():\n        return 1\n",
+        )
+        .unwrap();
+        let out = call(
+            &Patch,
+            &env,
+            json!({"path": "a.py", "edits": [{"old_text": "def f():\n    return 1", "new_text": "y"}]}),
+        )
+        .await;
+        assert!(!out.ok);
+        assert!(
+            out.content.contains("except for whitespace"),
+            "{}",
+            out.content
+        );
+        assert!(out.content.contains("line 2"), "{}", out.content);
+    }
+
+    #[tokio::test]
+    async fn ambiguous_edit_names_the_lines_and_replace_all_works() {
+        let (dir, env) = setup();
+        let file = dir.path().join("a.txt");
+        fs::write(&file, "x\ny\nx\n").unwrap();
+        let out = call(
+            &Patch,
+            &env,
+            json!({"path": "a.txt", "edits": [{"old_text": "x", "new_text": "z"}]}),
+        )
+        .await;
+        assert!(!out.ok);
+        assert!(out.content.contains("occurs 2 times"), "{}", out.content);
+        assert!(out.content.contains("lines 1, 3"), "{}", out.content);
+        let out = call(
+            &Patch,
+            &env,
+            json!({"path": "a.txt", "edits": [{"old_text": "x", "new_text": "z", "replace_all": true}]}),
+        )
+        .await;
+        assert!(out.ok, "{}", out.content);
+        assert_eq!(fs::read_to_string(&file).unwrap(), "z\ny\nz\n");
+    }
+
+    #[tokio::test]
+    async fn content_creates_with_parents_and_undo_removes_them() {
+        let (dir, env) = setup();
+        let out = call(
+            &Patch,
+            &env,
+            json!({"path": "new/dir/f.txt", "content": "hello\nworld\n"}),
+        )
+        .await;
+        assert!(out.ok, "{}", out.content);
+        assert_eq!(out.content, "Created new/dir/f.txt: 2 lines.");
+        assert_eq!(
+            fs::read_to_string(dir.path().join("new/dir/f.txt")).unwrap(),
+            "hello\nworld\n"
+        );
+        env.undo.undo_last(&env.workspace).unwrap().unwrap();
+        assert!(!dir.path().join("new").exists());
+    }
+
+    #[tokio::test]
+    async fn content_overwrites_and_undo_restores_bytes() {
+        let (dir, env) = setup();
+        let file = dir.path().join("a.txt");
+        fs::write(&file, "old\r\ntext").unwrap();
+        let out = call(&Patch, &env, json!({"path": "a.txt", "content": "new"})).await;
+        assert!(out.ok, "{}", out.content);
+        assert!(out.content.starts_with("Overwrote a.txt"));
+        assert_eq!(fs::read_to_string(&file).unwrap(), "new");
+        env.undo.undo_last(&env.workspace).unwrap().unwrap();
+        assert_eq!(fs::read(&file).unwrap(), b"old\r\ntext");
+    }
+
+    #[tokio::test]
+    async fn crlf_files_take_lf_edits() {
+        let (dir, env) = setup();
+        let file = dir.path().join("w.txt");
+        fs::write(&file, "a\r\nb\r\nc\r\n").unwrap();
+        let out = call(
+            &Patch,
+            &env,
+            json!({"path": "w.txt", "edits": [{"old_text": "a\nb", "new_text": "a\nB"}]}),
+        )
+        .await;
+        assert!(out.ok, "{}", out.content);
+        assert_eq!(fs::read_to_string(&file).unwrap(), "a\r\nB\r\nc\r\n");
+    }
+
+    #[tokio::test]
+    async fn argument_errors() {
+        let (dir, env) = setup();
+        fs::write(dir.path().join("bin"), b"\x00\x01\x02").unwrap();
+        fs::create_dir(dir.path().join("d")).unwrap();
+        let cases = [
+            (
+                json!({"path": "a", "content": "x", "edits": []}),
+                "not both",
+            ),
+            (json!({"path": "a"}), "pass `edits`"),
+            (json!({"path": "a", "edits": []}), "empty"),
+            (
+                json!({"path": "missing", "edits": [{"old_text": "a", "new_text": "b"}]}),
+                "does not exist",
+            ),
+            (
+                json!({"path": "bin", "edits": [{"old_text": "a", "new_text": "b"}]}),
+                "not UTF-8",
+            ),
+            (json!({"path": "bin", "content": "x"}), "not UTF-8"),
+            (json!({"path": "d", "content": "x"}), "is a directory"),
+            (
+                json!({"path": "../x", "content": "x"}),
+                "outside the workspace",
+            ),
+            (
+                json!({"path": ".fido-plan.json", "content": "{}"}),
+                "Fido's own state",
+            ),
+            (
+                json!({"path": "a", "edits": [{"old_text": "", "new_text": "b"}]}),
+                "does not exist",
+            ),
+            (json!({"path": "a", "contents": "x"}), "invalid arguments"),
+        ];
+        for (args, expected) in cases {
+            let out = call(&Patch, &env, args.clone()).await;
+            assert!(!out.ok, "{args}");
+            assert!(out.content.contains(expected), "{args}: {}", out.content);
+        }
+        fs::write(dir.path().join("e"), "abc").unwrap();
+        let out = call(
+            &Patch,
+            &env,
+            json!({"path": "e", "edits": [{"old_text": "", "new_text": "b"}]}),
+        )
+        .await;
+        assert!(out.content.contains("empty"), "{}", out.content);
+        assert!(!dir.path().join("a").exists());
+    }
+
+    #[tokio::test]
+    async fn undo_recording_failure_leaves_the_file() {
+        let (dir, env) = setup();
+        let file = dir.path().join("a.txt");
+        fs::write(&file, "x").unwrap();
+        // A file where the journal directory should be makes recording fail.
+        fs::write(dir.path().join(".fido-state"), "in the way").unwrap();
+        let out = call(
+            &Patch,
+            &env,
+            json!({"path": "a.txt", "edits": [{"old_text": "x", "new_text": "y"}]}),
+        )
+        .await;
+        assert!(!out.ok);
+        assert!(out.content.contains("undo"), "{}", out.content);
+        assert_eq!(fs::read_to_string(&file).unwrap(), "x");
+    }
+
+    #[test]
+    fn line_delta_counts_only_changed_lines() {
+        assert_eq!(line_delta("a\nb\nc", "a\nB\nc"), (1, 1));
+        assert_eq!(line_delta("a", "a\nb"), (1, 0));
+        assert_eq!(line_delta("a\nb", ""), (0, 2));
+    }
+}

@@ -1,0 +1,419 @@
+//! `read_file`: a window of a text file's lines, numbered.
+//!
+//! The file is streamed line by line, never loaded whole: a line longer than
+//! [`MAX_LINE_CHARS`] is cut (the rest is skipped, not buffered), and the
+//! output stops at `limits.read_max_bytes` with a note saying where to
+//! continue. Binary files (a NUL byte in the first 8 KiB, or not UTF-8) are
+//! described, never dumped.
+
+use std::fs::{self, File};
+use std::io::{self, BufRead, BufReader, Read};
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::path::is_missing;
+use super::{Invocation, Tool, ToolFuture, ToolKind, ToolOutput, parse_args};
+use crate::protocol::ToolSpec;
+
+const DEFAULT_LIMIT: usize = 2000;
+/// Longest line shown whole; longer ones are cut with a marker.
+pub const MAX_LINE_CHARS: usize = 2000;
+/// How much of the start is checked for NUL bytes.
+const SNIFF_BYTES: usize = 8 * 1024;
+
+pub struct ReadFile;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    path: String,
+    #[serde(default)]
+    offset: Option<usize>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+impl Tool for ReadFile {
+    fn name(&self) -> &'static str {
+        "read_file"
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::ReadOnly
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "read_file".into(),
+            description: format!(
+                "Read a UTF-8 text file from the workspace. Lines come numbered as `<line number><TAB><text>` (the number and tab are not part of the file: leave them out when quoting text to patch). Returns up to {DEFAULT_LIMIT} lines from `offset` (1-based, default 1); lines over {MAX_LINE_CHARS} characters are cut, and a long read stops early with a note giving the offset to continue from. Binary files are not shown, only described. For a directory use list_files; to find where something is use ripgrep first and then read around the match."
+            ),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "path": {
+                        "type": "string",
+                        "description": "File to read, relative to the workspace root."
+                    },
+                    "offset": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "description": "First line to return, 1-based. Default 1."
+                    },
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "description": format!("Most lines to return. Default {DEFAULT_LIMIT}.")
+                    }
+                },
+                "required": ["path"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let args: Args = match parse_args("read_file", invocation.args) {
+                Ok(args) => args,
+                Err(refusal) => return refusal,
+            };
+            let offset = args.offset.unwrap_or(1);
+            let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
+            if offset == 0 || limit == 0 {
+                return ToolOutput::error(
+                    "offset and limit must be at least 1 (lines are numbered from 1)",
+                );
+            }
+            let resolved = match invocation.env.workspace.resolve(&args.path) {
+                Ok(resolved) => resolved,
+                Err(err) => return ToolOutput::error(err.to_string()),
+            };
+            let max_bytes = invocation.env.limits.read_max_bytes;
+            let cancel = invocation.cancel.clone();
+            tokio::task::spawn_blocking(move || {
+                let window = Window {
+                    offset,
+                    limit,
+                    max_bytes,
+                };
+                read(&resolved.abs, &resolved.shown, window, &cancel)
+            })
+            .await
+            .unwrap_or_else(|err| ToolOutput::error(format!("read_file failed: {err}")))
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    offset: usize,
+    limit: usize,
+    max_bytes: usize,
+}
+
+fn read(abs: &Path, shown: &str, window: Window, cancel: &CancellationToken) -> ToolOutput {
+    let metadata = match fs::metadata(abs) {
+        Ok(metadata) => metadata,
+        Err(err) if is_missing(&err) => {
+            return ToolOutput::error(format!(
+                "`{shown}` does not exist; use list_files or ripgrep to find the right path"
+            ));
+        }
+        Err(err) => return ToolOutput::error(format!("cannot read `{shown}`: {err}")),
+    };
+    if metadata.is_dir() {
+        return ToolOutput::error(format!(
+            "`{shown}` is a directory; use list_files to see what is in it"
+        ));
+    }
+    let size = metadata.len();
+    match read_lines(abs, window, cancel) {
+        Ok(Outcome::Lines(text)) => ToolOutput::ok(text),
+        Ok(Outcome::Empty) => ToolOutput::ok(format!("{shown} is empty (0 bytes).")),
+        Ok(Outcome::Binary) => ToolOutput::ok(format!(
+            "{shown} is a binary file ({size} bytes); its content is not shown."
+        )),
+        Ok(Outcome::NotUtf8 { line }) => ToolOutput::ok(format!(
+            "{shown} is not UTF-8 text ({size} bytes; line {line} is not valid UTF-8); its content is not shown."
+        )),
+        Ok(Outcome::PastEnd { lines }) => ToolOutput::error(format!(
+            "offset {} is past the end of `{shown}`, which has {lines} line{}",
+            window.offset,
+            if lines == 1 { "" } else { "s" }
+        )),
+        Ok(Outcome::Cancelled) => ToolOutput::error("cancelled"),
+        Err(err) => ToolOutput::error(format!("cannot read `{shown}`: {err}")),
+    }
+}
+
+enum Outcome {
+    Lines(String),
+    Empty,
+    Binary,
+    NotUtf8 { line: usize },
+    PastEnd { lines: usize },
+    Cancelled,
+}
+
+fn read_lines(abs: &Path, window: Window, cancel: &CancellationToken) -> io::Result<Outcome> {
+    let mut file = File::open(abs)?;
+    let mut head = Vec::with_capacity(SNIFF_BYTES);
+    (&mut file)
+        .take(SNIFF_BYTES as u64)
+        .read_to_end(&mut head)?;
+    if head.is_empty() {
+        return Ok(Outcome::Empty);
+    }
+    if head.contains(&0) {
+        return Ok(Outcome::Binary);
+    }
+    if let Err(err) = std::str::from_utf8(&head)
+        && err.error_len().is_some()
+    {
+        let line = head[..err.valid_up_to()]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count()
+            + 1;
+        return Ok(Outcome::NotUtf8 { line });
+    }
+    let mut reader = BufReader::new(io::Cursor::new(head).chain(file));
+    let cap = MAX_LINE_CHARS * 4;
+    let mut line = Vec::new();
+    let mut number = 0usize;
+    // Skip to the window.
+    while number + 1 < window.offset {
+        if number % 4096 == 0 && cancel.is_cancelled() {
+            return Ok(Outcome::Cancelled);
+        }
+        match read_line_capped(&mut reader, &mut line, 0)? {
+            Some(_) => number += 1,
+            None => return Ok(Outcome::PastEnd { lines: number }),
+        }
+    }
+    let mut out = String::new();
+    let mut shown = 0usize;
+    loop {
+        if shown == window.limit {
+            if !reader.fill_buf()?.is_empty() {
+                out.push_str(&format!(
+                    "\n[… more lines follow; continue with offset={}]",
+                    number + 1
+                ));
+            }
+            break;
+        }
+        let Some(skipped) = read_line_capped(&mut reader, &mut line, cap)? else {
+            if shown == 0 {
+                return Ok(Outcome::PastEnd { lines: number });
+            }
+            break;
+        };
+        number += 1;
+        let total = line.len() + skipped;
+        let text = match std::str::from_utf8(&line) {
+            Ok(text) => text,
+            // A cut line may end inside a character: drop the partial one.
+            Err(err) if skipped > 0 && err.error_len().is_none() => {
+                std::str::from_utf8(&line[..err.valid_up_to()]).unwrap_or("")
+            }
+            Err(_) => return Ok(Outcome::NotUtf8 { line: number }),
+        };
+        let text = text.strip_suffix('\r').unwrap_or(text);
+        let mut rendered = format!("{number:>6}\t");
+        match text.char_indices().nth(MAX_LINE_CHARS) {
+            Some((end, _)) => {
+                rendered.push_str(&text[..end]);
+                rendered.push_str(&format!(" [… line cut, {} more bytes]", total - end));
+            }
+            None if skipped > 0 => {
+                rendered.push_str(text);
+                let cut = total - text.len();
+                rendered.push_str(&format!(" [… line cut, {cut} more bytes]"));
+            }
+            None => rendered.push_str(text),
+        }
+        if shown > 0 && out.len() + rendered.len() + 1 > window.max_bytes {
+            out.push_str(&format!(
+                "\n[… output capped at {} bytes; continue with offset={number}]",
+                window.max_bytes
+            ));
+            break;
+        }
+        if shown > 0 {
+            out.push('\n');
+        }
+        out.push_str(&rendered);
+        shown += 1;
+    }
+    Ok(Outcome::Lines(out))
+}
+
+/// Reads one line (without its `\n`) into `line`, keeping at most `cap`
+/// bytes and skipping the rest of the line. Returns the number of bytes
+/// skipped, or `None` at end of file.
+fn read_line_capped(
+    reader: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    cap: usize,
+) -> io::Result<Option<usize>> {
+    line.clear();
+    let mut skipped = 0usize;
+    let mut any = false;
+    loop {
+        let buf = match reader.fill_buf() {
+            Ok(buf) => buf,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err),
+        };
+        if buf.is_empty() {
+            return Ok(any.then_some(skipped));
+        }
+        any = true;
+        let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(at) => (&buf[..at], Some(at + 1)),
+            None => (buf, None),
+        };
+        let room = cap.saturating_sub(line.len());
+        let keep = chunk.len().min(room);
+        line.extend_from_slice(&chunk[..keep]);
+        skipped += chunk.len() - keep;
+        let used = done.unwrap_or(buf.len());
+        reader.consume(used);
+        if done.is_some() {
+            return Ok(Some(skipped));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::ToolEnv;
+    use crate::tools::path::testing::{call, env};
+
+    fn setup() -> (tempfile::TempDir, ToolEnv) {
+        let dir = tempfile::tempdir().unwrap();
+        let env = env(dir.path());
+        (dir, env)
+    }
+
+    #[tokio::test]
+    async fn numbers_lines_and_windows() {
+        let (dir, env) = setup();
+        fs::write(dir.path().join("a.txt"), "one\ntwo\r\nthree\nfour").unwrap();
+        let out = call(&ReadFile, &env, json!({"path": "a.txt"})).await;
+        assert!(out.ok);
+        assert_eq!(
+            out.content,
+            "     1\tone\n     2\ttwo\n     3\tthree\n     4\tfour"
+        );
+        let out = call(
+            &ReadFile,
+            &env,
+            json!({"path": "a.txt", "offset": 2, "limit": 2}),
+        )
+        .await;
+        assert_eq!(
+            out.content,
+            "     2\ttwo\n     3\tthree\n[… more lines follow; continue with offset=4]"
+        );
+        let out = call(&ReadFile, &env, json!({"path": "a.txt", "offset": 9})).await;
+        assert!(!out.ok);
+        assert!(out.content.contains("has 4 lines"), "{}", out.content);
+    }
+
+    #[tokio::test]
+    async fn long_lines_are_cut_and_bytes_capped() {
+        let (dir, mut env) = setup();
+        let long = "é".repeat(MAX_LINE_CHARS + 500);
+        fs::write(dir.path().join("long.txt"), format!("{long}\nshort\n")).unwrap();
+        let out = call(&ReadFile, &env, json!({"path": "long.txt"})).await;
+        let first = out.content.lines().next().unwrap();
+        assert!(
+            first.ends_with("[… line cut, 1000 more bytes]"),
+            "{}",
+            &first[first.len() - 60..]
+        );
+        assert_eq!(first.chars().filter(|&c| c == 'é').count(), MAX_LINE_CHARS);
+        assert!(out.content.ends_with("     2\tshort"));
+
+        env.limits.read_max_bytes = 100;
+        let text: String = (1..=50).map(|i| format!("line {i}\n")).collect();
+        fs::write(dir.path().join("many.txt"), text).unwrap();
+        let out = call(&ReadFile, &env, json!({"path": "many.txt"})).await;
+        assert!(out.content.len() < 200);
+        assert!(
+            out.content.contains("continue with offset="),
+            "{}",
+            out.content
+        );
+        let next: usize = out
+            .content
+            .rsplit("offset=")
+            .next()
+            .unwrap()
+            .trim_end_matches(']')
+            .parse()
+            .unwrap();
+        let again = call(&ReadFile, &env, json!({"path": "many.txt", "offset": next})).await;
+        assert!(
+            again
+                .content
+                .starts_with(&format!("{next:>6}\tline {next}"))
+        );
+    }
+
+    #[tokio::test]
+    async fn huge_single_line_is_not_loaded() {
+        let (dir, env) = setup();
+        let file = File::create(dir.path().join("big.min.js")).unwrap();
+        file.set_len(0).unwrap();
+        let chunk = vec![b'a'; 1 << 20];
+        let mut writer = io::BufWriter::new(file);
+        for _ in 0..20 {
+            io::Write::write_all(&mut writer, &chunk).unwrap();
+        }
+        drop(writer);
+        let out = call(&ReadFile, &env, json!({"path": "big.min.js"})).await;
+        assert!(out.ok);
+        assert!(out.content.len() < 3000);
+        assert!(out.content.contains("line cut"));
+    }
+
+    #[tokio::test]
+    async fn binary_and_errors() {
+        let (dir, env) = setup();
+        fs::write(dir.path().join("bin"), b"abc\x00def").unwrap();
+        fs::write(dir.path().join("latin1"), b"caf\xe9\n").unwrap();
+        fs::write(dir.path().join("empty"), b"").unwrap();
+        fs::create_dir(dir.path().join("d")).unwrap();
+        fs::write(dir.path().join(".fido-plan.json"), "{}").unwrap();
+        let out = call(&ReadFile, &env, json!({"path": "bin"})).await;
+        assert_eq!(
+            out.content,
+            "bin is a binary file (7 bytes); its content is not shown."
+        );
+        let out = call(&ReadFile, &env, json!({"path": "latin1"})).await;
+        assert!(out.content.contains("not UTF-8"), "{}", out.content);
+        assert!(!out.content.contains("caf"));
+        let out = call(&ReadFile, &env, json!({"path": "empty"})).await;
+        assert_eq!(out.content, "empty is empty (0 bytes).");
+        for (args, expected) in [
+            (json!({"path": "d"}), "use list_files"),
+            (json!({"path": "nope.txt"}), "does not exist"),
+            (json!({"path": ".fido-plan.json"}), "Fido's own state"),
+            (json!({"path": "/etc/passwd"}), "outside the workspace"),
+            (json!({"path": "bin", "offset": 0}), "at least 1"),
+            (json!({"file": "x"}), "invalid arguments"),
+        ] {
+            let out = call(&ReadFile, &env, args.clone()).await;
+            assert!(!out.ok, "{args}");
+            assert!(out.content.contains(expected), "{args}: {}", out.content);
+        }
+    }
+}

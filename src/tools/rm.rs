@@ -1,0 +1,168 @@
+//! `rm`: remove a file, a symlink, or (with `recursive`) a directory tree.
+//!
+//! The removed thing is moved into the undo journal rather than deleted (see
+//! `session::undo`), so undo restores it exactly. A symlink is removed
+//! itself, never its target. The workspace root is never removed.
+
+use std::fs;
+
+use serde::Deserialize;
+use serde_json::json;
+
+use super::path::{FinalLink, is_missing};
+use super::{Invocation, Tool, ToolEnv, ToolFuture, ToolKind, ToolOutput, parse_args};
+use crate::protocol::ToolSpec;
+
+pub struct Rm;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    path: String,
+    #[serde(default)]
+    recursive: bool,
+}
+
+impl Tool for Rm {
+    fn name(&self) -> &'static str {
+        "rm"
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Mutating
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "rm".into(),
+            description: "Remove a file or symlink from the workspace (a symlink is removed itself, not its target). A directory is removed, with everything in it, only when `recursive` is true; for an empty directory rmdir also works. The workspace root cannot be removed. Undoable: the user can restore what was removed.".into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "path": {
+                        "type": "string",
+                        "description": "What to remove, relative to the workspace root."
+                    },
+                    "recursive": {
+                        "type": "boolean",
+                        "description": "Required to remove a directory and its contents. Default false."
+                    }
+                },
+                "required": ["path"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a> {
+        Box::pin(async move {
+            match parse_args::<Args>("rm", invocation.args) {
+                Ok(args) => run(invocation.env, &args),
+                Err(refusal) => refusal,
+            }
+        })
+    }
+}
+
+fn run(env: &ToolEnv, args: &Args) -> ToolOutput {
+    let resolved = match env.workspace.resolve_with(&args.path, FinalLink::Keep) {
+        Ok(resolved) => resolved,
+        Err(err) => return ToolOutput::error(err.to_string()),
+    };
+    let shown = &resolved.shown;
+    if resolved.is_root(&env.workspace) {
+        return ToolOutput::error(
+            "refusing to remove the workspace root; name what inside it to remove",
+        );
+    }
+    let metadata = match fs::symlink_metadata(&resolved.abs) {
+        Ok(metadata) => metadata,
+        Err(err) if is_missing(&err) => {
+            return ToolOutput::error(format!("`{shown}` does not exist; nothing was removed"));
+        }
+        Err(err) => return ToolOutput::error(format!("cannot remove `{shown}`: {err}")),
+    };
+    let what = if metadata.is_dir() {
+        if !args.recursive {
+            return ToolOutput::error(format!(
+                "`{shown}` is a directory; pass recursive: true to remove it and everything in it (or use rmdir if it is empty)"
+            ));
+        }
+        "directory"
+    } else if metadata.file_type().is_symlink() {
+        "symlink"
+    } else {
+        "file"
+    };
+    let undo_path = env.workspace.display(&resolved.abs);
+    match env.undo.remove(&undo_path, &resolved.abs) {
+        Ok(()) if metadata.is_dir() => {
+            ToolOutput::ok(format!("Removed directory {shown}/ and its contents."))
+        }
+        Ok(()) => ToolOutput::ok(format!("Removed {what} {shown}.")),
+        Err(err) => ToolOutput::error(format!(
+            "could not remove `{shown}` ({err}); nothing was removed"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::path::testing::{call, env};
+    use std::os::unix::fs::symlink;
+
+    #[tokio::test]
+    async fn removes_files_links_and_trees_undoably() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let env = env(dir.path());
+        fs::write(dir.path().join("f.txt"), "keep me").unwrap();
+        fs::create_dir_all(dir.path().join("d/e")).unwrap();
+        fs::write(dir.path().join("d/e/g"), "x").unwrap();
+        fs::write(outside.path().join("target"), "outside").unwrap();
+        symlink(outside.path().join("target"), dir.path().join("link")).unwrap();
+
+        let out = call(&Rm, &env, json!({"path": "f.txt"})).await;
+        assert_eq!(out.content, "Removed file f.txt.");
+        assert!(!dir.path().join("f.txt").exists());
+
+        let out = call(&Rm, &env, json!({"path": "link"})).await;
+        assert_eq!(out.content, "Removed symlink link.");
+        assert!(outside.path().join("target").exists());
+
+        let out = call(&Rm, &env, json!({"path": "d"})).await;
+        assert!(!out.ok);
+        assert!(out.content.contains("recursive: true"), "{}", out.content);
+        let out = call(&Rm, &env, json!({"path": "d", "recursive": true})).await;
+        assert!(out.ok, "{}", out.content);
+        assert!(!dir.path().join("d").exists());
+
+        env.undo.undo_last(&env.workspace).unwrap();
+        assert_eq!(fs::read_to_string(dir.path().join("d/e/g")).unwrap(), "x");
+        env.undo.undo_last(&env.workspace).unwrap();
+        env.undo.undo_last(&env.workspace).unwrap();
+        assert_eq!(
+            fs::read_to_string(dir.path().join("f.txt")).unwrap(),
+            "keep me"
+        );
+    }
+
+    #[tokio::test]
+    async fn errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = env(dir.path());
+        for (args, expected) in [
+            (json!({"path": "."}), "workspace root"),
+            (json!({"path": "sub/.."}), "workspace root"),
+            (json!({"path": "nope"}), "does not exist"),
+            (json!({"path": "../x"}), "outside the workspace"),
+            (json!({"path": ".fido-plan.json"}), "Fido's own state"),
+            (json!({"path": "x", "force": true}), "invalid arguments"),
+        ] {
+            let out = call(&Rm, &env, args.clone()).await;
+            assert!(!out.ok, "{args}");
+            assert!(out.content.contains(expected), "{args}: {}", out.content);
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! `rmdir`: remove an empty directory (undoable).
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+
+use serde::Deserialize;
+use serde_json::json;
+
+use super::path::{FinalLink, is_missing};
+use super::{Invocation, Tool, ToolEnv, ToolFuture, ToolKind, ToolOutput, parse_args};
+use crate::protocol::ToolSpec;
+use crate::session::undo::UndoEntry;
+
+pub struct Rmdir;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    path: String,
+}
+
+impl Tool for Rmdir {
+    fn name(&self) -> &'static str {
+        "rmdir"
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Mutating
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "rmdir".into(),
+            description: "Remove an empty directory from the workspace. A directory that still has entries (hidden or ignored ones count) is an error; use rm with recursive: true to remove a directory and its contents. Undoable.".into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "path": {
+                        "type": "string",
+                        "description": "Empty directory to remove, relative to the workspace root."
+                    }
+                },
+                "required": ["path"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a> {
+        Box::pin(async move {
+            match parse_args::<Args>("rmdir", invocation.args) {
+                Ok(args) => run(invocation.env, &args.path),
+                Err(refusal) => refusal,
+            }
+        })
+    }
+}
+
+fn run(env: &ToolEnv, path: &str) -> ToolOutput {
+    let resolved = match env.workspace.resolve_with(path, FinalLink::Keep) {
+        Ok(resolved) => resolved,
+        Err(err) => return ToolOutput::error(err.to_string()),
+    };
+    let shown = &resolved.shown;
+    if resolved.is_root(&env.workspace) {
+        return ToolOutput::error("refusing to remove the workspace root");
+    }
+    let metadata = match fs::symlink_metadata(&resolved.abs) {
+        Ok(metadata) => metadata,
+        Err(err) if is_missing(&err) => {
+            return ToolOutput::error(format!("`{shown}` does not exist"));
+        }
+        Err(err) => return ToolOutput::error(format!("cannot remove `{shown}`: {err}")),
+    };
+    if !metadata.is_dir() {
+        return ToolOutput::error(format!(
+            "`{shown}` is not a directory; use rm to remove a file or symlink"
+        ));
+    }
+    let entries = match fs::read_dir(&resolved.abs) {
+        Ok(entries) => entries.count(),
+        Err(err) => return ToolOutput::error(format!("cannot read `{shown}`: {err}")),
+    };
+    if entries > 0 {
+        return ToolOutput::error(not_empty(shown, entries));
+    }
+    let mode = metadata.permissions().mode() & 0o7777;
+    let undo_path = env.workspace.display(&resolved.abs);
+    if let Err(err) = env.undo.record(UndoEntry::rmdir(undo_path, mode)) {
+        return ToolOutput::error(format!(
+            "could not record the undo entry ({err}), so `{shown}` was not removed"
+        ));
+    }
+    match fs::remove_dir(&resolved.abs) {
+        Ok(()) => ToolOutput::ok(format!("Removed empty directory {shown}/")),
+        Err(err) => {
+            let _ = env.undo.discard_last();
+            if err.kind() == io::ErrorKind::DirectoryNotEmpty {
+                ToolOutput::error(not_empty(shown, 1))
+            } else {
+                ToolOutput::error(format!("cannot remove `{shown}`: {err}"))
+            }
+        }
+    }
+}
+
+fn not_empty(shown: &str, entries: usize) -> String {
+    format!(
+        "`{shown}` is not empty ({entries} entr{}, hidden and ignored ones included); use rm with recursive: true to remove it with its contents",
+        if entries == 1 { "y" } else { "ies" }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::path::testing::{call, env};
+
+    #[tokio::test]
+    async fn removes_empty_dirs_undoably() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = env(dir.path());
+        fs::create_dir(dir.path().join("e")).unwrap();
+        let out = call(&Rmdir, &env, json!({"path": "e"})).await;
+        assert!(out.ok, "{}", out.content);
+        assert!(!dir.path().join("e").exists());
+        env.undo.undo_last(&env.workspace).unwrap().unwrap();
+        assert!(dir.path().join("e").is_dir());
+    }
+
+    #[tokio::test]
+    async fn errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = env(dir.path());
+        fs::create_dir(dir.path().join("full")).unwrap();
+        fs::write(dir.path().join("full/.hidden"), "").unwrap();
+        fs::write(dir.path().join("f"), "").unwrap();
+        for (args, expected) in [
+            (json!({"path": "full"}), "rm with recursive: true"),
+            (json!({"path": "f"}), "not a directory"),
+            (json!({"path": "gone"}), "does not exist"),
+            (json!({"path": "."}), "workspace root"),
+            (json!({"path": ".fido-state"}), "Fido's own state"),
+        ] {
+            let out = call(&Rmdir, &env, args.clone()).await;
+            assert!(!out.ok, "{args}");
+            assert!(out.content.contains(expected), "{args}: {}", out.content);
+        }
+        assert!(dir.path().join("full/.hidden").exists());
+    }
+}

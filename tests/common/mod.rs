@@ -1,0 +1,23 @@
+//! Shared support for the integration tests (codex's `tests/common` idea):
+//! a fake model server that records requests ([`server`]), builders of the
+//! SSE events it sends ([`sse`]), the prompt-cache invariants checked on the
+//! recorded requests ([`invariants`]) and helpers that run the real binary
+//! and watch its processes ([`process`]).
+//!
+//! Not every test uses every helper or re-export, hence the `allow`.
+#![allow(dead_code, unused_imports)]
+
+pub mod invariants;
+pub mod process;
+pub mod server;
+pub mod sse;
+
+pub use invariants::{
+    History, assert_conversation_invariants, assert_conversation_invariants_with,
+    check_conversation,
+};
+pub use process::{
+    ProcessFilter, assert_no_processes, events_of, exec_cmd, fido_cmd, fido_cmd_with_home,
+    parse_events, run_exec, run_with_timeout, wait_with_timeout,
+};
+pub use server::{FakeServer, RecordedRequest, Reply};

@@ -1,0 +1,307 @@
+//! Running the real `fido` binary, and watching the processes it leaves.
+//!
+//! Every command gets a clean environment for fido: no `FIDO_*`,
+//! `OPENAI_*`, `ANTHROPIC_*` or `RUST_LOG` from the developer's shell, and
+//! `HOME` / `XDG_CONFIG_HOME` pointing at an empty directory so no user
+//! config leaks in. Each child leads its own process group, so a runaway
+//! run is killed with everything it started in that group.
+
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::server::FakeServer;
+
+/// Longest a single fido run may take before the test kills it and fails.
+pub const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The `fido` binary cargo built for this test run.
+pub fn fido_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_fido")
+}
+
+/// `fido` with a clean environment and the shared empty home (see
+/// [`clean_home`]); the caller adds arguments, env and stdio.
+pub fn fido_cmd() -> Command {
+    fido_cmd_with_home(clean_home())
+}
+
+/// `fido` with a clean environment and `HOME` / `XDG_CONFIG_HOME` set to
+/// `home` (so `home/fido/…` is the user config directory); for tests that
+/// write a user config or must not share the home with other tests.
+pub fn fido_cmd_with_home(home: &Path) -> Command {
+    let mut cmd = Command::new(fido_bin());
+    for (key, _) in std::env::vars_os() {
+        let key_text = key.to_string_lossy();
+        if ["FIDO_", "OPENAI_", "ANTHROPIC_"]
+            .iter()
+            .any(|prefix| key_text.starts_with(prefix))
+            || key_text == "RUST_LOG"
+        {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd.env("HOME", home)
+        .env("XDG_CONFIG_HOME", home)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .process_group(0);
+    cmd
+}
+
+/// An empty directory under cargo's target tmp dir, emptied once per test
+/// run and shared by every [`fido_cmd`] of the run.
+pub fn clean_home() -> &'static Path {
+    static HOME: OnceLock<PathBuf> = OnceLock::new();
+    HOME.get_or_init(|| {
+        let home = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fido-clean-home");
+        let _ = std::fs::remove_dir_all(&home);
+        std::fs::create_dir_all(&home)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", home.display()));
+        home
+    })
+}
+
+/// `fido exec -C <workspace> --json -- <prompt>` against `server` as an
+/// OpenAI-compatible provider (`FIDO_MODEL=test-model`,
+/// `FIDO_API_KEY=test-key`), with `extra_env` on top; stdout and stderr piped.
+pub fn exec_cmd(
+    workspace: &Path,
+    server: &FakeServer,
+    prompt: &str,
+    extra_env: &[(&str, &str)],
+) -> Command {
+    let mut cmd = fido_cmd();
+    cmd.arg("exec")
+        .arg("-C")
+        .arg(workspace)
+        .arg("--json")
+        .arg("--")
+        .arg(prompt)
+        .env("FIDO_PROVIDER", "openai")
+        .env("FIDO_BASE_URL", server.base_url())
+        .env("FIDO_MODEL", "test-model")
+        .env("FIDO_API_KEY", "test-key")
+        .envs(extra_env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Runs [`exec_cmd`] to completion within [`RUN_TIMEOUT`].
+pub fn run_exec(
+    workspace: &Path,
+    server: &FakeServer,
+    prompt: &str,
+    extra_env: &[(&str, &str)],
+) -> Output {
+    run_with_timeout(
+        exec_cmd(workspace, server, prompt, extra_env),
+        None,
+        RUN_TIMEOUT,
+    )
+}
+
+/// Spawns `cmd` with piped stdout/stderr, writes `stdin` (if any) and waits
+/// at most `timeout`.
+pub fn run_with_timeout(mut cmd: Command, stdin: Option<&[u8]>, timeout: Duration) -> Output {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    if stdin.is_some() {
+        cmd.stdin(Stdio::piped());
+    }
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(input)
+            .unwrap_or_else(|e| panic!("cannot write fido's stdin: {e}"));
+    }
+    wait_with_timeout(child, timeout)
+}
+
+/// Collects the output of a spawned child (stdout/stderr piped or not),
+/// killing its process group and panicking when it runs past `timeout`.
+/// Also panics when the pipes stay open 5 s after the child exited: some
+/// process it started still holds them.
+pub fn wait_with_timeout(mut child: Child, timeout: Duration) -> Output {
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
+    let pid = child.id();
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            Ok(None) => {
+                kill_group_or_child(&mut child);
+                let _ = child.wait();
+                let stderr = stderr
+                    .recv_timeout(Duration::from_secs(5))
+                    .unwrap_or_default();
+                panic!(
+                    "process {pid} ran longer than {timeout:?} and was killed; stderr:\n{}",
+                    String::from_utf8_lossy(&stderr)
+                );
+            }
+            Err(e) => panic!("cannot wait for process {pid}: {e}"),
+        }
+    };
+    let collect = |rx: mpsc::Receiver<Vec<u8>>, name: &str| {
+        rx.recv_timeout(Duration::from_secs(5)).unwrap_or_else(|_| {
+            panic!("process {pid} exited but its {name} is still held open by a process it started")
+        })
+    };
+    Output {
+        status,
+        stdout: collect(stdout, "stdout"),
+        stderr: collect(stderr, "stderr"),
+    }
+}
+
+/// Reads a pipe to its end on a thread; a missing pipe reads as empty.
+fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(mut pipe) = pipe {
+            let _ = pipe.read_to_end(&mut bytes);
+        }
+        let _ = tx.send(bytes);
+    });
+    rx
+}
+
+fn kill_group_or_child(child: &mut Child) {
+    let Ok(pid) = libc::pid_t::try_from(child.id()) else {
+        let _ = child.kill();
+        return;
+    };
+    // SAFETY: plain syscalls on a pid we spawned and have not reaped yet.
+    let group = unsafe { libc::getpgid(pid) };
+    if group == pid {
+        // SAFETY: the child leads this group (process_group(0)).
+        unsafe { libc::killpg(pid, libc::SIGKILL) };
+    } else {
+        let _ = child.kill();
+    }
+}
+
+/// Sends `signal` (e.g. `libc::SIGINT`) to one process.
+pub fn send_signal(pid: u32, signal: libc::c_int) {
+    let pid = libc::pid_t::try_from(pid).unwrap_or_else(|_| panic!("pid {pid} out of range"));
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    let rc = unsafe { libc::kill(pid, signal) };
+    assert_eq!(
+        rc,
+        0,
+        "kill({pid}, {signal}) failed: {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// `--json` stdout as events, one per line; panics on a line that is not a
+/// JSON object with a string `type`.
+pub fn parse_events(stdout: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| {
+            let event: Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
+            assert!(
+                event.get("type").is_some_and(Value::is_string),
+                "event without a string `type`: {line}"
+            );
+            event
+        })
+        .collect()
+}
+
+/// The events of one type, in order.
+pub fn events_of<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events
+        .iter()
+        .filter(|e| e.get("type").and_then(Value::as_str) == Some(kind))
+        .collect()
+}
+
+/// Which processes [`processes`] looks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessFilter {
+    /// The process with this pid.
+    Pid(u32),
+    /// Members of this process group.
+    Group(u32),
+    /// Children of this process.
+    ChildrenOf(u32),
+}
+
+/// One line of `/proc/<pid>/stat`, the parts tests care about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcInfo {
+    pub pid: u32,
+    pub comm: String,
+    pub state: char,
+    pub ppid: u32,
+    pub pgrp: u32,
+}
+
+/// Live processes matching `filter`. Zombies (state `Z`) are dead and only
+/// wait to be reaped, so they do not count.
+pub fn processes(filter: ProcessFilter) -> Vec<ProcInfo> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(read_stat)
+        .filter(|p| p.state != 'Z')
+        .filter(|p| match filter {
+            ProcessFilter::Pid(pid) => p.pid == pid,
+            ProcessFilter::Group(pgrp) => p.pgrp == pgrp,
+            ProcessFilter::ChildrenOf(ppid) => p.ppid == ppid,
+        })
+        .collect()
+}
+
+fn read_stat(pid: u32) -> Option<ProcInfo> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid pgrp …`; comm may hold spaces and parentheses.
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let comm = stat.get(open + 1..close)?.to_owned();
+    let mut rest = stat.get(close + 1..)?.split_whitespace();
+    let state = rest.next()?.chars().next()?;
+    let ppid = rest.next()?.parse().ok()?;
+    let pgrp = rest.next()?.parse().ok()?;
+    Some(ProcInfo {
+        pid,
+        comm,
+        state,
+        ppid,
+        pgrp,
+    })
+}
+
+/// Panics unless no live process matches `filter` within `within` (processes
+/// take a moment to die after a signal).
+pub fn assert_no_processes(filter: ProcessFilter, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let left = processes(filter);
+        if left.is_empty() {
+            return;
+        }
+        if Instant::now() >= deadline {
+            panic!("processes still alive after {within:?} ({filter:?}): {left:#?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
