@@ -62,6 +62,14 @@ pub(super) async fn maybe_compact(
         return;
     };
 
+    let removed_tokens: usize = messages[1..cut].iter().map(Message::estimated_tokens).sum();
+    if removed_tokens * 10 < before {
+        // The newest turn alone is most of the context; removing the little
+        // before it would cost a summary request on every step and gain
+        // nothing.
+        warn!(before, removed_tokens, "context is over the compaction threshold, mostly in the newest turn; not compacting");
+        return;
+    }
     let (strategy, summary) = match settings.strategy {
         CompactionStrategy::Elide => (CompactionStrategy::Elide, None),
         CompactionStrategy::Summarize => match summarize(conversation, deps, cancel, usage).await {
@@ -80,6 +88,19 @@ pub(super) async fn maybe_compact(
             "[Fido: {} earlier messages were removed to fit the context window; ask the user or re-read files if you need what they said]",
             removed.len()
         ),
+    };
+    // The prompt the model is working on must survive, word for word, even
+    // when the turn that holds it is compacted away.
+    let kept_has_request = conversation.messages()[cut..]
+        .iter()
+        .any(|m| matches!(m, Message::User { content } if !content.starts_with("[Fido:")));
+    let latest_request = removed.iter().rev().filter(|_| !kept_has_request).find_map(|m| match m {
+        Message::User { content } if !content.starts_with("[Fido:") => Some(content.as_str()),
+        _ => None,
+    });
+    let note = match latest_request {
+        Some(request) => format!("{note}\n[Fido: the user's latest request, verbatim]\n{request}"),
+        None => note,
     };
     let kept = &conversation.messages()[cut..];
     let carried = carried_state(removed, kept);

@@ -164,7 +164,6 @@ pub(super) async fn request_completion(
             reason,
         } = notice
         {
-            warn!(attempt, delay_ms = delay.as_millis() as u64, %reason, "retrying model request");
             events.emit(EventKind::Retrying {
                 attempt,
                 delay_ms: delay.as_millis() as u64,

@@ -189,8 +189,8 @@ async fn exec(config: Config, prompt: String, json: bool) -> ExitCode {
     }
 }
 
-/// Prints events: with `--json` every event as one line on stdout; without,
-/// only errors, as sentences on stderr.
+/// Prints events: with `--json` every event as one line on stdout; errors
+/// also as one sentence on stderr, for the person watching.
 async fn print_events(mut receiver: mpsc::UnboundedReceiver<Event>, json: bool) {
     while let Some(event) = receiver.recv().await {
         if json {
@@ -203,7 +203,8 @@ async fn print_events(mut receiver: mpsc::UnboundedReceiver<Event>, json: bool) 
                 }
                 Err(err) => warn!(error = %err, "cannot serialise an event"),
             }
-        } else if let EventKind::Error { message } = &event.kind {
+        }
+        if let EventKind::Error { message } = &event.kind {
             eprintln!("fido: {message}");
         }
     }

@@ -1,25 +1,622 @@
-//! `bash_exec` (stub, being written).
+//! `bash_exec`: run a shell command in the workspace.
+//!
+//! Theory of operation: `bash -c COMMAND` leads its own process group
+//! ([`ProcessGroup`]), stdin `/dev/null`, stdout and stderr both the write
+//! end of ONE pipe, so the model sees them interleaved in the order they
+//! were written. The read end is drained asynchronously into a [`Capture`]
+//! that keeps the head and the tail of the output (`limits.bash_output_cap`
+//! bytes in all). The run ends in one of three ways:
+//! - bash exits: whatever is left in its group (background jobs) is killed,
+//!   and the pipe is drained for a short while, so a forgotten `sleep 100 &`
+//!   cannot hang the tool;
+//! - the timeout fires, or the invocation is cancelled: the group is
+//!   terminated (SIGTERM, a grace period, SIGKILL) and the output so far is
+//!   returned with a failed result.
+//!
+//! No process of the group outlives the tool. A process that deliberately
+//! leaves the group (`setsid`) is beyond its reach.
+//!
+//! The provider credentials in Fido's environment are removed from the
+//! command's: only the model gateway holds keys.
 
-use super::{Invocation, Tool, ToolFuture, ToolKind, ToolOutput};
+use std::collections::VecDeque;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::json;
+use tokio::io::AsyncReadExt;
+use tokio::net::unix::pipe;
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
+
+use super::path::is_missing;
+use super::{Invocation, Tool, ToolFuture, ToolKind, ToolLimits, ToolOutput, parse_args};
 use crate::protocol::ToolSpec;
+use crate::sandbox::process::ProcessGroup;
+use crate::text::sanitize;
+
+/// Grace between SIGTERM and SIGKILL on timeout or cancel.
+const GRACE: Duration = Duration::from_secs(1);
+/// How long output is still read after bash exited and its group was killed.
+const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
+/// How long output is still read after a terminated run.
+const DRAIN_AFTER_KILL: Duration = Duration::from_millis(200);
+/// Environment variables never passed to commands (provider credentials).
+const SCRUBBED_ENV: &[&str] = &["FIDO_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
 
 pub struct BashExec;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    command: String,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+    #[serde(default)]
+    cwd: Option<String>,
+}
 
 impl Tool for BashExec {
     fn name(&self) -> &'static str {
         "bash_exec"
     }
+
     fn kind(&self) -> ToolKind {
-        ToolKind::ReadOnly
+        ToolKind::Mutating
     }
+
     fn spec(&self) -> ToolSpec {
+        let limits = ToolLimits::default();
         ToolSpec {
             name: "bash_exec".into(),
-            description: String::new(),
-            parameters: serde_json::json!({"type": "object"}),
+            description: format!(
+                "Run a command with `bash -c` in the workspace (or in `cwd`), e.g. to build, run tests, use git, or run project scripts. Returns stdout and stderr interleaved as one text, then a line `exit code: N`; the call fails when the exit code is not 0. There is no stdin and no terminal: interactive programs see end-of-file, so pass flags such as `--yes` or `-y`. The command is killed after its timeout (by default {} s, configurable up to {} s with timeout_ms). When the command returns, anything it left running in the background is killed: do not start servers or watchers you expect to keep. Long output keeps its first and last parts (about {} bytes in all). For reading, searching and editing files prefer read_file, ripgrep and patch.",
+                limits.bash_default_timeout.as_secs(),
+                limits.bash_max_timeout.as_secs(),
+                limits.bash_output_cap
+            ),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "command": {
+                        "type": "string",
+                        "description": "The bash command line, e.g. \"cargo test --lib 2>&1 | tail -n 40\"."
+                    },
+                    "timeout_ms": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "description": "Kill the command after this many milliseconds. Defaults to the configured timeout; longer values are cut to the configured maximum."
+                    },
+                    "cwd": {
+                        "type": "string",
+                        "description": "Directory to run in, relative to the workspace root. Default \".\"."
+                    }
+                },
+                "required": ["command"],
+                "additionalProperties": false
+            }),
         }
     }
-    fn invoke<'a>(&'a self, _invocation: Invocation<'a>) -> ToolFuture<'a> {
-        Box::pin(async { ToolOutput::error("not implemented") })
+
+    fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let args: Args = match parse_args("bash_exec", invocation.args) {
+                Ok(args) => args,
+                Err(refusal) => return refusal,
+            };
+            let env = invocation.env;
+            if args.command.trim().is_empty() {
+                return ToolOutput::error("`command` is empty; give a bash command line to run");
+            }
+            if args.timeout_ms == Some(0) {
+                return ToolOutput::error("timeout_ms must be at least 1");
+            }
+            let timeout = args
+                .timeout_ms
+                .map(Duration::from_millis)
+                .unwrap_or(env.limits.bash_default_timeout)
+                .min(env.limits.bash_max_timeout);
+            let cwd = match working_dir(&env.workspace, args.cwd.as_deref()) {
+                Ok(cwd) => cwd,
+                Err(refusal) => return refusal,
+            };
+            let run = Run {
+                command: &args.command,
+                cwd,
+                timeout,
+                cap: env.limits.bash_output_cap,
+            };
+            run.execute(invocation.cancel).await
+        })
+    }
+}
+
+fn working_dir(workspace: &super::Workspace, cwd: Option<&str>) -> Result<PathBuf, ToolOutput> {
+    let resolved = workspace
+        .resolve(cwd.unwrap_or("."))
+        .map_err(|err| ToolOutput::error(err.to_string()))?;
+    match std::fs::metadata(&resolved.abs) {
+        Ok(metadata) if metadata.is_dir() => Ok(resolved.abs),
+        Ok(_) => Err(ToolOutput::error(format!(
+            "cwd `{}` is a file, not a directory",
+            resolved.shown
+        ))),
+        Err(err) if is_missing(&err) => Err(ToolOutput::error(format!(
+            "cwd `{}` does not exist",
+            resolved.shown
+        ))),
+        Err(err) => Err(ToolOutput::error(format!(
+            "cannot use cwd `{}`: {err}",
+            resolved.shown
+        ))),
+    }
+}
+
+/// How a run ended.
+enum Ending {
+    Exited(ExitStatus),
+    TimedOut,
+    Cancelled,
+}
+
+struct Run<'a> {
+    command: &'a str,
+    cwd: PathBuf,
+    timeout: Duration,
+    cap: usize,
+}
+
+impl Run<'_> {
+    async fn execute(self, cancel: &CancellationToken) -> ToolOutput {
+        let (reader, writer) = match std::io::pipe() {
+            Ok(pair) => pair,
+            Err(err) => return ToolOutput::error(format!("cannot create a pipe: {err}")),
+        };
+        let spawned = {
+            let writer_for_stderr = match writer.try_clone() {
+                Ok(clone) => clone,
+                Err(err) => return ToolOutput::error(format!("cannot create a pipe: {err}")),
+            };
+            let mut command = Command::new("bash");
+            command
+                .arg("-c")
+                .arg(self.command)
+                .current_dir(&self.cwd)
+                .stdout(writer)
+                .stderr(writer_for_stderr)
+                .env("PAGER", "cat")
+                .env("GIT_PAGER", "cat");
+            for key in SCRUBBED_ENV {
+                command.env_remove(key);
+            }
+            // The command (with our copies of the write end) is dropped at
+            // the end of this block, so the pipe reaches EOF when the
+            // group's processes are gone.
+            ProcessGroup::spawn(&mut command)
+        };
+        let mut group = match spawned {
+            Ok(group) => group,
+            Err(err) => return ToolOutput::error(format!("cannot start bash: {err}")),
+        };
+        let mut receiver = match pipe::Receiver::from_owned_fd(OwnedFd::from(reader)) {
+            Ok(receiver) => receiver,
+            Err(err) => {
+                let _ = group.terminate(Duration::ZERO).await;
+                return ToolOutput::error(format!("cannot read the command's output: {err}"));
+            }
+        };
+        let mut capture = Capture::new(self.cap);
+        let mut buf = vec![0u8; 16 * 1024];
+        let mut eof = false;
+        let deadline = tokio::time::sleep(self.timeout);
+        tokio::pin!(deadline);
+        let ending = loop {
+            tokio::select! {
+                read = receiver.read(&mut buf), if !eof => match read {
+                    Ok(0) | Err(_) => eof = true,
+                    Ok(n) => capture.push(&buf[..n]),
+                },
+                status = group.wait() => match status {
+                    Ok(status) => break Ending::Exited(status),
+                    Err(err) => {
+                        let _ = group.terminate(Duration::ZERO).await;
+                        return ToolOutput::error(format!("lost track of the command: {err}"));
+                    }
+                },
+                () = &mut deadline => break Ending::TimedOut,
+                () = cancel.cancelled() => break Ending::Cancelled,
+            }
+        };
+        let drain_for = match ending {
+            Ending::Exited(_) => {
+                // Background jobs do not outlive the command.
+                if let Err(err) = group.kill() {
+                    tracing::warn!(error = %err, "killing leftover processes failed");
+                }
+                DRAIN_AFTER_EXIT
+            }
+            Ending::TimedOut | Ending::Cancelled => {
+                if let Err(err) = group.terminate(GRACE).await {
+                    tracing::warn!(error = %err, "terminating the command failed");
+                }
+                DRAIN_AFTER_KILL
+            }
+        };
+        if !eof {
+            drain(&mut receiver, &mut buf, &mut capture, drain_for).await;
+        }
+        // Reap the leader when it was killed after exiting; never blocks long.
+        let _ = group.try_wait();
+        self.result(ending, &capture)
+    }
+
+    fn result(&self, ending: Ending, capture: &Capture) -> ToolOutput {
+        let text = sanitize(&capture.render(), false);
+        let text = text.trim_end_matches('\n');
+        let body = if text.trim().is_empty() {
+            "(no output)"
+        } else {
+            text
+        };
+        match ending {
+            Ending::Exited(status) => {
+                let content = format!("{body}\n{}", describe(status));
+                ToolOutput {
+                    ok: status.success(),
+                    content,
+                    details: None,
+                }
+            }
+            Ending::TimedOut => ToolOutput {
+                ok: false,
+                content: format!(
+                    "{body}\ntimed out after {}; the command and everything it started were killed",
+                    humantime::format_duration(self.timeout)
+                ),
+                details: None,
+            },
+            Ending::Cancelled => ToolOutput {
+                ok: false,
+                content: format!(
+                    "{body}\ncancelled; the command and everything it started were killed"
+                ),
+                details: None,
+            },
+        }
+    }
+}
+
+/// Reads what is left in the pipe until EOF or until `limit` has passed.
+async fn drain(
+    receiver: &mut pipe::Receiver,
+    buf: &mut [u8],
+    capture: &mut Capture,
+    limit: Duration,
+) {
+    let _ = tokio::time::timeout(limit, async {
+        loop {
+            match receiver.read(buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => capture.push(&buf[..n]),
+            }
+        }
+    })
+    .await;
+}
+
+/// `exit code: N`, or the signal that ended the command.
+fn describe(status: ExitStatus) -> String {
+    if let Some(code) = status.code() {
+        return format!("exit code: {code}");
+    }
+    match status.signal() {
+        Some(signal) => {
+            let name = nix::sys::signal::Signal::try_from(signal)
+                .map(|s| s.as_str().to_string())
+                .unwrap_or_else(|_| format!("signal {signal}"));
+            format!("exit code: none (killed by {name})")
+        }
+        None => "exit code: unknown".to_string(),
+    }
+}
+
+/// The head and the tail of a byte stream, `cap` bytes in all.
+struct Capture {
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    head_cap: usize,
+    tail_cap: usize,
+    total: usize,
+}
+
+impl Capture {
+    fn new(cap: usize) -> Capture {
+        let head_cap = cap / 2;
+        Capture {
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            head_cap,
+            tail_cap: cap - head_cap,
+            total: 0,
+        }
+    }
+
+    fn push(&mut self, mut bytes: &[u8]) {
+        self.total += bytes.len();
+        let room = self.head_cap - self.head.len();
+        if room > 0 {
+            let take = room.min(bytes.len());
+            self.head.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+        }
+        if bytes.len() >= self.tail_cap {
+            self.tail.clear();
+            self.tail.extend(&bytes[bytes.len() - self.tail_cap..]);
+        } else {
+            self.tail.extend(bytes);
+            let excess = self.tail.len().saturating_sub(self.tail_cap);
+            self.tail.drain(..excess);
+        }
+    }
+
+    /// The text, with a marker where bytes were left out.
+    fn render(&self) -> String {
+        let tail: Vec<u8> = self.tail.iter().copied().collect();
+        let elided = self.total - self.head.len() - tail.len();
+        if elided == 0 {
+            let mut all = self.head.clone();
+            all.extend_from_slice(&tail);
+            return String::from_utf8_lossy(&all).into_owned();
+        }
+        // Cut on character boundaries so the seams are clean.
+        let head_end = match std::str::from_utf8(&self.head) {
+            Err(err) if err.error_len().is_none() => err.valid_up_to(),
+            Ok(_) | Err(_) => self.head.len(),
+        };
+        let tail_start = tail
+            .iter()
+            .take(3)
+            .take_while(|&&b| b & 0b1100_0000 == 0b1000_0000)
+            .count();
+        let elided = elided + (self.head.len() - head_end) + tail_start;
+        let mut out = String::from_utf8_lossy(&self.head[..head_end]).into_owned();
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&format!("[… {elided} bytes of output elided …]\n"));
+        out.push_str(&String::from_utf8_lossy(&tail[tail_start..]));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::ToolEnv;
+    use crate::tools::path::testing::{call, call_with, env};
+    use std::time::Instant;
+
+    fn setup() -> (tempfile::TempDir, ToolEnv) {
+        let dir = tempfile::tempdir().unwrap();
+        let env = env(dir.path());
+        (dir, env)
+    }
+
+    /// Live (non-zombie) processes whose process group is `pgid`.
+    fn group_members(pgid: u32) -> Vec<u32> {
+        let mut members = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            // Fields after the parenthesised name: state, ppid, pgrp, …
+            let rest: Vec<&str> = stat
+                .rsplit(')')
+                .next()
+                .unwrap()
+                .split_whitespace()
+                .collect();
+            if rest[2] == pgid.to_string() && rest[0] != "Z" && rest[0] != "X" {
+                members.push(pid);
+            }
+        }
+        members
+    }
+
+    async fn assert_group_gone(pgid: u32) {
+        let start = Instant::now();
+        loop {
+            let members = group_members(pgid);
+            if members.is_empty() {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "processes left in group {pgid}: {members:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn first_line_pid(content: &str) -> u32 {
+        content.lines().next().unwrap().trim().parse().unwrap()
+    }
+
+    #[tokio::test]
+    async fn interleaved_output_keeps_its_order_and_exit_code() {
+        let (_dir, env) = setup();
+        let out = call(
+            &BashExec,
+            &env,
+            json!({"command": "for i in 1 2 3; do echo out$i; echo err$i >&2; done"}),
+        )
+        .await;
+        assert!(out.ok, "{}", out.content);
+        assert_eq!(
+            out.content,
+            "out1\nerr1\nout2\nerr2\nout3\nerr3\nexit code: 0"
+        );
+        let out = call(&BashExec, &env, json!({"command": "echo nope >&2; exit 3"})).await;
+        assert!(!out.ok);
+        assert_eq!(out.content, "nope\nexit code: 3");
+        let out = call(&BashExec, &env, json!({"command": "true"})).await;
+        assert_eq!(out.content, "(no output)\nexit code: 0");
+        let out = call(&BashExec, &env, json!({"command": "kill -9 $$"})).await;
+        assert!(!out.ok);
+        assert!(out.content.contains("killed by SIGKILL"), "{}", out.content);
+    }
+
+    #[tokio::test]
+    async fn runs_in_cwd_without_credentials_and_sanitizes() {
+        let (dir, env) = setup();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        let out = call(
+            &BashExec,
+            &env,
+            json!({"command": "basename \"$PWD\"; echo \"key=${FIDO_API_KEY:-unset}\"; printf '\\033[31mred\\033[0m\\n'", "cwd": "sub"}),
+        )
+        .await;
+        assert_eq!(out.content, "sub\nkey=unset\nred\nexit code: 0");
+        for (args, expected) in [
+            (
+                json!({"command": "ls", "cwd": "../"}),
+                "outside the workspace",
+            ),
+            (json!({"command": "ls", "cwd": "missing"}), "does not exist"),
+            (json!({"command": "  "}), "empty"),
+            (json!({"command": "ls", "timeout_ms": 0}), "at least 1"),
+            (json!({"cmd": "ls"}), "invalid arguments"),
+        ] {
+            let out = call(&BashExec, &env, args.clone()).await;
+            assert!(!out.ok, "{args}");
+            assert!(out.content.contains(expected), "{args}: {}", out.content);
+        }
+    }
+
+    #[tokio::test]
+    async fn output_cap_keeps_head_and_tail() {
+        let (_dir, mut env) = setup();
+        env.limits.bash_output_cap = 100;
+        let out = call(&BashExec, &env, json!({"command": "seq 1 10000"})).await;
+        assert!(out.ok);
+        assert!(out.content.starts_with("1\n2\n3\n"), "{}", out.content);
+        assert!(
+            out.content.ends_with("9999\n10000\nexit code: 0"),
+            "{}",
+            out.content
+        );
+        assert!(out.content.contains("bytes of output elided"));
+        assert!(out.content.len() < 200);
+    }
+
+    #[test]
+    fn capture_cuts_on_char_boundaries() {
+        let mut capture = Capture::new(10);
+        capture.push("ééééééééééééé".as_bytes());
+        let text = capture.render();
+        assert!(!text.contains('\u{fffd}'), "{text}");
+        assert_eq!(text, "éé\n[… 18 bytes of output elided …]\néé");
+        let mut small = Capture::new(10);
+        small.push(b"abc");
+        small.push(b"def");
+        assert_eq!(small.render(), "abcdef");
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_whole_group_quickly() {
+        let (_dir, env) = setup();
+        let start = Instant::now();
+        let out = call(
+            &BashExec,
+            &env,
+            json!({"command": "echo $$; sleep 100", "timeout_ms": 300}),
+        )
+        .await;
+        assert!(!out.ok);
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            start.elapsed()
+        );
+        assert!(
+            out.content.contains("timed out after 300ms"),
+            "{}",
+            out.content
+        );
+        assert_group_gone(first_line_pid(&out.content)).await;
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_a_group_that_ignores_sigterm() {
+        let (_dir, env) = setup();
+        let start = Instant::now();
+        let out = call(
+            &BashExec,
+            &env,
+            json!({"command": "trap '' TERM; echo $$; sleep 100 & sleep 100; wait", "timeout_ms": 200}),
+        )
+        .await;
+        assert!(!out.ok);
+        assert!(out.content.contains("timed out"), "{}", out.content);
+        assert!(
+            start.elapsed() < Duration::from_secs(4),
+            "{:?}",
+            start.elapsed()
+        );
+        assert_group_gone(first_line_pid(&out.content)).await;
+    }
+
+    #[tokio::test]
+    async fn cancel_stops_the_command() {
+        let (_dir, env) = setup();
+        let cancel = CancellationToken::new();
+        let trigger = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            trigger.cancel();
+        });
+        let start = Instant::now();
+        let out = call_with(
+            &BashExec,
+            &env,
+            json!({"command": "echo $$; sleep 100"}),
+            &cancel,
+        )
+        .await;
+        assert!(!out.ok);
+        assert!(out.content.contains("cancelled"), "{}", out.content);
+        assert!(start.elapsed() < Duration::from_secs(3));
+        assert_group_gone(first_line_pid(&out.content)).await;
+    }
+
+    #[tokio::test]
+    async fn background_jobs_do_not_hang_and_are_killed() {
+        let (_dir, env) = setup();
+        let start = Instant::now();
+        let out = call(
+            &BashExec,
+            &env,
+            json!({"command": "echo $$; sleep 100 & echo started"}),
+        )
+        .await;
+        assert!(out.ok, "{}", out.content);
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            start.elapsed()
+        );
+        assert!(
+            out.content.ends_with("started\nexit code: 0"),
+            "{}",
+            out.content
+        );
+        assert_group_gone(first_line_pid(&out.content)).await;
     }
 }

@@ -7,7 +7,7 @@
 //! tree order (siblings sorted by name), directories ending in `/`.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ignore::WalkBuilder;
 use serde::Deserialize;
@@ -133,7 +133,7 @@ impl Tool for ListFiles {
 
 fn list(
     workspace: &Workspace,
-    abs: &PathBuf,
+    abs: &Path,
     shown: &str,
     depth: usize,
     limit: usize,

@@ -187,7 +187,7 @@ fn read_lines(abs: &Path, window: Window, cancel: &CancellationToken) -> io::Res
     let mut number = 0usize;
     // Skip to the window.
     while number + 1 < window.offset {
-        if number % 4096 == 0 && cancel.is_cancelled() {
+        if cancel.is_cancelled() {
             return Ok(Outcome::Cancelled);
         }
         match read_line_capped(&mut reader, &mut line, 0)? {

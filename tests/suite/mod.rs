@@ -1,2 +1,3 @@
 
 mod fake_server;
+mod exec;
