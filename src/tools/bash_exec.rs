@@ -20,12 +20,12 @@
 //! command's: only the model gateway holds keys.
 
 use std::collections::VecDeque;
-use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::ExitStatus;
+use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
+use nix::fcntl::OFlag;
 use serde::Deserialize;
 use serde_json::json;
 use tokio::io::AsyncReadExt;
@@ -172,7 +172,7 @@ struct Run<'a> {
 
 impl Run<'_> {
     async fn execute(self, cancel: &CancellationToken) -> ToolOutput {
-        let (reader, writer) = match std::io::pipe() {
+        let (reader, writer) = match nix::unistd::pipe2(OFlag::O_CLOEXEC) {
             Ok(pair) => pair,
             Err(err) => return ToolOutput::error(format!("cannot create a pipe: {err}")),
         };
@@ -186,8 +186,8 @@ impl Run<'_> {
                 .arg("-c")
                 .arg(self.command)
                 .current_dir(&self.cwd)
-                .stdout(writer)
-                .stderr(writer_for_stderr)
+                .stdout(Stdio::from(writer))
+                .stderr(Stdio::from(writer_for_stderr))
                 .env("PAGER", "cat")
                 .env("GIT_PAGER", "cat");
             for key in SCRUBBED_ENV {
@@ -202,7 +202,7 @@ impl Run<'_> {
             Ok(group) => group,
             Err(err) => return ToolOutput::error(format!("cannot start bash: {err}")),
         };
-        let mut receiver = match pipe::Receiver::from_owned_fd(OwnedFd::from(reader)) {
+        let mut receiver = match pipe::Receiver::from_owned_fd(reader) {
             Ok(receiver) => receiver,
             Err(err) => {
                 let _ = group.terminate(Duration::ZERO).await;

@@ -1,3 +1,5 @@
 
 mod fake_server;
 mod exec;
+mod providers;
+mod tool_cli;
