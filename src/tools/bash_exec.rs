@@ -249,8 +249,6 @@ impl Run<'_> {
         if !eof {
             drain(&mut receiver, &mut buf, &mut capture, drain_for).await;
         }
-        // Reap the leader when it was killed after exiting; never blocks long.
-        let _ = group.try_wait();
         self.result(ending, &capture)
     }
 
