@@ -67,7 +67,11 @@ pub(super) async fn maybe_compact(
         // The newest turn alone is most of the context; removing the little
         // before it would cost a summary request on every step and gain
         // nothing.
-        warn!(before, removed_tokens, "context is over the compaction threshold, mostly in the newest turn; not compacting");
+        warn!(
+            before,
+            removed_tokens,
+            "context is over the compaction threshold, mostly in the newest turn; not compacting"
+        );
         return;
     }
     let (strategy, summary) = match settings.strategy {
@@ -94,10 +98,14 @@ pub(super) async fn maybe_compact(
     let kept_has_request = conversation.messages()[cut..]
         .iter()
         .any(|m| matches!(m, Message::User { content } if !content.starts_with("[Fido:")));
-    let latest_request = removed.iter().rev().filter(|_| !kept_has_request).find_map(|m| match m {
-        Message::User { content } if !content.starts_with("[Fido:") => Some(content.as_str()),
-        _ => None,
-    });
+    let latest_request = removed
+        .iter()
+        .rev()
+        .filter(|_| !kept_has_request)
+        .find_map(|m| match m {
+            Message::User { content } if !content.starts_with("[Fido:") => Some(content.as_str()),
+            _ => None,
+        });
     let note = match latest_request {
         Some(request) => format!("{note}\n[Fido: the user's latest request, verbatim]\n{request}"),
         None => note,

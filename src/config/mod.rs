@@ -205,10 +205,10 @@ impl Config {
         }
 
         let mut values: BTreeMap<String, Sourced> = BTreeMap::new();
-        if let Some(user_file) = user_config_path(&env_get) {
-            if user_file.exists() {
-                read_file_layer(&user_file, false, &mut values)?;
-            }
+        if let Some(user_file) = user_config_path(&env_get)
+            && user_file.exists()
+        {
+            read_file_layer(&user_file, false, &mut values)?;
         }
         let workspace_file = workspace.join("fido.toml");
         if workspace_file.exists() {

@@ -337,10 +337,10 @@ impl ChatStreamAccumulator {
             })?;
         if let Some(choices) = value.get_mut("choices").and_then(Value::as_array_mut) {
             for choice in choices {
-                if let Some(object) = choice.as_object_mut() {
-                    if let Some(message) = object.remove("message") {
-                        object.insert("delta".into(), message);
-                    }
+                if let Some(object) = choice.as_object_mut()
+                    && let Some(message) = object.remove("message")
+                {
+                    object.insert("delta".into(), message);
                 }
             }
         }
@@ -449,17 +449,17 @@ impl ChatStreamAccumulator {
         };
         self.last_call = Some(position);
         let call = &mut self.calls[position];
-        if let Some(id) = id {
-            if call.id.is_empty() {
-                call.id = id;
-            }
+        if let Some(id) = id
+            && call.id.is_empty()
+        {
+            call.id = id;
         }
         if let Some(function) = delta.function {
-            if let Some(name) = function.name.filter(|n| !n.is_empty()) {
-                if call.name.is_empty() {
-                    call.name = name.clone();
-                    notices.push(ProviderNotice::ToolCallStarted { name });
-                }
+            if let Some(name) = function.name.filter(|n| !n.is_empty())
+                && call.name.is_empty()
+            {
+                call.name = name.clone();
+                notices.push(ProviderNotice::ToolCallStarted { name });
             }
             if let Some(arguments) = function.arguments {
                 call.arguments.push_str(&arguments);

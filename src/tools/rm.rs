@@ -72,7 +72,7 @@ fn run(env: &ToolEnv, args: &Args) -> ToolOutput {
     let shown = &resolved.shown;
     if resolved.is_root(&env.workspace) {
         return ToolOutput::error(
-            "refusing to remove the workspace root; name what inside it to remove",
+            "refusing to remove the workspace root; name a file or directory inside it",
         );
     }
     let metadata = match fs::symlink_metadata(&resolved.abs) {

@@ -84,10 +84,16 @@ fn two_turn_session_runs_a_tool_and_answers() {
     assert_eq!(first["model"], "test-model");
     assert_eq!(first["stream"], true);
     assert_eq!(first["messages"][0]["role"], "system");
-    assert_eq!(first["messages"][1], json!({"role": "user", "content": "What is in notes.txt?"}));
+    assert_eq!(
+        first["messages"][1],
+        json!({"role": "user", "content": "What is in notes.txt?"})
+    );
     assert_eq!(requests[0].header("authorization"), Some("Bearer test-key"));
     let result = tool_result(&requests[1].body, "call_1");
-    assert!(result.contains("alpha") && result.contains("gamma"), "{result}");
+    assert!(
+        result.contains("alpha") && result.contains("gamma"),
+        "{result}"
+    );
 
     let events = parse_events(&output.stdout);
     let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
@@ -104,7 +110,11 @@ fn two_turn_session_runs_a_tool_and_answers() {
             "turn_completed"
         ]
     );
-    assert!(events.iter().all(|e| e["ts"].as_str().is_some_and(|t| t.ends_with('Z'))));
+    assert!(
+        events
+            .iter()
+            .all(|e| e["ts"].as_str().is_some_and(|t| t.ends_with('Z')))
+    );
     assert_eq!(events_of(&events, "tool_call")[0]["name"], "read_file");
     assert_eq!(events_of(&events, "tool_call")[0]["summary"], "notes.txt");
     assert_eq!(events_of(&events, "tool_result")[0]["ok"], true);
@@ -120,8 +130,14 @@ fn two_turn_session_runs_a_tool_and_answers() {
     let done = events_of(&events, "turn_completed")[0];
     assert_eq!(done["status"], "completed");
     assert_eq!(done["usage"]["requests"], 2);
-    assert_eq!(done["usage"]["prompt_tokens"], 2 * TokenUsage::DEFAULT.prompt);
-    assert_eq!(done["usage"]["cached_tokens"], 2 * TokenUsage::DEFAULT.cached);
+    assert_eq!(
+        done["usage"]["prompt_tokens"],
+        2 * TokenUsage::DEFAULT.prompt
+    );
+    assert_eq!(
+        done["usage"]["cached_tokens"],
+        2 * TokenUsage::DEFAULT.cached
+    );
 }
 
 #[test]
@@ -135,9 +151,13 @@ fn plain_mode_prints_only_the_answer_and_reads_the_prompt_from_stdin() {
         .env("FIDO_BASE_URL", server.base_url())
         .env("FIDO_MODEL", "m")
         .stdin(Stdio::piped());
-    let output = crate::common::run_with_timeout(cmd, Some(b"Say hello\n"), Duration::from_secs(60));
+    let output =
+        crate::common::run_with_timeout(cmd, Some(b"Say hello\n"), Duration::from_secs(60));
     assert!(output.status.success(), "stderr: {}", stderr(&output));
-    assert_eq!(String::from_utf8_lossy(&output.stdout), "Hello from the model.\n");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "Hello from the model.\n"
+    );
     let requests = server.model_requests();
     assert_eq!(requests[0].body["messages"][1]["content"], "Say hello\n");
     // A loopback server needs no key, and none is sent.
@@ -240,7 +260,11 @@ fn retries_are_bounded() {
     );
     assert_eq!(output.status.code(), Some(1));
     assert_eq!(server.model_requests().len(), 3);
-    assert!(stderr(&output).contains("gave up after 3 attempts"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("gave up after 3 attempts"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
@@ -265,7 +289,11 @@ fn a_stalled_stream_times_out_instead_of_hanging() {
     assert_eq!(output.status.code(), Some(1));
     assert!(started.elapsed() < Duration::from_secs(20));
     assert_eq!(server.model_requests().len(), 2, "a stall is retried once");
-    assert!(stderr(&output).contains("sent nothing for 0.3 s"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("sent nothing for 0.3 s"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
@@ -279,7 +307,10 @@ fn a_dropped_connection_is_retried() {
     let output = run_exec(ws.path(), &server, "hi", &[("FIDO_RETRY_BASE_MS", "1")]);
     assert!(output.status.success(), "stderr: {}", stderr(&output));
     let events = parse_events(&output.stdout);
-    assert_eq!(events_of(&events, "assistant_text")[0]["text"], "complete answer");
+    assert_eq!(
+        events_of(&events, "assistant_text")[0]["text"],
+        "complete answer"
+    );
     assert_eq!(events_of(&events, "assistant_text").len(), 1);
 }
 
@@ -357,14 +388,23 @@ fn bad_tool_calls_get_error_results_and_the_loop_goes_on() {
     assert_conversation_invariants(&requests);
     let second = &requests[1].body;
     let unknown = tool_result(second, "c1");
-    assert!(unknown.starts_with("Error: unknown tool `launch_rockets`"), "{unknown}");
+    assert!(
+        unknown.starts_with("Error: unknown tool `launch_rockets`"),
+        "{unknown}"
+    );
     assert!(unknown.contains("read_file"), "{unknown}");
     let bad_json = tool_result(second, "c2");
     assert!(bad_json.contains("not valid JSON"), "{bad_json}");
     let missing = tool_result(second, "c3");
-    assert!(missing.starts_with("Error:") && missing.contains("path"), "{missing}");
+    assert!(
+        missing.starts_with("Error:") && missing.contains("path"),
+        "{missing}"
+    );
     let outside = tool_result(second, "c4");
-    assert!(outside.starts_with("Error:") && outside.contains("outside"), "{outside}");
+    assert!(
+        outside.starts_with("Error:") && outside.contains("outside"),
+        "{outside}"
+    );
     let events = parse_events(&output.stdout);
     let oks: Vec<bool> = events_of(&events, "tool_result")
         .iter()
@@ -390,11 +430,22 @@ fn huge_and_binary_files_are_handled() {
     assert!(output.status.success(), "stderr: {}", stderr(&output));
     let second = &server.model_requests()[1].body;
     let huge = tool_result(second, "c1");
-    assert!(huge.len() <= 70 * 1024, "read_file returned {} bytes", huge.len());
-    assert!(huge.contains("offset"), "the cut must say how to go on: …{}", &huge[huge.len() - 300..]);
+    assert!(
+        huge.len() <= 70 * 1024,
+        "read_file returned {} bytes",
+        huge.len()
+    );
+    assert!(
+        huge.contains("offset"),
+        "the cut must say how to go on: …{}",
+        &huge[huge.len() - 300..]
+    );
     let binary = tool_result(second, "c2");
     assert!(binary.contains("binary file (6 bytes)"), "{binary}");
-    assert!(!binary.contains('\u{fffd}') && !binary.contains('\0'), "{binary}");
+    assert!(
+        !binary.contains('\u{fffd}') && !binary.contains('\0'),
+        "{binary}"
+    );
 }
 
 #[test]
@@ -405,7 +456,8 @@ fn a_command_that_never_ends_is_killed_at_its_timeout() {
         Reply::sse(sse::tool_call_turn(&[(
             "c1",
             "bash_exec",
-            &json!({"command": format!("echo started; sleep {marker}"), "timeout_ms": 500}).to_string(),
+            &json!({"command": format!("echo started; sleep {marker}"), "timeout_ms": 500})
+                .to_string(),
         )])),
         Reply::sse(sse::text_turn("it hung")),
     ]);
@@ -437,10 +489,18 @@ fn sigint_cancels_the_turn_kills_commands_and_exits_130() {
     }
     crate::common::process::send_signal(pid, libc::SIGINT);
     let output = wait_with_timeout(child, Duration::from_secs(20));
-    assert_eq!(output.status.code(), Some(130), "stderr: {}", stderr(&output));
+    assert_eq!(
+        output.status.code(),
+        Some(130),
+        "stderr: {}",
+        stderr(&output)
+    );
     assert_gone(marker);
     let events = parse_events(&output.stdout);
-    assert_eq!(events_of(&events, "turn_completed")[0]["status"], "interrupted");
+    assert_eq!(
+        events_of(&events, "turn_completed")[0]["status"],
+        "interrupted"
+    );
     let result = events_of(&events, "tool_result");
     assert_eq!(result.len(), 1, "the started call still gets its result");
     assert_eq!(result[0]["ok"], false);
@@ -455,8 +515,17 @@ fn sigterm_during_a_model_request_exits_130_at_once() {
     let sent = Instant::now();
     crate::common::process::send_signal(child.id(), libc::SIGTERM);
     let output = wait_with_timeout(child, Duration::from_secs(20));
-    assert_eq!(output.status.code(), Some(130), "stderr: {}", stderr(&output));
-    assert!(sent.elapsed() < Duration::from_secs(3), "took {:?}", sent.elapsed());
+    assert_eq!(
+        output.status.code(),
+        Some(130),
+        "stderr: {}",
+        stderr(&output)
+    );
+    assert!(
+        sent.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        sent.elapsed()
+    );
 }
 
 #[test]
@@ -469,7 +538,10 @@ fn max_steps_ends_a_runaway_loop_with_a_clear_message() {
     assert_eq!(server.model_requests().len(), 3);
     assert!(stderr(&output).contains("max_steps"), "{}", stderr(&output));
     let events = parse_events(&output.stdout);
-    assert_eq!(events_of(&events, "turn_completed")[0]["status"], "max_steps");
+    assert_eq!(
+        events_of(&events, "turn_completed")[0]["status"],
+        "max_steps"
+    );
     assert_eq!(events_of(&events, "tool_result").len(), 3);
 }
 
@@ -479,8 +551,16 @@ fn compaction_summarises_old_turns_and_keeps_the_system_message() {
     let big = format!("{}\n", "word ".repeat(20)).repeat(400);
     std::fs::write(ws.path().join("big.txt"), &big).unwrap();
     let server = FakeServer::start(vec![
-        Reply::sse(sse::tool_call_turn(&[("c1", "read_file", r#"{"path": "big.txt"}"#)])),
-        Reply::sse(sse::tool_call_turn(&[("c2", "read_file", r#"{"path": "notes.txt"}"#)])),
+        Reply::sse(sse::tool_call_turn(&[(
+            "c1",
+            "read_file",
+            r#"{"path": "big.txt"}"#,
+        )])),
+        Reply::sse(sse::tool_call_turn(&[(
+            "c2",
+            "read_file",
+            r#"{"path": "notes.txt"}"#,
+        )])),
         // The summary request.
         Reply::sse(sse::text_turn("SUMMARY: read big.txt, it is repetitive.")),
         Reply::sse(sse::text_turn("finished")),
@@ -511,9 +591,16 @@ fn compaction_summarises_old_turns_and_keeps_the_system_message() {
     );
     let after = requests[3].messages();
     assert_eq!(after[0], before[0]);
-    assert!(after[1]["content"].as_str().unwrap().contains("SUMMARY: read big.txt"));
     assert!(
-        !after.iter().any(|m| m["content"].as_str().is_some_and(|c| c.contains(&big[..300]))),
+        after[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("SUMMARY: read big.txt")
+    );
+    assert!(
+        !after.iter().any(|m| m["content"]
+            .as_str()
+            .is_some_and(|c| c.contains(&big[..300]))),
         "the big tool result should be gone"
     );
     let events = parse_events(&output.stdout);
@@ -533,7 +620,10 @@ fn bad_configuration_is_one_sentence_naming_the_source() {
     let output = crate::common::run_with_timeout(cmd, None, Duration::from_secs(60));
     assert_eq!(output.status.code(), Some(1));
     let err = stderr(&output);
-    assert!(err.contains("FIDO_MAX_STEPS") && err.contains("lots"), "{err}");
+    assert!(
+        err.contains("FIDO_MAX_STEPS") && err.contains("lots"),
+        "{err}"
+    );
     assert_eq!(err.lines().count(), 1, "{err}");
 }
 

@@ -1,5 +1,4 @@
-
-mod fake_server;
 mod exec;
+mod fake_server;
 mod providers;
 mod tool_cli;

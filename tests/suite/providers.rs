@@ -4,7 +4,10 @@
 use std::time::Duration;
 
 use crate::common::sse::{self, TokenUsage};
-use crate::common::{FakeServer, Reply, assert_conversation_invariants, events_of, fido_cmd, parse_events, run_with_timeout};
+use crate::common::{
+    FakeServer, Reply, assert_conversation_invariants, events_of, fido_cmd, parse_events,
+    run_with_timeout,
+};
 
 #[test]
 fn anthropic_session_with_a_tool_call_and_cache_breakpoints() {
@@ -44,7 +47,11 @@ fn anthropic_session_with_a_tool_call_and_cache_breakpoints() {
     assert_eq!(body["system"][0]["cache_control"]["type"], "ephemeral");
     let tools = body["tools"].as_array().unwrap();
     assert_eq!(tools.last().unwrap()["cache_control"]["type"], "ephemeral");
-    assert!(tools[..tools.len() - 1].iter().all(|t| t.get("cache_control").is_none()));
+    assert!(
+        tools[..tools.len() - 1]
+            .iter()
+            .all(|t| t.get("cache_control").is_none())
+    );
     // The tool result goes back as a tool_result block answering toolu_1.
     let second = requests[1].messages();
     let result_block = second
@@ -53,7 +60,11 @@ fn anthropic_session_with_a_tool_call_and_cache_breakpoints() {
         .find(|b| b["type"] == "tool_result")
         .unwrap();
     assert_eq!(result_block["tool_use_id"], "toolu_1");
-    assert!(result_block["content"].to_string().contains("anthropic content"));
+    assert!(
+        result_block["content"]
+            .to_string()
+            .contains("anthropic content")
+    );
 
     let events = parse_events(&output.stdout);
     let usage = events_of(&events, "usage")[0];

@@ -10,7 +10,10 @@ use crate::common::{fido_cmd, run_with_timeout};
 
 fn fido(args: &[&str], workspace: &std::path::Path, env: &[(&str, &str)]) -> Output {
     let mut cmd = fido_cmd();
-    cmd.arg("-C").arg(workspace).args(args).envs(env.iter().copied());
+    cmd.arg("-C")
+        .arg(workspace)
+        .args(args)
+        .envs(env.iter().copied());
     run_with_timeout(cmd, None, Duration::from_secs(60))
 }
 
@@ -52,11 +55,17 @@ fn tool_list_prints_the_catalog_in_its_fixed_order() {
     for tool in tools.as_array().unwrap() {
         assert_eq!(tool["type"], "function");
         let function = &tool["function"];
-        assert!(function["description"].as_str().unwrap().len() > 40, "{tool}");
+        assert!(
+            function["description"].as_str().unwrap().len() > 40,
+            "{tool}"
+        );
         assert_eq!(function["parameters"]["type"], "object", "{tool}");
     }
     // Byte-identical on every call: the prompt cache depends on it.
-    assert_eq!(fido(&["tool", "list"], ws.path(), &[]).stdout, output.stdout);
+    assert_eq!(
+        fido(&["tool", "list"], ws.path(), &[]).stdout,
+        output.stdout
+    );
 
     let anthropic = json_out(&fido(
         &["tool", "list"],
@@ -78,7 +87,13 @@ fn tool_call_prints_exactly_what_the_model_gets() {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("hello.txt"), "hi there\n").unwrap();
     let output = fido(
-        &["tool", "call", "read_file", "--args", r#"{"path":"hello.txt"}"#],
+        &[
+            "tool",
+            "call",
+            "read_file",
+            "--args",
+            r#"{"path":"hello.txt"}"#,
+        ],
         ws.path(),
         &[],
     );
@@ -96,11 +111,41 @@ fn tool_call_prints_exactly_what_the_model_gets() {
 fn tool_call_errors_exit_1_with_the_error_result() {
     let ws = tempfile::tempdir().unwrap();
     for (args, expect) in [
-        (vec!["tool", "call", "read_file", "--args", r#"{"path":"missing.txt"}"#], "missing.txt"),
-        (vec!["tool", "call", "read_file", "--args", "{not json"], "not valid JSON"),
+        (
+            vec![
+                "tool",
+                "call",
+                "read_file",
+                "--args",
+                r#"{"path":"missing.txt"}"#,
+            ],
+            "missing.txt",
+        ),
+        (
+            vec!["tool", "call", "read_file", "--args", "{not json"],
+            "not valid JSON",
+        ),
         (vec!["tool", "call", "nope", "--args", "{}"], "unknown tool"),
-        (vec!["tool", "call", "ask_user", "--args", r#"{"question":"which?"}"#], "No user is present"),
-        (vec!["tool", "call", "read_file", "--args", r#"{"path":"/etc/passwd"}"#], "outside"),
+        (
+            vec![
+                "tool",
+                "call",
+                "ask_user",
+                "--args",
+                r#"{"question":"which?"}"#,
+            ],
+            "No user is present",
+        ),
+        (
+            vec![
+                "tool",
+                "call",
+                "read_file",
+                "--args",
+                r#"{"path":"/etc/passwd"}"#,
+            ],
+            "outside",
+        ),
     ] {
         let output = fido(&args, ws.path(), &[]);
         assert_eq!(output.status.code(), Some(1), "{args:?}");
@@ -126,13 +171,23 @@ fn patch_through_the_cli_changes_the_file_and_fido_files_are_out_of_reach() {
         ws.path(),
         &[],
     );
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stdout));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
     assert_eq!(
         std::fs::read_to_string(ws.path().join("main.rs")).unwrap(),
         "fn main() {\n    new();\n}\n"
     );
     let output = fido(
-        &["tool", "call", "patch", "--args", r#"{"path":".fido-plan.json","content":"{}"}"#],
+        &[
+            "tool",
+            "call",
+            "patch",
+            "--args",
+            r#"{"path":".fido-plan.json","content":"{}"}"#,
+        ],
         ws.path(),
         &[],
     );
