@@ -8,13 +8,14 @@
 //! silently: it is moved aside to `<file>.corrupt-<timestamp>` and reported.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use nix::fcntl::{Flock, FlockArg};
 
 use super::model::PlanState;
+use crate::session::atomic::write_atomic;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlanStoreError {
@@ -154,42 +155,18 @@ impl PlanStore {
     }
 
     fn write_unlocked(&self, state: &PlanState) -> Result<(), PlanStoreError> {
-        write_atomically(&self.path, state.to_json_text().as_bytes()).map_err(|source| {
-            PlanStoreError::Write {
-                path: self.path.display().to_string(),
-                source,
-            }
+        let mut text = state.to_json_text();
+        text.push('\n');
+        let written = match self.path.parent() {
+            Some(dir) => fs::create_dir_all(dir),
+            None => Ok(()),
+        }
+        .and_then(|()| write_atomic(&self.path, text.as_bytes(), None));
+        written.map_err(|source| PlanStoreError::Write {
+            path: self.path.display().to_string(),
+            source,
         })
     }
-}
-
-/// Replaces `path` with `bytes` so that a crash at any instant leaves either
-/// the old or the new content.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    fs::create_dir_all(&dir)?;
-    let temp = sidecar(
-        path,
-        &format!(".tmp-{}-{:08x}", std::process::id(), fastrand::u32(..)),
-    );
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)?;
-        file.write_all(bytes)?;
-        file.write_all(b"\n")?;
-        file.sync_all()?;
-        fs::rename(&temp, path)?;
-        File::open(&dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&temp);
-    }
-    result
 }
 
 fn sidecar(path: &Path, suffix: &str) -> PathBuf {

@@ -4,6 +4,7 @@
 //! Everything here lives in `.fido-*` paths, which the file tools can
 //! neither see nor change (see `tools::path`).
 
+pub mod atomic;
 pub mod undo;
 
 /// The directory of Fido's session state, relative to the workspace root.

@@ -33,7 +33,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
-use crate::tools::patch::write_atomic;
+use crate::session::atomic::write_atomic;
 use crate::tools::path::{FinalLink, PathError, Workspace, is_state_name};
 
 /// Most entries kept; recording one more drops the oldest.

@@ -5,8 +5,7 @@
 //! permissions); the undo entry is journalled before the file changes, and
 //! if that fails the file is not touched; only UTF-8 text is edited.
 
-use std::fs::{self, OpenOptions, Permissions};
-use std::io::{self, Write};
+use std::fs::{self};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -16,6 +15,7 @@ use serde_json::json;
 use super::path::is_missing;
 use super::{Invocation, Tool, ToolEnv, ToolFuture, ToolKind, ToolOutput, parse_args};
 use crate::protocol::ToolSpec;
+use crate::session::atomic::write_atomic;
 use crate::session::undo::UndoEntry;
 
 /// Largest file `patch` reads or replaces.
@@ -446,48 +446,6 @@ fn squeeze(text: &str) -> (String, Vec<usize>) {
     (out, offsets)
 }
 
-/// Replaces `path` with `bytes` atomically: a temp file in the same
-/// directory, synced, then renamed over it. `mode` sets the permission
-/// bits; `None` keeps those of an existing file (else the default).
-pub fn write_atomic(path: &Path, bytes: &[u8], mode: Option<u32>) -> io::Result<()> {
-    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("`{}` is not a file path", path.display()),
-        ));
-    };
-    let mode = mode.or_else(|| {
-        fs::metadata(path)
-            .ok()
-            .map(|m| m.permissions().mode() & 0o7777)
-    });
-    let temp = parent.join(format!(
-        ".{}.tmp-{}-{:08x}",
-        name.to_string_lossy(),
-        std::process::id(),
-        fastrand::u32(..)
-    ));
-    let written = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)?;
-        file.write_all(bytes)?;
-        if let Some(mode) = mode {
-            file.set_permissions(Permissions::from_mode(mode))?;
-        }
-        file.sync_all()?;
-        fs::rename(&temp, path)
-    })();
-    if written.is_err() {
-        let _ = fs::remove_file(&temp);
-    } else if let Ok(dir) = fs::File::open(parent) {
-        // Makes the rename durable; a failure here loses nothing visible.
-        let _ = dir.sync_all();
-    }
-    written
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -505,7 +463,7 @@ mod tests {
         let (dir, env) = setup();
         let file = dir.path().join("a.rs");
         fs::write(&file, "fn a() {\n    1\n}\nfn b() {}\n").unwrap();
-        fs::set_permissions(&file, Permissions::from_mode(0o755)).unwrap();
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o755)).unwrap();
         let out = call(
             &Patch,
             &env,

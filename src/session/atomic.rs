@@ -1,0 +1,53 @@
+//! Atomic file replacement, the one way Fido rewrites a file: a temp file
+//! in the same directory, fsync, rename over the target, fsync of the
+//! directory. A crash at any instant leaves the old or the new content.
+
+use std::fs::{self, OpenOptions, Permissions};
+use std::io::{self, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+/// Replaces `path` with `bytes` atomically: a temp file in the same
+/// directory, synced, then renamed over it. `mode` sets the permission
+/// bits; `None` keeps those of an existing file (else the default).
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: Option<u32>) -> io::Result<()> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("`{}` is not a file path", path.display()),
+        ));
+    };
+    let mode = mode.or_else(|| {
+        fs::metadata(path)
+            .ok()
+            .map(|m| m.permissions().mode() & 0o7777)
+    });
+    // Hidden, and for `.fido-*` state files still a `.fido-*` name, so the
+    // temp file never shows up in list_files or ripgrep.
+    let name = name.to_string_lossy();
+    let dot = if name.starts_with('.') { "" } else { "." };
+    let temp = parent.join(format!(
+        "{dot}{name}.tmp-{}-{:08x}",
+        std::process::id(),
+        fastrand::u32(..)
+    ));
+    let written = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)?;
+        file.write_all(bytes)?;
+        if let Some(mode) = mode {
+            file.set_permissions(Permissions::from_mode(mode))?;
+        }
+        file.sync_all()?;
+        fs::rename(&temp, path)
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&temp);
+    } else if let Ok(dir) = fs::File::open(parent) {
+        // Makes the rename durable; a failure here loses nothing visible.
+        let _ = dir.sync_all();
+    }
+    written
+}
