@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod cli;
 pub mod config;
+pub mod plan;
 pub mod protocol;
 pub mod provider;
 pub mod sandbox;

@@ -24,6 +24,51 @@ pub use events::EventSink;
 pub use prompt::system_prompt;
 pub use turn::{AgentDeps, TurnOutcome, run_turn};
 
+use crate::plan::{PlanFlavour, restore};
+use crate::protocol::EventKind;
+use crate::tools::{ToolCatalog, ToolEnv, update_plan};
+
+/// A new conversation for a session: the stable system prompt and, when the
+/// workspace has a saved plan, that plan as a restored tool result right
+/// after it (never in the system prompt, so the cached prefix holds). The
+/// loaded plan is also published for the UI.
+pub fn start_conversation(
+    catalog: &ToolCatalog,
+    env: &ToolEnv,
+    flavour: PlanFlavour,
+    events: &EventSink,
+) -> Conversation {
+    let mut conversation = Conversation::new(system_prompt(catalog));
+    match env.plan.load() {
+        Ok(loaded) => {
+            if let Some(warning) = loaded.warning {
+                tracing::warn!("{warning}");
+                events.emit(EventKind::Error { message: warning });
+            }
+            let output = update_plan::state_output(&loaded.state);
+            for message in
+                restore::restore_messages(flavour.tool_name(), &loaded.state, output.content)
+            {
+                conversation.push(message);
+            }
+            if loaded.state.version > 0
+                && let Some(plan) = output.details
+            {
+                events.emit(EventKind::PlanUpdated {
+                    flavour: flavour.tool_name().into(),
+                    plan,
+                });
+            }
+        }
+        Err(err) => {
+            let message = format!("the saved plan cannot be read, so it was not restored: {err}");
+            tracing::warn!("{message}");
+            events.emit(EventKind::Error { message });
+        }
+    }
+    conversation
+}
+
 /// Limits of the turn loop, from the configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AgentSettings {

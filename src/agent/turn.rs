@@ -14,12 +14,13 @@ use tracing::{Instrument, info, info_span, warn};
 
 use super::compaction;
 use super::{AgentSettings, Conversation, EventSink};
+use crate::plan::restore;
 use crate::protocol::{EventKind, Message, ToolCall, TurnStatus, UsageTotals};
 use crate::provider::{
     ChatRequest, Completion, FinishReason, Provider, ProviderError, ProviderNotice,
 };
 use crate::text;
-use crate::tools::{InvocationContext, ToolCatalog, ToolEnv, ToolOutput};
+use crate::tools::{InvocationContext, ToolCatalog, ToolEnv, ToolKind, ToolOutput};
 
 /// Everything a turn needs besides the conversation. Shared, immutable.
 pub struct AgentDeps {
@@ -73,6 +74,7 @@ async fn turn_steps(
     cancel: &CancellationToken,
 ) -> TurnOutcome {
     let mut usage = UsageTotals::default();
+    let mut reminded = false;
     let outcome = |status, final_text, error, usage| TurnOutcome {
         status,
         final_text,
@@ -128,8 +130,14 @@ async fn turn_steps(
                     message: "the answer was cut off at the model's output limit".into(),
                 });
             }
-            // TODO(#3): the settle reminder hooks in here: with open plan
-            // items it appends one reminder and continues the loop.
+            if !reminded && let Some(reminder) = settle_reminder(deps) {
+                // Once per user prompt: the model gets one more turn to
+                // finish open items or record honestly why they are open.
+                reminded = true;
+                info!("plan has open items; reminding the model before the turn ends");
+                conversation.push(Message::user(reminder));
+                continue;
+            }
             return outcome(TurnStatus::Completed, text, None, usage);
         }
 
@@ -223,12 +231,36 @@ async fn run_tool_calls(
             ok: output.ok,
             summary: text::summary(&output.content, 120),
         });
+        if output.ok
+            && deps.catalog.kind_of(&call.name) == Some(ToolKind::PlanState)
+            && let Some(plan) = &output.details
+        {
+            deps.events.emit(EventKind::PlanUpdated {
+                flavour: call.name.clone(),
+                plan: plan.clone(),
+            });
+        }
         conversation.push(Message::Tool {
             tool_call_id: call.id.clone(),
             name: call.name.clone(),
             content: output.content,
             is_error: !output.ok,
         });
+    }
+}
+
+/// The settle reminder when the workspace plan still has open items; never
+/// for a subagent, which does not own the plan.
+fn settle_reminder(deps: &AgentDeps) -> Option<String> {
+    if deps.ctx.is_subagent() {
+        return None;
+    }
+    match deps.tool_env.plan.load() {
+        Ok(loaded) => restore::settle_reminder(&loaded.state),
+        Err(err) => {
+            warn!(error = %err, "cannot read the plan for the settle reminder");
+            None
+        }
     }
 }
 

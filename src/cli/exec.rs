@@ -16,14 +16,13 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{info, warn};
 
-use super::{fail, init_logging, runtime};
+use super::{fail, init_logging, runtime, tool_env};
 use crate::agent::{
-    AgentActor, AgentArguments, AgentDeps, AgentMessage, Conversation, EventSink, system_prompt,
+    AgentActor, AgentArguments, AgentDeps, AgentMessage, EventSink, start_conversation,
 };
 use crate::config::{Config, Overrides};
 use crate::protocol::{Event, EventKind, TurnStatus};
-use crate::session::undo::UndoLog;
-use crate::tools::{InvocationContext, ToolCatalog, ToolEnv, Workspace};
+use crate::tools::{InvocationContext, ToolCatalog};
 
 /// How long an interrupted turn may take to wind down before Fido exits anyway.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
@@ -72,9 +71,9 @@ async fn exec(config: Config, prompt: String, json: bool) -> ExitCode {
         Ok(provider) => provider,
         Err(err) => return fail(&err.to_string()),
     };
-    let workspace = match Workspace::new(&config.workspace) {
-        Ok(workspace) => workspace,
-        Err(err) => return fail(&format!("workspace {}: {err}", config.workspace.display())),
+    let tool_env = match tool_env(&config, false) {
+        Ok(env) => Arc::new(env),
+        Err(message) => return fail(&message),
     };
     // Signals are watched from the start, so an early Ctrl+C is not lost.
     let (mut sigint, mut sigterm) = match (
@@ -87,7 +86,7 @@ async fn exec(config: Config, prompt: String, json: bool) -> ExitCode {
         }
     };
 
-    let catalog = ToolCatalog::standard();
+    let catalog = ToolCatalog::standard(config.plan_tool);
     let (sender, receiver) = mpsc::unbounded_channel();
     let printer = tokio::spawn(print_events(receiver, json));
     let events = EventSink::new(sender);
@@ -98,16 +97,11 @@ async fn exec(config: Config, prompt: String, json: bool) -> ExitCode {
         tools: catalog.names(),
     });
 
-    let conversation = Conversation::new(system_prompt(&catalog));
+    let conversation = start_conversation(&catalog, &tool_env, config.plan_tool, &events);
     let deps = Arc::new(AgentDeps {
         provider,
         catalog,
-        tool_env: Arc::new(ToolEnv {
-            workspace,
-            undo: UndoLog::new(&config.workspace),
-            limits: config.tools.clone(),
-            user_present: false,
-        }),
+        tool_env,
         ctx: InvocationContext::main(),
         settings: config.agent,
         events: events.clone(),

@@ -5,6 +5,7 @@
 //! the person at the terminal and exit codes.
 
 mod exec;
+mod plan;
 mod tool;
 
 use std::path::PathBuf;
@@ -12,7 +13,10 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::Overrides;
+use crate::config::{Config, Overrides};
+use crate::plan::PlanStore;
+use crate::session::undo::UndoLog;
+use crate::tools::{ToolEnv, Workspace};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -50,6 +54,11 @@ struct GlobalArgs {
 enum Command {
     /// Run one prompt headless to completion and print the final answer.
     Exec(exec::ExecArgs),
+    /// Show or clear the workspace plan (no model turn).
+    Plan {
+        #[command(subcommand)]
+        command: plan::PlanCommand,
+    },
     /// List or call the model-facing tools directly.
     Tool {
         #[command(subcommand)]
@@ -75,6 +84,7 @@ pub fn main() -> ExitCode {
     match cli.command {
         Some(Command::Exec(args)) => exec::run(&overrides, args),
         Some(Command::Tool { command }) => tool::run(&overrides, command),
+        Some(Command::Plan { command }) => plan::run(&overrides, command),
         None => fail(
             "the full-screen terminal UI is not part of this build yet; run `fido exec PROMPT` for a headless session",
         ),
@@ -122,6 +132,19 @@ fn init_logging() {
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .try_init();
+}
+
+/// The tool environment of a session in the configured workspace.
+fn tool_env(config: &Config, user_present: bool) -> Result<ToolEnv, String> {
+    let workspace = Workspace::new(&config.workspace)
+        .map_err(|err| format!("workspace {}: {err}", config.workspace.display()))?;
+    Ok(ToolEnv {
+        undo: UndoLog::new(&workspace.root),
+        plan: PlanStore::new(config.plan_file.clone()),
+        workspace,
+        limits: config.tools.clone(),
+        user_present,
+    })
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {

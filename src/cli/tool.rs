@@ -8,13 +8,12 @@ use clap::Subcommand;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::{fail, init_logging, runtime};
+use super::{fail, init_logging, runtime, tool_env};
 use crate::config::ProviderKind;
 use crate::config::{Config, Overrides};
 use crate::protocol::ToolCall;
 use crate::provider::{anthropic, openai};
-use crate::session::undo::UndoLog;
-use crate::tools::{InvocationContext, ToolCatalog, ToolEnv, Workspace};
+use crate::tools::{InvocationContext, ToolCatalog};
 
 #[derive(Debug, Subcommand)]
 pub enum ToolCommand {
@@ -35,7 +34,7 @@ pub fn run(overrides: &Overrides, command: ToolCommand) -> ExitCode {
         Ok(config) => config,
         Err(err) => return fail(&err.to_string()),
     };
-    let catalog = ToolCatalog::standard();
+    let catalog = ToolCatalog::standard(config.plan_tool);
     match command {
         ToolCommand::List => {
             let tools = advertised_tools(config.provider, catalog.specs());
@@ -48,15 +47,9 @@ pub fn run(overrides: &Overrides, command: ToolCommand) -> ExitCode {
             }
         }
         ToolCommand::Call { name, args } => {
-            let workspace = match Workspace::new(&config.workspace) {
-                Ok(workspace) => workspace,
-                Err(err) => return fail(&format!("workspace: {err}")),
-            };
-            let env = ToolEnv {
-                workspace,
-                undo: UndoLog::new(&config.workspace),
-                limits: config.tools.clone(),
-                user_present: false,
+            let env = match tool_env(&config, false) {
+                Ok(env) => env,
+                Err(message) => return fail(&message),
             };
             let call = ToolCall {
                 id: "cli-call".into(),

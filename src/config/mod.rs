@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::agent::{AgentSettings, CompactionSettings, CompactionStrategy};
+use crate::plan::PlanFlavour;
 use crate::provider::anthropic::AnthropicProvider;
 use crate::provider::openai::OpenAiProvider;
 use crate::provider::script::ScriptProvider;
@@ -114,13 +115,6 @@ impl ProviderKind {
     }
 }
 
-/// Which plan flavour the session advertises (one of them, never both).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PlanTool {
-    UpdatePlan,
-    Todo,
-}
-
 /// An API key; never printed.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ApiKey(String);
@@ -154,7 +148,7 @@ pub struct Config {
     pub api_key: Option<ApiKey>,
     pub model: String,
     pub script: Option<PathBuf>,
-    pub plan_tool: PlanTool,
+    pub plan_tool: PlanFlavour,
     /// Absolute path of the plan file (`PLAN_FILE`, default `.fido-plan.json`).
     pub plan_file: PathBuf,
     pub agent: AgentSettings,
@@ -249,11 +243,17 @@ impl Config {
             },
         };
         let plan_tool = match get("plan_tool") {
-            None => PlanTool::UpdatePlan,
+            None => PlanFlavour::UpdatePlan,
             Some(s) => match s.value.as_str() {
-                "update_plan" => PlanTool::UpdatePlan,
-                "todo" => PlanTool::Todo,
-                _ => return Err(invalid("plan_tool", s, "update_plan or todo")),
+                "update_plan" => PlanFlavour::UpdatePlan,
+                "todo" => {
+                    return Err(invalid(
+                        "plan_tool",
+                        s,
+                        "update_plan (the todo flavour is not available in this build yet)",
+                    ));
+                }
+                _ => return Err(invalid("plan_tool", s, "update_plan")),
             },
         };
         let base_url = get("base_url")

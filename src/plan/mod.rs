@@ -9,4 +9,21 @@ pub mod restore;
 pub mod store;
 
 pub use model::{PlanItem, PlanState, Status};
+
+/// Which plan tool a session advertises (exactly one, so the catalog stays
+/// stable for the whole session).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanFlavour {
+    /// `update_plan`: atomic replacement, full normalised state.
+    UpdatePlan,
+    // TODO(#5): `Todo`, the rpiv-todo contract.
+}
+
+impl PlanFlavour {
+    pub fn tool_name(self) -> &'static str {
+        match self {
+            PlanFlavour::UpdatePlan => "update_plan",
+        }
+    }
+}
 pub use store::{PlanStore, PlanStoreError};

@@ -66,8 +66,11 @@ pub struct PlanItem {
     pub title: String,
     pub status: Status,
     pub details: Option<String>,
+    // Optional in the seed's file shape: a file that omits them still loads.
+    #[serde(default)]
     pub dependencies: Vec<String>,
     pub next_action: Option<String>,
+    #[serde(default)]
     pub evidence: Vec<String>,
 }
 
@@ -90,7 +93,10 @@ pub struct PlanState {
     pub updated_at: Option<String>,
     pub reason: String,
     pub items: Vec<PlanItem>,
-    /// Changes made by the update that produced this version.
+    /// Changes made by the update that produced this version. Not part of
+    /// the seed's `{version, updatedAt, reason, items}` shape, so a file
+    /// without it still loads (instead of being set aside as corrupt).
+    #[serde(default)]
     pub changes: PlanChanges,
 }
 
@@ -110,7 +116,8 @@ impl PlanState {
     pub fn successor(&self, reason: String, items: Vec<PlanItem>, now: String) -> PlanState {
         let changes = diff(&self.items, &items);
         PlanState {
-            version: self.version + 1,
+            // A hand-edited file may hold any u64; never panic on overflow.
+            version: self.version.saturating_add(1),
             updated_at: Some(now),
             reason,
             items,
@@ -320,7 +327,7 @@ fn item(index: usize, raw: &Value) -> Result<PlanItem, String> {
         })?,
         Some(other) => {
             return Err(named(&format!(
-                "`status` must be a string, not {}",
+                "`status` must be one of the strings \"pending\", \"in_progress\", \"blocked\", \"done\", not {}",
                 kind(other)
             )));
         }
@@ -443,7 +450,7 @@ fn check_len(what: &str, text: &str, max: usize) -> Result<(), String> {
     let n = text.chars().count();
     if n > max {
         return Err(format!(
-            "{what} is {n} characters; keep it under {max} (record concise facts, not full output)"
+            "{what} is {n} characters; keep it to at most {max} (record concise facts, not full output)"
         ));
     }
     Ok(())

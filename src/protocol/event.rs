@@ -53,6 +53,12 @@ pub enum EventKind {
         ok: bool,
         summary: String,
     },
+    /// The plan changed (or was loaded at start): the complete normalised
+    /// state, the same object the model got in the tool result.
+    PlanUpdated {
+        flavour: String,
+        plan: serde_json::Value,
+    },
     /// A provider request finished; usage of that one request.
     Usage {
         identity: String,

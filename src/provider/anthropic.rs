@@ -143,6 +143,11 @@ fn ephemeral() -> Value {
     json!({"type": "ephemeral"})
 }
 
+/// The user turn placed before a conversation that opens with an assistant
+/// message (a restored plan).
+pub const RESTORED_SESSION_NOTE: &str =
+    "[Fido: session restored; the saved workspace state follows]";
+
 /// The JSON body for one request, keys in a fixed order: `model`,
 /// `max_tokens`, `system` (when there is one), `tools` (when any),
 /// `messages`, `stream`.
@@ -176,6 +181,15 @@ pub fn request_body(model: &str, max_tokens: u32, request: ChatRequest<'_>) -> V
         body.insert("tools".into(), tools_json(request.tools));
     }
     let mut messages = wire_messages(rest);
+    // Anthropic requires the conversation to open with a user turn. A
+    // restored plan opens with Fido's internal tool call, so a fixed note
+    // comes first (fixed text keeps the bytes, and the cache, stable).
+    if messages.first().is_some_and(|m| m["role"] == "assistant") {
+        messages.insert(
+            0,
+            json!({"role": "user", "content": [{"type": "text", "text": RESTORED_SESSION_NOTE}]}),
+        );
+    }
     if let Some(Value::Object(last_block)) = messages
         .last_mut()
         .and_then(|m| m.get_mut("content"))

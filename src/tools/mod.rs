@@ -22,6 +22,7 @@ pub mod read_file;
 pub mod ripgrep;
 pub mod rm;
 pub mod rmdir;
+pub mod update_plan;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -32,6 +33,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::plan::{PlanFlavour, PlanStore};
 use crate::protocol::{ToolCall, ToolSpec};
 use crate::session::undo::UndoLog;
 
@@ -112,6 +114,9 @@ impl Default for ToolLimits {
 pub struct ToolEnv {
     pub workspace: Workspace,
     pub undo: UndoLog,
+    /// The workspace plan (`update_plan` writes it; the agent reads it for
+    /// the settle reminder).
+    pub plan: PlanStore,
     pub limits: ToolLimits,
     /// Whether a person can answer `ask_user` (false when headless).
     pub user_present: bool,
@@ -155,8 +160,12 @@ pub struct ToolCatalog {
 }
 
 impl ToolCatalog {
-    /// The standard catalog, in its fixed order.
-    pub fn standard() -> Arc<ToolCatalog> {
+    /// The standard catalog, in its fixed order, advertising the plan tool
+    /// of `flavour`.
+    pub fn standard(flavour: PlanFlavour) -> Arc<ToolCatalog> {
+        let plan_tool: Box<dyn Tool> = match flavour {
+            PlanFlavour::UpdatePlan => Box::new(update_plan::UpdatePlan),
+        };
         let tools: Vec<Box<dyn Tool>> = vec![
             Box::new(list_files::ListFiles),
             Box::new(read_file::ReadFile),
@@ -167,7 +176,7 @@ impl ToolCatalog {
             Box::new(rmdir::Rmdir),
             Box::new(bash_exec::BashExec),
             Box::new(ask_user::AskUser),
-            // TODO(#3): the plan tool (`update_plan`, or `todo` by config) goes here.
+            plan_tool,
             // TODO(#4): `delegate` goes here, last.
         ];
         Arc::new(ToolCatalog::from_tools(tools))

@@ -291,9 +291,11 @@ pub(crate) mod testing {
     pub(crate) fn env(root: &Path) -> ToolEnv {
         let workspace = Workspace::new(root).unwrap();
         let undo = UndoLog::new(&workspace.root);
+        let plan = crate::plan::PlanStore::new(workspace.root.join(".fido-plan.json"));
         ToolEnv {
             workspace,
             undo,
+            plan,
             limits: ToolLimits::default(),
             user_present: false,
         }

@@ -1,4 +1,5 @@
 mod exec;
 mod fake_server;
+mod plan;
 mod providers;
 mod tool_cli;

@@ -27,7 +27,7 @@ fn json_out(output: &Output) -> Value {
     })
 }
 
-const CATALOG_ORDER: [&str; 9] = [
+const CATALOG_ORDER: [&str; 10] = [
     "list_files",
     "read_file",
     "ripgrep",
@@ -37,6 +37,7 @@ const CATALOG_ORDER: [&str; 9] = [
     "rmdir",
     "bash_exec",
     "ask_user",
+    "update_plan",
 ];
 
 #[test]
