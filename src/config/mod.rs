@@ -382,14 +382,11 @@ impl Config {
                 )
             }
             ProviderKind::Script => {
-                let Some(path) = &self.script else {
-                    return Err(ConfigError::Provider(
-                        "the script provider needs a script: set FIDO_SCRIPT to a JSON file of assistant turns (see examples/hello.script.json)".to_string(),
-                    ));
+                let script = match &self.script {
+                    Some(path) => ScriptProvider::load(path),
+                    None => ScriptProvider::demo(),
                 };
-                Arc::new(
-                    ScriptProvider::load(path).map_err(|e| ConfigError::Provider(e.to_string()))?,
-                )
+                Arc::new(script.map_err(|e| ConfigError::Provider(e.to_string()))?)
             }
         };
         Ok(provider)

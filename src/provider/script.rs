@@ -24,6 +24,9 @@
 //! - Tool call ids are `script-call-N`, numbered through the whole file from 1,
 //!   so they are unique and the same on every run. Usage is always zero.
 
+/// The built-in demo: lists the workspace, reads README.md, says what it was.
+const DEMO_SCRIPT: &str = include_str!("demo.script.json");
+
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -54,6 +57,12 @@ pub struct ScriptProvider {
 
 impl ScriptProvider {
     /// Reads and validates the script at `path`.
+    /// The demo script built into the binary, played when the script
+    /// provider is chosen without `FIDO_SCRIPT`.
+    pub fn demo() -> Result<Self, ProviderError> {
+        ScriptProvider::from_json("built-in demo script", "demo", DEMO_SCRIPT)
+    }
+
     pub fn load(path: &Path) -> Result<Self, ProviderError> {
         let label = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| ProviderError::Script {
@@ -434,10 +443,9 @@ mod tests {
     }
 
     #[test]
-    fn bundled_example_is_valid() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/hello.script.json");
-        let provider = ScriptProvider::load(&path).unwrap();
-        assert_eq!(provider.model(), "script:hello.script.json");
+    fn built_in_demo_is_valid() {
+        let provider = ScriptProvider::demo().unwrap();
+        assert_eq!(provider.model(), "script:demo");
         let names: Vec<&str> = provider
             .turns
             .iter()

@@ -642,13 +642,11 @@ fn no_key_for_a_hosted_api_is_one_sentence() {
 fn the_bundled_demo_script_runs_without_a_model() {
     let ws = workspace();
     std::fs::write(ws.path().join("README.md"), "# Demo workspace\n").unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/hello.script.json");
     let mut cmd = crate::common::fido_cmd();
     cmd.args(["exec", "--json", "-C"])
         .arg(ws.path())
         .arg("show me around")
-        .env("FIDO_PROVIDER", "script")
-        .env("FIDO_SCRIPT", &script);
+        .env("FIDO_PROVIDER", "script");
     let output = crate::common::run_with_timeout(cmd, None, Duration::from_secs(60));
     assert!(output.status.success(), "stderr: {}", stderr(&output));
     let events = parse_events(&output.stdout);
@@ -662,4 +660,36 @@ fn the_bundled_demo_script_runs_without_a_model() {
         .unwrap()
         .to_string();
     assert!(last.contains("scripted demo"), "{last}");
+}
+
+#[test]
+fn a_script_file_plays_its_turns_and_a_broken_one_is_one_sentence() {
+    let ws = workspace();
+    let script = ws.path().join("my.script.json");
+    std::fs::write(
+        &script,
+        r#"{"turns": [{"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]}, {"text": "Read it."}]}"#,
+    )
+    .unwrap();
+    let run = |script: &Path| {
+        let mut cmd = crate::common::fido_cmd();
+        cmd.args(["exec", "-C"])
+            .arg(ws.path())
+            .arg("go")
+            .env("FIDO_PROVIDER", "script")
+            .env("FIDO_SCRIPT", script);
+        crate::common::run_with_timeout(cmd, None, Duration::from_secs(60))
+    };
+    let output = run(&script);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "Read it.\n");
+
+    std::fs::write(&script, r#"{"turns": [{"text": "a"},"#).unwrap();
+    let output = run(&script);
+    assert_eq!(output.status.code(), Some(1));
+    let err = stderr(&output);
+    assert!(
+        err.contains("my.script.json") && err.contains("not valid JSON"),
+        "{err}"
+    );
 }
