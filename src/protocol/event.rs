@@ -59,6 +59,17 @@ pub enum EventKind {
         flavour: String,
         plan: serde_json::Value,
     },
+    /// What a delegated subagent is doing (sanitised lifecycle only: never
+    /// message contents, reasoning or the private transcript). `phase` is
+    /// `starting`, `reasoning`, a tool name, `nested_delegation_rejected`,
+    /// `completed`, `partial`, `failed` or `cancelled`.
+    Subagent {
+        agent_id: String,
+        pid: Option<u32>,
+        phase: String,
+        elapsed_ms: u64,
+        detail: String,
+    },
     /// A provider request finished; usage of that one request.
     Usage {
         identity: String,

@@ -85,7 +85,14 @@ impl Tool for UpdatePlan {
                 Ok::<_, std::convert::Infallible>(current.successor(reason, items, now))
             });
             match saved {
-                Ok(Ok((state, _warning))) => state_output(&state),
+                Ok(Ok((state, warning))) => {
+                    if let Some(warning) = warning {
+                        // The model gets the complete new state either way;
+                        // the person learns the old file was kept aside.
+                        tracing::warn!("{warning}");
+                    }
+                    state_output(&state)
+                }
                 Ok(Err(never)) => match never {},
                 Err(err) => ToolOutput::error(format!(
                     "update_plan could not save the plan, so it was not changed: {err}"
