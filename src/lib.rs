@@ -14,5 +14,7 @@ pub mod protocol;
 pub mod provider;
 pub mod sandbox;
 pub mod session;
+pub mod subagent;
 pub mod text;
 pub mod tools;
+pub mod ui;

@@ -30,6 +30,9 @@ pub enum AgentMessage {
     /// Cancel the running turn (Ctrl+C, SIGINT, SIGTERM). The turn ends with
     /// `Interrupted` after every started tool call has its result.
     Interrupt,
+    /// Cancel the running subagent only (the TUI's Esc); the turn goes on
+    /// with the subagent's cancelled (partial or failed) result.
+    CancelSubagent,
     /// Internal: the turn task hands the conversation back.
     TurnFinished {
         conversation: Box<Conversation>,
@@ -103,6 +106,11 @@ impl Actor for AgentActor {
             AgentMessage::Interrupt => {
                 if let Some(running) = &state.running {
                     running.cancel.cancel();
+                }
+            }
+            AgentMessage::CancelSubagent => {
+                if let Some(delegator) = &state.deps.tool_env.delegator {
+                    delegator.cancel_running();
                 }
             }
             AgentMessage::TurnFinished {

@@ -24,7 +24,7 @@ pub use events::EventSink;
 pub use prompt::system_prompt;
 pub use turn::{AgentDeps, TurnOutcome, run_turn};
 
-use crate::plan::{PlanFlavour, restore};
+use crate::plan::{PlanFlavour, restore, todo};
 use crate::protocol::EventKind;
 use crate::tools::{ToolCatalog, ToolEnv, update_plan};
 
@@ -39,6 +39,13 @@ pub fn start_conversation(
     events: &EventSink,
 ) -> Conversation {
     let mut conversation = Conversation::new(system_prompt(catalog));
+    match flavour {
+        PlanFlavour::UpdatePlan => {}
+        PlanFlavour::Todo => {
+            restore_todo(&mut conversation, env, events);
+            return conversation;
+        }
+    }
     match env.plan.load() {
         Ok(loaded) => {
             if let Some(warning) = loaded.warning {
@@ -67,6 +74,35 @@ pub fn start_conversation(
         }
     }
     conversation
+}
+
+/// The `todo` flavour's restore: the saved state as the result of an
+/// internal `list` call, published for the UI as its `list` envelope.
+fn restore_todo(conversation: &mut Conversation, env: &ToolEnv, events: &EventSink) {
+    match todo::TodoStore::in_workspace(&env.workspace.root).load() {
+        Ok(loaded) => {
+            let restored = todo::reminder::restore(&loaded);
+            if let Some(warning) = restored.warning {
+                tracing::warn!("{warning}");
+                events.emit(EventKind::Error { message: warning });
+            }
+            for message in restored.messages {
+                conversation.push(message);
+            }
+            if let Some(plan) = restored.details {
+                events.emit(EventKind::PlanUpdated {
+                    flavour: todo::TOOL_NAME.into(),
+                    plan,
+                });
+            }
+        }
+        Err(err) => {
+            let message =
+                format!("the saved todo list cannot be read, so it was not restored: {err}");
+            tracing::warn!("{message}");
+            events.emit(EventKind::Error { message });
+        }
+    }
 }
 
 /// Limits of the turn loop, from the configuration.

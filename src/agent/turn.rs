@@ -14,7 +14,7 @@ use tracing::{Instrument, info, info_span, warn};
 
 use super::compaction;
 use super::{AgentSettings, Conversation, EventSink};
-use crate::plan::restore;
+use crate::plan::{restore, todo};
 use crate::protocol::{EventKind, Message, ToolCall, TurnStatus, UsageTotals};
 use crate::provider::{
     ChatRequest, Completion, FinishReason, Provider, ProviderError, ProviderNotice,
@@ -217,7 +217,13 @@ async fn run_tool_calls(
         let output = if cancel.is_cancelled() {
             ToolOutput::error("cancelled by the user before it ran")
         } else {
-            let invocation = deps.catalog.invoke(call, &deps.tool_env, &deps.ctx, cancel);
+            let invocation = deps.catalog.invoke(
+                call,
+                &deps.tool_env,
+                &deps.ctx,
+                conversation.messages(),
+                cancel,
+            );
             tokio::select! {
                 output = invocation => output,
                 // Dropping the invocation kills what it started (process groups
@@ -254,6 +260,10 @@ async fn run_tool_calls(
 fn settle_reminder(deps: &AgentDeps) -> Option<String> {
     if deps.ctx.is_subagent() {
         return None;
+    }
+    // The catalog advertises exactly one plan tool: it names the flavour.
+    if deps.catalog.kind_of(todo::TOOL_NAME) == Some(ToolKind::PlanState) {
+        return todo::reminder::settle_reminder_in(&deps.tool_env.workspace.root);
     }
     match deps.tool_env.plan.load() {
         Ok(loaded) => restore::settle_reminder(&loaded.state),

@@ -7,22 +7,18 @@
 
 use std::io::{Read, Write};
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use ractor::Actor;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{info, warn};
 
-use super::{fail, init_logging, runtime, tool_env};
-use crate::agent::{
-    AgentActor, AgentArguments, AgentDeps, AgentMessage, EventSink, start_conversation,
-};
+use super::session::Session;
+use super::{fail, init_logging, runtime};
+use crate::agent::{AgentMessage, EventSink};
 use crate::config::{Config, Overrides};
 use crate::protocol::{Event, EventKind, TurnStatus};
-use crate::tools::{InvocationContext, ToolCatalog};
 
 /// How long an interrupted turn may take to wind down before Fido exits anyway.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
@@ -67,14 +63,6 @@ pub fn run(overrides: &Overrides, args: ExecArgs) -> ExitCode {
 }
 
 async fn exec(config: Config, prompt: String, json: bool) -> ExitCode {
-    let provider = match config.build_provider() {
-        Ok(provider) => provider,
-        Err(err) => return fail(&err.to_string()),
-    };
-    let tool_env = match tool_env(&config, false) {
-        Ok(env) => Arc::new(env),
-        Err(message) => return fail(&message),
-    };
     // Signals are watched from the start, so an early Ctrl+C is not lost.
     let (mut sigint, mut sigterm) = match (
         signal(SignalKind::interrupt()),
@@ -85,34 +73,13 @@ async fn exec(config: Config, prompt: String, json: bool) -> ExitCode {
             return fail(&format!("cannot watch for signals: {err}"));
         }
     };
-
-    let catalog = ToolCatalog::standard(config.plan_tool);
     let (sender, receiver) = mpsc::unbounded_channel();
     let printer = tokio::spawn(print_events(receiver, json));
-    let events = EventSink::new(sender);
-    events.emit(EventKind::SessionStarted {
-        workspace: config.workspace.display().to_string(),
-        provider: provider.name().to_string(),
-        model: provider.model().to_string(),
-        tools: catalog.names(),
-    });
-
-    let conversation = start_conversation(&catalog, &tool_env, config.plan_tool, &events);
-    let deps = Arc::new(AgentDeps {
-        provider,
-        catalog,
-        tool_env,
-        ctx: InvocationContext::main(),
-        settings: config.agent,
-        events: events.clone(),
-    });
-    drop(events);
-
-    let (actor, actor_handle) =
-        match Actor::spawn(None, AgentActor, AgentArguments { deps, conversation }).await {
-            Ok(spawned) => spawned,
-            Err(err) => return fail(&format!("cannot start the agent: {err}")),
-        };
+    let session = match Session::start(&config, false, EventSink::new(sender)).await {
+        Ok(session) => session,
+        Err(message) => return fail(&message),
+    };
+    let actor = session.actor.clone();
     let (reply_sender, mut reply) = oneshot::channel();
     if let Err(err) = actor.cast(AgentMessage::SubmitPrompt {
         prompt,
@@ -148,8 +115,8 @@ async fn exec(config: Config, prompt: String, json: bool) -> ExitCode {
             }
         }
     };
-    actor.stop(None);
-    let _ = actor_handle.await;
+    // Every subagent is gone before Fido exits, whatever ended the turn.
+    session.shutdown().await;
     // The printer ends when the last event sender (held by the agent) is gone.
     let _ = tokio::time::timeout(Duration::from_secs(2), printer).await;
 

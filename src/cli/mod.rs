@@ -6,7 +6,10 @@
 
 mod exec;
 mod plan;
+mod sandbox;
+mod session;
 mod tool;
+mod tui;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -59,10 +62,27 @@ enum Command {
         #[command(subcommand)]
         command: plan::PlanCommand,
     },
+    /// Internal: the child side of a subagent. Not for people.
+    #[command(name = "__subagent", hide = true)]
+    Subagent {
+        #[arg(long)]
+        socket: String,
+        #[arg(long)]
+        agent_id: String,
+        #[arg(long)]
+        parent_pid: i32,
+        #[arg(long)]
+        sandbox: String,
+    },
     /// List or call the model-facing tools directly.
     Tool {
         #[command(subcommand)]
         command: tool::ToolCommand,
+    },
+    /// Prove what the subagent sandbox enforces on this machine.
+    Sandbox {
+        #[command(subcommand)]
+        command: sandbox::SandboxCommand,
     },
 }
 
@@ -84,10 +104,23 @@ pub fn main() -> ExitCode {
     match cli.command {
         Some(Command::Exec(args)) => exec::run(&overrides, args),
         Some(Command::Tool { command }) => tool::run(&overrides, command),
+        Some(Command::Subagent {
+            socket,
+            agent_id,
+            parent_pid,
+            sandbox,
+        }) => {
+            init_logging();
+            crate::subagent::runner::main(crate::subagent::runner::SubagentArgs {
+                socket,
+                agent_id,
+                parent_pid,
+                sandbox,
+            })
+        }
         Some(Command::Plan { command }) => plan::run(&overrides, command),
-        None => fail(
-            "the full-screen terminal UI is not part of this build yet; run `fido exec PROMPT` for a headless session",
-        ),
+        Some(Command::Sandbox { command }) => sandbox::run(command),
+        None => tui::run(&overrides),
     }
 }
 
@@ -144,6 +177,7 @@ fn tool_env(config: &Config, user_present: bool) -> Result<ToolEnv, String> {
         workspace,
         limits: config.tools.clone(),
         user_present,
+        delegator: None,
     })
 }
 

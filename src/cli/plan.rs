@@ -1,13 +1,16 @@
-//! `fido plan show [--json]` and `fido plan clear`: the local `/plan`
-//! commands; no model turn.
+//! `fido plan show [--json]`, `fido plan clear` and `fido plan approve
+//! FILE.md`: the local `/plan` commands; no model turn. They act on the
+//! configured flavour's state (`approve` always on the `todo` state).
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Subcommand;
 
 use super::{fail, init_logging};
 use crate::config::{Config, Overrides};
-use crate::plan::{PlanState, PlanStore, Status};
+use crate::plan::todo::{self, TodoStore};
+use crate::plan::{PlanFlavour, PlanState, PlanStore, Status};
 
 #[derive(Debug, Subcommand)]
 pub enum PlanCommand {
@@ -16,8 +19,14 @@ pub enum PlanCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Start a new, empty plan (the version keeps counting).
+    /// Start a new, empty plan (the version keeps counting). With the `todo`
+    /// flavour: drop every agent-created task (plan items stay).
     Clear,
+    /// `todo` flavour: seed plan items from an approved Markdown plan.
+    Approve {
+        /// The plan, in Markdown.
+        file: PathBuf,
+    },
 }
 
 pub fn run(overrides: &Overrides, command: PlanCommand) -> ExitCode {
@@ -26,6 +35,109 @@ pub fn run(overrides: &Overrides, command: PlanCommand) -> ExitCode {
         Ok(config) => config,
         Err(err) => return fail(&err.to_string()),
     };
+    match (config.plan_tool, command) {
+        (flavour, PlanCommand::Approve { file }) => {
+            if flavour == PlanFlavour::UpdatePlan {
+                eprintln!(
+                    "fido: note: this workspace advertises update_plan; the approved plan is used once plan_tool = \"todo\" (FIDO_PLAN_TOOL=todo)"
+                );
+            }
+            approve_todo(&config, &file)
+        }
+        (PlanFlavour::Todo, PlanCommand::Show { json }) => show_todo(&config, json),
+        (PlanFlavour::Todo, PlanCommand::Clear) => clear_todo(&config),
+        (PlanFlavour::UpdatePlan, command @ (PlanCommand::Show { .. } | PlanCommand::Clear)) => {
+            update_plan_command(&config, command)
+        }
+    }
+}
+
+/// `todo` flavour: `show` prints the reference's `list` text (`--json`: the
+/// `list` envelope).
+fn show_todo(config: &Config, json: bool) -> ExitCode {
+    let loaded = match TodoStore::in_workspace(&config.workspace).load() {
+        Ok(loaded) => loaded,
+        Err(err) => return fail(&err.to_string()),
+    };
+    if let Some(warning) = &loaded.warning {
+        eprintln!("fido: {warning}");
+    }
+    let (text, details) = todo::format::list_view(&loaded.state);
+    if json {
+        println!("{details}");
+    } else {
+        println!("{text}");
+    }
+    ExitCode::SUCCESS
+}
+
+/// `todo` flavour: `clear` is the `clear` action.
+fn clear_todo(config: &Config) -> ExitCode {
+    let store = TodoStore::in_workspace(&config.workspace);
+    match todo::run_call(&store, &serde_json::json!({"action": "clear"})) {
+        Ok(output) => {
+            if let Some(warning) = &output.warning {
+                eprintln!("fido: {warning}");
+            }
+            println!("{}", output.content);
+            ExitCode::SUCCESS
+        }
+        Err(err) => fail(&err.to_string()),
+    }
+}
+
+/// Seeds plan items from `file`, then prints the list as `show` does.
+fn approve_todo(config: &Config, file: &std::path::Path) -> ExitCode {
+    // Relative to the workspace (as `-C DIR` promises), else to the
+    // current directory.
+    let in_workspace = config.workspace.join(file);
+    let path = if in_workspace.exists() || file.is_absolute() {
+        in_workspace
+    } else {
+        file.to_path_buf()
+    };
+    let markdown = match std::fs::read_to_string(&path) {
+        Ok(markdown) => markdown,
+        Err(err) => return fail(&format!("cannot read the plan {}: {err}", path.display())),
+    };
+    let store = TodoStore::in_workspace(&config.workspace);
+    let (approval, loaded) = match todo::approve_plan(&store, &markdown) {
+        Ok(approved) => approved,
+        Err(err) => return fail(&err.to_string()),
+    };
+    if let Some(warning) = &loaded.warning {
+        eprintln!("fido: {warning}");
+    }
+    let title = todo::sanitize::display(
+        approval
+            .state
+            .plan
+            .as_ref()
+            .map_or("plan", |plan| plan.title.as_str()),
+    );
+    let items = approval
+        .state
+        .tasks
+        .iter()
+        .filter(|t| t.is_plan_item())
+        .count();
+    if !approval.changed {
+        println!("Plan already approved: {title}; nothing changed.");
+    } else {
+        let carried = match approval.carried {
+            0 => String::new(),
+            n => format!("; {n} unchanged items kept their status"),
+        };
+        println!("Plan approved: {title} ({items} plan items{carried})");
+        if items == 0 {
+            eprintln!("fido: the plan has no actionable items (bullets or prose sections)");
+        }
+    }
+    println!("{}", todo::format::list_view(&loaded.state).0);
+    ExitCode::SUCCESS
+}
+
+fn update_plan_command(config: &Config, command: PlanCommand) -> ExitCode {
     let store = PlanStore::new(config.plan_file.clone());
     match command {
         PlanCommand::Show { json } => {
@@ -64,6 +176,7 @@ pub fn run(overrides: &Overrides, command: PlanCommand) -> ExitCode {
                 Err(err) => fail(&err.to_string()),
             }
         }
+        PlanCommand::Approve { .. } => fail("fido plan approve needs the todo flavour"),
     }
 }
 

@@ -69,7 +69,7 @@ pub fn run(overrides: &Overrides, command: ToolCommand) -> ExitCode {
                     }
                 });
                 catalog
-                    .invoke(&call, &env, &InvocationContext::main(), &cancel)
+                    .invoke(&call, &env, &InvocationContext::main(), &[], &cancel)
                     .await
             });
             let printed = json!({

@@ -20,6 +20,7 @@ use crate::provider::anthropic::AnthropicProvider;
 use crate::provider::openai::OpenAiProvider;
 use crate::provider::script::ScriptProvider;
 use crate::provider::{HttpPolicy, Provider};
+use crate::sandbox::SandboxMode;
 use crate::tools::ToolLimits;
 
 /// Every key Fido understands, with a one-line meaning (shown on errors).
@@ -58,6 +59,24 @@ const KEYS: &[(&str, &str)] = &[
     ),
     ("compact_strategy", "summarize | elide"),
     ("anthropic_max_tokens", "max_tokens sent to Anthropic"),
+    (
+        "sandbox",
+        "required | best_effort: what a subagent's sandbox must enforce",
+    ),
+    ("delegate_timeout_ms", "default time limit of a subagent"),
+    (
+        "delegate_max_timeout_ms",
+        "longest time limit the model may ask for",
+    ),
+    (
+        "delegate_grace_ms",
+        "time a cancelled subagent has to send a partial result",
+    ),
+    ("delegate_max_steps", "model requests a subagent may make"),
+    (
+        "delegate_concurrency",
+        "subagents at once (1 in this version)",
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -155,6 +174,18 @@ pub struct Config {
     pub http: HttpPolicy,
     pub tools: ToolLimits,
     pub anthropic_max_tokens: u32,
+    pub delegation: DelegationConfig,
+}
+
+/// Limits of `delegate`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DelegationConfig {
+    pub sandbox: SandboxMode,
+    pub default_timeout: Duration,
+    pub max_timeout: Duration,
+    pub grace: Duration,
+    pub max_steps: u32,
+    pub concurrency: u32,
 }
 
 /// Where a value came from, for error messages.
@@ -246,14 +277,8 @@ impl Config {
             None => PlanFlavour::UpdatePlan,
             Some(s) => match s.value.as_str() {
                 "update_plan" => PlanFlavour::UpdatePlan,
-                "todo" => {
-                    return Err(invalid(
-                        "plan_tool",
-                        s,
-                        "update_plan (the todo flavour is not available in this build yet)",
-                    ));
-                }
-                _ => return Err(invalid("plan_tool", s, "update_plan")),
+                "todo" => PlanFlavour::Todo,
+                _ => return Err(invalid("plan_tool", s, "update_plan or todo")),
             },
         };
         let base_url = get("base_url")
@@ -331,7 +356,32 @@ impl Config {
         let anthropic_max_tokens =
             number(get("anthropic_max_tokens"), "anthropic_max_tokens", 8192, 1)? as u32;
 
+        let sandbox = match get("sandbox") {
+            None => SandboxMode::Required,
+            Some(s) => SandboxMode::parse(&s.value)
+                .map_err(|_| invalid("sandbox", s, "required or best_effort"))?,
+        };
+        let concurrency = number(get("delegate_concurrency"), "delegate_concurrency", 1, 1)?;
+        if concurrency != 1
+            && let Some(s) = get("delegate_concurrency")
+        {
+            return Err(invalid(
+                "delegate_concurrency",
+                s,
+                "1 (one subagent at a time is all this version supports)",
+            ));
+        }
+        let delegation = DelegationConfig {
+            sandbox,
+            default_timeout: ms("delegate_timeout_ms", 120_000, 1_000)?,
+            max_timeout: ms("delegate_max_timeout_ms", 600_000, 1_000)?,
+            grace: ms("delegate_grace_ms", 2_000, 0)?,
+            max_steps: number(get("delegate_max_steps"), "delegate_max_steps", 40, 1)? as u32,
+            concurrency: concurrency as u32,
+        };
+
         Ok(Config {
+            delegation,
             workspace,
             provider,
             base_url,

@@ -7,6 +7,7 @@
 pub mod model;
 pub mod restore;
 pub mod store;
+pub mod todo;
 
 pub use model::{PlanItem, PlanState, Status};
 
@@ -16,13 +17,15 @@ pub use model::{PlanItem, PlanState, Status};
 pub enum PlanFlavour {
     /// `update_plan`: atomic replacement, full normalised state.
     UpdatePlan,
-    // TODO(#5): `Todo`, the rpiv-todo contract.
+    /// `todo`: the rpiv-todo contract (see [`todo`]).
+    Todo,
 }
 
 impl PlanFlavour {
     pub fn tool_name(self) -> &'static str {
         match self {
             PlanFlavour::UpdatePlan => "update_plan",
+            PlanFlavour::Todo => todo::TOOL_NAME,
         }
     }
 }

@@ -5,7 +5,9 @@
 //! snapshotted. The conversation is kept in a provider-neutral shape close to
 //! OpenAI's Chat Completions; each provider maps it to its own wire format.
 
+pub mod delegate;
 mod event;
+pub mod ipc;
 mod message;
 
 pub use event::{Event, EventKind, TurnStatus, UsageTotals};

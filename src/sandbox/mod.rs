@@ -1,9 +1,21 @@
-//! Process isolation: process groups now, the subagent sandbox (Landlock,
-//! no_new_privs, parent-death signal, rlimits) as it lands.
+//! Process isolation: process groups, and the sandbox a subagent child
+//! enters before it reads its fork.
 //!
 //! [`process`] is the one module that spawns process groups and signals
-//! them; nothing else in the crate calls `kill`/`killpg`.
+//! them; nothing else in the crate calls `kill`/`killpg` (the probe of
+//! `fido sandbox check` sends one signal on purpose, to prove it is
+//! refused). [`child`] confines the calling process: `no_new_privs`,
+//! parent-death signal, rlimits and the read-only Landlock ruleset of
+//! `ruleset`, failing closed in [`SandboxMode::Required`]. [`policy`] holds
+//! the mode, the report and the error; [`probe`] the forbidden operations
+//! `fido sandbox check` tries in a real sandboxed child.
 
+pub mod child;
+pub mod policy;
+pub mod probe;
 pub mod process;
+mod ruleset;
 
+pub use child::enter_child_sandbox;
+pub use policy::{Enforcement, SandboxError, SandboxMode, SandboxReport};
 pub use process::ProcessGroup;

@@ -64,15 +64,15 @@ pub fn check(tool: &str, kind: ToolKind, ctx: &InvocationContext) -> Result<(), 
                 "{tool} is not available to a read-only subagent; nothing was changed. Inspect with list_files, read_file and ripgrep and report your findings to the parent."
             ),
         )),
-        ToolKind::Delegation => Err(refusal(
-            "nested_delegation_forbidden",
-            "A subagent cannot call delegate; no nested subagent was created.",
+        ToolKind::Delegation => Err(super::delegate::output(
+            &crate::protocol::delegate::DelegateResult::nested_forbidden(ctx.identity.label()),
         )),
     }
 }
 
 fn refusal(code: &str, message: &str) -> ToolOutput {
     let body = json!({
+        "type": "tool_error",
         "status": "failed",
         "error": { "code": code, "message": message },
     });

@@ -13,6 +13,7 @@
 
 pub mod ask_user;
 pub mod bash_exec;
+pub mod delegate;
 pub mod guard;
 pub mod list_files;
 pub mod mkdir;
@@ -22,6 +23,7 @@ pub mod read_file;
 pub mod ripgrep;
 pub mod rm;
 pub mod rmdir;
+pub mod todo;
 pub mod update_plan;
 
 use std::future::Future;
@@ -34,7 +36,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::plan::{PlanFlavour, PlanStore};
-use crate::protocol::{ToolCall, ToolSpec};
+use crate::protocol::{Message, ToolCall, ToolSpec};
 use crate::session::undo::UndoLog;
 
 pub use guard::{Identity, InvocationContext};
@@ -120,15 +122,22 @@ pub struct ToolEnv {
     pub limits: ToolLimits,
     /// Whether a person can answer `ask_user` (false when headless).
     pub user_present: bool,
+    /// Runs subagents for `delegate`; `None` inside a subagent and for
+    /// single `fido tool call` invocations.
+    pub delegator: Option<std::sync::Arc<dyn delegate::Delegator>>,
 }
 
 /// One invocation, as handed to a tool.
 pub struct Invocation<'a> {
+    /// The id of the model's call.
+    pub call_id: &'a str,
     pub args: Value,
     pub env: &'a ToolEnv,
     pub ctx: &'a InvocationContext,
     /// Cancelled when the user interrupts; long tools must stop promptly.
     pub cancel: &'a CancellationToken,
+    /// The conversation at the instant of the call (for `delegate`'s fork).
+    pub conversation: &'a [Message],
 }
 
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = ToolOutput> + Send + 'a>>;
@@ -165,6 +174,7 @@ impl ToolCatalog {
     pub fn standard(flavour: PlanFlavour) -> Arc<ToolCatalog> {
         let plan_tool: Box<dyn Tool> = match flavour {
             PlanFlavour::UpdatePlan => Box::new(update_plan::UpdatePlan),
+            PlanFlavour::Todo => Box::new(todo::Todo),
         };
         let tools: Vec<Box<dyn Tool>> = vec![
             Box::new(list_files::ListFiles),
@@ -177,7 +187,7 @@ impl ToolCatalog {
             Box::new(bash_exec::BashExec),
             Box::new(ask_user::AskUser),
             plan_tool,
-            // TODO(#4): `delegate` goes here, last.
+            Box::new(delegate::Delegate),
         ];
         Arc::new(ToolCatalog::from_tools(tools))
     }
@@ -211,6 +221,7 @@ impl ToolCatalog {
         call: &ToolCall,
         env: &ToolEnv,
         ctx: &InvocationContext,
+        conversation: &[Message],
         cancel: &CancellationToken,
     ) -> ToolOutput {
         let Some(tool) = self.tools.iter().find(|t| t.name() == call.name) else {
@@ -231,10 +242,12 @@ impl ToolCatalog {
             return ToolOutput::error("cancelled before it started");
         }
         tool.invoke(Invocation {
+            call_id: &call.id,
             args,
             env,
             ctx,
             cancel,
+            conversation,
         })
         .await
     }

@@ -296,6 +296,7 @@ pub(crate) mod testing {
             workspace,
             undo,
             plan,
+            delegator: None,
             limits: ToolLimits::default(),
             user_present: false,
         }
@@ -313,10 +314,12 @@ pub(crate) mod testing {
     ) -> ToolOutput {
         let ctx = InvocationContext::main();
         tool.invoke(Invocation {
+            call_id: "test-call",
             args,
             env,
             ctx: &ctx,
             cancel,
+            conversation: &[],
         })
         .await
     }

@@ -1,5 +1,9 @@
+mod delegate;
 mod exec;
 mod fake_server;
 mod plan;
 mod providers;
+mod sandbox;
+mod todo;
 mod tool_cli;
+mod tui;

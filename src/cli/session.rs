@@ -1,0 +1,96 @@
+//! One interactive or headless session: the provider, the catalog, the tool
+//! environment, the subagent supervisor and the agent actor, wired the same
+//! way for `fido exec` and the terminal UI.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorRef};
+use tokio::task::JoinHandle;
+
+use super::tool_env;
+use crate::agent::{
+    AgentActor, AgentArguments, AgentDeps, AgentMessage, EventSink, start_conversation,
+};
+use crate::config::Config;
+use crate::protocol::EventKind;
+use crate::subagent::supervisor::{DelegationSettings, Supervisor};
+use crate::tools::{InvocationContext, ToolCatalog};
+
+/// How long shutting down waits for subagents to be reaped.
+const SHUTDOWN_LIMIT: Duration = Duration::from_secs(5);
+
+pub struct Session {
+    pub actor: ActorRef<AgentMessage>,
+    actor_handle: JoinHandle<()>,
+    supervisor: Arc<Supervisor>,
+}
+
+impl Session {
+    /// Builds everything and starts the agent actor. Errors are one sentence.
+    pub async fn start(
+        config: &Config,
+        user_present: bool,
+        events: EventSink,
+    ) -> Result<Session, String> {
+        let provider = config.build_provider().map_err(|e| e.to_string())?;
+        let mut env = tool_env(config, user_present)?;
+        let catalog = ToolCatalog::standard(config.plan_tool);
+        let program = std::env::current_exe()
+            .map_err(|e| format!("cannot find the fido binary to run subagents: {e}"))?;
+        let supervisor = Arc::new(
+            Supervisor::start(
+                DelegationSettings {
+                    default_timeout: config.delegation.default_timeout,
+                    max_timeout: config.delegation.max_timeout,
+                    grace: config.delegation.grace,
+                    sandbox: config.delegation.sandbox,
+                    max_steps: config.delegation.max_steps,
+                    plan_tool: config.plan_tool,
+                    workspace: config.workspace.clone(),
+                    program,
+                },
+                provider.clone(),
+                catalog.clone(),
+                events.clone(),
+            )
+            .await
+            .map_err(|e| format!("cannot start the subagent supervisor: {e}"))?,
+        );
+        env.delegator = Some(supervisor.clone());
+        let tool_env = Arc::new(env);
+
+        events.emit(EventKind::SessionStarted {
+            workspace: config.workspace.display().to_string(),
+            provider: provider.name().to_string(),
+            model: provider.model().to_string(),
+            tools: catalog.names(),
+        });
+        let conversation = start_conversation(&catalog, &tool_env, config.plan_tool, &events);
+        let deps = Arc::new(AgentDeps {
+            provider,
+            catalog,
+            tool_env,
+            ctx: InvocationContext::main(),
+            settings: config.agent,
+            events,
+        });
+        let (actor, actor_handle) =
+            Actor::spawn(None, AgentActor, AgentArguments { deps, conversation })
+                .await
+                .map_err(|e| format!("cannot start the agent: {e}"))?;
+        Ok(Session {
+            actor,
+            actor_handle,
+            supervisor,
+        })
+    }
+
+    /// Kills every subagent (waiting until each is reaped), then stops the
+    /// agent.
+    pub async fn shutdown(self) {
+        self.supervisor.shutdown(SHUTDOWN_LIMIT).await;
+        self.actor.stop(None);
+        let _ = self.actor_handle.await;
+    }
+}

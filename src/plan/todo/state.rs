@@ -1,0 +1,293 @@
+//! The state of the `todo` flavour: tasks, the id counter and the approved
+//! plan, exactly the `tasks` / `nextId` / `plan` of the reference's
+//! `details` envelope (and of `.fido-todo.json`).
+//!
+//! Text fields hold the raw strings the model (or the plan) sent; display
+//! code sanitises them ([`super::sanitize`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// A task id. JSON numbers; the counter starts at 1 and ids are never reused
+/// (a tombstone keeps its id).
+pub type TaskId = i64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    Pending,
+    InProgress,
+    Completed,
+    Deferred,
+    Deleted,
+}
+
+impl TaskStatus {
+    pub const ALL: [TaskStatus; 5] = [
+        TaskStatus::Pending,
+        TaskStatus::InProgress,
+        TaskStatus::Completed,
+        TaskStatus::Deferred,
+        TaskStatus::Deleted,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Pending => "pending",
+            TaskStatus::InProgress => "in_progress",
+            TaskStatus::Completed => "completed",
+            TaskStatus::Deferred => "deferred",
+            TaskStatus::Deleted => "deleted",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<TaskStatus> {
+        TaskStatus::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+
+    /// The reference's transition table (without the same-status no-op).
+    pub fn targets(self) -> &'static [TaskStatus] {
+        use TaskStatus::*;
+        match self {
+            Pending => &[InProgress, Completed, Deferred, Deleted],
+            InProgress => &[Pending, Completed, Deferred, Deleted],
+            Completed => &[Deleted],
+            Deferred => &[Pending, InProgress, Deleted],
+            Deleted => &[],
+        }
+    }
+
+    /// Whether `self → to` is allowed. A transition to the current status is
+    /// always accepted (and reported as a no-op when nothing else changes).
+    pub fn can_become(self, to: TaskStatus) -> bool {
+        self == to || self.targets().contains(&to)
+    }
+
+    /// Still work to do (`pending` or `in_progress`).
+    pub fn is_open(self) -> bool {
+        match self {
+            TaskStatus::Pending | TaskStatus::InProgress => true,
+            TaskStatus::Completed | TaskStatus::Deferred | TaskStatus::Deleted => false,
+        }
+    }
+}
+
+/// Where a task came from: only plan items are tagged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    Plan,
+}
+
+/// One task, in the reference's field order. Absent optional fields are
+/// omitted from JSON, as in the reference.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Task {
+    pub id: TaskId,
+    pub subject: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_form: Option<String>,
+    pub status: TaskStatus,
+    /// Never stored empty: an emptied list drops the field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked_by: Vec<TaskId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Source>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_group: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Task {
+    /// A fresh `pending` task with only an id and a subject.
+    pub fn new(id: TaskId, subject: impl Into<String>) -> Task {
+        Task {
+            id,
+            subject: subject.into(),
+            description: None,
+            active_form: None,
+            status: TaskStatus::Pending,
+            blocked_by: Vec::new(),
+            owner: None,
+            metadata: None,
+            source: None,
+            plan_group: None,
+            plan_text: None,
+            evidence: None,
+            reason: None,
+        }
+    }
+
+    pub fn is_plan_item(&self) -> bool {
+        self.source == Some(Source::Plan)
+    }
+}
+
+/// The approved plan a state was seeded from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanRef {
+    pub id: String,
+    pub title: String,
+}
+
+/// The whole state (contract: the shape of `.fido-todo.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TodoState {
+    pub tasks: Vec<Task>,
+    pub next_id: TaskId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlanRef>,
+}
+
+impl Default for TodoState {
+    fn default() -> Self {
+        TodoState::empty()
+    }
+}
+
+/// `{ open, total }` over plan items, tombstones excluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanProgress {
+    pub open: usize,
+    pub total: usize,
+}
+
+impl TodoState {
+    /// No tasks, the counter at 1, no plan.
+    pub fn empty() -> TodoState {
+        TodoState {
+            tasks: Vec::new(),
+            next_id: 1,
+            plan: None,
+        }
+    }
+
+    pub fn task(&self, id: TaskId) -> Option<&Task> {
+        self.tasks.iter().find(|t| t.id == id)
+    }
+
+    pub fn position(&self, id: TaskId) -> Option<usize> {
+        self.tasks.iter().position(|t| t.id == id)
+    }
+
+    /// Plan items still to do (`pending` / `in_progress`), in order.
+    pub fn open_plan_items(&self) -> impl Iterator<Item = &Task> {
+        self.tasks
+            .iter()
+            .filter(|t| t.is_plan_item() && t.status.is_open())
+    }
+
+    /// Deferred plan items, in order.
+    pub fn deferred_plan_items(&self) -> impl Iterator<Item = &Task> {
+        self.tasks
+            .iter()
+            .filter(|t| t.is_plan_item() && t.status == TaskStatus::Deferred)
+    }
+
+    /// Plan progress; `None` without (live) plan items.
+    pub fn plan_progress(&self) -> Option<PlanProgress> {
+        let total = self
+            .tasks
+            .iter()
+            .filter(|t| t.is_plan_item() && t.status != TaskStatus::Deleted)
+            .count();
+        (total > 0).then(|| PlanProgress {
+            open: self.open_plan_items().count(),
+            total,
+        })
+    }
+
+    /// Reverse `blockedBy` edges: for each id, the tasks that wait on it,
+    /// in task order.
+    pub fn blocks(&self) -> BTreeMap<TaskId, Vec<TaskId>> {
+        let mut blocks: BTreeMap<TaskId, Vec<TaskId>> = BTreeMap::new();
+        for task in &self.tasks {
+            for dep in &task.blocked_by {
+                let waiting = blocks.entry(*dep).or_default();
+                if !waiting.contains(&task.id) {
+                    waiting.push(task.id);
+                }
+            }
+        }
+        blocks
+    }
+
+    /// Whether giving `task` the dependency list `blocked_by` would close a
+    /// cycle: some dependency already (transitively) waits on `task`.
+    pub fn would_cycle(&self, task: TaskId, blocked_by: &[TaskId]) -> bool {
+        let edges: BTreeMap<TaskId, &[TaskId]> = self
+            .tasks
+            .iter()
+            .map(|t| (t.id, t.blocked_by.as_slice()))
+            .collect();
+        let mut seen = BTreeSet::new();
+        let mut stack: Vec<TaskId> = blocked_by.to_vec();
+        while let Some(id) = stack.pop() {
+            if id == task {
+                return true;
+            }
+            if !seen.insert(id) {
+                continue;
+            }
+            if let Some(deps) = edges.get(&id) {
+                stack.extend(deps.iter().copied());
+            }
+        }
+        false
+    }
+
+    /// Whether the `blockedBy` graph holds a cycle anywhere.
+    pub fn has_cycle(&self) -> bool {
+        self.tasks
+            .iter()
+            .any(|t| self.would_cycle(t.id, &t.blocked_by))
+    }
+
+    /// Checks a state read from disk: the reference skips snapshots with
+    /// invalid task shapes, duplicate ids, invalid counters or dangling
+    /// dependencies instead of installing them partially.
+    pub fn check(&self) -> Result<(), String> {
+        if self.next_id < 1 {
+            return Err(format!("nextId {} is not a positive id", self.next_id));
+        }
+        let mut ids = BTreeSet::new();
+        for task in &self.tasks {
+            if task.id < 1 {
+                return Err(format!("task id {} is not a positive id", task.id));
+            }
+            if !ids.insert(task.id) {
+                return Err(format!("task id {} is used twice", task.id));
+            }
+            if task.id >= self.next_id {
+                return Err(format!(
+                    "task id {} is not below nextId {}",
+                    task.id, self.next_id
+                ));
+            }
+        }
+        for task in &self.tasks {
+            if let Some(dep) = task.blocked_by.iter().find(|d| !ids.contains(d)) {
+                return Err(format!(
+                    "task {} is blocked by #{dep}, which does not exist",
+                    task.id
+                ));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,142 @@
+//! What crosses the delegation boundary as tool results: the
+//! `subagent_bootstrap` result that opens a subagent's fork, and the
+//! normalised `delegate_result` the parent receives (contract: the seed's
+//! result shapes).
+
+use serde::{Deserialize, Serialize};
+
+/// Who produced a result. Assigned by the runner, never by the model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubagentIdentity {
+    /// Always `subagent`.
+    pub role: String,
+    pub agent_id: String,
+    /// Always `main`.
+    pub parent_role: String,
+}
+
+impl SubagentIdentity {
+    pub fn new(agent_id: &str) -> Self {
+        SubagentIdentity {
+            role: "subagent".into(),
+            agent_id: agent_id.into(),
+            parent_role: "main".into(),
+        }
+    }
+}
+
+/// The tool result that answers the parent's `delegate` call inside the
+/// subagent's fork and tells the subagent who it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubagentBootstrap {
+    /// Always `subagent_bootstrap`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub identity: SubagentIdentity,
+    /// Always `forked_parent_messages`.
+    pub context_mode: String,
+    /// Messages of the parent in the fork, system message included.
+    pub forked_message_count: usize,
+    pub task: String,
+    pub responsibility: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DelegateStatus {
+    Completed,
+    Partial,
+    Failed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Confidence {
+    High,
+    Medium,
+    Low,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    pub file: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+    pub claim: String,
+    pub confidence: Confidence,
+}
+
+/// Why a delegation did not complete.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DelegateError {
+    /// Stable code: `timeout`, `cancelled`, `nested_delegation_forbidden`,
+    /// `sandbox_unavailable`, `spawn_failed`, `protocol_error`,
+    /// `subagent_crashed`, `provider_error`, `busy`, `invalid_arguments`, …
+    pub code: String,
+    pub message: String,
+}
+
+/// Token usage of the subagent's model requests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DelegateUsage {
+    pub requests: u32,
+    pub prompt_tokens: u64,
+    pub cached_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+/// The normalised final output of a subagent: the only thing the parent's
+/// conversation receives from it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DelegateResult {
+    /// Always `delegate_result`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub identity: SubagentIdentity,
+    pub status: DelegateStatus,
+    pub summary: String,
+    pub findings: Vec<Finding>,
+    pub recommended_next_steps: Vec<String>,
+    pub tests_to_run: Vec<String>,
+    pub uncertainties: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<DelegateError>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<DelegateUsage>,
+}
+
+impl DelegateResult {
+    /// A failed result with no findings.
+    pub fn failed(agent_id: &str, code: &str, message: &str) -> Self {
+        DelegateResult {
+            kind: "delegate_result".into(),
+            identity: SubagentIdentity::new(agent_id),
+            status: DelegateStatus::Failed,
+            summary: message.into(),
+            findings: Vec::new(),
+            recommended_next_steps: Vec::new(),
+            tests_to_run: Vec::new(),
+            uncertainties: Vec::new(),
+            error: Some(DelegateError {
+                code: code.into(),
+                message: message.into(),
+            }),
+            usage: None,
+        }
+    }
+
+    /// The seed's result for a subagent that calls `delegate`.
+    pub fn nested_forbidden(agent_id: &str) -> Self {
+        DelegateResult {
+            summary: "Nested delegation is not allowed.".into(),
+            recommended_next_steps: vec![
+                "Continue the assigned task without calling delegate.".into(),
+            ],
+            ..DelegateResult::failed(
+                agent_id,
+                "nested_delegation_forbidden",
+                "A subagent cannot call delegate; no nested subagent was created.",
+            )
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! IPC frames between the parent and a subagent process (see
+//! `crate::subagent` for the theory of operation). Every frame is one
+//! length-prefixed JSON object; `type` names the variant.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Message, Usage};
+
+/// Bumped on any incompatible change; both sides check it first.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Parent → child.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ParentFrame {
+    /// The deep fork and everything the child needs to run; sent once,
+    /// after the child's `Hello`.
+    Fork(Box<ForkFrame>),
+    /// A fragment of the model's answer to request `request_id`.
+    ModelChunk { request_id: u64, text: String },
+    /// The complete answer to request `request_id`.
+    ModelDone {
+        request_id: u64,
+        message: Message,
+        /// `stop`, `tool_calls`, `length` or `other`.
+        finish_reason: String,
+        usage: Usage,
+    },
+    /// Request `request_id` failed for good.
+    ModelError { request_id: u64, message: String },
+    /// Stop now and send what you have as a `Final` (timeout or cancel).
+    Cancel { reason: String },
+}
+
+/// The fork: the child's starting conversation and its limits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ForkFrame {
+    pub version: u32,
+    pub agent_id: String,
+    /// The parent's messages at call time, the bootstrap result for the
+    /// `delegate` call and a result for every other call of that message.
+    pub messages: Vec<Message>,
+    /// The subagent instructions (task, reason, scope, rules, output
+    /// format), sent as the user turn that starts the subagent's work.
+    pub instructions: String,
+    pub max_steps: u32,
+    /// The plan tool the session advertises, so the child builds the same
+    /// catalog byte for byte.
+    pub plan_tool: String,
+}
+
+/// Child → parent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ChildFrame {
+    /// First frame, after the child connected and sandboxed itself.
+    Hello {
+        version: u32,
+        pid: u32,
+        /// `None` when the sandbox is in force as configured; else why not.
+        sandbox_error: Option<String>,
+        sandbox_summary: String,
+    },
+    /// Ask the parent's gateway for a completion of `fork.messages[..fork_prefix]`
+    /// followed by `tail` (only what the child added, so a large fork is not
+    /// sent back on every step).
+    ModelRequest {
+        request_id: u64,
+        fork_prefix: usize,
+        tail: Vec<Message>,
+    },
+    /// What the child is doing; the parent sanitises it again.
+    Lifecycle { phase: String, detail: String },
+    /// The raw final output; the parent normalises it.
+    Final {
+        /// `completed` or `partial` as the child sees it.
+        status: String,
+        text: String,
+    },
+}

@@ -1,0 +1,291 @@
+//! Entering the sandbox, in the child (`fido __subagent`, and the probe
+//! child of `fido sandbox check`).
+//!
+//! Theory of operation: the child connects its IPC socket first (an
+//! already-connected socket keeps working under Landlock; a new connection
+//! to an abstract socket or a TCP port would be refused), then calls
+//! [`enter_child_sandbox`] before it reads the fork, then does its work.
+//! In order:
+//!
+//! 1. the process must have a single thread: Landlock (below ABI 8) and
+//!    `no_new_privs` apply to the calling thread and the threads and
+//!    processes it starts later, never to threads that already run. Build
+//!    the async runtime after this call, and connect the IPC socket with a
+//!    blocking connect before it;
+//! 2. `PR_SET_NO_NEW_PRIVS`: no set-uid or file-capability gains, ever;
+//! 3. parent-death signal SIGKILL, then `getppid()` is compared with the
+//!    expected parent: if the parent died before the signal was armed, the
+//!    child was already re-parented and must not go on. (The signal follows
+//!    the parent *thread* that spawned the child: spawn from a thread that
+//!    lives as long as the supervisor, not from a short-lived blocking-pool
+//!    thread);
+//! 4. rlimits: no core dumps (`RLIMIT_CORE` 0) and no bytes written to any
+//!    regular file (`RLIMIT_FSIZE` 0, with SIGXFSZ ignored so an attempt
+//!    fails with EFBIG instead of killing the child). The second is a guard
+//!    behind Landlock for a writable descriptor that leaked in before the
+//!    ruleset: Landlock checks at `open`, the rlimit at every write. It does
+//!    not touch pipes, sockets or `/dev/null`, so the child's stdout/stderr
+//!    must be pipes (as the supervisor sets them), not files;
+//! 5. the Landlock ruleset (`sandbox::ruleset`).
+//!
+//! `RLIMIT_NPROC` is deliberately not set: it counts every process *and
+//! thread* of the user, so a value that stops a fork bomb would also stop
+//! the runtime's worker threads, and it does not apply to root at all.
+
+use nix::sys::prctl;
+use nix::sys::resource::{Resource, setrlimit};
+use nix::sys::signal::{SigHandler, Signal, signal};
+use nix::unistd::{Pid, getppid};
+
+use super::policy::{Enforcement, SandboxError, SandboxMode, SandboxReport};
+use super::ruleset::{self, MIN_READ_ONLY_ABI};
+
+/// Confines the calling process for good: single thread required; then
+/// `no_new_privs`, parent-death SIGKILL checked against `expected_parent`,
+/// rlimits and the read-only Landlock ruleset (see the module comment).
+///
+/// In [`SandboxMode::Required`] anything short of a fully enforced ruleset
+/// on a Landlock ABI that can deny truncation is an error. In
+/// [`SandboxMode::BestEffort`] Landlock shortfalls become
+/// [`SandboxReport::warnings`]; the other steps are required in both modes.
+/// After an error the process may be partly confined and must exit.
+pub fn enter_child_sandbox(
+    expected_parent: Pid,
+    mode: SandboxMode,
+) -> Result<SandboxReport, SandboxError> {
+    let threads = thread_count()?;
+    if threads != 1 {
+        return Err(SandboxError::MultiThreaded { threads });
+    }
+    prctl::set_no_new_privs().map_err(SandboxError::NoNewPrivs)?;
+    prctl::set_pdeathsig(Signal::SIGKILL).map_err(SandboxError::ParentDeathSignal)?;
+    let actual = getppid();
+    if actual != expected_parent {
+        return Err(SandboxError::ParentGone {
+            expected: expected_parent.as_raw(),
+            actual: actual.as_raw(),
+        });
+    }
+    set_rlimits()?;
+
+    let (applied, failure) = match ruleset::restrict_current_thread() {
+        Ok(applied) => (applied, None),
+        Err(err) => match mode {
+            SandboxMode::Required => return Err(err),
+            SandboxMode::BestEffort => (
+                ruleset::Applied {
+                    abi: None,
+                    enforcement: Enforcement::None,
+                    network_restricted: false,
+                    scoped: false,
+                    gaps: ruleset::gaps(0),
+                },
+                Some(error_chain(&err)),
+            ),
+        },
+    };
+    let no_new_privs = prctl::get_no_new_privs().unwrap_or(false);
+    let report = report(&applied, no_new_privs, failure);
+    match mode {
+        SandboxMode::Required => require(&applied)?,
+        SandboxMode::BestEffort => {}
+    }
+    tracing::debug!(
+        abi = ?report.landlock_abi,
+        fully_enforced = report.fully_enforced,
+        network_restricted = report.network_restricted,
+        scoped = report.scoped,
+        "sandbox entered"
+    );
+    Ok(report)
+}
+
+/// The Required-mode verdict on what the kernel enforced.
+fn require(applied: &ruleset::Applied) -> Result<(), SandboxError> {
+    match (applied.enforcement, applied.abi) {
+        (Enforcement::None, None) => Err(SandboxError::LandlockUnavailable),
+        (Enforcement::Full, Some(abi)) if abi < MIN_READ_ONLY_ABI => {
+            Err(SandboxError::LandlockTooOld {
+                abi,
+                required: MIN_READ_ONLY_ABI,
+            })
+        }
+        (Enforcement::Full, Some(_)) => Ok(()),
+        (enforcement @ (Enforcement::Full | Enforcement::Partial | Enforcement::None), abi) => {
+            Err(SandboxError::NotEnforced { enforcement, abi })
+        }
+    }
+}
+
+fn report(
+    applied: &ruleset::Applied,
+    no_new_privs: bool,
+    failure: Option<String>,
+) -> SandboxReport {
+    let mut warnings: Vec<String> = failure.into_iter().collect();
+    match applied.enforcement {
+        Enforcement::Full => {}
+        Enforcement::Partial | Enforcement::None => warnings.push(format!(
+            "the landlock ruleset was {}: the subagent is held back only by the invocation guard",
+            applied.enforcement
+        )),
+    }
+    if let (Enforcement::Full, Some(abi)) = (applied.enforcement, applied.abi)
+        && abi < MIN_READ_ONLY_ABI
+    {
+        warnings.push(format!(
+            "landlock ABI {abi} cannot deny truncation (needs {MIN_READ_ONLY_ABI})"
+        ));
+    }
+    if !no_new_privs {
+        warnings.push("no_new_privs is not set".to_owned());
+    }
+    SandboxReport {
+        landlock_abi: applied.abi,
+        fully_enforced: applied.enforcement == Enforcement::Full,
+        network_restricted: applied.network_restricted,
+        scoped: applied.scoped,
+        no_new_privs,
+        warnings,
+        not_covered: applied.gaps.clone(),
+    }
+}
+
+fn set_rlimits() -> Result<(), SandboxError> {
+    setrlimit(Resource::RLIMIT_CORE, 0, 0).map_err(|source| SandboxError::Rlimit {
+        resource: "RLIMIT_CORE",
+        source,
+    })?;
+    // SAFETY: SIG_IGN installs no handler, so no code of ours runs in signal
+    // context; the process is single-threaded here.
+    unsafe { signal(Signal::SIGXFSZ, SigHandler::SigIgn) }
+        .map_err(SandboxError::SignalDisposition)?;
+    setrlimit(Resource::RLIMIT_FSIZE, 0, 0).map_err(|source| SandboxError::Rlimit {
+        resource: "RLIMIT_FSIZE",
+        source,
+    })?;
+    Ok(())
+}
+
+/// Threads of this process, from `/proc/self/task`.
+fn thread_count() -> Result<usize, SandboxError> {
+    let tasks = std::fs::read_dir("/proc/self/task").map_err(SandboxError::ThreadCount)?;
+    let mut count = 0;
+    for task in tasks {
+        task.map_err(SandboxError::ThreadCount)?;
+        count += 1;
+    }
+    Ok(count)
+}
+
+/// An error and its sources, `: `-separated.
+struct ErrorChain<'a>(&'a dyn std::error::Error);
+
+impl std::fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(err) = source {
+            write!(f, ": {err}")?;
+            source = err.source();
+        }
+        Ok(())
+    }
+}
+
+/// `err` with its sources, for one-line messages.
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    ErrorChain(err).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn applied(enforcement: Enforcement, abi: Option<i32>) -> ruleset::Applied {
+        ruleset::Applied {
+            abi,
+            enforcement,
+            network_restricted: enforcement == Enforcement::Full,
+            scoped: enforcement == Enforcement::Full,
+            gaps: ruleset::gaps(abi.unwrap_or(0)),
+        }
+    }
+
+    #[test]
+    fn required_accepts_only_a_fully_enforced_modern_ruleset() {
+        require(&applied(Enforcement::Full, Some(7))).unwrap();
+        require(&applied(Enforcement::Full, Some(3))).unwrap();
+        assert!(matches!(
+            require(&applied(Enforcement::Full, Some(2))),
+            Err(SandboxError::LandlockTooOld {
+                abi: 2,
+                required: 3
+            })
+        ));
+        assert!(matches!(
+            require(&applied(Enforcement::Partial, Some(7))),
+            Err(SandboxError::NotEnforced {
+                enforcement: Enforcement::Partial,
+                ..
+            })
+        ));
+        assert!(matches!(
+            require(&applied(Enforcement::None, None)),
+            Err(SandboxError::LandlockUnavailable)
+        ));
+        assert!(matches!(
+            require(&applied(Enforcement::None, Some(7))),
+            Err(SandboxError::NotEnforced { .. })
+        ));
+    }
+
+    #[test]
+    fn report_warns_about_every_shortfall() {
+        let full = report(&applied(Enforcement::Full, Some(7)), true, None);
+        assert!(full.fully_enforced && full.network_restricted && full.scoped);
+        assert_eq!(full.landlock_abi, Some(7));
+        assert!(full.warnings.is_empty(), "{:?}", full.warnings);
+        // The residual gaps of ABI 7: pathname UNIX sockets and UDP.
+        assert_eq!(full.not_covered.len(), 2, "{:?}", full.not_covered);
+
+        let old = report(&applied(Enforcement::Full, Some(2)), true, None);
+        assert_eq!(old.warnings.len(), 1, "{:?}", old.warnings);
+        assert!(old.warnings[0].contains("truncation"));
+
+        let none = report(
+            &applied(Enforcement::None, None),
+            false,
+            Some("cannot apply the landlock ruleset: boom".to_owned()),
+        );
+        assert!(!none.fully_enforced && !none.network_restricted && !none.scoped);
+        assert!(none.warnings[0].contains("boom"));
+        assert!(none.warnings[1].contains("not enforced"));
+        assert!(none.warnings.iter().any(|w| w.contains("no_new_privs")));
+        assert_eq!(none.not_covered.len(), 5);
+    }
+
+    #[test]
+    fn the_test_process_is_refused_for_having_threads() {
+        // The test harness runs this test on a thread of its own (and this
+        // test adds one more), so the process is never single-threaded here.
+        let extra = std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_secs(1)));
+        let err = enter_child_sandbox(getppid(), SandboxMode::BestEffort).unwrap_err();
+        assert!(
+            matches!(err, SandboxError::MultiThreaded { threads } if threads >= 2),
+            "{err}"
+        );
+        extra.join().unwrap();
+        // Nothing was changed before the refusal.
+        assert!(!prctl::get_no_new_privs().unwrap());
+    }
+
+    #[test]
+    fn error_chain_joins_sources() {
+        let err = SandboxError::ThreadCount(std::io::Error::other("boom"));
+        assert_eq!(
+            error_chain(&err),
+            "cannot count this process's threads: boom"
+        );
+    }
+}

@@ -1,0 +1,681 @@
+//! The probes of `fido sandbox check`: forbidden operations tried inside a
+//! real sandboxed child, and what the parent sees afterwards.
+//!
+//! Theory of operation: the parent builds a [`ProbeFixture`] first (a
+//! private temporary directory with the files the probes aim at, a
+//! loopback TCP listener and an abstract UNIX listener), so that a refusal
+//! can only come from the sandbox, never from a missing file or a closed
+//! port. It then starts the child, which calls
+//! [`crate::sandbox::enter_child_sandbox`] in `Required` mode and
+//! [`run_probes`], and writes one [`ProbeFrame`] per line (JSON) on stdout:
+//! `sandboxed` (the report) or `refused` (the error), one `probe` per
+//! probe, then `done`. Back in the parent, [`ProbeFixture::verify`] looks
+//! for each probe's side effect itself, so a probe that claims "blocked"
+//! while the file did change still counts as allowed.
+//!
+//! A forbidden probe passes only when it failed with EACCES or EPERM (what
+//! Landlock returns) or EFBIG (the `RLIMIT_FSIZE` guard); any other error
+//! is inconclusive and fails the check, as does a skipped probe.
+
+use std::fs::{DirBuilder, OpenOptions};
+use std::io::{self, ErrorKind, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::net::{self as unix, UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+
+use super::child::{enter_child_sandbox, error_chain};
+use super::policy::{SandboxMode, SandboxReport};
+use super::ruleset::{MIN_READ_ONLY_ABI, NETWORK_ABI, SCOPE_ABI};
+
+/// What every fixture file holds before the probes.
+pub const ORIGINAL_CONTENT: &[u8] = b"fido sandbox probe: original content\n";
+/// What a probe that got through writes.
+const ESCAPED_CONTENT: &[u8] = b"escaped\n";
+
+const READ_ME: &str = "read-me.txt";
+const WRITE_ME: &str = "write-me.txt";
+const TRUNCATE_ME: &str = "truncate-me.txt";
+const UNLINK_ME: &str = "unlink-me.txt";
+const RENAME_FROM: &str = "rename-from.txt";
+const RENAME_TO: &str = "rename-to.txt";
+const CREATED: &str = "created.txt";
+const NEW_DIR: &str = "new-dir";
+const SYMLINK: &str = "symlink";
+
+/// Probe names, in the order they run and print.
+pub const FORBIDDEN_PROBES: [&str; 11] = [
+    "write-existing",
+    "create",
+    "unlink",
+    "rename",
+    "truncate",
+    "mkdir",
+    "symlink",
+    "tcp-connect",
+    "tcp-bind",
+    "signal-parent",
+    "abstract-unix-connect",
+];
+/// Operations the sandbox must still allow.
+pub const CONTROL_PROBES: [&str; 2] = ["read-file", "write-dev-null"];
+
+/// What the probe is meant to show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Expect {
+    /// A forbidden operation: the sandbox must refuse it.
+    Blocked,
+    /// A control: the sandbox must let it through.
+    Allowed,
+}
+
+/// What happened when the child tried the operation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum Outcome {
+    /// The operation succeeded.
+    Succeeded,
+    /// The operation failed with this errno (its name, e.g. `EACCES`).
+    Failed { errno: String },
+    /// Not tried: this kernel cannot deny it.
+    Skipped { reason: String },
+}
+
+/// One probe's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeResult {
+    pub name: String,
+    pub expect: Expect,
+    pub outcome: Outcome,
+    /// Set by [`ProbeFixture::verify`]: the parent saw the operation's
+    /// effect (a changed file, an accepted connection).
+    #[serde(default)]
+    pub side_effect_seen: bool,
+}
+
+/// How the parent judges a [`ProbeResult`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// A forbidden operation was refused with a sandbox errno.
+    Blocked { errno: String },
+    /// A forbidden operation got through.
+    Allowed,
+    /// A forbidden operation failed, but not with a sandbox errno.
+    Inconclusive { errno: String },
+    /// Not tried.
+    Skipped { reason: String },
+    /// A control worked.
+    ControlAllowed,
+    /// A control failed: the sandbox is too tight.
+    ControlFailed { errno: String },
+}
+
+impl Verdict {
+    /// Whether this verdict lets `fido sandbox check` exit 0.
+    pub fn passed(&self) -> bool {
+        match self {
+            Verdict::Blocked { .. } | Verdict::ControlAllowed => true,
+            Verdict::Allowed
+            | Verdict::Inconclusive { .. }
+            | Verdict::Skipped { .. }
+            | Verdict::ControlFailed { .. } => false,
+        }
+    }
+}
+
+impl ProbeResult {
+    /// The parent's judgement, side effects included.
+    pub fn verdict(&self) -> Verdict {
+        match (self.expect, &self.outcome) {
+            (_, Outcome::Skipped { reason }) => Verdict::Skipped {
+                reason: reason.clone(),
+            },
+            (Expect::Blocked, _) if self.side_effect_seen => Verdict::Allowed,
+            (Expect::Blocked, Outcome::Succeeded) => Verdict::Allowed,
+            (Expect::Blocked, Outcome::Failed { errno }) => {
+                if ["EACCES", "EPERM", "EFBIG"].contains(&errno.as_str()) {
+                    Verdict::Blocked {
+                        errno: errno.clone(),
+                    }
+                } else {
+                    Verdict::Inconclusive {
+                        errno: errno.clone(),
+                    }
+                }
+            }
+            (Expect::Allowed, Outcome::Succeeded) => Verdict::ControlAllowed,
+            (Expect::Allowed, Outcome::Failed { errno }) => Verdict::ControlFailed {
+                errno: errno.clone(),
+            },
+        }
+    }
+
+    /// The line `fido sandbox check` prints for this probe.
+    pub fn line(&self) -> String {
+        let name = &self.name;
+        match self.verdict() {
+            Verdict::Blocked { errno } => format!("probe {name}: blocked ({errno})"),
+            Verdict::Allowed if self.side_effect_seen => {
+                format!("probe {name}: ALLOWED (the parent saw its effect)")
+            }
+            Verdict::Allowed => format!("probe {name}: ALLOWED"),
+            Verdict::Inconclusive { errno } => {
+                format!("probe {name}: inconclusive ({errno}, not a sandbox refusal)")
+            }
+            Verdict::Skipped { reason } => {
+                format!("probe {name}: skipped (not supported by this kernel: {reason})")
+            }
+            Verdict::ControlAllowed => format!("probe {name}: allowed (control)"),
+            Verdict::ControlFailed { errno } => {
+                format!("probe {name}: FAILED ({errno}, a control the sandbox must allow)")
+            }
+        }
+    }
+}
+
+/// One line of the probe child's stdout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ProbeFrame {
+    /// The sandbox is in place; probes follow.
+    Sandboxed { report: SandboxReport },
+    /// The sandbox could not be entered; nothing follows.
+    Refused { error: String },
+    /// One probe.
+    Probe(ProbeResult),
+    /// Hold mode: the child stays sandboxed until its stdin closes.
+    Holding { pid: u32 },
+    /// Every probe ran.
+    Done,
+}
+
+/// Where the probes aim, as the child gets it on its command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeTargets {
+    /// The fixture directory.
+    pub dir: PathBuf,
+    /// A loopback port with a listener.
+    pub tcp_port: u16,
+    /// The name of an abstract UNIX socket with a listener.
+    pub abstract_name: String,
+    /// The parent, whom the child must not be able to signal.
+    pub parent: Pid,
+}
+
+/// The parent's side: files and listeners the probes aim at. Dropping it
+/// removes the directory.
+#[derive(Debug)]
+pub struct ProbeFixture {
+    dir: PathBuf,
+    tcp: TcpListener,
+    unix: UnixListener,
+    abstract_name: String,
+}
+
+impl ProbeFixture {
+    /// A private directory under the system temp dir with the fixture
+    /// files, a listener on 127.0.0.1 and one on an abstract UNIX socket.
+    pub fn create() -> io::Result<ProbeFixture> {
+        let tag = format!("{}-{:016x}", std::process::id(), fastrand::u64(..));
+        let dir = std::env::temp_dir().join(format!("fido-sandbox-check-{tag}"));
+        DirBuilder::new().mode(0o700).create(&dir)?;
+        // From here on Drop cleans up, even if a later step fails.
+        let tcp = TcpListener::bind((Ipv4Addr::LOCALHOST, 0));
+        let abstract_name = format!("fido-sandbox-check-{tag}");
+        let unix = unix::SocketAddr::from_abstract_name(abstract_name.as_bytes())
+            .and_then(|addr| UnixListener::bind_addr(&addr));
+        let (tcp, unix) = match (tcp, unix) {
+            (Ok(tcp), Ok(unix)) => (tcp, unix),
+            (Err(err), _) | (_, Err(err)) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(err);
+            }
+        };
+        let fixture = ProbeFixture {
+            dir,
+            tcp,
+            unix,
+            abstract_name,
+        };
+        for file in [READ_ME, WRITE_ME, TRUNCATE_ME, UNLINK_ME, RENAME_FROM] {
+            std::fs::write(fixture.dir.join(file), ORIGINAL_CONTENT)?;
+        }
+        fixture.tcp.set_nonblocking(true)?;
+        fixture.unix.set_nonblocking(true)?;
+        Ok(fixture)
+    }
+
+    /// The fixture directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// What the child needs to know, with `parent` as the process it must
+    /// not signal.
+    pub fn targets(&self, parent: Pid) -> io::Result<ProbeTargets> {
+        Ok(ProbeTargets {
+            dir: self.dir.clone(),
+            tcp_port: self.tcp.local_addr()?.port(),
+            abstract_name: self.abstract_name.clone(),
+            parent,
+        })
+    }
+
+    /// Looks for each forbidden probe's effect and marks the results whose
+    /// effect is there. Call after the child has exited.
+    pub fn verify(&self, results: &mut [ProbeResult]) {
+        for result in results.iter_mut() {
+            if result.expect == Expect::Blocked && self.side_effect_seen(&result.name) {
+                result.side_effect_seen = true;
+            }
+        }
+    }
+
+    fn side_effect_seen(&self, probe: &str) -> bool {
+        let path = |name: &str| self.dir.join(name);
+        let changed =
+            |name: &str| std::fs::read(path(name)).ok().as_deref() != Some(ORIGINAL_CONTENT);
+        let exists = |name: &str| std::fs::symlink_metadata(path(name)).is_ok();
+        match probe {
+            "write-existing" => changed(WRITE_ME),
+            "truncate" => changed(TRUNCATE_ME),
+            "create" => exists(CREATED),
+            "unlink" => !exists(UNLINK_ME),
+            "rename" => exists(RENAME_TO) || !exists(RENAME_FROM),
+            "mkdir" => exists(NEW_DIR),
+            "symlink" => exists(SYMLINK),
+            "tcp-connect" => self.tcp.accept().is_ok(),
+            "abstract-unix-connect" => self.unix.accept().is_ok(),
+            // Nothing to look at from outside: the child's errno decides.
+            _ => false,
+        }
+    }
+}
+
+impl Drop for ProbeFixture {
+    fn drop(&mut self) {
+        if let Err(err) = std::fs::remove_dir_all(&self.dir) {
+            tracing::warn!(dir = %self.dir.display(), error = %err, "cannot remove the probe directory");
+        }
+    }
+}
+
+/// One probe's operation; `Ok` means it got through.
+type Attempt<'a> = Box<dyn Fn() -> io::Result<()> + 'a>;
+
+/// Runs every probe, forbidden ones first, skipping those this kernel
+/// cannot deny according to `report`. Call inside the sandbox.
+pub fn run_probes(targets: &ProbeTargets, report: &SandboxReport) -> Vec<ProbeResult> {
+    let abi = report.landlock_abi.unwrap_or(0);
+    let dir = &targets.dir;
+    let path = |name: &str| dir.join(name);
+    let needs = |available: bool, what: &str, min: i32| -> Option<String> {
+        (!available).then(|| format!("{what} need landlock ABI {min}, this kernel has {abi}"))
+    };
+    let network = needs(report.network_restricted, "TCP rules", NETWORK_ABI);
+    let scope = needs(report.scoped, "scopes", SCOPE_ABI);
+    let truncate = needs(
+        abi >= MIN_READ_ONLY_ABI,
+        "truncate rules",
+        MIN_READ_ONLY_ABI,
+    );
+
+    let tcp_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, targets.tcp_port));
+    let forbidden: [(&str, Option<String>, Attempt<'_>); 11] = [
+        (
+            "write-existing",
+            None,
+            Box::new(|| {
+                let mut file = OpenOptions::new().write(true).open(path(WRITE_ME))?;
+                file.write_all(ESCAPED_CONTENT)
+            }),
+        ),
+        (
+            "create",
+            None,
+            Box::new(|| {
+                let mut file = OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(path(CREATED))?;
+                file.write_all(ESCAPED_CONTENT)
+            }),
+        ),
+        (
+            "unlink",
+            None,
+            Box::new(|| std::fs::remove_file(path(UNLINK_ME))),
+        ),
+        (
+            "rename",
+            None,
+            Box::new(|| std::fs::rename(path(RENAME_FROM), path(RENAME_TO))),
+        ),
+        (
+            "truncate",
+            truncate,
+            Box::new(|| nix::unistd::truncate(&path(TRUNCATE_ME), 0).map_err(io::Error::from)),
+        ),
+        (
+            "mkdir",
+            None,
+            Box::new(|| std::fs::create_dir(path(NEW_DIR))),
+        ),
+        (
+            "symlink",
+            None,
+            Box::new(|| std::os::unix::fs::symlink(path(READ_ME), path(SYMLINK))),
+        ),
+        (
+            "tcp-connect",
+            network.clone(),
+            Box::new(move || {
+                TcpStream::connect_timeout(&tcp_addr, Duration::from_secs(2)).map(drop)
+            }),
+        ),
+        (
+            "tcp-bind",
+            network,
+            Box::new(|| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map(drop)),
+        ),
+        (
+            "signal-parent",
+            scope.clone(),
+            // SIGWINCH: harmless should it arrive (ignored by default).
+            Box::new(|| kill(targets.parent, Signal::SIGWINCH).map_err(io::Error::from)),
+        ),
+        (
+            "abstract-unix-connect",
+            scope,
+            Box::new(|| {
+                let addr = unix::SocketAddr::from_abstract_name(targets.abstract_name.as_bytes())?;
+                UnixStream::connect_addr(&addr).map(drop)
+            }),
+        ),
+    ];
+
+    let mut results = Vec::with_capacity(FORBIDDEN_PROBES.len() + CONTROL_PROBES.len());
+    for (name, skip, probe) in forbidden {
+        results.push(ProbeResult {
+            name: name.to_owned(),
+            expect: Expect::Blocked,
+            outcome: match skip {
+                Some(reason) => Outcome::Skipped { reason },
+                None => outcome(probe()),
+            },
+            side_effect_seen: false,
+        });
+    }
+    let read = || -> io::Result<()> {
+        let mut content = Vec::new();
+        std::fs::File::open(path(READ_ME))?.read_to_end(&mut content)?;
+        if content == ORIGINAL_CONTENT {
+            Ok(())
+        } else {
+            Err(io::Error::from(ErrorKind::InvalidData))
+        }
+    };
+    // `File::create` opens with O_TRUNC, as a shell's `> /dev/null` does.
+    let dev_null = || std::fs::File::create("/dev/null")?.write_all(b"discarded\n");
+    for (name, control) in [
+        ("read-file", outcome(read())),
+        ("write-dev-null", outcome(dev_null())),
+    ] {
+        results.push(ProbeResult {
+            name: name.to_owned(),
+            expect: Expect::Allowed,
+            outcome: control,
+            side_effect_seen: false,
+        });
+    }
+    results
+}
+
+/// The probe child's whole life after argument parsing: enters the sandbox
+/// (`Required`, with `targets.parent` as the expected parent), runs the
+/// probes and writes [`ProbeFrame`]s to `out`, one JSON line each. With
+/// `hold`, it then writes `holding` and stays sandboxed until `input` ends,
+/// so a test can look at it from outside. Returns whether the sandbox was
+/// entered; an error is a failed write to `out`.
+pub fn run_child(
+    targets: &ProbeTargets,
+    hold: bool,
+    out: &mut impl Write,
+    input: &mut impl Read,
+) -> io::Result<bool> {
+    let report = match enter_child_sandbox(targets.parent, SandboxMode::Required) {
+        Ok(report) => report,
+        Err(err) => {
+            write_frame(
+                out,
+                &ProbeFrame::Refused {
+                    error: error_chain(&err),
+                },
+            )?;
+            return Ok(false);
+        }
+    };
+    write_frame(
+        out,
+        &ProbeFrame::Sandboxed {
+            report: report.clone(),
+        },
+    )?;
+    for result in run_probes(targets, &report) {
+        write_frame(out, &ProbeFrame::Probe(result))?;
+    }
+    if hold {
+        write_frame(
+            out,
+            &ProbeFrame::Holding {
+                pid: std::process::id(),
+            },
+        )?;
+        io::copy(input, &mut io::sink())?;
+    }
+    write_frame(out, &ProbeFrame::Done)?;
+    Ok(true)
+}
+
+fn write_frame(out: &mut impl Write, frame: &ProbeFrame) -> io::Result<()> {
+    let line = serde_json::to_string(frame).map_err(io::Error::other)?;
+    writeln!(out, "{line}")?;
+    out.flush()
+}
+
+fn outcome(result: io::Result<()>) -> Outcome {
+    match result {
+        Ok(()) => Outcome::Succeeded,
+        Err(err) => Outcome::Failed {
+            errno: errno_name(&err),
+        },
+    }
+}
+
+/// `EACCES` for a permission error, the error's text when it has no errno.
+fn errno_name(err: &io::Error) -> String {
+    match err.raw_os_error() {
+        Some(code) => format!("{:?}", Errno::from_raw(code)),
+        None => err.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(expect: Expect, outcome: Outcome) -> ProbeResult {
+        ProbeResult {
+            name: "p".to_owned(),
+            expect,
+            outcome,
+            side_effect_seen: false,
+        }
+    }
+
+    fn failed(errno: &str) -> Outcome {
+        Outcome::Failed {
+            errno: errno.to_owned(),
+        }
+    }
+
+    #[test]
+    fn verdicts_and_lines() {
+        let blocked = result(Expect::Blocked, failed("EACCES"));
+        assert!(blocked.verdict().passed());
+        assert_eq!(blocked.line(), "probe p: blocked (EACCES)");
+
+        let allowed = result(Expect::Blocked, Outcome::Succeeded);
+        assert_eq!(allowed.verdict(), Verdict::Allowed);
+        assert!(!allowed.verdict().passed());
+        assert_eq!(allowed.line(), "probe p: ALLOWED");
+
+        let mut sneaky = result(Expect::Blocked, failed("EPERM"));
+        sneaky.side_effect_seen = true;
+        assert_eq!(sneaky.verdict(), Verdict::Allowed);
+        assert!(sneaky.line().contains("ALLOWED"));
+
+        let odd = result(Expect::Blocked, failed("ENOENT"));
+        assert!(!odd.verdict().passed());
+        assert!(odd.line().starts_with("probe p: inconclusive (ENOENT"));
+
+        let skipped = result(
+            Expect::Blocked,
+            Outcome::Skipped {
+                reason: "scopes need landlock ABI 6, this kernel has 5".to_owned(),
+            },
+        );
+        assert!(!skipped.verdict().passed());
+        assert_eq!(
+            skipped.line(),
+            "probe p: skipped (not supported by this kernel: scopes need landlock ABI 6, this kernel has 5)"
+        );
+
+        let control = result(Expect::Allowed, Outcome::Succeeded);
+        assert!(control.verdict().passed());
+        assert_eq!(control.line(), "probe p: allowed (control)");
+        let broken = result(Expect::Allowed, failed("EACCES"));
+        assert!(!broken.verdict().passed());
+        assert!(broken.line().contains("FAILED (EACCES"));
+    }
+
+    #[test]
+    fn frames_round_trip_as_json_lines() {
+        let frame = ProbeFrame::Probe(result(Expect::Blocked, failed("EACCES")));
+        let line = serde_json::to_string(&frame).unwrap();
+        assert!(!line.contains('\n'));
+        assert!(line.contains("\"type\":\"probe\""), "{line}");
+        let back: ProbeFrame = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, frame);
+    }
+
+    #[test]
+    fn errno_names() {
+        let err = io::Error::from_raw_os_error(libc_eacces());
+        assert_eq!(errno_name(&err), "EACCES");
+        assert_eq!(errno_name(&io::Error::other("no errno")), "no errno");
+    }
+
+    fn libc_eacces() -> i32 {
+        Errno::EACCES as i32
+    }
+
+    /// Unsandboxed, every forbidden probe succeeds and the parent sees every
+    /// effect it can look for: the probes really do what they say.
+    #[test]
+    fn unsandboxed_probes_get_through_and_are_seen() {
+        let fixture = ProbeFixture::create().unwrap();
+        let dir = fixture.dir().to_owned();
+        // The signal probe sends SIGWINCH to "the parent": aim it at a
+        // throwaway child instead of this test process.
+        let mut sleeper = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let mut targets = fixture.targets(Pid::this()).unwrap();
+        targets.parent = Pid::from_raw(sleeper.id() as i32);
+        let report = SandboxReport {
+            landlock_abi: Some(7),
+            fully_enforced: true,
+            network_restricted: true,
+            scoped: true,
+            no_new_privs: true,
+            warnings: Vec::new(),
+            not_covered: Vec::new(),
+        };
+        let mut results = run_probes(&targets, &report);
+        sleeper.kill().unwrap();
+        sleeper.wait().unwrap();
+        fixture.verify(&mut results);
+
+        let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
+        let expected: Vec<&str> = FORBIDDEN_PROBES
+            .iter()
+            .chain(CONTROL_PROBES.iter())
+            .copied()
+            .collect();
+        assert_eq!(names, expected);
+        for result in &results {
+            match result.expect {
+                Expect::Blocked => {
+                    assert_eq!(result.outcome, Outcome::Succeeded, "{}", result.name);
+                    assert_eq!(result.verdict(), Verdict::Allowed, "{}", result.name);
+                    let unseen = ["tcp-bind", "signal-parent"];
+                    assert_eq!(
+                        result.side_effect_seen,
+                        !unseen.contains(&result.name.as_str()),
+                        "{}",
+                        result.name
+                    );
+                }
+                Expect::Allowed => assert_eq!(result.verdict(), Verdict::ControlAllowed),
+            }
+        }
+        drop(fixture);
+        assert!(!dir.exists(), "the fixture directory is removed on drop");
+    }
+
+    #[test]
+    fn skipped_probes_say_why() {
+        let fixture = ProbeFixture::create().unwrap();
+        let targets = fixture.targets(Pid::this()).unwrap();
+        let report = SandboxReport {
+            landlock_abi: Some(3),
+            fully_enforced: true,
+            network_restricted: false,
+            scoped: false,
+            no_new_privs: true,
+            warnings: Vec::new(),
+            not_covered: Vec::new(),
+        };
+        // Unsandboxed: the file probes get through, the rest is skipped.
+        let results = run_probes(&targets, &report);
+        let skipped: Vec<&str> = results
+            .iter()
+            .filter(|r| matches!(r.outcome, Outcome::Skipped { .. }))
+            .map(|r| r.name.as_str())
+            .collect();
+        assert_eq!(
+            skipped,
+            [
+                "tcp-connect",
+                "tcp-bind",
+                "signal-parent",
+                "abstract-unix-connect"
+            ]
+        );
+        assert!(
+            results[7]
+                .line()
+                .contains("TCP rules need landlock ABI 4, this kernel has 3")
+        );
+    }
+}

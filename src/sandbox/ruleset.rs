@@ -1,0 +1,260 @@
+//! The subagent's Landlock ruleset: read and execute everywhere, write
+//! nowhere except `/dev/null`, no TCP bind or connect, signals and abstract
+//! UNIX sockets scoped to the sandbox.
+//!
+//! The ruleset asks for exactly what the running kernel supports (the
+//! newest ABI whose access rights it accepts), so the kernel's verdict
+//! "fully enforced" means "everything this kernel can deny is denied" and
+//! anything less is a real failure, not a missing feature. Landlock
+//! restricts the calling thread (and what it later starts) only; see
+//! [`crate::sandbox::child`] for why the child is single-threaded here.
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus,
+    PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+};
+
+use super::policy::{Enforcement, SandboxError};
+
+/// Every ABI the `landlock` crate knows, newest first.
+const KNOWN_ABIS: [ABI; 10] = [
+    ABI::V10,
+    ABI::V9,
+    ABI::V8,
+    ABI::V7,
+    ABI::V6,
+    ABI::V5,
+    ABI::V4,
+    ABI::V3,
+    ABI::V2,
+    ABI::V1,
+];
+
+/// The oldest ABI that can deny every kind of write: ABI 3 adds
+/// `truncate(2)`.
+pub(crate) const MIN_READ_ONLY_ABI: i32 = 3;
+/// TCP bind/connect rules arrive with ABI 4.
+pub(crate) const NETWORK_ABI: i32 = 4;
+/// Signal and abstract-socket scoping arrive with ABI 6.
+pub(crate) const SCOPE_ABI: i32 = 6;
+/// Connecting to pathname UNIX sockets is controlled from ABI 9.
+const RESOLVE_UNIX_ABI: i32 = 9;
+/// UDP rules arrive with ABI 10.
+const UDP_ABI: i32 = 10;
+
+/// What [`restrict_current_thread`] achieved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Applied {
+    /// The kernel's Landlock ABI; `None` without Landlock.
+    pub abi: Option<i32>,
+    /// The kernel's verdict on the ruleset.
+    pub enforcement: Enforcement,
+    /// TCP bind and connect are denied.
+    pub network_restricted: bool,
+    /// Signals and abstract UNIX sockets are scoped.
+    pub scoped: bool,
+    /// What this kernel's Landlock cannot deny, one sentence each.
+    pub gaps: Vec<String>,
+}
+
+/// The newest ABI whose file-system, network and scope rights this kernel
+/// accepts in full; `ABI::Unsupported` without Landlock. (ABIs that only add
+/// flags, such as 7 and 8, request the same rights as the one before.)
+pub(crate) fn best_abi() -> ABI {
+    KNOWN_ABIS
+        .into_iter()
+        .find(|&abi| kernel_accepts(abi))
+        .unwrap_or(ABI::Unsupported)
+}
+
+fn kernel_accepts(abi: ABI) -> bool {
+    let ruleset = Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
+    let Ok(ruleset) = ruleset.handle_access(AccessFs::from_all(abi)) else {
+        return false;
+    };
+    let net = AccessNet::from_all(abi);
+    let ruleset = if net.is_empty() {
+        ruleset
+    } else {
+        match ruleset.handle_access(net) {
+            Ok(ruleset) => ruleset,
+            Err(_) => return false,
+        }
+    };
+    let scopes = Scope::from_all(abi);
+    scopes.is_empty() || ruleset.scope(scopes).is_ok()
+}
+
+/// Applies the read-only ruleset to the calling thread (and everything it
+/// starts later). Sets `no_new_privs` too, as Landlock requires. Returns
+/// `Enforcement::None` without an error when the kernel has no Landlock:
+/// the caller's mode decides whether that is fatal.
+pub(crate) fn restrict_current_thread() -> Result<Applied, SandboxError> {
+    let abi = best_abi();
+    let fs = AccessFs::from_all(abi);
+    if fs.is_empty() {
+        return Ok(Applied {
+            abi: None,
+            enforcement: Enforcement::None,
+            network_restricted: false,
+            scoped: false,
+            gaps: gaps(0),
+        });
+    }
+    let net = AccessNet::from_all(abi);
+    let scopes = Scope::from_all(abi);
+
+    let mut ruleset = Ruleset::default()
+        .handle_access(fs)
+        .map_err(SandboxError::Landlock)?;
+    if !net.is_empty() {
+        ruleset = ruleset.handle_access(net).map_err(SandboxError::Landlock)?;
+    }
+    if !scopes.is_empty() {
+        ruleset = ruleset.scope(scopes).map_err(SandboxError::Landlock)?;
+    }
+    // No NetPort rule: every TCP port is denied for bind and connect.
+    let dev_null: BitFlags<AccessFs> = (AccessFs::ReadFile | AccessFs::WriteFile) & fs;
+    let status = ruleset
+        .create()
+        .map_err(SandboxError::Landlock)?
+        .add_rule(PathBeneath::new(path_fd("/")?, AccessFs::from_read(abi)))
+        .map_err(SandboxError::Landlock)?
+        .add_rule(PathBeneath::new(path_fd("/dev/null")?, dev_null))
+        .map_err(SandboxError::Landlock)?
+        .no_new_privs(true)
+        .restrict_self()
+        .map_err(SandboxError::Landlock)?;
+
+    let enforcement = match status.ruleset {
+        RulesetStatus::FullyEnforced => Enforcement::Full,
+        RulesetStatus::PartiallyEnforced => Enforcement::Partial,
+        RulesetStatus::NotEnforced => Enforcement::None,
+    };
+    let kernel_abi = match status.landlock {
+        LandlockStatus::Available {
+            effective_abi,
+            kernel_abi,
+        } => Some(kernel_abi.unwrap_or(effective_abi as i32)),
+        LandlockStatus::NotEnabled | LandlockStatus::NotImplemented => None,
+    };
+    // With a partial verdict nobody can tell which rights were dropped, so
+    // claim nothing beyond the file system.
+    let full = enforcement == Enforcement::Full;
+    Ok(Applied {
+        abi: kernel_abi,
+        enforcement,
+        network_restricted: full && !net.is_empty(),
+        scoped: full && !scopes.is_empty(),
+        gaps: gaps(kernel_abi.unwrap_or(0)),
+    })
+}
+
+fn path_fd(path: &'static str) -> Result<PathFd, SandboxError> {
+    PathFd::new(path).map_err(|source| SandboxError::RulePath { path, source })
+}
+
+/// What Landlock at `abi` leaves open, one sentence each.
+pub(crate) fn gaps(abi: i32) -> Vec<String> {
+    let mut gaps = Vec::new();
+    if abi < MIN_READ_ONLY_ABI {
+        gaps.push(format!(
+            "truncate(2) is not denied (landlock ABI {abi}, needs {MIN_READ_ONLY_ABI})"
+        ));
+    }
+    if abi < NETWORK_ABI {
+        gaps.push(format!(
+            "TCP bind and connect are not denied (landlock ABI {abi}, needs {NETWORK_ABI})"
+        ));
+    }
+    if abi < SCOPE_ABI {
+        gaps.push(format!(
+            "signals and abstract UNIX sockets are not scoped (landlock ABI {abi}, needs {SCOPE_ABI})"
+        ));
+    }
+    if abi < RESOLVE_UNIX_ABI {
+        gaps.push(format!(
+            "connecting to pathname UNIX sockets is not denied (landlock ABI {abi}, needs {RESOLVE_UNIX_ABI})"
+        ));
+    }
+    if abi < UDP_ABI {
+        gaps.push(format!(
+            "UDP is not denied (landlock ABI {abi}, needs {UDP_ABI})"
+        ));
+    }
+    gaps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs::OpenOptions;
+    use std::io::{ErrorKind, Write};
+
+    fn errno(err: &std::io::Error) -> Option<nix::errno::Errno> {
+        err.raw_os_error().map(nix::errno::Errno::from_raw)
+    }
+
+    #[test]
+    fn this_kernel_has_landlock_with_network_and_scopes() {
+        // The issue states ABI 7 here; a kernel without it must fail this
+        // test rather than skip it.
+        let abi = best_abi();
+        assert!(
+            abi >= ABI::V6,
+            "landlock ABI {abi} on this kernel; expected at least 6"
+        );
+    }
+
+    #[test]
+    fn gaps_shrink_with_newer_abis() {
+        assert_eq!(gaps(0).len(), 5);
+        assert_eq!(gaps(3).len(), 4);
+        assert_eq!(gaps(7).len(), 2);
+        assert!(gaps(7).iter().any(|g| g.starts_with("UDP")));
+        assert!(gaps(10).is_empty());
+    }
+
+    /// The ruleset on one thread of the test process (Landlock is
+    /// per-thread, so the other tests are not affected): writes fail with
+    /// EACCES, reads and /dev/null work.
+    #[test]
+    fn restricted_thread_cannot_write_but_can_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let existing = dir.path().join("existing.txt");
+        std::fs::write(&existing, b"original").unwrap();
+        let dir_path = dir.path().to_owned();
+
+        let applied = std::thread::spawn(move || {
+            let applied = restrict_current_thread().unwrap();
+            assert!(nix::sys::prctl::get_no_new_privs().unwrap());
+
+            let write = OpenOptions::new().write(true).open(&existing).unwrap_err();
+            assert_eq!(errno(&write), Some(nix::errno::Errno::EACCES));
+            let create = std::fs::write(dir_path.join("new.txt"), b"x").unwrap_err();
+            assert_eq!(errno(&create), Some(nix::errno::Errno::EACCES));
+            let unlink = std::fs::remove_file(&existing).unwrap_err();
+            assert_eq!(unlink.kind(), ErrorKind::PermissionDenied);
+            let mkdir = std::fs::create_dir(dir_path.join("d")).unwrap_err();
+            assert_eq!(mkdir.kind(), ErrorKind::PermissionDenied);
+            let truncate = nix::unistd::truncate(&existing, 0).unwrap_err();
+            assert_eq!(truncate, nix::errno::Errno::EACCES);
+            let bind = std::net::TcpListener::bind("127.0.0.1:0").unwrap_err();
+            assert_eq!(errno(&bind), Some(nix::errno::Errno::EACCES));
+
+            assert_eq!(std::fs::read(&existing).unwrap(), b"original");
+            let mut null = std::fs::File::create("/dev/null").unwrap();
+            null.write_all(b"discarded").unwrap();
+            applied
+        })
+        .join()
+        .unwrap();
+
+        assert_eq!(applied.enforcement, Enforcement::Full);
+        assert!(applied.abi.unwrap() >= SCOPE_ABI);
+        assert!(applied.network_restricted);
+        assert!(applied.scoped);
+        // This thread is not restricted.
+        std::fs::write(dir.path().join("after.txt"), b"fine").unwrap();
+    }
+}

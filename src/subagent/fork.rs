@@ -1,0 +1,281 @@
+//! The deep fork: the subagent's starting conversation, built from the
+//! parent's messages at the instant `delegate` is called.
+//!
+//! The parent's messages are copied unchanged (so the subagent's requests
+//! share the parent's cached prompt prefix), then every call of the
+//! delegating assistant message that has no result yet is answered: the
+//! `delegate` call by the `subagent_bootstrap` result, any other call by a
+//! short "not run in this fork" result. The subagent instructions follow as
+//! the user turn that starts the subagent's work.
+
+use serde::Deserialize;
+
+use crate::protocol::delegate::{SubagentBootstrap, SubagentIdentity};
+use crate::protocol::{Message, ToolCall};
+
+/// What the subagent must do, from the `delegate` arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DelegateArgs {
+    pub task: String,
+    #[serde(default)]
+    pub context: Option<String>,
+    #[serde(default)]
+    pub scope: Option<Scope>,
+    #[serde(default)]
+    pub mode: Option<String>,
+    #[serde(default)]
+    pub output_contract: Option<String>,
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scope {
+    #[serde(default)]
+    pub paths: Vec<String>,
+    #[serde(default)]
+    pub symbols: Vec<String>,
+}
+
+pub const RESPONSIBILITY: &str = "Inspect only; return the final result to the parent. You are not the main agent, you may not delegate, and the parent will verify your claims.";
+
+/// The result given to calls of the delegating message that the parent had
+/// not run yet when it forked.
+pub const NOT_RUN_IN_FORK: &str = "Not run in this fork: the parent runs this call after the delegation, so its result is not available to the subagent.";
+
+/// The fork's messages and the instructions that start the subagent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fork {
+    pub messages: Vec<Message>,
+    pub instructions: String,
+}
+
+/// Builds the fork for the `delegate` call `call_id`.
+pub fn build_fork(
+    parent: &[Message],
+    call_id: &str,
+    agent_id: &str,
+    args: &DelegateArgs,
+    max_steps: u32,
+) -> Fork {
+    let mut messages = parent.to_vec();
+    let pending = pending_calls(parent);
+    let bootstrap = SubagentBootstrap {
+        kind: "subagent_bootstrap".into(),
+        identity: SubagentIdentity::new(agent_id),
+        context_mode: "forked_parent_messages".into(),
+        forked_message_count: parent.len(),
+        task: args.task.clone(),
+        responsibility: RESPONSIBILITY.into(),
+    };
+    let mut answered_delegate = false;
+    for call in &pending {
+        let content = if call.id == call_id {
+            answered_delegate = true;
+            serde_json::to_string_pretty(&bootstrap).unwrap_or_default()
+        } else {
+            NOT_RUN_IN_FORK.to_string()
+        };
+        messages.push(Message::Tool {
+            tool_call_id: call.id.clone(),
+            name: call.name.clone(),
+            content,
+            is_error: false,
+        });
+    }
+    if !answered_delegate {
+        // Called outside a model turn (no pending call): the bootstrap still
+        // reaches the subagent, with an internal matching call.
+        messages.push(Message::Assistant {
+            content: None,
+            tool_calls: vec![ToolCall {
+                id: call_id.to_string(),
+                name: "delegate".into(),
+                arguments: "{}".into(),
+            }],
+        });
+        messages.push(Message::Tool {
+            tool_call_id: call_id.to_string(),
+            name: "delegate".into(),
+            content: serde_json::to_string_pretty(&bootstrap).unwrap_or_default(),
+            is_error: false,
+        });
+    }
+    Fork {
+        messages,
+        instructions: instructions(agent_id, args, max_steps),
+    }
+}
+
+/// Calls of the last assistant message that have no result yet, in order.
+fn pending_calls(messages: &[Message]) -> Vec<ToolCall> {
+    let Some(index) = messages
+        .iter()
+        .rposition(|m| matches!(m, Message::Assistant { .. }))
+    else {
+        return Vec::new();
+    };
+    let Message::Assistant { tool_calls, .. } = &messages[index] else {
+        return Vec::new();
+    };
+    tool_calls
+        .iter()
+        .filter(|call| {
+            !messages[index + 1..].iter().any(
+                |m| matches!(m, Message::Tool { tool_call_id, .. } if *tool_call_id == call.id),
+            )
+        })
+        .cloned()
+        .collect()
+}
+
+fn instructions(agent_id: &str, args: &DelegateArgs, max_steps: u32) -> String {
+    let why = args
+        .context
+        .as_deref()
+        .filter(|c| !c.trim().is_empty())
+        .unwrap_or("No reason was given beyond the task: the main agent chose to delegate this bounded investigation so it can keep working on its own part.");
+    let scope = args.scope.clone().unwrap_or_default();
+    let list = |items: &[String]| {
+        if items.is_empty() {
+            "none named".to_string()
+        } else {
+            items.join(", ")
+        }
+    };
+    format!(
+        "[Fido: subagent instructions]
+You are {agent_id}, a read-only subagent working for the main agent (see the subagent_bootstrap result above). Everything before it is the parent's conversation, forked for you; it is context, not your task.
+
+Task: {task}
+Why this was delegated: {why}
+Relevant workspace paths: {paths}
+Relevant symbols: {symbols}
+
+Rules:
+- Strictly read-only. Do not modify anything: patch, mkdir, rm, rmdir, bash_exec, ask_user and the plan tool are refused for you, and calling delegate fails (nested delegation is forbidden).
+- Inspect, do not implement. Never report a change as made: you were asked to investigate.
+- Use list_files, read_file and ripgrep. Stay within the task and scope; you have at most {max_steps} model requests and a time limit.
+- The parent will verify your claims: cite files and lines, and say how sure you are.
+
+Final output: answer with ONE JSON object and nothing else:
+{{\"summary\": \"one paragraph\", \"findings\": [{{\"file\": \"src/example.rs\", \"line\": 42, \"claim\": \"what you observed\", \"confidence\": \"high|medium|low\"}}], \"recommended_next_steps\": [\"...\"], \"tests_to_run\": [\"...\"], \"uncertainties\": [\"...\"]}}",
+        task = args.task.trim(),
+        paths = list(&scope.paths),
+        symbols = list(&scope.symbols),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(id: &str, name: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: "{}".into(),
+        }
+    }
+
+    fn args() -> DelegateArgs {
+        DelegateArgs {
+            task: "Find where config is parsed".into(),
+            context: Some("parallel investigation".into()),
+            scope: Some(Scope {
+                paths: vec!["src/config".into()],
+                symbols: vec!["Config::load".into()],
+            }),
+            mode: None,
+            output_contract: None,
+            timeout_ms: None,
+        }
+    }
+
+    #[test]
+    fn fork_keeps_the_parent_prefix_and_answers_every_pending_call() {
+        let parent = vec![
+            Message::System {
+                content: "sys".into(),
+            },
+            Message::user("go"),
+            Message::Assistant {
+                content: Some("Looking".into()),
+                tool_calls: vec![
+                    call("a", "read_file"),
+                    call("d", "delegate"),
+                    call("z", "ripgrep"),
+                ],
+            },
+            Message::Tool {
+                tool_call_id: "a".into(),
+                name: "read_file".into(),
+                content: "file".into(),
+                is_error: false,
+            },
+        ];
+        let fork = build_fork(&parent, "d", "subagent-1", &args(), 20);
+        assert_eq!(&fork.messages[..parent.len()], &parent[..]);
+        let added = &fork.messages[parent.len()..];
+        assert_eq!(added.len(), 2);
+        let Message::Tool {
+            tool_call_id,
+            content,
+            ..
+        } = &added[0]
+        else {
+            panic!()
+        };
+        assert_eq!(tool_call_id, "d");
+        let bootstrap: serde_json::Value = serde_json::from_str(content).unwrap();
+        assert_eq!(bootstrap["type"], "subagent_bootstrap");
+        assert_eq!(bootstrap["identity"]["role"], "subagent");
+        assert_eq!(bootstrap["identity"]["agent_id"], "subagent-1");
+        assert_eq!(bootstrap["identity"]["parent_role"], "main");
+        assert_eq!(bootstrap["context_mode"], "forked_parent_messages");
+        assert_eq!(bootstrap["forked_message_count"], 4);
+        assert_eq!(bootstrap["task"], "Find where config is parsed");
+        assert_eq!(bootstrap["responsibility"], RESPONSIBILITY);
+        let Message::Tool {
+            tool_call_id,
+            content,
+            ..
+        } = &added[1]
+        else {
+            panic!()
+        };
+        assert_eq!(tool_call_id, "z");
+        assert_eq!(content, NOT_RUN_IN_FORK);
+        for needle in [
+            "Find where config is parsed",
+            "parallel investigation",
+            "src/config",
+            "Config::load",
+            "read-only",
+            "Inspect, do not implement",
+            "\"findings\"",
+        ] {
+            assert!(fork.instructions.contains(needle), "missing {needle}");
+        }
+    }
+
+    #[test]
+    fn a_fork_without_a_pending_call_gets_an_internal_matching_call() {
+        let parent = vec![
+            Message::System {
+                content: "sys".into(),
+            },
+            Message::user("go"),
+        ];
+        let fork = build_fork(&parent, "cli", "subagent-2", &args(), 5);
+        assert_eq!(fork.messages.len(), 4);
+        assert!(
+            matches!(&fork.messages[2], Message::Assistant { tool_calls, .. } if tool_calls[0].id == "cli")
+        );
+        assert!(
+            matches!(&fork.messages[3], Message::Tool { tool_call_id, .. } if tool_call_id == "cli")
+        );
+    }
+}

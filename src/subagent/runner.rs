@@ -1,0 +1,429 @@
+//! Child side of delegation: `fido __subagent`.
+//!
+//! Order matters (see `crate::sandbox::child`): connect the socket with a
+//! blocking connect while the process has one thread, enter the sandbox,
+//! only then build the async runtime, say `Hello`, read the fork and run the
+//! same turn loop as the parent, as identity `subagent`, depth 1. Model
+//! requests go to the parent over the socket ([`GatewayProvider`]): this
+//! process holds no credentials and has no network.
+
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use interprocess::local_socket::traits::Stream as _;
+use interprocess::local_socket::{GenericNamespaced, ToNsName};
+use nix::unistd::Pid;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::ipc::{MAX_PARENT_FRAME, read_frame, write_frame};
+use crate::agent::{
+    AgentDeps, AgentSettings, CompactionSettings, CompactionStrategy, Conversation, EventSink,
+    run_turn,
+};
+use crate::plan::{PlanFlavour, PlanStore};
+use crate::protocol::ipc::{ChildFrame, ForkFrame, PROTOCOL_VERSION, ParentFrame};
+use crate::protocol::{EventKind, Message, TurnStatus};
+use crate::provider::{
+    ChatRequest, Completion, CompletionFuture, FinishReason, NoticeSink, Provider, ProviderError,
+};
+use crate::sandbox::{SandboxMode, enter_child_sandbox};
+use crate::session::undo::UndoLog;
+use crate::tools::{Identity, InvocationContext, ToolCatalog, ToolEnv, ToolLimits, Workspace};
+
+/// Longest wait for the fork after `Hello`.
+const FORK_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The hidden command line of `fido __subagent`.
+#[derive(Debug, Clone)]
+pub struct SubagentArgs {
+    pub socket: String,
+    pub agent_id: String,
+    pub parent_pid: i32,
+    pub sandbox: String,
+}
+
+/// Entry point of the child process.
+pub fn main(args: SubagentArgs) -> ExitCode {
+    let fail = |message: String| {
+        eprintln!("fido __subagent: {message}");
+        ExitCode::from(1)
+    };
+    let name = match args.socket.as_str().to_ns_name::<GenericNamespaced>() {
+        Ok(name) => name,
+        Err(err) => return fail(format!("bad socket name: {err}")),
+    };
+    let stream = match interprocess::local_socket::Stream::connect(name) {
+        Ok(stream) => stream,
+        Err(err) => return fail(format!("cannot connect to the parent: {err}")),
+    };
+    let std_stream: std::os::unix::net::UnixStream = match stream {
+        interprocess::local_socket::Stream::UdSocket(stream) => {
+            std::os::unix::net::UnixStream::from(std::os::fd::OwnedFd::from(stream))
+        }
+    };
+    let mode = SandboxMode::parse(&args.sandbox);
+    let sandbox = match mode {
+        Ok(mode) => enter_child_sandbox(Pid::from_raw(args.parent_pid), mode)
+            .map_err(|err| crate::sandbox::child::error_chain(&err)),
+        Err(err) => Err(err.to_string()),
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => return fail(format!("cannot start the runtime: {err}")),
+    };
+    runtime.block_on(async move {
+        if let Err(err) = std_stream.set_nonblocking(true) {
+            return fail(format!("socket: {err}"));
+        }
+        let stream = match tokio::net::UnixStream::from_std(std_stream) {
+            Ok(stream) => stream,
+            Err(err) => return fail(format!("socket: {err}")),
+        };
+        serve(stream, args.agent_id, sandbox).await
+    })
+}
+
+async fn serve(
+    stream: tokio::net::UnixStream,
+    agent_id: String,
+    sandbox: Result<crate::sandbox::SandboxReport, String>,
+) -> ExitCode {
+    let (mut read, write) = stream.into_split();
+    let (writer, writer_task) = spawn_writer(write);
+    let (sandbox_error, sandbox_summary) = match &sandbox {
+        Ok(report) => (
+            None,
+            format!(
+                "landlock abi {:?}, fully enforced {}, network restricted {}, scoped {}, no_new_privs {}",
+                report.landlock_abi,
+                report.fully_enforced,
+                report.network_restricted,
+                report.scoped,
+                report.no_new_privs
+            ),
+        ),
+        Err(error) => (Some(error.clone()), String::new()),
+    };
+    let _ = writer.send(ChildFrame::Hello {
+        version: PROTOCOL_VERSION,
+        pid: std::process::id(),
+        sandbox_error: sandbox_error.clone(),
+        sandbox_summary,
+    });
+    if let Some(error) = sandbox_error {
+        warn!(%agent_id, "sandbox not in force: {error}");
+        drop(writer);
+        let _ = tokio::time::timeout(Duration::from_secs(2), writer_task).await;
+        return ExitCode::from(1);
+    }
+    if let Ok(report) = &sandbox {
+        for warning in &report.warnings {
+            warn!(%agent_id, "sandbox: {warning}");
+        }
+    }
+
+    let fork = match tokio::time::timeout(
+        FORK_TIMEOUT,
+        read_frame::<_, ParentFrame>(&mut read, MAX_PARENT_FRAME),
+    )
+    .await
+    {
+        Ok(Ok(Some(ParentFrame::Fork(fork)))) => *fork,
+        Ok(Ok(Some(_))) => {
+            return protocol_failure("the first frame from the parent was not the fork");
+        }
+        Ok(Ok(None)) => return protocol_failure("the parent closed the socket before the fork"),
+        Ok(Err(err)) => return protocol_failure(&format!("bad fork frame: {err}")),
+        Err(_) => return protocol_failure("no fork arrived in time"),
+    };
+    if fork.version != PROTOCOL_VERSION || fork.agent_id != agent_id {
+        return protocol_failure("the fork is for another protocol version or agent");
+    }
+
+    let cancel = CancellationToken::new();
+    let pending: Pending = Arc::new(Mutex::new(HashMap::new()));
+    tokio::spawn(dispatch(read, pending.clone(), cancel.clone()));
+    watch_sigterm(cancel.clone());
+
+    let outcome_frame = run(fork, &agent_id, writer.clone(), pending, &cancel).await;
+    let _ = writer.send(outcome_frame);
+    drop(writer);
+    let _ = tokio::time::timeout(Duration::from_secs(5), writer_task).await;
+    ExitCode::SUCCESS
+}
+
+/// Runs the delegated turn and returns the `Final` frame.
+async fn run(
+    fork: ForkFrame,
+    agent_id: &str,
+    writer: mpsc::UnboundedSender<ChildFrame>,
+    pending: Pending,
+    cancel: &CancellationToken,
+) -> ChildFrame {
+    let flavour = match fork.plan_tool.as_str() {
+        "update_plan" => PlanFlavour::UpdatePlan,
+        other => {
+            return ChildFrame::Final {
+                status: "failed".into(),
+                text: format!("unknown plan tool {other:?} in the fork"),
+            };
+        }
+    };
+    let workspace = match std::env::current_dir().and_then(|dir| Workspace::new(&dir)) {
+        Ok(workspace) => workspace,
+        Err(err) => {
+            return ChildFrame::Final {
+                status: "failed".into(),
+                text: format!("cannot open the workspace: {err}"),
+            };
+        }
+    };
+    let catalog = ToolCatalog::standard(flavour);
+    let (event_sender, events) = mpsc::unbounded_channel();
+    tokio::spawn(forward_lifecycle(events, writer.clone()));
+    let provider = Arc::new(GatewayProvider {
+        writer,
+        pending,
+        fork: fork.messages.clone(),
+        next_id: AtomicU64::new(1),
+    });
+    let deps = AgentDeps {
+        provider,
+        tool_env: Arc::new(ToolEnv {
+            plan: PlanStore::new(workspace.root.join(".fido-plan.json")),
+            workspace,
+            undo: UndoLog::disabled(),
+            limits: ToolLimits::default(),
+            user_present: false,
+            delegator: None,
+        }),
+        catalog,
+        ctx: InvocationContext {
+            identity: Identity::Subagent {
+                agent_id: agent_id.to_string(),
+            },
+            delegation_depth: 1,
+        },
+        settings: AgentSettings {
+            max_steps: fork.max_steps,
+            compaction: CompactionSettings {
+                threshold_tokens: 120_000,
+                keep_recent_tokens: 30_000,
+                strategy: CompactionStrategy::Elide,
+            },
+        },
+        events: EventSink::new(event_sender),
+    };
+    let Some(mut conversation) = Conversation::from_messages(fork.messages) else {
+        return ChildFrame::Final {
+            status: "failed".into(),
+            text: "the fork does not start with a system message".into(),
+        };
+    };
+    info!(%agent_id, "subagent starts its turn");
+    let outcome = run_turn(&mut conversation, &deps, fork.instructions, 1, cancel).await;
+    let last_text = || {
+        conversation
+            .messages()
+            .iter()
+            .rev()
+            .find_map(|m| match m {
+                Message::Assistant {
+                    content: Some(text),
+                    ..
+                } if !text.trim().is_empty() => Some(text.clone()),
+                _ => None,
+            })
+            .unwrap_or_default()
+    };
+    match outcome.status {
+        TurnStatus::Completed => ChildFrame::Final {
+            status: "completed".into(),
+            text: outcome.final_text.unwrap_or_default(),
+        },
+        TurnStatus::Interrupted | TurnStatus::MaxSteps => ChildFrame::Final {
+            status: "partial".into(),
+            text: last_text(),
+        },
+        TurnStatus::Failed => ChildFrame::Final {
+            status: "failed".into(),
+            text: outcome.error.unwrap_or_default(),
+        },
+    }
+}
+
+type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Completion, ProviderError>>>>>;
+
+/// The child's provider: every completion is asked of the parent.
+struct GatewayProvider {
+    writer: mpsc::UnboundedSender<ChildFrame>,
+    pending: Pending,
+    fork: Vec<Message>,
+    next_id: AtomicU64,
+}
+
+impl Provider for GatewayProvider {
+    fn name(&self) -> &str {
+        "gateway"
+    }
+
+    fn model(&self) -> &str {
+        "parent"
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: ChatRequest<'a>,
+        _notices: NoticeSink<'a>,
+    ) -> CompletionFuture<'a> {
+        Box::pin(async move {
+            let fork_prefix = request
+                .messages
+                .iter()
+                .zip(&self.fork)
+                .take_while(|(a, b)| a == b)
+                .count();
+            let request_id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            let (sender, receiver) = oneshot::channel();
+            if let Ok(mut pending) = self.pending.lock() {
+                pending.insert(request_id, sender);
+            }
+            let frame = ChildFrame::ModelRequest {
+                request_id,
+                fork_prefix,
+                tail: request.messages[fork_prefix..].to_vec(),
+            };
+            if self.writer.send(frame).is_err() {
+                return Err(ProviderError::Api {
+                    message: "the parent is gone".into(),
+                });
+            }
+            receiver.await.unwrap_or_else(|_| {
+                Err(ProviderError::Api {
+                    message: "the parent closed the connection".into(),
+                })
+            })
+        })
+    }
+}
+
+/// Reads the parent's frames: model answers go to their waiting request,
+/// `Cancel` (or a closed socket) cancels the turn.
+async fn dispatch(mut read: OwnedReadHalf, pending: Pending, cancel: CancellationToken) {
+    loop {
+        match read_frame::<_, ParentFrame>(&mut read, MAX_PARENT_FRAME).await {
+            Ok(Some(ParentFrame::ModelDone {
+                request_id,
+                message,
+                finish_reason,
+                usage,
+            })) => {
+                let finish_reason = match finish_reason.as_str() {
+                    "stop" => FinishReason::Stop,
+                    "tool_calls" => FinishReason::ToolCalls,
+                    "length" => FinishReason::Length,
+                    _ => FinishReason::Other,
+                };
+                answer(
+                    &pending,
+                    request_id,
+                    Ok(Completion {
+                        message,
+                        finish_reason,
+                        usage,
+                    }),
+                );
+            }
+            Ok(Some(ParentFrame::ModelError {
+                request_id,
+                message,
+            })) => answer(&pending, request_id, Err(ProviderError::Api { message })),
+            Ok(Some(ParentFrame::ModelChunk { .. })) => {}
+            Ok(Some(ParentFrame::Cancel { reason })) => {
+                info!(%reason, "the parent cancelled the subagent");
+                cancel.cancel();
+            }
+            Ok(Some(ParentFrame::Fork(_))) => {
+                warn!("a second fork frame; ignored");
+            }
+            Ok(None) | Err(_) => {
+                cancel.cancel();
+                return;
+            }
+        }
+    }
+}
+
+fn answer(pending: &Pending, request_id: u64, result: Result<Completion, ProviderError>) {
+    let waiter = pending.lock().ok().and_then(|mut p| p.remove(&request_id));
+    if let Some(waiter) = waiter {
+        let _ = waiter.send(result);
+    }
+}
+
+/// Turns the loop's events into sanitised lifecycle frames: tool names and
+/// short details only, never message contents.
+async fn forward_lifecycle(
+    mut events: mpsc::UnboundedReceiver<crate::protocol::Event>,
+    writer: mpsc::UnboundedSender<ChildFrame>,
+) {
+    while let Some(event) = events.recv().await {
+        let frame = match event.kind {
+            EventKind::ToolCall { name, summary, .. } => ChildFrame::Lifecycle {
+                phase: if name == "delegate" {
+                    "nested_delegation_rejected".into()
+                } else {
+                    name
+                },
+                detail: summary,
+            },
+            _ => continue,
+        };
+        if writer.send(frame).is_err() {
+            return;
+        }
+    }
+}
+
+/// SIGTERM asks the child to stop and send what it has.
+fn watch_sigterm(cancel: CancellationToken) {
+    tokio::spawn(async move {
+        if let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            term.recv().await;
+            cancel.cancel();
+        }
+    });
+}
+
+fn spawn_writer(
+    mut write: OwnedWriteHalf,
+) -> (
+    mpsc::UnboundedSender<ChildFrame>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (sender, mut receiver) = mpsc::unbounded_channel::<ChildFrame>();
+    let task = tokio::spawn(async move {
+        while let Some(frame) = receiver.recv().await {
+            if write_frame(&mut write, &frame).await.is_err() {
+                return;
+            }
+        }
+    });
+    (sender, task)
+}
+
+fn protocol_failure(message: &str) -> ExitCode {
+    eprintln!("fido __subagent: {message}");
+    ExitCode::from(1)
+}

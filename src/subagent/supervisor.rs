@@ -1,0 +1,928 @@
+//! Parent side of delegation: the `SupervisorActor` and the run of one
+//! subagent process (see the module docs of `crate::subagent` for the theory
+//! of operation).
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use interprocess::local_socket::tokio::Stream;
+use interprocess::local_socket::traits::StreamCommon as _;
+use interprocess::local_socket::traits::tokio::Listener as _;
+use interprocess::local_socket::{GenericNamespaced, ListenerOptions, ToNsName};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::fork::{DelegateArgs, build_fork};
+use super::ipc::{IpcError, MAX_CHILD_FRAME, read_frame, write_frame};
+use super::result::normalise;
+use crate::agent::EventSink;
+use crate::plan::PlanFlavour;
+use crate::protocol::delegate::{DelegateError, DelegateResult, DelegateStatus, DelegateUsage};
+use crate::protocol::ipc::{ChildFrame, ForkFrame, PROTOCOL_VERSION, ParentFrame};
+use crate::protocol::{EventKind, Message};
+use crate::provider::{ChatRequest, FinishReason, Provider, ProviderNotice};
+use crate::sandbox::ProcessGroup;
+use crate::sandbox::SandboxMode;
+use crate::text;
+use crate::tools::ToolCatalog;
+use crate::tools::delegate::{DelegationFuture, DelegationRequest, Delegator};
+
+/// Time between SIGTERM and SIGKILL once the grace for a partial result has
+/// run out: short, the child already ignored `Cancel`.
+const TERM_GRACE: Duration = Duration::from_millis(10);
+/// Longest wait for the child to connect and say `Hello`.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Frames a child may send in one run before it counts as flooding.
+const MAX_FRAMES: u32 = 20_000;
+/// Bytes of the child's stderr copied into the parent's log.
+const MAX_STDERR_LOGGED: usize = 64 * 1024;
+/// How often lifecycle events of one phase reach the UI.
+const LIFECYCLE_INTERVAL: Duration = Duration::from_millis(50);
+
+/// Delegation limits, from the configuration.
+#[derive(Debug, Clone)]
+pub struct DelegationSettings {
+    pub default_timeout: Duration,
+    pub max_timeout: Duration,
+    /// Time a cancelled child has to send its partial result.
+    pub grace: Duration,
+    pub sandbox: SandboxMode,
+    /// Model requests the subagent may make.
+    pub max_steps: u32,
+    pub plan_tool: PlanFlavour,
+    pub workspace: PathBuf,
+    /// The binary to run as `fido __subagent` (the current executable).
+    pub program: PathBuf,
+}
+
+/// What every run shares.
+pub struct Shared {
+    settings: DelegationSettings,
+    provider: Arc<dyn Provider>,
+    catalog: Arc<ToolCatalog>,
+    events: EventSink,
+}
+
+/// One delegation handed to the actor: the fork is already built, so the
+/// parent's messages were copied at the instant of the call.
+pub struct Job {
+    agent_id: String,
+    fork: Vec<Message>,
+    instructions: String,
+    timeout: Duration,
+    turn_cancel: CancellationToken,
+}
+
+pub enum SupervisorMessage {
+    /// Run a subagent; the reply is its normalised result. Refused with a
+    /// `busy` result while another subagent runs (concurrency limit 1).
+    Delegate {
+        job: Box<Job>,
+        reply: RpcReplyPort<DelegateResult>,
+    },
+    /// Cancel the running subagent (Esc): it may still send a partial result.
+    CancelRunning,
+    /// Kill every subagent now and reply once each one is reaped.
+    Shutdown(RpcReplyPort<()>),
+    /// Internal: a run ended and its process is reaped.
+    RunFinished { agent_id: String },
+}
+
+pub struct SupervisorActor;
+
+pub struct SupervisorState {
+    shared: Arc<Shared>,
+    running: Option<Running>,
+    shutdown_waiters: Vec<RpcReplyPort<()>>,
+}
+
+struct Running {
+    agent_id: String,
+    cancel: CancellationToken,
+    kill_now: CancellationToken,
+}
+
+impl Actor for SupervisorActor {
+    type Msg = SupervisorMessage;
+    type State = SupervisorState;
+    type Arguments = Arc<Shared>;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        shared: Arc<Shared>,
+    ) -> Result<SupervisorState, ActorProcessingErr> {
+        Ok(SupervisorState {
+            shared,
+            running: None,
+            shutdown_waiters: Vec::new(),
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: SupervisorMessage,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            SupervisorMessage::Delegate { job, reply } => {
+                if let Some(running) = &state.running {
+                    let _ = reply.send(DelegateResult::failed(
+                        &job.agent_id,
+                        "busy",
+                        &format!(
+                            "{} is still running and only one subagent may run at a time; wait for its result",
+                            running.agent_id
+                        ),
+                    ));
+                    return Ok(());
+                }
+                let cancel = CancellationToken::new();
+                let kill_now = CancellationToken::new();
+                state.running = Some(Running {
+                    agent_id: job.agent_id.clone(),
+                    cancel: cancel.clone(),
+                    kill_now: kill_now.clone(),
+                });
+                let shared = state.shared.clone();
+                tokio::spawn(async move {
+                    let agent_id = job.agent_id.clone();
+                    let result = run(*job, &shared, cancel, kill_now).await;
+                    let _ = reply.send(result);
+                    let _ = myself.cast(SupervisorMessage::RunFinished { agent_id });
+                });
+            }
+            SupervisorMessage::CancelRunning => {
+                if let Some(running) = &state.running {
+                    info!(agent_id = %running.agent_id, "cancelling the subagent");
+                    running.cancel.cancel();
+                }
+            }
+            SupervisorMessage::Shutdown(reply) => match &state.running {
+                Some(running) => {
+                    running.kill_now.cancel();
+                    state.shutdown_waiters.push(reply);
+                }
+                None => {
+                    let _ = reply.send(());
+                }
+            },
+            SupervisorMessage::RunFinished { agent_id } => {
+                if state
+                    .running
+                    .as_ref()
+                    .is_some_and(|r| r.agent_id == agent_id)
+                {
+                    state.running = None;
+                }
+                if state.running.is_none() {
+                    for waiter in state.shutdown_waiters.drain(..) {
+                        let _ = waiter.send(());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The handle the `delegate` tool and the UI use.
+pub struct Supervisor {
+    actor: ActorRef<SupervisorMessage>,
+    settings: DelegationSettings,
+}
+
+impl Supervisor {
+    pub async fn start(
+        settings: DelegationSettings,
+        provider: Arc<dyn Provider>,
+        catalog: Arc<ToolCatalog>,
+        events: EventSink,
+    ) -> Result<Supervisor, ractor::SpawnErr> {
+        let shared = Arc::new(Shared {
+            settings: settings.clone(),
+            provider,
+            catalog,
+            events,
+        });
+        let (actor, _handle) = Actor::spawn(None, SupervisorActor, shared).await?;
+        Ok(Supervisor { actor, settings })
+    }
+
+    /// Kills every running subagent and returns once each is reaped (or
+    /// after `limit`).
+    pub async fn shutdown(&self, limit: Duration) {
+        let (sender, receiver) = oneshot::channel();
+        if self
+            .actor
+            .cast(SupervisorMessage::Shutdown(sender.into()))
+            .is_ok()
+        {
+            let _ = tokio::time::timeout(limit, receiver).await;
+        }
+        self.actor.stop(None);
+    }
+}
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        self.actor.stop(None);
+    }
+}
+
+impl Delegator for Supervisor {
+    fn delegate<'a>(&'a self, request: DelegationRequest<'a>) -> DelegationFuture<'a> {
+        Box::pin(async move {
+            let agent_id = format!("subagent-{:08x}", fastrand::u32(..));
+            let fork = build_fork(
+                request.parent_messages,
+                request.call_id,
+                &agent_id,
+                &request.args,
+                self.settings.max_steps,
+            );
+            let timeout = timeout_for(&request.args, &self.settings);
+            let job = Job {
+                agent_id: agent_id.clone(),
+                fork: fork.messages,
+                instructions: fork.instructions,
+                timeout,
+                turn_cancel: request.cancel.clone(),
+            };
+            let (sender, receiver) = oneshot::channel();
+            if self
+                .actor
+                .cast(SupervisorMessage::Delegate {
+                    job: Box::new(job),
+                    reply: sender.into(),
+                })
+                .is_err()
+            {
+                return DelegateResult::failed(
+                    &agent_id,
+                    "unavailable",
+                    "the subagent supervisor is not running",
+                );
+            }
+            receiver.await.unwrap_or_else(|_| {
+                DelegateResult::failed(&agent_id, "unavailable", "the subagent supervisor stopped")
+            })
+        })
+    }
+
+    fn cancel_running(&self) {
+        let _ = self.actor.cast(SupervisorMessage::CancelRunning);
+    }
+}
+
+fn timeout_for(args: &DelegateArgs, settings: &DelegationSettings) -> Duration {
+    args.timeout_ms
+        .map_or(settings.default_timeout, Duration::from_millis)
+        .clamp(Duration::from_millis(1), settings.max_timeout)
+}
+
+/// Why a run stopped early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StopReason {
+    Timeout,
+    Cancelled,
+}
+
+impl StopReason {
+    fn code(self) -> &'static str {
+        match self {
+            StopReason::Timeout => "timeout",
+            StopReason::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// What the run loop ended with.
+enum Ending {
+    Final { status: String, text: String },
+    Failed { code: &'static str, message: String },
+}
+
+/// Runs one subagent to its end and always reaps it.
+async fn run(
+    job: Job,
+    shared: &Shared,
+    cancel: CancellationToken,
+    kill_now: CancellationToken,
+) -> DelegateResult {
+    let started = Instant::now();
+    let agent_id = job.agent_id.clone();
+    let events = &shared.events;
+    let emit = |pid: Option<u32>, phase: &str, detail: &str| {
+        events.emit(EventKind::Subagent {
+            agent_id: agent_id.clone(),
+            pid,
+            phase: phase.into(),
+            elapsed_ms: started.elapsed().as_millis() as u64,
+            detail: text::summary(detail, 100),
+        });
+    };
+    emit(None, "starting", "spawning a sandboxed process");
+
+    let mut usage = DelegateUsage::default();
+    let mut stop: Option<StopReason> = None;
+    let (ending, pid) = match Session::open(&job, shared).await {
+        Ok(mut session) => {
+            let pid = session.group.pid();
+            emit(
+                Some(pid),
+                "starting",
+                &format!("pid {pid}, sandbox {}", shared.settings.sandbox),
+            );
+            let ending = session
+                .serve(
+                    &job, shared, &cancel, &kill_now, &mut usage, &mut stop, &emit,
+                )
+                .await;
+            session.close(matches!(ending, Ending::Final { .. })).await;
+            (ending, Some(pid))
+        }
+        Err(failure) => (failure, None),
+    };
+
+    let mut result = match ending {
+        Ending::Final { status, text } => {
+            let run_status = match (stop, status.as_str()) {
+                (Some(_), _) | (None, "partial") => DelegateStatus::Partial,
+                (None, "failed") => DelegateStatus::Failed,
+                (None, _) => DelegateStatus::Completed,
+            };
+            let mut result = normalise(&agent_id, run_status, &text, usage);
+            if let Some(reason) = stop {
+                result.error = Some(DelegateError {
+                    code: reason.code().into(),
+                    message: match reason {
+                        StopReason::Timeout => format!(
+                            "the subagent ran out of time after {} ms and returned what it had",
+                            job.timeout.as_millis()
+                        ),
+                        StopReason::Cancelled => {
+                            "the subagent was cancelled and returned what it had".into()
+                        }
+                    },
+                });
+            } else if result.status == DelegateStatus::Failed && result.error.is_none() {
+                result.error = Some(DelegateError {
+                    code: "subagent_failed".into(),
+                    message: text::summary(&text, 300),
+                });
+            }
+            result
+        }
+        Ending::Failed { code, message } => {
+            let (code, message) = match stop {
+                Some(StopReason::Timeout) => (
+                    "timeout",
+                    format!(
+                        "the subagent did not finish within {} ms and returned nothing in time; it was stopped",
+                        job.timeout.as_millis()
+                    ),
+                ),
+                Some(StopReason::Cancelled) => (
+                    "cancelled",
+                    "the subagent was cancelled before it returned a result; it was stopped".into(),
+                ),
+                None => (code, message),
+            };
+            let mut result = DelegateResult::failed(&agent_id, code, &message);
+            result.usage = Some(usage);
+            result
+        }
+    };
+    if result.status == DelegateStatus::Failed && result.recommended_next_steps.is_empty() {
+        result.recommended_next_steps = vec![
+            "Continue without the subagent: investigate directly with read_file and ripgrep."
+                .into(),
+        ];
+    }
+    let phase = match (stop, result.status) {
+        (Some(StopReason::Cancelled), _) => "cancelled",
+        (_, DelegateStatus::Completed) => "completed",
+        (_, DelegateStatus::Partial) => "partial",
+        (_, DelegateStatus::Failed) => "failed",
+    };
+    let detail = match &result.error {
+        Some(error) => format!("{}: {}", error.code, error.message),
+        None => format!("{} findings", result.findings.len()),
+    };
+    emit(pid, phase, &detail);
+    info!(agent_id = %agent_id, phase, elapsed_ms = started.elapsed().as_millis() as u64, "subagent finished");
+    result
+}
+
+/// A spawned, connected, handshaken child.
+struct Session {
+    group: ProcessGroup,
+    frames: mpsc::Receiver<Result<ChildFrame, IpcError>>,
+    writer: mpsc::UnboundedSender<ParentFrame>,
+    exit: Option<ExitStatus>,
+}
+
+impl Session {
+    /// Listener, spawn, accept (peer pid checked), `Hello`, `Fork`.
+    async fn open(job: &Job, shared: &Shared) -> Result<Session, Ending> {
+        let failed = |code: &'static str, message: String| Ending::Failed { code, message };
+        let settings = &shared.settings;
+        let socket_name = format!(
+            "fido-{}-{}-{:016x}.sock",
+            std::process::id(),
+            job.agent_id,
+            fastrand::u64(..)
+        );
+        let name = socket_name
+            .as_str()
+            .to_ns_name::<GenericNamespaced>()
+            .map_err(|e| failed("spawn_failed", format!("cannot name the IPC socket: {e}")))?;
+        let listener = ListenerOptions::new()
+            .name(name)
+            .create_tokio()
+            .map_err(|e| failed("spawn_failed", format!("cannot open the IPC socket: {e}")))?;
+
+        let mut command = tokio::process::Command::new(&settings.program);
+        command
+            .arg("__subagent")
+            .arg("--socket")
+            .arg(&socket_name)
+            .arg("--agent-id")
+            .arg(&job.agent_id)
+            .arg("--parent-pid")
+            .arg(std::process::id().to_string())
+            .arg("--sandbox")
+            .arg(settings.sandbox.as_str())
+            .current_dir(&settings.workspace)
+            .env_clear()
+            .envs(scrubbed_env())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut group = ProcessGroup::spawn(&mut command).map_err(|e| {
+            failed(
+                "spawn_failed",
+                format!("cannot start the subagent process: {e}"),
+            )
+        })?;
+        let pid = group.pid();
+        info!(agent_id = %job.agent_id, pid, "subagent spawned");
+        if let Some(stderr) = group.child_mut().stderr.take() {
+            tokio::spawn(log_stderr(job.agent_id.clone(), stderr));
+        }
+
+        // Exactly one connection, from the child itself.
+        let accepted = tokio::select! {
+            accepted = tokio::time::timeout(HANDSHAKE_TIMEOUT, listener.accept()) => accepted,
+            status = group.wait() => {
+                let status = describe_exit(status.ok());
+                let _ = group.terminate(TERM_GRACE).await;
+                return Err(failed("subagent_crashed", format!("the subagent exited before it connected ({status})")));
+            }
+        };
+        drop(listener);
+        let stream: Stream = match accepted {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => {
+                let _ = group.terminate(TERM_GRACE).await;
+                return Err(failed(
+                    "spawn_failed",
+                    format!("the IPC socket failed: {e}"),
+                ));
+            }
+            Err(_) => {
+                let _ = group.terminate(TERM_GRACE).await;
+                return Err(failed(
+                    "spawn_failed",
+                    format!(
+                        "the subagent did not connect within {} s",
+                        HANDSHAKE_TIMEOUT.as_secs()
+                    ),
+                ));
+            }
+        };
+        let peer = stream.peer_creds().ok().and_then(|c| c.pid());
+        if peer != i32::try_from(pid).ok() {
+            let _ = group.terminate(TERM_GRACE).await;
+            return Err(failed(
+                "protocol_error",
+                format!(
+                    "a process other than the subagent (pid {peer:?}, expected {pid}) connected to its socket; refused"
+                ),
+            ));
+        }
+        let stream = Arc::new(stream);
+        let frames = spawn_reader(stream.clone());
+        let writer = spawn_writer(stream);
+        let mut session = Session {
+            group,
+            frames,
+            writer,
+            exit: None,
+        };
+
+        let hello = tokio::time::timeout(HANDSHAKE_TIMEOUT, session.frames.recv()).await;
+        match hello {
+            Ok(Some(Ok(ChildFrame::Hello {
+                version,
+                sandbox_error,
+                sandbox_summary,
+                ..
+            }))) => {
+                if version != PROTOCOL_VERSION {
+                    session.close(false).await;
+                    return Err(failed(
+                        "protocol_error",
+                        format!(
+                            "the subagent speaks protocol {version}, this Fido {PROTOCOL_VERSION}"
+                        ),
+                    ));
+                }
+                if let Some(error) = sandbox_error {
+                    session.close(false).await;
+                    return Err(failed(
+                        "sandbox_unavailable",
+                        format!(
+                            "the read-only sandbox could not be enforced, so no subagent ran: {error}. Set sandbox = \"best_effort\" to run with the invocation guard only."
+                        ),
+                    ));
+                }
+                debug!(agent_id = %job.agent_id, %sandbox_summary, "subagent sandboxed");
+            }
+            Ok(Some(Ok(other))) => {
+                session.close(false).await;
+                return Err(failed(
+                    "protocol_error",
+                    format!(
+                        "the subagent's first frame was {}, not hello",
+                        frame_name(&other)
+                    ),
+                ));
+            }
+            Ok(Some(Err(e))) => {
+                session.close(false).await;
+                return Err(failed(
+                    "protocol_error",
+                    format!("bad frame from the subagent: {e}"),
+                ));
+            }
+            Ok(None) => {
+                let status = session.reap_quickly().await;
+                session.close(false).await;
+                return Err(failed(
+                    "subagent_crashed",
+                    format!("the subagent exited before its handshake ({status})"),
+                ));
+            }
+            Err(_) => {
+                session.close(false).await;
+                return Err(failed(
+                    "protocol_error",
+                    "the subagent did not say hello in time".into(),
+                ));
+            }
+        }
+
+        let fork = ParentFrame::Fork(Box::new(ForkFrame {
+            version: PROTOCOL_VERSION,
+            agent_id: job.agent_id.clone(),
+            messages: job.fork.clone(),
+            instructions: job.instructions.clone(),
+            max_steps: settings.max_steps,
+            plan_tool: settings.plan_tool.tool_name().into(),
+        }));
+        if session.writer.send(fork).is_err() {
+            session.close(false).await;
+            return Err(failed(
+                "subagent_crashed",
+                "the subagent closed its socket before the fork".into(),
+            ));
+        }
+        Ok(session)
+    }
+
+    /// Serves the child until it sends `Final`, fails, or is stopped.
+    #[allow(clippy::too_many_arguments)]
+    async fn serve(
+        &mut self,
+        job: &Job,
+        shared: &Shared,
+        cancel: &CancellationToken,
+        kill_now: &CancellationToken,
+        usage: &mut DelegateUsage,
+        stop: &mut Option<StopReason>,
+        emit: &(dyn Fn(Option<u32>, &str, &str) + Sync),
+    ) -> Ending {
+        let pid = Some(self.group.pid());
+        let deadline = tokio::time::sleep(job.timeout);
+        tokio::pin!(deadline);
+        let grace = tokio::time::sleep(Duration::MAX / 4);
+        tokio::pin!(grace);
+        let (done_sender, mut done) = mpsc::unbounded_channel::<GatewayOutcome>();
+        let mut inflight: Option<tokio::task::JoinHandle<()>> = None;
+        let mut frames_seen = 0u32;
+        let mut requests = 0u32;
+        let mut last_lifecycle: Option<(String, Instant)> = None;
+
+        let ending = loop {
+            tokio::select! {
+                frame = self.frames.recv() => {
+                    frames_seen += 1;
+                    if frames_seen > MAX_FRAMES {
+                        break Ending::Failed { code: "protocol_error", message: format!("the subagent flooded the parent with more than {MAX_FRAMES} frames") };
+                    }
+                    match frame {
+                        Some(Ok(ChildFrame::ModelRequest { request_id, fork_prefix, tail })) => {
+                            if inflight.as_ref().is_some_and(|t| !t.is_finished()) {
+                                break Ending::Failed { code: "protocol_error", message: "the subagent sent a model request while another was running".into() };
+                            }
+                            if fork_prefix > job.fork.len() {
+                                break Ending::Failed { code: "protocol_error", message: format!("the subagent referred to {fork_prefix} fork messages; the fork has {}", job.fork.len()) };
+                            }
+                            if stop.is_some() {
+                                let _ = self.writer.send(ParentFrame::ModelError { request_id, message: "cancelled".into() });
+                                continue;
+                            }
+                            requests += 1;
+                            emit(pid, "reasoning", &format!("model request {requests}"));
+                            let mut messages = Vec::with_capacity(fork_prefix + tail.len());
+                            messages.extend_from_slice(&job.fork[..fork_prefix]);
+                            messages.extend(tail);
+                            inflight = Some(tokio::spawn(gateway(
+                                request_id,
+                                messages,
+                                shared.provider.clone(),
+                                shared.catalog.clone(),
+                                self.writer.clone(),
+                                done_sender.clone(),
+                            )));
+                        }
+                        Some(Ok(ChildFrame::Lifecycle { phase, detail })) => {
+                            let phase = sanitize_phase(&phase);
+                            let due = match &last_lifecycle {
+                                Some((last, at)) => *last != phase || at.elapsed() >= LIFECYCLE_INTERVAL,
+                                None => true,
+                            };
+                            if due {
+                                emit(pid, &phase, &detail);
+                                last_lifecycle = Some((phase, Instant::now()));
+                            }
+                        }
+                        Some(Ok(ChildFrame::Final { status, text })) => break Ending::Final { status, text },
+                        Some(Ok(other @ ChildFrame::Hello { .. })) => {
+                            break Ending::Failed { code: "protocol_error", message: format!("out-of-order {} frame from the subagent", frame_name(&other)) };
+                        }
+                        Some(Err(e)) => break Ending::Failed { code: "protocol_error", message: format!("bad frame from the subagent: {e}") },
+                        None => {
+                            let status = self.reap_quickly().await;
+                            break Ending::Failed { code: "subagent_crashed", message: format!("the subagent exited without a result ({status})") };
+                        }
+                    }
+                }
+                Some(outcome) = done.recv() => {
+                    if let Some(request_usage) = outcome.usage {
+                        usage.requests += 1;
+                        usage.prompt_tokens += request_usage.prompt_tokens;
+                        usage.cached_tokens += request_usage.cached_tokens;
+                        usage.completion_tokens += request_usage.completion_tokens;
+                        shared.events.emit(EventKind::Usage {
+                            identity: job.agent_id.clone(),
+                            prompt_tokens: request_usage.prompt_tokens,
+                            cached_tokens: request_usage.cached_tokens,
+                            completion_tokens: request_usage.completion_tokens,
+                        });
+                    }
+                }
+                _ = &mut deadline, if stop.is_none() => {
+                    *stop = Some(StopReason::Timeout);
+                    let _ = self.writer.send(ParentFrame::Cancel { reason: "timeout".into() });
+                    grace.as_mut().reset(tokio::time::Instant::now() + shared.settings.grace);
+                }
+                _ = cancel.cancelled(), if stop.is_none() => {
+                    *stop = Some(StopReason::Cancelled);
+                    let _ = self.writer.send(ParentFrame::Cancel { reason: "cancelled".into() });
+                    grace.as_mut().reset(tokio::time::Instant::now() + shared.settings.grace);
+                }
+                _ = &mut grace => {
+                    break Ending::Failed { code: "timeout", message: "no partial result within the grace period".into() };
+                }
+                _ = job.turn_cancel.cancelled() => {
+                    // The whole turn is interrupted: nobody waits for a partial.
+                    *stop = Some(StopReason::Cancelled);
+                    break Ending::Failed { code: "cancelled", message: "the turn was interrupted".into() };
+                }
+                _ = kill_now.cancelled() => {
+                    *stop = Some(StopReason::Cancelled);
+                    break Ending::Failed { code: "cancelled", message: "Fido is shutting down".into() };
+                }
+                status = self.group.wait(), if self.exit.is_none() => {
+                    // The child exited; a Final it sent may still be in flight.
+                    self.exit = status.ok();
+                    match tokio::time::timeout(Duration::from_millis(200), self.frames.recv()).await {
+                        Ok(Some(Ok(ChildFrame::Final { status, text }))) => break Ending::Final { status, text },
+                        _ => {
+                            let status = describe_exit(self.exit);
+                            break Ending::Failed { code: "subagent_crashed", message: format!("the subagent exited without a result ({status})") };
+                        }
+                    }
+                }
+            }
+        };
+        if let Some(task) = inflight {
+            task.abort();
+        }
+        ending
+    }
+
+    /// Waits briefly for the child's exit status after its socket closed.
+    async fn reap_quickly(&mut self) -> String {
+        if self.exit.is_none() {
+            self.exit = tokio::time::timeout(Duration::from_millis(500), self.group.wait())
+                .await
+                .ok()
+                .and_then(Result::ok);
+        }
+        describe_exit(self.exit)
+    }
+
+    /// Ends the child: a child that sent `Final` gets a moment to exit on its
+    /// own; then SIGTERM and SIGKILL to its group, and the reap.
+    async fn close(&mut self, finished: bool) {
+        if finished && self.exit.is_none() {
+            self.exit = tokio::time::timeout(Duration::from_millis(500), self.group.wait())
+                .await
+                .ok()
+                .and_then(Result::ok);
+        }
+        if let Err(err) = self.group.terminate(TERM_GRACE).await {
+            warn!(pid = self.group.pid(), error = %err, "could not terminate the subagent's group");
+        }
+    }
+}
+
+/// What a gateway task reports back to the run loop.
+struct GatewayOutcome {
+    usage: Option<crate::protocol::Usage>,
+}
+
+/// Performs one model request for the child with the parent's provider and
+/// streams the answer back as frames.
+async fn gateway(
+    request_id: u64,
+    messages: Vec<Message>,
+    provider: Arc<dyn Provider>,
+    catalog: Arc<ToolCatalog>,
+    writer: mpsc::UnboundedSender<ParentFrame>,
+    done: mpsc::UnboundedSender<GatewayOutcome>,
+) {
+    let chunk_writer = writer.clone();
+    let notices = move |notice: ProviderNotice| {
+        if let ProviderNotice::TextDelta(text) = notice {
+            let _ = chunk_writer.send(ParentFrame::ModelChunk { request_id, text });
+        }
+    };
+    let request = ChatRequest {
+        messages: &messages,
+        tools: catalog.specs(),
+    };
+    let (frame, usage) = match provider.complete(request, &notices).await {
+        Ok(completion) => (
+            ParentFrame::ModelDone {
+                request_id,
+                message: completion.message,
+                finish_reason: match completion.finish_reason {
+                    FinishReason::Stop => "stop",
+                    FinishReason::ToolCalls => "tool_calls",
+                    FinishReason::Length => "length",
+                    FinishReason::Other => "other",
+                }
+                .into(),
+                usage: completion.usage,
+            },
+            Some(completion.usage),
+        ),
+        Err(err) => (
+            ParentFrame::ModelError {
+                request_id,
+                message: err.to_string(),
+            },
+            None,
+        ),
+    };
+    let _ = writer.send(frame);
+    let _ = done.send(GatewayOutcome { usage });
+}
+
+/// Reads frames in a task of its own (a frame read is not cancel safe).
+fn spawn_reader(stream: Arc<Stream>) -> mpsc::Receiver<Result<ChildFrame, IpcError>> {
+    let (sender, receiver) = mpsc::channel(64);
+    tokio::spawn(async move {
+        let mut receive = &*stream;
+        loop {
+            match read_frame::<_, ChildFrame>(&mut receive, MAX_CHILD_FRAME).await {
+                Ok(Some(frame)) => {
+                    if sender.send(Ok(frame)).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => return,
+                Err(err) => {
+                    let _ = sender.send(Err(err)).await;
+                    return;
+                }
+            }
+        }
+    });
+    receiver
+}
+
+/// Writes frames in order from a task of its own.
+fn spawn_writer(stream: Arc<Stream>) -> mpsc::UnboundedSender<ParentFrame> {
+    let (sender, mut receiver) = mpsc::unbounded_channel::<ParentFrame>();
+    tokio::spawn(async move {
+        let mut send = &*stream;
+        while let Some(frame) = receiver.recv().await {
+            if let Err(err) = write_frame(&mut send, &frame).await {
+                debug!(error = %err, "writing to the subagent failed");
+                return;
+            }
+        }
+    });
+    sender
+}
+
+/// Copies the child's stderr into the log, tagged with its id, up to a cap;
+/// the rest is drained so the child never blocks on a full pipe.
+async fn log_stderr(agent_id: String, stderr: tokio::process::ChildStderr) {
+    let mut lines = BufReader::new(stderr).lines();
+    let mut logged = 0usize;
+    let mut dropped = 0usize;
+    loop {
+        match lines.next_line().await {
+            Ok(Some(line)) => {
+                if logged < MAX_STDERR_LOGGED {
+                    logged += line.len();
+                    info!(agent_id = %agent_id, "subagent stderr: {}", text::short(&text::sanitize(&line, true), 500));
+                } else {
+                    dropped += line.len();
+                }
+            }
+            Ok(None) => break,
+            Err(_) => {
+                // Not UTF-8: skip the rest rather than fail.
+                break;
+            }
+        }
+    }
+    if dropped > 0 {
+        warn!(agent_id = %agent_id, dropped, "subagent stderr was too long; the rest was dropped");
+    }
+}
+
+/// The environment of a subagent: nothing secret, just enough to run.
+fn scrubbed_env() -> Vec<(String, String)> {
+    ["PATH", "LANG", "LC_ALL", "RUST_LOG"]
+        .iter()
+        .filter_map(|key| std::env::var(key).ok().map(|v| (key.to_string(), v)))
+        .collect()
+}
+
+fn sanitize_phase(phase: &str) -> String {
+    let clean: String = phase
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .take(40)
+        .collect();
+    if clean.is_empty() {
+        "working".into()
+    } else {
+        clean
+    }
+}
+
+fn frame_name(frame: &ChildFrame) -> &'static str {
+    match frame {
+        ChildFrame::Hello { .. } => "hello",
+        ChildFrame::ModelRequest { .. } => "model_request",
+        ChildFrame::Lifecycle { .. } => "lifecycle",
+        ChildFrame::Final { .. } => "final",
+    }
+}
+
+fn describe_exit(status: Option<ExitStatus>) -> String {
+    match status {
+        Some(status) => match (status.code(), status.signal()) {
+            (Some(code), _) => format!("exit code {code}"),
+            (None, Some(signal)) => format!("killed by signal {signal}"),
+            (None, None) => "unknown exit".into(),
+        },
+        None => "still running".into(),
+    }
+}

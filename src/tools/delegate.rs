@@ -1,0 +1,142 @@
+//! `delegate`: one bounded, synchronous, read-only investigation in a
+//! subagent process. The tool only parses and checks the arguments; the
+//! [`Delegator`] in the tool environment (the supervisor) runs the subagent.
+//! Inside a subagent the invocation guard answers first, with the
+//! `nested_delegation_forbidden` result, so no process and no provider
+//! request is ever made for a nested call.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::{Invocation, Tool, ToolFuture, ToolKind, ToolOutput, parse_args};
+use crate::protocol::delegate::DelegateResult;
+use crate::protocol::{Message, ToolSpec};
+use crate::subagent::fork::DelegateArgs;
+
+/// One delegation, as handed to the supervisor.
+pub struct DelegationRequest<'a> {
+    /// The id of the model's `delegate` call.
+    pub call_id: &'a str,
+    pub args: DelegateArgs,
+    /// The parent's messages at the instant of the call.
+    pub parent_messages: &'a [Message],
+    /// The parent turn's cancellation (Ctrl+C, SIGINT, SIGTERM).
+    pub cancel: &'a CancellationToken,
+}
+
+pub type DelegationFuture<'a> = Pin<Box<dyn Future<Output = DelegateResult> + Send + 'a>>;
+
+/// Runs subagents for the main agent.
+pub trait Delegator: Send + Sync {
+    fn delegate<'a>(&'a self, request: DelegationRequest<'a>) -> DelegationFuture<'a>;
+    /// Cancels the running subagent, if any (the TUI's Esc); the parent turn
+    /// goes on with the cancelled result.
+    fn cancel_running(&self);
+}
+
+pub struct Delegate;
+
+const DESCRIPTION: &str = "\
+Run one bounded, synchronous, read-only subagent and return only its final normalized result. At invocation, Fido creates a private fork (an independent snapshot) of the parent's current messages array; the subagent works from that fork, not from a live reference to the parent array. The subagent's forked messages include a bootstrap tool result that explicitly gives it its current identity (role: \"subagent\", a unique agent_id, and parent_role: \"main\") and explains that its final output is for the parent. When the subagent finishes, its final output becomes the delegate tool result in the parent's messages. The parent does not receive the subagent's private tool calls or full transcript. The tool catalog remains unchanged in the subagent: if a subagent calls delegate again, that invocation must immediately return a normal status: \"failed\" tool result explaining that nested delegation is forbidden. No further subagent is created. The subagent is read-only, and the parent remains responsible for verification and integration.
+
+Details:
+- The result is a delegate_result object: identity (the producing subagent), status completed | partial | failed, summary, findings [{file, line, claim, confidence}], recommended_next_steps, tests_to_run, uncertainties, error {code, message} when it did not complete (e.g. timeout, cancelled), and the subagent's token usage. Treat findings as hypotheses: verify them against the current files before you rely on them.
+- The subagent runs as a separate sandboxed process: it cannot write files, run commands, use the network or ask the user; mutating tools return permission_denied to it. delegate stays visible inside the subagent only to keep the advertised tool catalog stable (and cacheable); calling it there returns the failed nested_delegation_forbidden result by design.
+- One subagent at a time; it ends at timeout_ms (default 120000) or when the user cancels it, returning a partial or failed result. Continue normally after a partial or failed delegation.
+- Delegate genuinely independent investigation or review work (e.g. \"find every caller of X and how it handles errors\") with a clear task and scope. Do not delegate small lookups you can do in one or two tool calls, or anything that changes files.";
+
+impl Tool for Delegate {
+    fn name(&self) -> &'static str {
+        "delegate"
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Delegation
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "delegate".into(),
+            description: DESCRIPTION.into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "task": {"type": "string", "description": "The bounded investigation to do, stated so it can be done without asking back."},
+                    "context": {"type": "string", "description": "Why you delegate and what you already know."},
+                    "scope": {
+                        "type": "object",
+                        "properties": {
+                            "paths": {"type": "array", "items": {"type": "string"}, "description": "Workspace-relative paths to focus on."},
+                            "symbols": {"type": "array", "items": {"type": "string"}, "description": "Functions, types or names to focus on."}
+                        },
+                        "additionalProperties": false
+                    },
+                    "mode": {"type": "string", "enum": ["read_only"]},
+                    "output_contract": {"type": "string", "enum": ["findings"]},
+                    "timeout_ms": {"type": "integer", "minimum": 1000, "description": "Time limit in milliseconds (default 120000; capped by the configuration)."}
+                },
+                "required": ["task"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let args: DelegateArgs = match parse_args("delegate", invocation.args) {
+                Ok(args) => args,
+                Err(refusal) => return refusal,
+            };
+            let invalid = |message: &str| {
+                output(&DelegateResult::failed(
+                    "none",
+                    "invalid_arguments",
+                    message,
+                ))
+            };
+            if args.task.trim().is_empty() {
+                return invalid("`task` must say what to investigate");
+            }
+            if args.mode.as_deref().is_some_and(|m| m != "read_only") {
+                return invalid("only mode \"read_only\" exists: subagents cannot write");
+            }
+            if args
+                .output_contract
+                .as_deref()
+                .is_some_and(|c| c != "findings")
+            {
+                return invalid("only output_contract \"findings\" exists");
+            }
+            let Some(delegator) = &invocation.env.delegator else {
+                return output(&DelegateResult::failed(
+                    "none",
+                    "unavailable",
+                    "delegation needs a running session (fido or fido exec); nothing was started",
+                ));
+            };
+            let result = delegator
+                .delegate(DelegationRequest {
+                    call_id: invocation.call_id,
+                    args,
+                    parent_messages: invocation.conversation,
+                    cancel: invocation.cancel,
+                })
+                .await;
+            output(&result)
+        })
+    }
+}
+
+/// The tool output for a result: its JSON as content and details; a failed
+/// delegation is a failed tool result.
+pub fn output(result: &DelegateResult) -> ToolOutput {
+    let value = serde_json::to_value(result).unwrap_or_default();
+    ToolOutput {
+        ok: result.status != crate::protocol::delegate::DelegateStatus::Failed,
+        content: serde_json::to_string_pretty(&value).unwrap_or_default(),
+        details: Some(value),
+    }
+}

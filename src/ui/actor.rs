@@ -1,0 +1,263 @@
+//! `UiActor`: owns the [`Store`] and the terminal; turns messages into store
+//! changes and frames, and actions into commands for the agent.
+//!
+//! Draw on change: a message that changes the store schedules one frame
+//! [`FRAME_DELAY`] later unless one is already scheduled, so a burst of
+//! events costs one draw. The only timer is a one-second [`TICK`] while a
+//! subagent's clock runs. The actor never waits for the agent: commands are
+//! casts, and the reply to `SubmitPrompt` is awaited by a spawned task that
+//! posts it back as [`UiMessage::TurnEnded`].
+//!
+//! Generic over the ratatui backend, so tests run the real actor on a
+//! `TestBackend`.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ratatui::Terminal;
+use ratatui::backend::Backend;
+use tokio::sync::oneshot;
+
+use super::commands::PlanCommands;
+use super::keys::{self, Action};
+use super::store::{Entry, Store};
+use super::widgets;
+use crate::agent::{AgentMessage, TurnOutcome};
+use crate::protocol::{Event, TurnStatus};
+
+/// Delay between the first change and its frame: bursts within it coalesce.
+pub const FRAME_DELAY: Duration = Duration::from_millis(16);
+/// How often on-screen clocks advance while something is running.
+pub const TICK: Duration = Duration::from_secs(1);
+
+pub enum UiMessage {
+    /// An event of the agent (forwarded from its `EventSink` channel).
+    Agent(Event),
+    /// Terminal input: a key, a paste, a resize (from the input reader).
+    Terminal(crossterm::event::Event),
+    /// The reply to `SubmitPrompt`: the turn ended, or never started.
+    TurnEnded(TurnOutcome),
+    /// Quit now (SIGTERM, SIGHUP): like `/quit`.
+    Shutdown,
+    /// A copy of the store (tests, debugging).
+    Snapshot(RpcReplyPort<Store>),
+    /// Internal: draw the frame scheduled after a change.
+    Frame,
+    /// Internal: advance on-screen clocks.
+    Tick,
+}
+
+/// Why the actor stopped, sent once on its exit port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UiExit {
+    /// The user quit.
+    Quit,
+    /// Drawing failed; one sentence.
+    Failed(String),
+}
+
+pub struct UiActor<B>(PhantomData<fn() -> B>);
+
+impl<B> UiActor<B> {
+    pub fn new() -> Self {
+        UiActor(PhantomData)
+    }
+}
+
+impl<B> Default for UiActor<B> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+pub struct UiArguments<B: Backend> {
+    pub terminal: Terminal<B>,
+    /// Where prompts and interrupts go.
+    pub agent: ActorRef<AgentMessage>,
+    pub plan_commands: Arc<dyn PlanCommands>,
+    /// Told once why the actor stopped.
+    pub exit: oneshot::Sender<UiExit>,
+}
+
+pub struct UiState<B: Backend> {
+    terminal: Terminal<B>,
+    store: Store,
+    agent: ActorRef<AgentMessage>,
+    plan_commands: Arc<dyn PlanCommands>,
+    exit: Option<oneshot::Sender<UiExit>>,
+    frame_scheduled: bool,
+    tick_scheduled: bool,
+}
+
+impl<B> Actor for UiActor<B>
+where
+    B: Backend + Send + 'static,
+{
+    type Msg = UiMessage;
+    type State = UiState<B>;
+    type Arguments = UiArguments<B>;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<UiMessage>,
+        args: UiArguments<B>,
+    ) -> Result<UiState<B>, ActorProcessingErr> {
+        let size = args
+            .terminal
+            .size()
+            .map_err(|err| format!("cannot read the terminal size: {err}"))?;
+        let mut state = UiState {
+            terminal: args.terminal,
+            store: Store::new((size.width, size.height)),
+            agent: args.agent,
+            plan_commands: args.plan_commands,
+            exit: Some(args.exit),
+            frame_scheduled: false,
+            tick_scheduled: false,
+        };
+        draw(&mut state).map_err(|message| -> ActorProcessingErr { message.into() })?;
+        Ok(state)
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<UiMessage>,
+        message: UiMessage,
+        state: &mut UiState<B>,
+    ) -> Result<(), ActorProcessingErr> {
+        let now = Instant::now();
+        let changed = match message {
+            UiMessage::Agent(event) => state.store.apply(&event.kind, now),
+            UiMessage::Terminal(event) => match event {
+                crossterm::event::Event::Key(key) => {
+                    if let Some(action) = keys::handle_key(&mut state.store, key, now) {
+                        dispatch(&myself, state, action);
+                    }
+                    true
+                }
+                crossterm::event::Event::Paste(text) => {
+                    keys::handle_paste(&mut state.store, &text);
+                    true
+                }
+                crossterm::event::Event::Resize(width, height) => {
+                    state.store.size = (width, height);
+                    true
+                }
+                crossterm::event::Event::FocusGained
+                | crossterm::event::Event::FocusLost
+                | crossterm::event::Event::Mouse(_) => false,
+            },
+            UiMessage::TurnEnded(outcome) => {
+                state.store.turn_replied(outcome.status, outcome.error);
+                true
+            }
+            UiMessage::Shutdown => {
+                dispatch(&myself, state, Action::Quit);
+                false
+            }
+            UiMessage::Snapshot(reply) => {
+                let _ = reply.send(state.store.clone());
+                false
+            }
+            UiMessage::Frame => {
+                state.frame_scheduled = false;
+                if let Err(message) = draw(state) {
+                    stop(&myself, state, UiExit::Failed(message));
+                }
+                false
+            }
+            UiMessage::Tick => {
+                state.tick_scheduled = false;
+                state.store.tick(now)
+            }
+        };
+        if changed && !state.frame_scheduled {
+            state.frame_scheduled = true;
+            myself.send_after(FRAME_DELAY, || UiMessage::Frame);
+        }
+        if state.store.needs_ticks() && !state.tick_scheduled {
+            state.tick_scheduled = true;
+            myself.send_after(TICK, || UiMessage::Tick);
+        }
+        Ok(())
+    }
+}
+
+fn draw<B: Backend>(state: &mut UiState<B>) -> Result<(), String> {
+    let store = &state.store;
+    state
+        .terminal
+        .draw(|frame| widgets::draw(frame, store))
+        .map(|_| ())
+        .map_err(|err| format!("cannot draw to the terminal: {err}"))
+}
+
+fn stop<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, exit: UiExit) {
+    if let Some(port) = state.exit.take() {
+        let _ = port.send(exit);
+    }
+    myself.stop(None);
+}
+
+/// Carries out an action: a command to the agent, a local command, or quit.
+fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, action: Action) {
+    let store = &mut state.store;
+    match action {
+        Action::Submit(prompt) => {
+            // `store.unsynced_plan` (left by /plan clear) should reach the
+            // model as a plan-state tool result before this prompt; the
+            // agent has no message for that yet, so it stays pending.
+            store.begin_turn(&prompt);
+            let (sender, reply) = oneshot::channel();
+            let submitted = state.agent.cast(AgentMessage::SubmitPrompt {
+                prompt,
+                reply: sender.into(),
+            });
+            if submitted.is_err() {
+                store.turn_replied(TurnStatus::Failed, Some("the agent is not running".into()));
+                return;
+            }
+            let ui = myself.clone();
+            tokio::spawn(async move {
+                let outcome = reply.await.unwrap_or_else(|_| TurnOutcome {
+                    status: TurnStatus::Failed,
+                    final_text: None,
+                    error: Some("the agent stopped during the turn".into()),
+                    usage: Default::default(),
+                });
+                // Fails only when the UI is gone; nothing to tell then.
+                let _ = ui.cast(UiMessage::TurnEnded(outcome));
+            });
+        }
+        Action::Interrupt => {
+            if state.agent.cast(AgentMessage::Interrupt).is_err() {
+                store.set_notice("the agent is not running", true);
+            }
+        }
+        Action::CancelSubagent => {
+            // TODO(#4): send AgentMessage::CancelSubagent once the agent has it.
+            store.set_notice(
+                "Esc cannot cancel a subagent yet; Ctrl+C interrupts the whole turn",
+                true,
+            );
+        }
+        Action::ShowPlan => {
+            store.push(Entry::Info("/plan (local; not sent to the model)".into()));
+            match state.plan_commands.show() {
+                Ok(text) => store.push(Entry::Local(text)),
+                Err(message) => store.push(Entry::Error(message)),
+            }
+        }
+        Action::ClearPlan => match state.plan_commands.clear() {
+            Ok(cleared) => {
+                store.set_plan(&cleared.flavour, &cleared.plan, "cleared");
+                store.push(Entry::Info(cleared.message));
+                store.unsynced_plan = Some(cleared.plan);
+            }
+            Err(message) => store.push(Entry::Error(message)),
+        },
+        Action::Quit => stop(myself, state, UiExit::Quit),
+    }
+}

@@ -1,0 +1,38 @@
+//! The interactive full-screen terminal UI (`fido` with no subcommand).
+//!
+//! Theory of operation: the [`UiActor`](actor::UiActor) owns a [`Store`]
+//! (everything the screen shows: session, turn status, transcript, plan,
+//! subagent bar, input line) and the terminal. Agent events, terminal input
+//! and turn outcomes arrive as [`UiMessage`]s; the store changes, and a
+//! frame is scheduled. Bursts of messages coalesce into one frame
+//! ([`actor::FRAME_DELAY`]); nothing redraws on a timer except a once-per-
+//! second tick while a subagent's elapsed time is shown. Widgets draw from
+//! `&Store` only; a key press becomes an [`Action`] that the actor turns into
+//! a command for the agent (`SubmitPrompt`, `Interrupt`) or a local command
+//! (`/plan`, `/plan clear`, `/quit`).
+//!
+//! Invariants: the UI never blocks the agent (events reach it through an
+//! unbounded channel and every command is a `cast`); the terminal is always
+//! restored (raw mode off, alternate screen left, cursor shown) on quit, on
+//! error and on panic ([`terminal`]); the plan panel shows every item of the
+//! same normalised object the model got, never a count or a summary; the
+//! subagent bar shows only sanitised lifecycle metadata.
+
+pub mod actor;
+pub mod commands;
+pub mod input;
+pub mod keys;
+pub mod layout;
+pub mod plan_view;
+pub mod store;
+pub mod terminal;
+pub mod widgets;
+
+#[cfg(test)]
+mod tests;
+
+pub use actor::{UiActor, UiArguments, UiExit, UiMessage};
+pub use commands::{PlanCleared, PlanCommands};
+pub use keys::Action;
+pub use store::Store;
+pub use terminal::{UiError, UiSetup, run};

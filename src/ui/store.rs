@@ -1,0 +1,399 @@
+//! The UI store: everything the screen shows, apart from drawing.
+//!
+//! Only the UI actor owns it. Agent events arrive through [`Store::apply`];
+//! key presses change it through [`crate::ui::keys`]; widgets read it by
+//! shared reference. Time enters only as an argument (`now`), so a store fed
+//! the same events draws the same frame.
+
+use std::time::Instant;
+
+use super::input::InputBuffer;
+use super::plan_view::PlanView;
+use crate::protocol::{EventKind, TurnStatus, UsageTotals};
+use crate::text::{sanitize, summary};
+
+/// Longest subagent detail kept (the bar cuts it further to fit).
+const SUBAGENT_DETAIL_CHARS: usize = 200;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionInfo {
+    pub workspace: String,
+    pub provider: String,
+    pub model: String,
+}
+
+/// Where the parent turn is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnState {
+    /// Waiting for a prompt.
+    Idle,
+    /// A prompt was sent; the agent has not said `turn_started` yet.
+    Submitted,
+    Running {
+        turn: u32,
+    },
+    /// Ctrl+C was pressed; the turn is winding down.
+    Interrupting,
+}
+
+impl TurnState {
+    pub fn is_busy(self) -> bool {
+        match self {
+            TurnState::Idle => false,
+            TurnState::Submitted | TurnState::Running { .. } | TurnState::Interrupting => true,
+        }
+    }
+}
+
+/// The result of a tool call, once it arrived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolResultView {
+    pub ok: bool,
+    pub summary: String,
+}
+
+/// One entry of the transcript. Subagent activity never appears here (it
+/// has its own bar), and a plan update is one line, never the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    User(String),
+    Assistant(String),
+    Tool {
+        id: String,
+        name: String,
+        summary: String,
+        result: Option<ToolResultView>,
+    },
+    /// `plan updated: v2 · 3 items, …`
+    Plan(String),
+    /// Dim information: retries, compaction, an interrupted turn.
+    Info(String),
+    Error(String),
+    /// Output of a local command (`/plan`), kept verbatim.
+    Local(String),
+}
+
+/// What a subagent is doing, from `subagent` events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    Starting,
+    Reasoning,
+    /// Running this tool.
+    Tool(String),
+    NestedDelegationRejected,
+    Completed,
+    Partial,
+    Failed,
+    Cancelled,
+}
+
+impl Phase {
+    pub fn parse(text: &str) -> Phase {
+        match text {
+            "starting" => Phase::Starting,
+            "reasoning" => Phase::Reasoning,
+            "nested_delegation_rejected" => Phase::NestedDelegationRejected,
+            "completed" => Phase::Completed,
+            "partial" => Phase::Partial,
+            "failed" => Phase::Failed,
+            "cancelled" => Phase::Cancelled,
+            tool => Phase::Tool(summary(tool, 40)),
+        }
+    }
+
+    /// The subagent has ended; its bar shows the outcome until the next prompt.
+    pub fn is_final(&self) -> bool {
+        match self {
+            Phase::Completed | Phase::Partial | Phase::Failed | Phase::Cancelled => true,
+            Phase::Starting
+            | Phase::Reasoning
+            | Phase::Tool(_)
+            | Phase::NestedDelegationRejected => false,
+        }
+    }
+
+    /// How the bar names the phase.
+    pub fn label(&self) -> String {
+        match self {
+            Phase::Starting => "starting".into(),
+            Phase::Reasoning => "reasoning".into(),
+            Phase::Tool(name) => name.clone(),
+            Phase::NestedDelegationRejected => "nested delegation rejected".into(),
+            Phase::Completed => "completed".into(),
+            Phase::Partial => "partial".into(),
+            Phase::Failed => "failed".into(),
+            Phase::Cancelled => "cancelled".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubagentView {
+    pub agent_id: String,
+    pub pid: Option<u32>,
+    pub phase: Phase,
+    /// Elapsed time the last event reported.
+    pub elapsed_ms: u64,
+    /// Time since that event, added by ticks while the subagent runs.
+    pub since_event_ms: u64,
+    pub detail: String,
+    /// Set when the parent turn ended without a final subagent event: the
+    /// clock stops.
+    pub frozen: bool,
+    received_at: Instant,
+}
+
+impl SubagentView {
+    pub fn shown_elapsed_ms(&self) -> u64 {
+        self.elapsed_ms.saturating_add(self.since_event_ms)
+    }
+
+    fn is_ticking(&self) -> bool {
+        !self.phase.is_final() && !self.frozen
+    }
+}
+
+/// A transient message on the status line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub text: String,
+    pub warning: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Store {
+    pub session: SessionInfo,
+    pub turn: TurnState,
+    /// Number of the latest turn the agent started (0 before the first).
+    pub turn_number: u32,
+    /// How the last turn ended, for the header.
+    pub last_turn: Option<(u32, TurnStatus)>,
+    pub usage: UsageTotals,
+    pub transcript: Vec<Entry>,
+    pub plan: Option<PlanView>,
+    pub subagent: Option<SubagentView>,
+    pub input: InputBuffer,
+    pub notice: Option<Notice>,
+    /// Transcript lines scrolled up from the bottom (0: follow the tail).
+    pub transcript_scroll: usize,
+    /// Plan lines scrolled down from the top.
+    pub plan_scroll: usize,
+    /// The plan shown over the whole body (F2 / Ctrl+P).
+    pub plan_overlay: bool,
+    /// Terminal size (columns, rows), for paging.
+    pub size: (u16, u16),
+    /// When Ctrl+C was pressed while idle (a second press quits).
+    pub quit_armed_at: Option<Instant>,
+    /// A plan replaced by `/plan clear` that the model has not seen yet.
+    pub unsynced_plan: Option<serde_json::Value>,
+    saw_turn_started: bool,
+}
+
+impl Store {
+    pub fn new(size: (u16, u16)) -> Store {
+        Store {
+            session: SessionInfo::default(),
+            turn: TurnState::Idle,
+            turn_number: 0,
+            last_turn: None,
+            usage: UsageTotals::default(),
+            transcript: Vec::new(),
+            plan: None,
+            subagent: None,
+            input: InputBuffer::default(),
+            notice: None,
+            transcript_scroll: 0,
+            plan_scroll: 0,
+            plan_overlay: false,
+            size,
+            quit_armed_at: None,
+            unsynced_plan: None,
+            saw_turn_started: false,
+        }
+    }
+
+    /// Applies one agent event; returns whether anything visible changed.
+    pub fn apply(&mut self, event: &EventKind, now: Instant) -> bool {
+        match event {
+            EventKind::SessionStarted {
+                workspace,
+                provider,
+                model,
+                tools: _,
+            } => {
+                self.session = SessionInfo {
+                    workspace: summary(workspace, 400),
+                    provider: summary(provider, 40),
+                    model: summary(model, 80),
+                };
+            }
+            EventKind::TurnStarted { turn } => {
+                self.saw_turn_started = true;
+                self.turn_number = *turn;
+                if self.turn != TurnState::Interrupting {
+                    self.turn = TurnState::Running { turn: *turn };
+                }
+            }
+            EventKind::AssistantText { text } => {
+                let text = sanitize(text, false).trim_end().to_string();
+                self.push(Entry::Assistant(text));
+            }
+            EventKind::ToolCall { id, name, summary } => self.push(Entry::Tool {
+                id: id.clone(),
+                name: sanitize(name, true),
+                summary: sanitize(summary, true),
+                result: None,
+            }),
+            EventKind::ToolResult {
+                id,
+                ok,
+                summary: text,
+                ..
+            } => {
+                let found = self
+                    .transcript
+                    .iter_mut()
+                    .rev()
+                    .find_map(|entry| match entry {
+                        Entry::Tool {
+                            id: call, result, ..
+                        } if call == id => Some(result),
+                        _ => None,
+                    });
+                if let Some(result) = found {
+                    *result = Some(ToolResultView {
+                        ok: *ok,
+                        summary: summary(text, 120),
+                    });
+                }
+            }
+            EventKind::PlanUpdated { flavour, plan } => self.set_plan(flavour, plan, "updated"),
+            EventKind::Subagent {
+                agent_id,
+                pid,
+                phase,
+                elapsed_ms,
+                detail,
+            } => {
+                self.subagent = Some(SubagentView {
+                    agent_id: summary(agent_id, 64),
+                    pid: *pid,
+                    phase: Phase::parse(phase),
+                    elapsed_ms: *elapsed_ms,
+                    since_event_ms: 0,
+                    detail: summary(detail, SUBAGENT_DETAIL_CHARS),
+                    frozen: false,
+                    received_at: now,
+                });
+            }
+            EventKind::Usage { .. } => return false,
+            EventKind::Compacted {
+                removed_messages, ..
+            } => self.push(Entry::Info(format!(
+                "context compacted: {removed_messages} older messages summarised or elided"
+            ))),
+            EventKind::Retrying {
+                attempt,
+                delay_ms,
+                reason,
+            } => self.push(Entry::Info(format!(
+                "provider: retry {attempt} in {:.1}s ({})",
+                *delay_ms as f64 / 1000.0,
+                summary(reason, 100)
+            ))),
+            EventKind::TurnCompleted {
+                turn,
+                status,
+                usage,
+            } => {
+                self.usage.merge(*usage);
+                self.finish_turn(*turn, *status);
+            }
+            EventKind::Error { message } => self.push(Entry::Error(sanitize(message, false))),
+        }
+        true
+    }
+
+    /// Shows a plan object in the panel and one line in the transcript.
+    pub fn set_plan(&mut self, flavour: &str, plan: &serde_json::Value, verb: &str) {
+        self.plan = PlanView::from_event(flavour, plan);
+        let line = match &self.plan {
+            Some(view) => format!("plan {verb}: {}", view.summary()),
+            None => format!("plan {verb}: no plan"),
+        };
+        self.push(Entry::Plan(line));
+    }
+
+    /// The user submitted a prompt: the parent turn advances, so a finished
+    /// subagent's bar goes away.
+    pub fn begin_turn(&mut self, prompt: &str) {
+        self.push(Entry::User(sanitize(prompt, false)));
+        self.turn = TurnState::Submitted;
+        self.saw_turn_started = false;
+        self.transcript_scroll = 0;
+        self.subagent = None;
+    }
+
+    /// The reply to `SubmitPrompt` arrived (after `turn_completed`, or
+    /// instead of it when the turn never started).
+    pub fn turn_replied(&mut self, status: TurnStatus, error: Option<String>) {
+        if !self.turn.is_busy() {
+            return;
+        }
+        if !self.saw_turn_started
+            && let Some(error) = error
+        {
+            self.push(Entry::Error(sanitize(&error, false)));
+        }
+        self.finish_turn(self.turn_number, status);
+    }
+
+    fn finish_turn(&mut self, turn: u32, status: TurnStatus) {
+        let was_busy = self.turn.is_busy();
+        self.turn = TurnState::Idle;
+        if let Some(subagent) = &mut self.subagent
+            && subagent.is_ticking()
+        {
+            subagent.frozen = true;
+        }
+        if was_busy {
+            self.last_turn = Some((turn, status));
+            if status == TurnStatus::Interrupted {
+                self.push(Entry::Info(format!("turn {turn} interrupted")));
+            }
+        }
+    }
+
+    /// Advances clocks shown on screen; returns whether a second passed on
+    /// any of them (so a frame is worth drawing).
+    pub fn tick(&mut self, now: Instant) -> bool {
+        let Some(subagent) = &mut self.subagent else {
+            return false;
+        };
+        if !subagent.is_ticking() {
+            return false;
+        }
+        let before = subagent.shown_elapsed_ms() / 1000;
+        subagent.since_event_ms = now
+            .saturating_duration_since(subagent.received_at)
+            .as_millis() as u64;
+        subagent.shown_elapsed_ms() / 1000 != before
+    }
+
+    /// Whether something on screen moves with time (ticks are scheduled
+    /// only then).
+    pub fn needs_ticks(&self) -> bool {
+        self.subagent.as_ref().is_some_and(SubagentView::is_ticking)
+    }
+
+    pub fn push(&mut self, entry: Entry) {
+        self.transcript.push(entry);
+    }
+
+    pub fn set_notice(&mut self, text: impl Into<String>, warning: bool) {
+        self.notice = Some(Notice {
+            text: text.into(),
+            warning,
+        });
+    }
+}

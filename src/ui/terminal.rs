@@ -1,0 +1,193 @@
+//! The real terminal: raw mode, the alternate screen, the input reader,
+//! and the guarantee that the terminal is given back as it was.
+//!
+//! Restoring happens exactly once, whichever comes first: the guard's drop
+//! (quit, error) or the panic hook (a panic anywhere, before its message is
+//! printed, so the message is readable on the normal screen).
+
+use std::io::{self, IsTerminal};
+use std::sync::Arc;
+use std::sync::Once;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crossterm::event::{
+    DisableBracketedPaste, EnableBracketedPaste, Event as TermEvent, EventStream, KeyCode,
+    KeyEvent, KeyModifiers,
+};
+use crossterm::terminal::{
+    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
+};
+use futures_util::StreamExt;
+use ractor::{Actor, ActorRef};
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::{mpsc, oneshot};
+
+use super::actor::{UiActor, UiArguments, UiExit, UiMessage};
+use super::commands::PlanCommands;
+use crate::agent::AgentMessage;
+use crate::protocol::Event;
+
+#[derive(Debug, thiserror::Error)]
+pub enum UiError {
+    #[error(
+        "the terminal UI needs an interactive terminal; run `fido exec PROMPT` for a headless session"
+    )]
+    NotATerminal,
+    #[error("cannot set up the terminal: {0}")]
+    Terminal(#[source] io::Error),
+    #[error("cannot start the terminal UI: {0}")]
+    Start(#[source] ractor::SpawnErr),
+    #[error("the terminal UI failed: {0}")]
+    Failed(String),
+}
+
+/// What the UI is connected to.
+pub struct UiSetup {
+    pub agent: ActorRef<AgentMessage>,
+    /// The agent's events (the receiving end of its `EventSink`).
+    pub events: mpsc::UnboundedReceiver<Event>,
+    pub plan_commands: Arc<dyn PlanCommands>,
+}
+
+/// Fails unless standard input and output are a terminal.
+pub fn check_interactive() -> Result<(), UiError> {
+    if io::stdin().is_terminal() && io::stdout().is_terminal() {
+        Ok(())
+    } else {
+        Err(UiError::NotATerminal)
+    }
+}
+
+/// Runs the full-screen UI until the user quits. The terminal is restored
+/// before this returns, whatever happened.
+pub async fn run(setup: UiSetup) -> Result<(), UiError> {
+    check_interactive()?;
+    let guard = TerminalGuard::enter().map_err(UiError::Terminal)?;
+    let terminal = Terminal::new(CrosstermBackend::new(io::stdout())).map_err(UiError::Terminal)?;
+    let (exit, exited) = oneshot::channel();
+    let arguments = UiArguments {
+        terminal,
+        agent: setup.agent,
+        plan_commands: setup.plan_commands,
+        exit,
+    };
+    let (ui, handle) = Actor::spawn(None, UiActor::new(), arguments)
+        .await
+        .map_err(UiError::Start)?;
+    let tasks = [
+        tokio::spawn(read_input(ui.clone())),
+        tokio::spawn(forward_events(setup.events, ui.clone())),
+        tokio::spawn(watch_signals(ui)),
+    ];
+    let _ = handle.await;
+    for task in &tasks {
+        task.abort();
+    }
+    drop(guard);
+    match exited.await {
+        Ok(UiExit::Quit) => Ok(()),
+        Ok(UiExit::Failed(message)) => Err(UiError::Failed(message)),
+        Err(_) => Err(UiError::Failed("the UI stopped unexpectedly".into())),
+    }
+}
+
+async fn read_input(ui: ActorRef<UiMessage>) {
+    let mut stream = EventStream::new();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(event) => {
+                if ui.cast(UiMessage::Terminal(event)).is_err() {
+                    return;
+                }
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot read terminal input");
+                return;
+            }
+        }
+    }
+}
+
+async fn forward_events(mut events: mpsc::UnboundedReceiver<Event>, ui: ActorRef<UiMessage>) {
+    while let Some(event) = events.recv().await {
+        if ui.cast(UiMessage::Agent(event)).is_err() {
+            return;
+        }
+    }
+}
+
+/// SIGTERM and SIGHUP quit cleanly; a SIGINT from outside (raw mode turns
+/// the keyboard's Ctrl+C into a key) counts as Ctrl+C.
+async fn watch_signals(ui: ActorRef<UiMessage>) {
+    let (Ok(mut term), Ok(mut hup), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::warn!("cannot watch for signals");
+        return;
+    };
+    loop {
+        let message = tokio::select! {
+            _ = term.recv() => UiMessage::Shutdown,
+            _ = hup.recv() => UiMessage::Shutdown,
+            _ = int.recv() => UiMessage::Terminal(TermEvent::Key(KeyEvent::new(
+                KeyCode::Char('c'),
+                KeyModifiers::CONTROL,
+            ))),
+        };
+        if ui.cast(message).is_err() {
+            return;
+        }
+    }
+}
+
+/// Whether the terminal is in the UI's modes and must be restored.
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+
+/// Raw mode, alternate screen and bracketed paste while it lives.
+struct TerminalGuard;
+
+impl TerminalGuard {
+    fn enter() -> io::Result<TerminalGuard> {
+        install_panic_hook();
+        enable_raw_mode()?;
+        ACTIVE.store(true, Ordering::SeqCst);
+        let guard = TerminalGuard;
+        crossterm::execute!(io::stdout(), EnterAlternateScreen, EnableBracketedPaste)?;
+        Ok(guard)
+    }
+}
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        restore();
+    }
+}
+
+/// Gives the terminal back: bracketed paste off, normal screen, cursor
+/// shown, raw mode off. Idempotent.
+pub fn restore() {
+    if ACTIVE.swap(false, Ordering::SeqCst) {
+        let _ = crossterm::execute!(
+            io::stdout(),
+            DisableBracketedPaste,
+            LeaveAlternateScreen,
+            crossterm::cursor::Show
+        );
+        let _ = disable_raw_mode();
+    }
+}
+
+fn install_panic_hook() {
+    static INSTALLED: Once = Once::new();
+    INSTALLED.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore();
+            previous(info);
+        }));
+    });
+}

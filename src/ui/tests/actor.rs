@@ -1,0 +1,334 @@
+//! The real `UiActor` on a counting `TestBackend`, talking to a fake agent
+//! actor (same `AgentMessage` type) and fake plan commands.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ratatui::Terminal;
+use ratatui::backend::{Backend, ClearType, TestBackend, WindowSize};
+use ratatui::buffer::Cell;
+use ratatui::layout::{Position, Size};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use super::*;
+use crate::agent::{AgentMessage, TurnOutcome};
+use crate::protocol::{Event, TurnStatus};
+use crate::ui::actor::{UiActor, UiArguments, UiExit, UiMessage};
+use crate::ui::commands::{PlanCleared, PlanCommands};
+use crate::ui::store::{Entry, TurnState};
+
+/// What the fake agent was asked.
+enum Asked {
+    Submit {
+        prompt: String,
+        reply: RpcReplyPort<TurnOutcome>,
+    },
+    Interrupt,
+    Other,
+}
+
+struct FakeAgent;
+
+impl Actor for FakeAgent {
+    type Msg = AgentMessage;
+    type State = mpsc::UnboundedSender<Asked>;
+    type Arguments = mpsc::UnboundedSender<Asked>;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<AgentMessage>,
+        asked: Self::Arguments,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok(asked)
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<AgentMessage>,
+        message: AgentMessage,
+        asked: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let _ = asked.send(match message {
+            AgentMessage::SubmitPrompt { prompt, reply } => Asked::Submit { prompt, reply },
+            AgentMessage::Interrupt => Asked::Interrupt,
+            _ => Asked::Other,
+        });
+        Ok(())
+    }
+}
+
+/// A `TestBackend` that counts frames (one flush per `Terminal::draw`).
+struct CountingBackend {
+    inner: TestBackend,
+    frames: Arc<AtomicUsize>,
+}
+
+impl Backend for CountingBackend {
+    type Error = std::convert::Infallible;
+
+    fn draw<'a, I>(&mut self, content: I) -> Result<(), Self::Error>
+    where
+        I: Iterator<Item = (u16, u16, &'a Cell)>,
+    {
+        self.inner.draw(content)
+    }
+    fn hide_cursor(&mut self) -> Result<(), Self::Error> {
+        self.inner.hide_cursor()
+    }
+    fn show_cursor(&mut self) -> Result<(), Self::Error> {
+        self.inner.show_cursor()
+    }
+    fn get_cursor_position(&mut self) -> Result<Position, Self::Error> {
+        self.inner.get_cursor_position()
+    }
+    fn set_cursor_position<P: Into<Position>>(&mut self, position: P) -> Result<(), Self::Error> {
+        self.inner.set_cursor_position(position)
+    }
+    fn clear(&mut self) -> Result<(), Self::Error> {
+        self.inner.clear()
+    }
+    fn clear_region(&mut self, clear_type: ClearType) -> Result<(), Self::Error> {
+        self.inner.clear_region(clear_type)
+    }
+    fn size(&self) -> Result<Size, Self::Error> {
+        self.inner.size()
+    }
+    fn window_size(&mut self) -> Result<WindowSize, Self::Error> {
+        self.inner.window_size()
+    }
+    fn flush(&mut self) -> Result<(), Self::Error> {
+        self.frames.fetch_add(1, Ordering::SeqCst);
+        self.inner.flush()
+    }
+}
+
+#[derive(Default)]
+struct FakePlanCommands {
+    cleared: Mutex<u32>,
+}
+
+impl PlanCommands for FakePlanCommands {
+    fn show(&self) -> Result<String, String> {
+        Ok("Plan v1 · now · test\n  [ ] a — A (pending)\n".into())
+    }
+
+    fn clear(&self) -> Result<PlanCleared, String> {
+        *self.cleared.lock().unwrap() += 1;
+        Ok(PlanCleared {
+            message: "Plan cleared (version 2).".into(),
+            flavour: "update_plan".into(),
+            plan: serde_json::json!({"version": 2, "updatedAt": NOW,
+                "reason": "Plan cleared by the user.", "items": []}),
+        })
+    }
+}
+
+struct Harness {
+    ui: ActorRef<UiMessage>,
+    ui_handle: JoinHandle<()>,
+    asked: mpsc::UnboundedReceiver<Asked>,
+    exit: oneshot::Receiver<UiExit>,
+    frames: Arc<AtomicUsize>,
+    plan: Arc<FakePlanCommands>,
+}
+
+async fn start() -> Harness {
+    let (asked_tx, asked) = mpsc::unbounded_channel();
+    let (agent, _) = Actor::spawn(None, FakeAgent, asked_tx).await.unwrap();
+    let frames = Arc::new(AtomicUsize::new(0));
+    let backend = CountingBackend {
+        inner: TestBackend::new(120, 30),
+        frames: frames.clone(),
+    };
+    let plan = Arc::new(FakePlanCommands::default());
+    let (exit_tx, exit) = oneshot::channel();
+    let arguments = UiArguments {
+        terminal: Terminal::new(backend).unwrap(),
+        agent,
+        plan_commands: plan.clone(),
+        exit: exit_tx,
+    };
+    let (ui, ui_handle) = Actor::spawn(None, UiActor::new(), arguments).await.unwrap();
+    ui.cast(UiMessage::Agent(Event::now(session()))).unwrap();
+    Harness {
+        ui,
+        ui_handle,
+        asked,
+        exit,
+        frames,
+        plan,
+    }
+}
+
+impl Harness {
+    fn key(&self, key: KeyEvent) {
+        self.ui
+            .cast(UiMessage::Terminal(TermEvent::Key(key)))
+            .unwrap();
+    }
+
+    fn type_line(&self, text: &str) {
+        for c in text.chars() {
+            self.key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
+        }
+        self.key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+    }
+
+    fn ctrl_c(&self) {
+        self.key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
+    }
+
+    async fn store(&self) -> crate::ui::Store {
+        ractor::call!(self.ui, UiMessage::Snapshot).unwrap()
+    }
+
+    async fn next_asked(&mut self) -> Asked {
+        tokio::time::timeout(Duration::from_secs(5), self.asked.recv())
+            .await
+            .expect("the agent was asked nothing")
+            .unwrap()
+    }
+}
+
+#[tokio::test]
+async fn a_prompt_is_submitted_interrupted_and_ctrl_c_twice_quits() {
+    let mut h = start().await;
+    h.type_line("hello agent");
+    let Asked::Submit { prompt, reply } = h.next_asked().await else {
+        panic!("expected SubmitPrompt");
+    };
+    assert_eq!(prompt, "hello agent");
+    h.ui.cast(UiMessage::Agent(Event::now(EventKind::TurnStarted {
+        turn: 1,
+    })))
+    .unwrap();
+    let store = h.store().await;
+    assert_eq!(store.turn, TurnState::Running { turn: 1 });
+    assert_eq!(store.transcript[0], Entry::User("hello agent".into()));
+
+    h.ctrl_c();
+    assert!(matches!(h.next_asked().await, Asked::Interrupt));
+    reply
+        .send(TurnOutcome {
+            status: TurnStatus::Interrupted,
+            final_text: None,
+            error: None,
+            usage: Default::default(),
+        })
+        .unwrap();
+    // The reply arrives through a spawned task; wait for the store to see it.
+    let mut idle = false;
+    for _ in 0..100 {
+        if h.store().await.turn == TurnState::Idle {
+            idle = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(idle, "the turn never ended in the UI");
+
+    h.ctrl_c();
+    h.ctrl_c();
+    let exit = tokio::time::timeout(Duration::from_secs(5), h.exit)
+        .await
+        .unwrap();
+    assert_eq!(exit, Ok(UiExit::Quit));
+    tokio::time::timeout(Duration::from_secs(5), h.ui_handle)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn plan_clear_updates_the_panel_without_a_turn() {
+    let mut h = start().await;
+    h.ui.cast(UiMessage::Agent(Event::now(plan_event(plan_value(
+        "start",
+        three_items(),
+    )))))
+    .unwrap();
+    assert_eq!(h.store().await.plan.unwrap().items.len(), 3);
+    h.type_line("/plan clear");
+    let store = h.store().await;
+    assert_eq!(*h.plan.cleared.lock().unwrap(), 1);
+    let plan = store
+        .plan
+        .expect("a cleared plan is an empty plan, not none");
+    assert!(plan.items.is_empty());
+    assert_eq!(plan.version, Some(2));
+    assert!(store.unsynced_plan.is_some(), "kept for the model");
+    assert!(
+        store
+            .transcript
+            .contains(&Entry::Info("Plan cleared (version 2).".into()))
+    );
+    h.type_line("/plan");
+    let store = h.store().await;
+    assert!(matches!(store.transcript.last(), Some(Entry::Local(text)) if text.contains("[ ] a")));
+    // Neither command went to the agent.
+    assert!(h.asked.try_recv().is_err());
+}
+
+#[tokio::test]
+async fn a_refused_prompt_shows_the_error_and_frees_the_input() {
+    let mut h = start().await;
+    h.type_line("first");
+    let Asked::Submit { reply, .. } = h.next_asked().await else {
+        panic!("expected SubmitPrompt");
+    };
+    reply
+        .send(TurnOutcome {
+            status: TurnStatus::Failed,
+            final_text: None,
+            error: Some("a turn is already running; interrupt it first".into()),
+            usage: Default::default(),
+        })
+        .unwrap();
+    let mut store = h.store().await;
+    for _ in 0..100 {
+        if store.turn == TurnState::Idle {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        store = h.store().await;
+    }
+    assert_eq!(store.turn, TurnState::Idle);
+    assert!(store.transcript.contains(&Entry::Error(
+        "a turn is already running; interrupt it first".into()
+    )));
+}
+
+#[tokio::test]
+async fn bursts_of_events_coalesce_into_few_frames_and_idle_draws_nothing() {
+    let h = start().await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let before = h.frames.load(Ordering::SeqCst);
+    for n in 0..500 {
+        h.ui.cast(UiMessage::Agent(Event::now(EventKind::AssistantText {
+            text: format!("chunk {n}"),
+        })))
+        .unwrap();
+    }
+    let _ = h.store().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let after_burst = h.frames.load(Ordering::SeqCst);
+    let drawn = after_burst - before;
+    assert!((1..=5).contains(&drawn), "{drawn} frames for one burst");
+    // Nothing changes, nothing is drawn.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(h.frames.load(Ordering::SeqCst), after_burst);
+}
+
+#[tokio::test]
+async fn shutdown_quits() {
+    let h = start().await;
+    h.ui.cast(UiMessage::Shutdown).unwrap();
+    let exit = tokio::time::timeout(Duration::from_secs(5), h.exit)
+        .await
+        .unwrap();
+    assert_eq!(exit, Ok(UiExit::Quit));
+}

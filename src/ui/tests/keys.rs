@@ -1,0 +1,233 @@
+//! Keys in, actions out: the pure key handler on a store.
+
+use std::time::{Duration, Instant};
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+use super::*;
+use crate::ui::keys::{Action, QUIT_WINDOW, handle_key};
+use crate::ui::store::{Store, TurnState};
+
+fn key(code: KeyCode) -> KeyEvent {
+    KeyEvent::new(code, KeyModifiers::NONE)
+}
+
+fn ctrl(c: char) -> KeyEvent {
+    KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL)
+}
+
+fn type_text(store: &mut Store, text: &str, now: Instant) {
+    for c in text.chars() {
+        assert_eq!(handle_key(store, key(KeyCode::Char(c)), now), None);
+    }
+}
+
+fn idle() -> Store {
+    store_with((120, 30), &[session()])
+}
+
+fn busy() -> Store {
+    let mut store = idle();
+    store.begin_turn("work");
+    store.apply(&EventKind::TurnStarted { turn: 1 }, Instant::now());
+    store
+}
+
+#[test]
+fn enter_submits_the_prompt_and_clears_the_line() {
+    let mut store = idle();
+    let now = Instant::now();
+    type_text(&mut store, "  explain the parser  ", now);
+    let action = handle_key(&mut store, key(KeyCode::Enter), now);
+    assert_eq!(action, Some(Action::Submit("explain the parser".into())));
+    assert!(store.input.is_empty());
+    // An empty line submits nothing.
+    assert_eq!(handle_key(&mut store, key(KeyCode::Enter), now), None);
+}
+
+#[test]
+fn enter_while_a_turn_runs_keeps_the_input() {
+    let mut store = busy();
+    let now = Instant::now();
+    type_text(&mut store, "next question", now);
+    assert_eq!(handle_key(&mut store, key(KeyCode::Enter), now), None);
+    assert_eq!(store.input.text(), "next question");
+    assert!(
+        store
+            .notice
+            .as_ref()
+            .unwrap()
+            .text
+            .contains("turn is running")
+    );
+}
+
+#[test]
+fn ctrl_c_interrupts_a_running_turn() {
+    let mut store = busy();
+    let now = Instant::now();
+    assert_eq!(
+        handle_key(&mut store, ctrl('c'), now),
+        Some(Action::Interrupt)
+    );
+    assert_eq!(store.turn, TurnState::Interrupting);
+    // Pressing it again while the turn winds down interrupts again; it never quits.
+    assert_eq!(
+        handle_key(&mut store, ctrl('c'), now),
+        Some(Action::Interrupt)
+    );
+}
+
+#[test]
+fn ctrl_c_twice_when_idle_quits() {
+    let mut store = idle();
+    let t0 = Instant::now();
+    assert_eq!(handle_key(&mut store, ctrl('c'), t0), None);
+    assert!(
+        store
+            .notice
+            .as_ref()
+            .unwrap()
+            .text
+            .contains("again to quit")
+    );
+    let t1 = t0 + Duration::from_millis(400);
+    assert_eq!(handle_key(&mut store, ctrl('c'), t1), Some(Action::Quit));
+}
+
+#[test]
+fn ctrl_c_presses_too_far_apart_do_not_quit() {
+    let mut store = idle();
+    let t0 = Instant::now();
+    assert_eq!(handle_key(&mut store, ctrl('c'), t0), None);
+    let late = t0 + QUIT_WINDOW + Duration::from_millis(100);
+    assert_eq!(handle_key(&mut store, ctrl('c'), late), None);
+    // That press armed it again.
+    let soon = late + Duration::from_millis(200);
+    assert_eq!(handle_key(&mut store, ctrl('c'), soon), Some(Action::Quit));
+}
+
+#[test]
+fn another_key_between_the_two_ctrl_c_disarms() {
+    let mut store = idle();
+    let t0 = Instant::now();
+    handle_key(&mut store, ctrl('c'), t0);
+    handle_key(&mut store, key(KeyCode::Char('x')), t0);
+    assert_eq!(handle_key(&mut store, ctrl('c'), t0), None);
+}
+
+#[test]
+fn ctrl_d_quits_only_on_an_empty_line() {
+    let mut store = idle();
+    let now = Instant::now();
+    type_text(&mut store, "ab", now);
+    handle_key(&mut store, key(KeyCode::Home), now);
+    assert_eq!(handle_key(&mut store, ctrl('d'), now), None);
+    assert_eq!(store.input.text(), "b");
+    handle_key(&mut store, ctrl('d'), now);
+    assert_eq!(handle_key(&mut store, ctrl('d'), now), Some(Action::Quit));
+}
+
+#[test]
+fn local_commands_become_actions_without_a_turn() {
+    let now = Instant::now();
+    for (text, action) in [
+        ("/plan", Action::ShowPlan),
+        ("/plan clear", Action::ClearPlan),
+        ("  /plan   clear ", Action::ClearPlan),
+        ("/quit", Action::Quit),
+    ] {
+        let mut store = idle();
+        type_text(&mut store, text, now);
+        assert_eq!(
+            handle_key(&mut store, key(KeyCode::Enter), now),
+            Some(action)
+        );
+        assert!(store.input.is_empty());
+        assert!(store.transcript.is_empty(), "a local command is no prompt");
+    }
+}
+
+#[test]
+fn plan_clear_waits_for_the_turn_and_unknown_commands_are_explained() {
+    let now = Instant::now();
+    let mut store = busy();
+    type_text(&mut store, "/plan clear", now);
+    assert_eq!(handle_key(&mut store, key(KeyCode::Enter), now), None);
+    assert_eq!(store.input.text(), "/plan clear");
+    // /plan only reads, so it works during a turn.
+    let mut store = busy();
+    type_text(&mut store, "/plan", now);
+    assert_eq!(
+        handle_key(&mut store, key(KeyCode::Enter), now),
+        Some(Action::ShowPlan)
+    );
+
+    let mut store = idle();
+    type_text(&mut store, "/bogus", now);
+    assert_eq!(handle_key(&mut store, key(KeyCode::Enter), now), None);
+    assert!(store.notice.as_ref().unwrap().text.contains("/plan clear"));
+}
+
+#[test]
+fn esc_cancels_only_a_running_subagent() {
+    let now = Instant::now();
+    let mut store = busy();
+    assert_eq!(handle_key(&mut store, key(KeyCode::Esc), now), None);
+    store.apply(&subagent("reasoning", 1000, ""), now);
+    assert_eq!(
+        handle_key(&mut store, key(KeyCode::Esc), now),
+        Some(Action::CancelSubagent)
+    );
+    store.apply(&subagent("completed", 2000, ""), now);
+    assert_eq!(handle_key(&mut store, key(KeyCode::Esc), now), None);
+}
+
+#[test]
+fn page_keys_scroll_the_transcript_within_its_content() {
+    let now = Instant::now();
+    let mut store = idle();
+    for n in 0..100 {
+        store.apply(
+            &EventKind::AssistantText {
+                text: format!("line {n}"),
+            },
+            now,
+        );
+    }
+    handle_key(&mut store, key(KeyCode::PageUp), now);
+    let page = store.transcript_scroll;
+    assert!(page > 10, "{page}");
+    for _ in 0..50 {
+        handle_key(&mut store, key(KeyCode::PageUp), now);
+    }
+    let text = screen_text(&render(&store));
+    assert!(text.contains("line 0"), "the top is reachable:\n{text}");
+    for _ in 0..50 {
+        handle_key(&mut store, key(KeyCode::PageDown), now);
+    }
+    assert_eq!(store.transcript_scroll, 0);
+    // A new prompt follows the tail again.
+    handle_key(&mut store, key(KeyCode::PageUp), now);
+    store.begin_turn("again");
+    assert_eq!(store.transcript_scroll, 0);
+}
+
+#[test]
+fn f2_and_ctrl_p_toggle_the_plan_overlay() {
+    let now = Instant::now();
+    let mut store = idle();
+    handle_key(&mut store, key(KeyCode::F(2)), now);
+    assert!(store.plan_overlay);
+    handle_key(&mut store, ctrl('p'), now);
+    assert!(!store.plan_overlay);
+}
+
+#[test]
+fn key_releases_are_ignored() {
+    let mut store = idle();
+    let mut release = key(KeyCode::Char('x'));
+    release.kind = KeyEventKind::Release;
+    assert_eq!(handle_key(&mut store, release, Instant::now()), None);
+    assert!(store.input.is_empty());
+}

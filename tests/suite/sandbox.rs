@@ -1,0 +1,331 @@
+//! The subagent sandbox through the real binary: `fido sandbox check`, and a
+//! sandboxed probe child looked at from outside while it is confined.
+//!
+//! This kernel supports Landlock ABI 7; these tests fail, never skip, where
+//! the sandbox cannot be enforced.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use fido::sandbox::probe::{
+    CONTROL_PROBES, FORBIDDEN_PROBES, Outcome, ProbeFixture, ProbeFrame, ProbeResult,
+};
+use nix::unistd::Pid;
+
+use crate::common::{
+    ProcessFilter, assert_no_processes, fido_cmd, run_with_timeout, wait_with_timeout,
+};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The errno each forbidden probe must be refused with: Landlock answers
+/// EACCES for file-system and TCP rules, EPERM for scopes.
+fn expected_errno(probe: &str) -> &'static str {
+    match probe {
+        "signal-parent" | "abstract-unix-connect" => "EPERM",
+        _ => "EACCES",
+    }
+}
+
+fn temp_dirs_of(pid: u32) -> Vec<String> {
+    let prefix = format!("fido-sandbox-check-{pid}-");
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(&prefix))
+        .collect()
+}
+
+#[test]
+fn sandbox_check_blocks_every_forbidden_probe_here() {
+    let mut cmd = fido_cmd();
+    cmd.args(["sandbox", "check"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let output = wait_with_timeout(child, TIMEOUT);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "fido sandbox check failed ({}):\n{stdout}\nstderr:\n{stderr}",
+        output.status
+    );
+
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("sandbox: landlock ABI ")
+            && lines[0].contains("ruleset fully enforced")
+            && lines[0].contains("no_new_privs set")
+            && lines[0].contains("TCP denied")
+            && lines[0].contains("signals and abstract sockets scoped"),
+        "{stdout}"
+    );
+    let probe_lines: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.starts_with("probe "))
+        .collect();
+    let mut expected: Vec<String> = FORBIDDEN_PROBES
+        .iter()
+        .map(|p| format!("probe {p}: blocked ({})", expected_errno(p)))
+        .collect();
+    expected.extend(
+        CONTROL_PROBES
+            .iter()
+            .map(|p| format!("probe {p}: allowed (control)")),
+    );
+    assert_eq!(probe_lines, expected, "{stdout}");
+    assert!(
+        lines.last().unwrap().starts_with(&format!(
+            "summary: {n}/{n} forbidden operations blocked, 2/2 controls allowed; read-only sandbox enforced",
+            n = FORBIDDEN_PROBES.len()
+        )),
+        "{stdout}"
+    );
+
+    // The probe child was reaped and the fixture removed.
+    assert_no_processes(ProcessFilter::ChildrenOf(pid), Duration::from_secs(5));
+    assert!(
+        temp_dirs_of(pid).is_empty(),
+        "left behind: {:?}",
+        temp_dirs_of(pid)
+    );
+}
+
+#[test]
+fn sandbox_check_hides_the_probe_child_arguments() {
+    let mut cmd = fido_cmd();
+    cmd.args(["sandbox", "check", "--help"]);
+    let output = run_with_timeout(cmd, None, TIMEOUT);
+    assert!(output.status.success());
+    let help = String::from_utf8_lossy(&output.stdout);
+    assert!(!help.contains("probe"), "{help}");
+}
+
+/// A probe child started by this test, read line by line.
+struct HeldChild {
+    child: Option<Child>,
+    stdin: Option<ChildStdin>,
+    frames: mpsc::Receiver<ProbeFrame>,
+}
+
+impl HeldChild {
+    fn spawn(fixture: &ProbeFixture, parent_pid: i32, hold: bool) -> HeldChild {
+        let targets = fixture.targets(Pid::this()).unwrap();
+        let mut cmd = fido_cmd();
+        cmd.args(["sandbox", "check", "--probe-child", "--parent-pid"])
+            .arg(parent_pid.to_string())
+            .arg("--probe-dir")
+            .arg(&targets.dir)
+            .arg("--probe-port")
+            .arg(targets.tcp_port.to_string())
+            .arg("--probe-abstract")
+            .arg(&targets.abstract_name)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if hold {
+            cmd.arg("--probe-hold");
+        }
+        let mut child = cmd.spawn().unwrap();
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, frames) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let line = line.unwrap();
+                let frame: ProbeFrame = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("not a probe frame ({e}): {line}"));
+                if tx.send(frame).is_err() {
+                    return;
+                }
+            }
+        });
+        HeldChild {
+            child: Some(child),
+            stdin,
+            frames,
+        }
+    }
+
+    fn next(&self) -> ProbeFrame {
+        self.frames
+            .recv_timeout(TIMEOUT)
+            .expect("the probe child stopped talking")
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// Closes stdin (ends the hold) and waits for the exit.
+    fn finish(&mut self) -> std::process::Output {
+        drop(self.stdin.take());
+        wait_with_timeout(self.child.take().unwrap(), TIMEOUT)
+    }
+}
+
+impl Drop for HeldChild {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn proc_field(pid: u32, file: &str, field: &str) -> String {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/{file}")).unwrap();
+    text.lines()
+        .find(|l| l.starts_with(field))
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/{file}:\n{text}"))
+        .to_owned()
+}
+
+#[test]
+fn a_held_sandboxed_child_has_no_new_privs_and_gets_eacces_on_write() {
+    let fixture = ProbeFixture::create().unwrap();
+    let me = i32::try_from(std::process::id()).unwrap();
+    let mut held = HeldChild::spawn(&fixture, me, true);
+    let pid = held.pid();
+
+    let ProbeFrame::Sandboxed { report } = held.next() else {
+        panic!("the child did not enter the sandbox");
+    };
+    assert!(report.fully_enforced, "{report:?}");
+    assert!(report.no_new_privs && report.network_restricted && report.scoped);
+    assert!(report.landlock_abi.unwrap() >= 6, "{report:?}");
+
+    let mut results: Vec<ProbeResult> = Vec::new();
+    let holding_pid = loop {
+        match held.next() {
+            ProbeFrame::Probe(result) => results.push(result),
+            ProbeFrame::Holding { pid } => break pid,
+            other => panic!("unexpected frame {other:?}"),
+        }
+    };
+    assert_eq!(holding_pid, pid);
+
+    // Looked at from outside while it is confined.
+    assert_eq!(proc_field(pid, "status", "NoNewPrivs:"), "NoNewPrivs:\t1");
+    let fsize = proc_field(pid, "limits", "Max file size");
+    assert_eq!(
+        fsize.split_whitespace().collect::<Vec<_>>(),
+        ["Max", "file", "size", "0", "0", "bytes"]
+    );
+    let core = proc_field(pid, "limits", "Max core file size");
+    assert_eq!(
+        core.split_whitespace().collect::<Vec<_>>(),
+        ["Max", "core", "file", "size", "0", "0", "bytes"]
+    );
+
+    // The real write attempt inside failed with EACCES, and nothing changed.
+    let write = results
+        .iter()
+        .find(|r| r.name == "write-existing")
+        .expect("no write-existing probe");
+    assert_eq!(
+        write.outcome,
+        Outcome::Failed {
+            errno: "EACCES".to_owned()
+        }
+    );
+    fixture.verify(&mut results);
+    for result in &results {
+        assert!(
+            result.verdict().passed(),
+            "{} (probe {:?})",
+            result.line(),
+            result
+        );
+    }
+    let written = std::fs::read(fixture.dir().join("write-me.txt")).unwrap();
+    assert_eq!(written, fido::sandbox::probe::ORIGINAL_CONTENT);
+
+    let output = held.finish();
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(held.next(), ProbeFrame::Done);
+    assert_no_processes(ProcessFilter::Pid(pid), Duration::from_secs(5));
+}
+
+#[test]
+fn a_child_whose_parent_is_not_the_expected_one_refuses_to_go_on() {
+    let fixture = ProbeFixture::create().unwrap();
+    // pid 1 is never this test's pid: as if the parent had died and the
+    // child had been re-parented before the parent-death signal was armed.
+    let mut held = HeldChild::spawn(&fixture, 1, false);
+    let ProbeFrame::Refused { error } = held.next() else {
+        panic!("the child entered the sandbox with the wrong parent");
+    };
+    assert!(error.contains("parent process 1 is gone"), "{error}");
+    let output = held.finish();
+    assert_eq!(output.status.code(), Some(1));
+}
+
+#[test]
+fn killing_the_parent_kills_the_sandboxed_child() {
+    // bash starts a held probe child that expects bash as its parent and
+    // holds on a pipe fed by a `sleep`; SIGKILL to bash must take the
+    // child with it (parent-death signal).
+    let fixture = ProbeFixture::create().unwrap();
+    let targets = fixture.targets(Pid::this()).unwrap();
+    let script = format!(
+        "'{fido}' sandbox check --probe-child --parent-pid $$ --probe-dir '{dir}' \
+         --probe-port {port} --probe-abstract '{name}' --probe-hold \
+         < <(sleep 600) > /dev/null 2>&1 &\n\
+         echo $!; wait",
+        fido = crate::common::process::fido_bin(),
+        dir = targets.dir.display(),
+        port = targets.tcp_port,
+        name = targets.abstract_name,
+    );
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg("-c")
+        .arg(script)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .process_group(0);
+    let mut bash = cmd.spawn().unwrap();
+    let bash_pid = bash.id();
+    let mut line = String::new();
+    BufReader::new(bash.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let child_pid: u32 = line.trim().parse().unwrap();
+
+    // Wait until the child is confined (the sandbox set NoNewPrivs).
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let status =
+            std::fs::read_to_string(format!("/proc/{child_pid}/status")).unwrap_or_default();
+        if status.contains("NoNewPrivs:\t1") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the child never entered the sandbox"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    bash.kill().unwrap();
+    bash.wait().unwrap();
+    assert_no_processes(ProcessFilter::Pid(child_pid), Duration::from_secs(5));
+
+    // The `sleep` feeding the pipe is still in bash's group: clean it up.
+    let group = i32::try_from(bash_pid).unwrap();
+    // SAFETY: killpg(2) on the group this test created; no memory involved.
+    unsafe { libc::killpg(group, libc::SIGKILL) };
+    assert_no_processes(ProcessFilter::Group(bash_pid), Duration::from_secs(5));
+}

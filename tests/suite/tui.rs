@@ -1,0 +1,273 @@
+//! The interactive TUI (`fido` with no subcommand) end to end: the real
+//! binary in a real terminal (a private tmux server), typed at with
+//! `send-keys` and read with `capture-pane`, against the fake model server.
+//!
+//! tmux is required, never optional: when it is missing these tests fail
+//! (`.ci/run` installs it).
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::process::{ProcessFilter, clean_home, fido_bin, processes};
+use crate::common::sse;
+use crate::common::{FakeServer, Reply, assert_conversation_invariants, assert_no_processes};
+
+/// How long the screen may take to show what a step expects.
+const SCREEN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A private tmux server (its own socket) with one 140×40 session running
+/// `sh`; killed on drop, with everything it runs.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn start(env: &[(&str, String)]) -> Tmux {
+        match Command::new("tmux").arg("-V").output() {
+            Ok(output) if output.status.success() => {}
+            other => panic!(
+                "tmux is required for the TUI end-to-end tests (.ci/run installs it): {other:?}"
+            ),
+        }
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let tmux = Tmux {
+            socket: format!("fido-tui-{}-{nanos}", std::process::id()),
+        };
+        // The server (and so the shell) gets exactly this environment.
+        let mut cmd = tmux.command();
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", clean_home())
+            .env("XDG_CONFIG_HOME", clean_home())
+            .env("LANG", "C.UTF-8")
+            .env("TERM", "xterm-256color")
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .args([
+                "new-session",
+                "-d",
+                "-x",
+                "140",
+                "-y",
+                "40",
+                "-s",
+                "fido",
+                "sh",
+            ]);
+        let output = cmd.output().unwrap();
+        assert!(output.status.success(), "tmux new-session: {output:?}");
+        tmux
+    }
+
+    fn command(&self) -> Command {
+        let mut cmd = Command::new("tmux");
+        cmd.args(["-u", "-L", &self.socket, "-f", "/dev/null"]);
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let output = self.command().args(args).output().unwrap();
+        assert!(output.status.success(), "tmux {args:?}: {output:?}");
+        output
+    }
+
+    /// Types `text` literally, then Enter.
+    fn type_line(&self, text: &str) {
+        self.run(&["send-keys", "-t", "fido", "-l", text]);
+        self.run(&["send-keys", "-t", "fido", "Enter"]);
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "fido"];
+        args.extend_from_slice(keys);
+        self.run(&args);
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "fido"]).stdout)
+            .into_owned()
+    }
+
+    /// Waits until the screen satisfies `ready`; panics with the last screen.
+    fn wait_for(&self, what: &str, ready: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + SCREEN_TIMEOUT;
+        loop {
+            let screen = self.screen();
+            if ready(&screen) {
+                return screen;
+            }
+            if Instant::now() >= deadline {
+                panic!("the screen never showed {what} within {SCREEN_TIMEOUT:?}:\n{screen}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn shell_pid(&self) -> u32 {
+        let output = self.run(&["display-message", "-p", "-t", "fido", "#{pane_pid}"]);
+        String::from_utf8_lossy(&output.stdout)
+            .trim()
+            .parse()
+            .unwrap()
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.command().arg("kill-server").output();
+    }
+}
+
+fn quoted(path: &Path) -> String {
+    format!("'{}'", path.display().to_string().replace('\'', r"'\''"))
+}
+
+fn plan_items() -> Value {
+    json!([
+        {"id": "inspect", "title": "Read the parser", "status": "done",
+         "details": "tokens and AST", "evidence": ["src/parser.rs:10"]},
+        {"id": "implement", "title": "Fix the bug", "status": "in_progress",
+         "dependencies": ["inspect"], "next_action": "edit parse_expr"},
+        {"id": "verify", "title": "Run the tests", "status": "blocked",
+         "dependencies": ["implement"], "next_action": "wait for the CI runner",
+         "details": "runner offline"},
+    ])
+}
+
+#[test]
+fn the_plan_panel_follows_the_model_and_plan_clear_and_ctrl_c_twice_quits() {
+    let ws = tempfile::tempdir().unwrap();
+    let args = json!({"reason": "Parser fix", "items": plan_items()}).to_string();
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&[("p1", "update_plan", &args)])),
+        Reply::sse(sse::text_turn("The plan is in place.")),
+        // The settle reminder (an item is still in progress) gets one more answer.
+        Reply::sse(sse::text_turn(
+            "implement is still in progress; verify is blocked.",
+        )),
+    ]);
+    let tmux = Tmux::start(&[
+        ("FIDO_PROVIDER", "openai".into()),
+        ("FIDO_BASE_URL", server.base_url()),
+        ("FIDO_MODEL", "test-model".into()),
+        ("FIDO_API_KEY", "test-key".into()),
+    ]);
+    tmux.type_line("echo shell-ready-$((40+2))");
+    tmux.wait_for("the shell", |s| s.contains("shell-ready-42"));
+
+    tmux.type_line(&format!(
+        "{} -C {}",
+        quoted(Path::new(fido_bin())),
+        quoted(ws.path())
+    ));
+    let screen = tmux.wait_for("the empty plan panel", |s| {
+        s.contains("No plan yet.") && s.contains("ready")
+    });
+    assert!(screen.contains("test-model"), "{screen}");
+    let fido: Vec<u32> = processes(ProcessFilter::ChildrenOf(tmux.shell_pid()))
+        .into_iter()
+        .filter(|p| p.comm == "fido")
+        .map(|p| p.pid)
+        .collect();
+    assert_eq!(fido.len(), 1, "one fido under the shell: {fido:?}");
+
+    tmux.type_line("make a plan for the parser fix");
+    let screen = tmux.wait_for("every plan item and the end of the turn", |s| {
+        s.contains("Run the tests") && s.contains("verify is blocked") && s.contains("ready")
+    });
+    for shown in [
+        "Plan v1 · 1/3 done",
+        "[x] inspect  Read the parser · done",
+        "details: tokens and AST",
+        "evidence: src/parser.rs:10",
+        "[>] implement  Fix the bug · in_progress",
+        "depends on: inspect",
+        "next: edit parse_expr",
+        "[!] verify  Run the tests · blocked",
+        "details: runner offline",
+        "depends on: implement",
+        "next: wait for the CI runner",
+        "→ update_plan ✓",
+        "plan updated: v1 · 3 items",
+        "The plan is in place.",
+    ] {
+        assert!(
+            screen.contains(shown),
+            "{shown:?} is not on screen:\n{screen}"
+        );
+    }
+    eprintln!("{screen}");
+    // The transcript has one line for the plan; the panel has the items.
+    assert_eq!(screen.matches("Read the parser").count(), 1, "{screen}");
+
+    tmux.type_line("/plan clear");
+    let screen = tmux.wait_for("the cleared plan", |s| {
+        s.contains("The plan is empty.") && !s.contains("Read the parser")
+    });
+    assert!(screen.contains("Plan cleared (version 2)."), "{screen}");
+    let saved: Value =
+        serde_json::from_str(&std::fs::read_to_string(ws.path().join(".fido-plan.json")).unwrap())
+            .unwrap();
+    assert_eq!(saved["version"], 2);
+    assert_eq!(saved["items"], json!([]));
+
+    tmux.keys(&["C-c", "C-c"]);
+    tmux.wait_for("the shell again", |s| !s.contains("Plan v2"));
+    tmux.type_line("echo back-in-shell-$((40+2))");
+    tmux.wait_for("the shell answering", |s| s.contains("back-in-shell-42"));
+    assert_no_processes(ProcessFilter::Pid(fido[0]), Duration::from_secs(5));
+
+    // The terminal modes are back: line editing and echo, not raw mode.
+    let stty = ws.path().join("stty.txt");
+    tmux.type_line(&format!("stty -a > {}; echo stty-$((2+3))", quoted(&stty)));
+    tmux.wait_for("stty", |s| s.contains("stty-5"));
+    let modes = std::fs::read_to_string(&stty).unwrap();
+    let flags: Vec<&str> = modes.split([' ', ';', '\n']).collect();
+    for flag in ["icanon", "echo", "isig", "opost"] {
+        assert!(
+            flags.contains(&flag),
+            "{flag} is off after fido quit:\n{modes}"
+        );
+    }
+
+    let requests = server.model_requests();
+    assert_eq!(
+        requests.len(),
+        3,
+        "one tool call, one answer, one settle answer"
+    );
+    assert_conversation_invariants(&requests);
+    let log = ws.path().join(".fido-state/logs/tui.log");
+    assert!(log.exists(), "logs go to {}", log.display());
+}
+
+#[test]
+fn without_a_usable_provider_fido_says_so_in_one_sentence() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut cmd = crate::common::fido_cmd();
+    cmd.arg("-C").arg(ws.path()).env("FIDO_PROVIDER", "bogus");
+    let output = crate::common::run_with_timeout(cmd, None, Duration::from_secs(60));
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("fido: "), "{stderr}");
+    assert!(output.stdout.is_empty());
+}
+
+#[test]
+fn without_a_terminal_fido_says_so_in_one_sentence() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut cmd = crate::common::fido_cmd();
+    cmd.arg("-C").arg(ws.path()).env("FIDO_PROVIDER", "script");
+    let output = crate::common::run_with_timeout(cmd, None, Duration::from_secs(60));
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("interactive terminal"), "{stderr}");
+    assert!(output.stdout.is_empty(), "nothing drawn on a non-terminal");
+}
