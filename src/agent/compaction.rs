@@ -17,7 +17,9 @@ use tracing::{info, warn};
 
 use super::Conversation;
 use super::turn::{AgentDeps, record_usage, request_completion};
+use crate::plan::todo;
 use crate::protocol::{EventKind, Message, UsageTotals};
+use crate::tools::ToolKind;
 
 /// Tools whose latest result is the model-visible source of truth for some
 /// state and must never be compacted away.
@@ -111,7 +113,11 @@ pub(super) async fn maybe_compact(
         None => note,
     };
     let kept = &conversation.messages()[cut..];
-    let carried = carried_state(removed, kept);
+    let carried = if deps.catalog.kind_of(todo::TOOL_NAME) == Some(ToolKind::PlanState) {
+        todo_state(removed, deps)
+    } else {
+        carried_state(removed, kept)
+    };
     let mut history = Vec::with_capacity(kept.len() + 3);
     history.push(Message::user(note));
     history.extend_from_slice(kept);
@@ -167,6 +173,25 @@ fn cut_index(messages: &[Message], keep_tokens: usize) -> Option<usize> {
             .unwrap_or(1);
     }
     (cut > 1).then_some(cut)
+}
+
+/// For the `todo` flavour, whose results are often one line (`Updated #3`):
+/// when todo messages are compacted away, the complete current list comes
+/// back as the newest tool result, the same pair a restart restores.
+fn todo_state(removed: &[Message], deps: &AgentDeps) -> Vec<Message> {
+    let touched = removed
+        .iter()
+        .any(|m| matches!(m, Message::Tool { name, .. } if name == todo::TOOL_NAME));
+    if !touched {
+        return Vec::new();
+    }
+    match todo::TodoStore::in_workspace(&deps.tool_env.workspace.root).load() {
+        Ok(loaded) => todo::reminder::restore(&loaded).messages,
+        Err(err) => {
+            warn!(error = %err, "cannot read the todo list to carry it through compaction");
+            Vec::new()
+        }
+    }
 }
 
 /// The latest state-tool result in `removed`, with its call, unless `kept`

@@ -1,11 +1,12 @@
 //! `fido [-C DIR]`: the interactive full-screen session.
 //!
-//! Wires the same pieces as `fido exec` (config, provider, catalog, tool
-//! environment, conversation, `AgentActor`) to the terminal UI instead of
-//! the headless printer. Configuration and provider errors are one sentence
-//! on stderr and exit 1, before the screen is touched. Logs never go to the
-//! terminal the UI draws on: they go to `.fido-state/logs/tui.log` in the
-//! workspace (or nowhere, when that cannot be opened).
+//! Wires the same [`Session`] as `fido exec` (provider, catalog, tool
+//! environment, subagent supervisor, `AgentActor`) to the terminal UI
+//! instead of the headless printer. Configuration and provider errors are
+//! one sentence on stderr and exit 1, before the screen is touched. Logs
+//! never go to the terminal the UI draws on: they go to
+//! `.fido-state/logs/tui.log` in the workspace (or nowhere, when that
+//! cannot be opened).
 
 use std::fs::{self, OpenOptions};
 use std::path::Path;
@@ -13,19 +14,16 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ractor::Actor;
 use tokio::sync::mpsc;
 
-use super::{fail, runtime, tool_env};
-use crate::agent::{AgentActor, AgentArguments, AgentDeps, EventSink, start_conversation};
+use super::session::Session;
+use super::{fail, runtime};
+use crate::agent::EventSink;
 use crate::config::{Config, Overrides};
-use crate::plan::{PlanState, PlanStore};
-use crate::protocol::EventKind;
-use crate::tools::{InvocationContext, ToolCatalog, update_plan};
+use crate::plan::todo::{self, TodoStore};
+use crate::plan::{PlanFlavour, PlanState, PlanStore};
+use crate::tools::update_plan;
 use crate::ui::{self, PlanCleared, PlanCommands, UiSetup};
-
-/// How long the agent may take to stop after the UI quit.
-const AGENT_STOP_GRACE: Duration = Duration::from_secs(5);
 
 pub fn run(overrides: &Overrides) -> ExitCode {
     let config = match Config::load(overrides) {
@@ -43,55 +41,28 @@ pub fn run(overrides: &Overrides) -> ExitCode {
 }
 
 async fn session(config: Config) -> ExitCode {
-    let provider = match config.build_provider() {
-        Ok(provider) => provider,
-        Err(err) => return fail(&err.to_string()),
-    };
-    let tool_env = match tool_env(&config, false) {
-        Ok(env) => Arc::new(env),
+    // Before anything else can log (never into the terminal UI).
+    if config.workspace.is_dir() {
+        init_file_logging(&config.workspace);
+    }
+    let (sender, receiver) = mpsc::unbounded_channel();
+    let session = match Session::start(&config, false, EventSink::new(sender)).await {
+        Ok(session) => session,
         Err(message) => return fail(&message),
     };
     if let Err(err) = ui::terminal::check_interactive() {
+        session.shutdown().await;
         return fail(&err.to_string());
     }
-    init_file_logging(&config.workspace);
-
-    let catalog = ToolCatalog::standard(config.plan_tool);
-    let (sender, receiver) = mpsc::unbounded_channel();
-    let events = EventSink::new(sender);
-    events.emit(EventKind::SessionStarted {
-        workspace: config.workspace.display().to_string(),
-        provider: provider.name().to_string(),
-        model: provider.model().to_string(),
-        tools: catalog.names(),
-    });
-    let conversation = start_conversation(&catalog, &tool_env, config.plan_tool, &events);
-    let deps = Arc::new(AgentDeps {
-        provider,
-        catalog,
-        tool_env,
-        ctx: InvocationContext::main(),
-        settings: config.agent,
-        events,
-    });
-    let (agent, agent_handle) =
-        match Actor::spawn(None, AgentActor, AgentArguments { deps, conversation }).await {
-            Ok(spawned) => spawned,
-            Err(err) => return fail(&format!("cannot start the agent: {err}")),
-        };
-    let plan_commands = Arc::new(CliPlanCommands {
-        store: PlanStore::new(config.plan_file.clone()),
-        flavour: config.plan_tool.tool_name(),
-    });
+    let plan_commands = Arc::new(CliPlanCommands::new(&config));
     let result = ui::run(UiSetup {
-        agent: agent.clone(),
+        agent: session.actor.clone(),
         events: receiver,
         plan_commands,
     })
     .await;
-    // Stopping the agent cancels a running turn (and what it started).
-    agent.stop(None);
-    let _ = tokio::time::timeout(AGENT_STOP_GRACE, agent_handle).await;
+    // Every subagent is gone and a running turn is cancelled before exit.
+    session.shutdown().await;
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => fail(&err.to_string()),
@@ -120,27 +91,67 @@ fn init_file_logging(workspace: &Path) {
         .try_init();
 }
 
-/// `/plan` and `/plan clear` on the workspace plan file: the same text and
-/// the same change as `fido plan show` and `fido plan clear`.
+/// `/plan` and `/plan clear` on the configured flavour's state: the same
+/// text and the same change as `fido plan show` and `fido plan clear`.
 struct CliPlanCommands {
-    store: PlanStore,
-    flavour: &'static str,
+    flavour: PlanFlavour,
+    /// `update_plan` state.
+    plans: PlanStore,
+    /// `todo` state.
+    todos: TodoStore,
+}
+
+impl CliPlanCommands {
+    fn new(config: &Config) -> Self {
+        CliPlanCommands {
+            flavour: config.plan_tool,
+            plans: PlanStore::new(config.plan_file.clone()),
+            todos: TodoStore::in_workspace(&config.workspace),
+        }
+    }
 }
 
 impl PlanCommands for CliPlanCommands {
     fn show(&self) -> Result<String, String> {
-        let loaded = self.store.load().map_err(|err| err.to_string())?;
-        let mut text = String::new();
-        if let Some(warning) = &loaded.warning {
-            text.push_str(&format!("warning: {warning}\n"));
-        }
-        text.push_str(&super::plan::render(&loaded.state));
-        Ok(text)
+        let (text, warning) = match self.flavour {
+            PlanFlavour::UpdatePlan => {
+                let loaded = self.plans.load().map_err(|err| err.to_string())?;
+                (super::plan::render(&loaded.state), loaded.warning)
+            }
+            PlanFlavour::Todo => {
+                let loaded = self.todos.load().map_err(|err| err.to_string())?;
+                (todo::format::list_view(&loaded.state).0, loaded.warning)
+            }
+        };
+        Ok(match warning {
+            Some(warning) => format!("warning: {warning}\n{text}"),
+            None => text,
+        })
     }
 
     fn clear(&self) -> Result<PlanCleared, String> {
+        match self.flavour {
+            PlanFlavour::UpdatePlan => self.clear_update_plan(),
+            PlanFlavour::Todo => {
+                let output = todo::run_call(&self.todos, &serde_json::json!({"action": "clear"}))
+                    .map_err(|err| err.to_string())?;
+                if let Some(warning) = output.warning {
+                    tracing::warn!("{warning}");
+                }
+                Ok(PlanCleared {
+                    message: output.content,
+                    flavour: todo::TOOL_NAME.into(),
+                    plan: output.details,
+                })
+            }
+        }
+    }
+}
+
+impl CliPlanCommands {
+    fn clear_update_plan(&self) -> Result<PlanCleared, String> {
         let now = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
-        let cleared = self.store.update(|current: &PlanState| {
+        let cleared = self.plans.update(|current: &PlanState| {
             Ok::<_, std::convert::Infallible>(current.successor(
                 "Plan cleared by the user.".into(),
                 Vec::new(),
@@ -160,11 +171,131 @@ impl PlanCommands for CliPlanCommands {
             .ok_or("the cleared plan cannot be shown")?;
         Ok(PlanCleared {
             message: format!("Plan cleared (version {}).", state.version),
-            flavour: self.flavour.to_string(),
+            flavour: PlanFlavour::UpdatePlan.tool_name().into(),
             plan,
         })
     }
 }
 
 #[cfg(test)]
-mod tests {}
+mod tests {
+    use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
+    use ractor::{ActorProcessingErr, ActorRef};
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    use tokio::sync::oneshot;
+
+    use ractor::Actor;
+
+    use super::*;
+    use crate::agent::AgentMessage;
+    use crate::plan::{PlanItem, Status};
+    use crate::protocol::{Event, EventKind};
+    use crate::ui::store::Entry;
+    use crate::ui::{UiActor, UiArguments, UiMessage};
+
+    /// An agent that ignores everything (local commands never reach it).
+    struct IdleAgent;
+
+    impl Actor for IdleAgent {
+        type Msg = AgentMessage;
+        type State = ();
+        type Arguments = ();
+
+        async fn pre_start(
+            &self,
+            _myself: ActorRef<AgentMessage>,
+            _args: (),
+        ) -> Result<(), ActorProcessingErr> {
+            Ok(())
+        }
+    }
+
+    fn saved_plan(store: &PlanStore) -> PlanState {
+        let item = |id: &str, status| PlanItem {
+            id: id.into(),
+            title: format!("Do {id}"),
+            status,
+            details: None,
+            dependencies: Vec::new(),
+            next_action: Some("go".into()),
+            evidence: Vec::new(),
+        };
+        let items = vec![item("a", Status::InProgress), item("b", Status::Pending)];
+        let saved = store.update(|current| {
+            Ok::<_, ()>(current.successor(
+                "two steps".into(),
+                items,
+                "2025-01-01T00:00:00.000Z".into(),
+            ))
+        });
+        saved.unwrap().unwrap().0
+    }
+
+    fn type_line(ui: &ActorRef<UiMessage>, text: &str) {
+        let keys = text
+            .chars()
+            .map(KeyCode::Char)
+            .chain([KeyCode::Enter])
+            .map(|code| KeyEvent::new(code, KeyModifiers::NONE));
+        for key in keys {
+            ui.cast(UiMessage::Terminal(TermEvent::Key(key))).unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn plan_clear_typed_in_the_ui_empties_the_file_and_the_panel() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".fido-plan.json");
+        let store = PlanStore::new(path.clone());
+        let before = saved_plan(&store);
+        let commands = Arc::new(CliPlanCommands {
+            flavour: PlanFlavour::UpdatePlan,
+            plans: PlanStore::new(path.clone()),
+            todos: TodoStore::in_workspace(dir.path()),
+        });
+        let (agent, _) = Actor::spawn(None, IdleAgent, ()).await.unwrap();
+        let (exit, _exited) = oneshot::channel();
+        let arguments = UiArguments {
+            terminal: Terminal::new(TestBackend::new(120, 30)).unwrap(),
+            agent,
+            plan_commands: commands,
+            exit,
+        };
+        let (ui, _) = Actor::spawn(None, UiActor::new(), arguments).await.unwrap();
+        // As at start-up: the loaded plan arrives as an event.
+        let loaded = update_plan::state_output(&before).details.unwrap();
+        ui.cast(UiMessage::Agent(Event::now(EventKind::PlanUpdated {
+            flavour: "update_plan".into(),
+            plan: loaded,
+        })))
+        .unwrap();
+
+        type_line(&ui, "/plan");
+        let shown = ractor::call!(ui, UiMessage::Snapshot).unwrap();
+        assert_eq!(shown.plan.as_ref().unwrap().items.len(), 2);
+        assert_eq!(
+            shown.transcript.last(),
+            Some(&Entry::Local(super::super::plan::render(&before)))
+        );
+
+        type_line(&ui, "/plan clear");
+        let cleared = ractor::call!(ui, UiMessage::Snapshot).unwrap();
+        let panel = cleared.plan.expect("an empty plan, not none");
+        assert!(panel.items.is_empty());
+        assert_eq!(panel.version, Some(before.version + 1));
+        let file = store.load().unwrap().state;
+        assert_eq!(file.version, before.version + 1);
+        assert!(file.items.is_empty());
+        assert_eq!(file.reason, "Plan cleared by the user.");
+        // The panel shows exactly what the file holds.
+        assert_eq!(
+            cleared.unsynced_plan,
+            update_plan::state_output(&file).details
+        );
+        assert!(cleared.transcript.contains(&Entry::Info(format!(
+            "Plan cleared (version {}).",
+            file.version
+        ))));
+    }
+}

@@ -60,6 +60,10 @@ pub enum ChildFrame {
         /// `None` when the sandbox is in force as configured; else why not.
         sandbox_error: Option<String>,
         sandbox_summary: String,
+        /// What the sandbox does not enforce (best-effort mode); shown to
+        /// the user, never buried in a log.
+        #[serde(default)]
+        sandbox_warnings: Vec<String>,
     },
     /// Ask the parent's gateway for a completion of `fork.messages[..fork_prefix]`
     /// followed by `tail` (only what the child added, so a large fork is not

@@ -99,6 +99,10 @@ async fn serve(
 ) -> ExitCode {
     let (mut read, write) = stream.into_split();
     let (writer, writer_task) = spawn_writer(write);
+    let sandbox_warnings = sandbox
+        .as_ref()
+        .map(|report| report.warnings.clone())
+        .unwrap_or_default();
     let (sandbox_error, sandbox_summary) = match &sandbox {
         Ok(report) => (
             None,
@@ -118,17 +122,13 @@ async fn serve(
         pid: std::process::id(),
         sandbox_error: sandbox_error.clone(),
         sandbox_summary,
+        sandbox_warnings,
     });
     if let Some(error) = sandbox_error {
         warn!(%agent_id, "sandbox not in force: {error}");
         drop(writer);
         let _ = tokio::time::timeout(Duration::from_secs(2), writer_task).await;
         return ExitCode::from(1);
-    }
-    if let Ok(report) = &sandbox {
-        for warning in &report.warnings {
-            warn!(%agent_id, "sandbox: {warning}");
-        }
     }
 
     let fork = match tokio::time::timeout(

@@ -534,6 +534,7 @@ impl Session {
                 version,
                 sandbox_error,
                 sandbox_summary,
+                sandbox_warnings,
                 ..
             }))) => {
                 if version != PROTOCOL_VERSION {
@@ -555,6 +556,16 @@ impl Session {
                     ));
                 }
                 debug!(agent_id = %job.agent_id, %sandbox_summary, "subagent sandboxed");
+                if !sandbox_warnings.is_empty() {
+                    let message = format!(
+                        "{} runs without a complete sandbox (sandbox = {}): {}",
+                        job.agent_id,
+                        settings.sandbox,
+                        sandbox_warnings.join("; ")
+                    );
+                    warn!("{message}");
+                    shared.events.emit(EventKind::Error { message });
+                }
             }
             Ok(Some(Ok(other))) => {
                 session.close(false).await;
@@ -640,7 +651,7 @@ impl Session {
                     }
                     match frame {
                         Some(Ok(ChildFrame::ModelRequest { request_id, fork_prefix, tail })) => {
-                            if inflight.as_ref().is_some_and(|t| !t.is_finished()) {
+                            if inflight.is_some() {
                                 break Ending::Failed { code: "protocol_error", message: "the subagent sent a model request while another was running".into() };
                             }
                             if fork_prefix > job.fork.len() {
@@ -687,6 +698,11 @@ impl Session {
                     }
                 }
                 Some(outcome) = done.recv() => {
+                    // The answer is written from here, after the request is
+                    // marked done, so the child's next request can never
+                    // arrive while this one still counts as running.
+                    inflight = None;
+                    let _ = self.writer.send(outcome.frame);
                     if let Some(request_usage) = outcome.usage {
                         usage.requests += 1;
                         usage.prompt_tokens += request_usage.prompt_tokens;
@@ -767,13 +783,16 @@ impl Session {
     }
 }
 
-/// What a gateway task reports back to the run loop.
+/// What a gateway task reports back to the run loop: the frame that answers
+/// the request, and its usage.
 struct GatewayOutcome {
+    frame: ParentFrame,
     usage: Option<crate::protocol::Usage>,
 }
 
-/// Performs one model request for the child with the parent's provider and
-/// streams the answer back as frames.
+/// Performs one model request for the child with the parent's provider,
+/// streaming text chunks to the child; the final frame goes back to the run
+/// loop, which writes it.
 async fn gateway(
     request_id: u64,
     messages: Vec<Message>,
@@ -816,8 +835,7 @@ async fn gateway(
             None,
         ),
     };
-    let _ = writer.send(frame);
-    let _ = done.send(GatewayOutcome { usage });
+    let _ = done.send(GatewayOutcome { frame, usage });
 }
 
 /// Reads frames in a task of its own (a frame read is not cancel safe).

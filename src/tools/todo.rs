@@ -11,20 +11,19 @@ use crate::protocol::ToolSpec;
 pub struct Todo;
 
 const DESCRIPTION: &str = "\
-Manage a task list for tracking multi-step progress. Actions: create (new task), update (change status/fields/dependencies), list (all tasks, optionally filtered by status), get (single task details), delete (tombstone), clear (drop every agent-created task; plan items stay). Status: pending → in_progress → completed, plus deferred (descoped, needs a reason) and the deleted tombstone. The list survives restarts; after a restart it arrives as a todo list result.
+Keep a task list for multi-step work. Actions: create (adds a pending task with the next id), update (status, fields or dependencies of one task), list (every task, optionally only one status), get (one task with its blockedBy and the tasks it blocks), delete (marks a task deleted; it stays as a tombstone), clear (removes every task you created; plan items stay). The list is kept in the workspace and survives restarts: after a restart it arrives as a todo list result.
 
-Guidelines:
-- Use todo for complex work with 3+ steps, when the user gives you a list of tasks, or immediately after receiving new instructions to capture requirements. Skip it for single trivial tasks and purely conversational requests.
-- When starting a task from the todo list, mark it in_progress BEFORE beginning work. Mark it completed IMMEDIATELY when done — never batch completions. Exactly one task in_progress at a time.
-- Never mark a task completed if tests are failing, the implementation is partial, or you hit unresolved errors — keep it in_progress and create a new task for the blocker instead.
-- Task status: pending → in_progress → completed, plus deferred (descoped, needs a reason) and deleted as a tombstone. Pass activeForm (present-continuous label, e.g. 'researching existing tool') when marking in_progress.
-- To change a task's status, call update with the task id and the target status, e.g. {\"action\":\"update\",\"id\":3,\"status\":\"in_progress\",\"activeForm\":\"writing tests\"}. status is the field that changes the task; an update without a mutable field (status or another) is rejected.
-- Marking a task completed requires evidence: the check that proves it (command + result, commit, or test name), e.g. {\"action\":\"update\",\"id\":3,\"status\":\"completed\",\"evidence\":\"cargo test: 42 passed\"}. No evidence means it is not done.
-- Todos marked [plan] are the approved plan's items, verbatim. They can't be edited or deleted: complete each with evidence, or set status deferred with a reason and tell the user. Never tell the user the work is done while plan items are open.
-- Use blockedBy to express dependencies (A is blocked by B). On create, pass blockedBy as the initial set. On update, use addBlockedBy / removeBlockedBy (additive merge — do not resend the full array). Cycles are rejected.
-- Batch with ops: to open or close many todos, pass ONE call {\"ops\":[{\"action\":\"update\",\"id\":1,\"status\":\"completed\",\"evidence\":\"...\"}, ...]} instead of one call per todo. Each op carries its own evidence/reason. A batch is atomic: if any op is invalid nothing changes and the error names the op (ops[3]: ...). list/get ops are answered from the final state. Do not mix ops with top-level fields.
-- list hides tombstoned (deleted) tasks by default; pass includeDeleted:true to see them. Pass status to filter by a single status.
-- Subject must be short and imperative (e.g. 'Research existing tool'); description is for long-form detail. activeForm is a present-continuous label shown while in_progress.";
+How to use it:
+- Open a list when the work has three or more steps, when the user hands you several tasks, or right after new instructions, to capture what was asked. Do not use it for a single small change or a plain question.
+- Keep exactly one task in_progress. Set it in_progress before you start on it, with activeForm naming what you are doing (e.g. \"writing the parser\").
+- Mark each task completed as soon as it is done, one at a time; do not save completions up for later.
+- Never complete a task while tests fail, the change is partial or an error is unresolved: leave it open and add a task for the blocker.
+- Change a status with update, the task id and the new status, e.g. {\"action\":\"update\",\"id\":3,\"status\":\"in_progress\",\"activeForm\":\"writing tests\"}. An update must change at least one field.
+- completed needs evidence: the check that proves it (a command and its result, a commit, a test name), e.g. {\"action\":\"update\",\"id\":3,\"status\":\"completed\",\"evidence\":\"cargo test: 42 passed\"}. deferred needs a reason; reopening a deferred task drops it.
+- Tasks marked [plan] come from the approved plan, word for word: their subject and description can't be edited and they can't be deleted. Complete each with evidence or defer it with a reason (and tell the user). Never say the work is done while plan items are open.
+- Dependencies: blockedBy on create; addBlockedBy / removeBlockedBy on update, which add or remove ids without resending the list. Unknown, deleted, self and circular dependencies are rejected.
+- To change many tasks at once, send one call with ops, e.g. {\"ops\":[{\"action\":\"update\",\"id\":1,\"status\":\"completed\",\"evidence\":\"...\"},{\"action\":\"create\",\"subject\":\"...\"}]}. Every op has its own fields; the batch is all or nothing and an error names the op (ops[2]: ...); list and get ops see the final state; no other top-level field next to ops.
+- list leaves deleted tasks out unless includeDeleted is true; status filters it to one status. Keep subjects short and imperative; put detail in description.";
 
 fn op_properties() -> serde_json::Value {
     let ids = |description: &str| json!({"type": "array", "items": {"type": "integer"}, "description": description});

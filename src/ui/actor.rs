@@ -237,11 +237,11 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
             }
         }
         Action::CancelSubagent => {
-            // TODO(#4): send AgentMessage::CancelSubagent once the agent has it.
-            store.set_notice(
-                "Esc cannot cancel a subagent yet; Ctrl+C interrupts the whole turn",
-                true,
-            );
+            let notice = match state.agent.cast(AgentMessage::CancelSubagent) {
+                Ok(()) => "cancelling the subagent; the turn goes on",
+                Err(_) => "the agent is not running",
+            };
+            store.set_notice(notice, false);
         }
         Action::ShowPlan => {
             store.push(Entry::Info("/plan (local; not sent to the model)".into()));

@@ -429,7 +429,7 @@ fn a_corrupt_state_file_is_kept_aside_and_reported() {
 }
 
 #[test]
-fn compaction_carries_the_latest_todo_result_forward() {
+fn compaction_carries_the_complete_todo_list_forward() {
     let ws = tempfile::tempdir().unwrap();
     let big = format!("{}\n", "word ".repeat(20)).repeat(400);
     std::fs::write(ws.path().join("big.txt"), &big).unwrap();
@@ -476,8 +476,55 @@ fn compaction_carries_the_latest_todo_result_forward() {
         crate::common::History::Compacting,
     );
     let after = requests[5].messages();
+    // Not the one-line `Updated #1` result: the complete current list, as
+    // the newest tool result, with its internal matching call.
     let last_tool = after.iter().rev().find(|m| m["role"] == "tool").unwrap();
-    assert_eq!(last_tool["tool_call_id"], "t2");
-    assert_eq!(last_tool["content"], "Updated #1 (pending → completed)");
-    assert!(!after.iter().any(|m| m["tool_call_id"] == "t1"));
+    let call_id = last_tool["tool_call_id"].as_str().unwrap();
+    let call = after
+        .iter()
+        .flat_map(|m| m["tool_calls"].as_array().cloned().unwrap_or_default())
+        .find(|c| c["id"] == call_id)
+        .unwrap();
+    assert_eq!(call["function"]["name"], "todo");
+    let content = last_tool["content"].as_str().unwrap();
+    assert!(
+        content.contains("Read files") && content.contains("completed"),
+        "{content}"
+    );
+    assert!(
+        !after
+            .iter()
+            .any(|m| m["tool_call_id"] == "t1" || m["tool_call_id"] == "t2")
+    );
+}
+
+#[test]
+fn concurrent_processes_never_lose_a_task() {
+    let ws = tempfile::tempdir().unwrap();
+    let per_writer = 10;
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let script = format!(
+                "for i in $(seq {per_writer}); do {} -C {} tool call todo --args \"{{\\\"action\\\":\\\"create\\\",\\\"subject\\\":\\\"w{w} $i\\\"}}\" >/dev/null || exit 1; done",
+                crate::common::process::fido_bin(),
+                ws.path().display(),
+            );
+            let mut cmd = std::process::Command::new("bash");
+            cmd.arg("-c")
+                .arg(script)
+                .env("HOME", crate::common::process::clean_home())
+                .env(TODO.0, TODO.1);
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    for mut writer in writers {
+        assert!(writer.wait().unwrap().success());
+    }
+    let state = saved(ws.path());
+    let tasks = state["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 2 * per_writer);
+    let mut ids: Vec<i64> = tasks.iter().map(|t| t["id"].as_i64().unwrap()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (1..=2 * per_writer as i64).collect::<Vec<_>>());
+    assert_eq!(state["nextId"], 2 * per_writer + 1);
 }

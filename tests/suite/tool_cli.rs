@@ -27,7 +27,7 @@ fn json_out(output: &Output) -> Value {
     })
 }
 
-const CATALOG_ORDER: [&str; 10] = [
+const CATALOG_ORDER: [&str; 11] = [
     "list_files",
     "read_file",
     "ripgrep",
@@ -38,6 +38,7 @@ const CATALOG_ORDER: [&str; 10] = [
     "bash_exec",
     "ask_user",
     "update_plan",
+    "delegate",
 ];
 
 #[test]

@@ -201,7 +201,6 @@ fn the_plan_panel_follows_the_model_and_plan_clear_and_ctrl_c_twice_quits() {
             "{shown:?} is not on screen:\n{screen}"
         );
     }
-    eprintln!("{screen}");
     // The transcript has one line for the plan; the panel has the items.
     assert_eq!(screen.matches("Read the parser").count(), 1, "{screen}");
 
@@ -270,4 +269,64 @@ fn without_a_terminal_fido_says_so_in_one_sentence() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("interactive terminal"), "{stderr}");
     assert!(output.stdout.is_empty(), "nothing drawn on a non-terminal");
+}
+
+#[test]
+fn the_subagent_bar_shows_a_live_subagent_and_esc_cancels_only_it() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("main.rs"), "fn main() {}\n").unwrap();
+    let delegate = json!({"task": "Find what main does"}).to_string();
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&[("d1", "delegate", &delegate)])),
+        // The subagent's first request never gets an answer.
+        Reply::stall_forever(vec![]),
+        Reply::sse(sse::text_turn("The subagent was cancelled; carrying on.")),
+        Reply::sse(sse::text_turn("You are welcome.")),
+    ]);
+    let tmux = Tmux::start(&[
+        ("FIDO_PROVIDER", "openai".into()),
+        ("FIDO_BASE_URL", server.base_url()),
+        ("FIDO_MODEL", "test-model".into()),
+        ("FIDO_API_KEY", "test-key".into()),
+        ("FIDO_DELEGATE_GRACE_MS", "300".into()),
+    ]);
+    tmux.type_line(&format!(
+        "{} -C {}",
+        quoted(Path::new(fido_bin())),
+        quoted(ws.path())
+    ));
+    tmux.wait_for("the UI", |s| s.contains("No plan yet."));
+    tmux.type_line("what does main do?");
+    let screen = tmux.wait_for("the subagent bar", |s| {
+        s.lines().nth(1).is_some_and(|bar| bar.contains("SUBAGENT"))
+            && s.contains("Esc cancel subagent")
+    });
+    let bar = screen.lines().nth(1).unwrap().to_string();
+    assert!(bar.contains("subagent-"), "the bar names the agent: {bar}");
+    assert!(bar.contains("▶"), "a running phase: {bar}");
+    assert!(screen.contains("→ delegate"), "{screen}");
+    server.wait_for_requests(2, SCREEN_TIMEOUT);
+
+    tmux.keys(&["Escape"]);
+    let screen = tmux.wait_for("the cancelled outcome and the rest of the turn", |s| {
+        s.contains("carrying on.") && s.contains("ready")
+    });
+    let bar = screen.lines().nth(1).unwrap();
+    assert!(
+        bar.contains("SUBAGENT") && bar.contains("cancelled"),
+        "{screen}"
+    );
+
+    // The next prompt advances the parent turn: the bar goes.
+    tmux.type_line("thanks");
+    let screen = tmux.wait_for("the next answer", |s| s.contains("You are welcome."));
+    assert!(!screen.contains("SUBAGENT"), "{screen}");
+    tmux.type_line("/quit");
+    tmux.wait_for("the shell again", |s| !s.contains("You are welcome."));
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 4);
+    assert!(
+        processes(ProcessFilter::ChildrenOf(tmux.shell_pid())).is_empty(),
+        "fido and its subagent are gone"
+    );
 }

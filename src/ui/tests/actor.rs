@@ -28,6 +28,7 @@ enum Asked {
         reply: RpcReplyPort<TurnOutcome>,
     },
     Interrupt,
+    CancelSubagent,
     Other,
 }
 
@@ -55,6 +56,7 @@ impl Actor for FakeAgent {
         let _ = asked.send(match message {
             AgentMessage::SubmitPrompt { prompt, reply } => Asked::Submit { prompt, reply },
             AgentMessage::Interrupt => Asked::Interrupt,
+            AgentMessage::CancelSubagent => Asked::CancelSubagent,
             _ => Asked::Other,
         });
         Ok(())
@@ -241,6 +243,25 @@ async fn a_prompt_is_submitted_interrupted_and_ctrl_c_twice_quits() {
         .await
         .unwrap()
         .unwrap();
+}
+
+#[tokio::test]
+async fn esc_cancels_the_running_subagent_only() {
+    let mut h = start().await;
+    h.type_line("review the lexer with a subagent");
+    // Holding the reply port keeps the turn running.
+    let Asked::Submit { reply: _turn, .. } = h.next_asked().await else {
+        panic!("expected SubmitPrompt");
+    };
+    h.key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+    h.ui.cast(UiMessage::Agent(Event::now(subagent("reasoning", 500, ""))))
+        .unwrap();
+    h.key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+    // Only the Esc with a running subagent reached the agent.
+    assert!(matches!(h.next_asked().await, Asked::CancelSubagent));
+    let store = h.store().await;
+    assert!(store.turn.is_busy(), "the parent turn goes on");
+    assert!(h.asked.try_recv().is_err());
 }
 
 #[tokio::test]
