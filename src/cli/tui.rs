@@ -298,4 +298,37 @@ mod tests {
             file.version
         ))));
     }
+
+    #[test]
+    fn the_todo_flavour_shows_and_clears_its_own_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let commands = CliPlanCommands {
+            flavour: PlanFlavour::Todo,
+            plans: PlanStore::new(dir.path().join(".fido-plan.json")),
+            todos: TodoStore::in_workspace(dir.path()),
+        };
+        for subject in ["Write the lexer", "Test the lexer"] {
+            let created = todo::run_call(
+                &commands.todos,
+                &serde_json::json!({"action": "create", "subject": subject}),
+            )
+            .unwrap();
+            assert!(created.ok, "{}", created.content);
+        }
+        let shown = commands.show().unwrap();
+        let (expected, envelope) = todo::format::list_view(&commands.todos.load().unwrap().state);
+        assert_eq!(shown, expected);
+        let view = crate::ui::plan_view::PlanView::from_event("todo", &envelope).unwrap();
+        assert_eq!(view.items.len(), 2);
+
+        let cleared = commands.clear().unwrap();
+        assert_eq!(cleared.message, "Cleared 2 tasks");
+        let view = crate::ui::plan_view::PlanView::from_event("todo", &cleared.plan).unwrap();
+        assert!(view.items.is_empty());
+        assert_eq!(cleared.flavour, "todo");
+        assert!(
+            !dir.path().join(".fido-plan.json").exists(),
+            "the other flavour is untouched"
+        );
+    }
 }

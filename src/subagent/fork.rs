@@ -262,6 +262,37 @@ mod tests {
     }
 
     #[test]
+    fn the_fork_is_isolated_from_the_parent_both_ways() {
+        let mut parent = vec![
+            Message::System {
+                content: "sys".into(),
+            },
+            Message::user("go"),
+            Message::Assistant {
+                content: None,
+                tool_calls: vec![call("d", "delegate")],
+            },
+        ];
+        let mut fork = build_fork(&parent, "d", "subagent-3", &args(), 5);
+        let fork_before = fork.clone();
+        parent.push(Message::user("later parent message"));
+        if let Message::User { content } = &mut parent[1] {
+            content.push_str(" (edited)");
+        }
+        assert_eq!(
+            fork, fork_before,
+            "the parent's later changes reach the fork"
+        );
+        let parent_before = parent.clone();
+        fork.messages.push(Message::user("child's own message"));
+        fork.messages[1] = Message::user("rewritten by the child");
+        assert_eq!(
+            parent, parent_before,
+            "the child's changes reach the parent"
+        );
+    }
+
+    #[test]
     fn a_fork_without_a_pending_call_gets_an_internal_matching_call() {
         let parent = vec![
             Message::System {

@@ -375,7 +375,7 @@ async fn run(
                 });
             } else if result.status == DelegateStatus::Failed && result.error.is_none() {
                 result.error = Some(DelegateError {
-                    code: "subagent_failed".into(),
+                    code: "provider_error".into(),
                     message: text::summary(&text, 300),
                 });
             }

@@ -385,3 +385,45 @@ fn killing_the_parent_leaves_no_subagent_behind() {
     let _ = child.wait();
     assert_gone(pid);
 }
+
+#[test]
+fn a_provider_failure_in_the_subagent_is_a_failed_result_and_the_parent_goes_on() {
+    let ws = workspace();
+    let server = FakeServer::start(vec![
+        delegate_call("d1", json!({"task": "look"})),
+        Reply::error(401, r#"{"error":{"message":"key revoked"}}"#),
+        Reply::sse(sse::text_turn("I will look myself.")),
+    ]);
+    let output = run_exec(ws.path(), &server, "go", &[]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 3);
+    let result = tool_json(&requests[2].body, "d1");
+    assert_eq!(result["status"], "failed");
+    assert_eq!(result["error"]["code"], "provider_error");
+    assert!(
+        result["error"]["message"].as_str().unwrap().contains("401"),
+        "{result}"
+    );
+}
+
+#[test]
+fn prose_instead_of_json_is_a_partial_result() {
+    let ws = workspace();
+    let server = FakeServer::start(vec![
+        delegate_call("d1", json!({"task": "look"})),
+        Reply::sse(sse::text_turn(
+            "I think main prints hi, see main.rs line 2.",
+        )),
+        Reply::sse(sse::text_turn("ok")),
+    ]);
+    let output = run_exec(ws.path(), &server, "go", &[]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    let result = tool_json(&server.model_requests()[2].body, "d1");
+    assert_eq!(result["status"], "partial");
+    assert_eq!(
+        result["summary"],
+        "I think main prints hi, see main.rs line 2."
+    );
+    assert!(result.get("error").is_none());
+}

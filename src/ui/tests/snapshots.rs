@@ -335,3 +335,27 @@ fn the_accent_is_used_only_by_the_subagent_bar() {
         }
     }
 }
+
+#[test]
+fn a_todo_flavour_plan_at_100_columns() {
+    let envelope = serde_json::json!({"action": "list", "params": {"action": "list"}, "nextId": 5, "tasks": [
+        {"id": 1, "subject": "Write the lexer", "status": "completed", "evidence": "cargo test lexer: 9 passed"},
+        {"id": 2, "subject": "Test the parser", "status": "in_progress", "activeForm": "Testing the parser",
+         "blockedBy": [1], "description": "cover precedence"},
+        {"id": 3, "subject": "Old idea", "status": "deleted"},
+        {"id": 4, "subject": "Benchmarks", "status": "deferred", "reason": "after the release"},
+    ]});
+    let mut store = store_with((100, 20), &[session()]);
+    store.apply(
+        &EventKind::PlanUpdated {
+            flavour: "todo".into(),
+            plan: envelope,
+        },
+        std::time::Instant::now(),
+    );
+    let terminal = render(&store);
+    let text = screen_text(&terminal);
+    assert_ids_shown(&text, &["#1", "#2", "#4"]);
+    assert!(text.contains("(1 deleted not shown)"), "{text}");
+    snapshot("todo_plan_100x20", &terminal);
+}
