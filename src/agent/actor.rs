@@ -10,8 +10,10 @@ use std::sync::Arc;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio_util::sync::CancellationToken;
 
-use super::{AgentDeps, Conversation, TurnOutcome, run_turn};
-use crate::protocol::{TurnStatus, UsageTotals};
+use super::{AgentDeps, Conversation, TurnOutcome, restore_plan, run_turn};
+use crate::plan::PlanFlavour;
+use crate::plan::restore::RESTORE_CALL_ID;
+use crate::protocol::{Message, TurnStatus, UsageTotals};
 
 pub struct AgentActor;
 
@@ -33,6 +35,14 @@ pub enum AgentMessage {
     /// Cancel the running subagent only (the TUI's Esc); the turn goes on
     /// with the subagent's cancelled (partial or failed) result.
     CancelSubagent,
+    /// Replace the conversation after the system message with a recalled
+    /// one (`/recall`); the current workspace plan is re-delivered after it
+    /// as a tool result. Replies with the number of recalled messages, or
+    /// why not (a turn is running).
+    Recall {
+        history: Vec<Message>,
+        reply: RpcReplyPort<Result<usize, String>>,
+    },
     /// Internal: the turn task hands the conversation back.
     TurnFinished {
         conversation: Box<Conversation>,
@@ -122,6 +132,17 @@ impl Actor for AgentActor {
                     let _ = running.reply.send(outcome);
                 }
             }
+            AgentMessage::Recall { history, reply } => {
+                let Some(current) = state.conversation.take() else {
+                    let _ = reply.send(Err(
+                        "a turn is running; interrupt it before recalling a conversation".into(),
+                    ));
+                    return Ok(());
+                };
+                let (conversation, recalled) = recall(current, history, &state.deps);
+                state.conversation = Some(conversation);
+                let _ = reply.send(Ok(recalled));
+            }
             AgentMessage::Snapshot(reply) => {
                 let _ = reply.send(state.conversation.clone());
             }
@@ -141,11 +162,157 @@ impl Actor for AgentActor {
     }
 }
 
+/// The conversation after `/recall`: this session's system message (it never
+/// changes), the recalled history without its own system message and plan
+/// restores, a result for any call it left unanswered, then the current plan.
+fn recall(current: Conversation, history: Vec<Message>, deps: &AgentDeps) -> (Conversation, usize) {
+    let mut conversation = Conversation::new(match current.messages().first() {
+        Some(Message::System { content }) => content.clone(),
+        _ => String::new(),
+    });
+    let mut recalled = 0;
+    for message in history {
+        let is_restore = match &message {
+            Message::System { .. } => true,
+            Message::Tool { tool_call_id, .. } => tool_call_id == RESTORE_CALL_ID,
+            Message::Assistant { tool_calls, .. } => {
+                !tool_calls.is_empty() && tool_calls.iter().all(|c| c.id == RESTORE_CALL_ID)
+            }
+            Message::User { .. } => false,
+        };
+        if !is_restore {
+            conversation.push(message);
+            recalled += 1;
+        }
+    }
+    for call in conversation.unanswered_tool_calls() {
+        conversation.push(Message::Tool {
+            tool_call_id: call.id,
+            name: call.name,
+            content: "Error: not run: the conversation was suspended before this call ran".into(),
+            is_error: true,
+        });
+    }
+    let flavour = match deps.catalog.kind_of("todo") {
+        Some(_) => PlanFlavour::Todo,
+        None => PlanFlavour::UpdatePlan,
+    };
+    restore_plan(&mut conversation, &deps.tool_env, flavour, &deps.events);
+    (conversation, recalled)
+}
+
 fn busy() -> TurnOutcome {
     TurnOutcome {
         status: TurnStatus::Failed,
         final_text: None,
         error: Some("a turn is already running; interrupt it first".into()),
         usage: UsageTotals::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::{AgentSettings, CompactionSettings, CompactionStrategy, EventSink};
+    use crate::protocol::ToolCall;
+    use crate::provider::script::ScriptProvider;
+    use crate::tools::{InvocationContext, ToolCatalog};
+
+    async fn agent(dir: &std::path::Path) -> ActorRef<AgentMessage> {
+        let catalog = ToolCatalog::standard(PlanFlavour::UpdatePlan);
+        let deps = Arc::new(AgentDeps {
+            provider: Arc::new(
+                ScriptProvider::from_json("t", "t", r#"{"turns": [{"text": "hi"}]}"#).unwrap(),
+            ),
+            tool_env: Arc::new(crate::tools::path::testing::env(dir)),
+            ctx: InvocationContext::main(),
+            settings: AgentSettings {
+                max_steps: 5,
+                compaction: CompactionSettings {
+                    threshold_tokens: 100_000,
+                    keep_recent_tokens: 10_000,
+                    strategy: CompactionStrategy::Elide,
+                },
+            },
+            events: EventSink::discard(),
+            catalog,
+        });
+        let conversation = Conversation::new("the system prompt".into());
+        let (actor, _) = Actor::spawn(None, AgentActor, AgentArguments { deps, conversation })
+            .await
+            .unwrap();
+        actor
+    }
+
+    #[tokio::test]
+    async fn recall_keeps_the_system_message_answers_every_call_and_redelivers_the_plan() {
+        let dir = tempfile::tempdir().unwrap();
+        let actor = agent(dir.path()).await;
+        // A plan saved in the workspace after the conversation was suspended.
+        let store = crate::plan::PlanStore::new(dir.path().join(".fido-plan.json"));
+        let now = "2026-01-01T00:00:00.000Z".to_string();
+        store
+            .update(|s| Ok::<_, ()>(s.successor("current".into(), Vec::new(), now)))
+            .unwrap()
+            .unwrap();
+        let old_restore = ToolCall {
+            id: RESTORE_CALL_ID.into(),
+            name: "update_plan".into(),
+            arguments: "{}".into(),
+        };
+        let history = vec![
+            Message::System {
+                content: "an older system prompt".into(),
+            },
+            Message::Assistant {
+                content: None,
+                tool_calls: vec![old_restore],
+            },
+            Message::Tool {
+                tool_call_id: RESTORE_CALL_ID.into(),
+                name: "update_plan".into(),
+                content: "{\"version\": 1}".into(),
+                is_error: false,
+            },
+            Message::user("earlier request"),
+            Message::Assistant {
+                content: None,
+                tool_calls: vec![ToolCall {
+                    id: "c1".into(),
+                    name: "read_file".into(),
+                    arguments: "{}".into(),
+                }],
+            },
+        ];
+        let recalled = ractor::call!(actor, |reply| AgentMessage::Recall { history, reply })
+            .unwrap()
+            .unwrap();
+        assert_eq!(recalled, 2);
+        let conversation = ractor::call!(actor, AgentMessage::Snapshot)
+            .unwrap()
+            .unwrap();
+        let messages = conversation.messages();
+        assert_eq!(
+            messages[0],
+            Message::System {
+                content: "the system prompt".into()
+            }
+        );
+        assert_eq!(messages[1], Message::user("earlier request"));
+        assert!(
+            matches!(&messages[3], Message::Tool { tool_call_id, is_error: true, .. } if tool_call_id == "c1")
+        );
+        let Message::Tool {
+            tool_call_id,
+            content,
+            ..
+        } = &messages[5]
+        else {
+            panic!("{messages:?}")
+        };
+        assert_eq!(tool_call_id, RESTORE_CALL_ID);
+        assert!(content.contains("\"reason\": \"current\""), "{content}");
+        assert_eq!(messages.len(), 6);
+        assert!(conversation.unanswered_tool_calls().is_empty());
     }
 }

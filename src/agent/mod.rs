@@ -39,11 +39,25 @@ pub fn start_conversation(
     events: &EventSink,
 ) -> Conversation {
     let mut conversation = Conversation::new(system_prompt(catalog));
+    restore_plan(&mut conversation, env, flavour, events);
+    conversation
+}
+
+/// Appends the workspace plan as a restored tool result with its internal
+/// matching call (nothing when no plan was ever saved), and publishes it.
+/// Used at start-up and after `/recall`: the plan describes the workspace,
+/// not the recalled transcript, so the current one is always re-delivered.
+pub fn restore_plan(
+    conversation: &mut Conversation,
+    env: &ToolEnv,
+    flavour: PlanFlavour,
+    events: &EventSink,
+) {
     match flavour {
         PlanFlavour::UpdatePlan => {}
         PlanFlavour::Todo => {
-            restore_todo(&mut conversation, env, events);
-            return conversation;
+            restore_todo(conversation, env, events);
+            return;
         }
     }
     match env.plan.load() {
@@ -73,7 +87,6 @@ pub fn start_conversation(
             events.emit(EventKind::Error { message });
         }
     }
-    conversation
 }
 
 /// The `todo` flavour's restore: the saved state as the result of an

@@ -5,6 +5,7 @@
 //! neither see nor change (see `tools::path`).
 
 pub mod atomic;
+pub mod saved;
 pub mod undo;
 
 /// The directory of Fido's session state, relative to the workspace root.
