@@ -43,6 +43,10 @@ pub enum AgentMessage {
         history: Vec<Message>,
         reply: RpcReplyPort<Result<usize, String>>,
     },
+    /// The workspace plan changed outside a model turn (`/plan clear`):
+    /// append it as a restored tool result, so the model sees the current
+    /// state on its next request. Applied after the running turn, if any.
+    RestorePlan,
     /// Internal: the turn task hands the conversation back.
     TurnFinished {
         conversation: Box<Conversation>,
@@ -58,6 +62,8 @@ pub struct AgentState {
     conversation: Option<Conversation>,
     running: Option<RunningTurn>,
     turns: u32,
+    /// A `RestorePlan` that arrived during a turn.
+    plan_restore_pending: bool,
 }
 
 struct RunningTurn {
@@ -80,6 +86,7 @@ impl Actor for AgentActor {
             conversation: Some(args.conversation),
             running: None,
             turns: 0,
+            plan_restore_pending: false,
         })
     }
 
@@ -127,11 +134,33 @@ impl Actor for AgentActor {
                 conversation,
                 outcome,
             } => {
-                state.conversation = Some(*conversation);
+                let mut conversation = *conversation;
+                if std::mem::take(&mut state.plan_restore_pending) {
+                    let flavour = flavour_of(&state.deps);
+                    restore_plan(
+                        &mut conversation,
+                        &state.deps.tool_env,
+                        flavour,
+                        &state.deps.events,
+                    );
+                }
+                state.conversation = Some(conversation);
                 if let Some(running) = state.running.take() {
                     let _ = running.reply.send(outcome);
                 }
             }
+            AgentMessage::RestorePlan => match &mut state.conversation {
+                Some(conversation) => {
+                    let flavour = flavour_of(&state.deps);
+                    restore_plan(
+                        conversation,
+                        &state.deps.tool_env,
+                        flavour,
+                        &state.deps.events,
+                    );
+                }
+                None => state.plan_restore_pending = true,
+            },
             AgentMessage::Recall { history, reply } => {
                 let Some(current) = state.conversation.take() else {
                     let _ = reply.send(Err(
@@ -193,12 +222,21 @@ fn recall(current: Conversation, history: Vec<Message>, deps: &AgentDeps) -> (Co
             is_error: true,
         });
     }
-    let flavour = match deps.catalog.kind_of("todo") {
+    restore_plan(
+        &mut conversation,
+        &deps.tool_env,
+        flavour_of(deps),
+        &deps.events,
+    );
+    (conversation, recalled)
+}
+
+/// The plan flavour this session advertises (the catalog holds exactly one).
+fn flavour_of(deps: &AgentDeps) -> PlanFlavour {
+    match deps.catalog.kind_of("todo") {
         Some(_) => PlanFlavour::Todo,
         None => PlanFlavour::UpdatePlan,
-    };
-    restore_plan(&mut conversation, &deps.tool_env, flavour, &deps.events);
-    (conversation, recalled)
+    }
 }
 
 fn busy() -> TurnOutcome {
@@ -314,5 +352,33 @@ mod tests {
         assert!(content.contains("\"reason\": \"current\""), "{content}");
         assert_eq!(messages.len(), 6);
         assert!(conversation.unanswered_tool_calls().is_empty());
+    }
+
+    #[tokio::test]
+    async fn restore_plan_appends_the_current_plan_without_touching_the_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let actor = agent(dir.path()).await;
+        let before = ractor::call!(actor, AgentMessage::Snapshot)
+            .unwrap()
+            .unwrap();
+        let store = crate::plan::PlanStore::new(dir.path().join(".fido-plan.json"));
+        let now = "2026-01-01T00:00:00.000Z".to_string();
+        store
+            .update(|s| {
+                Ok::<_, ()>(s.successor("Plan cleared by the user.".into(), Vec::new(), now))
+            })
+            .unwrap()
+            .unwrap();
+        actor.cast(AgentMessage::RestorePlan).unwrap();
+        let after = ractor::call!(actor, AgentMessage::Snapshot)
+            .unwrap()
+            .unwrap();
+        let messages = after.messages();
+        assert_eq!(&messages[..before.messages().len()], before.messages());
+        let Some(Message::Tool { content, .. }) = messages.last() else {
+            panic!("{messages:?}")
+        };
+        assert!(content.contains("Plan cleared by the user."), "{content}");
+        assert!(after.unanswered_tool_calls().is_empty());
     }
 }

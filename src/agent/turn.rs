@@ -278,7 +278,7 @@ fn settle_reminder(deps: &AgentDeps) -> Option<String> {
 /// or command it names, never whole file contents.
 fn call_summary(call: &ToolCall) -> String {
     let args: serde_json::Value = serde_json::from_str(&call.arguments).unwrap_or_default();
-    let detail = ["path", "pattern", "command", "question"]
+    let detail = ["path", "pattern", "command", "question", "task", "subject"]
         .iter()
         .find_map(|key| args.get(*key).and_then(|v| v.as_str()))
         .unwrap_or("");

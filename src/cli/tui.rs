@@ -23,7 +23,7 @@ use crate::config::{Config, Overrides};
 use crate::plan::todo::{self, TodoStore};
 use crate::plan::{PlanFlavour, PlanState, PlanStore};
 use crate::tools::update_plan;
-use crate::ui::{self, PlanCleared, PlanCommands, UiSetup};
+use crate::ui::{self, LocalCommands, PlanCleared, UiSetup};
 
 pub fn run(overrides: &Overrides) -> ExitCode {
     let config = match Config::load(overrides) {
@@ -54,11 +54,11 @@ async fn session(config: Config) -> ExitCode {
         session.shutdown().await;
         return fail(&err.to_string());
     }
-    let plan_commands = Arc::new(CliPlanCommands::new(&config));
+    let local_commands = Arc::new(CliLocalCommands::new(&config));
     let result = ui::run(UiSetup {
         agent: session.actor.clone(),
         events: receiver,
-        plan_commands,
+        local_commands,
     })
     .await;
     // Every subagent is gone and a running turn is cancelled before exit.
@@ -93,7 +93,8 @@ fn init_file_logging(workspace: &Path) {
 
 /// `/plan` and `/plan clear` on the configured flavour's state: the same
 /// text and the same change as `fido plan show` and `fido plan clear`.
-struct CliPlanCommands {
+struct CliLocalCommands {
+    workspace: std::path::PathBuf,
     flavour: PlanFlavour,
     /// `update_plan` state.
     plans: PlanStore,
@@ -101,9 +102,10 @@ struct CliPlanCommands {
     todos: TodoStore,
 }
 
-impl CliPlanCommands {
+impl CliLocalCommands {
     fn new(config: &Config) -> Self {
-        CliPlanCommands {
+        CliLocalCommands {
+            workspace: config.workspace.clone(),
             flavour: config.plan_tool,
             plans: PlanStore::new(config.plan_file.clone()),
             todos: TodoStore::in_workspace(&config.workspace),
@@ -111,7 +113,7 @@ impl CliPlanCommands {
     }
 }
 
-impl PlanCommands for CliPlanCommands {
+impl LocalCommands for CliLocalCommands {
     fn show(&self) -> Result<String, String> {
         let (text, warning) = match self.flavour {
             PlanFlavour::UpdatePlan => {
@@ -146,9 +148,45 @@ impl PlanCommands for CliPlanCommands {
             }
         }
     }
+
+    fn undo(&self) -> Result<String, String> {
+        let workspace = crate::tools::Workspace::new(&self.workspace).map_err(|e| e.to_string())?;
+        let undo = crate::session::undo::UndoLog::new(&workspace.root);
+        match undo.undo_last(&workspace) {
+            Ok(Some(entry)) => Ok(format!("undone: {} of {}", entry.kind, entry.path)),
+            Ok(None) => Ok("nothing to undo".into()),
+            Err(err) => Err(format!("cannot undo: {err}")),
+        }
+    }
+
+    fn suspend(&self, messages: &[crate::protocol::Message]) -> Result<String, String> {
+        crate::session::saved::suspend(&self.workspace, messages)
+            .map(|name| format!("conversation saved as {name}; /recall {name} brings it back"))
+            .map_err(|err| format!("cannot save the conversation: {err}"))
+    }
+
+    fn recall(
+        &self,
+        name: Option<&str>,
+    ) -> Result<(String, Vec<crate::protocol::Message>), String> {
+        crate::session::saved::load(&self.workspace, name)
+    }
+
+    fn sessions(&self) -> Result<String, String> {
+        let saved = crate::session::saved::list(&self.workspace)
+            .map_err(|err| format!("cannot list saved conversations: {err}"))?;
+        if saved.is_empty() {
+            return Ok("no saved conversations (use /suspend)".into());
+        }
+        Ok(saved
+            .iter()
+            .map(|s| format!("{}  {}", s.name, s.preview))
+            .collect::<Vec<_>>()
+            .join("\n"))
+    }
 }
 
-impl CliPlanCommands {
+impl CliLocalCommands {
     fn clear_update_plan(&self) -> Result<PlanCleared, String> {
         let now = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
         let cleared = self.plans.update(|current: &PlanState| {
@@ -249,7 +287,8 @@ mod tests {
         let path = dir.path().join(".fido-plan.json");
         let store = PlanStore::new(path.clone());
         let before = saved_plan(&store);
-        let commands = Arc::new(CliPlanCommands {
+        let commands = Arc::new(CliLocalCommands {
+            workspace: dir.path().to_path_buf(),
             flavour: PlanFlavour::UpdatePlan,
             plans: PlanStore::new(path.clone()),
             todos: TodoStore::in_workspace(dir.path()),
@@ -259,7 +298,7 @@ mod tests {
         let arguments = UiArguments {
             terminal: Terminal::new(TestBackend::new(120, 30)).unwrap(),
             agent,
-            plan_commands: commands,
+            local_commands: commands,
             exit,
         };
         let (ui, _) = Actor::spawn(None, UiActor::new(), arguments).await.unwrap();
@@ -288,11 +327,6 @@ mod tests {
         assert_eq!(file.version, before.version + 1);
         assert!(file.items.is_empty());
         assert_eq!(file.reason, "Plan cleared by the user.");
-        // The panel shows exactly what the file holds.
-        assert_eq!(
-            cleared.unsynced_plan,
-            update_plan::state_output(&file).details
-        );
         assert!(cleared.transcript.contains(&Entry::Info(format!(
             "Plan cleared (version {}).",
             file.version
@@ -302,7 +336,8 @@ mod tests {
     #[test]
     fn the_todo_flavour_shows_and_clears_its_own_state() {
         let dir = tempfile::tempdir().unwrap();
-        let commands = CliPlanCommands {
+        let commands = CliLocalCommands {
+            workspace: dir.path().to_path_buf(),
             flavour: PlanFlavour::Todo,
             plans: PlanStore::new(dir.path().join(".fido-plan.json")),
             todos: TodoStore::in_workspace(dir.path()),
@@ -330,5 +365,169 @@ mod tests {
             !dir.path().join(".fido-plan.json").exists(),
             "the other flavour is untouched"
         );
+    }
+
+    /// Polls the UI until its transcript holds an entry matching `wanted`.
+    async fn wait_for_entry(ui: &ActorRef<UiMessage>, wanted: impl Fn(&Entry) -> bool) -> Entry {
+        for _ in 0..500 {
+            let store = ractor::call!(ui, UiMessage::Snapshot).unwrap();
+            if let Some(entry) = store.transcript.iter().rev().find(|e| wanted(e)) {
+                return entry.clone();
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the expected transcript entry never appeared");
+    }
+
+    #[tokio::test]
+    async fn undo_suspend_and_recall_from_the_ui_with_the_real_agent() {
+        use crate::agent::{
+            AgentActor, AgentArguments, AgentDeps, AgentSettings, CompactionSettings,
+            CompactionStrategy, Conversation,
+        };
+        use crate::protocol::{Message, ToolCall};
+        use crate::provider::script::ScriptProvider;
+        use crate::tools::{InvocationContext, ToolCatalog};
+
+        let dir = tempfile::tempdir().unwrap();
+        let env = crate::tools::path::testing::env(dir.path());
+        // A file change the journal can undo.
+        std::fs::write(dir.path().join("a.txt"), "before\n").unwrap();
+        let catalog = ToolCatalog::standard(PlanFlavour::UpdatePlan);
+        let patch = ToolCall {
+            id: "p".into(),
+            name: "patch".into(),
+            arguments: r#"{"path": "a.txt", "content": "after\n"}"#.into(),
+        };
+        let out = catalog
+            .invoke(
+                &patch,
+                &env,
+                &InvocationContext::main(),
+                &[],
+                &Default::default(),
+            )
+            .await;
+        assert!(out.ok, "{}", out.content);
+
+        let deps = Arc::new(AgentDeps {
+            provider: Arc::new(
+                ScriptProvider::from_json("t", "t", r#"{"turns": [{"text": "hello back"}]}"#)
+                    .unwrap(),
+            ),
+            tool_env: Arc::new(env),
+            ctx: InvocationContext::main(),
+            settings: AgentSettings {
+                max_steps: 5,
+                compaction: CompactionSettings {
+                    threshold_tokens: 100_000,
+                    keep_recent_tokens: 10_000,
+                    strategy: CompactionStrategy::Elide,
+                },
+            },
+            events: EventSink::discard(),
+            catalog,
+        });
+        let (agent, _) = Actor::spawn(
+            None,
+            AgentActor,
+            AgentArguments {
+                deps,
+                conversation: Conversation::new("system".into()),
+            },
+        )
+        .await
+        .unwrap();
+        let commands = Arc::new(CliLocalCommands {
+            workspace: dir.path().to_path_buf(),
+            flavour: PlanFlavour::UpdatePlan,
+            plans: PlanStore::new(dir.path().join(".fido-plan.json")),
+            todos: TodoStore::in_workspace(dir.path()),
+        });
+        let (exit, _exited) = oneshot::channel();
+        let (ui, _) = Actor::spawn(
+            None,
+            UiActor::new(),
+            UiArguments {
+                terminal: Terminal::new(TestBackend::new(120, 30)).unwrap(),
+                agent: agent.clone(),
+                local_commands: commands,
+                exit,
+            },
+        )
+        .await
+        .unwrap();
+
+        type_line(&ui, "/undo");
+        let undone = wait_for_entry(
+            &ui,
+            |e| matches!(e, Entry::Info(t) if t.starts_with("undone")),
+        )
+        .await;
+        assert!(
+            matches!(&undone, Entry::Info(t) if t.contains("a.txt")),
+            "{undone:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
+            "before\n"
+        );
+
+        type_line(&ui, "say hello");
+        for _ in 0..500 {
+            let store = ractor::call!(ui, UiMessage::Snapshot).unwrap();
+            if !store.turn.is_busy() && store.transcript.iter().any(|e| matches!(e, Entry::User(_)))
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        type_line(&ui, "/suspend");
+        let saved = wait_for_entry(
+            &ui,
+            |e| matches!(e, Entry::Info(t) if t.starts_with("conversation saved")),
+        )
+        .await;
+        let Entry::Info(saved) = saved else {
+            unreachable!()
+        };
+        let name = saved
+            .split_whitespace()
+            .nth(3)
+            .unwrap()
+            .trim_end_matches(';')
+            .to_string();
+
+        // Replace the agent's history, then recall the saved one by name.
+        let empty = vec![Message::System {
+            content: "system".into(),
+        }];
+        ractor::call!(agent, |reply| AgentMessage::Recall {
+            history: empty,
+            reply
+        })
+        .unwrap()
+        .unwrap();
+        type_line(&ui, &format!("/recall {name}"));
+        let recalled = wait_for_entry(
+            &ui,
+            |e| matches!(e, Entry::Info(t) if t.starts_with("recalled")),
+        )
+        .await;
+        assert!(
+            matches!(&recalled, Entry::Info(t) if t.contains("recalled 2 messages")),
+            "{recalled:?}"
+        );
+        let conversation = ractor::call!(agent, AgentMessage::Snapshot)
+            .unwrap()
+            .unwrap();
+        assert_eq!(conversation.messages()[1], Message::user("say hello"));
+
+        type_line(&ui, "/sessions");
+        wait_for_entry(
+            &ui,
+            |e| matches!(e, Entry::Local(t) if t.contains(&name) && t.contains("say hello")),
+        )
+        .await;
     }
 }

@@ -13,7 +13,7 @@ use interprocess::local_socket::traits::StreamCommon as _;
 use interprocess::local_socket::traits::tokio::Listener as _;
 use interprocess::local_socket::{GenericNamespaced, ListenerOptions, ToNsName};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::AsyncReadExt;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -155,8 +155,11 @@ impl Actor for SupervisorActor {
                 tokio::spawn(async move {
                     let agent_id = job.agent_id.clone();
                     let result = run(*job, &shared, cancel, kill_now).await;
-                    let _ = reply.send(result);
+                    // Free the slot before the caller sees the result: a
+                    // `Delegate` it sends next is queued behind this message,
+                    // so it is never refused as `busy` by a finished run.
                     let _ = myself.cast(SupervisorMessage::RunFinished { agent_id });
+                    let _ = reply.send(result);
                 });
             }
             SupervisorMessage::CancelRunning => {
@@ -333,7 +336,15 @@ async fn run(
 
     let mut usage = DelegateUsage::default();
     let mut stop: Option<StopReason> = None;
-    let (ending, pid) = match Session::open(&job, shared).await {
+    // The time limit counts from the spawn: a child stuck before its
+    // handshake is stopped on time too.
+    let stops = Stops {
+        cancel: &cancel,
+        kill_now: &kill_now,
+        turn_cancel: &job.turn_cancel,
+        deadline: tokio::time::Instant::now() + job.timeout,
+    };
+    let (ending, pid) = match Session::open(&job, shared, &stops, &mut stop).await {
         Ok(mut session) => {
             let pid = session.group.pid();
             emit(
@@ -342,9 +353,7 @@ async fn run(
                 &format!("pid {pid}, sandbox {}", shared.settings.sandbox),
             );
             let ending = session
-                .serve(
-                    &job, shared, &cancel, &kill_now, &mut usage, &mut stop, &emit,
-                )
+                .serve(&job, shared, &stops, &mut usage, &mut stop, &emit)
                 .await;
             session.close(matches!(ending, Ending::Final { .. })).await;
             (ending, Some(pid))
@@ -422,6 +431,37 @@ async fn run(
     result
 }
 
+/// What stops a run early: Esc, the shutdown, Ctrl+C on the parent's turn,
+/// the time limit.
+struct Stops<'a> {
+    cancel: &'a CancellationToken,
+    kill_now: &'a CancellationToken,
+    turn_cancel: &'a CancellationToken,
+    deadline: tokio::time::Instant,
+}
+
+impl Stops<'_> {
+    /// Resolves when the run must stop before the child is ready to serve
+    /// (during the spawn and the handshake nobody waits for a partial).
+    async fn before_handshake(&self) -> StopReason {
+        tokio::select! {
+            _ = tokio::time::sleep_until(self.deadline) => StopReason::Timeout,
+            _ = self.cancel.cancelled() => StopReason::Cancelled,
+            _ = self.kill_now.cancelled() => StopReason::Cancelled,
+            _ = self.turn_cancel.cancelled() => StopReason::Cancelled,
+        }
+    }
+}
+
+/// The failure of a run stopped during its handshake.
+fn stopped_early(reason: StopReason, stop: &mut Option<StopReason>) -> Ending {
+    *stop = Some(reason);
+    Ending::Failed {
+        code: reason.code(),
+        message: "stopped before the subagent was ready".into(),
+    }
+}
+
 /// A spawned, connected, handshaken child.
 struct Session {
     group: ProcessGroup,
@@ -432,7 +472,12 @@ struct Session {
 
 impl Session {
     /// Listener, spawn, accept (peer pid checked), `Hello`, `Fork`.
-    async fn open(job: &Job, shared: &Shared) -> Result<Session, Ending> {
+    async fn open(
+        job: &Job,
+        shared: &Shared,
+        stops: &Stops<'_>,
+        stop: &mut Option<StopReason>,
+    ) -> Result<Session, Ending> {
         let failed = |code: &'static str, message: String| Ending::Failed { code, message };
         let settings = &shared.settings;
         let socket_name = format!(
@@ -478,6 +523,9 @@ impl Session {
             tokio::spawn(log_stderr(job.agent_id.clone(), stderr));
         }
 
+        let interrupted = stops.before_handshake();
+        tokio::pin!(interrupted);
+
         // Exactly one connection, from the child itself.
         let accepted = tokio::select! {
             accepted = tokio::time::timeout(HANDSHAKE_TIMEOUT, listener.accept()) => accepted,
@@ -485,6 +533,10 @@ impl Session {
                 let status = describe_exit(status.ok());
                 let _ = group.terminate(TERM_GRACE).await;
                 return Err(failed("subagent_crashed", format!("the subagent exited before it connected ({status})")));
+            }
+            reason = &mut interrupted => {
+                let _ = group.terminate(TERM_GRACE).await;
+                return Err(stopped_early(reason, stop));
             }
         };
         drop(listener);
@@ -528,7 +580,13 @@ impl Session {
             exit: None,
         };
 
-        let hello = tokio::time::timeout(HANDSHAKE_TIMEOUT, session.frames.recv()).await;
+        let hello = tokio::select! {
+            hello = tokio::time::timeout(HANDSHAKE_TIMEOUT, session.frames.recv()) => hello,
+            reason = &mut interrupted => {
+                session.close(false).await;
+                return Err(stopped_early(reason, stop));
+            }
+        };
         match hello {
             Ok(Some(Ok(ChildFrame::Hello {
                 version,
@@ -625,14 +683,19 @@ impl Session {
         &mut self,
         job: &Job,
         shared: &Shared,
-        cancel: &CancellationToken,
-        kill_now: &CancellationToken,
+        stops: &Stops<'_>,
         usage: &mut DelegateUsage,
         stop: &mut Option<StopReason>,
         emit: &(dyn Fn(Option<u32>, &str, &str) + Sync),
     ) -> Ending {
         let pid = Some(self.group.pid());
-        let deadline = tokio::time::sleep(job.timeout);
+        let Stops {
+            cancel,
+            kill_now,
+            turn_cancel,
+            deadline,
+        } = stops;
+        let deadline = tokio::time::sleep_until(*deadline);
         tokio::pin!(deadline);
         let grace = tokio::time::sleep(Duration::MAX / 4);
         tokio::pin!(grace);
@@ -660,6 +723,11 @@ impl Session {
                             if stop.is_some() {
                                 let _ = self.writer.send(ParentFrame::ModelError { request_id, message: "cancelled".into() });
                                 continue;
+                            }
+                            // The gateway holds the credentials, so it keeps
+                            // the budget: the child's own loop is not trusted.
+                            if requests >= shared.settings.max_steps {
+                                break Ending::Failed { code: "protocol_error", message: format!("the subagent asked for more than {} model requests (max_steps)", shared.settings.max_steps) };
                             }
                             requests += 1;
                             emit(pid, "reasoning", &format!("model request {requests}"));
@@ -729,7 +797,7 @@ impl Session {
                 _ = &mut grace => {
                     break Ending::Failed { code: "timeout", message: "no partial result within the grace period".into() };
                 }
-                _ = job.turn_cancel.cancelled() => {
+                _ = turn_cancel.cancelled() => {
                     // The whole turn is interrupted: nobody waits for a partial.
                     *stop = Some(StopReason::Cancelled);
                     break Ending::Failed { code: "cancelled", message: "the turn was interrupted".into() };
@@ -877,30 +945,72 @@ fn spawn_writer(stream: Arc<Stream>) -> mpsc::UnboundedSender<ParentFrame> {
 }
 
 /// Copies the child's stderr into the log, tagged with its id, up to a cap;
-/// the rest is drained so the child never blocks on a full pipe.
-async fn log_stderr(agent_id: String, stderr: tokio::process::ChildStderr) {
-    let mut lines = BufReader::new(stderr).lines();
-    let mut logged = 0usize;
-    let mut dropped = 0usize;
+/// the rest is drained to the end so the child never blocks on a full pipe
+/// (nor fails writing to a closed one). Raw bytes are read in blocks: a line
+/// is kept up to [`MAX_STDERR_LINE`] bytes, so neither a line without end
+/// nor bytes that are not UTF-8 can make the parent buffer without limit or
+/// stop reading.
+async fn log_stderr(agent_id: String, mut stderr: tokio::process::ChildStderr) {
+    let mut block = vec![0u8; 16 * 1024];
+    let mut log = StderrLog::default();
     loop {
-        match lines.next_line().await {
-            Ok(Some(line)) => {
-                if logged < MAX_STDERR_LOGGED {
-                    logged += line.len();
-                    info!(agent_id = %agent_id, "subagent stderr: {}", text::short(&text::sanitize(&line, true), 500));
-                } else {
-                    dropped += line.len();
+        match stderr.read(&mut block).await {
+            Ok(0) => break,
+            Ok(n) => {
+                let mut rest = &block[..n];
+                while let Some(end) = rest.iter().position(|&b| b == b'\n') {
+                    log.push(&rest[..end]);
+                    log.end_line(&agent_id);
+                    rest = &rest[end + 1..];
                 }
+                log.push(rest);
             }
-            Ok(None) => break,
-            Err(_) => {
-                // Not UTF-8: skip the rest rather than fail.
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(err) => {
+                debug!(agent_id = %agent_id, error = %err, "reading the subagent's stderr failed");
                 break;
             }
         }
     }
-    if dropped > 0 {
-        warn!(agent_id = %agent_id, dropped, "subagent stderr was too long; the rest was dropped");
+    log.end_line(&agent_id);
+    if log.dropped > 0 {
+        warn!(agent_id = %agent_id, dropped = log.dropped, "subagent stderr was too long; the rest was dropped");
+    }
+}
+
+/// Longest piece of one stderr line kept for the log.
+const MAX_STDERR_LINE: usize = 500;
+
+/// The line being read from a child's stderr, and the budget so far.
+#[derive(Default)]
+struct StderrLog {
+    line: Vec<u8>,
+    logged: usize,
+    dropped: usize,
+}
+
+impl StderrLog {
+    /// Adds bytes of the current line, beyond the caps only counted.
+    fn push(&mut self, bytes: &[u8]) {
+        let room = if self.logged < MAX_STDERR_LOGGED {
+            MAX_STDERR_LINE.saturating_sub(self.line.len())
+        } else {
+            0
+        };
+        let kept = bytes.len().min(room);
+        self.line.extend_from_slice(&bytes[..kept]);
+        self.dropped += bytes.len() - kept;
+    }
+
+    /// Logs the current line, if any.
+    fn end_line(&mut self, agent_id: &str) {
+        if self.line.is_empty() {
+            return;
+        }
+        self.logged += self.line.len();
+        let line = String::from_utf8_lossy(&self.line);
+        info!(agent_id = %agent_id, "subagent stderr: {}", text::sanitize(&line, true));
+        self.line.clear();
     }
 }
 

@@ -20,7 +20,7 @@ use ratatui::Terminal;
 use ratatui::backend::Backend;
 use tokio::sync::oneshot;
 
-use super::commands::PlanCommands;
+use super::commands::LocalCommands;
 use super::keys::{self, Action};
 use super::store::{Entry, Store};
 use super::widgets;
@@ -41,6 +41,12 @@ pub enum UiMessage {
     TurnEnded(TurnOutcome),
     /// Quit now (SIGTERM, SIGHUP): like `/quit`.
     Shutdown,
+    /// Stop with this error: the terminal is gone (the panic hook already
+    /// restored it).
+    Crashed(String),
+    /// The result of a local command that ran in the background
+    /// (`/suspend`, `/recall`): a line for the transcript.
+    Local(Result<String, String>),
     /// A copy of the store (tests, debugging).
     Snapshot(RpcReplyPort<Store>),
     /// Internal: draw the frame scheduled after a change.
@@ -76,7 +82,7 @@ pub struct UiArguments<B: Backend> {
     pub terminal: Terminal<B>,
     /// Where prompts and interrupts go.
     pub agent: ActorRef<AgentMessage>,
-    pub plan_commands: Arc<dyn PlanCommands>,
+    pub local_commands: Arc<dyn LocalCommands>,
     /// Told once why the actor stopped.
     pub exit: oneshot::Sender<UiExit>,
 }
@@ -85,7 +91,7 @@ pub struct UiState<B: Backend> {
     terminal: Terminal<B>,
     store: Store,
     agent: ActorRef<AgentMessage>,
-    plan_commands: Arc<dyn PlanCommands>,
+    local_commands: Arc<dyn LocalCommands>,
     exit: Option<oneshot::Sender<UiExit>>,
     frame_scheduled: bool,
     tick_scheduled: bool,
@@ -112,7 +118,7 @@ where
             terminal: args.terminal,
             store: Store::new((size.width, size.height)),
             agent: args.agent,
-            plan_commands: args.plan_commands,
+            local_commands: args.local_commands,
             exit: Some(args.exit),
             frame_scheduled: false,
             tick_scheduled: false,
@@ -156,6 +162,17 @@ where
             UiMessage::Shutdown => {
                 dispatch(&myself, state, Action::Quit);
                 false
+            }
+            UiMessage::Crashed(message) => {
+                stop(&myself, state, UiExit::Failed(message));
+                false
+            }
+            UiMessage::Local(result) => {
+                state.store.push(match result {
+                    Ok(text) => Entry::Info(text),
+                    Err(message) => Entry::Error(message),
+                });
+                true
             }
             UiMessage::Snapshot(reply) => {
                 let _ = reply.send(state.store.clone());
@@ -206,9 +223,6 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
     let store = &mut state.store;
     match action {
         Action::Submit(prompt) => {
-            // `store.unsynced_plan` (left by /plan clear) should reach the
-            // model as a plan-state tool result before this prompt; the
-            // agent has no message for that yet, so it stays pending.
             store.begin_turn(&prompt);
             let (sender, reply) = oneshot::channel();
             let submitted = state.agent.cast(AgentMessage::SubmitPrompt {
@@ -245,16 +259,62 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
         }
         Action::ShowPlan => {
             store.push(Entry::Info("/plan (local; not sent to the model)".into()));
-            match state.plan_commands.show() {
+            match state.local_commands.show() {
                 Ok(text) => store.push(Entry::Local(text)),
                 Err(message) => store.push(Entry::Error(message)),
             }
         }
-        Action::ClearPlan => match state.plan_commands.clear() {
+        Action::ClearPlan => match state.local_commands.clear() {
             Ok(cleared) => {
                 store.set_plan(&cleared.flavour, &cleared.plan, "cleared");
                 store.push(Entry::Info(cleared.message));
-                store.unsynced_plan = Some(cleared.plan);
+                // The model sees the cleared plan as a tool result on its
+                // next request.
+                if state.agent.cast(AgentMessage::RestorePlan).is_err() {
+                    store.set_notice("the agent is not running", true);
+                }
+            }
+            Err(message) => store.push(Entry::Error(message)),
+        },
+        Action::Undo => store.push(match state.local_commands.undo() {
+            Ok(text) => Entry::Info(text),
+            Err(message) => Entry::Error(message),
+        }),
+        Action::Sessions => store.push(match state.local_commands.sessions() {
+            Ok(text) => Entry::Local(text),
+            Err(message) => Entry::Error(message),
+        }),
+        Action::Suspend => {
+            let (agent, commands, ui) = (
+                state.agent.clone(),
+                state.local_commands.clone(),
+                myself.clone(),
+            );
+            tokio::spawn(async move {
+                let result = match ractor::call!(agent, AgentMessage::Snapshot) {
+                    Ok(Some(conversation)) => commands.suspend(conversation.messages()),
+                    Ok(None) => Err("a turn is running; wait for it to end before /suspend".into()),
+                    Err(err) => Err(format!("the agent did not answer: {err}")),
+                };
+                let _ = ui.cast(UiMessage::Local(result));
+            });
+        }
+        Action::Recall(name) => match state.local_commands.recall(name.as_deref()) {
+            Ok((name, history)) => {
+                let (agent, ui) = (state.agent.clone(), myself.clone());
+                tokio::spawn(async move {
+                    let result = match ractor::call!(agent, |reply| AgentMessage::Recall {
+                        history,
+                        reply
+                    }) {
+                        Ok(Ok(count)) => Ok(format!(
+                            "recalled {count} messages from {name}; the workspace plan was kept and re-delivered to the model"
+                        )),
+                        Ok(Err(message)) => Err(message),
+                        Err(err) => Err(format!("the agent did not answer: {err}")),
+                    };
+                    let _ = ui.cast(UiMessage::Local(result));
+                });
             }
             Err(message) => store.push(Entry::Error(message)),
         },

@@ -1,6 +1,7 @@
-//! The local `/plan` commands, behind a trait so that the TUI and
-//! `fido plan show|clear` share one implementation (the CLI provides it).
-//! They run without a model turn.
+//! The local commands (`/plan`, `/plan clear`, `/undo`, `/suspend`,
+//! `/recall`, `/sessions`), behind a trait so that the TUI and the command
+//! line share one implementation (the CLI provides it). They run without a
+//! model turn.
 
 /// What `/plan clear` produced: the new plan for the panel, and one line for
 /// the transcript.
@@ -15,10 +16,30 @@ pub struct PlanCleared {
     pub plan: serde_json::Value,
 }
 
-/// `/plan` and `/plan clear`. Errors are one sentence for the user.
-pub trait PlanCommands: Send + Sync {
+/// Errors are one sentence for the user.
+pub trait LocalCommands: Send + Sync {
     /// The current plan as text, exactly as `fido plan show` prints it.
     fn show(&self) -> Result<String, String>;
     /// Starts a new, empty plan, as `fido plan clear` does.
     fn clear(&self) -> Result<PlanCleared, String>;
+    /// `/undo`: reverts the last file change of the file tools.
+    fn undo(&self) -> Result<String, String> {
+        Err("/undo is not available here".into())
+    }
+    /// `/suspend`: saves the conversation; returns what to tell the user.
+    fn suspend(&self, _messages: &[crate::protocol::Message]) -> Result<String, String> {
+        Err("/suspend is not available here".into())
+    }
+    /// `/recall [NAME]`: the saved conversation's name and messages (the
+    /// newest when no name is given).
+    fn recall(
+        &self,
+        _name: Option<&str>,
+    ) -> Result<(String, Vec<crate::protocol::Message>), String> {
+        Err("/recall is not available here".into())
+    }
+    /// `/sessions`: the saved conversations, one per line.
+    fn sessions(&self) -> Result<String, String> {
+        Err("/sessions is not available here".into())
+    }
 }

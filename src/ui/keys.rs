@@ -28,12 +28,21 @@ pub enum Action {
     ShowPlan,
     /// `/plan clear`: start a new, empty plan.
     ClearPlan,
+    /// `/undo`: revert the last file change.
+    Undo,
+    /// `/suspend`: save the conversation.
+    Suspend,
+    /// `/recall [NAME]`: bring back a saved conversation (the plan stays).
+    Recall(Option<String>),
+    /// `/sessions`: list saved conversations.
+    Sessions,
     /// Leave Fido (`/quit`, Ctrl+C twice when idle, Ctrl+D on empty input).
     Quit,
 }
 
 /// Local commands typed on the input line.
-const COMMANDS_HELP: &str = "local commands: /plan, /plan clear, /quit";
+const COMMANDS_HELP: &str =
+    "local commands: /plan, /plan clear, /undo, /suspend, /recall [NAME], /sessions, /quit";
 
 /// Handles one key; returns the action it asks for, if any. Every key may
 /// change the store, so the caller redraws after each.
@@ -136,6 +145,21 @@ fn enter(store: &mut Store) -> Option<Action> {
                 }
                 Action::ClearPlan
             }
+            ["undo"] | ["suspend"] | ["recall", ..] if store.turn.is_busy() => {
+                store.set_notice(
+                    format!(
+                        "a turn is running: wait for it to end (or Ctrl+C) before /{}",
+                        words[0]
+                    ),
+                    true,
+                );
+                return None;
+            }
+            ["undo"] => Action::Undo,
+            ["suspend"] => Action::Suspend,
+            ["recall"] => Action::Recall(None),
+            ["recall", name] => Action::Recall(Some((*name).to_string())),
+            ["sessions"] => Action::Sessions,
             ["quit"] | ["exit"] => Action::Quit,
             _ => {
                 store.set_notice(

@@ -184,8 +184,6 @@ pub struct Store {
     pub size: (u16, u16),
     /// When Ctrl+C was pressed while idle (a second press quits).
     pub quit_armed_at: Option<Instant>,
-    /// A plan replaced by `/plan clear` that the model has not seen yet.
-    pub unsynced_plan: Option<serde_json::Value>,
     saw_turn_started: bool,
 }
 
@@ -207,7 +205,6 @@ impl Store {
             plan_overlay: false,
             size,
             quit_armed_at: None,
-            unsynced_plan: None,
             saw_turn_started: false,
         }
     }

@@ -3,12 +3,12 @@
 //!
 //! Restoring happens exactly once, whichever comes first: the guard's drop
 //! (quit, error) or the panic hook (a panic anywhere, before its message is
-//! printed, so the message is readable on the normal screen).
+//! printed, so the message is readable on the normal screen). After a panic
+//! the screen is gone, so the hook also tells the UI to stop with an error.
 
 use std::io::{self, IsTerminal};
-use std::sync::Arc;
-use std::sync::Once;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Once};
 
 use crossterm::event::{
     DisableBracketedPaste, EnableBracketedPaste, Event as TermEvent, EventStream, KeyCode,
@@ -25,7 +25,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, oneshot};
 
 use super::actor::{UiActor, UiArguments, UiExit, UiMessage};
-use super::commands::PlanCommands;
+use super::commands::LocalCommands;
 use crate::agent::AgentMessage;
 use crate::protocol::Event;
 
@@ -48,7 +48,7 @@ pub struct UiSetup {
     pub agent: ActorRef<AgentMessage>,
     /// The agent's events (the receiving end of its `EventSink`).
     pub events: mpsc::UnboundedReceiver<Event>,
-    pub plan_commands: Arc<dyn PlanCommands>,
+    pub local_commands: Arc<dyn LocalCommands>,
 }
 
 /// Fails unless standard input and output are a terminal.
@@ -70,18 +70,20 @@ pub async fn run(setup: UiSetup) -> Result<(), UiError> {
     let arguments = UiArguments {
         terminal,
         agent: setup.agent,
-        plan_commands: setup.plan_commands,
+        local_commands: setup.local_commands,
         exit,
     };
     let (ui, handle) = Actor::spawn(None, UiActor::new(), arguments)
         .await
         .map_err(UiError::Start)?;
+    set_running_ui(Some(ui.clone()));
     let tasks = [
         tokio::spawn(read_input(ui.clone())),
         tokio::spawn(forward_events(setup.events, ui.clone())),
         tokio::spawn(watch_signals(ui)),
     ];
     let _ = handle.await;
+    set_running_ui(None);
     for task in &tasks {
         task.abort();
     }
@@ -147,6 +149,15 @@ async fn watch_signals(ui: ActorRef<UiMessage>) {
 /// Whether the terminal is in the UI's modes and must be restored.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 
+/// The running UI, for the panic hook.
+static RUNNING_UI: Mutex<Option<ActorRef<UiMessage>>> = Mutex::new(None);
+
+fn set_running_ui(ui: Option<ActorRef<UiMessage>>) {
+    if let Ok(mut running) = RUNNING_UI.lock() {
+        *running = ui;
+    }
+}
+
 /// Raw mode, alternate screen and bracketed paste while it lives.
 struct TerminalGuard;
 
@@ -186,8 +197,19 @@ fn install_panic_hook() {
     INSTALLED.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
+            let was_active = ACTIVE.load(Ordering::SeqCst);
             restore();
             previous(info);
+            // `try_lock`: never wait inside a panic hook.
+            let ui = RUNNING_UI
+                .try_lock()
+                .ok()
+                .and_then(|running| running.clone());
+            if let (true, Some(ui)) = (was_active, ui) {
+                let _ = ui.cast(UiMessage::Crashed(
+                    "an internal error (panic) stopped it; the message is above".into(),
+                ));
+            }
         }));
     });
 }

@@ -1,4 +1,5 @@
 mod delegate;
+mod delegate_faults;
 mod exec;
 mod fake_server;
 mod plan;

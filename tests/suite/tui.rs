@@ -306,6 +306,18 @@ fn the_subagent_bar_shows_a_live_subagent_and_esc_cancels_only_it() {
     assert!(bar.contains("▶"), "a running phase: {bar}");
     assert!(screen.contains("→ delegate"), "{screen}");
     server.wait_for_requests(2, SCREEN_TIMEOUT);
+    let fido = processes(ProcessFilter::ChildrenOf(tmux.shell_pid()))
+        .into_iter()
+        .find(|p| p.comm == "fido")
+        .expect("fido runs under the shell");
+    let subagent = processes(ProcessFilter::ChildrenOf(fido.pid))
+        .into_iter()
+        .find(|p| {
+            std::fs::read(format!("/proc/{}/cmdline", p.pid))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("__subagent"))
+        })
+        .expect("the subagent runs as a child of fido");
+    assert!(bar.contains(&format!("pid {}", subagent.pid)), "{bar}");
 
     tmux.keys(&["Escape"]);
     let screen = tmux.wait_for("the cancelled outcome and the rest of the turn", |s| {
@@ -316,6 +328,9 @@ fn the_subagent_bar_shows_a_live_subagent_and_esc_cancels_only_it() {
         bar.contains("SUBAGENT") && bar.contains("cancelled"),
         "{screen}"
     );
+    // Esc cancelled the subagent only: its process is gone, fido is not.
+    assert_no_processes(ProcessFilter::Pid(subagent.pid), Duration::from_secs(10));
+    assert!(!processes(ProcessFilter::Pid(fido.pid)).is_empty());
 
     // The next prompt advances the parent turn: the bar goes.
     tmux.type_line("thanks");
@@ -325,8 +340,9 @@ fn the_subagent_bar_shows_a_live_subagent_and_esc_cancels_only_it() {
     tmux.wait_for("the shell again", |s| !s.contains("You are welcome."));
     let requests = server.model_requests();
     assert_eq!(requests.len(), 4);
-    assert!(
-        processes(ProcessFilter::ChildrenOf(tmux.shell_pid())).is_empty(),
-        "fido and its subagent are gone"
+    // fido (and with it every subagent) is gone.
+    assert_no_processes(
+        ProcessFilter::ChildrenOf(tmux.shell_pid()),
+        Duration::from_secs(10),
     );
 }

@@ -18,7 +18,7 @@ use super::*;
 use crate::agent::{AgentMessage, TurnOutcome};
 use crate::protocol::{Event, TurnStatus};
 use crate::ui::actor::{UiActor, UiArguments, UiExit, UiMessage};
-use crate::ui::commands::{PlanCleared, PlanCommands};
+use crate::ui::commands::{LocalCommands, PlanCleared};
 use crate::ui::store::{Entry, TurnState};
 
 /// What the fake agent was asked.
@@ -29,6 +29,7 @@ enum Asked {
     },
     Interrupt,
     CancelSubagent,
+    RestorePlan,
     Other,
 }
 
@@ -57,6 +58,7 @@ impl Actor for FakeAgent {
             AgentMessage::SubmitPrompt { prompt, reply } => Asked::Submit { prompt, reply },
             AgentMessage::Interrupt => Asked::Interrupt,
             AgentMessage::CancelSubagent => Asked::CancelSubagent,
+            AgentMessage::RestorePlan => Asked::RestorePlan,
             _ => Asked::Other,
         });
         Ok(())
@@ -109,11 +111,11 @@ impl Backend for CountingBackend {
 }
 
 #[derive(Default)]
-struct FakePlanCommands {
+struct FakeLocalCommands {
     cleared: Mutex<u32>,
 }
 
-impl PlanCommands for FakePlanCommands {
+impl LocalCommands for FakeLocalCommands {
     fn show(&self) -> Result<String, String> {
         Ok("Plan v1 · now · test\n  [ ] a — A (pending)\n".into())
     }
@@ -135,7 +137,7 @@ struct Harness {
     asked: mpsc::UnboundedReceiver<Asked>,
     exit: oneshot::Receiver<UiExit>,
     frames: Arc<AtomicUsize>,
-    plan: Arc<FakePlanCommands>,
+    plan: Arc<FakeLocalCommands>,
 }
 
 async fn start() -> Harness {
@@ -146,12 +148,12 @@ async fn start() -> Harness {
         inner: TestBackend::new(120, 30),
         frames: frames.clone(),
     };
-    let plan = Arc::new(FakePlanCommands::default());
+    let plan = Arc::new(FakeLocalCommands::default());
     let (exit_tx, exit) = oneshot::channel();
     let arguments = UiArguments {
         terminal: Terminal::new(backend).unwrap(),
         agent,
-        plan_commands: plan.clone(),
+        local_commands: plan.clone(),
         exit: exit_tx,
     };
     let (ui, ui_handle) = Actor::spawn(None, UiActor::new(), arguments).await.unwrap();
@@ -281,7 +283,6 @@ async fn plan_clear_updates_the_panel_without_a_turn() {
         .expect("a cleared plan is an empty plan, not none");
     assert!(plan.items.is_empty());
     assert_eq!(plan.version, Some(2));
-    assert!(store.unsynced_plan.is_some(), "kept for the model");
     assert!(
         store
             .transcript
@@ -290,7 +291,9 @@ async fn plan_clear_updates_the_panel_without_a_turn() {
     h.type_line("/plan");
     let store = h.store().await;
     assert!(matches!(store.transcript.last(), Some(Entry::Local(text)) if text.contains("[ ] a")));
-    // Neither command went to the agent.
+    // No model turn: the agent was only asked to deliver the cleared plan
+    // as a tool result before the next request.
+    assert!(matches!(h.next_asked().await, Asked::RestorePlan));
     assert!(h.asked.try_recv().is_err());
 }
 
@@ -352,4 +355,14 @@ async fn shutdown_quits() {
         .await
         .unwrap();
     assert_eq!(exit, Ok(UiExit::Quit));
+}
+
+#[tokio::test]
+async fn a_crash_elsewhere_stops_the_ui_with_an_error() {
+    let h = start().await;
+    h.ui.cast(UiMessage::Crashed("boom".into())).unwrap();
+    let exit = tokio::time::timeout(Duration::from_secs(5), h.exit)
+        .await
+        .unwrap();
+    assert_eq!(exit, Ok(UiExit::Failed("boom".into())));
 }

@@ -1,0 +1,836 @@
+//! Delegation faults, driven through the library: the `Supervisor` spawns
+//! either a fake subagent (`tests/fixtures/fake_subagent.py`, whose
+//! behaviour is its file name: the tests exec it through a symlink named
+//! after the behaviour) or the real `fido __subagent` against the fake model
+//! server, and every test ends by checking that no process is left.
+//!
+//! "No process left": a watcher thread polls `/proc` during the run and
+//! records every process whose working directory is the test's private
+//! workspace (the subagent and whatever it started); after the result, each
+//! recorded child of this test process must be reaped (no `/proc` entry,
+//! not even a zombie) and no live process may still work in the workspace.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use fido::agent::EventSink;
+use fido::plan::PlanFlavour;
+use fido::protocol::delegate::{DelegateResult, DelegateStatus};
+use fido::protocol::{Event, EventKind, Message, ToolCall};
+use fido::provider::HttpPolicy;
+use fido::provider::openai::OpenAiProvider;
+use fido::sandbox::SandboxMode;
+use fido::subagent::fork::DelegateArgs;
+use fido::subagent::supervisor::{DelegationSettings, Supervisor};
+use fido::tools::ToolCatalog;
+use fido::tools::delegate::{DelegationRequest, Delegator};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::common::process::{ProcessFilter, processes};
+use crate::common::sse;
+use crate::common::{FakeServer, Reply};
+
+const FAKE_SUBAGENT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/fake_subagent.py"
+);
+
+/// Longest any single test may take before it fails.
+const TEST_LIMIT: Duration = Duration::from_secs(60);
+
+const FINAL_JSON: &str = r#"{"summary": "main prints hi", "findings": [{"file": "main.rs", "line": 1, "claim": "prints hi", "confidence": "high"}], "recommended_next_steps": [], "tests_to_run": [], "uncertainties": []}"#;
+
+/// Which program the supervisor spawns.
+#[derive(Debug, Clone, Copy)]
+enum Child {
+    /// The fake subagent with this behaviour.
+    Fake(&'static str),
+    /// The real `fido __subagent`.
+    Real,
+}
+
+/// Knobs of one rig.
+#[derive(Debug, Clone)]
+struct Setup {
+    child: Child,
+    script: Vec<Reply>,
+    grace: Duration,
+    default_timeout: Duration,
+    max_steps: u32,
+}
+
+impl Setup {
+    fn new(child: Child) -> Setup {
+        Setup {
+            child,
+            script: Vec::new(),
+            grace: Duration::from_secs(2),
+            default_timeout: Duration::from_secs(30),
+            max_steps: 10,
+        }
+    }
+
+    fn script(mut self, script: Vec<Reply>) -> Setup {
+        self.script = script;
+        self
+    }
+
+    fn grace(mut self, grace: Duration) -> Setup {
+        self.grace = grace;
+        self
+    }
+
+    fn max_steps(mut self, max_steps: u32) -> Setup {
+        self.max_steps = max_steps;
+        self
+    }
+}
+
+/// A supervisor, its fake model server, a private workspace and the
+/// watcher of the processes working in it.
+struct Rig {
+    dir: tempfile::TempDir,
+    server: Arc<FakeServer>,
+    supervisor: Arc<Supervisor>,
+    events: mpsc::UnboundedReceiver<Event>,
+    seen: Vec<Event>,
+    watcher: Watcher,
+}
+
+impl Rig {
+    async fn start(setup: Setup) -> Rig {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = dir.path().join("ws");
+        std::fs::create_dir(&workspace).unwrap();
+        std::fs::write(
+            workspace.join("main.rs"),
+            "fn main() { println!(\"hi\"); }\n",
+        )
+        .unwrap();
+        let program = match setup.child {
+            Child::Fake(behaviour) => fake_program(dir.path(), behaviour),
+            Child::Real => PathBuf::from(env!("CARGO_BIN_EXE_fido")),
+        };
+        let server = Arc::new(FakeServer::start(setup.script));
+        let policy = HttpPolicy {
+            max_retries: 0,
+            ..HttpPolicy::default()
+        };
+        let provider =
+            OpenAiProvider::new(server.base_url(), Some("k".into()), "m".into(), policy).unwrap();
+        let (sender, events) = mpsc::unbounded_channel();
+        let supervisor = Supervisor::start(
+            DelegationSettings {
+                default_timeout: setup.default_timeout,
+                max_timeout: Duration::from_secs(600),
+                grace: setup.grace,
+                sandbox: SandboxMode::Required,
+                max_steps: setup.max_steps,
+                plan_tool: PlanFlavour::UpdatePlan,
+                workspace: workspace.clone(),
+                program,
+            },
+            Arc::new(provider),
+            ToolCatalog::standard(PlanFlavour::UpdatePlan),
+            EventSink::new(sender),
+        )
+        .await
+        .unwrap();
+        Rig {
+            watcher: Watcher::start(workspace),
+            dir,
+            server,
+            supervisor: Arc::new(supervisor),
+            events,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Starts a delegation in a task of its own; `turn_cancel` is the parent
+    /// turn's token (Ctrl+C).
+    fn spawn_delegate(
+        &self,
+        timeout_ms: Option<u64>,
+        turn_cancel: CancellationToken,
+    ) -> tokio::task::JoinHandle<(DelegateResult, Duration)> {
+        let supervisor = self.supervisor.clone();
+        tokio::spawn(async move {
+            let messages = parent_messages();
+            let started = Instant::now();
+            let result = supervisor
+                .delegate(DelegationRequest {
+                    call_id: "d1",
+                    args: args(timeout_ms),
+                    parent_messages: &messages,
+                    cancel: &turn_cancel,
+                })
+                .await;
+            (result, started.elapsed())
+        })
+    }
+
+    /// Runs one delegation to its end.
+    async fn delegate(&mut self, timeout_ms: Option<u64>) -> (DelegateResult, Duration) {
+        let task = self.spawn_delegate(timeout_ms, CancellationToken::new());
+        within(TEST_LIMIT, task).await.unwrap()
+    }
+
+    /// Every event so far, the ones already seen included.
+    fn drain(&mut self) -> &[Event] {
+        while let Ok(event) = self.events.try_recv() {
+            self.seen.push(event);
+        }
+        &self.seen
+    }
+
+    /// Waits for a `subagent` event matching `wanted` and returns its pid
+    /// and elapsed time.
+    async fn wait_for_phase(&mut self, wanted: impl Fn(&str, Option<u32>) -> bool) -> (u32, u64) {
+        let deadline = Instant::now() + TEST_LIMIT;
+        loop {
+            for event in self.drain() {
+                if let EventKind::Subagent {
+                    pid,
+                    phase,
+                    elapsed_ms,
+                    ..
+                } = &event.kind
+                    && wanted(phase, *pid)
+                {
+                    return (pid.unwrap_or(0), *elapsed_ms);
+                }
+            }
+            assert!(Instant::now() < deadline, "no such subagent event");
+            let next = tokio::time::timeout(Duration::from_millis(100), self.events.recv()).await;
+            if let Ok(Some(event)) = next {
+                self.seen.push(event);
+            }
+        }
+    }
+
+    /// The pid of the running subagent, once its handshake is done.
+    async fn subagent_pid(&mut self) -> u32 {
+        self.wait_for_phase(|phase, pid| phase == "starting" && pid.is_some())
+            .await
+            .0
+    }
+
+    /// `(phase, pid, elapsed_ms, detail)` of every `subagent` event.
+    fn phases(&mut self) -> Vec<(String, Option<u32>, u64, String)> {
+        self.drain()
+            .iter()
+            .filter_map(|event| match &event.kind {
+                EventKind::Subagent {
+                    phase,
+                    pid,
+                    elapsed_ms,
+                    detail,
+                    ..
+                } => Some((phase.clone(), *pid, *elapsed_ms, detail.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Blocks (on the blocking pool) until the model server got `count`
+    /// requests.
+    async fn wait_for_model_requests(&self, count: usize) {
+        let server = self.server.clone();
+        tokio::task::spawn_blocking(move || {
+            server.wait_for_requests(count, TEST_LIMIT);
+        })
+        .await
+        .unwrap();
+    }
+
+    /// The end of every test: the run's processes are gone and reaped.
+    async fn assert_no_process_left(self) {
+        let Rig {
+            dir,
+            supervisor,
+            watcher,
+            ..
+        } = self;
+        supervisor.shutdown(Duration::from_secs(5)).await;
+        tokio::task::spawn_blocking(move || watcher.assert_clean())
+            .await
+            .unwrap();
+        drop(dir);
+    }
+}
+
+/// `<dir>/bin/<behaviour>`, a symlink to the fake subagent: exec'd through
+/// it, the script sees its behaviour as its own name. A symlink (not a
+/// copy) so the executable is never a freshly written file, which another
+/// test's fork could still hold open for writing (ETXTBSY).
+fn fake_program(dir: &Path, behaviour: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let fixture = Path::new(FAKE_SUBAGENT);
+    let mode = std::fs::metadata(fixture).unwrap().permissions().mode();
+    if mode & 0o111 != 0o111 {
+        std::fs::set_permissions(fixture, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let program = bin.join(behaviour);
+    std::os::unix::fs::symlink(fixture, &program).unwrap();
+    program
+}
+
+/// The parent's conversation at the instant of the call: the system
+/// prompt, the user's request and the assistant message calling `delegate`.
+fn parent_messages() -> Vec<Message> {
+    vec![
+        Message::System {
+            content: "You are Fido, a coding agent.".into(),
+        },
+        Message::user("What does main print?"),
+        Message::Assistant {
+            content: None,
+            tool_calls: vec![ToolCall {
+                id: "d1".into(),
+                name: "delegate".into(),
+                arguments: r#"{"task": "Find what main prints"}"#.into(),
+            }],
+        },
+    ]
+}
+
+fn args(timeout_ms: Option<u64>) -> DelegateArgs {
+    DelegateArgs {
+        task: "Find what main prints".into(),
+        context: None,
+        scope: None,
+        mode: None,
+        output_contract: None,
+        timeout_ms,
+    }
+}
+
+async fn within<F: std::future::Future>(limit: Duration, future: F) -> F::Output {
+    tokio::time::timeout(limit, future)
+        .await
+        .unwrap_or_else(|_| panic!("still running after {limit:?}"))
+}
+
+fn code(result: &DelegateResult) -> &str {
+    result.error.as_ref().map_or("", |e| e.code.as_str())
+}
+
+fn message(result: &DelegateResult) -> &str {
+    result.error.as_ref().map_or("", |e| e.message.as_str())
+}
+
+/// A failed result with this code whose message contains `cause`, still
+/// shaped for the parent (identity, a next step).
+fn assert_failed(result: &DelegateResult, expected_code: &str, cause: &str) {
+    assert_eq!(result.status, DelegateStatus::Failed, "{result:#?}");
+    assert_eq!(code(result), expected_code, "{result:#?}");
+    assert!(
+        message(result).contains(cause),
+        "the message should name {cause:?}: {result:#?}"
+    );
+    assert_eq!(result.kind, "delegate_result");
+    assert_eq!(result.identity.role, "subagent");
+    assert!(result.identity.agent_id.starts_with("subagent-"));
+    if expected_code != "busy" {
+        assert!(!result.recommended_next_steps.is_empty(), "{result:#?}");
+    }
+}
+
+/// The watcher of one test's processes (see the module comment).
+struct Watcher {
+    workspace: PathBuf,
+    stop: Arc<AtomicBool>,
+    seen: Arc<Mutex<BTreeSet<(u32, bool)>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watcher {
+    fn start(workspace: PathBuf) -> Watcher {
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen = Arc::new(Mutex::new(BTreeSet::new()));
+        let thread = {
+            let (workspace, stop, seen) = (workspace.clone(), stop.clone(), seen.clone());
+            std::thread::spawn(move || {
+                let me = std::process::id();
+                while !stop.load(Ordering::Relaxed) {
+                    for (pid, ppid) in working_in(&workspace) {
+                        seen.lock().unwrap().insert((pid, ppid == me));
+                    }
+                    std::thread::sleep(Duration::from_millis(3));
+                }
+            })
+        };
+        Watcher {
+            workspace,
+            stop,
+            seen,
+            thread: Some(thread),
+        }
+    }
+
+    /// Every process the watcher saw is gone, every child of this process
+    /// among them reaped, and nothing works in the workspace any more.
+    fn assert_clean(mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            thread.join().unwrap();
+        }
+        let seen = self.seen.lock().unwrap().clone();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let alive: Vec<(u32, bool)> = seen
+                .iter()
+                .copied()
+                .filter(|(pid, ours)| {
+                    if *ours {
+                        // A child of ours must be reaped: not even a zombie.
+                        Path::new(&format!("/proc/{pid}")).exists()
+                    } else {
+                        !processes(ProcessFilter::Pid(*pid)).is_empty()
+                    }
+                })
+                .collect();
+            let left = working_in(&self.workspace);
+            if alive.is_empty() && left.is_empty() {
+                return;
+            }
+            if Instant::now() >= deadline {
+                // Fail, but leave nothing running behind the failure.
+                for (pid, _) in &left {
+                    if let Ok(pid) = libc::pid_t::try_from(*pid) {
+                        // SAFETY: kill(2) has no memory-safety preconditions.
+                        unsafe { libc::kill(pid, libc::SIGKILL) };
+                    }
+                }
+                panic!(
+                    "processes left: not reaped or alive {alive:?}, still in the workspace {left:?}"
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// `(pid, ppid)` of the live processes whose working directory is
+/// `workspace`.
+fn working_in(workspace: &Path) -> Vec<(u32, u32)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == workspace)
+        })
+        .filter_map(|pid| {
+            let info = processes(ProcessFilter::Pid(pid)).pop()?;
+            Some((pid, info.ppid))
+        })
+        .collect()
+}
+
+/// `(SigIgn, NoNewPrivs)` lines of `/proc/<pid>/status`.
+fn status_field(pid: u32, field: &str) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field))
+        .map(|value| value.trim_start_matches(':').trim().to_string())
+        .unwrap_or_default()
+}
+
+/// A fake child that fails the protocol after its handshake; the result
+/// names the cause, the child is killed and reaped, and the supervisor
+/// takes the next delegation normally.
+async fn protocol_fault(behaviour: &'static str, cause: &str) {
+    let mut rig = Rig::start(Setup::new(Child::Fake(behaviour))).await;
+    let (result, elapsed) = rig.delegate(None).await;
+    assert_failed(&result, "protocol_error", cause);
+    assert!(
+        elapsed < Duration::from_secs(10),
+        "took {elapsed:?}: the fault should end the run at once"
+    );
+    let phases = rig.phases();
+    let last = phases.last().unwrap();
+    assert_eq!(last.0, "failed", "{phases:?}");
+    assert!(last.3.starts_with("protocol_error"), "{phases:?}");
+    assert_parent_goes_on(&mut rig).await;
+    rig.assert_no_process_left().await;
+}
+
+/// After a fault the supervisor is free: another delegation runs (and is
+/// not refused as `busy`).
+async fn assert_parent_goes_on(rig: &mut Rig) {
+    let (again, _) = rig.delegate(Some(1_000)).await;
+    assert_ne!(code(&again), "busy", "{again:#?}");
+    assert_ne!(code(&again), "unavailable", "{again:#?}");
+}
+
+// (a)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_frame_fails_the_run_with_protocol_error() {
+    protocol_fault("malformed", "malformed frame").await;
+}
+
+// (b)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_frame_header_fails_the_run_without_allocating_it() {
+    protocol_fault("oversized", "4294967295 bytes is larger than the limit").await;
+}
+
+// (b), before the handshake
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_frame_instead_of_hello_fails_the_handshake() {
+    let mut rig = Rig::start(Setup::new(Child::Fake("oversized_hello"))).await;
+    let (result, _) = rig.delegate(None).await;
+    assert_failed(&result, "protocol_error", "larger than the limit");
+    rig.assert_no_process_left().await;
+}
+
+// (c)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_hello_is_an_out_of_order_frame() {
+    protocol_fault("second_hello", "out-of-order hello frame").await;
+}
+
+// (d)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_lifecycle_frames_ends_the_run_promptly() {
+    let mut rig = Rig::start(Setup::new(Child::Fake("flood"))).await;
+    let (result, elapsed) = rig.delegate(Some(30_000)).await;
+    assert_failed(&result, "protocol_error", "flooded the parent");
+    assert!(elapsed < Duration::from_secs(10), "took {elapsed:?}");
+    // The lifecycle events reaching the UI are throttled, not one per frame.
+    let phases = rig.phases();
+    let read_file = phases.iter().filter(|p| p.0 == "read_file").count();
+    assert!(
+        (1..100).contains(&read_file),
+        "{read_file} read_file events"
+    );
+    assert_parent_goes_on(&mut rig).await;
+    rig.assert_no_process_left().await;
+}
+
+// (e)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_and_non_utf8_stderr_does_not_block_the_child_or_the_parent() {
+    let mut rig = Rig::start(Setup::new(Child::Fake("stderr_flood"))).await;
+    let (result, elapsed) = rig.delegate(Some(30_000)).await;
+    assert_eq!(result.status, DelegateStatus::Completed, "{result:#?}");
+    assert_eq!(result.summary, "wrote 32 MiB of stderr");
+    assert!(elapsed < Duration::from_secs(20), "took {elapsed:?}");
+    rig.assert_no_process_left().await;
+}
+
+// (f)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_that_exits_without_final_is_reported_as_crashed() {
+    let mut rig = Rig::start(Setup::new(Child::Fake("no_final"))).await;
+    let (result, _) = rig.delegate(None).await;
+    assert_failed(&result, "subagent_crashed", "exit code 3");
+    assert_parent_goes_on(&mut rig).await;
+    rig.assert_no_process_left().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_that_exits_before_connecting_is_reported_as_crashed() {
+    let mut rig = Rig::start(Setup::new(Child::Fake("exit_early"))).await;
+    let (result, _) = rig.delegate(None).await;
+    assert_failed(&result, "subagent_crashed", "exit code 7");
+    rig.assert_no_process_left().await;
+}
+
+// (g)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_that_ignores_cancel_and_sigterm_is_killed_after_timeout_and_grace() {
+    let grace = Duration::from_millis(400);
+    let timeout = Duration::from_millis(1_000);
+    let mut rig = Rig::start(Setup::new(Child::Fake("stubborn")).grace(grace)).await;
+    let task = rig.spawn_delegate(Some(timeout.as_millis() as u64), CancellationToken::new());
+    let (pid, _) = rig
+        .wait_for_phase(|phase, pid| phase == "starting" && pid.is_some())
+        .await;
+    // It really ignores SIGTERM (bit 15 of SigIgn).
+    let ignored = u64::from_str_radix(&status_field(pid, "SigIgn"), 16).unwrap();
+    assert_ne!(
+        ignored & (1 << (libc::SIGTERM - 1)),
+        0,
+        "SigIgn {ignored:x}"
+    );
+    let (result, elapsed) = within(TEST_LIMIT, task).await.unwrap();
+    assert_failed(&result, "timeout", "did not finish within 1000 ms");
+    // Not reaped yet would mean a zombie: the result comes after the reap.
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "{pid} not reaped"
+    );
+    // The supervisor's own clock, from spawn to the end: the timeout counts
+    // from the spawn, then the grace, then SIGTERM, SIGKILL and the reap.
+    let phases = rig.phases();
+    let end = phases.last().unwrap().2;
+    let budget = (timeout + grace).as_millis() as u64;
+    assert!(
+        end >= budget && end <= budget + 300,
+        "ended after {end} ms, expected {budget} ms + a margin: {phases:?}"
+    );
+    assert!(
+        elapsed < timeout + grace + Duration::from_secs(2),
+        "{elapsed:?}"
+    );
+    rig.assert_no_process_left().await;
+}
+
+// (h)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn esc_cancels_the_real_child_which_returns_a_partial_result() {
+    // A long grace: a result well before it proves the child cooperated.
+    let grace = Duration::from_secs(10);
+    let mut rig = Rig::start(
+        Setup::new(Child::Real)
+            .script(vec![Reply::stall_forever(vec![])])
+            .grace(grace),
+    )
+    .await;
+    let task = rig.spawn_delegate(None, CancellationToken::new());
+    let pid = rig.subagent_pid().await;
+    rig.wait_for_model_requests(1).await;
+    assert_eq!(status_field(pid, "NoNewPrivs"), "1");
+    let cancelled_at = Instant::now();
+    rig.supervisor.cancel_running();
+    let (result, _) = within(TEST_LIMIT, task).await.unwrap();
+    let latency = cancelled_at.elapsed();
+    assert_eq!(code(&result), "cancelled", "{result:#?}");
+    assert!(
+        result.status == DelegateStatus::Partial || result.status == DelegateStatus::Failed,
+        "{result:#?}"
+    );
+    // The child answered Cancel with its partial Final: no grace, no kill.
+    assert_eq!(result.status, DelegateStatus::Partial, "{result:#?}");
+    assert!(latency < Duration::from_secs(3), "cancel took {latency:?}");
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "{pid} not reaped"
+    );
+    let phases = rig.phases();
+    assert_eq!(phases.last().unwrap().0, "cancelled", "{phases:?}");
+    // The parent goes on: the next delegation runs normally.
+    rig.server
+        .push_reply(Reply::sse(sse::text_turn(FINAL_JSON)));
+    let (again, _) = rig.delegate(None).await;
+    assert_eq!(again.status, DelegateStatus::Completed, "{again:#?}");
+    assert_eq!(again.summary, "main prints hi");
+    rig.assert_no_process_left().await;
+}
+
+// (h), the fake side: a cooperative child's partial is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cooperative_child_answers_cancel_with_a_partial_result() {
+    let mut rig =
+        Rig::start(Setup::new(Child::Fake("cooperative")).grace(Duration::from_secs(10))).await;
+    let task = rig.spawn_delegate(None, CancellationToken::new());
+    let pid = rig.subagent_pid().await;
+    let cancelled_at = Instant::now();
+    rig.supervisor.cancel_running();
+    let (result, _) = within(TEST_LIMIT, task).await.unwrap();
+    assert!(cancelled_at.elapsed() < Duration::from_secs(5));
+    assert_eq!(result.status, DelegateStatus::Partial, "{result:#?}");
+    assert_eq!(code(&result), "cancelled");
+    assert_eq!(result.summary, "stopped early: cancelled");
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "{pid} not reaped"
+    );
+    rig.assert_no_process_left().await;
+}
+
+// Ctrl+C: the whole turn is interrupted, nobody waits for the grace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupting_the_turn_kills_a_stubborn_child_without_waiting_for_the_grace() {
+    let grace = Duration::from_secs(10);
+    let mut rig = Rig::start(Setup::new(Child::Fake("stubborn")).grace(grace)).await;
+    let turn = CancellationToken::new();
+    let task = rig.spawn_delegate(None, turn.clone());
+    let pid = rig.subagent_pid().await;
+    let interrupted_at = Instant::now();
+    turn.cancel();
+    let (result, _) = within(TEST_LIMIT, task).await.unwrap();
+    let latency = interrupted_at.elapsed();
+    assert_failed(&result, "cancelled", "cancelled");
+    assert!(latency < Duration::from_secs(2), "took {latency:?}");
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "{pid} not reaped"
+    );
+    rig.assert_no_process_left().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_kills_a_stubborn_child_and_answers_the_pending_delegation() {
+    let mut rig =
+        Rig::start(Setup::new(Child::Fake("stubborn")).grace(Duration::from_secs(10))).await;
+    let task = rig.spawn_delegate(None, CancellationToken::new());
+    let pid = rig.subagent_pid().await;
+    let started = Instant::now();
+    rig.supervisor.shutdown(Duration::from_secs(5)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    // Shutdown returns once the child is reaped.
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "{pid} not reaped"
+    );
+    let (result, _) = within(TEST_LIMIT, task).await.unwrap();
+    assert_failed(&result, "cancelled", "cancelled");
+    rig.assert_no_process_left().await;
+}
+
+// A child that connects and never says hello: the timeout and Esc still work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_silent_before_hello_still_times_out_on_time() {
+    let mut rig =
+        Rig::start(Setup::new(Child::Fake("silent")).grace(Duration::from_millis(200))).await;
+    let (result, elapsed) = rig.delegate(Some(1_000)).await;
+    assert_failed(&result, "timeout", "1000 ms");
+    assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
+    rig.assert_no_process_left().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_silent_before_hello_can_be_cancelled() {
+    let mut rig = Rig::start(Setup::new(Child::Fake("silent"))).await;
+    let task = rig.spawn_delegate(None, CancellationToken::new());
+    // The run started (the actor took the job): cancel during the handshake.
+    rig.wait_for_phase(|phase, _| phase == "starting").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let cancelled_at = Instant::now();
+    rig.supervisor.cancel_running();
+    let (result, _) = within(TEST_LIMIT, task).await.unwrap();
+    let latency = cancelled_at.elapsed();
+    assert_failed(&result, "cancelled", "cancelled");
+    assert!(latency < Duration::from_secs(2), "took {latency:?}");
+    rig.assert_no_process_left().await;
+}
+
+// (i)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_connection_to_the_socket_is_refused() {
+    let mut rig = Rig::start(Setup::new(Child::Fake("second_connect"))).await;
+    let (result, _) = rig.delegate(None).await;
+    assert_eq!(result.status, DelegateStatus::Completed, "{result:#?}");
+    assert!(
+        result.summary.contains("ConnectionRefusedError"),
+        "the second connection was not refused: {}",
+        result.summary
+    );
+    rig.assert_no_process_left().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_process_connecting_first_is_refused() {
+    let mut rig = Rig::start(Setup::new(Child::Fake("intruder"))).await;
+    let (result, _) = rig.delegate(None).await;
+    assert_failed(
+        &result,
+        "protocol_error",
+        "a process other than the subagent",
+    );
+    assert_parent_goes_on(&mut rig).await;
+    rig.assert_no_process_left().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grandchild_left_behind_is_killed_with_the_group() {
+    let mut rig = Rig::start(Setup::new(Child::Fake("grandchild"))).await;
+    let (result, _) = rig.delegate(None).await;
+    assert_eq!(result.status, DelegateStatus::Completed, "{result:#?}");
+    let grandchild: u32 = result
+        .summary
+        .rsplit(' ')
+        .next()
+        .and_then(|pid| pid.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {:?}", result.summary));
+    // Killed with the group by the time the result arrives (it ignores SIGTERM).
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !processes(ProcessFilter::Pid(grandchild)).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "grandchild {grandchild} survived"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    rig.assert_no_process_left().await;
+}
+
+// (j)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_delegation_while_one_runs_is_refused_as_busy() {
+    let mut rig = Rig::start(Setup::new(Child::Fake("cooperative"))).await;
+    let first = rig.spawn_delegate(None, CancellationToken::new());
+    let pid = rig.subagent_pid().await;
+    let (second, elapsed) = rig.delegate(None).await;
+    assert_failed(&second, "busy", "only one subagent may run at a time");
+    assert!(elapsed < Duration::from_secs(1), "{elapsed:?}");
+    // No process was started for the refused one.
+    let starts = rig
+        .phases()
+        .iter()
+        .filter(|p| p.0 == "starting" && p.1.is_none())
+        .count();
+    assert_eq!(starts, 1);
+    rig.supervisor.cancel_running();
+    let (first, _) = within(TEST_LIMIT, first).await.unwrap();
+    assert_eq!(first.status, DelegateStatus::Partial, "{first:#?}");
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "{pid} not reaped"
+    );
+    rig.assert_no_process_left().await;
+}
+
+// The limit frees at once: back-to-back delegations are never `busy`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn back_to_back_delegations_are_never_busy() {
+    let mut rig = Rig::start(Setup::new(Child::Fake("quick"))).await;
+    for round in 0..15 {
+        let (result, _) = rig.delegate(None).await;
+        assert_eq!(
+            result.status,
+            DelegateStatus::Completed,
+            "round {round}: {result:#?}"
+        );
+    }
+    rig.assert_no_process_left().await;
+}
+
+// The gateway holds the credentials, so it enforces the request budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_refuses_more_model_requests_than_max_steps() {
+    let replies = (0..6).map(|_| Reply::sse(sse::text_turn("ok"))).collect();
+    let mut rig = Rig::start(
+        Setup::new(Child::Fake("greedy"))
+            .script(replies)
+            .max_steps(3),
+    )
+    .await;
+    let (result, _) = rig.delegate(None).await;
+    assert_failed(&result, "protocol_error", "more than 3 model requests");
+    assert_eq!(rig.server.model_requests().len(), 3);
+    assert_eq!(result.usage.map(|u| u.requests), Some(3), "{result:#?}");
+    rig.assert_no_process_left().await;
+}
