@@ -5,7 +5,8 @@
 //!
 //! Sections:
 //!
-//! 1. overhead: a 200-message fork (the parent's 199 messages and the
+//! 1. overhead: a 200-message fork of about 200 KiB (the parent's 199
+//!    messages, 49 of them read_file results of 4 KiB, and the
 //!    bootstrap result), the child answers with one final JSON text turn;
 //!    wall time from `delegate()` to the normalised result (spawn, sandbox,
 //!    handshake, fork transfer, the model request through the parent's
@@ -129,7 +130,7 @@ async fn bench() -> BenchResult<()> {
     let scratch = tempfile::tempdir().map_err(|e| format!("cannot create a temp dir: {e}"))?;
     let stubborn = fake_program(scratch.path(), "stubborn")?;
 
-    let small = conversation(199, 1_000);
+    let small = conversation(199, 200 << 10);
     let large = conversation(199, 10 << 20);
     println!(
         "fido delegate bench: {}, {} cores; forks of {} messages ({} KiB) and {} messages ({:.1} MiB)",

@@ -18,11 +18,14 @@
 //! 4. Read `Hello` (protocol version, sandbox status), send `Fork`.
 //! 5. Serve the child: each `ModelRequest` is answered by the parent's
 //!    provider (the only holder of credentials) with `ModelChunk`s and one
-//!    `ModelDone` or `ModelError`; `Lifecycle` frames become sanitised
+//!    `ModelDone` or `ModelError`, at most `max_steps` of them (the gateway
+//!    keeps the budget, not the child); `Lifecycle` frames become sanitised
 //!    `subagent` events; `Final` ends the run.
 //! 6. On timeout or cancel, send `Cancel`; the child has `grace` to answer
 //!    with a partial `Final`; then SIGTERM to its group, then SIGKILL. The
-//!    child is always reaped, whatever happened.
+//!    time limit counts from the spawn, and a timeout, cancel or shutdown
+//!    during steps 2–4 stops the child at once (it has nothing to return
+//!    yet). The child is always reaped, whatever happened.
 //! 7. Normalise the final text ([`result`]) into the `delegate_result` that
 //!    becomes the tool result in the parent's conversation.
 //!

@@ -1022,8 +1022,10 @@ fn scrubbed_env() -> Vec<(String, String)> {
         .collect()
 }
 
+/// A tool name or `working`: escape sequences are removed whole first (so
+/// no parameter bytes are left behind), then anything but `[A-Za-z0-9_]`.
 fn sanitize_phase(phase: &str) -> String {
-    let clean: String = phase
+    let clean: String = text::sanitize(phase, true)
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
         .take(40)
