@@ -6,6 +6,7 @@
 
 pub mod atomic;
 pub mod saved;
+pub mod state_file;
 pub mod undo;
 
 /// The directory of Fido's session state, relative to the workspace root.
