@@ -49,6 +49,22 @@ pub struct ForkFrame {
     pub plan_tool: String,
 }
 
+/// The `fork` frame serialised from borrowed parts, byte for byte what
+/// `ParentFrame::Fork` would be: a large fork is encoded once, never copied
+/// to be sent.
+#[derive(Debug, Serialize)]
+pub struct ForkFrameRef<'a> {
+    /// Always `fork`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub version: u32,
+    pub agent_id: &'a str,
+    pub messages: &'a [Message],
+    pub instructions: &'a str,
+    pub max_steps: u32,
+    pub plan_tool: &'a str,
+}
+
 /// Child → parent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -81,4 +97,42 @@ pub enum ChildFrame {
         status: String,
         text: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_borrowed_fork_frame_is_the_fork_frame() {
+        let messages = vec![
+            Message::System {
+                content: "s".into(),
+            },
+            Message::user("u"),
+        ];
+        let borrowed = ForkFrameRef {
+            kind: "fork",
+            version: PROTOCOL_VERSION,
+            agent_id: "subagent-1",
+            messages: &messages,
+            instructions: "do it",
+            max_steps: 7,
+            plan_tool: "update_plan",
+        };
+        let owned = ParentFrame::Fork(Box::new(ForkFrame {
+            version: PROTOCOL_VERSION,
+            agent_id: "subagent-1".into(),
+            messages: messages.clone(),
+            instructions: "do it".into(),
+            max_steps: 7,
+            plan_tool: "update_plan".into(),
+        }));
+        let bytes = serde_json::to_vec(&borrowed).unwrap();
+        assert_eq!(bytes, serde_json::to_vec(&owned).unwrap());
+        assert_eq!(
+            serde_json::from_slice::<ParentFrame>(&bytes).unwrap(),
+            owned
+        );
+    }
 }

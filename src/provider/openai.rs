@@ -16,7 +16,8 @@
 use bytes::Bytes;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Value, json};
 
 use super::http::{self, StreamHandler};
 use super::retry::with_retries;
@@ -86,7 +87,10 @@ impl Provider for OpenAiProvider {
         notices: NoticeSink<'a>,
     ) -> CompletionFuture<'a> {
         Box::pin(async move {
-            let body = Bytes::from(http::to_bytes(&request_body(&self.model, request))?);
+            let body = request_bytes(&self.model, request).map_err(|err| {
+                ProviderError::Config(format!("cannot encode the request: {err}"))
+            })?;
+            let body = Bytes::from(body);
             with_retries(&self.policy, notices, |attempt| {
                 let body = body.clone();
                 async move {
@@ -112,80 +116,160 @@ impl Provider for OpenAiProvider {
     }
 }
 
-/// The JSON body for one request. Keys are in a fixed order; `tools` and
-/// `tool_choice` are omitted when the catalog is empty.
+/// The JSON body for one request, keys in a fixed order: `model`,
+/// `messages`, `tools` and `tool_choice` (when there are tools), `stream`,
+/// `stream_options`. Serialised straight from the borrowed conversation (no
+/// intermediate `Value`, which would copy every string of a long session).
+pub fn request_bytes(model: &str, request: ChatRequest<'_>) -> Result<Vec<u8>, serde_json::Error> {
+    serde_json::to_vec(&WireBody::new(model, request))
+}
+
+/// [`request_bytes`] as a JSON value (tests, inspection).
 pub fn request_body(model: &str, request: ChatRequest<'_>) -> Value {
-    let mut body = Map::new();
-    body.insert("model".into(), Value::from(model));
-    body.insert(
-        "messages".into(),
-        Value::Array(request.messages.iter().map(wire_message).collect()),
-    );
-    if !request.tools.is_empty() {
-        body.insert("tools".into(), tools_json(request.tools));
-        body.insert("tool_choice".into(), Value::from("auto"));
-    }
-    body.insert("stream".into(), Value::Bool(true));
-    body.insert("stream_options".into(), json!({"include_usage": true}));
-    Value::Object(body)
+    serde_json::to_value(WireBody::new(model, request)).unwrap_or_default()
 }
 
 /// The `tools` array exactly as [`request_body`] sends it (what
 /// `fido tool list` prints for this provider).
 pub fn tools_json(tools: &[ToolSpec]) -> Value {
-    Value::Array(tools.iter().map(wire_tool).collect())
+    serde_json::to_value(tools.iter().map(WireTool::new).collect::<Vec<_>>()).unwrap_or_default()
 }
 
-fn wire_tool(tool: &ToolSpec) -> Value {
-    json!({
-        "type": "function",
-        "function": {
-            "name": tool.name,
-            "description": tool.description,
-            "parameters": tool.parameters,
-        }
-    })
+#[derive(Serialize)]
+struct WireBody<'a> {
+    model: &'a str,
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
+    stream: bool,
+    stream_options: StreamOptions,
 }
 
-fn wire_message(message: &Message) -> Value {
-    match message {
-        Message::System { content } => json!({"role": "system", "content": content}),
-        Message::User { content } => json!({"role": "user", "content": content}),
-        Message::Assistant {
-            content,
-            tool_calls,
-        } => {
-            let mut out = Map::new();
-            out.insert("role".into(), Value::from("assistant"));
-            out.insert(
-                "content".into(),
-                content
-                    .as_deref()
-                    .filter(|c| !c.is_empty())
-                    .map_or(Value::Null, Value::from),
-            );
-            if !tool_calls.is_empty() {
-                let calls = tool_calls
-                    .iter()
-                    .map(|call| {
-                        json!({
-                            "id": call.id,
-                            "type": "function",
-                            "function": {"name": call.name, "arguments": call.arguments},
-                        })
-                    })
-                    .collect();
-                out.insert("tool_calls".into(), Value::Array(calls));
-            }
-            Value::Object(out)
+impl<'a> WireBody<'a> {
+    fn new(model: &'a str, request: ChatRequest<'a>) -> Self {
+        WireBody {
+            model,
+            messages: request.messages.iter().map(WireMessage::new).collect(),
+            tools: request.tools.iter().map(WireTool::new).collect(),
+            tool_choice: (!request.tools.is_empty()).then_some("auto"),
+            stream: true,
+            stream_options: StreamOptions {
+                include_usage: true,
+            },
         }
-        // The wire format has no error flag; the content already says it.
-        Message::Tool {
-            tool_call_id,
-            content,
-            ..
-        } => json!({"role": "tool", "tool_call_id": tool_call_id, "content": content}),
     }
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+impl<'a> WireTool<'a> {
+    fn new(tool: &'a ToolSpec) -> Self {
+        WireTool {
+            kind: "function",
+            function: WireFunction {
+                name: &tool.name,
+                description: &tool.description,
+                parameters: &tool.parameters,
+            },
+        }
+    }
+}
+
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+enum WireMessage<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: &'a str,
+    },
+    Assistant {
+        /// `null` only next to tool calls: without them, OpenAI-compatible
+        /// servers require content, so an empty answer is `""`.
+        content: Option<&'a str>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<WireCall<'a>>,
+    },
+    // The wire format has no error flag; the content already says it.
+    Tool {
+        tool_call_id: &'a str,
+        content: &'a str,
+    },
+}
+
+impl<'a> WireMessage<'a> {
+    fn new(message: &'a Message) -> Self {
+        match message {
+            Message::System { content } => WireMessage::System { content },
+            Message::User { content } => WireMessage::User { content },
+            Message::Assistant {
+                content,
+                tool_calls,
+            } => {
+                let text = content.as_deref().filter(|c| !c.is_empty());
+                WireMessage::Assistant {
+                    content: if tool_calls.is_empty() {
+                        Some(text.unwrap_or(""))
+                    } else {
+                        text
+                    },
+                    tool_calls: tool_calls
+                        .iter()
+                        .map(|call| WireCall {
+                            id: &call.id,
+                            kind: "function",
+                            function: WireCallFunction {
+                                name: &call.name,
+                                arguments: &call.arguments,
+                            },
+                        })
+                        .collect(),
+                }
+            }
+            Message::Tool {
+                tool_call_id,
+                content,
+                ..
+            } => WireMessage::Tool {
+                tool_call_id,
+                content,
+            },
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct WireCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireCallFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireCallFunction<'a> {
+    name: &'a str,
+    arguments: &'a str,
 }
 
 /// Wires the accumulator to the HTTP stream and the notice sink.
@@ -1115,5 +1199,53 @@ mod tests {
                 Err(ProviderError::Config(_))
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod wire_tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_final_answer_is_empty_text_never_null_content() {
+        let messages = vec![
+            Message::System {
+                content: "s".into(),
+            },
+            Message::Assistant {
+                content: Some(String::new()),
+                tool_calls: vec![],
+            },
+            Message::Assistant {
+                content: Some(String::new()),
+                tool_calls: vec![ToolCall {
+                    id: "c".into(),
+                    name: "read_file".into(),
+                    arguments: "{}".into(),
+                }],
+            },
+        ];
+        let body = request_body(
+            "m",
+            ChatRequest {
+                messages: &messages,
+                tools: &[],
+            },
+        );
+        assert_eq!(
+            body["messages"][1],
+            json!({"role": "assistant", "content": ""})
+        );
+        assert_eq!(body["messages"][2]["content"], Value::Null);
+        let bytes = request_bytes(
+            "m",
+            ChatRequest {
+                messages: &messages,
+                tools: &[],
+            },
+        )
+        .unwrap();
+        assert_eq!(serde_json::from_slice::<Value>(&bytes).unwrap(), body);
+        assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
     }
 }

@@ -29,15 +29,28 @@ where
     W: AsyncWrite + Unpin,
     T: Serialize,
 {
-    let body = serde_json::to_vec(frame).map_err(IpcError::Malformed)?;
-    let len = u32::try_from(body.len()).map_err(|_| IpcError::TooLarge {
-        len: body.len(),
+    write_encoded(writer, &encode_frame(frame)?).await
+}
+
+/// One frame as bytes: the length prefix and the JSON.
+pub fn encode_frame<T: Serialize>(frame: &T) -> Result<Vec<u8>, IpcError> {
+    let mut bytes = vec![0u8; 4];
+    serde_json::to_writer(&mut bytes, frame).map_err(IpcError::Malformed)?;
+    let len = bytes.len() - 4;
+    let len = u32::try_from(len).map_err(|_| IpcError::TooLarge {
+        len,
         max: u32::MAX as usize,
     })?;
-    let mut bytes = Vec::with_capacity(4 + body.len());
-    bytes.extend_from_slice(&len.to_be_bytes());
-    bytes.extend_from_slice(&body);
-    writer.write_all(&bytes).await?;
+    bytes[..4].copy_from_slice(&len.to_be_bytes());
+    Ok(bytes)
+}
+
+/// Writes a frame made by [`encode_frame`] and flushes it.
+pub async fn write_encoded<W>(writer: &mut W, bytes: &[u8]) -> Result<(), IpcError>
+where
+    W: AsyncWrite + Unpin,
+{
+    writer.write_all(bytes).await?;
     writer.flush().await?;
     Ok(())
 }

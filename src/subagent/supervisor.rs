@@ -19,12 +19,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::fork::{DelegateArgs, build_fork};
-use super::ipc::{IpcError, MAX_CHILD_FRAME, read_frame, write_frame};
+use super::ipc::{IpcError, MAX_CHILD_FRAME, encode_frame, read_frame, write_encoded, write_frame};
 use super::result::normalise;
 use crate::agent::EventSink;
 use crate::plan::PlanFlavour;
 use crate::protocol::delegate::{DelegateError, DelegateResult, DelegateStatus, DelegateUsage};
-use crate::protocol::ipc::{ChildFrame, ForkFrame, PROTOCOL_VERSION, ParentFrame};
+use crate::protocol::ipc::{ChildFrame, ForkFrameRef, PROTOCOL_VERSION, ParentFrame};
 use crate::protocol::{EventKind, Message};
 use crate::provider::{ChatRequest, FinishReason, Provider, ProviderNotice};
 use crate::sandbox::ProcessGroup;
@@ -315,7 +315,7 @@ enum Ending {
 
 /// Runs one subagent to its end and always reaps it.
 async fn run(
-    job: Job,
+    mut job: Job,
     shared: &Shared,
     cancel: CancellationToken,
     kill_now: CancellationToken,
@@ -352,8 +352,10 @@ async fn run(
                 "starting",
                 &format!("pid {pid}, sandbox {}", shared.settings.sandbox),
             );
+            // The fork was sent: from here on it is the child's history.
+            let history = std::mem::take(&mut job.fork);
             let ending = session
-                .serve(&job, shared, &stops, &mut usage, &mut stop, &emit)
+                .serve(&job, history, shared, &stops, &mut usage, &mut stop, &emit)
                 .await;
             session.close(matches!(ending, Ending::Final { .. })).await;
             (ending, Some(pid))
@@ -466,7 +468,7 @@ fn stopped_early(reason: StopReason, stop: &mut Option<StopReason>) -> Ending {
 struct Session {
     group: ProcessGroup,
     frames: mpsc::Receiver<Result<ChildFrame, IpcError>>,
-    writer: mpsc::UnboundedSender<ParentFrame>,
+    writer: mpsc::UnboundedSender<Outgoing>,
     exit: Option<ExitStatus>,
 }
 
@@ -659,15 +661,26 @@ impl Session {
             }
         }
 
-        let fork = ParentFrame::Fork(Box::new(ForkFrame {
+        let fork = encode_frame(&ForkFrameRef {
+            kind: "fork",
             version: PROTOCOL_VERSION,
-            agent_id: job.agent_id.clone(),
-            messages: job.fork.clone(),
-            instructions: job.instructions.clone(),
+            agent_id: &job.agent_id,
+            messages: &job.fork,
+            instructions: &job.instructions,
             max_steps: settings.max_steps,
-            plan_tool: settings.plan_tool.tool_name().into(),
-        }));
-        if session.writer.send(fork).is_err() {
+            plan_tool: settings.plan_tool.tool_name(),
+        });
+        let fork = match fork {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                session.close(false).await;
+                return Err(failed(
+                    "spawn_failed",
+                    format!("cannot encode the fork: {e}"),
+                ));
+            }
+        };
+        if session.writer.send(Outgoing::Encoded(fork)).is_err() {
             session.close(false).await;
             return Err(failed(
                 "subagent_crashed",
@@ -682,6 +695,7 @@ impl Session {
     async fn serve(
         &mut self,
         job: &Job,
+        history: Vec<Message>,
         shared: &Shared,
         stops: &Stops<'_>,
         usage: &mut DelegateUsage,
@@ -700,6 +714,10 @@ impl Session {
         let grace = tokio::time::sleep(Duration::MAX / 4);
         tokio::pin!(grace);
         let (done_sender, mut done) = mpsc::unbounded_channel::<GatewayOutcome>();
+        let fork_len = history.len();
+        // Leading fork messages still in `history`.
+        let mut intact = fork_len;
+        let mut history = Some(history);
         let mut inflight: Option<tokio::task::JoinHandle<()>> = None;
         let mut frames_seen = 0u32;
         let mut requests = 0u32;
@@ -717,11 +735,14 @@ impl Session {
                             if inflight.is_some() {
                                 break Ending::Failed { code: "protocol_error", message: "the subagent sent a model request while another was running".into() };
                             }
-                            if fork_prefix > job.fork.len() {
-                                break Ending::Failed { code: "protocol_error", message: format!("the subagent referred to {fork_prefix} fork messages; the fork has {}", job.fork.len()) };
+                            if fork_prefix > fork_len {
+                                break Ending::Failed { code: "protocol_error", message: format!("the subagent referred to {fork_prefix} fork messages; the fork has {fork_len}") };
+                            }
+                            if fork_prefix > intact {
+                                break Ending::Failed { code: "protocol_error", message: format!("the subagent referred to {fork_prefix} fork messages after it had dropped all but {intact}") };
                             }
                             if stop.is_some() {
-                                let _ = self.writer.send(ParentFrame::ModelError { request_id, message: "cancelled".into() });
+                                let _ = self.writer.send(Outgoing::Frame(ParentFrame::ModelError { request_id, message: "cancelled".into() }));
                                 continue;
                             }
                             // The gateway holds the credentials, so it keeps
@@ -731,8 +752,14 @@ impl Session {
                             }
                             requests += 1;
                             emit(pid, "reasoning", &format!("model request {requests}"));
-                            let mut messages = Vec::with_capacity(fork_prefix + tail.len());
-                            messages.extend_from_slice(&job.fork[..fork_prefix]);
+                            // The child's conversation is the fork's first
+                            // `fork_prefix` messages and its tail: rebuilt in
+                            // place, so a large fork is never copied again.
+                            let Some(mut messages) = history.take() else {
+                                break Ending::Failed { code: "protocol_error", message: "the subagent sent a model request while another was running".into() };
+                            };
+                            messages.truncate(fork_prefix);
+                            intact = fork_prefix;
                             messages.extend(tail);
                             inflight = Some(tokio::spawn(gateway(
                                 request_id,
@@ -770,7 +797,8 @@ impl Session {
                     // marked done, so the child's next request can never
                     // arrive while this one still counts as running.
                     inflight = None;
-                    let _ = self.writer.send(outcome.frame);
+                    history = Some(outcome.messages);
+                    let _ = self.writer.send(Outgoing::Frame(outcome.frame));
                     if let Some(request_usage) = outcome.usage {
                         usage.requests += 1;
                         usage.prompt_tokens += request_usage.prompt_tokens;
@@ -786,12 +814,12 @@ impl Session {
                 }
                 _ = &mut deadline, if stop.is_none() => {
                     *stop = Some(StopReason::Timeout);
-                    let _ = self.writer.send(ParentFrame::Cancel { reason: "timeout".into() });
+                    let _ = self.writer.send(Outgoing::Frame(ParentFrame::Cancel { reason: "timeout".into() }));
                     grace.as_mut().reset(tokio::time::Instant::now() + shared.settings.grace);
                 }
                 _ = cancel.cancelled(), if stop.is_none() => {
                     *stop = Some(StopReason::Cancelled);
-                    let _ = self.writer.send(ParentFrame::Cancel { reason: "cancelled".into() });
+                    let _ = self.writer.send(Outgoing::Frame(ParentFrame::Cancel { reason: "cancelled".into() }));
                     grace.as_mut().reset(tokio::time::Instant::now() + shared.settings.grace);
                 }
                 _ = &mut grace => {
@@ -855,6 +883,8 @@ impl Session {
 /// the request, and its usage.
 struct GatewayOutcome {
     frame: ParentFrame,
+    /// The request's messages, handed back for the next request.
+    messages: Vec<Message>,
     usage: Option<crate::protocol::Usage>,
 }
 
@@ -866,13 +896,16 @@ async fn gateway(
     messages: Vec<Message>,
     provider: Arc<dyn Provider>,
     catalog: Arc<ToolCatalog>,
-    writer: mpsc::UnboundedSender<ParentFrame>,
+    writer: mpsc::UnboundedSender<Outgoing>,
     done: mpsc::UnboundedSender<GatewayOutcome>,
 ) {
     let chunk_writer = writer.clone();
     let notices = move |notice: ProviderNotice| {
         if let ProviderNotice::TextDelta(text) = notice {
-            let _ = chunk_writer.send(ParentFrame::ModelChunk { request_id, text });
+            let _ = chunk_writer.send(Outgoing::Frame(ParentFrame::ModelChunk {
+                request_id,
+                text,
+            }));
         }
     };
     let request = ChatRequest {
@@ -903,7 +936,18 @@ async fn gateway(
             None,
         ),
     };
-    let _ = done.send(GatewayOutcome { frame, usage });
+    let _ = done.send(GatewayOutcome {
+        frame,
+        messages,
+        usage,
+    });
+}
+
+/// A frame for the writer task: most are encoded there; the fork is
+/// encoded once from borrowed parts by its sender.
+enum Outgoing {
+    Frame(ParentFrame),
+    Encoded(Vec<u8>),
 }
 
 /// Reads frames in a task of its own (a frame read is not cancel safe).
@@ -930,12 +974,16 @@ fn spawn_reader(stream: Arc<Stream>) -> mpsc::Receiver<Result<ChildFrame, IpcErr
 }
 
 /// Writes frames in order from a task of its own.
-fn spawn_writer(stream: Arc<Stream>) -> mpsc::UnboundedSender<ParentFrame> {
-    let (sender, mut receiver) = mpsc::unbounded_channel::<ParentFrame>();
+fn spawn_writer(stream: Arc<Stream>) -> mpsc::UnboundedSender<Outgoing> {
+    let (sender, mut receiver) = mpsc::unbounded_channel::<Outgoing>();
     tokio::spawn(async move {
         let mut send = &*stream;
-        while let Some(frame) = receiver.recv().await {
-            if let Err(err) = write_frame(&mut send, &frame).await {
+        while let Some(outgoing) = receiver.recv().await {
+            let written = match outgoing {
+                Outgoing::Frame(frame) => write_frame(&mut send, &frame).await,
+                Outgoing::Encoded(bytes) => write_encoded(&mut send, &bytes).await,
+            };
+            if let Err(err) = written {
                 debug!(error = %err, "writing to the subagent failed");
                 return;
             }
