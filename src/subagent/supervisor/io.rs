@@ -1,0 +1,246 @@
+//! The run's plumbing: the model gateway task, the frame reader and writer
+//! tasks, the stderr logger and small helpers.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::sync::Arc;
+
+use interprocess::local_socket::tokio::Stream;
+use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use crate::protocol::Message;
+use crate::protocol::ipc::{ChildFrame, ParentFrame};
+use crate::provider::{ChatRequest, FinishReason, Provider, ProviderNotice};
+use crate::subagent::ipc::{IpcError, MAX_CHILD_FRAME, read_frame, write_encoded, write_frame};
+use crate::text;
+use crate::tools::ToolCatalog;
+
+use super::*;
+
+/// What a gateway task reports back to the run loop: the frame that answers
+/// the request, and its usage.
+pub(super) struct GatewayOutcome {
+    pub(super) frame: ParentFrame,
+    /// The request's messages, handed back for the next request.
+    pub(super) messages: Vec<Message>,
+    pub(super) usage: Option<crate::protocol::Usage>,
+}
+
+/// Performs one model request for the child with the parent's provider,
+/// streaming text chunks to the child; the final frame goes back to the run
+/// loop, which writes it.
+pub(super) async fn gateway(
+    request_id: u64,
+    messages: Vec<Message>,
+    provider: Arc<dyn Provider>,
+    catalog: Arc<ToolCatalog>,
+    writer: mpsc::UnboundedSender<Outgoing>,
+    done: mpsc::UnboundedSender<GatewayOutcome>,
+) {
+    let chunk_writer = writer.clone();
+    let notices = move |notice: ProviderNotice| {
+        if let ProviderNotice::TextDelta(text) = notice {
+            let _ = chunk_writer.send(Outgoing::Frame(ParentFrame::ModelChunk {
+                request_id,
+                text,
+            }));
+        }
+    };
+    let request = ChatRequest {
+        messages: &messages,
+        tools: catalog.specs(),
+    };
+    let (frame, usage) = match provider.complete(request, &notices).await {
+        Ok(completion) => (
+            ParentFrame::ModelDone {
+                request_id,
+                message: completion.message,
+                finish_reason: match completion.finish_reason {
+                    FinishReason::Stop => "stop",
+                    FinishReason::ToolCalls => "tool_calls",
+                    FinishReason::Length => "length",
+                    FinishReason::Other => "other",
+                }
+                .into(),
+                usage: completion.usage,
+            },
+            Some(completion.usage),
+        ),
+        Err(err) => (
+            ParentFrame::ModelError {
+                request_id,
+                message: err.to_string(),
+            },
+            None,
+        ),
+    };
+    let _ = done.send(GatewayOutcome {
+        frame,
+        messages,
+        usage,
+    });
+}
+
+/// A frame for the writer task: most are encoded there; the fork is
+/// encoded once from borrowed parts by its sender.
+pub(super) enum Outgoing {
+    Frame(ParentFrame),
+    Encoded(Vec<u8>),
+}
+
+/// Reads frames in a task of its own (a frame read is not cancel safe).
+pub(super) fn spawn_reader(stream: Arc<Stream>) -> mpsc::Receiver<Result<ChildFrame, IpcError>> {
+    let (sender, receiver) = mpsc::channel(64);
+    tokio::spawn(async move {
+        let mut receive = &*stream;
+        loop {
+            match read_frame::<_, ChildFrame>(&mut receive, MAX_CHILD_FRAME).await {
+                Ok(Some(frame)) => {
+                    if sender.send(Ok(frame)).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => return,
+                Err(err) => {
+                    let _ = sender.send(Err(err)).await;
+                    return;
+                }
+            }
+        }
+    });
+    receiver
+}
+
+/// Writes frames in order from a task of its own.
+pub(super) fn spawn_writer(stream: Arc<Stream>) -> mpsc::UnboundedSender<Outgoing> {
+    let (sender, mut receiver) = mpsc::unbounded_channel::<Outgoing>();
+    tokio::spawn(async move {
+        let mut send = &*stream;
+        while let Some(outgoing) = receiver.recv().await {
+            let written = match outgoing {
+                Outgoing::Frame(frame) => write_frame(&mut send, &frame).await,
+                Outgoing::Encoded(bytes) => write_encoded(&mut send, &bytes).await,
+            };
+            if let Err(err) = written {
+                debug!(error = %err, "writing to the subagent failed");
+                return;
+            }
+        }
+    });
+    sender
+}
+
+/// Copies the child's stderr into the log, tagged with its id, up to a cap;
+/// the rest is drained to the end so the child never blocks on a full pipe
+/// (nor fails writing to a closed one). Raw bytes are read in blocks: a line
+/// is kept up to [`MAX_STDERR_LINE`] bytes, so neither a line without end
+/// nor bytes that are not UTF-8 can make the parent buffer without limit or
+/// stop reading.
+pub(super) async fn log_stderr(agent_id: String, mut stderr: tokio::process::ChildStderr) {
+    let mut block = vec![0u8; 16 * 1024];
+    let mut log = StderrLog::default();
+    loop {
+        match stderr.read(&mut block).await {
+            Ok(0) => break,
+            Ok(n) => {
+                let mut rest = &block[..n];
+                while let Some(end) = rest.iter().position(|&b| b == b'\n') {
+                    log.push(&rest[..end]);
+                    log.end_line(&agent_id);
+                    rest = &rest[end + 1..];
+                }
+                log.push(rest);
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(err) => {
+                debug!(agent_id = %agent_id, error = %err, "reading the subagent's stderr failed");
+                break;
+            }
+        }
+    }
+    log.end_line(&agent_id);
+    if log.dropped > 0 {
+        warn!(agent_id = %agent_id, dropped = log.dropped, "subagent stderr was too long; the rest was dropped");
+    }
+}
+
+/// Longest piece of one stderr line kept for the log.
+const MAX_STDERR_LINE: usize = 500;
+
+/// The line being read from a child's stderr, and the budget so far.
+#[derive(Default)]
+pub(super) struct StderrLog {
+    line: Vec<u8>,
+    logged: usize,
+    dropped: usize,
+}
+
+impl StderrLog {
+    /// Adds bytes of the current line, beyond the caps only counted.
+    fn push(&mut self, bytes: &[u8]) {
+        let room = if self.logged < MAX_STDERR_LOGGED {
+            MAX_STDERR_LINE.saturating_sub(self.line.len())
+        } else {
+            0
+        };
+        let kept = bytes.len().min(room);
+        self.line.extend_from_slice(&bytes[..kept]);
+        self.dropped += bytes.len() - kept;
+    }
+
+    /// Logs the current line, if any.
+    fn end_line(&mut self, agent_id: &str) {
+        if self.line.is_empty() {
+            return;
+        }
+        self.logged += self.line.len();
+        let line = String::from_utf8_lossy(&self.line);
+        info!(agent_id = %agent_id, "subagent stderr: {}", text::sanitize(&line, true));
+        self.line.clear();
+    }
+}
+
+/// The environment of a subagent: nothing secret, just enough to run.
+pub(super) fn scrubbed_env() -> Vec<(String, String)> {
+    ["PATH", "LANG", "LC_ALL", "RUST_LOG"]
+        .iter()
+        .filter_map(|key| std::env::var(key).ok().map(|v| (key.to_string(), v)))
+        .collect()
+}
+
+/// A tool name or `working`: escape sequences are removed whole first (so
+/// no parameter bytes are left behind), then anything but `[A-Za-z0-9_]`.
+pub(super) fn sanitize_phase(phase: &str) -> String {
+    let clean: String = text::sanitize(phase, true)
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .take(40)
+        .collect();
+    if clean.is_empty() {
+        "working".into()
+    } else {
+        clean
+    }
+}
+
+pub(super) fn frame_name(frame: &ChildFrame) -> &'static str {
+    match frame {
+        ChildFrame::Hello { .. } => "hello",
+        ChildFrame::ModelRequest { .. } => "model_request",
+        ChildFrame::Lifecycle { .. } => "lifecycle",
+        ChildFrame::Final { .. } => "final",
+    }
+}
+
+pub(super) fn describe_exit(status: Option<ExitStatus>) -> String {
+    match status {
+        Some(status) => match (status.code(), status.signal()) {
+            (Some(code), _) => format!("exit code {code}"),
+            (None, Some(signal)) => format!("killed by signal {signal}"),
+            (None, None) => "unknown exit".into(),
+        },
+        None => "still running".into(),
+    }
+}
