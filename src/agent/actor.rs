@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{AgentDeps, Conversation, TurnOutcome, restore_plan, run_turn};
 use crate::plan::PlanFlavour;
-use crate::plan::restore::RESTORE_CALL_ID;
+use crate::plan::restore::is_restore_message;
 use crate::protocol::{Message, TurnStatus, UsageTotals};
 
 pub struct AgentActor;
@@ -201,15 +201,8 @@ fn recall(current: Conversation, history: Vec<Message>, deps: &AgentDeps) -> (Co
     });
     let mut recalled = 0;
     for message in history {
-        let is_restore = match &message {
-            Message::System { .. } => true,
-            Message::Tool { tool_call_id, .. } => tool_call_id == RESTORE_CALL_ID,
-            Message::Assistant { tool_calls, .. } => {
-                !tool_calls.is_empty() && tool_calls.iter().all(|c| c.id == RESTORE_CALL_ID)
-            }
-            Message::User { .. } => false,
-        };
-        if !is_restore {
+        let skip = matches!(message, Message::System { .. }) || is_restore_message(&message);
+        if !skip {
             conversation.push(message);
             recalled += 1;
         }
@@ -252,6 +245,7 @@ fn busy() -> TurnOutcome {
 mod tests {
     use super::*;
     use crate::agent::{AgentSettings, CompactionSettings, CompactionStrategy, EventSink};
+    use crate::plan::restore::RESTORE_CALL_ID;
     use crate::protocol::ToolCall;
     use crate::provider::script::ScriptProvider;
     use crate::tools::{InvocationContext, ToolCatalog};

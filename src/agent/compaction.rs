@@ -17,6 +17,7 @@ use tracing::{info, warn};
 
 use super::Conversation;
 use super::turn::{AgentDeps, record_usage, request_completion};
+use crate::plan::restore::is_restore_message;
 use crate::plan::todo;
 use crate::protocol::{EventKind, Message, UsageTotals};
 use crate::tools::ToolKind;
@@ -120,7 +121,14 @@ pub(super) async fn maybe_compact(
     };
     let mut history = Vec::with_capacity(kept.len() + 3);
     history.push(Message::user(note));
-    history.extend_from_slice(kept);
+    // A fresh restore pair replaces an older one still in the kept part:
+    // call ids stay unique in the conversation.
+    let restores = carried.iter().any(is_restore_message);
+    history.extend(
+        kept.iter()
+            .filter(|m| !(restores && is_restore_message(m)))
+            .cloned(),
+    );
     history.extend(carried);
     let removed_messages = removed.len();
     conversation.replace_history(history);

@@ -10,6 +10,18 @@ use super::model::{PlanState, Status};
 /// model; it exists because every provider needs a call for each result.
 pub const RESTORE_CALL_ID: &str = "fido_plan_restore";
 
+/// Whether `message` is half of a restore pair (the internal call or its
+/// result), which a newer restore replaces.
+pub fn is_restore_message(message: &Message) -> bool {
+    match message {
+        Message::Tool { tool_call_id, .. } => tool_call_id == RESTORE_CALL_ID,
+        Message::Assistant { tool_calls, .. } => {
+            !tool_calls.is_empty() && tool_calls.iter().all(|c| c.id == RESTORE_CALL_ID)
+        }
+        Message::System { .. } | Message::User { .. } => false,
+    }
+}
+
 /// The call/result pair that delivers a saved plan to the model, placed
 /// right after the system message. Empty when no plan was ever saved.
 pub fn restore_messages(tool_name: &str, state: &PlanState, content: String) -> Vec<Message> {
@@ -263,5 +275,28 @@ mod tests {
             item("b", Status::InProgress, Some("keep going")),
         ]);
         assert!(settle_reminder(&plan).is_some_and(|t| t.contains("keep going")));
+    }
+
+    #[test]
+    fn restore_messages_are_recognised_and_nothing_else_is() {
+        let state = crate::plan::PlanState::empty().successor(
+            "r".into(),
+            Vec::new(),
+            "2026-01-01T00:00:00.000Z".into(),
+        );
+        let pair = restore_messages("update_plan", &state, "{}".into());
+        assert!(pair.iter().all(is_restore_message));
+        let other = Message::Tool {
+            tool_call_id: "c1".into(),
+            name: "update_plan".into(),
+            content: "{}".into(),
+            is_error: false,
+        };
+        assert!(!is_restore_message(&other));
+        assert!(!is_restore_message(&Message::user("x")));
+        assert!(!is_restore_message(&Message::Assistant {
+            content: Some("t".into()),
+            tool_calls: vec![],
+        }));
     }
 }
