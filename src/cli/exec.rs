@@ -75,7 +75,7 @@ async fn exec(config: Config, prompt: String, json: bool) -> ExitCode {
     };
     let (sender, receiver) = mpsc::unbounded_channel();
     let printer = tokio::spawn(print_events(receiver, json));
-    let session = match Session::start(&config, false, EventSink::new(sender)).await {
+    let session = match Session::start(&config, None, EventSink::new(sender)).await {
         Ok(session) => session,
         Err(message) => return fail(&message),
     };

@@ -168,7 +168,7 @@ fn init_logging() {
 }
 
 /// The tool environment of a session in the configured workspace.
-fn tool_env(config: &Config, user_present: bool) -> Result<ToolEnv, String> {
+fn tool_env(config: &Config) -> Result<ToolEnv, String> {
     let workspace = Workspace::new(&config.workspace)
         .map_err(|err| format!("workspace {}: {err}", config.workspace.display()))?;
     Ok(ToolEnv {
@@ -176,7 +176,7 @@ fn tool_env(config: &Config, user_present: bool) -> Result<ToolEnv, String> {
         plan: PlanStore::new(config.plan_file.clone()),
         workspace,
         limits: config.tools.clone(),
-        user_present,
+        user: None,
         delegator: None,
     })
 }

@@ -15,6 +15,7 @@ use crate::agent::{
 use crate::config::Config;
 use crate::protocol::EventKind;
 use crate::subagent::supervisor::{DelegationSettings, Supervisor};
+use crate::tools::ask_user::UserChannel;
 use crate::tools::{InvocationContext, ToolCatalog};
 
 /// How long shutting down waits for subagents to be reaped.
@@ -30,11 +31,12 @@ impl Session {
     /// Builds everything and starts the agent actor. Errors are one sentence.
     pub async fn start(
         config: &Config,
-        user_present: bool,
+        user: Option<Arc<dyn UserChannel>>,
         events: EventSink,
     ) -> Result<Session, String> {
         let provider = config.build_provider().map_err(|e| e.to_string())?;
-        let mut env = tool_env(config, user_present)?;
+        let mut env = tool_env(config)?;
+        env.user = user;
         let catalog = ToolCatalog::standard(config.plan_tool);
         let program = std::env::current_exe()
             .map_err(|e| format!("cannot find the fido binary to run subagents: {e}"))?;

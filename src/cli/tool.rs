@@ -47,7 +47,7 @@ pub fn run(overrides: &Overrides, command: ToolCommand) -> ExitCode {
             }
         }
         ToolCommand::Call { name, args } => {
-            let env = match tool_env(&config, false) {
+            let env = match tool_env(&config) {
                 Ok(env) => env,
                 Err(message) => return fail(&message),
             };

@@ -46,7 +46,9 @@ async fn session(config: Config) -> ExitCode {
         init_file_logging(&config.workspace);
     }
     let (sender, receiver) = mpsc::unbounded_channel();
-    let session = match Session::start(&config, false, EventSink::new(sender)).await {
+    let (user, questions) = ui::UiUser::new();
+    let session = match Session::start(&config, Some(Arc::new(user)), EventSink::new(sender)).await
+    {
         Ok(session) => session,
         Err(message) => return fail(&message),
     };
@@ -59,6 +61,7 @@ async fn session(config: Config) -> ExitCode {
         agent: session.actor.clone(),
         events: receiver,
         local_commands,
+        questions,
     })
     .await;
     // Every subagent is gone and a running turn is cancelled before exit.

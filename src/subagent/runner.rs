@@ -203,7 +203,7 @@ async fn run(
             workspace,
             undo: UndoLog::disabled(),
             limits: ToolLimits::default(),
-            user_present: false,
+            user: None,
             delegator: None,
         }),
         catalog,

@@ -1,9 +1,12 @@
 //! `ask_user`: put a question to the person at the keyboard.
 //!
-//! Headless runs have nobody to answer, so the model gets a failed result
-//! telling it how to go on. The interactive answer path (the TUI showing the
-//! question and returning the reply) is not wired yet; until it is, every
-//! run gets the headless result.
+//! In the terminal UI the question is shown and the next line the person
+//! enters is the answer ([`UserChannel`]). Headless runs (and subagents, which
+//! the invocation guard refuses anyway) have nobody to answer, so the model
+//! gets a failed result telling it how to go on.
+
+use std::future::Future;
+use std::pin::Pin;
 
 use serde::Deserialize;
 use serde_json::json;
@@ -13,6 +16,15 @@ use crate::protocol::ToolSpec;
 
 /// What the model gets when nobody can answer.
 pub const NO_USER: &str = "No user is present (headless run): nobody can answer. Make a reasonable assumption and state it, or put the question in your final answer.";
+
+pub type AnswerFuture<'a> = Pin<Box<dyn Future<Output = Option<String>> + Send + 'a>>;
+
+/// The person at the keyboard, as the UI offers them.
+pub trait UserChannel: Send + Sync {
+    /// Shows `question` and waits for the answer; `None` when the person
+    /// dismissed it or the UI is gone.
+    fn ask<'a>(&'a self, question: &'a str) -> AnswerFuture<'a>;
+}
 
 pub struct AskUser;
 
@@ -58,9 +70,21 @@ impl Tool for AskUser {
             if args.question.trim().is_empty() {
                 return ToolOutput::error("`question` is empty; write the question to ask");
             }
-            // `env.user_present` will pick the interactive path once the TUI
-            // answers; until then everyone gets the headless result.
-            ToolOutput::error(NO_USER)
+            let Some(user) = &invocation.env.user else {
+                return ToolOutput::error(NO_USER);
+            };
+            let question = crate::text::sanitize(args.question.trim(), false);
+            tokio::select! {
+                answer = user.ask(&question) => match answer {
+                    Some(answer) if !answer.trim().is_empty() => {
+                        ToolOutput::ok(format!("The user answered: {}", answer.trim()))
+                    }
+                    _ => ToolOutput::error(
+                        "the user dismissed the question without answering; decide sensibly and say what you assumed",
+                    ),
+                },
+                _ = invocation.cancel.cancelled() => ToolOutput::error("cancelled by the user"),
+            }
         })
     }
 }
@@ -79,5 +103,31 @@ mod tests {
         assert_eq!(out.content, format!("Error: {NO_USER}"));
         let out = call(&AskUser, &env, json!({})).await;
         assert!(out.content.contains("invalid arguments"));
+    }
+
+    struct Answers(Option<String>);
+
+    impl UserChannel for Answers {
+        fn ask<'a>(&'a self, question: &'a str) -> AnswerFuture<'a> {
+            assert_eq!(question, "Which one? (a or b)");
+            Box::pin(async move { self.0.clone() })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_person_answers_or_dismisses() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut env = env(dir.path());
+        env.user = Some(std::sync::Arc::new(Answers(Some("b, please".into()))));
+        let out = call(&AskUser, &env, json!({"question": "Which one? (a or b)"})).await;
+        assert!(out.ok);
+        assert_eq!(out.content, "The user answered: b, please");
+        env.user = Some(std::sync::Arc::new(Answers(None)));
+        let out = call(&AskUser, &env, json!({"question": "Which one? (a or b)"})).await;
+        assert!(
+            !out.ok && out.content.contains("dismissed"),
+            "{}",
+            out.content
+        );
     }
 }

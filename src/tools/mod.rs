@@ -120,8 +120,8 @@ pub struct ToolEnv {
     /// the settle reminder).
     pub plan: PlanStore,
     pub limits: ToolLimits,
-    /// Whether a person can answer `ask_user` (false when headless).
-    pub user_present: bool,
+    /// The person who answers `ask_user`; `None` when headless.
+    pub user: Option<Arc<dyn ask_user::UserChannel>>,
     /// Runs subagents for `delegate`; `None` inside a subagent and for
     /// single `fido tool call` invocations.
     pub delegator: Option<std::sync::Arc<dyn delegate::Delegator>>,

@@ -298,7 +298,7 @@ pub(crate) mod testing {
             plan,
             delegator: None,
             limits: ToolLimits::default(),
-            user_present: false,
+            user: None,
         }
     }
 

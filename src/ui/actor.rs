@@ -47,6 +47,8 @@ pub enum UiMessage {
     /// The result of a local command that ran in the background
     /// (`/suspend`, `/recall`): a line for the transcript.
     Local(Result<String, String>),
+    /// `ask_user`: show the question; the next line entered answers it.
+    Question(super::commands::Question),
     /// A copy of the store (tests, debugging).
     Snapshot(RpcReplyPort<Store>),
     /// Internal: draw the frame scheduled after a change.
@@ -95,6 +97,8 @@ pub struct UiState<B: Backend> {
     exit: Option<oneshot::Sender<UiExit>>,
     frame_scheduled: bool,
     tick_scheduled: bool,
+    /// Where the answer to the question on screen goes.
+    answer: Option<tokio::sync::oneshot::Sender<Option<String>>>,
 }
 
 impl<B> Actor for UiActor<B>
@@ -122,6 +126,7 @@ where
             exit: Some(args.exit),
             frame_scheduled: false,
             tick_scheduled: false,
+            answer: None,
         };
         draw(&mut state).map_err(|message| -> ActorProcessingErr { message.into() })?;
         Ok(state)
@@ -166,6 +171,14 @@ where
             UiMessage::Crashed(message) => {
                 stop(&myself, state, UiExit::Failed(message));
                 false
+            }
+            UiMessage::Question(question) => {
+                // A newer question replaces an unanswered one (dismissed).
+                if let Some(previous) = state.answer.replace(question.answer) {
+                    let _ = previous.send(None);
+                }
+                state.store.ask(&question.text);
+                true
             }
             UiMessage::Local(result) => {
                 state.store.push(match result {
@@ -318,6 +331,12 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
             }
             Err(message) => store.push(Entry::Error(message)),
         },
+        Action::Answer(text) => {
+            if let Some(answer) = state.answer.take() {
+                // The turn may have been interrupted meanwhile; then nobody waits.
+                let _ = answer.send(text);
+            }
+        }
         Action::Quit => stop(myself, state, UiExit::Quit),
     }
 }

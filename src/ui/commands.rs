@@ -43,3 +43,37 @@ pub trait LocalCommands: Send + Sync {
         Err("/sessions is not available here".into())
     }
 }
+
+/// A question of `ask_user` on its way to the UI, with where the answer goes.
+pub struct Question {
+    pub text: String,
+    pub answer: tokio::sync::oneshot::Sender<Option<String>>,
+}
+
+/// The UI's side of `ask_user`: questions travel over a channel that the UI
+/// drains once it runs (the agent starts before the UI exists).
+pub struct UiUser {
+    questions: tokio::sync::mpsc::UnboundedSender<Question>,
+}
+
+impl UiUser {
+    pub fn new() -> (UiUser, tokio::sync::mpsc::UnboundedReceiver<Question>) {
+        let (questions, receiver) = tokio::sync::mpsc::unbounded_channel();
+        (UiUser { questions }, receiver)
+    }
+}
+
+impl crate::tools::ask_user::UserChannel for UiUser {
+    fn ask<'a>(&'a self, question: &'a str) -> crate::tools::ask_user::AnswerFuture<'a> {
+        Box::pin(async move {
+            let (answer, reply) = tokio::sync::oneshot::channel();
+            self.questions
+                .send(Question {
+                    text: question.to_string(),
+                    answer,
+                })
+                .ok()?;
+            reply.await.ok().flatten()
+        })
+    }
+}

@@ -28,6 +28,9 @@ pub enum Action {
     ShowPlan,
     /// `/plan clear`: start a new, empty plan.
     ClearPlan,
+    /// The answer to the `ask_user` question on screen (`None`: dismissed
+    /// with Esc).
+    Answer(Option<String>),
     /// `/undo`: revert the last file change.
     Undo,
     /// `/suspend`: save the conversation.
@@ -63,6 +66,20 @@ pub fn handle_key(store: &mut Store, key: KeyEvent, now: Instant) -> Option<Acti
     }
     if ctrl {
         return ctrl_key(store, key.code);
+    }
+    if store.question.is_some() {
+        match key.code {
+            KeyCode::Enter => {
+                let text = store.input.take().trim().to_string();
+                store.answered(Some(&text));
+                return Some(Action::Answer(Some(text)));
+            }
+            KeyCode::Esc => {
+                store.answered(None);
+                return Some(Action::Answer(None));
+            }
+            _ => {}
+        }
     }
     match key.code {
         KeyCode::Enter => return enter(store),

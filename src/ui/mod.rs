@@ -32,7 +32,7 @@ pub mod widgets;
 mod tests;
 
 pub use actor::{UiActor, UiArguments, UiExit, UiMessage};
-pub use commands::{LocalCommands, PlanCleared};
+pub use commands::{LocalCommands, PlanCleared, Question, UiUser};
 pub use keys::Action;
 pub use store::Store;
 pub use terminal::{UiError, UiSetup, run};

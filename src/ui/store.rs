@@ -184,6 +184,8 @@ pub struct Store {
     pub size: (u16, u16),
     /// When Ctrl+C was pressed while idle (a second press quits).
     pub quit_armed_at: Option<Instant>,
+    /// The `ask_user` question waiting for the next line entered.
+    pub question: Option<String>,
     saw_turn_started: bool,
 }
 
@@ -205,6 +207,7 @@ impl Store {
             plan_overlay: false,
             size,
             quit_armed_at: None,
+            question: None,
             saw_turn_started: false,
         }
     }
@@ -312,6 +315,25 @@ impl Store {
     }
 
     /// Shows a plan object in the panel and one line in the transcript.
+    /// Shows an `ask_user` question; Enter answers, Esc dismisses.
+    pub fn ask(&mut self, question: &str) {
+        self.push(Entry::Info(format!("Fido asks: {question}")));
+        self.question = Some(question.to_string());
+        self.set_notice(
+            "answer the question and press Enter (Esc dismisses it)",
+            false,
+        );
+    }
+
+    /// Records the answer (or the dismissal) of the question on screen.
+    pub fn answered(&mut self, answer: Option<&str>) {
+        self.question = None;
+        self.push(match answer {
+            Some(text) => Entry::User(text.to_string()),
+            None => Entry::Info("question dismissed".into()),
+        });
+    }
+
     pub fn set_plan(&mut self, flavour: &str, plan: &serde_json::Value, verb: &str) {
         self.plan = PlanView::from_event(flavour, plan);
         let line = match &self.plan {

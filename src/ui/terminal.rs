@@ -49,6 +49,8 @@ pub struct UiSetup {
     /// The agent's events (the receiving end of its `EventSink`).
     pub events: mpsc::UnboundedReceiver<Event>,
     pub local_commands: Arc<dyn LocalCommands>,
+    /// `ask_user` questions (the receiving end of a [`super::UiUser`]).
+    pub questions: mpsc::UnboundedReceiver<super::commands::Question>,
 }
 
 /// Fails unless standard input and output are a terminal.
@@ -80,6 +82,7 @@ pub async fn run(setup: UiSetup) -> Result<(), UiError> {
     let tasks = [
         tokio::spawn(read_input(ui.clone())),
         tokio::spawn(forward_events(setup.events, ui.clone())),
+        tokio::spawn(forward_questions(setup.questions, ui.clone())),
         tokio::spawn(watch_signals(ui)),
     ];
     let _ = handle.await;
@@ -108,6 +111,17 @@ async fn read_input(ui: ActorRef<UiMessage>) {
                 tracing::warn!(error = %err, "cannot read terminal input");
                 return;
             }
+        }
+    }
+}
+
+async fn forward_questions(
+    mut questions: mpsc::UnboundedReceiver<super::commands::Question>,
+    ui: ActorRef<UiMessage>,
+) {
+    while let Some(question) = questions.recv().await {
+        if ui.cast(UiMessage::Question(question)).is_err() {
+            return;
         }
     }
 }

@@ -366,3 +366,39 @@ async fn a_crash_elsewhere_stops_the_ui_with_an_error() {
         .unwrap();
     assert_eq!(exit, Ok(UiExit::Failed("boom".into())));
 }
+
+#[tokio::test]
+async fn ask_user_questions_are_answered_by_the_next_line_or_dismissed_with_esc() {
+    let h = start().await;
+    let (answer, reply) = oneshot::channel();
+    h.ui.cast(UiMessage::Question(crate::ui::Question {
+        text: "Which database?".into(),
+        answer,
+    }))
+    .unwrap();
+    let store = h.store().await;
+    assert_eq!(store.question.as_deref(), Some("Which database?"));
+    assert!(
+        store
+            .transcript
+            .contains(&Entry::Info("Fido asks: Which database?".into()))
+    );
+    h.type_line("postgres");
+    assert_eq!(reply.await.unwrap(), Some("postgres".into()));
+    let store = h.store().await;
+    assert!(store.question.is_none());
+    assert!(
+        store.input.is_empty(),
+        "the answer is not left in the input line"
+    );
+
+    let (answer, reply) = oneshot::channel();
+    h.ui.cast(UiMessage::Question(crate::ui::Question {
+        text: "Proceed?".into(),
+        answer,
+    }))
+    .unwrap();
+    h.key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+    assert_eq!(reply.await.unwrap(), None);
+    assert!(h.store().await.question.is_none());
+}

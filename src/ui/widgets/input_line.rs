@@ -12,7 +12,7 @@ use super::wrap::width;
 use super::{CHROME, dim};
 use crate::ui::store::Store;
 
-const PLACEHOLDER: &str = "Ask Fido… (Enter sends; /plan, /plan clear, /quit)";
+const PLACEHOLDER: &str = "Ask Fido… (Enter sends; /plan, /undo, /suspend, /recall, /quit)";
 const SHORT_PLACEHOLDER: &str = "Ask Fido…";
 const BUSY_PLACEHOLDER: &str = "Fido is working: type ahead, Enter sends once the turn ends";
 const SHORT_BUSY_PLACEHOLDER: &str = "Fido is working…";
