@@ -165,8 +165,10 @@ fn the_plan_panel_follows_the_model_and_plan_clear_and_ctrl_c_twice_quits() {
         quoted(Path::new(fido_bin())),
         quoted(ws.path())
     ));
-    let screen = tmux.wait_for("the empty plan panel", |s| {
-        s.contains("No plan yet.") && s.contains("ready")
+    // The header fills in when the session_started event is drawn, which
+    // can be a frame after the empty panel.
+    let screen = tmux.wait_for("the empty plan panel and the model in the header", |s| {
+        s.contains("No plan yet.") && s.contains("ready") && s.contains("test-model")
     });
     assert!(screen.contains("test-model"), "{screen}");
     let fido: Vec<u32> = processes(ProcessFilter::ChildrenOf(tmux.shell_pid()))
