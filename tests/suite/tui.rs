@@ -300,7 +300,10 @@ fn the_subagent_bar_shows_a_live_subagent_and_esc_cancels_only_it() {
     tmux.wait_for("the UI", |s| s.contains("No plan yet."));
     tmux.type_line("what does main do?");
     let screen = tmux.wait_for("the subagent bar", |s| {
-        s.lines().nth(1).is_some_and(|bar| bar.contains("SUBAGENT"))
+        // The pid arrives with the second `starting` event.
+        s.lines()
+            .nth(1)
+            .is_some_and(|bar| bar.contains("SUBAGENT") && bar.contains("pid "))
             && s.contains("Esc cancel subagent")
     });
     let bar = screen.lines().nth(1).unwrap().to_string();
