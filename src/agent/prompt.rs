@@ -21,12 +21,81 @@ How to work:
 Tool contracts:
 - Every tool call gets exactly one result. Results that start with \"Error:\" are failures.
 - bash_exec runs one shell command with a timeout in its own process group; long-running servers are stopped when the command ends.
-- ask_user may have nobody to answer (headless runs); then decide sensibly and say what you assumed.";
+- ask_user asks the person at the keyboard; in headless runs nobody answers, so decide sensibly and say what you assumed.";
 
-/// The system prompt for a session advertising `catalog`.
+/// The plan's usage policy (seed, "Usage policy"), for the `update_plan`
+/// flavour.
+const UPDATE_PLAN_POLICY: &str = "\
+Planning (update_plan):
+- Create a plan when a request has multiple meaningful steps, spans several files, or is likely to be interrupted; skip a formal plan for a small, obvious change.
+- Call update_plan when the current state needs to be established, after a milestone, or when a blocker changes the next action; update it at milestones, not after every tool call.
+- Read the complete state from the latest update_plan tool result (after a restart or compaction it arrives as a restored result); do not assume an earlier result is still current. The plan is never in this system prompt.
+- Keep exactly zero or one item in_progress; preserve stable ids; record concise blockers, next actions and evidence (a done item needs evidence such as the test command and its result).
+- Never maintain the plan with a shell command or a file: update_plan is the only way.";
+
+/// The same policy for the `todo` flavour.
+const TODO_POLICY: &str = "\
+Planning (todo):
+- Track multi-step work with the todo tool; skip it for a small, obvious change. Use ops batches to open or close several todos at once.
+- Read the current list from the latest todo result (after a restart or compaction it arrives as a restored list result); it is never in this system prompt.
+- Complete a todo only with evidence, defer one only with a reason, and keep the list honest before you report the work as done.
+- Never maintain the list with a shell command or a file: the todo tool is the only way.";
+
+/// When (not) to delegate, for sessions that advertise `delegate`.
+const DELEGATION_POLICY: &str = "\
+Delegation (delegate):
+- Delegate a bounded, read-only investigation that is genuinely independent of what you do next (e.g. find every caller of a function and how it handles errors, review a module for a class of bug), with a clear task and scope.
+- Do not delegate small lookups you can do in one or two tool calls, anything that changes files, or work whose result you need to judge step by step.
+- A subagent's findings are hypotheses: verify them against the current files before you rely on them. You remain responsible for integration, tests and the final answer.";
+
+/// The system prompt for a session advertising `catalog`. A pure function
+/// of the catalog: the same catalog gives the same bytes.
 pub fn system_prompt(catalog: &ToolCatalog) -> String {
-    format!(
-        "{INSTRUCTIONS}\n\nTools available: {}.",
-        catalog.names().join(", ")
-    )
+    let names = catalog.names();
+    let has = |name: &str| names.iter().any(|n| n == name);
+    let mut prompt = INSTRUCTIONS.to_string();
+    if has("update_plan") {
+        prompt.push_str("\n\n");
+        prompt.push_str(UPDATE_PLAN_POLICY);
+    }
+    if has("todo") {
+        prompt.push_str("\n\n");
+        prompt.push_str(TODO_POLICY);
+    }
+    if has("delegate") {
+        prompt.push_str("\n\n");
+        prompt.push_str(DELEGATION_POLICY);
+    }
+    prompt.push_str(&format!("\n\nTools available: {}.", names.join(", ")));
+    prompt
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::PlanFlavour;
+
+    #[test]
+    fn the_prompt_carries_the_plan_and_delegation_policies_and_no_state() {
+        let prompt = system_prompt(&ToolCatalog::standard(PlanFlavour::UpdatePlan));
+        for needle in [
+            "Create a plan when a request has multiple meaningful steps",
+            "skip a formal plan for a small, obvious change",
+            "latest update_plan tool result",
+            "zero or one item in_progress",
+            "preserve stable ids",
+            "at milestones, not after every tool call",
+            "Never maintain the plan with a shell command",
+            "Do not delegate small lookups",
+        ] {
+            assert!(prompt.contains(needle), "missing {needle:?}");
+        }
+        assert!(!prompt.contains("Planning (todo)"));
+        assert_eq!(
+            prompt,
+            system_prompt(&ToolCatalog::standard(PlanFlavour::UpdatePlan))
+        );
+        let todo = system_prompt(&ToolCatalog::standard(PlanFlavour::Todo));
+        assert!(todo.contains("Planning (todo)") && !todo.contains("Planning (update_plan)"));
+    }
 }

@@ -1,5 +1,6 @@
-//! Workspace session state under `.fido-state/`: the undo journal (and, as
-//! they land, suspended conversations and logs).
+//! Workspace session state: atomic writes, the locked JSON state files
+//! (plan, todo), and under `.fido-state/` the undo journal and suspended
+//! conversations.
 //!
 //! Everything here lives in `.fido-*` paths, which the file tools can
 //! neither see nor change (see `tools::path`).
