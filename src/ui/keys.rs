@@ -87,6 +87,8 @@ pub fn handle_key(store: &mut Store, key: KeyEvent, now: Instant) -> Option<Acti
             return Some(Action::CancelSubagent);
         }
         KeyCode::F(2) => store.plan_overlay = !store.plan_overlay,
+        KeyCode::Up => store.recall_history(Direction::Up),
+        KeyCode::Down => store.recall_history(Direction::Down),
         KeyCode::PageUp => scroll(store, Direction::Up),
         KeyCode::PageDown => scroll(store, Direction::Down),
         KeyCode::Backspace => store.input.backspace(),
@@ -190,6 +192,7 @@ fn enter(store: &mut Store) -> Option<Action> {
             }
         };
         store.input.take();
+        store.remember(&text);
         return Some(action);
     }
     if store.turn.is_busy() {
@@ -200,11 +203,13 @@ fn enter(store: &mut Store) -> Option<Action> {
         return None;
     }
     store.input.take();
+    store.remember(&text);
     Some(Action::Submit(text))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Direction {
+/// Which way a key moves through the transcript, the plan or the history.
+pub enum Direction {
     Up,
     Down,
 }

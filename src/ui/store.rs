@@ -186,6 +186,10 @@ pub struct Store {
     pub quit_armed_at: Option<Instant>,
     /// The `ask_user` question waiting for the next line entered.
     pub question: Option<String>,
+    /// Lines entered this session, oldest first (Up/Down recall them).
+    pub history: Vec<String>,
+    /// The history entry shown in the input line, while browsing.
+    pub history_pos: Option<usize>,
     saw_turn_started: bool,
 }
 
@@ -208,6 +212,8 @@ impl Store {
             size,
             quit_armed_at: None,
             question: None,
+            history: Vec::new(),
+            history_pos: None,
             saw_turn_started: false,
         }
     }
@@ -315,6 +321,34 @@ impl Store {
     }
 
     /// Shows a plan object in the panel and one line in the transcript.
+    /// Adds an entered line to the history (not twice in a row).
+    pub fn remember(&mut self, line: &str) {
+        self.history_pos = None;
+        if self.history.last().map(String::as_str) != Some(line) {
+            self.history.push(line.to_string());
+        }
+    }
+
+    /// Up: the previous entered line into the input; Down: the next one, or
+    /// an empty line past the newest.
+    pub fn recall_history(&mut self, direction: crate::ui::keys::Direction) {
+        if self.history.is_empty() {
+            return;
+        }
+        let last = self.history.len() - 1;
+        self.history_pos = match (direction, self.history_pos) {
+            (crate::ui::keys::Direction::Up, None) => Some(last),
+            (crate::ui::keys::Direction::Up, Some(pos)) => Some(pos.saturating_sub(1)),
+            (crate::ui::keys::Direction::Down, Some(pos)) if pos < last => Some(pos + 1),
+            (crate::ui::keys::Direction::Down, _) => None,
+        };
+        self.input.take();
+        if let Some(pos) = self.history_pos {
+            let line = self.history[pos].clone();
+            self.input.insert_str(&line);
+        }
+    }
+
     /// Shows an `ask_user` question; Enter answers, Esc dismisses.
     pub fn ask(&mut self, question: &str) {
         self.push(Entry::Info(format!("Fido asks: {question}")));

@@ -231,3 +231,30 @@ fn key_releases_are_ignored() {
     assert_eq!(handle_key(&mut store, release, Instant::now()), None);
     assert!(store.input.is_empty());
 }
+
+#[test]
+fn up_and_down_walk_through_the_lines_entered_this_session() {
+    let now = Instant::now();
+    let mut store = idle();
+    for line in ["first prompt", "/plan", "second prompt"] {
+        type_text(&mut store, line, now);
+        assert!(handle_key(&mut store, key(KeyCode::Enter), now).is_some());
+    }
+    let up = |store: &mut Store| handle_key(store, key(KeyCode::Up), now);
+    assert!(up(&mut store).is_none());
+    assert_eq!(store.input.text(), "second prompt");
+    up(&mut store);
+    assert_eq!(store.input.text(), "/plan");
+    up(&mut store);
+    up(&mut store);
+    assert_eq!(store.input.text(), "first prompt", "stops at the oldest");
+    handle_key(&mut store, key(KeyCode::Down), now);
+    assert_eq!(store.input.text(), "/plan");
+    handle_key(&mut store, key(KeyCode::Down), now);
+    handle_key(&mut store, key(KeyCode::Down), now);
+    assert_eq!(store.input.text(), "", "past the newest the line is empty");
+    // The same line twice in a row is remembered once.
+    type_text(&mut store, "second prompt", now);
+    handle_key(&mut store, key(KeyCode::Enter), now);
+    assert_eq!(store.history.len(), 3);
+}
