@@ -155,27 +155,16 @@ fn update_plan_command(config: &Config, command: PlanCommand) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        PlanCommand::Clear => {
-            let now = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
-            let cleared = store.update(|current: &PlanState| {
-                Ok::<_, std::convert::Infallible>(current.successor(
-                    "Plan cleared by the user.".into(),
-                    Vec::new(),
-                    now,
-                ))
-            });
-            match cleared {
-                Ok(Ok((state, warning))) => {
-                    if let Some(warning) = warning {
-                        eprintln!("fido: {warning}");
-                    }
-                    println!("Plan cleared (version {}).", state.version);
-                    ExitCode::SUCCESS
+        PlanCommand::Clear => match store.clear() {
+            Ok((state, warning)) => {
+                if let Some(warning) = warning {
+                    eprintln!("fido: {warning}");
                 }
-                Ok(Err(never)) => match never {},
-                Err(err) => fail(&err.to_string()),
+                println!("Plan cleared (version {}).", state.version);
+                ExitCode::SUCCESS
             }
-        }
+            Err(err) => fail(&err.to_string()),
+        },
         PlanCommand::Approve { .. } => fail("fido plan approve needs the todo flavour"),
     }
 }

@@ -21,7 +21,7 @@ use super::{fail, runtime};
 use crate::agent::EventSink;
 use crate::config::{Config, Overrides};
 use crate::plan::todo::{self, TodoStore};
-use crate::plan::{PlanFlavour, PlanState, PlanStore};
+use crate::plan::{PlanFlavour, PlanStore};
 use crate::tools::update_plan;
 use crate::ui::{self, LocalCommands, PlanCleared, UiSetup};
 
@@ -191,19 +191,7 @@ impl LocalCommands for CliLocalCommands {
 
 impl CliLocalCommands {
     fn clear_update_plan(&self) -> Result<PlanCleared, String> {
-        let now = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
-        let cleared = self.plans.update(|current: &PlanState| {
-            Ok::<_, std::convert::Infallible>(current.successor(
-                "Plan cleared by the user.".into(),
-                Vec::new(),
-                now,
-            ))
-        });
-        let (state, warning) = match cleared {
-            Ok(Ok(saved)) => saved,
-            Ok(Err(never)) => match never {},
-            Err(err) => return Err(err.to_string()),
-        };
+        let (state, warning) = self.plans.clear().map_err(|err| err.to_string())?;
         if let Some(warning) = warning {
             tracing::warn!("{warning}");
         }
@@ -230,7 +218,7 @@ mod tests {
 
     use super::*;
     use crate::agent::AgentMessage;
-    use crate::plan::{PlanItem, Status};
+    use crate::plan::{PlanItem, PlanState, Status};
     use crate::protocol::{Event, EventKind};
     use crate::ui::store::Entry;
     use crate::ui::{UiActor, UiArguments, UiMessage};

@@ -9,7 +9,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::model::PlanState;
+use super::model::{PlanItem, PlanState};
+
+/// The reason of a plan started anew by the user.
+pub const CLEARED_REASON: &str = "Plan cleared by the user.";
 use crate::session::state_file::{Contents, StateFile, StateLock};
 
 /// Errors of the plan file (lock, read, write).
@@ -59,6 +62,28 @@ impl PlanStore {
         };
         self.file.write(&lock, &next)?;
         Ok(Ok((next, current.warning)))
+    }
+
+    /// Replaces the plan with `items` as the next version, stamped now.
+    /// Returns the new state and the warning of a corrupt file set aside.
+    pub fn replace(
+        &self,
+        reason: String,
+        items: Vec<PlanItem>,
+    ) -> Result<(PlanState, Option<String>), PlanStoreError> {
+        let now = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
+        match self.update(|current| {
+            Ok::<_, std::convert::Infallible>(current.successor(reason, items, now))
+        })? {
+            Ok(saved) => Ok(saved),
+            Err(never) => match never {},
+        }
+    }
+
+    /// Starts a new, empty plan (`/plan clear`, `fido plan clear`); the
+    /// version keeps counting.
+    pub fn clear(&self) -> Result<(PlanState, Option<String>), PlanStoreError> {
+        self.replace(CLEARED_REASON.into(), Vec::new())
     }
 
     fn read(&self, lock: &StateLock) -> Result<Loaded, PlanStoreError> {

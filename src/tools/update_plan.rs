@@ -79,13 +79,8 @@ impl Tool for UpdatePlan {
                     ));
                 }
             };
-            let store = &invocation.env.plan;
-            let now = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
-            let saved = store.update(|current: &PlanState| {
-                Ok::<_, std::convert::Infallible>(current.successor(reason, items, now))
-            });
-            match saved {
-                Ok(Ok((state, warning))) => {
+            match invocation.env.plan.replace(reason, items) {
+                Ok((state, warning)) => {
                     if let Some(warning) = warning {
                         // The model gets the complete new state either way;
                         // the person learns the old file was kept aside.
@@ -93,7 +88,6 @@ impl Tool for UpdatePlan {
                     }
                     state_output(&state)
                 }
-                Ok(Err(never)) => match never {},
                 Err(err) => ToolOutput::error(format!(
                     "update_plan could not save the plan, so it was not changed: {err}"
                 )),
