@@ -45,9 +45,11 @@ mod server;
 #[allow(dead_code)]
 #[path = "../tests/common/sse.rs"]
 mod sse;
+#[allow(dead_code)]
+mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -120,7 +122,7 @@ async fn bench() -> BenchResult<()> {
     let runs_10mb = env_count("BENCH_RUNS_10MB", 10)?;
     let cycles = env_count("BENCH_CYCLES", 1000)?;
     let grace = Duration::from_millis(env_count("BENCH_GRACE_MS", 200)? as u64);
-    let fido = fido_binary()?;
+    let fido = support::fido_binary("delegate")?;
     if fido.components().any(|c| c.as_os_str() == "debug") {
         eprintln!(
             "delegate bench: warning: {} looks like a debug build; numbers will not mean much",
@@ -161,9 +163,9 @@ async fn bench() -> BenchResult<()> {
                 firsts.push(first);
             }
         }
-        let total = Stats::of(&mut totals);
+        let total = Stats::of(&totals);
         report.row("overhead, 200-msg fork (ms)", &total);
-        report.row("  to first model request (ms)", &Stats::of(&mut firsts));
+        report.row("  to first model request (ms)", &Stats::of(&firsts));
         report.target(
             "overhead p50",
             total.median,
@@ -190,9 +192,9 @@ async fn bench() -> BenchResult<()> {
                 firsts.push(first);
             }
         }
-        let total = Stats::of(&mut totals);
+        let total = Stats::of(&totals);
         report.row("10 MB fork (ms)", &total);
-        report.row("  to first model request (ms)", &Stats::of(&mut firsts));
+        report.row("  to first model request (ms)", &Stats::of(&firsts));
         report.target(
             "10 MB fork p50",
             total.median,
@@ -228,10 +230,10 @@ async fn bench() -> BenchResult<()> {
                 .map_err(|e| format!("10 MB cancel run {run}: {e}"))?;
             rss_large.push(peak);
         }
-        let rss = Stats::of(&mut rss);
+        let rss = Stats::of(&rss);
         report.row("child peak RSS, 200-msg (MiB)", &rss);
-        report.row("child peak RSS, 10 MB (MiB)", &Stats::of(&mut rss_large));
-        let latency = Stats::of(&mut latencies);
+        report.row("child peak RSS, 10 MB (MiB)", &Stats::of(&rss_large));
+        let latency = Stats::of(&latencies);
         report.row("cooperative cancel (ms)", &latency);
         report.target(
             "child peak RSS",
@@ -266,9 +268,9 @@ async fn bench() -> BenchResult<()> {
         }
         report.row(
             &format!("stubborn: gone after (ms), grace {}", grace.as_millis()),
-            &Stats::of(&mut gone),
+            &Stats::of(&gone),
         );
-        let over = Stats::of(&mut over);
+        let over = Stats::of(&over);
         report.row("  gone after - grace (ms)", &over);
         report.target(
             "stubborn gone - grace",
@@ -300,7 +302,7 @@ async fn bench() -> BenchResult<()> {
         let orphans = orphans(&ws);
         report.row(
             &format!("cycle cancel -> reaped (ms), {cycles} cycles"),
-            &Stats::of(&mut latencies),
+            &Stats::of(&latencies),
         );
         println!(
             "{cycles} spawn/cancel cycles in {:.1} s; orphans: {} {:?}",
@@ -700,37 +702,6 @@ fn fake_program(dir: &Path, behaviour: &str) -> BenchResult<PathBuf> {
     Ok(program)
 }
 
-/// `FIDO_BIN`, else the binary cargo built with this bench, built on demand.
-fn fido_binary() -> BenchResult<PathBuf> {
-    if let Some(path) = std::env::var_os("FIDO_BIN") {
-        let path = PathBuf::from(path);
-        return if path.is_file() {
-            Ok(path)
-        } else {
-            Err(format!("FIDO_BIN={} is not a file", path.display()))
-        };
-    }
-    let path = PathBuf::from(env!("CARGO_BIN_EXE_fido"));
-    if !path.is_file() {
-        eprintln!(
-            "delegate bench: {} is missing; running `cargo build --release --bin fido`",
-            path.display()
-        );
-        let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-            .args(["build", "--release", "--bin", "fido"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .map_err(|e| format!("cannot run cargo: {e}"))?;
-        if !status.success() || !path.is_file() {
-            return Err(format!(
-                "no fido binary at {}; run `cargo build --release` first",
-                path.display()
-            ));
-        }
-    }
-    Ok(path)
-}
-
 /// Order statistics of a sample.
 struct Stats {
     n: usize,
@@ -741,26 +712,14 @@ struct Stats {
 }
 
 impl Stats {
-    fn of(values: &mut [f64]) -> Stats {
-        values.sort_by(f64::total_cmp);
-        let n = values.len();
-        if n == 0 {
-            return Stats {
-                n,
-                min: f64::NAN,
-                median: f64::NAN,
-                p99: f64::NAN,
-                max: f64::NAN,
-            };
-        }
-        // Nearest rank.
-        let at = |q: f64| values[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+    fn of(values: &[f64]) -> Stats {
+        let sorted = support::Sorted::new(values.to_vec());
         Stats {
-            n,
-            min: values[0],
-            median: (values[(n - 1) / 2] + values[n / 2]) / 2.0,
-            p99: at(0.99),
-            max: values[n - 1],
+            n: sorted.len(),
+            min: sorted.min(),
+            median: sorted.median(),
+            p99: sorted.quantile(0.99),
+            max: sorted.max(),
         }
     }
 }

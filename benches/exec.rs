@@ -20,9 +20,11 @@ mod server;
 #[allow(dead_code)]
 #[path = "../tests/common/sse.rs"]
 mod sse;
+#[allow(dead_code)]
+mod support;
 
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -67,7 +69,7 @@ fn bench() -> Result<bool, String> {
             .ok_or_else(|| format!("BENCH_RUNS must be a positive number, not {text:?}"))?,
         Err(_) => DEFAULT_RUNS,
     };
-    let fido = fido_binary()?;
+    let fido = support::fido_binary("exec")?;
     if fido.components().any(|c| c.as_os_str() == "debug") {
         eprintln!(
             "exec bench: warning: {} looks like a debug build; numbers will not mean much",
@@ -82,13 +84,13 @@ fn bench() -> Result<bool, String> {
         samples.push(run_once(&fido, home.path()).map_err(|e| format!("run {run}: {e}"))?);
     }
 
-    let mut wall_ms: Vec<f64> = samples.iter().map(|s| s.wall.as_secs_f64() * 1e3).collect();
-    let mut rss_mib: Vec<f64> = samples
+    let wall_ms: Vec<f64> = samples.iter().map(|s| s.wall.as_secs_f64() * 1e3).collect();
+    let rss_mib: Vec<f64> = samples
         .iter()
         .map(|s| s.max_rss_kib as f64 / 1024.0)
         .collect();
-    let wall = Stats::of(&mut wall_ms);
-    let rss = Stats::of(&mut rss_mib);
+    let wall = Stats::of(wall_ms);
+    let rss = Stats::of(rss_mib);
 
     println!(
         "fido exec: {runs} runs of a 2-turn session (read_file, then an answer), {}",
@@ -117,37 +119,6 @@ fn bench() -> Result<bool, String> {
 
 fn verdict(ok: bool) -> &'static str {
     if ok { "PASS" } else { "FAIL" }
-}
-
-/// `FIDO_BIN`, else the binary cargo built with this bench, built on demand.
-fn fido_binary() -> Result<PathBuf, String> {
-    if let Some(path) = std::env::var_os("FIDO_BIN") {
-        let path = PathBuf::from(path);
-        return if path.is_file() {
-            Ok(path)
-        } else {
-            Err(format!("FIDO_BIN={} is not a file", path.display()))
-        };
-    }
-    let path = PathBuf::from(env!("CARGO_BIN_EXE_fido"));
-    if !path.is_file() {
-        eprintln!(
-            "exec bench: {} is missing; running `cargo build --release --bin fido`",
-            path.display()
-        );
-        let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-            .args(["build", "--release", "--bin", "fido"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .map_err(|e| format!("cannot run cargo: {e}"))?;
-        if !status.success() || !path.is_file() {
-            return Err(format!(
-                "no fido binary at {}; run `cargo build --release` first",
-                path.display()
-            ));
-        }
-    }
-    Ok(path)
 }
 
 /// One measured session in a fresh workspace against a fresh server.
@@ -275,18 +246,13 @@ struct Stats {
 }
 
 impl Stats {
-    /// Sorts `values` (non-empty) and reads the statistics off it.
-    fn of(values: &mut [f64]) -> Stats {
-        values.sort_by(f64::total_cmp);
-        let n = values.len();
-        let at = |q: f64| values[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
-        // The middle value, or the mean of the two middle values.
-        let median = (values[(n - 1) / 2] + values[n / 2]) / 2.0;
+    fn of(values: Vec<f64>) -> Stats {
+        let sorted = support::Sorted::new(values);
         Stats {
-            min: values[0],
-            median,
-            p90: at(0.9),
-            max: values[n - 1],
+            min: sorted.min(),
+            median: sorted.median(),
+            p90: sorted.quantile(0.9),
+            max: sorted.max(),
         }
     }
 }
