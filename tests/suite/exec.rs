@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::common::compaction;
 use crate::common::sse::{self, TokenUsage};
 use crate::common::{
     FakeServer, History, Reply, assert_conversation_invariants,
@@ -548,31 +549,17 @@ fn max_steps_ends_a_runaway_loop_with_a_clear_message() {
 #[test]
 fn compaction_summarises_old_turns_and_keeps_the_system_message() {
     let ws = workspace();
-    let big = format!("{}\n", "word ".repeat(20)).repeat(400);
-    std::fs::write(ws.path().join("big.txt"), &big).unwrap();
-    let server = FakeServer::start(vec![
-        Reply::sse(sse::tool_call_turn(&[(
-            "c1",
-            "read_file",
-            r#"{"path": "big.txt"}"#,
-        )])),
-        Reply::sse(sse::tool_call_turn(&[(
-            "c2",
-            "read_file",
-            r#"{"path": "notes.txt"}"#,
-        )])),
-        // The summary request.
-        Reply::sse(sse::text_turn("SUMMARY: read big.txt, it is repetitive.")),
-        Reply::sse(sse::text_turn("finished")),
-    ]);
+    let big = compaction::write_big_file(ws.path());
+    // The third reply answers the summary request.
+    let server = FakeServer::start(compaction::read_big_then_small(
+        "notes.txt",
+        "SUMMARY: read big.txt, it is repetitive.",
+    ));
     let output = run_exec(
         ws.path(),
         &server,
         "read things",
-        &[
-            ("FIDO_COMPACT_THRESHOLD_TOKENS", "1500"),
-            ("FIDO_COMPACT_KEEP_TOKENS", "200"),
-        ],
+        &compaction::SMALL_CONTEXT,
     );
     assert!(output.status.success(), "stderr: {}", stderr(&output));
     let requests = server.model_requests();

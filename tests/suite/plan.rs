@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::common::compaction;
 use crate::common::sse;
 use crate::common::{
     FakeServer, History, Reply, assert_conversation_invariants,
@@ -372,11 +373,10 @@ fn no_reminder_without_a_plan() {
 #[test]
 fn compaction_carries_the_latest_full_plan_forward() {
     let ws = tempfile::tempdir().unwrap();
-    let big = format!("{}\n", "word ".repeat(20)).repeat(400);
-    std::fs::write(ws.path().join("big.txt"), &big).unwrap();
+    let big = compaction::write_big_file(ws.path());
     std::fs::write(ws.path().join("small.txt"), "tiny\n").unwrap();
     let done_items = json!([{"id": "read", "title": "Read files", "status": "done", "evidence": ["big.txt read"]}]);
-    let server = FakeServer::start(vec![
+    let mut replies = vec![
         Reply::sse(sse::tool_call_turn(&[(
             "p1",
             "update_plan",
@@ -387,28 +387,13 @@ fn compaction_carries_the_latest_full_plan_forward() {
             "update_plan",
             &plan_args("Read first", done_items.clone()),
         )])),
-        Reply::sse(sse::tool_call_turn(&[(
-            "c1",
-            "read_file",
-            r#"{"path": "big.txt"}"#,
-        )])),
-        Reply::sse(sse::tool_call_turn(&[(
-            "c2",
-            "read_file",
-            r#"{"path": "small.txt"}"#,
-        )])),
-        Reply::sse(sse::text_turn("SUMMARY of the work")),
-        Reply::sse(sse::text_turn("finished")),
-    ]);
-    let output = run_exec(
-        ws.path(),
-        &server,
-        "read",
-        &[
-            ("FIDO_COMPACT_THRESHOLD_TOKENS", "1500"),
-            ("FIDO_COMPACT_KEEP_TOKENS", "200"),
-        ],
-    );
+    ];
+    replies.extend(compaction::read_big_then_small(
+        "small.txt",
+        "SUMMARY of the work",
+    ));
+    let server = FakeServer::start(replies);
+    let output = run_exec(ws.path(), &server, "read", &compaction::SMALL_CONTEXT);
     assert!(output.status.success(), "stderr: {}", stderr(&output));
     let requests = server.model_requests();
     assert_eq!(requests.len(), 6);

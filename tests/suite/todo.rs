@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::common::compaction;
 use crate::common::sse;
 use crate::common::{
     FakeServer, Reply, assert_conversation_invariants, events_of, fido_cmd, parse_events, run_exec,
@@ -431,10 +432,9 @@ fn a_corrupt_state_file_is_kept_aside_and_reported() {
 #[test]
 fn compaction_carries_the_complete_todo_list_forward() {
     let ws = tempfile::tempdir().unwrap();
-    let big = format!("{}\n", "word ".repeat(20)).repeat(400);
-    std::fs::write(ws.path().join("big.txt"), &big).unwrap();
+    compaction::write_big_file(ws.path());
     std::fs::write(ws.path().join("small.txt"), "tiny\n").unwrap();
-    let server = FakeServer::start(vec![
+    let mut replies = vec![
         Reply::sse(sse::tool_call_turn(&[(
             "t1",
             "todo",
@@ -445,27 +445,20 @@ fn compaction_carries_the_complete_todo_list_forward() {
             "todo",
             r#"{"action": "update", "id": 1, "status": "completed", "evidence": "big.txt read"}"#,
         )])),
-        Reply::sse(sse::tool_call_turn(&[(
-            "c1",
-            "read_file",
-            r#"{"path": "big.txt"}"#,
-        )])),
-        Reply::sse(sse::tool_call_turn(&[(
-            "c2",
-            "read_file",
-            r#"{"path": "small.txt"}"#,
-        )])),
-        Reply::sse(sse::text_turn("SUMMARY of the work")),
-        Reply::sse(sse::text_turn("finished")),
-    ]);
+    ];
+    replies.extend(compaction::read_big_then_small(
+        "small.txt",
+        "SUMMARY of the work",
+    ));
+    let server = FakeServer::start(replies);
     let output = run_exec(
         ws.path(),
         &server,
         "read",
         &[
             TODO,
-            ("FIDO_COMPACT_THRESHOLD_TOKENS", "1500"),
-            ("FIDO_COMPACT_KEEP_TOKENS", "200"),
+            compaction::SMALL_CONTEXT[0],
+            compaction::SMALL_CONTEXT[1],
         ],
     );
     assert!(output.status.success(), "stderr: {}", stderr(&output));
