@@ -41,6 +41,13 @@ pub struct CompactionSettings {
     pub strategy: CompactionStrategy,
 }
 
+impl CompactionSettings {
+    /// Estimated context size that triggers compaction, unless configured.
+    pub const DEFAULT_THRESHOLD_TOKENS: usize = 120_000;
+    /// Estimated size of the newest turns kept, unless configured.
+    pub const DEFAULT_KEEP_RECENT_TOKENS: usize = 30_000;
+}
+
 const SUMMARY_REQUEST: &str = "\
 [Fido: context compaction] The conversation is about to be shortened. Write a concise summary of everything above that is needed to continue the work: the user's goals and constraints, decisions made, files inspected or changed (with paths), commands run and their results, and what remains to be done. Answer with the summary text only; do not call tools.";
 

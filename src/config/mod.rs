@@ -341,13 +341,13 @@ impl Config {
                 threshold_tokens: number(
                     get("compact_threshold_tokens"),
                     "compact_threshold_tokens",
-                    120_000,
+                    CompactionSettings::DEFAULT_THRESHOLD_TOKENS as u64,
                     1,
                 )? as usize,
                 keep_recent_tokens: number(
                     get("compact_keep_tokens"),
                     "compact_keep_tokens",
-                    30_000,
+                    CompactionSettings::DEFAULT_KEEP_RECENT_TOKENS as u64,
                     1,
                 )? as usize,
                 strategy,

@@ -215,9 +215,11 @@ async fn run(
         },
         settings: AgentSettings {
             max_steps: fork.max_steps,
+            // Elide, not summarise: a summary would cost the parent one more
+            // gateway request inside the subagent's step budget.
             compaction: CompactionSettings {
-                threshold_tokens: 120_000,
-                keep_recent_tokens: 30_000,
+                threshold_tokens: CompactionSettings::DEFAULT_THRESHOLD_TOKENS,
+                keep_recent_tokens: CompactionSettings::DEFAULT_KEEP_RECENT_TOKENS,
                 strategy: CompactionStrategy::Elide,
             },
         },
