@@ -59,7 +59,7 @@ use fido::protocol::delegate::{DelegateResult, DelegateStatus};
 use fido::protocol::{Event, EventKind, Message, ToolCall};
 use fido::provider::HttpPolicy;
 use fido::provider::openai::OpenAiProvider;
-use fido::sandbox::SandboxMode;
+use fido::sandbox::SandboxRequirement;
 use fido::subagent::fork::DelegateArgs;
 use fido::subagent::supervisor::{DelegationSettings, Supervisor};
 use fido::tools::ToolCatalog;
@@ -346,7 +346,7 @@ impl Rig {
                 default_timeout: Duration::from_secs(120),
                 max_timeout: Duration::from_secs(600),
                 grace,
-                sandbox: SandboxMode::Required,
+                sandbox: SandboxRequirement::Required,
                 max_steps: 10,
                 plan_tool: PlanFlavour::UpdatePlan,
                 workspace: workspace.path().to_path_buf(),

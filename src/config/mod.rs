@@ -16,68 +16,158 @@ use std::time::Duration;
 
 use crate::agent::{AgentSettings, CompactionSettings, CompactionStrategy};
 use crate::plan::PlanFlavour;
+use crate::protocol::{ApprovalPolicy, SandboxMode};
 use crate::provider::anthropic::AnthropicProvider;
 use crate::provider::openai::OpenAiProvider;
 use crate::provider::script::ScriptProvider;
 use crate::provider::{HttpPolicy, Provider};
-use crate::sandbox::SandboxMode;
+use crate::sandbox::SandboxRequirement;
 use crate::tools::ToolLimits;
 
-/// Every key Fido understands, with a one-line meaning (shown on errors).
-const KEYS: &[(&str, &str)] = &[
-    ("provider", "openai | anthropic | script"),
+pub mod trust;
+pub use trust::{TrustError, TrustStore};
+
+/// Whether an untrusted workspace `fido.toml` may set a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// Cannot redirect credentials, weaken safety or name a path: read from
+    /// every layer.
+    Anywhere,
+    /// Read from a workspace file only once the folder is trusted
+    /// (`fido trust`); the user file, the environment and flags always.
+    Trusted,
+}
+
+/// Every key Fido understands, with a one-line meaning (shown on errors)
+/// and whether an untrusted workspace file may set it.
+const KEYS: &[(&str, &str, Scope)] = &[
+    ("provider", "openai | anthropic | script", Scope::Trusted),
     (
         "base_url",
         "provider URL (openai: the URL /chat/completions is appended to)",
+        Scope::Trusted,
     ),
-    (
-        "api_key",
-        "provider API key (not allowed in a workspace fido.toml)",
-    ),
-    ("model", "model name"),
+    ("api_key", "provider API key", Scope::Trusted),
+    ("model", "model name", Scope::Anywhere),
     (
         "script",
         "JSON file of assistant turns for the script provider",
+        Scope::Trusted,
     ),
-    ("plan_tool", "update_plan | todo"),
-    ("plan_file", "plan state file, relative to the workspace"),
-    ("max_steps", "model requests allowed in one turn"),
-    ("request_timeout_ms", "longest model request"),
-    ("idle_timeout_ms", "longest silence inside a model stream"),
-    ("max_retries", "retries of a failed model request"),
-    ("retry_base_ms", "first retry delay"),
-    ("retry_max_ms", "longest retry delay"),
-    ("bash_timeout_ms", "default bash_exec timeout"),
-    ("bash_max_timeout_ms", "longest bash_exec timeout"),
+    ("plan_tool", "update_plan | todo", Scope::Anywhere),
+    (
+        "plan_file",
+        "plan state file, inside the workspace",
+        Scope::Trusted,
+    ),
+    (
+        "max_steps",
+        "model requests allowed in one turn",
+        Scope::Anywhere,
+    ),
+    (
+        "request_timeout_ms",
+        "longest model request",
+        Scope::Anywhere,
+    ),
+    (
+        "idle_timeout_ms",
+        "longest silence inside a model stream",
+        Scope::Anywhere,
+    ),
+    (
+        "max_retries",
+        "retries of a failed model request",
+        Scope::Anywhere,
+    ),
+    ("retry_base_ms", "first retry delay", Scope::Anywhere),
+    ("retry_max_ms", "longest retry delay", Scope::Anywhere),
+    (
+        "bash_timeout_ms",
+        "default bash_exec timeout",
+        Scope::Anywhere,
+    ),
+    (
+        "bash_max_timeout_ms",
+        "longest bash_exec timeout",
+        Scope::Anywhere,
+    ),
     (
         "compact_threshold_tokens",
         "estimated context size that triggers compaction",
+        Scope::Anywhere,
     ),
     (
         "compact_keep_tokens",
         "estimated size of the newest turns kept by compaction",
+        Scope::Anywhere,
     ),
-    ("compact_strategy", "summarize | elide"),
-    ("anthropic_max_tokens", "max_tokens sent to Anthropic"),
+    ("compact_strategy", "summarize | elide", Scope::Anywhere),
+    (
+        "anthropic_max_tokens",
+        "max_tokens sent to Anthropic",
+        Scope::Anywhere,
+    ),
     (
         "sandbox",
         "required | best_effort: what a subagent's sandbox must enforce",
+        Scope::Trusted,
     ),
-    ("delegate_timeout_ms", "default time limit of a subagent"),
+    (
+        "sandbox_mode",
+        "read-only | workspace-write | danger-full-access: the main agent's commands",
+        Scope::Trusted,
+    ),
+    (
+        "approval_policy",
+        "untrusted | on-request | never: when to ask before commands and edits",
+        Scope::Trusted,
+    ),
+    (
+        "network",
+        "true | false: whether sandboxed commands may use the network",
+        Scope::Trusted,
+    ),
+    (
+        "writable_roots",
+        "extra folders sandboxed commands may write (a list, or `:`-separated)",
+        Scope::Trusted,
+    ),
+    (
+        "delegate_timeout_ms",
+        "default time limit of a subagent",
+        Scope::Anywhere,
+    ),
     (
         "delegate_max_timeout_ms",
         "longest time limit the model may ask for",
+        Scope::Anywhere,
     ),
     (
         "delegate_grace_ms",
         "time a cancelled subagent has to send a partial result",
+        Scope::Anywhere,
     ),
-    ("delegate_max_steps", "model requests a subagent may make"),
+    (
+        "delegate_max_steps",
+        "model requests a subagent may make",
+        Scope::Anywhere,
+    ),
     (
         "delegate_concurrency",
         "subagents at once (1 in this version)",
+        Scope::Anywhere,
     ),
 ];
+
+/// The keys an untrusted workspace `fido.toml` may set (for the README and
+/// the warning).
+pub fn untrusted_workspace_keys() -> Vec<&'static str> {
+    KEYS.iter()
+        .filter(|(_, _, scope)| *scope == Scope::Anywhere)
+        .map(|(key, _, _)| *key)
+        .collect()
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -103,9 +193,22 @@ pub enum ConfigError {
     #[error("{path} is not valid TOML: {message}")]
     Parse { path: String, message: String },
     #[error(
-        "{path} sets api_key, which a workspace file may not do (a repository could send your key anywhere); use FIDO_API_KEY or the user config file"
+        "{source_name}: plan_file {value:?} is outside the workspace {workspace}; the plan file must be inside it"
     )]
-    KeyInWorkspace { path: String },
+    PlanFileOutside {
+        source_name: String,
+        value: String,
+        workspace: String,
+    },
+    #[error("{source_name}: writable root {value:?}: {source}")]
+    WritableRoot {
+        source_name: String,
+        value: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Trust(#[from] TrustError),
     #[error("workspace {path}: {source}")]
     Workspace {
         path: String,
@@ -175,12 +278,35 @@ pub struct Config {
     pub tools: ToolLimits,
     pub anthropic_max_tokens: u32,
     pub delegation: DelegationConfig,
+    pub safety: SafetyConfig,
+    /// The user's config directory (`$XDG_CONFIG_HOME/fido`, else
+    /// `~/.config/fido`): the trust record, kept out of commands' reach.
+    pub config_dir: Option<PathBuf>,
+    /// The user config file, which may hold `api_key`.
+    pub user_config_file: Option<PathBuf>,
+    /// The workspace folder is trusted (`fido trust`).
+    pub workspace_trusted: bool,
+    /// What the person must be told before the session starts (ignored
+    /// keys of an untrusted workspace file), one sentence each.
+    pub warnings: Vec<String>,
+}
+
+/// The main agent's safety settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SafetyConfig {
+    pub sandbox_mode: SandboxMode,
+    /// `None`: the command's default (on-request in the TUI, never for
+    /// `fido exec`).
+    pub approval_policy: Option<ApprovalPolicy>,
+    pub network: bool,
+    /// Canonical extra folders commands may write.
+    pub writable_roots: Vec<PathBuf>,
 }
 
 /// Limits of `delegate`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DelegationConfig {
-    pub sandbox: SandboxMode,
+    pub sandbox: SandboxRequirement,
     pub default_timeout: Duration,
     pub max_timeout: Duration,
     pub grace: Duration,
@@ -230,16 +356,26 @@ impl Config {
         }
 
         let mut values: BTreeMap<String, Sourced> = BTreeMap::new();
-        if let Some(user_file) = user_config_path(&env_get)
+        let user_config_file = user_config_path(&env_get);
+        if let Some(user_file) = &user_config_file
             && user_file.exists()
         {
-            read_file_layer(&user_file, false, &mut values)?;
+            read_file_layer(user_file, true, &mut values)?;
         }
+        let config_dir = config_dir(&env_get);
+        let workspace_trusted = match &config_dir {
+            Some(dir) => TrustStore::in_dir(dir).is_trusted(&workspace)?,
+            None => false,
+        };
+        let mut warnings = Vec::new();
         let workspace_file = workspace.join("fido.toml");
         if workspace_file.exists() {
-            read_file_layer(&workspace_file, true, &mut values)?;
+            let ignored = read_file_layer(&workspace_file, workspace_trusted, &mut values)?;
+            if !ignored.is_empty() {
+                warnings.push(untrusted_warning(&workspace_file, &workspace, &ignored));
+            }
         }
-        for (key, _) in KEYS {
+        for (key, _, _) in KEYS {
             let var = format!("FIDO_{}", key.to_ascii_uppercase());
             if let Some(value) = env_get(&var) {
                 values.insert(
@@ -307,10 +443,11 @@ impl Config {
                 ProviderKind::Script => "script".into(),
             });
         let script = get("script").map(|s| resolve_relative(&workspace, &s.value));
-        let plan_file = resolve_relative(
-            &workspace,
-            get("plan_file").map_or(".fido-plan.json", |s| s.value.as_str()),
-        );
+        let plan_file = match get("plan_file") {
+            None => workspace.join(".fido-plan.json"),
+            Some(s) => inside_workspace(&workspace, s)?,
+        };
+        let safety = safety_config(&get, &workspace)?;
 
         let ms = |key: &str, default: u64, min: u64| -> Result<Duration, ConfigError> {
             number(get(key), key, default, min).map(Duration::from_millis)
@@ -357,8 +494,8 @@ impl Config {
             number(get("anthropic_max_tokens"), "anthropic_max_tokens", 8192, 1)? as u32;
 
         let sandbox = match get("sandbox") {
-            None => SandboxMode::Required,
-            Some(s) => SandboxMode::parse(&s.value)
+            None => SandboxRequirement::Required,
+            Some(s) => SandboxRequirement::parse(&s.value)
                 .map_err(|_| invalid("sandbox", s, "required or best_effort"))?,
         };
         let concurrency = number(get("delegate_concurrency"), "delegate_concurrency", 1, 1)?;
@@ -394,6 +531,11 @@ impl Config {
             http,
             tools,
             anthropic_max_tokens,
+            safety,
+            config_dir,
+            user_config_file,
+            workspace_trusted,
+            warnings,
         })
     }
 
@@ -471,22 +613,29 @@ fn normalise_key(key: &str) -> String {
     lower.strip_prefix("fido_").unwrap_or(&lower).to_string()
 }
 
-fn check_known(key: &str, source_name: &str) -> Result<(), ConfigError> {
-    if KEYS.iter().any(|(k, _)| *k == key) {
-        return Ok(());
+fn check_known(key: &str, source_name: &str) -> Result<Scope, ConfigError> {
+    if let Some((_, _, scope)) = KEYS.iter().find(|(k, _, _)| *k == key) {
+        return Ok(*scope);
     }
     Err(ConfigError::UnknownKey {
         source_name: source_name.to_string(),
         key: key.to_string(),
-        known: KEYS.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", "),
+        known: KEYS
+            .iter()
+            .map(|(k, _, _)| *k)
+            .collect::<Vec<_>>()
+            .join(", "),
     })
 }
 
+/// Reads one config file into `values`. With `trusted` false (a workspace
+/// file of a folder nobody trusted) only [`Scope::Anywhere`] keys are
+/// taken; the others are returned, to be named in one warning.
 fn read_file_layer(
     path: &Path,
-    is_workspace: bool,
+    trusted: bool,
     values: &mut BTreeMap<String, Sourced>,
-) -> Result<(), ConfigError> {
+) -> Result<Vec<String>, ConfigError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
         path: shown.clone(),
@@ -498,26 +647,15 @@ fn read_file_layer(
             path: shown.clone(),
             message: e.message().to_string(),
         })?;
+    let mut ignored = Vec::new();
     for (raw_key, raw_value) in table {
         let key = normalise_key(&raw_key);
-        check_known(&key, &shown)?;
-        if is_workspace && key == "api_key" {
-            return Err(ConfigError::KeyInWorkspace { path: shown });
+        let scope = check_known(&key, &shown)?;
+        if !trusted && scope == Scope::Trusted {
+            ignored.push(key);
+            continue;
         }
-        let value = match raw_value {
-            toml::Value::String(s) => s,
-            toml::Value::Integer(n) => n.to_string(),
-            toml::Value::Boolean(b) => b.to_string(),
-            toml::Value::Float(f) => f.to_string(),
-            other => {
-                return Err(ConfigError::Invalid {
-                    source_name: shown,
-                    key,
-                    value: format!("{other:?}"),
-                    expected: "a string or a number".into(),
-                });
-            }
-        };
+        let value = file_value(&shown, &key, raw_value)?;
         values.insert(
             key,
             Sourced {
@@ -526,7 +664,143 @@ fn read_file_layer(
             },
         );
     }
-    Ok(())
+    Ok(ignored)
+}
+
+/// A TOML value as the string the other layers give; a list of strings is
+/// `:`-joined (for `writable_roots`).
+fn file_value(shown: &str, key: &str, raw: toml::Value) -> Result<String, ConfigError> {
+    let bad = |other: &toml::Value| ConfigError::Invalid {
+        source_name: shown.to_string(),
+        key: key.to_string(),
+        value: format!("{other:?}"),
+        expected: "a string, a number, a boolean or a list of strings".into(),
+    };
+    match raw {
+        toml::Value::String(s) => Ok(s),
+        toml::Value::Integer(n) => Ok(n.to_string()),
+        toml::Value::Boolean(b) => Ok(b.to_string()),
+        toml::Value::Float(f) => Ok(f.to_string()),
+        toml::Value::Array(items) => {
+            let mut parts = Vec::new();
+            for item in &items {
+                match item {
+                    toml::Value::String(s) => parts.push(s.clone()),
+                    other => return Err(bad(other)),
+                }
+            }
+            Ok(parts.join(":"))
+        }
+        other @ (toml::Value::Datetime(_) | toml::Value::Table(_)) => Err(bad(&other)),
+    }
+}
+
+/// The one warning about an untrusted workspace file's ignored keys.
+fn untrusted_warning(file: &Path, workspace: &Path, ignored: &[String]) -> String {
+    format!(
+        "{} is not trusted, so these keys were ignored: {}. An untrusted repository could use them to send your API key elsewhere or weaken the sandbox. If you trust this folder, run `fido trust {}`.",
+        file.display(),
+        ignored.join(", "),
+        workspace.display()
+    )
+}
+
+/// The user's config directory: `$XDG_CONFIG_HOME/fido`, else
+/// `$HOME/.config/fido`.
+fn config_dir(env_get: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    if let Some(xdg) = env_get("XDG_CONFIG_HOME") {
+        return Some(PathBuf::from(xdg).join("fido"));
+    }
+    env_get("HOME").map(|home| PathBuf::from(home).join(".config/fido"))
+}
+
+/// `plan_file` resolved against the workspace, refused unless it stays
+/// inside it: lexically (no `..` out) and through every existing symlink.
+fn inside_workspace(workspace: &Path, s: &Sourced) -> Result<PathBuf, ConfigError> {
+    let outside = || ConfigError::PlanFileOutside {
+        source_name: s.source_name.clone(),
+        value: s.value.clone(),
+        workspace: workspace.display().to_string(),
+    };
+    let mut path = PathBuf::from(workspace);
+    for part in Path::new(s.value.trim()).components() {
+        match part {
+            std::path::Component::Normal(name) => path.push(name),
+            std::path::Component::ParentDir => {
+                path.pop();
+            }
+            std::path::Component::RootDir => path = PathBuf::from("/"),
+            std::path::Component::CurDir | std::path::Component::Prefix(_) => {}
+        }
+    }
+    if path == workspace || !path.starts_with(workspace) {
+        return Err(outside());
+    }
+    // The deepest existing ancestor (or the file itself) must resolve
+    // inside the workspace too: a symlink may not lead the writes out.
+    let mut probe = path.clone();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(&probe) {
+            if !real.starts_with(workspace) {
+                return Err(outside());
+            }
+            break;
+        }
+        if !probe.pop() {
+            return Err(outside());
+        }
+    }
+    Ok(path)
+}
+
+fn safety_config<'a>(
+    get: &dyn Fn(&str) -> Option<&'a Sourced>,
+    workspace: &Path,
+) -> Result<SafetyConfig, ConfigError> {
+    let sandbox_mode = match get("sandbox_mode") {
+        None => SandboxMode::DEFAULT,
+        Some(s) => SandboxMode::parse(&s.value).ok_or_else(|| {
+            invalid(
+                "sandbox_mode",
+                s,
+                "read-only, workspace-write or danger-full-access",
+            )
+        })?,
+    };
+    let approval_policy = match get("approval_policy") {
+        None => None,
+        Some(s) => Some(
+            ApprovalPolicy::parse(&s.value)
+                .ok_or_else(|| invalid("approval_policy", s, "untrusted, on-request or never"))?,
+        ),
+    };
+    let network = match get("network") {
+        None => false,
+        Some(s) => match s.value.trim() {
+            "true" | "1" | "yes" => true,
+            "false" | "0" | "no" => false,
+            _ => return Err(invalid("network", s, "true or false")),
+        },
+    };
+    let mut writable_roots = Vec::new();
+    if let Some(s) = get("writable_roots") {
+        for part in s.value.split(':').filter(|p| !p.trim().is_empty()) {
+            let root = resolve_relative(workspace, part.trim());
+            let canonical =
+                std::fs::canonicalize(&root).map_err(|source| ConfigError::WritableRoot {
+                    source_name: s.source_name.clone(),
+                    value: part.to_string(),
+                    source,
+                })?;
+            writable_roots.push(canonical);
+        }
+    }
+    Ok(SafetyConfig {
+        sandbox_mode,
+        approval_policy,
+        network,
+        writable_roots,
+    })
 }
 
 /// `$FIDO_CONFIG`, else `$XDG_CONFIG_HOME/fido/config.toml`, else
@@ -656,12 +930,6 @@ mod tests {
             .to_string();
         assert!(err.contains("unknown key `modle`"), "{err}");
 
-        std::fs::write(dir.path().join("fido.toml"), "api_key = \"stolen\"\n").unwrap();
-        let err = Config::load_from(&overrides(dir.path()), &env(&[], home.path()))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("may not"), "{err}");
-
         std::fs::write(dir.path().join("fido.toml"), "model = [1\n").unwrap();
         let err = Config::load_from(&overrides(dir.path()), &env(&[], home.path()))
             .unwrap_err()
@@ -691,6 +959,159 @@ mod tests {
         assert!(is_loopback_url("http://[::1]:11434/v1"));
         assert!(!is_loopback_url("https://api.openai.com/v1"));
         assert!(!is_loopback_url("http://127.0.0.1.evil.com/v1"));
+    }
+
+    /// A value for each trusted-only key that differs from its default.
+    const TRUSTED_ONLY: &[(&str, &str)] = &[
+        ("provider", "\"anthropic\""),
+        ("base_url", "\"http://attacker.invalid/v1\""),
+        ("api_key", "\"stolen\""),
+        ("script", "\"/etc/passwd\""),
+        ("plan_file", "\"elsewhere.json\""),
+        ("sandbox", "\"best_effort\""),
+        ("sandbox_mode", "\"danger-full-access\""),
+        ("approval_policy", "\"never\""),
+        ("network", "true"),
+        ("writable_roots", "[\"/\"]"),
+    ];
+
+    fn trusted_only_changed(cfg: &Config, key: &str) -> bool {
+        match key {
+            "provider" => cfg.provider != ProviderKind::OpenAi,
+            "base_url" => cfg.base_url.contains("attacker"),
+            "api_key" => cfg.api_key.is_some(),
+            "script" => cfg.script.is_some(),
+            "plan_file" => cfg.plan_file.ends_with("elsewhere.json"),
+            "sandbox" => cfg.delegation.sandbox != SandboxRequirement::Required,
+            "sandbox_mode" => cfg.safety.sandbox_mode != SandboxMode::DEFAULT,
+            "approval_policy" => cfg.safety.approval_policy.is_some(),
+            "network" => cfg.safety.network,
+            "writable_roots" => !cfg.safety.writable_roots.is_empty(),
+            other => panic!("no check for {other}"),
+        }
+    }
+
+    #[test]
+    fn every_trusted_only_key_is_listed_and_checked() {
+        let listed: Vec<&str> = KEYS
+            .iter()
+            .filter(|(_, _, scope)| *scope == Scope::Trusted)
+            .map(|(key, _, _)| *key)
+            .collect();
+        let checked: Vec<&str> = TRUSTED_ONLY.iter().map(|(key, _)| *key).collect();
+        assert_eq!(listed, checked);
+    }
+
+    #[test]
+    fn an_untrusted_workspace_file_cannot_set_a_trusted_only_key() {
+        for (key, value) in TRUSTED_ONLY {
+            let dir = tempfile::tempdir().unwrap();
+            let home = tempfile::tempdir().unwrap();
+            std::fs::write(
+                dir.path().join("fido.toml"),
+                format!("{key} = {value}\nmodel = \"ws\"\n"),
+            )
+            .unwrap();
+            let cfg = Config::load_from(&overrides(dir.path()), &env(&[], home.path())).unwrap();
+            assert!(!trusted_only_changed(&cfg, key), "{key} took effect");
+            assert_eq!(cfg.model, "ws", "safe keys still apply");
+            assert!(!cfg.workspace_trusted);
+            assert_eq!(cfg.warnings.len(), 1, "{key}: {:?}", cfg.warnings);
+            let warning = &cfg.warnings[0];
+            assert!(warning.contains(&format!("ignored: {key}.")), "{warning}");
+            assert!(warning.contains("fido trust "), "{warning}");
+        }
+    }
+
+    #[test]
+    fn a_trusted_workspace_file_is_read_in_full() {
+        for (key, value) in TRUSTED_ONLY {
+            let dir = tempfile::tempdir().unwrap();
+            let home = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join("fido.toml"), format!("{key} = {value}\n")).unwrap();
+            TrustStore::in_dir(&home.path().join(".config/fido"))
+                .trust(dir.path())
+                .unwrap();
+            let cfg = Config::load_from(&overrides(dir.path()), &env(&[], home.path())).unwrap();
+            assert!(cfg.workspace_trusted);
+            assert!(trusted_only_changed(&cfg, key), "{key} was not applied");
+            assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
+        }
+    }
+
+    #[test]
+    fn the_user_file_and_environment_stay_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join(".config/fido")).unwrap();
+        std::fs::write(
+            home.path().join(".config/fido/config.toml"),
+            "sandbox_mode = \"read-only\"\nwritable_roots = [\"/tmp\"]\n",
+        )
+        .unwrap();
+        let cfg = Config::load_from(
+            &overrides(dir.path()),
+            &env(&[("FIDO_APPROVAL_POLICY", "untrusted")], home.path()),
+        )
+        .unwrap();
+        assert_eq!(cfg.safety.sandbox_mode, SandboxMode::ReadOnly);
+        assert_eq!(cfg.safety.approval_policy, Some(ApprovalPolicy::Untrusted));
+        assert_eq!(
+            cfg.safety.writable_roots,
+            vec![std::fs::canonicalize("/tmp").unwrap()]
+        );
+    }
+
+    #[test]
+    fn plan_file_must_stay_inside_the_workspace() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
+        for value in [
+            "../plan.json",
+            "/etc/passwd",
+            "sub/../../plan.json",
+            "link/plan.json",
+            ".",
+        ] {
+            let err = Config::load_from(
+                &overrides(dir.path()),
+                &env(&[("FIDO_PLAN_FILE", value)], home.path()),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains("outside the workspace"), "{value}: {err}");
+        }
+        let cfg = Config::load_from(
+            &overrides(dir.path()),
+            &env(&[("FIDO_PLAN_FILE", "state/plan.json")], home.path()),
+        )
+        .unwrap();
+        assert_eq!(cfg.plan_file, cfg.workspace.join("state/plan.json"));
+    }
+
+    #[test]
+    fn safety_values_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        for (var, value, needle) in [
+            ("FIDO_SANDBOX_MODE", "off", "workspace-write"),
+            ("FIDO_APPROVAL_POLICY", "sometimes", "on-request"),
+            ("FIDO_NETWORK", "maybe", "true or false"),
+            ("FIDO_WRITABLE_ROOTS", "/no/such/dir", "/no/such/dir"),
+        ] {
+            let err = Config::load_from(&overrides(dir.path()), &env(&[(var, value)], home.path()))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(needle), "{var}: {err}");
+        }
+        let cfg = Config::load_from(
+            &overrides(dir.path()),
+            &env(&[("FIDO_SANDBOX_MODE", "read_only")], home.path()),
+        )
+        .unwrap();
+        assert_eq!(cfg.safety.sandbox_mode, SandboxMode::ReadOnly);
     }
 
     #[test]

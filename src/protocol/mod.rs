@@ -9,6 +9,8 @@ pub mod delegate;
 mod event;
 pub mod ipc;
 mod message;
+pub mod safety;
 
 pub use event::{Event, EventKind, TurnStatus, UsageTotals};
 pub use message::{Message, ToolCall, ToolSpec, Usage};
+pub use safety::{ApprovalDecision, ApprovalPolicy, ApprovalRequest, SafetySettings, SandboxMode};

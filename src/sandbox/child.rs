@@ -37,21 +37,21 @@ use nix::sys::resource::{Resource, setrlimit};
 use nix::sys::signal::{SigHandler, Signal, signal};
 use nix::unistd::{Pid, getppid};
 
-use super::policy::{Enforcement, SandboxError, SandboxMode, SandboxReport};
+use super::policy::{Enforcement, SandboxError, SandboxReport, SandboxRequirement};
 use super::ruleset::{self, MIN_READ_ONLY_ABI};
 
 /// Confines the calling process for good: single thread required; then
 /// `no_new_privs`, parent-death SIGKILL checked against `expected_parent`,
 /// rlimits and the read-only Landlock ruleset (see the module comment).
 ///
-/// In [`SandboxMode::Required`] anything short of a fully enforced ruleset
+/// In [`SandboxRequirement::Required`] anything short of a fully enforced ruleset
 /// on a Landlock ABI that can deny truncation is an error. In
-/// [`SandboxMode::BestEffort`] Landlock shortfalls become
+/// [`SandboxRequirement::BestEffort`] Landlock shortfalls become
 /// [`SandboxReport::warnings`]; the other steps are required in both modes.
 /// After an error the process may be partly confined and must exit.
 pub fn enter_child_sandbox(
     expected_parent: Pid,
-    mode: SandboxMode,
+    mode: SandboxRequirement,
 ) -> Result<SandboxReport, SandboxError> {
     let threads = thread_count()?;
     if threads != 1 {
@@ -71,8 +71,8 @@ pub fn enter_child_sandbox(
     let (applied, failure) = match ruleset::restrict_current_thread() {
         Ok(applied) => (applied, None),
         Err(err) => match mode {
-            SandboxMode::Required => return Err(err),
-            SandboxMode::BestEffort => (
+            SandboxRequirement::Required => return Err(err),
+            SandboxRequirement::BestEffort => (
                 ruleset::Applied {
                     abi: None,
                     enforcement: Enforcement::None,
@@ -87,8 +87,8 @@ pub fn enter_child_sandbox(
     let no_new_privs = prctl::get_no_new_privs().unwrap_or(false);
     let report = report(&applied, no_new_privs, failure);
     match mode {
-        SandboxMode::Required => require(&applied)?,
-        SandboxMode::BestEffort => {}
+        SandboxRequirement::Required => require(&applied)?,
+        SandboxRequirement::BestEffort => {}
     }
     tracing::debug!(
         abi = ?report.landlock_abi,
@@ -270,7 +270,7 @@ mod tests {
         // The test harness runs this test on a thread of its own (and this
         // test adds one more), so the process is never single-threaded here.
         let extra = std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_secs(1)));
-        let err = enter_child_sandbox(getppid(), SandboxMode::BestEffort).unwrap_err();
+        let err = enter_child_sandbox(getppid(), SandboxRequirement::BestEffort).unwrap_err();
         assert!(
             matches!(err, SandboxError::MultiThreaded { threads } if threads >= 2),
             "{err}"

@@ -6,7 +6,7 @@
 //! `fido sandbox check` sends one signal on purpose, to prove it is
 //! refused). [`child`] confines the calling process: `no_new_privs`,
 //! parent-death signal, rlimits and the read-only Landlock ruleset of
-//! `ruleset`, failing closed in [`SandboxMode::Required`]. [`policy`] holds
+//! `ruleset`, failing closed in [`SandboxRequirement::Required`]. [`policy`] holds
 //! the mode, the report and the error; [`probe`] the forbidden operations
 //! `fido sandbox check` tries in a real sandboxed child.
 
@@ -17,5 +17,5 @@ pub mod process;
 mod ruleset;
 
 pub use child::enter_child_sandbox;
-pub use policy::{Enforcement, SandboxError, SandboxMode, SandboxReport};
+pub use policy::{Enforcement, SandboxError, SandboxReport, SandboxRequirement};
 pub use process::ProcessGroup;

@@ -1,9 +1,9 @@
-//! What the subagent sandbox must achieve ([`SandboxMode`]), what it did
+//! What the subagent sandbox must achieve ([`SandboxRequirement`]), what it did
 //! achieve ([`SandboxReport`]) and how it fails ([`SandboxError`]).
 //!
-//! Invariant: in [`SandboxMode::Required`] a ruleset the kernel did not
+//! Invariant: in [`SandboxRequirement::Required`] a ruleset the kernel did not
 //! fully enforce is an error, never a warning; only
-//! [`SandboxMode::BestEffort`] turns shortfalls into
+//! [`SandboxRequirement::BestEffort`] turns shortfalls into
 //! [`SandboxReport::warnings`].
 
 use std::fmt;
@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 /// How strictly the child's sandbox is required (config `sandbox`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum SandboxMode {
+pub enum SandboxRequirement {
     /// Refuse to run unless the kernel fully enforces the read-only
     /// Landlock ruleset. The default on Linux.
     #[default]
@@ -24,28 +24,28 @@ pub enum SandboxMode {
     BestEffort,
 }
 
-impl SandboxMode {
+impl SandboxRequirement {
     /// Parses a config value: `required` or `best_effort`.
-    pub fn parse(value: &str) -> Result<SandboxMode, SandboxError> {
+    pub fn parse(value: &str) -> Result<SandboxRequirement, SandboxError> {
         match value {
-            "required" => Ok(SandboxMode::Required),
-            "best_effort" => Ok(SandboxMode::BestEffort),
+            "required" => Ok(SandboxRequirement::Required),
+            "best_effort" => Ok(SandboxRequirement::BestEffort),
             other => Err(SandboxError::UnknownMode {
                 value: other.to_owned(),
             }),
         }
     }
 
-    /// The config spelling, as [`SandboxMode::parse`] accepts it.
+    /// The config spelling, as [`SandboxRequirement::parse`] accepts it.
     pub fn as_str(self) -> &'static str {
         match self {
-            SandboxMode::Required => "required",
-            SandboxMode::BestEffort => "best_effort",
+            SandboxRequirement::Required => "required",
+            SandboxRequirement::BestEffort => "best_effort",
         }
     }
 }
 
-impl fmt::Display for SandboxMode {
+impl fmt::Display for SandboxRequirement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
@@ -164,24 +164,24 @@ mod tests {
     #[test]
     fn parse_accepts_the_two_config_spellings() {
         assert_eq!(
-            SandboxMode::parse("required").unwrap(),
-            SandboxMode::Required
+            SandboxRequirement::parse("required").unwrap(),
+            SandboxRequirement::Required
         );
         assert_eq!(
-            SandboxMode::parse("best_effort").unwrap(),
-            SandboxMode::BestEffort
+            SandboxRequirement::parse("best_effort").unwrap(),
+            SandboxRequirement::BestEffort
         );
-        for mode in [SandboxMode::Required, SandboxMode::BestEffort] {
-            assert_eq!(SandboxMode::parse(mode.as_str()).unwrap(), mode);
+        for mode in [SandboxRequirement::Required, SandboxRequirement::BestEffort] {
+            assert_eq!(SandboxRequirement::parse(mode.as_str()).unwrap(), mode);
             assert_eq!(mode.to_string(), mode.as_str());
         }
-        assert_eq!(SandboxMode::default(), SandboxMode::Required);
+        assert_eq!(SandboxRequirement::default(), SandboxRequirement::Required);
     }
 
     #[test]
     fn parse_rejects_anything_else() {
         for bad in ["", "Required", "best-effort", "off", " required"] {
-            let err = SandboxMode::parse(bad).unwrap_err();
+            let err = SandboxRequirement::parse(bad).unwrap_err();
             assert!(matches!(err, SandboxError::UnknownMode { .. }), "{bad:?}");
             assert!(err.to_string().contains("best_effort"));
         }
@@ -189,10 +189,10 @@ mod tests {
 
     #[test]
     fn mode_serde_matches_parse() {
-        let json = serde_json::to_string(&SandboxMode::BestEffort).unwrap();
+        let json = serde_json::to_string(&SandboxRequirement::BestEffort).unwrap();
         assert_eq!(json, "\"best_effort\"");
-        let back: SandboxMode = serde_json::from_str("\"required\"").unwrap();
-        assert_eq!(back, SandboxMode::Required);
+        let back: SandboxRequirement = serde_json::from_str("\"required\"").unwrap();
+        assert_eq!(back, SandboxRequirement::Required);
     }
 
     #[test]

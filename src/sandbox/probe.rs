@@ -32,7 +32,7 @@ use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
 use super::child::{enter_child_sandbox, error_chain};
-use super::policy::{SandboxMode, SandboxReport};
+use super::policy::{SandboxReport, SandboxRequirement};
 use super::ruleset::{MIN_READ_ONLY_ABI, NETWORK_ABI, SCOPE_ABI};
 
 /// What every fixture file holds before the probes.
@@ -451,7 +451,7 @@ pub fn run_child(
     out: &mut impl Write,
     input: &mut impl Read,
 ) -> io::Result<bool> {
-    let report = match enter_child_sandbox(targets.parent, SandboxMode::Required) {
+    let report = match enter_child_sandbox(targets.parent, SandboxRequirement::Required) {
         Ok(report) => report,
         Err(err) => {
             write_frame(

@@ -32,7 +32,7 @@ use crate::protocol::{EventKind, Message, TurnStatus};
 use crate::provider::{
     ChatRequest, Completion, CompletionFuture, FinishReason, NoticeSink, Provider, ProviderError,
 };
-use crate::sandbox::{SandboxMode, enter_child_sandbox};
+use crate::sandbox::{SandboxRequirement, enter_child_sandbox};
 use crate::session::undo::UndoLog;
 use crate::tools::{Identity, InvocationContext, ToolCatalog, ToolEnv, ToolLimits, Workspace};
 
@@ -67,7 +67,7 @@ pub fn main(args: SubagentArgs) -> ExitCode {
             std::os::unix::net::UnixStream::from(std::os::fd::OwnedFd::from(stream))
         }
     };
-    let mode = SandboxMode::parse(&args.sandbox);
+    let mode = SandboxRequirement::parse(&args.sandbox);
     let sandbox = match mode {
         Ok(mode) => enter_child_sandbox(Pid::from_raw(args.parent_pid), mode)
             .map_err(|err| crate::sandbox::child::error_chain(&err)),

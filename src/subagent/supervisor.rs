@@ -17,7 +17,7 @@ use crate::plan::PlanFlavour;
 use crate::protocol::Message;
 use crate::protocol::delegate::DelegateResult;
 use crate::provider::Provider;
-use crate::sandbox::SandboxMode;
+use crate::sandbox::SandboxRequirement;
 use crate::tools::ToolCatalog;
 use crate::tools::delegate::{DelegationFuture, DelegationRequest, Delegator};
 
@@ -45,7 +45,7 @@ pub struct DelegationSettings {
     pub max_timeout: Duration,
     /// Time a cancelled child has to send its partial result.
     pub grace: Duration,
-    pub sandbox: SandboxMode,
+    pub sandbox: SandboxRequirement,
     /// Model requests the subagent may make.
     pub max_steps: u32,
     pub plan_tool: PlanFlavour,

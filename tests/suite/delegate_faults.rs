@@ -22,7 +22,7 @@ use fido::protocol::delegate::{DelegateResult, DelegateStatus};
 use fido::protocol::{Event, EventKind, Message, ToolCall};
 use fido::provider::HttpPolicy;
 use fido::provider::openai::OpenAiProvider;
-use fido::sandbox::SandboxMode;
+use fido::sandbox::SandboxRequirement;
 use fido::subagent::fork::DelegateArgs;
 use fido::subagent::supervisor::{DelegationSettings, Supervisor};
 use fido::tools::ToolCatalog;
@@ -128,7 +128,7 @@ impl Rig {
                 default_timeout: setup.default_timeout,
                 max_timeout: Duration::from_secs(600),
                 grace: setup.grace,
-                sandbox: SandboxMode::Required,
+                sandbox: SandboxRequirement::Required,
                 max_steps: setup.max_steps,
                 plan_tool: PlanFlavour::UpdatePlan,
                 workspace: workspace.clone(),

@@ -1,0 +1,149 @@
+//! Safety settings of a session and the approval exchange between the
+//! invocation guard and the person at the keyboard.
+//!
+//! [`SandboxMode`] and [`ApprovalPolicy`] are the config values
+//! `sandbox_mode` and `approval_policy` (Codex's names). They are fixed for
+//! a session: the system prompt states them, so the prefix stays stable.
+//!
+//! An [`ApprovalRequest`] is sent by the guard when the policy says to ask;
+//! the UI renders it and answers with exactly one [`ApprovalDecision`].
+//! Every started tool call still gets exactly one tool result, whatever the
+//! answer.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// What the main agent's commands may do (`sandbox_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// Commands may read, and write nowhere (but `/dev/null`); the file
+    /// tools ask before they change anything.
+    ReadOnly,
+    /// Commands may write in the workspace, the session's `TMPDIR` and the
+    /// trusted `writable_roots`; no network unless `network = true`.
+    WorkspaceWrite,
+    /// No sandbox: commands run with the user's full rights.
+    DangerFullAccess,
+}
+
+impl SandboxMode {
+    pub const DEFAULT: SandboxMode = SandboxMode::WorkspaceWrite;
+    pub const ALL: [SandboxMode; 3] = [
+        SandboxMode::ReadOnly,
+        SandboxMode::WorkspaceWrite,
+        SandboxMode::DangerFullAccess,
+    ];
+
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::ReadOnly => "read-only",
+            SandboxMode::WorkspaceWrite => "workspace-write",
+            SandboxMode::DangerFullAccess => "danger-full-access",
+        }
+    }
+
+    /// Parses the config spelling (`_` is accepted for `-`).
+    pub fn parse(value: &str) -> Option<SandboxMode> {
+        let value = value.trim().replace('_', "-");
+        SandboxMode::ALL.into_iter().find(|m| m.as_str() == value)
+    }
+}
+
+impl fmt::Display for SandboxMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// When the person is asked before a command or a file change
+/// (`approval_policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApprovalPolicy {
+    /// Ask before every command and every file change.
+    Untrusted,
+    /// Run sandboxed without asking; ask when the model requests an
+    /// escalated run (the terminal UI's default).
+    OnRequest,
+    /// Never ask; escalation requests are denied (`fido exec`'s default).
+    Never,
+}
+
+impl ApprovalPolicy {
+    pub const ALL: [ApprovalPolicy; 3] = [
+        ApprovalPolicy::Untrusted,
+        ApprovalPolicy::OnRequest,
+        ApprovalPolicy::Never,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalPolicy::Untrusted => "untrusted",
+            ApprovalPolicy::OnRequest => "on-request",
+            ApprovalPolicy::Never => "never",
+        }
+    }
+
+    /// Parses the config spelling (`_` is accepted for `-`).
+    pub fn parse(value: &str) -> Option<ApprovalPolicy> {
+        let value = value.trim().replace('_', "-");
+        ApprovalPolicy::ALL
+            .into_iter()
+            .find(|p| p.as_str() == value)
+    }
+}
+
+impl fmt::Display for ApprovalPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The safety settings of one session, as the guard and the prompt see them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SafetySettings {
+    pub sandbox_mode: SandboxMode,
+    pub approval_policy: ApprovalPolicy,
+    /// Commands may use the network (`network = true`).
+    pub network: bool,
+}
+
+/// What the guard asks the person to approve. Sent by the invocation guard
+/// to the UI; answered by one [`ApprovalDecision`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ApprovalRequest {
+    /// A `bash_exec` command, sandboxed or (when `escalated`) not.
+    Command {
+        command: String,
+        /// The working directory, as the workspace shows it.
+        cwd: String,
+        /// The model's reason for an escalated run.
+        justification: Option<String>,
+        escalated: bool,
+    },
+    /// A file change by patch, mkdir, rm or rmdir.
+    FileChange {
+        tool: String,
+        /// The path, as the workspace shows it.
+        path: String,
+        /// A unified diff for a patch, a one-line description otherwise.
+        diff: String,
+    },
+}
+
+/// The person's answer to an [`ApprovalRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum ApprovalDecision {
+    /// `y`: run this once.
+    Approved,
+    /// `a`: run this, and this exact command again without asking for the
+    /// rest of the session.
+    ApprovedForSession,
+    /// `n` or Esc, with the reason the person typed, if any.
+    Denied { reason: Option<String> },
+}
