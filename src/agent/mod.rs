@@ -38,7 +38,7 @@ pub fn start_conversation(
     flavour: PlanFlavour,
     events: &EventSink,
 ) -> Conversation {
-    let mut conversation = Conversation::new(system_prompt(catalog));
+    let mut conversation = Conversation::new(system_prompt(catalog, env.approvals.settings()));
     restore_plan(&mut conversation, env, flavour, events);
     conversation
 }

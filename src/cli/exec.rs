@@ -14,10 +14,11 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{info, warn};
 
-use super::session::Session;
-use super::{fail, init_logging, runtime};
+use super::session::{Interaction, Session};
+use super::{fail, init_logging, print_config_warnings, runtime};
 use crate::agent::{AgentMessage, EventSink};
 use crate::config::{Config, Overrides};
+use crate::protocol::{ApprovalPolicy, SandboxMode};
 use crate::protocol::{Event, EventKind, TurnStatus};
 
 /// How long an interrupted turn may take to wind down before Fido exits anyway.
@@ -28,12 +29,50 @@ pub struct ExecArgs {
     /// Print the event stream (one JSON object per line) instead of the answer.
     #[arg(long)]
     json: bool,
+    /// Sandbox of the agent's commands: read-only, workspace-write (the
+    /// default) or danger-full-access.
+    #[arg(long, value_name = "MODE")]
+    sandbox: Option<String>,
+    /// When to ask before commands and edits: untrusted, on-request or never
+    /// (the default). Headless, nobody can answer, so asking means denying.
+    #[arg(long, value_name = "POLICY")]
+    approval: Option<String>,
+    /// workspace-write sandbox, never ask.
+    #[arg(long, conflicts_with_all = ["sandbox", "approval", "dangerously_bypass_sandbox"])]
+    full_auto: bool,
+    /// Run commands without any sandbox (danger-full-access).
+    #[arg(long, conflicts_with = "sandbox")]
+    dangerously_bypass_sandbox: bool,
     /// The prompt; `-` reads it from standard input.
     prompt: String,
 }
 
+impl ExecArgs {
+    /// The safety flags as configuration values (they beat every layer).
+    fn safety_overrides(&self) -> Vec<(String, String)> {
+        let mut values = Vec::new();
+        let mut set = |key: &str, value: &str| values.push((key.to_string(), value.to_string()));
+        if self.full_auto {
+            set("sandbox_mode", "workspace-write");
+            set("approval_policy", "never");
+        }
+        if self.dangerously_bypass_sandbox {
+            set("sandbox_mode", "danger-full-access");
+        }
+        if let Some(mode) = &self.sandbox {
+            set("sandbox_mode", mode);
+        }
+        if let Some(policy) = &self.approval {
+            set("approval_policy", policy);
+        }
+        values
+    }
+}
+
 pub fn run(overrides: &Overrides, args: ExecArgs) -> ExitCode {
     init_logging();
+    let mut overrides = overrides.clone();
+    overrides.values.extend(args.safety_overrides());
     let prompt = if args.prompt == "-" {
         let mut text = String::new();
         if let Err(err) = std::io::stdin().read_to_string(&mut text) {
@@ -48,10 +87,16 @@ pub fn run(overrides: &Overrides, args: ExecArgs) -> ExitCode {
     if prompt.trim().is_empty() {
         return fail("the prompt is empty");
     }
-    let config = match Config::load(overrides) {
+    let config = match Config::load(&overrides) {
         Ok(config) => config,
         Err(err) => return fail(&err.to_string()),
     };
+    print_config_warnings(&config);
+    if config.safety.sandbox_mode == SandboxMode::DangerFullAccess {
+        eprintln!(
+            "fido: warning: commands run without a sandbox (danger-full-access): the model's commands have your full rights"
+        );
+    }
     let runtime = match runtime() {
         Ok(runtime) => runtime,
         Err(message) => return fail(&message),
@@ -75,7 +120,12 @@ async fn exec(config: Config, prompt: String, json: bool) -> ExitCode {
     };
     let (sender, receiver) = mpsc::unbounded_channel();
     let printer = tokio::spawn(print_events(receiver, json));
-    let session = match Session::start(&config, None, EventSink::new(sender)).await {
+    let interaction = Interaction {
+        user: None,
+        approver: None,
+        default_approval: ApprovalPolicy::Never,
+    };
+    let session = match Session::start(&config, interaction, EventSink::new(sender)).await {
         Ok(session) => session,
         Err(message) => return fail(&message),
     };

@@ -9,6 +9,7 @@ mod plan;
 mod sandbox;
 mod session;
 mod tool;
+mod trust;
 mod tui;
 
 use std::path::PathBuf;
@@ -18,8 +19,12 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::config::{Config, Overrides};
 use crate::plan::PlanStore;
+use crate::protocol::{ApprovalPolicy, SafetySettings};
+use crate::sandbox::CommandSandbox;
 use crate::session::undo::UndoLog;
+use crate::tools::approval::{Approvals, Approver};
 use crate::tools::{ToolEnv, Workspace};
+use std::sync::Arc;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -73,12 +78,16 @@ enum Command {
         parent_pid: i32,
         #[arg(long)]
         sandbox: String,
+        #[arg(long, value_name = "PATH")]
+        deny_read: Vec<PathBuf>,
     },
     /// List or call the model-facing tools directly.
     Tool {
         #[command(subcommand)]
         command: tool::ToolCommand,
     },
+    /// Trust a workspace folder, so that its fido.toml is read in full.
+    Trust(trust::TrustArgs),
     /// Prove what the subagent sandbox enforces on this machine.
     Sandbox {
         #[command(subcommand)]
@@ -88,6 +97,9 @@ enum Command {
 
 /// Entry point of the `fido` binary.
 pub fn main() -> ExitCode {
+    // Before any thread or child exists: nothing of the same user may read
+    // this process's memory or environment (the API key).
+    crate::sandbox::command::make_non_dumpable();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
@@ -109,6 +121,7 @@ pub fn main() -> ExitCode {
             agent_id,
             parent_pid,
             sandbox,
+            deny_read,
         }) => {
             init_logging();
             crate::subagent::runner::main(crate::subagent::runner::SubagentArgs {
@@ -116,10 +129,12 @@ pub fn main() -> ExitCode {
                 agent_id,
                 parent_pid,
                 sandbox,
+                deny_read,
             })
         }
         Some(Command::Plan { command }) => plan::run(&overrides, command),
         Some(Command::Sandbox { command }) => sandbox::run(command),
+        Some(Command::Trust(args)) => trust::run(overrides.workspace.clone(), args),
         None => tui::run(&overrides),
     }
 }
@@ -167,10 +182,27 @@ fn init_logging() {
         .try_init();
 }
 
-/// The tool environment of a session in the configured workspace.
-fn tool_env(config: &Config) -> Result<ToolEnv, String> {
+/// The tool environment of a session in the configured workspace, with
+/// the approval policy `approval` and the person `approver` (if any).
+fn tool_env(
+    config: &Config,
+    approval: ApprovalPolicy,
+    approver: Option<Arc<dyn Approver>>,
+) -> Result<ToolEnv, String> {
     let workspace = Workspace::new(&config.workspace)
         .map_err(|err| format!("workspace {}: {err}", config.workspace.display()))?;
+    let sandbox = CommandSandbox::prepare(&config.command_policy()).map_err(|err| {
+        format!(
+            "sandbox_mode {}: {}; set sandbox_mode = \"danger-full-access\" to run commands without a sandbox",
+            config.safety.sandbox_mode,
+            crate::sandbox::child::error_chain(&err)
+        )
+    })?;
+    let settings = SafetySettings {
+        sandbox_mode: config.safety.sandbox_mode,
+        approval_policy: approval,
+        network: config.safety.network,
+    };
     Ok(ToolEnv {
         undo: UndoLog::new(&workspace.root),
         plan: PlanStore::new(config.plan_file.clone()),
@@ -178,7 +210,16 @@ fn tool_env(config: &Config) -> Result<ToolEnv, String> {
         limits: config.tools.clone(),
         user: None,
         delegator: None,
+        sandbox: Arc::new(sandbox),
+        approvals: Approvals::new(settings, approver),
     })
+}
+
+/// Tells the person what the configuration ignored, before anything runs.
+fn print_config_warnings(config: &Config) {
+    for warning in &config.warnings {
+        eprintln!("fido: warning: {warning}");
+    }
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {

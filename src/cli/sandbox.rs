@@ -77,6 +77,7 @@ fn probe_child(args: CheckArgs) -> ExitCode {
         );
     };
     let targets = ProbeTargets {
+        deny: probe::denied_paths(&dir),
         dir,
         tcp_port,
         abstract_name,

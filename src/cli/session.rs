@@ -13,13 +13,23 @@ use crate::agent::{
     AgentActor, AgentArguments, AgentDeps, AgentMessage, EventSink, start_conversation,
 };
 use crate::config::Config;
+use crate::protocol::ApprovalPolicy;
 use crate::protocol::EventKind;
 use crate::subagent::supervisor::{DelegationSettings, Supervisor};
+use crate::tools::approval::Approver;
 use crate::tools::ask_user::UserChannel;
 use crate::tools::{InvocationContext, ToolCatalog};
 
 /// How long shutting down waits for subagents to be reaped.
 const SHUTDOWN_LIMIT: Duration = Duration::from_secs(5);
+
+/// Who can answer questions and approvals, and the approval policy when
+/// the configuration names none.
+pub struct Interaction {
+    pub user: Option<Arc<dyn UserChannel>>,
+    pub approver: Option<Arc<dyn Approver>>,
+    pub default_approval: ApprovalPolicy,
+}
 
 pub struct Session {
     pub actor: ActorRef<AgentMessage>,
@@ -31,12 +41,16 @@ impl Session {
     /// Builds everything and starts the agent actor. Errors are one sentence.
     pub async fn start(
         config: &Config,
-        user: Option<Arc<dyn UserChannel>>,
+        interaction: Interaction,
         events: EventSink,
     ) -> Result<Session, String> {
         let provider = config.build_provider().map_err(|e| e.to_string())?;
-        let mut env = tool_env(config)?;
-        env.user = user;
+        let approval = config
+            .safety
+            .approval_policy
+            .unwrap_or(interaction.default_approval);
+        let mut env = tool_env(config, approval, interaction.approver)?;
+        env.user = interaction.user;
         let catalog = ToolCatalog::standard(config.plan_tool);
         let program = std::env::current_exe()
             .map_err(|e| format!("cannot find the fido binary to run subagents: {e}"))?;
@@ -49,6 +63,7 @@ impl Session {
                     sandbox: config.delegation.sandbox,
                     max_steps: config.delegation.max_steps,
                     plan_tool: config.plan_tool,
+                    deny_read: config.credential_paths(),
                     workspace: config.workspace.clone(),
                     program,
                 },

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::{fail, init_logging, runtime, tool_env};
 use crate::config::ProviderKind;
 use crate::config::{Config, Overrides};
+use crate::protocol::ApprovalPolicy;
 use crate::protocol::ToolCall;
 use crate::provider::{anthropic, openai};
 use crate::tools::{InvocationContext, ToolCatalog};
@@ -47,7 +48,7 @@ pub fn run(overrides: &Overrides, command: ToolCommand) -> ExitCode {
             }
         }
         ToolCommand::Call { name, args } => {
-            let env = match tool_env(&config) {
+            let env = match tool_env(&config, ApprovalPolicy::Never, None) {
                 Ok(env) => env,
                 Err(message) => return fail(&message),
             };

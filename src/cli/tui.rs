@@ -16,12 +16,13 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::session::Session;
+use super::session::{Interaction, Session};
 use super::{fail, runtime};
 use crate::agent::EventSink;
 use crate::config::{Config, Overrides};
 use crate::plan::todo::{self, TodoStore};
 use crate::plan::{PlanFlavour, PlanStore};
+use crate::protocol::ApprovalPolicy;
 use crate::tools::update_plan;
 use crate::ui::{self, LocalCommands, PlanCleared, UiSetup};
 
@@ -47,8 +48,13 @@ async fn session(config: Config) -> ExitCode {
     }
     let (sender, receiver) = mpsc::unbounded_channel();
     let (user, questions) = ui::UiUser::new();
-    let session = match Session::start(&config, Some(Arc::new(user)), EventSink::new(sender)).await
-    {
+    let user = Arc::new(user);
+    let interaction = Interaction {
+        user: Some(user.clone()),
+        approver: None,
+        default_approval: ApprovalPolicy::OnRequest,
+    };
+    let session = match Session::start(&config, interaction, EventSink::new(sender)).await {
         Ok(session) => session,
         Err(message) => return fail(&message),
     };

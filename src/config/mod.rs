@@ -284,6 +284,8 @@ pub struct Config {
     pub config_dir: Option<PathBuf>,
     /// The user config file, which may hold `api_key`.
     pub user_config_file: Option<PathBuf>,
+    /// `$HOME`, where the credential folders (`~/.ssh`, …) are.
+    pub home: Option<PathBuf>,
     /// The workspace folder is trusted (`fido trust`).
     pub workspace_trusted: bool,
     /// What the person must be told before the session starts (ignored
@@ -534,9 +536,33 @@ impl Config {
             safety,
             config_dir,
             user_config_file,
+            home: env_get("HOME").map(PathBuf::from),
             workspace_trusted,
             warnings,
         })
+    }
+
+    /// The paths no sandboxed process may read: the credential folders in
+    /// `$HOME`, Fido's config directory and the user config file.
+    pub fn credential_paths(&self) -> Vec<PathBuf> {
+        let fido: Vec<PathBuf> = self
+            .config_dir
+            .iter()
+            .chain(self.user_config_file.iter())
+            .cloned()
+            .collect();
+        crate::sandbox::credential_paths(self.home.as_deref(), &fido)
+    }
+
+    /// The sandbox of the main agent's commands, as configured.
+    pub fn command_policy(&self) -> crate::sandbox::CommandPolicy {
+        crate::sandbox::CommandPolicy {
+            mode: self.safety.sandbox_mode,
+            network: self.safety.network,
+            workspace: self.workspace.clone(),
+            writable_roots: self.safety.writable_roots.clone(),
+            deny: self.credential_paths(),
+        }
     }
 
     /// Builds the configured provider, or says in one sentence why not.
@@ -703,6 +729,11 @@ fn untrusted_warning(file: &Path, workspace: &Path, ignored: &[String]) -> Strin
         ignored.join(", "),
         workspace.display()
     )
+}
+
+/// The user's config directory for the process environment.
+pub fn user_config_dir() -> Option<PathBuf> {
+    config_dir(&|name: &str| std::env::var(name).ok().filter(|v| !v.is_empty()))
 }
 
 /// The user's config directory: `$XDG_CONFIG_HOME/fido`, else

@@ -26,7 +26,10 @@
 //!    ruleset: Landlock checks at `open`, the rlimit at every write. It does
 //!    not touch pipes, sockets or `/dev/null`, so the child's stdout/stderr
 //!    must be pipes (as the supervisor sets them), not files;
-//! 5. the Landlock ruleset (`sandbox::ruleset`).
+//! 5. the Landlock ruleset (`sandbox::ruleset`): read everywhere but the
+//!    credential paths the parent names, write nowhere;
+//! 6. the seccomp filter (`sandbox::seccomp`): no new sockets or
+//!    connections (the IPC socket is already connected), no ptrace.
 //!
 //! `RLIMIT_NPROC` is deliberately not set: it counts every process *and
 //! thread* of the user, so a value that stops a fork bomb would also stop
@@ -39,6 +42,8 @@ use nix::unistd::{Pid, getppid};
 
 use super::policy::{Enforcement, SandboxError, SandboxReport, SandboxRequirement};
 use super::ruleset::{self, MIN_READ_ONLY_ABI};
+use super::seccomp::SeccompProgram;
+use std::path::PathBuf;
 
 /// Confines the calling process for good: single thread required; then
 /// `no_new_privs`, parent-death SIGKILL checked against `expected_parent`,
@@ -52,6 +57,7 @@ use super::ruleset::{self, MIN_READ_ONLY_ABI};
 pub fn enter_child_sandbox(
     expected_parent: Pid,
     mode: SandboxRequirement,
+    deny: &[PathBuf],
 ) -> Result<SandboxReport, SandboxError> {
     let threads = thread_count()?;
     if threads != 1 {
@@ -68,7 +74,9 @@ pub fn enter_child_sandbox(
     }
     set_rlimits()?;
 
-    let (applied, failure) = match ruleset::restrict_current_thread() {
+    // Compiled before the ruleset, while files can still be opened.
+    let seccomp = SeccompProgram::compile(false);
+    let (applied, failure) = match ruleset::restrict_current_thread(deny) {
         Ok(applied) => (applied, None),
         Err(err) => match mode {
             SandboxRequirement::Required => return Err(err),
@@ -83,6 +91,18 @@ pub fn enter_child_sandbox(
                 Some(error_chain(&err)),
             ),
         },
+    };
+    let seccomp = seccomp.and_then(|program| {
+        program
+            .apply()
+            .map_err(|err| SandboxError::Seccomp(err.to_string()))
+    });
+    let failure = match (seccomp, mode) {
+        (Ok(()), _) => failure,
+        (Err(err), SandboxRequirement::Required) => return Err(err),
+        (Err(err), SandboxRequirement::BestEffort) => {
+            Some(failure.map_or(error_chain(&err), |f| format!("{f}; {}", error_chain(&err))))
+        }
     };
     let no_new_privs = prctl::get_no_new_privs().unwrap_or(false);
     let report = report(&applied, no_new_privs, failure);
@@ -270,7 +290,7 @@ mod tests {
         // The test harness runs this test on a thread of its own (and this
         // test adds one more), so the process is never single-threaded here.
         let extra = std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_secs(1)));
-        let err = enter_child_sandbox(getppid(), SandboxRequirement::BestEffort).unwrap_err();
+        let err = enter_child_sandbox(getppid(), SandboxRequirement::BestEffort, &[]).unwrap_err();
         assert!(
             matches!(err, SandboxError::MultiThreaded { threads } if threads >= 2),
             "{err}"

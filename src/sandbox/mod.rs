@@ -11,11 +11,14 @@
 //! `fido sandbox check` tries in a real sandboxed child.
 
 pub mod child;
+pub mod command;
 pub mod policy;
 pub mod probe;
 pub mod process;
 mod ruleset;
+pub mod seccomp;
 
 pub use child::enter_child_sandbox;
+pub use command::{CommandPolicy, CommandSandbox, credential_paths};
 pub use policy::{Enforcement, SandboxError, SandboxReport, SandboxRequirement};
 pub use process::ProcessGroup;

@@ -149,6 +149,16 @@ pub enum SandboxError {
     /// Building or applying the ruleset failed.
     #[error("cannot apply the landlock ruleset")]
     Landlock(#[source] landlock::RulesetError),
+    /// The seccomp filter could not be compiled or installed.
+    #[error("cannot set up the seccomp filter: {0}")]
+    Seccomp(String),
+    /// The session's private temporary directory could not be made.
+    #[error("cannot create the commands' temporary directory {path}")]
+    TempDir {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     /// The kernel accepted the ruleset but did not enforce all of it.
     #[error("the landlock ruleset was {enforcement} (ABI {abi:?})")]
     NotEnforced {

@@ -49,6 +49,8 @@ const RENAME_TO: &str = "rename-to.txt";
 const CREATED: &str = "created.txt";
 const NEW_DIR: &str = "new-dir";
 const SYMLINK: &str = "symlink";
+const SECRET_DIR: &str = "secret";
+const SECRET_FILE: &str = "secret/key.txt";
 
 /// Probe names, in the order they run and print.
 pub const FORBIDDEN_PROBES: [&str; 11] = [
@@ -208,6 +210,8 @@ pub struct ProbeTargets {
     pub abstract_name: String,
     /// The parent, whom the child must not be able to signal.
     pub parent: Pid,
+    /// Paths the child's ruleset denies (the fixture's stand-in credential).
+    pub deny: Vec<PathBuf>,
 }
 
 /// The parent's side: files and listeners the probes aim at. Dropping it
@@ -245,7 +249,17 @@ impl ProbeFixture {
             unix,
             abstract_name,
         };
-        for file in [READ_ME, WRITE_ME, TRUNCATE_ME, UNLINK_ME, RENAME_FROM] {
+        DirBuilder::new()
+            .mode(0o700)
+            .create(fixture.dir.join(SECRET_DIR))?;
+        for file in [
+            READ_ME,
+            WRITE_ME,
+            TRUNCATE_ME,
+            UNLINK_ME,
+            RENAME_FROM,
+            SECRET_FILE,
+        ] {
             std::fs::write(fixture.dir.join(file), ORIGINAL_CONTENT)?;
         }
         fixture.tcp.set_nonblocking(true)?;
@@ -266,6 +280,7 @@ impl ProbeFixture {
             tcp_port: self.tcp.local_addr()?.port(),
             abstract_name: self.abstract_name.clone(),
             parent,
+            deny: denied_paths(&self.dir),
         })
     }
 
@@ -306,6 +321,13 @@ impl Drop for ProbeFixture {
             tracing::warn!(dir = %self.dir.display(), error = %err, "cannot remove the probe directory");
         }
     }
+}
+
+/// The fixture's stand-in for a credential folder, which the probe
+/// child's ruleset denies as it denies `~/.ssh`.
+pub fn denied_paths(dir: &Path) -> Vec<PathBuf> {
+    let secret = dir.join(SECRET_DIR);
+    vec![std::fs::canonicalize(&secret).unwrap_or(secret)]
 }
 
 /// One probe's operation; `Ok` means it got through.
@@ -451,18 +473,19 @@ pub fn run_child(
     out: &mut impl Write,
     input: &mut impl Read,
 ) -> io::Result<bool> {
-    let report = match enter_child_sandbox(targets.parent, SandboxRequirement::Required) {
-        Ok(report) => report,
-        Err(err) => {
-            write_frame(
-                out,
-                &ProbeFrame::Refused {
-                    error: error_chain(&err),
-                },
-            )?;
-            return Ok(false);
-        }
-    };
+    let report =
+        match enter_child_sandbox(targets.parent, SandboxRequirement::Required, &targets.deny) {
+            Ok(report) => report,
+            Err(err) => {
+                write_frame(
+                    out,
+                    &ProbeFrame::Refused {
+                        error: error_chain(&err),
+                    },
+                )?;
+                return Ok(false);
+            }
+        };
     write_frame(
         out,
         &ProbeFrame::Sandboxed {

@@ -14,6 +14,8 @@ use landlock::{
     PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
+use std::path::{Path, PathBuf};
+
 use super::policy::{Enforcement, SandboxError};
 
 /// Every ABI the `landlock` crate knows, newest first.
@@ -85,25 +87,39 @@ fn kernel_accepts(abi: ABI) -> bool {
     scopes.is_empty() || ruleset.scope(scopes).is_ok()
 }
 
-/// Applies the read-only ruleset to the calling thread (and everything it
-/// starts later). Sets `no_new_privs` too, as Landlock requires. Returns
-/// `Enforcement::None` without an error when the kernel has no Landlock:
-/// the caller's mode decides whether that is fatal.
-pub(crate) fn restrict_current_thread() -> Result<Applied, SandboxError> {
+/// What a ruleset allows. Everything not allowed is denied: Landlock
+/// only ever allows, so "read everything but the credential files" is
+/// built by granting, along the path to each denied entry, every sibling
+/// instead of the parent (see [`add_beneath_except`]).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RulesetSpec {
+    /// Never readable nor writable, whatever else is granted (credential
+    /// files and folders; only existing, canonical paths matter).
+    pub deny: Vec<PathBuf>,
+    /// Readable and writable, beneath each (besides `/dev/null`).
+    pub write_roots: Vec<PathBuf>,
+    /// TCP bind and connect stay allowed (not handled by the ruleset).
+    pub network: bool,
+}
+
+/// A ruleset built in this process and not yet applied, with what it
+/// will enforce.
+pub(crate) struct BuiltRuleset {
+    pub created: landlock::RulesetCreated,
+    pub applied: Applied,
+}
+
+/// Builds the ruleset of `spec` for this kernel's best ABI. Without
+/// Landlock the result has `Enforcement::None` and no rules.
+pub(crate) fn build(spec: &RulesetSpec) -> Result<BuiltRuleset, SandboxError> {
     let abi = best_abi();
     let fs = AccessFs::from_all(abi);
-    if fs.is_empty() {
-        return Ok(Applied {
-            abi: None,
-            enforcement: Enforcement::None,
-            network_restricted: false,
-            scoped: false,
-            gaps: gaps(0),
-        });
-    }
-    let net = AccessNet::from_all(abi);
+    let net = if spec.network {
+        BitFlags::empty()
+    } else {
+        AccessNet::from_all(abi)
+    };
     let scopes = Scope::from_all(abi);
-
     let mut ruleset = Ruleset::default()
         .handle_access(fs)
         .map_err(SandboxError::Landlock)?;
@@ -114,18 +130,116 @@ pub(crate) fn restrict_current_thread() -> Result<Applied, SandboxError> {
         ruleset = ruleset.scope(scopes).map_err(SandboxError::Landlock)?;
     }
     // No NetPort rule: every TCP port is denied for bind and connect.
+    let mut created = ruleset.create().map_err(SandboxError::Landlock)?;
+    let read = AccessFs::from_read(abi);
+    add_beneath_except(&mut created, Path::new("/"), read, abi, &spec.deny)?;
     let dev_null: BitFlags<AccessFs> = (AccessFs::ReadFile | AccessFs::WriteFile) & fs;
-    let status = ruleset
-        .create()
-        .map_err(SandboxError::Landlock)?
-        .add_rule(PathBeneath::new(path_fd("/")?, AccessFs::from_read(abi)))
-        .map_err(SandboxError::Landlock)?
-        .add_rule(PathBeneath::new(path_fd("/dev/null")?, dev_null))
-        .map_err(SandboxError::Landlock)?
+    add_rule(&mut created, Path::new("/dev/null"), dev_null, abi)?;
+    for root in &spec.write_roots {
+        add_beneath_except(&mut created, root, fs, abi, &spec.deny)?;
+    }
+    let kernel_abi = (!fs.is_empty()).then(|| abi_number(abi));
+    let enforcement = if fs.is_empty() {
+        Enforcement::None
+    } else {
+        Enforcement::Full
+    };
+    let full = enforcement == Enforcement::Full;
+    let applied = Applied {
+        abi: kernel_abi,
+        enforcement,
+        network_restricted: full && !net.is_empty(),
+        scoped: full && !scopes.is_empty(),
+        gaps: gaps(kernel_abi.unwrap_or(0)),
+    };
+    Ok(BuiltRuleset { created, applied })
+}
+
+/// Grants `access` beneath `root`, except beneath any path of `deny`:
+/// a folder that holds a denied path is not granted itself; each of its
+/// entries is, recursively, skipping the denied ones. Symlinks are
+/// skipped (a rule on one would follow it and could grant its target;
+/// what they point at is checked on its own path anyway).
+fn add_beneath_except(
+    ruleset: &mut landlock::RulesetCreated,
+    root: &Path,
+    access: BitFlags<AccessFs>,
+    abi: ABI,
+    deny: &[PathBuf],
+) -> Result<(), SandboxError> {
+    if deny.iter().any(|d| d == root) {
+        return Ok(());
+    }
+    if !deny.iter().any(|d| d.starts_with(root)) {
+        return add_rule(ruleset, root, access, abi);
+    }
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_symlink() {
+            continue;
+        }
+        add_beneath_except(ruleset, &entry.path(), access, abi, deny)?;
+    }
+    Ok(())
+}
+
+/// One path-beneath rule; a non-directory gets the file rights only (the
+/// kernel refuses directory rights on a file). A path that vanished in
+/// between is skipped: nothing can be read there anyway.
+fn add_rule(
+    ruleset: &mut landlock::RulesetCreated,
+    path: &Path,
+    access: BitFlags<AccessFs>,
+    abi: ABI,
+) -> Result<(), SandboxError> {
+    let Ok(fd) = PathFd::new(path) else {
+        return Ok(());
+    };
+    let access = if path.is_dir() {
+        access
+    } else {
+        access & AccessFs::from_file(abi)
+    };
+    if access.is_empty() {
+        return Ok(());
+    }
+    ruleset
+        .add_rule(PathBeneath::new(fd, access))
+        .map(|_| ())
+        .map_err(SandboxError::Landlock)
+}
+
+fn abi_number(abi: ABI) -> i32 {
+    KNOWN_ABIS
+        .iter()
+        .position(|known| *known == abi)
+        .map_or(0, |i| (KNOWN_ABIS.len() - i) as i32)
+}
+
+/// Applies the read-only ruleset to the calling thread (and everything it
+/// starts later): reads everywhere but `deny`, writes nowhere but
+/// `/dev/null`. Sets `no_new_privs` too, as Landlock requires. Returns
+/// `Enforcement::None` without an error when the kernel has no Landlock:
+/// the caller's mode decides whether that is fatal.
+pub(crate) fn restrict_current_thread(deny: &[PathBuf]) -> Result<Applied, SandboxError> {
+    let spec = RulesetSpec {
+        deny: deny.to_vec(),
+        ..RulesetSpec::default()
+    };
+    let built = build(&spec)?;
+    if built.applied.enforcement == Enforcement::None {
+        return Ok(built.applied);
+    }
+    let status = built
+        .created
         .no_new_privs(true)
         .restrict_self()
         .map_err(SandboxError::Landlock)?;
-
     let enforcement = match status.ruleset {
         RulesetStatus::FullyEnforced => Enforcement::Full,
         RulesetStatus::PartiallyEnforced => Enforcement::Partial,
@@ -144,14 +258,10 @@ pub(crate) fn restrict_current_thread() -> Result<Applied, SandboxError> {
     Ok(Applied {
         abi: kernel_abi,
         enforcement,
-        network_restricted: full && !net.is_empty(),
-        scoped: full && !scopes.is_empty(),
+        network_restricted: full && built.applied.network_restricted,
+        scoped: full && built.applied.scoped,
         gaps: gaps(kernel_abi.unwrap_or(0)),
     })
-}
-
-fn path_fd(path: &'static str) -> Result<PathFd, SandboxError> {
-    PathFd::new(path).map_err(|source| SandboxError::RulePath { path, source })
 }
 
 /// What Landlock at `abi` leaves open, one sentence each.
@@ -226,7 +336,7 @@ mod tests {
         let dir_path = dir.path().to_owned();
 
         let applied = std::thread::spawn(move || {
-            let applied = restrict_current_thread().unwrap();
+            let applied = restrict_current_thread(&[]).unwrap();
             assert!(nix::sys::prctl::get_no_new_privs().unwrap());
 
             let write = OpenOptions::new().write(true).open(&existing).unwrap_err();

@@ -46,6 +46,9 @@ pub struct SubagentArgs {
     pub agent_id: String,
     pub parent_pid: i32,
     pub sandbox: String,
+    /// Credential paths the sandbox keeps unreadable (named by the parent,
+    /// whose environment the child does not have).
+    pub deny_read: Vec<std::path::PathBuf>,
 }
 
 /// Entry point of the child process.
@@ -69,7 +72,7 @@ pub fn main(args: SubagentArgs) -> ExitCode {
     };
     let mode = SandboxRequirement::parse(&args.sandbox);
     let sandbox = match mode {
-        Ok(mode) => enter_child_sandbox(Pid::from_raw(args.parent_pid), mode)
+        Ok(mode) => enter_child_sandbox(Pid::from_raw(args.parent_pid), mode, &args.deny_read)
             .map_err(|err| crate::sandbox::child::error_chain(&err)),
         Err(err) => Err(err.to_string()),
     };
@@ -205,6 +208,17 @@ async fn run(
             limits: ToolLimits::default(),
             user: None,
             delegator: None,
+            // The whole process is sandboxed already, and the guard refuses
+            // commands and edits to a subagent.
+            sandbox: Arc::new(crate::sandbox::CommandSandbox::unconfined()),
+            approvals: crate::tools::approval::Approvals::new(
+                crate::protocol::SafetySettings {
+                    sandbox_mode: crate::protocol::SandboxMode::ReadOnly,
+                    approval_policy: crate::protocol::ApprovalPolicy::Never,
+                    network: false,
+                },
+                None,
+            ),
         }),
         catalog,
         ctx: InvocationContext {

@@ -49,6 +49,8 @@ pub struct DelegationSettings {
     /// Model requests the subagent may make.
     pub max_steps: u32,
     pub plan_tool: PlanFlavour,
+    /// Credential paths the child's sandbox keeps unreadable.
+    pub deny_read: Vec<PathBuf>,
     pub workspace: PathBuf,
     /// The binary to run as `fido __subagent` (the current executable).
     pub program: PathBuf,

@@ -16,8 +16,14 @@
 //! No process of the group outlives the tool. A process that deliberately
 //! leaves the group (`setsid`) is beyond its reach.
 //!
-//! The provider credentials in Fido's environment are removed from the
-//! command's: only the model gateway holds keys.
+//! Before anything runs, the session's approval policy is asked
+//! ([`super::approval`]); then the command starts inside the session's
+//! [`CommandSandbox`] (or, for an approved escalation, outside it). A
+//! sandboxed command that fails with a permission error gets one more
+//! line saying the sandbox may be the cause and how to ask for more.
+//!
+//! API keys in Fido's environment are removed from the command's: only
+//! the model gateway holds keys.
 
 use std::collections::VecDeque;
 use std::os::unix::process::ExitStatusExt;
@@ -33,11 +39,14 @@ use tokio::net::unix::pipe;
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
+use super::approval::RunAs;
 use super::path::is_missing;
 use super::{Invocation, Tool, ToolFuture, ToolKind, ToolLimits, ToolOutput, parse_args};
-use crate::protocol::ToolSpec;
+use crate::protocol::{ApprovalPolicy, SandboxMode, ToolSpec};
+use crate::sandbox::CommandSandbox;
 use crate::sandbox::process::ProcessGroup;
 use crate::text::sanitize;
+use std::sync::Arc;
 
 /// Grace between SIGTERM and SIGKILL on timeout or cancel.
 const GRACE: Duration = Duration::from_secs(1);
@@ -45,8 +54,17 @@ const GRACE: Duration = Duration::from_secs(1);
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
 /// How long output is still read after a terminated run.
 const DRAIN_AFTER_KILL: Duration = Duration::from_millis(200);
-/// Environment variables never passed to commands (provider credentials).
+/// Environment variables never passed to commands (provider credentials);
+/// so is every other variable whose name ends in `_API_KEY`.
 const SCRUBBED_ENV: &[&str] = &["FIDO_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
+/// What a command's output says when the sandbox refused it something.
+const SANDBOX_SYMPTOMS: &[&str] = &[
+    "permission denied",
+    "operation not permitted",
+    "read-only file system",
+    "eacces",
+    "eperm",
+];
 
 pub struct BashExec;
 
@@ -58,6 +76,10 @@ struct Args {
     timeout_ms: Option<u64>,
     #[serde(default)]
     cwd: Option<String>,
+    #[serde(default)]
+    escalate: bool,
+    #[serde(default)]
+    justification: Option<String>,
 }
 
 impl Tool for BashExec {
@@ -94,6 +116,14 @@ impl Tool for BashExec {
                     "cwd": {
                         "type": "string",
                         "description": "Directory to run in, relative to the workspace root. Default \".\"."
+                    },
+                    "escalate": {
+                        "type": "boolean",
+                        "description": "Ask the user to run this one command outside the sandbox (e.g. it needs the network or writes outside the workspace). Only when a sandboxed run cannot work; give a justification."
+                    },
+                    "justification": {
+                        "type": "string",
+                        "description": "With escalate: one line telling the user why the command needs to run outside the sandbox."
                     }
                 },
                 "required": ["command"],
@@ -124,11 +154,29 @@ impl Tool for BashExec {
                 Ok(cwd) => cwd,
                 Err(refusal) => return refusal,
             };
+            let shown_cwd = env.workspace.display(&cwd);
+            let approved = env
+                .approvals
+                .command(
+                    &args.command,
+                    &shown_cwd,
+                    args.escalate,
+                    args.justification.as_deref(),
+                )
+                .await;
+            let sandbox = match approved {
+                Ok(RunAs::Sandboxed) => Arc::clone(&env.sandbox),
+                Ok(RunAs::Unsandboxed) => Arc::new(CommandSandbox::unconfined()),
+                Err(refusal) => return refusal,
+            };
             let run = Run {
                 command: &args.command,
                 cwd,
                 timeout,
                 cap: env.limits.bash_output_cap,
+                sandbox,
+                escalation_allowed: env.approvals.settings().approval_policy
+                    != ApprovalPolicy::Never,
             };
             run.execute(invocation.cancel).await
         })
@@ -168,6 +216,9 @@ struct Run<'a> {
     cwd: PathBuf,
     timeout: Duration,
     cap: usize,
+    sandbox: Arc<CommandSandbox>,
+    /// The policy lets the model ask for an escalated run.
+    escalation_allowed: bool,
 }
 
 impl Run<'_> {
@@ -190,9 +241,8 @@ impl Run<'_> {
                 .stderr(Stdio::from(writer_for_stderr))
                 .env("PAGER", "cat")
                 .env("GIT_PAGER", "cat");
-            for key in SCRUBBED_ENV {
-                command.env_remove(key);
-            }
+            scrub_credentials(&mut command);
+            self.sandbox.apply(&mut command);
             // The command (with our copies of the write end) is dropped at
             // the end of this block, so the pipe reaches EOF when the
             // group's processes are gone.
@@ -262,7 +312,13 @@ impl Run<'_> {
         };
         match ending {
             Ending::Exited(status) => {
-                let content = format!("{body}\n{}", describe(status));
+                let mut content = format!("{body}\n{}", describe(status));
+                if !status.success()
+                    && let Some(note) = self.sandbox_note(&capture.render())
+                {
+                    content.push('\n');
+                    content.push_str(&note);
+                }
                 ToolOutput {
                     ok: status.success(),
                     content,
@@ -284,6 +340,56 @@ impl Run<'_> {
                 ),
                 details: None,
             },
+        }
+    }
+}
+
+impl Run<'_> {
+    /// The line that tells the model the sandbox may have refused the
+    /// command something, when it ran sandboxed and says so.
+    fn sandbox_note(&self, output: &str) -> Option<String> {
+        let mode = self.sandbox.mode();
+        if mode == SandboxMode::DangerFullAccess {
+            return None;
+        }
+        let lower = output.to_lowercase();
+        if !SANDBOX_SYMPTOMS.iter().any(|s| lower.contains(s)) {
+            return None;
+        }
+        let allowed = match mode {
+            SandboxMode::ReadOnly => "writes nowhere",
+            SandboxMode::WorkspaceWrite | SandboxMode::DangerFullAccess => {
+                "writes only in the workspace and $TMPDIR"
+            }
+        };
+        let network = if self.sandbox.network() {
+            ""
+        } else {
+            ", no network"
+        };
+        let how = if self.escalation_allowed {
+            "If the command needs more, call bash_exec again with escalate: true and a justification; the user decides."
+        } else {
+            "This session cannot escalate (approval_policy never): work within the sandbox, or tell the user what needs to run outside it."
+        };
+        Some(format!(
+            "note: this may have been refused by the sandbox ({mode}: {allowed}{network}, no credential files). {how}"
+        ))
+    }
+}
+
+/// Removes API keys from the command's environment.
+fn scrub_credentials(command: &mut Command) {
+    for key in SCRUBBED_ENV {
+        command.env_remove(key);
+    }
+    for (key, _) in std::env::vars_os() {
+        if key
+            .to_string_lossy()
+            .to_ascii_uppercase()
+            .ends_with("_API_KEY")
+        {
+            command.env_remove(key);
         }
     }
 }

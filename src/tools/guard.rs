@@ -6,8 +6,16 @@
 //! refused with `permission_denied`, and `delegate` with
 //! `nested_delegation_forbidden`. Refusals are normal tool results, so the
 //! conversation stays valid and no side effect happens.
+//!
+//! For the main agent, [`command_gate`] and [`file_change_gate`] decide
+//! from the session's `approval_policy` and `sandbox_mode` whether a
+//! command or a file change runs, needs the person's approval
+//! ([`super::approval`]) or is denied. The catalog never changes with the
+//! policy: `bash_exec` always advertises `escalate` and `justification`.
 
 use serde_json::json;
+
+use crate::protocol::{ApprovalPolicy, SafetySettings, SandboxMode};
 
 use super::{ToolKind, ToolOutput};
 
@@ -67,6 +75,44 @@ pub fn check(tool: &str, kind: ToolKind, ctx: &InvocationContext) -> Result<(), 
         ToolKind::Delegation => Err(super::delegate::output(
             &crate::protocol::delegate::DelegateResult::nested_forbidden(ctx.identity.label()),
         )),
+    }
+}
+
+/// What the policy says about one action of the main agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gate {
+    Allow,
+    /// Ask the person first.
+    Ask,
+    /// Refuse, for this reason (told to the model).
+    Deny(String),
+}
+
+/// A `bash_exec` command, run in the sandbox or (`escalated`) outside it.
+pub fn command_gate(settings: &SafetySettings, escalated: bool) -> Gate {
+    match (settings.approval_policy, escalated) {
+        (ApprovalPolicy::Untrusted, _) | (ApprovalPolicy::OnRequest, true) => Gate::Ask,
+        (ApprovalPolicy::OnRequest, false) | (ApprovalPolicy::Never, false) => Gate::Allow,
+        (ApprovalPolicy::Never, true) => Gate::Deny(format!(
+            "this session's approval_policy is never, so a command cannot run outside the {} sandbox. Run it without escalate (it may work within the sandbox), or tell the user what you need: they can allow it with approval_policy = \"on-request\" (the terminal UI's default) or sandbox_mode = \"danger-full-access\"",
+            settings.sandbox_mode
+        )),
+    }
+}
+
+/// A change by patch, mkdir, rm or rmdir. In `read-only` the sandbox
+/// forbids writes, so a change needs the person's approval.
+pub fn file_change_gate(settings: &SafetySettings) -> Gate {
+    match (settings.approval_policy, settings.sandbox_mode) {
+        (ApprovalPolicy::Untrusted, _) => Gate::Ask,
+        (ApprovalPolicy::OnRequest, SandboxMode::ReadOnly) => Gate::Ask,
+        (ApprovalPolicy::Never, SandboxMode::ReadOnly) => Gate::Deny(
+            "this session's sandbox_mode is read-only and its approval_policy is never, so no file may be changed. Report the change you would make instead".to_string(),
+        ),
+        (
+            ApprovalPolicy::OnRequest | ApprovalPolicy::Never,
+            SandboxMode::WorkspaceWrite | SandboxMode::DangerFullAccess,
+        ) => Gate::Allow,
     }
 }
 

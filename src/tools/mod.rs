@@ -11,6 +11,7 @@
 //! - Every path a tool touches is confined to the workspace ([`path`]), and
 //!   `.fido-*` state files are out of reach of the file tools.
 
+pub mod approval;
 pub mod ask_user;
 pub mod bash_exec;
 pub mod delegate;
@@ -125,6 +126,10 @@ pub struct ToolEnv {
     /// Runs subagents for `delegate`; `None` inside a subagent and for
     /// single `fido tool call` invocations.
     pub delegator: Option<std::sync::Arc<dyn delegate::Delegator>>,
+    /// The sandbox `bash_exec` runs commands in.
+    pub sandbox: Arc<crate::sandbox::CommandSandbox>,
+    /// Asks the person before commands and file changes, as the policy says.
+    pub approvals: approval::Approvals,
 }
 
 /// One invocation, as handed to a tool.

@@ -299,6 +299,15 @@ pub(crate) mod testing {
             delegator: None,
             limits: ToolLimits::default(),
             user: None,
+            sandbox: std::sync::Arc::new(crate::sandbox::CommandSandbox::unconfined()),
+            approvals: crate::tools::approval::Approvals::new(
+                crate::protocol::SafetySettings {
+                    sandbox_mode: crate::protocol::SandboxMode::DangerFullAccess,
+                    approval_policy: crate::protocol::ApprovalPolicy::Never,
+                    network: true,
+                },
+                None,
+            ),
         }
     }
 

@@ -242,6 +242,12 @@ impl Session {
             .arg(std::process::id().to_string())
             .arg("--sandbox")
             .arg(settings.sandbox.as_str())
+            .args(
+                settings
+                    .deny_read
+                    .iter()
+                    .flat_map(|path| [std::ffi::OsStr::new("--deny-read"), path.as_os_str()]),
+            )
             .current_dir(&settings.workspace)
             .env_clear()
             .envs(scrubbed_env())

@@ -1,0 +1,302 @@
+//! The sandbox of the main agent's commands (`sandbox_mode`).
+//!
+//! Theory of operation: the Landlock ruleset and the seccomp program are
+//! built once per session, in the parent, from the same code as the
+//! subagent's ([`super::ruleset`], [`super::seccomp`]). Building a ruleset
+//! does not restrict the process that builds it; only
+//! `landlock_restrict_self` does. Each command is then forked as usual and,
+//! between `fork` and `exec`, the child calls [`CommandSandbox::confine`]:
+//! parent-death SIGKILL, no core dumps, `no_new_privs`,
+//! `landlock_restrict_self` with the prepared ruleset descriptor, and the
+//! seccomp filter. Those are plain syscalls on memory prepared before the
+//! fork, with no allocation, so they are safe in the child of a
+//! multi-threaded process, and they cost microseconds per command.
+//!
+//! Modes:
+//! - `read-only`: read everywhere but the credential paths, write nowhere
+//!   but `/dev/null`;
+//! - `workspace-write`: the same, plus read-write beneath the workspace,
+//!   the session's private `TMPDIR` and the trusted `writable_roots`;
+//! - `danger-full-access`: no ruleset, no filter.
+//!
+//! In both sandboxed modes TCP bind/connect are denied by Landlock and
+//! other sockets by seccomp unless `network = true`, and signals and
+//! abstract UNIX sockets are scoped to the sandbox. `/proc/<fido>/environ`
+//! and `/proc/<fido>/mem` stay out of reach: Fido makes itself
+//! non-dumpable at start, and the command loses `CAP_SYS_PTRACE` (with
+//! every other capability outside Docker's default set) from its bounding
+//! set, so even root cannot pass the kernel's ptrace check; seccomp denies
+//! `ptrace` itself. (Landlock's own ptrace rule did not stop the read on
+//! the kernel this was built on, so it is not relied upon.) The sandbox
+//! fails closed: a kernel without Landlock cannot run sandboxed commands
+//! at all, and says so.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::policy::{Enforcement, SandboxError};
+use super::ruleset::{self, MIN_READ_ONLY_ABI, RulesetSpec};
+use super::seccomp::SeccompProgram;
+use crate::protocol::SandboxMode;
+
+/// Capabilities a sandboxed command keeps in its bounding set (Docker's
+/// default set): enough for root to own, chmod and chown its files and
+/// drop privileges. Everything else, `CAP_SYS_PTRACE`, `CAP_SYS_ADMIN`,
+/// `CAP_SYS_MODULE`, `CAP_DAC_READ_SEARCH` and the rest, is dropped.
+const KEPT_CAPABILITIES: &[libc::c_ulong] = &[
+    0,  // CAP_CHOWN
+    1,  // CAP_DAC_OVERRIDE
+    3,  // CAP_FOWNER
+    4,  // CAP_FSETID
+    5,  // CAP_KILL
+    6,  // CAP_SETGID
+    7,  // CAP_SETUID
+    8,  // CAP_SETPCAP
+    10, // CAP_NET_BIND_SERVICE
+    18, // CAP_SYS_CHROOT
+    27, // CAP_MKNOD
+    29, // CAP_AUDIT_WRITE
+    31, // CAP_SETFCAP
+];
+/// Above the highest capability any kernel defines today.
+const CAPABILITY_LIMIT: libc::c_ulong = 64;
+
+/// Makes this process non-dumpable, so that processes of the same user
+/// cannot read its memory or `/proc/<pid>/environ` (where the API key
+/// is). Called once at start.
+pub fn make_non_dumpable() {
+    // SAFETY: a prctl with constant arguments.
+    let rc = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    if rc != 0 {
+        tracing::warn!(error = %std::io::Error::last_os_error(), "cannot make fido non-dumpable");
+    }
+}
+
+/// Credential paths below the home directory that no sandboxed process may
+/// read (besides Fido's own config directory and user config file).
+const HOME_CREDENTIALS: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".kube",
+    ".docker",
+    ".netrc",
+    ".git-credentials",
+    ".config/gh",
+    ".config/gcloud",
+];
+
+/// The credential paths that exist here, canonical: `~/.ssh` and its
+/// peers, Fido's config directory (the key and the trust record) and the
+/// user config file wherever `FIDO_CONFIG` puts it.
+pub fn credential_paths(home: Option<&Path>, fido_files: &[PathBuf]) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = home
+        .into_iter()
+        .flat_map(|home| HOME_CREDENTIALS.iter().map(move |rel| home.join(rel)))
+        .chain(fido_files.iter().cloned())
+        .filter_map(|path| std::fs::canonicalize(path).ok())
+        .collect();
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
+/// What the sandbox of one session's commands is built from.
+#[derive(Debug, Clone)]
+pub struct CommandPolicy {
+    pub mode: SandboxMode,
+    pub network: bool,
+    /// Canonical workspace root.
+    pub workspace: PathBuf,
+    /// Canonical extra writable folders (trusted config only).
+    pub writable_roots: Vec<PathBuf>,
+    /// Never readable (see [`credential_paths`]).
+    pub deny: Vec<PathBuf>,
+}
+
+/// The prepared sandbox of a session's commands. Cheap to share; dropping
+/// the last reference removes the private `TMPDIR`.
+#[derive(Debug)]
+pub struct CommandSandbox {
+    mode: SandboxMode,
+    network: bool,
+    ruleset: Option<OwnedFd>,
+    seccomp: Option<SeccompProgram>,
+    tmpdir: Option<PrivateDir>,
+    parent: libc::pid_t,
+}
+
+impl CommandSandbox {
+    /// Builds the ruleset and filter for `policy`. In a sandboxed mode a
+    /// kernel that cannot enforce the ruleset is an error, never a silent
+    /// downgrade.
+    pub fn prepare(policy: &CommandPolicy) -> Result<CommandSandbox, SandboxError> {
+        let parent = std::process::id() as libc::pid_t;
+        if policy.mode == SandboxMode::DangerFullAccess {
+            return Ok(CommandSandbox::unconfined());
+        }
+        let tmpdir = match policy.mode {
+            SandboxMode::WorkspaceWrite => Some(PrivateDir::create()?),
+            SandboxMode::ReadOnly | SandboxMode::DangerFullAccess => None,
+        };
+        let mut write_roots = Vec::new();
+        if policy.mode == SandboxMode::WorkspaceWrite {
+            write_roots.push(policy.workspace.clone());
+            write_roots.extend(tmpdir.iter().map(|dir| dir.path.clone()));
+            write_roots.extend(policy.writable_roots.iter().cloned());
+        }
+        let spec = RulesetSpec {
+            deny: policy.deny.clone(),
+            write_roots,
+            network: policy.network,
+        };
+        let built = ruleset::build(&spec)?;
+        match (built.applied.enforcement, built.applied.abi) {
+            (Enforcement::Full, Some(abi)) if abi >= MIN_READ_ONLY_ABI => {}
+            (Enforcement::Full, Some(abi)) => {
+                return Err(SandboxError::LandlockTooOld {
+                    abi,
+                    required: MIN_READ_ONLY_ABI,
+                });
+            }
+            (Enforcement::Full | Enforcement::Partial | Enforcement::None, _) => {
+                return Err(SandboxError::LandlockUnavailable);
+            }
+        }
+        let ruleset: Option<OwnedFd> = built.created.into();
+        Ok(CommandSandbox {
+            mode: policy.mode,
+            network: policy.network,
+            ruleset,
+            seccomp: Some(SeccompProgram::compile(policy.network)?),
+            tmpdir,
+            parent,
+        })
+    }
+
+    /// No sandbox (`danger-full-access`, and tests of the tools).
+    pub fn unconfined() -> CommandSandbox {
+        CommandSandbox {
+            mode: SandboxMode::DangerFullAccess,
+            network: true,
+            ruleset: None,
+            seccomp: None,
+            tmpdir: None,
+            parent: std::process::id() as libc::pid_t,
+        }
+    }
+
+    pub fn mode(&self) -> SandboxMode {
+        self.mode
+    }
+
+    pub fn network(&self) -> bool {
+        self.network
+    }
+
+    /// The session's private temporary directory (workspace-write only).
+    pub fn tmpdir(&self) -> Option<&Path> {
+        self.tmpdir.as_ref().map(|dir| dir.path.as_path())
+    }
+
+    /// Makes `command` start confined: exports `TMPDIR`, and confines the
+    /// child between fork and exec.
+    pub fn apply(self: &Arc<Self>, command: &mut tokio::process::Command) {
+        if let Some(dir) = self.tmpdir() {
+            command.env("TMPDIR", dir);
+        }
+        let sandbox = Arc::clone(self);
+        // SAFETY: `confine` makes only async-signal-safe syscalls on memory
+        // prepared before the fork (see the module comment).
+        unsafe {
+            command.pre_exec(move || sandbox.confine());
+        }
+    }
+
+    /// Runs in the forked child, before exec. No allocation.
+    fn confine(&self) -> std::io::Result<()> {
+        let check = |rc: libc::c_int| {
+            if rc == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        };
+        // SAFETY: plain syscalls with constant or stack arguments.
+        unsafe {
+            check(libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ))?;
+            if libc::getppid() != self.parent {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            let no_core = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            check(libc::setrlimit(libc::RLIMIT_CORE, &no_core))?;
+            let Some(ruleset) = &self.ruleset else {
+                return Ok(());
+            };
+            // EINVAL (no such capability) and EPERM (not root: nothing to
+            // drop) are both fine.
+            for cap in 0..CAPABILITY_LIMIT {
+                if !KEPT_CAPABILITIES.contains(&cap) {
+                    libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
+                }
+            }
+            check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
+            let rc = libc::syscall(
+                libc::SYS_landlock_restrict_self,
+                ruleset.as_raw_fd(),
+                0 as libc::c_uint,
+            );
+            check(rc as libc::c_int)?;
+        }
+        match &self.seccomp {
+            Some(program) => program.apply(),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A private (0700) temporary directory, removed on drop.
+#[derive(Debug)]
+struct PrivateDir {
+    path: PathBuf,
+}
+
+impl PrivateDir {
+    fn create() -> Result<PrivateDir, SandboxError> {
+        let path = std::env::temp_dir().join(format!(
+            "fido-{}-{:08x}",
+            std::process::id(),
+            fastrand::u32(..)
+        ));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .map_err(|source| SandboxError::TempDir {
+                path: path.display().to_string(),
+                source,
+            })?;
+        // The workspace rules are canonical; so must this one be.
+        let path = std::fs::canonicalize(&path).unwrap_or(path);
+        Ok(PrivateDir { path })
+    }
+}
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        if let Err(err) = std::fs::remove_dir_all(&self.path) {
+            tracing::debug!(path = %self.path.display(), error = %err, "cannot remove the commands' TMPDIR");
+        }
+    }
+}

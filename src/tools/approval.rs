@@ -1,0 +1,320 @@
+//! Approvals: asking the person before a command or a file change, as the
+//! session's `approval_policy` and `sandbox_mode` say (the decision table
+//! is [`guard::command_gate`] and [`guard::file_change_gate`]).
+//!
+//! The tools call [`Approvals::command`] or [`Approvals::file_change`]
+//! before they do anything. When the gate says to ask, the request goes to
+//! the [`Approver`] (the terminal UI); without one (headless) the answer is
+//! a clear denial. A denial is a normal failed tool result that carries the
+//! person's reason, so the model hears it. "Approve for the session" is
+//! remembered per exact command (or tool and path) for this session only.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use super::ToolOutput;
+use super::guard::{self, Gate};
+use crate::protocol::{ApprovalDecision, ApprovalRequest, SafetySettings, SandboxMode};
+
+pub type ApprovalFuture<'a> = Pin<Box<dyn Future<Output = Option<ApprovalDecision>> + Send + 'a>>;
+
+/// The person who answers approval requests (the terminal UI).
+pub trait Approver: Send + Sync {
+    /// Shows `request` and waits; `None` when the UI is gone.
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> ApprovalFuture<'a>;
+}
+
+/// How an approved command runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunAs {
+    /// In the session's sandbox.
+    Sandboxed,
+    /// Outside it, once (an approved escalation).
+    Unsandboxed,
+}
+
+/// The session's approval state.
+pub struct Approvals {
+    settings: SafetySettings,
+    approver: Option<Arc<dyn Approver>>,
+    /// Requests approved for the rest of the session.
+    remembered: Mutex<HashSet<String>>,
+}
+
+impl Approvals {
+    pub fn new(settings: SafetySettings, approver: Option<Arc<dyn Approver>>) -> Approvals {
+        Approvals {
+            settings,
+            approver,
+            remembered: Mutex::new(HashSet::new()),
+        }
+    }
+
+    pub fn settings(&self) -> &SafetySettings {
+        &self.settings
+    }
+
+    /// Whether `bash_exec` may run `command`, and how.
+    pub async fn command(
+        &self,
+        command: &str,
+        cwd: &str,
+        escalate: bool,
+        justification: Option<&str>,
+    ) -> Result<RunAs, ToolOutput> {
+        let escalated = escalate && self.settings.sandbox_mode != SandboxMode::DangerFullAccess;
+        let run_as = if escalated {
+            RunAs::Unsandboxed
+        } else {
+            RunAs::Sandboxed
+        };
+        match guard::command_gate(&self.settings, escalated) {
+            Gate::Allow => return Ok(run_as),
+            Gate::Deny(reason) => return Err(denied(&reason)),
+            Gate::Ask => {}
+        }
+        let request = ApprovalRequest::Command {
+            command: command.to_string(),
+            cwd: cwd.to_string(),
+            justification: justification.map(|j| crate::text::summary(j, 500)),
+            escalated,
+        };
+        self.ask(request, format!("command:{escalated}:{command}"))
+            .await
+            .map(|()| run_as)
+    }
+
+    /// Whether `tool` may change `path`; `describe` gives the diff or the
+    /// description shown to the person (computed only when asking).
+    pub async fn file_change(
+        &self,
+        tool: &str,
+        path: &str,
+        describe: impl FnOnce() -> String,
+    ) -> Result<(), ToolOutput> {
+        match guard::file_change_gate(&self.settings) {
+            Gate::Allow => return Ok(()),
+            Gate::Deny(reason) => return Err(denied(&reason)),
+            Gate::Ask => {}
+        }
+        let request = ApprovalRequest::FileChange {
+            tool: tool.to_string(),
+            path: path.to_string(),
+            diff: describe(),
+        };
+        self.ask(request, format!("file:{tool}:{path}")).await
+    }
+
+    async fn ask(&self, request: ApprovalRequest, memo: String) -> Result<(), ToolOutput> {
+        if self.is_remembered(&memo) {
+            return Ok(());
+        }
+        let Some(approver) = &self.approver else {
+            return Err(denied(&format!(
+                "approval_policy {} requires the user's approval, and nobody can approve in a headless run. Nothing was run or changed; the user can allow it with `fido exec --approval never` (or --full-auto), or run the session in the terminal UI",
+                self.settings.approval_policy
+            )));
+        };
+        match approver.approve(&request).await {
+            Some(ApprovalDecision::Approved) => Ok(()),
+            Some(ApprovalDecision::ApprovedForSession) => {
+                if let Ok(mut remembered) = self.remembered.lock() {
+                    remembered.insert(memo);
+                }
+                Ok(())
+            }
+            Some(ApprovalDecision::Denied { reason }) => Err(denied_by_user(reason.as_deref())),
+            None => Err(denied(
+                "the approval prompt closed before the user answered",
+            )),
+        }
+    }
+
+    fn is_remembered(&self, memo: &str) -> bool {
+        self.remembered
+            .lock()
+            .map(|remembered| remembered.contains(memo))
+            .unwrap_or(false)
+    }
+}
+
+fn denied(reason: &str) -> ToolOutput {
+    ToolOutput::error(format!("not approved: {reason}"))
+}
+
+fn denied_by_user(reason: Option<&str>) -> ToolOutput {
+    match reason.map(str::trim).filter(|r| !r.is_empty()) {
+        Some(reason) => ToolOutput::error(format!(
+            "the user denied this and said: {}. Nothing was run or changed.",
+            crate::text::sanitize(reason, false)
+        )),
+        None => ToolOutput::error(
+            "the user denied this. Nothing was run or changed; do not retry it unchanged.",
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ApprovalPolicy;
+
+    fn settings(mode: SandboxMode, policy: ApprovalPolicy) -> SafetySettings {
+        SafetySettings {
+            sandbox_mode: mode,
+            approval_policy: policy,
+            network: false,
+        }
+    }
+
+    /// Answers every request with the next scripted decision, and records
+    /// what it was asked.
+    struct Scripted {
+        answers: Mutex<Vec<Option<ApprovalDecision>>>,
+        asked: Mutex<Vec<ApprovalRequest>>,
+    }
+
+    impl Approver for Scripted {
+        fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> ApprovalFuture<'a> {
+            self.asked.lock().unwrap().push(request.clone());
+            let answer = self.answers.lock().unwrap().remove(0);
+            Box::pin(async move { answer })
+        }
+    }
+
+    fn scripted(answers: Vec<Option<ApprovalDecision>>) -> Arc<Scripted> {
+        Arc::new(Scripted {
+            answers: Mutex::new(answers),
+            asked: Mutex::new(Vec::new()),
+        })
+    }
+
+    #[tokio::test]
+    async fn untrusted_asks_and_remembers_session_approvals_per_exact_command() {
+        let person = scripted(vec![
+            Some(ApprovalDecision::ApprovedForSession),
+            Some(ApprovalDecision::Approved),
+        ]);
+        let approvals = Approvals::new(
+            settings(SandboxMode::WorkspaceWrite, ApprovalPolicy::Untrusted),
+            Some(person.clone()),
+        );
+        for _ in 0..3 {
+            let run = approvals.command("make test", ".", false, None).await;
+            assert_eq!(run.unwrap(), RunAs::Sandboxed);
+        }
+        let other = approvals.command("make clean", ".", false, None).await;
+        assert_eq!(other.unwrap(), RunAs::Sandboxed);
+        assert_eq!(person.asked.lock().unwrap().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_denial_carries_the_reason_to_the_model() {
+        let person = scripted(vec![Some(ApprovalDecision::Denied {
+            reason: Some("use the staging database".into()),
+        })]);
+        let approvals = Approvals::new(
+            settings(SandboxMode::WorkspaceWrite, ApprovalPolicy::Untrusted),
+            Some(person),
+        );
+        let out = approvals.command("psql prod", ".", false, None).await;
+        let out = out.unwrap_err();
+        assert!(!out.ok);
+        assert!(
+            out.content.contains("use the staging database"),
+            "{}",
+            out.content
+        );
+    }
+
+    #[tokio::test]
+    async fn on_request_runs_sandboxed_silently_and_asks_only_to_escalate() {
+        let person = scripted(vec![Some(ApprovalDecision::Approved)]);
+        let approvals = Approvals::new(
+            settings(SandboxMode::WorkspaceWrite, ApprovalPolicy::OnRequest),
+            Some(person.clone()),
+        );
+        assert_eq!(
+            approvals.command("ls", ".", false, None).await.unwrap(),
+            RunAs::Sandboxed
+        );
+        assert!(person.asked.lock().unwrap().is_empty());
+        let run = approvals
+            .command("cargo fetch", ".", true, Some("needs the network"))
+            .await;
+        assert_eq!(run.unwrap(), RunAs::Unsandboxed);
+        let asked = person.asked.lock().unwrap();
+        assert!(matches!(
+            &asked[0],
+            ApprovalRequest::Command { escalated: true, justification: Some(j), .. } if j == "needs the network"
+        ));
+    }
+
+    #[tokio::test]
+    async fn never_denies_escalation_and_headless_untrusted_denies_everything() {
+        let never = Approvals::new(
+            settings(SandboxMode::WorkspaceWrite, ApprovalPolicy::Never),
+            None,
+        );
+        let out = never
+            .command("curl x", ".", true, Some("j"))
+            .await
+            .unwrap_err();
+        assert!(out.content.contains("approval_policy"), "{}", out.content);
+        assert_eq!(
+            never.command("ls", ".", false, None).await.unwrap(),
+            RunAs::Sandboxed
+        );
+        let headless = Approvals::new(
+            settings(SandboxMode::WorkspaceWrite, ApprovalPolicy::Untrusted),
+            None,
+        );
+        let out = headless.command("ls", ".", false, None).await.unwrap_err();
+        assert!(out.content.contains("headless"), "{}", out.content);
+        let out = headless
+            .file_change("patch", "a.txt", || "diff".into())
+            .await
+            .unwrap_err();
+        assert!(out.content.contains("Nothing was run or changed"));
+    }
+
+    #[tokio::test]
+    async fn escalation_is_moot_without_a_sandbox() {
+        let approvals = Approvals::new(
+            settings(SandboxMode::DangerFullAccess, ApprovalPolicy::Never),
+            None,
+        );
+        let run = approvals.command("curl x", ".", true, None).await;
+        assert_eq!(run.unwrap(), RunAs::Sandboxed);
+    }
+
+    #[tokio::test]
+    async fn read_only_asks_before_file_changes_unless_never() {
+        let person = scripted(vec![Some(ApprovalDecision::Approved)]);
+        let approvals = Approvals::new(
+            settings(SandboxMode::ReadOnly, ApprovalPolicy::OnRequest),
+            Some(person.clone()),
+        );
+        approvals
+            .file_change("mkdir", "src/new", || "create directory src/new".into())
+            .await
+            .unwrap();
+        assert_eq!(person.asked.lock().unwrap().len(), 1);
+        let never = Approvals::new(settings(SandboxMode::ReadOnly, ApprovalPolicy::Never), None);
+        let out = never
+            .file_change("rm", "a", || unreachable!("not asked"))
+            .await
+            .unwrap_err();
+        assert!(out.content.contains("read-only"), "{}", out.content);
+        let writable = Approvals::new(
+            settings(SandboxMode::WorkspaceWrite, ApprovalPolicy::OnRequest),
+            None,
+        );
+        writable
+            .file_change("rm", "a", || unreachable!("not asked"))
+            .await
+            .unwrap();
+    }
+}
