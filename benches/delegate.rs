@@ -343,6 +343,7 @@ impl Rig {
         let (sender, events) = mpsc::unbounded_channel();
         let supervisor = Supervisor::start(
             DelegationSettings {
+                deny_read: Vec::new(),
                 default_timeout: Duration::from_secs(120),
                 max_timeout: Duration::from_secs(600),
                 grace,

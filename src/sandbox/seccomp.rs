@@ -134,6 +134,7 @@ mod tests {
         let path = dir.path().join("listener.sock");
         let listener = UnixListener::bind(&path).unwrap();
         let program = SeccompProgram::compile(false).unwrap();
+        let target = path.clone();
         std::thread::spawn(move || {
             nix::sys::prctl::set_no_new_privs().unwrap();
             program.apply().unwrap();
@@ -141,7 +142,7 @@ mod tests {
             assert_eq!(errno(&udp), Some(libc::EPERM));
             let tcp = std::net::TcpStream::connect("127.0.0.1:9").unwrap_err();
             assert_eq!(errno(&tcp), Some(libc::EPERM));
-            let unix = UnixStream::connect(&path).unwrap_err();
+            let unix = UnixStream::connect(&target).unwrap_err();
             assert_eq!(errno(&unix), Some(libc::EPERM));
             let (mut a, mut b) = UnixStream::pair().unwrap();
             use std::io::{Read, Write};

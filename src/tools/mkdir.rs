@@ -48,10 +48,16 @@ impl Tool for Mkdir {
 
     fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a> {
         Box::pin(async move {
-            match parse_args::<Args>("mkdir", invocation.args) {
-                Ok(args) => run(invocation.env, &args.path),
-                Err(refusal) => refusal,
+            let args = match parse_args::<Args>("mkdir", invocation.args) {
+                Ok(args) => args,
+                Err(refusal) => return refusal,
+            };
+            let env = invocation.env;
+            let describe = || format!("create the directory {} (and missing parents)", args.path);
+            if let Err(refusal) = env.approvals.file_change("mkdir", &args.path, describe).await {
+                return refusal;
             }
+            run(env, &args.path)
         })
     }
 }

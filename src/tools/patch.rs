@@ -108,6 +108,14 @@ impl Tool for Patch {
                 Ok(args) => args,
                 Err(refusal) => return refusal,
             };
+            let env = invocation.env;
+            if let Err(refusal) = env
+                .approvals
+                .file_change("patch", &args.path, || preview(env, &args))
+                .await
+            {
+                return refusal;
+            }
             match (args.edits, args.content) {
                 (Some(_), Some(_)) => ToolOutput::error(
                     "pass either `edits` or `content`, not both; nothing was changed",
@@ -120,6 +128,33 @@ impl Tool for Patch {
             }
         })
     }
+}
+
+/// The unified diff the patch would make, for the approval prompt; a
+/// sentence instead when it would not apply.
+fn preview(env: &ToolEnv, args: &Args) -> String {
+    let resolved = match env.workspace.resolve(&args.path) {
+        Ok(resolved) => resolved,
+        Err(err) => return format!("(will fail: {err})"),
+    };
+    let before = fs::read(&resolved.abs)
+        .ok()
+        .and_then(|bytes| as_text(&bytes).map(str::to_owned));
+    let after = match (&args.edits, &args.content) {
+        (Some(edits), None) => match before.as_deref().map(|text| apply(text, edits, &resolved.shown)) {
+            Some(Ok(applied)) => applied.text,
+            Some(Err(message)) => return format!("(will fail: {message})"),
+            None => return format!("(will fail: cannot read `{}` as text)", resolved.shown),
+        },
+        (None, Some(content)) => content.clone(),
+        (Some(_), Some(_)) | (None, None) => return "(will fail: bad arguments)".to_string(),
+    };
+    let before = before.unwrap_or_default();
+    similar::TextDiff::from_lines(&before, &after)
+        .unified_diff()
+        .context_radius(3)
+        .header(&resolved.shown, &resolved.shown)
+        .to_string()
 }
 
 fn edit_file(env: &ToolEnv, path: &str, edits: &[Edit]) -> ToolOutput {

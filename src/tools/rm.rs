@@ -56,10 +56,23 @@ impl Tool for Rm {
 
     fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a> {
         Box::pin(async move {
-            match parse_args::<Args>("rm", invocation.args) {
-                Ok(args) => run(invocation.env, &args),
-                Err(refusal) => refusal,
+            let args = match parse_args::<Args>("rm", invocation.args) {
+                Ok(args) => args,
+                Err(refusal) => return refusal,
+            };
+            let env = invocation.env;
+            let describe = || {
+                let what = if args.recursive {
+                    " and everything in it"
+                } else {
+                    ""
+                };
+                format!("remove {}{what}", args.path)
+            };
+            if let Err(refusal) = env.approvals.file_change("rm", &args.path, describe).await {
+                return refusal;
             }
+            run(env, &args)
         })
     }
 }

@@ -49,10 +49,16 @@ impl Tool for Rmdir {
 
     fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a> {
         Box::pin(async move {
-            match parse_args::<Args>("rmdir", invocation.args) {
-                Ok(args) => run(invocation.env, &args.path),
-                Err(refusal) => refusal,
+            let args = match parse_args::<Args>("rmdir", invocation.args) {
+                Ok(args) => args,
+                Err(refusal) => return refusal,
+            };
+            let env = invocation.env;
+            let describe = || format!("remove the empty directory {}", args.path);
+            if let Err(refusal) = env.approvals.file_change("rmdir", &args.path, describe).await {
+                return refusal;
             }
+            run(env, &args.path)
         })
     }
 }

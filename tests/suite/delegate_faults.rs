@@ -125,6 +125,7 @@ impl Rig {
         let (sender, events) = mpsc::unbounded_channel();
         let supervisor = Supervisor::start(
             DelegationSettings {
+                deny_read: Vec::new(),
                 default_timeout: setup.default_timeout,
                 max_timeout: Duration::from_secs(600),
                 grace: setup.grace,

@@ -25,7 +25,9 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 /// EACCES for file-system and TCP rules, EPERM for scopes.
 fn expected_errno(probe: &str) -> &'static str {
     match probe {
-        "signal-parent" | "abstract-unix-connect" => "EPERM",
+        // Scopes (Landlock) and the seccomp filter, which refuses new
+        // sockets before Landlock's TCP rules are reached.
+        "signal-parent" | "abstract-unix-connect" | "tcp-connect" | "tcp-bind" => "EPERM",
         _ => "EACCES",
     }
 }
