@@ -35,6 +35,7 @@ pub fn run(overrides: &Overrides, command: PlanCommand) -> ExitCode {
         Ok(config) => config,
         Err(err) => return fail(&err.to_string()),
     };
+    super::print_config_warnings(&config);
     match (config.plan_tool, command) {
         (flavour, PlanCommand::Approve { file }) => {
             if flavour == PlanFlavour::UpdatePlan {

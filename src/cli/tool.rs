@@ -35,6 +35,7 @@ pub fn run(overrides: &Overrides, command: ToolCommand) -> ExitCode {
         Ok(config) => config,
         Err(err) => return fail(&err.to_string()),
     };
+    super::print_config_warnings(&config);
     let catalog = ToolCatalog::standard(config.plan_tool);
     match command {
         ToolCommand::List => {

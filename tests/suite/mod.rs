@@ -4,6 +4,7 @@ mod exec;
 mod fake_server;
 mod plan;
 mod providers;
+mod safety;
 mod sandbox;
 mod todo;
 mod tool_cli;
