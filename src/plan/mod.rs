@@ -28,5 +28,12 @@ impl PlanFlavour {
             PlanFlavour::Todo => todo::TOOL_NAME,
         }
     }
+
+    /// The flavour whose tool is named `name`.
+    pub fn from_tool_name(name: &str) -> Option<PlanFlavour> {
+        [PlanFlavour::UpdatePlan, PlanFlavour::Todo]
+            .into_iter()
+            .find(|flavour| flavour.tool_name() == name)
+    }
 }
 pub use store::{PlanStore, PlanStoreError};

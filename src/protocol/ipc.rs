@@ -88,6 +88,11 @@ pub enum ChildFrame {
         request_id: u64,
         fork_prefix: usize,
         tail: Vec<Message>,
+        /// [`catalog_fingerprint`] of the tools the child's own loop
+        /// advertises; the parent refuses a request whose catalog is not
+        /// byte for byte its own.
+        #[serde(default)]
+        catalog: String,
     },
     /// What the child is doing; the parent sanitises it again.
     Lifecycle { phase: String, detail: String },
@@ -99,9 +104,34 @@ pub enum ChildFrame {
     },
 }
 
+/// A fingerprint of a tool catalog as serialised (64-bit FNV-1a, hex):
+/// equal catalogs give equal fingerprints, and any change of a name,
+/// description, schema or order changes it.
+pub fn catalog_fingerprint(tools: &[super::ToolSpec]) -> String {
+    let bytes = serde_json::to_vec(tools).unwrap_or_default();
+    let hash = bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("{hash:016x}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn catalog_fingerprints_follow_every_byte() {
+        let spec = |name: &str| super::super::ToolSpec {
+            name: name.into(),
+            description: "d".into(),
+            parameters: serde_json::json!({"type": "object"}),
+        };
+        let a = catalog_fingerprint(&[spec("a"), spec("b")]);
+        assert_eq!(a, catalog_fingerprint(&[spec("a"), spec("b")]));
+        assert_ne!(a, catalog_fingerprint(&[spec("b"), spec("a")]));
+        assert_ne!(a, catalog_fingerprint(&[spec("a")]));
+        assert_eq!(a.len(), 16);
+    }
 
     #[test]
     fn the_borrowed_fork_frame_is_the_fork_frame() {

@@ -27,7 +27,9 @@ use crate::agent::{
     run_turn,
 };
 use crate::plan::{PlanFlavour, PlanStore};
-use crate::protocol::ipc::{ChildFrame, ForkFrame, PROTOCOL_VERSION, ParentFrame};
+use crate::protocol::ipc::{
+    ChildFrame, ForkFrame, PROTOCOL_VERSION, ParentFrame, catalog_fingerprint,
+};
 use crate::protocol::{EventKind, Message, TurnStatus};
 use crate::provider::{
     ChatRequest, Completion, CompletionFuture, FinishReason, NoticeSink, Provider, ProviderError,
@@ -172,9 +174,10 @@ async fn run(
     pending: Pending,
     cancel: &CancellationToken,
 ) -> ChildFrame {
-    let flavour = match fork.plan_tool.as_str() {
-        "update_plan" => PlanFlavour::UpdatePlan,
-        other => {
+    let flavour = match PlanFlavour::from_tool_name(&fork.plan_tool) {
+        Some(flavour) => flavour,
+        None => {
+            let other = &fork.plan_tool;
             return ChildFrame::Final {
                 status: "failed".into(),
                 text: format!("unknown plan tool {other:?} in the fork"),
@@ -317,6 +320,7 @@ impl Provider for GatewayProvider {
                 request_id,
                 fork_prefix,
                 tail: request.messages[fork_prefix..].to_vec(),
+                catalog: catalog_fingerprint(request.tools),
             };
             if self.writer.send(frame).is_err() {
                 return Err(ProviderError::Api {

@@ -54,7 +54,11 @@ impl Tool for Mkdir {
             };
             let env = invocation.env;
             let describe = || format!("create the directory {} (and missing parents)", args.path);
-            if let Err(refusal) = env.approvals.file_change("mkdir", &args.path, describe).await {
+            if let Err(refusal) = env
+                .approvals
+                .file_change("mkdir", &args.path, describe)
+                .await
+            {
                 return refusal;
             }
             run(env, &args.path)

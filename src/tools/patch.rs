@@ -141,7 +141,10 @@ fn preview(env: &ToolEnv, args: &Args) -> String {
         .ok()
         .and_then(|bytes| as_text(&bytes).map(str::to_owned));
     let after = match (&args.edits, &args.content) {
-        (Some(edits), None) => match before.as_deref().map(|text| apply(text, edits, &resolved.shown)) {
+        (Some(edits), None) => match before
+            .as_deref()
+            .map(|text| apply(text, edits, &resolved.shown))
+        {
             Some(Ok(applied)) => applied.text,
             Some(Err(message)) => return format!("(will fail: {message})"),
             None => return format!("(will fail: cannot read `{}` as text)", resolved.shown),

@@ -55,7 +55,11 @@ impl Tool for Rmdir {
             };
             let env = invocation.env;
             let describe = || format!("remove the empty directory {}", args.path);
-            if let Err(refusal) = env.approvals.file_change("rmdir", &args.path, describe).await {
+            if let Err(refusal) = env
+                .approvals
+                .file_change("rmdir", &args.path, describe)
+                .await
+            {
                 return refusal;
             }
             run(env, &args.path)

@@ -79,6 +79,19 @@ fn spawn_exec(ws: &std::path::Path, server: &FakeServer, env: &[(&str, &str)]) -
 
 #[test]
 fn a_delegated_investigation_returns_the_normalised_result() {
+    delegated_investigation(&[], "update_plan");
+}
+
+#[test]
+fn delegation_works_under_the_todo_flavour() {
+    delegated_investigation(&[("FIDO_PLAN_TOOL", "todo")], "todo");
+}
+
+/// One delegation end to end with `env`, whose catalog advertises
+/// `plan_tool`. The child checks its own catalog against the parent's on
+/// every request (a mismatch fails the delegation), so a pass means the
+/// child's loop built the same catalog.
+fn delegated_investigation(env: &[(&str, &str)], plan_tool: &str) {
     let ws = workspace();
     let server = FakeServer::start(vec![
         delegate_call(
@@ -95,10 +108,10 @@ fn a_delegated_investigation_returns_the_normalised_result() {
             "main prints hi, says the subagent; verified.",
         )),
     ]);
-    let output = run_exec(ws.path(), &server, "what does main print?", &[]);
+    let output = run_exec(ws.path(), &server, "what does main print?", env);
     assert!(output.status.success(), "stderr: {}", stderr(&output));
     let requests = server.model_requests();
-    assert_eq!(requests.len(), 4);
+    assert_eq!(requests.len(), 4, "stderr: {}", stderr(&output));
     let (parent, child): (Vec<_>, Vec<_>) = requests
         .iter()
         .cloned()
@@ -116,6 +129,7 @@ fn a_delegated_investigation_returns_the_normalised_result() {
         .collect();
     assert!(tools.iter().all(|t| *t == tools[0]));
     assert!(tools[0].contains("\"delegate\""));
+    assert!(tools[0].contains(&format!("\"name\":\"{plan_tool}\"")));
 
     // The child's first request: the parent's prefix unchanged, the
     // delegating call, the bootstrap result, then the instructions.

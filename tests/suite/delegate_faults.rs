@@ -833,6 +833,17 @@ async fn the_gateway_refuses_more_model_requests_than_max_steps() {
     rig.assert_no_process_left().await;
 }
 
+// A child whose own loop advertises another catalog would not share the
+// parent's cached prefix: the gateway refuses it before any request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_with_another_catalog_is_refused() {
+    let mut rig = Rig::start(Setup::new(Child::Fake("foreign_catalog"))).await;
+    let (result, _) = rig.delegate(None).await;
+    assert_failed(&result, "protocol_error", "tool catalog (0123456789abcdef)");
+    assert!(rig.server.model_requests().is_empty());
+    rig.assert_no_process_left().await;
+}
+
 // Lifecycle frames are the child's words: sanitised and cut before the UI.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_lifecycle_frames_reach_the_ui_sanitised_and_short() {

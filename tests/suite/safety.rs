@@ -230,11 +230,18 @@ fn the_network_is_closed_unless_network_is_true() {
         "{udp}"
     );
 
-    let open = bash(home.path(), ws.path(), &command, &[("FIDO_NETWORK", "true")]);
+    let open = bash(
+        home.path(),
+        ws.path(),
+        &command,
+        &[("FIDO_NETWORK", "true")],
+    );
     assert_eq!(open["ok"], true, "{open}");
     assert!(open["content"].as_str().unwrap().contains("connected"));
     std::thread::sleep(Duration::from_millis(50));
-    let (mut stream, _) = listener.accept().expect("the connection with network = true");
+    let (mut stream, _) = listener
+        .accept()
+        .expect("the connection with network = true");
     let mut buf = Vec::new();
     let _ = stream.read_to_end(&mut buf);
 }
@@ -263,7 +270,10 @@ fn credentials_and_the_parents_environment_are_out_of_reach() {
         );
         let content = result["content"].as_str().unwrap();
         assert!(content.contains("done"), "{content}");
-        assert!(!content.contains(USER_KEY), "{mode}: the key leaked: {content}");
+        assert!(
+            !content.contains(USER_KEY),
+            "{mode}: the key leaked: {content}"
+        );
         assert!(!content.contains("PRIVATE KEY"), "{mode}: {content}");
         assert!(
             content.matches("Permission denied").count() >= 4,
@@ -302,7 +312,10 @@ fn headless_never_denies_an_escalation_and_the_model_hears_why() {
         .to_owned();
     assert!(result.contains("approval_policy is never"), "{result}");
     assert!(!Path::new("/escaped").exists());
-    let system = requests[0].messages()[0]["content"].as_str().unwrap().to_owned();
+    let system = requests[0].messages()[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(system.contains("Sandbox (workspace-write)"), "{system}");
     assert!(system.contains("Approvals (never)"), "{system}");
 
@@ -360,7 +373,11 @@ fn exec_safety_flags_beat_the_configuration() {
         .env("FIDO_SANDBOX_MODE", "read-only");
     let output = run_with_timeout(cmd, None, Duration::from_secs(60));
     assert!(output.status.success(), "{}", stderr(&output));
-    assert!(stderr(&output).contains("without a sandbox"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("without a sandbox"),
+        "{}",
+        stderr(&output)
+    );
     assert!(target.exists());
 
     let mut cmd = fido_cmd_with_home(home.path());
@@ -369,5 +386,9 @@ fn exec_safety_flags_beat_the_configuration() {
         .args(["--", "go"]);
     let output = run_with_timeout(cmd, None, Duration::from_secs(60));
     assert_eq!(output.status.code(), Some(1));
-    assert!(stderr(&output).contains("sandbox_mode"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("sandbox_mode"),
+        "{}",
+        stderr(&output)
+    );
 }

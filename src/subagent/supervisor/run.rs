@@ -15,7 +15,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::protocol::delegate::{DelegateError, DelegateResult, DelegateStatus, DelegateUsage};
-use crate::protocol::ipc::{ChildFrame, ForkFrameRef, PROTOCOL_VERSION, ParentFrame};
+use crate::protocol::ipc::{
+    ChildFrame, ForkFrameRef, PROTOCOL_VERSION, ParentFrame, catalog_fingerprint,
+};
 use crate::protocol::{EventKind, Message};
 use crate::sandbox::ProcessGroup;
 use crate::subagent::ipc::{IpcError, encode_frame};
@@ -471,7 +473,10 @@ impl Session {
                         break Ending::Failed { code: "protocol_error", message: format!("the subagent flooded the parent with more than {MAX_FRAMES} frames") };
                     }
                     match frame {
-                        Some(Ok(ChildFrame::ModelRequest { request_id, fork_prefix, tail })) => {
+                        Some(Ok(ChildFrame::ModelRequest { request_id, fork_prefix, tail, catalog })) => {
+                            if !catalog.is_empty() && catalog != catalog_fingerprint(shared.catalog.specs()) {
+                                break Ending::Failed { code: "protocol_error", message: format!("the subagent's tool catalog ({catalog}) is not the parent's ({}): its requests would not share the cached prefix", catalog_fingerprint(shared.catalog.specs())) };
+                            }
                             if inflight.is_some() {
                                 break Ending::Failed { code: "protocol_error", message: "the subagent sent a model request while another was running".into() };
                             }
