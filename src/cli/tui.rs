@@ -51,7 +51,7 @@ async fn session(config: Config) -> ExitCode {
     let user = Arc::new(user);
     let interaction = Interaction {
         user: Some(user.clone()),
-        approver: None,
+        approver: Some(user.clone()),
         default_approval: ApprovalPolicy::OnRequest,
     };
     let session = match Session::start(&config, interaction, EventSink::new(sender)).await {
@@ -68,6 +68,7 @@ async fn session(config: Config) -> ExitCode {
         events: receiver,
         local_commands,
         questions,
+        warnings: config.warnings.clone(),
     })
     .await;
     // Every subagent is gone and a running turn is cancelled before exit.

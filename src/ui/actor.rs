@@ -25,7 +25,7 @@ use super::keys::{self, Action};
 use super::store::{Entry, Store};
 use super::widgets;
 use crate::agent::{AgentMessage, TurnOutcome};
-use crate::protocol::{Event, TurnStatus};
+use crate::protocol::{ApprovalDecision, Event, TurnStatus};
 
 /// Delay between the first change and its frame: bursts within it coalesce.
 pub const FRAME_DELAY: Duration = Duration::from_millis(16);
@@ -49,6 +49,8 @@ pub enum UiMessage {
     Local(Result<String, String>),
     /// `ask_user`: show the question; the next line entered answers it.
     Question(super::commands::Question),
+    /// The guard asks for approval: show the prompt; y/a/n/Esc answer it.
+    Approval(super::commands::ApprovalPrompt),
     /// A copy of the store (tests, debugging).
     Snapshot(RpcReplyPort<Store>),
     /// Internal: draw the frame scheduled after a change.
@@ -99,6 +101,8 @@ pub struct UiState<B: Backend> {
     tick_scheduled: bool,
     /// Where the answer to the question on screen goes.
     answer: Option<tokio::sync::oneshot::Sender<Option<String>>>,
+    /// Where the decision on the approval request on screen goes.
+    approval_answer: Option<tokio::sync::oneshot::Sender<ApprovalDecision>>,
 }
 
 impl<B> Actor for UiActor<B>
@@ -127,6 +131,7 @@ where
             frame_scheduled: false,
             tick_scheduled: false,
             answer: None,
+            approval_answer: None,
         };
         draw(&mut state).map_err(|message| -> ActorProcessingErr { message.into() })?;
         Ok(state)
@@ -171,6 +176,14 @@ where
             UiMessage::Crashed(message) => {
                 stop(&myself, state, UiExit::Failed(message));
                 false
+            }
+            UiMessage::Approval(prompt) => {
+                // A newer request replaces an unanswered one (denied).
+                if let Some(previous) = state.approval_answer.replace(prompt.answer) {
+                    let _ = previous.send(ApprovalDecision::Denied { reason: None });
+                }
+                super::approval::show(&mut state.store, prompt.request);
+                true
             }
             UiMessage::Question(question) => {
                 // A newer question replaces an unanswered one (dismissed).
@@ -335,6 +348,12 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
             if let Some(answer) = state.answer.take() {
                 // The turn may have been interrupted meanwhile; then nobody waits.
                 let _ = answer.send(text);
+            }
+        }
+        Action::Approve(decision) => {
+            if let Some(answer) = state.approval_answer.take() {
+                // The turn may have been interrupted meanwhile; then nobody waits.
+                let _ = answer.send(decision);
             }
         }
         Action::Quit => stop(myself, state, UiExit::Quit),

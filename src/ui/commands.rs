@@ -50,16 +50,49 @@ pub struct Question {
     pub answer: tokio::sync::oneshot::Sender<Option<String>>,
 }
 
-/// The UI's side of `ask_user`: questions travel over a channel that the UI
-/// drains once it runs (the agent starts before the UI exists).
+/// An approval request of the invocation guard on its way to the UI, with
+/// where the decision goes. Dropped unanswered when the turn is
+/// interrupted.
+pub struct ApprovalPrompt {
+    pub request: crate::protocol::ApprovalRequest,
+    pub answer: tokio::sync::oneshot::Sender<crate::protocol::ApprovalDecision>,
+}
+
+/// What the agent asks the person through the UI.
+pub enum UserRequest {
+    Question(Question),
+    Approval(ApprovalPrompt),
+}
+
+/// The UI's side of `ask_user` and of approvals: requests travel over a
+/// channel that the UI drains once it runs (the agent starts before the UI
+/// exists).
 pub struct UiUser {
-    questions: tokio::sync::mpsc::UnboundedSender<Question>,
+    questions: tokio::sync::mpsc::UnboundedSender<UserRequest>,
 }
 
 impl UiUser {
-    pub fn new() -> (UiUser, tokio::sync::mpsc::UnboundedReceiver<Question>) {
+    pub fn new() -> (UiUser, tokio::sync::mpsc::UnboundedReceiver<UserRequest>) {
         let (questions, receiver) = tokio::sync::mpsc::unbounded_channel();
         (UiUser { questions }, receiver)
+    }
+}
+
+impl crate::tools::approval::Approver for UiUser {
+    fn approve<'a>(
+        &'a self,
+        request: &'a crate::protocol::ApprovalRequest,
+    ) -> crate::tools::approval::ApprovalFuture<'a> {
+        Box::pin(async move {
+            let (answer, reply) = tokio::sync::oneshot::channel();
+            self.questions
+                .send(UserRequest::Approval(ApprovalPrompt {
+                    request: request.clone(),
+                    answer,
+                }))
+                .ok()?;
+            reply.await.ok()
+        })
     }
 }
 
@@ -68,10 +101,10 @@ impl crate::tools::ask_user::UserChannel for UiUser {
         Box::pin(async move {
             let (answer, reply) = tokio::sync::oneshot::channel();
             self.questions
-                .send(Question {
+                .send(UserRequest::Question(Question {
                     text: question.to_string(),
                     answer,
-                })
+                }))
                 .ok()?;
             reply.await.ok().flatten()
         })

@@ -31,6 +31,8 @@ pub enum Action {
     /// The answer to the `ask_user` question on screen (`None`: dismissed
     /// with Esc).
     Answer(Option<String>),
+    /// The answer to the approval request on screen.
+    Approve(crate::protocol::ApprovalDecision),
     /// `/undo`: revert the last file change.
     Undo,
     /// `/suspend`: save the conversation.
@@ -63,6 +65,13 @@ pub fn handle_key(store: &mut Store, key: KeyEvent, now: Instant) -> Option<Acti
     }
     if is_ctrl_c {
         return ctrl_c(store, now);
+    }
+    if store.approval.is_some() {
+        // Only plain keys answer: Ctrl+A must not approve anything.
+        if ctrl || key.modifiers.contains(KeyModifiers::ALT) {
+            return None;
+        }
+        return super::approval::handle_key(store, key).map(Action::Approve);
     }
     if ctrl {
         return ctrl_key(store, key.code);

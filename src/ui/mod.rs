@@ -19,6 +19,7 @@
 //! subagent bar shows only sanitised lifecycle metadata.
 
 pub mod actor;
+pub mod approval;
 pub mod commands;
 pub mod input;
 pub mod keys;
@@ -32,7 +33,7 @@ pub mod widgets;
 mod tests;
 
 pub use actor::{UiActor, UiArguments, UiExit, UiMessage};
-pub use commands::{LocalCommands, PlanCleared, Question, UiUser};
+pub use commands::{ApprovalPrompt, LocalCommands, PlanCleared, Question, UiUser, UserRequest};
 pub use keys::Action;
 pub use store::Store;
 pub use terminal::{UiError, UiSetup, run};

@@ -186,6 +186,8 @@ pub struct Store {
     pub quit_armed_at: Option<Instant>,
     /// The `ask_user` question waiting for the next line entered.
     pub question: Option<String>,
+    /// The approval request on screen (keys answer it first).
+    pub approval: Option<super::approval::PendingApproval>,
     /// Lines entered this session, oldest first (Up/Down recall them).
     pub history: Vec<String>,
     /// The history entry shown in the input line, while browsing.
@@ -212,6 +214,7 @@ impl Store {
             size,
             quit_armed_at: None,
             question: None,
+            approval: None,
             history: Vec::new(),
             history_pos: None,
             saw_turn_started: false,
@@ -403,6 +406,8 @@ impl Store {
 
     fn finish_turn(&mut self, turn: u32, status: TurnStatus) {
         let was_busy = self.turn.is_busy();
+        // A request still on screen was dropped with the turn.
+        self.approval = None;
         self.turn = TurnState::Idle;
         if let Some(subagent) = &mut self.subagent
             && subagent.is_ticking()

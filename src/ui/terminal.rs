@@ -49,8 +49,12 @@ pub struct UiSetup {
     /// The agent's events (the receiving end of its `EventSink`).
     pub events: mpsc::UnboundedReceiver<Event>,
     pub local_commands: Arc<dyn LocalCommands>,
-    /// `ask_user` questions (the receiving end of a [`super::UiUser`]).
-    pub questions: mpsc::UnboundedReceiver<super::commands::Question>,
+    /// `ask_user` questions and approval requests (the receiving end of a
+    /// [`super::UiUser`]).
+    pub questions: mpsc::UnboundedReceiver<super::commands::UserRequest>,
+    /// What the person must read first (ignored keys of an untrusted
+    /// workspace file), shown in the transcript.
+    pub warnings: Vec<String>,
 }
 
 /// Fails unless standard input and output are a terminal.
@@ -79,6 +83,9 @@ pub async fn run(setup: UiSetup) -> Result<(), UiError> {
         .await
         .map_err(UiError::Start)?;
     set_running_ui(Some(ui.clone()));
+    for warning in setup.warnings {
+        let _ = ui.cast(UiMessage::Local(Err(format!("warning: {warning}"))));
+    }
     let tasks = [
         tokio::spawn(read_input(ui.clone())),
         tokio::spawn(forward_events(setup.events, ui.clone())),
@@ -116,11 +123,15 @@ async fn read_input(ui: ActorRef<UiMessage>) {
 }
 
 async fn forward_questions(
-    mut questions: mpsc::UnboundedReceiver<super::commands::Question>,
+    mut questions: mpsc::UnboundedReceiver<super::commands::UserRequest>,
     ui: ActorRef<UiMessage>,
 ) {
-    while let Some(question) = questions.recv().await {
-        if ui.cast(UiMessage::Question(question)).is_err() {
+    while let Some(request) = questions.recv().await {
+        let message = match request {
+            super::commands::UserRequest::Question(question) => UiMessage::Question(question),
+            super::commands::UserRequest::Approval(prompt) => UiMessage::Approval(prompt),
+        };
+        if ui.cast(message).is_err() {
             return;
         }
     }

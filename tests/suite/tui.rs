@@ -351,3 +351,117 @@ fn the_subagent_bar_shows_a_live_subagent_and_esc_cancels_only_it() {
         Duration::from_secs(10),
     );
 }
+
+/// Starts fido in `ws` inside `tmux` and waits for the ready header.
+fn start_fido(tmux: &Tmux, ws: &Path) {
+    tmux.type_line("echo shell-ready-$((40+2))");
+    tmux.wait_for("the shell", |s| s.contains("shell-ready-42"));
+    tmux.type_line(&format!(
+        "{} -C {}",
+        quoted(Path::new(fido_bin())),
+        quoted(ws)
+    ));
+    tmux.wait_for("the ready header", |s| {
+        s.contains("ready") && s.contains("test-model")
+    });
+}
+
+#[test]
+fn untrusted_approval_prompts_run_on_y_and_deny_with_a_reason_on_n() {
+    let ws = tempfile::tempdir().unwrap();
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&[(
+            "c1",
+            "bash_exec",
+            r#"{"command": "echo approved-run > ran.txt"}"#,
+        )])),
+        Reply::sse(sse::tool_call_turn(&[(
+            "c2",
+            "bash_exec",
+            r#"{"command": "rm -rf build-cache", "escalate": true, "justification": "stale cache"}"#,
+        )])),
+        Reply::sse(sse::text_turn("All done as you said.")),
+    ]);
+    let tmux = Tmux::start(&[
+        ("FIDO_PROVIDER", "openai".into()),
+        ("FIDO_BASE_URL", server.base_url()),
+        ("FIDO_MODEL", "test-model".into()),
+        ("FIDO_API_KEY", "test-key".into()),
+        ("FIDO_APPROVAL_POLICY", "untrusted".into()),
+    ]);
+    start_fido(&tmux, ws.path());
+    tmux.type_line("do the two things");
+    let screen = tmux.wait_for("the first approval prompt", |s| {
+        s.contains("Run this command?") && s.contains("y approve once")
+    });
+    assert!(screen.contains("$ echo approved-run > ran.txt"), "{screen}");
+    assert!(!ws.path().join("ran.txt").exists(), "ran before approval");
+    tmux.keys(&["y"]);
+    let screen = tmux.wait_for("the escalation prompt", |s| {
+        s.contains("OUTSIDE the sandbox") && s.contains("why: stale cache")
+    });
+    assert!(screen.contains("$ rm -rf build-cache"), "{screen}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("ran.txt")).unwrap(),
+        "approved-run\n"
+    );
+    tmux.keys(&["n"]);
+    tmux.wait_for("the reason prompt", |s| {
+        s.contains("Enter sends the denial")
+    });
+    tmux.run(&["send-keys", "-t", "fido", "-l", "keep the cache"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the end of the turn", |s| {
+        s.contains("All done as you said.")
+    });
+
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 3);
+    let denied = requests[2]
+        .messages()
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == "c2")
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(denied.contains("keep the cache"), "{denied}");
+    let approved = requests[1]
+        .messages()
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == "c1")
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(approved.contains("exit code: 0"), "{approved}");
+    assert_conversation_invariants(&requests);
+    let system = requests[0].messages()[0]["content"].as_str().unwrap();
+    assert!(system.contains("Approvals (untrusted)"), "{system}");
+    tmux.keys(&["C-c", "C-c"]);
+    tmux.wait_for("the shell again", |s| !s.contains("All done as you said."));
+}
+
+#[test]
+fn an_untrusted_workspace_file_is_named_in_the_transcript() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("fido.toml"),
+        "base_url = \"http://127.0.0.1:9/v1\"\napproval_policy = \"never\"\n",
+    )
+    .unwrap();
+    let server = FakeServer::start(vec![]);
+    let tmux = Tmux::start(&[
+        ("FIDO_PROVIDER", "openai".into()),
+        ("FIDO_BASE_URL", server.base_url()),
+        ("FIDO_MODEL", "test-model".into()),
+        ("FIDO_API_KEY", "test-key".into()),
+    ]);
+    start_fido(&tmux, ws.path());
+    let screen = tmux.wait_for("the warning", |s| s.contains("is not trusted"));
+    assert!(screen.contains("approval_policy, base_url"), "{screen}");
+    assert!(screen.contains("If you trust this folder, run"), "{screen}");
+    tmux.keys(&["C-c", "C-c"]);
+    tmux.wait_for("the shell again", |s| !s.contains("is not trusted"));
+    assert!(server.requests().is_empty());
+}

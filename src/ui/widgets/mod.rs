@@ -2,6 +2,7 @@
 //! of the [`layout`](super::layout); none holds a channel or any state of
 //! its own. [`draw`] composes one whole frame.
 
+pub mod approval;
 pub mod header;
 pub mod input_line;
 pub mod plan_panel;
@@ -46,6 +47,13 @@ pub fn draw(frame: &mut Frame, store: &Store) {
     }
     if areas.transcript.height > 0 {
         transcript::render(frame, areas.transcript, store);
+        if let Some(pending) = &store.approval {
+            approval::render(
+                frame,
+                approval::area_for(areas.transcript, pending),
+                pending,
+            );
+        }
     }
     if let Some(plan) = areas.plan {
         plan_panel::render(frame, plan, areas.placement, store);

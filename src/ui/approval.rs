@@ -1,0 +1,232 @@
+//! The approval prompt: the state of an [`ApprovalRequest`] on screen and
+//! the keys that answer it.
+//!
+//! `y` approves once, `a` approves this exact request for the session,
+//! `n` asks for an optional reason (typed on the input line, Enter sends
+//! it, Esc sends none), Esc denies at once. Ctrl+C is not handled here: it
+//! interrupts the turn, which drops the request (the tool call still gets
+//! its result). Pure: keys change the store and return the decision.
+
+use crossterm::event::{KeyCode, KeyEvent};
+
+use super::store::{Entry, Store};
+use crate::protocol::{ApprovalDecision, ApprovalRequest};
+
+/// An approval request waiting for the person.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingApproval {
+    pub request: ApprovalRequest,
+    /// `n` was pressed: the input line now takes the reason.
+    pub typing_reason: bool,
+}
+
+impl PendingApproval {
+    /// The title of the prompt.
+    pub fn title(&self) -> &'static str {
+        match &self.request {
+            ApprovalRequest::Command {
+                escalated: true, ..
+            } => "Run this command OUTSIDE the sandbox?",
+            ApprovalRequest::Command { .. } => "Run this command?",
+            ApprovalRequest::FileChange { .. } => "Make this change?",
+        }
+    }
+
+    /// The lines of the prompt's body: what would run or change.
+    pub fn body(&self) -> Vec<String> {
+        match &self.request {
+            ApprovalRequest::Command {
+                command,
+                cwd,
+                justification,
+                ..
+            } => {
+                let mut lines = vec![format!("$ {command}"), format!("in {cwd}")];
+                if let Some(why) = justification {
+                    lines.push(format!("why: {why}"));
+                }
+                lines
+            }
+            ApprovalRequest::FileChange { tool, path, diff } => {
+                let mut lines = vec![format!("{tool} {path}")];
+                lines.extend(diff.lines().map(str::to_owned));
+                lines
+            }
+        }
+    }
+
+    /// The keys that apply now.
+    pub fn hint(&self) -> &'static str {
+        if self.typing_reason {
+            "type why not (optional), Enter sends the denial · Esc denies without a reason"
+        } else {
+            "y approve once · a approve for this session · n deny (with a reason) · Esc deny · Ctrl+C interrupt"
+        }
+    }
+}
+
+/// One line for the transcript, when the request appears.
+fn summary(request: &ApprovalRequest) -> String {
+    match request {
+        ApprovalRequest::Command {
+            command, escalated, ..
+        } => {
+            let how = if *escalated {
+                " outside the sandbox"
+            } else {
+                ""
+            };
+            format!("approval needed to run{how}: {command}")
+        }
+        ApprovalRequest::FileChange { tool, path, .. } => {
+            format!("approval needed for {tool} {path}")
+        }
+    }
+}
+
+/// Shows `request` (replacing an unanswered one, which the caller denies).
+pub fn show(store: &mut Store, request: ApprovalRequest) {
+    store.push(Entry::Info(summary(&request)));
+    store.approval = Some(PendingApproval {
+        request,
+        typing_reason: false,
+    });
+}
+
+/// Handles a key while a request is on screen; `Some` is the decision.
+/// Keys that do not answer (editing the reason) return `None`.
+pub fn handle_key(store: &mut Store, key: KeyEvent) -> Option<ApprovalDecision> {
+    let typing = store.approval.as_ref().is_some_and(|p| p.typing_reason);
+    let decision = if typing {
+        match key.code {
+            KeyCode::Enter => {
+                let reason = store.input.take().trim().to_string();
+                Some(ApprovalDecision::Denied {
+                    reason: (!reason.is_empty()).then_some(reason),
+                })
+            }
+            KeyCode::Esc => Some(ApprovalDecision::Denied { reason: None }),
+            KeyCode::Backspace => {
+                store.input.backspace();
+                None
+            }
+            KeyCode::Left => {
+                store.input.left();
+                None
+            }
+            KeyCode::Right => {
+                store.input.right();
+                None
+            }
+            KeyCode::Char(c) => {
+                store.input.insert(c);
+                None
+            }
+            _ => None,
+        }
+    } else {
+        match key.code {
+            KeyCode::Char('y' | 'Y') => Some(ApprovalDecision::Approved),
+            KeyCode::Char('a' | 'A') => Some(ApprovalDecision::ApprovedForSession),
+            KeyCode::Char('n' | 'N') => {
+                if let Some(pending) = &mut store.approval {
+                    pending.typing_reason = true;
+                }
+                None
+            }
+            KeyCode::Esc => Some(ApprovalDecision::Denied { reason: None }),
+            _ => None,
+        }
+    };
+    if let Some(decision) = &decision {
+        answered(store, decision);
+    }
+    decision
+}
+
+/// Clears the prompt and notes the answer in the transcript.
+pub fn answered(store: &mut Store, decision: &ApprovalDecision) {
+    store.approval = None;
+    store.push(Entry::Info(match decision {
+        ApprovalDecision::Approved => "approved once".to_string(),
+        ApprovalDecision::ApprovedForSession => "approved for this session".to_string(),
+        ApprovalDecision::Denied {
+            reason: Some(reason),
+        } => format!("denied: {reason}"),
+        ApprovalDecision::Denied { reason: None } => "denied".to_string(),
+    }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crossterm::event::KeyModifiers;
+
+    fn key(code: KeyCode) -> KeyEvent {
+        KeyEvent::new(code, KeyModifiers::NONE)
+    }
+
+    fn command() -> ApprovalRequest {
+        ApprovalRequest::Command {
+            command: "rm -rf build".into(),
+            cwd: ".".into(),
+            justification: Some("clean build".into()),
+            escalated: true,
+        }
+    }
+
+    #[test]
+    fn y_and_a_approve_esc_denies() {
+        for (code, expected) in [
+            (KeyCode::Char('y'), ApprovalDecision::Approved),
+            (KeyCode::Char('a'), ApprovalDecision::ApprovedForSession),
+            (KeyCode::Esc, ApprovalDecision::Denied { reason: None }),
+        ] {
+            let mut store = Store::new((80, 24));
+            show(&mut store, command());
+            assert_eq!(handle_key(&mut store, key(code)), Some(expected));
+            assert!(store.approval.is_none());
+        }
+    }
+
+    #[test]
+    fn n_takes_a_reason_that_reaches_the_decision() {
+        let mut store = Store::new((80, 24));
+        show(&mut store, command());
+        assert_eq!(handle_key(&mut store, key(KeyCode::Char('n'))), None);
+        assert!(store.approval.as_ref().unwrap().typing_reason);
+        for c in "use make clean".chars() {
+            assert_eq!(handle_key(&mut store, key(KeyCode::Char(c))), None);
+        }
+        // 'y' while typing is part of the reason, not an approval.
+        assert_eq!(
+            handle_key(&mut store, key(KeyCode::Enter)),
+            Some(ApprovalDecision::Denied {
+                reason: Some("use make clean".into())
+            })
+        );
+    }
+
+    #[test]
+    fn the_body_shows_command_cwd_and_justification_or_the_diff() {
+        let pending = PendingApproval {
+            request: command(),
+            typing_reason: false,
+        };
+        assert_eq!(
+            pending.body(),
+            ["$ rm -rf build", "in .", "why: clean build"]
+        );
+        assert!(pending.title().contains("OUTSIDE"));
+        let patch = PendingApproval {
+            request: ApprovalRequest::FileChange {
+                tool: "patch".into(),
+                path: "a.txt".into(),
+                diff: "--- a.txt\n+++ a.txt\n-old\n+new\n".into(),
+            },
+            typing_reason: false,
+        };
+        assert_eq!(patch.body()[0], "patch a.txt");
+        assert!(patch.body().contains(&"+new".to_string()));
+    }
+}
