@@ -133,7 +133,7 @@ pub fn main() -> ExitCode {
             })
         }
         Some(Command::Plan { command }) => plan::run(&overrides, command),
-        Some(Command::Sandbox { command }) => sandbox::run(command),
+        Some(Command::Sandbox { command }) => sandbox::run(&overrides, command),
         Some(Command::Trust(args)) => trust::run(overrides.workspace.clone(), args),
         None => tui::run(&overrides),
     }

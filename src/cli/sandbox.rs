@@ -1,37 +1,49 @@
-//! `fido sandbox check`: proves, in a real sandboxed child, what this
-//! kernel enforces.
+//! `fido sandbox check`: proves, in real sandboxed children, what this
+//! kernel enforces for subagents and for the main agent's commands.
 //!
-//! The parent prepares the probe fixture, re-executes this binary as
-//! `fido sandbox check --probe-child …` (hidden arguments, nextest's
-//! `__double-spawn` idea) in its own process group with an empty
-//! environment, reads the child's JSON frames, checks the side effects
-//! itself, prints one line per probe and a summary, and always reaps the
-//! child and removes the fixture. Exit 0 only when the ruleset was fully
-//! enforced, every forbidden probe was blocked and every control allowed.
+//! For each role (the subagent; commands in `read-only` and in
+//! `workspace-write`) the parent prepares a fresh probe fixture,
+//! re-executes this binary as `fido sandbox check --probe-child …` (hidden
+//! arguments, nextest's `__double-spawn` idea) in its own process group
+//! with an empty environment, reads the child's JSON frames, checks the
+//! side effects itself, and always reaps the child and removes the
+//! fixture. A subagent child enters its sandbox itself; a command child is
+//! confined between fork and exec by the session code of `bash_exec`
+//! ([`CommandSandbox`]). The report has one line per probe, one column per
+//! role. Exit 0 only when the subagent sandbox and the configured
+//! `sandbox_mode` are fully enforced: every forbidden probe blocked, every
+//! control allowed.
 
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{ExitCode, ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use nix::unistd::Pid;
 use tokio::io::AsyncReadExt;
 
-use crate::sandbox::ProcessGroup;
-use crate::sandbox::probe::{self, ProbeFixture, ProbeFrame, ProbeResult, ProbeTargets};
+use crate::config::{Config, Overrides};
+use crate::protocol::SandboxMode;
+use crate::sandbox::probe::{self, ProbeFixture, ProbeFrame, ProbeResult, ProbeRole, ProbeTargets};
+use crate::sandbox::{CommandPolicy, CommandSandbox, ProcessGroup};
 use crate::sandbox::{SandboxReport, child::error_chain};
 
 /// How long the probe child may take.
 const CHILD_TIMEOUT: Duration = Duration::from_secs(30);
 /// SIGTERM → SIGKILL grace for a probe child that ran over.
 const KILL_GRACE: Duration = Duration::from_millis(500);
+/// The command modes that have a sandbox to probe.
+const COMMAND_MODES: [SandboxMode; 2] = [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite];
 
 #[derive(Debug, Subcommand)]
 pub enum SandboxCommand {
-    /// Try forbidden operations in a real sandboxed child and report what
-    /// this kernel blocks; exit non-zero unless everything is blocked.
+    /// Try forbidden operations in real sandboxed children (a subagent's,
+    /// and the main agent's commands in each mode) and report what this
+    /// kernel blocks; exit non-zero unless what the configuration requires
+    /// is enforced.
     Check(CheckArgs),
 }
 
@@ -40,6 +52,14 @@ pub struct CheckArgs {
     /// Internal: be the sandboxed probe child.
     #[arg(long, hide = true)]
     probe_child: bool,
+    /// Internal: whose sandbox the probe child is in.
+    #[arg(
+        long,
+        hide = true,
+        requires = "probe_child",
+        default_value = "subagent"
+    )]
+    probe_as: String,
     /// Internal: the parent the probe child expects (and must not signal).
     #[arg(long, hide = true, requires = "probe_child")]
     parent_pid: Option<i32>,
@@ -57,23 +77,24 @@ pub struct CheckArgs {
     probe_hold: bool,
 }
 
-pub(super) fn run(command: SandboxCommand) -> ExitCode {
+pub(super) fn run(overrides: &Overrides, command: SandboxCommand) -> ExitCode {
     match command {
         SandboxCommand::Check(args) if args.probe_child => probe_child(args),
-        SandboxCommand::Check(_) => check(),
+        SandboxCommand::Check(_) => check(overrides),
     }
 }
 
 /// The child side: no logging set up, no runtime, a single thread.
 fn probe_child(args: CheckArgs) -> ExitCode {
-    let (Some(parent), Some(dir), Some(tcp_port), Some(abstract_name)) = (
+    let (Some(parent), Some(dir), Some(tcp_port), Some(abstract_name), Some(role)) = (
         args.parent_pid,
         args.probe_dir,
         args.probe_port,
         args.probe_abstract,
+        ProbeRole::parse(&args.probe_as),
     ) else {
         return super::fail(
-            "--probe-child needs --parent-pid, --probe-dir, --probe-port and --probe-abstract",
+            "--probe-child needs --parent-pid, --probe-dir, --probe-port, --probe-abstract and a valid --probe-as",
         );
     };
     let targets = ProbeTargets {
@@ -82,6 +103,7 @@ fn probe_child(args: CheckArgs) -> ExitCode {
         tcp_port,
         abstract_name,
         parent: Pid::from_raw(parent),
+        role,
     };
     let stdout = std::io::stdout();
     let stdin = std::io::stdin();
@@ -106,32 +128,93 @@ struct ChildRun {
     garbage: Vec<String>,
 }
 
-fn check() -> ExitCode {
+fn check(overrides: &Overrides) -> ExitCode {
     super::init_logging();
-    let fixture = match ProbeFixture::create() {
-        Ok(fixture) => fixture,
-        Err(err) => return super::fail(&format!("cannot prepare the probe directory: {err}")),
+    let configured = match Config::load(overrides) {
+        Ok(config) => config.safety.sandbox_mode,
+        Err(err) => return super::fail(&err.to_string()),
     };
-    let run = match spawn_and_collect(&fixture) {
-        Ok(run) => run,
+    let subagent = match probe_role(ProbeRole::Subagent) {
+        Ok(summary) => summary,
         Err(message) => return super::fail(&message),
     };
-    let code = render(&fixture, run);
-    drop(fixture);
-    code
+    let mut commands = Vec::new();
+    for mode in COMMAND_MODES {
+        match probe_role(ProbeRole::Command(mode)) {
+            Ok(summary) => commands.push((mode, summary)),
+            Err(message) => return super::fail(&message),
+        }
+    }
+    let text = report_text(&subagent, &commands, configured);
+    let mut stdout = std::io::stdout().lock();
+    if let Err(err) = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        return super::fail(&format!("cannot write the report: {}", error_chain(&err)));
+    }
+    let required = std::iter::once(&subagent).chain(
+        commands
+            .iter()
+            .filter(|(mode, _)| *mode == configured)
+            .map(|(_, summary)| summary),
+    );
+    let mut enforced = true;
+    for summary in required {
+        if !summary.enforced() {
+            enforced = false;
+            summary.print_child_output();
+        }
+    }
+    if enforced {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
-fn spawn_and_collect(fixture: &ProbeFixture) -> Result<ChildRun, String> {
+/// One role's run on a fresh fixture.
+fn probe_role(role: ProbeRole) -> Result<Summary, String> {
+    let fixture = ProbeFixture::create()
+        .map_err(|err| format!("cannot prepare the probe directory: {err}"))?;
+    let run = spawn_and_collect(&fixture, role)?;
+    let mut summary = summarize(run.frames, run.status, run.garbage.len(), role, |results| {
+        fixture.verify(results)
+    });
+    summary.child_output = run
+        .garbage
+        .into_iter()
+        .chain(run.stderr.lines().map(str::to_owned))
+        .collect();
+    Ok(summary)
+}
+
+fn spawn_and_collect(fixture: &ProbeFixture, role: ProbeRole) -> Result<ChildRun, String> {
     let exe = std::env::current_exe()
         .map_err(|err| format!("cannot find the fido binary to re-execute: {err}"))?;
     let parent = Pid::this();
     let targets = fixture
-        .targets(parent)
+        .targets(parent, role)
         .map_err(|err| format!("cannot read the probe listener's address: {err}"))?;
+    let sandbox = match role {
+        ProbeRole::Subagent => None,
+        ProbeRole::Command(mode) => Some(Arc::new(
+            CommandSandbox::prepare(&CommandPolicy {
+                mode,
+                network: false,
+                workspace: targets.workspace(),
+                writable_roots: Vec::new(),
+                deny: targets.deny.clone(),
+            })
+            .map_err(|err| format!("commands ({mode}): {}", error_chain(&err)))?,
+        )),
+    };
     let args: Vec<OsString> = vec![
         "sandbox".into(),
         "check".into(),
         "--probe-child".into(),
+        "--probe-as".into(),
+        role.as_str().into(),
         "--parent-pid".into(),
         parent.as_raw().to_string().into(),
         "--probe-dir".into(),
@@ -151,108 +234,187 @@ fn spawn_and_collect(fixture: &ProbeFixture) -> Result<ChildRun, String> {
             .env_clear()
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut group = ProcessGroup::spawn(&mut command)
+        if let Some(sandbox) = &sandbox {
+            sandbox.apply(&mut command);
+        }
+        let group = ProcessGroup::spawn(&mut command)
             .map_err(|err| format!("cannot start the probe child: {err}"))?;
-        let pid = group.pid();
-        tracing::debug!(pid, "probe child started");
-        let mut stdout = group.child_mut().stdout.take();
-        let mut stderr = group.child_mut().stderr.take();
-        let collected = tokio::time::timeout(CHILD_TIMEOUT, async {
-            let mut out = Vec::new();
-            let mut err = Vec::new();
-            let read_out = async {
-                if let Some(pipe) = stdout.as_mut() {
-                    let _ = pipe.read_to_end(&mut out).await;
-                }
-            };
-            let read_err = async {
-                if let Some(pipe) = stderr.as_mut() {
-                    let _ = pipe.read_to_end(&mut err).await;
-                }
-            };
-            tokio::join!(read_out, read_err);
-            let status = group.wait().await;
-            (out, err, status)
-        })
-        .await;
-        let result = match collected {
-            Ok((out, err, Ok(status))) => Ok((out, err, status)),
-            Ok((_, _, Err(err))) => Err(format!("cannot wait for the probe child {pid}: {err}")),
-            Err(_) => {
-                let _ = group.terminate(KILL_GRACE).await;
-                Err(format!(
-                    "the probe child {pid} did not finish within {}s and was killed",
-                    CHILD_TIMEOUT.as_secs()
-                ))
-            }
-        };
-        // Whatever happened, nothing of the child's group stays behind.
-        if group.group_alive() {
-            let _ = group.terminate(KILL_GRACE).await;
-        }
-        let (out, err, status) = result?;
-        let mut frames = Vec::new();
-        let mut garbage = Vec::new();
-        for line in String::from_utf8_lossy(&out).lines() {
-            match serde_json::from_str::<ProbeFrame>(line) {
-                Ok(frame) => frames.push(frame),
-                Err(_) => garbage.push(line.to_owned()),
-            }
-        }
-        Ok(ChildRun {
-            status,
-            frames,
-            stderr: String::from_utf8_lossy(&err).into_owned(),
-            garbage,
-        })
+        collect(group).await
     })
 }
 
-/// Prints the report, one line per probe and the summary; returns the exit
-/// code.
-fn render(fixture: &ProbeFixture, run: ChildRun) -> ExitCode {
-    let summary = summarize(run.frames, run.status, run.garbage.len(), |results| {
-        fixture.verify(results)
-    });
-    let mut stdout = std::io::stdout().lock();
-    if let Err(err) = stdout
-        .write_all(summary.text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        return super::fail(&format!("cannot write the report: {}", error_chain(&err)));
+/// Reads the child's output to the end (within [`CHILD_TIMEOUT`]), reaps
+/// it and leaves nothing of its group behind.
+async fn collect(mut group: ProcessGroup) -> Result<ChildRun, String> {
+    let pid = group.pid();
+    tracing::debug!(pid, "probe child started");
+    let mut stdout = group.child_mut().stdout.take();
+    let mut stderr = group.child_mut().stderr.take();
+    let collected = tokio::time::timeout(CHILD_TIMEOUT, async {
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let read_out = async {
+            if let Some(pipe) = stdout.as_mut() {
+                let _ = pipe.read_to_end(&mut out).await;
+            }
+        };
+        let read_err = async {
+            if let Some(pipe) = stderr.as_mut() {
+                let _ = pipe.read_to_end(&mut err).await;
+            }
+        };
+        tokio::join!(read_out, read_err);
+        let status = group.wait().await;
+        (out, err, status)
+    })
+    .await;
+    let result = match collected {
+        Ok((out, err, Ok(status))) => Ok((out, err, status)),
+        Ok((_, _, Err(err))) => Err(format!("cannot wait for the probe child {pid}: {err}")),
+        Err(_) => {
+            let _ = group.terminate(KILL_GRACE).await;
+            Err(format!(
+                "the probe child {pid} did not finish within {}s and was killed",
+                CHILD_TIMEOUT.as_secs()
+            ))
+        }
+    };
+    if group.group_alive() {
+        let _ = group.terminate(KILL_GRACE).await;
     }
-    if summary.enforced {
-        return ExitCode::SUCCESS;
+    let (out, err, status) = result?;
+    let mut frames = Vec::new();
+    let mut garbage = Vec::new();
+    for line in String::from_utf8_lossy(&out).lines() {
+        match serde_json::from_str::<ProbeFrame>(line) {
+            Ok(frame) => frames.push(frame),
+            Err(_) => garbage.push(line.to_owned()),
+        }
     }
-    if !run.stderr.trim().is_empty() || !run.garbage.is_empty() {
+    Ok(ChildRun {
+        status,
+        frames,
+        stderr: String::from_utf8_lossy(&err).into_owned(),
+        garbage,
+    })
+}
+
+/// The whole report: a header per role, one line per probe with a column
+/// per role, the notes, and a summary per role.
+fn report_text(
+    subagent: &Summary,
+    commands: &[(SandboxMode, Summary)],
+    configured: SandboxMode,
+) -> String {
+    let mut out = format!("sandbox: {}\n", subagent.header);
+    for (mode, summary) in commands {
+        out.push_str(&format!("commands ({mode}): {}\n", summary.header));
+    }
+    out.push_str("commands (danger-full-access): no sandbox, every probe allowed\n");
+    let mut names: Vec<String> = subagent.results.iter().map(|r| r.name.clone()).collect();
+    for (_, summary) in commands {
+        for result in &summary.results {
+            if !names.contains(&result.name) {
+                names.push(result.name.clone());
+            }
+        }
+    }
+    for name in &names {
+        let cell = |summary: &Summary| {
+            summary
+                .results
+                .iter()
+                .find(|r| &r.name == name)
+                .map_or_else(|| "n/a".to_owned(), ProbeResult::cell)
+        };
+        let mut line = format!("probe {name}: {}", cell(subagent));
+        for (mode, summary) in commands {
+            line.push_str(&format!(" | {mode}: {}", cell(summary)));
+        }
+        line.push_str(" | danger-full-access: allowed\n");
+        out.push_str(&line);
+    }
+    for note in &subagent.notes {
+        out.push_str(note);
+        out.push('\n');
+    }
+    for (mode, summary) in commands {
+        let marker = if *mode == configured {
+            ", configured"
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "summary (commands, {mode}{marker}): {}\n",
+            summary.line("sandbox")
+        ));
+    }
+    if configured == SandboxMode::DangerFullAccess {
+        out.push_str(
+            "summary (commands, danger-full-access, configured): commands run without a sandbox\n",
+        );
+    }
+    out.push_str(&format!(
+        "summary: {}\n",
+        subagent.line("read-only sandbox")
+    ));
+    out
+}
+
+/// One role's verdict.
+#[derive(Debug)]
+struct Summary {
+    /// What the sandbox put in place (after `sandbox: `).
+    header: String,
+    results: Vec<ProbeResult>,
+    /// `warning:` and `note:` lines.
+    notes: Vec<String>,
+    problems: Vec<String>,
+    blocked: usize,
+    forbidden: usize,
+    allowed: usize,
+    controls: usize,
+    /// The child's stderr and stray stdout, shown when the check fails.
+    child_output: Vec<String>,
+}
+
+impl Summary {
+    /// Fully enforced, every forbidden probe blocked, every control
+    /// allowed, and the child ran to the end.
+    fn enforced(&self) -> bool {
+        self.problems.is_empty()
+    }
+
+    fn line(&self, what: &str) -> String {
+        let verdict = if self.problems.is_empty() {
+            format!("{what} enforced")
+        } else {
+            format!("{what} NOT enforced: {}", self.problems.join("; "))
+        };
+        format!(
+            "{}/{} forbidden operations blocked, {}/{} controls allowed; {verdict}",
+            self.blocked, self.forbidden, self.allowed, self.controls
+        )
+    }
+
+    fn print_child_output(&self) {
+        if self.child_output.iter().all(|l| l.trim().is_empty()) {
+            return;
+        }
         eprintln!("fido: the probe child's output:");
-        for line in run
-            .garbage
-            .iter()
-            .map(String::as_str)
-            .chain(run.stderr.lines())
-        {
+        for line in &self.child_output {
             eprintln!("  {line}");
         }
     }
-    ExitCode::from(1)
 }
 
-/// The text `fido sandbox check` prints and its verdict.
-#[derive(Debug)]
-struct Summary {
-    text: String,
-    /// Fully enforced, every forbidden probe blocked, every control
-    /// allowed, and the child ran to the end.
-    enforced: bool,
-}
-
-/// Judges the child's frames; `verify` marks the probes whose side effect
-/// the parent can see.
+/// Judges the child's frames for `role`; `verify` marks the probes whose
+/// side effect the parent can see.
 fn summarize(
     frames: Vec<ProbeFrame>,
     status: ExitStatus,
     garbage_lines: usize,
+    role: ProbeRole,
     verify: impl FnOnce(&mut [ProbeResult]),
 ) -> Summary {
     let mut report: Option<SandboxReport> = None;
@@ -269,68 +431,60 @@ fn summarize(
         }
     }
     verify(&mut results);
-
-    let mut out = String::new();
+    let (planned_forbidden, planned_controls) = role.plan();
     let mut problems: Vec<String> = Vec::new();
-    match (&report, &refused) {
+    let mut notes = Vec::new();
+    let header = match (&report, &refused) {
         (Some(report), _) => {
-            out.push_str(&header(report));
             if !report.fully_enforced {
                 problems.push("the ruleset was not fully enforced".to_owned());
             }
             if !report.no_new_privs {
                 problems.push("no_new_privs was not set".to_owned());
             }
+            notes.extend(report.warnings.iter().map(|w| format!("warning: {w}")));
+            notes.extend(report.not_covered.iter().map(|gap| {
+                format!("note: not covered by landlock here (the seccomp filter blocks it): {gap}")
+            }));
+            header(report)
         }
         (None, Some(error)) => {
-            out.push_str(&format!("sandbox: refused: {error}\n"));
             problems.push("the sandbox could not be entered".to_owned());
+            format!("refused: {error}")
         }
         (None, None) => {
-            out.push_str("sandbox: the probe child reported nothing\n");
             problems.push("the probe child reported nothing".to_owned());
+            "the probe child reported nothing".to_owned()
         }
-    }
-    for result in &results {
-        out.push_str(&result.line());
-        out.push('\n');
-    }
-    if let Some(report) = &report {
-        for warning in &report.warnings {
-            out.push_str(&format!("warning: {warning}\n"));
-        }
-        for gap in &report.not_covered {
-            out.push_str(&format!("note: not covered by landlock here: {gap}\n"));
-        }
-    }
-
-    let forbidden: Vec<&ProbeResult> = results
-        .iter()
-        .filter(|r| r.expect == probe::Expect::Blocked)
-        .collect();
-    let controls: Vec<&ProbeResult> = results
-        .iter()
-        .filter(|r| r.expect == probe::Expect::Allowed)
-        .collect();
-    let blocked = forbidden.iter().filter(|r| r.verdict().passed()).count();
-    let allowed = controls.iter().filter(|r| r.verdict().passed()).count();
+    };
+    let count = |expect, passed: bool| {
+        results
+            .iter()
+            .filter(|r| r.expect == expect && (!passed || r.verdict().passed()))
+            .count()
+    };
+    let (forbidden, controls) = (
+        count(probe::Expect::Blocked, false),
+        count(probe::Expect::Allowed, false),
+    );
+    let (blocked, allowed) = (
+        count(probe::Expect::Blocked, true),
+        count(probe::Expect::Allowed, true),
+    );
     if report.is_some() {
-        if forbidden.len() != probe::FORBIDDEN_PROBES.len()
-            || controls.len() != probe::CONTROL_PROBES.len()
-            || !done
-        {
+        if forbidden != planned_forbidden.len() || controls != planned_controls.len() || !done {
             problems.push("the probe child stopped before every probe ran".to_owned());
         }
-        if blocked != forbidden.len() {
+        if blocked != forbidden {
             problems.push(format!(
                 "{} forbidden operation(s) not blocked",
-                forbidden.len() - blocked
+                forbidden - blocked
             ));
         }
-        if allowed != controls.len() {
+        if allowed != controls {
             problems.push(format!(
                 "{} control operation(s) failed",
-                controls.len() - allowed
+                controls - allowed
             ));
         }
     }
@@ -342,19 +496,16 @@ fn summarize(
             "the probe child printed {garbage_lines} unexpected line(s)"
         ));
     }
-    let verdict = if problems.is_empty() {
-        "read-only sandbox enforced".to_owned()
-    } else {
-        format!("read-only sandbox NOT enforced: {}", problems.join("; "))
-    };
-    out.push_str(&format!(
-        "summary: {blocked}/{} forbidden operations blocked, {allowed}/{} controls allowed; {verdict}\n",
-        probe::FORBIDDEN_PROBES.len(),
-        probe::CONTROL_PROBES.len(),
-    ));
     Summary {
-        text: out,
-        enforced: problems.is_empty(),
+        header,
+        results,
+        notes,
+        problems,
+        blocked,
+        forbidden: planned_forbidden.len(),
+        allowed,
+        controls: planned_controls.len(),
+        child_output: Vec::new(),
     }
 }
 
@@ -383,7 +534,7 @@ fn header(report: &SandboxReport) -> String {
     } else {
         "signals and abstract sockets not scoped"
     };
-    format!("sandbox: {abi}, {ruleset}, {nnp}, {network}, {scoped}\n")
+    format!("{abi}, {ruleset}, {nnp}, {network}, {scoped}, seccomp filter, capabilities cut")
 }
 
 #[cfg(test)]
@@ -440,38 +591,74 @@ mod tests {
         ExitStatus::from_raw(0)
     }
 
+    fn judge(frames: Vec<ProbeFrame>, status: ExitStatus, garbage: usize) -> Summary {
+        summarize(frames, status, garbage, ProbeRole::Subagent, |_| {})
+    }
+
+    fn text(summary: &Summary) -> String {
+        let commands = [(SandboxMode::WorkspaceWrite, judge_command(command_frames()))];
+        report_text(summary, &commands, SandboxMode::WorkspaceWrite)
+    }
+
+    /// A passing run of a workspace-write command child.
+    fn command_frames() -> Vec<ProbeFrame> {
+        let mut frames = vec![ProbeFrame::Sandboxed {
+            report: report(true),
+        }];
+        let (forbidden, controls) = ProbeRole::Command(SandboxMode::WorkspaceWrite).plan();
+        frames.extend(
+            forbidden
+                .iter()
+                .map(|n| probe(n, Expect::Blocked, eacces())),
+        );
+        frames.extend(
+            controls
+                .iter()
+                .map(|n| probe(n, Expect::Allowed, Outcome::Succeeded)),
+        );
+        frames.push(ProbeFrame::Done);
+        frames
+    }
+
     #[test]
     fn a_clean_run_is_enforced() {
-        let summary = summarize(frames(|_| None), ok(), 0, |_| {});
-        assert!(summary.enforced, "{}", summary.text);
-        assert!(summary.text.contains("probe create: blocked (EACCES)\n"));
+        let summary = judge(frames(|_| None), ok(), 0);
+        assert!(summary.enforced(), "{:?}", summary.problems);
+        let text = text(&summary);
         assert!(
-            summary
-                .text
-                .contains("note: not covered by landlock here: UDP")
+            text.contains("probe create: blocked (EACCES, landlock) | workspace-write: blocked (EACCES, landlock) | danger-full-access: allowed\n"),
+            "{text}"
         );
         assert!(
-            summary
-                .text
-                .ends_with("summary: 11/11 forbidden operations blocked, 2/2 controls allowed; read-only sandbox enforced\n"),
-            "{}",
-            summary.text
+            text.contains("probe write-tmpdir: n/a | workspace-write: allowed (control)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("note: not covered by landlock here"),
+            "{text}"
+        );
+        assert!(
+            text.contains("summary (commands, workspace-write, configured): 15/15 forbidden operations blocked, 4/4 controls allowed; sandbox enforced\n"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("summary: 15/15 forbidden operations blocked, 2/2 controls allowed; read-only sandbox enforced\n"),
+            "{text}"
         );
     }
 
     #[test]
     fn any_shortfall_fails_the_check() {
-        let allowed = summarize(
+        let allowed = judge(
             frames(|n| (n == "tcp-connect").then_some(Outcome::Succeeded)),
             ok(),
             0,
-            |_| {},
         );
-        assert!(!allowed.enforced);
-        assert!(allowed.text.contains("probe tcp-connect: ALLOWED\n"));
-        assert!(allowed.text.contains("10/11 forbidden operations blocked"));
+        assert!(!allowed.enforced());
+        assert!(text(&allowed).contains("probe tcp-connect: ALLOWED |"));
+        assert!(text(&allowed).contains("14/15 forbidden operations blocked"));
 
-        let skipped = summarize(
+        let skipped = judge(
             frames(|n| {
                 (n == "signal-parent").then(|| Outcome::Skipped {
                     reason: "old".to_owned(),
@@ -479,57 +666,66 @@ mod tests {
             }),
             ok(),
             0,
-            |_| {},
         );
-        assert!(!skipped.enforced);
+        assert!(!skipped.enforced());
 
-        let seen = summarize(frames(|_| None), ok(), 0, |results| {
+        let seen = summarize(frames(|_| None), ok(), 0, ProbeRole::Subagent, |results| {
             results[0].side_effect_seen = true;
         });
-        assert!(!seen.enforced);
-        assert!(
-            seen.text
-                .contains("probe write-existing: ALLOWED (the parent saw its effect)")
-        );
+        assert!(!seen.enforced());
+        assert!(text(&seen).contains("probe write-existing: ALLOWED (the parent saw its effect)"));
 
-        let control = summarize(frames(|n| (n == "read-file").then(eacces)), ok(), 0, |_| {});
-        assert!(!control.enforced);
+        let control = judge(frames(|n| (n == "read-file").then(eacces)), ok(), 0);
+        assert!(!control.enforced());
 
         let mut partial = frames(|_| None);
         partial[0] = ProbeFrame::Sandboxed {
             report: report(false),
         };
-        let partial = summarize(partial, ok(), 0, |_| {});
-        assert!(!partial.enforced);
-        assert!(partial.text.contains("ruleset NOT fully enforced"));
+        let partial = judge(partial, ok(), 0);
+        assert!(!partial.enforced());
+        assert!(partial.header.contains("ruleset NOT fully enforced"));
 
         let mut cut = frames(|_| None);
         cut.truncate(5);
-        assert!(!summarize(cut, ok(), 0, |_| {}).enforced);
+        assert!(!judge(cut, ok(), 0).enforced());
 
-        assert!(!summarize(frames(|_| None), ExitStatus::from_raw(9), 0, |_| {}).enforced);
-        assert!(!summarize(frames(|_| None), ok(), 1, |_| {}).enforced);
+        assert!(!judge(frames(|_| None), ExitStatus::from_raw(9), 0).enforced());
+        assert!(!judge(frames(|_| None), ok(), 1).enforced());
+
+        // A command column that lets a write through is a failure too.
+        let mut leaky = command_frames();
+        leaky[1] = probe("write-existing", Expect::Blocked, Outcome::Succeeded);
+        assert!(!judge_command(leaky).enforced());
+    }
+
+    fn judge_command(frames: Vec<ProbeFrame>) -> Summary {
+        summarize(
+            frames,
+            ok(),
+            0,
+            ProbeRole::Command(SandboxMode::WorkspaceWrite),
+            |_| {},
+        )
     }
 
     #[test]
     fn a_refused_sandbox_fails_the_check() {
-        let summary = summarize(
+        let summary = judge(
             vec![ProbeFrame::Refused {
                 error: "landlock is not available in this kernel".to_owned(),
             }],
             ExitStatus::from_raw(1 << 8),
             0,
-            |_| {},
         );
-        assert!(!summary.enforced);
+        assert!(!summary.enforced());
         assert!(
-            summary
-                .text
+            text(&summary)
                 .starts_with("sandbox: refused: landlock is not available in this kernel\n")
         );
-        assert!(summary.text.contains("0/11 forbidden operations blocked"));
+        assert!(text(&summary).contains("0/15 forbidden operations blocked"));
 
-        let silent = summarize(Vec::new(), ok(), 0, |_| {});
-        assert!(!silent.enforced);
+        let silent = judge(Vec::new(), ok(), 0);
+        assert!(!silent.enforced());
     }
 }

@@ -13,6 +13,7 @@
 //!    the async runtime after this call, and connect the IPC socket with a
 //!    blocking connect before it;
 //! 2. `PR_SET_NO_NEW_PRIVS`: no set-uid or file-capability gains, ever;
+//!    then only Docker's default capabilities stay (`sandbox::caps`);
 //! 3. parent-death signal SIGKILL, then `getppid()` is compared with the
 //!    expected parent: if the parent died before the signal was armed, the
 //!    child was already re-parented and must not go on. (The signal follows
@@ -40,6 +41,7 @@ use nix::sys::resource::{Resource, setrlimit};
 use nix::sys::signal::{SigHandler, Signal, signal};
 use nix::unistd::{Pid, getppid};
 
+use super::caps;
 use super::policy::{Enforcement, SandboxError, SandboxReport, SandboxRequirement};
 use super::ruleset::{self, MIN_READ_ONLY_ABI};
 use super::seccomp::SeccompProgram;
@@ -64,6 +66,10 @@ pub fn enter_child_sandbox(
         return Err(SandboxError::MultiThreaded { threads });
     }
     prctl::set_no_new_privs().map_err(SandboxError::NoNewPrivs)?;
+    // Root keeps only Docker's default capabilities: no CAP_SYS_PTRACE to
+    // read the parent's environment with.
+    caps::drop_from_bounding_set();
+    caps::drop_from_own_sets().map_err(SandboxError::Capabilities)?;
     prctl::set_pdeathsig(Signal::SIGKILL).map_err(SandboxError::ParentDeathSignal)?;
     let actual = getppid();
     if actual != expected_parent {

@@ -24,10 +24,9 @@
 //! abstract UNIX sockets are scoped to the sandbox. `/proc/<fido>/environ`
 //! and `/proc/<fido>/mem` stay out of reach: Fido makes itself
 //! non-dumpable at start, and the command loses `CAP_SYS_PTRACE` (with
-//! every other capability outside Docker's default set) from its bounding
-//! set, so even root cannot pass the kernel's ptrace check; seccomp denies
-//! `ptrace` itself. (Landlock's own ptrace rule did not stop the read on
-//! the kernel this was built on, so it is not relied upon.) The sandbox
+//! every other capability outside Docker's default set, see
+//! [`super::caps`]) from its bounding set, so even root cannot pass the
+//! kernel's ptrace check; seccomp denies `ptrace` itself. The sandbox
 //! fails closed: a kernel without Landlock cannot run sandboxed commands
 //! at all, and says so.
 
@@ -40,28 +39,6 @@ use super::policy::{Enforcement, SandboxError};
 use super::ruleset::{self, MIN_READ_ONLY_ABI, RulesetSpec};
 use super::seccomp::SeccompProgram;
 use crate::protocol::SandboxMode;
-
-/// Capabilities a sandboxed command keeps in its bounding set (Docker's
-/// default set): enough for root to own, chmod and chown its files and
-/// drop privileges. Everything else, `CAP_SYS_PTRACE`, `CAP_SYS_ADMIN`,
-/// `CAP_SYS_MODULE`, `CAP_DAC_READ_SEARCH` and the rest, is dropped.
-const KEPT_CAPABILITIES: &[libc::c_ulong] = &[
-    0,  // CAP_CHOWN
-    1,  // CAP_DAC_OVERRIDE
-    3,  // CAP_FOWNER
-    4,  // CAP_FSETID
-    5,  // CAP_KILL
-    6,  // CAP_SETGID
-    7,  // CAP_SETUID
-    8,  // CAP_SETPCAP
-    10, // CAP_NET_BIND_SERVICE
-    18, // CAP_SYS_CHROOT
-    27, // CAP_MKNOD
-    29, // CAP_AUDIT_WRITE
-    31, // CAP_SETFCAP
-];
-/// Above the highest capability any kernel defines today.
-const CAPABILITY_LIMIT: libc::c_ulong = 64;
 
 /// Makes this process non-dumpable, so that processes of the same user
 /// cannot read its memory or `/proc/<pid>/environ` (where the API key
@@ -245,13 +222,7 @@ impl CommandSandbox {
             let Some(ruleset) = &self.ruleset else {
                 return Ok(());
             };
-            // EINVAL (no such capability) and EPERM (not root: nothing to
-            // drop) are both fine.
-            for cap in 0..CAPABILITY_LIMIT {
-                if !KEPT_CAPABILITIES.contains(&cap) {
-                    libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
-                }
-            }
+            super::caps::drop_from_bounding_set();
             check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
             let rc = libc::syscall(
                 libc::SYS_landlock_restrict_self,

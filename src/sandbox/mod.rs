@@ -10,6 +10,7 @@
 //! the mode, the report and the error; [`probe`] the forbidden operations
 //! `fido sandbox check` tries in a real sandboxed child.
 
+pub mod caps;
 pub mod child;
 pub mod command;
 pub mod policy;

@@ -149,6 +149,9 @@ pub enum SandboxError {
     /// Building or applying the ruleset failed.
     #[error("cannot apply the landlock ruleset")]
     Landlock(#[source] landlock::RulesetError),
+    /// The capability sets could not be reduced.
+    #[error("cannot drop capabilities")]
+    Capabilities(#[source] std::io::Error),
     /// The seccomp filter could not be compiled or installed.
     #[error("cannot set up the seccomp filter: {0}")]
     Seccomp(String),

@@ -51,9 +51,11 @@ const NEW_DIR: &str = "new-dir";
 const SYMLINK: &str = "symlink";
 const SECRET_DIR: &str = "secret";
 const SECRET_FILE: &str = "secret/key.txt";
+const WORKSPACE_DIR: &str = "workspace";
+const UNIX_SOCKET: &str = "listener.sock";
 
 /// Probe names, in the order they run and print.
-pub const FORBIDDEN_PROBES: [&str; 11] = [
+pub const FORBIDDEN_PROBES: [&str; 15] = [
     "write-existing",
     "create",
     "unlink",
@@ -65,9 +67,69 @@ pub const FORBIDDEN_PROBES: [&str; 11] = [
     "tcp-bind",
     "signal-parent",
     "abstract-unix-connect",
+    "udp-send",
+    "unix-pathname-connect",
+    "read-credentials",
+    "read-parent-environ",
 ];
 /// Operations the sandbox must still allow.
 pub const CONTROL_PROBES: [&str; 2] = ["read-file", "write-dev-null"];
+/// Writing in the workspace and in `$TMPDIR`: allowed to a
+/// `workspace-write` command, forbidden (the workspace) in `read-only`.
+pub const WORKSPACE_PROBES: [&str; 2] = ["write-workspace", "write-tmpdir"];
+
+/// Whose sandbox the probe child is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeRole {
+    /// A subagent's: the child enters it itself.
+    Subagent,
+    /// The main agent's commands in this mode: the parent confined the
+    /// child between fork and exec, as `bash_exec` does.
+    Command(crate::protocol::SandboxMode),
+}
+
+impl ProbeRole {
+    /// The forbidden probes and the controls this role must pass, in order.
+    pub fn plan(self) -> (Vec<&'static str>, Vec<&'static str>) {
+        use crate::protocol::SandboxMode;
+        let mut forbidden = FORBIDDEN_PROBES.to_vec();
+        let mut controls = CONTROL_PROBES.to_vec();
+        match self {
+            ProbeRole::Subagent | ProbeRole::Command(SandboxMode::DangerFullAccess) => {}
+            ProbeRole::Command(SandboxMode::ReadOnly) => forbidden.push(WORKSPACE_PROBES[0]),
+            ProbeRole::Command(SandboxMode::WorkspaceWrite) => {
+                controls.extend(WORKSPACE_PROBES);
+            }
+        }
+        (forbidden, controls)
+    }
+
+    /// The `--probe-as` spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProbeRole::Subagent => "subagent",
+            ProbeRole::Command(mode) => mode.as_str(),
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<ProbeRole> {
+        match value {
+            "subagent" => Some(ProbeRole::Subagent),
+            other => crate::protocol::SandboxMode::parse(other).map(ProbeRole::Command),
+        }
+    }
+}
+
+/// How a refusal was made, from the probe and its errno (for the line).
+pub fn mechanism(probe: &str, errno: &str) -> &'static str {
+    match (probe, errno) {
+        (_, "EFBIG") => "rlimit",
+        ("tcp-connect" | "tcp-bind" | "udp-send" | "unix-pathname-connect", "EPERM") => "seccomp",
+        ("signal-parent" | "abstract-unix-connect", _) => "landlock scope",
+        ("read-parent-environ", _) => "non-dumpable parent, no CAP_SYS_PTRACE",
+        _ => "landlock",
+    }
+}
 
 /// What the probe is meant to show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -162,22 +224,30 @@ impl ProbeResult {
 
     /// The line `fido sandbox check` prints for this probe.
     pub fn line(&self) -> String {
-        let name = &self.name;
+        format!("probe {}: {}", self.name, self.cell())
+    }
+
+    /// The verdict as one cell of that line: `blocked (EACCES, landlock)`,
+    /// `allowed (control)`, `ALLOWED`, …
+    pub fn cell(&self) -> String {
         match self.verdict() {
-            Verdict::Blocked { errno } => format!("probe {name}: blocked ({errno})"),
-            Verdict::Allowed if self.side_effect_seen => {
-                format!("probe {name}: ALLOWED (the parent saw its effect)")
+            Verdict::Blocked { errno } => {
+                let how = mechanism(&self.name, &errno);
+                format!("blocked ({errno}, {how})")
             }
-            Verdict::Allowed => format!("probe {name}: ALLOWED"),
+            Verdict::Allowed if self.side_effect_seen => {
+                "ALLOWED (the parent saw its effect)".to_owned()
+            }
+            Verdict::Allowed => "ALLOWED".to_owned(),
             Verdict::Inconclusive { errno } => {
-                format!("probe {name}: inconclusive ({errno}, not a sandbox refusal)")
+                format!("inconclusive ({errno}, not a sandbox refusal)")
             }
             Verdict::Skipped { reason } => {
-                format!("probe {name}: skipped (not supported by this kernel: {reason})")
+                format!("skipped (not supported by this kernel: {reason})")
             }
-            Verdict::ControlAllowed => format!("probe {name}: allowed (control)"),
+            Verdict::ControlAllowed => "allowed (control)".to_owned(),
             Verdict::ControlFailed { errno } => {
-                format!("probe {name}: FAILED ({errno}, a control the sandbox must allow)")
+                format!("FAILED ({errno}, a control the sandbox must allow)")
             }
         }
     }
@@ -212,6 +282,20 @@ pub struct ProbeTargets {
     pub parent: Pid,
     /// Paths the child's ruleset denies (the fixture's stand-in credential).
     pub deny: Vec<PathBuf>,
+    /// Whose sandbox the child is in.
+    pub role: ProbeRole,
+}
+
+impl ProbeTargets {
+    /// The workspace of a command probe child (writable in
+    /// `workspace-write`).
+    pub fn workspace(&self) -> PathBuf {
+        self.dir.join(WORKSPACE_DIR)
+    }
+
+    fn unix_socket(&self) -> PathBuf {
+        self.dir.join(UNIX_SOCKET)
+    }
 }
 
 /// The parent's side: files and listeners the probes aim at. Dropping it
@@ -222,6 +306,7 @@ pub struct ProbeFixture {
     tcp: TcpListener,
     unix: UnixListener,
     abstract_name: String,
+    pathname: Option<UnixListener>,
 }
 
 impl ProbeFixture {
@@ -243,15 +328,21 @@ impl ProbeFixture {
                 return Err(err);
             }
         };
-        let fixture = ProbeFixture {
+        let mut fixture = ProbeFixture {
             dir,
             tcp,
             unix,
             abstract_name,
+            pathname: None,
         };
-        DirBuilder::new()
-            .mode(0o700)
-            .create(fixture.dir.join(SECRET_DIR))?;
+        for sub in [SECRET_DIR, WORKSPACE_DIR] {
+            DirBuilder::new()
+                .mode(0o700)
+                .create(fixture.dir.join(sub))?;
+        }
+        let pathname = UnixListener::bind(fixture.dir.join(UNIX_SOCKET))?;
+        pathname.set_nonblocking(true)?;
+        fixture.pathname = Some(pathname);
         for file in [
             READ_ME,
             WRITE_ME,
@@ -273,14 +364,15 @@ impl ProbeFixture {
     }
 
     /// What the child needs to know, with `parent` as the process it must
-    /// not signal.
-    pub fn targets(&self, parent: Pid) -> io::Result<ProbeTargets> {
+    /// not signal, in the sandbox of `role`.
+    pub fn targets(&self, parent: Pid, role: ProbeRole) -> io::Result<ProbeTargets> {
         Ok(ProbeTargets {
             dir: self.dir.clone(),
             tcp_port: self.tcp.local_addr()?.port(),
             abstract_name: self.abstract_name.clone(),
             parent,
             deny: denied_paths(&self.dir),
+            role,
         })
     }
 
@@ -309,6 +401,10 @@ impl ProbeFixture {
             "symlink" => exists(SYMLINK),
             "tcp-connect" => self.tcp.accept().is_ok(),
             "abstract-unix-connect" => self.unix.accept().is_ok(),
+            "unix-pathname-connect" => self
+                .pathname
+                .as_ref()
+                .is_some_and(|listener| listener.accept().is_ok()),
             // Nothing to look at from outside: the child's errno decides.
             _ => false,
         }
@@ -333,12 +429,45 @@ pub fn denied_paths(dir: &Path) -> Vec<PathBuf> {
 /// One probe's operation; `Ok` means it got through.
 type Attempt<'a> = Box<dyn Fn() -> io::Result<()> + 'a>;
 
-/// Runs every probe, forbidden ones first, skipping those this kernel
-/// cannot deny according to `report`. Call inside the sandbox.
+/// Runs every probe of the role's plan, forbidden ones first, skipping
+/// those this kernel cannot deny according to `report`. Call inside the
+/// sandbox.
 pub fn run_probes(targets: &ProbeTargets, report: &SandboxReport) -> Vec<ProbeResult> {
+    let (forbidden, controls) = targets.role.plan();
+    let attempts = attempts(targets, report);
+    let mut results = Vec::with_capacity(forbidden.len() + controls.len());
+    let plan = forbidden
+        .iter()
+        .map(|name| (*name, Expect::Blocked))
+        .chain(controls.iter().map(|name| (*name, Expect::Allowed)));
+    for (name, expect) in plan {
+        let outcome = match attempts.iter().find(|(n, _, _)| *n == name) {
+            Some((_, Some(reason), _)) if expect == Expect::Blocked => Outcome::Skipped {
+                reason: reason.clone(),
+            },
+            Some((_, _, attempt)) => outcome(attempt()),
+            None => Outcome::Skipped {
+                reason: "no such probe".to_owned(),
+            },
+        };
+        results.push(ProbeResult {
+            name: name.to_owned(),
+            expect,
+            outcome,
+            side_effect_seen: false,
+        });
+    }
+    results
+}
+
+/// Every probe's operation, with the reason to skip it on this kernel.
+fn attempts<'a>(
+    targets: &'a ProbeTargets,
+    report: &SandboxReport,
+) -> Vec<(&'static str, Option<String>, Attempt<'a>)> {
     let abi = report.landlock_abi.unwrap_or(0);
     let dir = &targets.dir;
-    let path = |name: &str| dir.join(name);
+    let path = move |name: &str| dir.join(name);
     let needs = |available: bool, what: &str, min: i32| -> Option<String> {
         (!available).then(|| format!("{what} need landlock ABI {min}, this kernel has {abi}"))
     };
@@ -349,13 +478,39 @@ pub fn run_probes(targets: &ProbeTargets, report: &SandboxReport) -> Vec<ProbeRe
         "truncate rules",
         MIN_READ_ONLY_ABI,
     );
-
     let tcp_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, targets.tcp_port));
-    let forbidden: [(&str, Option<String>, Attempt<'_>); 11] = [
+    let mut all = file_attempts(targets, truncate);
+    all.extend(socket_attempts(targets, tcp_addr, network, scope));
+    all.push((
+        "read-credentials",
+        None,
+        Box::new(move || std::fs::read(path(SECRET_FILE)).map(drop)),
+    ));
+    all.push((
+        "read-parent-environ",
+        None,
+        Box::new(|| {
+            let mut byte = [0u8; 1];
+            std::fs::File::open(format!("/proc/{}/environ", targets.parent))?
+                .read(&mut byte)
+                .map(drop)
+        }),
+    ));
+    all.extend(control_attempts(targets));
+    all
+}
+
+fn file_attempts<'a>(
+    targets: &'a ProbeTargets,
+    truncate: Option<String>,
+) -> Vec<(&'static str, Option<String>, Attempt<'a>)> {
+    let dir = &targets.dir;
+    let path = move |name: &str| dir.join(name);
+    vec![
         (
             "write-existing",
             None,
-            Box::new(|| {
+            Box::new(move || {
                 let mut file = OpenOptions::new().write(true).open(path(WRITE_ME))?;
                 file.write_all(ESCAPED_CONTENT)
             }),
@@ -363,7 +518,7 @@ pub fn run_probes(targets: &ProbeTargets, report: &SandboxReport) -> Vec<ProbeRe
         (
             "create",
             None,
-            Box::new(|| {
+            Box::new(move || {
                 let mut file = OpenOptions::new()
                     .write(true)
                     .create_new(true)
@@ -374,28 +529,38 @@ pub fn run_probes(targets: &ProbeTargets, report: &SandboxReport) -> Vec<ProbeRe
         (
             "unlink",
             None,
-            Box::new(|| std::fs::remove_file(path(UNLINK_ME))),
+            Box::new(move || std::fs::remove_file(path(UNLINK_ME))),
         ),
         (
             "rename",
             None,
-            Box::new(|| std::fs::rename(path(RENAME_FROM), path(RENAME_TO))),
+            Box::new(move || std::fs::rename(path(RENAME_FROM), path(RENAME_TO))),
         ),
         (
             "truncate",
             truncate,
-            Box::new(|| nix::unistd::truncate(&path(TRUNCATE_ME), 0).map_err(io::Error::from)),
+            Box::new(move || nix::unistd::truncate(&path(TRUNCATE_ME), 0).map_err(io::Error::from)),
         ),
         (
             "mkdir",
             None,
-            Box::new(|| std::fs::create_dir(path(NEW_DIR))),
+            Box::new(move || std::fs::create_dir(path(NEW_DIR))),
         ),
         (
             "symlink",
             None,
-            Box::new(|| std::os::unix::fs::symlink(path(READ_ME), path(SYMLINK))),
+            Box::new(move || std::os::unix::fs::symlink(path(READ_ME), path(SYMLINK))),
         ),
+    ]
+}
+
+fn socket_attempts(
+    targets: &ProbeTargets,
+    tcp_addr: SocketAddr,
+    network: Option<String>,
+    scope: Option<String>,
+) -> Vec<(&'static str, Option<String>, Attempt<'_>)> {
+    vec![
         (
             "tcp-connect",
             network.clone(),
@@ -422,43 +587,55 @@ pub fn run_probes(targets: &ProbeTargets, report: &SandboxReport) -> Vec<ProbeRe
                 UnixStream::connect_addr(&addr).map(drop)
             }),
         ),
-    ];
+        (
+            "udp-send",
+            None,
+            Box::new(move || {
+                let socket = std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
+                socket.send_to(b"probe", tcp_addr).map(drop)
+            }),
+        ),
+        (
+            "unix-pathname-connect",
+            None,
+            Box::new(|| UnixStream::connect(targets.unix_socket()).map(drop)),
+        ),
+    ]
+}
 
-    let mut results = Vec::with_capacity(FORBIDDEN_PROBES.len() + CONTROL_PROBES.len());
-    for (name, skip, probe) in forbidden {
-        results.push(ProbeResult {
-            name: name.to_owned(),
-            expect: Expect::Blocked,
-            outcome: match skip {
-                Some(reason) => Outcome::Skipped { reason },
-                None => outcome(probe()),
-            },
-            side_effect_seen: false,
-        });
-    }
+fn control_attempts(targets: &ProbeTargets) -> Vec<(&'static str, Option<String>, Attempt<'_>)> {
     let read = || -> io::Result<()> {
         let mut content = Vec::new();
-        std::fs::File::open(path(READ_ME))?.read_to_end(&mut content)?;
+        std::fs::File::open(targets.dir.join(READ_ME))?.read_to_end(&mut content)?;
         if content == ORIGINAL_CONTENT {
             Ok(())
         } else {
             Err(io::Error::from(ErrorKind::InvalidData))
         }
     };
-    // `File::create` opens with O_TRUNC, as a shell's `> /dev/null` does.
-    let dev_null = || std::fs::File::create("/dev/null")?.write_all(b"discarded\n");
-    for (name, control) in [
-        ("read-file", outcome(read())),
-        ("write-dev-null", outcome(dev_null())),
-    ] {
-        results.push(ProbeResult {
-            name: name.to_owned(),
-            expect: Expect::Allowed,
-            outcome: control,
-            side_effect_seen: false,
-        });
-    }
-    results
+    vec![
+        ("read-file", None, Box::new(read)),
+        (
+            "write-dev-null",
+            None,
+            // `File::create` opens with O_TRUNC, as a shell's `> /dev/null` does.
+            Box::new(|| std::fs::File::create("/dev/null")?.write_all(b"discarded\n")),
+        ),
+        (
+            "write-workspace",
+            None,
+            Box::new(|| std::fs::write(targets.workspace().join(CREATED), ESCAPED_CONTENT)),
+        ),
+        (
+            "write-tmpdir",
+            None,
+            Box::new(|| {
+                let dir = std::env::var_os("TMPDIR")
+                    .ok_or_else(|| io::Error::new(ErrorKind::NotFound, "no TMPDIR"))?;
+                std::fs::write(Path::new(&dir).join("fido-probe"), ESCAPED_CONTENT)
+            }),
+        ),
+    ]
 }
 
 /// The probe child's whole life after argument parsing: enters the sandbox
@@ -473,19 +650,24 @@ pub fn run_child(
     out: &mut impl Write,
     input: &mut impl Read,
 ) -> io::Result<bool> {
-    let report =
-        match enter_child_sandbox(targets.parent, SandboxRequirement::Required, &targets.deny) {
-            Ok(report) => report,
-            Err(err) => {
-                write_frame(
-                    out,
-                    &ProbeFrame::Refused {
-                        error: error_chain(&err),
-                    },
-                )?;
-                return Ok(false);
-            }
-        };
+    let entered = match targets.role {
+        ProbeRole::Subagent => {
+            enter_child_sandbox(targets.parent, SandboxRequirement::Required, &targets.deny)
+        }
+        ProbeRole::Command(_) => Ok(command_report()),
+    };
+    let report = match entered {
+        Ok(report) => report,
+        Err(err) => {
+            write_frame(
+                out,
+                &ProbeFrame::Refused {
+                    error: error_chain(&err),
+                },
+            )?;
+            return Ok(false);
+        }
+    };
     write_frame(
         out,
         &ProbeFrame::Sandboxed {
@@ -506,6 +688,22 @@ pub fn run_child(
     }
     write_frame(out, &ProbeFrame::Done)?;
     Ok(true)
+}
+
+/// What a command probe child can see of the sandbox its parent put it
+/// in (the parent built the ruleset for this kernel's best ABI and fails
+/// before the spawn when it cannot).
+fn command_report() -> SandboxReport {
+    let abi = super::ruleset::kernel_abi();
+    SandboxReport {
+        landlock_abi: (abi > 0).then_some(abi),
+        fully_enforced: abi >= MIN_READ_ONLY_ABI,
+        network_restricted: abi >= NETWORK_ABI,
+        scoped: abi >= SCOPE_ABI,
+        no_new_privs: nix::sys::prctl::get_no_new_privs().unwrap_or(false),
+        warnings: Vec::new(),
+        not_covered: Vec::new(),
+    }
 }
 
 fn write_frame(out: &mut impl Write, frame: &ProbeFrame) -> io::Result<()> {
@@ -554,7 +752,7 @@ mod tests {
     fn verdicts_and_lines() {
         let blocked = result(Expect::Blocked, failed("EACCES"));
         assert!(blocked.verdict().passed());
-        assert_eq!(blocked.line(), "probe p: blocked (EACCES)");
+        assert_eq!(blocked.line(), "probe p: blocked (EACCES, landlock)");
 
         let allowed = result(Expect::Blocked, Outcome::Succeeded);
         assert_eq!(allowed.verdict(), Verdict::Allowed);
@@ -623,7 +821,7 @@ mod tests {
             .arg("30")
             .spawn()
             .unwrap();
-        let mut targets = fixture.targets(Pid::this()).unwrap();
+        let mut targets = fixture.targets(Pid::this(), ProbeRole::Subagent).unwrap();
         targets.parent = Pid::from_raw(sleeper.id() as i32);
         let report = SandboxReport {
             landlock_abi: Some(7),
@@ -651,7 +849,13 @@ mod tests {
                 Expect::Blocked => {
                     assert_eq!(result.outcome, Outcome::Succeeded, "{}", result.name);
                     assert_eq!(result.verdict(), Verdict::Allowed, "{}", result.name);
-                    let unseen = ["tcp-bind", "signal-parent"];
+                    let unseen = [
+                        "tcp-bind",
+                        "signal-parent",
+                        "udp-send",
+                        "read-credentials",
+                        "read-parent-environ",
+                    ];
                     assert_eq!(
                         result.side_effect_seen,
                         !unseen.contains(&result.name.as_str()),
@@ -669,7 +873,7 @@ mod tests {
     #[test]
     fn skipped_probes_say_why() {
         let fixture = ProbeFixture::create().unwrap();
-        let targets = fixture.targets(Pid::this()).unwrap();
+        let targets = fixture.targets(Pid::this(), ProbeRole::Subagent).unwrap();
         let report = SandboxReport {
             landlock_abi: Some(3),
             fully_enforced: true,

@@ -214,7 +214,22 @@ fn add_rule(
         .map_err(SandboxError::Landlock)
 }
 
-fn abi_number(abi: ABI) -> i32 {
+/// The kernel's own Landlock ABI version (0 without Landlock).
+pub(crate) fn kernel_abi() -> i32 {
+    // SAFETY: the documented version query: no ruleset, size 0,
+    // LANDLOCK_CREATE_RULESET_VERSION.
+    let version = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            1u32,
+        )
+    };
+    i32::try_from(version).unwrap_or(0).max(0)
+}
+
+pub(crate) fn abi_number(abi: ABI) -> i32 {
     KNOWN_ABIS
         .iter()
         .position(|known| *known == abi)

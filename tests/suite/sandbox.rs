@@ -11,7 +11,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use fido::sandbox::probe::{
-    CONTROL_PROBES, FORBIDDEN_PROBES, Outcome, ProbeFixture, ProbeFrame, ProbeResult,
+    CONTROL_PROBES, FORBIDDEN_PROBES, Outcome, ProbeFixture, ProbeFrame, ProbeResult, ProbeRole,
+    mechanism,
 };
 use nix::unistd::Pid;
 
@@ -22,14 +23,25 @@ use crate::common::{
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The errno each forbidden probe must be refused with: Landlock answers
-/// EACCES for file-system and TCP rules, EPERM for scopes.
+/// EACCES for file-system rules, EPERM for scopes; the seccomp filter
+/// refuses new sockets (before Landlock's TCP rules are reached) with
+/// EPERM; the kernel's ptrace check answers EACCES for the parent's
+/// environment.
 fn expected_errno(probe: &str) -> &'static str {
     match probe {
-        // Scopes (Landlock) and the seccomp filter, which refuses new
-        // sockets before Landlock's TCP rules are reached.
-        "signal-parent" | "abstract-unix-connect" | "tcp-connect" | "tcp-bind" => "EPERM",
+        "signal-parent"
+        | "abstract-unix-connect"
+        | "tcp-connect"
+        | "tcp-bind"
+        | "udp-send"
+        | "unix-pathname-connect" => "EPERM",
         _ => "EACCES",
     }
+}
+
+fn blocked(probe: &str) -> String {
+    let errno = expected_errno(probe);
+    format!("blocked ({errno}, {})", mechanism(probe, errno))
 }
 
 fn temp_dirs_of(pid: u32) -> Vec<String> {
@@ -73,16 +85,35 @@ fn sandbox_check_blocks_every_forbidden_probe_here() {
         .copied()
         .filter(|l| l.starts_with("probe "))
         .collect();
+    // One column for the subagent, one per command mode.
+    let all = "danger-full-access: allowed";
     let mut expected: Vec<String> = FORBIDDEN_PROBES
         .iter()
-        .map(|p| format!("probe {p}: blocked ({})", expected_errno(p)))
+        .map(|p| {
+            let cell = blocked(p);
+            format!("probe {p}: {cell} | read-only: {cell} | workspace-write: {cell} | {all}")
+        })
         .collect();
-    expected.extend(
-        CONTROL_PROBES
-            .iter()
-            .map(|p| format!("probe {p}: allowed (control)")),
-    );
+    expected.extend(CONTROL_PROBES.iter().map(|p| {
+        let cell = "allowed (control)";
+        format!("probe {p}: {cell} | read-only: {cell} | workspace-write: {cell} | {all}")
+    }));
+    expected.push(format!(
+        "probe write-workspace: n/a | read-only: {} | workspace-write: allowed (control) | {all}",
+        blocked("write-workspace")
+    ));
+    expected.push(format!(
+        "probe write-tmpdir: n/a | read-only: n/a | workspace-write: allowed (control) | {all}"
+    ));
     assert_eq!(probe_lines, expected, "{stdout}");
+    assert!(
+        stdout.contains("summary (commands, workspace-write, configured): 15/15 forbidden operations blocked, 4/4 controls allowed; sandbox enforced"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("summary (commands, read-only): 16/16 forbidden operations blocked, 2/2 controls allowed; sandbox enforced"),
+        "{stdout}"
+    );
     assert!(
         lines.last().unwrap().starts_with(&format!(
             "summary: {n}/{n} forbidden operations blocked, 2/2 controls allowed; read-only sandbox enforced",
@@ -119,7 +150,7 @@ struct HeldChild {
 
 impl HeldChild {
     fn spawn(fixture: &ProbeFixture, parent_pid: i32, hold: bool) -> HeldChild {
-        let targets = fixture.targets(Pid::this()).unwrap();
+        let targets = fixture.targets(Pid::this(), ProbeRole::Subagent).unwrap();
         let mut cmd = fido_cmd();
         cmd.args(["sandbox", "check", "--probe-child", "--parent-pid"])
             .arg(parent_pid.to_string())
@@ -281,7 +312,7 @@ fn killing_the_parent_kills_the_sandboxed_child() {
     // holds on a pipe fed by a `sleep`; SIGKILL to bash must take the
     // child with it (parent-death signal).
     let fixture = ProbeFixture::create().unwrap();
-    let targets = fixture.targets(Pid::this()).unwrap();
+    let targets = fixture.targets(Pid::this(), ProbeRole::Subagent).unwrap();
     let script = format!(
         "'{fido}' sandbox check --probe-child --parent-pid $$ --probe-dir '{dir}' \
          --probe-port {port} --probe-abstract '{name}' --probe-hold \
