@@ -1,0 +1,150 @@
+//! The cost of the command sandbox per `bash_exec`: `true` run through the
+//! real tool, unconfined (`danger-full-access`) and in `workspace-write`,
+//! interleaved so that both see the same machine load.
+//!
+//! `cargo bench --bench sandbox` (`BENCH_RUNS`, default 300 each). Prints
+//! min / p50 / p99 / max of each and the p50 difference; exits non-zero
+//! when the sandbox adds more than the target at p50.
+
+#[path = "support.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fido::plan::PlanStore;
+use fido::protocol::{ApprovalPolicy, SafetySettings, SandboxMode, ToolCall};
+use fido::sandbox::{CommandPolicy, CommandSandbox};
+use fido::session::undo::UndoLog;
+use fido::tools::approval::Approvals;
+use fido::tools::{InvocationContext, ToolCatalog, ToolEnv, ToolLimits, Workspace};
+use support::Sorted;
+use tokio_util::sync::CancellationToken;
+
+const DEFAULT_RUNS: usize = 300;
+/// What the sandbox may add to one command at p50.
+const TARGET_ADDED_P50: Duration = Duration::from_millis(2);
+
+fn main() -> ExitCode {
+    match bench() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(message) => {
+            eprintln!("sandbox bench: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn env(root: &std::path::Path, mode: SandboxMode) -> Result<ToolEnv, String> {
+    let workspace = Workspace::new(root).map_err(|e| e.to_string())?;
+    let sandbox = CommandSandbox::prepare(&CommandPolicy {
+        mode,
+        network: false,
+        workspace: workspace.root.clone(),
+        writable_roots: Vec::new(),
+        deny: Vec::new(),
+    })
+    .map_err(|e| format!("{mode}: {e}"))?;
+    Ok(ToolEnv {
+        undo: UndoLog::new(&workspace.root),
+        plan: PlanStore::new(workspace.root.join(".fido-plan.json")),
+        workspace,
+        limits: ToolLimits::default(),
+        user: None,
+        delegator: None,
+        sandbox: Arc::new(sandbox),
+        approvals: Approvals::new(
+            SafetySettings {
+                sandbox_mode: mode,
+                approval_policy: ApprovalPolicy::Never,
+                network: false,
+            },
+            None,
+        ),
+    })
+}
+
+/// One `bash_exec` invocation: milliseconds, and whether it succeeded.
+async fn time(catalog: &ToolCatalog, call: &ToolCall, env: &ToolEnv) -> (f64, bool) {
+    let start = Instant::now();
+    let out = catalog
+        .invoke(
+            call,
+            env,
+            &InvocationContext::main(),
+            &[],
+            &CancellationToken::new(),
+        )
+        .await;
+    (start.elapsed().as_secs_f64() * 1000.0, out.ok)
+}
+
+fn bench() -> Result<bool, String> {
+    let runs = match std::env::var("BENCH_RUNS") {
+        Ok(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| format!("BENCH_RUNS must be a positive number, not {text:?}"))?,
+        Err(_) => DEFAULT_RUNS,
+    };
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let plain = env(dir.path(), SandboxMode::DangerFullAccess)?;
+    let sandboxed = env(dir.path(), SandboxMode::WorkspaceWrite)?;
+    let catalog = ToolCatalog::standard(fido::plan::PlanFlavour::UpdatePlan);
+    let call = ToolCall {
+        id: "bench".into(),
+        name: "bash_exec".into(),
+        arguments: r#"{"command": "true"}"#.into(),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let (plain_ms, sandboxed_ms) = runtime.block_on(async {
+        let mut plain_ms = Vec::with_capacity(runs);
+        let mut sandboxed_ms = Vec::with_capacity(runs);
+        // Warm-up, then interleaved.
+        for _ in 0..10 {
+            time(&catalog, &call, &plain).await;
+            time(&catalog, &call, &sandboxed).await;
+        }
+        for _ in 0..runs {
+            plain_ms.push(time(&catalog, &call, &plain).await);
+            sandboxed_ms.push(time(&catalog, &call, &sandboxed).await);
+        }
+        (plain_ms, sandboxed_ms)
+    });
+    if plain_ms.iter().chain(&sandboxed_ms).any(|(_, ok)| !ok) {
+        return Err("`true` failed in a run".into());
+    }
+    let plain = Sorted::new(plain_ms.into_iter().map(|(ms, _)| ms).collect());
+    let sandboxed = Sorted::new(sandboxed_ms.into_iter().map(|(ms, _)| ms).collect());
+    let row = |name: &str, s: &Sorted| {
+        let p99 = if s.len() >= 100 {
+            format!("{:.2}", s.quantile(0.99))
+        } else {
+            "n/a (n < 100)".into()
+        };
+        println!(
+            "{name:<28} n={} min {:.2} ms  p50 {:.2} ms  p99 {p99} ms  max {:.2} ms",
+            s.len(),
+            s.min(),
+            s.median(),
+            s.max()
+        );
+    };
+    row("bash_exec `true`, no sandbox", &plain);
+    row("bash_exec `true`, sandboxed", &sandboxed);
+    let added = sandboxed.median() - plain.median();
+    let target = TARGET_ADDED_P50.as_secs_f64() * 1000.0;
+    println!(
+        "added by the sandbox at p50: {added:.2} ms (ratio {:.2}x; target <= {target:.1} ms)",
+        sandboxed.median() / plain.median()
+    );
+    Ok(added <= target)
+}
