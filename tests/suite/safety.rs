@@ -392,3 +392,35 @@ fn exec_safety_flags_beat_the_configuration() {
         stderr(&output)
     );
 }
+
+#[test]
+fn the_catalog_is_byte_identical_across_policies_and_modes() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let mut catalogs = Vec::new();
+    for (mode, policy) in [
+        ("workspace-write", "never"),
+        ("read-only", "untrusted"),
+        ("danger-full-access", "on-request"),
+    ] {
+        let output = fido_in(
+            home.path(),
+            ws.path(),
+            &["tool", "list"],
+            &[("FIDO_SANDBOX_MODE", mode), ("FIDO_APPROVAL_POLICY", policy)],
+        );
+        assert!(output.status.success(), "{}", stderr(&output));
+        catalogs.push(output.stdout);
+    }
+    assert!(catalogs.iter().all(|c| *c == catalogs[0]));
+    let tools: Value = serde_json::from_slice(&catalogs[0]).unwrap();
+    let bash = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "bash_exec")
+        .unwrap();
+    let properties = &bash["function"]["parameters"]["properties"];
+    assert_eq!(properties["escalate"]["type"], "boolean");
+    assert_eq!(properties["justification"]["type"], "string");
+}
