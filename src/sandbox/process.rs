@@ -9,18 +9,28 @@
 //! leader's exit and the group's emptiness, then SIGKILL to the group and a
 //! reap of the leader.
 //!
-//! States: `Running` (leader not reaped) → `LeaderExited` (leader reaped,
-//! members may remain) → `Gone` (the group was killed or found empty).
-//! Dropping a group that is not `Gone` sends SIGKILL to it; tokio reaps a
-//! dropped leader in the background.
+//! States: `Running` → `LeaderExited` (the leader exited, members may
+//! remain) → `Gone` (the group was killed or found empty). Dropping a
+//! group that is not `Gone` sends SIGKILL to it; tokio reaps a dropped
+//! leader in the background.
+//!
+//! No signal can reach a reused PID: the leader's exit is watched through
+//! a pidfd and read with `WNOWAIT`, so the leader stays an unreaped zombie,
+//! and its PID (the group id) stays reserved by the kernel, until the
+//! group has been killed; only then is it reaped. (Without pidfds, on
+//! kernels before 5.3, the leader is reaped at once, as tokio does.)
 
 use std::io;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
+
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+use tokio::io::unix::AsyncFd;
 use tokio::process::{Child, Command};
 
 /// How often a terminating group is checked for emptiness.
@@ -39,6 +49,8 @@ pub struct ProcessGroup {
     child: Child,
     pgid: Pid,
     state: State,
+    /// Readable once the leader has exited (it is not reaped by that).
+    exit: Option<AsyncFd<OwnedFd>>,
 }
 
 impl ProcessGroup {
@@ -58,10 +70,33 @@ impl ProcessGroup {
             .map_err(|_| io::Error::other(format!("pid {pid} out of range")))?;
         tracing::debug!(pid, "process group spawned");
         Ok(ProcessGroup {
+            exit: pidfd(pgid),
             child,
             pgid,
             state: State::Running,
         })
+    }
+
+    /// Waits until the leader has exited, leaving it unreaped when a pidfd
+    /// is available. Cancel safe.
+    async fn leader_exit(&mut self) -> io::Result<ExitStatus> {
+        let Some(exit) = &self.exit else {
+            return self.child.wait().await;
+        };
+        loop {
+            let mut ready = exit.readable().await?;
+            if let Some(status) = peek_exit(self.pgid)? {
+                return Ok(status);
+            }
+            ready.clear_ready();
+        }
+    }
+
+    /// Reaps an exited leader (a zombie by now), once the group was killed.
+    fn reap_leader(&mut self) {
+        if let Err(err) = self.child.try_wait() {
+            tracing::debug!(pid = self.pid(), error = %err, "cannot reap the group leader");
+        }
     }
 
     /// The leader's pid, which is also the group id.
@@ -79,7 +114,7 @@ impl ProcessGroup {
     pub async fn wait(&mut self) -> io::Result<ExitStatus> {
         match self.state {
             State::Running => {
-                let status = self.child.wait().await?;
+                let status = self.leader_exit().await?;
                 self.state = State::LeaderExited(status);
                 Ok(status)
             }
@@ -95,6 +130,13 @@ impl ProcessGroup {
     /// The leader's exit status if it has exited, without waiting.
     pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
         match self.state {
+            State::Running if self.exit.is_some() => {
+                let status = peek_exit(self.pgid)?;
+                if let Some(status) = status {
+                    self.state = State::LeaderExited(status);
+                }
+                Ok(status)
+            }
             State::Running | State::Gone(None) => {
                 let status = self.child.try_wait()?;
                 if let Some(status) = status {
@@ -121,12 +163,16 @@ impl ProcessGroup {
         }
     }
 
-    /// Whether any process (zombies included) is still in the group.
+    /// Whether any process is still in the group: zombies count, except
+    /// the exited leader that is kept unreaped on purpose.
     pub fn group_alive(&self) -> bool {
-        if matches!(self.state, State::Gone(_)) {
-            return false;
+        match self.state {
+            State::Gone(_) => false,
+            State::LeaderExited(_) if self.exit.is_some() => members_besides_leader(self.pgid),
+            State::Running | State::LeaderExited(_) => {
+                !matches!(killpg(self.pgid, None), Err(Errno::ESRCH))
+            }
         }
-        !matches!(killpg(self.pgid, None), Err(Errno::ESRCH))
     }
 
     /// SIGKILL to the whole group, now. The leader still needs a
@@ -135,7 +181,11 @@ impl ProcessGroup {
         self.signal(Signal::SIGKILL)?;
         self.state = match self.state {
             State::Running => State::Gone(None),
-            State::LeaderExited(status) => State::Gone(Some(status)),
+            State::LeaderExited(status) => {
+                // The group is dead: now the leader's PID may be freed.
+                self.reap_leader();
+                State::Gone(Some(status))
+            }
             gone @ State::Gone(_) => gone,
         };
         Ok(())
@@ -162,6 +212,77 @@ impl ProcessGroup {
         tracing::debug!(pid = self.pid(), ?status, "process group terminated");
         Ok(status)
     }
+}
+
+/// A pidfd for `pid`, or `None` where the kernel has none (before 5.3).
+fn pidfd(pid: Pid) -> Option<AsyncFd<OwnedFd>> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
+    if fd < 0 {
+        tracing::debug!(error = %io::Error::last_os_error(), "no pidfd; the leader is reaped at exit");
+        return None;
+    }
+    // SAFETY: a fresh descriptor that nothing else owns.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) };
+    // SAFETY: `owned` is a valid descriptor that the AsyncFd owns and
+    // closes; nothing else registers it.
+    unsafe { AsyncFd::register(owned) }.ok()
+}
+
+/// The leader's exit status if it has exited, without reaping it.
+fn peek_exit(pid: Pid) -> io::Result<Option<ExitStatus>> {
+    // SAFETY: an all-zero siginfo_t is a valid out-parameter.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid writes only into `info`.
+    let rc = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid.as_raw() as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: after a successful waitid the child fields are set (pid 0:
+    // not exited yet).
+    let (child, status) = unsafe { (info.si_pid(), info.si_status()) };
+    if child == 0 {
+        return Ok(None);
+    }
+    Ok(Some(match info.si_code {
+        libc::CLD_EXITED => ExitStatus::from_raw((status & 0xff) << 8),
+        _ => ExitStatus::from_raw(status & 0x7f),
+    }))
+}
+
+/// Whether a process other than the group's leader is in the group
+/// (from `/proc`: the leader, kept as a zombie, answers every signal).
+fn members_besides_leader(pgid: Pid) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    entries.flatten().any(|entry| {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            return false;
+        };
+        if pid == pgid.as_raw() {
+            return false;
+        }
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        // pid (comm) state ppid pgrp …: fields after the last ')'.
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(2))
+            .and_then(|pgrp| pgrp.parse::<i32>().ok())
+            == Some(pgid.as_raw())
+    })
 }
 
 impl Drop for ProcessGroup {
@@ -240,6 +361,26 @@ mod tests {
             matches!(killpg(pgid, None), Err(Errno::ESRCH))
         })
         .await;
+    }
+
+    fn state_of(pid: u32) -> Option<char> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit(')').next()?.trim_start().chars().next()
+    }
+
+    /// The leader's PID is the group id: it stays reserved (an unreaped
+    /// zombie) until the group was killed, so no signal meant for the
+    /// group can reach a process that reused the PID.
+    #[tokio::test]
+    async fn the_leader_is_reaped_only_after_the_group_is_killed() {
+        let mut group = ProcessGroup::spawn(&mut Command::new("true")).unwrap();
+        let pid = group.pid();
+        assert_eq!(group.wait().await.unwrap().code(), Some(0));
+        assert_eq!(state_of(pid), Some('Z'), "the exited leader is kept");
+        assert!(!group.group_alive(), "the kept leader does not count");
+        group.kill().unwrap();
+        assert_eq!(state_of(pid), None, "reaped once the group is dead");
+        assert_eq!(group.wait().await.unwrap().code(), Some(0));
     }
 
     #[tokio::test]

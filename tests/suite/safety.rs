@@ -407,7 +407,10 @@ fn the_catalog_is_byte_identical_across_policies_and_modes() {
             home.path(),
             ws.path(),
             &["tool", "list"],
-            &[("FIDO_SANDBOX_MODE", mode), ("FIDO_APPROVAL_POLICY", policy)],
+            &[
+                ("FIDO_SANDBOX_MODE", mode),
+                ("FIDO_APPROVAL_POLICY", policy),
+            ],
         );
         assert!(output.status.success(), "{}", stderr(&output));
         catalogs.push(output.stdout);
