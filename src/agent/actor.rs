@@ -10,10 +10,11 @@ use std::sync::Arc;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio_util::sync::CancellationToken;
 
-use super::{AgentDeps, Conversation, TurnOutcome, restore_plan, run_turn};
+use super::{AgentDeps, Conversation, TurnOutcome, compaction, restore_plan, run_turn};
 use crate::plan::PlanFlavour;
 use crate::plan::restore::is_restore_message;
 use crate::protocol::{Message, TurnStatus, UsageTotals};
+use crate::provider::Provider;
 
 pub struct AgentActor;
 
@@ -47,6 +48,21 @@ pub enum AgentMessage {
     /// append it as a restored tool result, so the model sees the current
     /// state on its next request. Applied after the running turn, if any.
     RestorePlan,
+    /// Compact the conversation now (`/compact`), whatever its size; a
+    /// `compacted` event says what was cut. Replies whether anything was,
+    /// or why not (a turn is running).
+    CompactNow {
+        reply: RpcReplyPort<Result<bool, String>>,
+    },
+    /// Use this provider (the same endpoint, another model) from the next
+    /// turn on (`/model NAME`); a running turn keeps the one it started with.
+    SwitchProvider { provider: Arc<dyn Provider> },
+    /// Internal: the compaction task hands the conversation back.
+    CompactionFinished {
+        conversation: Box<Conversation>,
+        reply: RpcReplyPort<Result<bool, String>>,
+        compacted: bool,
+    },
     /// Internal: the turn task hands the conversation back.
     TurnFinished {
         conversation: Box<Conversation>,
@@ -175,6 +191,34 @@ impl Actor for AgentActor {
             AgentMessage::Snapshot(reply) => {
                 let _ = reply.send(state.conversation.clone());
             }
+            AgentMessage::CompactNow { reply } => {
+                let Some(conversation) = state.conversation.take() else {
+                    let _ = reply.send(Err("a turn is running; /compact when it has ended".into()));
+                    return Ok(());
+                };
+                let deps = state.deps.clone();
+                tokio::spawn(async move {
+                    let (conversation, compacted) = compact_now(conversation, &deps).await;
+                    let _ = myself.cast(AgentMessage::CompactionFinished {
+                        conversation: Box::new(conversation),
+                        reply,
+                        compacted,
+                    });
+                });
+            }
+            AgentMessage::CompactionFinished {
+                conversation,
+                reply,
+                compacted,
+            } => {
+                state.conversation = Some(*conversation);
+                let _ = reply.send(Ok(compacted));
+            }
+            AgentMessage::SwitchProvider { provider } => {
+                let mut deps = (*state.deps).clone();
+                deps.provider = provider;
+                state.deps = Arc::new(deps);
+            }
         }
         Ok(())
     }
@@ -189,6 +233,31 @@ impl Actor for AgentActor {
         }
         Ok(())
     }
+}
+
+/// Compaction on request: the configured strategy with no threshold, and
+/// at most half of the conversation kept, so a short one can be compacted
+/// too. Returns the conversation and whether anything was cut.
+async fn compact_now(mut conversation: Conversation, deps: &AgentDeps) -> (Conversation, bool) {
+    let mut deps = deps.clone();
+    let size = conversation.estimated_tokens();
+    let compaction = &mut deps.settings.compaction;
+    compaction.threshold_tokens = 0;
+    compaction.keep_recent_tokens = compaction.keep_recent_tokens.min(size / 2);
+    let before = (conversation.messages().len(), size);
+    let mut usage = UsageTotals::default();
+    compaction::maybe_compact(
+        &mut conversation,
+        &deps,
+        &CancellationToken::new(),
+        &mut usage,
+    )
+    .await;
+    let after = (
+        conversation.messages().len(),
+        conversation.estimated_tokens(),
+    );
+    (conversation, after != before)
 }
 
 /// The conversation after `/recall`: this session's system message (it never
