@@ -57,11 +57,13 @@ async fn session(config: Config) -> ExitCode {
         return fail(&err.to_string());
     }
     let local_commands = Arc::new(CliLocalCommands::new(&config));
+    let history = ui::PromptHistory::for_workspace(&config.workspace);
     let result = ui::run(UiSetup {
         agent: session.actor.clone(),
         events: receiver,
         local_commands,
         questions,
+        history,
     })
     .await;
     // Every subagent is gone and a running turn is cancelled before exit.
@@ -97,6 +99,8 @@ fn init_file_logging(workspace: &Path) {
 /// `/plan` and `/plan clear` on the configured flavour's state: the same
 /// text and the same change as `fido plan show` and `fido plan clear`.
 struct CliLocalCommands {
+    /// For `/model`: the session's provider settings with another model.
+    config: Option<Config>,
     workspace: std::path::PathBuf,
     flavour: PlanFlavour,
     /// `update_plan` state.
@@ -108,6 +112,7 @@ struct CliLocalCommands {
 impl CliLocalCommands {
     fn new(config: &Config) -> Self {
         CliLocalCommands {
+            config: Some(config.clone()),
             workspace: config.workspace.clone(),
             flavour: config.plan_tool,
             plans: PlanStore::new(config.plan_file.clone()),
@@ -175,6 +180,17 @@ impl LocalCommands for CliLocalCommands {
         crate::session::saved::load(&self.workspace, name)
     }
 
+    fn status(&self) -> ui::StatusInfo {
+        self.status_info()
+    }
+
+    fn provider_for_model(
+        &self,
+        model: &str,
+    ) -> Result<Arc<dyn crate::provider::Provider>, String> {
+        self.provider_for(model)
+    }
+
     fn sessions(&self) -> Result<String, String> {
         let saved = crate::session::saved::list(&self.workspace)
             .map_err(|err| format!("cannot list saved conversations: {err}"))?;
@@ -190,6 +206,32 @@ impl LocalCommands for CliLocalCommands {
 }
 
 impl CliLocalCommands {
+    fn status_info(&self) -> ui::StatusInfo {
+        // TODO(#8): the sandbox mode and approval policy, once the
+        // configuration has them; until then `/status` says "not configured".
+        ui::StatusInfo {
+            sandbox_mode: None,
+            approval_policy: None,
+            // Fido does not load project instruction files (AGENTS.md) yet.
+            instruction_files: Vec::new(),
+        }
+    }
+
+    fn provider_for(&self, model: &str) -> Result<Arc<dyn crate::provider::Provider>, String> {
+        let Some(config) = &self.config else {
+            return Err("/model is not available here".into());
+        };
+        let model = model.trim();
+        if model.is_empty() || model.chars().any(char::is_control) {
+            return Err("/model needs a model name, e.g. /model gpt-4.1".into());
+        }
+        let mut config = config.clone();
+        config.model = model.to_string();
+        config
+            .build_provider()
+            .map_err(|err| format!("cannot switch to {model}: {err}"))
+    }
+
     fn clear_update_plan(&self) -> Result<PlanCleared, String> {
         let (state, warning) = self.plans.clear().map_err(|err| err.to_string())?;
         if let Some(warning) = warning {
@@ -279,6 +321,7 @@ mod tests {
         let store = PlanStore::new(path.clone());
         let before = saved_plan(&store);
         let commands = Arc::new(CliLocalCommands {
+            config: None,
             workspace: dir.path().to_path_buf(),
             flavour: PlanFlavour::UpdatePlan,
             plans: PlanStore::new(path.clone()),
@@ -291,6 +334,7 @@ mod tests {
             agent,
             local_commands: commands,
             exit,
+            history: Default::default(),
         };
         let (ui, _) = Actor::spawn(None, UiActor::new(), arguments).await.unwrap();
         // As at start-up: the loaded plan arrives as an event.
@@ -328,6 +372,7 @@ mod tests {
     fn the_todo_flavour_shows_and_clears_its_own_state() {
         let dir = tempfile::tempdir().unwrap();
         let commands = CliLocalCommands {
+            config: None,
             workspace: dir.path().to_path_buf(),
             flavour: PlanFlavour::Todo,
             plans: PlanStore::new(dir.path().join(".fido-plan.json")),
@@ -430,6 +475,7 @@ mod tests {
         .await
         .unwrap();
         let commands = Arc::new(CliLocalCommands {
+            config: None,
             workspace: dir.path().to_path_buf(),
             flavour: PlanFlavour::UpdatePlan,
             plans: PlanStore::new(dir.path().join(".fido-plan.json")),
@@ -444,6 +490,7 @@ mod tests {
                 agent: agent.clone(),
                 local_commands: commands,
                 exit,
+                history: Default::default(),
             },
         )
         .await

@@ -20,10 +20,13 @@ use ratatui::Terminal;
 use ratatui::backend::Backend;
 use tokio::sync::oneshot;
 
+use crossterm::event::MouseEventKind;
+
 use super::commands::LocalCommands;
+use super::history::{HistoryWriter, PromptHistory};
 use super::keys::{self, Action};
 use super::store::{Entry, Store};
-use super::widgets;
+use super::{diff, git_diff, status_view, theme, widgets};
 use crate::agent::{AgentMessage, TurnOutcome};
 use crate::protocol::{Event, TurnStatus};
 
@@ -49,6 +52,10 @@ pub enum UiMessage {
     Local(Result<String, String>),
     /// `ask_user`: show the question; the next line entered answers it.
     Question(super::commands::Question),
+    /// `/model NAME` took effect (the model's name), or why not.
+    ModelSwitched(Result<String, String>),
+    /// `/diff` finished: the diff text, or why there is none.
+    DiffReady(Result<String, String>),
     /// A copy of the store (tests, debugging).
     Snapshot(RpcReplyPort<Store>),
     /// Internal: draw the frame scheduled after a change.
@@ -87,6 +94,8 @@ pub struct UiArguments<B: Backend> {
     pub local_commands: Arc<dyn LocalCommands>,
     /// Told once why the actor stopped.
     pub exit: oneshot::Sender<UiExit>,
+    /// Prompts entered before, and where new ones are saved.
+    pub history: PromptHistory,
 }
 
 pub struct UiState<B: Backend> {
@@ -99,6 +108,7 @@ pub struct UiState<B: Backend> {
     tick_scheduled: bool,
     /// Where the answer to the question on screen goes.
     answer: Option<tokio::sync::oneshot::Sender<Option<String>>>,
+    history: Option<HistoryWriter>,
 }
 
 impl<B> Actor for UiActor<B>
@@ -118,15 +128,19 @@ where
             .terminal
             .size()
             .map_err(|err| format!("cannot read the terminal size: {err}"))?;
+        let mut store = Store::new((size.width, size.height));
+        store.history = args.history.entries;
+        store.no_color = theme::no_color_from_env();
         let mut state = UiState {
             terminal: args.terminal,
-            store: Store::new((size.width, size.height)),
+            store,
             agent: args.agent,
             local_commands: args.local_commands,
             exit: Some(args.exit),
             frame_scheduled: false,
             tick_scheduled: false,
             answer: None,
+            history: args.history.writer,
         };
         draw(&mut state).map_err(|message| -> ActorProcessingErr { message.into() })?;
         Ok(state)
@@ -143,7 +157,11 @@ where
             UiMessage::Agent(event) => state.store.apply(&event.kind, now),
             UiMessage::Terminal(event) => match event {
                 crossterm::event::Event::Key(key) => {
-                    if let Some(action) = keys::handle_key(&mut state.store, key, now) {
+                    state.store.now = now;
+                    let remembered = state.store.history.len();
+                    let action = keys::handle_key(&mut state.store, key, now);
+                    save_history(state, remembered);
+                    if let Some(action) = action {
                         dispatch(&myself, state, action);
                     }
                     true
@@ -156,9 +174,18 @@ where
                     state.store.size = (width, height);
                     true
                 }
-                crossterm::event::Event::FocusGained
-                | crossterm::event::Event::FocusLost
-                | crossterm::event::Event::Mouse(_) => false,
+                crossterm::event::Event::Mouse(mouse) => match mouse.kind {
+                    MouseEventKind::ScrollUp => {
+                        keys::wheel(&mut state.store, keys::Direction::Up);
+                        true
+                    }
+                    MouseEventKind::ScrollDown => {
+                        keys::wheel(&mut state.store, keys::Direction::Down);
+                        true
+                    }
+                    _ => false,
+                },
+                crossterm::event::Event::FocusGained | crossterm::event::Event::FocusLost => false,
             },
             UiMessage::TurnEnded(outcome) => {
                 state.store.turn_replied(outcome.status, outcome.error);
@@ -183,6 +210,28 @@ where
             UiMessage::Local(result) => {
                 state.store.push(match result {
                     Ok(text) => Entry::Info(text),
+                    Err(message) => Entry::Error(message),
+                });
+                true
+            }
+            UiMessage::ModelSwitched(result) => {
+                match result {
+                    Ok(model) => {
+                        state.store.push(Entry::Info(format!(
+                            "model: {model} from the next request on; the prompt cache starts cold, so that request pays for the whole prompt again"
+                        )));
+                        state.store.session.model = model;
+                    }
+                    Err(message) => state.store.push(Entry::Error(message)),
+                }
+                true
+            }
+            UiMessage::DiffReady(result) => {
+                state.store.push(match result {
+                    Ok(text) if text.trim().is_empty() => {
+                        Entry::Info("/diff: no changes to tracked files".into())
+                    }
+                    Ok(text) => Entry::Diff(diff::from_git(&text)),
                     Err(message) => Entry::Error(message),
                 });
                 true
@@ -215,7 +264,18 @@ where
     }
 }
 
+/// Saves the line the last key entered (if it did) to the history file,
+/// through the writer task.
+fn save_history<B: Backend>(state: &UiState<B>, remembered: usize) {
+    if state.store.history.len() > remembered
+        && let (Some(writer), Some(line)) = (&state.history, state.store.history.last())
+    {
+        writer.append(line);
+    }
+}
+
 fn draw<B: Backend>(state: &mut UiState<B>) -> Result<(), String> {
+    widgets::before_frame(&mut state.store);
     let store = &state.store;
     state
         .terminal
@@ -336,6 +396,58 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
                 // The turn may have been interrupted meanwhile; then nobody waits.
                 let _ = answer.send(text);
             }
+        }
+        Action::Help => store.push(Entry::Local(status_view::HELP.into())),
+        Action::Status => {
+            let info = state.local_commands.status();
+            store.push(Entry::Local(status_view::status(store, &info)));
+        }
+        Action::Compact => {
+            store.push(Entry::Info("/compact: compacting the conversation…".into()));
+            let (agent, ui) = (state.agent.clone(), myself.clone());
+            tokio::spawn(async move {
+                let result = match ractor::call!(agent, |reply| AgentMessage::CompactNow { reply })
+                {
+                    // The `compacted` event says what was cut.
+                    Ok(Ok(true)) => return,
+                    Ok(Ok(false)) => Ok("nothing to compact: the conversation is too short".into()),
+                    Ok(Err(message)) => Err(message),
+                    Err(err) => Err(format!("the agent did not answer: {err}")),
+                };
+                let _ = ui.cast(UiMessage::Local(result));
+            });
+        }
+        Action::Model(model) => {
+            let (agent, commands, ui) = (
+                state.agent.clone(),
+                state.local_commands.clone(),
+                myself.clone(),
+            );
+            tokio::spawn(async move {
+                let name = model.clone();
+                let built =
+                    tokio::task::spawn_blocking(move || commands.provider_for_model(&name)).await;
+                let result = match built {
+                    Ok(Ok(provider)) => {
+                        let model = provider.model().to_string();
+                        match agent.cast(AgentMessage::SwitchProvider { provider }) {
+                            Ok(()) => Ok(model),
+                            Err(_) => Err("the agent is not running".into()),
+                        }
+                    }
+                    Ok(Err(message)) => Err(message),
+                    Err(err) => Err(format!("cannot switch the model: {err}")),
+                };
+                let _ = ui.cast(UiMessage::ModelSwitched(result));
+            });
+        }
+        Action::Diff => {
+            let workspace = std::path::PathBuf::from(&store.session.workspace);
+            let ui = myself.clone();
+            tokio::spawn(async move {
+                let result = git_diff::workspace_diff(workspace).await;
+                let _ = ui.cast(UiMessage::DiffReady(result));
+            });
         }
         Action::Quit => stop(myself, state, UiExit::Quit),
     }

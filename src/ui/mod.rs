@@ -20,19 +20,26 @@
 
 pub mod actor;
 pub mod commands;
+pub mod diff;
+pub mod git_diff;
+pub mod history;
 pub mod input;
 pub mod keys;
 pub mod layout;
+pub mod markdown;
 pub mod plan_view;
+pub mod status_view;
 pub mod store;
 pub mod terminal;
+pub mod theme;
 pub mod widgets;
 
 #[cfg(test)]
 mod tests;
 
 pub use actor::{UiActor, UiArguments, UiExit, UiMessage};
-pub use commands::{LocalCommands, PlanCleared, Question, UiUser};
+pub use commands::{LocalCommands, PlanCleared, Question, StatusInfo, UiUser};
+pub use history::PromptHistory;
 pub use keys::Action;
 pub use store::Store;
 pub use terminal::{UiError, UiSetup, run};

@@ -7,6 +7,7 @@
 
 use std::time::Instant;
 
+use super::diff::{self, DiffLine};
 use super::input::InputBuffer;
 use super::plan_view::PlanView;
 use crate::protocol::{EventKind, TurnStatus, UsageTotals};
@@ -52,18 +53,32 @@ pub struct ToolResultView {
     pub summary: String,
 }
 
+/// More than one line of a tool call, shown under its line (folded past a
+/// few lines; Ctrl+O expands).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolDetail {
+    /// A `patch` call's change.
+    Diff(Vec<DiffLine>),
+    /// The tail of a `bash_exec` call's output, its exit line last.
+    Output(String),
+}
+
 /// One entry of the transcript. Subagent activity never appears here (it
 /// has its own bar), and a plan update is one line, never the plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Entry {
     User(String),
+    /// A whole assistant message, rendered as Markdown.
     Assistant(String),
     Tool {
         id: String,
         name: String,
         summary: String,
         result: Option<ToolResultView>,
+        detail: Option<ToolDetail>,
     },
+    /// `/diff`: the workspace's `git diff`, coloured.
+    Diff(Vec<DiffLine>),
     /// `plan updated: v2 · 3 items, …`
     Plan(String),
     /// Dim information: retries, compaction, an interrupted turn.
@@ -153,6 +168,30 @@ impl SubagentView {
     }
 }
 
+/// What the running turn is doing (the status line says it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Activity {
+    Idle,
+    /// Waiting for the model's first words.
+    Thinking,
+    Streaming,
+    /// Running this tool.
+    Tool(String),
+    /// Waiting for this many subagents.
+    Subagents(usize),
+    Interrupting,
+}
+
+/// Token counts for people: `950`, `1.8k`.
+pub fn tokens(n: impl Into<u64>) -> String {
+    let n: u64 = n.into();
+    if n < 1000 {
+        n.to_string()
+    } else {
+        format!("{:.1}k", n as f64 / 1000.0)
+    }
+}
+
 /// A transient message on the status line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Notice {
@@ -190,6 +229,27 @@ pub struct Store {
     pub history: Vec<String>,
     /// The history entry shown in the input line, while browsing.
     pub history_pos: Option<usize>,
+    /// Assistant text streaming in (sanitised), until its message is done.
+    pub live: String,
+    /// Tool output and diffs shown whole instead of folded (Ctrl+O).
+    pub expanded: bool,
+    /// Output arrived below while the transcript was scrolled up.
+    pub new_output: bool,
+    /// When the running turn was submitted, for the elapsed time.
+    pub turn_started_at: Option<Instant>,
+    /// The latest time the store was told (events, keys, ticks).
+    pub now: Instant,
+    /// Usage per identity (`main`, each subagent), from `usage` events.
+    pub usage_by_identity: Vec<(String, UsageTotals)>,
+    /// Large pastes, shown folded in the editor as `[paste #N …]` and put
+    /// back in place when the prompt is sent.
+    pub pastes: Vec<String>,
+    /// Colours off (`NO_COLOR`).
+    pub no_color: bool,
+    /// Transcript lines at the last frame, to keep a scrolled view still.
+    pub seen_lines: usize,
+    /// Rendered transcript lines, per entry and width (see `transcript`).
+    pub cache: std::cell::RefCell<super::widgets::transcript::LineCache>,
     saw_turn_started: bool,
 }
 
@@ -214,12 +274,23 @@ impl Store {
             question: None,
             history: Vec::new(),
             history_pos: None,
+            live: String::new(),
+            expanded: false,
+            new_output: false,
+            turn_started_at: None,
+            now: Instant::now(),
+            usage_by_identity: Vec::new(),
+            pastes: Vec::new(),
+            no_color: false,
+            seen_lines: 0,
+            cache: Default::default(),
             saw_turn_started: false,
         }
     }
 
     /// Applies one agent event; returns whether anything visible changed.
     pub fn apply(&mut self, event: &EventKind, now: Instant) -> bool {
+        self.now = now;
         match event {
             EventKind::SessionStarted {
                 workspace,
@@ -242,13 +313,25 @@ impl Store {
             }
             EventKind::AssistantText { text } => {
                 let text = sanitize(text, false).trim_end().to_string();
+                self.live.clear();
                 self.push(Entry::Assistant(text));
             }
+            EventKind::AssistantDelta { text } => {
+                self.live.push_str(&sanitize(text, false));
+                self.cache.get_mut().live_changed();
+            }
+            EventKind::ToolOutput {
+                id,
+                name,
+                arguments,
+                content,
+            } => return self.set_tool_detail(id, name, arguments, content),
             EventKind::ToolCall { id, name, summary } => self.push(Entry::Tool {
                 id: id.clone(),
                 name: sanitize(name, true),
                 summary: sanitize(summary, true),
                 result: None,
+                detail: None,
             }),
             EventKind::ToolResult {
                 id,
@@ -256,17 +339,7 @@ impl Store {
                 summary: text,
                 ..
             } => {
-                let found = self
-                    .transcript
-                    .iter_mut()
-                    .rev()
-                    .find_map(|entry| match entry {
-                        Entry::Tool {
-                            id: call, result, ..
-                        } if call == id => Some(result),
-                        _ => None,
-                    });
-                if let Some(result) = found {
+                if let Some(Entry::Tool { result, .. }) = self.tool_entry(id) {
                     *result = Some(ToolResultView {
                         ok: *ok,
                         summary: summary(text, 120),
@@ -292,21 +365,53 @@ impl Store {
                     received_at: now,
                 });
             }
-            EventKind::Usage { .. } => return false,
+            EventKind::Usage {
+                identity,
+                prompt_tokens,
+                cached_tokens,
+                completion_tokens,
+            } => {
+                self.record_usage(
+                    identity,
+                    crate::protocol::Usage {
+                        prompt_tokens: *prompt_tokens,
+                        cached_tokens: *cached_tokens,
+                        completion_tokens: *completion_tokens,
+                    },
+                );
+                return false;
+            }
             EventKind::Compacted {
-                removed_messages, ..
-            } => self.push(Entry::Info(format!(
-                "context compacted: {removed_messages} older messages summarised or elided"
-            ))),
+                strategy,
+                removed_messages,
+                estimated_tokens_before,
+                estimated_tokens_after,
+            } => {
+                self.drop_live();
+                let how = if strategy == "summarize" {
+                    "summarised"
+                } else {
+                    "elided"
+                };
+                self.push(Entry::Info(format!(
+                    "context compacted: {removed_messages} older messages {how} (≈{} → {} tokens)",
+                    tokens(*estimated_tokens_before as u64),
+                    tokens(*estimated_tokens_after as u64)
+                )));
+            }
             EventKind::Retrying {
                 attempt,
                 delay_ms,
                 reason,
-            } => self.push(Entry::Info(format!(
-                "provider: retry {attempt} in {:.1}s ({})",
-                *delay_ms as f64 / 1000.0,
-                summary(reason, 100)
-            ))),
+            } => {
+                // The text streamed so far belongs to the abandoned attempt.
+                self.drop_live();
+                self.push(Entry::Info(format!(
+                    "provider: retry {attempt} in {:.1}s ({})",
+                    *delay_ms as f64 / 1000.0,
+                    summary(reason, 100)
+                )));
+            }
             EventKind::TurnCompleted {
                 turn,
                 status,
@@ -318,6 +423,102 @@ impl Store {
             EventKind::Error { message } => self.push(Entry::Error(sanitize(message, false))),
         }
         true
+    }
+
+    /// The tool call entry with this id, newest first.
+    fn tool_entry(&mut self, id: &str) -> Option<&mut Entry> {
+        let index = self
+            .transcript
+            .iter()
+            .rposition(|entry| matches!(entry, Entry::Tool { id: call, .. } if call == id))?;
+        self.cache.get_mut().invalidate(index);
+        self.transcript.get_mut(index)
+    }
+
+    /// Attaches what a `patch` or `bash_exec` call showed to its entry.
+    fn set_tool_detail(&mut self, id: &str, name: &str, arguments: &str, content: &str) -> bool {
+        let overwrote = self.transcript.iter().rev().any(|entry| {
+            matches!(entry, Entry::Tool { id: call, result: Some(r), .. }
+                if call == id && r.summary.starts_with("Overwrote"))
+        });
+        let shown = match name {
+            "patch" => diff::from_patch_arguments(arguments, overwrote).map(ToolDetail::Diff),
+            "bash_exec" => Some(ToolDetail::Output(sanitize(content, false))),
+            _ => None,
+        };
+        match (self.tool_entry(id), shown) {
+            (Some(Entry::Tool { detail, .. }), Some(shown)) => {
+                *detail = Some(shown);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn record_usage(&mut self, identity: &str, usage: crate::protocol::Usage) {
+        let identity = summary(identity, 64);
+        match self
+            .usage_by_identity
+            .iter_mut()
+            .find(|(name, _)| *name == identity)
+        {
+            Some((_, totals)) => totals.record(usage),
+            None => {
+                let mut totals = UsageTotals::default();
+                totals.record(usage);
+                self.usage_by_identity.push((identity, totals));
+            }
+        }
+    }
+
+    /// Streamed text that will not be completed (a retry, compaction, the
+    /// turn's end without a message).
+    fn drop_live(&mut self) {
+        if !self.live.is_empty() {
+            self.live.clear();
+            self.cache.get_mut().live_changed();
+        }
+    }
+
+    /// What the agent is doing now, for the status line.
+    pub fn activity(&self) -> Activity {
+        match self.turn {
+            TurnState::Idle => return Activity::Idle,
+            TurnState::Interrupting => return Activity::Interrupting,
+            TurnState::Submitted | TurnState::Running { .. } => {}
+        }
+        // TODO(#8): `waiting for approval` once the approval prompt exists.
+        if self.subagent.as_ref().is_some_and(SubagentView::is_ticking) {
+            return Activity::Subagents(1);
+        }
+        let running_tool = self.transcript.iter().rev().find_map(|entry| match entry {
+            Entry::Tool {
+                name, result: None, ..
+            } => Some(name.clone()),
+            _ => None,
+        });
+        if let Some(name) = running_tool {
+            return Activity::Tool(name);
+        }
+        if self.live.is_empty() {
+            Activity::Thinking
+        } else {
+            Activity::Streaming
+        }
+    }
+
+    /// Time since the running turn was submitted.
+    pub fn elapsed(&self) -> Option<std::time::Duration> {
+        let started = self.turn_started_at?;
+        self.turn
+            .is_busy()
+            .then(|| self.now.saturating_duration_since(started))
+    }
+
+    /// Ctrl+O: every folded tool output and diff opens, or folds again.
+    pub fn toggle_expanded(&mut self) {
+        self.expanded = !self.expanded;
+        self.cache.get_mut().invalidate_all();
     }
 
     /// Shows a plan object in the panel and one line in the transcript.
@@ -382,6 +583,8 @@ impl Store {
     pub fn begin_turn(&mut self, prompt: &str) {
         self.push(Entry::User(sanitize(prompt, false)));
         self.turn = TurnState::Submitted;
+        self.turn_started_at = Some(self.now);
+        self.new_output = false;
         self.saw_turn_started = false;
         self.transcript_scroll = 0;
         self.subagent = None;
@@ -404,6 +607,7 @@ impl Store {
     fn finish_turn(&mut self, turn: u32, status: TurnStatus) {
         let was_busy = self.turn.is_busy();
         self.turn = TurnState::Idle;
+        self.drop_live();
         if let Some(subagent) = &mut self.subagent
             && subagent.is_ticking()
         {
@@ -420,27 +624,39 @@ impl Store {
     /// Advances clocks shown on screen; returns whether a second passed on
     /// any of them (so a frame is worth drawing).
     pub fn tick(&mut self, now: Instant) -> bool {
+        let turn_second = |store: &Store| store.elapsed().map(|e| e.as_secs());
+        let before = turn_second(self);
+        self.now = now;
+        let turn_moved = turn_second(self) != before;
         let Some(subagent) = &mut self.subagent else {
-            return false;
+            return turn_moved;
         };
         if !subagent.is_ticking() {
-            return false;
+            return turn_moved;
         }
         let before = subagent.shown_elapsed_ms() / 1000;
         subagent.since_event_ms = now
             .saturating_duration_since(subagent.received_at)
             .as_millis() as u64;
-        subagent.shown_elapsed_ms() / 1000 != before
+        subagent.shown_elapsed_ms() / 1000 != before || turn_moved
     }
 
     /// Whether something on screen moves with time (ticks are scheduled
     /// only then).
     pub fn needs_ticks(&self) -> bool {
-        self.subagent.as_ref().is_some_and(SubagentView::is_ticking)
+        self.turn.is_busy() || self.subagent.as_ref().is_some_and(SubagentView::is_ticking)
     }
 
     pub fn push(&mut self, entry: Entry) {
         self.transcript.push(entry);
+    }
+
+    /// Replaces the entry at `index` (its rendered lines are redrawn).
+    pub fn replace(&mut self, index: usize, entry: Entry) {
+        if let Some(slot) = self.transcript.get_mut(index) {
+            *slot = entry;
+            self.cache.get_mut().invalidate(index);
+        }
     }
 
     pub fn set_notice(&mut self, text: impl Into<String>, warning: bool) {

@@ -155,6 +155,7 @@ async fn start() -> Harness {
         agent,
         local_commands: plan.clone(),
         exit: exit_tx,
+        history: Default::default(),
     };
     let (ui, ui_handle) = Actor::spawn(None, UiActor::new(), arguments).await.unwrap();
     ui.cast(UiMessage::Agent(Event::now(session()))).unwrap();

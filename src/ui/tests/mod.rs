@@ -3,6 +3,7 @@
 //! and the real actor against a fake agent ([`actor`]).
 
 mod actor;
+mod daily;
 mod keys;
 mod snapshots;
 
