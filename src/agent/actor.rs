@@ -444,4 +444,103 @@ mod tests {
         assert!(content.contains("Plan cleared by the user."), "{content}");
         assert!(after.unanswered_tool_calls().is_empty());
     }
+
+    async fn agent_with_events(
+        script: &str,
+        dir: &std::path::Path,
+    ) -> (
+        ActorRef<AgentMessage>,
+        tokio::sync::mpsc::UnboundedReceiver<crate::protocol::Event>,
+    ) {
+        let (sender, events) = tokio::sync::mpsc::unbounded_channel();
+        let deps = Arc::new(AgentDeps {
+            provider: Arc::new(ScriptProvider::from_json("a", "first", script).unwrap()),
+            tool_env: Arc::new(crate::tools::path::testing::env(dir)),
+            ctx: InvocationContext::main(),
+            settings: AgentSettings {
+                max_steps: 5,
+                compaction: CompactionSettings {
+                    threshold_tokens: 100_000,
+                    keep_recent_tokens: 10_000,
+                    strategy: CompactionStrategy::Elide,
+                },
+            },
+            events: EventSink::new(sender),
+            catalog: ToolCatalog::standard(PlanFlavour::UpdatePlan),
+        });
+        let conversation = Conversation::new("the system prompt".into());
+        let (actor, _) = Actor::spawn(None, AgentActor, AgentArguments { deps, conversation })
+            .await
+            .unwrap();
+        (actor, events)
+    }
+
+    async fn ask(actor: &ActorRef<AgentMessage>, prompt: &str) -> TurnOutcome {
+        ractor::call!(actor, |reply| AgentMessage::SubmitPrompt {
+            prompt: prompt.into(),
+            reply
+        })
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn compact_now_cuts_a_short_conversation_and_says_so_in_an_event() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = r#"{"turns": [{"text": "one"}, {"text": "two"}, {"text": "three"}]}"#;
+        let (actor, mut events) = agent_with_events(script, dir.path()).await;
+        for prompt in ["first request", "second request", "third request"] {
+            assert_eq!(ask(&actor, prompt).await.status, TurnStatus::Completed);
+        }
+        let before = ractor::call!(actor, AgentMessage::Snapshot)
+            .unwrap()
+            .unwrap();
+        let compacted = ractor::call!(actor, |reply| AgentMessage::CompactNow { reply }).unwrap();
+        assert_eq!(compacted, Ok(true));
+        let after = ractor::call!(actor, AgentMessage::Snapshot)
+            .unwrap()
+            .unwrap();
+        assert!(after.messages().len() < before.messages().len());
+        assert_eq!(
+            after.messages()[0],
+            before.messages()[0],
+            "the system prompt stays"
+        );
+        let mut removed = None;
+        while let Ok(event) = events.try_recv() {
+            if let crate::protocol::EventKind::Compacted {
+                removed_messages, ..
+            } = event.kind
+            {
+                removed = Some(removed_messages);
+            }
+        }
+        assert!(removed.is_some_and(|n| n > 0), "{removed:?}");
+        // An empty conversation has nothing to cut.
+        let (fresh, _events) = agent_with_events(script, dir.path()).await;
+        let nothing = ractor::call!(fresh, |reply| AgentMessage::CompactNow { reply }).unwrap();
+        assert_eq!(nothing, Ok(false));
+    }
+
+    #[tokio::test]
+    async fn a_switched_provider_answers_from_the_next_turn_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let (actor, _events) =
+            agent_with_events(r#"{"turns": [{"text": "from the first"}]}"#, dir.path()).await;
+        assert_eq!(
+            ask(&actor, "hi").await.final_text.as_deref(),
+            Some("from the first")
+        );
+        let other =
+            ScriptProvider::from_json("b", "second", r#"{"turns": [{"text": "from the second"}]}"#)
+                .unwrap();
+        actor
+            .cast(AgentMessage::SwitchProvider {
+                provider: Arc::new(other),
+            })
+            .unwrap();
+        assert_eq!(
+            ask(&actor, "again").await.final_text.as_deref(),
+            Some("from the second")
+        );
+    }
 }

@@ -224,7 +224,7 @@ fn ctrl_key(store: &mut Store, code: KeyCode) -> Option<Action> {
 }
 
 fn enter(store: &mut Store) -> Option<Action> {
-    let text = expand_pastes(store, store.input.text().trim());
+    let text = expand_pastes(store, store.input.text()).trim().to_string();
     if text.is_empty() {
         return None;
     }

@@ -4,6 +4,7 @@
 
 mod actor;
 mod daily;
+mod editor;
 mod keys;
 mod snapshots;
 
