@@ -1,10 +1,12 @@
 //! `UiActor`: owns the [`Store`] and the terminal; turns messages into store
 //! changes and frames, and actions into commands for the agent.
 //!
-//! Draw on change: a message that changes the store schedules one frame
-//! [`FRAME_DELAY`] later unless one is already scheduled, so a burst of
-//! events costs one draw. The only timer is a one-second [`TICK`] while a
-//! subagent's clock runs. The actor never waits for the agent: commands are
+//! Draw on change, paced: a message that changes the store schedules one
+//! frame, no sooner than [`FRAME_DELAY`] after the last one, so a burst of
+//! events costs one draw per interval (the first change after a quiet
+//! spell draws at once). A key shortens the wait to [`KEY_FRAME_DELAY`],
+//! so typing stays immediate while events flood in. The only timer is a
+//! one-second [`TICK`] while a turn or a subagent's clock runs. The actor never waits for the agent: commands are
 //! casts, and the reply to `SubmitPrompt` is awaited by a spawned task that
 //! posts it back as [`UiMessage::TurnEnded`].
 //!
@@ -30,8 +32,11 @@ use super::{diff, git_diff, status_view, theme, widgets};
 use crate::agent::{AgentMessage, TurnOutcome};
 use crate::protocol::{Event, TurnStatus};
 
-/// Delay between the first change and its frame: bursts within it coalesce.
+/// Shortest time between two frames for agent events: bursts within it
+/// coalesce into one frame.
 pub const FRAME_DELAY: Duration = Duration::from_millis(16);
+/// Shortest time between two frames when a key changed the screen.
+pub const KEY_FRAME_DELAY: Duration = Duration::from_millis(4);
 /// How often on-screen clocks advance while something is running.
 pub const TICK: Duration = Duration::from_secs(1);
 
@@ -105,6 +110,10 @@ pub struct UiState<B: Backend> {
     local_commands: Arc<dyn LocalCommands>,
     exit: Option<oneshot::Sender<UiExit>>,
     frame_scheduled: bool,
+    /// When the last frame was drawn (pacing).
+    last_frame: Instant,
+    /// A frame scheduled soon after a key (pending).
+    key_frame_scheduled: bool,
     tick_scheduled: bool,
     /// Where the answer to the question on screen goes.
     answer: Option<tokio::sync::oneshot::Sender<Option<String>>>,
@@ -138,6 +147,8 @@ where
             local_commands: args.local_commands,
             exit: Some(args.exit),
             frame_scheduled: false,
+            last_frame: Instant::now(),
+            key_frame_scheduled: false,
             tick_scheduled: false,
             answer: None,
             history: args.history.writer,
@@ -153,6 +164,12 @@ where
         state: &mut UiState<B>,
     ) -> Result<(), ActorProcessingErr> {
         let now = Instant::now();
+        let keyed = matches!(
+            message,
+            UiMessage::Terminal(
+                crossterm::event::Event::Key(_) | crossterm::event::Event::Paste(_)
+            )
+        );
         let changed = match message {
             UiMessage::Agent(event) => state.store.apply(&event.kind, now),
             UiMessage::Terminal(event) => match event {
@@ -241,9 +258,15 @@ where
                 false
             }
             UiMessage::Frame => {
-                state.frame_scheduled = false;
-                if let Err(message) = draw(state) {
-                    stop(&myself, state, UiExit::Failed(message));
+                // A second scheduled frame (a key's, an event's) finds
+                // nothing left to draw.
+                if state.frame_scheduled {
+                    state.frame_scheduled = false;
+                    state.key_frame_scheduled = false;
+                    state.last_frame = now;
+                    if let Err(message) = draw(state) {
+                        stop(&myself, state, UiExit::Failed(message));
+                    }
                 }
                 false
             }
@@ -252,15 +275,37 @@ where
                 state.store.tick(now)
             }
         };
-        if changed && !state.frame_scheduled {
-            state.frame_scheduled = true;
-            myself.send_after(FRAME_DELAY, || UiMessage::Frame);
+        if changed {
+            schedule_frame(&myself, state, keyed, now);
         }
         if state.store.needs_ticks() && !state.tick_scheduled {
             state.tick_scheduled = true;
             myself.send_after(TICK, || UiMessage::Tick);
         }
         Ok(())
+    }
+}
+
+/// Schedules the next frame, paced from the last one; a key gets a frame
+/// sooner even when an event's frame is already on its way.
+fn schedule_frame<B: Backend>(
+    myself: &ActorRef<UiMessage>,
+    state: &mut UiState<B>,
+    keyed: bool,
+    now: Instant,
+) {
+    let pace = if keyed { KEY_FRAME_DELAY } else { FRAME_DELAY };
+    if state.frame_scheduled && !(keyed && !state.key_frame_scheduled) {
+        return;
+    }
+    state.frame_scheduled = true;
+    state.key_frame_scheduled |= keyed;
+    let delay = (state.last_frame + pace).saturating_duration_since(now);
+    if delay.is_zero() {
+        // Fails only when the actor is stopping.
+        let _ = myself.cast(UiMessage::Frame);
+    } else {
+        myself.send_after(delay, || UiMessage::Frame);
     }
 }
 

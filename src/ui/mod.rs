@@ -4,9 +4,9 @@
 //! (everything the screen shows: session, turn status, transcript, plan,
 //! subagent bar, input line) and the terminal. Agent events, terminal input
 //! and turn outcomes arrive as [`UiMessage`]s; the store changes, and a
-//! frame is scheduled. Bursts of messages coalesce into one frame
-//! ([`actor::FRAME_DELAY`]); nothing redraws on a timer except a once-per-
-//! second tick while a subagent's elapsed time is shown. Widgets draw from
+//! frame is scheduled. Bursts of messages coalesce into one frame per
+//! [`actor::FRAME_DELAY`] (a key's frame comes sooner); nothing redraws on
+//! a timer except a once-per-second tick while a clock is shown. Widgets draw from
 //! `&Store` only; a key press becomes an [`Action`] that the actor turns into
 //! a command for the agent (`SubmitPrompt`, `Interrupt`) or a local command
 //! (`/plan`, `/plan clear`, `/quit`).

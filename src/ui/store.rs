@@ -313,8 +313,17 @@ impl Store {
             }
             EventKind::AssistantText { text } => {
                 let text = sanitize(text, false).trim_end().to_string();
+                // The streamed lines are already rendered: the entry keeps
+                // them instead of rendering a long answer again.
+                let streamed = self.live.trim_end() == text;
                 self.live.clear();
                 self.push(Entry::Assistant(text));
+                let cache = self.cache.get_mut();
+                if streamed {
+                    cache.adopt_live(self.transcript.len() - 1);
+                } else {
+                    cache.live_changed();
+                }
             }
             EventKind::AssistantDelta { text } => {
                 self.live.push_str(&sanitize(text, false));

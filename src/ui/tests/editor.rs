@@ -174,3 +174,32 @@ fn the_status_line_names_the_turn_state_and_its_elapsed_time() {
     store.apply(&subagent("starting", 0, ""), start);
     assert!(screen_text(&render(&store)).contains("waiting for 1 subagent"));
 }
+
+#[test]
+fn a_finished_stream_keeps_its_rendered_lines_and_matches_a_fresh_render() {
+    let now = Instant::now();
+    let mut store = idle();
+    store.begin_turn("stream");
+    let text = "## Title\n\nfirst paragraph\n\n- a\n- b\n\n```sh\necho hi\n```\n\nlast words";
+    for piece in text.as_bytes().chunks(3) {
+        store.apply(
+            &EventKind::AssistantDelta {
+                text: String::from_utf8_lossy(piece).into(),
+            },
+            now,
+        );
+        render(&store);
+    }
+    // The transcript rows (the status line says streaming, then not).
+    let body = |store: &Store| {
+        let text = screen_text(&render(store));
+        text.lines().take(26).collect::<Vec<_>>().join("\n")
+    };
+    let streamed = body(&store);
+    store.apply(&EventKind::AssistantText { text: text.into() }, now);
+    let adopted = body(&store);
+    assert_eq!(streamed, adopted, "the message looks the same once done");
+    assert!(adopted.contains("last words") && !adopted.contains("```"));
+    store.cache.borrow_mut().invalidate_all();
+    assert_eq!(body(&store), adopted, "a fresh render agrees");
+}

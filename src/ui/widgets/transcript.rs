@@ -59,6 +59,23 @@ impl LineCache {
         self.live_tail = None;
     }
 
+    /// The streamed text became entry `index`: its rendered lines become
+    /// that entry's (when they are up to date), and streaming starts over.
+    pub fn adopt_live(&mut self, index: usize) {
+        if let Some(tail) = self.live_tail.take() {
+            let mut lines = std::mem::take(&mut self.live_gap);
+            lines.append(&mut self.live_done);
+            lines.extend(tail);
+            if self.entries.len() <= index {
+                self.entries.resize(index + 1, None);
+            }
+            self.entries[index] = Some(lines);
+        }
+        self.live_done_bytes = 0;
+        self.live_done.clear();
+        self.live_gap.clear();
+    }
+
     /// Brings the cache up to date with `store` at `width`.
     fn refresh(&mut self, store: &Store, width: usize) {
         if self.width != width || self.expanded != store.expanded {
