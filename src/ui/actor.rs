@@ -295,7 +295,9 @@ fn schedule_frame<B: Backend>(
     now: Instant,
 ) {
     let pace = if keyed { KEY_FRAME_DELAY } else { FRAME_DELAY };
-    if state.frame_scheduled && !(keyed && !state.key_frame_scheduled) {
+    // Scheduled already, and no key needs it sooner.
+    let sooner = keyed && !state.key_frame_scheduled;
+    if state.frame_scheduled && !sooner {
         return;
     }
     state.frame_scheduled = true;
