@@ -345,3 +345,46 @@ fn no_color_keeps_the_styles_but_drops_every_colour() {
     );
     assert!(cell_of(&terminal, "Fido").modifier.contains(Modifier::BOLD));
 }
+
+#[test]
+fn no_size_panics_with_every_kind_of_entry_on_screen() {
+    let mut store = bash_store((0, 0), false);
+    store.begin_turn("more");
+    apply_all(
+        &mut store,
+        vec![
+            EventKind::TurnStarted { turn: 2 },
+            EventKind::AssistantText {
+                text: ANSWER.into(),
+            },
+            tool_call("p1", "patch", "x"),
+            tool_result("p1", "patch", true, "Edited x"),
+            EventKind::ToolOutput {
+                id: "p1".into(),
+                name: "patch".into(),
+                arguments: r#"{"path":"x","edits":[{"old_text":"a\nb","new_text":"日本\n👩‍👩‍👧"}]}"#
+                    .into(),
+                content: String::new(),
+            },
+            delta("| a | b |\n|---|---|\n| 1 | 2 |\n\n> quote\n\n```py\nx = '"),
+        ],
+    );
+    store.push(Entry::Diff(crate::ui::diff::from_git(
+        "@@ -1 +1 @@\n-a\n+b",
+    )));
+    store
+        .input
+        .insert_str("line one\nline two with e\u{301} and 日本語\nthree");
+    for expanded in [false, true] {
+        if store.expanded != expanded {
+            store.toggle_expanded();
+        }
+        for width in 0..70 {
+            for height in 0..18 {
+                store.size = (width, height);
+                crate::ui::widgets::before_frame(&mut store);
+                render(&store);
+            }
+        }
+    }
+}

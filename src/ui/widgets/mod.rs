@@ -5,6 +5,7 @@
 pub mod entry;
 pub mod header;
 pub mod input_line;
+pub mod live;
 pub mod plan_panel;
 pub mod status_line;
 pub mod subagent_bar;

@@ -3,10 +3,9 @@
 //! up; then the last row says how much is below, or that new output came.
 //!
 //! Rendering is cached ([`LineCache`]): an entry is rendered once per
-//! width and again only when it changes, and streaming text is split at
-//! its last finished block (a blank line outside a code fence), so each
-//! frame renders only the changing tail. A frame costs the visible lines,
-//! not the transcript's length.
+//! width and again only when it changes, and streaming text renders only
+//! its changing tail ([`LiveLines`]). A frame costs the visible lines, not
+//! the transcript's length.
 
 use std::cell::RefMut;
 
@@ -16,8 +15,8 @@ use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
 
 use super::entry;
+use super::live::LiveLines;
 use super::wrap::wrap_plain;
-use crate::ui::markdown;
 use crate::ui::store::Store;
 use crate::ui::theme;
 
@@ -32,13 +31,8 @@ pub struct LineCache {
     width: usize,
     expanded: bool,
     entries: Vec<Option<Vec<Line<'static>>>>,
-    /// Streaming text: bytes of it rendered into `live_done` (whole blocks).
-    live_done_bytes: usize,
-    live_done: Vec<Line<'static>>,
-    /// The blank line between the entries and the streaming text.
-    live_gap: Vec<Line<'static>>,
-    /// The unfinished tail, rendered; `None` after the text changed.
-    live_tail: Option<Vec<Line<'static>>>,
+    /// The text still streaming in.
+    live: LiveLines,
 }
 
 impl LineCache {
@@ -50,30 +44,23 @@ impl LineCache {
 
     pub fn invalidate_all(&mut self) {
         self.entries.clear();
-        self.live_changed();
-        self.live_done_bytes = 0;
-        self.live_done.clear();
+        self.live.reset();
     }
 
     pub fn live_changed(&mut self) {
-        self.live_tail = None;
+        self.live.changed();
     }
 
     /// The streamed text became entry `index`: its rendered lines become
-    /// that entry's (when they are up to date), and streaming starts over.
+    /// that entry's (when they are what a whole render gives).
     pub fn adopt_live(&mut self, index: usize) {
-        if let Some(tail) = self.live_tail.take() {
-            let mut lines = std::mem::take(&mut self.live_gap);
-            lines.append(&mut self.live_done);
-            lines.extend(tail);
+        if let Some(lines) = self.live.take_whole() {
             if self.entries.len() <= index {
                 self.entries.resize(index + 1, None);
             }
             self.entries[index] = Some(lines);
         }
-        self.live_done_bytes = 0;
-        self.live_done.clear();
-        self.live_gap.clear();
+        self.live.reset();
     }
 
     /// Brings the cache up to date with `store` at `width`.
@@ -90,50 +77,13 @@ impl LineCache {
                 *slot = Some(entry::lines(entry, width, index == 0, store.expanded));
             }
         }
-        self.refresh_live(&store.live, width, store.transcript.is_empty());
-    }
-
-    fn refresh_live(&mut self, text: &str, width: usize, first: bool) {
-        if text.len() < self.live_done_bytes || text.is_empty() {
-            self.live_done_bytes = 0;
-            self.live_done.clear();
-            self.live_tail = None;
-        }
-        self.live_gap = if text.is_empty() || first {
-            Vec::new()
-        } else {
-            vec![Line::default()]
-        };
-        if text.is_empty() || self.live_tail.is_some() {
-            return;
-        }
-        if let Some(split) = finished_blocks(text, self.live_done_bytes) {
-            let block = &text[self.live_done_bytes..split];
-            if !block.trim().is_empty() {
-                if !self.live_done.is_empty() {
-                    self.live_done.push(Line::default());
-                }
-                self.live_done.extend(markdown::render(block, width));
-            }
-            self.live_done_bytes = split;
-        }
-        let tail = &text[self.live_done_bytes..];
-        let mut lines = Vec::new();
-        if !tail.trim().is_empty() {
-            if !self.live_done.is_empty() {
-                lines.push(Line::default());
-            }
-            lines.extend(markdown::render(tail, width));
-        }
-        self.live_tail = Some(lines);
+        self.live
+            .refresh(&store.live, width, store.transcript.is_empty());
     }
 
     fn total(&self) -> usize {
         let entries: usize = self.entries.iter().flatten().map(Vec::len).sum();
-        entries
-            + self.live_gap.len()
-            + self.live_done.len()
-            + self.live_tail.as_ref().map_or(0, Vec::len)
+        entries + self.live.len()
     }
 
     /// Lines `from..to` (counted from the top) of the whole transcript.
@@ -144,8 +94,8 @@ impl LineCache {
             .entries
             .iter()
             .flatten()
-            .chain([&self.live_gap, &self.live_done])
-            .chain(self.live_tail.as_ref());
+            .map(Vec::as_slice)
+            .chain(self.live.parts());
         for part in parts {
             let end = at + part.len();
             if end > from && at < to {
@@ -160,20 +110,6 @@ impl LineCache {
         }
         out
     }
-}
-
-/// The end of the last finished block after `done` in streaming text: the
-/// last blank line, unless a code fence is still open before it.
-fn finished_blocks(text: &str, done: usize) -> Option<usize> {
-    let split = text[done..].rfind("\n\n").map(|at| done + at)?;
-    let fences = text[done..split]
-        .lines()
-        .filter(|line| {
-            let line = line.trim_start();
-            line.starts_with("```") || line.starts_with("~~~")
-        })
-        .count();
-    (split > done && fences % 2 == 0).then_some(split)
 }
 
 fn inner_width(area_width: u16) -> usize {
@@ -241,17 +177,4 @@ pub fn render(frame: &mut Frame, area: Rect, store: &Store) {
     };
     visible.push(Line::styled(text, theme::marker()));
     frame.render_widget(Paragraph::new(visible), inner);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn streaming_text_splits_only_outside_code_fences() {
-        assert_eq!(finished_blocks("a\n\nb", 0), Some(1));
-        assert_eq!(finished_blocks("```\ncode\n\nmore", 0), None);
-        assert_eq!(finished_blocks("```\ncode\n```\n\nafter", 0), Some(12));
-        assert_eq!(finished_blocks("a\n\nb", 1), None, "nothing new after done");
-    }
 }
