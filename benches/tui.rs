@@ -382,7 +382,28 @@ async fn flood_events(
 }
 
 fn streaming_throughput() -> bool {
-    const ANSWER_BYTES: usize = 1_000_000;
+    let paragraph = "Streaming **Markdown** text with `code` and words, ";
+    let mut prose = String::new();
+    while prose.len() < ANSWER_BYTES {
+        prose.push_str(paragraph);
+        if prose.len() % 600 < paragraph.len() {
+            prose.push_str("\n\n");
+        }
+    }
+    let mut code = String::from("```rust\n");
+    let mut n = 0;
+    while code.len() < ANSWER_BYTES {
+        code.push_str(&format!("    let value_{n} = compute({n}); // step\n"));
+        n += 1;
+    }
+    let prose_ok = stream("1 MB Markdown answer", &prose);
+    let code_ok = stream("1 MB code block (no blank line)", &code);
+    prose_ok && code_ok
+}
+
+const ANSWER_BYTES: usize = 1_000_000;
+
+fn stream(name: &str, text: &str) -> bool {
     const DELTA_BYTES: usize = 20;
     // 5k tokens/s at ~4 bytes a token, one frame per 16 ms of arrivals.
     const BYTES_PER_SECOND: f64 = 20_000.0;
@@ -392,14 +413,6 @@ fn streaming_throughput() -> bool {
     store.begin_turn("write a long answer");
     let mut terminal =
         Terminal::new(TestBackend::new(SIZE.0, SIZE.1)).unwrap_or_else(|e| match e {});
-    let paragraph = "Streaming **Markdown** text with `code` and words, ";
-    let mut text = String::new();
-    while text.len() < ANSWER_BYTES {
-        text.push_str(paragraph);
-        if text.len() % 600 < paragraph.len() {
-            text.push_str("\n\n");
-        }
-    }
     let now = Instant::now();
     let started = Instant::now();
     let mut frames = Vec::new();
@@ -421,15 +434,20 @@ fn streaming_throughput() -> bool {
         frames.push(ms(frame.elapsed()));
     }
     let finish = Instant::now();
-    store.apply(&EventKind::AssistantText { text: text.clone() }, now);
+    store.apply(
+        &EventKind::AssistantText {
+            text: text.to_string(),
+        },
+        now,
+    );
     let _ = terminal.draw(|f| widgets::draw(f, &store));
     let final_frame = ms(finish.elapsed());
     let spent = started.elapsed().as_secs_f64();
     let arrival = ANSWER_BYTES as f64 / BYTES_PER_SECOND;
     let frames = Sorted::new(frames);
-    report("stream frame (1 MB answer)", &frames);
+    report(&format!("stream frame, {name}"), &frames);
     println!(
-        "streaming 1 MB: rendered in {spent:.2} s of CPU against {arrival:.0} s of arrival at 5k tokens/s ({:.0}× headroom, {:.1} MB/s); final message frame {final_frame:.1} ms",
+        "streaming {name}: rendered in {spent:.2} s of CPU against {arrival:.0} s of arrival at 5k tokens/s ({:.0}× headroom, {:.1} MB/s); final message frame {final_frame:.1} ms",
         arrival / spent,
         ANSWER_BYTES as f64 / spent / 1e6
     );
