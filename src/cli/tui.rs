@@ -568,4 +568,29 @@ mod tests {
         )
         .await;
     }
+
+    #[test]
+    fn model_builds_the_same_provider_with_another_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let overrides = Overrides {
+            workspace: Some(dir.path().to_path_buf()),
+            values: Vec::new(),
+        };
+        let env = [
+            ("FIDO_PROVIDER".to_string(), "openai".to_string()),
+            (
+                "FIDO_BASE_URL".to_string(),
+                "http://127.0.0.1:9/v1".to_string(),
+            ),
+            ("FIDO_MODEL".to_string(), "first-model".to_string()),
+        ];
+        let config = Config::load_from(&overrides, &env).unwrap();
+        let commands = CliLocalCommands::new(&config);
+        let provider = commands.provider_for_model("second-model").unwrap();
+        assert_eq!(provider.model(), "second-model");
+        assert_eq!(provider.name(), "openai");
+        assert!(commands.provider_for_model("  ").is_err());
+        let status = commands.status();
+        assert_eq!(status.sandbox_mode, None, "not in the configuration yet");
+    }
 }
