@@ -451,42 +451,16 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
         }
         Action::Compact => {
             store.push(Entry::Info("/compact: compacting the conversation…".into()));
-            let (agent, ui) = (state.agent.clone(), myself.clone());
-            tokio::spawn(async move {
-                let result = match ractor::call!(agent, |reply| AgentMessage::CompactNow { reply })
-                {
-                    // The `compacted` event says what was cut.
-                    Ok(Ok(true)) => return,
-                    Ok(Ok(false)) => Ok("nothing to compact: the conversation is too short".into()),
-                    Ok(Err(message)) => Err(message),
-                    Err(err) => Err(format!("the agent did not answer: {err}")),
-                };
-                let _ = ui.cast(UiMessage::Local(result));
-            });
+            tokio::spawn(compact(state.agent.clone(), myself.clone()));
         }
         Action::Model(model) => {
-            let (agent, commands, ui) = (
+            let commands = state.local_commands.clone();
+            tokio::spawn(switch_model(
+                model,
+                commands,
                 state.agent.clone(),
-                state.local_commands.clone(),
                 myself.clone(),
-            );
-            tokio::spawn(async move {
-                let name = model.clone();
-                let built =
-                    tokio::task::spawn_blocking(move || commands.provider_for_model(&name)).await;
-                let result = match built {
-                    Ok(Ok(provider)) => {
-                        let model = provider.model().to_string();
-                        match agent.cast(AgentMessage::SwitchProvider { provider }) {
-                            Ok(()) => Ok(model),
-                            Err(_) => Err("the agent is not running".into()),
-                        }
-                    }
-                    Ok(Err(message)) => Err(message),
-                    Err(err) => Err(format!("cannot switch the model: {err}")),
-                };
-                let _ = ui.cast(UiMessage::ModelSwitched(result));
-            });
+            ));
         }
         Action::Diff => {
             let workspace = std::path::PathBuf::from(&store.session.workspace);
@@ -498,4 +472,40 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
         }
         Action::Quit => stop(myself, state, UiExit::Quit),
     }
+}
+
+/// `/compact`, off the handler: the agent compacts; its `compacted` event
+/// says what was cut, so only "nothing" or a failure comes back here.
+async fn compact(agent: ActorRef<AgentMessage>, ui: ActorRef<UiMessage>) {
+    let result = match ractor::call!(agent, |reply| AgentMessage::CompactNow { reply }) {
+        Ok(Ok(true)) => return,
+        Ok(Ok(false)) => Ok("nothing to compact: the conversation is too short".into()),
+        Ok(Err(message)) => Err(message),
+        Err(err) => Err(format!("the agent did not answer: {err}")),
+    };
+    // Fails only when the UI is gone.
+    let _ = ui.cast(UiMessage::Local(result));
+}
+
+/// `/model NAME`, off the handler: the provider is built on a blocking
+/// thread (a TLS client takes a moment), then handed to the agent.
+async fn switch_model(
+    model: String,
+    commands: Arc<dyn LocalCommands>,
+    agent: ActorRef<AgentMessage>,
+    ui: ActorRef<UiMessage>,
+) {
+    let built = tokio::task::spawn_blocking(move || commands.provider_for_model(&model)).await;
+    let result = match built {
+        Ok(Ok(provider)) => {
+            let model = provider.model().to_string();
+            match agent.cast(AgentMessage::SwitchProvider { provider }) {
+                Ok(()) => Ok(model),
+                Err(_) => Err("the agent is not running".into()),
+            }
+        }
+        Ok(Err(message)) => Err(message),
+        Err(err) => Err(format!("cannot switch the model: {err}")),
+    };
+    let _ = ui.cast(UiMessage::ModelSwitched(result));
 }
