@@ -346,8 +346,9 @@ impl Renderer {
     }
 
     /// The prefix of the next line: quote bars and list markers (each
-    /// marker once, on its item's first line).
-    fn prefix(&mut self) -> Vec<Span<'static>> {
+    /// marker once, on its item's first text line; `fill` lines — blank
+    /// lines, tables — get spaces instead and leave the marker for later).
+    fn prefix(&mut self, fill: bool) -> Vec<Span<'static>> {
         let mut spans = Vec::new();
         for container in &mut self.containers {
             match container {
@@ -356,7 +357,7 @@ impl Renderer {
                     marker,
                     marker_shown,
                 } => {
-                    if *marker_shown {
+                    if *marker_shown || fill {
                         spans.push(Span::raw(" ".repeat(text_width(marker))));
                     } else {
                         *marker_shown = true;
@@ -376,20 +377,17 @@ impl Renderer {
         }
     }
 
-    /// One line with the containers' prefix. `fill` lines (blank lines,
-    /// tables) take the prefix without consuming a list marker.
+    /// One line with the containers' prefix.
     fn emit_line(&mut self, spans: Vec<Span<'static>>, fill: bool) {
-        let mut line = if fill {
-            let saved = self.containers.clone();
-            let prefix = self.prefix();
-            self.containers = saved;
-            prefix
-        } else {
-            self.prefix()
-        };
-        if fill && spans.is_empty() {
-            // A blank line keeps quote bars only, never list markers.
-            line.retain(|span| span.content.trim().is_empty() || span.content.starts_with('│'));
+        let mut line = self.prefix(fill);
+        if spans.is_empty() {
+            // A blank line keeps its quote bars, not trailing spaces.
+            while line
+                .last()
+                .is_some_and(|span| span.content.trim().is_empty())
+            {
+                line.pop();
+            }
         }
         line.extend(spans);
         self.out.push(Line::from(line));

@@ -134,3 +134,17 @@ fn an_unclosed_fence_mid_stream_still_shows_its_code() {
     let text = text_of(&render("text\n\n```python\nprint(1)", 30));
     assert_eq!(text, ["text", "", "  print(1)"]);
 }
+
+#[test]
+fn a_table_inside_a_list_item_is_indented_without_repeating_the_marker() {
+    let text = text_of(&render(
+        "- item\n\n  | a | b |\n  |---|---|\n  | 1 | 2 |",
+        30,
+    ));
+    assert_eq!(text[0], "• item");
+    assert!(
+        text.iter().skip(1).all(|line| !line.contains('•')),
+        "{text:?}"
+    );
+    assert!(text.iter().any(|line| line == "  1 │ 2"), "{text:?}");
+}
