@@ -10,10 +10,11 @@ use std::sync::Arc;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio_util::sync::CancellationToken;
 
-use super::{AgentDeps, Conversation, TurnOutcome, restore_plan, run_turn};
+use super::{AgentDeps, Conversation, TurnOutcome, compaction, restore_plan, run_turn};
 use crate::plan::PlanFlavour;
 use crate::plan::restore::is_restore_message;
 use crate::protocol::{Message, TurnStatus, UsageTotals};
+use crate::provider::Provider;
 
 pub struct AgentActor;
 
@@ -47,6 +48,21 @@ pub enum AgentMessage {
     /// append it as a restored tool result, so the model sees the current
     /// state on its next request. Applied after the running turn, if any.
     RestorePlan,
+    /// Compact the conversation now (`/compact`), whatever its size; a
+    /// `compacted` event says what was cut. Replies whether anything was,
+    /// or why not (a turn is running).
+    CompactNow {
+        reply: RpcReplyPort<Result<bool, String>>,
+    },
+    /// Use this provider (the same endpoint, another model) from the next
+    /// turn on (`/model NAME`); a running turn keeps the one it started with.
+    SwitchProvider { provider: Arc<dyn Provider> },
+    /// Internal: the compaction task hands the conversation back.
+    CompactionFinished {
+        conversation: Box<Conversation>,
+        reply: RpcReplyPort<Result<bool, String>>,
+        compacted: bool,
+    },
     /// Internal: the turn task hands the conversation back.
     TurnFinished {
         conversation: Box<Conversation>,
@@ -175,6 +191,34 @@ impl Actor for AgentActor {
             AgentMessage::Snapshot(reply) => {
                 let _ = reply.send(state.conversation.clone());
             }
+            AgentMessage::CompactNow { reply } => {
+                let Some(conversation) = state.conversation.take() else {
+                    let _ = reply.send(Err("a turn is running; /compact when it has ended".into()));
+                    return Ok(());
+                };
+                let deps = state.deps.clone();
+                tokio::spawn(async move {
+                    let (conversation, compacted) = compact_now(conversation, &deps).await;
+                    let _ = myself.cast(AgentMessage::CompactionFinished {
+                        conversation: Box::new(conversation),
+                        reply,
+                        compacted,
+                    });
+                });
+            }
+            AgentMessage::CompactionFinished {
+                conversation,
+                reply,
+                compacted,
+            } => {
+                state.conversation = Some(*conversation);
+                let _ = reply.send(Ok(compacted));
+            }
+            AgentMessage::SwitchProvider { provider } => {
+                let mut deps = (*state.deps).clone();
+                deps.provider = provider;
+                state.deps = Arc::new(deps);
+            }
         }
         Ok(())
     }
@@ -189,6 +233,31 @@ impl Actor for AgentActor {
         }
         Ok(())
     }
+}
+
+/// Compaction on request: the configured strategy with no threshold, and
+/// at most half of the conversation kept, so a short one can be compacted
+/// too. Returns the conversation and whether anything was cut.
+async fn compact_now(mut conversation: Conversation, deps: &AgentDeps) -> (Conversation, bool) {
+    let mut deps = deps.clone();
+    let size = conversation.estimated_tokens();
+    let compaction = &mut deps.settings.compaction;
+    compaction.threshold_tokens = 0;
+    compaction.keep_recent_tokens = compaction.keep_recent_tokens.min(size / 2);
+    let before = (conversation.messages().len(), size);
+    let mut usage = UsageTotals::default();
+    compaction::maybe_compact(
+        &mut conversation,
+        &deps,
+        &CancellationToken::new(),
+        &mut usage,
+    )
+    .await;
+    let after = (
+        conversation.messages().len(),
+        conversation.estimated_tokens(),
+    );
+    (conversation, after != before)
 }
 
 /// The conversation after `/recall`: this session's system message (it never
@@ -374,5 +443,104 @@ mod tests {
         };
         assert!(content.contains("Plan cleared by the user."), "{content}");
         assert!(after.unanswered_tool_calls().is_empty());
+    }
+
+    async fn agent_with_events(
+        script: &str,
+        dir: &std::path::Path,
+    ) -> (
+        ActorRef<AgentMessage>,
+        tokio::sync::mpsc::UnboundedReceiver<crate::protocol::Event>,
+    ) {
+        let (sender, events) = tokio::sync::mpsc::unbounded_channel();
+        let deps = Arc::new(AgentDeps {
+            provider: Arc::new(ScriptProvider::from_json("a", "first", script).unwrap()),
+            tool_env: Arc::new(crate::tools::path::testing::env(dir)),
+            ctx: InvocationContext::main(),
+            settings: AgentSettings {
+                max_steps: 5,
+                compaction: CompactionSettings {
+                    threshold_tokens: 100_000,
+                    keep_recent_tokens: 10_000,
+                    strategy: CompactionStrategy::Elide,
+                },
+            },
+            events: EventSink::new(sender),
+            catalog: ToolCatalog::standard(PlanFlavour::UpdatePlan),
+        });
+        let conversation = Conversation::new("the system prompt".into());
+        let (actor, _) = Actor::spawn(None, AgentActor, AgentArguments { deps, conversation })
+            .await
+            .unwrap();
+        (actor, events)
+    }
+
+    async fn ask(actor: &ActorRef<AgentMessage>, prompt: &str) -> TurnOutcome {
+        ractor::call!(actor, |reply| AgentMessage::SubmitPrompt {
+            prompt: prompt.into(),
+            reply
+        })
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn compact_now_cuts_a_short_conversation_and_says_so_in_an_event() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = r#"{"turns": [{"text": "one"}, {"text": "two"}, {"text": "three"}]}"#;
+        let (actor, mut events) = agent_with_events(script, dir.path()).await;
+        for prompt in ["first request", "second request", "third request"] {
+            assert_eq!(ask(&actor, prompt).await.status, TurnStatus::Completed);
+        }
+        let before = ractor::call!(actor, AgentMessage::Snapshot)
+            .unwrap()
+            .unwrap();
+        let compacted = ractor::call!(actor, |reply| AgentMessage::CompactNow { reply }).unwrap();
+        assert_eq!(compacted, Ok(true));
+        let after = ractor::call!(actor, AgentMessage::Snapshot)
+            .unwrap()
+            .unwrap();
+        assert!(after.messages().len() < before.messages().len());
+        assert_eq!(
+            after.messages()[0],
+            before.messages()[0],
+            "the system prompt stays"
+        );
+        let mut removed = None;
+        while let Ok(event) = events.try_recv() {
+            if let crate::protocol::EventKind::Compacted {
+                removed_messages, ..
+            } = event.kind
+            {
+                removed = Some(removed_messages);
+            }
+        }
+        assert!(removed.is_some_and(|n| n > 0), "{removed:?}");
+        // An empty conversation has nothing to cut.
+        let (fresh, _events) = agent_with_events(script, dir.path()).await;
+        let nothing = ractor::call!(fresh, |reply| AgentMessage::CompactNow { reply }).unwrap();
+        assert_eq!(nothing, Ok(false));
+    }
+
+    #[tokio::test]
+    async fn a_switched_provider_answers_from_the_next_turn_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let (actor, _events) =
+            agent_with_events(r#"{"turns": [{"text": "from the first"}]}"#, dir.path()).await;
+        assert_eq!(
+            ask(&actor, "hi").await.final_text.as_deref(),
+            Some("from the first")
+        );
+        let other =
+            ScriptProvider::from_json("b", "second", r#"{"turns": [{"text": "from the second"}]}"#)
+                .unwrap();
+        actor
+            .cast(AgentMessage::SwitchProvider {
+                provider: Arc::new(other),
+            })
+            .unwrap();
+        assert_eq!(
+            ask(&actor, "again").await.final_text.as_deref(),
+            Some("from the second")
+        );
     }
 }

@@ -14,6 +14,7 @@ mod actor;
 mod compaction;
 mod conversation;
 mod events;
+mod live;
 mod prompt;
 mod turn;
 

@@ -22,7 +22,9 @@ use crate::provider::{
 use crate::text;
 use crate::tools::{InvocationContext, ToolCatalog, ToolEnv, ToolKind, ToolOutput};
 
-/// Everything a turn needs besides the conversation. Shared, immutable.
+/// Everything a turn needs besides the conversation. Shared, immutable
+/// (`/model` swaps in a copy with another provider between turns).
+#[derive(Clone)]
 pub struct AgentDeps {
     pub provider: Arc<dyn Provider>,
     pub catalog: Arc<ToolCatalog>,
@@ -87,7 +89,7 @@ async fn turn_steps(
         }
         compaction::maybe_compact(conversation, deps, cancel, &mut usage).await;
 
-        let completion = match request_completion(conversation, deps, cancel).await {
+        let completion = match request(conversation, deps, cancel, true).await {
             Some(Ok(completion)) => completion,
             Some(Err(err)) => {
                 let message = err.to_string();
@@ -164,20 +166,32 @@ pub(super) async fn request_completion(
     deps: &AgentDeps,
     cancel: &CancellationToken,
 ) -> Option<Result<Completion, ProviderError>> {
+    request(conversation, deps, cancel, false).await
+}
+
+/// One provider request; with `stream_text`, its text fragments go to the
+/// live UI as they arrive (the answers of a turn, not compaction summaries).
+async fn request(
+    conversation: &Conversation,
+    deps: &AgentDeps,
+    cancel: &CancellationToken,
+    stream_text: bool,
+) -> Option<Result<Completion, ProviderError>> {
     let events = deps.events.clone();
-    let notices = move |notice: ProviderNotice| {
-        if let ProviderNotice::Retrying {
+    let notices = move |notice: ProviderNotice| match notice {
+        ProviderNotice::Retrying {
             attempt,
             delay,
             reason,
-        } = notice
-        {
-            events.emit(EventKind::Retrying {
-                attempt,
-                delay_ms: delay.as_millis() as u64,
-                reason: text::summary(&reason, 200),
-            });
+        } => events.emit(EventKind::Retrying {
+            attempt,
+            delay_ms: delay.as_millis() as u64,
+            reason: text::summary(&reason, 200),
+        }),
+        ProviderNotice::TextDelta(text) if stream_text => {
+            events.emit(EventKind::AssistantDelta { text });
         }
+        ProviderNotice::TextDelta(_) | ProviderNotice::ToolCallStarted { .. } => {}
     };
     let request = ChatRequest {
         messages: conversation.messages(),
@@ -237,6 +251,9 @@ async fn run_tool_calls(
             ok: output.ok,
             summary: text::summary(&output.content, 120),
         });
+        if let Some(shown) = super::live::tool_output(call, &output) {
+            deps.events.emit(shown);
+        }
         if output.ok
             && deps.catalog.kind_of(&call.name) == Some(ToolKind::PlanState)
             && let Some(plan) = &output.details

@@ -204,6 +204,11 @@ async fn exec(config: Config, prompt: String, json: bool) -> ExitCode {
 /// also as one sentence on stderr, for the person watching.
 async fn print_events(mut receiver: mpsc::UnboundedReceiver<Event>, json: bool) {
     while let Some(event) = receiver.recv().await {
+        // Streaming text and tool output are for the live UI; the --json
+        // stream (a contract) stays as it is.
+        if event.kind.is_live_only() {
+            continue;
+        }
         if json {
             match serde_json::to_string(&event) {
                 Ok(line) => {

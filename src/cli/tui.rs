@@ -63,12 +63,14 @@ async fn session(config: Config) -> ExitCode {
         return fail(&err.to_string());
     }
     let local_commands = Arc::new(CliLocalCommands::new(&config));
+    let history = ui::PromptHistory::for_workspace(&config.workspace);
     let result = ui::run(UiSetup {
         agent: session.actor.clone(),
         events: receiver,
         local_commands,
         questions,
         warnings: config.warnings.clone(),
+        history,
     })
     .await;
     // Every subagent is gone and a running turn is cancelled before exit.
@@ -104,6 +106,8 @@ fn init_file_logging(workspace: &Path) {
 /// `/plan` and `/plan clear` on the configured flavour's state: the same
 /// text and the same change as `fido plan show` and `fido plan clear`.
 struct CliLocalCommands {
+    /// For `/model`: the session's provider settings with another model.
+    config: Option<Config>,
     workspace: std::path::PathBuf,
     flavour: PlanFlavour,
     /// `update_plan` state.
@@ -115,6 +119,7 @@ struct CliLocalCommands {
 impl CliLocalCommands {
     fn new(config: &Config) -> Self {
         CliLocalCommands {
+            config: Some(config.clone()),
             workspace: config.workspace.clone(),
             flavour: config.plan_tool,
             plans: PlanStore::new(config.plan_file.clone()),
@@ -182,6 +187,17 @@ impl LocalCommands for CliLocalCommands {
         crate::session::saved::load(&self.workspace, name)
     }
 
+    fn status(&self) -> ui::StatusInfo {
+        self.status_info()
+    }
+
+    fn provider_for_model(
+        &self,
+        model: &str,
+    ) -> Result<Arc<dyn crate::provider::Provider>, String> {
+        self.provider_for(model)
+    }
+
     fn sessions(&self) -> Result<String, String> {
         let saved = crate::session::saved::list(&self.workspace)
             .map_err(|err| format!("cannot list saved conversations: {err}"))?;
@@ -197,6 +213,36 @@ impl LocalCommands for CliLocalCommands {
 }
 
 impl CliLocalCommands {
+    fn status_info(&self) -> ui::StatusInfo {
+        let safety = self.config.as_ref().map(|config| &config.safety);
+        ui::StatusInfo {
+            sandbox_mode: safety.map(|s| s.sandbox_mode.to_string()),
+            // The TUI's default when the configuration names none.
+            approval_policy: safety.map(|s| {
+                s.approval_policy
+                    .unwrap_or(ApprovalPolicy::OnRequest)
+                    .to_string()
+            }),
+            // Fido does not load project instruction files (AGENTS.md) yet.
+            instruction_files: Vec::new(),
+        }
+    }
+
+    fn provider_for(&self, model: &str) -> Result<Arc<dyn crate::provider::Provider>, String> {
+        let Some(config) = &self.config else {
+            return Err("/model is not available here".into());
+        };
+        let model = model.trim();
+        if model.is_empty() || model.chars().any(char::is_control) {
+            return Err("/model needs a model name, e.g. /model gpt-4.1".into());
+        }
+        let mut config = config.clone();
+        config.model = model.to_string();
+        config
+            .build_provider()
+            .map_err(|err| format!("cannot switch to {model}: {err}"))
+    }
+
     fn clear_update_plan(&self) -> Result<PlanCleared, String> {
         let (state, warning) = self.plans.clear().map_err(|err| err.to_string())?;
         if let Some(warning) = warning {
@@ -286,6 +332,7 @@ mod tests {
         let store = PlanStore::new(path.clone());
         let before = saved_plan(&store);
         let commands = Arc::new(CliLocalCommands {
+            config: None,
             workspace: dir.path().to_path_buf(),
             flavour: PlanFlavour::UpdatePlan,
             plans: PlanStore::new(path.clone()),
@@ -298,6 +345,7 @@ mod tests {
             agent,
             local_commands: commands,
             exit,
+            history: Default::default(),
         };
         let (ui, _) = Actor::spawn(None, UiActor::new(), arguments).await.unwrap();
         // As at start-up: the loaded plan arrives as an event.
@@ -335,6 +383,7 @@ mod tests {
     fn the_todo_flavour_shows_and_clears_its_own_state() {
         let dir = tempfile::tempdir().unwrap();
         let commands = CliLocalCommands {
+            config: None,
             workspace: dir.path().to_path_buf(),
             flavour: PlanFlavour::Todo,
             plans: PlanStore::new(dir.path().join(".fido-plan.json")),
@@ -437,6 +486,7 @@ mod tests {
         .await
         .unwrap();
         let commands = Arc::new(CliLocalCommands {
+            config: None,
             workspace: dir.path().to_path_buf(),
             flavour: PlanFlavour::UpdatePlan,
             plans: PlanStore::new(dir.path().join(".fido-plan.json")),
@@ -451,6 +501,7 @@ mod tests {
                 agent: agent.clone(),
                 local_commands: commands,
                 exit,
+                history: Default::default(),
             },
         )
         .await
@@ -527,5 +578,31 @@ mod tests {
             |e| matches!(e, Entry::Local(t) if t.contains(&name) && t.contains("say hello")),
         )
         .await;
+    }
+
+    #[test]
+    fn model_builds_the_same_provider_with_another_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let overrides = Overrides {
+            workspace: Some(dir.path().to_path_buf()),
+            values: Vec::new(),
+        };
+        let env = [
+            ("FIDO_PROVIDER".to_string(), "openai".to_string()),
+            (
+                "FIDO_BASE_URL".to_string(),
+                "http://127.0.0.1:9/v1".to_string(),
+            ),
+            ("FIDO_MODEL".to_string(), "first-model".to_string()),
+        ];
+        let config = Config::load_from(&overrides, &env).unwrap();
+        let commands = CliLocalCommands::new(&config);
+        let provider = commands.provider_for_model("second-model").unwrap();
+        assert_eq!(provider.model(), "second-model");
+        assert_eq!(provider.name(), "openai");
+        assert!(commands.provider_for_model("  ").is_err());
+        let status = commands.status();
+        assert_eq!(status.sandbox_mode.as_deref(), Some("workspace-write"));
+        assert_eq!(status.approval_policy.as_deref(), Some("on-request"));
     }
 }

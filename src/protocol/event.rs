@@ -98,6 +98,43 @@ pub enum EventKind {
     },
     /// Something went wrong that the user must know about.
     Error { message: String },
+    /// Live display only (never printed by `fido exec --json`, see
+    /// [`EventKind::is_live_only`]): a fragment of assistant text as it
+    /// streams. `assistant_text` with the whole message still follows; a
+    /// `retrying` or `compacted` event drops the fragments seen so far.
+    AssistantDelta { text: String },
+    /// Live display only: what the terminal UI shows of a finished call of
+    /// `patch` (its arguments, for the diff) or `bash_exec` (the tail of
+    /// its output and the exit line), after the call's `tool_result`.
+    ToolOutput {
+        id: String,
+        name: String,
+        arguments: String,
+        content: String,
+    },
+}
+
+impl EventKind {
+    /// Events for the live terminal UI only: the `--json` stream (a
+    /// contract) and the subagent lifecycle frames leave them out, so they
+    /// may carry message contents.
+    pub fn is_live_only(&self) -> bool {
+        match self {
+            EventKind::AssistantDelta { .. } | EventKind::ToolOutput { .. } => true,
+            EventKind::SessionStarted { .. }
+            | EventKind::TurnStarted { .. }
+            | EventKind::AssistantText { .. }
+            | EventKind::ToolCall { .. }
+            | EventKind::ToolResult { .. }
+            | EventKind::PlanUpdated { .. }
+            | EventKind::Subagent { .. }
+            | EventKind::Usage { .. }
+            | EventKind::Compacted { .. }
+            | EventKind::Retrying { .. }
+            | EventKind::TurnCompleted { .. }
+            | EventKind::Error { .. } => false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

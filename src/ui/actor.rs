@@ -1,10 +1,12 @@
 //! `UiActor`: owns the [`Store`] and the terminal; turns messages into store
 //! changes and frames, and actions into commands for the agent.
 //!
-//! Draw on change: a message that changes the store schedules one frame
-//! [`FRAME_DELAY`] later unless one is already scheduled, so a burst of
-//! events costs one draw. The only timer is a one-second [`TICK`] while a
-//! subagent's clock runs. The actor never waits for the agent: commands are
+//! Draw on change, paced: a message that changes the store schedules one
+//! frame, no sooner than [`FRAME_DELAY`] after the last one, so a burst of
+//! events costs one draw per interval (the first change after a quiet
+//! spell draws at once). A key shortens the wait to [`KEY_FRAME_DELAY`],
+//! so typing stays immediate while events flood in. The only timer is a
+//! one-second [`TICK`] while a turn or a subagent's clock runs. The actor never waits for the agent: commands are
 //! casts, and the reply to `SubmitPrompt` is awaited by a spawned task that
 //! posts it back as [`UiMessage::TurnEnded`].
 //!
@@ -20,15 +22,21 @@ use ratatui::Terminal;
 use ratatui::backend::Backend;
 use tokio::sync::oneshot;
 
+use crossterm::event::MouseEventKind;
+
 use super::commands::LocalCommands;
+use super::history::{HistoryWriter, PromptHistory};
 use super::keys::{self, Action};
 use super::store::{Entry, Store};
-use super::widgets;
+use super::{diff, git_diff, status_view, theme, widgets};
 use crate::agent::{AgentMessage, TurnOutcome};
 use crate::protocol::{ApprovalDecision, Event, TurnStatus};
 
-/// Delay between the first change and its frame: bursts within it coalesce.
+/// Shortest time between two frames for agent events: bursts within it
+/// coalesce into one frame.
 pub const FRAME_DELAY: Duration = Duration::from_millis(16);
+/// Shortest time between two frames when a key changed the screen.
+pub const KEY_FRAME_DELAY: Duration = Duration::from_millis(4);
 /// How often on-screen clocks advance while something is running.
 pub const TICK: Duration = Duration::from_secs(1);
 
@@ -51,6 +59,10 @@ pub enum UiMessage {
     Question(super::commands::Question),
     /// The guard asks for approval: show the prompt; y/a/n/Esc answer it.
     Approval(super::commands::ApprovalPrompt),
+    /// `/model NAME` took effect (the model's name), or why not.
+    ModelSwitched(Result<String, String>),
+    /// `/diff` finished: the diff text, or why there is none.
+    DiffReady(Result<String, String>),
     /// A copy of the store (tests, debugging).
     Snapshot(RpcReplyPort<Store>),
     /// Internal: draw the frame scheduled after a change.
@@ -89,6 +101,8 @@ pub struct UiArguments<B: Backend> {
     pub local_commands: Arc<dyn LocalCommands>,
     /// Told once why the actor stopped.
     pub exit: oneshot::Sender<UiExit>,
+    /// Prompts entered before, and where new ones are saved.
+    pub history: PromptHistory,
 }
 
 pub struct UiState<B: Backend> {
@@ -98,11 +112,16 @@ pub struct UiState<B: Backend> {
     local_commands: Arc<dyn LocalCommands>,
     exit: Option<oneshot::Sender<UiExit>>,
     frame_scheduled: bool,
+    /// When the last frame was drawn (pacing).
+    last_frame: Instant,
+    /// A frame scheduled soon after a key (pending).
+    key_frame_scheduled: bool,
     tick_scheduled: bool,
     /// Where the answer to the question on screen goes.
     answer: Option<tokio::sync::oneshot::Sender<Option<String>>>,
     /// Where the decision on the approval request on screen goes.
     approval_answer: Option<tokio::sync::oneshot::Sender<ApprovalDecision>>,
+    history: Option<HistoryWriter>,
 }
 
 impl<B> Actor for UiActor<B>
@@ -122,16 +141,22 @@ where
             .terminal
             .size()
             .map_err(|err| format!("cannot read the terminal size: {err}"))?;
+        let mut store = Store::new((size.width, size.height));
+        store.history = args.history.entries;
+        store.no_color = theme::no_color_from_env();
         let mut state = UiState {
             terminal: args.terminal,
-            store: Store::new((size.width, size.height)),
+            store,
             agent: args.agent,
             local_commands: args.local_commands,
             exit: Some(args.exit),
             frame_scheduled: false,
+            last_frame: Instant::now(),
+            key_frame_scheduled: false,
             tick_scheduled: false,
             answer: None,
             approval_answer: None,
+            history: args.history.writer,
         };
         draw(&mut state).map_err(|message| -> ActorProcessingErr { message.into() })?;
         Ok(state)
@@ -144,11 +169,21 @@ where
         state: &mut UiState<B>,
     ) -> Result<(), ActorProcessingErr> {
         let now = Instant::now();
+        let keyed = matches!(
+            message,
+            UiMessage::Terminal(
+                crossterm::event::Event::Key(_) | crossterm::event::Event::Paste(_)
+            )
+        );
         let changed = match message {
             UiMessage::Agent(event) => state.store.apply(&event.kind, now),
             UiMessage::Terminal(event) => match event {
                 crossterm::event::Event::Key(key) => {
-                    if let Some(action) = keys::handle_key(&mut state.store, key, now) {
+                    state.store.now = now;
+                    let remembered = state.store.history.len();
+                    let action = keys::handle_key(&mut state.store, key, now);
+                    save_history(state, remembered);
+                    if let Some(action) = action {
                         dispatch(&myself, state, action);
                     }
                     true
@@ -161,9 +196,18 @@ where
                     state.store.size = (width, height);
                     true
                 }
-                crossterm::event::Event::FocusGained
-                | crossterm::event::Event::FocusLost
-                | crossterm::event::Event::Mouse(_) => false,
+                crossterm::event::Event::Mouse(mouse) => match mouse.kind {
+                    MouseEventKind::ScrollUp => {
+                        keys::wheel(&mut state.store, keys::Direction::Up);
+                        true
+                    }
+                    MouseEventKind::ScrollDown => {
+                        keys::wheel(&mut state.store, keys::Direction::Down);
+                        true
+                    }
+                    _ => false,
+                },
+                crossterm::event::Event::FocusGained | crossterm::event::Event::FocusLost => false,
             },
             UiMessage::TurnEnded(outcome) => {
                 state.store.turn_replied(outcome.status, outcome.error);
@@ -200,14 +244,42 @@ where
                 });
                 true
             }
+            UiMessage::ModelSwitched(result) => {
+                match result {
+                    Ok(model) => {
+                        state.store.push(Entry::Info(format!(
+                            "model: {model} from the next request on; the prompt cache starts cold, so that request pays for the whole prompt again"
+                        )));
+                        state.store.session.model = model;
+                    }
+                    Err(message) => state.store.push(Entry::Error(message)),
+                }
+                true
+            }
+            UiMessage::DiffReady(result) => {
+                state.store.push(match result {
+                    Ok(text) if text.trim().is_empty() => {
+                        Entry::Info("/diff: no changes to tracked files".into())
+                    }
+                    Ok(text) => Entry::Diff(diff::from_git(&text)),
+                    Err(message) => Entry::Error(message),
+                });
+                true
+            }
             UiMessage::Snapshot(reply) => {
                 let _ = reply.send(state.store.clone());
                 false
             }
             UiMessage::Frame => {
-                state.frame_scheduled = false;
-                if let Err(message) = draw(state) {
-                    stop(&myself, state, UiExit::Failed(message));
+                // A second scheduled frame (a key's, an event's) finds
+                // nothing left to draw.
+                if state.frame_scheduled {
+                    state.frame_scheduled = false;
+                    state.key_frame_scheduled = false;
+                    state.last_frame = now;
+                    if let Err(message) = draw(state) {
+                        stop(&myself, state, UiExit::Failed(message));
+                    }
                 }
                 false
             }
@@ -216,9 +288,8 @@ where
                 state.store.tick(now)
             }
         };
-        if changed && !state.frame_scheduled {
-            state.frame_scheduled = true;
-            myself.send_after(FRAME_DELAY, || UiMessage::Frame);
+        if changed {
+            schedule_frame(&myself, state, keyed, now);
         }
         if state.store.needs_ticks() && !state.tick_scheduled {
             state.tick_scheduled = true;
@@ -228,7 +299,43 @@ where
     }
 }
 
+/// Schedules the next frame, paced from the last one; a key gets a frame
+/// sooner even when an event's frame is already on its way.
+fn schedule_frame<B: Backend>(
+    myself: &ActorRef<UiMessage>,
+    state: &mut UiState<B>,
+    keyed: bool,
+    now: Instant,
+) {
+    let pace = if keyed { KEY_FRAME_DELAY } else { FRAME_DELAY };
+    // Scheduled already, and no key needs it sooner.
+    let sooner = keyed && !state.key_frame_scheduled;
+    if state.frame_scheduled && !sooner {
+        return;
+    }
+    state.frame_scheduled = true;
+    state.key_frame_scheduled |= keyed;
+    let delay = (state.last_frame + pace).saturating_duration_since(now);
+    if delay.is_zero() {
+        // Fails only when the actor is stopping.
+        let _ = myself.cast(UiMessage::Frame);
+    } else {
+        myself.send_after(delay, || UiMessage::Frame);
+    }
+}
+
+/// Saves the line the last key entered (if it did) to the history file,
+/// through the writer task.
+fn save_history<B: Backend>(state: &UiState<B>, remembered: usize) {
+    if state.store.history.len() > remembered
+        && let (Some(writer), Some(line)) = (&state.history, state.store.history.last())
+    {
+        writer.append(line);
+    }
+}
+
 fn draw<B: Backend>(state: &mut UiState<B>) -> Result<(), String> {
+    widgets::before_frame(&mut state.store);
     let store = &state.store;
     state
         .terminal
@@ -356,6 +463,68 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
                 let _ = answer.send(decision);
             }
         }
+        Action::Help => store.push(Entry::Local(status_view::HELP.into())),
+        Action::Status => {
+            let info = state.local_commands.status();
+            store.push(Entry::Local(status_view::status(store, &info)));
+        }
+        Action::Compact => {
+            store.push(Entry::Info("/compact: compacting the conversation…".into()));
+            tokio::spawn(compact(state.agent.clone(), myself.clone()));
+        }
+        Action::Model(model) => {
+            let commands = state.local_commands.clone();
+            tokio::spawn(switch_model(
+                model,
+                commands,
+                state.agent.clone(),
+                myself.clone(),
+            ));
+        }
+        Action::Diff => {
+            let workspace = std::path::PathBuf::from(&store.session.workspace);
+            let ui = myself.clone();
+            tokio::spawn(async move {
+                let result = git_diff::workspace_diff(workspace).await;
+                let _ = ui.cast(UiMessage::DiffReady(result));
+            });
+        }
         Action::Quit => stop(myself, state, UiExit::Quit),
     }
+}
+
+/// `/compact`, off the handler: the agent compacts; its `compacted` event
+/// says what was cut, so only "nothing" or a failure comes back here.
+async fn compact(agent: ActorRef<AgentMessage>, ui: ActorRef<UiMessage>) {
+    let result = match ractor::call!(agent, |reply| AgentMessage::CompactNow { reply }) {
+        Ok(Ok(true)) => return,
+        Ok(Ok(false)) => Ok("nothing to compact: the conversation is too short".into()),
+        Ok(Err(message)) => Err(message),
+        Err(err) => Err(format!("the agent did not answer: {err}")),
+    };
+    // Fails only when the UI is gone.
+    let _ = ui.cast(UiMessage::Local(result));
+}
+
+/// `/model NAME`, off the handler: the provider is built on a blocking
+/// thread (a TLS client takes a moment), then handed to the agent.
+async fn switch_model(
+    model: String,
+    commands: Arc<dyn LocalCommands>,
+    agent: ActorRef<AgentMessage>,
+    ui: ActorRef<UiMessage>,
+) {
+    let built = tokio::task::spawn_blocking(move || commands.provider_for_model(&model)).await;
+    let result = match built {
+        Ok(Ok(provider)) => {
+            let model = provider.model().to_string();
+            match agent.cast(AgentMessage::SwitchProvider { provider }) {
+                Ok(()) => Ok(model),
+                Err(_) => Err("the agent is not running".into()),
+            }
+        }
+        Ok(Err(message)) => Err(message),
+        Err(err) => Err(format!("cannot switch the model: {err}")),
+    };
+    let _ = ui.cast(UiMessage::ModelSwitched(result));
 }

@@ -1,7 +1,22 @@
 //! The local commands (`/plan`, `/plan clear`, `/undo`, `/suspend`,
-//! `/recall`, `/sessions`), behind a trait so that the TUI and the command
-//! line share one implementation (the CLI provides it). They run without a
+//! `/recall`, `/sessions`, and what `/status` and `/model` need from the
+//! configuration), behind a trait so that the TUI and the command line
+//! share one implementation (the CLI provides it). They run without a
 //! model turn.
+
+use std::sync::Arc;
+
+use crate::provider::Provider;
+
+/// What `/status` shows from the configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatusInfo {
+    /// `None`: the configuration has no such setting (yet).
+    pub sandbox_mode: Option<String>,
+    pub approval_policy: Option<String>,
+    /// Project instruction files loaded into the session.
+    pub instruction_files: Vec<String>,
+}
 
 /// What `/plan clear` produced: the new plan for the panel, and one line for
 /// the transcript.
@@ -41,6 +56,15 @@ pub trait LocalCommands: Send + Sync {
     /// `/sessions`: the saved conversations, one per line.
     fn sessions(&self) -> Result<String, String> {
         Err("/sessions is not available here".into())
+    }
+    /// `/status`: the settings it shows.
+    fn status(&self) -> StatusInfo {
+        StatusInfo::default()
+    }
+    /// `/model NAME`: the session's provider, configured for that model.
+    /// Called off the UI handler (building a client may take a moment).
+    fn provider_for_model(&self, _model: &str) -> Result<Arc<dyn Provider>, String> {
+        Err("/model is not available here".into())
     }
 }
 

@@ -41,13 +41,29 @@ pub enum Action {
     Recall(Option<String>),
     /// `/sessions`: list saved conversations.
     Sessions,
+    /// `/help`: every key and command, into the transcript.
+    Help,
+    /// `/status`: model, provider, safety settings, instructions, usage.
+    Status,
+    /// `/compact`: compact the conversation now.
+    Compact,
+    /// `/model NAME`: use this model from the next request on.
+    Model(String),
+    /// `/diff`: the workspace's `git diff`, coloured.
+    Diff,
     /// Leave Fido (`/quit`, Ctrl+C twice when idle, Ctrl+D on empty input).
     Quit,
 }
 
 /// Local commands typed on the input line.
-const COMMANDS_HELP: &str =
-    "local commands: /plan, /plan clear, /undo, /suspend, /recall [NAME], /sessions, /quit";
+const COMMANDS_HELP: &str = "local commands: /help, /status, /compact, /model NAME, /diff, /plan, /plan clear, /undo, /suspend, /recall [NAME], /sessions, /quit";
+
+/// A paste longer than this many lines (or [`FOLD_PASTE_CHARS`]) shows
+/// folded in the editor as one placeholder.
+pub const FOLD_PASTE_LINES: usize = 5;
+pub const FOLD_PASTE_CHARS: usize = 1000;
+/// Lines the mouse wheel scrolls per notch.
+pub const WHEEL_LINES: usize = 3;
 
 /// Handles one key; returns the action it asks for, if any. Every key may
 /// change the store, so the caller redraws after each.
@@ -76,6 +92,20 @@ pub fn handle_key(store: &mut Store, key: KeyEvent, now: Instant) -> Option<Acti
     if ctrl {
         return ctrl_key(store, key.code);
     }
+    let alt = key.modifiers.contains(KeyModifiers::ALT);
+    let shift = key.modifiers.contains(KeyModifiers::SHIFT);
+    if key.code == KeyCode::Enter && (alt || shift) {
+        store.input.newline();
+        return None;
+    }
+    if alt {
+        match key.code {
+            KeyCode::Char('b' | 'B') | KeyCode::Left => store.input.word_left(),
+            KeyCode::Char('f' | 'F') | KeyCode::Right => store.input.word_right(),
+            _ => {}
+        }
+        return None;
+    }
     if store.question.is_some() {
         match key.code {
             KeyCode::Enter => {
@@ -96,27 +126,69 @@ pub fn handle_key(store: &mut Store, key: KeyEvent, now: Instant) -> Option<Acti
             return Some(Action::CancelSubagent);
         }
         KeyCode::F(2) => store.plan_overlay = !store.plan_overlay,
-        KeyCode::Up => store.recall_history(Direction::Up),
-        KeyCode::Down => store.recall_history(Direction::Down),
-        KeyCode::PageUp => scroll(store, Direction::Up),
-        KeyCode::PageDown => scroll(store, Direction::Down),
+        // Inside a multi-line draft first, then through the history.
+        KeyCode::Up if !store.input.up() => store.recall_history(Direction::Up),
+        KeyCode::Down if !store.input.down() => store.recall_history(Direction::Down),
+        KeyCode::PageUp => scroll(store, Direction::Up, None),
+        KeyCode::PageDown => scroll(store, Direction::Down, None),
         KeyCode::Backspace => store.input.backspace(),
         KeyCode::Delete => store.input.delete(),
         KeyCode::Left => store.input.left(),
         KeyCode::Right => store.input.right(),
         KeyCode::Home => store.input.home(),
+        KeyCode::End if store.transcript_scroll > 0 => follow(store),
         KeyCode::End => store.input.end(),
-        KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::ALT) => store.input.insert(c),
+        KeyCode::Tab => store.input.insert('\t'),
+        KeyCode::Char(c) => store.input.insert(c),
         _ => {}
     }
     None
 }
 
-/// Bracketed paste: the text goes into the input line (one line).
+/// Back to the tail of the transcript (End while scrolled, Ctrl+End).
+fn follow(store: &mut Store) {
+    store.transcript_scroll = 0;
+    store.new_output = false;
+}
+
+/// Bracketed paste: the text goes into the editor with its newlines; a
+/// large paste shows as one `[paste #N …]` placeholder, put back in place
+/// when the prompt is sent.
 pub fn handle_paste(store: &mut Store, text: &str) {
     store.quit_armed_at = None;
     store.notice = None;
-    store.input.insert_str(text);
+    let text = text.replace("\r\n", "\n").replace('\r', "\n");
+    let lines = text.lines().count();
+    if lines > FOLD_PASTE_LINES || text.chars().count() > FOLD_PASTE_CHARS {
+        store.pastes.push(text.clone());
+        let placeholder = paste_placeholder(store.pastes.len(), &text);
+        store.input.insert_str(&placeholder);
+    } else {
+        store.input.insert_str(&text);
+    }
+}
+
+fn paste_placeholder(number: usize, text: &str) -> String {
+    format!(
+        "[paste #{number}: {} lines, {} chars]",
+        text.lines().count(),
+        text.chars().count()
+    )
+}
+
+/// The draft with every paste placeholder still in it replaced by its text.
+fn expand_pastes(store: &Store, draft: &str) -> String {
+    let mut text = draft.to_string();
+    for (index, paste) in store.pastes.iter().enumerate() {
+        let placeholder = paste_placeholder(index + 1, paste);
+        text = text.replace(&placeholder, paste);
+    }
+    text
+}
+
+/// The mouse wheel: a few lines up or down.
+pub fn wheel(store: &mut Store, direction: Direction) {
+    scroll(store, direction, Some(WHEEL_LINES));
 }
 
 fn ctrl_c(store: &mut Store, now: Instant) -> Option<Action> {
@@ -148,14 +220,20 @@ fn ctrl_key(store: &mut Store, code: KeyCode) -> Option<Action> {
         KeyCode::Char('a' | 'A') => store.input.home(),
         KeyCode::Char('e' | 'E') => store.input.end(),
         KeyCode::Char('u' | 'U') => store.input.delete_to_start(),
+        KeyCode::Char('k' | 'K') => store.input.kill_to_end(),
         KeyCode::Char('w' | 'W') => store.input.delete_word(),
+        KeyCode::Char('j' | 'J') => store.input.newline(),
+        KeyCode::Char('o' | 'O') => store.toggle_expanded(),
+        KeyCode::Left => store.input.word_left(),
+        KeyCode::Right => store.input.word_right(),
+        KeyCode::End => follow(store),
         _ => {}
     }
     None
 }
 
 fn enter(store: &mut Store) -> Option<Action> {
-    let text = store.input.text().trim().to_string();
+    let text = expand_pastes(store, store.input.text()).trim().to_string();
     if text.is_empty() {
         return None;
     }
@@ -188,6 +266,26 @@ fn enter(store: &mut Store) -> Option<Action> {
             ["recall"] => Action::Recall(None),
             ["recall", name] => Action::Recall(Some((*name).to_string())),
             ["sessions"] => Action::Sessions,
+            ["help"] => Action::Help,
+            ["status"] => Action::Status,
+            ["diff"] => Action::Diff,
+            ["compact"] if store.turn.is_busy() => {
+                store.set_notice(
+                    "a turn is running: wait for it to end (or Ctrl+C) before /compact",
+                    true,
+                );
+                return None;
+            }
+            ["compact"] => Action::Compact,
+            ["model", name] => Action::Model((*name).to_string()),
+            ["model"] => {
+                let model = store.session.model.clone();
+                store.set_notice(
+                    format!("the model is {model}; /model NAME switches it"),
+                    false,
+                );
+                return None;
+            }
             ["quit"] | ["exit"] => Action::Quit,
             _ => {
                 store.set_notice(
@@ -201,6 +299,7 @@ fn enter(store: &mut Store) -> Option<Action> {
             }
         };
         store.input.take();
+        store.pastes.clear();
         store.remember(&text);
         return Some(action);
     }
@@ -212,6 +311,7 @@ fn enter(store: &mut Store) -> Option<Action> {
         return None;
     }
     store.input.take();
+    store.pastes.clear();
     store.remember(&text);
     Some(Action::Submit(text))
 }
@@ -223,23 +323,31 @@ pub enum Direction {
     Down,
 }
 
-/// PageUp/PageDown: the plan when it is shown over the body, else the
-/// transcript. Clamped to the content, measured at the current size.
-fn scroll(store: &mut Store, direction: Direction) {
+/// PageUp/PageDown (or `lines` for the wheel): the plan when it is shown
+/// over the body, else the transcript. Clamped to the content, measured at
+/// the current size.
+fn scroll(store: &mut Store, direction: Direction, lines: Option<usize>) {
     let Screen::Normal(areas) = layout::compute(store.size, store) else {
         return;
     };
     if let (true, Some(plan)) = (store.plan_overlay, areas.plan) {
         let inner = plan_panel::inner(plan);
-        let page = usize::from(inner.height.saturating_sub(2)).max(1);
+        let page = lines.unwrap_or(usize::from(inner.height.saturating_sub(2)).max(1));
         let max = plan_panel::max_scroll(store.plan.as_ref(), inner);
         store.plan_scroll = step(store.plan_scroll.min(max), page, direction, max, false);
     } else {
-        let page = usize::from(areas.transcript.height.saturating_sub(1)).max(1);
+        let page = lines.unwrap_or(usize::from(areas.transcript.height.saturating_sub(1)).max(1));
         let max = transcript::max_scroll(store, areas.transcript);
         // Transcript scroll counts up from the bottom.
-        store.transcript_scroll =
-            step(store.transcript_scroll.min(max), page, direction, max, true);
+        let before = store.transcript_scroll;
+        store.transcript_scroll = step(before.min(max), page, direction, max, true);
+        if before == 0 {
+            // Lines arriving from now on move the view (see `before_frame`).
+            store.seen_lines = transcript::total_lines(store, areas.transcript.width);
+        }
+        if store.transcript_scroll == 0 {
+            store.new_output = false;
+        }
     }
 }
 

@@ -10,14 +10,15 @@
 //!                       │                   below the transcript when narrower;
 //!                       │                   over the whole body with F2)
 //! ─── rule ───                             (1 row)
-//! › input                                  (1 row)
+//! › input                                  (1 row, more for a multi-line
+//!                                           draft, up to a third of the screen)
 //! status / key hints                       (1 row)
 //! ```
 
 use ratatui::layout::Rect;
 
 use super::store::Store;
-use super::widgets::{plan_panel, subagent_bar, transcript};
+use super::widgets::{input_line, plan_panel, subagent_bar, transcript};
 
 /// Below this the screen shows only "terminal too small".
 pub const MIN_WIDTH: u16 = 40;
@@ -69,9 +70,10 @@ pub fn compute(size: (u16, u16), store: &Store) -> Screen {
     let bar = (bar_height > 0).then(|| row(1, bar_height));
     let body_top = 1 + bar_height;
     let status = row(height - 1, 1);
-    let input = row(height - 2, 1);
-    let rule = row(height - 3, 1);
-    let body = row(body_top, (height - 3).saturating_sub(body_top));
+    let input_rows = input_line::height(store, width, height);
+    let input = row(height - 1 - input_rows, input_rows);
+    let rule = row(input.y - 1, 1);
+    let body = row(body_top, rule.y.saturating_sub(body_top));
 
     let (transcript, plan, placement) = if store.plan_overlay {
         (Rect::new(0, body.y, width, 0), body, PlanPlacement::Overlay)
@@ -87,7 +89,7 @@ pub fn compute(size: (u16, u16), store: &Store) -> Screen {
         let wanted = plan_panel::content_height(store.plan.as_ref(), border.width)
             + usize::from(10 - border.height);
         let body_rows = usize::from(body.height);
-        let transcript_rows = transcript::lines(store, width).len();
+        let transcript_rows = transcript::total_lines(store, width);
         let room = (body_rows * 45 / 100).max(body_rows.saturating_sub(transcript_rows));
         let panel = wanted.min(room).max(3).min(body_rows) as u16;
         let top = Rect::new(0, body.y, width, body.height - panel);

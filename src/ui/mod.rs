@@ -4,9 +4,9 @@
 //! (everything the screen shows: session, turn status, transcript, plan,
 //! subagent bar, input line) and the terminal. Agent events, terminal input
 //! and turn outcomes arrive as [`UiMessage`]s; the store changes, and a
-//! frame is scheduled. Bursts of messages coalesce into one frame
-//! ([`actor::FRAME_DELAY`]); nothing redraws on a timer except a once-per-
-//! second tick while a subagent's elapsed time is shown. Widgets draw from
+//! frame is scheduled. Bursts of messages coalesce into one frame per
+//! [`actor::FRAME_DELAY`] (a key's frame comes sooner); nothing redraws on
+//! a timer except a once-per-second tick while a clock is shown. Widgets draw from
 //! `&Store` only; a key press becomes an [`Action`] that the actor turns into
 //! a command for the agent (`SubmitPrompt`, `Interrupt`) or a local command
 //! (`/plan`, `/plan clear`, `/quit`).
@@ -21,19 +21,28 @@
 pub mod actor;
 pub mod approval;
 pub mod commands;
+pub mod diff;
+pub mod git_diff;
+pub mod history;
 pub mod input;
 pub mod keys;
 pub mod layout;
+pub mod markdown;
 pub mod plan_view;
+pub mod status_view;
 pub mod store;
 pub mod terminal;
+pub mod theme;
 pub mod widgets;
 
 #[cfg(test)]
 mod tests;
 
 pub use actor::{UiActor, UiArguments, UiExit, UiMessage};
-pub use commands::{ApprovalPrompt, LocalCommands, PlanCleared, Question, UiUser, UserRequest};
+pub use commands::{
+    ApprovalPrompt, LocalCommands, PlanCleared, Question, StatusInfo, UiUser, UserRequest,
+};
+pub use history::PromptHistory;
 pub use keys::Action;
 pub use store::Store;
 pub use terminal::{UiError, UiSetup, run};

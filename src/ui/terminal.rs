@@ -11,8 +11,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Once};
 
 use crossterm::event::{
-    DisableBracketedPaste, EnableBracketedPaste, Event as TermEvent, EventStream, KeyCode,
-    KeyEvent, KeyModifiers,
+    DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture,
+    Event as TermEvent, EventStream, KeyCode, KeyEvent, KeyModifiers, KeyboardEnhancementFlags,
+    PopKeyboardEnhancementFlags, PushKeyboardEnhancementFlags,
 };
 use crossterm::terminal::{
     EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
@@ -55,6 +56,7 @@ pub struct UiSetup {
     /// What the person must read first (ignored keys of an untrusted
     /// workspace file), shown in the transcript.
     pub warnings: Vec<String>,
+    pub history: super::history::PromptHistory,
 }
 
 /// Fails unless standard input and output are a terminal.
@@ -78,6 +80,7 @@ pub async fn run(setup: UiSetup) -> Result<(), UiError> {
         agent: setup.agent,
         local_commands: setup.local_commands,
         exit,
+        history: setup.history,
     };
     let (ui, handle) = Actor::spawn(None, UiActor::new(), arguments)
         .await
@@ -183,7 +186,11 @@ fn set_running_ui(ui: Option<ActorRef<UiMessage>>) {
     }
 }
 
-/// Raw mode, alternate screen and bracketed paste while it lives.
+/// Raw mode, alternate screen, bracketed paste and mouse capture (for the
+/// wheel) while it lives. The keyboard protocol that tells Shift+Enter
+/// from Enter is asked for; terminals without it ignore the request (and
+/// Alt+Enter or Ctrl+J still make a new line). Text is selected with Shift
+/// held while dragging: terminals bypass mouse capture then.
 struct TerminalGuard;
 
 impl TerminalGuard {
@@ -192,7 +199,13 @@ impl TerminalGuard {
         enable_raw_mode()?;
         ACTIVE.store(true, Ordering::SeqCst);
         let guard = TerminalGuard;
-        crossterm::execute!(io::stdout(), EnterAlternateScreen, EnableBracketedPaste)?;
+        crossterm::execute!(
+            io::stdout(),
+            EnterAlternateScreen,
+            EnableBracketedPaste,
+            EnableMouseCapture,
+            PushKeyboardEnhancementFlags(KeyboardEnhancementFlags::DISAMBIGUATE_ESCAPE_CODES)
+        )?;
         Ok(guard)
     }
 }
@@ -203,12 +216,15 @@ impl Drop for TerminalGuard {
     }
 }
 
-/// Gives the terminal back: bracketed paste off, normal screen, cursor
-/// shown, raw mode off. Idempotent.
+/// Gives the terminal back: keyboard protocol popped, mouse capture and
+/// bracketed paste off, normal screen, cursor shown, raw mode off.
+/// Idempotent.
 pub fn restore() {
     if ACTIVE.swap(false, Ordering::SeqCst) {
         let _ = crossterm::execute!(
             io::stdout(),
+            PopKeyboardEnhancementFlags,
+            DisableMouseCapture,
             DisableBracketedPaste,
             LeaveAlternateScreen,
             crossterm::cursor::Show

@@ -680,3 +680,36 @@ fn a_script_file_plays_its_turns_and_a_broken_one_is_one_sentence() {
         "{err}"
     );
 }
+
+#[test]
+fn the_json_stream_leaves_out_the_live_display_events() {
+    let ws = workspace();
+    let command = json!({"command": "echo from-bash"}).to_string();
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&[("b1", "bash_exec", &command)])),
+        // Many small content deltas: the UI streams them, --json must not.
+        Reply::sse(sse::text_turn("A streamed answer in many small pieces.")),
+    ]);
+    let output = run_exec(ws.path(), &server, "run it", &[]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    let events = parse_events(&output.stdout);
+    let contract = [
+        "session_started",
+        "turn_started",
+        "assistant_text",
+        "tool_call",
+        "tool_result",
+        "plan_updated",
+        "subagent",
+        "usage",
+        "compacted",
+        "retrying",
+        "turn_completed",
+        "error",
+    ];
+    for event in &events {
+        let kind = event["type"].as_str().unwrap_or_default();
+        assert!(contract.contains(&kind), "not a --json event: {event}");
+    }
+    assert_eq!(events_of(&events, "assistant_text").len(), 1);
+}

@@ -9,3 +9,4 @@ mod sandbox;
 mod todo;
 mod tool_cli;
 mod tui;
+mod tui_daily;

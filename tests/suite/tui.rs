@@ -16,16 +16,16 @@ use crate::common::sse;
 use crate::common::{FakeServer, Reply, assert_conversation_invariants, assert_no_processes};
 
 /// How long the screen may take to show what a step expects.
-const SCREEN_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const SCREEN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A private tmux server (its own socket) with one 140×40 session running
 /// `sh`; killed on drop, with everything it runs.
-struct Tmux {
+pub(super) struct Tmux {
     socket: String,
 }
 
 impl Tmux {
-    fn start(env: &[(&str, String)]) -> Tmux {
+    pub(super) fn start(env: &[(&str, String)]) -> Tmux {
         match Command::new("tmux").arg("-V").output() {
             Ok(output) if output.status.success() => {}
             other => panic!(
@@ -64,37 +64,37 @@ impl Tmux {
         tmux
     }
 
-    fn command(&self) -> Command {
+    pub(super) fn command(&self) -> Command {
         let mut cmd = Command::new("tmux");
         cmd.args(["-u", "-L", &self.socket, "-f", "/dev/null"]);
         cmd
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    pub(super) fn run(&self, args: &[&str]) -> Output {
         let output = self.command().args(args).output().unwrap();
         assert!(output.status.success(), "tmux {args:?}: {output:?}");
         output
     }
 
     /// Types `text` literally, then Enter.
-    fn type_line(&self, text: &str) {
+    pub(super) fn type_line(&self, text: &str) {
         self.run(&["send-keys", "-t", "fido", "-l", text]);
         self.run(&["send-keys", "-t", "fido", "Enter"]);
     }
 
-    fn keys(&self, keys: &[&str]) {
+    pub(super) fn keys(&self, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", "fido"];
         args.extend_from_slice(keys);
         self.run(&args);
     }
 
-    fn screen(&self) -> String {
+    pub(super) fn screen(&self) -> String {
         String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "fido"]).stdout)
             .into_owned()
     }
 
     /// Waits until the screen satisfies `ready`; panics with the last screen.
-    fn wait_for(&self, what: &str, ready: impl Fn(&str) -> bool) -> String {
+    pub(super) fn wait_for(&self, what: &str, ready: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + SCREEN_TIMEOUT;
         loop {
             let screen = self.screen();
@@ -108,7 +108,7 @@ impl Tmux {
         }
     }
 
-    fn shell_pid(&self) -> u32 {
+    pub(super) fn shell_pid(&self) -> u32 {
         let output = self.run(&["display-message", "-p", "-t", "fido", "#{pane_pid}"]);
         String::from_utf8_lossy(&output.stdout)
             .trim()
@@ -123,7 +123,7 @@ impl Drop for Tmux {
     }
 }
 
-fn quoted(path: &Path) -> String {
+pub(super) fn quoted(path: &Path) -> String {
     format!("'{}'", path.display().to_string().replace('\'', r"'\''"))
 }
 

@@ -155,6 +155,7 @@ async fn start() -> Harness {
         agent,
         local_commands: plan.clone(),
         exit: exit_tx,
+        history: Default::default(),
     };
     let (ui, ui_handle) = Actor::spawn(None, UiActor::new(), arguments).await.unwrap();
     ui.cast(UiMessage::Agent(Event::now(session()))).unwrap();
@@ -401,4 +402,73 @@ async fn ask_user_questions_are_answered_by_the_next_line_or_dismissed_with_esc(
     h.key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
     assert_eq!(reply.await.unwrap(), None);
     assert!(h.store().await.question.is_none());
+}
+
+/// Polls the store until `ready` holds.
+async fn wait_until(h: &Harness, ready: impl Fn(&crate::ui::Store) -> bool) -> crate::ui::Store {
+    for _ in 0..500 {
+        let store = h.store().await;
+        if ready(&store) {
+            return store;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!(
+        "the store never got there: {:?}",
+        h.store().await.transcript
+    );
+}
+
+#[tokio::test]
+async fn help_lists_the_keys_and_diff_shows_the_workspace_changes_coloured() {
+    let h = start().await;
+    h.type_line("/help");
+    let store = wait_until(&h, |s| matches!(s.transcript.last(), Some(Entry::Local(_)))).await;
+    let Some(Entry::Local(help)) = store.transcript.last() else {
+        unreachable!()
+    };
+    for key in [
+        "Alt+Enter",
+        "Ctrl+J",
+        "Ctrl+O",
+        "Shift+drag",
+        "/model NAME",
+        "/diff",
+    ] {
+        assert!(help.contains(key), "{key} missing from /help:\n{help}");
+    }
+
+    let repo = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .arg("-C")
+            .arg(repo.path())
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    git(&["init", "-q"]);
+    std::fs::write(repo.path().join("a.txt"), "old\n").unwrap();
+    git(&["add", "a.txt"]);
+    std::fs::write(repo.path().join("a.txt"), "new\n").unwrap();
+    h.ui.cast(UiMessage::Agent(Event::now(EventKind::SessionStarted {
+        workspace: repo.path().display().to_string(),
+        provider: "openai".into(),
+        model: "test-model".into(),
+        tools: Vec::new(),
+    })))
+    .unwrap();
+    h.type_line("/diff");
+    let store = wait_until(&h, |s| matches!(s.transcript.last(), Some(Entry::Diff(_)))).await;
+    let Some(Entry::Diff(lines)) = store.transcript.last() else {
+        unreachable!()
+    };
+    use crate::ui::diff::DiffLine;
+    assert!(
+        lines.contains(&DiffLine::Removed("old".into())),
+        "{lines:?}"
+    );
+    assert!(lines.contains(&DiffLine::Added("new".into())), "{lines:?}");
 }

@@ -3,6 +3,8 @@
 //! and the real actor against a fake agent ([`actor`]).
 
 mod actor;
+mod daily;
+mod editor;
 mod keys;
 mod snapshots;
 

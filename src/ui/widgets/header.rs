@@ -36,9 +36,11 @@ pub fn render(frame: &mut Frame, area: Rect, store: &Store) {
     }
     let middle = truncate(&middle, room);
     let pad = room.saturating_sub(width(&middle));
+    // The bar is black on every terminal, so its text is set light (the
+    // terminal's own foreground would vanish on a light theme).
     let line = Line::from(vec![
         Span::styled(brand, chrome.patch(bold())),
-        Span::raw(middle),
+        Span::styled(middle, Style::new().fg(Color::White)),
         Span::raw(" ".repeat(pad)),
         Span::styled(status, status_style.patch(bold())),
     ]);

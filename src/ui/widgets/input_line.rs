@@ -1,31 +1,97 @@
-//! The input line: a prompt marker and the text being typed, scrolled
-//! sideways so the cursor stays visible. While a turn runs the text stays
-//! editable but Enter does not send it.
+//! The prompt editor: a marker and the draft, wrapped by display width and
+//! scrolled so the cursor's row stays visible. It grows with a multi-line
+//! draft up to [`MAX_ROWS`] (and a third of the screen). While a turn runs
+//! the draft stays editable but Enter does not send it.
 
 use ratatui::Frame;
 use ratatui::layout::{Position, Rect};
-use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::wrap::width;
-use super::{CHROME, dim};
 use crate::ui::store::Store;
+use crate::ui::theme;
 
-const PLACEHOLDER: &str = "Ask Fido… (Enter sends; /plan, /undo, /suspend, /recall, /quit)";
+/// Most rows the editor takes.
+pub const MAX_ROWS: usize = 8;
+/// Columns before the text (the marker).
+const MARKER_WIDTH: usize = 2;
+
+const PLACEHOLDER: &str = "Ask Fido… (Enter sends, Alt+Enter new line, /help)";
 const SHORT_PLACEHOLDER: &str = "Ask Fido…";
 const BUSY_PLACEHOLDER: &str = "Fido is working: type ahead, Enter sends once the turn ends";
 const SHORT_BUSY_PLACEHOLDER: &str = "Fido is working…";
 
-/// Draws the line and returns where the cursor goes.
+/// One screen row of the draft: the chars `start..end` of the text.
+struct Row {
+    start: usize,
+    end: usize,
+}
+
+/// The draft cut into rows of at most `room` cells: at each newline, and
+/// where a line is full (never inside a char).
+fn rows(chars: &[char], room: usize) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let (mut start, mut used) = (0, 0);
+    for (at, c) in chars.iter().enumerate() {
+        if *c == '\n' {
+            rows.push(Row { start, end: at });
+            start = at + 1;
+            used = 0;
+            continue;
+        }
+        let w = width(c.encode_utf8(&mut [0u8; 4]));
+        if used + w > room && at > start {
+            rows.push(Row { start, end: at });
+            start = at;
+            used = 0;
+        }
+        used += w;
+    }
+    rows.push(Row {
+        start,
+        end: chars.len(),
+    });
+    rows
+}
+
+fn room(area_width: u16) -> usize {
+    usize::from(area_width)
+        .saturating_sub(MARKER_WIDTH + 1)
+        .max(1)
+}
+
+/// Rows the editor wants at this terminal size.
+pub fn height(store: &Store, width: u16, screen_height: u16) -> u16 {
+    let chars: Vec<char> = store.input.text().chars().collect();
+    let wanted = rows(&chars, room(width)).len();
+    let cap = (usize::from(screen_height).saturating_sub(3) / 3).clamp(1, MAX_ROWS);
+    wanted.clamp(1, cap) as u16
+}
+
+/// The row holding the cursor and the cursor's column in it.
+fn cursor_place(chars: &[char], rows: &[Row], cursor: usize) -> (usize, usize) {
+    let index = rows
+        .iter()
+        .rposition(|row| row.start <= cursor)
+        .unwrap_or(0);
+    let row = &rows[index];
+    let column = chars[row.start..cursor.min(row.end).max(row.start)]
+        .iter()
+        .map(|c| width(c.encode_utf8(&mut [0u8; 4])))
+        .sum();
+    (index, column)
+}
+
+/// Draws the editor and returns where the cursor goes.
 pub fn render(frame: &mut Frame, area: Rect, store: &Store) -> Position {
     let busy = store.turn.is_busy();
-    let marker = if busy {
-        Span::styled("⋯ ", dim())
-    } else {
-        Span::styled("› ", Style::new().fg(CHROME).add_modifier(Modifier::BOLD))
+    let marker = |first: bool| match (first, busy) {
+        (false, _) => Span::raw("  "),
+        (true, true) => Span::styled("⋯ ", theme::dim()),
+        (true, false) => Span::styled("› ", theme::accent()),
     };
-    let room = usize::from(area.width).saturating_sub(3).max(1);
+    let room = room(area.width);
     let input = &store.input;
     if input.is_empty() {
         let (long, short) = if busy {
@@ -34,33 +100,40 @@ pub fn render(frame: &mut Frame, area: Rect, store: &Store) -> Position {
             (PLACEHOLDER, SHORT_PLACEHOLDER)
         };
         let placeholder = if width(long) <= room { long } else { short };
-        let line = Line::from(vec![marker, Span::styled(placeholder, dim())]);
+        let line = Line::from(vec![marker(true), Span::styled(placeholder, theme::dim())]);
         frame.render_widget(Paragraph::new(line), area);
-        return Position::new(area.x + 2, area.y);
+        return Position::new(area.x + MARKER_WIDTH as u16, area.y);
     }
     let chars: Vec<char> = input.text().chars().collect();
-    let cell = |c: &char| width(c.encode_utf8(&mut [0u8; 4]));
-    // Scroll so the cursor fits: drop chars from the left as needed.
-    let mut start = 0;
-    let before = |start: usize| chars[start..input.cursor()].iter().map(cell).sum::<usize>();
-    while start < input.cursor() && before(start) >= room {
-        start += 1;
+    let rows = rows(&chars, room);
+    let (cursor_row, cursor_column) = cursor_place(&chars, &rows, input.cursor());
+    let height = usize::from(area.height).max(1);
+    let top = (cursor_row + 1).saturating_sub(height);
+    let lines: Vec<Line> = rows
+        .iter()
+        .enumerate()
+        .skip(top)
+        .take(height)
+        .map(|(index, row)| {
+            let text: String = chars[row.start..row.end].iter().collect();
+            Line::from(vec![marker(index == 0), Span::raw(text)])
+        })
+        .collect();
+    frame.render_widget(Paragraph::new(lines), area);
+    let x = (MARKER_WIDTH + cursor_column).min(usize::from(area.width.saturating_sub(1)));
+    Position::new(area.x + x as u16, area.y + (cursor_row - top) as u16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_break_at_newlines_and_full_lines_without_splitting_chars() {
+        let chars: Vec<char> = "ab\n日本語x".chars().collect();
+        let cut: Vec<(usize, usize)> = rows(&chars, 4).iter().map(|r| (r.start, r.end)).collect();
+        assert_eq!(cut, [(0, 2), (3, 5), (5, 7)]);
+        assert_eq!(cursor_place(&chars, &rows(&chars, 4), 7), (2, 3));
+        assert_eq!(cursor_place(&chars, &rows(&chars, 4), 2), (0, 2));
     }
-    let mut shown = String::new();
-    let mut used = 0;
-    for c in &chars[start..] {
-        let w = cell(c);
-        if used + w > room {
-            break;
-        }
-        shown.push(*c);
-        used += w;
-    }
-    let cursor_x = 2 + before(start);
-    let line = Line::from(vec![marker, Span::raw(shown)]);
-    frame.render_widget(Paragraph::new(line), area);
-    Position::new(
-        area.x + cursor_x.min(usize::from(area.width)) as u16,
-        area.y,
-    )
 }

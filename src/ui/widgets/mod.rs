@@ -3,8 +3,10 @@
 //! its own. [`draw`] composes one whole frame.
 
 pub mod approval;
+pub mod entry;
 pub mod header;
 pub mod input_line;
+pub mod live;
 pub mod plan_panel;
 pub mod status_line;
 pub mod subagent_bar;
@@ -13,29 +15,39 @@ pub mod wrap;
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
-use ratatui::style::{Color, Modifier, Style};
 use ratatui::widgets::{Paragraph, Wrap};
 
 use super::layout::{self, MIN_HEIGHT, MIN_WIDTH, Screen};
 use super::store::Store;
+use super::theme;
+pub use super::theme::{CHROME, SUBAGENT_ACCENT, SUBAGENT_TEXT, bold, dim};
 
-/// The subagent bar's accent (violet, `#a78bfa`): never used elsewhere.
-pub const SUBAGENT_ACCENT: Color = Color::Rgb(0xa7, 0x8b, 0xfa);
-/// Dark text on the accent (indigo, `#1e1b4b`): contrast ratio above 7:1.
-pub const SUBAGENT_TEXT: Color = Color::Rgb(0x1e, 0x1b, 0x4b);
-/// The main chrome: header, borders, prompt marker.
-pub const CHROME: Color = Color::Cyan;
-
-pub fn dim() -> Style {
-    Style::new().fg(Color::DarkGray)
-}
-
-pub fn bold() -> Style {
-    Style::new().add_modifier(Modifier::BOLD)
-}
-
-/// Draws the whole screen.
+/// Draws the whole screen (without colours under `NO_COLOR`).
 pub fn draw(frame: &mut Frame, store: &Store) {
+    draw_widgets(frame, store);
+    if store.no_color {
+        theme::strip_colours(frame.buffer_mut());
+    }
+}
+
+/// Before a frame: while the transcript is scrolled up, lines that arrived
+/// below move the scroll position with them (the view stays still) and the
+/// "new output" marker shows.
+pub fn before_frame(store: &mut Store) {
+    let Screen::Normal(areas) = layout::compute(store.size, store) else {
+        return;
+    };
+    let total = transcript::total_lines(store, areas.transcript.width);
+    if store.transcript_scroll == 0 {
+        store.new_output = false;
+    } else if total > store.seen_lines {
+        store.transcript_scroll += total - store.seen_lines;
+        store.new_output = true;
+    }
+    store.seen_lines = total;
+}
+
+fn draw_widgets(frame: &mut Frame, store: &Store) {
     let area = frame.area();
     let areas = match layout::compute((area.width, area.height), store) {
         Screen::TooSmall => return too_small(frame, area),
@@ -74,7 +86,7 @@ fn too_small(frame: &mut Frame, area: Rect) {
     );
     frame.render_widget(
         Paragraph::new(text)
-            .style(Style::new().fg(Color::Yellow))
+            .style(theme::warning())
             .wrap(Wrap { trim: true }),
         area,
     );

@@ -1,15 +1,16 @@
-//! The status/help line: a notice when there is one, else the key hints
-//! that apply now (as many as fit), and session token usage on the right.
+//! The status line: a notice when there is one; else what the turn is
+//! doing (idle, thinking, streaming, running a tool, waiting for
+//! subagents) with its elapsed time, the keys that apply now (as many as
+//! fit), and session token usage on the right.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
-use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::wrap::{truncate, width};
-use super::{bold, dim};
-use crate::ui::store::Store;
+use crate::ui::store::{Activity, Store, tokens};
+use crate::ui::theme;
 
 pub fn render(frame: &mut Frame, area: Rect, store: &Store) {
     let max = usize::from(area.width);
@@ -17,41 +18,78 @@ pub fn render(frame: &mut Frame, area: Rect, store: &Store) {
     let usage = if max >= 100 { usage(store) } else { None };
     if let Some(notice) = &store.notice {
         let style = if notice.warning {
-            Style::new().fg(Color::Yellow)
+            theme::warning()
         } else {
-            Style::new().fg(Color::Cyan)
+            theme::info()
         };
         let text = truncate(&format!(" {}", notice.text), max);
         frame.render_widget(Paragraph::new(Line::styled(text, style)), area);
         return;
     }
-    let mut spans = vec![Span::raw(" ")];
-    let mut used = 1;
+    let state = truncate(&format!(" {} ", state(store)), max);
+    let state_style = if store.turn.is_busy() {
+        theme::warning().patch(theme::bold())
+    } else {
+        theme::success()
+    };
+    let mut used = width(&state);
+    let mut spans = vec![Span::styled(state, state_style)];
     let room = max.saturating_sub(usage.as_ref().map_or(0, |u| width(u) + 1));
-    for (i, (key, label)) in hints(store).into_iter().enumerate() {
-        let gap = if i == 0 { "" } else { "  " };
-        let needed = width(gap) + width(key) + 1 + width(label);
+    for (key, label) in hints(store) {
+        let needed = 2 + width(key) + 1 + width(label);
         if used + needed > room {
             break;
         }
-        spans.push(Span::raw(gap));
-        spans.push(Span::styled(key, bold()));
-        spans.push(Span::styled(format!(" {label}"), dim()));
+        spans.push(Span::raw("  "));
+        spans.push(Span::styled(key, theme::bold()));
+        spans.push(Span::styled(format!(" {label}"), theme::dim()));
         used += needed;
     }
     if let Some(usage) = usage
         && used + width(&usage) < max
     {
         spans.push(Span::raw(" ".repeat(max - used - width(&usage))));
-        spans.push(Span::styled(usage, dim()));
+        spans.push(Span::styled(usage, theme::dim()));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
+/// `streaming · 12s`, `running bash_exec · 3s`, `idle`.
+fn state(store: &Store) -> String {
+    let activity = match store.activity() {
+        Activity::Idle => return "idle".into(),
+        Activity::Thinking => "thinking".to_string(),
+        Activity::Streaming => "streaming".to_string(),
+        Activity::Tool(name) => format!("running {name}"),
+        Activity::Subagents(1) => "waiting for 1 subagent".to_string(),
+        Activity::Subagents(n) => format!("waiting for {n} subagents"),
+        Activity::Interrupting => "interrupting".to_string(),
+        Activity::WaitingForApproval => "waiting for approval".to_string(),
+    };
+    match store.elapsed() {
+        Some(elapsed) => format!("{activity} · {}s", elapsed.as_secs()),
+        None => activity,
+    }
+}
+
+/// The keys that apply now, most important first (narrow terminals show
+/// only the first few).
 fn hints(store: &Store) -> Vec<(&'static str, &'static str)> {
     let subagent_running = store.subagent.as_ref().is_some_and(|s| !s.phase.is_final());
-    // Most important first: narrow terminals show only the first few.
     let mut hints = Vec::new();
+    if store.approval.is_some() {
+        // The prompt's own keys come first: they are what applies now.
+        return vec![
+            ("y", "approve"),
+            ("a", "for the session"),
+            ("n", "deny with a reason"),
+            ("Esc", "deny"),
+            ("Ctrl+C", "interrupt"),
+        ];
+    }
+    if store.transcript_scroll > 0 {
+        hints.push(("End", "follow"));
+    }
     if store.turn.is_busy() {
         hints.push(("Ctrl+C", "interrupt"));
         if subagent_running {
@@ -59,12 +97,26 @@ fn hints(store: &Store) -> Vec<(&'static str, &'static str)> {
         }
     } else {
         hints.push(("Enter", "send"));
+        hints.push(("Alt+Enter", "new line"));
+    }
+    let foldable = store.transcript.iter().any(|entry| {
+        matches!(
+            entry,
+            crate::ui::store::Entry::Tool {
+                detail: Some(_),
+                ..
+            }
+        )
+    });
+    if foldable {
+        hints.push(("Ctrl+O", if store.expanded { "fold" } else { "expand" }));
+    }
+    hints.push(("PgUp/PgDn", "scroll"));
+    hints.push(("F2", "plan"));
+    hints.push(("/help", "keys"));
+    if !store.turn.is_busy() {
         hints.push(("Ctrl+C×2", "quit"));
     }
-    hints.push(("F2", "plan"));
-    hints.push(("PgUp/PgDn", "scroll"));
-    hints.push(("/plan", "print plan"));
-    hints.push(("/plan clear", "reset plan"));
     hints
 }
 
@@ -78,12 +130,4 @@ fn usage(store: &Store) -> Option<String> {
             tokens(usage.completion_tokens)
         )
     })
-}
-
-fn tokens(n: u64) -> String {
-    if n < 1000 {
-        n.to_string()
-    } else {
-        format!("{:.1}k", n as f64 / 1000.0)
-    }
 }

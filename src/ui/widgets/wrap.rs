@@ -1,21 +1,18 @@
 //! Word wrapping of styled text into lines of a given width, so widgets know
 //! their height before drawing (ratatui's own wrapping cannot be measured).
 //!
-//! Widths are terminal cells (wide characters count two). Words longer than
+//! Widths are terminal cells by display width (wide characters count two,
+//! combining marks none, an emoji sequence as the terminal draws it). Words longer than
 //! a line are broken; explicit newlines are kept; continuation lines start
 //! with `indent` spaces.
 
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
+use unicode_segmentation::UnicodeSegmentation;
 
 /// Display width of a string in terminal cells.
 pub fn width(text: &str) -> usize {
-    Span::raw(text).width()
-}
-
-fn char_width(c: char) -> usize {
-    let mut buf = [0u8; 4];
-    width(c.encode_utf8(&mut buf))
+    unicode_width::UnicodeWidthStr::width(text)
 }
 
 /// Cuts `text` to at most `max` cells, ending with `…` when cut.
@@ -28,12 +25,12 @@ pub fn truncate(text: &str, max: usize) -> String {
     }
     let mut out = String::new();
     let mut used = 0;
-    for c in text.chars() {
-        let w = char_width(c);
+    for grapheme in text.graphemes(true) {
+        let w = width(grapheme);
         if used + w > max - 1 {
             break;
         }
-        out.push(c);
+        out.push_str(grapheme);
         used += w;
     }
     out.push('…');
@@ -141,11 +138,13 @@ impl Wrapper {
                 self.add(piece, style, piece_width);
                 continue;
             }
-            // A word longer than a line: break it where it must.
+            // A word longer than a line: break it where it must, between
+            // grapheme clusters (an emoji sequence or a letter with its
+            // combining marks is never split).
             let mut chunk = String::new();
             let mut chunk_width = 0;
-            for c in piece.chars() {
-                let w = char_width(c);
+            for grapheme in piece.graphemes(true) {
+                let w = width(grapheme);
                 if self.used + chunk_width + w > self.width && (chunk_width > 0 || !self.at_start) {
                     if !chunk.is_empty() {
                         self.add(&chunk, style, chunk_width);
@@ -154,7 +153,7 @@ impl Wrapper {
                     chunk_width = 0;
                     self.break_line(true);
                 }
-                chunk.push(c);
+                chunk.push_str(grapheme);
                 chunk_width += w;
             }
             if !chunk.is_empty() {
@@ -228,6 +227,26 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn graphemes_are_never_split_and_are_measured_as_drawn() {
+        let family = "👩\u{200d}👩\u{200d}👧";
+        assert_eq!(width(family), 2);
+        assert_eq!(width("e\u{301}"), 1);
+        let text = format!("{family}{family}e\u{301}e\u{301}日本");
+        for w in 2..8 {
+            for line in wrap_plain(&text, Style::new(), w, 0) {
+                assert!(line.width() <= w, "{line:?}");
+                let shown = line.to_string();
+                assert!(!shown.starts_with('\u{301}') && !shown.starts_with('\u{200d}'));
+            }
+        }
+        let joined: String = wrap_plain(&text, Style::new(), 3, 0)
+            .iter()
+            .map(|l| l.to_string())
+            .collect();
+        assert_eq!(joined, text, "nothing lost or split");
     }
 
     #[test]

@@ -3,162 +3,25 @@
 //! Only the UI actor owns it. Agent events arrive through [`Store::apply`];
 //! key presses change it through [`crate::ui::keys`]; widgets read it by
 //! shared reference. Time enters only as an argument (`now`), so a store fed
-//! the same events draws the same frame.
+//! the same events draws the same frame. The one interior mutability is the
+//! transcript's line cache, a memo that drawing fills; every change to an
+//! entry goes through a method here that invalidates its lines.
 
 use std::time::Instant;
 
+mod views;
+
+use views::SUBAGENT_DETAIL_CHARS;
+pub use views::{
+    Activity, Entry, Notice, Phase, SessionInfo, SubagentView, ToolDetail, ToolResultView,
+    TurnState, tokens,
+};
+
+use super::diff;
 use super::input::InputBuffer;
 use super::plan_view::PlanView;
 use crate::protocol::{EventKind, TurnStatus, UsageTotals};
 use crate::text::{sanitize, summary};
-
-/// Longest subagent detail kept (the bar cuts it further to fit).
-const SUBAGENT_DETAIL_CHARS: usize = 200;
-
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SessionInfo {
-    pub workspace: String,
-    pub provider: String,
-    pub model: String,
-}
-
-/// Where the parent turn is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TurnState {
-    /// Waiting for a prompt.
-    Idle,
-    /// A prompt was sent; the agent has not said `turn_started` yet.
-    Submitted,
-    Running {
-        turn: u32,
-    },
-    /// Ctrl+C was pressed; the turn is winding down.
-    Interrupting,
-}
-
-impl TurnState {
-    pub fn is_busy(self) -> bool {
-        match self {
-            TurnState::Idle => false,
-            TurnState::Submitted | TurnState::Running { .. } | TurnState::Interrupting => true,
-        }
-    }
-}
-
-/// The result of a tool call, once it arrived.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolResultView {
-    pub ok: bool,
-    pub summary: String,
-}
-
-/// One entry of the transcript. Subagent activity never appears here (it
-/// has its own bar), and a plan update is one line, never the plan.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Entry {
-    User(String),
-    Assistant(String),
-    Tool {
-        id: String,
-        name: String,
-        summary: String,
-        result: Option<ToolResultView>,
-    },
-    /// `plan updated: v2 · 3 items, …`
-    Plan(String),
-    /// Dim information: retries, compaction, an interrupted turn.
-    Info(String),
-    Error(String),
-    /// Output of a local command (`/plan`), kept verbatim.
-    Local(String),
-}
-
-/// What a subagent is doing, from `subagent` events.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Phase {
-    Starting,
-    Reasoning,
-    /// Running this tool.
-    Tool(String),
-    NestedDelegationRejected,
-    Completed,
-    Partial,
-    Failed,
-    Cancelled,
-}
-
-impl Phase {
-    pub fn parse(text: &str) -> Phase {
-        match text {
-            "starting" => Phase::Starting,
-            "reasoning" => Phase::Reasoning,
-            "nested_delegation_rejected" => Phase::NestedDelegationRejected,
-            "completed" => Phase::Completed,
-            "partial" => Phase::Partial,
-            "failed" => Phase::Failed,
-            "cancelled" => Phase::Cancelled,
-            tool => Phase::Tool(summary(tool, 40)),
-        }
-    }
-
-    /// The subagent has ended; its bar shows the outcome until the next prompt.
-    pub fn is_final(&self) -> bool {
-        match self {
-            Phase::Completed | Phase::Partial | Phase::Failed | Phase::Cancelled => true,
-            Phase::Starting
-            | Phase::Reasoning
-            | Phase::Tool(_)
-            | Phase::NestedDelegationRejected => false,
-        }
-    }
-
-    /// How the bar names the phase.
-    pub fn label(&self) -> String {
-        match self {
-            Phase::Starting => "starting".into(),
-            Phase::Reasoning => "reasoning".into(),
-            Phase::Tool(name) => name.clone(),
-            Phase::NestedDelegationRejected => "nested delegation rejected".into(),
-            Phase::Completed => "completed".into(),
-            Phase::Partial => "partial".into(),
-            Phase::Failed => "failed".into(),
-            Phase::Cancelled => "cancelled".into(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SubagentView {
-    pub agent_id: String,
-    pub pid: Option<u32>,
-    pub phase: Phase,
-    /// Elapsed time the last event reported.
-    pub elapsed_ms: u64,
-    /// Time since that event, added by ticks while the subagent runs.
-    pub since_event_ms: u64,
-    pub detail: String,
-    /// Set when the parent turn ended without a final subagent event: the
-    /// clock stops.
-    pub frozen: bool,
-    received_at: Instant,
-}
-
-impl SubagentView {
-    pub fn shown_elapsed_ms(&self) -> u64 {
-        self.elapsed_ms.saturating_add(self.since_event_ms)
-    }
-
-    fn is_ticking(&self) -> bool {
-        !self.phase.is_final() && !self.frozen
-    }
-}
-
-/// A transient message on the status line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Notice {
-    pub text: String,
-    pub warning: bool,
-}
 
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -192,6 +55,27 @@ pub struct Store {
     pub history: Vec<String>,
     /// The history entry shown in the input line, while browsing.
     pub history_pos: Option<usize>,
+    /// Assistant text streaming in (sanitised), until its message is done.
+    pub live: String,
+    /// Tool output and diffs shown whole instead of folded (Ctrl+O).
+    pub expanded: bool,
+    /// Output arrived below while the transcript was scrolled up.
+    pub new_output: bool,
+    /// When the running turn was submitted, for the elapsed time.
+    pub turn_started_at: Option<Instant>,
+    /// The latest time the store was told (events, keys, ticks).
+    pub now: Instant,
+    /// Usage per identity (`main`, each subagent), from `usage` events.
+    pub usage_by_identity: Vec<(String, UsageTotals)>,
+    /// Large pastes, shown folded in the editor as `[paste #N …]` and put
+    /// back in place when the prompt is sent.
+    pub pastes: Vec<String>,
+    /// Colours off (`NO_COLOR`).
+    pub no_color: bool,
+    /// Transcript lines at the last frame, to keep a scrolled view still.
+    pub seen_lines: usize,
+    /// Rendered transcript lines, per entry and width (see `transcript`).
+    pub cache: std::cell::RefCell<super::widgets::transcript::LineCache>,
     saw_turn_started: bool,
 }
 
@@ -217,12 +101,23 @@ impl Store {
             approval: None,
             history: Vec::new(),
             history_pos: None,
+            live: String::new(),
+            expanded: false,
+            new_output: false,
+            turn_started_at: None,
+            now: Instant::now(),
+            usage_by_identity: Vec::new(),
+            pastes: Vec::new(),
+            no_color: false,
+            seen_lines: 0,
+            cache: Default::default(),
             saw_turn_started: false,
         }
     }
 
     /// Applies one agent event; returns whether anything visible changed.
     pub fn apply(&mut self, event: &EventKind, now: Instant) -> bool {
+        self.now = now;
         match event {
             EventKind::SessionStarted {
                 workspace,
@@ -245,13 +140,34 @@ impl Store {
             }
             EventKind::AssistantText { text } => {
                 let text = sanitize(text, false).trim_end().to_string();
+                // The streamed lines are already rendered: the entry keeps
+                // them instead of rendering a long answer again.
+                let streamed = self.live.trim_end() == text;
+                self.live.clear();
                 self.push(Entry::Assistant(text));
+                let cache = self.cache.get_mut();
+                if streamed {
+                    cache.adopt_live(self.transcript.len() - 1);
+                } else {
+                    cache.live_changed();
+                }
             }
+            EventKind::AssistantDelta { text } => {
+                self.live.push_str(&sanitize(text, false));
+                self.cache.get_mut().live_changed();
+            }
+            EventKind::ToolOutput {
+                id,
+                name,
+                arguments,
+                content,
+            } => return self.set_tool_detail(id, name, arguments, content),
             EventKind::ToolCall { id, name, summary } => self.push(Entry::Tool {
                 id: id.clone(),
                 name: sanitize(name, true),
                 summary: sanitize(summary, true),
                 result: None,
+                detail: None,
             }),
             EventKind::ToolResult {
                 id,
@@ -259,17 +175,7 @@ impl Store {
                 summary: text,
                 ..
             } => {
-                let found = self
-                    .transcript
-                    .iter_mut()
-                    .rev()
-                    .find_map(|entry| match entry {
-                        Entry::Tool {
-                            id: call, result, ..
-                        } if call == id => Some(result),
-                        _ => None,
-                    });
-                if let Some(result) = found {
+                if let Some(Entry::Tool { result, .. }) = self.tool_entry(id) {
                     *result = Some(ToolResultView {
                         ok: *ok,
                         summary: summary(text, 120),
@@ -295,21 +201,53 @@ impl Store {
                     received_at: now,
                 });
             }
-            EventKind::Usage { .. } => return false,
+            EventKind::Usage {
+                identity,
+                prompt_tokens,
+                cached_tokens,
+                completion_tokens,
+            } => {
+                self.record_usage(
+                    identity,
+                    crate::protocol::Usage {
+                        prompt_tokens: *prompt_tokens,
+                        cached_tokens: *cached_tokens,
+                        completion_tokens: *completion_tokens,
+                    },
+                );
+                return false;
+            }
             EventKind::Compacted {
-                removed_messages, ..
-            } => self.push(Entry::Info(format!(
-                "context compacted: {removed_messages} older messages summarised or elided"
-            ))),
+                strategy,
+                removed_messages,
+                estimated_tokens_before,
+                estimated_tokens_after,
+            } => {
+                self.drop_live();
+                let how = if strategy == "summarize" {
+                    "summarised"
+                } else {
+                    "elided"
+                };
+                self.push(Entry::Info(format!(
+                    "context compacted: {removed_messages} older messages {how} (≈{} → {} tokens)",
+                    tokens(*estimated_tokens_before as u64),
+                    tokens(*estimated_tokens_after as u64)
+                )));
+            }
             EventKind::Retrying {
                 attempt,
                 delay_ms,
                 reason,
-            } => self.push(Entry::Info(format!(
-                "provider: retry {attempt} in {:.1}s ({})",
-                *delay_ms as f64 / 1000.0,
-                summary(reason, 100)
-            ))),
+            } => {
+                // The text streamed so far belongs to the abandoned attempt.
+                self.drop_live();
+                self.push(Entry::Info(format!(
+                    "provider: retry {attempt} in {:.1}s ({})",
+                    *delay_ms as f64 / 1000.0,
+                    summary(reason, 100)
+                )));
+            }
             EventKind::TurnCompleted {
                 turn,
                 status,
@@ -321,6 +259,104 @@ impl Store {
             EventKind::Error { message } => self.push(Entry::Error(sanitize(message, false))),
         }
         true
+    }
+
+    /// The tool call entry with this id, newest first.
+    fn tool_entry(&mut self, id: &str) -> Option<&mut Entry> {
+        let index = self
+            .transcript
+            .iter()
+            .rposition(|entry| matches!(entry, Entry::Tool { id: call, .. } if call == id))?;
+        self.cache.get_mut().invalidate(index);
+        self.transcript.get_mut(index)
+    }
+
+    /// Attaches what a `patch` or `bash_exec` call showed to its entry.
+    fn set_tool_detail(&mut self, id: &str, name: &str, arguments: &str, content: &str) -> bool {
+        let overwrote = self.transcript.iter().rev().any(|entry| {
+            matches!(entry, Entry::Tool { id: call, result: Some(r), .. }
+                if call == id && r.summary.starts_with("Overwrote"))
+        });
+        let shown = match name {
+            "patch" => diff::from_patch_arguments(arguments, overwrote).map(ToolDetail::Diff),
+            "bash_exec" => Some(ToolDetail::Output(sanitize(content, false))),
+            _ => None,
+        };
+        match (self.tool_entry(id), shown) {
+            (Some(Entry::Tool { detail, .. }), Some(shown)) => {
+                *detail = Some(shown);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn record_usage(&mut self, identity: &str, usage: crate::protocol::Usage) {
+        let identity = summary(identity, 64);
+        match self
+            .usage_by_identity
+            .iter_mut()
+            .find(|(name, _)| *name == identity)
+        {
+            Some((_, totals)) => totals.record(usage),
+            None => {
+                let mut totals = UsageTotals::default();
+                totals.record(usage);
+                self.usage_by_identity.push((identity, totals));
+            }
+        }
+    }
+
+    /// Streamed text that will not be completed (a retry, compaction, the
+    /// turn's end without a message).
+    fn drop_live(&mut self) {
+        if !self.live.is_empty() {
+            self.live.clear();
+            self.cache.get_mut().live_changed();
+        }
+    }
+
+    /// What the agent is doing now, for the status line.
+    pub fn activity(&self) -> Activity {
+        match self.turn {
+            TurnState::Idle => return Activity::Idle,
+            TurnState::Interrupting => return Activity::Interrupting,
+            TurnState::Submitted | TurnState::Running { .. } => {}
+        }
+        if self.approval.is_some() {
+            return Activity::WaitingForApproval;
+        }
+        if self.subagent.as_ref().is_some_and(SubagentView::is_ticking) {
+            return Activity::Subagents(1);
+        }
+        let running_tool = self.transcript.iter().rev().find_map(|entry| match entry {
+            Entry::Tool {
+                name, result: None, ..
+            } => Some(name.clone()),
+            _ => None,
+        });
+        if let Some(name) = running_tool {
+            return Activity::Tool(name);
+        }
+        if self.live.is_empty() {
+            Activity::Thinking
+        } else {
+            Activity::Streaming
+        }
+    }
+
+    /// Time since the running turn was submitted.
+    pub fn elapsed(&self) -> Option<std::time::Duration> {
+        let started = self.turn_started_at?;
+        self.turn
+            .is_busy()
+            .then(|| self.now.saturating_duration_since(started))
+    }
+
+    /// Ctrl+O: every folded tool output and diff opens, or folds again.
+    pub fn toggle_expanded(&mut self) {
+        self.expanded = !self.expanded;
+        self.cache.get_mut().invalidate_all();
     }
 
     /// Shows a plan object in the panel and one line in the transcript.
@@ -385,6 +421,8 @@ impl Store {
     pub fn begin_turn(&mut self, prompt: &str) {
         self.push(Entry::User(sanitize(prompt, false)));
         self.turn = TurnState::Submitted;
+        self.turn_started_at = Some(self.now);
+        self.new_output = false;
         self.saw_turn_started = false;
         self.transcript_scroll = 0;
         self.subagent = None;
@@ -409,6 +447,7 @@ impl Store {
         // A request still on screen was dropped with the turn.
         self.approval = None;
         self.turn = TurnState::Idle;
+        self.drop_live();
         if let Some(subagent) = &mut self.subagent
             && subagent.is_ticking()
         {
@@ -425,27 +464,39 @@ impl Store {
     /// Advances clocks shown on screen; returns whether a second passed on
     /// any of them (so a frame is worth drawing).
     pub fn tick(&mut self, now: Instant) -> bool {
+        let turn_second = |store: &Store| store.elapsed().map(|e| e.as_secs());
+        let before = turn_second(self);
+        self.now = now;
+        let turn_moved = turn_second(self) != before;
         let Some(subagent) = &mut self.subagent else {
-            return false;
+            return turn_moved;
         };
         if !subagent.is_ticking() {
-            return false;
+            return turn_moved;
         }
         let before = subagent.shown_elapsed_ms() / 1000;
         subagent.since_event_ms = now
             .saturating_duration_since(subagent.received_at)
             .as_millis() as u64;
-        subagent.shown_elapsed_ms() / 1000 != before
+        subagent.shown_elapsed_ms() / 1000 != before || turn_moved
     }
 
     /// Whether something on screen moves with time (ticks are scheduled
     /// only then).
     pub fn needs_ticks(&self) -> bool {
-        self.subagent.as_ref().is_some_and(SubagentView::is_ticking)
+        self.turn.is_busy() || self.subagent.as_ref().is_some_and(SubagentView::is_ticking)
     }
 
     pub fn push(&mut self, entry: Entry) {
         self.transcript.push(entry);
+    }
+
+    /// Replaces the entry at `index` (its rendered lines are redrawn).
+    pub fn replace(&mut self, index: usize, entry: Entry) {
+        if let Some(slot) = self.transcript.get_mut(index) {
+            *slot = entry;
+            self.cache.get_mut().invalidate(index);
+        }
     }
 
     pub fn set_notice(&mut self, text: impl Into<String>, warning: bool) {

@@ -1,0 +1,460 @@
+//! `cargo bench --bench tui`: the terminal UI's costs, the figures the
+//! README gives (issue 12).
+//!
+//! 1. Frame time at 200×50 with a 10k-line Markdown transcript and a
+//!    20-item plan: the first (cold) frame, steady frames (a key typed
+//!    between frames), and frames with streaming text growing (target
+//!    ≤ 2 ms median).
+//! 2. Keystroke to screen while 100k lifecycle events per second flood in:
+//!    the real `UiActor` on a recording backend; a key's latency is from
+//!    sending it to the flush of the first frame that shows it (target
+//!    p99 ≤ 16 ms, n ≥ 100).
+//! 3. Streaming throughput: a 1 MB answer in 20-byte deltas, one frame per
+//!    16 ms of arrivals at 5k tokens/s, against the time that takes to
+//!    arrive.
+//!
+//! Exit status: 0 when every target holds, 1 otherwise.
+
+#[allow(dead_code)]
+mod support;
+
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
+use fido::agent::AgentMessage;
+use fido::plan::{PlanItem, PlanState, Status};
+use fido::protocol::{Event, EventKind};
+use fido::ui::actor::{UiActor, UiArguments, UiMessage};
+use fido::ui::commands::{LocalCommands, PlanCleared};
+use fido::ui::store::Store;
+use fido::ui::widgets;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use ratatui::Terminal;
+use ratatui::backend::{Backend, ClearType, TestBackend, WindowSize};
+use ratatui::buffer::Cell;
+use ratatui::layout::{Position, Size};
+use support::Sorted;
+
+const SIZE: (u16, u16) = (200, 50);
+const TARGET_FRAME_MS: f64 = 2.0;
+const TARGET_KEY_P99_MS: f64 = 16.0;
+const KEYS: usize = 200;
+const FLOOD_PER_SECOND: usize = 100_000;
+
+fn main() -> ExitCode {
+    let frames = frame_times();
+    let keys = keystroke_latency();
+    let stream = streaming_throughput();
+    if frames && keys && stream {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
+
+fn report(name: &str, sample: &Sorted) {
+    println!(
+        "{name:<34} n={:<5} median {:>7.3} ms  p99 {:>7.3} ms  max {:>7.3} ms",
+        sample.len(),
+        sample.median(),
+        sample.quantile(0.99),
+        sample.max()
+    );
+}
+
+/// One answer of about 20 lines: heading, paragraph, nested list, quote,
+/// code, table.
+fn answer(n: usize) -> String {
+    format!(
+        "## Step {n}\n\nThe parser had **two** bugs in `parse_expr`; see [the notes](https://example.org/{n}) for *details* and more words to wrap the line somewhat further along.\n\n- precedence of `*` over `+`\n  - nested detail {n}\n- unary minus\n\n> quoted remark {n}\n\n```rust\nfn step_{n}(p: &mut Parser) -> Expr {{\n    // climb precedence\n    let lhs = p.unary();\n    p.binary(lhs, {n})\n}}\n```\n\n| test | result |\n|------|-------:|\n| case {n} | ok |\n"
+    )
+}
+
+fn plan_event() -> EventKind {
+    let items: Vec<PlanItem> = (1..=20)
+        .map(|n| PlanItem {
+            id: format!("step-{n:02}"),
+            title: format!("Step number {n} of the migration"),
+            status: if n <= 5 {
+                Status::Done
+            } else {
+                Status::Pending
+            },
+            details: Some(format!("details of step {n}")),
+            dependencies: Vec::new(),
+            next_action: (n > 5).then(|| "start it".to_string()),
+            evidence: if n <= 5 {
+                vec!["cargo test: ok".into()]
+            } else {
+                Vec::new()
+            },
+        })
+        .collect();
+    let state =
+        PlanState::empty().successor("bench".into(), items, "2025-01-01T00:00:00.000Z".into());
+    EventKind::PlanUpdated {
+        flavour: "update_plan".into(),
+        plan: serde_json::to_value(state).unwrap_or_default(),
+    }
+}
+
+fn session() -> EventKind {
+    EventKind::SessionStarted {
+        workspace: "/work/bench".into(),
+        provider: "openai".into(),
+        model: "bench-model".into(),
+        tools: Vec::new(),
+    }
+}
+
+/// A store with a transcript of at least `lines` rendered lines.
+fn big_store(lines: usize) -> (Store, usize) {
+    let mut store = Store::new(SIZE);
+    let now = Instant::now();
+    store.apply(&session(), now);
+    store.apply(&plan_event(), now);
+    let mut n = 0;
+    loop {
+        store.begin_turn(&format!("prompt {n}"));
+        store.apply(&EventKind::AssistantText { text: answer(n) }, now);
+        store.turn_replied(fido::protocol::TurnStatus::Completed, None);
+        n += 1;
+        if n % 50 == 0 {
+            let total = widgets::transcript::total_lines(&store, 136);
+            if total >= lines {
+                return (store, total);
+            }
+        }
+    }
+}
+
+fn frame_times() -> bool {
+    let (mut store, total) = big_store(10_000);
+    let mut terminal =
+        Terminal::new(TestBackend::new(SIZE.0, SIZE.1)).unwrap_or_else(|e| match e {});
+    store.cache.borrow_mut().invalidate_all();
+    let started = Instant::now();
+    let _ = terminal.draw(|frame| widgets::draw(frame, &store));
+    println!(
+        "frame at 200×50, {total} transcript lines, 20-item plan: cold (renders everything once) {:.1} ms",
+        ms(started.elapsed())
+    );
+    let mut steady = Vec::new();
+    for i in 0..500 {
+        store.input.insert(if i % 2 == 0 { 'x' } else { 'y' });
+        let started = Instant::now();
+        widgets::before_frame(&mut store);
+        let _ = terminal.draw(|frame| widgets::draw(frame, &store));
+        steady.push(ms(started.elapsed()));
+    }
+    let steady = Sorted::new(steady);
+    report("frame, a key typed between frames", &steady);
+    store.input.take();
+    store.begin_turn("stream");
+    let now = Instant::now();
+    let mut streaming = Vec::new();
+    for i in 0..500 {
+        let text = if i % 25 == 24 {
+            "done.\n\n"
+        } else {
+            "more words "
+        };
+        store.apply(&EventKind::AssistantDelta { text: text.into() }, now);
+        let started = Instant::now();
+        widgets::before_frame(&mut store);
+        let _ = terminal.draw(|frame| widgets::draw(frame, &store));
+        streaming.push(ms(started.elapsed()));
+    }
+    let streaming = Sorted::new(streaming);
+    report("frame, streaming text growing", &streaming);
+    let ok = steady.median() <= TARGET_FRAME_MS && streaming.median() <= TARGET_FRAME_MS;
+    println!(
+        "target: median frame ≤ {TARGET_FRAME_MS} ms: {}",
+        if ok { "PASS" } else { "FAIL" }
+    );
+    ok
+}
+
+/// Flushes with the time and how many typed `x` the input row shows.
+struct RecordingBackend {
+    inner: TestBackend,
+    flushes: Arc<Mutex<Vec<(Instant, usize)>>>,
+}
+
+impl Backend for RecordingBackend {
+    type Error = std::convert::Infallible;
+
+    fn draw<'a, I>(&mut self, content: I) -> Result<(), Self::Error>
+    where
+        I: Iterator<Item = (u16, u16, &'a Cell)>,
+    {
+        self.inner.draw(content)
+    }
+    fn hide_cursor(&mut self) -> Result<(), Self::Error> {
+        self.inner.hide_cursor()
+    }
+    fn show_cursor(&mut self) -> Result<(), Self::Error> {
+        self.inner.show_cursor()
+    }
+    fn get_cursor_position(&mut self) -> Result<Position, Self::Error> {
+        self.inner.get_cursor_position()
+    }
+    fn set_cursor_position<P: Into<Position>>(&mut self, position: P) -> Result<(), Self::Error> {
+        self.inner.set_cursor_position(position)
+    }
+    fn clear(&mut self) -> Result<(), Self::Error> {
+        self.inner.clear()
+    }
+    fn clear_region(&mut self, clear_type: ClearType) -> Result<(), Self::Error> {
+        self.inner.clear_region(clear_type)
+    }
+    fn size(&self) -> Result<Size, Self::Error> {
+        self.inner.size()
+    }
+    fn window_size(&mut self) -> Result<WindowSize, Self::Error> {
+        self.inner.window_size()
+    }
+    fn flush(&mut self) -> Result<(), Self::Error> {
+        let buffer = self.inner.buffer();
+        let row = buffer.area.height.saturating_sub(2);
+        let typed = (0..buffer.area.width)
+            .filter(|&x| buffer[(x, row)].symbol() == "x")
+            .count();
+        if let Ok(mut flushes) = self.flushes.lock() {
+            flushes.push((Instant::now(), typed));
+        }
+        self.inner.flush()
+    }
+}
+
+struct IdleAgent;
+
+impl Actor for IdleAgent {
+    type Msg = AgentMessage;
+    type State = ();
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<AgentMessage>,
+        _args: (),
+    ) -> Result<(), ActorProcessingErr> {
+        Ok(())
+    }
+}
+
+struct NoCommands;
+
+impl LocalCommands for NoCommands {
+    fn show(&self) -> Result<String, String> {
+        Err("none".into())
+    }
+    fn clear(&self) -> Result<PlanCleared, String> {
+        Err("none".into())
+    }
+}
+
+fn keystroke_latency() -> bool {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("tui bench: {err}");
+            return false;
+        }
+    };
+    let result = runtime.block_on(measure_keys());
+    match result {
+        Ok((latencies, flooded)) => {
+            let sample = Sorted::new(latencies);
+            println!("flood: {flooded} subagent lifecycle events sent during the run");
+            report("keystroke to screen under flood", &sample);
+            let ok = sample.len() >= 100 && sample.quantile(0.99) <= TARGET_KEY_P99_MS;
+            println!(
+                "target: p99 keystroke to screen ≤ {TARGET_KEY_P99_MS} ms (n ≥ 100): {}",
+                if ok { "PASS" } else { "FAIL" }
+            );
+            ok
+        }
+        Err(message) => {
+            eprintln!("tui bench: {message}");
+            false
+        }
+    }
+}
+
+async fn measure_keys() -> Result<(Vec<f64>, usize), String> {
+    let (agent, _) = Actor::spawn(None, IdleAgent, ())
+        .await
+        .map_err(|e| e.to_string())?;
+    let flushes = Arc::new(Mutex::new(Vec::new()));
+    let backend = RecordingBackend {
+        inner: TestBackend::new(120, 40),
+        flushes: flushes.clone(),
+    };
+    let (exit, _exited) = tokio::sync::oneshot::channel();
+    let arguments = UiArguments {
+        terminal: Terminal::new(backend).unwrap_or_else(|e| match e {}),
+        agent,
+        local_commands: Arc::new(NoCommands),
+        exit,
+        history: Default::default(),
+    };
+    let (ui, _) = Actor::spawn(None, UiActor::new(), arguments)
+        .await
+        .map_err(|e| e.to_string())?;
+    let _ = ui.cast(UiMessage::Agent(Event::now(session())));
+    let flooding = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let flood = tokio::spawn(flood_events(ui.clone(), flooding.clone()));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut sent = Vec::new();
+    for i in 0..KEYS {
+        if i % 50 == 0 && i > 0 {
+            let clear = KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL);
+            let _ = ui.cast(UiMessage::Terminal(TermEvent::Key(clear)));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let key = KeyEvent::new(KeyCode::Char('x'), KeyModifiers::NONE);
+        sent.push((Instant::now(), i % 50 + 1));
+        let _ = ui.cast(UiMessage::Terminal(TermEvent::Key(key)));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    flooding.store(false, std::sync::atomic::Ordering::SeqCst);
+    let flooded = flood.await.map_err(|e| e.to_string())?;
+    ui.stop(None);
+    let flushes = flushes.lock().map_err(|e| e.to_string())?.clone();
+    let latencies = sent
+        .iter()
+        .filter_map(|(at, count)| {
+            flushes
+                .iter()
+                .find(|(when, typed)| when >= at && typed >= count)
+                .map(|(when, _)| ms(when.duration_since(*at)))
+        })
+        .collect();
+    Ok((latencies, flooded))
+}
+
+/// Casts subagent lifecycle events at [`FLOOD_PER_SECOND`], in batches
+/// every millisecond; returns how many were sent.
+async fn flood_events(
+    ui: ActorRef<UiMessage>,
+    flooding: Arc<std::sync::atomic::AtomicBool>,
+) -> usize {
+    let per_tick = FLOOD_PER_SECOND / 1000;
+    let mut interval = tokio::time::interval(Duration::from_millis(1));
+    let mut sent = 0;
+    let started = Instant::now();
+    while flooding.load(std::sync::atomic::Ordering::SeqCst) {
+        interval.tick().await;
+        // Catch up after a late tick, so the rate holds on average.
+        let due = (ms(started.elapsed()) as usize + 1) * per_tick;
+        while sent < due {
+            let event = EventKind::Subagent {
+                agent_id: "subagent-bench".into(),
+                pid: Some(4242),
+                phase: if sent % 2 == 0 {
+                    "read_file"
+                } else {
+                    "ripgrep"
+                }
+                .into(),
+                elapsed_ms: sent as u64,
+                detail: "src/lexer.rs".into(),
+            };
+            if ui.cast(UiMessage::Agent(Event::now(event))).is_err() {
+                return sent;
+            }
+            sent += 1;
+        }
+    }
+    sent
+}
+
+fn streaming_throughput() -> bool {
+    let paragraph = "Streaming **Markdown** text with `code` and words, ";
+    let mut prose = String::new();
+    while prose.len() < ANSWER_BYTES {
+        prose.push_str(paragraph);
+        if prose.len() % 600 < paragraph.len() {
+            prose.push_str("\n\n");
+        }
+    }
+    let mut code = String::from("```rust\n");
+    let mut n = 0;
+    while code.len() < ANSWER_BYTES {
+        code.push_str(&format!("    let value_{n} = compute({n}); // step\n"));
+        n += 1;
+    }
+    let prose_ok = stream("1 MB Markdown answer", &prose);
+    let code_ok = stream("1 MB code block (no blank line)", &code);
+    prose_ok && code_ok
+}
+
+const ANSWER_BYTES: usize = 1_000_000;
+
+fn stream(name: &str, text: &str) -> bool {
+    const DELTA_BYTES: usize = 20;
+    // 5k tokens/s at ~4 bytes a token, one frame per 16 ms of arrivals.
+    const BYTES_PER_SECOND: f64 = 20_000.0;
+    let per_frame = (BYTES_PER_SECOND * 0.016 / DELTA_BYTES as f64).ceil() as usize;
+    let mut store = Store::new(SIZE);
+    store.apply(&session(), Instant::now());
+    store.begin_turn("write a long answer");
+    let mut terminal =
+        Terminal::new(TestBackend::new(SIZE.0, SIZE.1)).unwrap_or_else(|e| match e {});
+    let now = Instant::now();
+    let started = Instant::now();
+    let mut frames = Vec::new();
+    let mut offset = 0;
+    let bytes = text.as_bytes();
+    while offset < bytes.len() {
+        for _ in 0..per_frame {
+            let end = (offset + DELTA_BYTES).min(bytes.len());
+            let piece = String::from_utf8_lossy(&bytes[offset..end]).into_owned();
+            store.apply(&EventKind::AssistantDelta { text: piece }, now);
+            offset = end;
+            if offset >= bytes.len() {
+                break;
+            }
+        }
+        let frame = Instant::now();
+        widgets::before_frame(&mut store);
+        let _ = terminal.draw(|f| widgets::draw(f, &store));
+        frames.push(ms(frame.elapsed()));
+    }
+    let finish = Instant::now();
+    store.apply(
+        &EventKind::AssistantText {
+            text: text.to_string(),
+        },
+        now,
+    );
+    let _ = terminal.draw(|f| widgets::draw(f, &store));
+    let final_frame = ms(finish.elapsed());
+    let spent = started.elapsed().as_secs_f64();
+    let arrival = ANSWER_BYTES as f64 / BYTES_PER_SECOND;
+    let frames = Sorted::new(frames);
+    report(&format!("stream frame, {name}"), &frames);
+    println!(
+        "streaming {name}: rendered in {spent:.2} s of CPU against {arrival:.0} s of arrival at 5k tokens/s ({:.0}× headroom, {:.1} MB/s); final message frame {final_frame:.1} ms",
+        arrival / spent,
+        ANSWER_BYTES as f64 / spent / 1e6
+    );
+    let ok = spent < arrival;
+    println!(
+        "target: keeps up with the stream: {}",
+        if ok { "PASS" } else { "FAIL" }
+    );
+    ok
+}

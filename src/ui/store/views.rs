@@ -1,0 +1,197 @@
+//! What the store holds, by concept: the session, the turn and what it is
+//! doing, transcript entries, the subagent bar's view, notices. Plain data
+//! with the small rules that belong to each (a phase's label, whether a
+//! subagent's clock still runs).
+
+use std::time::Instant;
+
+use super::super::diff::DiffLine;
+use crate::text::summary;
+
+/// Longest subagent detail kept (the bar cuts it further to fit).
+pub(super) const SUBAGENT_DETAIL_CHARS: usize = 200;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionInfo {
+    pub workspace: String,
+    pub provider: String,
+    pub model: String,
+}
+
+/// Where the parent turn is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnState {
+    /// Waiting for a prompt.
+    Idle,
+    /// A prompt was sent; the agent has not said `turn_started` yet.
+    Submitted,
+    Running {
+        turn: u32,
+    },
+    /// Ctrl+C was pressed; the turn is winding down.
+    Interrupting,
+}
+
+impl TurnState {
+    pub fn is_busy(self) -> bool {
+        match self {
+            TurnState::Idle => false,
+            TurnState::Submitted | TurnState::Running { .. } | TurnState::Interrupting => true,
+        }
+    }
+}
+
+/// The result of a tool call, once it arrived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolResultView {
+    pub ok: bool,
+    pub summary: String,
+}
+
+/// More than one line of a tool call, shown under its line (folded past a
+/// few lines; Ctrl+O expands).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolDetail {
+    /// A `patch` call's change.
+    Diff(Vec<DiffLine>),
+    /// The tail of a `bash_exec` call's output, its exit line last.
+    Output(String),
+}
+
+/// One entry of the transcript. Subagent activity never appears here (it
+/// has its own bar), and a plan update is one line, never the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    User(String),
+    /// A whole assistant message, rendered as Markdown.
+    Assistant(String),
+    Tool {
+        id: String,
+        name: String,
+        summary: String,
+        result: Option<ToolResultView>,
+        detail: Option<ToolDetail>,
+    },
+    /// `/diff`: the workspace's `git diff`, coloured.
+    Diff(Vec<DiffLine>),
+    /// `plan updated: v2 · 3 items, …`
+    Plan(String),
+    /// Dim information: retries, compaction, an interrupted turn.
+    Info(String),
+    Error(String),
+    /// Output of a local command (`/plan`), kept verbatim.
+    Local(String),
+}
+
+/// What a subagent is doing, from `subagent` events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    Starting,
+    Reasoning,
+    /// Running this tool.
+    Tool(String),
+    NestedDelegationRejected,
+    Completed,
+    Partial,
+    Failed,
+    Cancelled,
+}
+
+impl Phase {
+    pub fn parse(text: &str) -> Phase {
+        match text {
+            "starting" => Phase::Starting,
+            "reasoning" => Phase::Reasoning,
+            "nested_delegation_rejected" => Phase::NestedDelegationRejected,
+            "completed" => Phase::Completed,
+            "partial" => Phase::Partial,
+            "failed" => Phase::Failed,
+            "cancelled" => Phase::Cancelled,
+            tool => Phase::Tool(summary(tool, 40)),
+        }
+    }
+
+    /// The subagent has ended; its bar shows the outcome until the next prompt.
+    pub fn is_final(&self) -> bool {
+        match self {
+            Phase::Completed | Phase::Partial | Phase::Failed | Phase::Cancelled => true,
+            Phase::Starting
+            | Phase::Reasoning
+            | Phase::Tool(_)
+            | Phase::NestedDelegationRejected => false,
+        }
+    }
+
+    /// How the bar names the phase.
+    pub fn label(&self) -> String {
+        match self {
+            Phase::Starting => "starting".into(),
+            Phase::Reasoning => "reasoning".into(),
+            Phase::Tool(name) => name.clone(),
+            Phase::NestedDelegationRejected => "nested delegation rejected".into(),
+            Phase::Completed => "completed".into(),
+            Phase::Partial => "partial".into(),
+            Phase::Failed => "failed".into(),
+            Phase::Cancelled => "cancelled".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubagentView {
+    pub agent_id: String,
+    pub pid: Option<u32>,
+    pub phase: Phase,
+    /// Elapsed time the last event reported.
+    pub elapsed_ms: u64,
+    /// Time since that event, added by ticks while the subagent runs.
+    pub since_event_ms: u64,
+    pub detail: String,
+    /// Set when the parent turn ended without a final subagent event: the
+    /// clock stops.
+    pub frozen: bool,
+    pub(super) received_at: Instant,
+}
+
+impl SubagentView {
+    pub fn shown_elapsed_ms(&self) -> u64 {
+        self.elapsed_ms.saturating_add(self.since_event_ms)
+    }
+
+    pub(super) fn is_ticking(&self) -> bool {
+        !self.phase.is_final() && !self.frozen
+    }
+}
+
+/// What the running turn is doing (the status line says it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Activity {
+    Idle,
+    /// Waiting for the model's first words.
+    Thinking,
+    Streaming,
+    /// Running this tool.
+    Tool(String),
+    /// Waiting for this many subagents.
+    Subagents(usize),
+    /// The approval prompt is on screen.
+    WaitingForApproval,
+    Interrupting,
+}
+
+/// Token counts for people: `950`, `1.8k`.
+pub fn tokens(n: impl Into<u64>) -> String {
+    let n: u64 = n.into();
+    if n < 1000 {
+        n.to_string()
+    } else {
+        format!("{:.1}k", n as f64 / 1000.0)
+    }
+}
+
+/// A transient message on the status line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub text: String,
+    pub warning: bool,
+}

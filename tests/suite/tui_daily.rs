@@ -1,0 +1,181 @@
+//! The TUI as a daily driver, end to end in tmux against a slow-streaming
+//! fake model server: text shows while the message is still streaming,
+//! Markdown is rendered (bold without asterisks, in bold), a patch shows
+//! coloured `+`/`-` lines, Alt+Enter makes a two-line prompt whose newline
+//! reaches the model, and a multi-line bracketed paste is kept.
+//!
+//! Styles are read with `capture-pane -e`, which keeps the SGR sequences
+//! tmux would draw.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::tui::{Tmux, quoted};
+use crate::common::process::{ProcessFilter, fido_bin};
+use crate::common::sse;
+use crate::common::{FakeServer, Reply, assert_conversation_invariants, assert_no_processes};
+
+/// Starts fido in a fresh tmux server against `server`, in `workspace`.
+fn launch(server: &FakeServer, workspace: &Path) -> Tmux {
+    let tmux = Tmux::start(&[
+        ("FIDO_PROVIDER", "openai".into()),
+        ("FIDO_BASE_URL", server.base_url()),
+        ("FIDO_MODEL", "test-model".into()),
+        ("FIDO_API_KEY", "test-key".into()),
+    ]);
+    tmux.type_line(&format!(
+        "{} -C {}",
+        quoted(Path::new(fido_bin())),
+        quoted(workspace)
+    ));
+    tmux.wait_for("the UI", |s| {
+        s.contains("No plan yet.") && s.contains("test-model")
+    });
+    tmux
+}
+
+/// The screen with its SGR escape sequences.
+fn styled_screen(tmux: &Tmux) -> String {
+    String::from_utf8_lossy(&tmux.run(&["capture-pane", "-p", "-e", "-t", "fido"]).stdout)
+        .into_owned()
+}
+
+/// Quits fido and checks that nothing it started is left.
+fn quit(tmux: &Tmux) {
+    let shell = tmux.shell_pid();
+    tmux.type_line("/quit");
+    assert_no_processes(ProcessFilter::ChildrenOf(shell), Duration::from_secs(10));
+}
+
+/// The text of the last user message of a recorded request.
+fn last_user_text(request: &crate::common::server::RecordedRequest) -> String {
+    request
+        .messages()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn streamed_text_shows_before_the_message_is_complete_and_markdown_is_rendered() {
+    let ws = tempfile::tempdir().unwrap();
+    let words: String = (1..=30).map(|n| format!("word{n} ")).collect();
+    let answer = format!("Streaming starts here with a **bold** claim. {words}THE-END");
+    let server = FakeServer::start(vec![Reply::sse_with_delay(
+        sse::text_turn(&answer),
+        Duration::from_millis(60),
+    )]);
+    let tmux = launch(&server, ws.path());
+    tmux.type_line("tell me something");
+    let early = tmux.wait_for("the first streamed words", |s| {
+        s.contains("Streaming starts")
+    });
+    assert!(
+        !early.contains("THE-END"),
+        "the whole message was already there:\n{early}"
+    );
+    assert!(
+        early.contains("streaming"),
+        "the status line says so:\n{early}"
+    );
+    let screen = tmux.wait_for("the end of the message", |s| {
+        s.contains("THE-END") && s.contains("idle")
+    });
+    assert!(!screen.contains("**"), "no asterisks:\n{screen}");
+    let styled = styled_screen(&tmux);
+    let line = styled
+        .lines()
+        .find(|line| line.contains("bold"))
+        .expect("the bold word is on screen");
+    assert!(
+        line.contains("\u{1b}[1mbold"),
+        "bold is drawn bold: {line:?}"
+    );
+    quit(&tmux);
+    assert_conversation_invariants(&server.model_requests());
+}
+
+#[test]
+fn a_patch_shows_its_removed_and_added_lines_in_colour() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("notes.txt"), "alpha\nbeta\ngamma\n").unwrap();
+    let args =
+        json!({"path": "notes.txt", "edits": [{"old_text": "beta\n", "new_text": "BETA\n"}]});
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&[("p1", "patch", &args.to_string())])),
+        Reply::sse(sse::text_turn("Patched notes.txt.")),
+    ]);
+    let tmux = launch(&server, ws.path());
+    tmux.type_line("capitalise beta");
+    tmux.wait_for("the diff and the answer", |s| {
+        s.contains("+BETA") && s.contains("-beta") && s.contains("Patched notes.txt.")
+    });
+    let styled = styled_screen(&tmux);
+    // tmux writes ANSI colour n as `38;5;n` (or `3n`).
+    let coloured = |n: u8, text: &str| {
+        styled.contains(&format!("\u{1b}[38;5;{n}m{text}"))
+            || styled.contains(&format!("\u{1b}[3{n}m{text}"))
+    };
+    assert!(coloured(2, "+BETA"), "green +: {styled}");
+    assert!(coloured(1, "-beta"), "red -: {styled}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("notes.txt")).unwrap(),
+        "alpha\nBETA\ngamma\n"
+    );
+    quit(&tmux);
+}
+
+#[test]
+fn alt_enter_and_a_bracketed_paste_keep_their_newlines_up_to_the_request() {
+    let ws = tempfile::tempdir().unwrap();
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::text_turn("Two lines received.")),
+        Reply::sse(sse::text_turn("Paste received.")),
+    ]);
+    let tmux = launch(&server, ws.path());
+    tmux.run(&["send-keys", "-t", "fido", "-l", "first line"]);
+    tmux.keys(&["M-Enter"]);
+    tmux.run(&["send-keys", "-t", "fido", "-l", "second line"]);
+    tmux.wait_for("a two-line draft", |s| {
+        s.lines().any(|l| l.starts_with("› first line"))
+            && s.lines().any(|l| l.starts_with("  second line"))
+    });
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the first answer", |s| s.contains("Two lines received."));
+
+    tmux.run(&["set-buffer", "-b", "fido-paste", "one\ntwo\nthree"]);
+    tmux.run(&["paste-buffer", "-p", "-b", "fido-paste", "-t", "fido"]);
+    tmux.wait_for("a three-line draft", |s| {
+        s.lines().any(|l| l.starts_with("› one"))
+            && s.lines().any(|l| l.starts_with("  two"))
+            && s.lines().any(|l| l.starts_with("  three"))
+    });
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the second answer", |s| s.contains("Paste received."));
+    quit(&tmux);
+
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(last_user_text(&requests[0]), "first line\nsecond line");
+    assert_eq!(last_user_text(&requests[1]), "one\ntwo\nthree");
+    assert_conversation_invariants(&requests);
+    // The prompts were saved for the next session, newlines included.
+    let history = std::fs::read_to_string(ws.path().join(".fido-state/history.jsonl")).unwrap();
+    let saved: Vec<Value> = history
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(
+        saved,
+        [
+            json!("first line\nsecond line"),
+            json!("one\ntwo\nthree"),
+            json!("/quit")
+        ]
+    );
+}
