@@ -2,7 +2,11 @@
 //! kept by Fido's rules, shared by every store:
 //!
 //! - every read-modify-write happens under an exclusive advisory lock on a
-//!   sidecar `<file>.lock`, so two Fido processes never interleave;
+//!   sidecar `<file>.lock`, so two Fido processes never interleave. The
+//!   wait for it is bounded (5 s): a lock held longer is the clear error
+//!   `plan file locked by pid N for more than 5 s`, never a hang. The
+//!   holder writes its pid into the lock file for that message. These are
+//!   blocking calls: async callers run them with `spawn_blocking`;
 //! - the file is re-read under the lock (another process may have written);
 //! - writes replace the file atomically ([`write_atomic`]): a crash leaves
 //!   the old or the new content, never a torn file;
@@ -11,9 +15,9 @@
 //!   (a unique name) and reported, and the store starts empty.
 
 use std::fs::{self, File, OpenOptions};
-use std::io;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use nix::fcntl::{Flock, FlockArg};
 use serde::Serialize;
@@ -21,8 +25,20 @@ use serde::de::DeserializeOwned;
 
 use super::atomic::write_atomic;
 
+/// The longest wait for another process's lock.
+pub const LOCK_WAIT: Duration = Duration::from_secs(5);
+/// How often a busy lock is tried again.
+const LOCK_POLL: Duration = Duration::from_millis(10);
+
 #[derive(Debug, thiserror::Error)]
 pub enum StateFileError {
+    #[error("{what} file locked by {holder} for more than {} s", waited.as_secs())]
+    Busy {
+        what: &'static str,
+        /// `pid N`, or `another process` when the holder did not say.
+        holder: String,
+        waited: Duration,
+    },
     #[error("cannot lock {path}: {source}")]
     Lock {
         path: String,
@@ -64,18 +80,31 @@ pub struct StateFile {
     path: PathBuf,
     /// What the file holds, for the warning (`plan`, `todo list`).
     what: &'static str,
+    /// The longest wait for another process's lock.
+    lock_wait: Duration,
 }
 
 impl StateFile {
     pub fn new(path: PathBuf, what: &'static str) -> Self {
-        StateFile { path, what }
+        StateFile {
+            path,
+            what,
+            lock_wait: LOCK_WAIT,
+        }
+    }
+
+    /// The same file with another bound on the lock wait (tests).
+    pub fn with_lock_wait(mut self, wait: Duration) -> Self {
+        self.lock_wait = wait;
+        self
     }
 
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Takes the exclusive lock (blocking while another process holds it).
+    /// Takes the exclusive lock, waiting at most the lock wait while
+    /// another process holds it. Blocking: call off the async runtime.
     pub fn lock(&self) -> Result<StateLock, StateFileError> {
         let lock_path = sidecar(&self.path, ".lock");
         let error = |source: io::Error| StateFileError::Lock {
@@ -85,15 +114,37 @@ impl StateFile {
         if let Some(dir) = lock_path.parent() {
             fs::create_dir_all(dir).map_err(error)?;
         }
-        let file = OpenOptions::new()
+        let mut file = OpenOptions::new()
             .create(true)
             .truncate(false)
+            .read(true)
             .write(true)
             .open(&lock_path)
             .map_err(error)?;
-        Flock::lock(file, FlockArg::LockExclusive)
-            .map(StateLock)
-            .map_err(|(_, errno)| error(io::Error::from(errno)))
+        let start = Instant::now();
+        loop {
+            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(mut lock) => {
+                    // Who holds it, for the message of a process that waits.
+                    let _ = lock
+                        .set_len(0)
+                        .and_then(|()| write!(&mut *lock, "{}", std::process::id()));
+                    return Ok(StateLock(lock));
+                }
+                Err((back, nix::errno::Errno::EWOULDBLOCK)) => {
+                    if start.elapsed() >= self.lock_wait {
+                        return Err(StateFileError::Busy {
+                            what: self.what,
+                            holder: holder(&lock_path),
+                            waited: self.lock_wait,
+                        });
+                    }
+                    file = back;
+                    std::thread::sleep(LOCK_POLL);
+                }
+                Err((_, errno)) => return Err(error(io::Error::from(errno))),
+            }
+        }
     }
 
     /// Reads and parses the file; `check` may reject a parsed value (the
@@ -171,8 +222,62 @@ impl StateFile {
     }
 }
 
+/// `pid N` from the lock file, or `another process`.
+fn holder(lock_path: &Path) -> String {
+    fs::read_to_string(lock_path)
+        .ok()
+        .and_then(|text| text.trim().parse::<u32>().ok())
+        .map_or_else(|| "another process".to_string(), |pid| format!("pid {pid}"))
+}
+
 fn sidecar(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(suffix);
     path.with_file_name(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lock_held_too_long_is_a_clear_error_naming_the_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = StateFile::new(dir.path().join(".fido-plan.json"), "plan")
+            .with_lock_wait(Duration::from_millis(200));
+        let held = file.lock().unwrap();
+        let waiter = file.clone();
+        let start = Instant::now();
+        let err = std::thread::spawn(move || waiter.lock().err())
+            .join()
+            .unwrap()
+            .expect("the second lock must fail while the first is held");
+        let waited = start.elapsed();
+        assert!(waited >= Duration::from_millis(200), "{waited:?}");
+        assert!(waited < Duration::from_secs(3), "{waited:?}");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "plan file locked by pid {} for more than 0 s",
+                std::process::id()
+            )
+        );
+        drop(held);
+        file.lock().unwrap();
+    }
+
+    #[test]
+    fn the_default_wait_is_five_seconds() {
+        let file = StateFile::new(PathBuf::from("x"), "plan");
+        assert_eq!(file.lock_wait, Duration::from_secs(5));
+        let busy = StateFileError::Busy {
+            what: "plan",
+            holder: "pid 42".into(),
+            waited: LOCK_WAIT,
+        };
+        assert_eq!(
+            busy.to_string(),
+            "plan file locked by pid 42 for more than 5 s"
+        );
+    }
 }

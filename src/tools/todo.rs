@@ -74,8 +74,22 @@ impl Tool for Todo {
 
     fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a> {
         Box::pin(async move {
-            let store = TodoStore::in_workspace(&invocation.env.workspace.root);
-            match todo::run_call(&store, &invocation.args) {
+            // The lock, the read and the fsync'd write block: off the runtime.
+            let root = invocation.env.workspace.root.clone();
+            let args = invocation.args;
+            let done = tokio::task::spawn_blocking(move || {
+                todo::run_call(&TodoStore::in_workspace(&root), &args)
+            })
+            .await;
+            let done = match done {
+                Ok(done) => done,
+                Err(err) => {
+                    return ToolOutput::error(format!(
+                        "todo could not read or save the task list, so nothing changed: {err}"
+                    ));
+                }
+            };
+            match done {
                 Ok(output) => {
                     if let Some(warning) = &output.warning {
                         tracing::warn!("{warning}");

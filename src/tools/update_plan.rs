@@ -79,7 +79,18 @@ impl Tool for UpdatePlan {
                     ));
                 }
             };
-            match invocation.env.plan.replace(reason, items) {
+            // The lock, the read and the fsync'd write block: off the runtime.
+            let store = invocation.env.plan.clone();
+            let saved = tokio::task::spawn_blocking(move || store.replace(reason, items)).await;
+            let saved = match saved {
+                Ok(saved) => saved,
+                Err(err) => {
+                    return ToolOutput::error(format!(
+                        "update_plan could not save the plan, so it was not changed: {err}"
+                    ));
+                }
+            };
+            match saved {
                 Ok((state, warning)) => {
                     if let Some(warning) = warning {
                         // The model gets the complete new state either way;

@@ -9,11 +9,12 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::common::compaction;
+use crate::common::process::send_signal;
 use crate::common::sse;
 use crate::common::{
     FakeServer, History, Reply, assert_conversation_invariants,
-    assert_conversation_invariants_with, events_of, fido_cmd, parse_events, run_exec,
-    run_with_timeout,
+    assert_conversation_invariants_with, events_of, exec_cmd, fido_cmd, parse_events, run_exec,
+    run_with_timeout, wait_with_timeout,
 };
 
 const PLAN_FILE: &str = ".fido-plan.json";
@@ -533,5 +534,87 @@ fn killing_a_writer_at_any_instant_leaves_old_or_new_state() {
             .iter()
             .all(|n| n.starts_with(".fido-plan.json.tmp-")),
         "{leftovers:?}"
+    );
+}
+
+/// A python3 process that holds the plan lock of `ws` until killed (it
+/// holds the lock itself, so killing it releases it and leaves nothing).
+fn hold_plan_lock(ws: &Path) -> std::process::Child {
+    let lock = ws.join(".fido-plan.json.lock");
+    let mut holder = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import fcntl, sys, time\n\
+             f = open(sys.argv[1], 'a')\n\
+             fcntl.flock(f, fcntl.LOCK_EX)\n\
+             print('held', flush=True)\n\
+             time.sleep(60)\n",
+        )
+        .arg(&lock)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "held");
+    holder
+}
+
+/// Another process holds the plan lock for longer than anyone waits: the
+/// wait runs off the runtime, so SIGINT still ends `fido exec` at once.
+#[test]
+fn sigint_ends_exec_promptly_while_another_process_holds_the_plan_lock() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut holder = hold_plan_lock(ws.path());
+    let args = plan_args("Locked out", three_items("pending"));
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&[("p1", "update_plan", &args)])),
+        Reply::sse(sse::text_turn("unreachable")),
+    ]);
+    let child = exec_cmd(ws.path(), &server, "plan it", &[])
+        .spawn()
+        .unwrap();
+    // The tool call has started (the model's request was answered) and is
+    // waiting for the lock.
+    server.wait_for_requests(1, Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(300));
+    let start = Instant::now();
+    send_signal(child.id(), libc::SIGINT);
+    let output = wait_with_timeout(child, Duration::from_secs(30));
+    let took = start.elapsed();
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_eq!(output.status.code(), Some(130), "{}", stderr(&output));
+    assert!(took < Duration::from_secs(1), "exit took {took:?}");
+    assert!(!ws.path().join(".fido-plan.json").exists());
+}
+
+/// Held longer than the bounded wait: a clear tool error, and the turn
+/// goes on.
+#[test]
+fn a_plan_lock_held_too_long_is_a_clear_tool_error() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut holder = hold_plan_lock(ws.path());
+    let args = plan_args("Locked out", three_items("pending"));
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&[("p1", "update_plan", &args)])),
+        Reply::sse(sse::text_turn("The plan file is busy.")),
+    ]);
+    let output = run_exec(ws.path(), &server, "plan it", &[]);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let requests = server.model_requests();
+    let result = tool_message(&requests[1].body, "p1")["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        result.contains("plan file locked by") && result.contains("for more than 5 s"),
+        "{result}"
     );
 }
