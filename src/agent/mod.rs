@@ -14,6 +14,7 @@ mod actor;
 mod compaction;
 mod conversation;
 mod events;
+pub mod instructions;
 mod live;
 mod prompt;
 mod turn;
@@ -22,6 +23,7 @@ pub use actor::{AgentActor, AgentArguments, AgentMessage};
 pub use compaction::{CompactionSettings, CompactionStrategy};
 pub use conversation::Conversation;
 pub use events::EventSink;
+pub use instructions::ProjectInstructions;
 pub use prompt::system_prompt;
 pub use turn::{AgentDeps, TurnOutcome, run_turn};
 
@@ -37,9 +39,11 @@ pub fn start_conversation(
     catalog: &ToolCatalog,
     env: &ToolEnv,
     flavour: PlanFlavour,
+    instructions: &ProjectInstructions,
     events: &EventSink,
 ) -> Conversation {
-    let mut conversation = Conversation::new(system_prompt(catalog, env.approvals.settings()));
+    let prompt = system_prompt(catalog, env.approvals.settings(), instructions);
+    let mut conversation = Conversation::new(prompt);
     restore_plan(&mut conversation, env, flavour, events);
     conversation
 }

@@ -6,6 +6,7 @@
 //! so the provider's cached prefix survives every turn, restart and plan
 //! update.
 
+use super::instructions::ProjectInstructions;
 use crate::protocol::{ApprovalPolicy, SafetySettings, SandboxMode};
 use crate::tools::ToolCatalog;
 
@@ -85,9 +86,14 @@ fn safety_section(safety: &SafetySettings) -> String {
     format!("{sandbox}\n{approval}")
 }
 
-/// The system prompt for a session advertising `catalog` under `safety`.
-/// A pure function of both: the same inputs give the same bytes.
-pub fn system_prompt(catalog: &ToolCatalog, safety: &SafetySettings) -> String {
+/// The system prompt for a session advertising `catalog` under `safety`,
+/// with the project's `instructions` last. A pure function of the three:
+/// the same inputs give the same bytes.
+pub fn system_prompt(
+    catalog: &ToolCatalog,
+    safety: &SafetySettings,
+    instructions: &ProjectInstructions,
+) -> String {
     let names = catalog.names();
     let has = |name: &str| names.iter().any(|n| n == name);
     let mut prompt = INSTRUCTIONS.to_string();
@@ -106,6 +112,10 @@ pub fn system_prompt(catalog: &ToolCatalog, safety: &SafetySettings) -> String {
         prompt.push_str(DELEGATION_POLICY);
     }
     prompt.push_str(&format!("\n\nTools available: {}.", names.join(", ")));
+    if let Some(section) = instructions.prompt_section() {
+        prompt.push_str("\n\n");
+        prompt.push_str(&section);
+    }
     prompt
 }
 
@@ -131,7 +141,11 @@ mod tests {
         let catalog = ToolCatalog::standard(PlanFlavour::UpdatePlan);
         for mode in SandboxMode::ALL {
             for policy in ApprovalPolicy::ALL {
-                let prompt = system_prompt(&catalog, &safety(mode, policy));
+                let prompt = system_prompt(
+                    &catalog,
+                    &safety(mode, policy),
+                    &ProjectInstructions::default(),
+                );
                 assert!(prompt.contains(&format!("Sandbox ({mode})")), "{mode}");
                 assert!(
                     prompt.contains(&format!("Approvals ({policy})")),
@@ -144,8 +158,14 @@ mod tests {
             network: true,
             ..default_safety()
         };
-        assert!(system_prompt(&catalog, &open).contains("they may use the network"));
-        assert!(system_prompt(&catalog, &default_safety()).contains("they have no network"));
+        assert!(
+            system_prompt(&catalog, &open, &ProjectInstructions::default())
+                .contains("they may use the network")
+        );
+        assert!(
+            system_prompt(&catalog, &default_safety(), &ProjectInstructions::default())
+                .contains("they have no network")
+        );
     }
 
     #[test]
@@ -153,6 +173,7 @@ mod tests {
         let prompt = system_prompt(
             &ToolCatalog::standard(PlanFlavour::UpdatePlan),
             &default_safety(),
+            &ProjectInstructions::default(),
         );
         for needle in [
             "Create a plan when a request has multiple meaningful steps",
@@ -171,10 +192,15 @@ mod tests {
             prompt,
             system_prompt(
                 &ToolCatalog::standard(PlanFlavour::UpdatePlan),
-                &default_safety()
+                &default_safety(),
+                &ProjectInstructions::default(),
             )
         );
-        let todo = system_prompt(&ToolCatalog::standard(PlanFlavour::Todo), &default_safety());
+        let todo = system_prompt(
+            &ToolCatalog::standard(PlanFlavour::Todo),
+            &default_safety(),
+            &ProjectInstructions::default(),
+        );
         assert!(todo.contains("Planning (todo)") && !todo.contains("Planning (update_plan)"));
     }
 }

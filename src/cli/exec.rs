@@ -129,6 +129,9 @@ async fn exec(config: Config, prompt: String, json: bool) -> ExitCode {
         Ok(session) => session,
         Err(message) => return fail(&message),
     };
+    for warning in &session.instructions.warnings {
+        eprintln!("fido: warning: {warning}");
+    }
     let actor = session.actor.clone();
     let (reply_sender, mut reply) = oneshot::channel();
     if let Err(err) = actor.cast(AgentMessage::SubmitPrompt {

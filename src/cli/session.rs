@@ -9,6 +9,7 @@ use ractor::{Actor, ActorRef};
 use tokio::task::JoinHandle;
 
 use super::tool_env;
+use crate::agent::ProjectInstructions;
 use crate::agent::{
     AgentActor, AgentArguments, AgentDeps, AgentMessage, EventSink, start_conversation,
 };
@@ -33,6 +34,8 @@ pub struct Interaction {
 
 pub struct Session {
     pub actor: ActorRef<AgentMessage>,
+    /// The AGENTS.md files folded into the system prompt.
+    pub instructions: ProjectInstructions,
     actor_handle: JoinHandle<()>,
     supervisor: Arc<Supervisor>,
 }
@@ -83,7 +86,14 @@ impl Session {
             model: provider.model().to_string(),
             tools: catalog.names(),
         });
-        let conversation = start_conversation(&catalog, &tool_env, config.plan_tool, &events);
+        let instructions = load_instructions(config).await;
+        let conversation = start_conversation(
+            &catalog,
+            &tool_env,
+            config.plan_tool,
+            &instructions,
+            &events,
+        );
         let deps = Arc::new(AgentDeps {
             provider,
             catalog,
@@ -97,6 +107,7 @@ impl Session {
                 .await
                 .map_err(|e| format!("cannot start the agent: {e}"))?;
         Ok(Session {
+            instructions,
             actor,
             actor_handle,
             supervisor,
@@ -110,4 +121,19 @@ impl Session {
         self.actor.stop(None);
         let _ = self.actor_handle.await;
     }
+}
+
+/// The session's AGENTS.md files (read off the runtime), named in the log.
+async fn load_instructions(config: &Config) -> ProjectInstructions {
+    let workspace = config.workspace.clone();
+    let config_dir = config.config_dir.clone();
+    let loaded = tokio::task::spawn_blocking(move || {
+        ProjectInstructions::load(&workspace, config_dir.as_deref())
+    })
+    .await
+    .unwrap_or_default();
+    for path in loaded.paths() {
+        tracing::info!(path, "project instructions loaded");
+    }
+    loaded
 }

@@ -62,14 +62,18 @@ async fn session(config: Config) -> ExitCode {
         session.shutdown().await;
         return fail(&err.to_string());
     }
-    let local_commands = Arc::new(CliLocalCommands::new(&config));
+    let mut local_commands = CliLocalCommands::new(&config);
+    local_commands.instruction_files = session.instructions.paths();
+    let local_commands = Arc::new(local_commands);
     let history = ui::PromptHistory::for_workspace(&config.workspace);
+    let mut warnings = config.warnings.clone();
+    warnings.extend(session.instructions.warnings.iter().cloned());
     let result = ui::run(UiSetup {
         agent: session.actor.clone(),
         events: receiver,
         local_commands,
         questions,
-        warnings: config.warnings.clone(),
+        warnings,
         history,
     })
     .await;
@@ -114,11 +118,14 @@ struct CliLocalCommands {
     plans: PlanStore,
     /// `todo` state.
     todos: TodoStore,
+    /// The AGENTS.md files in the system prompt, for `/status`.
+    instruction_files: Vec<String>,
 }
 
 impl CliLocalCommands {
     fn new(config: &Config) -> Self {
         CliLocalCommands {
+            instruction_files: Vec::new(),
             config: Some(config.clone()),
             workspace: config.workspace.clone(),
             flavour: config.plan_tool,
@@ -223,8 +230,7 @@ impl CliLocalCommands {
                     .unwrap_or(ApprovalPolicy::OnRequest)
                     .to_string()
             }),
-            // Fido does not load project instruction files (AGENTS.md) yet.
-            instruction_files: Vec::new(),
+            instruction_files: self.instruction_files.clone(),
         }
     }
 
@@ -332,6 +338,7 @@ mod tests {
         let store = PlanStore::new(path.clone());
         let before = saved_plan(&store);
         let commands = Arc::new(CliLocalCommands {
+            instruction_files: Vec::new(),
             config: None,
             workspace: dir.path().to_path_buf(),
             flavour: PlanFlavour::UpdatePlan,
@@ -383,6 +390,7 @@ mod tests {
     fn the_todo_flavour_shows_and_clears_its_own_state() {
         let dir = tempfile::tempdir().unwrap();
         let commands = CliLocalCommands {
+            instruction_files: Vec::new(),
             config: None,
             workspace: dir.path().to_path_buf(),
             flavour: PlanFlavour::Todo,
@@ -486,6 +494,7 @@ mod tests {
         .await
         .unwrap();
         let commands = Arc::new(CliLocalCommands {
+            instruction_files: Vec::new(),
             config: None,
             workspace: dir.path().to_path_buf(),
             flavour: PlanFlavour::UpdatePlan,

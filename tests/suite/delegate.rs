@@ -93,6 +93,9 @@ fn delegation_works_under_the_todo_flavour() {
 /// child's loop built the same catalog.
 fn delegated_investigation(env: &[(&str, &str)], plan_tool: &str) {
     let ws = workspace();
+    // Project instructions land in the system message, which the child
+    // shares byte for byte.
+    std::fs::write(ws.path().join("AGENTS.md"), "Always cite file:line.\n").unwrap();
     let server = FakeServer::start(vec![
         delegate_call(
             "d1",
@@ -170,6 +173,14 @@ fn delegated_investigation(env: &[(&str, &str)], plan_tool: &str) {
         requests[0].messages()[0],
         child_first[0],
         "same system message"
+    );
+    let system = requests[0].messages()[0]["content"].as_str().unwrap();
+    assert!(system.contains("Always cite file:line."), "{system}");
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.messages()[0] == requests[0].messages()[0]),
+        "messages[0] changed"
     );
 
     // The parent gets exactly one new message pair: its call and the result.
