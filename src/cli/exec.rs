@@ -43,6 +43,9 @@ pub struct ExecArgs {
     /// Run commands without any sandbox (danger-full-access).
     #[arg(long, conflicts_with = "sandbox")]
     dangerously_bypass_sandbox: bool,
+    /// Also write the final answer to FILE (created or replaced).
+    #[arg(long, value_name = "FILE")]
+    output_last_message: Option<std::path::PathBuf>,
     /// The prompt; `-` reads it from standard input.
     prompt: String,
 }
@@ -101,13 +104,18 @@ pub fn run(overrides: &Overrides, args: ExecArgs) -> ExitCode {
         Ok(runtime) => runtime,
         Err(message) => return fail(&message),
     };
-    let code = runtime.block_on(exec(config, prompt, args.json));
+    let code = runtime.block_on(exec(config, prompt, args.json, args.output_last_message));
     // Tasks still running (a stuck tool after an interrupt) must not delay exit.
     runtime.shutdown_timeout(Duration::from_millis(100));
     code
 }
 
-async fn exec(config: Config, prompt: String, json: bool) -> ExitCode {
+async fn exec(
+    config: Config,
+    prompt: String,
+    json: bool,
+    last_message: Option<std::path::PathBuf>,
+) -> ExitCode {
     // Signals are watched from the start, so an early Ctrl+C is not lost.
     let (mut sigint, mut sigterm) = match (
         signal(SignalKind::interrupt()),
@@ -189,8 +197,16 @@ async fn exec(config: Config, prompt: String, json: bool) -> ExitCode {
     }
     match outcome.status {
         TurnStatus::Completed => {
+            let text = outcome.final_text.unwrap_or_default();
+            if let Some(path) = &last_message
+                && let Err(err) = tokio::fs::write(path, format!("{text}\n")).await
+            {
+                return fail(&format!(
+                    "cannot write the final answer to {}: {err}",
+                    path.display()
+                ));
+            }
             if !json {
-                let text = outcome.final_text.unwrap_or_default();
                 let mut stdout = std::io::stdout().lock();
                 let _ = writeln!(stdout, "{text}");
                 let _ = stdout.flush();

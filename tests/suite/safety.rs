@@ -473,3 +473,22 @@ fn agents_md_files_land_in_the_stable_system_message_even_untrusted() {
     assert!(system.contains("Sandbox (workspace-write)"), "{system}");
     assert_eq!(requests[1].messages()[0], requests[0].messages()[0]);
 }
+
+#[test]
+fn output_last_message_writes_the_final_answer_to_a_file() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let server = FakeServer::start(vec![Reply::sse(sse::text_turn("the answer"))]);
+    let out = ws.path().join("answer.txt");
+    let mut cmd = fido_cmd_with_home(home.path());
+    cmd.args(["exec", "--json", "--output-last-message"])
+        .arg(&out)
+        .arg("-C")
+        .arg(ws.path())
+        .args(["--", "go"])
+        .env("FIDO_BASE_URL", server.base_url());
+    let output = run_with_timeout(cmd, None, Duration::from_secs(60));
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "the answer\n");
+    assert!(stdout(&output).contains("\"type\":\"turn_completed\""));
+}
