@@ -11,9 +11,12 @@
 //!   cancellation.
 
 mod actor;
+mod calls;
 mod compaction;
 mod conversation;
 mod events;
+pub mod limits;
+pub mod loop_detect;
 mod prompt;
 mod turn;
 
@@ -21,6 +24,7 @@ pub use actor::{AgentActor, AgentArguments, AgentMessage};
 pub use compaction::{CompactionSettings, CompactionStrategy};
 pub use conversation::Conversation;
 pub use events::EventSink;
+pub use limits::ModelLimits;
 pub use prompt::system_prompt;
 pub use turn::{AgentDeps, TurnOutcome, run_turn};
 
@@ -124,4 +128,6 @@ pub struct AgentSettings {
     /// Model requests allowed in one turn before the loop is stopped.
     pub max_steps: u32,
     pub compaction: CompactionSettings,
+    /// The model's window, output cap, loop limit and text-call fallback.
+    pub limits: ModelLimits,
 }

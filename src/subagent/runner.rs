@@ -24,6 +24,7 @@ use tracing::{info, warn};
 use super::ipc::{MAX_PARENT_FRAME, read_frame, write_frame};
 use crate::agent::{
     AgentDeps, AgentSettings, CompactionSettings, CompactionStrategy, Conversation, EventSink,
+    ModelLimits,
     run_turn,
 };
 use crate::plan::{PlanFlavour, PlanStore};
@@ -222,6 +223,7 @@ async fn run(
                 keep_recent_tokens: CompactionSettings::DEFAULT_KEEP_RECENT_TOKENS,
                 strategy: CompactionStrategy::Elide,
             },
+            limits: ModelLimits::default(),
         },
         events: EventSink::new(event_sender),
     };

@@ -64,6 +64,7 @@ fn request_body_mapping() {
         ChatRequest {
             messages: &messages,
             tools: &tools,
+            max_output_tokens: None,
         },
     );
     assert_eq!(
@@ -120,6 +121,7 @@ fn request_body_is_deterministic() {
             ChatRequest {
                 messages: m,
                 tools: &tools,
+                max_output_tokens: None,
             },
         ))
         .unwrap()
@@ -156,6 +158,7 @@ fn roles_alternate_and_empty_messages_vanish() {
         ChatRequest {
             messages: &messages,
             tools: &[],
+            max_output_tokens: None,
         },
     );
     assert!(body.get("system").is_none());
@@ -422,6 +425,7 @@ async fn over_http_with_headers() {
     let request = ChatRequest {
         messages: &messages,
         tools: &tools,
+        max_output_tokens: None,
     };
     let completion = provider.complete(request, &sink).await.unwrap();
     assert_eq!(completion.finish_reason, FinishReason::ToolCalls);
@@ -455,6 +459,7 @@ async fn overloaded_status_is_retryable_server_error() {
             ChatRequest {
                 messages: &messages,
                 tools: &[],
+                max_output_tokens: None,
             },
             &|_| {},
         )
