@@ -2,6 +2,7 @@ mod delegate;
 mod delegate_faults;
 mod exec;
 mod fake_server;
+mod local_models;
 mod plan;
 mod providers;
 mod sandbox;
