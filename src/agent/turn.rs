@@ -269,12 +269,12 @@ async fn request_fitting(
         conversation.shrink_context_window(n_ctx);
     }
     warn!(error = %err, ?n_ctx, "the request was too large for the context window; compacting and trying again");
+    // The estimate said the request fits and the server disagreed: keep
+    // much less than the estimate would, so the retry is clearly smaller.
     let mut budget = compaction_budget(conversation, deps);
-    if n_ctx.is_none() {
-        budget.keep_recent_tokens = budget
-            .keep_recent_tokens
-            .min(conversation.estimated_tokens() / 4);
-    }
+    budget.keep_recent_tokens = budget
+        .keep_recent_tokens
+        .min(conversation.estimated_tokens() / 3);
     let compacted = compaction::maybe_compact(
         conversation,
         deps,

@@ -5,6 +5,7 @@ mod fake_server;
 mod local_models;
 mod plan;
 mod providers;
+mod real_model;
 mod sandbox;
 mod todo;
 mod tool_cli;
