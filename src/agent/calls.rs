@@ -6,7 +6,8 @@
 //!   request parses on strict servers (llama.cpp answers HTTP 500 to invalid
 //!   arguments in the history). The original goes to Fido's log only.
 //! - [`calls_from_text`]: with `tool_call_fallback`, a call the model wrote
-//!   into its text (a fenced `json` block or Qwen's `<tool_call>` tags) is
+//!   into its text (a fenced `json` block, Qwen's `<tool_call>` tags, or the
+//!   bare object as the whole answer) is
 //!   taken as a call, but only for an advertised tool whose arguments match
 //!   its schema.
 
@@ -58,6 +59,18 @@ pub fn sanitize(calls: Vec<ToolCall>, cut_off: bool) -> (Vec<ToolCall>, Vec<Opti
 /// Tool calls written into `text`, and the text without them; `None` when
 /// there is no block naming an advertised tool with valid arguments.
 pub fn calls_from_text(text: &str, tools: &[ToolSpec]) -> Option<(String, Vec<ToolCall>)> {
+    // A small model also writes the bare object as its whole answer.
+    if let Some((name, arguments)) = parse_call(text, tools) {
+        let id = "text_call_0".to_string();
+        return Some((
+            String::new(),
+            vec![ToolCall {
+                id,
+                name,
+                arguments,
+            }],
+        ));
+    }
     let mut calls = Vec::new();
     let mut rest = String::new();
     let mut remaining = text;
@@ -90,7 +103,9 @@ pub fn calls_from_text(text: &str, tools: &[ToolSpec]) -> Option<(String, Vec<To
 /// it, its body, the text after it.
 fn next_block(text: &str) -> Option<(&str, &str, &str)> {
     let fence = text.find("```json").map(|at| (at, "```json", "```"));
-    let tag = text.find("<tool_call>").map(|at| (at, "<tool_call>", "</tool_call>"));
+    let tag = text
+        .find("<tool_call>")
+        .map(|at| (at, "<tool_call>", "</tool_call>"));
     let (at, open, close) = match (fence, tag) {
         (Some(f), Some(t)) => {
             if f.0 < t.0 {
@@ -149,15 +164,15 @@ pub fn matches_schema(args: &Value, schema: &Value) -> bool {
         return false;
     }
     let closed = schema.get("additionalProperties") == Some(&Value::Bool(false));
-    object.iter().all(|(key, value)| {
-        match properties.and_then(|p| p.get(key)) {
+    object
+        .iter()
+        .all(|(key, value)| match properties.and_then(|p| p.get(key)) {
             None => !closed,
             Some(property) => property
                 .get("type")
                 .and_then(Value::as_str)
                 .is_none_or(|kind| has_type(value, kind)),
-        }
-    })
+        })
 }
 
 fn has_type(value: &Value, kind: &str) -> bool {
@@ -235,6 +250,10 @@ mod tests {
         let (_, calls) = calls_from_text(tagged, &tools).unwrap();
         assert_eq!(calls[0].arguments, r#"{"path":"a"}"#);
 
+        let bare = r#" {"name": "read_file", "arguments": {"path": "src/lib.rs", "offset": 1}} "#;
+        let (rest, calls) = calls_from_text(bare, &tools).unwrap();
+        assert_eq!((rest.as_str(), calls[0].name.as_str()), ("", "read_file"));
+
         // Unknown tool, wrong argument type, unknown property, plain JSON.
         for text in [
             "```json\n{\"name\": \"rm_rf\", \"arguments\": {}}\n```",
@@ -252,7 +271,10 @@ mod tests {
         let schema = read_file_spec().parameters;
         assert!(matches_schema(&json!({"path": "a", "offset": 2}), &schema));
         assert!(!matches_schema(&json!({"offset": 2}), &schema));
-        assert!(!matches_schema(&json!({"path": "a", "offset": "2"}), &schema));
+        assert!(!matches_schema(
+            &json!({"path": "a", "offset": "2"}),
+            &schema
+        ));
         assert!(!matches_schema(&json!("a"), &schema));
     }
 }

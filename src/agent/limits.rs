@@ -94,7 +94,10 @@ pub fn output_cap(limits: &ModelLimits, window: Option<u32>, prompt_tokens: usiz
     let window = window?;
     let left = (window as usize).saturating_sub(prompt_tokens);
     let left = u32::try_from(left).unwrap_or(u32::MAX);
-    Some(left.clamp(MIN_OUTPUT_TOKENS, limits.max_output_tokens.max(MIN_OUTPUT_TOKENS)))
+    Some(left.clamp(
+        MIN_OUTPUT_TOKENS,
+        limits.max_output_tokens.max(MIN_OUTPUT_TOKENS),
+    ))
 }
 
 /// Estimated tokens of the tool specs, sent with every request.

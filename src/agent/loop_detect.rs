@@ -144,7 +144,13 @@ impl LoopDetector {
         }
     }
 
-    fn judge(&mut self, times: u32, index: usize, period: usize, repetition: Repetition) -> Verdict {
+    fn judge(
+        &mut self,
+        times: u32,
+        index: usize,
+        period: usize,
+        repetition: Repetition,
+    ) -> Verdict {
         if times > self.limit {
             return Verdict::Stop(repetition);
         }
@@ -264,7 +270,10 @@ mod tests {
             .filter(|v| matches!(v, Verdict::Warn(_)))
             .count();
         assert_eq!(warns, 1, "{verdicts:?}");
-        assert!(matches!(verdicts[5], Verdict::Warn(Repetition::Cycle { times: 3, .. })));
+        assert!(matches!(
+            verdicts[5],
+            Verdict::Warn(Repetition::Cycle { times: 3, .. })
+        ));
         let Verdict::Stop(stop) = &verdicts[7] else {
             panic!("{verdicts:?}");
         };
@@ -276,8 +285,14 @@ mod tests {
         let mut d = LoopDetector::new(2);
         let c = ("ripgrep", r#"{"pattern": "x"}"#);
         let verdicts = run(&mut d, &[a, b, c, a, b, c, a, b, c]);
-        assert!(matches!(verdicts[5], Verdict::Warn(Repetition::Cycle { times: 2, .. })));
-        assert!(matches!(verdicts[8], Verdict::Stop(Repetition::Cycle { times: 3, .. })));
+        assert!(matches!(
+            verdicts[5],
+            Verdict::Warn(Repetition::Cycle { times: 2, .. })
+        ));
+        assert!(matches!(
+            verdicts[8],
+            Verdict::Stop(Repetition::Cycle { times: 3, .. })
+        ));
         assert!(verdicts[..5].iter().all(|v| *v == Verdict::Fine));
     }
 
@@ -286,7 +301,10 @@ mod tests {
         let mut d = LoopDetector::new(3);
         assert_eq!(d.observe_text("I will read the file."), Verdict::Fine);
         assert_eq!(d.observe_text("  I will read the file.\n"), Verdict::Fine);
-        assert!(matches!(d.observe_text("I will read the file."), Verdict::Warn(_)));
+        assert!(matches!(
+            d.observe_text("I will read the file."),
+            Verdict::Warn(_)
+        ));
         let Verdict::Stop(stop) = d.observe_text("I will read the file.") else {
             panic!("no stop");
         };

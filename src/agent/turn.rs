@@ -275,15 +275,9 @@ async fn request_fitting(
     budget.keep_recent_tokens = budget
         .keep_recent_tokens
         .min(conversation.estimated_tokens() / 3);
-    let compacted = compaction::maybe_compact(
-        conversation,
-        deps,
-        budget,
-        Trigger::Overflow,
-        cancel,
-        usage,
-    )
-    .await;
+    let compacted =
+        compaction::maybe_compact(conversation, deps, budget, Trigger::Overflow, cancel, usage)
+            .await;
     if !compacted {
         return Some(result);
     }

@@ -34,8 +34,8 @@ use super::http::{self, StreamHandler};
 use super::retry::with_retries;
 use super::sse::SseEvent;
 use super::{
-    ChatRequest, Completion, CompletionFuture, FinishReason, HttpPolicy, NoticeSink, Provider, WindowFuture,
-    ProviderError, ProviderNotice,
+    ChatRequest, Completion, CompletionFuture, FinishReason, HttpPolicy, NoticeSink, Provider,
+    ProviderError, ProviderNotice, WindowFuture,
 };
 use crate::protocol::{Message, ToolCall, ToolSpec, Usage};
 

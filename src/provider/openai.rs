@@ -123,7 +123,9 @@ impl Provider for OpenAiProvider {
         Box::pin(async move {
             let cap = request
                 .max_output_tokens
-                .map_or(self.max_output_tokens, |cap| cap.min(self.max_output_tokens));
+                .map_or(self.max_output_tokens, |cap| {
+                    cap.min(self.max_output_tokens)
+                });
             let request = ChatRequest {
                 max_output_tokens: Some(cap),
                 ..request

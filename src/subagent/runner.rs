@@ -24,8 +24,7 @@ use tracing::{info, warn};
 use super::ipc::{MAX_PARENT_FRAME, read_frame, write_frame};
 use crate::agent::{
     AgentDeps, AgentSettings, CompactionSettings, CompactionStrategy, Conversation, EventSink,
-    ModelLimits,
-    run_turn,
+    ModelLimits, run_turn,
 };
 use crate::plan::{PlanFlavour, PlanStore};
 use crate::protocol::ipc::{ChildFrame, ForkFrame, PROTOCOL_VERSION, ParentFrame};

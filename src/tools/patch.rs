@@ -194,7 +194,7 @@ fn edit_file(env: &ToolEnv, path: &str, edits: &[Edit]) -> ToolOutput {
         applied.removed
     );
     for note in &applied.notes {
-        message.push_str("\n");
+        message.push('\n');
         message.push_str(note);
     }
     ToolOutput::ok(message)
@@ -413,9 +413,12 @@ fn loose_edit(
             edited.push_str(&text[..start]);
             edited.push_str(&replacement);
             edited.push_str(&text[end..]);
-            Ok((edited, format!(
-                "Note: {label} matched lines {first_line}-{last_line} only when whitespace is ignored (indentation, trailing spaces, line endings); it was applied there, with new_text indented like the file."
-            )))
+            Ok((
+                edited,
+                format!(
+                    "Note: {label} matched lines {first_line}-{last_line} only when whitespace is ignored (indentation, trailing spaces, line endings); it was applied there, with new_text indented like the file."
+                ),
+            ))
         }
         fuzzy::Loose::Ambiguous(lines) => {
             let lines: Vec<String> = lines.iter().take(10).map(usize::to_string).collect();
@@ -534,7 +537,8 @@ mod tests {
         .await;
         assert!(out.ok, "{}", out.content);
         assert!(
-            out.content.contains("matched lines 2-3 only when whitespace is ignored"),
+            out.content
+                .contains("matched lines 2-3 only when whitespace is ignored"),
             "{}",
             out.content
         );
@@ -558,7 +562,11 @@ mod tests {
         )
         .await;
         assert!(!out.ok);
-        assert!(out.content.contains("matches 2 places (lines 1, 3)"), "{}", out.content);
+        assert!(
+            out.content.contains("matches 2 places (lines 1, 3)"),
+            "{}",
+            out.content
+        );
         let out = call(
             &Patch,
             &env,
@@ -567,7 +575,11 @@ mod tests {
         .await;
         assert!(!out.ok);
         assert!(out.content.contains("closest region"), "{}", out.content);
-        assert!(out.content.contains("`x = 42` in the file but `x = 41`"), "{}", out.content);
+        assert!(
+            out.content.contains("`x = 42` in the file but `x = 41`"),
+            "{}",
+            out.content
+        );
         assert_eq!(fs::read_to_string(&file).unwrap(), before);
         assert!(env.undo.entries().unwrap().is_empty());
     }

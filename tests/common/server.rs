@@ -367,7 +367,10 @@ struct State {
 
 impl State {
     fn model_request_count(&self) -> usize {
-        self.requests.iter().filter(|r| r.is_model_request()).count()
+        self.requests
+            .iter()
+            .filter(|r| r.is_model_request())
+            .count()
     }
 }
 

@@ -249,7 +249,10 @@ fn the_threshold_follows_n_ctx_from_props() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no threshold in the log: {log}"));
     // 75% of the window, less what the tool specs take on every request.
-    assert!(threshold < 6144 && threshold > 2000, "threshold {threshold}");
+    assert!(
+        threshold < 6144 && threshold > 2000,
+        "threshold {threshold}"
+    );
     let events = parse_events(&output.stdout);
     assert!(!events_of(&events, "compacted").is_empty());
     let caps: Vec<u64> = server
@@ -307,4 +310,30 @@ fn tool_calls_in_the_text_are_taken_only_when_opted_in() {
     let id = assistant["tool_calls"][0]["id"].as_str().unwrap();
     assert!(tool_result(&requests[1], id).contains("alpha"));
     assert_conversation_invariants(&requests);
+}
+
+#[test]
+fn an_answer_cut_off_at_the_limit_is_reported_and_finished() {
+    let ws = workspace();
+    let mut cut = sse::text_turn("The file holds alpha, beta and");
+    let finish = cut.len() - 3;
+    cut[finish] = data(&chunk(json!({}), Some("length")));
+    let server = FakeServer::start(vec![Reply::sse(cut), Reply::sse(sse::text_turn("gamma."))]);
+    let output = run_exec(ws.path(), &server, "what is in notes.txt?", &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 2, "a cut-off answer is not a complete one");
+    let note = requests[1].messages().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(note.contains("cut off at the output limit"), "{note}");
+    let events = parse_events(&output.stdout);
+    assert!(
+        events_of(&events, "error").iter().any(|e| e["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_output_tokens 4096")),
+        "{events:?}"
+    );
 }

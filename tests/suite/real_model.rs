@@ -246,7 +246,10 @@ fn a_small_window_compacts_and_recovers_from_overflow() {
     );
     run.report("a_small_window_compacts_and_recovers_from_overflow");
     let log = String::from_utf8_lossy(&run.output.stderr);
-    assert!(log.contains("window=Some("), "the window was not learned: {log}");
+    assert!(
+        log.contains("window=Some("),
+        "the window was not learned: {log}"
+    );
     run.assert_clean_end();
     if run.tool_calls("read_file") >= 2 {
         assert!(
