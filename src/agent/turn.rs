@@ -75,8 +75,7 @@ async fn turn_steps(
     cancel: &CancellationToken,
 ) -> TurnOutcome {
     let mut usage = UsageTotals::default();
-    let mut reminded = false;
-    let mut cut_off_answers = 0;
+    let mut ending = Ending::default();
     let mut detector = LoopDetector::new(deps.settings.limits.loop_repeat_limit);
     let outcome = |status, final_text, error, usage| TurnOutcome {
         status,
@@ -141,41 +140,13 @@ async fn turn_steps(
             tool_calls: tool_calls.clone(),
         });
         let text_verdict = detector.observe_text(text.as_deref().unwrap_or(""));
-        if let Verdict::Stop(repetition) = &text_verdict
-            && tool_calls.is_empty()
-        {
-            return failed(repetition.stop_message(), usage);
-        }
 
         if tool_calls.is_empty() {
-            if cut_off {
-                cut_off_answers += 1;
-                let message = format!(
-                    "the answer was cut off at the model's output limit (max_output_tokens {})",
-                    deps.settings.limits.max_output_tokens
-                );
-                if cut_off_answers > MAX_CUT_OFF_CONTINUATIONS {
-                    return failed(format!("{message}, again; the answer is incomplete"), usage);
-                }
-                deps.events.emit(EventKind::Error {
-                    message: format!("{message}; asking the model to finish it"),
-                });
-                conversation.push(Message::user(CUT_OFF_NOTE));
-                continue;
+            match after_answer(conversation, deps, cut_off, &text_verdict, &mut ending) {
+                AfterAnswer::Continue => continue,
+                AfterAnswer::Fail(message) => return failed(message, usage),
+                AfterAnswer::Done => return outcome(TurnStatus::Completed, text, None, usage),
             }
-            if let Verdict::Warn(repetition) = &text_verdict {
-                conversation.push(Message::user(repetition.note(true)));
-                continue;
-            }
-            if !reminded && let Some(reminder) = settle_reminder(deps) {
-                // Once per user prompt: the model gets one more turn to
-                // finish open items or record honestly why they are open.
-                reminded = true;
-                info!("plan has open items; reminding the model before the turn ends");
-                conversation.push(Message::user(reminder));
-                continue;
-            }
-            return outcome(TurnStatus::Completed, text, None, usage);
         }
 
         info!(step, calls = tool_calls.len(), "running tool calls");
@@ -204,6 +175,71 @@ async fn turn_steps(
     });
     warn!("{message}");
     outcome(TurnStatus::MaxSteps, None, Some(message), usage)
+}
+
+/// What happens after an answer without tool calls.
+enum AfterAnswer {
+    /// The model gets another step (a note or a reminder was appended).
+    Continue,
+    /// The answer is final.
+    Done,
+    /// The turn fails with this message.
+    Fail(String),
+}
+
+/// What the turn already did to get a final answer.
+#[derive(Default)]
+struct Ending {
+    /// The settle reminder was sent (once per user prompt).
+    reminded: bool,
+    /// Answers cut off at the output limit so far.
+    cut_off_answers: u32,
+}
+
+/// Decides whether a text answer ends the turn: a cut-off answer is
+/// continued (a few times), a repeated one is pointed out, open plan items
+/// get their one reminder.
+fn after_answer(
+    conversation: &mut Conversation,
+    deps: &AgentDeps,
+    cut_off: bool,
+    verdict: &Verdict,
+    ending: &mut Ending,
+) -> AfterAnswer {
+    if cut_off {
+        ending.cut_off_answers += 1;
+        let message = format!(
+            "the answer was cut off at the model's output limit (max_output_tokens {})",
+            deps.settings.limits.max_output_tokens
+        );
+        if ending.cut_off_answers > MAX_CUT_OFF_CONTINUATIONS {
+            return AfterAnswer::Fail(format!("{message}, again; the answer is incomplete"));
+        }
+        deps.events.emit(EventKind::Error {
+            message: format!("{message}; asking the model to finish it"),
+        });
+        conversation.push(Message::user(CUT_OFF_NOTE));
+        return AfterAnswer::Continue;
+    }
+    match verdict {
+        Verdict::Stop(repetition) => return AfterAnswer::Fail(repetition.stop_message()),
+        Verdict::Warn(repetition) => {
+            conversation.push(Message::user(repetition.note(true)));
+            return AfterAnswer::Continue;
+        }
+        Verdict::Fine => {}
+    }
+    if !ending.reminded
+        && let Some(reminder) = settle_reminder(deps)
+    {
+        // Once per user prompt: the model gets one more turn to finish open
+        // items or record honestly why they are open.
+        ending.reminded = true;
+        info!("plan has open items; reminding the model before the turn ends");
+        conversation.push(Message::user(reminder));
+        return AfterAnswer::Continue;
+    }
+    AfterAnswer::Done
 }
 
 /// Answers cut off at the output limit the model may continue in one turn.
