@@ -40,6 +40,9 @@ pub struct OpenAiProvider {
     /// Longest answer asked for (`max_output_tokens`).
     max_output_tokens: u32,
     cap_field: CapField,
+    /// The window once asked for: the agent asks at its first turn, the
+    /// supervisor again for every delegation.
+    window: tokio::sync::OnceCell<Option<u32>>,
 }
 
 /// The request field that carries the output cap: hosted OpenAI wants
@@ -90,6 +93,7 @@ impl OpenAiProvider {
             base_url,
             max_output_tokens: crate::agent::ModelLimits::DEFAULT_MAX_OUTPUT_TOKENS,
             cap_field,
+            window: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -97,6 +101,18 @@ impl OpenAiProvider {
     pub fn with_max_output_tokens(mut self, tokens: u32) -> Self {
         self.max_output_tokens = tokens.max(1);
         self
+    }
+
+    async fn discover_window(&self) -> Option<u32> {
+        if self.is_hosted_openai() {
+            return limits::known_window(&self.model);
+        }
+        let mut headers = self.headers.clone();
+        headers.remove(ACCEPT);
+        match limits::discover(&self.client, &self.base_url, &self.model, headers).await {
+            Some(window) => Some(window),
+            None => limits::known_window(&self.model),
+        }
     }
 
     /// Whether the window can be asked of the server: hosted OpenAI has no
@@ -159,17 +175,7 @@ impl Provider for OpenAiProvider {
     }
 
     fn context_window(&self) -> WindowFuture<'_> {
-        Box::pin(async move {
-            if self.is_hosted_openai() {
-                return limits::known_window(&self.model);
-            }
-            let mut headers = self.headers.clone();
-            headers.remove(ACCEPT);
-            match limits::discover(&self.client, &self.base_url, &self.model, headers).await {
-                Some(window) => Some(window),
-                None => limits::known_window(&self.model),
-            }
-        })
+        Box::pin(async move { *self.window.get_or_init(|| self.discover_window()).await })
     }
 }
 

@@ -222,7 +222,10 @@ async fn run(
                 keep_recent_tokens: CompactionSettings::DEFAULT_KEEP_RECENT_TOKENS,
                 strategy: CompactionStrategy::Elide,
             },
-            limits: ModelLimits::default(),
+            limits: ModelLimits {
+                context_window: fork.context_window,
+                ..ModelLimits::default()
+            },
         },
         events: EventSink::new(event_sender),
     };

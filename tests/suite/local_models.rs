@@ -337,3 +337,45 @@ fn an_answer_cut_off_at_the_limit_is_reported_and_finished() {
         "{events:?}"
     );
 }
+
+#[test]
+fn a_subagent_compacts_by_the_window_the_parent_learned() {
+    let ws = workspace();
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&[(
+            "d1",
+            "delegate",
+            r#"{"task": "Read notes.txt and say what it holds"}"#,
+        )])),
+        read_call("s1", "notes.txt"),
+        Reply::sse(sse::text_turn(
+            r#"{"summary": "alpha beta gamma", "findings": [], "recommended_next_steps": [], "tests_to_run": [], "uncertainties": []}"#,
+        )),
+        Reply::sse(sse::text_turn("it holds alpha, beta and gamma")),
+    ]);
+    server.route(
+        "GET",
+        "/props",
+        r#"{"default_generation_settings":{"n_ctx":8192}}"#,
+    );
+    let output = run_exec(
+        ws.path(),
+        &server,
+        "what is in notes.txt?",
+        &[("RUST_LOG", "info")],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let log = stderr(&output);
+    let child_window = log
+        .lines()
+        .find(|l| l.contains("subagent stderr") && l.contains("context window"))
+        .unwrap_or_else(|| panic!("no window line from the subagent: {log}"));
+    assert!(child_window.contains("window=Some(8192)"), "{child_window}");
+    // The parent asked the server once; the subagent did not ask again.
+    let probes = server
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/props")
+        .count();
+    assert_eq!(probes, 1);
+}
