@@ -239,16 +239,17 @@ impl Actor for AgentActor {
 /// at most half of the conversation kept, so a short one can be compacted
 /// too. Returns the conversation and whether anything was cut.
 async fn compact_now(mut conversation: Conversation, deps: &AgentDeps) -> (Conversation, bool) {
-    let mut deps = deps.clone();
     let size = conversation.estimated_tokens();
-    let compaction = &mut deps.settings.compaction;
-    compaction.threshold_tokens = 0;
-    compaction.keep_recent_tokens = compaction.keep_recent_tokens.min(size / 2);
+    let mut settings = deps.settings.compaction;
+    settings.threshold_tokens = 0;
+    settings.keep_recent_tokens = settings.keep_recent_tokens.min(size / 2);
     let before = (conversation.messages().len(), size);
     let mut usage = UsageTotals::default();
     compaction::maybe_compact(
         &mut conversation,
-        &deps,
+        deps,
+        settings,
+        compaction::Trigger::Threshold,
         &CancellationToken::new(),
         &mut usage,
     )
@@ -334,6 +335,7 @@ mod tests {
                     keep_recent_tokens: 10_000,
                     strategy: CompactionStrategy::Elide,
                 },
+                limits: crate::agent::ModelLimits::default(),
             },
             events: EventSink::discard(),
             catalog,
@@ -464,6 +466,7 @@ mod tests {
                     keep_recent_tokens: 10_000,
                     strategy: CompactionStrategy::Elide,
                 },
+                limits: crate::agent::ModelLimits::default(),
             },
             events: EventSink::new(sender),
             catalog: ToolCatalog::standard(PlanFlavour::UpdatePlan),

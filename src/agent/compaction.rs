@@ -51,17 +51,29 @@ impl CompactionSettings {
 const SUMMARY_REQUEST: &str = "\
 [Fido: context compaction] The conversation is about to be shortened. Write a concise summary of everything above that is needed to continue the work: the user's goals and constraints, decisions made, files inspected or changed (with paths), commands run and their results, and what remains to be done. Answer with the summary text only; do not call tools.";
 
-/// Compacts `conversation` if it has grown past the threshold.
+/// Why compaction runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Trigger {
+    /// Before a request, when the estimate passes the threshold.
+    Threshold,
+    /// The server refused the request for its size: compact whatever can be
+    /// removed, without a summary request (it would be refused too).
+    Overflow,
+}
+
+/// Compacts `conversation` if it has grown past the threshold (or at once,
+/// for [`Trigger::Overflow`]). Returns whether anything was removed.
 pub(super) async fn maybe_compact(
     conversation: &mut Conversation,
     deps: &AgentDeps,
+    settings: CompactionSettings,
+    trigger: Trigger,
     cancel: &CancellationToken,
     usage: &mut UsageTotals,
-) {
-    let settings = deps.settings.compaction;
+) -> bool {
     let before = conversation.estimated_tokens();
-    if before <= settings.threshold_tokens {
-        return;
+    if trigger == Trigger::Threshold && before <= settings.threshold_tokens {
+        return false;
     }
     let messages = conversation.messages();
     let Some(cut) = cut_index(messages, settings.keep_recent_tokens) else {
@@ -69,11 +81,11 @@ pub(super) async fn maybe_compact(
             before,
             "context is over the compaction threshold but nothing can be removed"
         );
-        return;
+        return false;
     };
 
     let removed_tokens: usize = messages[1..cut].iter().map(Message::estimated_tokens).sum();
-    if removed_tokens * 10 < before {
+    if trigger == Trigger::Threshold && removed_tokens * 10 < before {
         // The newest turn alone is most of the context; removing the little
         // before it would cost a summary request on every step and gain
         // nothing.
@@ -82,9 +94,13 @@ pub(super) async fn maybe_compact(
             removed_tokens,
             "context is over the compaction threshold, mostly in the newest turn; not compacting"
         );
-        return;
+        return false;
     }
-    let (strategy, summary) = match settings.strategy {
+    let strategy = match trigger {
+        Trigger::Threshold => settings.strategy,
+        Trigger::Overflow => CompactionStrategy::Elide,
+    };
+    let (strategy, summary) = match strategy {
         CompactionStrategy::Elide => (CompactionStrategy::Elide, None),
         CompactionStrategy::Summarize => match summarize(conversation, deps, cancel, usage).await {
             Some(summary) => (CompactionStrategy::Summarize, Some(summary)),
@@ -158,6 +174,7 @@ pub(super) async fn maybe_compact(
         estimated_tokens_before: before,
         estimated_tokens_after: after,
     });
+    true
 }
 
 /// Index of the first kept message: the newest messages worth at most

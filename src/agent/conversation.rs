@@ -6,6 +6,10 @@ use crate::protocol::{Message, ToolCall};
 #[derive(Debug, Clone, PartialEq)]
 pub struct Conversation {
     messages: Vec<Message>,
+    /// The context window the conversation must fit, once learned.
+    context_window: Option<u32>,
+    /// Whether the server was asked for the window already.
+    window_probed: bool,
 }
 
 impl Conversation {
@@ -15,6 +19,8 @@ impl Conversation {
             messages: vec![Message::System {
                 content: system_prompt,
             }],
+            context_window: None,
+            window_probed: false,
         }
     }
 
@@ -22,7 +28,11 @@ impl Conversation {
     /// the system prompt.
     pub fn from_messages(messages: Vec<Message>) -> Option<Self> {
         match messages.first() {
-            Some(Message::System { .. }) => Some(Conversation { messages }),
+            Some(Message::System { .. }) => Some(Conversation {
+                messages,
+                context_window: None,
+                window_probed: false,
+            }),
             _ => None,
         }
     }
@@ -39,6 +49,28 @@ impl Conversation {
     pub(crate) fn replace_history(&mut self, history: Vec<Message>) {
         self.messages.truncate(1);
         self.messages.extend(history);
+    }
+
+    /// The context window this conversation must fit, when known.
+    pub fn context_window(&self) -> Option<u32> {
+        self.context_window
+    }
+
+    /// Whether the window was already asked for (once per conversation).
+    pub(crate) fn window_probed(&self) -> bool {
+        self.window_probed
+    }
+
+    /// Records the window learned from the server or the configuration.
+    pub(crate) fn set_context_window(&mut self, window: Option<u32>) {
+        self.window_probed = true;
+        self.context_window = window;
+    }
+
+    /// A refusal named a window: never trust a larger one again.
+    pub(crate) fn shrink_context_window(&mut self, n_ctx: u32) {
+        self.window_probed = true;
+        self.context_window = Some(self.context_window.map_or(n_ctx, |w| w.min(n_ctx)));
     }
 
     pub fn estimated_tokens(&self) -> usize {

@@ -11,11 +11,14 @@
 //!   cancellation.
 
 mod actor;
+mod calls;
 mod compaction;
 mod conversation;
 mod events;
 pub mod instructions;
+pub mod limits;
 mod live;
+pub mod loop_detect;
 mod prompt;
 mod turn;
 
@@ -24,6 +27,7 @@ pub use compaction::{CompactionSettings, CompactionStrategy};
 pub use conversation::Conversation;
 pub use events::EventSink;
 pub use instructions::ProjectInstructions;
+pub use limits::ModelLimits;
 pub use prompt::system_prompt;
 pub use turn::{AgentDeps, TurnOutcome, run_turn};
 
@@ -129,4 +133,6 @@ pub struct AgentSettings {
     /// Model requests allowed in one turn before the loop is stopped.
     pub max_steps: u32,
     pub compaction: CompactionSettings,
+    /// The model's window, output cap, loop limit and text-call fallback.
+    pub limits: ModelLimits,
 }

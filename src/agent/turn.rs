@@ -12,8 +12,9 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span, warn};
 
-use super::compaction;
-use super::{AgentSettings, Conversation, EventSink};
+use super::compaction::{self, Trigger};
+use super::loop_detect::{LoopDetector, Verdict, signature};
+use super::{AgentSettings, CompactionSettings, Conversation, EventSink, calls, limits};
 use crate::plan::{restore, todo};
 use crate::protocol::{EventKind, Message, ToolCall, TurnStatus, UsageTotals};
 use crate::provider::{
@@ -76,28 +77,40 @@ async fn turn_steps(
     cancel: &CancellationToken,
 ) -> TurnOutcome {
     let mut usage = UsageTotals::default();
-    let mut reminded = false;
+    let mut ending = Ending::default();
+    let mut detector = LoopDetector::new(deps.settings.limits.loop_repeat_limit);
     let outcome = |status, final_text, error, usage| TurnOutcome {
         status,
         final_text,
         error,
         usage,
     };
+    let failed = |message: String, usage| {
+        warn!("{message}");
+        deps.events.emit(EventKind::Error {
+            message: message.clone(),
+        });
+        outcome(TurnStatus::Failed, None, Some(message), usage)
+    };
+    learn_window(conversation, deps, cancel).await;
     for step in 0..deps.settings.max_steps {
         if cancel.is_cancelled() {
             return outcome(TurnStatus::Interrupted, None, None, usage);
         }
-        compaction::maybe_compact(conversation, deps, cancel, &mut usage).await;
+        let budget = compaction_budget(conversation, deps);
+        compaction::maybe_compact(
+            conversation,
+            deps,
+            budget,
+            Trigger::Threshold,
+            cancel,
+            &mut usage,
+        )
+        .await;
 
-        let completion = match request(conversation, deps, cancel, true).await {
+        let completion = match request_fitting(conversation, deps, cancel, &mut usage).await {
             Some(Ok(completion)) => completion,
-            Some(Err(err)) => {
-                let message = err.to_string();
-                deps.events.emit(EventKind::Error {
-                    message: message.clone(),
-                });
-                return outcome(TurnStatus::Failed, None, Some(message), usage);
-            }
+            Some(Err(err)) => return failed(err.to_string(), usage),
             None => return outcome(TurnStatus::Interrupted, None, None, usage),
         };
         record_usage(deps, &mut usage, &completion);
@@ -110,6 +123,9 @@ async fn turn_steps(
             let message = "the provider returned a message that is not an assistant message";
             return outcome(TurnStatus::Failed, None, Some(message.into()), usage);
         };
+        let (content, tool_calls) = text_calls(deps, content, tool_calls);
+        let cut_off = completion.finish_reason == FinishReason::Length;
+        let (tool_calls, refusals) = calls::sanitize(tool_calls, cut_off);
         let text = content.filter(|t| !t.trim().is_empty());
         if let Some(text) = &text {
             deps.events
@@ -125,28 +141,31 @@ async fn turn_steps(
             content: stored_content,
             tool_calls: tool_calls.clone(),
         });
+        let text_verdict = detector.observe_text(text.as_deref().unwrap_or(""));
 
         if tool_calls.is_empty() {
-            if completion.finish_reason == FinishReason::Length {
-                deps.events.emit(EventKind::Error {
-                    message: "the answer was cut off at the model's output limit".into(),
-                });
+            match after_answer(conversation, deps, cut_off, &text_verdict, &mut ending).await {
+                AfterAnswer::Continue => continue,
+                AfterAnswer::Fail(message) => return failed(message, usage),
+                AfterAnswer::Done => return outcome(TurnStatus::Completed, text, None, usage),
             }
-            if !reminded && let Some(reminder) = settle_reminder(deps) {
-                // Once per user prompt: the model gets one more turn to
-                // finish open items or record honestly why they are open.
-                reminded = true;
-                info!("plan has open items; reminding the model before the turn ends");
-                conversation.push(Message::user(reminder));
-                continue;
-            }
-            return outcome(TurnStatus::Completed, text, None, usage);
         }
 
         info!(step, calls = tool_calls.len(), "running tool calls");
-        run_tool_calls(conversation, deps, &tool_calls, cancel).await;
+        let stop = run_tool_calls(
+            conversation,
+            deps,
+            &tool_calls,
+            &refusals,
+            &mut detector,
+            cancel,
+        )
+        .await;
         if cancel.is_cancelled() {
             return outcome(TurnStatus::Interrupted, None, None, usage);
+        }
+        if let Some(message) = stop {
+            return failed(message, usage);
         }
     }
     let message = format!(
@@ -158,6 +177,169 @@ async fn turn_steps(
     });
     warn!("{message}");
     outcome(TurnStatus::MaxSteps, None, Some(message), usage)
+}
+
+/// What happens after an answer without tool calls.
+enum AfterAnswer {
+    /// The model gets another step (a note or a reminder was appended).
+    Continue,
+    /// The answer is final.
+    Done,
+    /// The turn fails with this message.
+    Fail(String),
+}
+
+/// What the turn already did to get a final answer.
+#[derive(Default)]
+struct Ending {
+    /// The settle reminder was sent (once per user prompt).
+    reminded: bool,
+    /// Answers cut off at the output limit so far.
+    cut_off_answers: u32,
+}
+
+/// Decides whether a text answer ends the turn: a cut-off answer is
+/// continued (a few times), a repeated one is pointed out, open plan items
+/// get their one reminder.
+async fn after_answer(
+    conversation: &mut Conversation,
+    deps: &AgentDeps,
+    cut_off: bool,
+    verdict: &Verdict,
+    ending: &mut Ending,
+) -> AfterAnswer {
+    if cut_off {
+        ending.cut_off_answers += 1;
+        let message = format!(
+            "the answer was cut off at the model's output limit (max_output_tokens {})",
+            deps.settings.limits.max_output_tokens
+        );
+        if ending.cut_off_answers > MAX_CUT_OFF_CONTINUATIONS {
+            return AfterAnswer::Fail(format!("{message}, again; the answer is incomplete"));
+        }
+        deps.events.emit(EventKind::Error {
+            message: format!("{message}; asking the model to finish it"),
+        });
+        conversation.push(Message::user(CUT_OFF_NOTE));
+        return AfterAnswer::Continue;
+    }
+    match verdict {
+        Verdict::Stop(repetition) => return AfterAnswer::Fail(repetition.stop_message()),
+        Verdict::Warn(repetition) => {
+            conversation.push(Message::user(repetition.note(true)));
+            return AfterAnswer::Continue;
+        }
+        Verdict::Fine => {}
+    }
+    if !ending.reminded
+        && let Some(reminder) = settle_reminder(deps).await
+    {
+        // Once per user prompt: the model gets one more turn to finish open
+        // items or record honestly why they are open.
+        ending.reminded = true;
+        info!("plan has open items; reminding the model before the turn ends");
+        conversation.push(Message::user(reminder));
+        return AfterAnswer::Continue;
+    }
+    AfterAnswer::Done
+}
+
+/// Answers cut off at the output limit the model may continue in one turn.
+const MAX_CUT_OFF_CONTINUATIONS: u32 = 2;
+
+/// What the model is told after an answer that hit the output limit.
+const CUT_OFF_NOTE: &str = "[Fido: your last answer was cut off at the output limit, so it is incomplete. Continue from where it stopped, more briefly.]";
+
+/// Asks the server for its context window, once per conversation.
+async fn learn_window(
+    conversation: &mut Conversation,
+    deps: &AgentDeps,
+    cancel: &CancellationToken,
+) {
+    if conversation.window_probed() {
+        return;
+    }
+    let served = tokio::select! {
+        _ = cancel.cancelled() => None,
+        served = deps.provider.context_window() => served,
+    };
+    let window = limits::resolve_window(served, deps.settings.limits.context_window);
+    let budget = limits::compaction_for(
+        deps.settings.compaction,
+        &deps.settings.limits,
+        window,
+        limits::tools_tokens(deps.catalog.specs()),
+    );
+    info!(
+        served = ?served,
+        window = ?window,
+        threshold = budget.threshold_tokens,
+        "context window"
+    );
+    conversation.set_context_window(window);
+}
+
+fn compaction_budget(conversation: &Conversation, deps: &AgentDeps) -> CompactionSettings {
+    limits::compaction_for(
+        deps.settings.compaction,
+        &deps.settings.limits,
+        conversation.context_window(),
+        limits::tools_tokens(deps.catalog.specs()),
+    )
+}
+
+/// One request; when the server refuses it for its size, learns the window
+/// it names, compacts, and tries once more. `None` when interrupted.
+async fn request_fitting(
+    conversation: &mut Conversation,
+    deps: &AgentDeps,
+    cancel: &CancellationToken,
+    usage: &mut UsageTotals,
+) -> Option<Result<Completion, ProviderError>> {
+    // The turn's own answers stream to the live UI.
+    let result = request(conversation, deps, cancel, true).await?;
+    let Err(err) = &result else {
+        return Some(result);
+    };
+    let Some(n_ctx) = limits::overflow(err) else {
+        return Some(result);
+    };
+    if let Some(n_ctx) = n_ctx {
+        conversation.shrink_context_window(n_ctx);
+    }
+    warn!(error = %err, ?n_ctx, "the request was too large for the context window; compacting and trying again");
+    // The estimate said the request fits and the server disagreed: keep
+    // much less than the estimate would, so the retry is clearly smaller.
+    let mut budget = compaction_budget(conversation, deps);
+    budget.keep_recent_tokens = budget
+        .keep_recent_tokens
+        .min(conversation.estimated_tokens() / 3);
+    let compacted =
+        compaction::maybe_compact(conversation, deps, budget, Trigger::Overflow, cancel, usage)
+            .await;
+    if !compacted {
+        return Some(result);
+    }
+    request(conversation, deps, cancel, true).await
+}
+
+/// With `tool_call_fallback`, calls written into the text of an answer that
+/// has no real ones.
+fn text_calls(
+    deps: &AgentDeps,
+    content: Option<String>,
+    tool_calls: Vec<ToolCall>,
+) -> (Option<String>, Vec<ToolCall>) {
+    if !deps.settings.limits.tool_call_fallback || !tool_calls.is_empty() {
+        return (content, tool_calls);
+    }
+    let found = content
+        .as_deref()
+        .and_then(|text| calls::calls_from_text(text, deps.catalog.specs()));
+    match found {
+        Some((rest, calls)) => (Some(rest), calls),
+        None => (content, tool_calls),
+    }
 }
 
 /// One provider request; `None` when the user interrupted it.
@@ -193,9 +375,16 @@ async fn request(
         }
         ProviderNotice::TextDelta(_) | ProviderNotice::ToolCallStarted { .. } => {}
     };
+    let prompt_tokens =
+        conversation.estimated_tokens() + limits::tools_tokens(deps.catalog.specs());
     let request = ChatRequest {
         messages: conversation.messages(),
         tools: deps.catalog.specs(),
+        max_output_tokens: limits::output_cap(
+            &deps.settings.limits,
+            conversation.context_window(),
+            prompt_tokens,
+        ),
     };
     tokio::select! {
         // Dropping the request future aborts the HTTP request at once.
@@ -215,35 +404,45 @@ pub(super) fn record_usage(deps: &AgentDeps, usage: &mut UsageTotals, completion
 }
 
 /// Runs the calls in order, appending exactly one result for each, also
-/// for calls that are skipped because the user interrupted.
+/// for calls that are refused (invalid arguments), skipped because the user
+/// interrupted, or left unrun because the model is looping. Returns the stop
+/// message when the loop detector ended the turn.
 async fn run_tool_calls(
     conversation: &mut Conversation,
     deps: &AgentDeps,
     calls: &[ToolCall],
+    refusals: &[Option<String>],
+    detector: &mut LoopDetector,
     cancel: &CancellationToken,
-) {
-    for call in calls {
+) -> Option<String> {
+    let mut stop: Option<String> = None;
+    for (index, call) in calls.iter().enumerate() {
         deps.events.emit(EventKind::ToolCall {
             id: call.id.clone(),
             name: text::summary(&call.name, 64),
             summary: call_summary(call),
         });
-        let output = if cancel.is_cancelled() {
+        let refusal = refusals.get(index).cloned().flatten();
+        let verdict = match (&stop, &refusal) {
+            (None, None) => detector.observe_call(&call.name, &call.arguments),
+            _ => Verdict::Fine,
+        };
+        if let Verdict::Stop(repetition) = &verdict {
+            stop = Some(repetition.stop_message());
+        }
+        let output = if let Some(message) = &stop {
+            ToolOutput::error(format!("not run: {message}; the turn was ended"))
+        } else if let Some(refusal) = refusal {
+            ToolOutput::error(refusal)
+        } else if cancel.is_cancelled() {
             ToolOutput::error("cancelled by the user before it ran")
         } else {
-            let invocation = deps.catalog.invoke(
-                call,
-                &deps.tool_env,
-                &deps.ctx,
-                conversation.messages(),
-                cancel,
-            );
-            tokio::select! {
-                output = invocation => output,
-                // Dropping the invocation kills what it started (process groups
-                // are killed on drop); the call still gets its result.
-                _ = cancel.cancelled() => ToolOutput::error("cancelled by the user"),
+            let mut output = invoke(conversation, deps, call, cancel).await;
+            if let Verdict::Warn(repetition) = &verdict {
+                let unchanged = previous_result(conversation, call) == Some(&output.content);
+                output.content = format!("{}\n\n{}", output.content, repetition.note(unchanged));
             }
+            output
         };
         deps.events.emit(EventKind::ToolResult {
             id: call.id.clone(),
@@ -270,25 +469,78 @@ async fn run_tool_calls(
             is_error: !output.ok,
         });
     }
+    stop
+}
+
+async fn invoke(
+    conversation: &Conversation,
+    deps: &AgentDeps,
+    call: &ToolCall,
+    cancel: &CancellationToken,
+) -> ToolOutput {
+    let invocation = deps.catalog.invoke(
+        call,
+        &deps.tool_env,
+        &deps.ctx,
+        conversation.messages(),
+        cancel,
+    );
+    tokio::select! {
+        output = invocation => output,
+        // Dropping the invocation kills what it started (process groups
+        // are killed on drop); the call still gets its result.
+        _ = cancel.cancelled() => ToolOutput::error("cancelled by the user"),
+    }
+}
+
+/// The result of the latest earlier call with the same signature, without
+/// the note a repetition added to it.
+fn previous_result<'a>(conversation: &'a Conversation, call: &ToolCall) -> Option<&'a String> {
+    let wanted = signature(&call.name, &call.arguments);
+    let messages = conversation.messages();
+    let id = messages.iter().rev().find_map(|m| match m {
+        Message::Assistant { tool_calls, .. } => tool_calls
+            .iter()
+            .rev()
+            .find(|c| c.id != call.id && signature(&c.name, &c.arguments) == wanted)
+            .map(|c| c.id.clone()),
+        _ => None,
+    })?;
+    messages.iter().rev().find_map(|m| match m {
+        Message::Tool {
+            tool_call_id,
+            content,
+            ..
+        } if *tool_call_id == id => Some(content),
+        _ => None,
+    })
 }
 
 /// The settle reminder when the workspace plan still has open items; never
 /// for a subagent, which does not own the plan.
-fn settle_reminder(deps: &AgentDeps) -> Option<String> {
+async fn settle_reminder(deps: &AgentDeps) -> Option<String> {
     if deps.ctx.is_subagent() {
         return None;
     }
     // The catalog advertises exactly one plan tool: it names the flavour.
-    if deps.catalog.kind_of(todo::TOOL_NAME) == Some(ToolKind::PlanState) {
-        return todo::reminder::settle_reminder_in(&deps.tool_env.workspace.root);
-    }
-    match deps.tool_env.plan.load() {
-        Ok(loaded) => restore::settle_reminder(&loaded.state),
-        Err(err) => {
-            warn!(error = %err, "cannot read the plan for the settle reminder");
-            None
+    let todo_flavour = deps.catalog.kind_of(todo::TOOL_NAME) == Some(ToolKind::PlanState);
+    let root = deps.tool_env.workspace.root.clone();
+    let plan = deps.tool_env.plan.clone();
+    // The state file's lock and read block: off the runtime.
+    let reminder = tokio::task::spawn_blocking(move || {
+        if todo_flavour {
+            return todo::reminder::settle_reminder_in(&root);
         }
-    }
+        match plan.load() {
+            Ok(loaded) => restore::settle_reminder(&loaded.state),
+            Err(err) => {
+                warn!(error = %err, "cannot read the plan for the settle reminder");
+                None
+            }
+        }
+    })
+    .await;
+    reminder.unwrap_or(None)
 }
 
 /// A short, sanitised description of a call for events: the path, pattern

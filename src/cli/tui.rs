@@ -479,6 +479,7 @@ mod tests {
                     keep_recent_tokens: 10_000,
                     strategy: CompactionStrategy::Elide,
                 },
+                limits: crate::agent::ModelLimits::default(),
             },
             events: EventSink::discard(),
             catalog,

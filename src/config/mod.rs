@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::agent::{AgentSettings, CompactionSettings, CompactionStrategy};
+use crate::agent::{AgentSettings, CompactionSettings, CompactionStrategy, ModelLimits};
 use crate::plan::PlanFlavour;
 use crate::protocol::{ApprovalPolicy, SandboxMode};
 use crate::provider::anthropic::AnthropicProvider;
@@ -156,6 +156,28 @@ const KEYS: &[(&str, &str, Scope)] = &[
     (
         "delegate_concurrency",
         "subagents at once (1 in this version)",
+        Scope::Anywhere,
+    ),
+    (
+        "context_window",
+        "the model's context window in tokens, when the server does not report it",
+        Scope::Anywhere,
+    ),
+    (
+        "max_output_tokens",
+        "longest answer the model may write in one request",
+        Scope::Anywhere,
+    ),
+    (
+        "loop_repeat_limit",
+        "identical tool calls in a row before the model is warned (one more stops the turn)",
+        Scope::Anywhere,
+    ),
+    // Calls written as text still pass the guard, the sandbox and the
+    // approval policy like any other.
+    (
+        "tool_call_fallback",
+        "true | false: accept tool calls written as text (fenced json or <tool_call>)",
         Scope::Anywhere,
     ),
 ];
@@ -491,6 +513,7 @@ impl Config {
                 )? as usize,
                 strategy,
             },
+            limits: model_limits(&get, get("compact_threshold_tokens").is_some())?,
         };
         let anthropic_max_tokens =
             number(get("anthropic_max_tokens"), "anthropic_max_tokens", 8192, 1)? as u32;
@@ -578,7 +601,8 @@ impl Config {
                 }
                 Arc::new(
                     OpenAiProvider::new(self.base_url.clone(), key, self.model.clone(), self.http)
-                        .map_err(|e| ConfigError::Provider(e.to_string()))?,
+                        .map_err(|e| ConfigError::Provider(e.to_string()))?
+                        .with_max_output_tokens(self.agent.limits.max_output_tokens),
                 )
             }
             ProviderKind::Anthropic => {
@@ -594,7 +618,8 @@ impl Config {
                         key,
                         self.model.clone(),
                         self.http,
-                        self.anthropic_max_tokens,
+                        self.anthropic_max_tokens
+                            .min(self.agent.limits.max_output_tokens),
                     )
                     .map_err(|e| ConfigError::Provider(e.to_string()))?,
                 )
@@ -609,6 +634,42 @@ impl Config {
         };
         Ok(provider)
     }
+}
+
+/// The keys about the model's limits and habits (issue 9), in one place.
+fn model_limits<'a>(
+    get: &dyn Fn(&str) -> Option<&'a Sourced>,
+    threshold_configured: bool,
+) -> Result<ModelLimits, ConfigError> {
+    let context_window = match get("context_window") {
+        None => None,
+        Some(s) => Some(number(Some(s), "context_window", 0, 512)? as u32),
+    };
+    let tool_call_fallback = match get("tool_call_fallback") {
+        None => false,
+        Some(s) => match s.value.trim() {
+            "true" | "1" | "yes" | "on" => true,
+            "false" | "0" | "no" | "off" => false,
+            _ => return Err(invalid("tool_call_fallback", s, "true or false")),
+        },
+    };
+    Ok(ModelLimits {
+        context_window,
+        max_output_tokens: number(
+            get("max_output_tokens"),
+            "max_output_tokens",
+            u64::from(ModelLimits::DEFAULT_MAX_OUTPUT_TOKENS),
+            16,
+        )? as u32,
+        loop_repeat_limit: number(
+            get("loop_repeat_limit"),
+            "loop_repeat_limit",
+            u64::from(ModelLimits::DEFAULT_LOOP_REPEAT_LIMIT),
+            2,
+        )? as u32,
+        tool_call_fallback,
+        threshold_configured,
+    })
 }
 
 fn invalid(key: &str, s: &Sourced, expected: &str) -> ConfigError {

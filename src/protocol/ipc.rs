@@ -47,6 +47,10 @@ pub struct ForkFrame {
     /// The plan tool the session advertises, so the child builds the same
     /// catalog byte for byte.
     pub plan_tool: String,
+    /// The model's context window as the parent's provider knows it, so the
+    /// child compacts in time (its gateway cannot ask the server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u32>,
 }
 
 /// The `fork` frame serialised from borrowed parts, byte for byte what
@@ -63,6 +67,8 @@ pub struct ForkFrameRef<'a> {
     pub instructions: &'a str,
     pub max_steps: u32,
     pub plan_tool: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u32>,
 }
 
 /// Child → parent.
@@ -149,6 +155,7 @@ mod tests {
             instructions: "do it",
             max_steps: 7,
             plan_tool: "update_plan",
+            context_window: Some(8192),
         };
         let owned = ParentFrame::Fork(Box::new(ForkFrame {
             version: PROTOCOL_VERSION,
@@ -157,6 +164,7 @@ mod tests {
             instructions: "do it".into(),
             max_steps: 7,
             plan_tool: "update_plan".into(),
+            context_window: Some(8192),
         }));
         let bytes = serde_json::to_vec(&borrowed).unwrap();
         assert_eq!(bytes, serde_json::to_vec(&owned).unwrap());

@@ -35,7 +35,7 @@ use super::retry::with_retries;
 use super::sse::SseEvent;
 use super::{
     ChatRequest, Completion, CompletionFuture, FinishReason, HttpPolicy, NoticeSink, Provider,
-    ProviderError, ProviderNotice,
+    ProviderError, ProviderNotice, WindowFuture,
 };
 use crate::protocol::{Message, ToolCall, ToolSpec, Usage};
 
@@ -112,7 +112,10 @@ impl Provider for AnthropicProvider {
         notices: NoticeSink<'a>,
     ) -> CompletionFuture<'a> {
         Box::pin(async move {
-            let body = request_body(&self.model, self.max_tokens, request);
+            let max_tokens = request
+                .max_output_tokens
+                .map_or(self.max_tokens, |cap| cap.clamp(1, self.max_tokens));
+            let body = request_body(&self.model, max_tokens, request);
             let body = Bytes::from(http::to_bytes(&body)?);
             with_retries(&self.policy, notices, |attempt| {
                 let body = body.clone();
@@ -136,6 +139,10 @@ impl Provider for AnthropicProvider {
             })
             .await
         })
+    }
+
+    fn context_window(&self) -> WindowFuture<'_> {
+        Box::pin(async move { super::limits::known_window(&self.model) })
     }
 }
 

@@ -195,8 +195,23 @@ pub(crate) fn status_error(
     retry_after: Option<Duration>,
     body: &[u8],
 ) -> ProviderError {
-    let body = excerpt(body);
     let code = status.as_u16();
+    let raw = String::from_utf8_lossy(body);
+    if let Some(overflow) = super::limits::overflow_in(&raw).filter(|_| code < 500) {
+        return ProviderError::ContextOverflow {
+            status: code,
+            body: excerpt(body),
+            n_ctx: overflow.n_ctx,
+        };
+    }
+    if let Some(field) = super::limits::malformed_request_field(code, &raw) {
+        return ProviderError::MalformedRequest {
+            status: code,
+            body: excerpt(body),
+            field,
+        };
+    }
+    let body = excerpt(body);
     match code {
         401 | 403 => ProviderError::Unauthorized { status: code, body },
         429 => ProviderError::RateLimited { retry_after, body },

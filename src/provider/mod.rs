@@ -16,6 +16,7 @@
 
 pub mod anthropic;
 mod http;
+pub mod limits;
 pub mod openai;
 pub mod retry;
 pub mod script;
@@ -34,6 +35,9 @@ pub struct ChatRequest<'a> {
     pub messages: &'a [Message],
     /// The advertised catalog, in its fixed order.
     pub tools: &'a [ToolSpec],
+    /// A lower output cap than the provider's own, when the context window
+    /// leaves less room; `None`: the provider's `max_output_tokens`.
+    pub max_output_tokens: Option<u32>,
 }
 
 /// Why the model stopped.
@@ -81,6 +85,8 @@ pub type NoticeSink<'a> = &'a (dyn Fn(ProviderNotice) + Send + Sync);
 pub type CompletionFuture<'a> =
     Pin<Box<dyn Future<Output = Result<Completion, ProviderError>> + Send + 'a>>;
 
+pub type WindowFuture<'a> = Pin<Box<dyn Future<Output = Option<u32>> + Send + 'a>>;
+
 /// A model endpoint.
 pub trait Provider: Send + Sync {
     /// Short name for logs and events, e.g. `openai`, `anthropic`, `script`.
@@ -93,6 +99,11 @@ pub trait Provider: Send + Sync {
         request: ChatRequest<'a>,
         notices: NoticeSink<'a>,
     ) -> CompletionFuture<'a>;
+    /// The context window the server serves, in tokens, when it can be
+    /// learned (asked of the server, or known for a hosted model).
+    fn context_window(&self) -> WindowFuture<'_> {
+        Box::pin(async { None })
+    }
 }
 
 /// Every way a provider request can fail. Messages are lowercase sentences a
@@ -116,6 +127,19 @@ pub enum ProviderError {
     },
     #[error("the model server failed (HTTP {status}): {body}")]
     Server { status: u16, body: String },
+    #[error("the request does not fit the model's context window (HTTP {status}): {body}")]
+    ContextOverflow {
+        status: u16,
+        body: String,
+        /// The window the server named in its refusal.
+        n_ctx: Option<u32>,
+    },
+    #[error("the model server could not parse the request (HTTP {status}): {body}{}", field.as_ref().map(|f| format!("; it points at {f}")).unwrap_or_default())]
+    MalformedRequest {
+        status: u16,
+        body: String,
+        field: Option<String>,
+    },
     #[error("the model server sent nothing for {:.1} s", after.as_secs_f64())]
     IdleTimeout { after: Duration },
     #[error("the model request took longer than {:.1} s", after.as_secs_f64())]
@@ -151,17 +175,29 @@ impl ProviderError {
             ProviderError::Connect { .. }
             | ProviderError::RateLimited { .. }
             | ProviderError::Server { .. }
+            | ProviderError::MalformedRequest { .. }
             | ProviderError::IdleTimeout { .. }
             | ProviderError::RequestTimeout { .. }
             | ProviderError::StreamInterrupted { .. }
             | ProviderError::StreamTruncated => true,
             ProviderError::Unauthorized { .. }
             | ProviderError::BadRequest { .. }
+            | ProviderError::ContextOverflow { .. }
             | ProviderError::MalformedStream { .. }
             | ProviderError::Api { .. }
             | ProviderError::GaveUp { .. }
             | ProviderError::Config(_)
             | ProviderError::Script { .. } => false,
+        }
+    }
+
+    /// Retries this error is worth at most, whatever the policy allows: the
+    /// same bytes a server called malformed get one more chance (a server
+    /// fault may have garbled them), never more.
+    pub fn retry_cap(&self) -> Option<u32> {
+        match self {
+            ProviderError::MalformedRequest { .. } => Some(1),
+            _ => None,
         }
     }
 

@@ -20,11 +20,12 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::http::{self, StreamHandler};
+use super::limits;
 use super::retry::with_retries;
 use super::sse::SseEvent;
 use super::{
     ChatRequest, Completion, CompletionFuture, FinishReason, HttpPolicy, NoticeSink, Provider,
-    ProviderError, ProviderNotice,
+    ProviderError, ProviderNotice, WindowFuture,
 };
 use crate::protocol::{Message, ToolCall, ToolSpec, Usage};
 
@@ -35,6 +36,22 @@ pub struct OpenAiProvider {
     headers: HeaderMap,
     model: String,
     policy: HttpPolicy,
+    base_url: String,
+    /// Longest answer asked for (`max_output_tokens`).
+    max_output_tokens: u32,
+    cap_field: CapField,
+    /// The window once asked for: the agent asks at its first turn, the
+    /// supervisor again for every delegation.
+    window: tokio::sync::OnceCell<Option<u32>>,
+}
+
+/// The request field that carries the output cap: hosted OpenAI wants
+/// `max_completion_tokens` (its reasoning models refuse `max_tokens`); local
+/// servers (llama.cpp, Ollama, vLLM) all read `max_tokens`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CapField {
+    MaxTokens,
+    MaxCompletionTokens,
 }
 
 impl OpenAiProvider {
@@ -62,13 +79,46 @@ impl OpenAiProvider {
             value.set_sensitive(true);
             headers.insert(AUTHORIZATION, value);
         }
+        let cap_field = if base_url.starts_with("https://api.openai.com") {
+            CapField::MaxCompletionTokens
+        } else {
+            CapField::MaxTokens
+        };
         Ok(OpenAiProvider {
             client: http::build_client(&policy)?,
             url,
             headers,
             model,
             policy,
+            base_url,
+            max_output_tokens: crate::agent::ModelLimits::DEFAULT_MAX_OUTPUT_TOKENS,
+            cap_field,
+            window: tokio::sync::OnceCell::new(),
         })
+    }
+
+    /// Caps every answer at `tokens` (the request may ask for less).
+    pub fn with_max_output_tokens(mut self, tokens: u32) -> Self {
+        self.max_output_tokens = tokens.max(1);
+        self
+    }
+
+    async fn discover_window(&self) -> Option<u32> {
+        if self.is_hosted_openai() {
+            return limits::known_window(&self.model);
+        }
+        let mut headers = self.headers.clone();
+        headers.remove(ACCEPT);
+        match limits::discover(&self.client, &self.base_url, &self.model, headers).await {
+            Some(window) => Some(window),
+            None => limits::known_window(&self.model),
+        }
+    }
+
+    /// Whether the window can be asked of the server: hosted OpenAI has no
+    /// such endpoint, its models are known by name instead.
+    fn is_hosted_openai(&self) -> bool {
+        self.cap_field == CapField::MaxCompletionTokens
     }
 }
 
@@ -87,7 +137,16 @@ impl Provider for OpenAiProvider {
         notices: NoticeSink<'a>,
     ) -> CompletionFuture<'a> {
         Box::pin(async move {
-            let body = request_bytes(&self.model, request).map_err(|err| {
+            let cap = request
+                .max_output_tokens
+                .map_or(self.max_output_tokens, |cap| {
+                    cap.min(self.max_output_tokens)
+                });
+            let request = ChatRequest {
+                max_output_tokens: Some(cap),
+                ..request
+            };
+            let body = request_bytes_with(&self.model, request, self.cap_field).map_err(|err| {
                 ProviderError::Config(format!("cannot encode the request: {err}"))
             })?;
             let body = Bytes::from(body);
@@ -114,6 +173,10 @@ impl Provider for OpenAiProvider {
             .await
         })
     }
+
+    fn context_window(&self) -> WindowFuture<'_> {
+        Box::pin(async move { *self.window.get_or_init(|| self.discover_window()).await })
+    }
 }
 
 /// The JSON body for one request, keys in a fixed order: `model`,
@@ -121,12 +184,22 @@ impl Provider for OpenAiProvider {
 /// `stream_options`. Serialised straight from the borrowed conversation (no
 /// intermediate `Value`, which would copy every string of a long session).
 pub fn request_bytes(model: &str, request: ChatRequest<'_>) -> Result<Vec<u8>, serde_json::Error> {
-    serde_json::to_vec(&WireBody::new(model, request))
+    request_bytes_with(model, request, CapField::MaxTokens)
+}
+
+/// [`request_bytes`] with the output cap (when the request has one) in
+/// `cap_field`, after `stream_options`.
+pub fn request_bytes_with(
+    model: &str,
+    request: ChatRequest<'_>,
+    cap_field: CapField,
+) -> Result<Vec<u8>, serde_json::Error> {
+    serde_json::to_vec(&WireBody::new(model, request, cap_field))
 }
 
 /// [`request_bytes`] as a JSON value (tests, inspection).
 pub fn request_body(model: &str, request: ChatRequest<'_>) -> Value {
-    serde_json::to_value(WireBody::new(model, request)).unwrap_or_default()
+    serde_json::to_value(WireBody::new(model, request, CapField::MaxTokens)).unwrap_or_default()
 }
 
 /// The `tools` array exactly as [`request_body`] sends it (what
@@ -145,10 +218,15 @@ struct WireBody<'a> {
     tool_choice: Option<&'static str>,
     stream: bool,
     stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
 }
 
 impl<'a> WireBody<'a> {
-    fn new(model: &'a str, request: ChatRequest<'a>) -> Self {
+    fn new(model: &'a str, request: ChatRequest<'a>, cap_field: CapField) -> Self {
+        let cap = request.max_output_tokens;
         WireBody {
             model,
             messages: request.messages.iter().map(WireMessage::new).collect(),
@@ -158,6 +236,8 @@ impl<'a> WireBody<'a> {
             stream_options: StreamOptions {
                 include_usage: true,
             },
+            max_tokens: cap.filter(|_| cap_field == CapField::MaxTokens),
+            max_completion_tokens: cap.filter(|_| cap_field == CapField::MaxCompletionTokens),
         }
     }
 }
@@ -620,6 +700,7 @@ mod wire_tests {
             ChatRequest {
                 messages: &messages,
                 tools: &[],
+                max_output_tokens: None,
             },
         );
         assert_eq!(
@@ -632,10 +713,29 @@ mod wire_tests {
             ChatRequest {
                 messages: &messages,
                 tools: &[],
+                max_output_tokens: None,
             },
         )
         .unwrap();
         assert_eq!(serde_json::from_slice::<Value>(&bytes).unwrap(), body);
         assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
+        assert!(body.get("max_tokens").is_none());
+
+        let capped = ChatRequest {
+            messages: &messages,
+            tools: &[],
+            max_output_tokens: Some(512),
+        };
+        let local: Value =
+            serde_json::from_slice(&request_bytes_with("m", capped, CapField::MaxTokens).unwrap())
+                .unwrap();
+        assert_eq!(local["max_tokens"], json!(512));
+        assert!(local.get("max_completion_tokens").is_none());
+        let hosted: Value = serde_json::from_slice(
+            &request_bytes_with("m", capped, CapField::MaxCompletionTokens).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(hosted["max_completion_tokens"], json!(512));
+        assert!(hosted.get("max_tokens").is_none());
     }
 }

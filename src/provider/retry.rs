@@ -76,7 +76,10 @@ where
         if !error.is_retryable() || policy.max_retries == 0 {
             return Err(error);
         }
-        if number > policy.max_retries {
+        let budget = error
+            .retry_cap()
+            .map_or(policy.max_retries, |cap| cap.min(policy.max_retries));
+        if number > budget {
             return Err(ProviderError::GaveUp {
                 attempts: number,
                 last: Box::new(error),
@@ -315,6 +318,32 @@ mod tests {
         assert!(matches!(result, Err(ProviderError::RateLimited { .. })));
         assert!(started.elapsed() < Duration::from_secs(1));
         assert!(rec.retries().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_malformed_request_is_retried_once_only() {
+        let rec = Recorder::new();
+        let sink = rec.sink();
+        let mut count = 0;
+        let result: Result<(), _> = with_retries(&fast(), &sink, |_| {
+            count += 1;
+            async {
+                Err(ProviderError::MalformedRequest {
+                    status: 500,
+                    body: "server_error: Failed to parse tool call arguments as JSON".into(),
+                    field: Some("messages[].tool_calls[].function.arguments".into()),
+                })
+            }
+        })
+        .await;
+        assert_eq!(count, 2);
+        let message = result.unwrap_err().to_string();
+        assert!(
+            message.contains("Failed to parse tool call arguments")
+                && message.contains("messages[].tool_calls[].function.arguments")
+                && message.contains("gave up after 2 attempts"),
+            "{message}"
+        );
     }
 
     #[tokio::test]

@@ -296,6 +296,7 @@ mod tests {
                 ChatRequest {
                     messages: &[],
                     tools: &[],
+                    max_output_tokens: None,
                 },
                 &sink,
             )

@@ -24,7 +24,7 @@ use tracing::{info, warn};
 use super::ipc::{MAX_PARENT_FRAME, read_frame, write_frame};
 use crate::agent::{
     AgentDeps, AgentSettings, CompactionSettings, CompactionStrategy, Conversation, EventSink,
-    run_turn,
+    ModelLimits, run_turn,
 };
 use crate::plan::{PlanFlavour, PlanStore};
 use crate::protocol::ipc::{
@@ -238,6 +238,10 @@ async fn run(
                 threshold_tokens: CompactionSettings::DEFAULT_THRESHOLD_TOKENS,
                 keep_recent_tokens: CompactionSettings::DEFAULT_KEEP_RECENT_TOKENS,
                 strategy: CompactionStrategy::Elide,
+            },
+            limits: ModelLimits {
+                context_window: fork.context_window,
+                ..ModelLimits::default()
             },
         },
         events: EventSink::new(event_sender),

@@ -18,6 +18,8 @@ use crate::protocol::ToolSpec;
 use crate::session::atomic::write_atomic;
 use crate::session::undo::UndoEntry;
 
+mod fuzzy;
+
 /// Largest file `patch` reads or replaces.
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
@@ -55,7 +57,7 @@ impl Tool for Patch {
         ToolSpec {
             name: "patch".into(),
             description: "Change a text file in the workspace, in one of two ways (pass exactly one):\n\
-                - `edits`: exact replacements applied in order to the file's current text. Each `old_text` must match the file exactly, whitespace and indentation included (copy it from read_file output without the line-number prefix), and must occur exactly once unless `replace_all` is true; include a few neighbouring lines to make it unique. If any edit fails, nothing is changed and the error says why (not found, with a hint when only whitespace differs, or found several times, with the lines).\n\
+                - `edits`: exact replacements applied in order to the file's current text. Each `old_text` must match the file exactly, whitespace and indentation included (copy it from read_file output without the line-number prefix), and must occur exactly once unless `replace_all` is true; include a few neighbouring lines to make it unique. An old_text that matches in one place only when whitespace is ignored is applied there, and the result says so. If any edit fails, nothing is changed and the error says why (not found, with the closest lines of the file and what differs; or found several times, with the lines).\n\
                 - `content`: the complete new text of the file. Creates the file and any missing parent directories, or overwrites an existing file entirely.\n\
                 UTF-8 text files up to 16 MiB. Every change is recorded so the user can undo it. Prefer `edits` for changes to existing files.\n\
                 Example: {\"path\": \"src/lib.rs\", \"edits\": [{\"old_text\": \"fn add(a: i32) -> i32 {\\n    a\\n}\", \"new_text\": \"fn add(a: i32, b: i32) -> i32 {\\n    a + b\\n}\"}]}"
@@ -223,12 +225,17 @@ fn edit_file(env: &ToolEnv, path: &str, edits: &[Edit]) -> ToolOutput {
         ));
     }
     let count = edits.len();
-    ToolOutput::ok(format!(
+    let mut message = format!(
         "Edited {shown}: {count} edit{} (+{} −{} lines)",
         if count == 1 { "" } else { "s" },
         applied.added,
         applied.removed
-    ))
+    );
+    for note in &applied.notes {
+        message.push('\n');
+        message.push_str(note);
+    }
+    ToolOutput::ok(message)
 }
 
 fn write_file(env: &ToolEnv, path: &str, content: &str) -> ToolOutput {
@@ -343,6 +350,8 @@ struct Applied {
     text: String,
     added: usize,
     removed: usize,
+    /// What the model should know about how the edits were applied.
+    notes: Vec<String>,
 }
 
 /// Applies the edits in order, or says which one failed and why.
@@ -351,6 +360,7 @@ fn apply(original: &str, edits: &[Edit], shown: &str) -> Result<Applied, String>
     let crlf = original.contains("\r\n");
     let mut text = original.to_string();
     let (mut added, mut removed) = (0, 0);
+    let mut notes = Vec::new();
     let total = edits.len();
     for (index, edit) in edits.iter().enumerate() {
         let label = if total == 1 {
@@ -379,10 +389,13 @@ fn apply(original: &str, edits: &[Edit], shown: &str) -> Result<Applied, String>
         let found: Vec<usize> = text.match_indices(&old).map(|(at, _)| at).collect();
         match found.len() {
             0 => {
-                let hint = not_found_hint(&text, &edit.old_text);
-                return Err(format!(
-                    "{label} was not found in `{shown}`{after}. {hint} Nothing was changed."
-                ));
+                let (loose, note) = loose_edit(&text, edit, &label, shown, after)?;
+                let (plus, minus) = line_delta(&edit.old_text, &edit.new_text);
+                added += plus;
+                removed += minus;
+                text = loose;
+                notes.push(note);
+                continue;
             }
             1 => {}
             n if !edit.replace_all => {
@@ -412,7 +425,54 @@ fn apply(original: &str, edits: &[Edit], shown: &str) -> Result<Applied, String>
         text,
         added,
         removed,
+        notes,
     })
+}
+
+/// An edit whose `old_text` is not in the file exactly: applied when it
+/// matches one region except for whitespace (with a note saying so), else
+/// the error shows the closest region and what differs.
+fn loose_edit(
+    text: &str,
+    edit: &Edit,
+    label: &str,
+    shown: &str,
+    after: &str,
+) -> Result<(String, String), String> {
+    match fuzzy::loose_match(text, &edit.old_text, &edit.new_text) {
+        fuzzy::Loose::Unique {
+            start,
+            end,
+            first_line,
+            last_line,
+            replacement,
+        } => {
+            let mut edited = String::with_capacity(text.len() + replacement.len());
+            edited.push_str(&text[..start]);
+            edited.push_str(&replacement);
+            edited.push_str(&text[end..]);
+            Ok((
+                edited,
+                format!(
+                    "Note: {label} matched lines {first_line}-{last_line} only when whitespace is ignored (indentation, trailing spaces, line endings); it was applied there, with new_text indented like the file."
+                ),
+            ))
+        }
+        fuzzy::Loose::Ambiguous(lines) => {
+            let lines: Vec<String> = lines.iter().take(10).map(usize::to_string).collect();
+            Err(format!(
+                "{label} was not found exactly in `{shown}`{after}; ignoring whitespace it matches {} places (lines {}), so it was not applied. Copy old_text exactly, with enough neighbouring lines to be unique. Nothing was changed.",
+                lines.len(),
+                lines.join(", ")
+            ))
+        }
+        fuzzy::Loose::None => {
+            let hint = fuzzy::closest_region(text, &edit.old_text);
+            Err(format!(
+                "{label} was not found in `{shown}`{after}. {hint} Nothing was changed."
+            ))
+        }
+    }
 }
 
 /// 1-based line number of byte offset `at`.
@@ -437,51 +497,6 @@ fn line_delta(old: &str, new: &str) -> (usize, usize) {
         .take_while(|(a, b)| a == b)
         .count();
     (new.len() - prefix - suffix, old.len() - prefix - suffix)
-}
-
-/// What to tell the model when `needle` is not in `text`.
-fn not_found_hint(text: &str, needle: &str) -> String {
-    let (hay, offsets) = squeeze(text);
-    let (pattern, _) = squeeze(needle.trim());
-    if !pattern.is_empty()
-        && let Some(at) = hay.find(&pattern)
-    {
-        let line = line_of(text, offsets[at]);
-        return format!(
-            "Text matching it except for whitespace (indentation, line breaks, trailing spaces) starts at line {line}; read those lines and copy them exactly."
-        );
-    }
-    if let Some(first) = needle.lines().map(str::trim).find(|l| !l.is_empty())
-        && let Some(at) = text.find(first)
-    {
-        return format!(
-            "Its first line appears at line {}, but the lines after it differ; read the file again and copy old_text exactly.",
-            line_of(text, at)
-        );
-    }
-    "Read the file again (read_file) and copy old_text exactly.".to_string()
-}
-
-/// `text` with every whitespace run folded into one space, and for each byte
-/// of the result the offset of the byte it came from.
-fn squeeze(text: &str) -> (String, Vec<usize>) {
-    let mut out = String::with_capacity(text.len());
-    let mut offsets = Vec::with_capacity(text.len());
-    let mut in_space = false;
-    for (at, c) in text.char_indices() {
-        if c.is_whitespace() {
-            if !in_space {
-                out.push(' ');
-                offsets.push(at);
-            }
-            in_space = true;
-        } else {
-            in_space = false;
-            out.push(c);
-            offsets.extend(std::iter::repeat_n(at, c.len_utf8()));
-        }
-    }
-    (out, offsets)
 }
 
 #[cfg(test)]
@@ -548,26 +563,63 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn not_found_hints_at_whitespace_differences() {
+    async fn whitespace_only_differences_are_applied_when_unique() {
         let (dir, env) = setup();
-        fs::write(
-            dir.path().join("a.py"),
-            "x = 1\ndef f():\n        return 1\n",
-        )
-        .unwrap();
+        let file = dir.path().join("a.py");
+        fs::write(&file, "x = 1\ndef f():\n        return 1\n").unwrap();
         let out = call(
             &Patch,
             &env,
-            json!({"path": "a.py", "edits": [{"old_text": "def f():\n    return 1", "new_text": "y"}]}),
+            json!({"path": "a.py", "edits": [{"old_text": "def f():\n    return 1", "new_text": "def f():\n    return 2"}]}),
+        )
+        .await;
+        assert!(out.ok, "{}", out.content);
+        assert!(
+            out.content
+                .contains("matched lines 2-3 only when whitespace is ignored"),
+            "{}",
+            out.content
+        );
+        assert_eq!(
+            fs::read_to_string(&file).unwrap(),
+            "x = 1\ndef f():\n        return 2\n"
+        );
+        assert_eq!(env.undo.entries().unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn ambiguous_whitespace_matches_and_misses_change_nothing() {
+        let (dir, env) = setup();
+        let file = dir.path().join("b.py");
+        let before = "if a:\n    x = 42\nif a:\n  x = 42\n";
+        fs::write(&file, before).unwrap();
+        let out = call(
+            &Patch,
+            &env,
+            json!({"path": "b.py", "edits": [{"old_text": "if a:\nx = 42", "new_text": "y"}]}),
         )
         .await;
         assert!(!out.ok);
         assert!(
-            out.content.contains("except for whitespace"),
+            out.content.contains("matches 2 places (lines 1, 3)"),
             "{}",
             out.content
         );
-        assert!(out.content.contains("line 2"), "{}", out.content);
+        let out = call(
+            &Patch,
+            &env,
+            json!({"path": "b.py", "edits": [{"old_text": "    x = 41", "new_text": "    x = 43"}]}),
+        )
+        .await;
+        assert!(!out.ok);
+        assert!(out.content.contains("closest region"), "{}", out.content);
+        assert!(
+            out.content.contains("`x = 42` in the file but `x = 41`"),
+            "{}",
+            out.content
+        );
+        assert_eq!(fs::read_to_string(&file).unwrap(), before);
+        assert!(env.undo.entries().unwrap().is_empty());
     }
 
     #[tokio::test]

@@ -10,7 +10,8 @@
 //! order. When the script is exhausted the request is still recorded and
 //! answered with HTTP 500 and [`NO_REPLY_LEFT`], so a test that forgot a
 //! reply sees it at once. Any other method or path gets 404 without using
-//! the script. Dropping the server stops it: stalled streams are cut and
+//! the script, unless [`FakeServer::route`] gave it a fixed JSON answer
+//! (llama.cpp's `GET /props`, say). Dropping the server stops it: stalled streams are cut and
 //! every socket is closed.
 //!
 //! Framing: SSE replies use `Transfer-Encoding: chunked` on a keep-alive
@@ -242,6 +243,7 @@ impl FakeServer {
             state: Mutex::new(State {
                 script: script.into(),
                 requests: Vec::new(),
+                routes: Vec::new(),
             }),
             changed: Condvar::new(),
         });
@@ -300,23 +302,33 @@ impl FakeServer {
         self.shared.lock().script.len()
     }
 
+    /// Answers every `method path` request (not a model route) with HTTP 200
+    /// and this JSON, e.g. `route("GET", "/props", …)`.
+    pub fn route(&self, method: &str, path: &str, json: &str) {
+        self.shared
+            .lock()
+            .routes
+            .push((method.to_owned(), path.to_owned(), json.to_owned()));
+    }
+
     /// Appends a reply to the end of the script.
     pub fn push_reply(&self, reply: Reply) {
         self.shared.lock().script.push_back(reply);
     }
 
-    /// Blocks until at least `count` requests were received, and returns
-    /// them; panics after `timeout`. Blocking: from async code call it
+    /// Blocks until at least `count` model requests were received (Fido's
+    /// context-window discovery GETs do not count), and returns every
+    /// request; panics after `timeout`. Blocking: from async code call it
     /// through `spawn_blocking`.
     pub fn wait_for_requests(&self, count: usize, timeout: Duration) -> Vec<RecordedRequest> {
         let deadline = Instant::now() + timeout;
         let mut state = self.shared.lock();
-        while state.requests.len() < count {
+        while state.model_request_count() < count {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 panic!(
-                    "fake server: waited {timeout:?} for {count} request(s), got {}",
-                    state.requests.len()
+                    "fake server: waited {timeout:?} for {count} model request(s), got {}",
+                    state.model_request_count()
                 );
             }
             state = self
@@ -349,6 +361,17 @@ struct Shared {
 struct State {
     script: VecDeque<Reply>,
     requests: Vec<RecordedRequest>,
+    /// Fixed answers of non-model routes: method, path, JSON body.
+    routes: Vec<(String, String, String)>,
+}
+
+impl State {
+    fn model_request_count(&self) -> usize {
+        self.requests
+            .iter()
+            .filter(|r| r.is_model_request())
+            .count()
+    }
 }
 
 impl Shared {
@@ -367,6 +390,12 @@ impl Shared {
                 eprintln!("{NO_REPLY_LEFT}: {} {}", request.method, request.path);
                 Reply::error(500, NO_REPLY_LEFT)
             })
+        } else if let Some((_, _, json)) = state
+            .routes
+            .iter()
+            .find(|(m, p, _)| *m == request.method && p == route_path(&request.path))
+        {
+            Reply::error(200, json)
         } else {
             let body = format!(
                 "fake server: unexpected {} {}",

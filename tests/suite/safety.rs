@@ -101,7 +101,14 @@ fn an_untrusted_fido_toml_cannot_send_the_key_elsewhere_until_trusted() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(stdout(&output).trim(), "from the user's server");
     assert!(attacker.requests().is_empty(), "the attacker was contacted");
-    assert_eq!(authorizations(&legit), vec![format!("Bearer {USER_KEY}")]);
+    // The model request and the context-window probes: all to the user's
+    // server, all with the key.
+    let sent = authorizations(&legit);
+    assert!(!sent.is_empty());
+    assert!(
+        sent.iter().all(|a| *a == format!("Bearer {USER_KEY}")),
+        "{sent:?}"
+    );
     let warning = stderr(&output);
     assert_eq!(warning.matches("is not trusted").count(), 1, "{warning}");
     for key in ["base_url", "provider", "sandbox_mode"] {
@@ -122,7 +129,7 @@ fn an_untrusted_fido_toml_cannot_send_the_key_elsewhere_until_trusted() {
     legit.push_reply(Reply::sse(sse::text_turn("the user's server again")));
     let output = exec_in(home.path(), ws.path(), "hello", &[]);
     assert_eq!(stdout(&output).trim(), "the user's server again");
-    assert_eq!(attacker.requests().len(), 1);
+    assert_eq!(attacker.model_requests().len(), 1);
 }
 
 #[test]

@@ -64,6 +64,7 @@ fn request_body_mapping() {
         ChatRequest {
             messages: &messages,
             tools: &tools,
+            max_output_tokens: None,
         },
     );
     assert_eq!(
@@ -120,6 +121,7 @@ fn request_body_is_deterministic() {
             ChatRequest {
                 messages: m,
                 tools: &tools,
+                max_output_tokens: None,
             },
         ))
         .unwrap()
@@ -156,6 +158,7 @@ fn roles_alternate_and_empty_messages_vanish() {
         ChatRequest {
             messages: &messages,
             tools: &[],
+            max_output_tokens: None,
         },
     );
     assert!(body.get("system").is_none());
@@ -398,7 +401,12 @@ fn recorded_stream_survives_any_chunking() {
 
 #[tokio::test]
 async fn over_http_with_headers() {
-    let server = TestServer::start(vec![Reply::sse(RECORDED)]).await;
+    let server = TestServer::start(vec![
+        Reply::sse(RECORDED),
+        Reply::sse(RECORDED),
+        Reply::sse(RECORDED),
+    ])
+    .await;
     let policy = HttpPolicy {
         request_timeout: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(5),
@@ -422,6 +430,7 @@ async fn over_http_with_headers() {
     let request = ChatRequest {
         messages: &messages,
         tools: &tools,
+        max_output_tokens: None,
     };
     let completion = provider.complete(request, &sink).await.unwrap();
     assert_eq!(completion.finish_reason, FinishReason::ToolCalls);
@@ -433,6 +442,19 @@ async fn over_http_with_headers() {
     assert!(recorded.head.contains("content-type: application/json\r\n"));
     let expected = serde_json::to_vec(&request_body("claude", 2048, request)).unwrap();
     assert_eq!(recorded.body, expected);
+
+    // A request whose window leaves less room asks for less; never more
+    // than the provider's own cap.
+    for (cap, sent) in [(Some(300), 300), (Some(9000), 2048)] {
+        let capped = ChatRequest {
+            max_output_tokens: cap,
+            ..request
+        };
+        let noop = |_: ProviderNotice| {};
+        provider.complete(capped, &noop).await.unwrap();
+        let body: Value = serde_json::from_slice(&server.requests().last().unwrap().body).unwrap();
+        assert_eq!(body["max_tokens"], json!(sent));
+    }
 }
 
 #[tokio::test]
@@ -455,6 +477,7 @@ async fn overloaded_status_is_retryable_server_error() {
             ChatRequest {
                 messages: &messages,
                 tools: &[],
+                max_output_tokens: None,
             },
             &|_| {},
         )

@@ -45,6 +45,7 @@ fn request_body_shape() {
         ChatRequest {
             messages: &messages,
             tools: &tools,
+            max_output_tokens: None,
         },
     );
     assert_eq!(
@@ -93,6 +94,7 @@ fn request_body_is_deterministic() {
             ChatRequest {
                 messages: m,
                 tools: t,
+                max_output_tokens: None,
             },
         ))
         .unwrap()
@@ -121,6 +123,7 @@ fn no_tools_omits_tools_and_tool_choice() {
         ChatRequest {
             messages: &[Message::user("hi")],
             tools: &[],
+            max_output_tokens: None,
         },
     );
     assert!(body.get("tools").is_none());
@@ -385,6 +388,7 @@ async fn complete_with(
             ChatRequest {
                 messages: &messages,
                 tools: &[],
+                max_output_tokens: None,
             },
             &sink,
         )
@@ -420,10 +424,43 @@ async fn streams_a_completion_over_http() {
         ChatRequest {
             messages: &[Message::user("hi")],
             tools: &[],
+            // The provider always sends its cap (max_output_tokens, 4096).
+            max_output_tokens: Some(4096),
         },
     ))
     .unwrap();
     assert_eq!(requests[0].body, expected);
+}
+
+#[tokio::test]
+async fn the_output_cap_is_the_lower_of_the_request_and_the_provider() {
+    let server = TestServer::start(vec![Reply::sse(GOOD_STREAM), Reply::sse(GOOD_STREAM)]).await;
+    let provider = OpenAiProvider::new(server.url.clone(), None, "m".into(), quick_policy())
+        .unwrap()
+        .with_max_output_tokens(1000);
+    let noop = |_: ProviderNotice| {};
+    for cap in [Some(300), Some(5000)] {
+        let request = ChatRequest {
+            messages: &[Message::user("hi")],
+            tools: &[],
+            max_output_tokens: cap,
+        };
+        provider.complete(request, &noop).await.unwrap();
+    }
+    let caps: Vec<Value> = server
+        .requests()
+        .iter()
+        .map(|r| serde_json::from_slice::<Value>(&r.body).unwrap()["max_tokens"].clone())
+        .collect();
+    assert_eq!(caps, vec![json!(300), json!(1000)]);
+    let hosted = OpenAiProvider::new(
+        "https://api.openai.com/v1".into(),
+        Some("k".into()),
+        "gpt-4.1-mini".into(),
+        quick_policy(),
+    )
+    .unwrap();
+    assert_eq!(hosted.context_window().await, Some(1_047_576));
 }
 
 #[tokio::test]

@@ -51,6 +51,9 @@ pub(super) async fn gateway(
     let request = ChatRequest {
         messages: &messages,
         tools: catalog.specs(),
+        // The request frame carries no cap: the provider's own
+        // (max_output_tokens) applies.
+        max_output_tokens: None,
     };
     let (frame, usage) = match provider.complete(request, &notices).await {
         Ok(completion) => (

@@ -403,6 +403,8 @@ impl Session {
             }
         }
 
+        // Known by now: the parent asked before its first request (cached).
+        let context_window = shared.provider.context_window().await;
         let fork = encode_frame(&ForkFrameRef {
             kind: "fork",
             version: PROTOCOL_VERSION,
@@ -411,6 +413,7 @@ impl Session {
             instructions: &job.instructions,
             max_steps: settings.max_steps,
             plan_tool: settings.plan_tool.tool_name(),
+            context_window,
         });
         let fork = match fork {
             Ok(bytes) => bytes,

@@ -1,0 +1,280 @@
+//! Tool calls as the model sent them, made safe to run and to replay.
+//!
+//! - [`sanitize`]: a call whose arguments are not a JSON object (a truncated
+//!   call, free text) is never run and never replayed verbatim: it gets an
+//!   error result, and the history keeps `{}` in its place, so the next
+//!   request parses on strict servers (llama.cpp answers HTTP 500 to invalid
+//!   arguments in the history). The original goes to Fido's log only.
+//! - [`calls_from_text`]: with `tool_call_fallback`, a call the model wrote
+//!   into its text (a fenced `json` block, Qwen's `<tool_call>` tags, or the
+//!   bare object as the whole answer) is
+//!   taken as a call, but only for an advertised tool whose arguments match
+//!   its schema.
+
+use serde_json::{Map, Value};
+use tracing::warn;
+
+use crate::protocol::{ToolCall, ToolSpec};
+use crate::text;
+
+/// The replayable calls, and for each the refusal to give instead of running
+/// it (`None`: run it).
+pub fn sanitize(calls: Vec<ToolCall>, cut_off: bool) -> (Vec<ToolCall>, Vec<Option<String>>) {
+    let mut refusals = Vec::with_capacity(calls.len());
+    let calls = calls
+        .into_iter()
+        .map(|mut call| {
+            let parsed = serde_json::from_str::<Value>(&call.arguments);
+            let refusal = match parsed {
+                Ok(Value::Object(_)) => None,
+                Ok(_) => Some(format!(
+                    "the arguments of {} must be a JSON object; the call was not run. Send it again with an object of its parameters.",
+                    call.name
+                )),
+                Err(err) if cut_off => Some(format!(
+                    "the call to {} was cut off at the output limit (finish_reason length), so its arguments are incomplete ({err}); it was not run. Send a shorter call, or split the work.",
+                    call.name
+                )),
+                Err(err) => Some(format!(
+                    "the arguments of {} are not valid JSON ({err}); the call was not run. Send it again with a complete JSON object.",
+                    call.name
+                )),
+            };
+            if refusal.is_some() {
+                warn!(
+                    id = %call.id,
+                    name = %call.name,
+                    original = %call.arguments,
+                    "invalid tool-call arguments; replaying {{}} instead"
+                );
+                call.arguments = "{}".into();
+            }
+            refusals.push(refusal);
+            call
+        })
+        .collect();
+    (calls, refusals)
+}
+
+/// Tool calls written into `text`, and the text without them; `None` when
+/// there is no block naming an advertised tool with valid arguments.
+pub fn calls_from_text(text: &str, tools: &[ToolSpec]) -> Option<(String, Vec<ToolCall>)> {
+    // A small model also writes the bare object as its whole answer.
+    if let Some((name, arguments)) = parse_call(text, tools) {
+        let id = "text_call_0".to_string();
+        return Some((
+            String::new(),
+            vec![ToolCall {
+                id,
+                name,
+                arguments,
+            }],
+        ));
+    }
+    let mut calls = Vec::new();
+    let mut rest = String::new();
+    let mut remaining = text;
+    while let Some((before, body, after)) = next_block(remaining) {
+        match parse_call(body, tools) {
+            Some((name, arguments)) => {
+                rest.push_str(before);
+                calls.push(ToolCall {
+                    id: format!("text_call_{}", calls.len()),
+                    name,
+                    arguments,
+                });
+            }
+            None => rest.push_str(&remaining[..remaining.len() - after.len()]),
+        }
+        remaining = after;
+    }
+    rest.push_str(remaining);
+    if calls.is_empty() {
+        return None;
+    }
+    tracing::info!(
+        calls = calls.len(),
+        "tool calls recognised in the text (tool_call_fallback)"
+    );
+    Some((rest.trim().to_string(), calls))
+}
+
+/// The next ```` ```json ```` fence or `<tool_call>` block: the text before
+/// it, its body, the text after it.
+fn next_block(text: &str) -> Option<(&str, &str, &str)> {
+    let fence = text.find("```json").map(|at| (at, "```json", "```"));
+    let tag = text
+        .find("<tool_call>")
+        .map(|at| (at, "<tool_call>", "</tool_call>"));
+    let (at, open, close) = match (fence, tag) {
+        (Some(f), Some(t)) => {
+            if f.0 < t.0 {
+                f
+            } else {
+                t
+            }
+        }
+        (f, t) => f.or(t)?,
+    };
+    let body_start = at + open.len();
+    let body_len = text[body_start..].find(close)?;
+    let after = &text[body_start + body_len + close.len()..];
+    Some((&text[..at], &text[body_start..body_start + body_len], after))
+}
+
+/// `{"name", "arguments"}` for an advertised tool whose schema the
+/// arguments satisfy; the arguments as compact JSON.
+fn parse_call(body: &str, tools: &[ToolSpec]) -> Option<(String, String)> {
+    let value: Value = serde_json::from_str(body.trim()).ok()?;
+    let name = value.get("name")?.as_str()?;
+    let spec = tools.iter().find(|t| t.name == name)?;
+    let arguments = match value.get("arguments").or_else(|| value.get("parameters")) {
+        None => Value::Object(Map::new()),
+        Some(Value::String(s)) => serde_json::from_str(s).ok()?,
+        Some(other) => other.clone(),
+    };
+    if !matches_schema(&arguments, &spec.parameters) {
+        tracing::info!(
+            tool = name,
+            arguments = %text::summary(&arguments.to_string(), 200),
+            "a text tool call does not match the tool's schema; left as text"
+        );
+        return None;
+    }
+    Some((name.to_string(), arguments.to_string()))
+}
+
+/// A shallow JSON Schema check: an object, every required property present,
+/// no unknown property when `additionalProperties` is false, and each
+/// property's `type` right.
+pub fn matches_schema(args: &Value, schema: &Value) -> bool {
+    let Some(object) = args.as_object() else {
+        return false;
+    };
+    let properties = schema.get("properties").and_then(Value::as_object);
+    let required = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    if !required
+        .iter()
+        .filter_map(Value::as_str)
+        .all(|key| object.contains_key(key))
+    {
+        return false;
+    }
+    let closed = schema.get("additionalProperties") == Some(&Value::Bool(false));
+    object
+        .iter()
+        .all(|(key, value)| match properties.and_then(|p| p.get(key)) {
+            None => !closed,
+            Some(property) => property
+                .get("type")
+                .and_then(Value::as_str)
+                .is_none_or(|kind| has_type(value, kind)),
+        })
+}
+
+fn has_type(value: &Value, kind: &str) -> bool {
+    match kind {
+        "string" => value.is_string(),
+        "integer" => value.is_i64() || value.is_u64(),
+        "number" => value.is_number(),
+        "boolean" => value.is_boolean(),
+        "array" => value.is_array(),
+        "object" => value.is_object(),
+        "null" => value.is_null(),
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(args: &str) -> ToolCall {
+        ToolCall {
+            id: "c".into(),
+            name: "read_file".into(),
+            arguments: args.into(),
+        }
+    }
+
+    fn read_file_spec() -> ToolSpec {
+        ToolSpec {
+            name: "read_file".into(),
+            description: "read".into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "offset": {"type": "integer"}},
+                "required": ["path"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    #[test]
+    fn invalid_arguments_are_refused_and_replayed_as_an_empty_object() {
+        let (calls, refusals) = sanitize(
+            vec![
+                call(r#"{"path": "src/lib.rs", "offset"#),
+                call(r#"{"path": "a"}"#),
+                call("[1]"),
+            ],
+            false,
+        );
+        assert_eq!(calls[0].arguments, "{}");
+        assert!(refusals[0].as_ref().unwrap().contains("not valid JSON"));
+        assert_eq!(calls[1].arguments, r#"{"path": "a"}"#);
+        assert_eq!(refusals[1], None);
+        assert_eq!(calls[2].arguments, "{}");
+        assert!(refusals[2].as_ref().unwrap().contains("JSON object"));
+
+        let (calls, refusals) = sanitize(vec![call(r#"{"path": "src/li"#)], true);
+        assert_eq!(calls[0].arguments, "{}");
+        assert!(refusals[0].as_ref().unwrap().contains("cut off"));
+    }
+
+    #[test]
+    fn fenced_and_tagged_calls_are_recognised_for_advertised_tools_only() {
+        let tools = [read_file_spec()];
+        let text = "Let me look.\n```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"src/lib.rs\"}}\n```\n";
+        let (rest, calls) = calls_from_text(text, &tools).unwrap();
+        assert_eq!(rest, "Let me look.");
+        assert_eq!(calls[0].name, "read_file");
+        assert_eq!(calls[0].arguments, r#"{"path":"src/lib.rs"}"#);
+
+        let tagged = "<tool_call>\n{\"name\": \"read_file\", \"arguments\": \"{\\\"path\\\": \\\"a\\\"}\"}\n</tool_call>";
+        let (_, calls) = calls_from_text(tagged, &tools).unwrap();
+        assert_eq!(calls[0].arguments, r#"{"path":"a"}"#);
+
+        let bare = r#" {"name": "read_file", "arguments": {"path": "src/lib.rs", "offset": 1}} "#;
+        let (rest, calls) = calls_from_text(bare, &tools).unwrap();
+        assert_eq!((rest.as_str(), calls[0].name.as_str()), ("", "read_file"));
+
+        // Unknown tool, wrong argument type, unknown property, plain JSON.
+        for text in [
+            "```json\n{\"name\": \"rm_rf\", \"arguments\": {}}\n```",
+            "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": 3}}\n```",
+            "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\", \"x\": 1}}\n```",
+            "```json\n{\"path\": \"a\"}\n```",
+            "no block at all",
+        ] {
+            assert_eq!(calls_from_text(text, &tools), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn schema_check() {
+        let schema = read_file_spec().parameters;
+        assert!(matches_schema(&json!({"path": "a", "offset": 2}), &schema));
+        assert!(!matches_schema(&json!({"offset": 2}), &schema));
+        assert!(!matches_schema(
+            &json!({"path": "a", "offset": "2"}),
+            &schema
+        ));
+        assert!(!matches_schema(&json!("a"), &schema));
+    }
+}

@@ -1,0 +1,381 @@
+//! What a weak local model does to an agent, played by the fake server:
+//! loops, invalid tool-call arguments, context overflow, malformed-request
+//! errors, a server that reports its window (llama.cpp `/props`), and tool
+//! calls written into the text. Every test runs the real binary.
+
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::{Value, json};
+
+use crate::common::sse::{self, chunk, data};
+use crate::common::{
+    FakeServer, RecordedRequest, Reply, assert_conversation_invariants, events_of, parse_events,
+    run_exec,
+};
+
+fn workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "alpha\nbeta\ngamma\n").unwrap();
+    dir
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn read_call(id: &str, path: &str) -> Reply {
+    let args = format!(r#"{{"path": "{path}"}}"#);
+    Reply::sse(sse::tool_call_turn(&[(id, "read_file", &args)]))
+}
+
+/// The tool result answering `id` in a recorded request.
+fn tool_result(request: &RecordedRequest, id: &str) -> String {
+    request
+        .messages()
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_else(|| panic!("no result for {id} in {:#}", request.body))
+        .to_string()
+}
+
+/// Three files of about 1,500 estimated tokens each.
+fn write_medium_files(dir: &Path) {
+    for name in ["a.txt", "b.txt", "c.txt"] {
+        let text = format!("{} {name}\n", "lorem ipsum dolor sit amet ".repeat(3)).repeat(70);
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+}
+
+#[test]
+fn a_model_repeating_one_call_is_warned_then_stopped_cleanly() {
+    let ws = workspace();
+    let replies = (1..=10)
+        .map(|i| read_call(&format!("c{i}"), "notes.txt"))
+        .collect();
+    let server = FakeServer::start(replies);
+    let output = run_exec(ws.path(), &server, "what is in notes.txt?", &[]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let requests = server.model_requests();
+    assert!(requests.len() <= 5, "{} requests", requests.len());
+    assert_eq!(requests.len(), 4);
+
+    // The third identical call's result carries the note; earlier ones not.
+    let third = tool_result(&requests[3], "c3");
+    assert!(third.contains("alpha"), "{third}");
+    assert!(
+        third.contains("the result has not changed since the last identical call"),
+        "{third}"
+    );
+    assert!(!tool_result(&requests[3], "c2").contains("[Fido:"));
+
+    let events = parse_events(&output.stdout);
+    let errors: Vec<&str> = events_of(&events, "error")
+        .iter()
+        .filter_map(|e| e["message"].as_str())
+        .collect();
+    assert!(
+        errors.contains(&"stopped: the model repeated the same call to read_file 4 times"),
+        "{errors:?}"
+    );
+    // Every started call got its result, the fourth (not run) included.
+    let calls = events_of(&events, "tool_call").len();
+    let results = events_of(&events, "tool_result");
+    assert_eq!(calls, 4);
+    assert_eq!(results.len(), 4);
+    assert_eq!(results[3]["ok"], json!(false));
+    let completed = events_of(&events, "turn_completed");
+    assert_eq!(completed[0]["status"], json!("failed"));
+}
+
+#[test]
+fn invalid_arguments_are_replayed_as_valid_json() {
+    let ws = workspace();
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&[(
+            "bad",
+            "read_file",
+            r#"{"path": "notes.txt", "offset"#,
+        )])),
+        Reply::sse(sse::text_turn("done")),
+    ]);
+    let output = run_exec(ws.path(), &server, "read notes.txt", &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 2);
+    let assistant = requests[1]
+        .messages()
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .unwrap();
+    for call in assistant["tool_calls"].as_array().unwrap() {
+        let arguments = call["function"]["arguments"].as_str().unwrap();
+        serde_json::from_str::<Value>(arguments)
+            .unwrap_or_else(|e| panic!("replayed arguments {arguments:?} do not parse: {e}"));
+    }
+    let result = tool_result(&requests[1], "bad");
+    assert!(result.contains("not valid JSON"), "{result}");
+    assert_conversation_invariants(&requests);
+}
+
+#[test]
+fn a_call_cut_off_at_the_output_limit_gets_its_error_and_a_clean_replay() {
+    let ws = workspace();
+    let mut cut = sse::tool_call_turn(&[("cut", "read_file", r#"{"path": "notes"#)]);
+    let finish = cut.len() - 3;
+    cut[finish] = data(&chunk(json!({}), Some("length")));
+    let server = FakeServer::start(vec![Reply::sse(cut), Reply::sse(sse::text_turn("done"))]);
+    let output = run_exec(ws.path(), &server, "read notes.txt", &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let requests = server.model_requests();
+    let result = tool_result(&requests[1], "cut");
+    assert!(result.contains("cut off at the output limit"), "{result}");
+    let replayed = requests[1]
+        .messages()
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .map(|m| m["tool_calls"][0]["function"]["arguments"].clone());
+    assert_eq!(replayed, Some(json!("{}")));
+}
+
+#[test]
+fn a_context_overflow_is_compacted_and_retried_once() {
+    let ws = workspace();
+    write_medium_files(ws.path());
+    let overflow = r#"{"error":{"code":400,"message":"request (9000 tokens) exceeds the available context size (4096 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":9000,"n_ctx":4096}}"#;
+    let server = FakeServer::start(vec![
+        read_call("c1", "a.txt"),
+        read_call("c2", "b.txt"),
+        read_call("c3", "c.txt"),
+        Reply::error(400, overflow),
+        Reply::sse(sse::text_turn("done")),
+    ]);
+    let output = run_exec(
+        ws.path(),
+        &server,
+        "summarise the three files",
+        &[("FIDO_MAX_RETRIES", "0")],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("done"));
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 5);
+    let (refused, retried) = (&requests[3], &requests[4]);
+    assert!(
+        retried.raw_body.len() < refused.raw_body.len(),
+        "the retried request ({} bytes) is not smaller than the refused one ({} bytes)",
+        retried.raw_body.len(),
+        refused.raw_body.len()
+    );
+    // The window named in the refusal now caps the output.
+    let cap = retried.body["max_tokens"].as_u64().unwrap();
+    assert!(cap < 4096, "max_tokens {cap}");
+    // The user's request survives compaction word for word.
+    let text = retried.body.to_string();
+    assert!(text.contains("summarise the three files"));
+    let events = parse_events(&output.stdout);
+    assert_eq!(events_of(&events, "compacted").len(), 1);
+}
+
+#[test]
+fn a_malformed_request_500_is_tried_twice_then_named() {
+    let ws = workspace();
+    let body = r#"{"error":{"code":500,"message":"Failed to parse tool call arguments as JSON: [json.exception.parse_error.101] syntax error","type":"server_error"}}"#;
+    let server = FakeServer::start(vec![
+        Reply::error(500, body),
+        Reply::error(500, body),
+        Reply::error(500, body),
+        Reply::sse(sse::text_turn("never")),
+    ]);
+    let output = run_exec(
+        ws.path(),
+        &server,
+        "hi",
+        &[("FIDO_RETRY_BASE_MS", "1"), ("FIDO_MAX_RETRIES", "4")],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(server.model_requests().len(), 2);
+    let events = parse_events(&output.stdout);
+    let error = events_of(&events, "error")
+        .last()
+        .and_then(|e| e["message"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        error.contains("Failed to parse tool call arguments")
+            && error.contains("messages[].tool_calls[].function.arguments"),
+        "{error}"
+    );
+}
+
+/// Reads the three medium files, then answers; with `props`, the server
+/// reports an 8k window at `GET /props`.
+fn three_reads(props: bool) -> (FakeServer, Output) {
+    let ws = workspace();
+    write_medium_files(ws.path());
+    let server = FakeServer::start(vec![
+        read_call("c1", "a.txt"),
+        read_call("c2", "b.txt"),
+        read_call("c3", "c.txt"),
+        Reply::sse(sse::text_turn("done")),
+    ]);
+    if props {
+        server.route(
+            "GET",
+            "/props",
+            r#"{"default_generation_settings":{"n_ctx":8192},"total_slots":1}"#,
+        );
+    }
+    let output = run_exec(
+        ws.path(),
+        &server,
+        "read a, b and c",
+        &[("FIDO_COMPACT_STRATEGY", "elide"), ("RUST_LOG", "info")],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    (server, output)
+}
+
+#[test]
+fn the_threshold_follows_n_ctx_from_props() {
+    let (server, output) = three_reads(true);
+    let log = stderr(&output);
+    assert!(log.contains("window=Some(8192)"), "{log}");
+    let threshold: usize = log
+        .split("threshold=")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no threshold in the log: {log}"));
+    // 75% of the window, less what the tool specs take on every request.
+    assert!(
+        threshold < 6144 && threshold > 2000,
+        "threshold {threshold}"
+    );
+    let events = parse_events(&output.stdout);
+    assert!(!events_of(&events, "compacted").is_empty());
+    let caps: Vec<u64> = server
+        .model_requests()
+        .iter()
+        .map(|r| r.body["max_tokens"].as_u64().unwrap())
+        .collect();
+    assert!(caps.iter().all(|cap| *cap < 4096), "{caps:?}");
+    assert!(server.requests().iter().any(|r| r.path == "/props"));
+
+    // The same session without /props: the default threshold, no compaction.
+    let (server, output) = three_reads(false);
+    let events = parse_events(&output.stdout);
+    assert!(events_of(&events, "compacted").is_empty());
+    assert!(
+        server
+            .model_requests()
+            .iter()
+            .all(|r| r.body["max_tokens"] == json!(4096))
+    );
+}
+
+#[test]
+fn tool_calls_in_the_text_are_taken_only_when_opted_in() {
+    let text = "I will read it.\n```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}}\n```";
+    let script = || {
+        vec![
+            Reply::sse(sse::text_turn(text)),
+            Reply::sse(sse::text_turn("the file says alpha")),
+        ]
+    };
+    let ws = workspace();
+    let server = FakeServer::start(script());
+    let output = run_exec(ws.path(), &server, "read notes.txt", &[]);
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(server.model_requests().len(), 1, "off by default");
+
+    let server = FakeServer::start(script());
+    let output = run_exec(
+        ws.path(),
+        &server,
+        "read notes.txt",
+        &[("FIDO_TOOL_CALL_FALLBACK", "true")],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 2);
+    let assistant = requests[1]
+        .messages()
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .unwrap()
+        .clone();
+    assert_eq!(assistant["tool_calls"][0]["function"]["name"], "read_file");
+    let id = assistant["tool_calls"][0]["id"].as_str().unwrap();
+    assert!(tool_result(&requests[1], id).contains("alpha"));
+    assert_conversation_invariants(&requests);
+}
+
+#[test]
+fn an_answer_cut_off_at_the_limit_is_reported_and_finished() {
+    let ws = workspace();
+    let mut cut = sse::text_turn("The file holds alpha, beta and");
+    let finish = cut.len() - 3;
+    cut[finish] = data(&chunk(json!({}), Some("length")));
+    let server = FakeServer::start(vec![Reply::sse(cut), Reply::sse(sse::text_turn("gamma."))]);
+    let output = run_exec(ws.path(), &server, "what is in notes.txt?", &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 2, "a cut-off answer is not a complete one");
+    let note = requests[1].messages().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(note.contains("cut off at the output limit"), "{note}");
+    let events = parse_events(&output.stdout);
+    assert!(
+        events_of(&events, "error").iter().any(|e| e["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_output_tokens 4096")),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn a_subagent_compacts_by_the_window_the_parent_learned() {
+    let ws = workspace();
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&[(
+            "d1",
+            "delegate",
+            r#"{"task": "Read notes.txt and say what it holds"}"#,
+        )])),
+        read_call("s1", "notes.txt"),
+        Reply::sse(sse::text_turn(
+            r#"{"summary": "alpha beta gamma", "findings": [], "recommended_next_steps": [], "tests_to_run": [], "uncertainties": []}"#,
+        )),
+        Reply::sse(sse::text_turn("it holds alpha, beta and gamma")),
+    ]);
+    server.route(
+        "GET",
+        "/props",
+        r#"{"default_generation_settings":{"n_ctx":8192}}"#,
+    );
+    let output = run_exec(
+        ws.path(),
+        &server,
+        "what is in notes.txt?",
+        &[("RUST_LOG", "info")],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let log = stderr(&output);
+    let child_window = log
+        .lines()
+        .find(|l| l.contains("subagent stderr") && l.contains("context window"))
+        .unwrap_or_else(|| panic!("no window line from the subagent: {log}"));
+    assert!(child_window.contains("window=Some(8192)"), "{child_window}");
+    // The parent asked the server once; the subagent did not ask again.
+    let probes = server
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/props")
+        .count();
+    assert_eq!(probes, 1);
+}
