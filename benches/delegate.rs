@@ -362,7 +362,7 @@ impl Rig {
                 workspace: workspace.path().to_path_buf(),
                 program: program.to_path_buf(),
             },
-            Arc::new(provider),
+            fido::provider::gateway::Gateway::new(Arc::new(provider), 4),
             ToolCatalog::standard(PlanFlavour::UpdatePlan),
             EventSink::new(sender),
         )

@@ -58,7 +58,13 @@ pub async fn run_turn(
     async {
         deps.events.emit(EventKind::TurnStarted { turn });
         conversation.push(Message::user(prompt));
-        let outcome = turn_steps(conversation, deps, cancel).await;
+        let before = deps.provider.usage_totals();
+        let mut outcome = turn_steps(conversation, deps, cancel).await;
+        // Through the session's gateway, the turn's totals are everything
+        // asked during it: this loop's requests and every subagent's.
+        if let (Some(before), Some(after)) = (before, deps.provider.usage_totals()) {
+            outcome.usage = after.since(before);
+        }
         deps.events.emit(EventKind::TurnCompleted {
             turn,
             status: outcome.status,

@@ -16,6 +16,7 @@ use crate::agent::{
 use crate::config::Config;
 use crate::protocol::ApprovalPolicy;
 use crate::protocol::EventKind;
+use crate::provider::gateway::Gateway;
 use crate::subagent::supervisor::{DelegationSettings, Supervisor};
 use crate::tools::approval::Approver;
 use crate::tools::ask_user::UserChannel;
@@ -48,6 +49,10 @@ impl Session {
         events: EventSink,
     ) -> Result<Session, String> {
         let provider = config.build_provider().map_err(|e| e.to_string())?;
+        // The one holder of the provider: the main agent and every
+        // subagent ask through it.
+        let gateway = Gateway::new(provider, config.provider_concurrency);
+        let provider = gateway.for_identity("main");
         let approval = config
             .safety
             .approval_policy
@@ -70,7 +75,7 @@ impl Session {
                     workspace: config.workspace.clone(),
                     program,
                 },
-                provider.clone(),
+                gateway.clone(),
                 catalog.clone(),
                 events.clone(),
             )

@@ -173,6 +173,11 @@ const KEYS: &[(&str, &str, Scope)] = &[
         "identical tool calls in a row before the model is warned (one more stops the turn)",
         Scope::Anywhere,
     ),
+    (
+        "provider_concurrency",
+        "model requests in flight at once, the main agent's and its subagents' together",
+        Scope::Anywhere,
+    ),
     // Calls written as text still pass the guard, the sandbox and the
     // approval policy like any other.
     (
@@ -301,6 +306,8 @@ pub struct Config {
     pub anthropic_max_tokens: u32,
     pub delegation: DelegationConfig,
     pub safety: SafetyConfig,
+    /// Model requests in flight at once, through the gateway.
+    pub provider_concurrency: usize,
     /// The user's config directory (`$XDG_CONFIG_HOME/fido`, else
     /// `~/.config/fido`): the trust record, kept out of commands' reach.
     pub config_dir: Option<PathBuf>,
@@ -557,6 +564,8 @@ impl Config {
             tools,
             anthropic_max_tokens,
             safety,
+            provider_concurrency: number(get("provider_concurrency"), "provider_concurrency", 4, 1)?
+                as usize,
             config_dir,
             user_config_file,
             home: env_get("HOME").map(PathBuf::from),

@@ -167,6 +167,18 @@ impl UsageTotals {
         self.completion_tokens += usage.completion_tokens;
     }
 
+    /// What was added since `earlier` (a snapshot of the same counters).
+    pub fn since(&self, earlier: UsageTotals) -> UsageTotals {
+        UsageTotals {
+            requests: self.requests.saturating_sub(earlier.requests),
+            prompt_tokens: self.prompt_tokens.saturating_sub(earlier.prompt_tokens),
+            cached_tokens: self.cached_tokens.saturating_sub(earlier.cached_tokens),
+            completion_tokens: self
+                .completion_tokens
+                .saturating_sub(earlier.completion_tokens),
+        }
+    }
+
     pub fn merge(&mut self, other: UsageTotals) {
         self.requests += other.requests;
         self.prompt_tokens += other.prompt_tokens;

@@ -15,6 +15,7 @@
 //! - Cancellation is dropping the future: the HTTP request is aborted at once.
 
 pub mod anthropic;
+pub mod gateway;
 mod http;
 pub mod limits;
 pub mod openai;
@@ -103,6 +104,11 @@ pub trait Provider: Send + Sync {
     /// learned (asked of the server, or known for a hosted model).
     fn context_window(&self) -> WindowFuture<'_> {
         Box::pin(async { None })
+    }
+    /// Every identity's usage so far, when this provider is the session's
+    /// model gateway (so a turn's totals include its subagents).
+    fn usage_totals(&self) -> Option<crate::protocol::UsageTotals> {
+        None
     }
 }
 

@@ -16,7 +16,7 @@ use crate::agent::EventSink;
 use crate::plan::PlanFlavour;
 use crate::protocol::Message;
 use crate::protocol::delegate::DelegateResult;
-use crate::provider::Provider;
+use crate::provider::gateway::Gateway;
 use crate::sandbox::SandboxRequirement;
 use crate::tools::ToolCatalog;
 use crate::tools::delegate::{DelegationFuture, DelegationRequest, Delegator};
@@ -59,7 +59,7 @@ pub struct DelegationSettings {
 /// What every run shares.
 pub struct Shared {
     settings: DelegationSettings,
-    provider: Arc<dyn Provider>,
+    provider: Arc<Gateway>,
     catalog: Arc<ToolCatalog>,
     events: EventSink,
 }
@@ -200,7 +200,7 @@ pub struct Supervisor {
 impl Supervisor {
     pub async fn start(
         settings: DelegationSettings,
-        provider: Arc<dyn Provider>,
+        provider: Arc<Gateway>,
         catalog: Arc<ToolCatalog>,
         events: EventSink,
     ) -> Result<Supervisor, ractor::SpawnErr> {

@@ -225,6 +225,21 @@ fn delegated_investigation(env: &[(&str, &str)], plan_tool: &str) {
         .filter(|u| u["identity"] == agent_id.as_str())
         .collect();
     assert_eq!(child_usage.len(), 2);
+    // The session's totals are every request's, the subagent's included:
+    // the sum of the usage events is the turn's usage.
+    let usage = events_of(&events, "usage");
+    let sum = |field: &str| {
+        usage
+            .iter()
+            .map(|u| u[field].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    let turn = &events_of(&events, "turn_completed")[0]["usage"];
+    assert_eq!(turn["requests"], usage.len() as u64, "{turn}");
+    assert_eq!(turn["requests"], 4);
+    for field in ["prompt_tokens", "cached_tokens", "completion_tokens"] {
+        assert_eq!(turn[field].as_u64().unwrap(), sum(field), "{field}");
+    }
     // Sanitised: no message content in the subagent events.
     for event in events_of(&events, "subagent") {
         assert!(!event.to_string().contains("main prints hi"), "{event}");

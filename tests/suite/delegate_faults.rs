@@ -135,7 +135,7 @@ impl Rig {
                 workspace: workspace.clone(),
                 program,
             },
-            Arc::new(provider),
+            fido::provider::gateway::Gateway::new(Arc::new(provider), 4),
             ToolCatalog::standard(PlanFlavour::UpdatePlan),
             EventSink::new(sender),
         )

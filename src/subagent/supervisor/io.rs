@@ -12,7 +12,8 @@ use tracing::{debug, info, warn};
 
 use crate::protocol::Message;
 use crate::protocol::ipc::{ChildFrame, ParentFrame};
-use crate::provider::{ChatRequest, FinishReason, Provider, ProviderNotice};
+use crate::provider::gateway::Gateway;
+use crate::provider::{ChatRequest, FinishReason, ProviderNotice};
 use crate::subagent::ipc::{IpcError, MAX_CHILD_FRAME, read_frame, write_encoded, write_frame};
 use crate::text;
 use crate::tools::ToolCatalog;
@@ -33,8 +34,9 @@ pub(super) struct GatewayOutcome {
 /// loop, which writes it.
 pub(super) async fn gateway(
     request_id: u64,
+    agent_id: String,
     messages: Vec<Message>,
-    provider: Arc<dyn Provider>,
+    provider: Arc<Gateway>,
     catalog: Arc<ToolCatalog>,
     writer: mpsc::UnboundedSender<Outgoing>,
     done: mpsc::UnboundedSender<GatewayOutcome>,
@@ -55,7 +57,7 @@ pub(super) async fn gateway(
         // (max_output_tokens) applies.
         max_output_tokens: None,
     };
-    let (frame, usage) = match provider.complete(request, &notices).await {
+    let (frame, usage) = match provider.complete_as(&agent_id, request, &notices).await {
         Ok(completion) => (
             ParentFrame::ModelDone {
                 request_id,

@@ -511,6 +511,7 @@ impl Session {
                             messages.extend(tail);
                             inflight = Some(tokio::spawn(gateway(
                                 request_id,
+                                job.agent_id.clone(),
                                 messages,
                                 shared.provider.clone(),
                                 shared.catalog.clone(),

@@ -1,0 +1,236 @@
+//! The model gateway: the one holder of the provider (and so of the keys)
+//! in the parent. Every model request of the main agent and of every
+//! subagent goes through it.
+//!
+//! It limits the requests in flight to the provider
+//! (`provider_concurrency`), holds back every new request while a 429's
+//! back-off runs (one shared back-off: a flood of children cannot get past
+//! it), and counts usage per identity in one place, so that session totals
+//! include every subagent. [`Gateway::for_identity`] gives the
+//! [`Provider`] view an agent loop uses.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+use super::{ChatRequest, Completion, CompletionFuture, NoticeSink, Provider, ProviderNotice};
+use super::{ProviderError, WindowFuture};
+use crate::protocol::UsageTotals;
+
+/// The gateway of one session.
+pub struct Gateway {
+    provider: Arc<dyn Provider>,
+    slots: Semaphore,
+    /// No new request starts before this instant (after a 429).
+    not_before: Mutex<Option<Instant>>,
+    usage: Mutex<BTreeMap<String, UsageTotals>>,
+}
+
+impl Gateway {
+    /// A gateway over `provider` with at most `concurrency` requests in
+    /// flight (at least one).
+    pub fn new(provider: Arc<dyn Provider>, concurrency: usize) -> Arc<Gateway> {
+        Arc::new(Gateway {
+            provider,
+            slots: Semaphore::new(concurrency.max(1)),
+            not_before: Mutex::new(None),
+            usage: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// The provider as `identity` (`main`, or a subagent's id) uses it.
+    pub fn for_identity(self: &Arc<Self>, identity: &str) -> Arc<dyn Provider> {
+        Arc::new(AsIdentity {
+            gateway: Arc::clone(self),
+            identity: identity.to_string(),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        self.provider.name()
+    }
+
+    pub fn model(&self) -> &str {
+        self.provider.model()
+    }
+
+    pub fn context_window(&self) -> WindowFuture<'_> {
+        self.provider.context_window()
+    }
+
+    /// One request on behalf of `identity`: waits for a slot and for any
+    /// shared back-off, then asks the provider; counts the usage.
+    pub async fn complete_as(
+        &self,
+        identity: &str,
+        request: ChatRequest<'_>,
+        notices: NoticeSink<'_>,
+    ) -> Result<Completion, ProviderError> {
+        let _slot = self.slots.acquire().await.map_err(|_| ProviderError::Api {
+            message: "the model gateway is shut down".into(),
+        })?;
+        self.wait_for_back_off().await;
+        let watch = |notice: ProviderNotice| {
+            if let ProviderNotice::Retrying { delay, reason, .. } = &notice
+                && is_rate_limit(reason)
+            {
+                self.back_off(*delay);
+            }
+            notices(notice);
+        };
+        let completion = self.provider.complete(request, &watch).await?;
+        if let Ok(mut usage) = self.usage.lock() {
+            usage
+                .entry(identity.to_string())
+                .or_default()
+                .record(completion.usage);
+        }
+        Ok(completion)
+    }
+
+    /// Every identity's usage so far, added up.
+    pub fn totals(&self) -> UsageTotals {
+        let mut totals = UsageTotals::default();
+        if let Ok(usage) = self.usage.lock() {
+            for one in usage.values() {
+                totals.merge(*one);
+            }
+        }
+        totals
+    }
+
+    /// Usage per identity, `main` and each subagent id.
+    pub fn usage_by_identity(&self) -> Vec<(String, UsageTotals)> {
+        self.usage
+            .lock()
+            .map(|usage| usage.iter().map(|(k, v)| (k.clone(), *v)).collect())
+            .unwrap_or_default()
+    }
+
+    fn back_off(&self, delay: Duration) {
+        if let Ok(mut not_before) = self.not_before.lock() {
+            let until = Instant::now() + delay;
+            if not_before.is_none_or(|at| at < until) {
+                *not_before = Some(until);
+            }
+        }
+    }
+
+    async fn wait_for_back_off(&self) {
+        let until = self.not_before.lock().ok().and_then(|at| *at);
+        if let Some(until) = until
+            && until > Instant::now()
+        {
+            tokio::time::sleep_until(until).await;
+        }
+    }
+}
+
+/// A 429 (or a provider's "rate limit" wording) in a retry notice.
+fn is_rate_limit(reason: &str) -> bool {
+    let lower = reason.to_ascii_lowercase();
+    lower.contains("429") || lower.contains("rate limit") || lower.contains("rate-limit")
+}
+
+/// The gateway as one identity's provider.
+struct AsIdentity {
+    gateway: Arc<Gateway>,
+    identity: String,
+}
+
+impl Provider for AsIdentity {
+    fn name(&self) -> &str {
+        self.gateway.name()
+    }
+
+    fn model(&self) -> &str {
+        self.gateway.model()
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: ChatRequest<'a>,
+        notices: NoticeSink<'a>,
+    ) -> CompletionFuture<'a> {
+        Box::pin(self.gateway.complete_as(&self.identity, request, notices))
+    }
+
+    fn context_window(&self) -> WindowFuture<'_> {
+        self.gateway.context_window()
+    }
+
+    fn usage_totals(&self) -> Option<UsageTotals> {
+        Some(self.gateway.totals())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::Message;
+    use crate::provider::script::ScriptProvider;
+
+    fn script(turns: usize) -> Arc<dyn Provider> {
+        let turns: Vec<String> = (0..turns)
+            .map(|i| format!(r#"{{"text": "answer {i}"}}"#))
+            .collect();
+        Arc::new(
+            ScriptProvider::from_json("t", "t", &format!(r#"{{"turns": [{}]}}"#, turns.join(",")))
+                .unwrap(),
+        )
+    }
+
+    #[tokio::test]
+    async fn usage_is_counted_per_identity_and_summed() {
+        let gateway = Gateway::new(script(3), 2);
+        let messages = [Message::user("hi")];
+        for identity in ["main", "subagent-1", "main"] {
+            let provider = gateway.for_identity(identity);
+            let request = ChatRequest {
+                messages: &messages,
+                tools: &[],
+                max_output_tokens: None,
+            };
+            provider.complete(request, &|_| {}).await.unwrap();
+        }
+        let by_identity = gateway.usage_by_identity();
+        assert_eq!(by_identity.len(), 2);
+        assert_eq!(by_identity[0].0, "main");
+        assert_eq!(by_identity[0].1.requests, 2);
+        assert_eq!(by_identity[1].1.requests, 1);
+        assert_eq!(gateway.totals().requests, 3);
+        assert_eq!(
+            gateway
+                .for_identity("main")
+                .usage_totals()
+                .unwrap()
+                .requests,
+            3
+        );
+    }
+
+    #[tokio::test]
+    async fn a_rate_limit_holds_back_every_new_request() {
+        let gateway = Gateway::new(script(1), 4);
+        gateway.back_off(Duration::from_millis(200));
+        // A shorter back-off never shortens a running one.
+        gateway.back_off(Duration::from_millis(10));
+        let start = Instant::now();
+        let messages = [Message::user("hi")];
+        let request = ChatRequest {
+            messages: &messages,
+            tools: &[],
+            max_output_tokens: None,
+        };
+        gateway
+            .complete_as("subagent-1", request, &|_| {})
+            .await
+            .unwrap();
+        assert!(start.elapsed() >= Duration::from_millis(200));
+        assert!(is_rate_limit("HTTP 429 Too Many Requests"));
+        assert!(!is_rate_limit("HTTP 503"));
+    }
+}
