@@ -107,22 +107,11 @@ fn main() -> ExitCode {
     }
 }
 
-fn env_count(name: &str, default: usize) -> BenchResult<usize> {
-    match std::env::var(name) {
-        Ok(text) => text
-            .parse::<usize>()
-            .ok()
-            .filter(|n| *n > 0)
-            .ok_or_else(|| format!("{name} must be a positive number, not {text:?}")),
-        Err(_) => Ok(default),
-    }
-}
-
 async fn bench() -> BenchResult<()> {
-    let runs = env_count("BENCH_RUNS", 30)?;
-    let runs_10mb = env_count("BENCH_RUNS_10MB", 10)?;
-    let cycles = env_count("BENCH_CYCLES", 1000)?;
-    let grace = Duration::from_millis(env_count("BENCH_GRACE_MS", 200)? as u64);
+    let runs = support::env_count("BENCH_RUNS", 30)?;
+    let runs_10mb = support::env_count("BENCH_RUNS_10MB", 10)?;
+    let cycles = support::env_count("BENCH_CYCLES", 1000)?;
+    let grace = Duration::from_millis(support::env_count("BENCH_GRACE_MS", 200)? as u64);
     let fido = support::fido_binary("delegate")?;
     if fido.components().any(|c| c.as_os_str() == "debug") {
         eprintln!(

@@ -61,14 +61,7 @@ fn main() -> ExitCode {
 
 /// Runs the bench; `Ok(false)` when a target was missed.
 fn bench() -> Result<bool, String> {
-    let runs = match std::env::var("BENCH_RUNS") {
-        Ok(text) => text
-            .parse::<usize>()
-            .ok()
-            .filter(|n| *n > 0)
-            .ok_or_else(|| format!("BENCH_RUNS must be a positive number, not {text:?}"))?,
-        Err(_) => DEFAULT_RUNS,
-    };
+    let runs = support::env_count("BENCH_RUNS", DEFAULT_RUNS)?;
     let fido = support::fido_binary("exec")?;
     if fido.components().any(|c| c.as_os_str() == "debug") {
         eprintln!(

@@ -83,14 +83,7 @@ async fn time(catalog: &ToolCatalog, call: &ToolCall, env: &ToolEnv) -> (f64, bo
 }
 
 fn bench() -> Result<bool, String> {
-    let runs = match std::env::var("BENCH_RUNS") {
-        Ok(text) => text
-            .parse::<usize>()
-            .ok()
-            .filter(|n| *n > 0)
-            .ok_or_else(|| format!("BENCH_RUNS must be a positive number, not {text:?}"))?,
-        Err(_) => DEFAULT_RUNS,
-    };
+    let runs = support::env_count("BENCH_RUNS", DEFAULT_RUNS)?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let plain = env(dir.path(), SandboxMode::DangerFullAccess)?;
     let sandboxed = env(dir.path(), SandboxMode::WorkspaceWrite)?;

@@ -35,6 +35,19 @@ pub fn fido_binary(bench: &str) -> Result<PathBuf, String> {
     Ok(path)
 }
 
+/// `BENCH_RUNS` (or another count variable) as a positive number, else
+/// `default`.
+pub fn env_count(name: &str, default: usize) -> Result<usize, String> {
+    match std::env::var(name) {
+        Ok(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| format!("{name} must be a positive number, not {text:?}")),
+        Err(_) => Ok(default),
+    }
+}
+
 /// A sample sorted once, read by rank. Empty samples read as NaN.
 pub struct Sorted(Vec<f64>);
 

@@ -74,6 +74,17 @@ fn bash(home: &Path, ws: &Path, command: &str, env: &[(&str, &str)]) -> Value {
     })
 }
 
+/// The content of the first tool result in a recorded request.
+fn first_tool_result(request: &crate::common::RecordedRequest) -> String {
+    request
+        .messages()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_else(|| panic!("no tool result in {:#}", request.body))
+        .to_owned()
+}
+
 fn authorizations(server: &FakeServer) -> Vec<String> {
     server
         .requests()
@@ -309,14 +320,7 @@ fn headless_never_denies_an_escalation_and_the_model_hears_why() {
     );
     assert!(output.status.success(), "{}", stderr(&output));
     let requests = server.model_requests();
-    let result = requests[1]
-        .messages()
-        .iter()
-        .find(|m| m["role"] == "tool")
-        .unwrap()["content"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let result = first_tool_result(&requests[1]);
     assert!(result.contains("approval_policy is never"), "{result}");
     assert!(!Path::new("/escaped").exists());
     let system = requests[0].messages()[0]["content"]
@@ -347,14 +351,7 @@ fn headless_never_denies_an_escalation_and_the_model_hears_why() {
     let requests = server.model_requests();
     let system = requests[0].messages()[0]["content"].as_str().unwrap();
     assert!(system.contains("Approvals (untrusted)"), "{system}");
-    let tool = requests[1]
-        .messages()
-        .iter()
-        .find(|m| m["role"] == "tool")
-        .unwrap()["content"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let tool = first_tool_result(&requests[1]);
     assert!(tool.contains("headless"), "{tool}");
 }
 
