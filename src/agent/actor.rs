@@ -128,7 +128,17 @@ impl Actor for AgentActor {
                 });
                 let deps = state.deps.clone();
                 tokio::spawn(async move {
-                    let outcome = run_turn(&mut conversation, &deps, prompt, turn, &cancel).await;
+                    // A panic in the turn must not leave the agent busy forever.
+                    let run = run_turn(&mut conversation, &deps, prompt, turn, &cancel);
+                    let outcome = match super::recover::catch(run).await {
+                        Ok(outcome) => outcome,
+                        Err(what) => super::recover::after_panic(
+                            &mut conversation,
+                            &deps.events,
+                            turn,
+                            &what,
+                        ),
+                    };
                     // Fails only when the actor is gone, and then so is the reply.
                     let _ = myself.cast(AgentMessage::TurnFinished {
                         conversation: Box::new(conversation),
@@ -484,6 +494,92 @@ mod tests {
             reply
         })
         .unwrap()
+    }
+
+    /// A provider whose first request panics (a test double behind the
+    /// trait: the real turn task, actor and recovery run).
+    struct PanicsOnce {
+        inner: ScriptProvider,
+        panicked: std::sync::atomic::AtomicBool,
+    }
+
+    impl crate::provider::Provider for PanicsOnce {
+        fn name(&self) -> &str {
+            "panics-once"
+        }
+        fn model(&self) -> &str {
+            "m"
+        }
+        fn complete<'a>(
+            &'a self,
+            request: crate::provider::ChatRequest<'a>,
+            notices: crate::provider::NoticeSink<'a>,
+        ) -> crate::provider::CompletionFuture<'a> {
+            let first = !self
+                .panicked
+                .swap(true, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async move {
+                assert!(!first, "injected panic in the provider");
+                self.inner.complete(request, notices).await
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panic_in_a_turn_is_an_error_event_and_the_next_prompt_works() {
+        let dir = tempfile::tempdir().unwrap();
+        let (sender, mut events) = tokio::sync::mpsc::unbounded_channel();
+        let inner =
+            ScriptProvider::from_json("a", "m", r#"{"turns": [{"text": "fine now"}]}"#).unwrap();
+        let deps = Arc::new(AgentDeps {
+            provider: Arc::new(PanicsOnce {
+                inner,
+                panicked: Default::default(),
+            }),
+            tool_env: Arc::new(crate::tools::path::testing::env(dir.path())),
+            ctx: InvocationContext::main(),
+            settings: AgentSettings {
+                max_steps: 5,
+                compaction: CompactionSettings {
+                    threshold_tokens: 100_000,
+                    keep_recent_tokens: 10_000,
+                    strategy: CompactionStrategy::Elide,
+                },
+                limits: crate::agent::ModelLimits::default(),
+            },
+            events: EventSink::new(sender),
+            catalog: ToolCatalog::standard(PlanFlavour::UpdatePlan),
+        });
+        let conversation = Conversation::new("the system prompt".into());
+        let (actor, _) = Actor::spawn(None, AgentActor, AgentArguments { deps, conversation })
+            .await
+            .unwrap();
+        let failed = ask(&actor, "first").await;
+        assert_eq!(failed.status, TurnStatus::Failed);
+        let error = failed.error.unwrap();
+        assert!(error.contains("injected panic"), "{error}");
+        let mut kinds = Vec::new();
+        while let Ok(event) = events.try_recv() {
+            kinds.push(event.kind);
+        }
+        assert!(
+            kinds
+                .iter()
+                .any(|k| matches!(k, crate::protocol::EventKind::Error { message } if message.contains("internal error"))),
+            "{kinds:?}"
+        );
+        assert!(
+            kinds
+                .iter()
+                .any(|k| matches!(k, crate::protocol::EventKind::TurnCompleted { .. }))
+        );
+        let next = ask(&actor, "second").await;
+        assert_eq!(next.status, TurnStatus::Completed, "{next:?}");
+        assert_eq!(next.final_text.as_deref(), Some("fine now"));
+        let after = ractor::call!(actor, AgentMessage::Snapshot)
+            .unwrap()
+            .unwrap();
+        assert!(after.unanswered_tool_calls().is_empty());
     }
 
     #[tokio::test]

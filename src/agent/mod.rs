@@ -20,6 +20,7 @@ pub mod limits;
 mod live;
 pub mod loop_detect;
 mod prompt;
+pub mod recover;
 mod turn;
 
 pub use actor::{AgentActor, AgentArguments, AgentMessage};

@@ -149,7 +149,27 @@ impl Actor for SupervisorActor {
                 let shared = state.shared.clone();
                 tokio::spawn(async move {
                     let agent_id = job.agent_id.clone();
-                    let result = run(*job, &shared, cancel, kill_now).await;
+                    // A panic in the run must not leave the supervisor busy
+                    // forever: the child's group dies with the dropped run,
+                    // and the call gets a failed result.
+                    let result = match crate::agent::recover::catch(run(
+                        *job, &shared, cancel, kill_now,
+                    ))
+                    .await
+                    {
+                        Ok(result) => result,
+                        Err(what) => {
+                            tracing::error!(%agent_id, panic = %what, "the subagent run panicked");
+                            DelegateResult::failed(
+                                &agent_id,
+                                "subagent_crashed",
+                                &format!(
+                                    "internal error in the parent's supervisor ({})",
+                                    crate::text::summary(&what, 200)
+                                ),
+                            )
+                        }
+                    };
                     // Free the slot before the caller sees the result: a
                     // `Delegate` it sends next is queued behind this message,
                     // so it is never refused as `busy` by a finished run.

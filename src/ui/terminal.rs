@@ -238,6 +238,12 @@ fn install_panic_hook() {
     INSTALLED.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
+            // A panic in a turn is caught and reported as an error event:
+            // the screen stays as it is (the message goes to the log).
+            if crate::agent::recover::panic_is_recoverable() {
+                tracing::error!("{info}");
+                return;
+            }
             let was_active = ACTIVE.load(Ordering::SeqCst);
             restore();
             previous(info);
