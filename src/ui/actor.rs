@@ -37,6 +37,12 @@ use crate::protocol::{ApprovalDecision, Event, TurnStatus};
 pub const FRAME_DELAY: Duration = Duration::from_millis(16);
 /// Shortest time between two frames when a key changed the screen.
 pub const KEY_FRAME_DELAY: Duration = Duration::from_millis(4);
+/// The longest wait for the agent to answer a quick question (snapshot,
+/// recall): it answers between turns at once, so longer means it is stuck.
+const AGENT_CALL_MS: u64 = 5_000;
+/// The longest wait for `/compact`, which may ask the model for a summary
+/// (as long as the longest model request).
+const COMPACT_CALL_MS: u64 = 600_000;
 /// How often on-screen clocks advance while something is running.
 pub const TICK: Duration = Duration::from_secs(1);
 
@@ -424,7 +430,7 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
                 myself.clone(),
             );
             tokio::spawn(async move {
-                let result = match ractor::call!(agent, AgentMessage::Snapshot) {
+                let result = match ractor::call_t!(agent, AgentMessage::Snapshot, AGENT_CALL_MS) {
                     Ok(Some(conversation)) => commands.suspend(conversation.messages()),
                     Ok(None) => Err("a turn is running; wait for it to end before /suspend".into()),
                     Err(err) => Err(format!("the agent did not answer: {err}")),
@@ -436,10 +442,11 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
             Ok((name, history)) => {
                 let (agent, ui) = (state.agent.clone(), myself.clone());
                 tokio::spawn(async move {
-                    let result = match ractor::call!(agent, |reply| AgentMessage::Recall {
-                        history,
-                        reply
-                    }) {
+                    let result = match ractor::call_t!(
+                        agent,
+                        |reply| AgentMessage::Recall { history, reply },
+                        AGENT_CALL_MS
+                    ) {
                         Ok(Ok(count)) => Ok(format!(
                             "recalled {count} messages from {name}; the workspace plan was kept and re-delivered to the model"
                         )),
@@ -496,7 +503,11 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
 /// `/compact`, off the handler: the agent compacts; its `compacted` event
 /// says what was cut, so only "nothing" or a failure comes back here.
 async fn compact(agent: ActorRef<AgentMessage>, ui: ActorRef<UiMessage>) {
-    let result = match ractor::call!(agent, |reply| AgentMessage::CompactNow { reply }) {
+    let result = match ractor::call_t!(
+        agent,
+        |reply| AgentMessage::CompactNow { reply },
+        COMPACT_CALL_MS
+    ) {
         Ok(Ok(true)) => return,
         Ok(Ok(false)) => Ok("nothing to compact: the conversation is too short".into()),
         Ok(Err(message)) => Err(message),
