@@ -6,6 +6,58 @@ use serde::{Deserialize, Serialize};
 
 use super::{Message, Usage};
 
+/// Why the model stopped (`finish_reason` on the wire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// A final answer (or the stream simply ended).
+    Stop,
+    /// The model wants tool calls run.
+    ToolCalls,
+    /// The output hit the token limit.
+    Length,
+    /// Anything else the provider said (content filter, …).
+    Other,
+}
+
+/// Which plan tool a session advertises (exactly one, so the catalog stays
+/// stable for the whole session); on the wire, the tool's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PlanFlavour {
+    /// `update_plan`: atomic replacement, full normalised state.
+    #[serde(rename = "update_plan")]
+    UpdatePlan,
+    /// `todo`: the rpiv-todo contract.
+    #[serde(rename = "todo")]
+    Todo,
+}
+
+impl PlanFlavour {
+    pub fn tool_name(self) -> &'static str {
+        match self {
+            PlanFlavour::UpdatePlan => "update_plan",
+            PlanFlavour::Todo => "todo",
+        }
+    }
+
+    /// The flavour whose tool is named `name`.
+    pub fn from_tool_name(name: &str) -> Option<PlanFlavour> {
+        [PlanFlavour::UpdatePlan, PlanFlavour::Todo]
+            .into_iter()
+            .find(|flavour| flavour.tool_name() == name)
+    }
+}
+
+/// How the child sees its own end (`Final.status`); the parent
+/// normalises it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChildStatus {
+    Completed,
+    Partial,
+    Failed,
+}
+
 /// Bumped on any incompatible change; both sides check it first.
 pub const PROTOCOL_VERSION: u32 = 1;
 
@@ -22,8 +74,7 @@ pub enum ParentFrame {
     ModelDone {
         request_id: u64,
         message: Message,
-        /// `stop`, `tool_calls`, `length` or `other`.
-        finish_reason: String,
+        finish_reason: FinishReason,
         usage: Usage,
     },
     /// Request `request_id` failed for good.
@@ -46,7 +97,7 @@ pub struct ForkFrame {
     pub max_steps: u32,
     /// The plan tool the session advertises, so the child builds the same
     /// catalog byte for byte.
-    pub plan_tool: String,
+    pub plan_tool: PlanFlavour,
     /// The model's context window as the parent's provider knows it, so the
     /// child compacts in time (its gateway cannot ask the server).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -66,7 +117,7 @@ pub struct ForkFrameRef<'a> {
     pub messages: &'a [Message],
     pub instructions: &'a str,
     pub max_steps: u32,
-    pub plan_tool: &'a str,
+    pub plan_tool: PlanFlavour,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context_window: Option<u32>,
 }
@@ -103,11 +154,7 @@ pub enum ChildFrame {
     /// What the child is doing; the parent sanitises it again.
     Lifecycle { phase: String, detail: String },
     /// The raw final output; the parent normalises it.
-    Final {
-        /// `completed` or `partial` as the child sees it.
-        status: String,
-        text: String,
-    },
+    Final { status: ChildStatus, text: String },
 }
 
 /// A fingerprint of a tool catalog as serialised (64-bit FNV-1a, hex):
@@ -124,6 +171,37 @@ pub fn catalog_fingerprint(tools: &[super::ToolSpec]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The typed fields keep the wire spellings the other side reads.
+    #[test]
+    fn typed_fields_keep_their_wire_names() {
+        let json = |value: Result<String, serde_json::Error>| value.unwrap();
+        assert_eq!(
+            json(serde_json::to_string(&FinishReason::ToolCalls)),
+            "\"tool_calls\""
+        );
+        assert_eq!(
+            json(serde_json::to_string(&FinishReason::Length)),
+            "\"length\""
+        );
+        assert_eq!(
+            json(serde_json::to_string(&PlanFlavour::UpdatePlan)),
+            "\"update_plan\""
+        );
+        assert_eq!(json(serde_json::to_string(&PlanFlavour::Todo)), "\"todo\"");
+        assert_eq!(
+            json(serde_json::to_string(&ChildStatus::Partial)),
+            "\"partial\""
+        );
+        for flavour in [PlanFlavour::UpdatePlan, PlanFlavour::Todo] {
+            assert_eq!(
+                PlanFlavour::from_tool_name(flavour.tool_name()),
+                Some(flavour)
+            );
+        }
+        let bad = r#"{"type":"final","status":"done","text":"x"}"#;
+        assert!(serde_json::from_str::<ChildFrame>(bad).is_err());
+    }
 
     #[test]
     fn catalog_fingerprints_follow_every_byte() {
@@ -154,7 +232,7 @@ mod tests {
             messages: &messages,
             instructions: "do it",
             max_steps: 7,
-            plan_tool: "update_plan",
+            plan_tool: PlanFlavour::UpdatePlan,
             context_window: Some(8192),
         };
         let owned = ParentFrame::Fork(Box::new(ForkFrame {
@@ -163,7 +241,7 @@ mod tests {
             messages: messages.clone(),
             instructions: "do it".into(),
             max_steps: 7,
-            plan_tool: "update_plan".into(),
+            plan_tool: PlanFlavour::UpdatePlan,
             context_window: Some(8192),
         }));
         let bytes = serde_json::to_vec(&borrowed).unwrap();

@@ -41,18 +41,7 @@ pub struct ChatRequest<'a> {
     pub max_output_tokens: Option<u32>,
 }
 
-/// Why the model stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FinishReason {
-    /// A final answer (or the stream simply ended).
-    Stop,
-    /// The model wants tool calls run.
-    ToolCalls,
-    /// The output hit the token limit.
-    Length,
-    /// Anything else the provider said (content filter, …).
-    Other,
-}
+pub use crate::protocol::ipc::FinishReason;
 
 /// The complete answer to one request.
 #[derive(Debug, Clone, PartialEq)]

@@ -26,13 +26,13 @@ use crate::agent::{
     AgentDeps, AgentSettings, CompactionSettings, CompactionStrategy, Conversation, EventSink,
     ModelLimits, run_turn,
 };
-use crate::plan::{PlanFlavour, PlanStore};
+use crate::plan::PlanStore;
 use crate::protocol::ipc::{
-    ChildFrame, ForkFrame, PROTOCOL_VERSION, ParentFrame, catalog_fingerprint,
+    ChildFrame, ChildStatus, ForkFrame, PROTOCOL_VERSION, ParentFrame, catalog_fingerprint,
 };
 use crate::protocol::{EventKind, Message, TurnStatus};
 use crate::provider::{
-    ChatRequest, Completion, CompletionFuture, FinishReason, NoticeSink, Provider, ProviderError,
+    ChatRequest, Completion, CompletionFuture, NoticeSink, Provider, ProviderError,
 };
 use crate::sandbox::{SandboxRequirement, enter_child_sandbox};
 use crate::session::undo::UndoLog;
@@ -174,21 +174,13 @@ async fn run(
     pending: Pending,
     cancel: &CancellationToken,
 ) -> ChildFrame {
-    let flavour = match PlanFlavour::from_tool_name(&fork.plan_tool) {
-        Some(flavour) => flavour,
-        None => {
-            let other = &fork.plan_tool;
-            return ChildFrame::Final {
-                status: "failed".into(),
-                text: format!("unknown plan tool {other:?} in the fork"),
-            };
-        }
-    };
+    // Typed on the wire: a fork naming another plan tool does not parse.
+    let flavour = fork.plan_tool;
     let workspace = match std::env::current_dir().and_then(|dir| Workspace::new(&dir)) {
         Ok(workspace) => workspace,
         Err(err) => {
             return ChildFrame::Final {
-                status: "failed".into(),
+                status: ChildStatus::Failed,
                 text: format!("cannot open the workspace: {err}"),
             };
         }
@@ -248,7 +240,7 @@ async fn run(
     };
     let Some(mut conversation) = Conversation::from_messages(fork.messages) else {
         return ChildFrame::Final {
-            status: "failed".into(),
+            status: ChildStatus::Failed,
             text: "the fork does not start with a system message".into(),
         };
     };
@@ -270,15 +262,15 @@ async fn run(
     };
     match outcome.status {
         TurnStatus::Completed => ChildFrame::Final {
-            status: "completed".into(),
+            status: ChildStatus::Completed,
             text: outcome.final_text.unwrap_or_default(),
         },
         TurnStatus::Interrupted | TurnStatus::MaxSteps => ChildFrame::Final {
-            status: "partial".into(),
+            status: ChildStatus::Partial,
             text: last_text(),
         },
         TurnStatus::Failed => ChildFrame::Final {
-            status: "failed".into(),
+            status: ChildStatus::Failed,
             text: outcome.error.unwrap_or_default(),
         },
     }
@@ -351,12 +343,6 @@ async fn dispatch(mut read: OwnedReadHalf, pending: Pending, cancel: Cancellatio
                 finish_reason,
                 usage,
             })) => {
-                let finish_reason = match finish_reason.as_str() {
-                    "stop" => FinishReason::Stop,
-                    "tool_calls" => FinishReason::ToolCalls,
-                    "length" => FinishReason::Length,
-                    _ => FinishReason::Other,
-                };
                 answer(
                     &pending,
                     request_id,

@@ -13,7 +13,7 @@ use tracing::{debug, info, warn};
 use crate::protocol::Message;
 use crate::protocol::ipc::{ChildFrame, ParentFrame};
 use crate::provider::gateway::Gateway;
-use crate::provider::{ChatRequest, FinishReason, ProviderNotice};
+use crate::provider::{ChatRequest, ProviderNotice};
 use crate::subagent::ipc::{IpcError, MAX_CHILD_FRAME, read_frame, write_encoded, write_frame};
 use crate::text;
 use crate::tools::ToolCatalog;
@@ -62,13 +62,7 @@ pub(super) async fn gateway(
             ParentFrame::ModelDone {
                 request_id,
                 message: completion.message,
-                finish_reason: match completion.finish_reason {
-                    FinishReason::Stop => "stop",
-                    FinishReason::ToolCalls => "tool_calls",
-                    FinishReason::Length => "length",
-                    FinishReason::Other => "other",
-                }
-                .into(),
+                finish_reason: completion.finish_reason,
                 usage: completion.usage,
             },
             Some(completion.usage),

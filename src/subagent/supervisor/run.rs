@@ -16,7 +16,7 @@ use tracing::{debug, info, warn};
 
 use crate::protocol::delegate::{DelegateError, DelegateResult, DelegateStatus, DelegateUsage};
 use crate::protocol::ipc::{
-    ChildFrame, ForkFrameRef, PROTOCOL_VERSION, ParentFrame, catalog_fingerprint,
+    ChildFrame, ChildStatus, ForkFrameRef, PROTOCOL_VERSION, ParentFrame, catalog_fingerprint,
 };
 use crate::protocol::{EventKind, Message};
 use crate::sandbox::ProcessGroup;
@@ -45,7 +45,7 @@ impl StopReason {
 
 /// What the run loop ended with.
 enum Ending {
-    Final { status: String, text: String },
+    Final { status: ChildStatus, text: String },
     Failed { code: &'static str, message: String },
 }
 
@@ -101,10 +101,10 @@ pub(super) async fn run(
 
     let mut result = match ending {
         Ending::Final { status, text } => {
-            let run_status = match (stop, status.as_str()) {
-                (Some(_), _) | (None, "partial") => DelegateStatus::Partial,
-                (None, "failed") => DelegateStatus::Failed,
-                (None, _) => DelegateStatus::Completed,
+            let run_status = match (stop, status) {
+                (Some(_), _) | (None, ChildStatus::Partial) => DelegateStatus::Partial,
+                (None, ChildStatus::Failed) => DelegateStatus::Failed,
+                (None, ChildStatus::Completed) => DelegateStatus::Completed,
             };
             let mut result = normalise(&agent_id, run_status, &text, usage);
             if let Some(reason) = stop {
@@ -412,7 +412,7 @@ impl Session {
             messages: &job.fork,
             instructions: &job.instructions,
             max_steps: settings.max_steps,
-            plan_tool: settings.plan_tool.tool_name(),
+            plan_tool: settings.plan_tool,
             context_window,
         });
         let fork = match fork {
