@@ -57,26 +57,27 @@ pub(crate) async fn discover(
         let request = client.get(url).headers(headers.clone());
         fetch_json(request)
     };
-    if let Some(props) = get(format!("{root}/props")).await
-        && let Some(n_ctx) = props_window(&props)
-    {
-        tracing::info!(n_ctx, "context window from the server's /props");
-        return Some(n_ctx);
-    }
-    if let Some(models) = get(format!("{base}/models")).await
-        && let Some(n_ctx) = models_window(&models, model)
-    {
-        tracing::info!(n_ctx, "context window from the server's model list");
-        return Some(n_ctx);
-    }
     let show = client
         .post(format!("{root}/api/show"))
         .headers(headers.clone())
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .body(json!({ "model": model }).to_string());
-    if let Some(show) = fetch_json(show).await
-        && let Some(n_ctx) = ollama_window(&show)
-    {
+    // The three asks go out together (one round trip, not three, before
+    // the first model request); the answers are read in order of trust.
+    let (props, models, show) = tokio::join!(
+        get(format!("{root}/props")),
+        get(format!("{base}/models")),
+        fetch_json(show)
+    );
+    if let Some(n_ctx) = props.as_ref().and_then(props_window) {
+        tracing::info!(n_ctx, "context window from the server's /props");
+        return Some(n_ctx);
+    }
+    if let Some(n_ctx) = models.as_ref().and_then(|m| models_window(m, model)) {
+        tracing::info!(n_ctx, "context window from the server's model list");
+        return Some(n_ctx);
+    }
+    if let Some(n_ctx) = show.as_ref().and_then(ollama_window) {
         tracing::info!(n_ctx, "context window from Ollama's /api/show");
         return Some(n_ctx);
     }
