@@ -37,6 +37,8 @@ pub struct Session {
     pub actor: ActorRef<AgentMessage>,
     /// The AGENTS.md files folded into the system prompt.
     pub instructions: ProjectInstructions,
+    /// The commands' sandbox, whose TMPDIR goes at shutdown.
+    sandbox: Arc<crate::sandbox::CommandSandbox>,
     actor_handle: JoinHandle<()>,
     supervisor: Arc<Supervisor>,
 }
@@ -84,6 +86,7 @@ impl Session {
         );
         env.delegator = Some(supervisor.clone());
         let tool_env = Arc::new(env);
+        let sandbox = tool_env.sandbox.clone();
 
         events.emit(EventKind::SessionStarted {
             workspace: config.workspace.display().to_string(),
@@ -112,6 +115,7 @@ impl Session {
                 .await
                 .map_err(|e| format!("cannot start the agent: {e}"))?;
         Ok(Session {
+            sandbox,
             instructions,
             actor,
             actor_handle,
@@ -125,6 +129,10 @@ impl Session {
         self.supervisor.shutdown(SHUTDOWN_LIMIT).await;
         self.actor.stop(None);
         let _ = self.actor_handle.await;
+        // Tasks still holding the tool environment may never be dropped
+        // before the process exits: remove the commands' TMPDIR now.
+        let sandbox = self.sandbox.clone();
+        let _ = tokio::task::spawn_blocking(move || sandbox.remove_tmpdir()).await;
     }
 }
 

@@ -174,6 +174,14 @@ impl CommandSandbox {
         self.network
     }
 
+    /// Removes the session's private temporary directory and what the
+    /// commands left in it (at session end; dropping does it too).
+    pub fn remove_tmpdir(&self) {
+        if let Some(dir) = &self.tmpdir {
+            dir.remove();
+        }
+    }
+
     /// The session's private temporary directory (workspace-write only).
     pub fn tmpdir(&self) -> Option<&Path> {
         self.tmpdir.as_ref().map(|dir| dir.path.as_path())
@@ -264,10 +272,20 @@ impl PrivateDir {
     }
 }
 
+impl PrivateDir {
+    fn remove(&self) {
+        match std::fs::remove_dir_all(&self.path) {
+            Ok(()) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => {
+                tracing::debug!(path = %self.path.display(), error = %err, "cannot remove the commands' TMPDIR")
+            }
+        }
+    }
+}
+
 impl Drop for PrivateDir {
     fn drop(&mut self) {
-        if let Err(err) = std::fs::remove_dir_all(&self.path) {
-            tracing::debug!(path = %self.path.display(), error = %err, "cannot remove the commands' TMPDIR");
-        }
+        self.remove();
     }
 }

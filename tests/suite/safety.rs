@@ -496,3 +496,38 @@ fn output_last_message_writes_the_final_answer_to_a_file() {
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "the answer\n");
     assert!(stdout(&output).contains("\"type\":\"turn_completed\""));
 }
+
+#[test]
+fn the_commands_tmpdir_is_removed_when_the_session_ends() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&[(
+            "c1",
+            "bash_exec",
+            r#"{"command": "echo kept > \"$TMPDIR/scratch\" && echo $TMPDIR"}"#,
+        )])),
+        Reply::sse(sse::text_turn("done")),
+    ]);
+    let mut cmd = fido_cmd_with_home(home.path());
+    cmd.args(["exec", "-C"])
+        .arg(ws.path())
+        .args(["--", "go"])
+        .env("FIDO_BASE_URL", server.base_url())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let output = crate::common::wait_with_timeout(child, Duration::from_secs(60));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let requests = server.model_requests();
+    let tmpdir = first_tool_result(&requests[1]);
+    assert!(tmpdir.contains(&format!("fido-{pid}-")), "{tmpdir}");
+    let prefix = format!("fido-{pid}-");
+    let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
