@@ -745,8 +745,17 @@ impl Report {
     }
 
     fn target(&mut self, name: &str, value: f64, limit: f64, unit: &str, what: &str) {
-        let verdict = if value <= limit { "PASS" } else { "FAIL" };
-        self.missed |= value > limit;
+        // `BENCH_ADVISORY` names targets (comma-separated) that are
+        // reported but do not fail the run (CI, for a figure known to miss
+        // on its machine: see the stop note of issue 14).
+        let advisory = std::env::var("BENCH_ADVISORY")
+            .is_ok_and(|list| list.split(',').any(|t| t.trim() == name));
+        let verdict = match (value <= limit, advisory) {
+            (true, _) => "PASS",
+            (false, false) => "FAIL",
+            (false, true) => "FAIL (advisory)",
+        };
+        self.missed |= value > limit && !advisory;
         self.targets.push(format!(
             "target {name} <= {limit} {unit}: {value:.1} {unit} ({what}) {verdict}"
         ));
