@@ -464,9 +464,20 @@ mod tests {
         ActorRef<AgentMessage>,
         tokio::sync::mpsc::UnboundedReceiver<crate::protocol::Event>,
     ) {
+        let provider = ScriptProvider::from_json("a", "first", script).unwrap();
+        agent_with_provider(Arc::new(provider), dir).await
+    }
+
+    async fn agent_with_provider(
+        provider: Arc<dyn crate::provider::Provider>,
+        dir: &std::path::Path,
+    ) -> (
+        ActorRef<AgentMessage>,
+        tokio::sync::mpsc::UnboundedReceiver<crate::protocol::Event>,
+    ) {
         let (sender, events) = tokio::sync::mpsc::unbounded_channel();
         let deps = Arc::new(AgentDeps {
-            provider: Arc::new(ScriptProvider::from_json("a", "first", script).unwrap()),
+            provider,
             tool_env: Arc::new(crate::tools::path::testing::env(dir)),
             ctx: InvocationContext::main(),
             settings: AgentSettings {
@@ -528,32 +539,13 @@ mod tests {
     #[tokio::test]
     async fn a_panic_in_a_turn_is_an_error_event_and_the_next_prompt_works() {
         let dir = tempfile::tempdir().unwrap();
-        let (sender, mut events) = tokio::sync::mpsc::unbounded_channel();
         let inner =
             ScriptProvider::from_json("a", "m", r#"{"turns": [{"text": "fine now"}]}"#).unwrap();
-        let deps = Arc::new(AgentDeps {
-            provider: Arc::new(PanicsOnce {
-                inner,
-                panicked: Default::default(),
-            }),
-            tool_env: Arc::new(crate::tools::path::testing::env(dir.path())),
-            ctx: InvocationContext::main(),
-            settings: AgentSettings {
-                max_steps: 5,
-                compaction: CompactionSettings {
-                    threshold_tokens: 100_000,
-                    keep_recent_tokens: 10_000,
-                    strategy: CompactionStrategy::Elide,
-                },
-                limits: crate::agent::ModelLimits::default(),
-            },
-            events: EventSink::new(sender),
-            catalog: ToolCatalog::standard(PlanFlavour::UpdatePlan),
+        let provider = Arc::new(PanicsOnce {
+            inner,
+            panicked: Default::default(),
         });
-        let conversation = Conversation::new("the system prompt".into());
-        let (actor, _) = Actor::spawn(None, AgentActor, AgentArguments { deps, conversation })
-            .await
-            .unwrap();
+        let (actor, mut events) = agent_with_provider(provider, dir.path()).await;
         let failed = ask(&actor, "first").await;
         assert_eq!(failed.status, TurnStatus::Failed);
         let error = failed.error.unwrap();
