@@ -187,15 +187,6 @@ const KEYS: &[(&str, &str, Scope)] = &[
     ),
 ];
 
-/// The keys an untrusted workspace `fido.toml` may set (for the README and
-/// the warning).
-pub fn untrusted_workspace_keys() -> Vec<&'static str> {
-    KEYS.iter()
-        .filter(|(_, _, scope)| *scope == Scope::Anywhere)
-        .map(|(key, _, _)| *key)
-        .collect()
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("{source_name}: unknown key `{key}` (known keys: {known})")]

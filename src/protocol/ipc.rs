@@ -39,13 +39,6 @@ impl PlanFlavour {
             PlanFlavour::Todo => "todo",
         }
     }
-
-    /// The flavour whose tool is named `name`.
-    pub fn from_tool_name(name: &str) -> Option<PlanFlavour> {
-        [PlanFlavour::UpdatePlan, PlanFlavour::Todo]
-            .into_iter()
-            .find(|flavour| flavour.tool_name() == name)
-    }
 }
 
 /// How the child sees its own end (`Final.status`); the parent
@@ -194,9 +187,10 @@ mod tests {
             "\"partial\""
         );
         for flavour in [PlanFlavour::UpdatePlan, PlanFlavour::Todo] {
+            // On the wire the flavour is its tool's name.
             assert_eq!(
-                PlanFlavour::from_tool_name(flavour.tool_name()),
-                Some(flavour)
+                serde_json::to_string(&flavour).unwrap(),
+                format!("\"{}\"", flavour.tool_name())
             );
         }
         let bad = r#"{"type":"final","status":"done","text":"x"}"#;

@@ -94,21 +94,21 @@ pub fn drop_from_own_sets() -> std::io::Result<()> {
     Ok(())
 }
 
-/// Whether this process holds `cap` in its effective set.
-pub fn has_effective(cap: u32) -> bool {
-    let mut sets = [Data::default(); 2];
-    let mut header = Header {
-        version: VERSION_3,
-        pid: 0,
-    };
-    // SAFETY: as in `drop_from_own_sets`.
-    let rc = unsafe { libc::syscall(libc::SYS_capget, &mut header, sets.as_mut_ptr()) };
-    rc == 0 && sets[(cap / 32) as usize].effective & (1 << (cap % 32)) != 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether this process holds `cap` in its effective set.
+    fn has_effective(cap: u32) -> bool {
+        let mut sets = [Data::default(); 2];
+        let mut header = Header {
+            version: VERSION_3,
+            pid: 0,
+        };
+        // SAFETY: as in `drop_from_own_sets`.
+        let rc = unsafe { libc::syscall(libc::SYS_capget, &mut header, sets.as_mut_ptr()) };
+        rc == 0 && sets[(cap / 32) as usize].effective & (1 << (cap % 32)) != 0
+    }
 
     #[test]
     fn ptrace_is_never_kept() {
