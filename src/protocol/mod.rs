@@ -8,6 +8,7 @@
 pub mod delegate;
 mod event;
 pub mod ipc;
+pub mod journal;
 mod message;
 pub mod safety;
 
