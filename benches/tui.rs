@@ -110,6 +110,7 @@ fn session() -> EventKind {
         provider: "openai".into(),
         model: "bench-model".into(),
         tools: Vec::new(),
+        session_id: None,
     }
 }
 

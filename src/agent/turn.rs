@@ -20,6 +20,7 @@ use crate::protocol::{EventKind, Message, ToolCall, TurnStatus, UsageTotals};
 use crate::provider::{
     ChatRequest, Completion, FinishReason, Provider, ProviderError, ProviderNotice,
 };
+use crate::session::journal::Journal;
 use crate::text;
 use crate::tools::{InvocationContext, ToolCatalog, ToolEnv, ToolKind, ToolOutput};
 
@@ -33,6 +34,9 @@ pub struct AgentDeps {
     pub ctx: InvocationContext,
     pub settings: AgentSettings,
     pub events: EventSink,
+    /// The session journal (the main agent only): every step is on disk
+    /// before the next one starts.
+    pub journal: Option<Arc<Journal>>,
 }
 
 /// How a turn ended.
@@ -64,6 +68,12 @@ pub async fn run_turn(
         // asked during it: this loop's requests and every subagent's.
         if let (Some(before), Some(after)) = (before, deps.provider.usage_totals()) {
             outcome.usage = after.since(before);
+        }
+        if let Some(journal) = &deps.journal {
+            let (generation, messages) = (conversation.generation(), conversation.messages());
+            journal
+                .turn_ended(generation, messages, turn, outcome.status, outcome.usage)
+                .await;
         }
         deps.events.emit(EventKind::TurnCompleted {
             turn,
@@ -103,6 +113,9 @@ async fn turn_steps(
         if cancel.is_cancelled() {
             return outcome(TurnStatus::Interrupted, None, None, usage);
         }
+        // A step boundary: what the last step added is on disk before the
+        // next request, so a crash loses at most the step in flight.
+        journal_step(conversation, deps).await;
         let budget = compaction_budget(conversation, deps);
         compaction::maybe_compact(
             conversation,
@@ -158,6 +171,9 @@ async fn turn_steps(
         }
 
         info!(step, calls = tool_calls.len(), "running tool calls");
+        // The calls are on disk before they run: a crash during one leaves
+        // a journal that says which call it interrupted.
+        journal_step(conversation, deps).await;
         let stop = run_tool_calls(
             conversation,
             deps,
@@ -183,6 +199,15 @@ async fn turn_steps(
     });
     warn!("{message}");
     outcome(TurnStatus::MaxSteps, None, Some(message), usage)
+}
+
+/// Appends what the conversation gained to the session journal, if any.
+pub(super) async fn journal_step(conversation: &Conversation, deps: &AgentDeps) {
+    if let Some(journal) = &deps.journal {
+        journal
+            .record(conversation.generation(), conversation.messages())
+            .await;
+    }
 }
 
 /// What happens after an answer without tool calls.
@@ -426,7 +451,7 @@ async fn run_tool_calls(
         deps.events.emit(EventKind::ToolCall {
             id: call.id.clone(),
             name: text::summary(&call.name, 64),
-            summary: call_summary(call),
+            summary: call.summary(),
         });
         let refusal = refusals.get(index).cloned().flatten();
         let verdict = match (&stop, &refusal) {
@@ -547,15 +572,4 @@ async fn settle_reminder(deps: &AgentDeps) -> Option<String> {
     })
     .await;
     reminder.unwrap_or(None)
-}
-
-/// A short, sanitised description of a call for events: the path, pattern
-/// or command it names, never whole file contents.
-fn call_summary(call: &ToolCall) -> String {
-    let args: serde_json::Value = serde_json::from_str(&call.arguments).unwrap_or_default();
-    let detail = ["path", "pattern", "command", "question", "task", "subject"]
-        .iter()
-        .find_map(|key| args.get(*key).and_then(|v| v.as_str()))
-        .unwrap_or("");
-    text::summary(detail, 80)
 }

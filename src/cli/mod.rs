@@ -5,9 +5,11 @@
 //! the person at the terminal and exit codes.
 
 mod exec;
+mod journal;
 mod plan;
 mod sandbox;
 mod session;
+mod sessions;
 mod tool;
 mod trust;
 mod tui;
@@ -88,6 +90,10 @@ enum Command {
     },
     /// Trust a workspace folder, so that its fido.toml is read in full.
     Trust(trust::TrustArgs),
+    /// List the journaled sessions of the workspace.
+    Sessions(sessions::SessionsArgs),
+    /// Continue a journaled session in the terminal UI.
+    Resume(sessions::ResumeArgs),
     /// Prove what the subagent sandbox enforces on this machine.
     Sandbox {
         #[command(subcommand)]
@@ -135,7 +141,9 @@ pub fn main() -> ExitCode {
         Some(Command::Plan { command }) => plan::run(&overrides, command),
         Some(Command::Sandbox { command }) => sandbox::run(&overrides, command),
         Some(Command::Trust(args)) => trust::run(overrides.workspace.clone(), args),
-        None => tui::run(&overrides),
+        Some(Command::Sessions(args)) => sessions::run(overrides.workspace.clone(), args),
+        Some(Command::Resume(args)) => tui::run(&overrides, Some(args.pick())),
+        None => tui::run(&overrides, None),
     }
 }
 

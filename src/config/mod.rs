@@ -178,6 +178,11 @@ const KEYS: &[(&str, &str, Scope)] = &[
         "model requests in flight at once, the main agent's and its subagents' together",
         Scope::Anywhere,
     ),
+    (
+        "session_retention_days",
+        "days a session journal is kept after its last write (pruned at start)",
+        Scope::Anywhere,
+    ),
     // Calls written as text still pass the guard, the sandbox and the
     // approval policy like any other.
     (
@@ -299,6 +304,8 @@ pub struct Config {
     pub safety: SafetyConfig,
     /// Model requests in flight at once, through the gateway.
     pub provider_concurrency: usize,
+    /// Session journals older than this many days are pruned at start.
+    pub session_retention_days: u32,
     /// The user's config directory (`$XDG_CONFIG_HOME/fido`, else
     /// `~/.config/fido`): the trust record, kept out of commands' reach.
     pub config_dir: Option<PathBuf>,
@@ -557,6 +564,13 @@ impl Config {
             safety,
             provider_concurrency: number(get("provider_concurrency"), "provider_concurrency", 4, 1)?
                 as usize,
+            session_retention_days: u32::try_from(number(
+                get("session_retention_days"),
+                "session_retention_days",
+                30,
+                1,
+            )?)
+            .unwrap_or(u32::MAX),
             config_dir,
             user_config_file,
             home: env_get("HOME").map(PathBuf::from),

@@ -35,6 +35,10 @@ pub enum EventKind {
         provider: String,
         model: String,
         tools: Vec<String>,
+        /// The journaled session's id, what `--resume` takes (absent when
+        /// the session could not be journaled).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session_id: Option<String>,
     },
     /// A user prompt was accepted and the agent started working on it.
     TurnStarted { turn: u32 },

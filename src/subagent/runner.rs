@@ -237,6 +237,8 @@ async fn run(
             },
         },
         events: EventSink::new(event_sender),
+        // The parent journals the session; a fork is private and short.
+        journal: None,
     };
     let Some(mut conversation) = Conversation::from_messages(fork.messages) else {
         return ChildFrame::Final {

@@ -8,6 +8,7 @@ mod providers;
 mod real_model;
 mod safety;
 mod sandbox;
+mod sessions;
 mod todo;
 mod tool_cli;
 mod tui;

@@ -104,6 +104,56 @@ pub fn resume(workspace: &Path, pick: Pick<'_>) -> Result<(Journal, Replayed), S
     Ok((journal, replayed))
 }
 
+/// Saves a copy of `messages` as a session of its own (`/suspend`), written
+/// atomically and already ended; returns its id.
+pub fn save_copy(
+    workspace: &Path,
+    info: &SessionInfo,
+    messages: &[Message],
+    saved_from: Option<String>,
+) -> io::Result<String> {
+    let dir = dir(workspace);
+    fs::create_dir_all(&dir)?;
+    let id = loop {
+        let id = new_id();
+        if !dir.join(format!("{id}.jsonl")).exists() {
+            break id;
+        }
+    };
+    let records = [
+        JournalRecord::Session {
+            version: JOURNAL_VERSION,
+            id: id.clone(),
+            started_at: now(),
+            workspace: info.workspace.clone(),
+            provider: info.provider.clone(),
+            model: info.model.clone(),
+            saved_from,
+        },
+        JournalRecord::History {
+            messages: messages.to_vec(),
+        },
+        JournalRecord::Ended { at: now() },
+    ];
+    let mut bytes = Vec::new();
+    for record in &records {
+        serde_json::to_writer(&mut bytes, record).map_err(io::Error::other)?;
+        bytes.push(b'\n');
+    }
+    super::atomic::write_atomic(&dir.join(format!("{id}.jsonl")), &bytes, None)?;
+    Ok(id)
+}
+
+/// The messages of a journaled session (for `/recall`), read without
+/// taking it over.
+pub fn load_messages(workspace: &Path, pick: Pick<'_>) -> Result<(String, Vec<Message>), String> {
+    let path = find(workspace, pick)?;
+    let id = id_of(&path);
+    let bytes =
+        fs::read(&path).map_err(|e| format!("cannot read the journal of session {id}: {e}"))?;
+    Ok((id.clone(), replay(&id, &bytes)?.messages))
+}
+
 /// One line of `fido sessions`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SessionSummary {

@@ -28,6 +28,7 @@ pub fn session() -> EventKind {
         provider: "openai".into(),
         model: "test-model".into(),
         tools: vec!["read_file".into(), "update_plan".into()],
+        session_id: Some("20261201T100000-abcd".into()),
     }
 }
 
