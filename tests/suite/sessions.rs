@@ -75,6 +75,7 @@ fn message_texts(request: &RecordedRequest) -> Vec<String> {
 #[test]
 fn exec_resume_last_sends_the_old_conversation_byte_for_byte() {
     let ws = workspace();
+    std::fs::write(ws.path().join("AGENTS.md"), "Cite file:line.\n").unwrap();
     let first = FakeServer::start(vec![
         Reply::sse(sse::tool_call_turn(&[(
             "call_1",
@@ -87,6 +88,9 @@ fn exec_resume_last_sends_the_old_conversation_byte_for_byte() {
     assert!(output.status.success(), "{}", stderr(&output));
     let id = session_id(&output);
 
+    // A changed AGENTS.md is for the next new session: the resumed one
+    // keeps the system message it was started with.
+    std::fs::write(ws.path().join("AGENTS.md"), "Never cite anything.\n").unwrap();
     let second = FakeServer::start(vec![Reply::sse(sse::text_turn("The second is beta."))]);
     let output = resume(
         ws.path(),
@@ -115,6 +119,7 @@ fn exec_resume_last_sends_the_old_conversation_byte_for_byte() {
     let prefix = old.join(",");
     assert!(raw_old.contains(&prefix), "compact serialisation assumed");
     assert!(raw_new.contains(&prefix));
+    assert!(new[0].contains("Cite file:line."));
     assert!(new[old.len()].contains("It lists alpha, beta and gamma."));
     assert!(new.last().unwrap().contains("Which is second?"));
     assert_conversation_invariants(&after);
