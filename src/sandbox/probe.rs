@@ -652,7 +652,12 @@ pub fn run_child(
 ) -> io::Result<bool> {
     let entered = match targets.role {
         ProbeRole::Subagent => {
-            enter_child_sandbox(targets.parent, SandboxRequirement::Required, &targets.deny)
+            enter_child_sandbox(
+                targets.parent,
+                SandboxRequirement::Required,
+                &targets.deny,
+                None,
+            )
         }
         ProbeRole::Command(_) => Ok(command_report()),
     };

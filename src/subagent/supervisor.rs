@@ -321,11 +321,14 @@ impl SupervisorState {
 
 /// The result of a job cancelled before its process was started.
 fn cancelled_before_start(agent_id: &str) -> DelegateResult {
-    DelegateResult::failed(
+    let mut result = DelegateResult::failed(
         agent_id,
         "cancelled",
         "the subagent was cancelled while it waited for a free slot; it never started",
-    )
+    );
+    result.recommended_next_steps =
+        vec!["Continue without this subagent, or delegate again if the work is still needed.".into()];
+    result
 }
 
 /// The handle the `delegate` tool and the UI use.

@@ -20,7 +20,7 @@ use crate::protocol::ipc::{
     ChildFrame, ChildStatus, ForkFrameRef, PROTOCOL_VERSION, ParentFrame, catalog_fingerprint,
 };
 use crate::protocol::{EventKind, Message};
-use crate::sandbox::ProcessGroup;
+use crate::sandbox::{PrivateDir, ProcessGroup, sweep};
 use crate::subagent::ipc::{IpcError, encode_frame};
 use crate::subagent::result::normalise;
 use crate::text;
@@ -264,6 +264,8 @@ struct Session {
     frames: mpsc::Receiver<Result<ChildFrame, IpcError>>,
     writer: mpsc::UnboundedSender<Outgoing>,
     exit: Option<ExitStatus>,
+    /// The child's scratch `TMPDIR`, removed after the reap.
+    scratch: Option<PrivateDir>,
 }
 
 impl Session {
@@ -291,6 +293,12 @@ impl Session {
             .create_tokio()
             .map_err(|e| failed("spawn_failed", format!("cannot open the IPC socket: {e}")))?;
 
+        // The one folder the child's commands may write (its TMPDIR).
+        let label = format!("{}-", job.agent_id);
+        let scratch = tokio::task::spawn_blocking(move || PrivateDir::create_named(&label))
+            .await
+            .map_err(|e| failed("spawn_failed", format!("cannot create the scratch folder: {e}")))?
+            .map_err(|e| failed("spawn_failed", format!("cannot create the scratch folder: {e}")))?;
         let mut command = tokio::process::Command::new(&settings.program);
         command
             .arg("__subagent")
@@ -302,6 +310,8 @@ impl Session {
             .arg(std::process::id().to_string())
             .arg("--sandbox")
             .arg(settings.sandbox.as_str())
+            .arg("--scratch")
+            .arg(scratch.path())
             .args(
                 settings
                     .deny_read
@@ -380,6 +390,7 @@ impl Session {
             frames,
             writer,
             exit: None,
+            scratch: Some(scratch),
         };
 
         let hello = tokio::select! {
@@ -702,8 +713,25 @@ impl Session {
                 .ok()
                 .and_then(Result::ok);
         }
+        // Read while the child lives: as their subreaper it is the parent
+        // of its commands' orphans, which its group kill would miss.
+        let root = self.group.pid() as i32;
+        let left = tokio::task::spawn_blocking(move || sweep::descendants(root))
+            .await
+            .unwrap_or_default();
         if let Err(err) = self.group.terminate(TERM_GRACE).await {
             warn!(pid = self.group.pid(), error = %err, "could not terminate the subagent's group");
+        }
+        if !left.is_empty() {
+            let killed = tokio::task::spawn_blocking(move || sweep::kill_all(&left))
+                .await
+                .unwrap_or(0);
+            if killed > 0 {
+                info!(pid = root, killed, "killed processes the subagent left behind");
+            }
+        }
+        if let Some(scratch) = self.scratch.take() {
+            let _ = tokio::task::spawn_blocking(move || scratch.remove()).await;
         }
     }
 }
