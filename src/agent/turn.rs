@@ -396,9 +396,13 @@ async fn request(
         ),
     };
     tokio::select! {
+        // An answer that is already here is kept even when the cancel came
+        // with it (a subagent's budget stop follows its last answer): what
+        // it says is part of the partial result.
+        biased;
+        result = deps.provider.complete(request, &notices) => Some(result),
         // Dropping the request future aborts the HTTP request at once.
         _ = cancel.cancelled() => None,
-        result = deps.provider.complete(request, &notices) => Some(result),
     }
 }
 

@@ -308,8 +308,8 @@ mod tests {
         // The test harness runs this test on a thread of its own (and this
         // test adds one more), so the process is never single-threaded here.
         let extra = std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_secs(1)));
-        let err = enter_child_sandbox(getppid(), SandboxRequirement::BestEffort, &[], None)
-            .unwrap_err();
+        let err =
+            enter_child_sandbox(getppid(), SandboxRequirement::BestEffort, &[], None).unwrap_err();
         assert!(
             matches!(err, SandboxError::MultiThreaded { threads } if threads >= 2),
             "{err}"

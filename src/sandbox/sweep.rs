@@ -33,7 +33,11 @@ pub fn descendants(root: i32) -> Vec<Descendant> {
         return Vec::new();
     };
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
             continue;
         };
         if let Some((ppid, start_time)) = stat(pid) {

@@ -115,7 +115,10 @@ async fn sweep_descendants() {
         .await
         .unwrap_or(0);
     if killed > 0 {
-        info!(killed, "killed processes the subagent's commands left behind");
+        info!(
+            killed,
+            "killed processes the subagent's commands left behind"
+        );
     }
 }
 

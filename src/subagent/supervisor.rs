@@ -326,8 +326,9 @@ fn cancelled_before_start(agent_id: &str) -> DelegateResult {
         "cancelled",
         "the subagent was cancelled while it waited for a free slot; it never started",
     );
-    result.recommended_next_steps =
-        vec!["Continue without this subagent, or delegate again if the work is still needed.".into()];
+    result.recommended_next_steps = vec![
+        "Continue without this subagent, or delegate again if the work is still needed.".into(),
+    ];
     result
 }
 

@@ -297,8 +297,18 @@ impl Session {
         let label = format!("{}-", job.agent_id);
         let scratch = tokio::task::spawn_blocking(move || PrivateDir::create_named(&label))
             .await
-            .map_err(|e| failed("spawn_failed", format!("cannot create the scratch folder: {e}")))?
-            .map_err(|e| failed("spawn_failed", format!("cannot create the scratch folder: {e}")))?;
+            .map_err(|e| {
+                failed(
+                    "spawn_failed",
+                    format!("cannot create the scratch folder: {e}"),
+                )
+            })?
+            .map_err(|e| {
+                failed(
+                    "spawn_failed",
+                    format!("cannot create the scratch folder: {e}"),
+                )
+            })?;
         let mut command = tokio::process::Command::new(&settings.program);
         command
             .arg("__subagent")
@@ -727,7 +737,10 @@ impl Session {
                 .await
                 .unwrap_or(0);
             if killed > 0 {
-                info!(pid = root, killed, "killed processes the subagent left behind");
+                info!(
+                    pid = root,
+                    killed, "killed processes the subagent left behind"
+                );
             }
         }
         if let Some(scratch) = self.scratch.take() {
