@@ -376,6 +376,9 @@ impl Rig {
         let supervisor = self.supervisor.clone();
         let messages = messages.to_vec();
         tokio::spawn(async move {
+            // Each delegation is a parent turn of its own (the cycles make
+            // far more than delegate_max_per_turn).
+            supervisor.begin_turn();
             let cancel = CancellationToken::new();
             let started = Instant::now();
             let result = supervisor

@@ -116,6 +116,8 @@ async fn walls(
         for _ in 0..parallel {
             server.push_reply(slow_reply(model));
         }
+        // Each round is a parent turn of its own (delegate_max_per_turn).
+        supervisor.begin_turn();
         let cancel = CancellationToken::new();
         let started = Instant::now();
         let results = futures_util::future::join_all((0..parallel).map(|i| {
