@@ -415,3 +415,41 @@ fn a_subagents_shell_reads_the_workspace_writes_only_its_tmpdir_and_leaves_nothi
     let parent_result = tool_json(&requests[3], "d0");
     assert_eq!(parent_result["status"], "completed", "{parent_result:#}");
 }
+
+#[test]
+fn sigint_with_three_subagents_running_stops_all_of_them_and_exits_130() {
+    let ws = workspace();
+    let tasks = ["x1", "x2", "x3"];
+    let server = FakeServer::start(vec![delegate_calls(&tasks, json!({}))]);
+    for task in tasks {
+        server.push_keyed(&format!("Task: {task}"), Reply::stall_forever(vec![]));
+    }
+    let child: Child = exec_cmd(ws.path(), &server, "investigate", &[])
+        .spawn()
+        .unwrap();
+    let parent = child.id();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let running = loop {
+        let alive: Vec<u32> = processes(ProcessFilter::ChildrenOf(parent))
+            .into_iter()
+            .map(|p| p.pid)
+            .filter(|pid| is_subagent(*pid))
+            .collect();
+        if alive.len() == 3 && server.model_requests().len() == 4 {
+            break alive;
+        }
+        assert!(Instant::now() < deadline, "3 subagents never ran at once");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    crate::common::process::send_signal(parent, libc::SIGINT);
+    let output = wait_with_timeout(child, Duration::from_secs(20));
+    assert_eq!(
+        output.status.code(),
+        Some(130),
+        "stderr: {}",
+        stderr(&output)
+    );
+    for pid in running {
+        assert_no_processes(ProcessFilter::Pid(pid), Duration::from_secs(5));
+    }
+}
