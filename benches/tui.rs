@@ -372,6 +372,8 @@ async fn flood_events(
                 .into(),
                 elapsed_ms: sent as u64,
                 detail: "src/lexer.rs".into(),
+                tokens: sent as u64,
+                plan_item: None,
             };
             if ui.cast(UiMessage::Agent(Event::now(event))).is_err() {
                 return sent;

@@ -61,6 +61,9 @@ pub async fn run_turn(
     let span = info_span!("turn", turn, identity = deps.ctx.identity.label());
     async {
         deps.events.emit(EventKind::TurnStarted { turn });
+        if let Some(delegator) = &deps.tool_env.delegator {
+            delegator.begin_turn();
+        }
         conversation.push(Message::user(prompt));
         let before = deps.provider.usage_totals();
         let mut outcome = turn_steps(conversation, deps, cancel).await;
@@ -418,9 +421,13 @@ async fn request(
         ),
     };
     tokio::select! {
+        // An answer that is already here is kept even when the cancel came
+        // with it (a subagent's budget stop follows its last answer): what
+        // it says is part of the partial result.
+        biased;
+        result = deps.provider.complete(request, &notices) => Some(result),
         // Dropping the request future aborts the HTTP request at once.
         _ = cancel.cancelled() => None,
-        result = deps.provider.complete(request, &notices) => Some(result),
     }
 }
 
@@ -447,12 +454,13 @@ async fn run_tool_calls(
     cancel: &CancellationToken,
 ) -> Option<String> {
     let mut stop: Option<String> = None;
+    // Results of the delegations run together, by call index.
+    let mut delegated: Vec<Option<ToolOutput>> = Vec::new();
     for (index, call) in calls.iter().enumerate() {
-        deps.events.emit(EventKind::ToolCall {
-            id: call.id.clone(),
-            name: text::summary(&call.name, 64),
-            summary: call.summary(),
-        });
+        let ran = delegated.get_mut(index).and_then(Option::take);
+        if ran.is_none() {
+            emit_call(deps, call);
+        }
         let refusal = refusals.get(index).cloned().flatten();
         let verdict = match (&stop, &refusal) {
             (None, None) => detector.observe_call(&call.name, &call.arguments),
@@ -461,12 +469,20 @@ async fn run_tool_calls(
         if let Verdict::Stop(repetition) = &verdict {
             stop = Some(repetition.stop_message());
         }
-        let output = if let Some(message) = &stop {
+        let output = if let Some(output) = ran {
+            output
+        } else if let Some(message) = &stop {
             ToolOutput::error(format!("not run: {message}; the turn was ended"))
         } else if let Some(refusal) = refusal {
             ToolOutput::error(refusal)
         } else if cancel.is_cancelled() {
             ToolOutput::error("cancelled by the user before it ran")
+        } else if is_delegation(deps, call) && delegated.is_empty() {
+            delegated = run_delegations(conversation, deps, calls, refusals, index, cancel).await;
+            delegated
+                .get_mut(index)
+                .and_then(Option::take)
+                .unwrap_or_else(|| ToolOutput::error("the delegation returned no result"))
         } else {
             let mut output = invoke(conversation, deps, call, cancel).await;
             if let Verdict::Warn(repetition) = &verdict {
@@ -501,6 +517,56 @@ async fn run_tool_calls(
         });
     }
     stop
+}
+
+fn emit_call(deps: &AgentDeps, call: &ToolCall) {
+    deps.events.emit(EventKind::ToolCall {
+        id: call.id.clone(),
+        name: text::summary(&call.name, 64),
+        summary: call.summary(),
+    });
+}
+
+fn is_delegation(deps: &AgentDeps, call: &ToolCall) -> bool {
+    deps.catalog.kind_of(&call.name) == Some(ToolKind::Delegation)
+}
+
+/// Runs the `delegate` calls of the message from `first` on together (the
+/// supervisor runs as many at once as `delegate_concurrency` allows and
+/// queues the rest in call order). Every fork is taken from the same
+/// conversation, before any of their results is added, so the forks share
+/// one prefix. Returns the outputs by call index; the other calls are left
+/// to the caller, which runs them after the delegations (as their "not run
+/// in this fork" answer in the forks says).
+async fn run_delegations(
+    conversation: &Conversation,
+    deps: &AgentDeps,
+    calls: &[ToolCall],
+    refusals: &[Option<String>],
+    first: usize,
+    cancel: &CancellationToken,
+) -> Vec<Option<ToolOutput>> {
+    let batch: Vec<usize> = (first..calls.len())
+        .filter(|&i| is_delegation(deps, &calls[i]))
+        .filter(|&i| refusals.get(i).is_none_or(Option::is_none))
+        .collect();
+    for &i in batch.iter().skip(1) {
+        emit_call(deps, &calls[i]);
+    }
+    info!(delegations = batch.len(), "running delegations together");
+    // `join_all` polls the futures in order, so the supervisor receives
+    // them in call order.
+    let outputs = futures_util::future::join_all(
+        batch
+            .iter()
+            .map(|&i| invoke(conversation, deps, &calls[i], cancel)),
+    )
+    .await;
+    let mut by_index: Vec<Option<ToolOutput>> = vec![None; calls.len()];
+    for (i, output) in batch.into_iter().zip(outputs) {
+        by_index[i] = Some(output);
+    }
+    by_index
 }
 
 async fn invoke(

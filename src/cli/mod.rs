@@ -82,6 +82,8 @@ enum Command {
         sandbox: String,
         #[arg(long, value_name = "PATH")]
         deny_read: Vec<PathBuf>,
+        #[arg(long, value_name = "DIR")]
+        scratch: Option<PathBuf>,
     },
     /// List or call the model-facing tools directly.
     Tool {
@@ -128,6 +130,7 @@ pub fn main() -> ExitCode {
             parent_pid,
             sandbox,
             deny_read,
+            scratch,
         }) => {
             init_logging();
             crate::subagent::runner::main(crate::subagent::runner::SubagentArgs {
@@ -136,6 +139,7 @@ pub fn main() -> ExitCode {
                 parent_pid,
                 sandbox,
                 deny_read,
+                scratch,
             })
         }
         Some(Command::Plan { command }) => plan::run(&overrides, command),

@@ -73,6 +73,12 @@ pub enum EventKind {
         phase: String,
         elapsed_ms: u64,
         detail: String,
+        /// Tokens (prompt + completion) the subagent used so far.
+        #[serde(default)]
+        tokens: u64,
+        /// The plan item the parent named in the call, sanitised.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        plan_item: Option<String>,
     },
     /// A provider request finished; usage of that one request.
     Usage {

@@ -45,7 +45,7 @@ use super::caps;
 use super::policy::{Enforcement, SandboxError, SandboxReport, SandboxRequirement};
 use super::ruleset::{self, MIN_READ_ONLY_ABI};
 use super::seccomp::SeccompProgram;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Confines the calling process for good: single thread required; then
 /// `no_new_privs`, parent-death SIGKILL checked against `expected_parent`,
@@ -60,6 +60,7 @@ pub fn enter_child_sandbox(
     expected_parent: Pid,
     mode: SandboxRequirement,
     deny: &[PathBuf],
+    scratch: Option<&Path>,
 ) -> Result<SandboxReport, SandboxError> {
     let threads = thread_count()?;
     if threads != 1 {
@@ -78,11 +79,15 @@ pub fn enter_child_sandbox(
             actual: actual.as_raw(),
         });
     }
-    set_rlimits()?;
+    set_rlimits(scratch.is_some())?;
+    // Orphans of the commands (a `setsid` or double-forked process) are
+    // re-parented to this process, so its sweep at the end finds them.
+    prctl::set_child_subreaper(true).map_err(SandboxError::Subreaper)?;
 
     // Compiled before the ruleset, while files can still be opened.
     let seccomp = SeccompProgram::compile(false);
-    let (applied, failure) = match ruleset::restrict_current_thread(deny) {
+    let write_roots: Vec<PathBuf> = scratch.map(Path::to_path_buf).into_iter().collect();
+    let (applied, failure) = match ruleset::restrict_current_thread(deny, &write_roots) {
         Ok(applied) => (applied, None),
         Err(err) => match mode {
             SandboxRequirement::Required => return Err(err),
@@ -177,7 +182,13 @@ fn report(
     }
 }
 
-fn set_rlimits() -> Result<(), SandboxError> {
+/// Bytes one file in the scratch folder may grow to: the commands of a
+/// subagent raise their soft `RLIMIT_FSIZE` to this hard limit.
+pub const SCRATCH_FILE_CAP: u64 = 256 * 1024 * 1024;
+
+/// `scratch`: the hard `RLIMIT_FSIZE` leaves room for the commands' files
+/// in the scratch folder; this process itself keeps a soft limit of 0.
+fn set_rlimits(scratch: bool) -> Result<(), SandboxError> {
     setrlimit(Resource::RLIMIT_CORE, 0, 0).map_err(|source| SandboxError::Rlimit {
         resource: "RLIMIT_CORE",
         source,
@@ -186,7 +197,8 @@ fn set_rlimits() -> Result<(), SandboxError> {
     // context; the process is single-threaded here.
     unsafe { signal(Signal::SIGXFSZ, SigHandler::SigIgn) }
         .map_err(SandboxError::SignalDisposition)?;
-    setrlimit(Resource::RLIMIT_FSIZE, 0, 0).map_err(|source| SandboxError::Rlimit {
+    let hard = if scratch { SCRATCH_FILE_CAP } else { 0 };
+    setrlimit(Resource::RLIMIT_FSIZE, 0, hard).map_err(|source| SandboxError::Rlimit {
         resource: "RLIMIT_FSIZE",
         source,
     })?;
@@ -296,7 +308,8 @@ mod tests {
         // The test harness runs this test on a thread of its own (and this
         // test adds one more), so the process is never single-threaded here.
         let extra = std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_secs(1)));
-        let err = enter_child_sandbox(getppid(), SandboxRequirement::BestEffort, &[]).unwrap_err();
+        let err =
+            enter_child_sandbox(getppid(), SandboxRequirement::BestEffort, &[], None).unwrap_err();
         assert!(
             matches!(err, SandboxError::MultiThreaded { threads } if threads >= 2),
             "{err}"

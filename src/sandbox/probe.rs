@@ -651,9 +651,12 @@ pub fn run_child(
     input: &mut impl Read,
 ) -> io::Result<bool> {
     let entered = match targets.role {
-        ProbeRole::Subagent => {
-            enter_child_sandbox(targets.parent, SandboxRequirement::Required, &targets.deny)
-        }
+        ProbeRole::Subagent => enter_child_sandbox(
+            targets.parent,
+            SandboxRequirement::Required,
+            &targets.deny,
+            None,
+        ),
         ProbeRole::Command(_) => Ok(command_report()),
     };
     let report = match entered {

@@ -238,12 +238,16 @@ pub(crate) fn abi_number(abi: ABI) -> i32 {
 
 /// Applies the read-only ruleset to the calling thread (and everything it
 /// starts later): reads everywhere but `deny`, writes nowhere but
-/// `/dev/null`. Sets `no_new_privs` too, as Landlock requires. Returns
+/// `/dev/null` and `write_roots` (a subagent's private scratch folder). Sets `no_new_privs` too, as Landlock requires. Returns
 /// `Enforcement::None` without an error when the kernel has no Landlock:
 /// the caller's mode decides whether that is fatal.
-pub(crate) fn restrict_current_thread(deny: &[PathBuf]) -> Result<Applied, SandboxError> {
+pub(crate) fn restrict_current_thread(
+    deny: &[PathBuf],
+    write_roots: &[PathBuf],
+) -> Result<Applied, SandboxError> {
     let spec = RulesetSpec {
         deny: deny.to_vec(),
+        write_roots: write_roots.to_vec(),
         ..RulesetSpec::default()
     };
     let built = build(&spec)?;
@@ -351,7 +355,7 @@ mod tests {
         let dir_path = dir.path().to_owned();
 
         let applied = std::thread::spawn(move || {
-            let applied = restrict_current_thread(&[]).unwrap();
+            let applied = restrict_current_thread(&[], &[]).unwrap();
             assert!(nix::sys::prctl::get_no_new_privs().unwrap());
 
             let write = OpenOptions::new().write(true).open(&existing).unwrap_err();

@@ -1,5 +1,6 @@
 mod delegate;
 mod delegate_faults;
+mod delegate_parallel;
 mod exec;
 mod fake_server;
 mod local_models;

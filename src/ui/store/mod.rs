@@ -192,6 +192,7 @@ impl Store {
                 phase,
                 elapsed_ms,
                 detail,
+                ..
             } => {
                 self.subagent = Some(SubagentView {
                     agent_id: summary(agent_id, 64),

@@ -185,6 +185,8 @@ pub fn subagent(phase: &str, elapsed_ms: u64, detail: &str) -> EventKind {
         phase: phase.into(),
         elapsed_ms,
         detail: detail.into(),
+        tokens: 0,
+        plan_item: None,
     }
 }
 
