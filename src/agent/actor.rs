@@ -35,9 +35,10 @@ pub enum AgentMessage {
     /// Cancel the running turn (Ctrl+C, SIGINT, SIGTERM). The turn ends with
     /// `Interrupted` after every started tool call has its result.
     Interrupt,
-    /// Cancel the running subagent only (the TUI's Esc); the turn goes on
-    /// with the subagent's cancelled (partial or failed) result.
-    CancelSubagent,
+    /// Cancel one subagent (`Some(agent_id)`: the TUI's Esc on the focused
+    /// row, `/cancel ID`) or every one (`None`: `/cancel all`); the turn
+    /// goes on with their cancelled (partial or failed) results.
+    CancelSubagent(Option<String>),
     /// Replace the conversation after the system message with a recalled
     /// one (`/recall`); the current workspace plan is re-delivered after it
     /// as a tool result. Replies with the number of recalled messages, or
@@ -153,9 +154,12 @@ impl Actor for AgentActor {
                     running.cancel.cancel();
                 }
             }
-            AgentMessage::CancelSubagent => {
+            AgentMessage::CancelSubagent(agent_id) => {
                 if let Some(delegator) = &state.deps.tool_env.delegator {
-                    delegator.cancel_running();
+                    match agent_id {
+                        Some(id) => delegator.cancel_agent(&id),
+                        None => delegator.cancel_running(),
+                    }
                 }
             }
             AgentMessage::TurnFinished {

@@ -405,13 +405,17 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
                 store.set_notice("the agent is not running", true);
             }
         }
-        Action::CancelSubagent => {
-            let notice = match state.agent.cast(AgentMessage::CancelSubagent) {
-                Ok(()) => "cancelling the subagent; the turn goes on",
-                Err(_) => "the agent is not running",
+        Action::CancelSubagent(agent_id) => {
+            let notice = match &agent_id {
+                Some(id) => format!("cancelling {id}; the other subagents and the turn go on"),
+                None => "cancelling every subagent; the turn goes on".into(),
             };
-            store.set_notice(notice, false);
+            match state.agent.cast(AgentMessage::CancelSubagent(agent_id)) {
+                Ok(()) => store.set_notice(notice, false),
+                Err(_) => store.set_notice("the agent is not running", true),
+            }
         }
+        Action::Agents => store.push(Entry::Local(status_view::agents(store))),
         Action::ShowPlan => {
             store.push(Entry::Info("/plan (local; not sent to the model)".into()));
             match state.local_commands.show() {

@@ -22,8 +22,12 @@ pub enum Action {
     Submit(String),
     /// Interrupt the running turn, subagent included (`AgentMessage::Interrupt`).
     Interrupt,
-    /// Cancel only the running subagent; the parent turn goes on (Esc).
-    CancelSubagent,
+    /// Cancel one running subagent (`Some(id)`: Esc on the focused row,
+    /// `/cancel ID`) or all of them (`None`: `/cancel all`); the parent
+    /// turn goes on with their cancelled results.
+    CancelSubagent(Option<String>),
+    /// `/agents`: every subagent of the session, into the transcript.
+    Agents,
     /// `/plan`: print the plan into the transcript.
     ShowPlan,
     /// `/plan clear`: start a new, empty plan.
@@ -56,7 +60,7 @@ pub enum Action {
 }
 
 /// Local commands typed on the input line.
-const COMMANDS_HELP: &str = "local commands: /help, /status, /compact, /model NAME, /diff, /plan, /plan clear, /undo, /suspend, /recall [NAME], /sessions, /quit";
+const COMMANDS_HELP: &str = "local commands: /help, /status, /compact, /model NAME, /diff, /plan, /plan clear, /agents, /cancel ID|all, /undo, /suspend, /recall [NAME], /sessions, /quit";
 
 /// A paste longer than this many lines (or [`FOLD_PASTE_CHARS`]) shows
 /// folded in the editor as one placeholder.
@@ -102,6 +106,8 @@ pub fn handle_key(store: &mut Store, key: KeyEvent, now: Instant) -> Option<Acti
         match key.code {
             KeyCode::Char('b' | 'B') | KeyCode::Left => store.input.word_left(),
             KeyCode::Char('f' | 'F') | KeyCode::Right => store.input.word_right(),
+            KeyCode::Up => store.move_subagent_focus(Direction::Up),
+            KeyCode::Down => store.move_subagent_focus(Direction::Down),
             _ => {}
         }
         return None;
@@ -122,8 +128,14 @@ pub fn handle_key(store: &mut Store, key: KeyEvent, now: Instant) -> Option<Acti
     }
     match key.code {
         KeyCode::Enter => return enter(store),
-        KeyCode::Esc if store.subagent.as_ref().is_some_and(|s| !s.phase.is_final()) => {
-            return Some(Action::CancelSubagent);
+        KeyCode::Esc => {
+            // The focused subagent only; without one Esc does nothing.
+            let focused = store.focused_subagent()?.agent_id.clone();
+            store.set_notice(
+                format!("cancelling {focused}; the other subagents and the turn go on"),
+                false,
+            );
+            return Some(Action::CancelSubagent(Some(focused)));
         }
         KeyCode::F(2) => store.plan_overlay = !store.plan_overlay,
         // Inside a multi-line draft first, then through the history.
@@ -283,6 +295,34 @@ fn enter(store: &mut Store) -> Option<Action> {
                 store.set_notice(
                     format!("the model is {model}; /model NAME switches it"),
                     false,
+                );
+                return None;
+            }
+            ["agents"] => Action::Agents,
+            ["cancel", "all"] => {
+                if !store.subagents.iter().any(|s| s.is_live()) {
+                    store.set_notice("no subagent is running", true);
+                    return None;
+                }
+                Action::CancelSubagent(None)
+            }
+            ["cancel", wanted] => match store.find_live_subagent(wanted) {
+                Some(view) => Action::CancelSubagent(Some(view.agent_id.clone())),
+                None => {
+                    store.set_notice(
+                        format!(
+                            "no running subagent {}; /agents lists them",
+                            crate::text::short(wanted, 30)
+                        ),
+                        true,
+                    );
+                    return None;
+                }
+            },
+            ["cancel"] => {
+                store.set_notice(
+                    "/cancel ID cancels one subagent, /cancel all every one",
+                    true,
                 );
                 return None;
             }

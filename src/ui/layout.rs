@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! header                                   (1 row)
-//! SUBAGENT bar                             (0–2 rows, only with a subagent)
+//! SUBAGENT bar                             (0–5 rows: one per subagent, at most
+//!                                           4, then `+N more`)
 //! transcript            │ plan panel       (side by side from 100 columns;
 //!                       │                   below the transcript when narrower;
 //!                       │                   over the whole body with F2)
@@ -66,11 +67,14 @@ pub fn compute(size: (u16, u16), store: &Store) -> Screen {
     }
     let row = |y: u16, h: u16| Rect::new(0, y, width, h);
     let header = row(0, 1);
-    let bar_height = subagent_bar::height(store, width);
-    let bar = (bar_height > 0).then(|| row(1, bar_height));
-    let body_top = 1 + bar_height;
     let status = row(height - 1, 1);
     let input_rows = input_line::height(store, width, height);
+    // The bar takes at most half of what the header, rule, input and
+    // status leave, so the transcript keeps rows on a short terminal.
+    let spare = height.saturating_sub(3 + input_rows);
+    let bar_height = subagent_bar::height(store, width, spare / 2);
+    let bar = (bar_height > 0).then(|| row(1, bar_height));
+    let body_top = 1 + bar_height;
     let input = row(height - 1 - input_rows, input_rows);
     let rule = row(input.y - 1, 1);
     let body = row(body_top, rule.y.saturating_sub(body_top));

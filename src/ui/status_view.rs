@@ -19,7 +19,8 @@ Keys
   End                   back to the newest output (when scrolled)
   Ctrl+O                expand / fold diffs and command output
   F2, Ctrl+P            full-screen plan
-  Esc                   cancel the running subagent (or dismiss a question)
+  Alt+Up / Alt+Down     move the focus between running subagents
+  Esc                   cancel the focused subagent only (or dismiss a question)
   Ctrl+C                interrupt the turn; twice when idle quits
   Ctrl+D                quit on an empty prompt
   Shift+drag            select text to copy (the mouse wheel is captured)
@@ -30,6 +31,8 @@ Commands
   /model NAME           use another model from the next request on
   /diff                 the workspace's git diff
   /plan, /plan clear    print the plan, start a new one
+  /agents               every subagent of the session: status, usage, result
+  /cancel ID|all        cancel one running subagent, or all of them
   /undo                 revert the last file change
   /suspend, /recall [NAME], /sessions   save, restore, list conversations
   /quit                 leave Fido";
@@ -82,4 +85,46 @@ fn usage_line(usage: UsageTotals) -> String {
         tokens(usage.prompt_tokens),
         tokens(usage.completion_tokens)
     )
+}
+
+/// `/agents`: every subagent of the session, in start order: status,
+/// elapsed time, tokens, the plan item, and a one-line result (or what it
+/// is doing now).
+pub fn agents(store: &Store) -> String {
+    if store.session_agents.is_empty() {
+        return "no subagent has run in this session".into();
+    }
+    let running = store.session_agents.iter().filter(|s| s.is_live()).count();
+    let mut lines = vec![format!(
+        "{} subagent{} this session, {running} running",
+        store.session_agents.len(),
+        if store.session_agents.len() == 1 {
+            ""
+        } else {
+            "s"
+        },
+    )];
+    for view in &store.session_agents {
+        let status = if view.is_live() {
+            format!("running ({})", view.phase.label())
+        } else if view.frozen {
+            "stopped with its turn".to_string()
+        } else {
+            view.phase.label()
+        };
+        let mut line = format!(
+            "  {:<18} {status} · {} · {} tok",
+            view.agent_id,
+            super::widgets::subagent_bar::format_elapsed(view.shown_elapsed_ms()),
+            tokens(view.tokens)
+        );
+        if let Some(item) = &view.plan_item {
+            line.push_str(&format!(" · plan: {item}"));
+        }
+        if !view.detail.is_empty() {
+            line.push_str(&format!(" · {}", crate::text::summary(&view.detail, 100)));
+        }
+        lines.push(line);
+    }
+    lines.join("\n")
 }

@@ -35,7 +35,13 @@ pub struct Store {
     pub usage: UsageTotals,
     pub transcript: Vec<Entry>,
     pub plan: Option<PlanView>,
-    pub subagent: Option<SubagentView>,
+    /// This turn's subagents, in the order they first reported; kept with
+    /// their outcome until the next prompt.
+    pub subagents: Vec<SubagentView>,
+    /// Every subagent of the session, in start order (`/agents`).
+    pub session_agents: Vec<SubagentView>,
+    /// The agent id of the focused bar row (always a live subagent, or none).
+    pub subagent_focus: Option<String>,
     pub input: InputBuffer,
     pub notice: Option<Notice>,
     /// Transcript lines scrolled up from the bottom (0: follow the tail).
@@ -80,6 +86,14 @@ pub struct Store {
     saw_turn_started: bool,
 }
 
+/// Replaces the view of the same agent in place, or appends it.
+fn upsert(list: &mut Vec<SubagentView>, view: SubagentView) {
+    match list.iter_mut().find(|s| s.agent_id == view.agent_id) {
+        Some(slot) => *slot = view,
+        None => list.push(view),
+    }
+}
+
 impl Store {
     pub fn new(size: (u16, u16)) -> Store {
         Store {
@@ -90,7 +104,9 @@ impl Store {
             usage: UsageTotals::default(),
             transcript: Vec::new(),
             plan: None,
-            subagent: None,
+            subagents: Vec::new(),
+            session_agents: Vec::new(),
+            subagent_focus: None,
             input: InputBuffer::default(),
             notice: None,
             transcript_scroll: 0,
@@ -192,18 +208,27 @@ impl Store {
                 phase,
                 elapsed_ms,
                 detail,
-                ..
+                tokens,
+                plan_item,
             } => {
-                self.subagent = Some(SubagentView {
+                let view = SubagentView {
                     agent_id: summary(agent_id, 64),
                     pid: *pid,
                     phase: Phase::parse(phase),
                     elapsed_ms: *elapsed_ms,
                     since_event_ms: 0,
                     detail: summary(detail, SUBAGENT_DETAIL_CHARS),
+                    tokens: *tokens,
+                    plan_item: plan_item
+                        .as_deref()
+                        .map(|item| summary(item, 40))
+                        .filter(|item| !item.is_empty()),
                     frozen: false,
                     received_at: now,
-                });
+                };
+                upsert(&mut self.session_agents, view.clone());
+                upsert(&mut self.subagents, view);
+                self.refocus();
             }
             EventKind::Usage {
                 identity,
@@ -330,8 +355,9 @@ impl Store {
         if self.approval.is_some() {
             return Activity::WaitingForApproval;
         }
-        if self.subagent.as_ref().is_some_and(SubagentView::is_ticking) {
-            return Activity::Subagents(1);
+        let live = self.subagents.iter().filter(|s| s.is_ticking()).count();
+        if live > 0 {
+            return Activity::Subagents(live);
         }
         let running_tool = self.transcript.iter().rev().find_map(|entry| match entry {
             Entry::Tool {
@@ -429,7 +455,8 @@ impl Store {
         self.new_output = false;
         self.saw_turn_started = false;
         self.transcript_scroll = 0;
-        self.subagent = None;
+        self.subagents.clear();
+        self.subagent_focus = None;
     }
 
     /// The reply to `SubmitPrompt` arrived (after `turn_completed`, or
@@ -452,11 +479,12 @@ impl Store {
         self.approval = None;
         self.turn = TurnState::Idle;
         self.drop_live();
-        if let Some(subagent) = &mut self.subagent
-            && subagent.is_ticking()
-        {
-            subagent.frozen = true;
+        for subagent in self.subagents.iter_mut().chain(&mut self.session_agents) {
+            if subagent.is_ticking() {
+                subagent.frozen = true;
+            }
         }
+        self.subagent_focus = None;
         if was_busy {
             self.last_turn = Some((turn, status));
             if status == TurnStatus::Interrupted {
@@ -472,27 +500,86 @@ impl Store {
         let before = turn_second(self);
         self.now = now;
         let turn_moved = turn_second(self) != before;
-        let Some(subagent) = &mut self.subagent else {
-            return turn_moved;
-        };
-        if !subagent.is_ticking() {
-            return turn_moved;
+        let mut moved = turn_moved;
+        for subagent in self.subagents.iter_mut().filter(|s| s.is_ticking()) {
+            let before = subagent.shown_elapsed_ms() / 1000;
+            subagent.since_event_ms = now
+                .saturating_duration_since(subagent.received_at)
+                .as_millis() as u64;
+            moved |= subagent.shown_elapsed_ms() / 1000 != before;
         }
-        let before = subagent.shown_elapsed_ms() / 1000;
-        subagent.since_event_ms = now
-            .saturating_duration_since(subagent.received_at)
-            .as_millis() as u64;
-        subagent.shown_elapsed_ms() / 1000 != before || turn_moved
+        moved
     }
 
     /// Whether something on screen moves with time (ticks are scheduled
     /// only then).
     pub fn needs_ticks(&self) -> bool {
-        self.turn.is_busy() || self.subagent.as_ref().is_some_and(SubagentView::is_ticking)
+        self.turn.is_busy() || self.subagents.iter().any(SubagentView::is_ticking)
     }
 
     pub fn push(&mut self, entry: Entry) {
         self.transcript.push(entry);
+    }
+
+    /// The bar's rows in order: live subagents first (in start order), then
+    /// the finished ones with their outcome.
+    pub fn bar_order(&self) -> Vec<&SubagentView> {
+        let (live, done): (Vec<_>, Vec<_>) = self.subagents.iter().partition(|s| s.is_live());
+        live.into_iter().chain(done).collect()
+    }
+
+    /// The focused subagent, when it still runs.
+    pub fn focused_subagent(&self) -> Option<&SubagentView> {
+        let focus = self.subagent_focus.as_deref()?;
+        self.subagents
+            .iter()
+            .find(|s| s.agent_id == focus && s.is_live())
+    }
+
+    /// Alt+Up / Alt+Down: the focus moves to the previous or next live
+    /// subagent (it stays at either end).
+    pub fn move_subagent_focus(&mut self, direction: crate::ui::keys::Direction) {
+        let live: Vec<String> = self
+            .bar_order()
+            .into_iter()
+            .filter(|s| s.is_live())
+            .map(|s| s.agent_id.clone())
+            .collect();
+        let Some(current) = self
+            .subagent_focus
+            .as_ref()
+            .and_then(|focus| live.iter().position(|id| id == focus))
+        else {
+            self.subagent_focus = live.first().cloned();
+            return;
+        };
+        let next = match direction {
+            crate::ui::keys::Direction::Up => current.saturating_sub(1),
+            crate::ui::keys::Direction::Down => (current + 1).min(live.len() - 1),
+        };
+        self.subagent_focus = live.get(next).cloned();
+    }
+
+    /// Keeps the focus on a live subagent: when the focused one ended (or
+    /// none was focused), the first live row takes it.
+    fn refocus(&mut self) {
+        if self.focused_subagent().is_some() {
+            return;
+        }
+        self.subagent_focus = self
+            .bar_order()
+            .into_iter()
+            .find(|s| s.is_live())
+            .map(|s| s.agent_id.clone());
+    }
+
+    /// The live subagent `wanted` names: its whole id, or the part after
+    /// `subagent-` (`/cancel 7f3a90c1`).
+    pub fn find_live_subagent(&self, wanted: &str) -> Option<&SubagentView> {
+        self.subagents
+            .iter()
+            .filter(|s| s.is_live())
+            .find(|s| s.agent_id == wanted || s.agent_id.strip_prefix("subagent-") == Some(wanted))
     }
 
     /// Shows the transcript of a resumed session, then a line saying so.

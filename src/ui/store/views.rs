@@ -149,6 +149,10 @@ pub struct SubagentView {
     /// Time since that event, added by ticks while the subagent runs.
     pub since_event_ms: u64,
     pub detail: String,
+    /// Tokens (prompt + completion) the subagent used so far.
+    pub tokens: u64,
+    /// The plan item the parent named in the call, sanitised.
+    pub plan_item: Option<String>,
     /// Set when the parent turn ended without a final subagent event: the
     /// clock stops.
     pub frozen: bool,
@@ -162,6 +166,11 @@ impl SubagentView {
 
     pub(super) fn is_ticking(&self) -> bool {
         !self.phase.is_final() && !self.frozen
+    }
+
+    /// Still working: its row can take the focus and Esc can cancel it.
+    pub fn is_live(&self) -> bool {
+        self.is_ticking()
     }
 }
 

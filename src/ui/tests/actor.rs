@@ -28,7 +28,7 @@ enum Asked {
         reply: RpcReplyPort<TurnOutcome>,
     },
     Interrupt,
-    CancelSubagent,
+    CancelSubagent(Option<String>),
     RestorePlan,
     Other,
 }
@@ -57,7 +57,7 @@ impl Actor for FakeAgent {
         let _ = asked.send(match message {
             AgentMessage::SubmitPrompt { prompt, reply } => Asked::Submit { prompt, reply },
             AgentMessage::Interrupt => Asked::Interrupt,
-            AgentMessage::CancelSubagent => Asked::CancelSubagent,
+            AgentMessage::CancelSubagent(id) => Asked::CancelSubagent(id),
             AgentMessage::RestorePlan => Asked::RestorePlan,
             _ => Asked::Other,
         });
@@ -261,7 +261,10 @@ async fn esc_cancels_the_running_subagent_only() {
         .unwrap();
     h.key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
     // Only the Esc with a running subagent reached the agent.
-    assert!(matches!(h.next_asked().await, Asked::CancelSubagent));
+    assert!(matches!(
+        h.next_asked().await,
+        Asked::CancelSubagent(Some(id)) if id == "subagent-7f3a"
+    ));
     let store = h.store().await;
     assert!(store.turn.is_busy(), "the parent turn goes on");
     assert!(h.asked.try_recv().is_err());

@@ -177,7 +177,7 @@ fn esc_cancels_only_a_running_subagent() {
     store.apply(&subagent("reasoning", 1000, ""), now);
     assert_eq!(
         handle_key(&mut store, key(KeyCode::Esc), now),
-        Some(Action::CancelSubagent)
+        Some(Action::CancelSubagent(Some("subagent-7f3a".into())))
     );
     store.apply(&subagent("completed", 2000, ""), now);
     assert_eq!(handle_key(&mut store, key(KeyCode::Esc), now), None);
@@ -257,4 +257,143 @@ fn up_and_down_walk_through_the_lines_entered_this_session() {
     type_text(&mut store, "second prompt", now);
     handle_key(&mut store, key(KeyCode::Enter), now);
     assert_eq!(store.history.len(), 3);
+}
+
+fn alt(code: KeyCode) -> KeyEvent {
+    KeyEvent::new(code, KeyModifiers::ALT)
+}
+
+/// A running turn with three live subagents `subagent-a`, `-b`, `-c`.
+fn three_running() -> Store {
+    let now = Instant::now();
+    let mut store = busy();
+    for id in ["subagent-a", "subagent-b", "subagent-c"] {
+        store.apply(&subagent_as(id, "reasoning", 1000, 10, None), now);
+    }
+    store
+}
+
+#[test]
+fn alt_down_then_esc_cancels_only_the_focused_subagent() {
+    let now = Instant::now();
+    let mut store = three_running();
+    assert_eq!(store.subagent_focus.as_deref(), Some("subagent-a"));
+    assert_eq!(handle_key(&mut store, alt(KeyCode::Down), now), None);
+    assert_eq!(
+        handle_key(&mut store, key(KeyCode::Esc), now),
+        Some(Action::CancelSubagent(Some("subagent-b".into())))
+    );
+    assert!(store.turn.is_busy(), "the parent turn goes on");
+    // Alt+Up goes back and stops at the top.
+    handle_key(&mut store, alt(KeyCode::Up), now);
+    handle_key(&mut store, alt(KeyCode::Up), now);
+    assert_eq!(store.subagent_focus.as_deref(), Some("subagent-a"));
+    // Once none runs, Esc means nothing again.
+    for id in ["subagent-a", "subagent-b", "subagent-c"] {
+        store.apply(&subagent_as(id, "completed", 2000, 10, None), now);
+    }
+    assert_eq!(store.subagent_focus, None);
+    assert_eq!(handle_key(&mut store, key(KeyCode::Esc), now), None);
+}
+
+#[test]
+fn esc_with_a_question_on_screen_still_dismisses_it() {
+    let now = Instant::now();
+    let mut store = three_running();
+    store.ask("which file?");
+    assert_eq!(
+        handle_key(&mut store, key(KeyCode::Esc), now),
+        Some(Action::Answer(None))
+    );
+}
+
+#[test]
+fn slash_cancel_takes_an_id_its_short_form_or_all() {
+    let now = Instant::now();
+    let mut store = three_running();
+    type_text(&mut store, "/cancel subagent-c", now);
+    assert_eq!(
+        handle_key(&mut store, key(KeyCode::Enter), now),
+        Some(Action::CancelSubagent(Some("subagent-c".into())))
+    );
+    type_text(&mut store, "/cancel b", now);
+    assert_eq!(
+        handle_key(&mut store, key(KeyCode::Enter), now),
+        Some(Action::CancelSubagent(Some("subagent-b".into())))
+    );
+    type_text(&mut store, "/cancel all", now);
+    assert_eq!(
+        handle_key(&mut store, key(KeyCode::Enter), now),
+        Some(Action::CancelSubagent(None))
+    );
+    type_text(&mut store, "/cancel subagent-zz", now);
+    assert_eq!(handle_key(&mut store, key(KeyCode::Enter), now), None);
+    let notice = store.notice.as_ref().unwrap();
+    assert!(
+        notice.warning && notice.text.contains("no running subagent subagent-zz"),
+        "{notice:?}"
+    );
+    // Nothing running: /cancel all says so instead of asking the agent.
+    let mut idle = idle();
+    type_text(&mut idle, "/cancel all", now);
+    assert_eq!(handle_key(&mut idle, key(KeyCode::Enter), now), None);
+    assert!(
+        idle.notice
+            .as_ref()
+            .unwrap()
+            .text
+            .contains("no subagent is running")
+    );
+}
+
+#[test]
+fn slash_agents_lists_every_subagent_of_the_session() {
+    let now = Instant::now();
+    let mut store = three_running();
+    store.apply(
+        &EventKind::Subagent {
+            agent_id: "subagent-a".into(),
+            pid: Some(7),
+            phase: "completed".into(),
+            elapsed_ms: 4_000,
+            detail: "3 findings".into(),
+            tokens: 2_500,
+            plan_item: Some("i1".into()),
+        },
+        now,
+    );
+    store.apply(
+        &subagent_as("subagent-b", "cancelled", 2_000, 40, None),
+        now,
+    );
+    // The next prompt clears the bar, not the session's list.
+    store.turn_replied(TurnStatus::Completed, None);
+    store.begin_turn("next");
+    assert!(store.subagents.is_empty());
+    type_text(&mut store, "/agents", now);
+    assert_eq!(
+        handle_key(&mut store, key(KeyCode::Enter), now),
+        Some(Action::Agents)
+    );
+    let text = crate::ui::status_view::agents(&store);
+    assert!(
+        text.starts_with("3 subagents this session, 0 running"),
+        "{text}"
+    );
+    assert!(
+        text.contains("subagent-a         completed · 4s · 2.5k tok · plan: i1 · 3 findings"),
+        "{text}"
+    );
+    assert!(
+        text.contains("subagent-b         cancelled · 2s · 40 tok"),
+        "{text}"
+    );
+    assert!(
+        text.contains("subagent-c         stopped with its turn"),
+        "{text}"
+    );
+    assert_eq!(
+        crate::ui::status_view::agents(&idle()),
+        "no subagent has run in this session"
+    );
 }

@@ -190,6 +190,25 @@ pub fn subagent(phase: &str, elapsed_ms: u64, detail: &str) -> EventKind {
     }
 }
 
+/// A `subagent` event of agent `id` with its tokens and plan item.
+pub fn subagent_as(
+    id: &str,
+    phase: &str,
+    elapsed_ms: u64,
+    tokens: u64,
+    plan_item: Option<&str>,
+) -> EventKind {
+    EventKind::Subagent {
+        agent_id: id.into(),
+        pid: Some(5000 + elapsed_ms as u32 % 1000),
+        phase: phase.into(),
+        elapsed_ms,
+        detail: String::new(),
+        tokens,
+        plan_item: plan_item.map(Into::into),
+    }
+}
+
 pub fn tool_call(id: &str, name: &str, summary: &str) -> EventKind {
     EventKind::ToolCall {
         id: id.into(),

@@ -166,7 +166,7 @@ fn running_subagent_bar_at_140_columns() {
     let terminal = render(&store);
     let text = screen_text(&terminal);
     assert!(text.contains("SUBAGENT"));
-    assert!(text.contains("subagent-7f3a · ▶ read_file · 12s · pid 4242 · src/lexer.rs"));
+    assert!(text.contains("subagent-7f3a · ▶ read_file · 12s · 0 tok · pid 4242 · src/lexer.rs"));
     assert_bar_is_accented(&terminal, 1);
     snapshot("running_subagent_140x30", &terminal);
 }
@@ -219,7 +219,7 @@ fn failed_subagent_outcome_stays_until_the_next_prompt() {
 
     // The next prompt advances the parent turn: the bar goes away.
     store.begin_turn("go on");
-    assert!(store.subagent.is_none());
+    assert!(store.subagents.is_empty());
     assert!(!screen_text(&render(&store)).contains("SUBAGENT"));
 }
 
@@ -358,4 +358,132 @@ fn a_todo_flavour_plan_at_100_columns() {
     assert_ids_shown(&text, &["#1", "#2", "#4"]);
     assert!(text.contains("(1 deleted not shown)"), "{text}");
     snapshot("todo_plan_100x20", &terminal);
+}
+
+/// A turn with `n` subagents running (ids `subagent-0000000N`), the second
+/// one working on plan item `i2`.
+fn parallel_store(size: (u16, u16), n: usize) -> Store {
+    let mut store = worked_store(size, three_items());
+    store.begin_turn("review the lexer, the parser and the tests in parallel");
+    let now = std::time::Instant::now();
+    store.apply(&EventKind::TurnStarted { turn: 2 }, now);
+    for i in 0..n {
+        let id = format!("subagent-0000000{i}");
+        let item = (i == 1).then_some("i2");
+        store.apply(
+            &subagent_as(
+                &id,
+                "reasoning",
+                3_000 + i as u64 * 1_000,
+                1_200 * i as u64,
+                item,
+            ),
+            now,
+        );
+    }
+    store
+}
+
+#[test]
+fn three_subagents_get_a_row_each_and_the_focus_is_marked() {
+    let mut store = parallel_store((140, 30), 3);
+    let terminal = render(&store);
+    let rows = rows(terminal.backend().buffer());
+    for (y, id) in [
+        (1, "subagent-00000000"),
+        (2, "subagent-00000001"),
+        (3, "subagent-00000002"),
+    ] {
+        assert!(
+            rows[y].contains("SUBAGENT") && rows[y].contains(id),
+            "{}",
+            rows[y]
+        );
+        assert_bar_is_accented(&terminal, y as u16);
+    }
+    assert!(
+        rows[1].contains("SUBAGENT ›subagent-00000000"),
+        "{}",
+        rows[1]
+    );
+    assert!(rows[2].contains("1.2k tok · plan: i2 · pid"), "{}", rows[2]);
+    assert!(!rows[4].contains("SUBAGENT"), "{}", rows[4]);
+    snapshot("three_subagents_140x30", &terminal);
+
+    // Alt+Down moves the mark; it stops at the last row.
+    let alt_down = crossterm::event::KeyEvent::new(
+        crossterm::event::KeyCode::Down,
+        crossterm::event::KeyModifiers::ALT,
+    );
+    for _ in 0..3 {
+        handle_key(&mut store, alt_down, std::time::Instant::now());
+    }
+    let rows = super::rows(render(&store).backend().buffer());
+    assert!(
+        rows[3].contains("SUBAGENT ›subagent-00000002"),
+        "{}",
+        rows[3]
+    );
+    assert!(!rows[1].contains('›'), "{}", rows[1]);
+}
+
+#[test]
+fn past_four_subagents_the_bar_says_how_many_more() {
+    let store = parallel_store((120, 30), 6);
+    let terminal = render(&store);
+    let rows = rows(terminal.backend().buffer());
+    for row in &rows[1..=4] {
+        assert!(row.contains("SUBAGENT"), "{row}");
+    }
+    assert!(rows[5].contains("+2 more"), "{}", rows[5]);
+    assert!(!rows[6].contains("SUBAGENT"), "{}", rows[6]);
+    snapshot("six_subagents_120x30", &terminal);
+}
+
+#[test]
+fn the_focused_subagent_stays_on_screen_and_finished_ones_move_down() {
+    let mut store = parallel_store((120, 30), 6);
+    let now = std::time::Instant::now();
+    store.subagent_focus = Some("subagent-00000005".into());
+    let text = screen_text(&render(&store));
+    assert!(text.contains("›subagent-00000005"), "{text}");
+    // A finished subagent leaves the live rows at the top; the focus stays.
+    store.apply(
+        &subagent_as("subagent-00000000", "completed", 9_000, 900, None),
+        now,
+    );
+    let text = screen_text(&render(&store));
+    assert!(!text.contains("subagent-00000000"), "{text}");
+    assert!(
+        text.contains("›subagent-00000005") && text.contains("+2 more"),
+        "{text}"
+    );
+    assert_eq!(store.subagent_focus.as_deref(), Some("subagent-00000005"));
+    // The focused one ends: the first live one takes the focus.
+    store.apply(
+        &subagent_as("subagent-00000005", "cancelled", 9_000, 900, None),
+        now,
+    );
+    assert_eq!(store.subagent_focus.as_deref(), Some("subagent-00000001"));
+}
+
+#[test]
+fn many_subagents_on_a_short_terminal_leave_the_transcript_rows() {
+    for height in 10..=16u16 {
+        let store = parallel_store((60, height), 9);
+        let Screen::Normal(areas) = layout::compute(store.size, &store) else {
+            panic!("{height} rows is big enough");
+        };
+        let bar = areas.bar.expect("a bar");
+        assert!(bar.height <= (height - 4) / 2, "{bar:?} at {height} rows");
+        assert!(bar.bottom() <= areas.transcript.y, "{bar:?} {areas:?}");
+        let text = screen_text(&render(&store));
+        assert!(text.contains("›subagent-00000000"), "{text}");
+    }
+    // Hostile sizes: nothing panics.
+    for (w, h) in [(0, 0), (1, 1), (40, 10), (200, 11), (41, 12)] {
+        let mut store = parallel_store((w, h), 9);
+        store.size = (w, h);
+        render(&store);
+    }
 }

@@ -75,7 +75,7 @@ fn state(store: &Store) -> String {
 /// The keys that apply now, most important first (narrow terminals show
 /// only the first few).
 fn hints(store: &Store) -> Vec<(&'static str, &'static str)> {
-    let subagent_running = store.subagent.as_ref().is_some_and(|s| !s.phase.is_final());
+    let live = store.subagents.iter().filter(|s| s.is_live()).count();
     let mut hints = Vec::new();
     if store.approval.is_some() {
         // The prompt's own keys come first: they are what applies now.
@@ -92,8 +92,11 @@ fn hints(store: &Store) -> Vec<(&'static str, &'static str)> {
     }
     if store.turn.is_busy() {
         hints.push(("Ctrl+C", "interrupt"));
-        if subagent_running {
+        if live > 0 {
             hints.push(("Esc", "cancel subagent"));
+        }
+        if live > 1 {
+            hints.push(("Alt+↑/↓", "focus"));
         }
     } else {
         hints.push(("Enter", "send"));
