@@ -514,3 +514,143 @@ fn fido_resume_shows_the_old_transcript_and_goes_on_with_it() {
     tmux.keys(&["C-c", "C-c"]);
     tmux.wait_for("the shell again", |s| !s.contains("Beta comes second."));
 }
+
+/// The bar row of `agent_id` on `screen`, if shown.
+fn bar_row<'a>(screen: &'a str, agent_id: &str) -> Option<&'a str> {
+    screen
+        .lines()
+        .find(|line| line.contains("SUBAGENT") && line.contains(agent_id))
+}
+
+/// The pid a bar row names (`pid 1234`).
+fn row_pid(row: &str) -> Option<u32> {
+    let (_, after) = row.split_once("pid ")?;
+    after
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[test]
+fn three_subagents_get_three_rows_and_alt_down_esc_cancels_only_the_focused_one() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("main.rs"), "fn main() {}\n").unwrap();
+    let tasks = ["t-alpha", "t-beta", "t-gamma"];
+    let calls: Vec<(String, String)> = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, task)| (format!("d{i}"), json!({"task": task}).to_string()))
+        .collect();
+    let calls: Vec<(&str, &str, &str)> = calls
+        .iter()
+        .map(|(id, args)| (id.as_str(), "delegate", args.as_str()))
+        .collect();
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&calls)),
+        Reply::sse(sse::text_turn("Two reports in, one cancelled.")),
+    ]);
+    // Each child answers slowly: long enough to be cancelled, short enough
+    // for the other two to complete.
+    for task in tasks {
+        let answer = json!({
+            "summary": format!("{task} done"),
+            "findings": [], "recommended_next_steps": [], "tests_to_run": [], "uncertainties": []
+        })
+        .to_string();
+        let events = sse::text_turn(&answer);
+        let gaps = (events.len() as u32 - 1).max(1);
+        server.push_keyed(
+            &format!("Task: {task}"),
+            Reply::sse_with_delay(events, Duration::from_secs(12) / gaps),
+        );
+    }
+    let tmux = Tmux::start(&[
+        ("FIDO_PROVIDER", "openai".into()),
+        ("FIDO_BASE_URL", server.base_url()),
+        ("FIDO_MODEL", "test-model".into()),
+        ("FIDO_API_KEY", "test-key".into()),
+        ("FIDO_DELEGATE_GRACE_MS", "300".into()),
+    ]);
+    start_fido(&tmux, ws.path());
+    tmux.type_line("investigate three things at once");
+    let screen = tmux.wait_for("three bar rows with pids", |s| {
+        let rows: Vec<&str> = s.lines().skip(1).take(4).collect();
+        rows.iter()
+            .take(3)
+            .all(|r| r.contains("SUBAGENT") && r.contains("pid "))
+            && !rows[3].contains("SUBAGENT")
+    });
+    let rows: Vec<String> = screen.lines().skip(1).take(3).map(String::from).collect();
+    assert!(
+        rows[0].contains("SUBAGENT ›subagent-"),
+        "the first row has the focus: {screen}"
+    );
+    let ids: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            let at = r.find("subagent-").unwrap();
+            r[at..at + "subagent-".len() + 8].to_string()
+        })
+        .collect();
+    let pids: Vec<u32> = rows.iter().map(|r| row_pid(r).unwrap()).collect();
+    assert!(screen.contains("Alt+↑/↓ focus"), "{screen}");
+
+    tmux.keys(&["M-Down"]);
+    let focused = ids[1].clone();
+    tmux.wait_for("the focus on the second row", |s| {
+        bar_row(s, &focused).is_some_and(|r| r.contains("›"))
+    });
+    tmux.keys(&["Escape"]);
+    let screen = tmux.wait_for("the focused subagent cancelled", |s| {
+        bar_row(s, &focused).is_some_and(|r| r.contains("cancelled"))
+    });
+    // Only the focused one stopped; the other two still run.
+    assert_no_processes(ProcessFilter::Pid(pids[1]), Duration::from_secs(10));
+    for (id, pid) in [(&ids[0], pids[0]), (&ids[2], pids[2])] {
+        let row = bar_row(&screen, id).unwrap();
+        assert!(row.contains("▶"), "{id} still runs: {screen}");
+        assert!(
+            !processes(ProcessFilter::Pid(pid)).is_empty(),
+            "{id} was killed"
+        );
+    }
+
+    let screen = tmux.wait_for("the turn's end", |s| {
+        s.contains("one cancelled.") && s.contains("ready")
+    });
+    for id in [&ids[0], &ids[2]] {
+        assert!(
+            bar_row(&screen, id).is_some_and(|r| r.contains("✓ completed")),
+            "{screen}"
+        );
+    }
+    let requests = server.model_requests();
+    let last = requests.last().unwrap();
+    for message in last.messages().iter().filter(|m| m["role"] == "tool") {
+        let result: Value = serde_json::from_str(message["content"].as_str().unwrap()).unwrap();
+        let agent = result["identity"]["agent_id"].as_str().unwrap();
+        if agent == focused {
+            assert_eq!(result["error"]["code"], "cancelled", "{result:#}");
+        } else {
+            assert_eq!(result["status"], "completed", "{result:#}");
+        }
+    }
+
+    tmux.type_line("/agents");
+    let screen = tmux.wait_for("the /agents list", |s| {
+        s.contains("3 subagents this session")
+    });
+    assert!(
+        screen.contains(&format!("{focused}  cancelled")),
+        "{screen}"
+    );
+    tmux.type_line("/quit");
+    for pid in pids {
+        assert_no_processes(ProcessFilter::Pid(pid), Duration::from_secs(10));
+    }
+    assert_no_processes(
+        ProcessFilter::ChildrenOf(tmux.shell_pid()),
+        Duration::from_secs(10),
+    );
+}
