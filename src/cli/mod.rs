@@ -4,6 +4,7 @@
 //! function per command. This is the one place where errors become text for
 //! the person at the terminal and exit codes.
 
+mod agents;
 mod exec;
 mod journal;
 mod plan;
@@ -96,6 +97,10 @@ enum Command {
     Sessions(sessions::SessionsArgs),
     /// Continue a journaled session in the terminal UI.
     Resume(sessions::ResumeArgs),
+    /// List the running subagents of every Fido session in the workspace.
+    Agents(agents::AgentsArgs),
+    /// Cancel a running subagent (or --all) cooperatively; its parent goes on.
+    Cancel(agents::CancelArgs),
     /// Prove what the subagent sandbox enforces on this machine.
     Sandbox {
         #[command(subcommand)]
@@ -146,6 +151,8 @@ pub fn main() -> ExitCode {
         Some(Command::Sandbox { command }) => sandbox::run(&overrides, command),
         Some(Command::Trust(args)) => trust::run(overrides.workspace.clone(), args),
         Some(Command::Sessions(args)) => sessions::run(overrides.workspace.clone(), args),
+        Some(Command::Agents(args)) => agents::agents(overrides.workspace.clone(), args),
+        Some(Command::Cancel(args)) => agents::cancel(overrides.workspace.clone(), args),
         Some(Command::Resume(args)) => tui::run(&overrides, Some(args.pick())),
         None => tui::run(&overrides, None),
     }

@@ -19,6 +19,7 @@ use crate::protocol::ApprovalPolicy;
 use crate::protocol::EventKind;
 use crate::provider::gateway::Gateway;
 use crate::session::journal::{Journal, SessionInfo};
+use crate::subagent::control::ControlServer;
 use crate::subagent::supervisor::{DelegationSettings, Supervisor};
 use crate::tools::approval::Approver;
 use crate::tools::ask_user::UserChannel;
@@ -48,6 +49,9 @@ pub struct Session {
     sandbox: Arc<crate::sandbox::CommandSandbox>,
     actor_handle: JoinHandle<()>,
     supervisor: Arc<Supervisor>,
+    /// `fido agents` / `fido cancel` reach the supervisor through it
+    /// (`None`: it could not be opened; the session runs without).
+    control: Option<ControlServer>,
 }
 
 impl Session {
@@ -154,6 +158,13 @@ impl Session {
         let (actor, actor_handle) = Actor::spawn(None, AgentActor, arguments)
             .await
             .map_err(|e| format!("cannot start the agent: {e}"))?;
+        let control = match ControlServer::start(&config.workspace, supervisor.clone()).await {
+            Ok(server) => Some(server),
+            Err(message) => {
+                tracing::warn!(%message, "fido agents and fido cancel cannot reach this session");
+                None
+            }
+        };
         Ok(Session {
             id,
             resumed,
@@ -163,12 +174,16 @@ impl Session {
             actor,
             actor_handle,
             supervisor,
+            control,
         })
     }
 
     /// Kills every subagent (waiting until each is reaped), then stops the
     /// agent.
     pub async fn shutdown(self) {
+        if let Some(control) = self.control {
+            control.stop().await;
+        }
         self.supervisor.shutdown(SHUTDOWN_LIMIT).await;
         self.actor.stop(None);
         let _ = self.actor_handle.await;

@@ -5,6 +5,7 @@
 //! snapshotted. The conversation is kept in a provider-neutral shape close to
 //! OpenAI's Chat Completions; each provider maps it to its own wire format.
 
+pub mod control;
 pub mod delegate;
 mod event;
 pub mod ipc;

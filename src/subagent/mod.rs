@@ -45,6 +45,7 @@
 //! `ModelRequest`, `Lifecycle`, `Final`. Each is a 4-byte big-endian length
 //! and a JSON object ([`ipc`]).
 
+pub mod control;
 pub mod fork;
 pub mod ipc;
 pub mod result;

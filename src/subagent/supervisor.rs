@@ -17,6 +17,7 @@ use super::fork::{DelegateArgs, build_fork};
 use crate::agent::EventSink;
 use crate::plan::PlanFlavour;
 use crate::protocol::Message;
+use crate::protocol::control::RunningAgent;
 use crate::protocol::delegate::DelegateResult;
 use crate::provider::gateway::Gateway;
 use crate::sandbox::SandboxRequirement;
@@ -98,9 +99,68 @@ pub struct Shared {
     /// Cancelled once the session's subagent budget is spent: every
     /// running child stops with `budget_exceeded`.
     session_budget_spent: CancellationToken,
+    /// The running subagents as their last lifecycle event described them
+    /// (for the control socket's `fido agents`), in start order.
+    live: std::sync::Mutex<Vec<LiveAgent>>,
 }
 
+/// What the control socket reports of one running subagent.
+struct LiveAgent {
+    agent_id: String,
+    child_pid: Option<u32>,
+    phase: String,
+    started: std::time::Instant,
+    tokens: u64,
+    plan_item: Option<String>,
+}
+
+/// Phases after which a subagent is no longer running.
+const FINAL_PHASES: [&str; 4] = ["completed", "partial", "failed", "cancelled"];
+
 impl Shared {
+    fn live(&self) -> std::sync::MutexGuard<'_, Vec<LiveAgent>> {
+        // A panic while holding the lock left plain data; keep using it.
+        self.live
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Records a lifecycle event of `agent_id` (a final phase forgets it).
+    fn record_live(
+        &self,
+        agent_id: &str,
+        child_pid: Option<u32>,
+        phase: &str,
+        started: std::time::Instant,
+        tokens: u64,
+        plan_item: Option<&String>,
+    ) {
+        let mut live = self.live();
+        if FINAL_PHASES.contains(&phase) {
+            live.retain(|agent| agent.agent_id != agent_id);
+            return;
+        }
+        match live.iter_mut().find(|agent| agent.agent_id == agent_id) {
+            Some(agent) => {
+                agent.child_pid = child_pid.or(agent.child_pid);
+                agent.phase = phase.to_string();
+                agent.tokens = tokens;
+            }
+            None => live.push(LiveAgent {
+                agent_id: agent_id.to_string(),
+                child_pid,
+                phase: phase.to_string(),
+                started,
+                tokens,
+                plan_item: plan_item.cloned(),
+            }),
+        }
+    }
+
+    fn forget_live(&self, agent_id: &str) {
+        self.live().retain(|agent| agent.agent_id != agent_id);
+    }
+
     /// Counts `tokens` against the session budget; `true` once it is spent.
     fn charge_session(&self, tokens: u64) -> bool {
         let used = self.session_tokens.fetch_add(tokens, Ordering::Relaxed) + tokens;
@@ -311,6 +371,7 @@ impl SupervisorState {
                         )
                     }
                 };
+            shared.forget_live(&agent_id);
             // Free the slot before the caller sees the result, so the
             // next waiting job starts at once.
             let _ = myself.cast(SupervisorMessage::RunFinished { agent_id });
@@ -335,6 +396,7 @@ fn cancelled_before_start(agent_id: &str) -> DelegateResult {
 /// The handle the `delegate` tool and the UI use.
 pub struct Supervisor {
     actor: ActorRef<SupervisorMessage>,
+    shared: Arc<Shared>,
     settings: DelegationSettings,
     /// Subagents asked for in the current parent turn.
     asked_this_turn: AtomicU32,
@@ -354,10 +416,12 @@ impl Supervisor {
             events,
             session_tokens: AtomicU64::new(0),
             session_budget_spent: CancellationToken::new(),
+            live: Default::default(),
         });
-        let (actor, _handle) = Actor::spawn(None, SupervisorActor, shared).await?;
+        let (actor, _handle) = Actor::spawn(None, SupervisorActor, shared.clone()).await?;
         Ok(Supervisor {
             actor,
+            shared,
             settings,
             asked_this_turn: AtomicU32::new(0),
         })
@@ -375,6 +439,41 @@ impl Supervisor {
             let _ = tokio::time::timeout(limit, receiver).await;
         }
         self.actor.stop(None);
+    }
+
+    /// The subagents running now (spawned, not yet finished), in start
+    /// order, as the control socket reports them.
+    pub fn running_agents(&self) -> Vec<RunningAgent> {
+        let parent_pid = std::process::id();
+        self.shared
+            .live()
+            .iter()
+            .map(|agent| RunningAgent {
+                agent_id: agent.agent_id.clone(),
+                parent_pid,
+                child_pid: agent.child_pid,
+                phase: agent.phase.clone(),
+                elapsed_ms: agent.started.elapsed().as_millis() as u64,
+                tokens: agent.tokens,
+                plan_item: agent.plan_item.clone(),
+            })
+            .collect()
+    }
+
+    /// Cancels the running subagent `agent_id` (or every one, `None`)
+    /// cooperatively; returns the ids that were asked to stop.
+    pub fn cancel_running_agents(&self, agent_id: Option<&str>) -> Vec<String> {
+        let ids: Vec<String> = self
+            .shared
+            .live()
+            .iter()
+            .map(|agent| agent.agent_id.clone())
+            .filter(|id| agent_id.is_none_or(|wanted| wanted == id))
+            .collect();
+        for id in &ids {
+            self.cancel_agent(id);
+        }
+        ids
     }
 
     /// The refusal of a call past `delegate_max_per_turn`, if this is one.

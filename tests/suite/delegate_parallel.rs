@@ -453,3 +453,117 @@ fn sigint_with_three_subagents_running_stops_all_of_them_and_exits_130() {
         assert_no_processes(ProcessFilter::Pid(pid), Duration::from_secs(5));
     }
 }
+
+/// `fido agents|cancel ARGS -C ws` from another process, to completion.
+fn control_cmd(ws: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let mut cmd = crate::common::process::fido_cmd();
+    cmd.args(args)
+        .arg("-C")
+        .arg(ws)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    wait_with_timeout(cmd.spawn().unwrap(), Duration::from_secs(20))
+}
+
+#[test]
+fn fido_cancel_from_another_process_cancels_only_that_subagent_and_fido_agents_lists_them() {
+    let ws = workspace();
+    let tasks = ["c1", "c2", "c3"];
+    let server = FakeServer::start(vec![
+        delegate_calls(&tasks, json!({"plan_item": "i1"})),
+        Reply::sse(sse::text_turn("two done, one cancelled")),
+    ]);
+    for task in tasks {
+        server.push_keyed(
+            &format!("Task: {task}"),
+            slow_text(&findings(task), Duration::from_secs(8)),
+        );
+    }
+    let child: Child = exec_cmd(
+        ws.path(),
+        &server,
+        "investigate",
+        &[("FIDO_DELEGATE_GRACE_MS", "300")],
+    )
+    .spawn()
+    .unwrap();
+    let parent = child.id();
+
+    // `fido agents --json` sees all three once their processes exist.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let listed: Vec<Value> = loop {
+        let output = control_cmd(ws.path(), &["agents", "--json"]);
+        assert!(output.status.success(), "stderr: {}", stderr(&output));
+        let agents: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
+        if agents.len() == 3 && agents.iter().all(|a| a["child_pid"].is_u64()) {
+            break agents;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "3 subagents never listed: {agents:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for agent in &listed {
+        assert_eq!(agent["parent_pid"], parent);
+        assert!(
+            is_subagent(agent["child_pid"].as_u64().unwrap() as u32),
+            "{agent}"
+        );
+        assert_eq!(agent["plan_item"], "i1");
+        assert!(
+            agent["phase"].is_string() && agent["elapsed_ms"].is_u64() && agent["tokens"].is_u64()
+        );
+    }
+    let table = control_cmd(ws.path(), &["agents"]);
+    let table = String::from_utf8_lossy(&table.stdout).into_owned();
+    assert!(table.starts_with("AGENT ID"), "{table}");
+    let target = listed[1]["agent_id"].as_str().unwrap().to_string();
+    let target_pid = listed[1]["child_pid"].as_u64().unwrap() as u32;
+    assert!(table.contains(&target), "{table}");
+
+    let output = control_cmd(ws.path(), &["cancel", &target]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains(&format!("cancelling {target}")));
+    assert_no_processes(ProcessFilter::Pid(target_pid), Duration::from_secs(10));
+    // The other two still run.
+    let output = control_cmd(ws.path(), &["agents", "--json"]);
+    let agents: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
+    let ids: BTreeSet<&str> = agents
+        .iter()
+        .filter_map(|a| a["agent_id"].as_str())
+        .collect();
+    assert_eq!(ids.len(), 2, "{agents:?}");
+    assert!(!ids.contains(target.as_str()));
+    // An unknown id is one clear sentence and exit 1.
+    let output = control_cmd(ws.path(), &["cancel", "subagent-nothere"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("no running subagent subagent-nothere"),
+        "{}",
+        stderr(&output)
+    );
+
+    let output = wait_with_timeout(child, Duration::from_secs(30));
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    let requests = server.model_requests();
+    let last = requests.last().unwrap();
+    assert_eq!(result_ids(last), ["d0", "d1", "d2"]);
+    for i in 0..3 {
+        let result = tool_json(last, &format!("d{i}"));
+        if result["identity"]["agent_id"] == target.as_str() {
+            assert_eq!(result["error"]["code"], "cancelled", "{result:#}");
+        } else {
+            assert_eq!(result["status"], "completed", "{result:#}");
+        }
+    }
+    // The session is gone, and so is its socket; nothing is left running.
+    assert_no_processes(ProcessFilter::ChildrenOf(parent), Duration::from_secs(5));
+    let run = ws.path().join(".fido-state/run");
+    let left: Vec<_> = std::fs::read_dir(&run)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+    let output = control_cmd(ws.path(), &["agents"]);
+    assert!(String::from_utf8_lossy(&output.stdout).contains("no subagent is running"));
+}

@@ -105,6 +105,8 @@ pub(super) async fn run(
     // Live usage for the events, updated by the serve loop.
     let tokens = AtomicU64::new(0);
     let emit = |pid: Option<u32>, phase: &str, detail: &str| {
+        let used = tokens.load(Ordering::Relaxed);
+        shared.record_live(&agent_id, pid, phase, started, used, plan_item.as_ref());
         events.emit(EventKind::Subagent {
             agent_id: agent_id.clone(),
             pid,

@@ -1,0 +1,152 @@
+//! `fido agents [--json]` and `fido cancel AGENT_ID|--all`: the running
+//! subagents of every Fido session in the workspace, through their control
+//! sockets (see `crate::subagent::control`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use super::fail;
+use crate::protocol::control::{ControlReply, ControlRequest, RunningAgent};
+use crate::subagent::control::{SessionReply, ask_all};
+
+#[derive(Debug, Args)]
+pub struct AgentsArgs {
+    /// A JSON array of the running subagents instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// The subagent to cancel (as `fido agents` lists it).
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    agent_id: Option<String>,
+    /// Cancel every running subagent of every session in the workspace.
+    #[arg(long)]
+    all: bool,
+}
+
+fn workspace(dir: Option<PathBuf>) -> PathBuf {
+    dir.unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn ask(workspace: &std::path::Path, request: ControlRequest) -> Result<Vec<SessionReply>, String> {
+    let runtime = super::runtime()?;
+    Ok(runtime.block_on(ask_all(workspace, &request)))
+}
+
+pub(super) fn agents(dir: Option<PathBuf>, args: AgentsArgs) -> ExitCode {
+    let workspace = workspace(dir);
+    let replies = match ask(&workspace, ControlRequest::ListAgents) {
+        Ok(replies) => replies,
+        Err(message) => return fail(&message),
+    };
+    let mut agents: Vec<RunningAgent> = Vec::new();
+    let mut failed = false;
+    for SessionReply { socket, reply } in replies {
+        match reply {
+            Ok(ControlReply::Agents { agents: some, .. }) => agents.extend(some),
+            Ok(ControlReply::Refused { message }) | Ok(ControlReply::Error { message }) => {
+                failed = true;
+                eprintln!("fido: {}: {message}", socket.display());
+            }
+            Ok(other) => {
+                failed = true;
+                eprintln!("fido: {}: unexpected reply {other:?}", socket.display());
+            }
+            Err(message) => {
+                failed = true;
+                eprintln!("fido: {}: {message}", socket.display());
+            }
+        }
+    }
+    if args.json {
+        match serde_json::to_string(&agents) {
+            Ok(text) => println!("{text}"),
+            Err(err) => return fail(&format!("cannot print the agents: {err}")),
+        }
+    } else if agents.is_empty() {
+        println!("no subagent is running in {}", workspace.display());
+    } else {
+        println!(
+            "{:<18} {:>10} {:>9}  {:<16} {:>8} {:>8}  PLAN ITEM",
+            "AGENT ID", "PARENT PID", "CHILD PID", "PHASE", "ELAPSED", "TOKENS"
+        );
+        for agent in &agents {
+            println!(
+                "{:<18} {:>10} {:>9}  {:<16} {:>8} {:>8}  {}",
+                agent.agent_id,
+                agent.parent_pid,
+                agent.child_pid.map_or("-".into(), |pid| pid.to_string()),
+                crate::text::summary(&agent.phase, 16),
+                crate::ui::widgets::subagent_bar::format_elapsed(agent.elapsed_ms),
+                agent.tokens,
+                agent.plan_item.as_deref().unwrap_or("-"),
+            );
+        }
+    }
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+pub(super) fn cancel(dir: Option<PathBuf>, args: CancelArgs) -> ExitCode {
+    let workspace = workspace(dir);
+    let wanted = if args.all { None } else { args.agent_id };
+    let request = ControlRequest::Cancel {
+        agent_id: wanted.clone(),
+    };
+    let replies = match ask(&workspace, request) {
+        Ok(replies) => replies,
+        Err(message) => return fail(&message),
+    };
+    let mut cancelled = 0;
+    let mut failed = false;
+    for SessionReply { socket, reply } in replies {
+        match reply {
+            Ok(ControlReply::Cancelled {
+                parent_pid,
+                agent_ids,
+                ..
+            }) => {
+                for id in agent_ids {
+                    cancelled += 1;
+                    println!(
+                        "cancelling {id} (fido pid {parent_pid}); its parent records the result and goes on"
+                    );
+                }
+            }
+            Ok(ControlReply::Refused { message }) | Ok(ControlReply::Error { message }) => {
+                failed = true;
+                eprintln!("fido: {}: {message}", socket.display());
+            }
+            Ok(other) => {
+                failed = true;
+                eprintln!("fido: {}: unexpected reply {other:?}", socket.display());
+            }
+            Err(message) => {
+                failed = true;
+                eprintln!("fido: {}: {message}", socket.display());
+            }
+        }
+    }
+    if cancelled == 0 {
+        let what = match &wanted {
+            Some(id) => format!("no running subagent {}", crate::text::short(id, 40)),
+            None => "no subagent is running".into(),
+        };
+        return fail(&format!(
+            "{what} in {} (fido agents lists them)",
+            workspace.display()
+        ));
+    }
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}

@@ -1,0 +1,96 @@
+//! The control socket's protocol (contract of `fido agents` and `fido
+//! cancel`): each Fido session listens on `.fido-state/run/<pid>.sock` in
+//! its workspace. A client connects, writes one [`ControlRequest`] as a
+//! JSON line, reads one [`ControlReply`] line, and the connection closes.
+//! Only the socket owner's uid is served; anyone else reads `refused`.
+
+use serde::{Deserialize, Serialize};
+
+/// Version of this protocol; a reply from a different one is reported,
+/// not guessed at.
+pub const CONTROL_VERSION: u32 = 1;
+
+/// Longest request line the server reads.
+pub const MAX_REQUEST_BYTES: usize = 4096;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ControlRequest {
+    /// The subagents running now.
+    ListAgents,
+    /// Cancel one running subagent cooperatively (`agent_id`), or every
+    /// one (`None`): each parent records the partial or cancelled result
+    /// and goes on.
+    Cancel {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_id: Option<String>,
+    },
+}
+
+/// One running subagent as `fido agents` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunningAgent {
+    pub agent_id: String,
+    /// The Fido process that supervises it.
+    pub parent_pid: u32,
+    /// The subagent process (`None` while it is being spawned).
+    pub child_pid: Option<u32>,
+    /// `starting`, `reasoning` or a tool name (as in `subagent` events).
+    pub phase: String,
+    pub elapsed_ms: u64,
+    /// Prompt + completion tokens used so far.
+    pub tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_item: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ControlReply {
+    Agents {
+        version: u32,
+        parent_pid: u32,
+        agents: Vec<RunningAgent>,
+    },
+    /// The subagents asked to stop (empty: none matched).
+    Cancelled {
+        version: u32,
+        parent_pid: u32,
+        agent_ids: Vec<String>,
+    },
+    /// The peer is not the socket owner's uid (or its credentials could
+    /// not be read).
+    Refused { message: String },
+    /// The request could not be read.
+    Error { message: String },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_and_replies_are_tagged_json_lines() {
+        let cancel = ControlRequest::Cancel {
+            agent_id: Some("subagent-0badcafe".into()),
+        };
+        let line = serde_json::to_string(&cancel).unwrap();
+        assert_eq!(line, r#"{"type":"cancel","agent_id":"subagent-0badcafe"}"#);
+        assert_eq!(
+            serde_json::from_str::<ControlRequest>(r#"{"type":"cancel"}"#).unwrap(),
+            ControlRequest::Cancel { agent_id: None }
+        );
+        assert_eq!(
+            serde_json::to_string(&ControlRequest::ListAgents).unwrap(),
+            r#"{"type":"list_agents"}"#
+        );
+        let refused = ControlReply::Refused {
+            message: "no".into(),
+        };
+        let text = serde_json::to_string(&refused).unwrap();
+        assert_eq!(
+            serde_json::from_str::<ControlReply>(&text).unwrap(),
+            refused
+        );
+    }
+}
