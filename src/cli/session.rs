@@ -158,6 +158,9 @@ impl Session {
         let (actor, actor_handle) = Actor::spawn(None, AgentActor, arguments)
             .await
             .map_err(|e| format!("cannot start the agent: {e}"))?;
+        let run_dir = crate::subagent::control::run_dir(&config.workspace);
+        let _ =
+            tokio::task::spawn_blocking(move || crate::subagent::orphans::sweep(&run_dir)).await;
         let control = match ControlServer::start(&config.workspace, supervisor.clone()).await {
             Ok(server) => Some(server),
             Err(message) => {

@@ -80,6 +80,12 @@ pub fn kill_descendants(root: i32) -> usize {
     kill_all(&descendants(root))
 }
 
+/// The start time of `pid` (clock ticks after boot), `None` when no such
+/// process exists. Blocking: reads `/proc`.
+pub fn start_time(pid: i32) -> Option<u64> {
+    stat(pid).map(|(_, start)| start)
+}
+
 /// Parent pid and start time from `/proc/PID/stat`.
 fn stat(pid: i32) -> Option<(i32, u64)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

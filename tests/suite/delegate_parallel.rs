@@ -567,3 +567,102 @@ fn fido_cancel_from_another_process_cancels_only_that_subagent_and_fido_agents_l
     let output = control_cmd(ws.path(), &["agents"]);
     assert!(String::from_utf8_lossy(&output.stdout).contains("no subagent is running"));
 }
+
+/// Start time of `pid` from `/proc/PID/stat` (field 22).
+fn start_time(pid: u32) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &text[text.rfind(')').unwrap() + 1..];
+    rest.split_whitespace().nth(19).unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_fido_that_starts_after_a_crash_kills_the_dead_parents_leftovers_and_removes_its_records() {
+    use std::os::unix::process::CommandExt;
+    let ws = workspace();
+    let run = ws.path().join(".fido-state/run");
+    let server = FakeServer::start(vec![delegate_calls(&["stuck"], json!({}))]);
+    server.push_keyed("Task: stuck", Reply::stall_forever(vec![]));
+    let child: Child = exec_cmd(ws.path(), &server, "investigate", &[])
+        .spawn()
+        .unwrap();
+    let parent = child.id();
+    let records = |dir: &std::path::Path| -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(dir)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.to_string_lossy().ends_with(".child.json"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while records(&run).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the running child was never recorded"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let record: Value = serde_json::from_slice(&std::fs::read(&records(&run)[0]).unwrap()).unwrap();
+    assert_eq!(record["parent_pid"], parent);
+    let real_child = record["child_pid"].as_u64().unwrap() as u32;
+    assert!(is_subagent(real_child));
+
+    // The crash: no cleanup runs. The parent-death signal takes the child.
+    crate::common::process::send_signal(parent, libc::SIGKILL);
+    let _ = wait_with_timeout(child, Duration::from_secs(10));
+    assert_no_processes(ProcessFilter::Pid(real_child), Duration::from_secs(10));
+    assert_eq!(records(&run).len(), 1, "a crash leaves its record behind");
+    let dead_socket = run.join(format!("{parent}.sock"));
+    assert!(dead_socket.exists(), "and its control socket");
+
+    // A leftover the parent-death signal missed: a process posing as that
+    // parent's subagent, in its own group, with a grandchild.
+    let agent_id = "subagent-0rphan01";
+    let mut stranded = std::process::Command::new("sh")
+        .args(["-c", "sleep 300 & sleep 300; :", "__subagent", "__subagent"])
+        .args(["--agent-id", agent_id])
+        .process_group(0)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let stranded_pid = stranded.id();
+    let fake = json!({
+        "agent_id": agent_id,
+        "parent_pid": parent,
+        "parent_start": record["parent_start"],
+        "child_pid": stranded_pid,
+        "child_start": start_time(stranded_pid),
+    });
+    std::fs::write(
+        run.join(format!("{parent}-{agent_id}.child.json")),
+        fake.to_string(),
+    )
+    .unwrap();
+    let grandchildren = processes(ProcessFilter::ChildrenOf(stranded_pid));
+    assert!(!grandchildren.is_empty());
+
+    // The next Fido in the workspace sweeps at start.
+    let next = FakeServer::start(vec![Reply::sse(sse::text_turn("fresh start"))]);
+    let output = exec_cmd(ws.path(), &next, "hello", &[]).output().unwrap();
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while stranded.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the stranded subagent survived the sweep"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for process in grandchildren {
+        assert_no_processes(ProcessFilter::Pid(process.pid), Duration::from_secs(5));
+    }
+    assert!(records(&run).is_empty(), "{:?}", records(&run));
+    assert!(
+        !dead_socket.exists(),
+        "the dead parent's socket is stale and was removed"
+    );
+}

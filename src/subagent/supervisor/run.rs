@@ -168,6 +168,10 @@ pub(super) async fn run(
         }
         Err(failure) => (failure, None),
     };
+    // Reaped (or never started): the record for the orphan sweep goes.
+    let dir = crate::subagent::control::run_dir(&shared.settings.workspace);
+    let id = agent_id.clone();
+    let _ = tokio::task::spawn_blocking(move || crate::subagent::orphans::forget(&dir, &id)).await;
 
     usage.wall_ms = started.elapsed().as_millis() as u64;
     let mut result = match ending {
@@ -343,6 +347,19 @@ impl Session {
         })?;
         let pid = group.pid();
         info!(agent_id = %job.agent_id, pid, "subagent spawned");
+        // For the orphan sweep of a later Fido, should this one die
+        // without reaping it.
+        let (dir, agent_id) = (
+            crate::subagent::control::run_dir(&settings.workspace),
+            job.agent_id.clone(),
+        );
+        let recorded = tokio::task::spawn_blocking(move || {
+            crate::subagent::orphans::record(&dir, &agent_id, pid)
+        })
+        .await;
+        if let Ok(Err(message)) = recorded {
+            warn!(agent_id = %job.agent_id, %message, "the subagent is not recorded for the orphan sweep");
+        }
         if let Some(stderr) = group.child_mut().stderr.take() {
             tokio::spawn(log_stderr(job.agent_id.clone(), stderr));
         }

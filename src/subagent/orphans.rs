@@ -1,0 +1,288 @@
+//! The orphan sweep: a record of every running subagent process under
+//! `.fido-state/run/`, and at session start the removal of what a parent
+//! that died without cleaning up (crashed, SIGKILLed) left running.
+//!
+//! Each spawned child gets `<parent_pid>-<agent_id>.child.json` with the
+//! parent's and the child's pid and start time; the run removes it once
+//! the child is reaped. A starting Fido reads every record: when the
+//! recorded parent is gone (no such pid, or the pid now belongs to a
+//! process with another start time), the child is killed only if its pid
+//! still has the recorded start time and its command line is that
+//! subagent's (`__subagent --agent-id ID`), so a reused PID is never hit:
+//! first its descendants (checked the same way), then its process group.
+//! Then the record goes. The parent-death signal already stops most
+//! children; the sweep catches the rest (a child stuck before it set it,
+//! whatever its commands left behind).
+//!
+//! Blocking throughout (it reads `/proc` and files): call it on the
+//! blocking pool.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+use crate::sandbox::sweep;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChildRecord {
+    pub agent_id: String,
+    pub parent_pid: i32,
+    pub parent_start: u64,
+    pub child_pid: i32,
+    pub child_start: u64,
+}
+
+const SUFFIX: &str = ".child.json";
+
+fn record_path(dir: &Path, parent_pid: i32, agent_id: &str) -> PathBuf {
+    dir.join(format!("{parent_pid}-{agent_id}{SUFFIX}"))
+}
+
+/// Records the running child `child_pid` of this process. Blocking.
+pub fn record(dir: &Path, agent_id: &str, child_pid: u32) -> Result<(), String> {
+    use std::os::unix::fs::DirBuilderExt;
+    let parent_pid = std::process::id() as i32;
+    let child_pid = i32::try_from(child_pid).map_err(|_| "pid out of range".to_string())?;
+    let (Some(parent_start), Some(child_start)) =
+        (sweep::start_time(parent_pid), sweep::start_time(child_pid))
+    else {
+        return Err(format!("cannot read the start time of pid {child_pid}"));
+    };
+    let record = ChildRecord {
+        agent_id: agent_id.to_string(),
+        parent_pid,
+        parent_start,
+        child_pid,
+        child_start,
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    let text = serde_json::to_vec(&record).map_err(|err| err.to_string())?;
+    let path = record_path(dir, parent_pid, agent_id);
+    crate::session::atomic::write_atomic(&path, &text, Some(0o600))
+        .map_err(|err| format!("cannot write {}: {err}", path.display()))
+}
+
+/// Removes this process's record of `agent_id` (its child is reaped).
+/// Blocking.
+pub fn forget(dir: &Path, agent_id: &str) {
+    let path = record_path(dir, std::process::id() as i32, agent_id);
+    match std::fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+        Err(err) => warn!(path = %path.display(), %err, "cannot remove a subagent record"),
+    }
+}
+
+/// What the sweep did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Swept {
+    /// Records of dead parents removed.
+    pub records: usize,
+    /// Leftover processes killed.
+    pub killed: usize,
+}
+
+/// Kills the leftovers of dead parents recorded in `dir` and removes
+/// their records; records of live parents stay. Blocking.
+pub fn sweep(dir: &Path) -> Swept {
+    let mut swept = Swept::default();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return swept;
+    };
+    for path in entries.flatten().map(|entry| entry.path()) {
+        let is_record = path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .is_some_and(|name| name.ends_with(SUFFIX));
+        if !is_record {
+            continue;
+        }
+        let record: Option<ChildRecord> = std::fs::read(&path)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+        if let Some(record) = &record {
+            if sweep::start_time(record.parent_pid) == Some(record.parent_start) {
+                continue; // The parent lives and looks after its child.
+            }
+            swept.killed += kill_leftovers(record);
+        }
+        // A torn or foreign record is removed too: nothing can be checked.
+        if std::fs::remove_file(&path).is_ok() {
+            swept.records += 1;
+        }
+    }
+    if swept.records > 0 {
+        info!(
+            records = swept.records,
+            killed = swept.killed,
+            "orphan sweep: removed the records of dead parents"
+        );
+    }
+    swept
+}
+
+/// Whether `pid` is still the recorded subagent: same start time, and its
+/// command line runs `__subagent --agent-id ID`.
+fn is_recorded_child(record: &ChildRecord) -> bool {
+    if sweep::start_time(record.child_pid) != Some(record.child_start) {
+        return false;
+    }
+    let Ok(cmdline) = std::fs::read(format!("/proc/{}/cmdline", record.child_pid)) else {
+        return false;
+    };
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    let has = |arg: &str| args.contains(&arg.as_bytes());
+    let agent = args
+        .windows(2)
+        .any(|pair| pair[0] == b"--agent-id" && pair[1] == record.agent_id.as_bytes());
+    has("__subagent") && agent
+}
+
+/// Kills the recorded child's descendants and its group, if it is still
+/// the recorded process; how many processes were signalled.
+fn kill_leftovers(record: &ChildRecord) -> usize {
+    if !is_recorded_child(record) {
+        return 0;
+    }
+    let descendants = sweep::descendants(record.child_pid);
+    let mut killed = sweep::kill_all(&descendants);
+    // The child leads its own group (it was spawned so): the group kill
+    // reaches what is left in it, the child included.
+    let group = nix::unistd::Pid::from_raw(record.child_pid);
+    if nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).is_ok() {
+        killed += 1;
+    }
+    warn!(
+        agent_id = %record.agent_id,
+        pid = record.child_pid,
+        dead_parent = record.parent_pid,
+        "orphan sweep: killed a subagent whose parent died"
+    );
+    killed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    /// A stand-in for a stranded subagent: `sh` with the subagent's
+    /// arguments in its command line, leading its own group, with a
+    /// grandchild in the group.
+    fn fake_child(agent_id: &str) -> std::process::Child {
+        use std::os::unix::process::CommandExt;
+        Command::new("sh")
+            .args(["-c", "sleep 300 & sleep 300; :", "__subagent", "__subagent"])
+            .args(["--agent-id", agent_id])
+            .process_group(0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    fn gone(child: &mut std::process::Child) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if child.try_wait().unwrap().is_some() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    fn write(dir: &Path, record: &ChildRecord) {
+        std::fs::create_dir_all(dir).unwrap();
+        let path = record_path(dir, record.parent_pid, &record.agent_id);
+        std::fs::write(path, serde_json::to_vec(record).unwrap()).unwrap();
+    }
+
+    fn record_of(child: &std::process::Child, agent_id: &str, parent_start: u64) -> ChildRecord {
+        let pid = child.id() as i32;
+        ChildRecord {
+            agent_id: agent_id.into(),
+            // Our own pid with another start time: a parent whose pid was
+            // reused, i.e. dead (a simulated crash).
+            parent_pid: std::process::id() as i32,
+            parent_start,
+            child_pid: pid,
+            child_start: sweep::start_time(pid).unwrap(),
+        }
+    }
+
+    #[test]
+    fn a_dead_parents_child_is_killed_with_its_group_and_the_record_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = fake_child("subagent-dead0001");
+        std::thread::sleep(Duration::from_millis(100));
+        let grandchildren = sweep::descendants(child.id() as i32);
+        assert!(!grandchildren.is_empty());
+        let own_start = sweep::start_time(std::process::id() as i32).unwrap();
+        write(
+            dir.path(),
+            &record_of(&child, "subagent-dead0001", own_start + 1),
+        );
+
+        let swept = sweep(dir.path());
+        assert_eq!(swept.records, 1);
+        assert!(swept.killed >= 1, "{swept:?}");
+        assert!(gone(&mut child), "the stranded child was killed");
+        for process in grandchildren {
+            assert_eq!(sweep::start_time(process.pid), None, "{process:?} survived");
+        }
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_reused_pid_or_a_live_parent_is_never_hit() {
+        let dir = tempfile::tempdir().unwrap();
+        let own_start = sweep::start_time(std::process::id() as i32).unwrap();
+        // The pid now belongs to another process (another start time).
+        let mut reused = fake_child("subagent-reused01");
+        let mut record = record_of(&reused, "subagent-reused01", own_start + 1);
+        record.child_start += 1;
+        write(dir.path(), &record);
+        // The pid is right but it runs something else (another agent id).
+        let mut other = fake_child("subagent-other001");
+        write(
+            dir.path(),
+            &record_of(&other, "subagent-elsewhere", own_start + 1),
+        );
+        // The parent lives: its child is its own business.
+        let mut kept = fake_child("subagent-alive001");
+        write(
+            dir.path(),
+            &record_of(&kept, "subagent-alive001", own_start),
+        );
+
+        let swept = sweep(dir.path());
+        assert_eq!(
+            swept,
+            Swept {
+                records: 2,
+                killed: 0
+            }
+        );
+        for child in [&mut reused, &mut other, &mut kept] {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "a process that is not ours was hit"
+            );
+        }
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+        assert_eq!(left.len(), 1, "the live parent's record stays");
+        for child in [reused, other, kept] {
+            let group = nix::unistd::Pid::from_raw(child.id() as i32);
+            let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+            let mut child = child;
+            let _ = child.wait();
+        }
+    }
+}
