@@ -198,6 +198,25 @@ mod tests {
         false
     }
 
+    /// Gone or a zombie (killed, not yet reaped by whoever inherited it),
+    /// within a few seconds.
+    fn dead(pid: i32) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|text| {
+                    let rest = text.get(text.rfind(')')? + 1..)?;
+                    rest.split_whitespace().next().map(String::from)
+                });
+            if state.is_none_or(|s| s == "Z" || s == "X") {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
     fn write(dir: &Path, record: &ChildRecord) {
         std::fs::create_dir_all(dir).unwrap();
         let path = record_path(dir, record.parent_pid, &record.agent_id);
@@ -235,7 +254,7 @@ mod tests {
         assert!(swept.killed >= 1, "{swept:?}");
         assert!(gone(&mut child), "the stranded child was killed");
         for process in grandchildren {
-            assert_eq!(sweep::start_time(process.pid), None, "{process:?} survived");
+            assert!(dead(process.pid), "{process:?} survived");
         }
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
