@@ -131,10 +131,6 @@ pub fn handle_key(store: &mut Store, key: KeyEvent, now: Instant) -> Option<Acti
         KeyCode::Esc => {
             // The focused subagent only; without one Esc does nothing.
             let focused = store.focused_subagent()?.agent_id.clone();
-            store.set_notice(
-                format!("cancelling {focused}; the other subagents and the turn go on"),
-                false,
-            );
             return Some(Action::CancelSubagent(Some(focused)));
         }
         KeyCode::F(2) => store.plan_overlay = !store.plan_overlay,
