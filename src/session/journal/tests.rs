@@ -164,7 +164,10 @@ async fn a_running_session_is_listed_as_running_and_cannot_be_resumed_twice() {
     // The writer thread closes the file (and its lock) as it ends.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while is_running(&live_path) {
-        assert!(std::time::Instant::now() < deadline, "the lock outlived the journal");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lock outlived the journal"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     let listed = tokio::task::block_in_place(|| list(dir.path())).unwrap();
