@@ -12,8 +12,10 @@
 
 mod actor;
 mod calls;
+mod compact;
 mod compaction;
 mod conversation;
+mod deps;
 mod events;
 pub mod instructions;
 pub mod limits;
@@ -21,16 +23,18 @@ mod live;
 pub mod loop_detect;
 mod prompt;
 pub mod recover;
+mod request;
 mod turn;
 
 pub use actor::{AgentActor, AgentArguments, AgentMessage};
 pub use compaction::{CompactionSettings, CompactionStrategy};
 pub use conversation::Conversation;
+pub use deps::AgentDeps;
 pub use events::EventSink;
 pub use instructions::ProjectInstructions;
 pub use limits::ModelLimits;
 pub use prompt::system_prompt;
-pub use turn::{AgentDeps, TurnOutcome, run_turn};
+pub use turn::{TurnOutcome, run_turn};
 
 use crate::plan::{PlanFlavour, restore, todo};
 use crate::protocol::EventKind;
