@@ -89,10 +89,7 @@ pub fn restore_plan(
             if loaded.state.version > 0
                 && let Some(plan) = output.details
             {
-                events.emit(EventKind::PlanUpdated {
-                    flavour: flavour.tool_name().into(),
-                    plan,
-                });
+                events.emit(EventKind::PlanUpdated { flavour, plan });
             }
         }
         Err(err) => {
@@ -118,7 +115,7 @@ fn restore_todo(conversation: &mut Conversation, env: &ToolEnv, events: &EventSi
             }
             if let Some(plan) = restored.details {
                 events.emit(EventKind::PlanUpdated {
-                    flavour: todo::TOOL_NAME.into(),
+                    flavour: PlanFlavour::Todo,
                     plan,
                 });
             }

@@ -409,10 +409,11 @@ async fn run_tool_calls(
         }
         if output.ok
             && deps.catalog.kind_of(&call.name) == Some(ToolKind::PlanState)
+            && let Some(flavour) = crate::protocol::ipc::PlanFlavour::of_tool(&call.name)
             && let Some(plan) = &output.details
         {
             deps.events.emit(EventKind::PlanUpdated {
-                flavour: call.name.clone(),
+                flavour,
                 plan: plan.clone(),
             });
         }
