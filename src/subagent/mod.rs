@@ -47,6 +47,7 @@
 
 pub mod fork;
 pub mod ipc;
+pub mod profiles;
 pub mod result;
 pub mod runner;
 pub mod supervisor;

@@ -12,9 +12,8 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::{Invocation, Tool, ToolFuture, ToolKind, ToolOutput, parse_args};
-use crate::protocol::delegate::DelegateResult;
+use crate::protocol::delegate::{DelegateArgs, DelegateResult};
 use crate::protocol::{Message, ToolSpec};
-use crate::subagent::fork::DelegateArgs;
 
 /// One delegation, as handed to the supervisor.
 pub struct DelegationRequest<'a> {
