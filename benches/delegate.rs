@@ -56,12 +56,12 @@ use std::time::{Duration, Instant};
 
 use fido::agent::EventSink;
 use fido::plan::PlanFlavour;
+use fido::protocol::delegate::DelegateArgs;
 use fido::protocol::delegate::{DelegateResult, DelegateStatus};
 use fido::protocol::{Event, EventKind, Message, ToolCall};
 use fido::provider::HttpPolicy;
 use fido::provider::openai::OpenAiProvider;
 use fido::sandbox::SandboxRequirement;
-use fido::subagent::fork::DelegateArgs;
 use fido::subagent::supervisor::{DelegationSettings, Supervisor};
 use fido::tools::ToolCatalog;
 use fido::tools::delegate::{DelegationRequest, Delegator};
@@ -393,6 +393,7 @@ impl Rig {
                         timeout_ms: None,
                         budget_tokens: None,
                         plan_item: None,
+                        agent: None,
                     },
                     parent_messages: &messages,
                     cancel: &cancel,

@@ -28,11 +28,11 @@ use std::time::{Duration, Instant};
 
 use fido::agent::EventSink;
 use fido::plan::PlanFlavour;
+use fido::protocol::delegate::DelegateArgs;
 use fido::protocol::delegate::DelegateStatus;
 use fido::protocol::{Message, ToolCall};
 use fido::provider::HttpPolicy;
 use fido::provider::openai::OpenAiProvider;
-use fido::subagent::fork::DelegateArgs;
 use fido::subagent::supervisor::{DelegationSettings, Supervisor};
 use fido::tools::ToolCatalog;
 use fido::tools::delegate::{DelegationRequest, Delegator};
@@ -212,5 +212,6 @@ fn args() -> DelegateArgs {
         timeout_ms: None,
         budget_tokens: None,
         plan_item: None,
+        agent: None,
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio_util::sync::CancellationToken;
 
-use super::{AgentDeps, Conversation, TurnOutcome, compaction, restore_plan, run_turn};
+use super::{AgentDeps, Conversation, TurnOutcome, compact, compaction, restore_plan, run_turn};
 use crate::plan::PlanFlavour;
 use crate::plan::restore::is_restore_message;
 use crate::protocol::{Message, TurnStatus, UsageTotals};
@@ -175,7 +175,7 @@ impl Actor for AgentActor {
                         flavour,
                         &state.deps.events,
                     );
-                    super::turn::journal_step(&conversation, &state.deps).await;
+                    state.deps.journal_step(&conversation).await;
                 }
                 state.conversation = Some(conversation);
                 if let Some(running) = state.running.take() {
@@ -191,7 +191,7 @@ impl Actor for AgentActor {
                         flavour,
                         &state.deps.events,
                     );
-                    super::turn::journal_step(conversation, &state.deps).await;
+                    state.deps.journal_step(conversation).await;
                 }
                 None => state.plan_restore_pending = true,
             },
@@ -203,7 +203,7 @@ impl Actor for AgentActor {
                     return Ok(());
                 };
                 let (conversation, recalled) = recall(current, history, &state.deps);
-                super::turn::journal_step(&conversation, &state.deps).await;
+                state.deps.journal_step(&conversation).await;
                 state.conversation = Some(conversation);
                 let _ = reply.send(Ok(recalled));
             }
@@ -230,7 +230,7 @@ impl Actor for AgentActor {
                 reply,
                 compacted,
             } => {
-                super::turn::journal_step(&conversation, &state.deps).await;
+                state.deps.journal_step(&conversation).await;
                 state.conversation = Some(*conversation);
                 let _ = reply.send(Ok(compacted));
             }
@@ -265,7 +265,7 @@ async fn compact_now(mut conversation: Conversation, deps: &AgentDeps) -> (Conve
     settings.keep_recent_tokens = settings.keep_recent_tokens.min(size / 2);
     let before = (conversation.messages().len(), size);
     let mut usage = UsageTotals::default();
-    compaction::maybe_compact(
+    compact::maybe_compact(
         &mut conversation,
         deps,
         settings,

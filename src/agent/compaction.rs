@@ -7,20 +7,17 @@
 //! the newest `keep_recent_tokens` of history stay as they are; the cut never
 //! separates a tool result from its call.
 //!
+//! This module plans (pure, tested without a model): [`plan`] decides the
+//! cut, [`compacted_history`] builds what replaces the removed part. The
+//! turn loop's `compact` step asks the model for the summary and applies it.
+//!
 //! State results survive: the latest result of a state tool (the plan) that
 //! falls in the removed part is carried forward as the newest tool result,
 //! with its matching call, so the model always sees the complete current
 //! state (see [`STATE_TOOLS`]).
 
-use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
-
-use super::Conversation;
-use super::turn::{AgentDeps, record_usage, request_completion};
 use crate::plan::restore::is_restore_message;
-use crate::plan::todo;
-use crate::protocol::{EventKind, Message, UsageTotals};
-use crate::tools::ToolKind;
+use crate::protocol::Message;
 
 /// Tools whose latest result is the model-visible source of truth for some
 /// state and must never be compacted away.
@@ -48,7 +45,7 @@ impl CompactionSettings {
     pub const DEFAULT_KEEP_RECENT_TOKENS: usize = 30_000;
 }
 
-const SUMMARY_REQUEST: &str = "\
+pub(super) const SUMMARY_REQUEST: &str = "\
 [Fido: context compaction] The conversation is about to be shortened. Write a concise summary of everything above that is needed to continue the work: the user's goals and constraints, decisions made, files inspected or changed (with paths), commands run and their results, and what remains to be done. Answer with the summary text only; do not call tools.";
 
 /// Why compaction runs.
@@ -61,55 +58,65 @@ pub(super) enum Trigger {
     Overflow,
 }
 
-/// Compacts `conversation` if it has grown past the threshold (or at once,
-/// for [`Trigger::Overflow`]). Returns whether anything was removed.
-pub(super) async fn maybe_compact(
-    conversation: &mut Conversation,
-    deps: &AgentDeps,
+/// Where to cut and how, decided from the messages alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Cut {
+    /// The first kept message; `messages[1..index]` go.
+    pub index: usize,
+    pub strategy: CompactionStrategy,
+}
+
+/// Why nothing is cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Skip {
+    /// Under the threshold.
+    NotNeeded,
+    /// Over it, but every message is part of the newest kept group.
+    NothingToRemove,
+    /// The newest turn alone is most of the context: removing the little
+    /// before it would cost a summary request on every step and gain
+    /// nothing.
+    MostlyNewestTurn { removed_tokens: usize },
+}
+
+/// Plans the compaction of `messages` (the whole conversation, system
+/// prompt first). Pure: no model, no I/O.
+pub(super) fn plan(
+    messages: &[Message],
     settings: CompactionSettings,
     trigger: Trigger,
-    cancel: &CancellationToken,
-    usage: &mut UsageTotals,
-) -> bool {
-    let before = conversation.estimated_tokens();
+) -> Result<Cut, Skip> {
+    let before: usize = messages.iter().map(Message::estimated_tokens).sum();
     if trigger == Trigger::Threshold && before <= settings.threshold_tokens {
-        return false;
+        return Err(Skip::NotNeeded);
     }
-    let messages = conversation.messages();
-    let Some(cut) = cut_index(messages, settings.keep_recent_tokens) else {
-        warn!(
-            before,
-            "context is over the compaction threshold but nothing can be removed"
-        );
-        return false;
-    };
-
-    let removed_tokens: usize = messages[1..cut].iter().map(Message::estimated_tokens).sum();
+    let index = cut_index(messages, settings.keep_recent_tokens).ok_or(Skip::NothingToRemove)?;
+    let removed_tokens: usize = messages[1..index]
+        .iter()
+        .map(Message::estimated_tokens)
+        .sum();
     if trigger == Trigger::Threshold && removed_tokens * 10 < before {
-        // The newest turn alone is most of the context; removing the little
-        // before it would cost a summary request on every step and gain
-        // nothing.
-        warn!(
-            before,
-            removed_tokens,
-            "context is over the compaction threshold, mostly in the newest turn; not compacting"
-        );
-        return false;
+        return Err(Skip::MostlyNewestTurn { removed_tokens });
     }
     let strategy = match trigger {
         Trigger::Threshold => settings.strategy,
+        // The summary request would be refused for its size too.
         Trigger::Overflow => CompactionStrategy::Elide,
     };
-    let (strategy, summary) = match strategy {
-        CompactionStrategy::Elide => (CompactionStrategy::Elide, None),
-        CompactionStrategy::Summarize => match summarize(conversation, deps, cancel, usage).await {
-            Some(summary) => (CompactionStrategy::Summarize, Some(summary)),
-            None => (CompactionStrategy::Elide, None),
-        },
-    };
+    Ok(Cut { index, strategy })
+}
 
-    let removed = &conversation.messages()[1..cut];
-    let note = match &summary {
+/// The history after the cut (everything but the system prompt): a note
+/// with the summary (or that messages were removed) and the user's latest
+/// request if it was cut, the kept messages, then `carried` state results.
+pub(super) fn compacted_history(
+    messages: &[Message],
+    cut: usize,
+    summary: Option<&str>,
+    carried: Vec<Message>,
+) -> Vec<Message> {
+    let (removed, kept) = (&messages[1..cut], &messages[cut..]);
+    let note = match summary {
         Some(summary) => format!(
             "[Fido: {} earlier messages were compacted into this summary]\n{summary}",
             removed.len()
@@ -121,26 +128,9 @@ pub(super) async fn maybe_compact(
     };
     // The prompt the model is working on must survive, word for word, even
     // when the turn that holds it is compacted away.
-    let kept_has_request = conversation.messages()[cut..]
-        .iter()
-        .any(|m| matches!(m, Message::User { content } if !content.starts_with("[Fido:")));
-    let latest_request = removed
-        .iter()
-        .rev()
-        .filter(|_| !kept_has_request)
-        .find_map(|m| match m {
-            Message::User { content } if !content.starts_with("[Fido:") => Some(content.as_str()),
-            _ => None,
-        });
-    let note = match latest_request {
+    let note = match latest_request(removed, kept) {
         Some(request) => format!("{note}\n[Fido: the user's latest request, verbatim]\n{request}"),
         None => note,
-    };
-    let kept = &conversation.messages()[cut..];
-    let carried = if deps.catalog.kind_of(todo::TOOL_NAME) == Some(ToolKind::PlanState) {
-        todo_state(removed, deps)
-    } else {
-        carried_state(removed, kept)
     };
     let mut history = Vec::with_capacity(kept.len() + 3);
     history.push(Message::user(note));
@@ -153,28 +143,28 @@ pub(super) async fn maybe_compact(
             .cloned(),
     );
     history.extend(carried);
-    let removed_messages = removed.len();
-    conversation.replace_history(history);
+    history
+}
 
-    let after = conversation.estimated_tokens();
-    let strategy_name = match strategy {
+/// The person's latest prompt in `removed`, unless `kept` holds one.
+fn latest_request<'a>(removed: &'a [Message], kept: &[Message]) -> Option<&'a str> {
+    let is_request =
+        |m: &Message| matches!(m, Message::User { content } if !content.starts_with("[Fido:"));
+    if kept.iter().any(is_request) {
+        return None;
+    }
+    removed.iter().rev().find_map(|m| match m {
+        Message::User { content } if !content.starts_with("[Fido:") => Some(content.as_str()),
+        _ => None,
+    })
+}
+
+/// The name a strategy has in events and logs.
+pub(super) fn strategy_name(strategy: CompactionStrategy) -> &'static str {
+    match strategy {
         CompactionStrategy::Summarize => "summarize",
         CompactionStrategy::Elide => "elide",
-    };
-    info!(
-        before,
-        after,
-        removed_messages,
-        strategy = strategy_name,
-        "compacted the conversation"
-    );
-    deps.events.emit(EventKind::Compacted {
-        strategy: strategy_name.into(),
-        removed_messages,
-        estimated_tokens_before: before,
-        estimated_tokens_after: after,
-    });
-    true
+    }
 }
 
 /// Index of the first kept message: the newest messages worth at most
@@ -207,28 +197,9 @@ fn cut_index(messages: &[Message], keep_tokens: usize) -> Option<usize> {
     (cut > 1).then_some(cut)
 }
 
-/// For the `todo` flavour, whose results are often one line (`Updated #3`):
-/// when todo messages are compacted away, the complete current list comes
-/// back as the newest tool result, the same pair a restart restores.
-fn todo_state(removed: &[Message], deps: &AgentDeps) -> Vec<Message> {
-    let touched = removed
-        .iter()
-        .any(|m| matches!(m, Message::Tool { name, .. } if name == todo::TOOL_NAME));
-    if !touched {
-        return Vec::new();
-    }
-    match todo::TodoStore::in_workspace(&deps.tool_env.workspace.root).load() {
-        Ok(loaded) => todo::reminder::restore(&loaded).messages,
-        Err(err) => {
-            warn!(error = %err, "cannot read the todo list to carry it through compaction");
-            Vec::new()
-        }
-    }
-}
-
 /// The latest state-tool result in `removed`, with its call, unless `kept`
 /// holds a newer result of the same tool.
-fn carried_state(removed: &[Message], kept: &[Message]) -> Vec<Message> {
+pub(super) fn carried_state(removed: &[Message], kept: &[Message]) -> Vec<Message> {
     let mut carried = Vec::new();
     for tool in STATE_TOOLS {
         let newer_in_kept = kept
@@ -262,37 +233,6 @@ fn carried_state(removed: &[Message], kept: &[Message]) -> Vec<Message> {
         }
     }
     carried
-}
-
-/// Asks the model for a summary of the conversation; `None` when it fails,
-/// is interrupted or answers with tool calls (then the caller elides).
-async fn summarize(
-    conversation: &Conversation,
-    deps: &AgentDeps,
-    cancel: &CancellationToken,
-    usage: &mut UsageTotals,
-) -> Option<String> {
-    let mut request = conversation.clone();
-    request.push(Message::user(SUMMARY_REQUEST));
-    match request_completion(&request, deps, cancel).await? {
-        Ok(completion) => {
-            record_usage(deps, usage, &completion);
-            match completion.message {
-                Message::Assistant {
-                    content: Some(text),
-                    tool_calls,
-                } if tool_calls.is_empty() && !text.trim().is_empty() => Some(text),
-                _ => {
-                    warn!("the summary request returned no usable text; eliding instead");
-                    None
-                }
-            }
-        }
-        Err(err) => {
-            warn!(error = %err, "the summary request failed; eliding instead");
-            None
-        }
-    }
 }
 
 #[cfg(test)]
@@ -380,5 +320,94 @@ mod tests {
         );
         let kept = vec![result("p3", "update_plan", "{\"version\":3}")];
         assert!(carried_state(&removed, &kept).is_empty());
+    }
+
+    fn settings(threshold: usize, keep: usize) -> CompactionSettings {
+        CompactionSettings {
+            threshold_tokens: threshold,
+            keep_recent_tokens: keep,
+            strategy: CompactionStrategy::Summarize,
+        }
+    }
+
+    fn long_conversation() -> Vec<Message> {
+        vec![
+            Message::System {
+                content: "s".into(),
+            },
+            Message::user("fix the parser"),
+            Message::Assistant {
+                content: None,
+                tool_calls: vec![call("1", "read_file")],
+            },
+            result("1", "read_file", &big("old file ")),
+            Message::Assistant {
+                content: Some(big("analysis ")),
+                tool_calls: vec![],
+            },
+            Message::user("[Fido: a note]"),
+            Message::Assistant {
+                content: Some("short".into()),
+                tool_calls: vec![],
+            },
+        ]
+    }
+
+    #[test]
+    fn the_plan_is_decided_from_the_messages_alone() {
+        let messages = long_conversation();
+        let size: usize = messages.iter().map(Message::estimated_tokens).sum();
+        assert_eq!(
+            plan(&messages, settings(size, 10), Trigger::Threshold),
+            Err(Skip::NotNeeded)
+        );
+        let cut = plan(&messages, settings(size / 2, 10), Trigger::Threshold).unwrap();
+        assert_eq!(cut.strategy, CompactionStrategy::Summarize);
+        assert!(cut.index > 1 && !matches!(messages[cut.index], Message::Tool { .. }));
+        // A refusal for size never asks for a summary (it would be refused too).
+        let overflow = plan(&messages, settings(usize::MAX, 10), Trigger::Overflow).unwrap();
+        assert_eq!(overflow.strategy, CompactionStrategy::Elide);
+        // The newest turn alone is the context: nothing worth cutting.
+        let mut newest_heavy = messages.clone();
+        newest_heavy.push(Message::user(big("huge paste ").repeat(20)));
+        let keep = newest_heavy.last().unwrap().estimated_tokens();
+        assert!(matches!(
+            plan(&newest_heavy, settings(1, keep), Trigger::Threshold),
+            Err(Skip::MostlyNewestTurn { .. })
+        ));
+    }
+
+    #[test]
+    fn the_compacted_history_keeps_the_request_and_carries_the_state() {
+        let messages = long_conversation();
+        let cut = 5;
+        let carried = vec![
+            Message::Assistant {
+                content: None,
+                tool_calls: vec![call("p", "update_plan")],
+            },
+            result("p", "update_plan", "{\"version\":2}"),
+        ];
+        let history =
+            compacted_history(&messages, cut, Some("we read the parser"), carried.clone());
+        let Message::User { content } = &history[0] else {
+            panic!("{history:?}");
+        };
+        assert!(
+            content.contains("4 earlier messages were compacted"),
+            "{content}"
+        );
+        assert!(content.contains("we read the parser"), "{content}");
+        assert!(
+            content.ends_with("[Fido: the user's latest request, verbatim]\nfix the parser"),
+            "the cut prompt survives word for word: {content}"
+        );
+        assert_eq!(&history[1..3], &messages[cut..]);
+        assert_eq!(&history[3..], &carried[..]);
+        let elided = compacted_history(&messages, cut, None, Vec::new());
+        let Message::User { content } = &elided[0] else {
+            panic!("{elided:?}");
+        };
+        assert!(content.contains("were removed to fit the context window"));
     }
 }

@@ -12,8 +12,10 @@
 
 mod actor;
 mod calls;
+mod compact;
 mod compaction;
 mod conversation;
+mod deps;
 mod events;
 pub mod instructions;
 pub mod limits;
@@ -21,16 +23,18 @@ mod live;
 pub mod loop_detect;
 mod prompt;
 pub mod recover;
+mod request;
 mod turn;
 
 pub use actor::{AgentActor, AgentArguments, AgentMessage};
 pub use compaction::{CompactionSettings, CompactionStrategy};
 pub use conversation::Conversation;
+pub use deps::AgentDeps;
 pub use events::EventSink;
 pub use instructions::ProjectInstructions;
 pub use limits::ModelLimits;
 pub use prompt::system_prompt;
-pub use turn::{AgentDeps, TurnOutcome, run_turn};
+pub use turn::{TurnOutcome, run_turn};
 
 use crate::plan::{PlanFlavour, restore, todo};
 use crate::protocol::EventKind;
@@ -85,10 +89,7 @@ pub fn restore_plan(
             if loaded.state.version > 0
                 && let Some(plan) = output.details
             {
-                events.emit(EventKind::PlanUpdated {
-                    flavour: flavour.tool_name().into(),
-                    plan,
-                });
+                events.emit(EventKind::PlanUpdated { flavour, plan });
             }
         }
         Err(err) => {
@@ -114,7 +115,7 @@ fn restore_todo(conversation: &mut Conversation, env: &ToolEnv, events: &EventSi
             }
             if let Some(plan) = restored.details {
                 events.emit(EventKind::PlanUpdated {
-                    flavour: todo::TOOL_NAME.into(),
+                    flavour: PlanFlavour::Todo,
                     plan,
                 });
             }

@@ -7,37 +7,19 @@
 //! interrupts. Whatever ends the turn, the conversation stays valid: every
 //! tool call has its result.
 
-use std::sync::Arc;
-
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span, warn};
 
-use super::compaction::{self, Trigger};
+use super::compact;
+use super::compaction::Trigger;
 use super::loop_detect::{LoopDetector, Verdict, signature};
-use super::{AgentSettings, CompactionSettings, Conversation, EventSink, calls, limits};
+use super::request::{record_usage, request};
+use super::{AgentDeps, CompactionSettings, Conversation, calls, limits};
 use crate::plan::{restore, todo};
 use crate::protocol::{EventKind, Message, ToolCall, TurnStatus, UsageTotals};
-use crate::provider::{
-    ChatRequest, Completion, FinishReason, Provider, ProviderError, ProviderNotice,
-};
-use crate::session::journal::Journal;
+use crate::provider::{Completion, FinishReason, ProviderError};
 use crate::text;
-use crate::tools::{InvocationContext, ToolCatalog, ToolEnv, ToolKind, ToolOutput};
-
-/// Everything a turn needs besides the conversation. Shared, immutable
-/// (`/model` swaps in a copy with another provider between turns).
-#[derive(Clone)]
-pub struct AgentDeps {
-    pub provider: Arc<dyn Provider>,
-    pub catalog: Arc<ToolCatalog>,
-    pub tool_env: Arc<ToolEnv>,
-    pub ctx: InvocationContext,
-    pub settings: AgentSettings,
-    pub events: EventSink,
-    /// The session journal (the main agent only): every step is on disk
-    /// before the next one starts.
-    pub journal: Option<Arc<Journal>>,
-}
+use crate::tools::{ToolKind, ToolOutput};
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -118,9 +100,9 @@ async fn turn_steps(
         }
         // A step boundary: what the last step added is on disk before the
         // next request, so a crash loses at most the step in flight.
-        journal_step(conversation, deps).await;
+        deps.journal_step(conversation).await;
         let budget = compaction_budget(conversation, deps);
-        compaction::maybe_compact(
+        compact::maybe_compact(
             conversation,
             deps,
             budget,
@@ -176,7 +158,7 @@ async fn turn_steps(
         info!(step, calls = tool_calls.len(), "running tool calls");
         // The calls are on disk before they run: a crash during one leaves
         // a journal that says which call it interrupted.
-        journal_step(conversation, deps).await;
+        deps.journal_step(conversation).await;
         let stop = run_tool_calls(
             conversation,
             deps,
@@ -202,15 +184,6 @@ async fn turn_steps(
     });
     warn!("{message}");
     outcome(TurnStatus::MaxSteps, None, Some(message), usage)
-}
-
-/// Appends what the conversation gained to the session journal, if any.
-pub(super) async fn journal_step(conversation: &Conversation, deps: &AgentDeps) {
-    if let Some(journal) = &deps.journal {
-        journal
-            .record(conversation.generation(), conversation.messages())
-            .await;
-    }
 }
 
 /// What happens after an answer without tool calls.
@@ -349,8 +322,7 @@ async fn request_fitting(
         .keep_recent_tokens
         .min(conversation.estimated_tokens() / 3);
     let compacted =
-        compaction::maybe_compact(conversation, deps, budget, Trigger::Overflow, cancel, usage)
-            .await;
+        compact::maybe_compact(conversation, deps, budget, Trigger::Overflow, cancel, usage).await;
     if !compacted {
         return Some(result);
     }
@@ -374,71 +346,6 @@ fn text_calls(
         Some((rest, calls)) => (Some(rest), calls),
         None => (content, tool_calls),
     }
-}
-
-/// One provider request; `None` when the user interrupted it.
-pub(super) async fn request_completion(
-    conversation: &Conversation,
-    deps: &AgentDeps,
-    cancel: &CancellationToken,
-) -> Option<Result<Completion, ProviderError>> {
-    request(conversation, deps, cancel, false).await
-}
-
-/// One provider request; with `stream_text`, its text fragments go to the
-/// live UI as they arrive (the answers of a turn, not compaction summaries).
-async fn request(
-    conversation: &Conversation,
-    deps: &AgentDeps,
-    cancel: &CancellationToken,
-    stream_text: bool,
-) -> Option<Result<Completion, ProviderError>> {
-    let events = deps.events.clone();
-    let notices = move |notice: ProviderNotice| match notice {
-        ProviderNotice::Retrying {
-            attempt,
-            delay,
-            reason,
-        } => events.emit(EventKind::Retrying {
-            attempt,
-            delay_ms: delay.as_millis() as u64,
-            reason: text::summary(&reason, 200),
-        }),
-        ProviderNotice::TextDelta(text) if stream_text => {
-            events.emit(EventKind::AssistantDelta { text });
-        }
-        ProviderNotice::TextDelta(_) | ProviderNotice::ToolCallStarted { .. } => {}
-    };
-    let prompt_tokens =
-        conversation.estimated_tokens() + limits::tools_tokens(deps.catalog.specs());
-    let request = ChatRequest {
-        messages: conversation.messages(),
-        tools: deps.catalog.specs(),
-        max_output_tokens: limits::output_cap(
-            &deps.settings.limits,
-            conversation.context_window(),
-            prompt_tokens,
-        ),
-    };
-    tokio::select! {
-        // An answer that is already here is kept even when the cancel came
-        // with it (a subagent's budget stop follows its last answer): what
-        // it says is part of the partial result.
-        biased;
-        result = deps.provider.complete(request, &notices) => Some(result),
-        // Dropping the request future aborts the HTTP request at once.
-        _ = cancel.cancelled() => None,
-    }
-}
-
-pub(super) fn record_usage(deps: &AgentDeps, usage: &mut UsageTotals, completion: &Completion) {
-    usage.record(completion.usage);
-    deps.events.emit(EventKind::Usage {
-        identity: deps.ctx.identity.label().to_string(),
-        prompt_tokens: completion.usage.prompt_tokens,
-        cached_tokens: completion.usage.cached_tokens,
-        completion_tokens: completion.usage.completion_tokens,
-    });
 }
 
 /// Runs the calls in order, appending exactly one result for each, also
@@ -502,10 +409,11 @@ async fn run_tool_calls(
         }
         if output.ok
             && deps.catalog.kind_of(&call.name) == Some(ToolKind::PlanState)
+            && let Some(flavour) = crate::protocol::ipc::PlanFlavour::of_tool(&call.name)
             && let Some(plan) = &output.details
         {
             deps.events.emit(EventKind::PlanUpdated {
-                flavour: call.name.clone(),
+                flavour,
                 plan: plan.clone(),
             });
         }

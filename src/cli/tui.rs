@@ -192,7 +192,7 @@ impl LocalCommands for CliLocalCommands {
                 }
                 Ok(PlanCleared {
                     message: output.content,
-                    flavour: todo::TOOL_NAME.into(),
+                    flavour: PlanFlavour::Todo,
                     plan: output.details,
                 })
             }
@@ -330,7 +330,7 @@ impl CliLocalCommands {
             .ok_or("the cleared plan cannot be shown")?;
         Ok(PlanCleared {
             message: format!("Plan cleared (version {}).", state.version),
-            flavour: PlanFlavour::UpdatePlan.tool_name().into(),
+            flavour: PlanFlavour::UpdatePlan,
             plan,
         })
     }
@@ -430,7 +430,7 @@ mod tests {
         // As at start-up: the loaded plan arrives as an event.
         let loaded = update_plan::state_output(&before).details.unwrap();
         ui.cast(UiMessage::Agent(Event::now(EventKind::PlanUpdated {
-            flavour: "update_plan".into(),
+            flavour: crate::protocol::ipc::PlanFlavour::UpdatePlan,
             plan: loaded,
         })))
         .unwrap();
@@ -481,14 +481,22 @@ mod tests {
         let shown = commands.show().unwrap();
         let (expected, envelope) = todo::format::list_view(&commands.todos.load().unwrap().state);
         assert_eq!(shown, expected);
-        let view = crate::ui::plan_view::PlanView::from_event("todo", &envelope).unwrap();
+        let view = crate::ui::plan_view::PlanView::from_event(
+            crate::protocol::ipc::PlanFlavour::Todo,
+            &envelope,
+        )
+        .unwrap();
         assert_eq!(view.items.len(), 2);
 
         let cleared = commands.clear().unwrap();
         assert_eq!(cleared.message, "Cleared 2 tasks");
-        let view = crate::ui::plan_view::PlanView::from_event("todo", &cleared.plan).unwrap();
+        let view = crate::ui::plan_view::PlanView::from_event(
+            crate::protocol::ipc::PlanFlavour::Todo,
+            &cleared.plan,
+        )
+        .unwrap();
         assert!(view.items.is_empty());
-        assert_eq!(cleared.flavour, "todo");
+        assert_eq!(cleared.flavour, crate::protocol::ipc::PlanFlavour::Todo);
         assert!(
             !dir.path().join(".fido-plan.json").exists(),
             "the other flavour is untouched"

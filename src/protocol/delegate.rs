@@ -5,6 +5,41 @@
 
 use serde::{Deserialize, Serialize};
 
+/// What the subagent must do, from the `delegate` arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DelegateArgs {
+    pub task: String,
+    #[serde(default)]
+    pub context: Option<String>,
+    #[serde(default)]
+    pub scope: Option<Scope>,
+    #[serde(default)]
+    pub mode: Option<String>,
+    #[serde(default)]
+    pub output_contract: Option<String>,
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Tokens (prompt + completion) the subagent may use.
+    #[serde(default)]
+    pub budget_tokens: Option<u64>,
+    /// The plan item this investigation serves (shown in the UI only).
+    #[serde(default)]
+    pub plan_item: Option<String>,
+    /// The subagent profile to run (`.fido/agents/NAME.md`).
+    #[serde(default)]
+    pub agent: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scope {
+    #[serde(default)]
+    pub paths: Vec<String>,
+    #[serde(default)]
+    pub symbols: Vec<String>,
+}
+
 /// Who produced a result. Assigned by the runner, never by the model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SubagentIdentity {

@@ -60,7 +60,8 @@ pub enum EventKind {
     /// The plan changed (or was loaded at start): the complete normalised
     /// state, the same object the model got in the tool result.
     PlanUpdated {
-        flavour: String,
+        /// The plan tool the state belongs to (`update_plan`, `todo`).
+        flavour: super::ipc::PlanFlavour,
         plan: serde_json::Value,
     },
     /// What a delegated subagent is doing (sanitised lifecycle only: never
@@ -194,5 +195,70 @@ impl UsageTotals {
         self.prompt_tokens += other.prompt_tokens;
         self.cached_tokens += other.cached_tokens;
         self.completion_tokens += other.completion_tokens;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ipc::PlanFlavour;
+
+    /// The `--json` stream is a contract: typed fields (status, flavour)
+    /// serialise to exactly the strings they had as `String`s.
+    #[test]
+    fn the_event_stream_keeps_its_wire_format() {
+        let events = [
+            EventKind::SessionStarted {
+                workspace: "/w".into(),
+                provider: "openai".into(),
+                model: "m".into(),
+                tools: vec!["read_file".into()],
+                session_id: Some("20261201T120000-abcd".into()),
+            },
+            EventKind::PlanUpdated {
+                flavour: PlanFlavour::Todo,
+                plan: serde_json::json!({"tasks": []}),
+            },
+            EventKind::PlanUpdated {
+                flavour: PlanFlavour::UpdatePlan,
+                plan: serde_json::json!({"version": 1}),
+            },
+            EventKind::TurnCompleted {
+                turn: 2,
+                status: TurnStatus::MaxSteps,
+                usage: UsageTotals {
+                    requests: 3,
+                    prompt_tokens: 10,
+                    cached_tokens: 4,
+                    completion_tokens: 2,
+                },
+            },
+            EventKind::Subagent {
+                agent_id: "sub-1".into(),
+                pid: Some(42),
+                phase: "read_file".into(),
+                elapsed_ms: 7,
+                detail: "x".into(),
+                tokens: 9,
+                plan_item: None,
+            },
+        ];
+        let lines: Vec<String> = events
+            .iter()
+            .map(|e| serde_json::to_string(e).unwrap())
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                r#"{"type":"session_started","workspace":"/w","provider":"openai","model":"m","tools":["read_file"],"session_id":"20261201T120000-abcd"}"#,
+                r#"{"type":"plan_updated","flavour":"todo","plan":{"tasks":[]}}"#,
+                r#"{"type":"plan_updated","flavour":"update_plan","plan":{"version":1}}"#,
+                r#"{"type":"turn_completed","turn":2,"status":"max_steps","usage":{"requests":3,"prompt_tokens":10,"cached_tokens":4,"completion_tokens":2}}"#,
+                r#"{"type":"subagent","agent_id":"sub-1","pid":42,"phase":"read_file","elapsed_ms":7,"detail":"x","tokens":9}"#,
+            ]
+        );
+        for (line, event) in lines.iter().zip(&events) {
+            assert_eq!(&serde_json::from_str::<EventKind>(line).unwrap(), event);
+        }
     }
 }

@@ -39,6 +39,13 @@ impl PlanFlavour {
             PlanFlavour::Todo => "todo",
         }
     }
+
+    /// The flavour whose tool is called `name`, if any.
+    pub fn of_tool(name: &str) -> Option<PlanFlavour> {
+        [PlanFlavour::UpdatePlan, PlanFlavour::Todo]
+            .into_iter()
+            .find(|flavour| flavour.tool_name() == name)
+    }
 }
 
 /// How the child sees its own end (`Final.status`); the parent

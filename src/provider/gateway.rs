@@ -23,6 +23,9 @@ use crate::protocol::UsageTotals;
 /// The gateway of one session.
 pub struct Gateway {
     provider: Arc<dyn Provider>,
+    /// Providers for other models of the same endpoint (subagent
+    /// profiles that name a model), by model name.
+    models: BTreeMap<String, Arc<dyn Provider>>,
     slots: Semaphore,
     /// No new request starts before this instant (after a 429).
     not_before: Mutex<Option<Instant>>,
@@ -33,8 +36,19 @@ impl Gateway {
     /// A gateway over `provider` with at most `concurrency` requests in
     /// flight (at least one).
     pub fn new(provider: Arc<dyn Provider>, concurrency: usize) -> Arc<Gateway> {
+        Gateway::with_models(provider, BTreeMap::new(), concurrency)
+    }
+
+    /// A gateway that can also ask the `models` (by name), through the same
+    /// slots, back-off and usage accounts.
+    pub fn with_models(
+        provider: Arc<dyn Provider>,
+        models: BTreeMap<String, Arc<dyn Provider>>,
+        concurrency: usize,
+    ) -> Arc<Gateway> {
         Arc::new(Gateway {
             provider,
+            models,
             slots: Semaphore::new(concurrency.max(1)),
             not_before: Mutex::new(None),
             usage: Mutex::new(BTreeMap::new()),
@@ -69,6 +83,26 @@ impl Gateway {
         request: ChatRequest<'_>,
         notices: NoticeSink<'_>,
     ) -> Result<Completion, ProviderError> {
+        self.complete_with(identity, None, request, notices).await
+    }
+
+    /// Like [`Gateway::complete_as`], with `model` (one of the gateway's
+    /// models; `None` or the session's own model: the session's provider).
+    pub async fn complete_with(
+        &self,
+        identity: &str,
+        model: Option<&str>,
+        request: ChatRequest<'_>,
+        notices: NoticeSink<'_>,
+    ) -> Result<Completion, ProviderError> {
+        let provider = match model {
+            Some(name) if name != self.provider.model() => {
+                self.models.get(name).ok_or_else(|| ProviderError::Api {
+                    message: format!("the model gateway has no provider for model {name}"),
+                })?
+            }
+            _ => &self.provider,
+        };
         let _slot = self.slots.acquire().await.map_err(|_| ProviderError::Api {
             message: "the model gateway is shut down".into(),
         })?;
@@ -81,7 +115,7 @@ impl Gateway {
             }
             notices(notice);
         };
-        let completion = self.provider.complete(request, &watch).await?;
+        let completion = provider.complete(request, &watch).await?;
         if let Ok(mut usage) = self.usage.lock() {
             usage
                 .entry(identity.to_string())
@@ -210,6 +244,40 @@ mod tests {
                 .requests,
             3
         );
+    }
+
+    #[tokio::test]
+    async fn another_model_is_asked_through_the_same_accounts() {
+        let other: Arc<dyn Provider> = Arc::new(
+            ScriptProvider::from_json("t", "small", r#"{"turns": [{"text": "from small"}]}"#)
+                .unwrap(),
+        );
+        let models = BTreeMap::from([("small".to_string(), other)]);
+        let gateway = Gateway::with_models(script(1), models, 1);
+        let messages = [Message::user("hi")];
+        let request = || ChatRequest {
+            messages: &messages,
+            tools: &[],
+            max_output_tokens: None,
+        };
+        let answer = gateway
+            .complete_with("sub-1", Some("small"), request(), &|_| {})
+            .await
+            .unwrap();
+        assert!(
+            matches!(&answer.message, Message::Assistant { content: Some(text), .. } if text == "from small"),
+            "{:?}",
+            answer.message
+        );
+        let err = gateway
+            .complete_with("sub-1", Some("nope"), request(), &|_| {})
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("no provider for model nope"),
+            "{err}"
+        );
+        assert_eq!(gateway.totals().requests, 1);
     }
 
     #[tokio::test]

@@ -128,9 +128,12 @@ impl CommandSandbox {
             write_roots.extend(tmpdir.iter().map(|dir| dir.path.clone()));
             write_roots.extend(policy.writable_roots.iter().cloned());
         }
+        // The main agent's commands read everywhere but the credentials,
+        // as a person's shell would; subagents read far less (see child).
         let spec = RulesetSpec {
             deny: policy.deny.clone(),
             write_roots,
+            read_roots: Vec::new(),
             network: policy.network,
         };
         let built = ruleset::build(&spec)?;
@@ -219,6 +222,11 @@ impl CommandSandbox {
     pub fn apply(self: &Arc<Self>, command: &mut tokio::process::Command) {
         if let Some(dir) = self.tmpdir() {
             command.env("TMPDIR", dir);
+            // A subagent cannot read the user's home: its commands get the
+            // scratch folder as theirs (git, for one, reads ~/.gitconfig).
+            if self.is_subagent_shell() {
+                command.env("HOME", dir);
+            }
         }
         let sandbox = Arc::clone(self);
         // SAFETY: `confine` makes only async-signal-safe syscalls on memory

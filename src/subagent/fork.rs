@@ -8,42 +8,8 @@
 //! short "not run in this fork" result. The subagent instructions follow as
 //! the user turn that starts the subagent's work.
 
-use serde::Deserialize;
-
-use crate::protocol::delegate::{SubagentBootstrap, SubagentIdentity};
+use crate::protocol::delegate::{DelegateArgs, SubagentBootstrap, SubagentIdentity};
 use crate::protocol::{Message, ToolCall};
-
-/// What the subagent must do, from the `delegate` arguments.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DelegateArgs {
-    pub task: String,
-    #[serde(default)]
-    pub context: Option<String>,
-    #[serde(default)]
-    pub scope: Option<Scope>,
-    #[serde(default)]
-    pub mode: Option<String>,
-    #[serde(default)]
-    pub output_contract: Option<String>,
-    #[serde(default)]
-    pub timeout_ms: Option<u64>,
-    /// Tokens (prompt + completion) the subagent may use.
-    #[serde(default)]
-    pub budget_tokens: Option<u64>,
-    /// The plan item this investigation serves (shown in the UI only).
-    #[serde(default)]
-    pub plan_item: Option<String>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Scope {
-    #[serde(default)]
-    pub paths: Vec<String>,
-    #[serde(default)]
-    pub symbols: Vec<String>,
-}
 
 pub const RESPONSIBILITY: &str = "Inspect only; return the final result to the parent. You are not the main agent, you may not delegate, and the parent will verify your claims.";
 
@@ -191,7 +157,7 @@ mod tests {
         DelegateArgs {
             task: "Find where config is parsed".into(),
             context: Some("parallel investigation".into()),
-            scope: Some(Scope {
+            scope: Some(crate::protocol::delegate::Scope {
                 paths: vec!["src/config".into()],
                 symbols: vec!["Config::load".into()],
             }),
@@ -200,6 +166,7 @@ mod tests {
             timeout_ms: None,
             budget_tokens: None,
             plan_item: None,
+            agent: None,
         }
     }
 

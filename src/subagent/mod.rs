@@ -49,6 +49,7 @@ pub mod control;
 pub mod fork;
 pub mod ipc;
 pub mod orphans;
+pub mod profiles;
 pub mod result;
 pub mod runner;
 pub mod supervisor;

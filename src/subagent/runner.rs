@@ -82,6 +82,7 @@ pub fn main(args: SubagentArgs) -> ExitCode {
             mode,
             &args.deny_read,
             args.scratch.as_deref(),
+            std::env::current_dir().ok().as_deref(),
         )
         .map_err(|err| crate::sandbox::child::error_chain(&err)),
         Err(err) => Err(err.to_string()),

@@ -13,11 +13,12 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-use super::fork::{DelegateArgs, build_fork};
+use super::fork::build_fork;
 use crate::agent::EventSink;
 use crate::plan::PlanFlavour;
 use crate::protocol::Message;
 use crate::protocol::control::RunningAgent;
+use crate::protocol::delegate::DelegateArgs;
 use crate::protocol::delegate::DelegateResult;
 use crate::provider::gateway::Gateway;
 use crate::sandbox::SandboxRequirement;

@@ -12,9 +12,8 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::{Invocation, Tool, ToolFuture, ToolKind, ToolOutput, parse_args};
-use crate::protocol::delegate::DelegateResult;
+use crate::protocol::delegate::{DelegateArgs, DelegateResult};
 use crate::protocol::{Message, ToolSpec};
-use crate::subagent::fork::DelegateArgs;
 
 /// One delegation, as handed to the supervisor.
 pub struct DelegationRequest<'a> {
@@ -42,7 +41,93 @@ pub trait Delegator: Send + Sync {
     fn begin_turn(&self) {}
 }
 
-pub struct Delegate;
+/// The `delegate` tool, with the subagent profiles of the session (fixed at
+/// session start, so its spec never changes mid-session).
+#[derive(Debug, Clone, Default)]
+pub struct Delegate {
+    agents: Vec<AgentOffer>,
+}
+
+/// A subagent profile as the model sees it in the `delegate` spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentOffer {
+    pub name: String,
+    pub description: String,
+}
+
+impl Delegate {
+    pub fn new(agents: Vec<AgentOffer>) -> Delegate {
+        Delegate { agents }
+    }
+
+    fn description(&self) -> String {
+        if self.agents.is_empty() {
+            return DESCRIPTION.into();
+        }
+        let offers: Vec<String> = self
+            .agents
+            .iter()
+            .map(|a| format!("- {}: {}", a.name, a.description))
+            .collect();
+        format!(
+            "{DESCRIPTION}\n\nSubagent profiles (set `agent` to run one; its instructions, model and limits apply):\n{}",
+            offers.join("\n")
+        )
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        let mut parameters = json!({
+            "type": "object",
+            "properties": {
+                "task": {"type": "string", "description": "The bounded investigation to do, stated so it can be done without asking back."},
+                "context": {"type": "string", "description": "Why you delegate and what you already know."},
+                "scope": {
+                    "type": "object",
+                    "properties": {
+                        "paths": {"type": "array", "items": {"type": "string"}, "description": "Workspace-relative paths to focus on."},
+                        "symbols": {"type": "array", "items": {"type": "string"}, "description": "Functions, types or names to focus on."}
+                    },
+                    "additionalProperties": false
+                },
+                "mode": {"type": "string", "enum": ["read_only"]},
+                "output_contract": {"type": "string", "enum": ["findings"]},
+                "timeout_ms": {"type": "integer", "minimum": 1000, "description": "Time limit in milliseconds (default 120000; capped by the configuration)."},
+                "budget_tokens": {"type": "integer", "minimum": 1, "description": "Most tokens (prompt + completion) the subagent may use; past it, it stops with a partial result (budget_exceeded). Default from the configuration."},
+                "plan_item": {"type": "string", "description": "The id of the plan item this investigation serves, if any (shown to the user)."}
+            },
+            "required": ["task"],
+            "additionalProperties": false
+        });
+        if !self.agents.is_empty() {
+            let names: Vec<&str> = self.agents.iter().map(|a| a.name.as_str()).collect();
+            parameters["properties"]["agent"] = json!({
+                "type": "string",
+                "enum": names,
+                "description": "The subagent profile to run (see the list above)."
+            });
+        }
+        parameters
+    }
+
+    fn check_agent(&self, agent: Option<&str>) -> Result<(), String> {
+        let Some(name) = agent else {
+            return Ok(());
+        };
+        if self.agents.iter().any(|a| a.name == name) {
+            return Ok(());
+        }
+        let known: Vec<&str> = self.agents.iter().map(|a| a.name.as_str()).collect();
+        Err(match known.as_slice() {
+            [] => format!(
+                "there is no subagent profile {name:?}: this session has none; leave `agent` out"
+            ),
+            _ => format!(
+                "there is no subagent profile {name:?}; the profiles are {}",
+                known.join(", ")
+            ),
+        })
+    }
+}
 
 const DESCRIPTION: &str = "\
 Run one bounded, synchronous, read-only subagent and return only its final normalized result. At invocation, Fido creates a private fork (an independent snapshot) of the parent's current messages array; the subagent works from that fork, not from a live reference to the parent array. The subagent's forked messages include a bootstrap tool result that explicitly gives it its current identity (role: \"subagent\", a unique agent_id, and parent_role: \"main\") and explains that its final output is for the parent. When the subagent finishes, its final output becomes the delegate tool result in the parent's messages. The parent does not receive the subagent's private tool calls or full transcript. The tool catalog remains unchanged in the subagent: if a subagent calls delegate again, that invocation must immediately return a normal status: \"failed\" tool result explaining that nested delegation is forbidden. No further subagent is created. The subagent is read-only, and the parent remains responsible for verification and integration.
@@ -66,29 +151,8 @@ impl Tool for Delegate {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "delegate".into(),
-            description: DESCRIPTION.into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "task": {"type": "string", "description": "The bounded investigation to do, stated so it can be done without asking back."},
-                    "context": {"type": "string", "description": "Why you delegate and what you already know."},
-                    "scope": {
-                        "type": "object",
-                        "properties": {
-                            "paths": {"type": "array", "items": {"type": "string"}, "description": "Workspace-relative paths to focus on."},
-                            "symbols": {"type": "array", "items": {"type": "string"}, "description": "Functions, types or names to focus on."}
-                        },
-                        "additionalProperties": false
-                    },
-                    "mode": {"type": "string", "enum": ["read_only"]},
-                    "output_contract": {"type": "string", "enum": ["findings"]},
-                    "timeout_ms": {"type": "integer", "minimum": 1000, "description": "Time limit in milliseconds (default 120000; capped by the configuration)."},
-                    "budget_tokens": {"type": "integer", "minimum": 1, "description": "Most tokens (prompt + completion) the subagent may use; past it, it stops with a partial result (budget_exceeded). Default from the configuration."},
-                    "plan_item": {"type": "string", "description": "The id of the plan item this investigation serves, if any (shown to the user)."}
-                },
-                "required": ["task"],
-                "additionalProperties": false
-            }),
+            description: self.description(),
+            parameters: self.parameters(),
         }
     }
 
@@ -107,6 +171,9 @@ impl Tool for Delegate {
             };
             if args.task.trim().is_empty() {
                 return invalid("`task` must say what to investigate");
+            }
+            if let Err(message) = self.check_agent(args.agent.as_deref()) {
+                return invalid(&message);
             }
             if args.mode.as_deref().is_some_and(|m| m != "read_only") {
                 return invalid("only mode \"read_only\" exists: subagents cannot write");
@@ -146,5 +213,36 @@ pub fn output(result: &DelegateResult) -> ToolOutput {
         ok: result.status != crate::protocol::delegate::DelegateStatus::Failed,
         content: serde_json::to_string_pretty(&value).unwrap_or_default(),
         details: Some(value),
+    }
+}
+
+#[cfg(test)]
+mod profile_tests {
+    use super::*;
+    use crate::tools::Tool;
+
+    #[test]
+    fn profiles_are_offered_in_the_spec_and_checked() {
+        let plain = Delegate::default().spec();
+        assert_eq!(plain.description, DESCRIPTION);
+        assert!(plain.parameters["properties"].get("agent").is_none());
+
+        let with = Delegate::new(vec![AgentOffer {
+            name: "reviewer".into(),
+            description: "Reviews a diff".into(),
+        }]);
+        let spec = with.spec();
+        assert!(spec.description.ends_with("- reviewer: Reviews a diff"));
+        assert_eq!(spec.parameters["properties"]["agent"]["enum"][0], "reviewer");
+        assert_eq!(
+            spec.parameters["properties"]["task"],
+            plain.parameters["properties"]["task"]
+        );
+        assert!(with.check_agent(Some("reviewer")).is_ok());
+        assert!(with.check_agent(None).is_ok());
+        let err = with.check_agent(Some("nope")).unwrap_err();
+        assert!(err.contains("the profiles are reviewer"), "{err}");
+        let err = Delegate::default().check_agent(Some("x")).unwrap_err();
+        assert!(err.contains("has none"), "{err}");
     }
 }

@@ -192,7 +192,7 @@ impl ToolCatalog {
             Box::new(bash_exec::BashExec),
             Box::new(ask_user::AskUser),
             plan_tool,
-            Box::new(delegate::Delegate),
+            Box::new(delegate::Delegate::default()),
         ];
         Arc::new(ToolCatalog::from_tools(tools))
     }

@@ -25,7 +25,7 @@ pub struct PlanCleared {
     /// Said to the user, e.g. `Plan cleared (version 4).`
     pub message: String,
     /// The plan tool the state belongs to (`update_plan`, `todo`).
-    pub flavour: String,
+    pub flavour: crate::protocol::ipc::PlanFlavour,
     /// The complete normalised state after clearing: the same object a
     /// `plan_updated` event carries.
     pub plan: serde_json::Value,

@@ -11,6 +11,7 @@
 
 use serde_json::Value;
 
+use crate::protocol::ipc::PlanFlavour;
 use crate::text::sanitize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +72,7 @@ pub struct ItemView {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlanView {
-    pub flavour: String,
+    pub flavour: PlanFlavour,
     pub version: Option<u64>,
     pub reason: Option<String>,
     pub items: Vec<ItemView>,
@@ -82,7 +83,7 @@ pub struct PlanView {
 impl PlanView {
     /// Reads a plan object; `None` when there is no plan yet (version 0 of
     /// `update_plan`) or the value is not a plan at all.
-    pub fn from_event(flavour: &str, plan: &Value) -> Option<PlanView> {
+    pub fn from_event(flavour: PlanFlavour, plan: &Value) -> Option<PlanView> {
         let object = plan.as_object()?;
         let version = object.get("version").and_then(Value::as_u64);
         let raw_items = object
@@ -103,7 +104,7 @@ impl PlanView {
             items.push(item(raw, status_text));
         }
         Some(PlanView {
-            flavour: flavour.to_string(),
+            flavour,
             version,
             reason: text_of(object.get("reason")),
             items,
@@ -232,7 +233,8 @@ mod tests {
             ],
             "changes": {"added": [], "dropped": [], "status_changed": []}
         });
-        let view = PlanView::from_event("update_plan", &plan).unwrap();
+        let view =
+            PlanView::from_event(crate::protocol::ipc::PlanFlavour::UpdatePlan, &plan).unwrap();
         assert_eq!(view.version, Some(3));
         assert_eq!(view.reason.as_deref(), Some("Tests pass"));
         assert_eq!(view.items.len(), 2);
@@ -247,11 +249,21 @@ mod tests {
     #[test]
     fn version_zero_is_no_plan_but_a_cleared_plan_is_an_empty_one() {
         let none = json!({"version": 0, "updatedAt": null, "reason": "", "items": []});
-        assert_eq!(PlanView::from_event("update_plan", &none), None);
+        assert_eq!(
+            PlanView::from_event(crate::protocol::ipc::PlanFlavour::UpdatePlan, &none),
+            None
+        );
         let cleared = json!({"version": 4, "reason": "Plan cleared by the user.", "items": []});
-        let view = PlanView::from_event("update_plan", &cleared).unwrap();
+        let view =
+            PlanView::from_event(crate::protocol::ipc::PlanFlavour::UpdatePlan, &cleared).unwrap();
         assert!(view.items.is_empty());
-        assert_eq!(PlanView::from_event("update_plan", &json!("nope")), None);
+        assert_eq!(
+            PlanView::from_event(
+                crate::protocol::ipc::PlanFlavour::UpdatePlan,
+                &json!("nope")
+            ),
+            None
+        );
     }
 
     #[test]
@@ -262,7 +274,7 @@ mod tests {
             {"id": 3, "subject": "Later", "status": "deferred", "reason": "waiting",
              "blockedBy": [1], "description": "more"},
         ]});
-        let view = PlanView::from_event("todo", &plan).unwrap();
+        let view = PlanView::from_event(crate::protocol::ipc::PlanFlavour::Todo, &plan).unwrap();
         assert_eq!(view.deleted, 1);
         assert_eq!(view.items[0].id, "#1");
         assert_eq!(view.items[0].status, ItemStatus::Done);
@@ -275,7 +287,8 @@ mod tests {
         let plan = json!({"version": 1, "reason": "r", "items": [
             {"id": "a", "title": "\u{1b}[2Jwipe", "status": "pending", "next_action": "x\u{7}"}
         ]});
-        let view = PlanView::from_event("update_plan", &plan).unwrap();
+        let view =
+            PlanView::from_event(crate::protocol::ipc::PlanFlavour::UpdatePlan, &plan).unwrap();
         assert_eq!(view.items[0].title, "wipe");
         assert_eq!(view.items[0].fields[0].text, "x");
     }

@@ -18,12 +18,12 @@ use std::time::{Duration, Instant};
 
 use fido::agent::EventSink;
 use fido::plan::PlanFlavour;
+use fido::protocol::delegate::DelegateArgs;
 use fido::protocol::delegate::{DelegateResult, DelegateStatus};
 use fido::protocol::{Event, EventKind, Message, ToolCall};
 use fido::provider::HttpPolicy;
 use fido::provider::openai::OpenAiProvider;
 use fido::sandbox::SandboxRequirement;
-use fido::subagent::fork::DelegateArgs;
 use fido::subagent::supervisor::{DelegationSettings, Supervisor};
 use fido::tools::ToolCatalog;
 use fido::tools::delegate::{DelegationRequest, Delegator};
@@ -322,6 +322,7 @@ fn args(timeout_ms: Option<u64>) -> DelegateArgs {
         timeout_ms,
         budget_tokens: None,
         plan_item: None,
+        agent: None,
     }
 }
 

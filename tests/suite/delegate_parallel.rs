@@ -341,9 +341,17 @@ fn a_crossed_budget_stops_the_child_with_budget_exceeded_and_its_partial_finding
 #[test]
 fn a_subagents_shell_reads_the_workspace_writes_only_its_tmpdir_and_leaves_nothing_behind() {
     let ws = workspace();
+    // A file outside the workspace, as a home folder's files are.
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("private.txt"), "not for subagents\n").unwrap();
+    let read_outside = format!(
+        "cat {}/private.txt; echo \"home=$HOME\"",
+        outside.path().display()
+    );
     let commands = [
         ("b1", "cat main.rs"),
         ("b2", "touch new.txt"),
+        ("b5", read_outside.as_str()),
         (
             "b3",
             "echo scratch > \"$TMPDIR/f\" && cat \"$TMPDIR/f\" && echo \"dir=$TMPDIR\"",
@@ -392,6 +400,11 @@ fn a_subagents_shell_reads_the_workspace_writes_only_its_tmpdir_and_leaves_nothi
         !ws.path().join("new.txt").exists(),
         "touch wrote the workspace"
     );
+    let outside_read = content("b5");
+    assert!(
+        outside_read.contains("Permission denied") && !outside_read.contains("not for subagents"),
+        "{outside_read}"
+    );
     let scratch = content("b3");
     assert!(scratch.contains("scratch"), "{scratch}");
     let dir = scratch
@@ -400,6 +413,10 @@ fn a_subagents_shell_reads_the_workspace_writes_only_its_tmpdir_and_leaves_nothi
         .unwrap()
         .trim()
         .to_string();
+    assert!(
+        outside_read.contains(&format!("home={dir}")),
+        "the commands' HOME is the scratch folder: {outside_read}"
+    );
     assert!(
         !std::path::Path::new(&dir).exists(),
         "{dir} was not removed"

@@ -32,6 +32,19 @@ fn conversation() -> Vec<Message> {
     ]
 }
 
+/// A dropped journal's writer thread closes the file (and its lock) as
+/// it ends, a moment later.
+fn wait_released(path: &Path) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while is_running(path) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lock outlived the journal"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 fn read(path: &Path) -> Replayed {
     replay("t", &fs::read(path).unwrap()).unwrap()
 }
@@ -98,6 +111,7 @@ async fn resume_drops_a_torn_line_and_appends_after_the_last_good_one() {
     let path = journal.path().to_path_buf();
     let id = journal.id().to_string();
     drop(journal);
+    wait_released(&path);
     let mut file = OpenOptions::new().append(true).open(&path).unwrap();
     io::Write::write_all(&mut file, br#"{"type":"message","message":{"role":"us"#).unwrap();
 

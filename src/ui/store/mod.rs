@@ -201,7 +201,7 @@ impl Store {
                     });
                 }
             }
-            EventKind::PlanUpdated { flavour, plan } => self.set_plan(flavour, plan, "updated"),
+            EventKind::PlanUpdated { flavour, plan } => self.set_plan(*flavour, plan, "updated"),
             EventKind::Subagent {
                 agent_id,
                 pid,
@@ -437,7 +437,12 @@ impl Store {
         });
     }
 
-    pub fn set_plan(&mut self, flavour: &str, plan: &serde_json::Value, verb: &str) {
+    pub fn set_plan(
+        &mut self,
+        flavour: crate::protocol::ipc::PlanFlavour,
+        plan: &serde_json::Value,
+        verb: &str,
+    ) {
         self.plan = PlanView::from_event(flavour, plan);
         let line = match &self.plan {
             Some(view) => format!("plan {verb}: {}", view.summary()),

@@ -124,7 +124,7 @@ impl LocalCommands for FakeLocalCommands {
         *self.cleared.lock().unwrap() += 1;
         Ok(PlanCleared {
             message: "Plan cleared (version 2).".into(),
-            flavour: "update_plan".into(),
+            flavour: crate::protocol::ipc::PlanFlavour::UpdatePlan,
             plan: serde_json::json!({"version": 2, "updatedAt": NOW,
                 "reason": "Plan cleared by the user.", "items": []}),
         })

@@ -94,7 +94,7 @@ pub fn plan_value(reason: &str, items: Vec<PlanItem>) -> Value {
 
 pub fn plan_event(plan: Value) -> EventKind {
     EventKind::PlanUpdated {
-        flavour: "update_plan".into(),
+        flavour: crate::protocol::ipc::PlanFlavour::UpdatePlan,
         plan,
     }
 }

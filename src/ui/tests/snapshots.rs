@@ -348,7 +348,7 @@ fn a_todo_flavour_plan_at_100_columns() {
     let mut store = store_with((100, 20), &[session()]);
     store.apply(
         &EventKind::PlanUpdated {
-            flavour: "todo".into(),
+            flavour: crate::protocol::ipc::PlanFlavour::Todo,
             plan: envelope,
         },
         std::time::Instant::now(),
