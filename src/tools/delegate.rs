@@ -233,7 +233,10 @@ mod profile_tests {
         }]);
         let spec = with.spec();
         assert!(spec.description.ends_with("- reviewer: Reviews a diff"));
-        assert_eq!(spec.parameters["properties"]["agent"]["enum"][0], "reviewer");
+        assert_eq!(
+            spec.parameters["properties"]["agent"]["enum"][0],
+            "reviewer"
+        );
         assert_eq!(
             spec.parameters["properties"]["task"],
             plain.parameters["properties"]["task"]
