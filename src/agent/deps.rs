@@ -25,6 +25,16 @@ pub struct AgentDeps {
 }
 
 impl AgentDeps {
+    /// Writes the calls about to run to the journal (the fsync comes with
+    /// the next step boundary).
+    pub(super) async fn journal_calls(&self, conversation: &Conversation) {
+        if let Some(journal) = &self.journal {
+            journal
+                .record_unsynced(conversation.generation(), conversation.messages())
+                .await;
+        }
+    }
+
     /// Appends what the conversation gained to the session journal, if
     /// any, and waits until it is on disk.
     pub(super) async fn journal_step(&self, conversation: &Conversation) {

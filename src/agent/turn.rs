@@ -156,9 +156,9 @@ async fn turn_steps(
         }
 
         info!(step, calls = tool_calls.len(), "running tool calls");
-        // The calls are on disk before they run: a crash during one leaves
+        // The calls are written before they run: a crash during one leaves
         // a journal that says which call it interrupted.
-        deps.journal_step(conversation).await;
+        deps.journal_calls(conversation).await;
         let stop = run_tool_calls(
             conversation,
             deps,

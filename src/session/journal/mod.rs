@@ -69,8 +69,8 @@ pub fn create(
     };
     let mut line = serde_json::to_vec(&header).map_err(io::Error::other)?;
     line.push(b'\n');
+    // Durable with the first step's fsync, off the start-up path.
     io::Write::write_all(&mut &*file, &line)?;
-    file.sync_data()?;
     let path = dir.join(format!("{id}.jsonl"));
     Journal::start(id, path, file, Some((0, 0)))
 }

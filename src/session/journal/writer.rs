@@ -2,6 +2,11 @@
 //! its exclusive lock, which tells other processes the session is live).
 //! The async side only serialises records and waits for the thread's
 //! acknowledgement, so no write or fsync ever runs on a runtime worker.
+//!
+//! The acknowledgement comes once the bytes are written: from then on a
+//! `kill -9` of Fido loses nothing of them (they are in the kernel). The
+//! fsync that makes them survive a power loss follows on the thread right
+//! after, at every step boundary, without holding up the turn.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -46,6 +51,8 @@ const UNKNOWN: Cursor = Cursor {
 
 struct Batch {
     bytes: Vec<u8>,
+    /// A step boundary: fsync after writing.
+    sync: bool,
     /// The session is ending: close the file (and release its lock) before
     /// acknowledging.
     last: bool,
@@ -89,7 +96,14 @@ impl Journal {
     /// whole history when it was replaced) and waits until it is on disk.
     pub async fn record(&self, generation: u64, messages: &[Message]) {
         let records = self.delta(generation, messages);
-        self.append(&records).await;
+        self.append(&records, true).await;
+    }
+
+    /// Like [`Journal::record`], without the fsync: for records that the
+    /// next step boundary makes durable anyway (the calls about to run).
+    pub async fn record_unsynced(&self, generation: u64, messages: &[Message]) {
+        let records = self.delta(generation, messages);
+        self.append(&records, false).await;
     }
 
     /// Like [`Journal::record`], then the end of a user turn.
@@ -107,12 +121,12 @@ impl Journal {
             status,
             usage,
         });
-        self.append(&records).await;
+        self.append(&records, true).await;
     }
 
     /// Records a plain event (`resumed`).
     pub async fn note(&self, record: JournalRecord) {
-        self.append(std::slice::from_ref(&record)).await;
+        self.append(std::slice::from_ref(&record), true).await;
     }
 
     /// Records that the session ended cleanly and closes the file: when
@@ -121,7 +135,7 @@ impl Journal {
         let ended = JournalRecord::Ended {
             at: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
         };
-        if let Err(err) = self.send(&[ended], true).await {
+        if let Err(err) = self.send(&[ended], true, true).await {
             warn!(path = %self.path.display(), error = %err, "cannot close the session journal");
         }
     }
@@ -148,11 +162,11 @@ impl Journal {
         records
     }
 
-    async fn append(&self, records: &[JournalRecord]) {
+    async fn append(&self, records: &[JournalRecord], sync: bool) {
         if records.is_empty() {
             return;
         }
-        if let Err(err) = self.send(records, false).await {
+        if let Err(err) = self.send(records, sync, false).await {
             // The next step writes the whole history again, so one failed
             // write never leaves a gap that a resume would miss.
             *self.cursor.lock().unwrap_or_else(|p| p.into_inner()) = UNKNOWN;
@@ -162,7 +176,7 @@ impl Journal {
         }
     }
 
-    async fn send(&self, records: &[JournalRecord], last: bool) -> io::Result<()> {
+    async fn send(&self, records: &[JournalRecord], sync: bool, last: bool) -> io::Result<()> {
         let mut bytes = Vec::new();
         for record in records {
             serde_json::to_writer(&mut bytes, record).map_err(io::Error::other)?;
@@ -171,26 +185,39 @@ impl Journal {
         let (done, acknowledged) = oneshot::channel();
         let gone = || io::Error::other("the journal writer has stopped");
         self.sender
-            .send(Batch { bytes, last, done })
+            .send(Batch {
+                bytes,
+                sync,
+                last,
+                done,
+            })
             .await
             .map_err(|_| gone())?;
         acknowledged.await.map_err(|_| gone())?
     }
 }
 
-/// The writer thread: each batch is written whole, then fsynced, then
-/// acknowledged. Ends after the last batch, or when the journal is dropped;
-/// the lock goes with the file.
+/// The writer thread: each batch is written whole and acknowledged, then
+/// fsynced when it ends a step. Ends after the last batch (its lock is
+/// released before the acknowledgement), or when the journal is dropped.
 fn write_loop(file: Flock<File>, mut receiver: mpsc::Receiver<Batch>) {
+    let mut sync_failed = false;
     while let Some(batch) = receiver.blocking_recv() {
-        let result = (&*file)
-            .write_all(&batch.bytes)
-            .and_then(|()| file.sync_data());
+        let written = (&*file).write_all(&batch.bytes);
+        let ok = written.is_ok();
         if batch.last {
+            let _ = file.sync_data();
             drop(file);
-            let _ = batch.done.send(result);
+            let _ = batch.done.send(written);
             return;
         }
-        let _ = batch.done.send(result);
+        let _ = batch.done.send(written);
+        if ok
+            && batch.sync
+            && let Err(err) = file.sync_data()
+            && !std::mem::replace(&mut sync_failed, true)
+        {
+            warn!(error = %err, "cannot fsync the session journal; a power loss could lose its latest steps");
+        }
     }
 }
