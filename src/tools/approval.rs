@@ -107,6 +107,27 @@ impl Approvals {
         self.ask(request, format!("file:{tool}:{path}")).await
     }
 
+    /// Whether the main agent may call `tool` of the MCP server `server`
+    /// (not read-only) with `arguments`; "for the session" covers the tool.
+    pub async fn mcp_call(
+        &self,
+        tool: &str,
+        server: &str,
+        arguments: &str,
+    ) -> Result<(), ToolOutput> {
+        match guard::mcp_call_gate(&self.settings) {
+            Gate::Allow => return Ok(()),
+            Gate::Deny(reason) => return Err(denied(&reason)),
+            Gate::Ask => {}
+        }
+        let request = ApprovalRequest::McpCall {
+            tool: tool.to_string(),
+            server: server.to_string(),
+            arguments: crate::text::summary(arguments, 500),
+        };
+        self.ask(request, format!("mcp:{tool}")).await
+    }
+
     async fn ask(&self, request: ApprovalRequest, memo: String) -> Result<(), ToolOutput> {
         if self.is_remembered(&memo) {
             return Ok(());

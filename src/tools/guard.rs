@@ -116,6 +116,16 @@ pub fn file_change_gate(settings: &SafetySettings) -> Gate {
     }
 }
 
+/// A tool of an MCP server that is not `read_only`: it runs outside every
+/// sandbox, so `untrusted` asks first; the server was configured by the
+/// person (trusted config only), so the other policies let it run.
+pub fn mcp_call_gate(settings: &SafetySettings) -> Gate {
+    match settings.approval_policy {
+        ApprovalPolicy::Untrusted => Gate::Ask,
+        ApprovalPolicy::OnRequest | ApprovalPolicy::Never => Gate::Allow,
+    }
+}
+
 fn refusal(code: &str, message: &str) -> ToolOutput {
     let body = json!({
         "type": "tool_error",

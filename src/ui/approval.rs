@@ -29,6 +29,7 @@ impl PendingApproval {
             } => "Run this command OUTSIDE the sandbox?",
             ApprovalRequest::Command { .. } => "Run this command?",
             ApprovalRequest::FileChange { .. } => "Make this change?",
+            ApprovalRequest::McpCall { .. } => "Call this MCP tool?",
         }
     }
 
@@ -52,6 +53,14 @@ impl PendingApproval {
                 lines.extend(diff.lines().map(str::to_owned));
                 lines
             }
+            ApprovalRequest::McpCall {
+                tool,
+                server,
+                arguments,
+            } => vec![
+                format!("{tool} {arguments}"),
+                format!("on MCP server {server}"),
+            ],
         }
     }
 
@@ -80,6 +89,9 @@ fn summary(request: &ApprovalRequest) -> String {
         }
         ApprovalRequest::FileChange { tool, path, .. } => {
             format!("approval needed for {tool} {path}")
+        }
+        ApprovalRequest::McpCall { tool, server, .. } => {
+            format!("approval needed to call {tool} (MCP server {server})")
         }
     }
 }
