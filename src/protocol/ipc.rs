@@ -74,6 +74,12 @@ pub enum ParentFrame {
     ModelError { request_id: u64, message: String },
     /// Stop now and send what you have as a `Final` (timeout or cancel).
     Cancel { reason: String },
+    /// The result of the child's `McpCall` `call_id`, as the tool result.
+    McpResult {
+        call_id: u64,
+        ok: bool,
+        content: String,
+    },
 }
 
 /// The fork: the child's starting conversation and its limits.
@@ -95,6 +101,10 @@ pub struct ForkFrame {
     /// child compacts in time (its gateway cannot ask the server).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_window: Option<u32>,
+    /// The session's MCP tools, in catalog order: the child advertises them
+    /// too and sends their calls to the parent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_tools: Vec<super::mcp::McpToolSpec>,
 }
 
 /// The `fork` frame serialised from borrowed parts, byte for byte what
@@ -113,6 +123,8 @@ pub struct ForkFrameRef<'a> {
     pub plan_tool: PlanFlavour,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context_window: Option<u32>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub mcp_tools: &'a [super::mcp::McpToolSpec],
 }
 
 /// Child → parent.
@@ -148,6 +160,13 @@ pub enum ChildFrame {
     Lifecycle { phase: String, detail: String },
     /// The raw final output; the parent normalises it.
     Final { status: ChildStatus, text: String },
+    /// Call MCP tool `tool` (a catalog name) with `arguments` (a JSON
+    /// object, as the model wrote it) through the parent's connection.
+    McpCall {
+        call_id: u64,
+        tool: String,
+        arguments: String,
+    },
 }
 
 /// A fingerprint of a tool catalog as serialised (64-bit FNV-1a, hex):
@@ -228,6 +247,7 @@ mod tests {
             max_steps: 7,
             plan_tool: PlanFlavour::UpdatePlan,
             context_window: Some(8192),
+            mcp_tools: &[],
         };
         let owned = ParentFrame::Fork(Box::new(ForkFrame {
             version: PROTOCOL_VERSION,
@@ -237,6 +257,7 @@ mod tests {
             max_steps: 7,
             plan_tool: PlanFlavour::UpdatePlan,
             context_window: Some(8192),
+            mcp_tools: Vec::new(),
         }));
         let bytes = serde_json::to_vec(&borrowed).unwrap();
         assert_eq!(bytes, serde_json::to_vec(&owned).unwrap());
