@@ -137,7 +137,12 @@ async fn exec(
         Ok(session) => session,
         Err(message) => return fail(&message),
     };
-    for warning in &session.instructions.warnings {
+    for warning in session
+        .instructions
+        .warnings
+        .iter()
+        .chain(session.mcp.warnings())
+    {
         eprintln!("fido: warning: {warning}");
     }
     let actor = session.actor.clone();

@@ -5,6 +5,7 @@
 //! the person at the terminal and exit codes.
 
 mod exec;
+mod mcp;
 mod plan;
 mod sandbox;
 mod session;
@@ -93,6 +94,11 @@ enum Command {
         #[command(subcommand)]
         command: sandbox::SandboxCommand,
     },
+    /// The configured MCP servers, their state and tools.
+    Mcp {
+        #[command(subcommand)]
+        command: mcp::McpCommand,
+    },
 }
 
 /// Entry point of the `fido` binary.
@@ -134,6 +140,7 @@ pub fn main() -> ExitCode {
         }
         Some(Command::Plan { command }) => plan::run(&overrides, command),
         Some(Command::Sandbox { command }) => sandbox::run(&overrides, command),
+        Some(Command::Mcp { command }) => mcp::run(&overrides, command),
         Some(Command::Trust(args)) => trust::run(overrides.workspace.clone(), args),
         None => tui::run(&overrides),
     }
