@@ -3,6 +3,7 @@ mod delegate_faults;
 mod exec;
 mod fake_server;
 mod local_models;
+mod mcp;
 mod plan;
 mod providers;
 mod real_model;
