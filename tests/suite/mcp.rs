@@ -465,3 +465,63 @@ fn the_published_time_server_answers_the_model_through_the_parent() {
     assert!(converted.contains("21:00"), "{converted}");
     setup.assert_no_server_left();
 }
+
+#[test]
+fn servers_start_concurrently_and_a_late_one_fails_within_its_startup_timeout() {
+    let slow = |name: &str| {
+        fixture_server(name, "").replace(
+            "\"{marker}\"]",
+            "\"{marker}\", \"--sleep-start\", \"1000\"]",
+        )
+    };
+    let late = fixture_server("late", "startup_timeout_ms = 300").replace(
+        "\"{marker}\"]",
+        "\"{marker}\", \"--sleep-start\", \"30000\"]",
+    );
+    let setup = Setup::new(&format!("{}{}{}{late}", slow("a"), slow("b"), slow("c")));
+    let started = Instant::now();
+    let output = setup.run(&["tool", "list"]);
+    let elapsed = started.elapsed();
+    assert!(output.status.success(), "{}", stderr(&output));
+    // One after another they would take 3 s.
+    assert!(elapsed < Duration::from_millis(2_500), "{elapsed:?}");
+    let tools: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        tools.as_array().unwrap().len(),
+        11 + 3 * FIXTURE_TOOLS.len()
+    );
+    let log = stderr(&output);
+    assert!(
+        log.contains("MCP server late failed to start: it did not answer the handshake and the tool list within 300 ms (startup_timeout_ms)"),
+        "{log}"
+    );
+    setup.assert_no_server_left();
+}
+
+#[test]
+fn servers_die_with_fido_when_it_is_killed() {
+    let setup = Setup::new(&fixture_server("fix", ""));
+    let server = FakeServer::start(vec![
+        call("c1", "mcp__fix__hang", json!({})),
+        Reply::sse(sse::text_turn("never reached")),
+    ]);
+    let mut cmd = setup.fido(&["exec", "--json", "--", "go"]);
+    cmd.env("FIDO_PROVIDER", "openai")
+        .env("FIDO_BASE_URL", server.base_url())
+        .env("FIDO_MODEL", "test-model")
+        .env("FIDO_API_KEY", "k")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut fido = cmd.spawn().unwrap();
+    // The server is up and the hanging call has been sent.
+    server.wait_for_requests(1, Duration::from_secs(20));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_with(&setup.marker).is_empty() {
+        assert!(Instant::now() < deadline, "the MCP server never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    fido.kill().unwrap();
+    let _ = fido.wait();
+    setup.assert_no_server_left();
+}
