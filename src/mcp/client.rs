@@ -63,6 +63,8 @@ pub struct RemoteTool {
 pub struct Connection {
     service: RunningService<RoleClient, Notes>,
     process: ServerProcess,
+    /// Its failure was reported (once per connection).
+    reported: AtomicBool,
 }
 
 impl Connection {
@@ -157,6 +159,11 @@ impl Connection {
         self.process.pid
     }
 
+    /// True the first time only: a failure is reported once.
+    pub fn first_report(&self) -> bool {
+        !self.reported.swap(true, Ordering::Relaxed)
+    }
+
     /// Asks the server to stop (SIGTERM, then SIGKILL to its group).
     pub fn stop(&self) {
         self.process.stop.cancel();
@@ -207,7 +214,12 @@ async fn handshake(
             input_schema: Value::Object((*tool.input_schema).clone()),
         })
         .collect();
-    Ok((Connection { service, process }, tools))
+    let connection = Connection {
+        service,
+        process,
+        reported: AtomicBool::new(false),
+    };
+    Ok((connection, tools))
 }
 
 /// The error of a start that failed at `what`, stopping the process.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
-use tracing::warn;
+use tracing::{info, warn};
 
 use super::client::{Connection, McpError, RemoteTool};
 use crate::config::McpServerConfig;
@@ -109,9 +109,12 @@ impl McpServer {
             Err(err @ (McpError::Crashed(_) | McpError::Malformed(_))) => {
                 // Stopped now, restarted (if it may be) on the next call.
                 connection.stop();
+                let next = self.next_step().await;
+                if connection.first_report() {
+                    warn!("MCP server {name} failed: {err}; {next}");
+                }
                 Err(format!(
-                    "MCP server {name}: {err}. The call may or may not have taken effect; {}",
-                    self.next_step().await
+                    "MCP server {name}: {err}. The call may or may not have taken effect; {next}"
                 ))
             }
             Err(err) => Err(format!("MCP server {name}: {err}")),
@@ -120,12 +123,19 @@ impl McpServer {
 
     /// What the model may expect after a crash.
     async fn next_step(&self) -> String {
-        let inner = self.inner.lock().await;
-        if inner.restarts < self.config.max_restarts {
-            "the server will be restarted for the next call".into()
+        let restarts = self.inner.lock().await.restarts;
+        self.after_crash(restarts)
+    }
+
+    fn after_crash(&self, restarts: u32) -> String {
+        let max = self.config.max_restarts;
+        if restarts < max {
+            format!(
+                "the server will be restarted for the next call (restart {} of {max})",
+                restarts + 1
+            )
         } else {
-            "the server has no restarts left (max_restarts), so its tools are unavailable now"
-                .into()
+            "the server has no restarts left (max_restarts), so its tools are unavailable for the rest of the session".into()
         }
     }
 
@@ -138,6 +148,12 @@ impl McpServer {
                 None => return Ok(connection.clone()),
                 Some(reason) => {
                     connection.stop();
+                    if connection.first_report() {
+                        warn!(
+                            "MCP server {name} failed: the server {reason}; {}",
+                            self.after_crash(inner.restarts)
+                        );
+                    }
                     let retired = connection.clone();
                     inner.retired.push(retired);
                     reason
@@ -158,12 +174,13 @@ impl McpServer {
                 "it crashed ({reason}) after {} restarts (max_restarts)",
                 inner.restarts
             );
-            warn!("MCP server {name} is unavailable for the rest of the session: {reason}");
+            // Already said in the crash's warning.
+            info!("MCP server {name} is unavailable for the rest of the session: {reason}");
             inner.state = State::Unavailable(reason.clone());
             return Err(format!("MCP server {name} unavailable: {reason}"));
         }
         inner.restarts += 1;
-        warn!(
+        info!(
             "MCP server {name} crashed ({reason}); restarting it ({} of {} restarts)",
             inner.restarts, self.config.max_restarts
         );

@@ -297,7 +297,14 @@ fn a_crashing_server_is_restarted_then_unavailable_and_leaves_no_process() {
     // Each crash is reported once on stderr, not once per call.
     let log = stderr(&output);
     assert_eq!(
-        log.matches("restarting it (1 of 1 restarts)").count(),
+        log.matches("MCP server fix failed: the server exited with code 3")
+            .count(),
+        2,
+        "{log}"
+    );
+    assert_eq!(
+        log.matches("restarted for the next call (restart 1 of 1)")
+            .count(),
         1,
         "{log}"
     );
