@@ -3,6 +3,7 @@
 //! the published `mcp-server-time` that `.ci/run` installs for the real
 //! one) from the user config, against the fake model server.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -427,8 +428,10 @@ fn time_server() -> Option<String> {
             panic!("FIDO_TEST_MCP_TIME does not name mcp-server-time; .ci/run installs it")
         }
         _ => {
-            eprintln!(
-                "mcp::the_published_time_server: SKIPPED — set FIDO_TEST_MCP_TIME to an mcp-server-time binary (.ci/run installs one)"
+            // Straight to the terminal: the harness captures `eprintln!`.
+            let _ = writeln!(
+                std::io::stderr(),
+                "mcp::the_published_time_server: skipped (set FIDO_TEST_MCP_TIME to an mcp-server-time binary; .ci/run installs one)"
             );
             None
         }
