@@ -109,3 +109,34 @@ pub fn parse_object(
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_only_servers_give_read_only_tools_and_the_others_are_refused_to_subagents() {
+        assert_eq!(kind(true), ToolKind::ReadOnly);
+        assert_eq!(kind(false), ToolKind::Mutating);
+        let refused = not_for_subagents("mcp__fs__write");
+        assert!(!refused.ok);
+        let details = refused.details.unwrap();
+        assert_eq!(details["error"]["code"], "permission_denied");
+        assert!(
+            details["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("mcp__fs__write is not available")
+        );
+    }
+
+    #[test]
+    fn proxied_arguments_must_be_an_object() {
+        assert!(parse_object("t", "").unwrap().is_empty());
+        assert_eq!(parse_object("t", r#"{"a":1}"#).unwrap()["a"], 1);
+        for bad in ["[1]", "{", "3"] {
+            let refused = parse_object("t", bad).unwrap_err();
+            assert_eq!(refused.content, "Error: t: arguments must be a JSON object");
+        }
+    }
+}

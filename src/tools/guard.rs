@@ -188,6 +188,20 @@ mod tests {
     }
 
     #[test]
+    fn side_effecting_mcp_tools_are_asked_for_only_under_untrusted() {
+        let gate = |policy| {
+            mcp_call_gate(&SafetySettings {
+                sandbox_mode: SandboxMode::WorkspaceWrite,
+                approval_policy: policy,
+                network: false,
+            })
+        };
+        assert_eq!(gate(ApprovalPolicy::Untrusted), Gate::Ask);
+        assert_eq!(gate(ApprovalPolicy::OnRequest), Gate::Allow);
+        assert_eq!(gate(ApprovalPolicy::Never), Gate::Allow);
+    }
+
+    #[test]
     fn depth_alone_makes_a_subagent_whatever_the_identity_claims() {
         let ctx = InvocationContext {
             identity: Identity::Main,
