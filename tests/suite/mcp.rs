@@ -137,7 +137,7 @@ fn tool_names(request: &Value) -> Vec<String> {
         .collect()
 }
 
-const FIXTURE_TOOLS: [&str; 6] = ["echo", "env", "pid", "crash", "hang", "garbage"];
+const FIXTURE_TOOLS: [&str; 7] = ["echo", "env", "pid", "crash", "hang", "garbage", "grow"];
 
 #[test]
 fn mcp_tools_join_the_catalog_after_the_builtin_ones_in_a_fixed_order() {
@@ -533,5 +533,26 @@ fn servers_die_with_fido_when_it_is_killed() {
     std::thread::sleep(Duration::from_millis(200));
     fido.kill().unwrap();
     let _ = fido.wait();
+    setup.assert_no_server_left();
+}
+
+#[test]
+fn a_changed_tool_list_is_noted_and_waits_for_the_next_session() {
+    let setup = Setup::new(&fixture_server("fix", ""));
+    let server = FakeServer::start(vec![
+        call("g1", "mcp__fix__grow", json!({})),
+        call("g2", "mcp__fix__grow", json!({})),
+        Reply::sse(sse::text_turn("done")),
+    ]);
+    let output = setup.exec(&server, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let requests = server.model_requests();
+    assert_eq!(tool_result(&requests[2].body, "g2"), "grown");
+    // The catalog did not change mid-session.
+    assert_eq!(requests[2].body["tools"], requests[0].body["tools"]);
+    assert!(!tool_names(&requests[2].body).contains(&"mcp__fix__extra".to_string()));
+    let log = stderr(&output);
+    let note = "MCP server fix changed its tool list; the catalog is fixed for this session, so the change takes effect in the next session";
+    assert_eq!(log.matches(note).count(), 1, "noted once: {log}");
     setup.assert_no_server_left();
 }
