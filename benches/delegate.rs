@@ -350,6 +350,10 @@ impl Rig {
                 plan_tool: PlanFlavour::UpdatePlan,
                 workspace: workspace.path().to_path_buf(),
                 program: program.to_path_buf(),
+                concurrency: 4,
+                max_per_turn: 16,
+                budget_tokens: None,
+                session_budget_tokens: None,
             },
             fido::provider::gateway::Gateway::new(Arc::new(provider), 4),
             ToolCatalog::standard(PlanFlavour::UpdatePlan),
@@ -372,6 +376,9 @@ impl Rig {
         let supervisor = self.supervisor.clone();
         let messages = messages.to_vec();
         tokio::spawn(async move {
+            // Each delegation is a parent turn of its own (the cycles make
+            // far more than delegate_max_per_turn).
+            supervisor.begin_turn();
             let cancel = CancellationToken::new();
             let started = Instant::now();
             let result = supervisor
@@ -384,6 +391,8 @@ impl Rig {
                         mode: None,
                         output_contract: None,
                         timeout_ms: None,
+                        budget_tokens: None,
+                        plan_item: None,
                     },
                     parent_messages: &messages,
                     cancel: &cancel,

@@ -110,6 +110,7 @@ fn session() -> EventKind {
         provider: "openai".into(),
         model: "bench-model".into(),
         tools: Vec::new(),
+        session_id: None,
     }
 }
 
@@ -371,6 +372,8 @@ async fn flood_events(
                 .into(),
                 elapsed_ms: sent as u64,
                 detail: "src/lexer.rs".into(),
+                tokens: sent as u64,
+                plan_item: None,
             };
             if ui.cast(UiMessage::Agent(Event::now(event))).is_err() {
                 return sent;

@@ -21,6 +21,8 @@ pub struct AgentActor;
 pub struct AgentArguments {
     pub deps: Arc<AgentDeps>,
     pub conversation: Conversation,
+    /// User turns the conversation already had (a resumed session).
+    pub turns: u32,
 }
 
 pub enum AgentMessage {
@@ -101,7 +103,7 @@ impl Actor for AgentActor {
             deps: args.deps,
             conversation: Some(args.conversation),
             running: None,
-            turns: 0,
+            turns: args.turns,
             plan_restore_pending: false,
         })
     }
@@ -169,6 +171,7 @@ impl Actor for AgentActor {
                         flavour,
                         &state.deps.events,
                     );
+                    super::turn::journal_step(&conversation, &state.deps).await;
                 }
                 state.conversation = Some(conversation);
                 if let Some(running) = state.running.take() {
@@ -184,6 +187,7 @@ impl Actor for AgentActor {
                         flavour,
                         &state.deps.events,
                     );
+                    super::turn::journal_step(conversation, &state.deps).await;
                 }
                 None => state.plan_restore_pending = true,
             },
@@ -195,6 +199,7 @@ impl Actor for AgentActor {
                     return Ok(());
                 };
                 let (conversation, recalled) = recall(current, history, &state.deps);
+                super::turn::journal_step(&conversation, &state.deps).await;
                 state.conversation = Some(conversation);
                 let _ = reply.send(Ok(recalled));
             }
@@ -221,6 +226,7 @@ impl Actor for AgentActor {
                 reply,
                 compacted,
             } => {
+                super::turn::journal_step(&conversation, &state.deps).await;
                 state.conversation = Some(*conversation);
                 let _ = reply.send(Ok(compacted));
             }
@@ -274,19 +280,17 @@ async fn compact_now(mut conversation: Conversation, deps: &AgentDeps) -> (Conve
 /// The conversation after `/recall`: this session's system message (it never
 /// changes), the recalled history without its own system message and plan
 /// restores, a result for any call it left unanswered, then the current plan.
-fn recall(current: Conversation, history: Vec<Message>, deps: &AgentDeps) -> (Conversation, usize) {
-    let mut conversation = Conversation::new(match current.messages().first() {
-        Some(Message::System { content }) => content.clone(),
-        _ => String::new(),
-    });
-    let mut recalled = 0;
-    for message in history {
-        let skip = matches!(message, Message::System { .. }) || is_restore_message(&message);
-        if !skip {
-            conversation.push(message);
-            recalled += 1;
-        }
-    }
+fn recall(
+    mut conversation: Conversation,
+    history: Vec<Message>,
+    deps: &AgentDeps,
+) -> (Conversation, usize) {
+    let kept: Vec<Message> = history
+        .into_iter()
+        .filter(|m| !matches!(m, Message::System { .. }) && !is_restore_message(m))
+        .collect();
+    let recalled = kept.len();
+    conversation.replace_history(kept);
     for call in conversation.unanswered_tool_calls() {
         conversation.push(Message::Tool {
             tool_call_id: call.id,
@@ -348,12 +352,21 @@ mod tests {
                 limits: crate::agent::ModelLimits::default(),
             },
             events: EventSink::discard(),
+            journal: None,
             catalog,
         });
         let conversation = Conversation::new("the system prompt".into());
-        let (actor, _) = Actor::spawn(None, AgentActor, AgentArguments { deps, conversation })
-            .await
-            .unwrap();
+        let (actor, _) = Actor::spawn(
+            None,
+            AgentActor,
+            AgentArguments {
+                deps,
+                conversation,
+                turns: 0,
+            },
+        )
+        .await
+        .unwrap();
         actor
     }
 
@@ -490,12 +503,21 @@ mod tests {
                 limits: crate::agent::ModelLimits::default(),
             },
             events: EventSink::new(sender),
+            journal: None,
             catalog: ToolCatalog::standard(PlanFlavour::UpdatePlan),
         });
         let conversation = Conversation::new("the system prompt".into());
-        let (actor, _) = Actor::spawn(None, AgentActor, AgentArguments { deps, conversation })
-            .await
-            .unwrap();
+        let (actor, _) = Actor::spawn(
+            None,
+            AgentActor,
+            AgentArguments {
+                deps,
+                conversation,
+                turns: 0,
+            },
+        )
+        .await
+        .unwrap();
         (actor, events)
     }
 

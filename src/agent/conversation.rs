@@ -10,6 +10,9 @@ pub struct Conversation {
     context_window: Option<u32>,
     /// Whether the server was asked for the window already.
     window_probed: bool,
+    /// Bumped whenever history is replaced rather than appended to, so the
+    /// session journal knows to write it whole.
+    generation: u64,
 }
 
 impl Conversation {
@@ -21,6 +24,7 @@ impl Conversation {
             }],
             context_window: None,
             window_probed: false,
+            generation: 0,
         }
     }
 
@@ -32,6 +36,7 @@ impl Conversation {
                 messages,
                 context_window: None,
                 window_probed: false,
+                generation: 0,
             }),
             _ => None,
         }
@@ -49,6 +54,12 @@ impl Conversation {
     pub(crate) fn replace_history(&mut self, history: Vec<Message>) {
         self.messages.truncate(1);
         self.messages.extend(history);
+        self.generation += 1;
+    }
+
+    /// How many times the history was replaced (see the journal).
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The context window this conversation must fit, when known.

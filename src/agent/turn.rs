@@ -20,6 +20,7 @@ use crate::protocol::{EventKind, Message, ToolCall, TurnStatus, UsageTotals};
 use crate::provider::{
     ChatRequest, Completion, FinishReason, Provider, ProviderError, ProviderNotice,
 };
+use crate::session::journal::Journal;
 use crate::text;
 use crate::tools::{InvocationContext, ToolCatalog, ToolEnv, ToolKind, ToolOutput};
 
@@ -33,6 +34,9 @@ pub struct AgentDeps {
     pub ctx: InvocationContext,
     pub settings: AgentSettings,
     pub events: EventSink,
+    /// The session journal (the main agent only): every step is on disk
+    /// before the next one starts.
+    pub journal: Option<Arc<Journal>>,
 }
 
 /// How a turn ended.
@@ -57,6 +61,9 @@ pub async fn run_turn(
     let span = info_span!("turn", turn, identity = deps.ctx.identity.label());
     async {
         deps.events.emit(EventKind::TurnStarted { turn });
+        if let Some(delegator) = &deps.tool_env.delegator {
+            delegator.begin_turn();
+        }
         conversation.push(Message::user(prompt));
         let before = deps.provider.usage_totals();
         let mut outcome = turn_steps(conversation, deps, cancel).await;
@@ -64,6 +71,12 @@ pub async fn run_turn(
         // asked during it: this loop's requests and every subagent's.
         if let (Some(before), Some(after)) = (before, deps.provider.usage_totals()) {
             outcome.usage = after.since(before);
+        }
+        if let Some(journal) = &deps.journal {
+            let (generation, messages) = (conversation.generation(), conversation.messages());
+            journal
+                .turn_ended(generation, messages, turn, outcome.status, outcome.usage)
+                .await;
         }
         deps.events.emit(EventKind::TurnCompleted {
             turn,
@@ -103,6 +116,9 @@ async fn turn_steps(
         if cancel.is_cancelled() {
             return outcome(TurnStatus::Interrupted, None, None, usage);
         }
+        // A step boundary: what the last step added is on disk before the
+        // next request, so a crash loses at most the step in flight.
+        journal_step(conversation, deps).await;
         let budget = compaction_budget(conversation, deps);
         compaction::maybe_compact(
             conversation,
@@ -158,6 +174,9 @@ async fn turn_steps(
         }
 
         info!(step, calls = tool_calls.len(), "running tool calls");
+        // The calls are on disk before they run: a crash during one leaves
+        // a journal that says which call it interrupted.
+        journal_step(conversation, deps).await;
         let stop = run_tool_calls(
             conversation,
             deps,
@@ -183,6 +202,15 @@ async fn turn_steps(
     });
     warn!("{message}");
     outcome(TurnStatus::MaxSteps, None, Some(message), usage)
+}
+
+/// Appends what the conversation gained to the session journal, if any.
+pub(super) async fn journal_step(conversation: &Conversation, deps: &AgentDeps) {
+    if let Some(journal) = &deps.journal {
+        journal
+            .record(conversation.generation(), conversation.messages())
+            .await;
+    }
 }
 
 /// What happens after an answer without tool calls.
@@ -393,9 +421,13 @@ async fn request(
         ),
     };
     tokio::select! {
+        // An answer that is already here is kept even when the cancel came
+        // with it (a subagent's budget stop follows its last answer): what
+        // it says is part of the partial result.
+        biased;
+        result = deps.provider.complete(request, &notices) => Some(result),
         // Dropping the request future aborts the HTTP request at once.
         _ = cancel.cancelled() => None,
-        result = deps.provider.complete(request, &notices) => Some(result),
     }
 }
 
@@ -422,12 +454,13 @@ async fn run_tool_calls(
     cancel: &CancellationToken,
 ) -> Option<String> {
     let mut stop: Option<String> = None;
+    // Results of the delegations run together, by call index.
+    let mut delegated: Vec<Option<ToolOutput>> = Vec::new();
     for (index, call) in calls.iter().enumerate() {
-        deps.events.emit(EventKind::ToolCall {
-            id: call.id.clone(),
-            name: text::summary(&call.name, 64),
-            summary: call_summary(call),
-        });
+        let ran = delegated.get_mut(index).and_then(Option::take);
+        if ran.is_none() {
+            emit_call(deps, call);
+        }
         let refusal = refusals.get(index).cloned().flatten();
         let verdict = match (&stop, &refusal) {
             (None, None) => detector.observe_call(&call.name, &call.arguments),
@@ -436,12 +469,20 @@ async fn run_tool_calls(
         if let Verdict::Stop(repetition) = &verdict {
             stop = Some(repetition.stop_message());
         }
-        let output = if let Some(message) = &stop {
+        let output = if let Some(output) = ran {
+            output
+        } else if let Some(message) = &stop {
             ToolOutput::error(format!("not run: {message}; the turn was ended"))
         } else if let Some(refusal) = refusal {
             ToolOutput::error(refusal)
         } else if cancel.is_cancelled() {
             ToolOutput::error("cancelled by the user before it ran")
+        } else if is_delegation(deps, call) && delegated.is_empty() {
+            delegated = run_delegations(conversation, deps, calls, refusals, index, cancel).await;
+            delegated
+                .get_mut(index)
+                .and_then(Option::take)
+                .unwrap_or_else(|| ToolOutput::error("the delegation returned no result"))
         } else {
             let mut output = invoke(conversation, deps, call, cancel).await;
             if let Verdict::Warn(repetition) = &verdict {
@@ -476,6 +517,56 @@ async fn run_tool_calls(
         });
     }
     stop
+}
+
+fn emit_call(deps: &AgentDeps, call: &ToolCall) {
+    deps.events.emit(EventKind::ToolCall {
+        id: call.id.clone(),
+        name: text::summary(&call.name, 64),
+        summary: call.summary(),
+    });
+}
+
+fn is_delegation(deps: &AgentDeps, call: &ToolCall) -> bool {
+    deps.catalog.kind_of(&call.name) == Some(ToolKind::Delegation)
+}
+
+/// Runs the `delegate` calls of the message from `first` on together (the
+/// supervisor runs as many at once as `delegate_concurrency` allows and
+/// queues the rest in call order). Every fork is taken from the same
+/// conversation, before any of their results is added, so the forks share
+/// one prefix. Returns the outputs by call index; the other calls are left
+/// to the caller, which runs them after the delegations (as their "not run
+/// in this fork" answer in the forks says).
+async fn run_delegations(
+    conversation: &Conversation,
+    deps: &AgentDeps,
+    calls: &[ToolCall],
+    refusals: &[Option<String>],
+    first: usize,
+    cancel: &CancellationToken,
+) -> Vec<Option<ToolOutput>> {
+    let batch: Vec<usize> = (first..calls.len())
+        .filter(|&i| is_delegation(deps, &calls[i]))
+        .filter(|&i| refusals.get(i).is_none_or(Option::is_none))
+        .collect();
+    for &i in batch.iter().skip(1) {
+        emit_call(deps, &calls[i]);
+    }
+    info!(delegations = batch.len(), "running delegations together");
+    // `join_all` polls the futures in order, so the supervisor receives
+    // them in call order.
+    let outputs = futures_util::future::join_all(
+        batch
+            .iter()
+            .map(|&i| invoke(conversation, deps, &calls[i], cancel)),
+    )
+    .await;
+    let mut by_index: Vec<Option<ToolOutput>> = vec![None; calls.len()];
+    for (i, output) in batch.into_iter().zip(outputs) {
+        by_index[i] = Some(output);
+    }
+    by_index
 }
 
 async fn invoke(
@@ -547,15 +638,4 @@ async fn settle_reminder(deps: &AgentDeps) -> Option<String> {
     })
     .await;
     reminder.unwrap_or(None)
-}
-
-/// A short, sanitised description of a call for events: the path, pattern
-/// or command it names, never whole file contents.
-fn call_summary(call: &ToolCall) -> String {
-    let args: serde_json::Value = serde_json::from_str(&call.arguments).unwrap_or_default();
-    let detail = ["path", "pattern", "command", "question", "task", "subject"]
-        .iter()
-        .find_map(|key| args.get(*key).and_then(|v| v.as_str()))
-        .unwrap_or("");
-    text::summary(detail, 80)
 }

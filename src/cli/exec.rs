@@ -43,6 +43,13 @@ pub struct ExecArgs {
     /// Run commands without any sandbox (danger-full-access).
     #[arg(long, conflicts_with = "sandbox")]
     dangerously_bypass_sandbox: bool,
+    /// Continue a journaled session: its id (or a unique prefix); without
+    /// one, the latest session (`--resume --last`).
+    #[arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "")]
+    resume: Option<String>,
+    /// With `--resume`: the latest session no other Fido is running.
+    #[arg(long)]
+    last: bool,
     /// Also write the final answer to FILE (created or replaced).
     #[arg(long, value_name = "FILE")]
     output_last_message: Option<std::path::PathBuf>,
@@ -104,18 +111,31 @@ pub fn run(overrides: &Overrides, args: ExecArgs) -> ExitCode {
         Ok(runtime) => runtime,
         Err(message) => return fail(&message),
     };
-    let code = runtime.block_on(exec(config, prompt, args.json, args.output_last_message));
+    let resume = super::sessions::exec_pick(args.resume.as_deref(), args.last);
+    let run = Run {
+        json: args.json,
+        last_message: args.output_last_message,
+        resume,
+    };
+    let code = runtime.block_on(exec(config, prompt, run));
     // Tasks still running (a stuck tool after an interrupt) must not delay exit.
     runtime.shutdown_timeout(Duration::from_millis(100));
     code
 }
 
-async fn exec(
-    config: Config,
-    prompt: String,
+/// How `fido exec` runs, besides the configuration and the prompt.
+struct Run {
     json: bool,
     last_message: Option<std::path::PathBuf>,
-) -> ExitCode {
+    resume: Option<super::journal::ResumeFrom>,
+}
+
+async fn exec(config: Config, prompt: String, run: Run) -> ExitCode {
+    let Run {
+        json,
+        last_message,
+        resume,
+    } = run;
     // Signals are watched from the start, so an early Ctrl+C is not lost.
     let (mut sigint, mut sigterm) = match (
         signal(SignalKind::interrupt()),
@@ -133,7 +153,7 @@ async fn exec(
         approver: None,
         default_approval: ApprovalPolicy::Never,
     };
-    let session = match Session::start(&config, interaction, EventSink::new(sender)).await {
+    let session = match Session::start(&config, interaction, EventSink::new(sender), resume).await {
         Ok(session) => session,
         Err(message) => return fail(&message),
     };

@@ -5,10 +5,12 @@
 //! the person at the terminal and exit codes.
 
 mod exec;
+mod journal;
 mod mcp;
 mod plan;
 mod sandbox;
 mod session;
+mod sessions;
 mod tool;
 mod trust;
 mod tui;
@@ -81,6 +83,8 @@ enum Command {
         sandbox: String,
         #[arg(long, value_name = "PATH")]
         deny_read: Vec<PathBuf>,
+        #[arg(long, value_name = "DIR")]
+        scratch: Option<PathBuf>,
     },
     /// List or call the model-facing tools directly.
     Tool {
@@ -89,6 +93,10 @@ enum Command {
     },
     /// Trust a workspace folder, so that its fido.toml is read in full.
     Trust(trust::TrustArgs),
+    /// List the journaled sessions of the workspace.
+    Sessions(sessions::SessionsArgs),
+    /// Continue a journaled session in the terminal UI.
+    Resume(sessions::ResumeArgs),
     /// Prove what the subagent sandbox enforces on this machine.
     Sandbox {
         #[command(subcommand)]
@@ -128,6 +136,7 @@ pub fn main() -> ExitCode {
             parent_pid,
             sandbox,
             deny_read,
+            scratch,
         }) => {
             init_logging();
             crate::subagent::runner::main(crate::subagent::runner::SubagentArgs {
@@ -136,13 +145,16 @@ pub fn main() -> ExitCode {
                 parent_pid,
                 sandbox,
                 deny_read,
+                scratch,
             })
         }
         Some(Command::Plan { command }) => plan::run(&overrides, command),
         Some(Command::Sandbox { command }) => sandbox::run(&overrides, command),
         Some(Command::Mcp { command }) => mcp::run(&overrides, command),
         Some(Command::Trust(args)) => trust::run(overrides.workspace.clone(), args),
-        None => tui::run(&overrides),
+        Some(Command::Sessions(args)) => sessions::run(overrides.workspace.clone(), args),
+        Some(Command::Resume(args)) => tui::run(&overrides, Some(args.pick())),
+        None => tui::run(&overrides, None),
     }
 }
 

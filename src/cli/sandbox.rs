@@ -446,6 +446,9 @@ fn summarize(
             notes.extend(report.not_covered.iter().map(|gap| {
                 format!("note: not covered by landlock here (the seccomp filter blocks it): {gap}")
             }));
+            if role == ProbeRole::Subagent {
+                notes.extend(crate::sandbox::probe::fork_bomb_note().map(|n| format!("note: {n}")));
+            }
             header(report)
         }
         (None, Some(error)) => {
@@ -575,11 +578,12 @@ mod tests {
         let mut frames = vec![ProbeFrame::Sandboxed {
             report: report(true),
         }];
-        for name in probe::FORBIDDEN_PROBES {
+        let (forbidden, controls) = ProbeRole::Subagent.plan();
+        for name in forbidden {
             let outcome = tweak(name).unwrap_or_else(eacces);
             frames.push(probe(name, Expect::Blocked, outcome));
         }
-        for name in probe::CONTROL_PROBES {
+        for name in controls {
             let outcome = tweak(name).unwrap_or(Outcome::Succeeded);
             frames.push(probe(name, Expect::Allowed, outcome));
         }
@@ -641,8 +645,9 @@ mod tests {
             text.contains("summary (commands, workspace-write, configured): 15/15 forbidden operations blocked, 4/4 controls allowed; sandbox enforced\n"),
             "{text}"
         );
+        let n = ProbeRole::Subagent.plan().0.len();
         assert!(
-            text.ends_with("summary: 15/15 forbidden operations blocked, 2/2 controls allowed; read-only sandbox enforced\n"),
+            text.ends_with(&format!("summary: {n}/{n} forbidden operations blocked, 2/2 controls allowed; read-only sandbox enforced\n")),
             "{text}"
         );
     }
@@ -656,7 +661,8 @@ mod tests {
         );
         assert!(!allowed.enforced());
         assert!(text(&allowed).contains("probe tcp-connect: ALLOWED |"));
-        assert!(text(&allowed).contains("14/15 forbidden operations blocked"));
+        let n = ProbeRole::Subagent.plan().0.len();
+        assert!(text(&allowed).contains(&format!("{}/{n} forbidden operations blocked", n - 1)));
 
         let skipped = judge(
             frames(|n| {
@@ -723,7 +729,8 @@ mod tests {
             text(&summary)
                 .starts_with("sandbox: refused: landlock is not available in this kernel\n")
         );
-        assert!(text(&summary).contains("0/15 forbidden operations blocked"));
+        let n = ProbeRole::Subagent.plan().0.len();
+        assert!(text(&summary).contains(&format!("0/{n} forbidden operations blocked")));
 
         let silent = judge(Vec::new(), ok(), 0);
         assert!(!silent.enforced());

@@ -8,6 +8,7 @@ use std::time::Duration;
 use ractor::{Actor, ActorRef};
 use tokio::task::JoinHandle;
 
+use super::journal::ResumeFrom;
 use super::tool_env;
 use crate::agent::ProjectInstructions;
 use crate::agent::{
@@ -18,6 +19,7 @@ use crate::mcp::McpHub;
 use crate::protocol::ApprovalPolicy;
 use crate::protocol::EventKind;
 use crate::provider::gateway::Gateway;
+use crate::session::journal::{Journal, SessionInfo};
 use crate::subagent::supervisor::{DelegationSettings, Supervisor};
 use crate::tools::approval::Approver;
 use crate::tools::ask_user::UserChannel;
@@ -36,6 +38,11 @@ pub struct Interaction {
 
 pub struct Session {
     pub actor: ActorRef<AgentMessage>,
+    /// The journaled session's id (`None`: it could not be journaled).
+    pub id: Option<String>,
+    /// The messages a resumed session started from (empty for a new one).
+    pub resumed: Vec<crate::protocol::Message>,
+    journal: Option<Arc<Journal>>,
     /// The MCP servers; their start-up failures are `mcp.warnings()`.
     pub mcp: Arc<McpHub>,
     /// The AGENTS.md files folded into the system prompt.
@@ -52,6 +59,7 @@ impl Session {
         config: &Config,
         interaction: Interaction,
         events: EventSink,
+        resume: Option<ResumeFrom>,
     ) -> Result<Session, String> {
         let provider = config.build_provider().map_err(|e| e.to_string())?;
         // The one holder of the provider: the main agent and every
@@ -80,6 +88,10 @@ impl Session {
                     deny_read: config.credential_paths(),
                     workspace: config.workspace.clone(),
                     program,
+                    concurrency: config.delegation.concurrency,
+                    max_per_turn: config.delegation.max_per_turn,
+                    budget_tokens: config.delegation.budget_tokens,
+                    session_budget_tokens: config.delegation.session_budget_tokens,
                 },
                 gateway.clone(),
                 catalog.clone(),
@@ -92,20 +104,43 @@ impl Session {
         let tool_env = Arc::new(env);
         let sandbox = tool_env.sandbox.clone();
 
+        let info = SessionInfo {
+            workspace: config.workspace.display().to_string(),
+            provider: provider.name().to_string(),
+            model: provider.model().to_string(),
+        };
+        let (journal, replayed) = super::journal::open(config, info, resume).await?;
+        let id = journal.as_ref().map(|j| j.id().to_string());
         events.emit(EventKind::SessionStarted {
             workspace: config.workspace.display().to_string(),
             provider: provider.name().to_string(),
             model: provider.model().to_string(),
             tools: catalog.names(),
+            session_id: id.clone(),
         });
         let instructions = load_instructions(config).await;
-        let conversation = start_conversation(
-            &catalog,
-            &tool_env,
-            config.plan_tool,
-            &instructions,
-            &events,
-        );
+        let conversation = match &replayed {
+            Some(replayed) => super::journal::resumed_conversation(
+                replayed,
+                &tool_env,
+                config.plan_tool,
+                &events,
+            )?,
+            None => start_conversation(
+                &catalog,
+                &tool_env,
+                config.plan_tool,
+                &instructions,
+                &events,
+            ),
+        };
+        if let Some(journal) = &journal {
+            journal
+                .record(conversation.generation(), conversation.messages())
+                .await;
+        }
+        let turns = replayed.as_ref().map_or(0, |r| r.turns);
+        let resumed = replayed.map(|r| r.messages).unwrap_or_default();
         let deps = Arc::new(AgentDeps {
             provider,
             catalog,
@@ -113,12 +148,20 @@ impl Session {
             ctx: InvocationContext::main(),
             settings: config.agent,
             events,
+            journal: journal.clone(),
         });
-        let (actor, actor_handle) =
-            Actor::spawn(None, AgentActor, AgentArguments { deps, conversation })
-                .await
-                .map_err(|e| format!("cannot start the agent: {e}"))?;
+        let arguments = AgentArguments {
+            deps,
+            conversation,
+            turns,
+        };
+        let (actor, actor_handle) = Actor::spawn(None, AgentActor, arguments)
+            .await
+            .map_err(|e| format!("cannot start the agent: {e}"))?;
         Ok(Session {
+            id,
+            resumed,
+            journal,
             mcp,
             sandbox,
             instructions,
@@ -135,6 +178,9 @@ impl Session {
         self.mcp.shutdown().await;
         self.actor.stop(None);
         let _ = self.actor_handle.await;
+        if let Some(journal) = &self.journal {
+            journal.close().await;
+        }
         // Tasks still holding the tool environment may never be dropped
         // before the process exits: remove the commands' TMPDIR now.
         let sandbox = self.sandbox.clone();

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+use super::journal::ResumeFrom;
 use super::session::{Interaction, Session};
 use super::{fail, runtime};
 use crate::agent::EventSink;
@@ -23,10 +24,11 @@ use crate::config::{Config, Overrides};
 use crate::plan::todo::{self, TodoStore};
 use crate::plan::{PlanFlavour, PlanStore};
 use crate::protocol::ApprovalPolicy;
+use crate::session::journal;
 use crate::tools::update_plan;
 use crate::ui::{self, LocalCommands, PlanCleared, UiSetup};
 
-pub fn run(overrides: &Overrides) -> ExitCode {
+pub fn run(overrides: &Overrides, resume: Option<ResumeFrom>) -> ExitCode {
     let config = match Config::load(overrides) {
         Ok(config) => config,
         Err(err) => return fail(&err.to_string()),
@@ -35,13 +37,13 @@ pub fn run(overrides: &Overrides) -> ExitCode {
         Ok(runtime) => runtime,
         Err(message) => return fail(&message),
     };
-    let code = runtime.block_on(session(config));
+    let code = runtime.block_on(session(config, resume));
     // A stuck tool after an interrupt must not delay exit.
     runtime.shutdown_timeout(Duration::from_millis(100));
     code
 }
 
-async fn session(config: Config) -> ExitCode {
+async fn session(config: Config, resume: Option<ResumeFrom>) -> ExitCode {
     // Before anything else can log (never into the terminal UI).
     if config.workspace.is_dir() {
         init_file_logging(&config.workspace);
@@ -54,7 +56,7 @@ async fn session(config: Config) -> ExitCode {
         approver: Some(user.clone()),
         default_approval: ApprovalPolicy::OnRequest,
     };
-    let session = match Session::start(&config, interaction, EventSink::new(sender)).await {
+    let session = match Session::start(&config, interaction, EventSink::new(sender), resume).await {
         Ok(session) => session,
         Err(message) => return fail(&message),
     };
@@ -64,6 +66,7 @@ async fn session(config: Config) -> ExitCode {
     }
     let mut local_commands = CliLocalCommands::new(&config);
     local_commands.instruction_files = session.instructions.paths();
+    local_commands.session_id = session.id.clone();
     let local_commands = Arc::new(local_commands);
     let history = ui::PromptHistory::for_workspace(&config.workspace);
     let mut warnings = config.warnings.clone();
@@ -76,6 +79,7 @@ async fn session(config: Config) -> ExitCode {
         questions,
         warnings,
         history,
+        resumed: resumed_note(&session),
     })
     .await;
     // Every subagent is gone and a running turn is cancelled before exit.
@@ -84,6 +88,27 @@ async fn session(config: Config) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => fail(&err.to_string()),
     }
+}
+
+/// Whether an older `/suspend` file (`NAME.json`) exists.
+fn saved_exists(workspace: &Path, name: &str) -> bool {
+    !name.contains('/')
+        && crate::session::journal::dir(workspace)
+            .join(format!("{name}.json"))
+            .is_file()
+}
+
+/// A resumed session's messages and the line that says so.
+fn resumed_note(session: &Session) -> Option<(Vec<crate::protocol::Message>, String)> {
+    if session.resumed.is_empty() {
+        return None;
+    }
+    let id = session.id.as_deref().unwrap_or("?");
+    let note = format!(
+        "resumed session {id}: {} messages restored; the workspace plan was re-delivered to the model",
+        session.resumed.len()
+    );
+    Some((session.resumed.clone(), note))
 }
 
 /// Tracing into `<workspace>/.fido-state/logs/tui.log`; `RUST_LOG` is
@@ -121,12 +146,15 @@ struct CliLocalCommands {
     todos: TodoStore,
     /// The AGENTS.md files in the system prompt, for `/status`.
     instruction_files: Vec<String>,
+    /// This session's journal id: `/suspend` copies name it.
+    session_id: Option<String>,
 }
 
 impl CliLocalCommands {
     fn new(config: &Config) -> Self {
         CliLocalCommands {
             instruction_files: Vec::new(),
+            session_id: None,
             config: Some(config.clone()),
             workspace: config.workspace.clone(),
             flavour: config.plan_tool,
@@ -183,8 +211,25 @@ impl LocalCommands for CliLocalCommands {
     }
 
     fn suspend(&self, messages: &[crate::protocol::Message]) -> Result<String, String> {
-        crate::session::saved::suspend(&self.workspace, messages)
-            .map(|name| format!("conversation saved as {name}; /recall {name} brings it back"))
+        let info = crate::session::journal::SessionInfo {
+            workspace: self.workspace.display().to_string(),
+            provider: self
+                .config
+                .as_ref()
+                .map(|c| c.provider.name().to_string())
+                .unwrap_or_default(),
+            model: self
+                .config
+                .as_ref()
+                .map(|c| c.model.clone())
+                .unwrap_or_default(),
+        };
+        journal::save_copy(&self.workspace, &info, messages, self.session_id.clone())
+            .map(|id| {
+                format!(
+                    "conversation saved as {id}; /recall {id} or `fido resume {id}` brings it back"
+                )
+            })
             .map_err(|err| format!("cannot save the conversation: {err}"))
     }
 
@@ -192,7 +237,19 @@ impl LocalCommands for CliLocalCommands {
         &self,
         name: Option<&str>,
     ) -> Result<(String, Vec<crate::protocol::Message>), String> {
-        crate::session::saved::load(&self.workspace, name)
+        // A journaled session first; conversations saved by earlier
+        // versions (`NAME.json`) still load.
+        let pick = name.map_or(journal::Pick::Last, journal::Pick::Id);
+        match journal::load_messages(&self.workspace, pick) {
+            Ok(found) => Ok(found),
+            Err(err) => match name {
+                Some(name) if saved_exists(&self.workspace, name) => {
+                    crate::session::saved::load(&self.workspace, Some(name))
+                }
+                None => crate::session::saved::load(&self.workspace, None).map_err(|_| err),
+                Some(_) => Err(err),
+            },
+        }
     }
 
     fn status(&self) -> ui::StatusInfo {
@@ -207,16 +264,30 @@ impl LocalCommands for CliLocalCommands {
     }
 
     fn sessions(&self) -> Result<String, String> {
+        let journaled = journal::list(&self.workspace)
+            .map_err(|err| format!("cannot list the sessions: {err}"))?;
         let saved = crate::session::saved::list(&self.workspace)
             .map_err(|err| format!("cannot list saved conversations: {err}"))?;
-        if saved.is_empty() {
-            return Ok("no saved conversations (use /suspend)".into());
-        }
-        Ok(saved
+        let mut lines: Vec<String> = journaled
             .iter()
-            .map(|s| format!("{}  {}", s.name, s.preview))
-            .collect::<Vec<_>>()
-            .join("\n"))
+            .map(|s| {
+                let this = if Some(&s.id) == self.session_id.as_ref() {
+                    " (this one)"
+                } else {
+                    ""
+                };
+                format!("{}  {}{this}  {}", s.id, s.status, s.first_prompt)
+            })
+            .collect();
+        lines.extend(
+            saved
+                .iter()
+                .map(|s| format!("{}  saved  {}", s.name, s.preview)),
+        );
+        if lines.is_empty() {
+            return Ok("no sessions yet".into());
+        }
+        Ok(lines.join("\n"))
     }
 }
 
@@ -340,6 +411,7 @@ mod tests {
         let before = saved_plan(&store);
         let commands = Arc::new(CliLocalCommands {
             instruction_files: Vec::new(),
+            session_id: None,
             config: None,
             workspace: dir.path().to_path_buf(),
             flavour: PlanFlavour::UpdatePlan,
@@ -392,6 +464,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let commands = CliLocalCommands {
             instruction_files: Vec::new(),
+            session_id: None,
             config: None,
             workspace: dir.path().to_path_buf(),
             flavour: PlanFlavour::Todo,
@@ -483,6 +556,7 @@ mod tests {
                 limits: crate::agent::ModelLimits::default(),
             },
             events: EventSink::discard(),
+            journal: None,
             catalog,
         });
         let (agent, _) = Actor::spawn(
@@ -491,12 +565,14 @@ mod tests {
             AgentArguments {
                 deps,
                 conversation: Conversation::new("system".into()),
+                turns: 0,
             },
         )
         .await
         .unwrap();
         let commands = Arc::new(CliLocalCommands {
             instruction_files: Vec::new(),
+            session_id: None,
             config: None,
             workspace: dir.path().to_path_buf(),
             flavour: PlanFlavour::UpdatePlan,

@@ -157,7 +157,22 @@ const KEYS: &[(&str, &str, Scope)] = &[
     ),
     (
         "delegate_concurrency",
-        "subagents at once (1 in this version)",
+        "subagents running at once (1 to 16); further calls queue in call order",
+        Scope::Anywhere,
+    ),
+    (
+        "delegate_max_per_turn",
+        "subagents started in one turn; a call past it fails with delegation_limit",
+        Scope::Anywhere,
+    ),
+    (
+        "delegate_budget_tokens",
+        "default token budget (prompt + completion) of one subagent; 0 for none",
+        Scope::Anywhere,
+    ),
+    (
+        "delegate_session_budget_tokens",
+        "token budget of all subagents of a session together; 0 for none",
         Scope::Anywhere,
     ),
     (
@@ -178,6 +193,11 @@ const KEYS: &[(&str, &str, Scope)] = &[
     (
         "provider_concurrency",
         "model requests in flight at once, the main agent's and its subagents' together",
+        Scope::Anywhere,
+    ),
+    (
+        "session_retention_days",
+        "days a session journal is kept after its last write (pruned at start)",
         Scope::Anywhere,
     ),
     // Calls written as text still pass the guard, the sandbox and the
@@ -301,6 +321,8 @@ pub struct Config {
     pub safety: SafetyConfig,
     /// Model requests in flight at once, through the gateway.
     pub provider_concurrency: usize,
+    /// Session journals older than this many days are pruned at start.
+    pub session_retention_days: u32,
     /// The user's config directory (`$XDG_CONFIG_HOME/fido`, else
     /// `~/.config/fido`): the trust record, kept out of commands' reach.
     pub config_dir: Option<PathBuf>,
@@ -337,8 +359,18 @@ pub struct DelegationConfig {
     pub max_timeout: Duration,
     pub grace: Duration,
     pub max_steps: u32,
+    /// Subagents running at once (1 to [`MAX_DELEGATE_CONCURRENCY`]).
     pub concurrency: u32,
+    /// Subagents started in one turn.
+    pub max_per_turn: u32,
+    /// Default budget of one subagent, in tokens; `None`: unlimited.
+    pub budget_tokens: Option<u64>,
+    /// Budget of all subagents of the session together; `None`: unlimited.
+    pub session_budget_tokens: Option<u64>,
 }
+
+/// Most subagents that may run at once, whatever the configuration says.
+pub const MAX_DELEGATE_CONCURRENCY: u64 = 16;
 
 /// Where a value came from, for error messages.
 #[derive(Debug, Clone)]
@@ -531,16 +563,20 @@ impl Config {
             Some(s) => SandboxRequirement::parse(&s.value)
                 .map_err(|_| invalid("sandbox", s, "required or best_effort"))?,
         };
-        let concurrency = number(get("delegate_concurrency"), "delegate_concurrency", 1, 1)?;
-        if concurrency != 1
+        let concurrency = number(get("delegate_concurrency"), "delegate_concurrency", 4, 1)?;
+        if concurrency > MAX_DELEGATE_CONCURRENCY
             && let Some(s) = get("delegate_concurrency")
         {
             return Err(invalid(
                 "delegate_concurrency",
                 s,
-                "1 (one subagent at a time is all this version supports)",
+                &format!("a whole number from 1 to {MAX_DELEGATE_CONCURRENCY}"),
             ));
         }
+        // 0 means no budget.
+        let budget = |key: &str| -> Result<Option<u64>, ConfigError> {
+            Ok(Some(number(get(key), key, 0, 0)?).filter(|n| *n > 0))
+        };
         let delegation = DelegationConfig {
             sandbox,
             default_timeout: ms("delegate_timeout_ms", 120_000, 1_000)?,
@@ -548,6 +584,10 @@ impl Config {
             grace: ms("delegate_grace_ms", 2_000, 0)?,
             max_steps: number(get("delegate_max_steps"), "delegate_max_steps", 40, 1)? as u32,
             concurrency: concurrency as u32,
+            max_per_turn: number(get("delegate_max_per_turn"), "delegate_max_per_turn", 16, 1)?
+                as u32,
+            budget_tokens: budget("delegate_budget_tokens")?,
+            session_budget_tokens: budget("delegate_session_budget_tokens")?,
         };
 
         Ok(Config {
@@ -567,6 +607,13 @@ impl Config {
             safety,
             provider_concurrency: number(get("provider_concurrency"), "provider_concurrency", 4, 1)?
                 as usize,
+            session_retention_days: u32::try_from(number(
+                get("session_retention_days"),
+                "session_retention_days",
+                30,
+                1,
+            )?)
+            .unwrap_or(u32::MAX),
             config_dir,
             user_config_file,
             home: env_get("HOME").map(PathBuf::from),

@@ -88,7 +88,8 @@ pub fn not_for_subagents(tool: &str) -> ToolOutput {
         },
         delegation_depth: 1,
     };
-    match guard::check(tool, ToolKind::Mutating, &subagent) {
+    // Not the subagent shell: an MCP server runs outside every sandbox.
+    match guard::check(tool, ToolKind::Mutating, &subagent, false) {
         Err(refusal) => refusal,
         Ok(()) => ToolOutput::error(format!("{tool} is not available to a subagent")),
     }

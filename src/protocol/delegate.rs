@@ -71,18 +71,29 @@ pub struct Finding {
 pub struct DelegateError {
     /// Stable code: `timeout`, `cancelled`, `nested_delegation_forbidden`,
     /// `sandbox_unavailable`, `spawn_failed`, `protocol_error`,
-    /// `subagent_crashed`, `provider_error`, `busy`, `invalid_arguments`, …
+    /// `subagent_crashed`, `provider_error`, `budget_exceeded`,
+    /// `delegation_limit`, `invalid_arguments`, …
     pub code: String,
     pub message: String,
 }
 
-/// Token usage of the subagent's model requests.
+/// Token usage of the subagent's model requests, and its wall time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DelegateUsage {
     pub requests: u32,
     pub prompt_tokens: u64,
     pub cached_tokens: u64,
     pub completion_tokens: u64,
+    /// From the spawn to the reap, in milliseconds.
+    #[serde(default)]
+    pub wall_ms: u64,
+}
+
+impl DelegateUsage {
+    /// What a budget counts: prompt and completion tokens.
+    pub fn budget_tokens(&self) -> u64 {
+        self.prompt_tokens + self.completion_tokens
+    }
 }
 
 /// The normalised final output of a subagent: the only thing the parent's

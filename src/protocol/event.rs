@@ -35,6 +35,10 @@ pub enum EventKind {
         provider: String,
         model: String,
         tools: Vec<String>,
+        /// The journaled session's id, what `--resume` takes (absent when
+        /// the session could not be journaled).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session_id: Option<String>,
     },
     /// A user prompt was accepted and the agent started working on it.
     TurnStarted { turn: u32 },
@@ -69,6 +73,12 @@ pub enum EventKind {
         phase: String,
         elapsed_ms: u64,
         detail: String,
+        /// Tokens (prompt + completion) the subagent used so far.
+        #[serde(default)]
+        tokens: u64,
+        /// The plan item the parent named in the call, sanitised.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        plan_item: Option<String>,
     },
     /// A provider request finished; usage of that one request.
     Usage {

@@ -73,6 +73,19 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
+impl ToolCall {
+    /// A short, sanitised description for events and the transcript: the
+    /// path, pattern or command the call names, never whole file contents.
+    pub fn summary(&self) -> String {
+        let args: Value = serde_json::from_str(&self.arguments).unwrap_or_default();
+        let detail = ["path", "pattern", "command", "question", "task", "subject"]
+            .iter()
+            .find_map(|key| args.get(*key).and_then(|v| v.as_str()))
+            .unwrap_or("");
+        crate::text::summary(detail, 80)
+    }
+}
+
 /// One advertised tool: what the provider receives in `tools`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolSpec {

@@ -485,7 +485,20 @@ impl MessagesStreamAccumulator {
             // event kinds newer than this code.
             _ => {}
         }
+        self.check_size()?;
         Ok(notices)
+    }
+
+    fn check_size(&self) -> Result<(), ProviderError> {
+        let mut calls = 0;
+        let mut bytes = self.text.len();
+        for (_, block) in &self.blocks {
+            if let Block::ToolUse { name, json, .. } = block {
+                calls += 1;
+                bytes += name.len() + json.len();
+            }
+        }
+        super::check_answer_size(bytes, calls)
     }
 
     /// `message_stop` was seen: nothing more will come.

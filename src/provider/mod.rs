@@ -101,6 +101,28 @@ pub trait Provider: Send + Sync {
     }
 }
 
+/// The most text and tool-call arguments one streamed answer may hold, all
+/// together: far above any real answer (128k tokens are about 0.5 MiB), so
+/// only a runaway stream meets it, and memory stays bounded.
+pub const MAX_ANSWER_BYTES: usize = 8 * 1024 * 1024;
+/// The most tool calls one answer may hold.
+pub const MAX_ANSWER_CALLS: usize = 256;
+
+/// Checks an answer's size so far against the limits above.
+pub(crate) fn check_answer_size(bytes: usize, calls: usize) -> Result<(), ProviderError> {
+    if bytes > MAX_ANSWER_BYTES {
+        return Err(ProviderError::AnswerTooLarge {
+            what: format!("{} MiB of text and arguments", MAX_ANSWER_BYTES >> 20),
+        });
+    }
+    if calls > MAX_ANSWER_CALLS {
+        return Err(ProviderError::AnswerTooLarge {
+            what: format!("{MAX_ANSWER_CALLS} tool calls"),
+        });
+    }
+    Ok(())
+}
+
 /// Every way a provider request can fail. Messages are lowercase sentences a
 /// user can act on; `is_retryable` decides the retry policy.
 #[derive(Debug, thiserror::Error)]
@@ -150,6 +172,10 @@ pub enum ProviderError {
     MalformedStream { detail: String },
     #[error("the model server reported an error: {message}")]
     Api { message: String },
+    #[error(
+        "the model's answer grew past {what}, the most one answer may hold; it was stopped (a runaway model?)"
+    )]
+    AnswerTooLarge { what: String },
     #[error("{last} (gave up after {attempts} attempts)")]
     GaveUp {
         attempts: u32,
@@ -180,6 +206,7 @@ impl ProviderError {
             | ProviderError::ContextOverflow { .. }
             | ProviderError::MalformedStream { .. }
             | ProviderError::Api { .. }
+            | ProviderError::AnswerTooLarge { .. }
             | ProviderError::GaveUp { .. }
             | ProviderError::Config(_)
             | ProviderError::Script { .. } => false,

@@ -564,6 +564,12 @@ impl ChatStreamAccumulator {
                 completion_tokens: usage.completion_tokens.unwrap_or(0),
             };
         }
+        let arguments: usize = self
+            .calls
+            .iter()
+            .map(|c| c.arguments.len() + c.name.len())
+            .sum();
+        super::check_answer_size(self.content.len() + arguments, self.calls.len())?;
         Ok(notices)
     }
 

@@ -27,14 +27,20 @@
 //!    ruleset: Landlock checks at `open`, the rlimit at every write. It does
 //!    not touch pipes, sockets or `/dev/null`, so the child's stdout/stderr
 //!    must be pipes (as the supervisor sets them), not files;
-//! 5. the Landlock ruleset (`sandbox::ruleset`): read everywhere but the
-//!    credential paths the parent names, write nowhere;
+//! 5. the Landlock ruleset (`sandbox::ruleset`): read the workspace and
+//!    the system paths, never the credential paths the parent names; write
+//!    only the scratch folder;
 //! 6. the seccomp filter (`sandbox::seccomp`): no new sockets or
 //!    connections (the IPC socket is already connected), no ptrace.
 //!
-//! `RLIMIT_NPROC` is deliberately not set: it counts every process *and
-//! thread* of the user, so a value that stops a fork bomb would also stop
-//! the runtime's worker threads, and it does not apply to root at all.
+//! `RLIMIT_NPROC` is set to what the user runs already plus a headroom
+//! ([`PROCESS_HEADROOM`]): it counts every process and thread of the user,
+//! so an absolute value would stop either nothing or the user's other
+//! work. It does not apply to root of the first user namespace.
+//!
+//! Reads are confined to the workspace and [`SYSTEM_READ_ROOTS`] (minus
+//! [`SYSTEM_SECRETS`] and the credential paths): nothing in a home folder
+//! outside the workspace.
 
 use nix::sys::prctl;
 use nix::sys::resource::{Resource, setrlimit};
@@ -45,7 +51,7 @@ use super::caps;
 use super::policy::{Enforcement, SandboxError, SandboxReport, SandboxRequirement};
 use super::ruleset::{self, MIN_READ_ONLY_ABI};
 use super::seccomp::SeccompProgram;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Confines the calling process for good: single thread required; then
 /// `no_new_privs`, parent-death SIGKILL checked against `expected_parent`,
@@ -60,6 +66,8 @@ pub fn enter_child_sandbox(
     expected_parent: Pid,
     mode: SandboxRequirement,
     deny: &[PathBuf],
+    scratch: Option<&Path>,
+    workspace: Option<&Path>,
 ) -> Result<SandboxReport, SandboxError> {
     let threads = thread_count()?;
     if threads != 1 {
@@ -78,26 +86,40 @@ pub fn enter_child_sandbox(
             actual: actual.as_raw(),
         });
     }
-    set_rlimits()?;
+    set_rlimits(scratch.is_some())?;
+    set_process_limit()?;
+    // Orphans of the commands (a `setsid` or double-forked process) are
+    // re-parented to this process, so its sweep at the end finds them.
+    prctl::set_child_subreaper(true).map_err(SandboxError::Subreaper)?;
 
     // Compiled before the ruleset, while files can still be opened.
     let seccomp = SeccompProgram::compile(false);
-    let (applied, failure) = match ruleset::restrict_current_thread(deny) {
-        Ok(applied) => (applied, None),
-        Err(err) => match mode {
-            SandboxRequirement::Required => return Err(err),
-            SandboxRequirement::BestEffort => (
-                ruleset::Applied {
-                    abi: None,
-                    enforcement: Enforcement::None,
-                    network_restricted: false,
-                    scoped: false,
-                    gaps: ruleset::gaps(0),
-                },
-                Some(error_chain(&err)),
-            ),
-        },
-    };
+    let write_roots: Vec<PathBuf> = scratch.map(Path::to_path_buf).into_iter().collect();
+    let read_roots = workspace.map(read_roots).unwrap_or_default();
+    let mut deny = deny.to_vec();
+    deny.extend(
+        SYSTEM_SECRETS
+            .iter()
+            .map(PathBuf::from)
+            .filter(|path| path.exists()),
+    );
+    let (applied, failure) =
+        match ruleset::restrict_current_thread(&deny, &write_roots, &read_roots) {
+            Ok(applied) => (applied, None),
+            Err(err) => match mode {
+                SandboxRequirement::Required => return Err(err),
+                SandboxRequirement::BestEffort => (
+                    ruleset::Applied {
+                        abi: None,
+                        enforcement: Enforcement::None,
+                        network_restricted: false,
+                        scoped: false,
+                        gaps: ruleset::gaps(0),
+                    },
+                    Some(error_chain(&err)),
+                ),
+            },
+        };
     let seccomp = seccomp.and_then(|program| {
         program
             .apply()
@@ -177,7 +199,93 @@ fn report(
     }
 }
 
-fn set_rlimits() -> Result<(), SandboxError> {
+/// What a subagent needs to read besides its workspace: programs, their
+/// libraries and configuration, devices and `/proc`. Nothing under a home
+/// folder, `/tmp` or `/root` (only the workspace, wherever it is).
+pub const SYSTEM_READ_ROOTS: [&str; 12] = [
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/opt",
+    "/dev",
+    "/proc",
+    "/sys/devices/system/cpu",
+];
+
+/// System files a subagent never reads, even as root.
+pub const SYSTEM_SECRETS: [&str; 7] = [
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/ssh",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+];
+
+/// The read roots of a child confined to `workspace`.
+pub fn read_roots(workspace: &Path) -> Vec<PathBuf> {
+    let workspace = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+    std::iter::once(workspace)
+        .chain(SYSTEM_READ_ROOTS.iter().map(PathBuf::from))
+        .collect()
+}
+
+/// Processes (and threads) a child and everything it starts may add to
+/// what its user already runs: far more than `git` or `grep` need, few
+/// enough that a fork bomb stops.
+pub const PROCESS_HEADROOM: u64 = 256;
+
+/// `RLIMIT_NPROC` at what the user runs now plus [`PROCESS_HEADROOM`].
+/// The kernel counts every process and thread of the user against it,
+/// but only when a process of this limit forks, so nothing else of the
+/// user is affected. It never applies to uid 0 of the first namespace.
+fn set_process_limit() -> Result<(), SandboxError> {
+    // Without a count, a guessed limit could stop the child's own work.
+    let Some(used) = user_task_count() else {
+        return Ok(());
+    };
+    let limit = used.saturating_add(PROCESS_HEADROOM);
+    setrlimit(Resource::RLIMIT_NPROC, limit, limit).map_err(|source| SandboxError::Rlimit {
+        resource: "RLIMIT_NPROC",
+        source,
+    })
+}
+
+/// Processes and threads of this process's real user, from `/proc`.
+fn user_task_count() -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    // `/proc/self` belongs to this process's user.
+    let (Ok(me), Ok(entries)) = (std::fs::metadata("/proc/self"), std::fs::read_dir("/proc"))
+    else {
+        return None;
+    };
+    let uid = me.uid();
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter(|e| e.metadata().is_ok_and(|m| m.uid() == uid))
+        .map(|e| std::fs::read_dir(e.path().join("task")).map_or(1, |tasks| tasks.count() as u64))
+        .sum::<u64>()
+        .into()
+}
+
+/// Bytes one file in the scratch folder may grow to: the commands of a
+/// subagent raise their soft `RLIMIT_FSIZE` to this hard limit.
+pub const SCRATCH_FILE_CAP: u64 = 256 * 1024 * 1024;
+
+/// `scratch`: the hard `RLIMIT_FSIZE` leaves room for the commands' files
+/// in the scratch folder; this process itself keeps a soft limit of 0.
+fn set_rlimits(scratch: bool) -> Result<(), SandboxError> {
     setrlimit(Resource::RLIMIT_CORE, 0, 0).map_err(|source| SandboxError::Rlimit {
         resource: "RLIMIT_CORE",
         source,
@@ -186,7 +294,8 @@ fn set_rlimits() -> Result<(), SandboxError> {
     // context; the process is single-threaded here.
     unsafe { signal(Signal::SIGXFSZ, SigHandler::SigIgn) }
         .map_err(SandboxError::SignalDisposition)?;
-    setrlimit(Resource::RLIMIT_FSIZE, 0, 0).map_err(|source| SandboxError::Rlimit {
+    let hard = if scratch { SCRATCH_FILE_CAP } else { 0 };
+    setrlimit(Resource::RLIMIT_FSIZE, 0, hard).map_err(|source| SandboxError::Rlimit {
         resource: "RLIMIT_FSIZE",
         source,
     })?;
@@ -296,7 +405,8 @@ mod tests {
         // The test harness runs this test on a thread of its own (and this
         // test adds one more), so the process is never single-threaded here.
         let extra = std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_secs(1)));
-        let err = enter_child_sandbox(getppid(), SandboxRequirement::BestEffort, &[]).unwrap_err();
+        let err = enter_child_sandbox(getppid(), SandboxRequirement::BestEffort, &[], None, None)
+            .unwrap_err();
         assert!(
             matches!(err, SandboxError::MultiThreaded { threads } if threads >= 2),
             "{err}"

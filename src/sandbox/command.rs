@@ -104,6 +104,9 @@ pub struct CommandSandbox {
     seccomp: Option<SeccompProgram>,
     tmpdir: Option<PrivateDir>,
     parent: libc::pid_t,
+    /// A subagent's shell: the soft `RLIMIT_FSIZE` its commands raise to
+    /// the hard limit the subagent was given (see [`Self::subagent_shell`]).
+    file_size_cap: Option<libc::rlim_t>,
 }
 
 impl CommandSandbox {
@@ -125,9 +128,12 @@ impl CommandSandbox {
             write_roots.extend(tmpdir.iter().map(|dir| dir.path.clone()));
             write_roots.extend(policy.writable_roots.iter().cloned());
         }
+        // The main agent's commands read everywhere but the credentials,
+        // as a person's shell would; subagents read far less (see child).
         let spec = RulesetSpec {
             deny: policy.deny.clone(),
             write_roots,
+            read_roots: Vec::new(),
             network: policy.network,
         };
         let built = ruleset::build(&spec)?;
@@ -151,7 +157,30 @@ impl CommandSandbox {
             seccomp: Some(SeccompProgram::compile(policy.network)?),
             tmpdir,
             parent,
+            file_size_cap: None,
         })
+    }
+
+    /// The shell of a subagent, which runs inside the subagent's own
+    /// sandbox already (read-only Landlock but for `scratch`, no network,
+    /// seccomp): commands inherit all of it, so nothing more is applied but
+    /// `TMPDIR` = `scratch` and room to write files there (the subagent
+    /// itself keeps a soft `RLIMIT_FSIZE` of 0). The scratch folder is
+    /// removed with the last reference (the parent removes it too).
+    pub fn subagent_shell(scratch: PathBuf) -> CommandSandbox {
+        CommandSandbox {
+            mode: SandboxMode::ReadOnly,
+            network: false,
+            tmpdir: Some(PrivateDir { path: scratch }),
+            file_size_cap: Some(super::child::SCRATCH_FILE_CAP as libc::rlim_t),
+            ..CommandSandbox::unconfined()
+        }
+    }
+
+    /// Whether this is a subagent's shell (the guard lets a subagent run
+    /// `bash_exec` only then).
+    pub fn is_subagent_shell(&self) -> bool {
+        self.file_size_cap.is_some()
     }
 
     /// No sandbox (`danger-full-access`, and tests of the tools).
@@ -163,6 +192,7 @@ impl CommandSandbox {
             seccomp: None,
             tmpdir: None,
             parent: std::process::id() as libc::pid_t,
+            file_size_cap: None,
         }
     }
 
@@ -192,6 +222,11 @@ impl CommandSandbox {
     pub fn apply(self: &Arc<Self>, command: &mut tokio::process::Command) {
         if let Some(dir) = self.tmpdir() {
             command.env("TMPDIR", dir);
+            // A subagent cannot read the user's home: its commands get the
+            // scratch folder as theirs (git, for one, reads ~/.gitconfig).
+            if self.is_subagent_shell() {
+                command.env("HOME", dir);
+            }
         }
         let sandbox = Arc::clone(self);
         // SAFETY: `confine` makes only async-signal-safe syscalls on memory
@@ -227,6 +262,13 @@ impl CommandSandbox {
                 rlim_max: 0,
             };
             check(libc::setrlimit(libc::RLIMIT_CORE, &no_core))?;
+            if let Some(cap) = self.file_size_cap {
+                let room = libc::rlimit {
+                    rlim_cur: cap,
+                    rlim_max: cap,
+                };
+                check(libc::setrlimit(libc::RLIMIT_FSIZE, &room))?;
+            }
             let Some(ruleset) = &self.ruleset else {
                 return Ok(());
             };
@@ -248,14 +290,20 @@ impl CommandSandbox {
 
 /// A private (0700) temporary directory, removed on drop.
 #[derive(Debug)]
-struct PrivateDir {
+pub struct PrivateDir {
     path: PathBuf,
 }
 
 impl PrivateDir {
     fn create() -> Result<PrivateDir, SandboxError> {
+        PrivateDir::create_named("")
+    }
+
+    /// A new private folder in the system's temporary directory, named
+    /// after this process, `label` and a random part; canonical.
+    pub fn create_named(label: &str) -> Result<PrivateDir, SandboxError> {
         let path = std::env::temp_dir().join(format!(
-            "fido-{}-{:08x}",
+            "fido-{}-{label}{:08x}",
             std::process::id(),
             fastrand::u32(..)
         ));
@@ -273,7 +321,12 @@ impl PrivateDir {
 }
 
 impl PrivateDir {
-    fn remove(&self) {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Removes the folder and everything in it (blocking).
+    pub fn remove(&self) {
         match std::fs::remove_dir_all(&self.path) {
             Ok(()) => {}
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}

@@ -18,8 +18,9 @@ pub mod probe;
 pub mod process;
 mod ruleset;
 pub mod seccomp;
+pub mod sweep;
 
 pub use child::enter_child_sandbox;
-pub use command::{CommandPolicy, CommandSandbox, credential_paths};
+pub use command::{CommandPolicy, CommandSandbox, PrivateDir, credential_paths};
 pub use policy::{Enforcement, SandboxError, SandboxReport, SandboxRequirement};
 pub use process::ProcessGroup;

@@ -118,6 +118,9 @@ pub enum SandboxError {
     /// `prctl(PR_SET_PDEATHSIG)` failed.
     #[error("cannot set the parent-death signal")]
     ParentDeathSignal(#[source] Errno),
+    /// `prctl(PR_SET_CHILD_SUBREAPER)` failed.
+    #[error("cannot make the subagent the reaper of its commands' orphans")]
+    Subreaper(#[source] Errno),
     /// The parent died before the parent-death signal was armed.
     #[error("the parent process {expected} is gone (the parent is now {actual})")]
     ParentGone { expected: i32, actual: i32 },

@@ -14,8 +14,9 @@
 //! while the file did change still counts as allowed.
 //!
 //! A forbidden probe passes only when it failed with EACCES or EPERM (what
-//! Landlock returns) or EFBIG (the `RLIMIT_FSIZE` guard); any other error
-//! is inconclusive and fails the check, as does a skipped probe.
+//! Landlock returns) or EFBIG (the `RLIMIT_FSIZE` guard), and the fork
+//! bomb with EAGAIN (`RLIMIT_NPROC`); any other error is inconclusive and
+//! fails the check, as does a skipped probe.
 
 use std::fs::{DirBuilder, OpenOptions};
 use std::io::{self, ErrorKind, Read, Write};
@@ -72,6 +73,8 @@ pub const FORBIDDEN_PROBES: [&str; 15] = [
     "read-credentials",
     "read-parent-environ",
 ];
+/// Forbidden to a subagent only.
+pub const SUBAGENT_PROBES: [&str; 2] = ["read-outside-workspace", "fork-bomb"];
 /// Operations the sandbox must still allow.
 pub const CONTROL_PROBES: [&str; 2] = ["read-file", "write-dev-null"];
 /// Writing in the workspace and in `$TMPDIR`: allowed to a
@@ -95,7 +98,17 @@ impl ProbeRole {
         let mut forbidden = FORBIDDEN_PROBES.to_vec();
         let mut controls = CONTROL_PROBES.to_vec();
         match self {
-            ProbeRole::Subagent | ProbeRole::Command(SandboxMode::DangerFullAccess) => {}
+            // Only a subagent is confined to its workspace and a process
+            // headroom; the main agent's commands read like its user.
+            ProbeRole::Subagent => {
+                forbidden.push(SUBAGENT_PROBES[0]);
+                // Where the limit cannot apply, the probe would only show
+                // that; `fork_bomb_note` says so instead.
+                if fork_bomb_note().is_none() {
+                    forbidden.push(SUBAGENT_PROBES[1]);
+                }
+            }
+            ProbeRole::Command(SandboxMode::DangerFullAccess) => {}
             ProbeRole::Command(SandboxMode::ReadOnly) => forbidden.push(WORKSPACE_PROBES[0]),
             ProbeRole::Command(SandboxMode::WorkspaceWrite) => {
                 controls.extend(WORKSPACE_PROBES);
@@ -123,7 +136,7 @@ impl ProbeRole {
 /// How a refusal was made, from the probe and its errno (for the line).
 pub fn mechanism(probe: &str, errno: &str) -> &'static str {
     match (probe, errno) {
-        (_, "EFBIG") => "rlimit",
+        (_, "EFBIG") | ("fork-bomb", _) => "rlimit",
         ("tcp-connect" | "tcp-bind" | "udp-send" | "unix-pathname-connect", "EPERM") => "seccomp",
         ("signal-parent" | "abstract-unix-connect", _) => "landlock scope",
         ("read-parent-environ", _) => "non-dumpable parent, no CAP_SYS_PTRACE",
@@ -205,7 +218,8 @@ impl ProbeResult {
             (Expect::Blocked, _) if self.side_effect_seen => Verdict::Allowed,
             (Expect::Blocked, Outcome::Succeeded) => Verdict::Allowed,
             (Expect::Blocked, Outcome::Failed { errno }) => {
-                if ["EACCES", "EPERM", "EFBIG"].contains(&errno.as_str()) {
+                let limit = self.name == "fork-bomb" && errno == "EAGAIN";
+                if limit || ["EACCES", "EPERM", "EFBIG"].contains(&errno.as_str()) {
                     Verdict::Blocked {
                         errno: errno.clone(),
                     }
@@ -353,6 +367,7 @@ impl ProbeFixture {
         ] {
             std::fs::write(fixture.dir.join(file), ORIGINAL_CONTENT)?;
         }
+        std::fs::write(outside_file(&fixture.dir), ORIGINAL_CONTENT)?;
         fixture.tcp.set_nonblocking(true)?;
         fixture.unix.set_nonblocking(true)?;
         Ok(fixture)
@@ -413,10 +428,58 @@ impl ProbeFixture {
 
 impl Drop for ProbeFixture {
     fn drop(&mut self) {
+        let _ = std::fs::remove_file(outside_file(&self.dir));
         if let Err(err) = std::fs::remove_dir_all(&self.dir) {
             tracing::warn!(dir = %self.dir.display(), error = %err, "cannot remove the probe directory");
         }
     }
+}
+
+/// A file beside the fixture directory, outside the subagent probe's
+/// workspace (which is the fixture directory).
+fn outside_file(dir: &Path) -> PathBuf {
+    let mut name = dir.as_os_str().to_owned();
+    name.push("-outside.txt");
+    PathBuf::from(name)
+}
+
+/// Starts `sleep` children until the kernel refuses one or there are
+/// more than a child's process headroom; kills and reaps them all. `Ok`:
+/// the bomb was not stopped.
+fn fork_bomb() -> io::Result<()> {
+    let most = super::child::PROCESS_HEADROOM as usize + 64;
+    let mut children = Vec::new();
+    let result = loop {
+        if children.len() >= most {
+            break Ok(());
+        }
+        match std::process::Command::new("sleep")
+            .arg("30")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+        {
+            Ok(child) => children.push(child),
+            Err(err) => break Err(err),
+        }
+    };
+    for child in &mut children {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    result
+}
+
+/// Why the fork bomb probe cannot show anything here: `RLIMIT_NPROC`
+/// never applies to uid 0 of the first user namespace.
+pub fn fork_bomb_note() -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
+    let first_namespace = std::fs::read_to_string("/proc/self/uid_map")
+        .is_ok_and(|map| map.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"]);
+    (root && first_namespace)
+        .then(|| "RLIMIT_NPROC does not apply to root of the first user namespace, so a subagent's fork bomb is stopped only when its process group is killed (probe fork-bomb not run)".to_owned())
 }
 
 /// The fixture's stand-in for a credential folder, which the probe
@@ -486,6 +549,12 @@ fn attempts<'a>(
         None,
         Box::new(move || std::fs::read(path(SECRET_FILE)).map(drop)),
     ));
+    all.push((
+        "read-outside-workspace",
+        None,
+        Box::new(move || std::fs::read(outside_file(dir)).map(drop)),
+    ));
+    all.push(("fork-bomb", None, Box::new(fork_bomb)));
     all.push((
         "read-parent-environ",
         None,
@@ -651,9 +720,13 @@ pub fn run_child(
     input: &mut impl Read,
 ) -> io::Result<bool> {
     let entered = match targets.role {
-        ProbeRole::Subagent => {
-            enter_child_sandbox(targets.parent, SandboxRequirement::Required, &targets.deny)
-        }
+        ProbeRole::Subagent => enter_child_sandbox(
+            targets.parent,
+            SandboxRequirement::Required,
+            &targets.deny,
+            None,
+            Some(&targets.dir),
+        ),
         ProbeRole::Command(_) => Ok(command_report()),
     };
     let report = match entered {
@@ -838,8 +911,14 @@ mod tests {
         fixture.verify(&mut results);
 
         let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
+        let fork_bomb = fork_bomb_note().is_none();
         let expected: Vec<&str> = FORBIDDEN_PROBES
             .iter()
+            .chain(
+                SUBAGENT_PROBES
+                    .iter()
+                    .filter(|p| fork_bomb || **p != "fork-bomb"),
+            )
             .chain(CONTROL_PROBES.iter())
             .copied()
             .collect();
@@ -855,6 +934,8 @@ mod tests {
                         "udp-send",
                         "read-credentials",
                         "read-parent-environ",
+                        "read-outside-workspace",
+                        "fork-bomb",
                     ];
                     assert_eq!(
                         result.side_effect_seen,

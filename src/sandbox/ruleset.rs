@@ -98,6 +98,8 @@ pub(crate) struct RulesetSpec {
     pub deny: Vec<PathBuf>,
     /// Readable and writable, beneath each (besides `/dev/null`).
     pub write_roots: Vec<PathBuf>,
+    /// Readable beneath each; empty: everything (`/`) is.
+    pub read_roots: Vec<PathBuf>,
     /// TCP bind and connect stay allowed (not handled by the ruleset).
     pub network: bool,
 }
@@ -132,7 +134,12 @@ pub(crate) fn build(spec: &RulesetSpec) -> Result<BuiltRuleset, SandboxError> {
     // No NetPort rule: every TCP port is denied for bind and connect.
     let mut created = ruleset.create().map_err(SandboxError::Landlock)?;
     let read = AccessFs::from_read(abi);
-    add_beneath_except(&mut created, Path::new("/"), read, abi, &spec.deny)?;
+    if spec.read_roots.is_empty() {
+        add_beneath_except(&mut created, Path::new("/"), read, abi, &spec.deny)?;
+    }
+    for root in spec.read_roots.iter().filter(|root| root.exists()) {
+        add_beneath_except(&mut created, root, read, abi, &spec.deny)?;
+    }
     let dev_null: BitFlags<AccessFs> = (AccessFs::ReadFile | AccessFs::WriteFile) & fs;
     add_rule(&mut created, Path::new("/dev/null"), dev_null, abi)?;
     for root in &spec.write_roots {
@@ -238,12 +245,18 @@ pub(crate) fn abi_number(abi: ABI) -> i32 {
 
 /// Applies the read-only ruleset to the calling thread (and everything it
 /// starts later): reads everywhere but `deny`, writes nowhere but
-/// `/dev/null`. Sets `no_new_privs` too, as Landlock requires. Returns
+/// `/dev/null` and `write_roots` (a subagent's private scratch folder). Sets `no_new_privs` too, as Landlock requires. Returns
 /// `Enforcement::None` without an error when the kernel has no Landlock:
 /// the caller's mode decides whether that is fatal.
-pub(crate) fn restrict_current_thread(deny: &[PathBuf]) -> Result<Applied, SandboxError> {
+pub(crate) fn restrict_current_thread(
+    deny: &[PathBuf],
+    write_roots: &[PathBuf],
+    read_roots: &[PathBuf],
+) -> Result<Applied, SandboxError> {
     let spec = RulesetSpec {
         deny: deny.to_vec(),
+        write_roots: write_roots.to_vec(),
+        read_roots: read_roots.to_vec(),
         ..RulesetSpec::default()
     };
     let built = build(&spec)?;
@@ -351,7 +364,7 @@ mod tests {
         let dir_path = dir.path().to_owned();
 
         let applied = std::thread::spawn(move || {
-            let applied = restrict_current_thread(&[]).unwrap();
+            let applied = restrict_current_thread(&[], &[], &[]).unwrap();
             assert!(nix::sys::prctl::get_no_new_privs().unwrap());
 
             let write = OpenOptions::new().write(true).open(&existing).unwrap_err();

@@ -6,6 +6,7 @@
 //! neither see nor change (see `tools::path`).
 
 pub mod atomic;
+pub mod journal;
 pub mod saved;
 pub mod state_file;
 pub mod undo;

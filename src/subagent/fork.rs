@@ -28,6 +28,12 @@ pub struct DelegateArgs {
     pub output_contract: Option<String>,
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// Tokens (prompt + completion) the subagent may use.
+    #[serde(default)]
+    pub budget_tokens: Option<u64>,
+    /// The plan item this investigation serves (shown in the UI only).
+    #[serde(default)]
+    pub plan_item: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -155,9 +161,10 @@ Relevant workspace paths: {paths}
 Relevant symbols: {symbols}
 
 Rules:
-- Strictly read-only. Do not modify anything: patch, mkdir, rm, rmdir, bash_exec, ask_user and the plan tool are refused for you, and calling delegate fails (nested delegation is forbidden).
+- Strictly read-only. Do not modify anything: patch, mkdir, rm, rmdir, ask_user and the plan tool are refused for you, and calling delegate fails (nested delegation is forbidden).
+- bash_exec runs read-only commands for you (git log, git blame, grep, wc, read-only analysis): the workspace and the rest of the file system cannot be written, only $TMPDIR (a private scratch folder removed when you finish); there is no network, no escalate, the usual timeout and output caps, and every process you start is killed when you end.
 - Inspect, do not implement. Never report a change as made: you were asked to investigate.
-- Use list_files, read_file and ripgrep. Stay within the task and scope; you have at most {max_steps} model requests and a time limit.
+- Use list_files, read_file, ripgrep and bash_exec. Stay within the task and scope; you have at most {max_steps} model requests, a time limit and maybe a token budget.
 - The parent will verify your claims: cite files and lines, and say how sure you are.
 
 Final output: answer with ONE JSON object and nothing else:
@@ -191,6 +198,8 @@ mod tests {
             mode: None,
             output_contract: None,
             timeout_ms: None,
+            budget_tokens: None,
+            plan_item: None,
         }
     }
 

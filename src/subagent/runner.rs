@@ -35,7 +35,7 @@ use crate::protocol::{EventKind, Message, TurnStatus};
 use crate::provider::{
     ChatRequest, Completion, CompletionFuture, NoticeSink, Provider, ProviderError,
 };
-use crate::sandbox::{SandboxRequirement, enter_child_sandbox};
+use crate::sandbox::{CommandSandbox, SandboxRequirement, enter_child_sandbox};
 use crate::session::undo::UndoLog;
 use crate::tools::{
     Identity, InvocationContext, ToolCatalog, ToolEnv, ToolLimits, ToolOutput, Workspace,
@@ -54,6 +54,9 @@ pub struct SubagentArgs {
     /// Credential paths the sandbox keeps unreadable (named by the parent,
     /// whose environment the child does not have).
     pub deny_read: Vec<std::path::PathBuf>,
+    /// The private folder the parent made for this child's commands: the
+    /// one place the sandbox lets them write (`TMPDIR`).
+    pub scratch: Option<std::path::PathBuf>,
 }
 
 /// Entry point of the child process.
@@ -77,8 +80,14 @@ pub fn main(args: SubagentArgs) -> ExitCode {
     };
     let mode = SandboxRequirement::parse(&args.sandbox);
     let sandbox = match mode {
-        Ok(mode) => enter_child_sandbox(Pid::from_raw(args.parent_pid), mode, &args.deny_read)
-            .map_err(|err| crate::sandbox::child::error_chain(&err)),
+        Ok(mode) => enter_child_sandbox(
+            Pid::from_raw(args.parent_pid),
+            mode,
+            &args.deny_read,
+            args.scratch.as_deref(),
+            std::env::current_dir().ok().as_deref(),
+        )
+        .map_err(|err| crate::sandbox::child::error_chain(&err)),
         Err(err) => Err(err.to_string()),
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -96,14 +105,32 @@ pub fn main(args: SubagentArgs) -> ExitCode {
             Ok(stream) => stream,
             Err(err) => return fail(format!("socket: {err}")),
         };
-        serve(stream, args.agent_id, sandbox).await
+        let code = serve(stream, args.agent_id, sandbox, args.scratch).await;
+        sweep_descendants().await;
+        code
     })
+}
+
+/// Kills whatever this process's commands left behind (this process is
+/// their subreaper, so orphans that left their group are found too).
+async fn sweep_descendants() {
+    let me = std::process::id() as i32;
+    let killed = tokio::task::spawn_blocking(move || crate::sandbox::sweep::kill_descendants(me))
+        .await
+        .unwrap_or(0);
+    if killed > 0 {
+        info!(
+            killed,
+            "killed processes the subagent's commands left behind"
+        );
+    }
 }
 
 async fn serve(
     stream: tokio::net::UnixStream,
     agent_id: String,
     sandbox: Result<crate::sandbox::SandboxReport, String>,
+    scratch: Option<std::path::PathBuf>,
 ) -> ExitCode {
     let (mut read, write) = stream.into_split();
     let (writer, writer_task) = spawn_writer(write);
@@ -172,7 +199,24 @@ async fn serve(
     ));
     watch_sigterm(cancel.clone());
 
-    let outcome_frame = run(fork, &agent_id, writer.clone(), pending, mcp, &cancel).await;
+    // The shell is offered only inside a fully enforced sandbox; else the
+    // guard refuses bash_exec, as it refuses every other mutating tool.
+    let shell = match (&sandbox, scratch) {
+        (Ok(report), Some(scratch)) if report.fully_enforced => {
+            CommandSandbox::subagent_shell(scratch)
+        }
+        _ => CommandSandbox::unconfined(),
+    };
+    let outcome_frame = run(
+        fork,
+        &agent_id,
+        writer.clone(),
+        pending,
+        mcp,
+        &cancel,
+        shell,
+    )
+    .await;
     let _ = writer.send(outcome_frame);
     drop(writer);
     let _ = tokio::time::timeout(Duration::from_secs(5), writer_task).await;
@@ -187,6 +231,7 @@ async fn run(
     pending: Pending,
     mcp: Arc<ParentMcp>,
     cancel: &CancellationToken,
+    shell: CommandSandbox,
 ) -> ChildFrame {
     // Typed on the wire: a fork naming another plan tool does not parse.
     let flavour = fork.plan_tool;
@@ -219,9 +264,8 @@ async fn run(
             limits: ToolLimits::default(),
             user: None,
             delegator: None,
-            // The whole process is sandboxed already, and the guard refuses
-            // commands and edits to a subagent.
-            sandbox: Arc::new(crate::sandbox::CommandSandbox::unconfined()),
+            // The whole process is sandboxed already: commands inherit it.
+            sandbox: Arc::new(shell),
             approvals: crate::tools::approval::Approvals::new(
                 crate::protocol::SafetySettings {
                     sandbox_mode: crate::protocol::SandboxMode::ReadOnly,
@@ -253,6 +297,8 @@ async fn run(
             },
         },
         events: EventSink::new(event_sender),
+        // The parent journals the session; a fork is private and short.
+        journal: None,
     };
     let Some(mut conversation) = Conversation::from_messages(fork.messages) else {
         return ChildFrame::Final {
@@ -282,6 +328,12 @@ async fn run(
             text: outcome.final_text.unwrap_or_default(),
         },
         TurnStatus::Interrupted | TurnStatus::MaxSteps => ChildFrame::Final {
+            status: ChildStatus::Partial,
+            text: last_text(),
+        },
+        // Stopped by the parent while a request failed: what it has is a
+        // partial result, not the failure.
+        TurnStatus::Failed if cancel.is_cancelled() => ChildFrame::Final {
             status: ChildStatus::Partial,
             text: last_text(),
         },

@@ -2,8 +2,10 @@
 //! subagent process (see the module docs of `crate::subagent` for the theory
 //! of operation).
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -54,6 +56,35 @@ pub struct DelegationSettings {
     pub workspace: PathBuf,
     /// The binary to run as `fido __subagent` (the current executable).
     pub program: PathBuf,
+    /// Subagents running at once; the rest wait in call order.
+    pub concurrency: u32,
+    /// Subagents started in one parent turn.
+    pub max_per_turn: u32,
+    /// Default token budget of one subagent.
+    pub budget_tokens: Option<u64>,
+    /// Token budget of all subagents of the session together.
+    pub session_budget_tokens: Option<u64>,
+}
+
+impl DelegationSettings {
+    /// The settings for `workspace` with the configuration's defaults.
+    pub fn defaults(workspace: PathBuf, program: PathBuf) -> DelegationSettings {
+        DelegationSettings {
+            default_timeout: Duration::from_secs(120),
+            max_timeout: Duration::from_secs(600),
+            grace: Duration::from_secs(2),
+            sandbox: SandboxRequirement::Required,
+            max_steps: 40,
+            plan_tool: PlanFlavour::UpdatePlan,
+            deny_read: Vec::new(),
+            workspace,
+            program,
+            concurrency: 4,
+            max_per_turn: 16,
+            budget_tokens: None,
+            session_budget_tokens: None,
+        }
+    }
 }
 
 /// What every run shares.
@@ -62,6 +93,26 @@ pub struct Shared {
     provider: Arc<Gateway>,
     catalog: Arc<ToolCatalog>,
     events: EventSink,
+    /// Tokens all subagents of the session used so far.
+    session_tokens: AtomicU64,
+    /// Cancelled once the session's subagent budget is spent: every
+    /// running child stops with `budget_exceeded`.
+    session_budget_spent: CancellationToken,
+}
+
+impl Shared {
+    /// Counts `tokens` against the session budget; `true` once it is spent.
+    fn charge_session(&self, tokens: u64) -> bool {
+        let used = self.session_tokens.fetch_add(tokens, Ordering::Relaxed) + tokens;
+        let spent = self
+            .settings
+            .session_budget_tokens
+            .is_some_and(|budget| used >= budget);
+        if spent {
+            self.session_budget_spent.cancel();
+        }
+        spent
+    }
 }
 
 /// One delegation handed to the actor: the fork is already built, so the
@@ -71,18 +122,29 @@ pub struct Job {
     fork: Vec<Message>,
     instructions: String,
     timeout: Duration,
+    /// Tokens the child may use (`None`: no limit).
+    budget: Option<u64>,
+    plan_item: Option<String>,
     turn_cancel: CancellationToken,
 }
 
+/// Which subagents a cancel is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CancelTarget {
+    All,
+    Agent(String),
+}
+
 pub enum SupervisorMessage {
-    /// Run a subagent; the reply is its normalised result. Refused with a
-    /// `busy` result while another subagent runs (concurrency limit 1).
+    /// Run a subagent; the reply is its normalised result. Past the
+    /// concurrency limit the job waits in call order.
     Delegate {
         job: Box<Job>,
         reply: RpcReplyPort<DelegateResult>,
     },
-    /// Cancel the running subagent (Esc): it may still send a partial result.
-    CancelRunning,
+    /// Cancel running or waiting subagents (Esc, `/cancel`): a running one
+    /// may still send a partial result.
+    Cancel(CancelTarget),
     /// Kill every subagent now and reply once each one is reaped.
     Shutdown(RpcReplyPort<()>),
     /// Internal: a run ended and its process is reaped.
@@ -93,7 +155,10 @@ pub struct SupervisorActor;
 
 pub struct SupervisorState {
     shared: Arc<Shared>,
-    running: Option<Running>,
+    /// Running subagents, in start order.
+    running: Vec<Running>,
+    /// Jobs waiting for a free slot, in call order.
+    waiting: VecDeque<Waiting>,
     shutdown_waiters: Vec<RpcReplyPort<()>>,
 }
 
@@ -101,6 +166,11 @@ struct Running {
     agent_id: String,
     cancel: CancellationToken,
     kill_now: CancellationToken,
+}
+
+struct Waiting {
+    job: Box<Job>,
+    reply: RpcReplyPort<DelegateResult>,
 }
 
 impl Actor for SupervisorActor {
@@ -115,7 +185,8 @@ impl Actor for SupervisorActor {
     ) -> Result<SupervisorState, ActorProcessingErr> {
         Ok(SupervisorState {
             shared,
-            running: None,
+            running: Vec::new(),
+            waiting: VecDeque::new(),
             shutdown_waiters: Vec::new(),
         })
     }
@@ -128,79 +199,35 @@ impl Actor for SupervisorActor {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             SupervisorMessage::Delegate { job, reply } => {
-                if let Some(running) = &state.running {
-                    let _ = reply.send(DelegateResult::failed(
-                        &job.agent_id,
-                        "busy",
-                        &format!(
-                            "{} is still running and only one subagent may run at a time; wait for its result",
-                            running.agent_id
-                        ),
-                    ));
-                    return Ok(());
-                }
-                let cancel = CancellationToken::new();
-                let kill_now = CancellationToken::new();
-                state.running = Some(Running {
-                    agent_id: job.agent_id.clone(),
-                    cancel: cancel.clone(),
-                    kill_now: kill_now.clone(),
-                });
-                let shared = state.shared.clone();
-                tokio::spawn(async move {
-                    let agent_id = job.agent_id.clone();
-                    // A panic in the run must not leave the supervisor busy
-                    // forever: the child's group dies with the dropped run,
-                    // and the call gets a failed result.
-                    let result = match crate::agent::recover::catch(run(
-                        *job, &shared, cancel, kill_now,
-                    ))
-                    .await
-                    {
-                        Ok(result) => result,
-                        Err(what) => {
-                            tracing::error!(%agent_id, panic = %what, "the subagent run panicked");
-                            DelegateResult::failed(
-                                &agent_id,
-                                "subagent_crashed",
-                                &format!(
-                                    "internal error in the parent's supervisor ({})",
-                                    crate::text::summary(&what, 200)
-                                ),
-                            )
-                        }
-                    };
-                    // Free the slot before the caller sees the result: a
-                    // `Delegate` it sends next is queued behind this message,
-                    // so it is never refused as `busy` by a finished run.
-                    let _ = myself.cast(SupervisorMessage::RunFinished { agent_id });
-                    let _ = reply.send(result);
-                });
-            }
-            SupervisorMessage::CancelRunning => {
-                if let Some(running) = &state.running {
-                    info!(agent_id = %running.agent_id, "cancelling the subagent");
-                    running.cancel.cancel();
+                if !state.shutdown_waiters.is_empty() {
+                    let _ = reply.send(cancelled_before_start(&job.agent_id));
+                } else if state.running.len() < state.shared.settings.concurrency as usize {
+                    state.start(&myself, job, reply);
+                } else {
+                    info!(agent_id = %job.agent_id, waiting = state.waiting.len() + 1, "subagent waits for a free slot");
+                    state.waiting.push_back(Waiting { job, reply });
                 }
             }
-            SupervisorMessage::Shutdown(reply) => match &state.running {
-                Some(running) => {
+            SupervisorMessage::Cancel(target) => state.cancel(&target),
+            SupervisorMessage::Shutdown(reply) => {
+                for waiting in state.waiting.drain(..) {
+                    let _ = waiting
+                        .reply
+                        .send(cancelled_before_start(&waiting.job.agent_id));
+                }
+                for running in &state.running {
                     running.kill_now.cancel();
+                }
+                if state.running.is_empty() {
+                    let _ = reply.send(());
+                } else {
                     state.shutdown_waiters.push(reply);
                 }
-                None => {
-                    let _ = reply.send(());
-                }
-            },
+            }
             SupervisorMessage::RunFinished { agent_id } => {
-                if state
-                    .running
-                    .as_ref()
-                    .is_some_and(|r| r.agent_id == agent_id)
-                {
-                    state.running = None;
-                }
-                if state.running.is_none() {
+                state.running.retain(|r| r.agent_id != agent_id);
+                state.start_waiting(&myself);
+                if state.running.is_empty() {
                     for waiter in state.shutdown_waiters.drain(..) {
                         let _ = waiter.send(());
                     }
@@ -211,10 +238,106 @@ impl Actor for SupervisorActor {
     }
 }
 
+impl SupervisorState {
+    /// Starts waiting jobs while there are free slots; a job whose turn was
+    /// interrupted meanwhile gets its cancelled result without a process.
+    fn start_waiting(&mut self, myself: &ActorRef<SupervisorMessage>) {
+        while self.running.len() < self.shared.settings.concurrency as usize {
+            let Some(Waiting { job, reply }) = self.waiting.pop_front() else {
+                return;
+            };
+            if job.turn_cancel.is_cancelled() {
+                let _ = reply.send(cancelled_before_start(&job.agent_id));
+                continue;
+            }
+            self.start(myself, job, reply);
+        }
+    }
+
+    fn cancel(&mut self, target: &CancelTarget) {
+        let wanted = |agent_id: &str| match target {
+            CancelTarget::All => true,
+            CancelTarget::Agent(id) => id == agent_id,
+        };
+        for running in self.running.iter().filter(|r| wanted(&r.agent_id)) {
+            info!(agent_id = %running.agent_id, "cancelling the subagent");
+            running.cancel.cancel();
+        }
+        let (cancelled, kept) = std::mem::take(&mut self.waiting)
+            .into_iter()
+            .partition(|w| wanted(&w.job.agent_id));
+        self.waiting = kept;
+        for waiting in cancelled {
+            info!(agent_id = %waiting.job.agent_id, "cancelling a waiting subagent");
+            let _ = waiting
+                .reply
+                .send(cancelled_before_start(&waiting.job.agent_id));
+        }
+    }
+
+    /// Runs `job` in a task of its own; the reply is its result.
+    fn start(
+        &mut self,
+        myself: &ActorRef<SupervisorMessage>,
+        job: Box<Job>,
+        reply: RpcReplyPort<DelegateResult>,
+    ) {
+        let cancel = CancellationToken::new();
+        let kill_now = CancellationToken::new();
+        self.running.push(Running {
+            agent_id: job.agent_id.clone(),
+            cancel: cancel.clone(),
+            kill_now: kill_now.clone(),
+        });
+        let shared = self.shared.clone();
+        let myself = myself.clone();
+        tokio::spawn(async move {
+            let agent_id = job.agent_id.clone();
+            // A panic in the run must not keep its slot forever: the
+            // child's group dies with the dropped run, and the call gets a
+            // failed result.
+            let result =
+                match crate::agent::recover::catch(run(*job, &shared, cancel, kill_now)).await {
+                    Ok(result) => result,
+                    Err(what) => {
+                        tracing::error!(%agent_id, panic = %what, "the subagent run panicked");
+                        DelegateResult::failed(
+                            &agent_id,
+                            "subagent_crashed",
+                            &format!(
+                                "internal error in the parent's supervisor ({})",
+                                crate::text::summary(&what, 200)
+                            ),
+                        )
+                    }
+                };
+            // Free the slot before the caller sees the result, so the
+            // next waiting job starts at once.
+            let _ = myself.cast(SupervisorMessage::RunFinished { agent_id });
+            let _ = reply.send(result);
+        });
+    }
+}
+
+/// The result of a job cancelled before its process was started.
+fn cancelled_before_start(agent_id: &str) -> DelegateResult {
+    let mut result = DelegateResult::failed(
+        agent_id,
+        "cancelled",
+        "the subagent was cancelled while it waited for a free slot; it never started",
+    );
+    result.recommended_next_steps = vec![
+        "Continue without this subagent, or delegate again if the work is still needed.".into(),
+    ];
+    result
+}
+
 /// The handle the `delegate` tool and the UI use.
 pub struct Supervisor {
     actor: ActorRef<SupervisorMessage>,
     settings: DelegationSettings,
+    /// Subagents asked for in the current parent turn.
+    asked_this_turn: AtomicU32,
 }
 
 impl Supervisor {
@@ -229,9 +352,15 @@ impl Supervisor {
             provider,
             catalog,
             events,
+            session_tokens: AtomicU64::new(0),
+            session_budget_spent: CancellationToken::new(),
         });
         let (actor, _handle) = Actor::spawn(None, SupervisorActor, shared).await?;
-        Ok(Supervisor { actor, settings })
+        Ok(Supervisor {
+            actor,
+            settings,
+            asked_this_turn: AtomicU32::new(0),
+        })
     }
 
     /// Kills every running subagent and returns once each is reaped (or
@@ -247,6 +376,25 @@ impl Supervisor {
         }
         self.actor.stop(None);
     }
+
+    /// The refusal of a call past `delegate_max_per_turn`, if this is one.
+    fn over_turn_limit(&self, agent_id: &str) -> Option<DelegateResult> {
+        let asked = self.asked_this_turn.fetch_add(1, Ordering::Relaxed) + 1;
+        let limit = self.settings.max_per_turn;
+        (asked > limit).then(|| {
+            let mut result = DelegateResult::failed(
+                agent_id,
+                "delegation_limit",
+                &format!(
+                    "this turn already started {limit} subagents (delegate_max_per_turn); no subagent was started for this call"
+                ),
+            );
+            result.recommended_next_steps = vec![
+                "Use the results you have, or investigate directly with read_file, ripgrep and bash_exec.".into(),
+            ];
+            result
+        })
+    }
 }
 
 impl Drop for Supervisor {
@@ -259,6 +407,9 @@ impl Delegator for Supervisor {
     fn delegate<'a>(&'a self, request: DelegationRequest<'a>) -> DelegationFuture<'a> {
         Box::pin(async move {
             let agent_id = format!("subagent-{:08x}", fastrand::u32(..));
+            if let Some(refused) = self.over_turn_limit(&agent_id) {
+                return refused;
+            }
             let fork = build_fork(
                 request.parent_messages,
                 request.call_id,
@@ -272,6 +423,13 @@ impl Delegator for Supervisor {
                 fork: fork.messages,
                 instructions: fork.instructions,
                 timeout,
+                budget: request.args.budget_tokens.or(self.settings.budget_tokens),
+                plan_item: request
+                    .args
+                    .plan_item
+                    .as_deref()
+                    .map(|item| crate::text::summary(item, 40))
+                    .filter(|item| !item.is_empty()),
                 turn_cancel: request.cancel.clone(),
             };
             let (sender, receiver) = oneshot::channel();
@@ -296,7 +454,21 @@ impl Delegator for Supervisor {
     }
 
     fn cancel_running(&self) {
-        let _ = self.actor.cast(SupervisorMessage::CancelRunning);
+        let _ = self
+            .actor
+            .cast(SupervisorMessage::Cancel(CancelTarget::All));
+    }
+
+    fn cancel_agent(&self, agent_id: &str) {
+        let _ = self
+            .actor
+            .cast(SupervisorMessage::Cancel(CancelTarget::Agent(
+                agent_id.to_string(),
+            )));
+    }
+
+    fn begin_turn(&self) {
+        self.asked_this_turn.store(0, Ordering::Relaxed);
     }
 }
 

@@ -357,6 +357,7 @@ impl Run<'_> {
             return None;
         }
         let allowed = match mode {
+            SandboxMode::ReadOnly if self.sandbox.is_subagent_shell() => "writes only in $TMPDIR",
             SandboxMode::ReadOnly => "writes nowhere",
             SandboxMode::WorkspaceWrite | SandboxMode::DangerFullAccess => {
                 "writes only in the workspace and $TMPDIR"
@@ -367,7 +368,9 @@ impl Run<'_> {
         } else {
             ", no network"
         };
-        let how = if self.escalation_allowed {
+        let how = if self.sandbox.is_subagent_shell() {
+            "A subagent cannot escalate: report what would need more to the parent."
+        } else if self.escalation_allowed {
             "If the command needs more, call bash_exec again with escalate: true and a justification; the user decides."
         } else {
             "This session cannot escalate (approval_policy never): work within the sandbox, or tell the user what needs to run outside it."

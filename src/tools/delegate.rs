@@ -32,9 +32,14 @@ pub type DelegationFuture<'a> = Pin<Box<dyn Future<Output = DelegateResult> + Se
 /// Runs subagents for the main agent.
 pub trait Delegator: Send + Sync {
     fn delegate<'a>(&'a self, request: DelegationRequest<'a>) -> DelegationFuture<'a>;
-    /// Cancels the running subagent, if any (the TUI's Esc); the parent turn
-    /// goes on with the cancelled result.
+    /// Cancels every running and queued subagent; each parent call goes on
+    /// with its cancelled result.
     fn cancel_running(&self);
+    /// Cancels one subagent by id (the TUI's Esc on the focused row,
+    /// `/cancel ID`); nothing happens when no such subagent runs or waits.
+    fn cancel_agent(&self, agent_id: &str);
+    /// A new parent turn starts: the per-turn count of subagents restarts.
+    fn begin_turn(&self) {}
 }
 
 pub struct Delegate;
@@ -44,8 +49,9 @@ Run one bounded, synchronous, read-only subagent and return only its final norma
 
 Details:
 - The result is a delegate_result object: identity (the producing subagent), status completed | partial | failed, summary, findings [{file, line, claim, confidence}], recommended_next_steps, tests_to_run, uncertainties, error {code, message} when it did not complete (e.g. timeout, cancelled), and the subagent's token usage. Treat findings as hypotheses: verify them against the current files before you rely on them.
-- The subagent runs as a separate sandboxed process: it cannot write files, run commands, use the network or ask the user; mutating tools return permission_denied to it. delegate stays visible inside the subagent only to keep the advertised tool catalog stable (and cacheable); calling it there returns the failed nested_delegation_forbidden result by design.
-- One subagent at a time; it ends at timeout_ms (default 120000) or when the user cancels it, returning a partial or failed result. Continue normally after a partial or failed delegation.
+- The subagent runs as a separate sandboxed process: it cannot write files, use the network or ask the user; patch, mkdir, rm, rmdir and ask_user return permission_denied to it. Its bash_exec runs read-only commands (git log, git blame, grep, read-only analysis): nothing but a private scratch $TMPDIR is writable, there is no network, and every process it starts dies with it. delegate stays visible inside the subagent only to keep the advertised tool catalog stable (and cacheable); calling it there returns the failed nested_delegation_forbidden result by design.
+- Several delegate calls in one message run in parallel (a few at once, the rest queue in call order), each subagent in its own fork; their results come back in call order, one per call. A turn may start a limited number of subagents; a call past the limit fails with delegation_limit.
+- A subagent ends at timeout_ms (default 120000), at budget_tokens (prompt + completion; budget_exceeded) or when the user cancels it, returning a partial or failed result. Continue normally after a partial or failed delegation.
 - Delegate genuinely independent investigation or review work (e.g. \"find every caller of X and how it handles errors\") with a clear task and scope. Do not delegate small lookups you can do in one or two tool calls, or anything that changes files.";
 
 impl Tool for Delegate {
@@ -76,7 +82,9 @@ impl Tool for Delegate {
                     },
                     "mode": {"type": "string", "enum": ["read_only"]},
                     "output_contract": {"type": "string", "enum": ["findings"]},
-                    "timeout_ms": {"type": "integer", "minimum": 1000, "description": "Time limit in milliseconds (default 120000; capped by the configuration)."}
+                    "timeout_ms": {"type": "integer", "minimum": 1000, "description": "Time limit in milliseconds (default 120000; capped by the configuration)."},
+                    "budget_tokens": {"type": "integer", "minimum": 1, "description": "Most tokens (prompt + completion) the subagent may use; past it, it stops with a partial result (budget_exceeded). Default from the configuration."},
+                    "plan_item": {"type": "string", "description": "The id of the plan item this investigation serves, if any (shown to the user)."}
                 },
                 "required": ["task"],
                 "additionalProperties": false

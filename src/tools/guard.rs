@@ -59,17 +59,30 @@ impl InvocationContext {
     }
 }
 
+/// The one mutating tool a subagent may run: its shell, which runs inside
+/// the subagent's own sandbox (read-only but for a scratch `TMPDIR`, no
+/// network), so it cannot change anything the parent sees.
+pub const SUBAGENT_SHELL: &str = "bash_exec";
+
 /// `Ok` when `ctx` may run a tool of `kind`; else the refusal to return.
-pub fn check(tool: &str, kind: ToolKind, ctx: &InvocationContext) -> Result<(), ToolOutput> {
+/// `shell_confined`: the commands run inside a subagent's enforced sandbox
+/// (only then may a subagent use [`SUBAGENT_SHELL`]).
+pub fn check(
+    tool: &str,
+    kind: ToolKind,
+    ctx: &InvocationContext,
+    shell_confined: bool,
+) -> Result<(), ToolOutput> {
     if !ctx.is_subagent() {
         return Ok(());
     }
     match kind {
         ToolKind::ReadOnly => Ok(()),
+        ToolKind::Mutating if tool == SUBAGENT_SHELL && shell_confined => Ok(()),
         ToolKind::Mutating | ToolKind::Interactive | ToolKind::PlanState => Err(refusal(
             "permission_denied",
             &format!(
-                "{tool} is not available to a read-only subagent; nothing was changed. Inspect with list_files, read_file and ripgrep and report your findings to the parent."
+                "{tool} is not available to a read-only subagent; nothing was changed. Inspect with list_files, read_file, ripgrep and bash_exec (read-only commands) and report your findings to the parent."
             ),
         )),
         ToolKind::Delegation => Err(super::delegate::output(
@@ -161,26 +174,26 @@ mod tests {
             ToolKind::PlanState,
             ToolKind::Delegation,
         ] {
-            assert!(check("x", kind, &InvocationContext::main()).is_ok());
+            assert!(check("x", kind, &InvocationContext::main(), false).is_ok());
         }
     }
 
     #[test]
     fn subagent_is_read_only() {
-        assert!(check("read_file", ToolKind::ReadOnly, &subagent()).is_ok());
+        assert!(check("read_file", ToolKind::ReadOnly, &subagent(), true).is_ok());
         for kind in [
             ToolKind::Mutating,
             ToolKind::Interactive,
             ToolKind::PlanState,
         ] {
-            let refused = check("patch", kind, &subagent()).unwrap_err();
+            let refused = check("patch", kind, &subagent(), true).unwrap_err();
             assert!(!refused.ok);
             assert_eq!(
                 refused.details.as_ref().unwrap()["error"]["code"],
                 "permission_denied"
             );
         }
-        let nested = check("delegate", ToolKind::Delegation, &subagent()).unwrap_err();
+        let nested = check("delegate", ToolKind::Delegation, &subagent(), true).unwrap_err();
         assert_eq!(
             nested.details.unwrap()["error"]["code"],
             "nested_delegation_forbidden"
@@ -207,6 +220,20 @@ mod tests {
             identity: Identity::Main,
             delegation_depth: 1,
         };
-        assert!(check("rm", ToolKind::Mutating, &ctx).is_err());
+        assert!(check("rm", ToolKind::Mutating, &ctx, true).is_err());
+    }
+
+    #[test]
+    fn a_subagent_may_run_its_shell_only_inside_its_sandbox() {
+        assert!(check(SUBAGENT_SHELL, ToolKind::Mutating, &subagent(), true).is_ok());
+        let refused = check(SUBAGENT_SHELL, ToolKind::Mutating, &subagent(), false).unwrap_err();
+        assert_eq!(
+            refused.details.unwrap()["error"]["code"],
+            "permission_denied"
+        );
+        for tool in ["patch", "mkdir", "rm", "rmdir"] {
+            assert!(check(tool, ToolKind::Mutating, &subagent(), true).is_err());
+        }
+        assert!(check("ask_user", ToolKind::Interactive, &subagent(), true).is_err());
     }
 }

@@ -270,7 +270,12 @@ impl ToolCatalog {
                 self.names().join(", ")
             ));
         };
-        if let Err(refusal) = guard::check(tool.name(), tool.kind(), ctx) {
+        if let Err(refusal) = guard::check(
+            tool.name(),
+            tool.kind(),
+            ctx,
+            env.sandbox.is_subagent_shell(),
+        ) {
             return refusal;
         }
         let args = match parse_arguments(&call.arguments) {

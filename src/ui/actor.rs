@@ -61,6 +61,11 @@ pub enum UiMessage {
     /// The result of a local command that ran in the background
     /// (`/suspend`, `/recall`): a line for the transcript.
     Local(Result<String, String>),
+    /// A resumed session's messages, shown as its transcript, and a note.
+    Restored(Vec<crate::protocol::Message>, String),
+    /// Output of a local command that ran in the background (`/sessions`),
+    /// shown verbatim.
+    LocalOutput(Result<String, String>),
     /// `ask_user`: show the question; the next line entered answers it.
     Question(super::commands::Question),
     /// The guard asks for approval: show the prompt; y/a/n/Esc answer it.
@@ -243,6 +248,17 @@ where
                 state.store.ask(&question.text);
                 true
             }
+            UiMessage::Restored(messages, note) => {
+                state.store.restore_transcript(&messages, note);
+                true
+            }
+            UiMessage::LocalOutput(result) => {
+                state.store.push(match result {
+                    Ok(text) => Entry::Local(text),
+                    Err(message) => Entry::Error(message),
+                });
+                true
+            }
             UiMessage::Local(result) => {
                 state.store.push(match result {
                     Ok(text) => Entry::Info(text),
@@ -419,10 +435,13 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
             Ok(text) => Entry::Info(text),
             Err(message) => Entry::Error(message),
         }),
-        Action::Sessions => store.push(match state.local_commands.sessions() {
-            Ok(text) => Entry::Local(text),
-            Err(message) => Entry::Error(message),
-        }),
+        Action::Sessions => {
+            let (commands, ui) = (state.local_commands.clone(), myself.clone());
+            tokio::spawn(async move {
+                let result = off_runtime(move || commands.sessions()).await;
+                let _ = ui.cast(UiMessage::LocalOutput(result));
+            });
+        }
         Action::Suspend => {
             let (agent, commands, ui) = (
                 state.agent.clone(),
@@ -431,33 +450,26 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
             );
             tokio::spawn(async move {
                 let result = match ractor::call_t!(agent, AgentMessage::Snapshot, AGENT_CALL_MS) {
-                    Ok(Some(conversation)) => commands.suspend(conversation.messages()),
+                    Ok(Some(conversation)) => {
+                        off_runtime(move || commands.suspend(conversation.messages())).await
+                    }
                     Ok(None) => Err("a turn is running; wait for it to end before /suspend".into()),
                     Err(err) => Err(format!("the agent did not answer: {err}")),
                 };
                 let _ = ui.cast(UiMessage::Local(result));
             });
         }
-        Action::Recall(name) => match state.local_commands.recall(name.as_deref()) {
-            Ok((name, history)) => {
-                let (agent, ui) = (state.agent.clone(), myself.clone());
-                tokio::spawn(async move {
-                    let result = match ractor::call_t!(
-                        agent,
-                        |reply| AgentMessage::Recall { history, reply },
-                        AGENT_CALL_MS
-                    ) {
-                        Ok(Ok(count)) => Ok(format!(
-                            "recalled {count} messages from {name}; the workspace plan was kept and re-delivered to the model"
-                        )),
-                        Ok(Err(message)) => Err(message),
-                        Err(err) => Err(format!("the agent did not answer: {err}")),
-                    };
-                    let _ = ui.cast(UiMessage::Local(result));
-                });
-            }
-            Err(message) => store.push(Entry::Error(message)),
-        },
+        Action::Recall(name) => {
+            let (agent, commands, ui) = (
+                state.agent.clone(),
+                state.local_commands.clone(),
+                myself.clone(),
+            );
+            tokio::spawn(async move {
+                let result = recall(agent, commands, name).await;
+                let _ = ui.cast(UiMessage::Local(result));
+            });
+        }
         Action::Answer(text) => {
             if let Some(answer) = state.answer.take() {
                 // The turn may have been interrupted meanwhile; then nobody waits.
@@ -538,4 +550,37 @@ async fn switch_model(
         Err(err) => Err(format!("cannot switch the model: {err}")),
     };
     let _ = ui.cast(UiMessage::ModelSwitched(result));
+}
+
+/// Runs a local command's file work on the blocking pool, never in the
+/// actor or on a runtime worker.
+async fn off_runtime(
+    work: impl FnOnce() -> Result<String, String> + Send + 'static,
+) -> Result<String, String> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|err| Err(format!("the command failed: {err}")))
+}
+
+/// `/recall [NAME]`: loads the conversation, then hands it to the agent.
+async fn recall(
+    agent: ActorRef<AgentMessage>,
+    commands: Arc<dyn LocalCommands>,
+    name: Option<String>,
+) -> Result<String, String> {
+    let loaded = tokio::task::spawn_blocking(move || commands.recall(name.as_deref()))
+        .await
+        .map_err(|err| format!("/recall failed: {err}"))?;
+    let (name, history) = loaded?;
+    match ractor::call_t!(
+        agent,
+        |reply| AgentMessage::Recall { history, reply },
+        AGENT_CALL_MS
+    ) {
+        Ok(Ok(count)) => Ok(format!(
+            "recalled {count} messages from {name}; the workspace plan was kept and re-delivered to the model"
+        )),
+        Ok(Err(message)) => Err(message),
+        Err(err) => Err(format!("the agent did not answer: {err}")),
+    }
 }

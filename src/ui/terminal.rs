@@ -57,6 +57,8 @@ pub struct UiSetup {
     /// workspace file), shown in the transcript.
     pub warnings: Vec<String>,
     pub history: super::history::PromptHistory,
+    /// A resumed session: its messages, and the line saying it was resumed.
+    pub resumed: Option<(Vec<crate::protocol::Message>, String)>,
 }
 
 /// Fails unless standard input and output are a terminal.
@@ -86,6 +88,9 @@ pub async fn run(setup: UiSetup) -> Result<(), UiError> {
         .await
         .map_err(UiError::Start)?;
     set_running_ui(Some(ui.clone()));
+    if let Some((messages, note)) = setup.resumed {
+        let _ = ui.cast(UiMessage::Restored(messages, note));
+    }
     for warning in setup.warnings {
         let _ = ui.cast(UiMessage::Local(Err(format!("warning: {warning}"))));
     }

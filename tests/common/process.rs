@@ -305,3 +305,19 @@ pub fn assert_no_processes(filter: ProcessFilter, within: Duration) {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// Pids of live processes whose command line contains `marker`.
+pub fn pids_with(marker: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| read_stat(pid).is_some_and(|p| p.state != 'Z'))
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            String::from_utf8_lossy(&cmdline).contains(marker)
+        })
+        .collect()
+}

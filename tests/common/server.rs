@@ -242,6 +242,7 @@ impl FakeServer {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 script: script.into(),
+                keyed: Vec::new(),
                 requests: Vec::new(),
                 routes: Vec::new(),
             }),
@@ -311,6 +312,14 @@ impl FakeServer {
             .push((method.to_owned(), path.to_owned(), json.to_owned()));
     }
 
+    /// Answers the first model request whose last message contains
+    /// `needle` with `reply`, before the script and once. For requests
+    /// that race (parallel subagents): each is told apart by its content,
+    /// not by its arrival order.
+    pub fn push_keyed(&self, needle: &str, reply: Reply) {
+        self.shared.lock().keyed.push((needle.to_owned(), reply));
+    }
+
     /// Appends a reply to the end of the script.
     pub fn push_reply(&self, reply: Reply) {
         self.shared.lock().script.push_back(reply);
@@ -360,6 +369,8 @@ struct Shared {
 
 struct State {
     script: VecDeque<Reply>,
+    /// Replies picked by the content of the request's last message.
+    keyed: Vec<(String, Reply)>,
     requests: Vec<RecordedRequest>,
     /// Fixed answers of non-model routes: method, path, JSON body.
     routes: Vec<(String, String, String)>,
@@ -384,7 +395,17 @@ impl Shared {
         // One lock for both, so the n-th recorded model request is the one
         // that got the n-th reply even when requests race.
         let mut state = self.lock();
-        let reply = if request.is_model_request() {
+        let keyed = request.is_model_request().then(|| {
+            let last = request.messages().last().map(Value::to_string)?;
+            let at = state
+                .keyed
+                .iter()
+                .position(|(needle, _)| last.contains(needle.as_str()))?;
+            Some(state.keyed.remove(at).1)
+        });
+        let reply = if let Some(Some(reply)) = keyed {
+            reply
+        } else if request.is_model_request() {
             state.script.pop_front().unwrap_or_else(|| {
                 // Shown with the output of the failing test.
                 eprintln!("{NO_REPLY_LEFT}: {} {}", request.method, request.path);

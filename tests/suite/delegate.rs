@@ -277,7 +277,7 @@ fn the_subagent_is_read_only_and_cannot_delegate() {
         String::from_utf8_lossy(&output.stdout)
     );
     let child_second = &requests[2].body;
-    for id in ["m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8"] {
+    for id in ["m1", "m2", "m3", "m4", "m5", "m7", "m8"] {
         let result = tool_json(child_second, id);
         assert_eq!(result["status"], "failed", "{id}");
         assert_eq!(
@@ -285,6 +285,12 @@ fn the_subagent_is_read_only_and_cannot_delegate() {
             "{id}: {result}"
         );
     }
+    // The subagent's shell runs, inside its sandbox: the write is refused
+    // by the sandbox, not by the guard.
+    let shell = tool_message(child_second, "m6")["content"]
+        .as_str()
+        .unwrap();
+    assert!(shell.contains("Permission denied"), "{shell}");
     let nested = tool_json(child_second, "m9");
     assert_eq!(nested["type"], "delegate_result");
     assert_eq!(nested["status"], "failed");

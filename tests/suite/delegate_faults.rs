@@ -61,6 +61,7 @@ struct Setup {
     grace: Duration,
     default_timeout: Duration,
     max_steps: u32,
+    concurrency: u32,
 }
 
 impl Setup {
@@ -71,7 +72,13 @@ impl Setup {
             grace: Duration::from_secs(2),
             default_timeout: Duration::from_secs(30),
             max_steps: 10,
+            concurrency: 4,
         }
+    }
+
+    fn concurrency(mut self, concurrency: u32) -> Setup {
+        self.concurrency = concurrency;
+        self
     }
 
     fn script(mut self, script: Vec<Reply>) -> Setup {
@@ -134,6 +141,10 @@ impl Rig {
                 plan_tool: PlanFlavour::UpdatePlan,
                 workspace: workspace.clone(),
                 program,
+                concurrency: setup.concurrency,
+                max_per_turn: 16,
+                budget_tokens: None,
+                session_budget_tokens: None,
             },
             fido::provider::gateway::Gateway::new(Arc::new(provider), 4),
             ToolCatalog::standard(PlanFlavour::UpdatePlan),
@@ -309,6 +320,8 @@ fn args(timeout_ms: Option<u64>) -> DelegateArgs {
         mode: None,
         output_contract: None,
         timeout_ms,
+        budget_tokens: None,
+        plan_item: None,
     }
 }
 
@@ -777,14 +790,13 @@ async fn a_grandchild_left_behind_is_killed_with_the_group() {
 
 // (j)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_second_delegation_while_one_runs_is_refused_as_busy() {
-    let mut rig = Rig::start(Setup::new(Child::Fake("cooperative"))).await;
+async fn a_delegation_past_the_concurrency_limit_waits_and_is_cancelled_unstarted() {
+    let mut rig = Rig::start(Setup::new(Child::Fake("cooperative")).concurrency(1)).await;
     let first = rig.spawn_delegate(None, CancellationToken::new());
     let pid = rig.subagent_pid().await;
-    let (second, elapsed) = rig.delegate(None).await;
-    assert_failed(&second, "busy", "only one subagent may run at a time");
-    assert!(elapsed < Duration::from_secs(1), "{elapsed:?}");
-    // No process was started for the refused one.
+    let second = rig.spawn_delegate(None, CancellationToken::new());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The second waits for the slot: no process was started for it.
     let starts = rig
         .phases()
         .iter()
@@ -794,6 +806,8 @@ async fn a_second_delegation_while_one_runs_is_refused_as_busy() {
     rig.supervisor.cancel_running();
     let (first, _) = within(TEST_LIMIT, first).await.unwrap();
     assert_eq!(first.status, DelegateStatus::Partial, "{first:#?}");
+    let (second, _) = within(TEST_LIMIT, second).await.unwrap();
+    assert_failed(&second, "cancelled", "waited for a free slot");
     assert!(
         !Path::new(&format!("/proc/{pid}")).exists(),
         "{pid} not reaped"
@@ -801,7 +815,7 @@ async fn a_second_delegation_while_one_runs_is_refused_as_busy() {
     rig.assert_no_process_left().await;
 }
 
-// The limit frees at once: back-to-back delegations are never `busy`.
+// The slot frees at once: back-to-back delegations never wait.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn back_to_back_delegations_are_never_busy() {
     let mut rig = Rig::start(Setup::new(Child::Fake("quick"))).await;

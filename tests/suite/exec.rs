@@ -35,22 +35,7 @@ fn tool_result<'a>(request: &'a Value, call_id: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no tool result for {call_id} in {request:#}"))
 }
 
-/// Pids of live processes whose command line contains `marker`.
-fn processes_with(marker: &str) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let zombie = stat
-                .rsplit_once(')')
-                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            !zombie && String::from_utf8_lossy(&cmdline).contains(marker)
-        })
-        .collect()
-}
+use crate::common::process::pids_with as processes_with;
 
 fn assert_gone(marker: &str) {
     let deadline = Instant::now() + Duration::from_secs(5);

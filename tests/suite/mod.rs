@@ -1,5 +1,6 @@
 mod delegate;
 mod delegate_faults;
+mod delegate_parallel;
 mod exec;
 mod fake_server;
 mod local_models;
@@ -9,6 +10,7 @@ mod providers;
 mod real_model;
 mod safety;
 mod sandbox;
+mod sessions;
 mod todo;
 mod tool_cli;
 mod tui;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use fido::sandbox::probe::{
     CONTROL_PROBES, FORBIDDEN_PROBES, Outcome, ProbeFixture, ProbeFrame, ProbeResult, ProbeRole,
-    mechanism,
+    SUBAGENT_PROBES, mechanism,
 };
 use nix::unistd::Pid;
 
@@ -35,6 +35,7 @@ fn expected_errno(probe: &str) -> &'static str {
         | "tcp-bind"
         | "udp-send"
         | "unix-pathname-connect" => "EPERM",
+        "fork-bomb" => "EAGAIN",
         _ => "EACCES",
     }
 }
@@ -94,6 +95,19 @@ fn sandbox_check_blocks_every_forbidden_probe_here() {
             format!("probe {p}: {cell} | read-only: {cell} | workspace-write: {cell} | {all}")
         })
         .collect();
+    // Forbidden to a subagent only: the main agent's commands read like
+    // their user. (The fork bomb probe runs only where RLIMIT_NPROC can
+    // apply: see `a_subagents_fork_bomb_is_stopped_by_its_process_limit`.)
+    let fork_bomb = fido::sandbox::probe::fork_bomb_note().is_none();
+    for p in SUBAGENT_PROBES
+        .iter()
+        .filter(|p| fork_bomb || **p != "fork-bomb")
+    {
+        expected.push(format!(
+            "probe {p}: {} | read-only: n/a | workspace-write: n/a | {all}",
+            blocked(p)
+        ));
+    }
     expected.extend(CONTROL_PROBES.iter().map(|p| {
         let cell = "allowed (control)";
         format!("probe {p}: {cell} | read-only: {cell} | workspace-write: {cell} | {all}")
@@ -117,7 +131,7 @@ fn sandbox_check_blocks_every_forbidden_probe_here() {
     assert!(
         lines.last().unwrap().starts_with(&format!(
             "summary: {n}/{n} forbidden operations blocked, 2/2 controls allowed; read-only sandbox enforced",
-            n = FORBIDDEN_PROBES.len()
+            n = FORBIDDEN_PROBES.len() + if fork_bomb { 2 } else { 1 }
         )),
         "{stdout}"
     );
@@ -129,6 +143,40 @@ fn sandbox_check_blocks_every_forbidden_probe_here() {
         "left behind: {:?}",
         temp_dirs_of(pid)
     );
+}
+
+/// Where the check runs as root of the first user namespace (CI), the
+/// fork bomb probe runs as `nobody` instead, through `setpriv`: the limit
+/// exists for everyone else.
+#[test]
+fn a_subagents_fork_bomb_is_stopped_by_its_process_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = if fido::sandbox::probe::fork_bomb_note().is_some() {
+        use std::os::unix::fs::PermissionsExt;
+        let bin = dir.path().join("fido");
+        std::fs::copy(crate::common::process::fido_bin(), &bin).unwrap();
+        for path in [dir.path(), bin.as_path()] {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let mut cmd = std::process::Command::new("setpriv");
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&bin)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", dir.path());
+        cmd
+    } else {
+        fido_cmd()
+    };
+    cmd.args(["sandbox", "check"]).current_dir(dir.path());
+    let output = run_with_timeout(cmd, None, TIMEOUT);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("probe fork-bomb: blocked (EAGAIN, rlimit)"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "{stdout}");
 }
 
 #[test]

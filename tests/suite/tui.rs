@@ -465,3 +465,52 @@ fn an_untrusted_workspace_file_is_named_in_the_transcript() {
     tmux.wait_for("the shell again", |s| !s.contains("is not trusted"));
     assert!(server.requests().is_empty());
 }
+
+#[test]
+fn fido_resume_shows_the_old_transcript_and_goes_on_with_it() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
+    let first = FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&[(
+            "call_1",
+            "read_file",
+            r#"{"path": "notes.txt"}"#,
+        )])),
+        Reply::sse(sse::text_turn("The notes say alpha and beta.")),
+    ]);
+    let output = crate::common::run_exec(ws.path(), &first, "Summarise notes.txt", &[]);
+    assert!(output.status.success(), "{output:?}");
+
+    let second = FakeServer::start(vec![Reply::sse(sse::text_turn("Beta comes second."))]);
+    let tmux = Tmux::start(&[
+        ("FIDO_PROVIDER", "openai".into()),
+        ("FIDO_BASE_URL", second.base_url()),
+        ("FIDO_MODEL", "test-model".into()),
+        ("FIDO_API_KEY", "test-key".into()),
+    ]);
+    tmux.type_line("echo shell-ready-$((40+2))");
+    tmux.wait_for("the shell", |s| s.contains("shell-ready-42"));
+    tmux.type_line(&format!(
+        "{} resume --last -C {}",
+        quoted(Path::new(fido_bin())),
+        quoted(ws.path())
+    ));
+    let screen = tmux.wait_for("the restored transcript", |s| {
+        s.contains("resumed session") && s.contains("The notes say alpha and beta.")
+    });
+    assert!(screen.contains("Summarise notes.txt"), "{screen}");
+    assert!(screen.contains("notes.txt"), "{screen}");
+    tmux.type_line("Which comes second?");
+    tmux.wait_for("the new answer", |s| s.contains("Beta comes second."));
+    let request = &second.model_requests()[0];
+    let messages = request.body["messages"].as_array().unwrap();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["content"] == "The notes say alpha and beta."),
+        "the old answer is in the new request: {messages:#?}"
+    );
+    assert_conversation_invariants(&second.model_requests());
+    tmux.keys(&["C-c", "C-c"]);
+    tmux.wait_for("the shell again", |s| !s.contains("Beta comes second."));
+}

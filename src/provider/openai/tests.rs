@@ -642,3 +642,32 @@ fn bad_urls_are_config_errors() {
         ));
     }
 }
+
+#[test]
+fn a_runaway_answer_is_stopped_at_the_size_limit_with_a_clear_error() {
+    let piece = "x".repeat(64 * 1024);
+    let chunk = format!(r#"{{"choices":[{{"index":0,"delta":{{"content":"{piece}"}}}}]}}"#);
+    let mut acc = ChatStreamAccumulator::default();
+    let mut pushed = 0;
+    let err = loop {
+        match acc.push(&chunk) {
+            Ok(_) => pushed += piece.len(),
+            Err(err) => break err,
+        }
+        assert!(
+            pushed <= 2 * crate::provider::MAX_ANSWER_BYTES,
+            "never stopped"
+        );
+    };
+    assert!(pushed <= crate::provider::MAX_ANSWER_BYTES);
+    assert!(!err.is_retryable(), "the same flood again would not help");
+    assert!(err.to_string().contains("8 MiB"), "{err}");
+
+    let calls: String = (0..300)
+        .map(|i| format!(r#"{{"index":{i},"id":"c{i}","function":{{"name":"read_file","arguments":"{{}}"}}}}"#))
+        .collect::<Vec<_>>()
+        .join(",");
+    let chunk = format!(r#"{{"choices":[{{"index":0,"delta":{{"tool_calls":[{calls}]}}}}]}}"#);
+    let err = ChatStreamAccumulator::default().push(&chunk).unwrap_err();
+    assert!(err.to_string().contains("256 tool calls"), "{err}");
+}

@@ -4,6 +4,7 @@
 
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use interprocess::local_socket::tokio::Stream;
@@ -19,7 +20,7 @@ use crate::protocol::ipc::{
     ChildFrame, ChildStatus, ForkFrameRef, PROTOCOL_VERSION, ParentFrame, catalog_fingerprint,
 };
 use crate::protocol::{EventKind, Message};
-use crate::sandbox::ProcessGroup;
+use crate::sandbox::{PrivateDir, ProcessGroup, sweep};
 use crate::subagent::ipc::{IpcError, encode_frame};
 use crate::subagent::result::normalise;
 use crate::text;
@@ -35,6 +36,8 @@ const MAX_MCP_CALLS: usize = 16;
 enum StopReason {
     Timeout,
     Cancelled,
+    /// The child's or the session's token budget was spent.
+    Budget,
 }
 
 impl StopReason {
@@ -42,7 +45,46 @@ impl StopReason {
         match self {
             StopReason::Timeout => "timeout",
             StopReason::Cancelled => "cancelled",
+            StopReason::Budget => "budget_exceeded",
         }
+    }
+
+    /// Why the run was stopped, when the child returned what it had.
+    fn partial_message(self, job: &Job, usage: &DelegateUsage) -> String {
+        match self {
+            StopReason::Timeout => format!(
+                "the subagent ran out of time after {} ms and returned what it had",
+                job.timeout.as_millis()
+            ),
+            StopReason::Cancelled => "the subagent was cancelled and returned what it had".into(),
+            StopReason::Budget => budget_message(job, usage, "returned what it had"),
+        }
+    }
+
+    /// Why the run was stopped, when the child returned nothing in time.
+    fn failed_message(self, job: &Job, usage: &DelegateUsage) -> String {
+        match self {
+            StopReason::Timeout => format!(
+                "the subagent did not finish within {} ms and returned nothing in time; it was stopped",
+                job.timeout.as_millis()
+            ),
+            StopReason::Cancelled => {
+                "the subagent was cancelled before it returned a result; it was stopped".into()
+            }
+            StopReason::Budget => budget_message(job, usage, "returned nothing in time"),
+        }
+    }
+}
+
+fn budget_message(job: &Job, usage: &DelegateUsage, what: &str) -> String {
+    match job.budget {
+        Some(budget) if usage.budget_tokens() >= budget => format!(
+            "the subagent used {} tokens, crossing its budget of {budget} (budget_tokens), and {what}",
+            usage.budget_tokens()
+        ),
+        _ => format!(
+            "the subagents of this session crossed their token budget (delegate_session_budget_tokens), and this one {what}"
+        ),
     }
 }
 
@@ -61,7 +103,10 @@ pub(super) async fn run(
 ) -> DelegateResult {
     let started = Instant::now();
     let agent_id = job.agent_id.clone();
+    let plan_item = job.plan_item.clone();
     let events = &shared.events;
+    // Live usage for the events, updated by the serve loop.
+    let tokens = AtomicU64::new(0);
     let emit = |pid: Option<u32>, phase: &str, detail: &str| {
         events.emit(EventKind::Subagent {
             agent_id: agent_id.clone(),
@@ -69,8 +114,20 @@ pub(super) async fn run(
             phase: phase.into(),
             elapsed_ms: started.elapsed().as_millis() as u64,
             detail: text::summary(detail, 100),
+            tokens: tokens.load(Ordering::Relaxed),
+            plan_item: plan_item.clone(),
         });
     };
+    if shared.session_budget_spent.is_cancelled() {
+        let mut result = DelegateResult::failed(
+            &agent_id,
+            "budget_exceeded",
+            "the subagents of this session already used their token budget (delegate_session_budget_tokens); no subagent was started",
+        );
+        result.usage = Some(DelegateUsage::default());
+        emit(None, "failed", "budget_exceeded");
+        return result;
+    }
     emit(None, "starting", "spawning a sandboxed process");
 
     let mut usage = DelegateUsage::default();
@@ -94,7 +151,18 @@ pub(super) async fn run(
             // The fork was sent: from here on it is the child's history.
             let history = std::mem::take(&mut job.fork);
             let ending = session
-                .serve(&job, history, shared, &stops, &mut usage, &mut stop, &emit)
+                .serve(
+                    &job,
+                    history,
+                    shared,
+                    &stops,
+                    Meters {
+                        usage: &mut usage,
+                        tokens: &tokens,
+                    },
+                    &mut stop,
+                    &emit,
+                )
                 .await;
             session.close(matches!(ending, Ending::Final { .. })).await;
             (ending, Some(pid))
@@ -102,6 +170,7 @@ pub(super) async fn run(
         Err(failure) => (failure, None),
     };
 
+    usage.wall_ms = started.elapsed().as_millis() as u64;
     let mut result = match ending {
         Ending::Final { status, text } => {
             let run_status = match (stop, status) {
@@ -113,15 +182,7 @@ pub(super) async fn run(
             if let Some(reason) = stop {
                 result.error = Some(DelegateError {
                     code: reason.code().into(),
-                    message: match reason {
-                        StopReason::Timeout => format!(
-                            "the subagent ran out of time after {} ms and returned what it had",
-                            job.timeout.as_millis()
-                        ),
-                        StopReason::Cancelled => {
-                            "the subagent was cancelled and returned what it had".into()
-                        }
-                    },
+                    message: reason.partial_message(&job, &usage),
                 });
             } else if result.status == DelegateStatus::Failed && result.error.is_none() {
                 result.error = Some(DelegateError {
@@ -133,17 +194,7 @@ pub(super) async fn run(
         }
         Ending::Failed { code, message } => {
             let (code, message) = match stop {
-                Some(StopReason::Timeout) => (
-                    "timeout",
-                    format!(
-                        "the subagent did not finish within {} ms and returned nothing in time; it was stopped",
-                        job.timeout.as_millis()
-                    ),
-                ),
-                Some(StopReason::Cancelled) => (
-                    "cancelled",
-                    "the subagent was cancelled before it returned a result; it was stopped".into(),
-                ),
+                Some(reason) => (reason.code(), reason.failed_message(&job, &usage)),
                 None => (code, message),
             };
             let mut result = DelegateResult::failed(&agent_id, code, &message);
@@ -170,6 +221,13 @@ pub(super) async fn run(
     emit(pid, phase, &detail);
     info!(agent_id = %agent_id, phase, elapsed_ms = started.elapsed().as_millis() as u64, "subagent finished");
     result
+}
+
+/// What the serve loop counts: the run's usage, and its tokens for the
+/// live events.
+struct Meters<'a> {
+    usage: &'a mut DelegateUsage,
+    tokens: &'a AtomicU64,
 }
 
 /// What stops a run early: Esc, the shutdown, Ctrl+C on the parent's turn,
@@ -209,6 +267,8 @@ struct Session {
     frames: mpsc::Receiver<Result<ChildFrame, IpcError>>,
     writer: mpsc::UnboundedSender<Outgoing>,
     exit: Option<ExitStatus>,
+    /// The child's scratch `TMPDIR`, removed after the reap.
+    scratch: Option<PrivateDir>,
 }
 
 impl Session {
@@ -236,6 +296,22 @@ impl Session {
             .create_tokio()
             .map_err(|e| failed("spawn_failed", format!("cannot open the IPC socket: {e}")))?;
 
+        // The one folder the child's commands may write (its TMPDIR).
+        let label = format!("{}-", job.agent_id);
+        let scratch = tokio::task::spawn_blocking(move || PrivateDir::create_named(&label))
+            .await
+            .map_err(|e| {
+                failed(
+                    "spawn_failed",
+                    format!("cannot create the scratch folder: {e}"),
+                )
+            })?
+            .map_err(|e| {
+                failed(
+                    "spawn_failed",
+                    format!("cannot create the scratch folder: {e}"),
+                )
+            })?;
         let mut command = tokio::process::Command::new(&settings.program);
         command
             .arg("__subagent")
@@ -247,6 +323,8 @@ impl Session {
             .arg(std::process::id().to_string())
             .arg("--sandbox")
             .arg(settings.sandbox.as_str())
+            .arg("--scratch")
+            .arg(scratch.path())
             .args(
                 settings
                     .deny_read
@@ -325,6 +403,7 @@ impl Session {
             frames,
             writer,
             exit: None,
+            scratch: Some(scratch),
         };
 
         let hello = tokio::select! {
@@ -452,10 +531,11 @@ impl Session {
         history: Vec<Message>,
         shared: &Shared,
         stops: &Stops<'_>,
-        usage: &mut DelegateUsage,
+        meters: Meters<'_>,
         stop: &mut Option<StopReason>,
         emit: &(dyn Fn(Option<u32>, &str, &str) + Sync),
     ) -> Ending {
+        let Meters { usage, tokens } = meters;
         let pid = Some(self.group.pid());
         let Stops {
             cancel,
@@ -476,6 +556,8 @@ impl Session {
         let mut frames_seen = 0u32;
         let mut requests = 0u32;
         let mut last_lifecycle: Option<(String, Instant)> = None;
+        // What the child does now, for the usage events between phases.
+        let mut phase_now = String::from("reasoning");
         // The child's MCP calls, run here; ended with the run.
         let mcp_cancel = CancellationToken::new();
         let _mcp_guard = mcp_cancel.clone().drop_guard();
@@ -512,6 +594,7 @@ impl Session {
                                 break Ending::Failed { code: "protocol_error", message: format!("the subagent asked for more than {} model requests (max_steps)", shared.settings.max_steps) };
                             }
                             requests += 1;
+                            phase_now = "reasoning".into();
                             emit(pid, "reasoning", &format!("model request {requests}"));
                             // The child's conversation is the fork's first
                             // `fork_prefix` messages and its tail: rebuilt in
@@ -534,6 +617,7 @@ impl Session {
                         }
                         Some(Ok(ChildFrame::Lifecycle { phase, detail })) => {
                             let phase = sanitize_phase(&phase);
+                            phase_now.clone_from(&phase);
                             let due = match &last_lifecycle {
                                 Some((last, at)) => *last != phase || at.elapsed() >= LIFECYCLE_INTERVAL,
                                 None => true,
@@ -573,6 +657,18 @@ impl Session {
                         usage.prompt_tokens += request_usage.prompt_tokens;
                         usage.cached_tokens += request_usage.cached_tokens;
                         usage.completion_tokens += request_usage.completion_tokens;
+                        tokens.store(usage.budget_tokens(), Ordering::Relaxed);
+                        let session_spent = shared.charge_session(
+                            request_usage.prompt_tokens + request_usage.completion_tokens,
+                        );
+                        let own_spent = job.budget.is_some_and(|b| usage.budget_tokens() >= b);
+                        if (own_spent || session_spent) && stop.is_none() {
+                            info!(agent_id = %job.agent_id, tokens = usage.budget_tokens(), "the subagent crossed its token budget; cancelling it");
+                            *stop = Some(StopReason::Budget);
+                            let _ = self.writer.send(Outgoing::Frame(ParentFrame::Cancel { reason: "budget_exceeded".into() }));
+                            grace.as_mut().reset(tokio::time::Instant::now() + shared.settings.grace);
+                        }
+                        emit(pid, &phase_now, &format!("{} tokens", usage.budget_tokens()));
                         shared.events.emit(EventKind::Usage {
                             identity: job.agent_id.clone(),
                             prompt_tokens: request_usage.prompt_tokens,
@@ -584,6 +680,11 @@ impl Session {
                 _ = &mut deadline, if stop.is_none() => {
                     *stop = Some(StopReason::Timeout);
                     let _ = self.writer.send(Outgoing::Frame(ParentFrame::Cancel { reason: "timeout".into() }));
+                    grace.as_mut().reset(tokio::time::Instant::now() + shared.settings.grace);
+                }
+                _ = shared.session_budget_spent.cancelled(), if stop.is_none() => {
+                    *stop = Some(StopReason::Budget);
+                    let _ = self.writer.send(Outgoing::Frame(ParentFrame::Cancel { reason: "budget_exceeded".into() }));
                     grace.as_mut().reset(tokio::time::Instant::now() + shared.settings.grace);
                 }
                 _ = cancel.cancelled(), if stop.is_none() => {
@@ -645,8 +746,28 @@ impl Session {
                 .ok()
                 .and_then(Result::ok);
         }
+        // Read while the child lives: as their subreaper it is the parent
+        // of its commands' orphans, which its group kill would miss.
+        let root = self.group.pid() as i32;
+        let left = tokio::task::spawn_blocking(move || sweep::descendants(root))
+            .await
+            .unwrap_or_default();
         if let Err(err) = self.group.terminate(TERM_GRACE).await {
             warn!(pid = self.group.pid(), error = %err, "could not terminate the subagent's group");
+        }
+        if !left.is_empty() {
+            let killed = tokio::task::spawn_blocking(move || sweep::kill_all(&left))
+                .await
+                .unwrap_or(0);
+            if killed > 0 {
+                info!(
+                    pid = root,
+                    killed, "killed processes the subagent left behind"
+                );
+            }
+        }
+        if let Some(scratch) = self.scratch.take() {
+            let _ = tokio::task::spawn_blocking(move || scratch.remove()).await;
         }
     }
 }

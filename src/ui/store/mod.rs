@@ -9,6 +9,7 @@
 
 use std::time::Instant;
 
+mod restore;
 mod views;
 
 use views::SUBAGENT_DETAIL_CHARS;
@@ -124,11 +125,13 @@ impl Store {
                 provider,
                 model,
                 tools: _,
+                session_id,
             } => {
                 self.session = SessionInfo {
                     workspace: summary(workspace, 400),
                     provider: summary(provider, 40),
                     model: summary(model, 80),
+                    id: session_id.as_deref().map(|id| summary(id, 40)),
                 };
             }
             EventKind::TurnStarted { turn } => {
@@ -189,6 +192,7 @@ impl Store {
                 phase,
                 elapsed_ms,
                 detail,
+                ..
             } => {
                 self.subagent = Some(SubagentView {
                     agent_id: summary(agent_id, 64),
@@ -489,6 +493,14 @@ impl Store {
 
     pub fn push(&mut self, entry: Entry) {
         self.transcript.push(entry);
+    }
+
+    /// Shows the transcript of a resumed session, then a line saying so.
+    pub fn restore_transcript(&mut self, messages: &[crate::protocol::Message], note: String) {
+        for entry in restore::entries(messages) {
+            self.push(entry);
+        }
+        self.push(Entry::Info(note));
     }
 
     /// Replaces the entry at `index` (its rendered lines are redrawn).

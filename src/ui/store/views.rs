@@ -16,6 +16,8 @@ pub struct SessionInfo {
     pub workspace: String,
     pub provider: String,
     pub model: String,
+    /// The journaled session's id (`fido resume ID`).
+    pub id: Option<String>,
 }
 
 /// Where the parent turn is.

@@ -458,6 +458,7 @@ async fn help_lists_the_keys_and_diff_shows_the_workspace_changes_coloured() {
         provider: "openai".into(),
         model: "test-model".into(),
         tools: Vec::new(),
+        session_id: None,
     })))
     .unwrap();
     h.type_line("/diff");

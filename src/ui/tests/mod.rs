@@ -28,6 +28,7 @@ pub fn session() -> EventKind {
         provider: "openai".into(),
         model: "test-model".into(),
         tools: vec!["read_file".into(), "update_plan".into()],
+        session_id: Some("20261201T100000-abcd".into()),
     }
 }
 
@@ -184,6 +185,8 @@ pub fn subagent(phase: &str, elapsed_ms: u64, detail: &str) -> EventKind {
         phase: phase.into(),
         elapsed_ms,
         detail: detail.into(),
+        tokens: 0,
+        plan_item: None,
     }
 }
 

@@ -1,0 +1,102 @@
+//! The session's journal at start-up: prune old journals, then open a new
+//! one or continue the one `--resume` names, and rebuild its conversation.
+
+use std::sync::Arc;
+
+use tracing::{info, warn};
+
+use crate::agent::{Conversation, EventSink, restore_plan};
+use crate::config::Config;
+use crate::plan::PlanFlavour;
+use crate::protocol::EventKind;
+use crate::protocol::Message;
+use crate::protocol::journal::JournalRecord;
+use crate::session::journal::{self, Journal, Pick, Replayed, SessionInfo};
+use crate::tools::ToolEnv;
+
+/// Which earlier session to continue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResumeFrom {
+    Id(String),
+    Last,
+}
+
+/// The journal of this session, and what it held when it was resumed.
+/// Without `resume`, a journal that cannot be created is a warning (the
+/// session runs unjournaled); a session that cannot be resumed is an error.
+pub async fn open(
+    config: &Config,
+    info: SessionInfo,
+    resume: Option<ResumeFrom>,
+) -> Result<(Option<Arc<Journal>>, Option<Replayed>), String> {
+    let workspace = config.workspace.clone();
+    let days = config.session_retention_days;
+    let opened = tokio::task::spawn_blocking(move || {
+        match journal::prune(&workspace, days) {
+            Ok(0) => {}
+            Ok(n) => info!(removed = n, days, "pruned old session journals"),
+            Err(err) => warn!(error = %err, "cannot prune old session journals"),
+        }
+        match &resume {
+            None => journal::create(&workspace, &info, None)
+                .map(|journal| (journal, None))
+                .map_err(|err| (false, format!("cannot create the session journal: {err}"))),
+            Some(from) => {
+                let pick = match from {
+                    ResumeFrom::Id(id) => Pick::Id(id),
+                    ResumeFrom::Last => Pick::Last,
+                };
+                journal::resume(&workspace, pick)
+                    .map(|(journal, replayed)| (journal, Some(replayed)))
+                    .map_err(|message| (true, message))
+            }
+        }
+    })
+    .await
+    .map_err(|e| format!("the journal task failed: {e}"))?;
+    match opened {
+        Ok((journal, replayed)) => {
+            if replayed.is_some() {
+                journal.note(JournalRecord::Resumed { at: now() }).await;
+            }
+            Ok((Some(Arc::new(journal)), replayed))
+        }
+        Err((true, message)) => Err(message),
+        Err((false, message)) => {
+            warn!("{message}; this session is not journaled and cannot be resumed");
+            Ok((None, None))
+        }
+    }
+}
+
+/// The resumed conversation: the journaled messages exactly as they were
+/// sent (so the provider's cached prefix still matches), a result for any
+/// call the crash left unanswered, then the current workspace plan.
+pub fn resumed_conversation(
+    replayed: &Replayed,
+    env: &ToolEnv,
+    flavour: PlanFlavour,
+    events: &EventSink,
+) -> Result<Conversation, String> {
+    let mut conversation = Conversation::from_messages(replayed.messages.clone())
+        .ok_or_else(|| format!("session {} has no system prompt", replayed.id))?;
+    for call in conversation.unanswered_tool_calls() {
+        conversation.push(Message::Tool {
+            tool_call_id: call.id,
+            name: call.name,
+            content: "Error: not run: the session ended before this call finished".into(),
+            is_error: true,
+        });
+    }
+    if let Some(note) = &replayed.note {
+        events.emit(EventKind::Error {
+            message: note.clone(),
+        });
+    }
+    restore_plan(&mut conversation, env, flavour, events);
+    Ok(conversation)
+}
+
+fn now() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}

@@ -1,0 +1,130 @@
+//! The sweep of a subagent's descendants: whatever its commands left
+//! behind, also a process that called `setsid`, double-forked or was
+//! `nohup`ed, and so left the process group the usual kill reaches.
+//!
+//! Theory of operation: the subagent is a child subreaper
+//! (`PR_SET_CHILD_SUBREAPER`, set in [`super::child`]), so an orphan of its
+//! commands is re-parented to it instead of to init, and stays in its tree
+//! of descendants. The tree is read from `/proc/*/stat` (pid, parent pid
+//! and start time). Each process is killed with SIGKILL only if its start
+//! time is still the one read, so a PID reused in between is never hit.
+//! The subagent sweeps its own tree before it exits; the parent sweeps the
+//! child's tree once more before it kills the child's group, for a child
+//! that never got to do it (killed, crashed).
+//!
+//! A PID namespace would need unprivileged user namespaces; the subreaper
+//! works on every kernel Fido supports, so it is what Fido uses.
+
+use std::collections::HashMap;
+
+/// A process found in the tree: its pid and its start time (clock ticks
+/// after boot), which tells it apart from a later process with its pid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Descendant {
+    pub pid: i32,
+    pub start_time: u64,
+}
+
+/// Every descendant of `root` (not `root` itself), parents before their
+/// children. Blocking: reads `/proc`.
+pub fn descendants(root: i32) -> Vec<Descendant> {
+    let mut children: HashMap<i32, Vec<Descendant>> = HashMap::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if let Some((ppid, start_time)) = stat(pid) {
+            children
+                .entry(ppid)
+                .or_default()
+                .push(Descendant { pid, start_time });
+        }
+    }
+    let mut found = Vec::new();
+    let mut next = vec![root];
+    while let Some(parent) = next.pop() {
+        for child in children.remove(&parent).unwrap_or_default() {
+            next.push(child.pid);
+            found.push(child);
+        }
+    }
+    found
+}
+
+/// SIGKILL to each process that is still the one found. Returns how many
+/// were killed. Blocking: reads `/proc`.
+pub fn kill_all(found: &[Descendant]) -> usize {
+    let mut killed = 0;
+    for process in found {
+        let same = stat(process.pid).is_some_and(|(_, start)| start == process.start_time);
+        if !same {
+            continue;
+        }
+        // SAFETY: kill(2) with a checked pid and a constant signal.
+        if unsafe { libc::kill(process.pid, libc::SIGKILL) } == 0 {
+            killed += 1;
+        }
+    }
+    killed
+}
+
+/// Kills every descendant of `root`; how many were killed. Blocking.
+pub fn kill_descendants(root: i32) -> usize {
+    kill_all(&descendants(root))
+}
+
+/// Parent pid and start time from `/proc/PID/stat`.
+fn stat(pid: i32) -> Option<(i32, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may contain anything, so the
+    // fields are counted from the last `)`.
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After the name: state (3), ppid (4), …, starttime (22).
+    let ppid = fields.get(1)?.parse().ok()?;
+    let start_time = fields.get(19)?.parse().ok()?;
+    Some((ppid, start_time))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_and_kills_a_grandchild_that_left_its_group() {
+        // sh starts a setsid'd sleep and waits on it: the sleep is a
+        // grandchild of this test process, in a session of its own.
+        let mut shell = std::process::Command::new("sh")
+            .args(["-c", "setsid sleep 300 & wait"])
+            .spawn()
+            .expect("sh runs");
+        let me = std::process::id() as i32;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let sleeper = loop {
+            let found = descendants(me);
+            if let Some(sleep) = found.iter().find(|d| {
+                std::fs::read_to_string(format!("/proc/{}/comm", d.pid))
+                    .is_ok_and(|c| c.trim() == "sleep")
+            }) {
+                break *sleep;
+            }
+            assert!(std::time::Instant::now() < deadline, "no sleep appeared");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        assert_eq!(kill_all(&[sleeper]), 1);
+        let _ = shell.wait();
+        // A stale entry (start time changed) is never signalled.
+        let stale = Descendant {
+            pid: sleeper.pid,
+            start_time: sleeper.start_time + 1,
+        };
+        assert_eq!(kill_all(&[stale]), 0);
+    }
+}

@@ -1,0 +1,196 @@
+//! Appending to a journal: one writer thread per session owns the file (and
+//! its exclusive lock, which tells other processes the session is live).
+//! The async side only serialises records and waits for the thread's
+//! acknowledgement, so no write or fsync ever runs on a runtime worker.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use nix::fcntl::Flock;
+use tokio::sync::{mpsc, oneshot};
+use tracing::warn;
+
+use crate::protocol::journal::JournalRecord;
+use crate::protocol::{Message, TurnStatus, UsageTotals};
+
+/// Batches waiting for the writer thread; past this the session waits
+/// (back-pressure), it never buffers without bound.
+const QUEUE: usize = 16;
+
+/// An open journal, appended to at every step boundary.
+pub struct Journal {
+    id: String,
+    path: PathBuf,
+    sender: mpsc::Sender<Batch>,
+    cursor: Mutex<Cursor>,
+    /// A write failed: warned once, the session goes on without a journal
+    /// guarantee rather than failing the user's turn.
+    failed: AtomicBool,
+}
+
+/// How much of the conversation the journal already holds.
+#[derive(Debug, Clone, Copy)]
+struct Cursor {
+    generation: u64,
+    len: usize,
+}
+
+/// A cursor that matches no conversation: the next record is a full history.
+const UNKNOWN: Cursor = Cursor {
+    generation: u64::MAX,
+    len: 0,
+};
+
+struct Batch {
+    bytes: Vec<u8>,
+    /// The session is ending: close the file (and release its lock) before
+    /// acknowledging.
+    last: bool,
+    done: oneshot::Sender<io::Result<()>>,
+}
+
+impl Journal {
+    /// Starts the writer thread on an opened, locked journal file whose
+    /// content already matches `(generation, len)` of the conversation
+    /// (`None`: nothing of it is written yet).
+    pub(super) fn start(
+        id: String,
+        path: PathBuf,
+        file: Flock<File>,
+        written: Option<(u64, usize)>,
+    ) -> io::Result<Journal> {
+        let (sender, receiver) = mpsc::channel(QUEUE);
+        std::thread::Builder::new()
+            .name("fido-journal".into())
+            .spawn(move || write_loop(file, receiver))?;
+        let cursor = written.map_or(UNKNOWN, |(generation, len)| Cursor { generation, len });
+        Ok(Journal {
+            id,
+            path,
+            sender,
+            cursor: Mutex::new(cursor),
+            failed: AtomicBool::new(false),
+        })
+    }
+
+    /// The session id (what `fido resume` takes).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends what the conversation gained since the last call (or its
+    /// whole history when it was replaced) and waits until it is on disk.
+    pub async fn record(&self, generation: u64, messages: &[Message]) {
+        let records = self.delta(generation, messages);
+        self.append(&records).await;
+    }
+
+    /// Like [`Journal::record`], then the end of a user turn.
+    pub async fn turn_ended(
+        &self,
+        generation: u64,
+        messages: &[Message],
+        turn: u32,
+        status: TurnStatus,
+        usage: UsageTotals,
+    ) {
+        let mut records = self.delta(generation, messages);
+        records.push(JournalRecord::Turn {
+            turn,
+            status,
+            usage,
+        });
+        self.append(&records).await;
+    }
+
+    /// Records a plain event (`resumed`).
+    pub async fn note(&self, record: JournalRecord) {
+        self.append(std::slice::from_ref(&record)).await;
+    }
+
+    /// Records that the session ended cleanly and closes the file: when
+    /// this returns, the lock is released and nothing more is written.
+    pub async fn close(&self) {
+        let ended = JournalRecord::Ended {
+            at: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+        };
+        if let Err(err) = self.send(&[ended], true).await {
+            warn!(path = %self.path.display(), error = %err, "cannot close the session journal");
+        }
+    }
+
+    /// The records that bring the journal up to the conversation.
+    fn delta(&self, generation: u64, messages: &[Message]) -> Vec<JournalRecord> {
+        let mut cursor = self.cursor.lock().unwrap_or_else(|p| p.into_inner());
+        let records = if cursor.generation == generation && cursor.len <= messages.len() {
+            messages[cursor.len..]
+                .iter()
+                .map(|message| JournalRecord::Message {
+                    message: message.clone(),
+                })
+                .collect()
+        } else {
+            vec![JournalRecord::History {
+                messages: messages.to_vec(),
+            }]
+        };
+        *cursor = Cursor {
+            generation,
+            len: messages.len(),
+        };
+        records
+    }
+
+    async fn append(&self, records: &[JournalRecord]) {
+        if records.is_empty() {
+            return;
+        }
+        if let Err(err) = self.send(records, false).await {
+            // The next step writes the whole history again, so one failed
+            // write never leaves a gap that a resume would miss.
+            *self.cursor.lock().unwrap_or_else(|p| p.into_inner()) = UNKNOWN;
+            if !self.failed.swap(true, Ordering::Relaxed) {
+                warn!(path = %self.path.display(), error = %err, "cannot write the session journal; a crash now would lose this session's latest steps");
+            }
+        }
+    }
+
+    async fn send(&self, records: &[JournalRecord], last: bool) -> io::Result<()> {
+        let mut bytes = Vec::new();
+        for record in records {
+            serde_json::to_writer(&mut bytes, record).map_err(io::Error::other)?;
+            bytes.push(b'\n');
+        }
+        let (done, acknowledged) = oneshot::channel();
+        let gone = || io::Error::other("the journal writer has stopped");
+        self.sender
+            .send(Batch { bytes, last, done })
+            .await
+            .map_err(|_| gone())?;
+        acknowledged.await.map_err(|_| gone())?
+    }
+}
+
+/// The writer thread: each batch is written whole, then fsynced, then
+/// acknowledged. Ends after the last batch, or when the journal is dropped;
+/// the lock goes with the file.
+fn write_loop(file: Flock<File>, mut receiver: mpsc::Receiver<Batch>) {
+    while let Some(batch) = receiver.blocking_recv() {
+        let result = (&*file)
+            .write_all(&batch.bytes)
+            .and_then(|()| file.sync_data());
+        if batch.last {
+            drop(file);
+            let _ = batch.done.send(result);
+            return;
+        }
+        let _ = batch.done.send(result);
+    }
+}

@@ -1,0 +1,472 @@
+//! Parallel delegation, budgets and the subagents' read-only shell, end to
+//! end: the real binary, real sandboxed children, the fake model server.
+//! Children's requests race, so their replies are keyed by the task in the
+//! child's instructions ([`FakeServer::push_keyed`]), not by arrival order.
+
+use std::collections::BTreeSet;
+use std::process::Child;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::process::{ProcessFilter, processes};
+use crate::common::sse::{self, TokenUsage};
+use crate::common::{
+    FakeServer, RecordedRequest, Reply, assert_no_processes, exec_cmd, parse_events,
+    wait_with_timeout,
+};
+
+fn workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("main.rs"),
+        "fn main() {\n    println!(\"hi\");\n}\n",
+    )
+    .unwrap();
+    dir
+}
+
+/// The final JSON of a child whose task is `task`.
+fn findings(task: &str) -> String {
+    json!({
+        "summary": format!("{task} done"),
+        "findings": [{"file": "main.rs", "line": 2, "claim": format!("{task} claim"), "confidence": "high"}],
+        "recommended_next_steps": [], "tests_to_run": [], "uncertainties": []
+    })
+    .to_string()
+}
+
+/// A text answer that takes about `total` to stream.
+fn slow_text(text: &str, total: Duration) -> Reply {
+    let events = sse::text_turn(text);
+    let gaps = (events.len() as u32 - 1).max(1);
+    Reply::sse_with_delay(events, total / gaps)
+}
+
+/// One assistant message calling `delegate` once per task, ids `d0`, `d1`…
+fn delegate_calls(tasks: &[&str], extra: Value) -> Reply {
+    let calls: Vec<(String, String)> = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, task)| {
+            let mut args = json!({"task": task});
+            if let (Some(args), Some(extra)) = (args.as_object_mut(), extra.as_object()) {
+                args.extend(extra.clone());
+            }
+            (format!("d{i}"), args.to_string())
+        })
+        .collect();
+    let calls: Vec<(&str, &str, &str)> = calls
+        .iter()
+        .map(|(id, args)| (id.as_str(), "delegate", args.as_str()))
+        .collect();
+    Reply::sse(sse::tool_call_turn(&calls))
+}
+
+fn is_subagent(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|c| String::from_utf8_lossy(&c).contains("__subagent"))
+}
+
+/// Watches the subagent children of one process: the most alive at once
+/// and every pid seen.
+struct Sampler {
+    stop: Arc<AtomicBool>,
+    seen: Arc<Mutex<(usize, BTreeSet<u32>)>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Sampler {
+    fn start(parent: u32) -> Sampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen = Arc::new(Mutex::new((0, BTreeSet::new())));
+        let (s, v) = (stop.clone(), seen.clone());
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::SeqCst) {
+                let alive: Vec<u32> = processes(ProcessFilter::ChildrenOf(parent))
+                    .into_iter()
+                    .map(|p| p.pid)
+                    .filter(|pid| is_subagent(*pid))
+                    .collect();
+                let mut seen = v.lock().unwrap();
+                seen.0 = seen.0.max(alive.len());
+                seen.1.extend(alive);
+                drop(seen);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        Sampler {
+            stop,
+            seen,
+            thread: Some(thread),
+        }
+    }
+
+    /// Most subagents alive at once, and every pid seen.
+    fn finish(mut self) -> (usize, BTreeSet<u32>) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            thread.join().unwrap();
+        }
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// Runs `fido exec` to its end while sampling its subagents.
+fn run_sampled(
+    ws: &std::path::Path,
+    server: &FakeServer,
+    env: &[(&str, &str)],
+) -> (std::process::Output, usize, BTreeSet<u32>, Duration) {
+    let started = Instant::now();
+    let child: Child = exec_cmd(ws, server, "investigate", env).spawn().unwrap();
+    let sampler = Sampler::start(child.id());
+    let output = wait_with_timeout(child, Duration::from_secs(60));
+    let elapsed = started.elapsed();
+    let (most, pids) = sampler.finish();
+    for pid in &pids {
+        assert_no_processes(ProcessFilter::Pid(*pid), Duration::from_secs(5));
+    }
+    (output, most, pids, elapsed)
+}
+
+fn stderr(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn tool_json(request: &RecordedRequest, call_id: &str) -> Value {
+    let message = request
+        .messages()
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id)
+        .unwrap_or_else(|| panic!("no result for {call_id}"));
+    serde_json::from_str(message["content"].as_str().unwrap())
+        .unwrap_or_else(|_| json!({"text": message["content"]}))
+}
+
+/// The ids of the tool results of the parent's last request, in order.
+fn result_ids(request: &RecordedRequest) -> Vec<String> {
+    request
+        .messages()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["tool_call_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn three_delegations_in_one_message_run_at_once_and_return_in_call_order() {
+    let ws = workspace();
+    let tasks = ["alpha", "beta", "gamma"];
+    let child_time = Duration::from_secs(2);
+    let server = FakeServer::start(vec![
+        delegate_calls(&tasks, json!({})),
+        Reply::sse(sse::text_turn("all three verified")),
+    ]);
+    for task in tasks {
+        server.push_keyed(
+            &format!("Task: {task}"),
+            slow_text(&findings(task), child_time),
+        );
+    }
+    let (output, most, pids, elapsed) = run_sampled(ws.path(), &server, &[]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    assert_eq!(most, 3, "3 children alive at once (pids seen {pids:?})");
+    assert_eq!(pids.len(), 3);
+    // One after the other would take three child times.
+    assert!(
+        elapsed < child_time * 2 + Duration::from_millis(500),
+        "{elapsed:?}"
+    );
+
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 5, "stderr: {}", stderr(&output));
+    let last = requests.last().unwrap();
+    assert_eq!(result_ids(last), ["d0", "d1", "d2"]);
+    let mut agents = BTreeSet::new();
+    for (i, task) in tasks.iter().enumerate() {
+        let result = tool_json(last, &format!("d{i}"));
+        assert_eq!(result["status"], "completed", "{result:#}");
+        assert_eq!(result["findings"][0]["claim"], format!("{task} claim"));
+        assert!(result["usage"]["wall_ms"].as_u64().unwrap() >= 1000);
+        agents.insert(result["identity"]["agent_id"].as_str().unwrap().to_string());
+    }
+    assert_eq!(agents.len(), 3, "one identity per child");
+
+    // Each fork: the parent's prefix and its call message byte for byte,
+    // its own bootstrap, the siblings "not run in this fork".
+    let parent_first = requests[0].messages();
+    let forks: Vec<&RecordedRequest> = requests[1..4].iter().collect();
+    for fork in &forks {
+        let messages = fork.messages();
+        assert_eq!(&messages[..parent_first.len()], parent_first);
+        assert_eq!(
+            messages[parent_first.len()],
+            forks[0].messages()[parent_first.len()]
+        );
+        let instructions = messages.last().unwrap()["content"].as_str().unwrap();
+        let own = tasks
+            .iter()
+            .position(|t| instructions.contains(&format!("Task: {t}")))
+            .unwrap();
+        for i in 0..tasks.len() {
+            let answer = tool_json(fork, &format!("d{i}"));
+            if i == own {
+                assert_eq!(answer["type"], "subagent_bootstrap", "{answer:#}");
+            } else {
+                assert!(
+                    answer["text"]
+                        .as_str()
+                        .unwrap()
+                        .contains("Not run in this fork"),
+                    "{answer:#}"
+                );
+            }
+        }
+    }
+    let events = parse_events(&output.stdout);
+    let live_tokens = events
+        .iter()
+        .filter(|e| e["type"] == "subagent")
+        .filter_map(|e| e["tokens"].as_u64())
+        .max();
+    assert!(live_tokens.unwrap_or(0) > 0, "no live usage in the events");
+}
+
+#[test]
+fn six_delegations_with_concurrency_two_never_run_more_than_two_at_once() {
+    let ws = workspace();
+    let tasks = ["t1", "t2", "t3", "t4", "t5", "t6"];
+    let server = FakeServer::start(vec![
+        delegate_calls(&tasks, json!({})),
+        Reply::sse(sse::text_turn("done")),
+    ]);
+    for task in tasks {
+        server.push_keyed(
+            &format!("Task: {task}"),
+            slow_text(&findings(task), Duration::from_millis(600)),
+        );
+    }
+    let (output, most, pids, _) =
+        run_sampled(ws.path(), &server, &[("FIDO_DELEGATE_CONCURRENCY", "2")]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    assert_eq!(most, 2, "pids seen {pids:?}");
+    assert_eq!(pids.len(), 6);
+    let last = server.model_requests().last().unwrap().clone();
+    assert_eq!(result_ids(&last), ["d0", "d1", "d2", "d3", "d4", "d5"]);
+    for (i, task) in tasks.iter().enumerate() {
+        let result = tool_json(&last, &format!("d{i}"));
+        assert_eq!(result["findings"][0]["claim"], format!("{task} claim"));
+    }
+}
+
+#[test]
+fn calls_past_delegate_max_per_turn_fail_with_delegation_limit() {
+    let ws = workspace();
+    let tasks = ["one", "two", "three"];
+    let server = FakeServer::start(vec![
+        delegate_calls(&tasks, json!({})),
+        Reply::sse(sse::text_turn("done")),
+    ]);
+    for task in &tasks[..2] {
+        server.push_keyed(
+            &format!("Task: {task}"),
+            Reply::sse(sse::text_turn(&findings(task))),
+        );
+    }
+    let (output, _, pids, _) =
+        run_sampled(ws.path(), &server, &[("FIDO_DELEGATE_MAX_PER_TURN", "2")]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    let requests = server.model_requests();
+    // The parent's two and the two children's: none for the third call.
+    assert_eq!(requests.len(), 4, "pids {pids:?}");
+    let last = requests.last().unwrap();
+    assert_eq!(tool_json(last, "d0")["status"], "completed");
+    assert_eq!(tool_json(last, "d1")["status"], "completed");
+    let refused = tool_json(last, "d2");
+    assert_eq!(refused["status"], "failed");
+    assert_eq!(refused["error"]["code"], "delegation_limit", "{refused:#}");
+}
+
+/// An answer with text (what the child found so far) and one tool call,
+/// with `usage`.
+fn text_and_call(text: &str, call: (&str, &str, &str), usage: TokenUsage) -> Reply {
+    let mut events = vec![sse::data(&sse::chunk(
+        json!({"role": "assistant", "content": text}),
+        None,
+    ))];
+    events.extend(
+        sse::tool_call_turn_with_usage(&[call], usage)
+            .into_iter()
+            .map(|e| e.replace(r#""role":"assistant","#, "")),
+    );
+    Reply::sse(events)
+}
+
+#[test]
+fn a_crossed_budget_stops_the_child_with_budget_exceeded_and_its_partial_findings() {
+    let ws = workspace();
+    let server = FakeServer::start(vec![
+        delegate_calls(&["budgeted"], json!({"budget_tokens": 100})),
+        text_and_call(
+            &findings("budgeted"),
+            ("s1", "read_file", r#"{"path": "main.rs"}"#),
+            TokenUsage {
+                prompt: 90,
+                completion: 30,
+                cached: 0,
+            },
+        ),
+        Reply::sse(sse::text_turn("noted")),
+    ]);
+    let (output, _, _, _) = run_sampled(ws.path(), &server, &[("FIDO_DELEGATE_GRACE_MS", "5000")]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    let requests = server.model_requests();
+    let last = requests.last().unwrap();
+    let result = tool_json(last, "d0");
+    assert_eq!(result["status"], "partial", "{result:#}");
+    assert_eq!(result["error"]["code"], "budget_exceeded", "{result:#}");
+    assert_eq!(
+        result["findings"][0]["claim"], "budgeted claim",
+        "{result:#}"
+    );
+    assert_eq!(result["usage"]["prompt_tokens"], 90);
+    assert_eq!(result["usage"]["completion_tokens"], 30);
+    // The child asked once: the parent stopped it after the first answer.
+    assert_eq!(requests.len(), 3, "stderr: {}", stderr(&output));
+}
+
+#[test]
+fn a_subagents_shell_reads_the_workspace_writes_only_its_tmpdir_and_leaves_nothing_behind() {
+    let ws = workspace();
+    // A file outside the workspace, as a home folder's files are.
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("private.txt"), "not for subagents\n").unwrap();
+    let read_outside = format!(
+        "cat {}/private.txt; echo \"home=$HOME\"",
+        outside.path().display()
+    );
+    let commands = [
+        ("b1", "cat main.rs"),
+        ("b2", "touch new.txt"),
+        ("b5", read_outside.as_str()),
+        (
+            "b3",
+            "echo scratch > \"$TMPDIR/f\" && cat \"$TMPDIR/f\" && echo \"dir=$TMPDIR\"",
+        ),
+        ("b4", "setsid sleep 300 >/dev/null 2>&1 & echo \"pid=$!\""),
+    ];
+    let calls: Vec<(String, String)> = commands
+        .iter()
+        .map(|(id, cmd)| (id.to_string(), json!({"command": cmd}).to_string()))
+        .collect();
+    let calls: Vec<(&str, &str, &str)> = calls
+        .iter()
+        .map(|(id, args)| (id.as_str(), "bash_exec", args.as_str()))
+        .collect();
+    let server = FakeServer::start(vec![
+        delegate_calls(&["shell"], json!({})),
+        Reply::sse(sse::tool_call_turn(&calls)),
+        Reply::sse(sse::text_turn(&findings("shell"))),
+        Reply::sse(sse::text_turn("done")),
+    ]);
+    let (output, _, pids, _) = run_sampled(ws.path(), &server, &[]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    assert_eq!(pids.len(), 1);
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 4, "stderr: {}", stderr(&output));
+    let child = &requests[2];
+    let content = |id: &str| -> String {
+        child
+            .messages()
+            .iter()
+            .find(|m| m["tool_call_id"] == id)
+            .map(|m| m["content"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    assert!(
+        content("b1").contains("println!(\"hi\")"),
+        "{}",
+        content("b1")
+    );
+    assert!(
+        content("b2").contains("exit code 1") || content("b2").contains("Permission denied"),
+        "{}",
+        content("b2")
+    );
+    assert!(
+        !ws.path().join("new.txt").exists(),
+        "touch wrote the workspace"
+    );
+    let outside_read = content("b5");
+    assert!(
+        outside_read.contains("Permission denied") && !outside_read.contains("not for subagents"),
+        "{outside_read}"
+    );
+    let scratch = content("b3");
+    assert!(scratch.contains("scratch"), "{scratch}");
+    let dir = scratch
+        .lines()
+        .find_map(|l| l.strip_prefix("dir="))
+        .unwrap()
+        .trim()
+        .to_string();
+    assert!(
+        outside_read.contains(&format!("home={dir}")),
+        "the commands' HOME is the scratch folder: {outside_read}"
+    );
+    assert!(
+        !std::path::Path::new(&dir).exists(),
+        "{dir} was not removed"
+    );
+    let escaped: u32 = content("b4")
+        .lines()
+        .find_map(|l| l.strip_prefix("pid="))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_no_processes(ProcessFilter::Pid(escaped), Duration::from_secs(5));
+    let parent_result = tool_json(&requests[3], "d0");
+    assert_eq!(parent_result["status"], "completed", "{parent_result:#}");
+}
+
+#[test]
+fn sigint_with_three_subagents_running_stops_all_of_them_and_exits_130() {
+    let ws = workspace();
+    let tasks = ["x1", "x2", "x3"];
+    let server = FakeServer::start(vec![delegate_calls(&tasks, json!({}))]);
+    for task in tasks {
+        server.push_keyed(&format!("Task: {task}"), Reply::stall_forever(vec![]));
+    }
+    let child: Child = exec_cmd(ws.path(), &server, "investigate", &[])
+        .spawn()
+        .unwrap();
+    let parent = child.id();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let running = loop {
+        let alive: Vec<u32> = processes(ProcessFilter::ChildrenOf(parent))
+            .into_iter()
+            .map(|p| p.pid)
+            .filter(|pid| is_subagent(*pid))
+            .collect();
+        if alive.len() == 3 && server.model_requests().len() == 4 {
+            break alive;
+        }
+        assert!(Instant::now() < deadline, "3 subagents never ran at once");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    crate::common::process::send_signal(parent, libc::SIGINT);
+    let output = wait_with_timeout(child, Duration::from_secs(20));
+    assert_eq!(
+        output.status.code(),
+        Some(130),
+        "stderr: {}",
+        stderr(&output)
+    );
+    for pid in running {
+        assert_no_processes(ProcessFilter::Pid(pid), Duration::from_secs(5));
+    }
+}
