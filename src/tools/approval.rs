@@ -213,6 +213,35 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn side_effecting_mcp_calls_are_asked_under_untrusted_and_remembered_per_tool() {
+        let person = scripted(vec![
+            Some(ApprovalDecision::ApprovedForSession),
+            Some(ApprovalDecision::Denied { reason: None }),
+        ]);
+        let approvals = Approvals::new(
+            settings(SandboxMode::WorkspaceWrite, ApprovalPolicy::Untrusted),
+            Some(person.clone()),
+        );
+        for args in ["{\"a\":1}", "{\"a\":2}"] {
+            assert!(
+                approvals
+                    .mcp_call("mcp__fs__write", "fs", args)
+                    .await
+                    .is_ok()
+            );
+        }
+        let other = approvals.mcp_call("mcp__fs__delete", "fs", "{}").await;
+        assert!(other.unwrap_err().content.contains("the user denied this"));
+        assert_eq!(person.asked.lock().unwrap().len(), 2);
+
+        let never = Approvals::new(
+            settings(SandboxMode::WorkspaceWrite, ApprovalPolicy::Never),
+            None,
+        );
+        assert!(never.mcp_call("mcp__fs__write", "fs", "{}").await.is_ok());
+    }
+
+    #[tokio::test]
     async fn untrusted_asks_and_remembers_session_approvals_per_exact_command() {
         let person = scripted(vec![
             Some(ApprovalDecision::ApprovedForSession),
