@@ -9,6 +9,7 @@
 pub mod agent;
 pub mod cli;
 pub mod config;
+pub mod mcp;
 pub mod plan;
 pub mod protocol;
 pub mod provider;

@@ -157,7 +157,12 @@ async fn exec(config: Config, prompt: String, run: Run) -> ExitCode {
         Ok(session) => session,
         Err(message) => return fail(&message),
     };
-    for warning in &session.instructions.warnings {
+    for warning in session
+        .instructions
+        .warnings
+        .iter()
+        .chain(session.mcp.warnings())
+    {
         eprintln!("fido: warning: {warning}");
     }
     let actor = session.actor.clone();

@@ -7,6 +7,7 @@
 mod agents;
 mod exec;
 mod journal;
+mod mcp;
 mod plan;
 mod sandbox;
 mod session;
@@ -106,6 +107,11 @@ enum Command {
         #[command(subcommand)]
         command: sandbox::SandboxCommand,
     },
+    /// The configured MCP servers, their state and tools.
+    Mcp {
+        #[command(subcommand)]
+        command: mcp::McpCommand,
+    },
 }
 
 /// Entry point of the `fido` binary.
@@ -149,6 +155,7 @@ pub fn main() -> ExitCode {
         }
         Some(Command::Plan { command }) => plan::run(&overrides, command),
         Some(Command::Sandbox { command }) => sandbox::run(&overrides, command),
+        Some(Command::Mcp { command }) => mcp::run(&overrides, command),
         Some(Command::Trust(args)) => trust::run(overrides.workspace.clone(), args),
         Some(Command::Sessions(args)) => sessions::run(overrides.workspace.clone(), args),
         Some(Command::Agents(args)) => agents::agents(overrides.workspace.clone(), args),

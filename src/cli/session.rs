@@ -15,6 +15,7 @@ use crate::agent::{
     AgentActor, AgentArguments, AgentDeps, AgentMessage, EventSink, start_conversation,
 };
 use crate::config::Config;
+use crate::mcp::McpHub;
 use crate::protocol::ApprovalPolicy;
 use crate::protocol::EventKind;
 use crate::provider::gateway::Gateway;
@@ -43,6 +44,8 @@ pub struct Session {
     /// The messages a resumed session started from (empty for a new one).
     pub resumed: Vec<crate::protocol::Message>,
     journal: Option<Arc<Journal>>,
+    /// The MCP servers; their start-up failures are `mcp.warnings()`.
+    pub mcp: Arc<McpHub>,
     /// The AGENTS.md files folded into the system prompt.
     pub instructions: ProjectInstructions,
     /// The commands' sandbox, whose TMPDIR goes at shutdown.
@@ -73,7 +76,8 @@ impl Session {
             .unwrap_or(interaction.default_approval);
         let mut env = tool_env(config, approval, interaction.approver)?;
         env.user = interaction.user;
-        let catalog = ToolCatalog::standard(config.plan_tool);
+        let mcp = start_mcp(config).await;
+        let catalog = ToolCatalog::with_mcp(config.plan_tool, mcp.clone());
         let program = std::env::current_exe()
             .map_err(|e| format!("cannot find the fido binary to run subagents: {e}"))?;
         let supervisor = Arc::new(
@@ -172,6 +176,7 @@ impl Session {
             id,
             resumed,
             journal,
+            mcp,
             sandbox,
             instructions,
             actor,
@@ -188,6 +193,7 @@ impl Session {
             control.stop().await;
         }
         self.supervisor.shutdown(SHUTDOWN_LIMIT).await;
+        self.mcp.shutdown().await;
         self.actor.stop(None);
         let _ = self.actor_handle.await;
         if let Some(journal) = &self.journal {
@@ -198,6 +204,22 @@ impl Session {
         let sandbox = self.sandbox.clone();
         let _ = tokio::task::spawn_blocking(move || sandbox.remove_tmpdir()).await;
     }
+}
+
+/// Starts the configured MCP servers (all at once) and logs how long it took.
+pub(super) async fn start_mcp(config: &Config) -> Arc<McpHub> {
+    if config.mcp_servers.is_empty() {
+        return McpHub::empty();
+    }
+    let started = std::time::Instant::now();
+    let hub = McpHub::start(&config.mcp_servers, &config.workspace).await;
+    tracing::info!(
+        servers = config.mcp_servers.len(),
+        tools = hub.tool_specs().len(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "MCP servers started"
+    );
+    hub
 }
 
 /// The session's AGENTS.md files (read off the runtime), named in the log.

@@ -36,57 +36,69 @@ pub fn run(overrides: &Overrides, command: ToolCommand) -> ExitCode {
         Err(err) => return fail(&err.to_string()),
     };
     super::print_config_warnings(&config);
-    let catalog = ToolCatalog::standard(config.plan_tool);
-    match command {
-        ToolCommand::List => {
-            let tools = advertised_tools(config.provider, catalog.specs());
-            match serde_json::to_string_pretty(&tools) {
-                Ok(text) => {
-                    println!("{text}");
-                    ExitCode::SUCCESS
-                }
-                Err(err) => fail(&format!("cannot print the catalog: {err}")),
-            }
+    let runtime = match runtime() {
+        Ok(runtime) => runtime,
+        Err(message) => return fail(&message),
+    };
+    let code = runtime.block_on(async {
+        let mcp = super::session::start_mcp(&config).await;
+        for warning in mcp.warnings() {
+            eprintln!("fido: warning: {warning}");
         }
-        ToolCommand::Call { name, args } => {
-            let env = match tool_env(&config, ApprovalPolicy::Never, None) {
-                Ok(env) => env,
-                Err(message) => return fail(&message),
-            };
-            let call = ToolCall {
-                id: "cli-call".into(),
-                name: name.clone(),
-                arguments: args,
-            };
-            let runtime = match runtime() {
-                Ok(runtime) => runtime,
-                Err(message) => return fail(&message),
-            };
-            let output = runtime.block_on(async {
-                let cancel = CancellationToken::new();
-                let interrupt = cancel.clone();
-                tokio::spawn(async move {
-                    if tokio::signal::ctrl_c().await.is_ok() {
-                        interrupt.cancel();
-                    }
-                });
-                catalog
-                    .invoke(&call, &env, &InvocationContext::main(), &[], &cancel)
-                    .await
-            });
-            let printed = json!({
-                "tool": name,
-                "ok": output.ok,
-                "content": output.content,
-                "details": output.details,
-            });
-            println!("{printed}");
-            if output.ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            }
+        let catalog = ToolCatalog::with_mcp(config.plan_tool, mcp.clone());
+        let code = match command {
+            ToolCommand::List => list(&config, &catalog),
+            ToolCommand::Call { name, args } => call(&config, &catalog, name, args).await,
+        };
+        mcp.shutdown().await;
+        code
+    });
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    code
+}
+
+fn list(config: &Config, catalog: &ToolCatalog) -> ExitCode {
+    let tools = advertised_tools(config.provider, catalog.specs());
+    match serde_json::to_string_pretty(&tools) {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
         }
+        Err(err) => fail(&format!("cannot print the catalog: {err}")),
+    }
+}
+
+async fn call(config: &Config, catalog: &ToolCatalog, name: String, args: String) -> ExitCode {
+    let env = match tool_env(config, ApprovalPolicy::Never, None) {
+        Ok(env) => env,
+        Err(message) => return fail(&message),
+    };
+    let call = ToolCall {
+        id: "cli-call".into(),
+        name: name.clone(),
+        arguments: args,
+    };
+    let cancel = CancellationToken::new();
+    let interrupt = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            interrupt.cancel();
+        }
+    });
+    let output = catalog
+        .invoke(&call, &env, &InvocationContext::main(), &[], &cancel)
+        .await;
+    let printed = json!({
+        "tool": name,
+        "ok": output.ok,
+        "content": output.content,
+        "details": output.details,
+    });
+    println!("{printed}");
+    if output.ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     }
 }
 

@@ -71,6 +71,7 @@ async fn session(config: Config, resume: Option<ResumeFrom>) -> ExitCode {
     let history = ui::PromptHistory::for_workspace(&config.workspace);
     let mut warnings = config.warnings.clone();
     warnings.extend(session.instructions.warnings.iter().cloned());
+    warnings.extend(session.mcp.warnings().iter().cloned());
     let result = ui::run(UiSetup {
         agent: session.actor.clone(),
         events: receiver,

@@ -24,7 +24,9 @@ use crate::provider::{HttpPolicy, Provider};
 use crate::sandbox::SandboxRequirement;
 use crate::tools::ToolLimits;
 
+pub mod mcp;
 pub mod trust;
+pub use mcp::McpServerConfig;
 pub use trust::{TrustError, TrustStore};
 
 /// Whether an untrusted workspace `fido.toml` may set a key.
@@ -333,6 +335,8 @@ pub struct Config {
     /// What the person must be told before the session starts (ignored
     /// keys of an untrusted workspace file), one sentence each.
     pub warnings: Vec<String>,
+    /// The MCP servers to start, sorted by name (trusted layers only).
+    pub mcp_servers: Vec<McpServerConfig>,
 }
 
 /// The main agent's safety settings.
@@ -410,11 +414,12 @@ impl Config {
         }
 
         let mut values: BTreeMap<String, Sourced> = BTreeMap::new();
+        let mut mcp_servers = mcp::McpServers::new();
         let user_config_file = user_config_path(&env_get);
         if let Some(user_file) = &user_config_file
             && user_file.exists()
         {
-            read_file_layer(user_file, true, &mut values)?;
+            read_file_layer(user_file, true, &mut values, &mut mcp_servers)?;
         }
         let config_dir = config_dir(&env_get);
         let workspace_trusted = match &config_dir {
@@ -424,7 +429,12 @@ impl Config {
         let mut warnings = Vec::new();
         let workspace_file = workspace.join("fido.toml");
         if workspace_file.exists() {
-            let ignored = read_file_layer(&workspace_file, workspace_trusted, &mut values)?;
+            let ignored = read_file_layer(
+                &workspace_file,
+                workspace_trusted,
+                &mut values,
+                &mut mcp_servers,
+            )?;
             if !ignored.is_empty() {
                 warnings.push(untrusted_warning(&workspace_file, &workspace, &ignored));
             }
@@ -609,6 +619,7 @@ impl Config {
             home: env_get("HOME").map(PathBuf::from),
             workspace_trusted,
             warnings,
+            mcp_servers: mcp_servers.into_values().collect(),
         })
     }
 
@@ -769,6 +780,7 @@ fn read_file_layer(
     path: &Path,
     trusted: bool,
     values: &mut BTreeMap<String, Sourced>,
+    mcp_servers: &mut mcp::McpServers,
 ) -> Result<Vec<String>, ConfigError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
@@ -784,6 +796,15 @@ fn read_file_layer(
     let mut ignored = Vec::new();
     for (raw_key, raw_value) in table {
         let key = normalise_key(&raw_key);
+        // A table of commands to run: trusted layers only.
+        if key == mcp::KEY {
+            if trusted {
+                mcp::read_layer(&shown, raw_value, mcp_servers)?;
+            } else {
+                ignored.push(key);
+            }
+            continue;
+        }
         let scope = check_known(&key, &shown)?;
         if !trusted && scope == Scope::Trusted {
             ignored.push(key);

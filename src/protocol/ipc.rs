@@ -81,6 +81,12 @@ pub enum ParentFrame {
     ModelError { request_id: u64, message: String },
     /// Stop now and send what you have as a `Final` (timeout or cancel).
     Cancel { reason: String },
+    /// The result of the child's `McpCall` `call_id`, as the tool result.
+    McpResult {
+        call_id: u64,
+        ok: bool,
+        content: String,
+    },
 }
 
 /// The fork: the child's starting conversation and its limits.
@@ -102,6 +108,10 @@ pub struct ForkFrame {
     /// child compacts in time (its gateway cannot ask the server).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_window: Option<u32>,
+    /// The session's MCP tools, in catalog order: the child advertises them
+    /// too and sends their calls to the parent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_tools: Vec<super::mcp::McpToolSpec>,
 }
 
 /// The `fork` frame serialised from borrowed parts, byte for byte what
@@ -120,6 +130,8 @@ pub struct ForkFrameRef<'a> {
     pub plan_tool: PlanFlavour,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context_window: Option<u32>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub mcp_tools: &'a [super::mcp::McpToolSpec],
 }
 
 /// Child → parent.
@@ -155,6 +167,13 @@ pub enum ChildFrame {
     Lifecycle { phase: String, detail: String },
     /// The raw final output; the parent normalises it.
     Final { status: ChildStatus, text: String },
+    /// Call MCP tool `tool` (a catalog name) with `arguments` (a JSON
+    /// object, as the model wrote it) through the parent's connection.
+    McpCall {
+        call_id: u64,
+        tool: String,
+        arguments: String,
+    },
 }
 
 /// A fingerprint of a tool catalog as serialised (64-bit FNV-1a, hex):
@@ -235,6 +254,7 @@ mod tests {
             max_steps: 7,
             plan_tool: PlanFlavour::UpdatePlan,
             context_window: Some(8192),
+            mcp_tools: &[],
         };
         let owned = ParentFrame::Fork(Box::new(ForkFrame {
             version: PROTOCOL_VERSION,
@@ -244,6 +264,7 @@ mod tests {
             max_steps: 7,
             plan_tool: PlanFlavour::UpdatePlan,
             context_window: Some(8192),
+            mcp_tools: Vec::new(),
         }));
         let bytes = serde_json::to_vec(&borrowed).unwrap();
         assert_eq!(bytes, serde_json::to_vec(&owned).unwrap());

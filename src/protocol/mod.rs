@@ -10,6 +10,7 @@ pub mod delegate;
 mod event;
 pub mod ipc;
 pub mod journal;
+pub mod mcp;
 mod message;
 pub mod safety;
 

@@ -133,6 +133,13 @@ pub enum ApprovalRequest {
         /// A unified diff for a patch, a one-line description otherwise.
         diff: String,
     },
+    /// A tool of an MCP server that is not `read_only`.
+    McpCall {
+        tool: String,
+        server: String,
+        /// The arguments as JSON, cut short.
+        arguments: String,
+    },
 }
 
 /// The person's answer to an [`ApprovalRequest`].

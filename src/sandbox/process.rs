@@ -57,10 +57,13 @@ impl ProcessGroup {
     /// Spawns `command` as the leader of a new process group, stdin
     /// `/dev/null`. Set stdout and stderr on the command before.
     pub fn spawn(command: &mut Command) -> io::Result<ProcessGroup> {
-        command
-            .process_group(0)
-            .stdin(Stdio::null())
-            .kill_on_drop(false);
+        ProcessGroup::spawn_with_stdin(command, Stdio::null())
+    }
+
+    /// [`ProcessGroup::spawn`] with the given stdin (a pipe for a server
+    /// that reads requests from it).
+    pub fn spawn_with_stdin(command: &mut Command, stdin: Stdio) -> io::Result<ProcessGroup> {
+        command.process_group(0).stdin(stdin).kill_on_drop(false);
         let child = command.spawn()?;
         let Some(pid) = child.id() else {
             return Err(io::Error::other("spawned child has no pid"));

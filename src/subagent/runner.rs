@@ -26,6 +26,7 @@ use crate::agent::{
     AgentDeps, AgentSettings, CompactionSettings, CompactionStrategy, Conversation, EventSink,
     ModelLimits, run_turn,
 };
+use crate::mcp::proxy::{LinkFuture, McpLink};
 use crate::plan::PlanStore;
 use crate::protocol::ipc::{
     ChildFrame, ChildStatus, ForkFrame, PROTOCOL_VERSION, ParentFrame, catalog_fingerprint,
@@ -36,7 +37,9 @@ use crate::provider::{
 };
 use crate::sandbox::{CommandSandbox, SandboxRequirement, enter_child_sandbox};
 use crate::session::undo::UndoLog;
-use crate::tools::{Identity, InvocationContext, ToolCatalog, ToolEnv, ToolLimits, Workspace};
+use crate::tools::{
+    Identity, InvocationContext, ToolCatalog, ToolEnv, ToolLimits, ToolOutput, Workspace,
+};
 
 /// Longest wait for the fork after `Hello`.
 const FORK_TIMEOUT: Duration = Duration::from_secs(30);
@@ -183,7 +186,17 @@ async fn serve(
 
     let cancel = CancellationToken::new();
     let pending: Pending = Arc::new(Mutex::new(HashMap::new()));
-    tokio::spawn(dispatch(read, pending.clone(), cancel.clone()));
+    let mcp = Arc::new(ParentMcp {
+        writer: writer.clone(),
+        pending: Arc::new(Mutex::new(HashMap::new())),
+        next_id: AtomicU64::new(1),
+    });
+    tokio::spawn(dispatch(
+        read,
+        pending.clone(),
+        mcp.pending.clone(),
+        cancel.clone(),
+    ));
     watch_sigterm(cancel.clone());
 
     // The shell is offered only inside a fully enforced sandbox; else the
@@ -194,7 +207,16 @@ async fn serve(
         }
         _ => CommandSandbox::unconfined(),
     };
-    let outcome_frame = run(fork, &agent_id, writer.clone(), pending, &cancel, shell).await;
+    let outcome_frame = run(
+        fork,
+        &agent_id,
+        writer.clone(),
+        pending,
+        mcp,
+        &cancel,
+        shell,
+    )
+    .await;
     let _ = writer.send(outcome_frame);
     drop(writer);
     let _ = tokio::time::timeout(Duration::from_secs(5), writer_task).await;
@@ -203,10 +225,11 @@ async fn serve(
 
 /// Runs the delegated turn and returns the `Final` frame.
 async fn run(
-    fork: ForkFrame,
+    mut fork: ForkFrame,
     agent_id: &str,
     writer: mpsc::UnboundedSender<ChildFrame>,
     pending: Pending,
+    mcp: Arc<ParentMcp>,
     cancel: &CancellationToken,
     shell: CommandSandbox,
 ) -> ChildFrame {
@@ -221,7 +244,9 @@ async fn run(
             };
         }
     };
-    let catalog = ToolCatalog::standard(flavour);
+    // The parent's MCP tools, byte for byte, called through the parent.
+    let mcp_tools = crate::mcp::proxy::proxy_tools(std::mem::take(&mut fork.mcp_tools), mcp);
+    let catalog = ToolCatalog::with_extra(flavour, mcp_tools);
     let (event_sender, events) = mpsc::unbounded_channel();
     tokio::spawn(forward_lifecycle(events, writer.clone()));
     let provider = Arc::new(GatewayProvider {
@@ -375,9 +400,46 @@ impl Provider for GatewayProvider {
     }
 }
 
+type McpPending = Arc<Mutex<HashMap<u64, oneshot::Sender<ToolOutput>>>>;
+
+/// The child's way to the MCP servers: every call is run by the parent.
+struct ParentMcp {
+    writer: mpsc::UnboundedSender<ChildFrame>,
+    pending: McpPending,
+    next_id: AtomicU64,
+}
+
+impl McpLink for ParentMcp {
+    fn call<'a>(&'a self, tool: &'a str, arguments: String) -> LinkFuture<'a> {
+        Box::pin(async move {
+            let call_id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            let (sender, receiver) = oneshot::channel();
+            if let Ok(mut pending) = self.pending.lock() {
+                pending.insert(call_id, sender);
+            }
+            let frame = ChildFrame::McpCall {
+                call_id,
+                tool: tool.to_string(),
+                arguments,
+            };
+            if self.writer.send(frame).is_err() {
+                return ToolOutput::error("the parent is gone");
+            }
+            receiver
+                .await
+                .unwrap_or_else(|_| ToolOutput::error("the parent closed the connection"))
+        })
+    }
+}
+
 /// Reads the parent's frames: model answers go to their waiting request,
-/// `Cancel` (or a closed socket) cancels the turn.
-async fn dispatch(mut read: OwnedReadHalf, pending: Pending, cancel: CancellationToken) {
+/// MCP results to their call, `Cancel` (or a closed socket) cancels the turn.
+async fn dispatch(
+    mut read: OwnedReadHalf,
+    pending: Pending,
+    mcp: McpPending,
+    cancel: CancellationToken,
+) {
     loop {
         match read_frame::<_, ParentFrame>(&mut read, MAX_PARENT_FRAME).await {
             Ok(Some(ParentFrame::ModelDone {
@@ -401,6 +463,20 @@ async fn dispatch(mut read: OwnedReadHalf, pending: Pending, cancel: Cancellatio
                 message,
             })) => answer(&pending, request_id, Err(ProviderError::Api { message })),
             Ok(Some(ParentFrame::ModelChunk { .. })) => {}
+            Ok(Some(ParentFrame::McpResult {
+                call_id,
+                ok,
+                content,
+            })) => {
+                let waiter = mcp.lock().ok().and_then(|mut p| p.remove(&call_id));
+                if let Some(waiter) = waiter {
+                    let _ = waiter.send(ToolOutput {
+                        ok,
+                        content,
+                        details: None,
+                    });
+                }
+            }
             Ok(Some(ParentFrame::Cancel { reason })) => {
                 info!(%reason, "the parent cancelled the subagent");
                 cancel.cancel();

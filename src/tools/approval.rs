@@ -107,6 +107,27 @@ impl Approvals {
         self.ask(request, format!("file:{tool}:{path}")).await
     }
 
+    /// Whether the main agent may call `tool` of the MCP server `server`
+    /// (not read-only) with `arguments`; "for the session" covers the tool.
+    pub async fn mcp_call(
+        &self,
+        tool: &str,
+        server: &str,
+        arguments: &str,
+    ) -> Result<(), ToolOutput> {
+        match guard::mcp_call_gate(&self.settings) {
+            Gate::Allow => return Ok(()),
+            Gate::Deny(reason) => return Err(denied(&reason)),
+            Gate::Ask => {}
+        }
+        let request = ApprovalRequest::McpCall {
+            tool: tool.to_string(),
+            server: server.to_string(),
+            arguments: crate::text::summary(arguments, 500),
+        };
+        self.ask(request, format!("mcp:{tool}")).await
+    }
+
     async fn ask(&self, request: ApprovalRequest, memo: String) -> Result<(), ToolOutput> {
         if self.is_remembered(&memo) {
             return Ok(());
@@ -189,6 +210,35 @@ mod tests {
             answers: Mutex::new(answers),
             asked: Mutex::new(Vec::new()),
         })
+    }
+
+    #[tokio::test]
+    async fn side_effecting_mcp_calls_are_asked_under_untrusted_and_remembered_per_tool() {
+        let person = scripted(vec![
+            Some(ApprovalDecision::ApprovedForSession),
+            Some(ApprovalDecision::Denied { reason: None }),
+        ]);
+        let approvals = Approvals::new(
+            settings(SandboxMode::WorkspaceWrite, ApprovalPolicy::Untrusted),
+            Some(person.clone()),
+        );
+        for args in ["{\"a\":1}", "{\"a\":2}"] {
+            assert!(
+                approvals
+                    .mcp_call("mcp__fs__write", "fs", args)
+                    .await
+                    .is_ok()
+            );
+        }
+        let other = approvals.mcp_call("mcp__fs__delete", "fs", "{}").await;
+        assert!(other.unwrap_err().content.contains("the user denied this"));
+        assert_eq!(person.asked.lock().unwrap().len(), 2);
+
+        let never = Approvals::new(
+            settings(SandboxMode::WorkspaceWrite, ApprovalPolicy::Never),
+            None,
+        );
+        assert!(never.mcp_call("mcp__fs__write", "fs", "{}").await.is_ok());
     }
 
     #[tokio::test]

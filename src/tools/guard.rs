@@ -129,6 +129,16 @@ pub fn file_change_gate(settings: &SafetySettings) -> Gate {
     }
 }
 
+/// A tool of an MCP server that is not `read_only`: it runs outside every
+/// sandbox, so `untrusted` asks first; the server was configured by the
+/// person (trusted config only), so the other policies let it run.
+pub fn mcp_call_gate(settings: &SafetySettings) -> Gate {
+    match settings.approval_policy {
+        ApprovalPolicy::Untrusted => Gate::Ask,
+        ApprovalPolicy::OnRequest | ApprovalPolicy::Never => Gate::Allow,
+    }
+}
+
 fn refusal(code: &str, message: &str) -> ToolOutput {
     let body = json!({
         "type": "tool_error",
@@ -188,6 +198,20 @@ mod tests {
             nested.details.unwrap()["error"]["code"],
             "nested_delegation_forbidden"
         );
+    }
+
+    #[test]
+    fn side_effecting_mcp_tools_are_asked_for_only_under_untrusted() {
+        let gate = |policy| {
+            mcp_call_gate(&SafetySettings {
+                sandbox_mode: SandboxMode::WorkspaceWrite,
+                approval_policy: policy,
+                network: false,
+            })
+        };
+        assert_eq!(gate(ApprovalPolicy::Untrusted), Gate::Ask);
+        assert_eq!(gate(ApprovalPolicy::OnRequest), Gate::Allow);
+        assert_eq!(gate(ApprovalPolicy::Never), Gate::Allow);
     }
 
     #[test]

@@ -149,7 +149,7 @@ pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = ToolOutput> + Send + 'a>>;
 
 /// A tool the model can call.
 pub trait Tool: Send + Sync {
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &str;
     fn kind(&self) -> ToolKind;
     /// Description and JSON schema, written for a model. Called once, when
     /// the catalog is built.
@@ -171,12 +171,37 @@ pub fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, Too
 pub struct ToolCatalog {
     tools: Vec<Box<dyn Tool>>,
     specs: Vec<ToolSpec>,
+    /// The session's MCP servers (the parent's catalog only).
+    mcp: Option<Arc<crate::mcp::McpHub>>,
 }
 
 impl ToolCatalog {
     /// The standard catalog, in its fixed order, advertising the plan tool
     /// of `flavour`.
     pub fn standard(flavour: PlanFlavour) -> Arc<ToolCatalog> {
+        Arc::new(ToolCatalog::from_tools(ToolCatalog::builtin(flavour)))
+    }
+
+    /// The standard catalog followed by the MCP tools of `hub`, in its
+    /// fixed order (the parent's catalog of a session).
+    pub fn with_mcp(flavour: PlanFlavour, hub: Arc<crate::mcp::McpHub>) -> Arc<ToolCatalog> {
+        let mut tools = ToolCatalog::builtin(flavour);
+        tools.extend(hub.catalog_tools());
+        let mut catalog = ToolCatalog::from_tools(tools);
+        catalog.mcp = Some(hub);
+        Arc::new(catalog)
+    }
+
+    /// The standard catalog followed by `extra` tools (a subagent's MCP
+    /// proxies), so its specs are the parent's byte for byte.
+    pub fn with_extra(flavour: PlanFlavour, extra: Vec<Box<dyn Tool>>) -> Arc<ToolCatalog> {
+        let mut tools = ToolCatalog::builtin(flavour);
+        tools.extend(extra);
+        Arc::new(ToolCatalog::from_tools(tools))
+    }
+
+    /// The built-in tools, in their fixed order.
+    fn builtin(flavour: PlanFlavour) -> Vec<Box<dyn Tool>> {
         let plan_tool: Box<dyn Tool> = match flavour {
             PlanFlavour::UpdatePlan => Box::new(update_plan::UpdatePlan),
             PlanFlavour::Todo => Box::new(todo::Todo),
@@ -194,12 +219,21 @@ impl ToolCatalog {
             plan_tool,
             Box::new(delegate::Delegate::default()),
         ];
-        Arc::new(ToolCatalog::from_tools(tools))
+        tools
     }
 
     pub fn from_tools(tools: Vec<Box<dyn Tool>>) -> ToolCatalog {
         let specs = tools.iter().map(|t| t.spec()).collect();
-        ToolCatalog { tools, specs }
+        ToolCatalog {
+            tools,
+            specs,
+            mcp: None,
+        }
+    }
+
+    /// The MCP servers behind this catalog's MCP tools (parent side).
+    pub fn mcp(&self) -> Option<&Arc<crate::mcp::McpHub>> {
+        self.mcp.as_ref()
     }
 
     /// The advertised specifications, in order.

@@ -29,6 +29,7 @@ impl PendingApproval {
             } => "Run this command OUTSIDE the sandbox?",
             ApprovalRequest::Command { .. } => "Run this command?",
             ApprovalRequest::FileChange { .. } => "Make this change?",
+            ApprovalRequest::McpCall { .. } => "Call this MCP tool?",
         }
     }
 
@@ -52,6 +53,14 @@ impl PendingApproval {
                 lines.extend(diff.lines().map(str::to_owned));
                 lines
             }
+            ApprovalRequest::McpCall {
+                tool,
+                server,
+                arguments,
+            } => vec![
+                format!("{tool} {arguments}"),
+                format!("on MCP server {server}"),
+            ],
         }
     }
 
@@ -80,6 +89,9 @@ fn summary(request: &ApprovalRequest) -> String {
         }
         ApprovalRequest::FileChange { tool, path, .. } => {
             format!("approval needed for {tool} {path}")
+        }
+        ApprovalRequest::McpCall { tool, server, .. } => {
+            format!("approval needed to call {tool} (MCP server {server})")
         }
     }
 }
@@ -228,5 +240,30 @@ mod tests {
         };
         assert_eq!(patch.body()[0], "patch a.txt");
         assert!(patch.body().contains(&"+new".to_string()));
+    }
+
+    #[test]
+    fn an_mcp_call_shows_the_tool_its_arguments_and_its_server() {
+        let request = ApprovalRequest::McpCall {
+            tool: "mcp__fs__write".into(),
+            server: "fs".into(),
+            arguments: r#"{"path":"a"}"#.into(),
+        };
+        let mut store = Store::new((80, 24));
+        show(&mut store, request.clone());
+        let pending = store.approval.clone().unwrap();
+        assert_eq!(pending.title(), "Call this MCP tool?");
+        assert_eq!(
+            pending.body(),
+            [r#"mcp__fs__write {"path":"a"}"#, "on MCP server fs"]
+        );
+        assert_eq!(
+            summary(&request),
+            "approval needed to call mcp__fs__write (MCP server fs)"
+        );
+        assert_eq!(
+            handle_key(&mut store, key(KeyCode::Char('a'))),
+            Some(ApprovalDecision::ApprovedForSession)
+        );
     }
 }

@@ -4,6 +4,7 @@ mod delegate_parallel;
 mod exec;
 mod fake_server;
 mod local_models;
+mod mcp;
 mod plan;
 mod providers;
 mod real_model;

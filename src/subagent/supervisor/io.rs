@@ -82,6 +82,29 @@ pub(super) async fn gateway(
     });
 }
 
+/// Runs a subagent's MCP call with the parent's connections (the hub
+/// refuses the tools of servers that are not read-only) and writes the
+/// result back to the child.
+pub(super) async fn mcp_call(
+    catalog: Arc<ToolCatalog>,
+    call_id: u64,
+    tool: String,
+    arguments: String,
+    writer: mpsc::UnboundedSender<Outgoing>,
+    cancel: tokio_util::sync::CancellationToken,
+) {
+    let cap = crate::tools::ToolLimits::default().bash_output_cap;
+    let output = match catalog.mcp() {
+        Some(hub) => hub.call_for_subagent(&tool, &arguments, &cancel, cap).await,
+        None => crate::tools::ToolOutput::error("this session has no MCP servers"),
+    };
+    let _ = writer.send(Outgoing::Frame(ParentFrame::McpResult {
+        call_id,
+        ok: output.ok,
+        content: output.content,
+    }));
+}
+
 /// A frame for the writer task: most are encoded there; the fork is
 /// encoded once from borrowed parts by its sender.
 pub(super) enum Outgoing {
@@ -230,6 +253,7 @@ pub(super) fn frame_name(frame: &ChildFrame) -> &'static str {
         ChildFrame::ModelRequest { .. } => "model_request",
         ChildFrame::Lifecycle { .. } => "lifecycle",
         ChildFrame::Final { .. } => "final",
+        ChildFrame::McpCall { .. } => "mcp_call",
     }
 }
 

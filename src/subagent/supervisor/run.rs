@@ -28,6 +28,9 @@ use crate::text;
 use super::io::*;
 use super::*;
 
+/// MCP calls of one subagent running at once.
+const MAX_MCP_CALLS: usize = 16;
+
 /// Why a run stopped early.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum StopReason {
@@ -503,6 +506,11 @@ impl Session {
 
         // Known by now: the parent asked before its first request (cached).
         let context_window = shared.provider.context_window().await;
+        let mcp_tools = shared
+            .catalog
+            .mcp()
+            .map(|hub| hub.tool_specs())
+            .unwrap_or_default();
         let fork = encode_frame(&ForkFrameRef {
             kind: "fork",
             version: PROTOCOL_VERSION,
@@ -512,6 +520,7 @@ impl Session {
             max_steps: settings.max_steps,
             plan_tool: settings.plan_tool,
             context_window,
+            mcp_tools: &mcp_tools,
         });
         let fork = match fork {
             Ok(bytes) => bytes,
@@ -568,6 +577,10 @@ impl Session {
         let mut last_lifecycle: Option<(String, Instant)> = None;
         // What the child does now, for the usage events between phases.
         let mut phase_now = String::from("reasoning");
+        // The child's MCP calls, run here; ended with the run.
+        let mcp_cancel = CancellationToken::new();
+        let _mcp_guard = mcp_cancel.clone().drop_guard();
+        let mut mcp_calls: Vec<tokio::task::JoinHandle<()>> = Vec::new();
 
         let ending = loop {
             tokio::select! {
@@ -634,6 +647,13 @@ impl Session {
                             }
                         }
                         Some(Ok(ChildFrame::Final { status, text })) => break Ending::Final { status, text },
+                        Some(Ok(ChildFrame::McpCall { call_id, tool, arguments })) => {
+                            mcp_calls.retain(|call| !call.is_finished());
+                            if mcp_calls.len() >= MAX_MCP_CALLS {
+                                break Ending::Failed { code: "protocol_error", message: format!("the subagent ran more than {MAX_MCP_CALLS} MCP calls at once") };
+                            }
+                            mcp_calls.push(tokio::spawn(mcp_call(shared.catalog.clone(), call_id, tool, arguments, self.writer.clone(), mcp_cancel.clone())));
+                        }
                         Some(Ok(other @ ChildFrame::Hello { .. })) => {
                             break Ending::Failed { code: "protocol_error", message: format!("out-of-order {} frame from the subagent", frame_name(&other)) };
                         }
@@ -718,6 +738,9 @@ impl Session {
         };
         if let Some(task) = inflight {
             task.abort();
+        }
+        for call in mcp_calls {
+            call.abort();
         }
         ending
     }
