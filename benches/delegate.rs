@@ -354,6 +354,7 @@ impl Rig {
                 max_per_turn: 16,
                 budget_tokens: None,
                 session_budget_tokens: None,
+                profiles: Arc::default(),
             },
             fido::provider::gateway::Gateway::new(Arc::new(provider), 4),
             ToolCatalog::standard(PlanFlavour::UpdatePlan),

@@ -149,7 +149,7 @@ fn servers_alone(python: &str) -> Result<f64, String> {
 async fn fido_start(configs: &[McpServerConfig], workspace: &Path) -> Result<f64, String> {
     let start = Instant::now();
     let hub = McpHub::start(configs, workspace).await;
-    let catalog = ToolCatalog::with_mcp(PlanFlavour::UpdatePlan, hub.clone());
+    let catalog = ToolCatalog::with_mcp(PlanFlavour::UpdatePlan, Vec::new(), hub.clone());
     let elapsed = start.elapsed().as_secs_f64() * 1000.0;
     let tools = hub.tool_specs().len();
     drop(catalog);

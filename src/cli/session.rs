@@ -21,6 +21,7 @@ use crate::protocol::EventKind;
 use crate::provider::gateway::Gateway;
 use crate::session::journal::{Journal, SessionInfo};
 use crate::subagent::control::ControlServer;
+use crate::subagent::profiles::Profiles;
 use crate::subagent::supervisor::{DelegationSettings, Supervisor};
 use crate::tools::approval::Approver;
 use crate::tools::ask_user::UserChannel;
@@ -66,9 +67,11 @@ impl Session {
         resume: Option<ResumeFrom>,
     ) -> Result<Session, String> {
         let provider = config.build_provider().map_err(|e| e.to_string())?;
+        let profiles = Arc::new(load_profiles(config).await);
         // The one holder of the provider: the main agent and every
-        // subagent ask through it.
-        let gateway = Gateway::new(provider, config.provider_concurrency);
+        // subagent ask through it (also for the models profiles name).
+        let models = profile_models(config, &profiles)?;
+        let gateway = Gateway::with_models(provider, models, config.provider_concurrency);
         let provider = gateway.for_identity("main");
         let approval = config
             .safety
@@ -77,7 +80,7 @@ impl Session {
         let mut env = tool_env(config, approval, interaction.approver)?;
         env.user = interaction.user;
         let mcp = start_mcp(config).await;
-        let catalog = ToolCatalog::with_mcp(config.plan_tool, mcp.clone());
+        let catalog = ToolCatalog::with_mcp(config.plan_tool, profiles.offers(), mcp.clone());
         let program = std::env::current_exe()
             .map_err(|e| format!("cannot find the fido binary to run subagents: {e}"))?;
         let supervisor = Arc::new(
@@ -96,6 +99,7 @@ impl Session {
                     max_per_turn: config.delegation.max_per_turn,
                     budget_tokens: config.delegation.budget_tokens,
                     session_budget_tokens: config.delegation.session_budget_tokens,
+                    profiles: profiles.clone(),
                 },
                 gateway.clone(),
                 catalog.clone(),
@@ -220,6 +224,40 @@ pub(super) async fn start_mcp(config: &Config) -> Arc<McpHub> {
         "MCP servers started"
     );
     hub
+}
+
+/// The subagent profiles of the session (read off the runtime).
+pub async fn load_profiles(config: &Config) -> Profiles {
+    let workspace = config.workspace.clone();
+    let trusted = config.workspace_trusted;
+    let config_dir = config.config_dir.clone();
+    tokio::task::spawn_blocking(move || Profiles::load(&workspace, trusted, config_dir.as_deref()))
+        .await
+        .unwrap_or_default()
+}
+
+/// A provider for every other model the profiles name: the same endpoint
+/// and key, another model. Errors are one sentence.
+fn profile_models(
+    config: &Config,
+    profiles: &Profiles,
+) -> Result<std::collections::BTreeMap<String, Arc<dyn crate::provider::Provider>>, String> {
+    let mut models = std::collections::BTreeMap::new();
+    for profile in profiles.profiles.values() {
+        let Some(model) = profile.model.as_ref().filter(|m| **m != config.model) else {
+            continue;
+        };
+        if models.contains_key(model) {
+            continue;
+        }
+        let mut other = config.clone();
+        other.model = model.clone();
+        let provider = other
+            .build_provider()
+            .map_err(|e| format!("subagent profile {}: model {model}: {e}", profile.name))?;
+        models.insert(model.clone(), provider);
+    }
+    Ok(models)
 }
 
 /// The session's AGENTS.md files (read off the runtime), named in the log.

@@ -45,7 +45,11 @@ pub fn run(overrides: &Overrides, command: ToolCommand) -> ExitCode {
         for warning in mcp.warnings() {
             eprintln!("fido: warning: {warning}");
         }
-        let catalog = ToolCatalog::with_mcp(config.plan_tool, mcp.clone());
+        let profiles = super::session::load_profiles(&config).await;
+        for warning in &profiles.warnings {
+            eprintln!("fido: warning: {warning}");
+        }
+        let catalog = ToolCatalog::with_mcp(config.plan_tool, profiles.offers(), mcp.clone());
         let code = match command {
             ToolCommand::List => list(&config, &catalog),
             ToolCommand::Call { name, args } => call(&config, &catalog, name, args).await,

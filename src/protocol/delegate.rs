@@ -40,6 +40,14 @@ pub struct Scope {
     pub symbols: Vec<String>,
 }
 
+/// A subagent profile as the model sees it in the `delegate` spec; the fork
+/// carries the session's list, so the child's catalog is the parent's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentOffer {
+    pub name: String,
+    pub description: String,
+}
+
 /// Who produced a result. Assigned by the runner, never by the model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SubagentIdentity {

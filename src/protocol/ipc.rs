@@ -112,6 +112,9 @@ pub struct ForkFrame {
     /// too and sends their calls to the parent.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_tools: Vec<super::mcp::McpToolSpec>,
+    /// The session's subagent profiles as `delegate` offers them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<super::delegate::AgentOffer>,
 }
 
 /// The `fork` frame serialised from borrowed parts, byte for byte what
@@ -132,6 +135,8 @@ pub struct ForkFrameRef<'a> {
     pub context_window: Option<u32>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pub mcp_tools: &'a [super::mcp::McpToolSpec],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub agents: &'a [super::delegate::AgentOffer],
 }
 
 /// Child → parent.
@@ -255,6 +260,7 @@ mod tests {
             plan_tool: PlanFlavour::UpdatePlan,
             context_window: Some(8192),
             mcp_tools: &[],
+            agents: &[],
         };
         let owned = ParentFrame::Fork(Box::new(ForkFrame {
             version: PROTOCOL_VERSION,
@@ -265,6 +271,7 @@ mod tests {
             plan_tool: PlanFlavour::UpdatePlan,
             context_window: Some(8192),
             mcp_tools: Vec::new(),
+            agents: Vec::new(),
         }));
         let bytes = serde_json::to_vec(&borrowed).unwrap();
         assert_eq!(bytes, serde_json::to_vec(&owned).unwrap());

@@ -73,6 +73,17 @@ impl Profiles {
         self.profiles.is_empty()
     }
 
+    /// What the `delegate` spec offers, by name.
+    pub fn offers(&self) -> Vec<crate::protocol::delegate::AgentOffer> {
+        self.profiles
+            .values()
+            .map(|p| crate::protocol::delegate::AgentOffer {
+                name: p.name.clone(),
+                description: p.description.clone(),
+            })
+            .collect()
+    }
+
     fn read_dir(&mut self, dir: &Path) {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;

@@ -246,7 +246,8 @@ async fn run(
     };
     // The parent's MCP tools, byte for byte, called through the parent.
     let mcp_tools = crate::mcp::proxy::proxy_tools(std::mem::take(&mut fork.mcp_tools), mcp);
-    let catalog = ToolCatalog::with_extra(flavour, mcp_tools);
+    let agents = std::mem::take(&mut fork.agents);
+    let catalog = ToolCatalog::with_extra(flavour, agents, mcp_tools);
     let (event_sender, events) = mpsc::unbounded_channel();
     tokio::spawn(forward_lifecycle(events, writer.clone()));
     let provider = Arc::new(GatewayProvider {

@@ -22,6 +22,7 @@ use crate::protocol::delegate::DelegateArgs;
 use crate::protocol::delegate::DelegateResult;
 use crate::provider::gateway::Gateway;
 use crate::sandbox::SandboxRequirement;
+use crate::subagent::profiles::{Profile, Profiles};
 use crate::tools::ToolCatalog;
 use crate::tools::delegate::{DelegationFuture, DelegationRequest, Delegator};
 
@@ -66,6 +67,8 @@ pub struct DelegationSettings {
     pub budget_tokens: Option<u64>,
     /// Token budget of all subagents of the session together.
     pub session_budget_tokens: Option<u64>,
+    /// The session's subagent profiles (`delegate`'s `agent`).
+    pub profiles: Arc<Profiles>,
 }
 
 impl DelegationSettings {
@@ -85,6 +88,7 @@ impl DelegationSettings {
             max_per_turn: 16,
             budget_tokens: None,
             session_budget_tokens: None,
+            profiles: Arc::default(),
         }
     }
 }
@@ -186,6 +190,10 @@ pub struct Job {
     /// Tokens the child may use (`None`: no limit).
     budget: Option<u64>,
     plan_item: Option<String>,
+    /// Model requests the child may make (the profile's, else the setting).
+    max_steps: u32,
+    /// The model its requests ask for (a profile's), else the session's.
+    model: Option<String>,
     turn_cancel: CancellationToken,
 }
 
@@ -510,20 +518,45 @@ impl Delegator for Supervisor {
             if let Some(refused) = self.over_turn_limit(&agent_id) {
                 return refused;
             }
-            let fork = build_fork(
+            let profile = match request.args.agent.as_deref() {
+                None => None,
+                Some(name) => match self.settings.profiles.get(name) {
+                    Some(profile) => Some(profile),
+                    None => {
+                        return DelegateResult::failed(
+                            &agent_id,
+                            "invalid_arguments",
+                            &format!("there is no subagent profile {name:?}"),
+                        );
+                    }
+                },
+            };
+            let max_steps = profile
+                .and_then(|p| p.max_steps)
+                .unwrap_or(self.settings.max_steps);
+            let mut fork = build_fork(
                 request.parent_messages,
                 request.call_id,
                 &agent_id,
                 &request.args,
-                self.settings.max_steps,
+                max_steps,
             );
-            let timeout = timeout_for(&request.args, &self.settings);
+            if let Some(profile) = profile {
+                fork.instructions = with_profile(fork.instructions, profile);
+            }
+            let timeout = timeout_for(&request.args, profile, &self.settings);
             let job = Job {
                 agent_id: agent_id.clone(),
                 fork: fork.messages,
                 instructions: fork.instructions,
                 timeout,
-                budget: request.args.budget_tokens.or(self.settings.budget_tokens),
+                budget: request
+                    .args
+                    .budget_tokens
+                    .or(profile.and_then(|p| p.budget_tokens))
+                    .or(self.settings.budget_tokens),
+                max_steps,
+                model: profile.and_then(|p| p.model.clone()),
                 plan_item: request
                     .args
                     .plan_item
@@ -572,8 +605,27 @@ impl Delegator for Supervisor {
     }
 }
 
-fn timeout_for(args: &DelegateArgs, settings: &DelegationSettings) -> Duration {
+/// The call's time limit, else the profile's, else the default; never past
+/// the configured maximum.
+fn timeout_for(
+    args: &DelegateArgs,
+    profile: Option<&Profile>,
+    settings: &DelegationSettings,
+) -> Duration {
     args.timeout_ms
+        .or(profile.and_then(|p| p.timeout_ms))
         .map_or(settings.default_timeout, Duration::from_millis)
         .clamp(Duration::from_millis(1), settings.max_timeout)
+}
+
+/// The subagent instructions with a profile's own after them: never in the
+/// system message, so the fork's prefix stays the parent's.
+fn with_profile(instructions: String, profile: &Profile) -> String {
+    if profile.instructions.is_empty() {
+        return instructions;
+    }
+    format!(
+        "{instructions}\n\n[Fido: instructions of the subagent profile {}]\n{}",
+        profile.name, profile.instructions
+    )
 }

@@ -12,6 +12,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::{Invocation, Tool, ToolFuture, ToolKind, ToolOutput, parse_args};
+pub use crate::protocol::delegate::AgentOffer;
 use crate::protocol::delegate::{DelegateArgs, DelegateResult};
 use crate::protocol::{Message, ToolSpec};
 
@@ -46,13 +47,6 @@ pub trait Delegator: Send + Sync {
 #[derive(Debug, Clone, Default)]
 pub struct Delegate {
     agents: Vec<AgentOffer>,
-}
-
-/// A subagent profile as the model sees it in the `delegate` spec.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentOffer {
-    pub name: String,
-    pub description: String,
 }
 
 impl Delegate {

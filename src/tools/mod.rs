@@ -179,13 +179,20 @@ impl ToolCatalog {
     /// The standard catalog, in its fixed order, advertising the plan tool
     /// of `flavour`.
     pub fn standard(flavour: PlanFlavour) -> Arc<ToolCatalog> {
-        Arc::new(ToolCatalog::from_tools(ToolCatalog::builtin(flavour)))
+        Arc::new(ToolCatalog::from_tools(ToolCatalog::builtin(
+            flavour,
+            Vec::new(),
+        )))
     }
 
     /// The standard catalog followed by the MCP tools of `hub`, in its
     /// fixed order (the parent's catalog of a session).
-    pub fn with_mcp(flavour: PlanFlavour, hub: Arc<crate::mcp::McpHub>) -> Arc<ToolCatalog> {
-        let mut tools = ToolCatalog::builtin(flavour);
+    pub fn with_mcp(
+        flavour: PlanFlavour,
+        agents: Vec<delegate::AgentOffer>,
+        hub: Arc<crate::mcp::McpHub>,
+    ) -> Arc<ToolCatalog> {
+        let mut tools = ToolCatalog::builtin(flavour, agents);
         tools.extend(hub.catalog_tools());
         let mut catalog = ToolCatalog::from_tools(tools);
         catalog.mcp = Some(hub);
@@ -194,14 +201,18 @@ impl ToolCatalog {
 
     /// The standard catalog followed by `extra` tools (a subagent's MCP
     /// proxies), so its specs are the parent's byte for byte.
-    pub fn with_extra(flavour: PlanFlavour, extra: Vec<Box<dyn Tool>>) -> Arc<ToolCatalog> {
-        let mut tools = ToolCatalog::builtin(flavour);
+    pub fn with_extra(
+        flavour: PlanFlavour,
+        agents: Vec<delegate::AgentOffer>,
+        extra: Vec<Box<dyn Tool>>,
+    ) -> Arc<ToolCatalog> {
+        let mut tools = ToolCatalog::builtin(flavour, agents);
         tools.extend(extra);
         Arc::new(ToolCatalog::from_tools(tools))
     }
 
     /// The built-in tools, in their fixed order.
-    fn builtin(flavour: PlanFlavour) -> Vec<Box<dyn Tool>> {
+    fn builtin(flavour: PlanFlavour, agents: Vec<delegate::AgentOffer>) -> Vec<Box<dyn Tool>> {
         let plan_tool: Box<dyn Tool> = match flavour {
             PlanFlavour::UpdatePlan => Box::new(update_plan::UpdatePlan),
             PlanFlavour::Todo => Box::new(todo::Todo),
@@ -217,7 +228,7 @@ impl ToolCatalog {
             Box::new(bash_exec::BashExec),
             Box::new(ask_user::AskUser),
             plan_tool,
-            Box::new(delegate::Delegate::default()),
+            Box::new(delegate::Delegate::new(agents)),
         ];
         tools
     }

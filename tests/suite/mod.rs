@@ -6,6 +6,7 @@ mod fake_server;
 mod local_models;
 mod mcp;
 mod plan;
+mod profiles;
 mod providers;
 mod real_model;
 mod safety;

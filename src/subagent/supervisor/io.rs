@@ -29,12 +29,19 @@ pub(super) struct GatewayOutcome {
     pub(super) usage: Option<crate::protocol::Usage>,
 }
 
+/// Who a child's model request is for: its identity (for usage) and the
+/// model its profile names, if any.
+pub(super) struct Requester {
+    pub agent_id: String,
+    pub model: Option<String>,
+}
+
 /// Performs one model request for the child with the parent's provider,
 /// streaming text chunks to the child; the final frame goes back to the run
 /// loop, which writes it.
 pub(super) async fn gateway(
     request_id: u64,
-    agent_id: String,
+    requester: Requester,
     messages: Vec<Message>,
     provider: Arc<Gateway>,
     catalog: Arc<ToolCatalog>,
@@ -57,7 +64,11 @@ pub(super) async fn gateway(
         // (max_output_tokens) applies.
         max_output_tokens: None,
     };
-    let (frame, usage) = match provider.complete_as(&agent_id, request, &notices).await {
+    let Requester { agent_id, model } = requester;
+    let completion = provider
+        .complete_with(&agent_id, model.as_deref(), request, &notices)
+        .await;
+    let (frame, usage) = match completion {
         Ok(completion) => (
             ParentFrame::ModelDone {
                 request_id,

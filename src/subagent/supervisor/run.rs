@@ -517,10 +517,11 @@ impl Session {
             agent_id: &job.agent_id,
             messages: &job.fork,
             instructions: &job.instructions,
-            max_steps: settings.max_steps,
+            max_steps: job.max_steps,
             plan_tool: settings.plan_tool,
             context_window,
             mcp_tools: &mcp_tools,
+            agents: &settings.profiles.offers(),
         });
         let fork = match fork {
             Ok(bytes) => bytes,
@@ -609,8 +610,8 @@ impl Session {
                             }
                             // The gateway holds the credentials, so it keeps
                             // the budget: the child's own loop is not trusted.
-                            if requests >= shared.settings.max_steps {
-                                break Ending::Failed { code: "protocol_error", message: format!("the subagent asked for more than {} model requests (max_steps)", shared.settings.max_steps) };
+                            if requests >= job.max_steps {
+                                break Ending::Failed { code: "protocol_error", message: format!("the subagent asked for more than {} model requests (max_steps)", job.max_steps) };
                             }
                             requests += 1;
                             phase_now = "reasoning".into();
@@ -626,7 +627,7 @@ impl Session {
                             messages.extend(tail);
                             inflight = Some(tokio::spawn(gateway(
                                 request_id,
-                                job.agent_id.clone(),
+                                Requester { agent_id: job.agent_id.clone(), model: job.model.clone() },
                                 messages,
                                 shared.provider.clone(),
                                 shared.catalog.clone(),
