@@ -434,7 +434,7 @@ impl Rig {
                 ..
             } = &event.kind
             {
-                if wanted(phase, *pid) {
+                if wanted(phase.as_str(), *pid) {
                     return Ok((pid.unwrap_or(0), *elapsed_ms));
                 }
                 if ["completed", "partial", "failed", "cancelled"].contains(&phase.as_str()) {

@@ -71,7 +71,7 @@ pub enum EventKind {
     Subagent {
         agent_id: String,
         pid: Option<u32>,
-        phase: String,
+        phase: SubagentPhase,
         elapsed_ms: u64,
         detail: String,
         /// Tokens (prompt + completion) the subagent used so far.
@@ -145,6 +145,107 @@ impl EventKind {
             | EventKind::TurnCompleted { .. }
             | EventKind::Error { .. } => false,
         }
+    }
+}
+
+/// What a subagent is doing (the `phase` of `subagent` events): on the
+/// wire the strings `starting`, `reasoning`, a tool name,
+/// `nested_delegation_rejected`, `completed`, `partial`, `failed` or
+/// `cancelled`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubagentPhase {
+    Starting,
+    Reasoning,
+    /// Running this tool.
+    Tool(String),
+    NestedDelegationRejected,
+    Completed,
+    Partial,
+    Failed,
+    Cancelled,
+}
+
+impl SubagentPhase {
+    pub fn parse(text: &str) -> SubagentPhase {
+        match text {
+            "starting" => SubagentPhase::Starting,
+            "reasoning" => SubagentPhase::Reasoning,
+            "nested_delegation_rejected" => SubagentPhase::NestedDelegationRejected,
+            "completed" => SubagentPhase::Completed,
+            "partial" => SubagentPhase::Partial,
+            "failed" => SubagentPhase::Failed,
+            "cancelled" => SubagentPhase::Cancelled,
+            tool => SubagentPhase::Tool(crate::text::summary(tool, 40)),
+        }
+    }
+
+    /// The subagent has ended; its bar shows the outcome until the next prompt.
+    pub fn is_final(&self) -> bool {
+        match self {
+            SubagentPhase::Completed
+            | SubagentPhase::Partial
+            | SubagentPhase::Failed
+            | SubagentPhase::Cancelled => true,
+            SubagentPhase::Starting
+            | SubagentPhase::Reasoning
+            | SubagentPhase::Tool(_)
+            | SubagentPhase::NestedDelegationRejected => false,
+        }
+    }
+
+    /// How the bar names the phase.
+    pub fn label(&self) -> String {
+        match self {
+            SubagentPhase::Starting => "starting".into(),
+            SubagentPhase::Reasoning => "reasoning".into(),
+            SubagentPhase::Tool(name) => name.clone(),
+            SubagentPhase::NestedDelegationRejected => "nested delegation rejected".into(),
+            SubagentPhase::Completed => "completed".into(),
+            SubagentPhase::Partial => "partial".into(),
+            SubagentPhase::Failed => "failed".into(),
+            SubagentPhase::Cancelled => "cancelled".into(),
+        }
+    }
+}
+
+impl SubagentPhase {
+    /// The wire name.
+    pub fn as_str(&self) -> &str {
+        match self {
+            SubagentPhase::Starting => "starting",
+            SubagentPhase::Reasoning => "reasoning",
+            SubagentPhase::Tool(name) => name,
+            SubagentPhase::NestedDelegationRejected => "nested_delegation_rejected",
+            SubagentPhase::Completed => "completed",
+            SubagentPhase::Partial => "partial",
+            SubagentPhase::Failed => "failed",
+            SubagentPhase::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl std::fmt::Display for SubagentPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<&str> for SubagentPhase {
+    fn from(text: &str) -> Self {
+        SubagentPhase::parse(text)
+    }
+}
+
+impl Serialize for SubagentPhase {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for SubagentPhase {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Ok(SubagentPhase::parse(&text))
     }
 }
 
@@ -236,7 +337,7 @@ mod tests {
             EventKind::Subagent {
                 agent_id: "sub-1".into(),
                 pid: Some(42),
-                phase: "read_file".into(),
+                phase: SubagentPhase::Tool("read_file".into()),
                 elapsed_ms: 7,
                 detail: "x".into(),
                 tokens: 9,

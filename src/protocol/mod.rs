@@ -14,6 +14,6 @@ pub mod mcp;
 mod message;
 pub mod safety;
 
-pub use event::{Event, EventKind, TurnStatus, UsageTotals};
+pub use event::{Event, EventKind, SubagentPhase, TurnStatus, UsageTotals};
 pub use message::{Message, ToolCall, ToolSpec, Usage};
 pub use safety::{ApprovalDecision, ApprovalPolicy, ApprovalRequest, SafetySettings, SandboxMode};

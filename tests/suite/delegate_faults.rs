@@ -212,7 +212,7 @@ impl Rig {
                     elapsed_ms,
                     ..
                 } = &event.kind
-                    && wanted(phase, *pid)
+                    && wanted(phase.as_str(), *pid)
                 {
                     return (pid.unwrap_or(0), *elapsed_ms);
                 }
@@ -243,7 +243,7 @@ impl Rig {
                     elapsed_ms,
                     detail,
                     ..
-                } => Some((phase.clone(), *pid, *elapsed_ms, detail.clone())),
+                } => Some((phase.to_string(), *pid, *elapsed_ms, detail.clone())),
                 _ => None,
             })
             .collect()

@@ -113,7 +113,7 @@ pub(super) async fn run(
         events.emit(EventKind::Subagent {
             agent_id: agent_id.clone(),
             pid,
-            phase: phase.into(),
+            phase: crate::protocol::SubagentPhase::parse(phase),
             elapsed_ms: started.elapsed().as_millis() as u64,
             detail: text::summary(detail, 100),
             tokens: tokens.load(Ordering::Relaxed),

@@ -214,7 +214,7 @@ impl Store {
                 let view = SubagentView {
                     agent_id: summary(agent_id, 64),
                     pid: *pid,
-                    phase: Phase::parse(phase),
+                    phase: phase.clone(),
                     elapsed_ms: *elapsed_ms,
                     since_event_ms: 0,
                     detail: summary(detail, SUBAGENT_DETAIL_CHARS),

@@ -6,7 +6,6 @@
 use std::time::Instant;
 
 use super::super::diff::DiffLine;
-use crate::text::summary;
 
 /// Longest subagent detail kept (the bar cuts it further to fit).
 pub(super) const SUBAGENT_DETAIL_CHARS: usize = 200;
@@ -85,59 +84,7 @@ pub enum Entry {
     Local(String),
 }
 
-/// What a subagent is doing, from `subagent` events.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Phase {
-    Starting,
-    Reasoning,
-    /// Running this tool.
-    Tool(String),
-    NestedDelegationRejected,
-    Completed,
-    Partial,
-    Failed,
-    Cancelled,
-}
-
-impl Phase {
-    pub fn parse(text: &str) -> Phase {
-        match text {
-            "starting" => Phase::Starting,
-            "reasoning" => Phase::Reasoning,
-            "nested_delegation_rejected" => Phase::NestedDelegationRejected,
-            "completed" => Phase::Completed,
-            "partial" => Phase::Partial,
-            "failed" => Phase::Failed,
-            "cancelled" => Phase::Cancelled,
-            tool => Phase::Tool(summary(tool, 40)),
-        }
-    }
-
-    /// The subagent has ended; its bar shows the outcome until the next prompt.
-    pub fn is_final(&self) -> bool {
-        match self {
-            Phase::Completed | Phase::Partial | Phase::Failed | Phase::Cancelled => true,
-            Phase::Starting
-            | Phase::Reasoning
-            | Phase::Tool(_)
-            | Phase::NestedDelegationRejected => false,
-        }
-    }
-
-    /// How the bar names the phase.
-    pub fn label(&self) -> String {
-        match self {
-            Phase::Starting => "starting".into(),
-            Phase::Reasoning => "reasoning".into(),
-            Phase::Tool(name) => name.clone(),
-            Phase::NestedDelegationRejected => "nested delegation rejected".into(),
-            Phase::Completed => "completed".into(),
-            Phase::Partial => "partial".into(),
-            Phase::Failed => "failed".into(),
-            Phase::Cancelled => "cancelled".into(),
-        }
-    }
-}
+pub use crate::protocol::SubagentPhase as Phase;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubagentView {
