@@ -295,14 +295,7 @@ fn recall(
         .collect();
     let recalled = kept.len();
     conversation.replace_history(kept);
-    for call in conversation.unanswered_tool_calls() {
-        conversation.push(Message::Tool {
-            tool_call_id: call.id,
-            name: call.name,
-            content: "Error: not run: the conversation was suspended before this call ran".into(),
-            is_error: true,
-        });
-    }
+    conversation.answer_unanswered("the conversation was suspended before this call ran");
     restore_plan(
         &mut conversation,
         &deps.tool_env,

@@ -88,6 +88,19 @@ impl Conversation {
         self.messages.iter().map(Message::estimated_tokens).sum()
     }
 
+    /// Gives every call of the last assistant message that has no result
+    /// the error result `why` (a crash or a suspend left it unanswered).
+    pub fn answer_unanswered(&mut self, why: &str) {
+        for call in self.unanswered_tool_calls() {
+            self.messages.push(Message::Tool {
+                tool_call_id: call.id,
+                name: call.name,
+                content: format!("Error: not run: {why}"),
+                is_error: true,
+            });
+        }
+    }
+
     /// Tool calls of the last assistant message that have no result yet.
     pub fn unanswered_tool_calls(&self) -> Vec<ToolCall> {
         let Some(last_assistant) = self

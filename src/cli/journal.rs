@@ -9,7 +9,6 @@ use crate::agent::{Conversation, EventSink, restore_plan};
 use crate::config::Config;
 use crate::plan::PlanFlavour;
 use crate::protocol::EventKind;
-use crate::protocol::Message;
 use crate::protocol::journal::JournalRecord;
 use crate::session::journal::{self, Journal, Pick, Replayed, SessionInfo};
 use crate::tools::ToolEnv;
@@ -80,14 +79,7 @@ pub fn resumed_conversation(
 ) -> Result<Conversation, String> {
     let mut conversation = Conversation::from_messages(replayed.messages.clone())
         .ok_or_else(|| format!("session {} has no system prompt", replayed.id))?;
-    for call in conversation.unanswered_tool_calls() {
-        conversation.push(Message::Tool {
-            tool_call_id: call.id,
-            name: call.name,
-            content: "Error: not run: the session ended before this call finished".into(),
-            is_error: true,
-        });
-    }
+    conversation.answer_unanswered("the session ended before this call finished");
     if let Some(note) = &replayed.note {
         events.emit(EventKind::Error {
             message: note.clone(),

@@ -58,15 +58,7 @@ pub fn create(
     let (id, file) = create_unique(&dir)?;
     let file = lock(file, FlockArg::LockExclusiveNonblock)
         .map_err(|_| io::Error::other("a new journal is locked by another process"))?;
-    let header = JournalRecord::Session {
-        version: JOURNAL_VERSION,
-        id: id.clone(),
-        started_at: now(),
-        workspace: info.workspace.clone(),
-        provider: info.provider.clone(),
-        model: info.model.clone(),
-        saved_from,
-    };
+    let header = header(&id, info, saved_from);
     let mut line = serde_json::to_vec(&header).map_err(io::Error::other)?;
     line.push(b'\n');
     // Durable with the first step's fsync, off the start-up path.
@@ -121,15 +113,7 @@ pub fn save_copy(
         }
     };
     let records = [
-        JournalRecord::Session {
-            version: JOURNAL_VERSION,
-            id: id.clone(),
-            started_at: now(),
-            workspace: info.workspace.clone(),
-            provider: info.provider.clone(),
-            model: info.model.clone(),
-            saved_from,
-        },
+        header(&id, info, saved_from),
         JournalRecord::History {
             messages: messages.to_vec(),
         },
@@ -242,6 +226,19 @@ pub fn prune(workspace: &Path, days: u32) -> io::Result<usize> {
         }
     }
     Ok(removed)
+}
+
+/// The first record of a journal.
+fn header(id: &str, info: &SessionInfo, saved_from: Option<String>) -> JournalRecord {
+    JournalRecord::Session {
+        version: JOURNAL_VERSION,
+        id: id.to_string(),
+        started_at: now(),
+        workspace: info.workspace.clone(),
+        provider: info.provider.clone(),
+        model: info.model.clone(),
+        saved_from,
+    }
 }
 
 /// The journal file `pick` names.
