@@ -63,8 +63,30 @@ pub fn record(dir: &Path, agent_id: &str, child_pid: u32) -> Result<(), String> 
         .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
     let text = serde_json::to_vec(&record).map_err(|err| err.to_string())?;
     let path = record_path(dir, parent_pid, agent_id);
-    crate::session::atomic::write_atomic(&path, &text, Some(0o600))
-        .map_err(|err| format!("cannot write {}: {err}", path.display()))
+    write_unsynced(&path, &text).map_err(|err| format!("cannot write {}: {err}", path.display()))
+}
+
+/// Writes `path` whole through a temp file and a rename, without fsync:
+/// a reader never sees a torn record, and the record only has to outlive
+/// this process (a power loss takes the children with it), so the two
+/// fsyncs of an atomic write would only slow every spawn.
+fn write_unsynced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut temp = path.as_os_str().to_owned();
+    temp.push(format!(".tmp-{:08x}", fastrand::u32(..)));
+    let temp = std::path::PathBuf::from(temp);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&temp)
+        .and_then(|mut file| file.write_all(bytes))
+        .and_then(|()| std::fs::rename(&temp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    written
 }
 
 /// Removes this process's record of `agent_id` (its child is reaped).
