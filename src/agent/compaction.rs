@@ -148,15 +148,10 @@ pub(super) fn compacted_history(
 
 /// The person's latest prompt in `removed`, unless `kept` holds one.
 fn latest_request<'a>(removed: &'a [Message], kept: &[Message]) -> Option<&'a str> {
-    let is_request =
-        |m: &Message| matches!(m, Message::User { content } if !content.starts_with("[Fido:"));
-    if kept.iter().any(is_request) {
+    if kept.iter().any(|m| m.person_prompt().is_some()) {
         return None;
     }
-    removed.iter().rev().find_map(|m| match m {
-        Message::User { content } if !content.starts_with("[Fido:") => Some(content.as_str()),
-        _ => None,
-    })
+    removed.iter().rev().find_map(Message::person_prompt)
 }
 
 /// The name a strategy has in events and logs.

@@ -42,6 +42,15 @@ impl Message {
         }
     }
 
+    /// The text of a prompt the person typed: a user message that is not
+    /// one of Fido's own notes (those start with `[Fido:`).
+    pub fn person_prompt(&self) -> Option<&str> {
+        match self {
+            Message::User { content } if !content.starts_with("[Fido:") => Some(content),
+            _ => None,
+        }
+    }
+
     /// Rough size of the message in tokens (4 bytes a token), used to decide
     /// when to compact. Deliberately cheap: it runs before every request.
     pub fn estimated_tokens(&self) -> usize {

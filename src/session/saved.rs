@@ -70,16 +70,7 @@ pub fn list(workspace: &Path) -> io::Result<Vec<SavedConversation>> {
                 .strip_suffix(".json")?
                 .to_string();
             let file: SavedFile = serde_json::from_slice(&fs::read(entry.path()).ok()?).ok()?;
-            let preview = file
-                .messages
-                .iter()
-                .find_map(|m| match m {
-                    Message::User { content } if !content.starts_with("[Fido:") => {
-                        Some(crate::text::summary(content, 60))
-                    }
-                    _ => None,
-                })
-                .unwrap_or_default();
+            let preview = super::journal::first_prompt(&file.messages);
             Some(SavedConversation {
                 name,
                 saved_at: file.saved_at,

@@ -201,12 +201,8 @@ fn summarise(path: &Path) -> SessionSummary {
 pub fn first_prompt(messages: &[Message]) -> String {
     messages
         .iter()
-        .find_map(|m| match m {
-            Message::User { content } if !content.starts_with("[Fido:") => {
-                Some(crate::text::summary(content, 60))
-            }
-            _ => None,
-        })
+        .find_map(Message::person_prompt)
+        .map(|prompt| crate::text::summary(prompt, 60))
         .unwrap_or_default()
 }
 

@@ -13,8 +13,11 @@ pub fn entries(messages: &[Message]) -> Vec<Entry> {
     for message in messages.iter().filter(|m| !is_restore_message(m)) {
         match message {
             Message::System { .. } => {}
-            Message::User { content } if content.starts_with("[Fido:") => {}
-            Message::User { content } => entries.push(Entry::User(sanitize(content, false))),
+            Message::User { .. } => {
+                if let Some(prompt) = message.person_prompt() {
+                    entries.push(Entry::User(sanitize(prompt, false)));
+                }
+            }
             Message::Assistant {
                 content,
                 tool_calls,
