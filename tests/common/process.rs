@@ -77,11 +77,24 @@ pub fn exec_cmd(
     prompt: &str,
     extra_env: &[(&str, &str)],
 ) -> Command {
+    exec_cmd_with_flags(workspace, server, &[], prompt, extra_env)
+}
+
+/// [`exec_cmd`] with more `fido exec` flags (e.g. `--resume ID`) before
+/// the prompt.
+pub fn exec_cmd_with_flags(
+    workspace: &Path,
+    server: &FakeServer,
+    flags: &[&str],
+    prompt: &str,
+    extra_env: &[(&str, &str)],
+) -> Command {
     let mut cmd = fido_cmd();
     cmd.arg("exec")
         .arg("-C")
         .arg(workspace)
         .arg("--json")
+        .args(flags)
         .arg("--")
         .arg(prompt)
         .env("FIDO_PROVIDER", "openai")

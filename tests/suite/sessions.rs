@@ -40,25 +40,7 @@ fn journal(ws: &Path, id: &str) -> PathBuf {
 
 /// `fido exec --resume ARGS… PROMPT` against `server`.
 fn resume(ws: &Path, server: &FakeServer, resume_args: &[&str], prompt: &str) -> Output {
-    let mut cmd = exec_cmd(ws, server, prompt, &[]);
-    // exec_cmd ends with `-- PROMPT`; the resume flags go before it.
-    let args: Vec<String> = cmd
-        .get_args()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    let split = args.iter().position(|a| a == "--").unwrap();
-    let mut with_resume = fido_cmd();
-    with_resume
-        .args(&args[..split])
-        .args(resume_args)
-        .args(&args[split..]);
-    for (key, value) in cmd.get_envs() {
-        match value {
-            Some(value) => with_resume.env(key, value),
-            None => with_resume.env_remove(key),
-        };
-    }
-    cmd = with_resume;
+    let cmd = crate::common::process::exec_cmd_with_flags(ws, server, resume_args, prompt, &[]);
     run_with_timeout(cmd, None, LIMIT)
 }
 
