@@ -68,8 +68,6 @@ pub enum ParentFrame {
     /// The deep fork and everything the child needs to run; sent once,
     /// after the child's `Hello`.
     Fork(Box<ForkFrame>),
-    /// A fragment of the model's answer to request `request_id`.
-    ModelChunk { request_id: u64, text: String },
     /// The complete answer to request `request_id`.
     ModelDone {
         request_id: u64,
@@ -115,6 +113,10 @@ pub struct ForkFrame {
     /// The session's subagent profiles as `delegate` offers them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<super::delegate::AgentOffer>,
+    /// `RLIMIT_NPROC` for the child and its commands, which the parent
+    /// counted while the child started; `None` when it could not count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_limit: Option<u64>,
 }
 
 /// The `fork` frame serialised from borrowed parts, byte for byte what
@@ -137,6 +139,8 @@ pub struct ForkFrameRef<'a> {
     pub mcp_tools: &'a [super::mcp::McpToolSpec],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pub agents: &'a [super::delegate::AgentOffer],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub process_limit: Option<u64>,
 }
 
 /// Child → parent.
@@ -261,6 +265,7 @@ mod tests {
             context_window: Some(8192),
             mcp_tools: &[],
             agents: &[],
+            process_limit: Some(300),
         };
         let owned = ParentFrame::Fork(Box::new(ForkFrame {
             version: PROTOCOL_VERSION,
@@ -272,6 +277,7 @@ mod tests {
             context_window: Some(8192),
             mcp_tools: Vec::new(),
             agents: Vec::new(),
+            process_limit: Some(300),
         }));
         let bytes = serde_json::to_vec(&borrowed).unwrap();
         assert_eq!(bytes, serde_json::to_vec(&owned).unwrap());

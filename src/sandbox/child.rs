@@ -34,9 +34,13 @@
 //!    connections (the IPC socket is already connected), no ptrace.
 //!
 //! `RLIMIT_NPROC` is set to what the user runs already plus a headroom
-//! ([`PROCESS_HEADROOM`]): it counts every process and thread of the user,
+//! ([`process_limit`]): it counts every process and thread of the user,
 //! so an absolute value would stop either nothing or the user's other
-//! work. It does not apply to root of the first user namespace.
+//! work. It does not apply to root of the first user namespace. Counting
+//! reads all of `/proc`, so it is not part of [`enter_child_sandbox`]: the
+//! supervisor counts while the child starts and sends the limit with the
+//! fork, and the child sets it ([`limit_processes`]) before it runs
+//! anything.
 //!
 //! Reads are confined to the workspace and [`SYSTEM_READ_ROOTS`] (minus
 //! [`SYSTEM_SECRETS`] and the credential paths): nothing in a home folder
@@ -87,7 +91,6 @@ pub fn enter_child_sandbox(
         });
     }
     set_rlimits(scratch.is_some())?;
-    set_process_limit()?;
     // Orphans of the commands (a `setsid` or double-forked process) are
     // re-parented to this process, so its sweep at the end finds them.
     prctl::set_child_subreaper(true).map_err(SandboxError::Subreaper)?;
@@ -241,16 +244,18 @@ pub fn read_roots(workspace: &Path) -> Vec<PathBuf> {
 /// enough that a fork bomb stops.
 pub const PROCESS_HEADROOM: u64 = 256;
 
-/// `RLIMIT_NPROC` at what the user runs now plus [`PROCESS_HEADROOM`].
-/// The kernel counts every process and thread of the user against it,
-/// but only when a process of this limit forks, so nothing else of the
-/// user is affected. It never applies to uid 0 of the first namespace.
-fn set_process_limit() -> Result<(), SandboxError> {
-    // Without a count, a guessed limit could stop the child's own work.
-    let Some(used) = user_task_count() else {
-        return Ok(());
-    };
-    let limit = used.saturating_add(PROCESS_HEADROOM);
+/// `RLIMIT_NPROC` for a child: what the user runs now plus
+/// [`PROCESS_HEADROOM`]; `None` when `/proc` cannot be counted (a guessed
+/// limit could stop the child's own work). Blocking: reads all of `/proc`.
+pub fn process_limit() -> Option<u64> {
+    user_task_count().map(|used| used.saturating_add(PROCESS_HEADROOM))
+}
+
+/// Sets `RLIMIT_NPROC` (soft and hard) to `limit`. The kernel counts every
+/// process and thread of the user against it, but only when a process of
+/// this limit forks, so nothing else of the user is affected. It never
+/// applies to uid 0 of the first namespace.
+pub fn limit_processes(limit: u64) -> Result<(), SandboxError> {
     setrlimit(Resource::RLIMIT_NPROC, limit, limit).map_err(|source| SandboxError::Rlimit {
         resource: "RLIMIT_NPROC",
         source,

@@ -720,13 +720,18 @@ pub fn run_child(
     input: &mut impl Read,
 ) -> io::Result<bool> {
     let entered = match targets.role {
-        ProbeRole::Subagent => enter_child_sandbox(
-            targets.parent,
-            SandboxRequirement::Required,
-            &targets.deny,
-            None,
-            Some(&targets.dir),
-        ),
+        // The process limit a subagent gets with its fork, then the rest.
+        ProbeRole::Subagent => super::child::process_limit()
+            .map_or(Ok(()), super::child::limit_processes)
+            .and_then(|()| {
+                enter_child_sandbox(
+                    targets.parent,
+                    SandboxRequirement::Required,
+                    &targets.deny,
+                    None,
+                    Some(&targets.dir),
+                )
+            }),
         ProbeRole::Command(_) => Ok(command_report()),
     };
     let report = match entered {

@@ -5,8 +5,9 @@
 //! Theory of operation: the subagent is a child subreaper
 //! (`PR_SET_CHILD_SUBREAPER`, set in [`super::child`]), so an orphan of its
 //! commands is re-parented to it instead of to init, and stays in its tree
-//! of descendants. The tree is read from `/proc/*/stat` (pid, parent pid
-//! and start time). Each process is killed with SIGKILL only if its start
+//! of descendants. The tree is read from the `children` lists of `/proc`
+//! (or, on a kernel without them, from every `/proc/*/stat`), with each
+//! process's parent pid and start time. Each process is killed with SIGKILL only if its start
 //! time is still the one read, so a PID reused in between is never hit.
 //! The subagent sweeps its own tree before it exits; the parent sweeps the
 //! child's tree once more before it kills the child's group, for a child
@@ -26,8 +27,63 @@ pub struct Descendant {
 }
 
 /// Every descendant of `root` (not `root` itself), parents before their
-/// children. Blocking: reads `/proc`.
+/// children. Blocking: reads `/proc`, the `children` lists of the tree
+/// where the kernel has them (`CONFIG_PROC_CHILDREN`), else all of it.
 pub fn descendants(root: i32) -> Vec<Descendant> {
+    if children_lists() {
+        descendants_by_children(root)
+    } else {
+        descendants_by_scan(root)
+    }
+}
+
+/// Whether `/proc/PID/task/TID/children` exists on this kernel.
+fn children_lists() -> bool {
+    static PRESENT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PRESENT.get_or_init(|| std::path::Path::new("/proc/thread-self/children").exists())
+}
+
+/// The walk down the `children` lists: as many reads as the tree has
+/// processes, however many the machine runs.
+fn descendants_by_children(root: i32) -> Vec<Descendant> {
+    let mut found = Vec::new();
+    let mut seen = std::collections::HashSet::from([root]);
+    let mut next = vec![root];
+    while let Some(parent) = next.pop() {
+        for pid in children(parent) {
+            // Gone, or re-parented (and so read elsewhere) since the list.
+            let Some((ppid, start_time)) = stat(pid) else {
+                continue;
+            };
+            if ppid == parent && seen.insert(pid) {
+                next.push(pid);
+                found.push(Descendant { pid, start_time });
+            }
+        }
+    }
+    found
+}
+
+/// The children of every thread of `pid` (a child belongs to the thread
+/// that started it); none for a process that is gone.
+fn children(pid: i32) -> Vec<i32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|pid| pid.parse().ok())
+                .collect::<Vec<i32>>()
+        })
+        .collect()
+}
+
+/// The scan of every process's parent pid, for kernels without `children`
+/// lists.
+fn descendants_by_scan(root: i32) -> Vec<Descendant> {
     let mut children: HashMap<i32, Vec<Descendant>> = HashMap::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -124,6 +180,8 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "no sleep appeared");
             std::thread::sleep(std::time::Duration::from_millis(10));
         };
+        // The full scan (kernels without `children` lists) sees it too.
+        assert!(descendants_by_scan(me).contains(&sleeper));
         assert_eq!(kill_all(&[sleeper]), 1);
         let _ = shell.wait();
         // A stale entry (start time changed) is never signalled.

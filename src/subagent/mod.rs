@@ -17,8 +17,8 @@
 //!    child's; then close the listener, so no second connection can be made.
 //! 4. Read `Hello` (protocol version, sandbox status), send `Fork`.
 //! 5. Serve the child: each `ModelRequest` is answered by the parent's
-//!    provider (the only holder of credentials) with `ModelChunk`s and one
-//!    `ModelDone` or `ModelError`, at most `max_steps` of them (the gateway
+//!    provider (the only holder of credentials) with one `ModelDone` or
+//!    `ModelError` (no streamed chunks: the child shows no text), at most `max_steps` of them (the gateway
 //!    keeps the budget, not the child); `Lifecycle` frames become sanitised
 //!    `subagent` events; `Final` ends the run.
 //! 6. On timeout or cancel, send `Cancel`; the child has `grace` to answer
@@ -40,7 +40,7 @@
 //! the socket. The invocation guard refuses every mutating tool and nested
 //! delegation.
 //!
-//! Frames (`crate::protocol::ipc`): parent → child `Fork`, `ModelChunk`,
+//! Frames (`crate::protocol::ipc`): parent → child `Fork`,
 //! `ModelDone`, `ModelError`, `Cancel`; child → parent `Hello`,
 //! `ModelRequest`, `Lifecycle`, `Final`. Each is a 4-byte big-endian length
 //! and a JSON object ([`ipc`]).

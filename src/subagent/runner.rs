@@ -233,6 +233,15 @@ async fn run(
     cancel: &CancellationToken,
     shell: CommandSandbox,
 ) -> ChildFrame {
+    // Before anything runs a command: a fork bomb stops at the limit.
+    if let Some(limit) = fork.process_limit
+        && let Err(err) = crate::sandbox::child::limit_processes(limit)
+    {
+        return ChildFrame::Final {
+            status: ChildStatus::Failed,
+            text: crate::sandbox::child::error_chain(&err),
+        };
+    }
     // Typed on the wire: a fork naming another plan tool does not parse.
     let flavour = fork.plan_tool;
     let workspace = match std::env::current_dir().and_then(|dir| Workspace::new(&dir)) {
@@ -463,7 +472,6 @@ async fn dispatch(
                 request_id,
                 message,
             })) => answer(&pending, request_id, Err(ProviderError::Api { message })),
-            Ok(Some(ParentFrame::ModelChunk { .. })) => {}
             Ok(Some(ParentFrame::McpResult {
                 call_id,
                 ok,

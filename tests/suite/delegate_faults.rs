@@ -458,6 +458,22 @@ fn working_in(workspace: &Path) -> Vec<(u32, u32)> {
         .collect()
 }
 
+/// The `RLIMIT_NPROC` of `pid` from `/proc/<pid>/limits`: soft and hard
+/// must be one finite number.
+fn process_limit(pid: u32) -> u64 {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|line| line.starts_with("Max processes"))
+        .unwrap();
+    // "Max processes  <soft>  <hard>  processes"
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(fields[2], fields[3], "{line}");
+    fields[2]
+        .parse()
+        .unwrap_or_else(|_| panic!("no limit: {line}"))
+}
+
 /// The value of one line of `/proc/<pid>/status` (e.g. `SigIgn`), or "".
 fn status_field(pid: u32, field: &str) -> String {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -624,6 +640,13 @@ async fn esc_cancels_the_real_child_which_returns_a_partial_result() {
     let pid = rig.subagent_pid().await;
     rig.wait_for_model_requests(1).await;
     assert_eq!(status_field(pid, "NoNewPrivs"), "1");
+    // The process limit the supervisor counted while the child started,
+    // set before the child's first request.
+    let limit = process_limit(pid);
+    assert!(
+        limit > fido::sandbox::child::PROCESS_HEADROOM,
+        "RLIMIT_NPROC {limit}"
+    );
     let cancelled_at = Instant::now();
     rig.supervisor.cancel_running();
     let (result, _) = within(TEST_LIMIT, task).await.unwrap();

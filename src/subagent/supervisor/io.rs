@@ -36,27 +36,19 @@ pub(super) struct Requester {
     pub model: Option<String>,
 }
 
-/// Performs one model request for the child with the parent's provider,
-/// streaming text chunks to the child; the final frame goes back to the run
-/// loop, which writes it.
+/// Performs one model request for the child with the parent's provider;
+/// the answer goes back to the run loop, which writes it. Nothing is
+/// streamed: the child shows no text, so chunks would only cost it a
+/// frame each.
 pub(super) async fn gateway(
     request_id: u64,
     requester: Requester,
     messages: Vec<Message>,
     provider: Arc<Gateway>,
     catalog: Arc<ToolCatalog>,
-    writer: mpsc::UnboundedSender<Outgoing>,
     done: mpsc::UnboundedSender<GatewayOutcome>,
 ) {
-    let chunk_writer = writer.clone();
-    let notices = move |notice: ProviderNotice| {
-        if let ProviderNotice::TextDelta(text) = notice {
-            let _ = chunk_writer.send(Outgoing::Frame(ParentFrame::ModelChunk {
-                request_id,
-                text,
-            }));
-        }
-    };
+    let notices = |_: ProviderNotice| {};
     let request = ChatRequest {
         messages: &messages,
         tools: catalog.specs(),

@@ -350,6 +350,9 @@ impl Session {
         })?;
         let pid = group.pid();
         info!(agent_id = %job.agent_id, pid, "subagent spawned");
+        // Counting the user's processes reads all of /proc: done while the
+        // child starts, it costs the delegation nothing.
+        let process_limit = tokio::task::spawn_blocking(crate::sandbox::child::process_limit);
         // For the orphan sweep of a later Fido, should this one die
         // without reaping it.
         let (dir, agent_id) = (
@@ -522,6 +525,7 @@ impl Session {
             context_window,
             mcp_tools: &mcp_tools,
             agents: &settings.profiles.offers(),
+            process_limit: process_limit.await.ok().flatten(),
         });
         let fork = match fork {
             Ok(bytes) => bytes,
@@ -631,7 +635,6 @@ impl Session {
                                 messages,
                                 shared.provider.clone(),
                                 shared.catalog.clone(),
-                                self.writer.clone(),
                                 done_sender.clone(),
                             )));
                         }
@@ -766,15 +769,28 @@ impl Session {
                 .ok()
                 .and_then(Result::ok);
         }
-        // Read while the child lives: as their subreaper it is the parent
-        // of its commands' orphans, which its group kill would miss.
         let root = self.group.pid() as i32;
-        let left = tokio::task::spawn_blocking(move || sweep::descendants(root))
-            .await
-            .unwrap_or_default();
-        if let Err(err) = self.group.terminate(TERM_GRACE).await {
-            warn!(pid = self.group.pid(), error = %err, "could not terminate the subagent's group");
-        }
+        let left = if self.exit.is_some() {
+            // A child that exited swept its tree itself, and its death
+            // re-parented whatever it missed: no tree is left to read.
+            // What is left in its group is killed now, as a command's
+            // background jobs are.
+            if let Err(err) = self.group.kill() {
+                warn!(pid = root, error = %err, "could not kill the subagent's group");
+            }
+            Vec::new()
+        } else {
+            // Read while the child lives: as their subreaper it is the
+            // parent of its commands' orphans, which its group kill would
+            // miss.
+            let left = tokio::task::spawn_blocking(move || sweep::descendants(root))
+                .await
+                .unwrap_or_default();
+            if let Err(err) = self.group.terminate(TERM_GRACE).await {
+                warn!(pid = root, error = %err, "could not terminate the subagent's group");
+            }
+            left
+        };
         if !left.is_empty() {
             let killed = tokio::task::spawn_blocking(move || sweep::kill_all(&left))
                 .await
