@@ -35,6 +35,7 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::pidns::PidNamespace;
 use super::policy::{Enforcement, SandboxError};
 use super::ruleset::{self, MIN_READ_ONLY_ABI, RulesetSpec};
 use super::seccomp::SeccompProgram;
@@ -107,6 +108,9 @@ pub struct CommandSandbox {
     /// A subagent's shell: the soft `RLIMIT_FSIZE` its commands raise to
     /// the hard limit the subagent was given (see [`Self::subagent_shell`]).
     file_size_cap: Option<libc::rlim_t>,
+    /// A subagent's shell: each command in a PID namespace of its own, so
+    /// nothing it starts outlives it (`sandbox::pidns`).
+    pid_namespace: Option<PidNamespace>,
 }
 
 impl CommandSandbox {
@@ -158,6 +162,7 @@ impl CommandSandbox {
             tmpdir,
             parent,
             file_size_cap: None,
+            pid_namespace: None,
         })
     }
 
@@ -173,6 +178,7 @@ impl CommandSandbox {
             network: false,
             tmpdir: Some(PrivateDir { path: scratch }),
             file_size_cap: Some(super::child::SCRATCH_FILE_CAP as libc::rlim_t),
+            pid_namespace: Some(PidNamespace::for_current_user()),
             ..CommandSandbox::unconfined()
         }
     }
@@ -193,6 +199,7 @@ impl CommandSandbox {
             tmpdir: None,
             parent: std::process::id() as libc::pid_t,
             file_size_cap: None,
+            pid_namespace: None,
         }
     }
 
@@ -256,6 +263,10 @@ impl CommandSandbox {
             ))?;
             if libc::getppid() != self.parent {
                 return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            if let Some(namespace) = &self.pid_namespace {
+                // From here on in PID 1 of the command's namespace.
+                namespace.enter()?;
             }
             let no_core = libc::rlimit {
                 rlim_cur: 0,

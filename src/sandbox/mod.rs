@@ -13,6 +13,7 @@
 pub mod caps;
 pub mod child;
 pub mod command;
+pub mod pidns;
 pub mod policy;
 pub mod probe;
 pub mod process;

@@ -13,8 +13,10 @@
 //! child's tree once more before it kills the child's group, for a child
 //! that never got to do it (killed, crashed).
 //!
-//! A PID namespace would need unprivileged user namespaces; the subreaper
-//! works on every kernel Fido supports, so it is what Fido uses.
+//! Where the kernel allows it, each command of a subagent's shell also runs
+//! in a PID namespace of its own (`sandbox::pidns`), so what it starts dies
+//! when it ends; the subreaper and this sweep stay for kernels that allow
+//! no namespace, and for anything the subagent itself starts.
 
 use std::collections::HashMap;
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::process::{ProcessFilter, processes};
+use crate::common::process::{ProcessFilter, pids_with, processes};
 use crate::common::sse::{self, TokenUsage};
 use crate::common::{
     FakeServer, RecordedRequest, Reply, assert_no_processes, exec_cmd, parse_events,
@@ -356,7 +356,10 @@ fn a_subagents_shell_reads_the_workspace_writes_only_its_tmpdir_and_leaves_nothi
             "b3",
             "echo scratch > \"$TMPDIR/f\" && cat \"$TMPDIR/f\" && echo \"dir=$TMPDIR\"",
         ),
-        ("b4", "setsid sleep 300 >/dev/null 2>&1 & echo \"pid=$!\""),
+        (
+            "b4",
+            "setsid sleep 300.375 >/dev/null 2>&1 & echo \"ns=$(readlink /proc/self/ns/pid)\"",
+        ),
     ];
     let calls: Vec<(String, String)> = commands
         .iter()
@@ -421,14 +424,25 @@ fn a_subagents_shell_reads_the_workspace_writes_only_its_tmpdir_and_leaves_nothi
         !std::path::Path::new(&dir).exists(),
         "{dir} was not removed"
     );
-    let escaped: u32 = content("b4")
-        .lines()
-        .find_map(|l| l.strip_prefix("pid="))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    assert_no_processes(ProcessFilter::Pid(escaped), Duration::from_secs(5));
+    // The command ran in a PID namespace of its own (where the kernel
+    // allows one), and its setsid'd sleep is gone either way.
+    let namespace = content("b4");
+    use fido::sandbox::pidns::{Containment, containment};
+    if !matches!(containment(), Containment::Subreaper { .. }) {
+        let own = std::fs::read_link("/proc/self/ns/pid").unwrap();
+        assert!(
+            namespace.contains("ns=pid:[") && !namespace.contains(&own.display().to_string()),
+            "{namespace}"
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !pids_with("300.375").is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the setsid'd sleep outlived the subagent"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let parent_result = tool_json(&requests[3], "d0");
     assert_eq!(parent_result["status"], "completed", "{parent_result:#}");
 }

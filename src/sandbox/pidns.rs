@@ -1,0 +1,335 @@
+//! A PID namespace for each command of a subagent's shell: when the
+//! command ends, everything it started dies with it, also a process that
+//! called `setsid`, double-forked or was `nohup`ed.
+//!
+//! Theory of operation, between fork and exec ([`enter`], called from the
+//! command sandbox's `pre_exec`; raw syscalls on memory prepared before the
+//! fork, no allocation):
+//!
+//! 1. the forked process (the *keeper*, the process group leader the
+//!    supervisor knows) calls `unshare(CLONE_NEWUSER | CLONE_NEWPID)` and
+//!    maps its own uid and gid into the new user namespace, which needs no
+//!    privilege; where user namespaces are off it tries `CLONE_NEWPID`
+//!    alone (that needs `CAP_SYS_ADMIN`). Where neither is allowed it goes
+//!    on without a namespace, and the subagent's subreaper sweep
+//!    (`sandbox::sweep`) is what remains;
+//! 2. the keeper forks: the new process is PID 1 of the namespace and goes
+//!    on to exec the command. When PID 1 exits, the kernel kills every
+//!    process of the namespace;
+//! 3. PID 1 dies with the keeper (`PR_SET_PDEATHSIG`). It arms that signal,
+//!    then checks a pipe whose write end only the keeper holds: a hang-up
+//!    means the keeper died before the signal was armed, and PID 1 exits;
+//! 4. the keeper closes every other descriptor (so the spawner's exec
+//!    status pipe reaches EOF when the command execs), waits for PID 1 and
+//!    ends the way it ended: the same exit code, or the same signal.
+//!
+//! A signal to the process group reaches both. SIGTERM to PID 1 from
+//! outside its namespace is ignored unless the command handles it, but the
+//! keeper dies of it, and the parent-death signal then kills PID 1.
+
+use std::ffi::CStr;
+use std::io;
+
+/// The namespace set-up a command gets, prepared before the fork: the
+/// `uid_map` and `gid_map` lines that map the user to itself.
+#[derive(Debug, Clone)]
+pub struct PidNamespace {
+    uid_map: Vec<u8>,
+    gid_map: Vec<u8>,
+}
+
+/// How the commands of a subagent are contained on this kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Containment {
+    /// A user and PID namespace per command.
+    UserAndPidNamespace,
+    /// A PID namespace per command (no user namespace: the process has
+    /// `CAP_SYS_ADMIN`).
+    PidNamespace,
+    /// No namespace: the subagent is a child subreaper whose tree is
+    /// swept; the reason says why.
+    Subreaper { reason: String },
+}
+
+impl std::fmt::Display for Containment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Containment::UserAndPidNamespace => f.write_str("a user and PID namespace per command"),
+            Containment::PidNamespace => f.write_str("a PID namespace per command"),
+            Containment::Subreaper { reason } => {
+                write!(f, "a child subreaper and a sweep of its tree ({reason})")
+            }
+        }
+    }
+}
+
+const SETGROUPS: &CStr = c"/proc/self/setgroups";
+const UID_MAP: &CStr = c"/proc/self/uid_map";
+const GID_MAP: &CStr = c"/proc/self/gid_map";
+
+impl PidNamespace {
+    /// The set-up for this process's user.
+    pub fn for_current_user() -> PidNamespace {
+        // SAFETY: getuid and getgid cannot fail.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        PidNamespace {
+            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+        }
+    }
+
+    /// Steps 1–4 of the module comment, in the forked child. Returns in PID
+    /// 1 of the new namespace (or in the child itself where no namespace
+    /// could be made); the keeper never returns.
+    ///
+    /// # Safety
+    /// Only between fork and exec, in a single-threaded child.
+    pub unsafe fn enter(&self) -> io::Result<()> {
+        // SAFETY: plain syscalls on prepared memory (the caller's contract).
+        unsafe {
+            if !self.unshare() {
+                return Ok(());
+            }
+            let mut pipe = [0 as libc::c_int; 2];
+            if libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let [read_end, write_end] = pipe;
+            match libc::fork() {
+                -1 => Err(io::Error::last_os_error()),
+                0 => pid_one(read_end, write_end),
+                pid_one => keep(pid_one, write_end),
+            }
+        }
+    }
+
+    /// A user and PID namespace, else a PID namespace; `false` for none.
+    unsafe fn unshare(&self) -> bool {
+        // SAFETY: plain syscalls on prepared memory.
+        unsafe {
+            if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID) == 0 {
+                // The user is itself inside, so files and git look the same.
+                return write_file(SETGROUPS, b"deny")
+                    && write_file(UID_MAP, &self.uid_map)
+                    && write_file(GID_MAP, &self.gid_map);
+            }
+            libc::unshare(libc::CLONE_NEWPID) == 0
+        }
+    }
+}
+
+/// Writes `bytes` to `path` in one write.
+unsafe fn write_file(path: &CStr, bytes: &[u8]) -> bool {
+    // SAFETY: open/write/close on a constant path and prepared bytes.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return false;
+        }
+        let written = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+        libc::close(fd);
+        written == bytes.len() as isize
+    }
+}
+
+/// PID 1: dies with the keeper, then goes on to exec the command.
+unsafe fn pid_one(read_end: libc::c_int, write_end: libc::c_int) -> io::Result<()> {
+    // SAFETY: plain syscalls on stack memory.
+    unsafe {
+        libc::close(write_end);
+        if libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+        // Armed now; a hang-up means the keeper died before that.
+        let mut poll = libc::pollfd {
+            fd: read_end,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        if libc::poll(&mut poll, 1, 0) != 0 {
+            libc::_exit(127);
+        }
+        libc::close(read_end);
+        Ok(())
+    }
+}
+
+/// The keeper: holds the pipe, waits for PID 1 and ends as it ended.
+unsafe fn keep(pid_one: libc::pid_t, write_end: libc::c_int) -> ! {
+    // SAFETY: plain syscalls on stack memory; the process only waits and
+    // exits from here on.
+    unsafe {
+        // Every descriptor but stdio and the pipe: the spawner's exec status
+        // pipe among them, which must reach EOF when PID 1 execs.
+        libc::close_range(3, (write_end - 1) as libc::c_uint, 0);
+        libc::close_range((write_end + 1) as libc::c_uint, libc::c_uint::MAX, 0);
+        let mut status = 0;
+        loop {
+            let rc = libc::waitpid(pid_one, &mut status, 0);
+            if rc == pid_one {
+                break;
+            }
+            if rc == -1 && *libc::__errno_location() != libc::EINTR {
+                libc::_exit(127);
+            }
+        }
+        if libc::WIFSIGNALED(status) {
+            let signal = libc::WTERMSIG(status);
+            libc::signal(signal, libc::SIG_DFL);
+            libc::kill(libc::getpid(), signal);
+            libc::_exit(128 + signal);
+        }
+        libc::_exit(libc::WEXITSTATUS(status))
+    }
+}
+
+/// Which containment the commands of a subagent get here: a child that
+/// tries the namespaces and reports. Blocking (a fork and a wait).
+pub fn containment() -> Containment {
+    // SAFETY: the child makes only async-signal-safe syscalls and exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: as above, in the forked child.
+        unsafe {
+            let code = if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID) == 0 {
+                0
+            } else if libc::unshare(libc::CLONE_NEWPID) == 0 {
+                1
+            } else {
+                2
+            };
+            libc::_exit(code);
+        }
+    }
+    if pid < 0 {
+        return Containment::Subreaper {
+            reason: format!("cannot test namespaces: {}", io::Error::last_os_error()),
+        };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child forked above.
+    let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+    match (
+        waited == pid,
+        libc::WIFEXITED(status),
+        libc::WEXITSTATUS(status),
+    ) {
+        (true, true, 0) => Containment::UserAndPidNamespace,
+        (true, true, 1) => Containment::PidNamespace,
+        _ => Containment::Subreaper {
+            reason: "this kernel allows no user or PID namespace here".into(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+    use std::time::{Duration, Instant};
+
+    fn namespace_of(pid: &str) -> String {
+        std::fs::read_link(format!("/proc/{pid}/ns/pid"))
+            .map(|link| link.display().to_string())
+            .unwrap_or_default()
+    }
+
+    /// Processes whose command line is exactly `words`.
+    fn running(words: &[&str]) -> Vec<i32> {
+        let wanted: Vec<u8> = words
+            .iter()
+            .flat_map(|w| [w.as_bytes(), b"\0"].concat())
+            .collect();
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == wanted))
+            .collect()
+    }
+
+    #[test]
+    fn a_commands_setsid_child_dies_when_the_command_ends() {
+        let containment = containment();
+        if let Containment::Subreaper { reason } = &containment {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+        let namespace = PidNamespace::for_current_user();
+        // A marker duration no other test uses.
+        let sleeper = ["sleep", "301.25"];
+        let mut command = std::process::Command::new("sh");
+        command.args([
+            "-c",
+            "setsid sleep 301.25 < /dev/null > /dev/null 2>&1 & readlink /proc/self/ns/pid; id -u",
+        ]);
+        command.stdout(std::process::Stdio::piped());
+        // SAFETY: `enter` is made for this spot.
+        unsafe {
+            command.pre_exec(move || namespace.enter());
+        }
+        let output = command.output().expect("the command runs");
+        assert!(output.status.success(), "{output:?}");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let mut lines = stdout.lines();
+        assert_ne!(
+            lines.next(),
+            Some(namespace_of("self").as_str()),
+            "{containment}"
+        );
+        // The user is itself inside the namespace.
+        // SAFETY: getuid cannot fail.
+        assert_eq!(
+            lines.next(),
+            Some(unsafe { libc::getuid() }.to_string().as_str())
+        );
+        // The command has ended: its setsid'd child went with it.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !running(&sleeper).is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "{sleeper:?} outlived its command"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn the_keeper_ends_as_the_command_ended_and_the_command_dies_with_it() {
+        if let Containment::Subreaper { .. } = containment() {
+            return;
+        }
+        let spawn = |script: &str| {
+            let namespace = PidNamespace::for_current_user();
+            let mut command = std::process::Command::new("sh");
+            command.args(["-c", script]);
+            // SAFETY: `enter` is made for this spot.
+            unsafe {
+                command.pre_exec(move || namespace.enter());
+            }
+            command.spawn().expect("the command starts")
+        };
+        assert_eq!(spawn("exit 7").wait().unwrap().code(), Some(7));
+        // The keeper killed alone: PID 1 follows it (parent-death signal).
+        let sleeper = ["sleep", "302.5"];
+        let mut keeper = spawn("exec sleep 302.5");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while running(&sleeper).is_empty() {
+            assert!(Instant::now() < deadline, "the command never started");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        keeper.kill().unwrap();
+        keeper.wait().unwrap();
+        while !running(&sleeper).is_empty() {
+            assert!(Instant::now() < deadline, "PID 1 outlived its keeper");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
