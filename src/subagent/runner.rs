@@ -43,6 +43,8 @@ use crate::tools::{
 
 /// Longest wait for the fork after `Hello`.
 const FORK_TIMEOUT: Duration = Duration::from_secs(30);
+/// Frames the child's writer may hold for the parent.
+const CHILD_WRITER_QUEUE: usize = 64;
 
 /// The hidden command line of `fido __subagent`.
 #[derive(Debug, Clone)]
@@ -152,13 +154,15 @@ async fn serve(
         ),
         Err(error) => (Some(error.clone()), String::new()),
     };
-    let _ = writer.send(ChildFrame::Hello {
-        version: PROTOCOL_VERSION,
-        pid: std::process::id(),
-        sandbox_error: sandbox_error.clone(),
-        sandbox_summary,
-        sandbox_warnings,
-    });
+    let _ = writer
+        .send(ChildFrame::Hello {
+            version: PROTOCOL_VERSION,
+            pid: std::process::id(),
+            sandbox_error: sandbox_error.clone(),
+            sandbox_summary,
+            sandbox_warnings,
+        })
+        .await;
     if let Some(error) = sandbox_error {
         warn!(%agent_id, "sandbox not in force: {error}");
         drop(writer);
@@ -217,7 +221,7 @@ async fn serve(
         shell,
     )
     .await;
-    let _ = writer.send(outcome_frame);
+    let _ = writer.send(outcome_frame).await;
     drop(writer);
     let _ = tokio::time::timeout(Duration::from_secs(5), writer_task).await;
     ExitCode::SUCCESS
@@ -227,7 +231,7 @@ async fn serve(
 async fn run(
     mut fork: ForkFrame,
     agent_id: &str,
-    writer: mpsc::UnboundedSender<ChildFrame>,
+    writer: mpsc::Sender<ChildFrame>,
     pending: Pending,
     mcp: Arc<ParentMcp>,
     cancel: &CancellationToken,
@@ -358,7 +362,7 @@ type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Completion, Provide
 
 /// The child's provider: every completion is asked of the parent.
 struct GatewayProvider {
-    writer: mpsc::UnboundedSender<ChildFrame>,
+    writer: mpsc::Sender<ChildFrame>,
     pending: Pending,
     fork: Vec<Message>,
     next_id: AtomicU64,
@@ -396,7 +400,7 @@ impl Provider for GatewayProvider {
                 tail: request.messages[fork_prefix..].to_vec(),
                 catalog: catalog_fingerprint(request.tools),
             };
-            if self.writer.send(frame).is_err() {
+            if self.writer.send(frame).await.is_err() {
                 return Err(ProviderError::Api {
                     message: "the parent is gone".into(),
                 });
@@ -414,7 +418,7 @@ type McpPending = Arc<Mutex<HashMap<u64, oneshot::Sender<ToolOutput>>>>;
 
 /// The child's way to the MCP servers: every call is run by the parent.
 struct ParentMcp {
-    writer: mpsc::UnboundedSender<ChildFrame>,
+    writer: mpsc::Sender<ChildFrame>,
     pending: McpPending,
     next_id: AtomicU64,
 }
@@ -432,7 +436,7 @@ impl McpLink for ParentMcp {
                 tool: tool.to_string(),
                 arguments,
             };
-            if self.writer.send(frame).is_err() {
+            if self.writer.send(frame).await.is_err() {
                 return ToolOutput::error("the parent is gone");
             }
             receiver
@@ -512,7 +516,7 @@ fn answer(pending: &Pending, request_id: u64, result: Result<Completion, Provide
 /// short details only, never message contents.
 async fn forward_lifecycle(
     mut events: mpsc::UnboundedReceiver<crate::protocol::Event>,
-    writer: mpsc::UnboundedSender<ChildFrame>,
+    writer: mpsc::Sender<ChildFrame>,
 ) {
     while let Some(event) = events.recv().await {
         let frame = match event.kind {
@@ -526,7 +530,9 @@ async fn forward_lifecycle(
             },
             _ => continue,
         };
-        if writer.send(frame).is_err() {
+        // Progress only, and the parent shows at most one per interval:
+        // when the socket is backed up, one is dropped, never waited for.
+        if let Err(mpsc::error::TrySendError::Closed(_)) = writer.try_send(frame) {
             return;
         }
     }
@@ -546,11 +552,10 @@ fn watch_sigterm(cancel: CancellationToken) {
 
 fn spawn_writer(
     mut write: OwnedWriteHalf,
-) -> (
-    mpsc::UnboundedSender<ChildFrame>,
-    tokio::task::JoinHandle<()>,
-) {
-    let (sender, mut receiver) = mpsc::unbounded_channel::<ChildFrame>();
+) -> (mpsc::Sender<ChildFrame>, tokio::task::JoinHandle<()>) {
+    // Bounded: the loop sends one request at a time and lifecycle frames
+    // are dropped when the queue is full.
+    let (sender, mut receiver) = mpsc::channel::<ChildFrame>(CHILD_WRITER_QUEUE);
     let task = tokio::spawn(async move {
         while let Some(frame) = receiver.recv().await {
             if write_frame(&mut write, &frame).await.is_err() {

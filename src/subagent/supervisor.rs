@@ -28,6 +28,8 @@ use crate::tools::delegate::{DelegationFuture, DelegationRequest, Delegator};
 
 mod io;
 mod run;
+mod serve;
+mod session;
 
 use run::run;
 

@@ -93,7 +93,7 @@ pub(super) async fn mcp_call(
     call_id: u64,
     tool: String,
     arguments: String,
-    writer: mpsc::UnboundedSender<Outgoing>,
+    writer: Writer,
     cancel: tokio_util::sync::CancellationToken,
 ) {
     let cap = crate::tools::ToolLimits::default().bash_output_cap;
@@ -101,11 +101,14 @@ pub(super) async fn mcp_call(
         Some(hub) => hub.call_for_subagent(&tool, &arguments, &cancel, cap).await,
         None => crate::tools::ToolOutput::error("this session has no MCP servers"),
     };
-    let _ = writer.send(Outgoing::Frame(ParentFrame::McpResult {
+    let result = ParentFrame::McpResult {
         call_id,
         ok: output.ok,
         content: output.content,
-    }));
+    };
+    // Waits for room: a child that does not read its results holds its own
+    // calls, and the run fails at MAX_MCP_CALLS.
+    let _ = writer.0.send(Outgoing::Frame(result)).await;
 }
 
 /// A frame for the writer task: most are encoded there; the fork is
@@ -138,9 +141,36 @@ pub(super) fn spawn_reader(stream: Arc<Stream>) -> mpsc::Receiver<Result<ChildFr
     receiver
 }
 
+/// Frames the writer may hold for the child. The protocol queues at most
+/// the fork, one answer, one `Cancel` and an MCP result per call in flight
+/// (16) at once; more means the child stopped reading its socket.
+pub(super) const WRITER_QUEUE: usize = 32;
+
+/// The queue to the writer task.
+#[derive(Clone)]
+pub(super) struct Writer(mpsc::Sender<Outgoing>);
+
+/// Why a frame was not queued.
+pub(super) enum Refused {
+    /// The writer is gone: the socket failed, which the reader reports.
+    Closed,
+    /// [`WRITER_QUEUE`] frames are waiting for the child.
+    Backlog,
+}
+
+impl Writer {
+    /// Queues `outgoing` without waiting.
+    pub(super) fn send(&self, outgoing: Outgoing) -> Result<(), Refused> {
+        self.0.try_send(outgoing).map_err(|err| match err {
+            mpsc::error::TrySendError::Full(_) => Refused::Backlog,
+            mpsc::error::TrySendError::Closed(_) => Refused::Closed,
+        })
+    }
+}
+
 /// Writes frames in order from a task of its own.
-pub(super) fn spawn_writer(stream: Arc<Stream>) -> mpsc::UnboundedSender<Outgoing> {
-    let (sender, mut receiver) = mpsc::unbounded_channel::<Outgoing>();
+pub(super) fn spawn_writer(stream: Arc<Stream>) -> Writer {
+    let (sender, mut receiver) = mpsc::channel::<Outgoing>(WRITER_QUEUE);
     tokio::spawn(async move {
         let mut send = &*stream;
         while let Some(outgoing) = receiver.recv().await {
@@ -154,7 +184,7 @@ pub(super) fn spawn_writer(stream: Arc<Stream>) -> mpsc::UnboundedSender<Outgoin
             }
         }
     });
-    sender
+    Writer(sender)
 }
 
 /// Copies the child's stderr into the log, tagged with its id, up to a cap;

@@ -1,0 +1,409 @@
+//! Running, then cancelling: the child is served until it sends `Final`,
+//! fails, or is stopped. Its model requests go to the parent's gateway one
+//! at a time, its MCP calls to the parent's servers, its lifecycle frames
+//! become sanitised `subagent` events.
+
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+use crate::protocol::ipc::{ChildFrame, ParentFrame, catalog_fingerprint};
+use crate::protocol::{EventKind, Message};
+use crate::subagent::ipc::IpcError;
+
+use super::io::*;
+use super::run::{Ending, Progress, Stage, StopReason, Stops};
+use super::session::Session;
+use super::*;
+
+/// MCP calls of one subagent running at once.
+const MAX_MCP_CALLS: usize = 16;
+
+/// What the loop decides after an event: go on, or end the run.
+type Flow = Result<(), Ending>;
+
+/// The serve loop's state besides the session.
+struct Serving {
+    /// The child's conversation while no request runs (the fork, then the
+    /// fork's kept prefix and the child's tail); with the gateway while one
+    /// does.
+    history: Option<Vec<Message>>,
+    fork_len: usize,
+    /// Leading fork messages still in `history`.
+    intact: usize,
+    inflight: Option<tokio::task::JoinHandle<()>>,
+    answers: mpsc::UnboundedSender<GatewayOutcome>,
+    frames_seen: u32,
+    requests: u32,
+    last_lifecycle: Option<(String, Instant)>,
+    /// What the child does now, for the usage events between phases.
+    phase_now: String,
+    /// The child's MCP calls, run here and ended with the run.
+    mcp_cancel: CancellationToken,
+    mcp_calls: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Session {
+    /// Serves the child until it sends `Final`, fails, or is stopped; a
+    /// stop sends `Cancel` and gives the child the grace to answer.
+    pub(super) async fn serve(
+        &mut self,
+        history: Vec<Message>,
+        progress: &mut Progress<'_>,
+        stops: &Stops<'_>,
+    ) -> Ending {
+        progress.enter(Stage::Running);
+        let grace_period = progress.shared().settings.grace;
+        let deadline = tokio::time::sleep_until(stops.deadline);
+        tokio::pin!(deadline);
+        let grace = tokio::time::sleep(Duration::MAX / 4);
+        tokio::pin!(grace);
+        let (answers, mut done) = mpsc::unbounded_channel::<GatewayOutcome>();
+        let mut serving = Serving::new(history, answers);
+        let _mcp_guard = serving.mcp_cancel.clone().drop_guard();
+        let budget_spent = &progress.shared().session_budget_spent;
+        let ending = loop {
+            // A stop asks the child for its partial; the grace starts then.
+            let stop = tokio::select! {
+                frame = self.frames.recv() => match self.on_frame(frame, &mut serving, progress).await {
+                    Ok(()) => None,
+                    Err(ending) => break ending,
+                },
+                Some(outcome) = done.recv() => match self.on_answer(outcome, &mut serving, progress) {
+                    Ok(stop) => stop,
+                    Err(ending) => break ending,
+                },
+                _ = &mut deadline, if progress.stop.is_none() => Some(StopReason::Timeout),
+                _ = budget_spent.cancelled(), if progress.stop.is_none() => Some(StopReason::Budget),
+                _ = stops.cancel.cancelled(), if progress.stop.is_none() => Some(StopReason::Cancelled),
+                _ = &mut grace => break Ending::failed("timeout", "no partial result within the grace period"),
+                _ = stops.turn_cancel.cancelled() => {
+                    // The whole turn is interrupted: nobody waits for a partial.
+                    progress.stopped(StopReason::Cancelled);
+                    break Ending::failed("cancelled", "the turn was interrupted");
+                }
+                _ = stops.kill_now.cancelled() => {
+                    progress.stopped(StopReason::Cancelled);
+                    break Ending::failed("cancelled", "Fido is shutting down");
+                }
+                status = self.group.wait(), if self.exit.is_none() => {
+                    self.exit = status.ok();
+                    break self.after_exit().await;
+                }
+            };
+            if let Some(reason) = stop {
+                if let Err(ending) = self.ask_for_partial(reason, progress) {
+                    break ending;
+                }
+                grace
+                    .as_mut()
+                    .reset(tokio::time::Instant::now() + grace_period);
+            }
+        };
+        serving.end();
+        ending
+    }
+
+    /// Cancelling: `Cancel` with the reason, which the child answers with
+    /// what it has.
+    fn ask_for_partial(&self, reason: StopReason, progress: &mut Progress<'_>) -> Flow {
+        progress.stopped(reason);
+        progress.enter(Stage::Cancelling(reason));
+        let cancel = ParentFrame::Cancel {
+            reason: reason.code().into(),
+        };
+        self.write(Outgoing::Frame(cancel))
+    }
+
+    /// Queues a frame; a child that stopped reading its socket fails.
+    fn write(&self, outgoing: Outgoing) -> Flow {
+        match self.writer.send(outgoing) {
+            Ok(()) | Err(Refused::Closed) => Ok(()),
+            Err(Refused::Backlog) => Err(Ending::failed(
+                "protocol_error",
+                format!(
+                    "the subagent stopped reading its socket ({WRITER_QUEUE} frames are waiting for it)"
+                ),
+            )),
+        }
+    }
+
+    /// The child exited; a `Final` it sent may still be in flight.
+    async fn after_exit(&mut self) -> Ending {
+        match tokio::time::timeout(Duration::from_millis(200), self.frames.recv()).await {
+            Ok(Some(Ok(ChildFrame::Final { status, text }))) => Ending::Final { status, text },
+            _ => {
+                let status = describe_exit(self.exit);
+                Ending::failed(
+                    "subagent_crashed",
+                    format!("the subagent exited without a result ({status})"),
+                )
+            }
+        }
+    }
+
+    async fn on_frame(
+        &mut self,
+        frame: Option<Result<ChildFrame, IpcError>>,
+        serving: &mut Serving,
+        progress: &mut Progress<'_>,
+    ) -> Flow {
+        serving.frames_seen += 1;
+        if serving.frames_seen > MAX_FRAMES {
+            return Err(Ending::failed(
+                "protocol_error",
+                format!("the subagent flooded the parent with more than {MAX_FRAMES} frames"),
+            ));
+        }
+        match frame {
+            Some(Ok(ChildFrame::ModelRequest {
+                request_id,
+                fork_prefix,
+                tail,
+                catalog,
+            })) => {
+                let request = ChildRequest {
+                    request_id,
+                    fork_prefix,
+                    tail,
+                    catalog,
+                };
+                self.on_model_request(request, serving, progress)
+            }
+            Some(Ok(ChildFrame::Lifecycle { phase, detail })) => {
+                serving.on_lifecycle(&phase, &detail, progress);
+                Ok(())
+            }
+            Some(Ok(ChildFrame::Final { status, text })) => Err(Ending::Final { status, text }),
+            Some(Ok(ChildFrame::McpCall {
+                call_id,
+                tool,
+                arguments,
+            })) => serving.on_mcp_call(call_id, tool, arguments, &self.writer, progress),
+            Some(Ok(other @ ChildFrame::Hello { .. })) => Err(Ending::failed(
+                "protocol_error",
+                format!(
+                    "out-of-order {} frame from the subagent",
+                    frame_name(&other)
+                ),
+            )),
+            Some(Err(e)) => Err(Ending::failed(
+                "protocol_error",
+                format!("bad frame from the subagent: {e}"),
+            )),
+            None => {
+                let status = self.reap_quickly().await;
+                Err(Ending::failed(
+                    "subagent_crashed",
+                    format!("the subagent exited without a result ({status})"),
+                ))
+            }
+        }
+    }
+
+    /// A model request: checked against the fork and the budget of steps
+    /// (the gateway holds the credentials, so it keeps the budget: the
+    /// child's own loop is not trusted), then sent to the gateway.
+    fn on_model_request(
+        &self,
+        request: ChildRequest,
+        serving: &mut Serving,
+        progress: &mut Progress<'_>,
+    ) -> Flow {
+        let (job, shared) = (progress.job, progress.shared());
+        serving.check_request(&request, &shared.catalog)?;
+        if progress.stop.is_some() {
+            let refusal = ParentFrame::ModelError {
+                request_id: request.request_id,
+                message: "cancelled".into(),
+            };
+            return self.write(Outgoing::Frame(refusal));
+        }
+        serving.check_steps(job)?;
+        serving.requests += 1;
+        serving.phase_now = "reasoning".into();
+        progress.emit("reasoning", &format!("model request {}", serving.requests));
+        // The child's conversation is the fork's first `fork_prefix`
+        // messages and its tail: rebuilt in place, so a large fork is never
+        // copied again.
+        let Some(mut messages) = serving.history.take() else {
+            return Err(Ending::failed(
+                "protocol_error",
+                "the subagent sent a model request while another was running",
+            ));
+        };
+        messages.truncate(request.fork_prefix);
+        serving.intact = request.fork_prefix;
+        messages.extend(request.tail);
+        let requester = Requester {
+            agent_id: job.agent_id.clone(),
+            model: job.model.clone(),
+        };
+        serving.inflight = Some(tokio::spawn(gateway(
+            request.request_id,
+            requester,
+            messages,
+            shared.provider.clone(),
+            shared.catalog.clone(),
+            serving.answers.clone(),
+        )));
+        Ok(())
+    }
+
+    /// The gateway answered: the answer goes to the child, the usage is
+    /// counted, and a crossed budget is a stop.
+    fn on_answer(
+        &self,
+        outcome: GatewayOutcome,
+        serving: &mut Serving,
+        progress: &mut Progress<'_>,
+    ) -> Result<Option<StopReason>, Ending> {
+        // Written from here, after the request is marked done, so the
+        // child's next request can never arrive while this one still
+        // counts as running.
+        serving.inflight = None;
+        serving.history = Some(outcome.messages);
+        self.write(Outgoing::Frame(outcome.frame))?;
+        let Some(usage) = outcome.usage else {
+            return Ok(None);
+        };
+        let spent = progress.charge(&usage);
+        let job = progress.job;
+        let tokens = progress.usage.budget_tokens();
+        progress.emit(&serving.phase_now, &format!("{tokens} tokens"));
+        progress.shared().events.emit(EventKind::Usage {
+            identity: job.agent_id.clone(),
+            prompt_tokens: usage.prompt_tokens,
+            cached_tokens: usage.cached_tokens,
+            completion_tokens: usage.completion_tokens,
+        });
+        if spent && progress.stop.is_none() {
+            info!(agent_id = %job.agent_id, tokens, "the subagent crossed its token budget; cancelling it");
+            return Ok(Some(StopReason::Budget));
+        }
+        Ok(None)
+    }
+}
+
+/// A `ModelRequest` frame's fields.
+struct ChildRequest {
+    request_id: u64,
+    fork_prefix: usize,
+    tail: Vec<Message>,
+    catalog: String,
+}
+
+impl Serving {
+    fn new(history: Vec<Message>, answers: mpsc::UnboundedSender<GatewayOutcome>) -> Serving {
+        let fork_len = history.len();
+        Serving {
+            history: Some(history),
+            fork_len,
+            intact: fork_len,
+            inflight: None,
+            answers,
+            frames_seen: 0,
+            requests: 0,
+            last_lifecycle: None,
+            phase_now: String::from("reasoning"),
+            mcp_cancel: CancellationToken::new(),
+            mcp_calls: Vec::new(),
+        }
+    }
+
+    /// A request the parent must refuse ends the run.
+    fn check_request(&self, request: &ChildRequest, catalog: &crate::tools::ToolCatalog) -> Flow {
+        let fail = |message: String| Err(Ending::failed("protocol_error", message));
+        let ours = catalog_fingerprint(catalog.specs());
+        let (prefix, fork_len, intact) = (request.fork_prefix, self.fork_len, self.intact);
+        if !request.catalog.is_empty() && request.catalog != ours {
+            return fail(format!(
+                "the subagent's tool catalog ({}) is not the parent's ({ours}): its requests would not share the cached prefix",
+                request.catalog
+            ));
+        }
+        if self.inflight.is_some() {
+            return fail("the subagent sent a model request while another was running".into());
+        }
+        if prefix > fork_len {
+            return fail(format!(
+                "the subagent referred to {prefix} fork messages; the fork has {fork_len}"
+            ));
+        }
+        if prefix > intact {
+            return fail(format!(
+                "the subagent referred to {prefix} fork messages after it had dropped all but {intact}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// More requests than `max_steps` end the run.
+    fn check_steps(&self, job: &Job) -> Flow {
+        if self.requests >= job.max_steps {
+            return Err(Ending::failed(
+                "protocol_error",
+                format!(
+                    "the subagent asked for more than {} model requests (max_steps)",
+                    job.max_steps
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A lifecycle frame becomes a sanitised event, at most one per phase
+    /// change or per interval.
+    fn on_lifecycle(&mut self, phase: &str, detail: &str, progress: &Progress<'_>) {
+        let phase = sanitize_phase(phase);
+        self.phase_now.clone_from(&phase);
+        let due = match &self.last_lifecycle {
+            Some((last, at)) => *last != phase || at.elapsed() >= LIFECYCLE_INTERVAL,
+            None => true,
+        };
+        if due {
+            progress.emit(&phase, detail);
+            self.last_lifecycle = Some((phase, Instant::now()));
+        }
+    }
+
+    fn on_mcp_call(
+        &mut self,
+        call_id: u64,
+        tool: String,
+        arguments: String,
+        writer: &Writer,
+        progress: &Progress<'_>,
+    ) -> Flow {
+        self.mcp_calls.retain(|call| !call.is_finished());
+        if self.mcp_calls.len() >= MAX_MCP_CALLS {
+            return Err(Ending::failed(
+                "protocol_error",
+                format!("the subagent ran more than {MAX_MCP_CALLS} MCP calls at once"),
+            ));
+        }
+        let catalog = progress.shared().catalog.clone();
+        let call = mcp_call(
+            catalog,
+            call_id,
+            tool,
+            arguments,
+            writer.clone(),
+            self.mcp_cancel.clone(),
+        );
+        self.mcp_calls.push(tokio::spawn(call));
+        Ok(())
+    }
+
+    /// Ends what the run still has running.
+    fn end(self) {
+        if let Some(task) = self.inflight {
+            task.abort();
+        }
+        for call in self.mcp_calls {
+            call.abort();
+        }
+    }
+}

@@ -1,0 +1,439 @@
+//! The child's process and socket: spawning it, the handshake, the fork,
+//! and the teardown that always reaps it.
+
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use interprocess::local_socket::tokio::{Listener, Stream};
+use interprocess::local_socket::traits::StreamCommon as _;
+use interprocess::local_socket::traits::tokio::Listener as _;
+use interprocess::local_socket::{GenericNamespaced, ListenerOptions, ToNsName};
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use crate::protocol::EventKind;
+use crate::protocol::Message;
+use crate::protocol::ipc::{ChildFrame, ForkFrameRef, PROTOCOL_VERSION};
+use crate::sandbox::{PrivateDir, ProcessGroup, sweep};
+use crate::subagent::ipc::{IpcError, encode_frame};
+
+use super::io::*;
+use super::run::{Ending, Progress, Stage, StopReason, Stops};
+use super::*;
+
+/// A spawned, connected, handshaken child.
+pub(super) struct Session {
+    pub(super) group: ProcessGroup,
+    pub(super) frames: mpsc::Receiver<Result<ChildFrame, IpcError>>,
+    pub(super) writer: Writer,
+    pub(super) exit: Option<ExitStatus>,
+    /// The child's scratch `TMPDIR`, removed after the reap.
+    scratch: Option<PrivateDir>,
+}
+
+/// A child that was started and has not connected yet.
+struct Spawned {
+    group: ProcessGroup,
+    listener: Listener,
+    scratch: PrivateDir,
+    /// The `RLIMIT_NPROC` for its fork, counted while it starts.
+    process_limit: tokio::task::JoinHandle<Option<u64>>,
+}
+
+/// The failure of a run stopped before the child was ready.
+fn stopped_early(reason: StopReason, progress: &mut Progress<'_>) -> Ending {
+    progress.stopped(reason);
+    Ending::failed(reason.code(), "stopped before the subagent was ready")
+}
+
+impl Session {
+    /// Spawning, then handshaking: spawn, accept (peer pid checked),
+    /// `Hello`, `Fork`. A failure has already reaped the child.
+    pub(super) async fn open(
+        progress: &mut Progress<'_>,
+        stops: &Stops<'_>,
+        fork: &[Message],
+    ) -> Result<Session, Ending> {
+        let spawned = Spawned::start(progress).await?;
+        progress.enter(Stage::Handshaking);
+        let process_limit = spawned.process_limit;
+        let mut session = Session::accept(
+            spawned.group,
+            spawned.listener,
+            spawned.scratch,
+            progress,
+            stops,
+        )
+        .await?;
+        if let Err(ending) = session.hello(progress, stops).await {
+            session.close(progress, false).await;
+            return Err(ending);
+        }
+        let process_limit = process_limit.await.ok().flatten();
+        if let Err(ending) = session.send_fork(progress, fork, process_limit).await {
+            session.close(progress, false).await;
+            return Err(ending);
+        }
+        Ok(session)
+    }
+
+    pub(super) fn pid(&self) -> u32 {
+        self.group.pid()
+    }
+
+    /// Exactly one connection, from the child itself; then the listener
+    /// is closed, so no second one can be made.
+    async fn accept(
+        mut group: ProcessGroup,
+        listener: Listener,
+        scratch: PrivateDir,
+        progress: &mut Progress<'_>,
+        stops: &Stops<'_>,
+    ) -> Result<Session, Ending> {
+        let accepted = tokio::select! {
+            accepted = tokio::time::timeout(HANDSHAKE_TIMEOUT, listener.accept()) => accepted,
+            status = group.wait() => {
+                let status = describe_exit(status.ok());
+                let _ = group.terminate(TERM_GRACE).await;
+                return Err(Ending::failed("subagent_crashed", format!("the subagent exited before it connected ({status})")));
+            }
+            reason = stops.before_handshake() => {
+                let _ = group.terminate(TERM_GRACE).await;
+                return Err(stopped_early(reason, progress));
+            }
+        };
+        drop(listener);
+        let stream: Stream = match accepted {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => {
+                let _ = group.terminate(TERM_GRACE).await;
+                return Err(Ending::failed(
+                    "spawn_failed",
+                    format!("the IPC socket failed: {e}"),
+                ));
+            }
+            Err(_) => {
+                let _ = group.terminate(TERM_GRACE).await;
+                let seconds = HANDSHAKE_TIMEOUT.as_secs();
+                return Err(Ending::failed(
+                    "spawn_failed",
+                    format!("the subagent did not connect within {seconds} s"),
+                ));
+            }
+        };
+        let pid = group.pid();
+        let peer = stream.peer_creds().ok().and_then(|c| c.pid());
+        if peer != i32::try_from(pid).ok() {
+            let _ = group.terminate(TERM_GRACE).await;
+            return Err(Ending::failed(
+                "protocol_error",
+                format!(
+                    "a process other than the subagent (pid {peer:?}, expected {pid}) connected to its socket; refused"
+                ),
+            ));
+        }
+        let stream = Arc::new(stream);
+        Ok(Session {
+            group,
+            frames: spawn_reader(stream.clone()),
+            writer: spawn_writer(stream),
+            exit: None,
+            scratch: Some(scratch),
+        })
+    }
+
+    /// The child's `Hello`: its protocol version and whether its sandbox
+    /// holds.
+    async fn hello(
+        &mut self,
+        progress: &mut Progress<'_>,
+        stops: &Stops<'_>,
+    ) -> Result<(), Ending> {
+        let hello = tokio::select! {
+            hello = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.frames.recv()) => hello,
+            reason = stops.before_handshake() => return Err(stopped_early(reason, progress)),
+        };
+        let frame = match hello {
+            Ok(Some(Ok(frame))) => frame,
+            Ok(Some(Err(e))) => {
+                return Err(Ending::failed(
+                    "protocol_error",
+                    format!("bad frame from the subagent: {e}"),
+                ));
+            }
+            Ok(None) => {
+                let status = self.reap_quickly().await;
+                return Err(Ending::failed(
+                    "subagent_crashed",
+                    format!("the subagent exited before its handshake ({status})"),
+                ));
+            }
+            Err(_) => {
+                return Err(Ending::failed(
+                    "protocol_error",
+                    "the subagent did not say hello in time",
+                ));
+            }
+        };
+        check_hello(frame, progress)
+    }
+
+    /// The fork, encoded once from borrowed parts.
+    async fn send_fork(
+        &mut self,
+        progress: &Progress<'_>,
+        fork: &[Message],
+        process_limit: Option<u64>,
+    ) -> Result<(), Ending> {
+        let (job, shared) = (progress.job, progress.shared());
+        let settings = &shared.settings;
+        // Known by now: the parent asked before its first request (cached).
+        let context_window = shared.provider.context_window().await;
+        let mcp_tools = shared
+            .catalog
+            .mcp()
+            .map(|hub| hub.tool_specs())
+            .unwrap_or_default();
+        let encoded = encode_frame(&ForkFrameRef {
+            kind: "fork",
+            version: PROTOCOL_VERSION,
+            agent_id: &job.agent_id,
+            messages: fork,
+            instructions: &job.instructions,
+            max_steps: job.max_steps,
+            plan_tool: settings.plan_tool,
+            context_window,
+            mcp_tools: &mcp_tools,
+            agents: &settings.profiles.offers(),
+            process_limit,
+        })
+        .map_err(|e| Ending::failed("spawn_failed", format!("cannot encode the fork: {e}")))?;
+        if self.writer.send(Outgoing::Encoded(encoded)).is_err() {
+            return Err(Ending::failed(
+                "subagent_crashed",
+                "the subagent closed its socket before the fork",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Waits briefly for the child's exit status after its socket closed.
+    pub(super) async fn reap_quickly(&mut self) -> String {
+        if self.exit.is_none() {
+            self.exit = tokio::time::timeout(Duration::from_millis(500), self.group.wait())
+                .await
+                .ok()
+                .and_then(Result::ok);
+        }
+        describe_exit(self.exit)
+    }
+
+    /// Terminating, to reaped: a child that sent `Final` gets a moment to
+    /// exit on its own; then its group is killed and it is reaped, and its
+    /// scratch folder removed.
+    pub(super) async fn close(&mut self, progress: &mut Progress<'_>, finished: bool) {
+        progress.enter(Stage::Terminating);
+        if finished && self.exit.is_none() {
+            self.exit = tokio::time::timeout(Duration::from_millis(500), self.group.wait())
+                .await
+                .ok()
+                .and_then(Result::ok);
+        }
+        let root = self.group.pid() as i32;
+        let left = if self.exit.is_some() {
+            // A child that exited swept its tree itself, and its death
+            // re-parented whatever it missed: no tree is left to read.
+            // What is left in its group is killed now, as a command's
+            // background jobs are.
+            if let Err(err) = self.group.kill() {
+                warn!(pid = root, error = %err, "could not kill the subagent's group");
+            }
+            Vec::new()
+        } else {
+            // Read while the child lives: as their subreaper it is the
+            // parent of its commands' orphans, which its group kill would
+            // miss.
+            let left = tokio::task::spawn_blocking(move || sweep::descendants(root))
+                .await
+                .unwrap_or_default();
+            if let Err(err) = self.group.terminate(TERM_GRACE).await {
+                warn!(pid = root, error = %err, "could not terminate the subagent's group");
+            }
+            left
+        };
+        kill_left_behind(root, left).await;
+        if let Some(scratch) = self.scratch.take() {
+            let _ = tokio::task::spawn_blocking(move || scratch.remove()).await;
+        }
+    }
+}
+
+/// The verdict on the child's first frame.
+fn check_hello(frame: ChildFrame, progress: &Progress<'_>) -> Result<(), Ending> {
+    let ChildFrame::Hello {
+        version,
+        sandbox_error,
+        sandbox_summary,
+        sandbox_warnings,
+        ..
+    } = frame
+    else {
+        let name = frame_name(&frame);
+        return Err(Ending::failed(
+            "protocol_error",
+            format!("the subagent's first frame was {name}, not hello"),
+        ));
+    };
+    if version != PROTOCOL_VERSION {
+        return Err(Ending::failed(
+            "protocol_error",
+            format!("the subagent speaks protocol {version}, this Fido {PROTOCOL_VERSION}"),
+        ));
+    }
+    if let Some(error) = sandbox_error {
+        return Err(Ending::failed(
+            "sandbox_unavailable",
+            format!(
+                "the read-only sandbox could not be enforced, so no subagent ran: {error}. Set sandbox = \"best_effort\" to run with the invocation guard only."
+            ),
+        ));
+    }
+    let (job, shared) = (progress.job, progress.shared());
+    debug!(agent_id = %job.agent_id, %sandbox_summary, "subagent sandboxed");
+    if !sandbox_warnings.is_empty() {
+        let message = format!(
+            "{} runs without a complete sandbox (sandbox = {}): {}",
+            job.agent_id,
+            shared.settings.sandbox,
+            sandbox_warnings.join("; ")
+        );
+        warn!("{message}");
+        shared.events.emit(EventKind::Error { message });
+    }
+    Ok(())
+}
+
+/// Kills what the sweep found in a child's tree (each pid checked against
+/// its start time, so a reused pid is never hit).
+async fn kill_left_behind(root: i32, left: Vec<sweep::Descendant>) {
+    if left.is_empty() {
+        return;
+    }
+    let killed = tokio::task::spawn_blocking(move || sweep::kill_all(&left))
+        .await
+        .unwrap_or(0);
+    if killed > 0 {
+        info!(
+            pid = root,
+            killed, "killed processes the subagent left behind"
+        );
+    }
+}
+
+impl Spawned {
+    /// Spawning: the socket, the scratch folder, the process, its record
+    /// for the orphan sweep and its stderr log.
+    async fn start(progress: &Progress<'_>) -> Result<Spawned, Ending> {
+        let (job, settings) = (progress.job, &progress.shared().settings);
+        let socket_name = format!(
+            "fido-{}-{}-{:016x}.sock",
+            std::process::id(),
+            job.agent_id,
+            fastrand::u64(..)
+        );
+        let listener = listen(&socket_name)?;
+        // The one folder the child's commands may write (its TMPDIR).
+        let label = format!("{}-", job.agent_id);
+        let scratch = tokio::task::spawn_blocking(move || PrivateDir::create_named(&label))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|created| created.map_err(|e| e.to_string()))
+            .map_err(|e| {
+                Ending::failed(
+                    "spawn_failed",
+                    format!("cannot create the scratch folder: {e}"),
+                )
+            })?;
+        let mut command = child_command(settings, &socket_name, &job.agent_id, scratch.path());
+        let mut group = ProcessGroup::spawn(&mut command).map_err(|e| {
+            Ending::failed(
+                "spawn_failed",
+                format!("cannot start the subagent process: {e}"),
+            )
+        })?;
+        let pid = group.pid();
+        info!(agent_id = %job.agent_id, pid, "subagent spawned");
+        // Counting the user's processes reads all of /proc: done while the
+        // child starts, it costs the delegation nothing.
+        let process_limit = tokio::task::spawn_blocking(crate::sandbox::child::process_limit);
+        record_for_the_orphan_sweep(settings, &job.agent_id, pid).await;
+        if let Some(stderr) = group.child_mut().stderr.take() {
+            tokio::spawn(log_stderr(job.agent_id.clone(), stderr));
+        }
+        Ok(Spawned {
+            group,
+            listener,
+            scratch,
+            process_limit,
+        })
+    }
+}
+
+/// The listener of the child's socket (abstract namespace, random name).
+fn listen(socket_name: &str) -> Result<Listener, Ending> {
+    let name = socket_name
+        .to_ns_name::<GenericNamespaced>()
+        .map_err(|e| Ending::failed("spawn_failed", format!("cannot name the IPC socket: {e}")))?;
+    ListenerOptions::new()
+        .name(name)
+        .create_tokio()
+        .map_err(|e| Ending::failed("spawn_failed", format!("cannot open the IPC socket: {e}")))
+}
+
+/// `fido __subagent` with its socket, identity, sandbox and scratch folder,
+/// in the workspace, with a scrubbed environment.
+fn child_command(
+    settings: &DelegationSettings,
+    socket_name: &str,
+    agent_id: &str,
+    scratch: &std::path::Path,
+) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(&settings.program);
+    command
+        .arg("__subagent")
+        .arg("--socket")
+        .arg(socket_name)
+        .arg("--agent-id")
+        .arg(agent_id)
+        .arg("--parent-pid")
+        .arg(std::process::id().to_string())
+        .arg("--sandbox")
+        .arg(settings.sandbox.as_str())
+        .arg("--scratch")
+        .arg(scratch)
+        .args(
+            settings
+                .deny_read
+                .iter()
+                .flat_map(|path| [std::ffi::OsStr::new("--deny-read"), path.as_os_str()]),
+        )
+        .current_dir(&settings.workspace)
+        .env_clear()
+        .envs(scrubbed_env())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// For the orphan sweep of a later Fido, should this one die without
+/// reaping the child.
+async fn record_for_the_orphan_sweep(settings: &DelegationSettings, agent_id: &str, pid: u32) {
+    let dir = crate::subagent::control::run_dir(&settings.workspace);
+    let id = agent_id.to_string();
+    let recorded =
+        tokio::task::spawn_blocking(move || crate::subagent::orphans::record(&dir, &id, pid)).await;
+    if let Ok(Err(message)) = recorded {
+        warn!(%agent_id, %message, "the subagent is not recorded for the orphan sweep");
+    }
+}
