@@ -147,7 +147,10 @@ async fn exec(config: Config, prompt: String, run: Run) -> ExitCode {
         }
     };
     let (sender, receiver) = mpsc::unbounded_channel();
-    let printer = tokio::spawn(print_events(receiver, json));
+    let printer = match spawn_printer(receiver, json) {
+        Ok(printer) => printer,
+        Err(err) => return fail(&format!("cannot start the event printer: {err}")),
+    };
     let interaction = Interaction {
         user: None,
         approver: None,
@@ -244,10 +247,27 @@ async fn exec(config: Config, prompt: String, run: Run) -> ExitCode {
     }
 }
 
+/// Prints the events on a thread of its own: a slow or blocked stdout
+/// holds that thread, never a runtime worker. The receiver resolves when
+/// the last event is printed.
+fn spawn_printer(
+    receiver: mpsc::UnboundedReceiver<Event>,
+    json: bool,
+) -> std::io::Result<tokio::sync::oneshot::Receiver<()>> {
+    let (printed, done) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("fido-events".into())
+        .spawn(move || {
+            print_events(receiver, json);
+            let _ = printed.send(());
+        })?;
+    Ok(done)
+}
+
 /// Prints events: with `--json` every event as one line on stdout; errors
-/// also as one sentence on stderr, for the person watching.
-async fn print_events(mut receiver: mpsc::UnboundedReceiver<Event>, json: bool) {
-    while let Some(event) = receiver.recv().await {
+/// also as one sentence on stderr, for the person watching. Blocking.
+fn print_events(mut receiver: mpsc::UnboundedReceiver<Event>, json: bool) {
+    while let Some(event) = receiver.blocking_recv() {
         // Streaming text and tool output are for the live UI; the --json
         // stream (a contract) stays as it is.
         if event.kind.is_live_only() {
