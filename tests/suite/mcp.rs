@@ -478,10 +478,15 @@ fn the_published_time_server_answers_the_model_through_the_parent() {
 
 #[test]
 fn servers_start_concurrently_and_a_late_one_fails_within_its_startup_timeout() {
+    let times = tempfile::tempdir().unwrap();
+    let started_file = times.path().join("started");
     let slow = |name: &str| {
         fixture_server(name, "").replace(
             "\"{marker}\"]",
-            "\"{marker}\", \"--sleep-start\", \"1000\"]",
+            &format!(
+                "\"{{marker}}\", \"--sleep-start\", \"1000\", \"--started-file\", \"{}\"]",
+                started_file.display()
+            ),
         )
     };
     let late = fixture_server("late", "startup_timeout_ms = 300").replace(
@@ -489,12 +494,21 @@ fn servers_start_concurrently_and_a_late_one_fails_within_its_startup_timeout() 
         "\"{marker}\", \"--sleep-start\", \"30000\"]",
     );
     let setup = Setup::new(&format!("{}{}{}{late}", slow("a"), slow("b"), slow("c")));
-    let started = Instant::now();
     let output = setup.run(&["tool", "list"]);
-    let elapsed = started.elapsed();
     assert!(output.status.success(), "{}", stderr(&output));
-    // One after another they would take 3 s.
-    assert!(elapsed < Duration::from_millis(2_500), "{elapsed:?}");
+    // One after another, each would start a second after the one before.
+    let starts: Vec<f64> = std::fs::read_to_string(&started_file)
+        .unwrap()
+        .lines()
+        .map(|line| line.parse().unwrap())
+        .collect();
+    assert_eq!(starts.len(), 3, "{starts:?}");
+    let spread = starts.iter().copied().fold(f64::MIN, f64::max)
+        - starts.iter().copied().fold(f64::MAX, f64::min);
+    assert!(
+        spread < 0.9,
+        "the servers started {spread:.3} s apart: {starts:?}"
+    );
     let tools: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(
         tools.as_array().unwrap().len(),
