@@ -618,3 +618,78 @@ fn a_plan_lock_held_too_long_is_a_clear_tool_error() {
         "{result}"
     );
 }
+
+/// A tmpfs of `size` mounted on a fresh folder, unmounted on drop; `None`
+/// where this process may not mount (not root).
+struct TinyDisk {
+    dir: tempfile::TempDir,
+}
+
+impl TinyDisk {
+    fn mount(size: &str) -> Option<TinyDisk> {
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success());
+        mounted.then_some(TinyDisk { dir })
+    }
+}
+
+impl Drop for TinyDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+#[test]
+fn a_full_disk_during_a_plan_write_is_a_clear_error_and_the_old_plan_stays() {
+    let Some(disk) = TinyDisk::mount("256k") else {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    };
+    let ws = disk.dir.path();
+    let call = |items: Value| {
+        std::process::Command::new(crate::common::process::fido_bin())
+            .arg("-C")
+            .arg(ws)
+            .args(["tool", "call", "update_plan", "--args"])
+            .arg(plan_args("disk test", items))
+            .output()
+            .unwrap()
+    };
+    let first =
+        call(json!([{"id": "a", "title": "First", "status": "pending", "next_action": "go"}]));
+    assert!(first.status.success(), "stderr: {}", stderr(&first));
+    let before = std::fs::read(ws.join(PLAN_FILE)).unwrap();
+    // Fill the disk: the write stops at ENOSPC.
+    let mut filler = std::fs::File::create(ws.join("filler")).unwrap();
+    let block = vec![b'x'; 4096];
+    while std::io::Write::write_all(&mut filler, &block).is_ok() {}
+    drop(filler);
+    // More than the block the filler could not write.
+    let (title, next) = ("t".repeat(110), "n".repeat(110));
+    let items: Vec<Value> = (0..20)
+        .map(|i| json!({"id": format!("i{i}"), "title": title, "status": "pending", "next_action": next}))
+        .collect();
+    let second = call(Value::Array(items));
+    assert!(!second.status.success(), "a write to a full disk succeeded");
+    let message = format!(
+        "{}{}",
+        stderr(&second),
+        String::from_utf8_lossy(&second.stdout)
+    );
+    assert!(
+        message.contains("No space left on device"),
+        "the error does not say what failed: {message}"
+    );
+    assert_eq!(
+        std::fs::read(ws.join(PLAN_FILE)).unwrap(),
+        before,
+        "the old plan was not kept whole"
+    );
+}
