@@ -697,3 +697,55 @@ fn a_fido_that_starts_after_a_crash_kills_the_dead_parents_leftovers_and_removes
         "the dead parent's socket is stale and was removed"
     );
 }
+
+#[test]
+fn one_of_three_subagents_killed_fails_alone_and_the_others_complete_in_call_order() {
+    let ws = workspace();
+    let tasks = ["alpha", "beta", "gamma"];
+    let server = FakeServer::start(vec![
+        delegate_calls(&tasks, json!({})),
+        Reply::sse(sse::text_turn("two of three")),
+    ]);
+    server.push_keyed(
+        "Task: alpha",
+        Reply::sse(sse::text_turn(&findings("alpha"))),
+    );
+    server.push_keyed("Task: beta", Reply::stall_forever(vec![]));
+    server.push_keyed(
+        "Task: gamma",
+        Reply::sse(sse::text_turn(&findings("gamma"))),
+    );
+    let child: Child = exec_cmd(ws.path(), &server, "investigate", &[])
+        .spawn()
+        .unwrap();
+    let parent = child.id();
+    // The two quick ones are done when one child is left, stalled.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let stalled = loop {
+        let alive: Vec<u32> = processes(ProcessFilter::ChildrenOf(parent))
+            .into_iter()
+            .map(|p| p.pid)
+            .filter(|pid| is_subagent(*pid))
+            .collect();
+        if alive.len() == 1 && server.model_requests().len() == 4 {
+            break alive[0];
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the stalled child never stood alone"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    crate::common::process::send_signal(stalled, libc::SIGKILL);
+    let output = wait_with_timeout(child, Duration::from_secs(30));
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    assert_no_processes(ProcessFilter::Pid(stalled), Duration::from_secs(5));
+    let requests = server.model_requests();
+    let last = requests.last().unwrap();
+    assert_eq!(result_ids(last), ["d0", "d1", "d2"]);
+    assert_eq!(tool_json(last, "d0")["status"], "completed");
+    assert_eq!(tool_json(last, "d2")["status"], "completed");
+    let killed = tool_json(last, "d1");
+    assert_eq!(killed["status"], "failed", "{killed:#}");
+    assert_eq!(killed["error"]["code"], "subagent_crashed", "{killed:#}");
+}
