@@ -9,6 +9,7 @@ mod exec;
 mod journal;
 mod mcp;
 mod plan;
+mod provider;
 mod sandbox;
 mod session;
 mod sessions;

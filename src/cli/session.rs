@@ -66,7 +66,7 @@ impl Session {
         events: EventSink,
         resume: Option<ResumeFrom>,
     ) -> Result<Session, String> {
-        let provider = config.build_provider().map_err(|e| e.to_string())?;
+        let provider = super::provider::build_provider(config)?;
         let profiles = Arc::new(load_profiles(config).await);
         // The one holder of the provider: the main agent and every
         // subagent ask through it (also for the models profiles name).
@@ -252,8 +252,7 @@ fn profile_models(
         }
         let mut other = config.clone();
         other.model = model.clone();
-        let provider = other
-            .build_provider()
+        let provider = super::provider::build_provider(&other)
             .map_err(|e| format!("subagent profile {}: model {model}: {e}", profile.name))?;
         models.insert(model.clone(), provider);
     }

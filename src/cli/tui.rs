@@ -316,8 +316,7 @@ impl CliLocalCommands {
         }
         let mut config = config.clone();
         config.model = model.to_string();
-        config
-            .build_provider()
+        super::provider::build_provider(&config)
             .map_err(|err| format!("cannot switch to {model}: {err}"))
     }
 

@@ -11,16 +11,12 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::agent::{AgentSettings, CompactionSettings, CompactionStrategy, ModelLimits};
 use crate::plan::PlanFlavour;
 use crate::protocol::{ApprovalPolicy, SandboxMode};
-use crate::provider::anthropic::AnthropicProvider;
-use crate::provider::openai::OpenAiProvider;
-use crate::provider::script::ScriptProvider;
-use crate::provider::{HttpPolicy, Provider};
+use crate::provider::HttpPolicy;
 use crate::sandbox::SandboxRequirement;
 use crate::tools::ToolLimits;
 
@@ -255,8 +251,6 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{0}")]
-    Provider(String),
 }
 
 /// Which provider talks to the model.
@@ -645,53 +639,6 @@ impl Config {
             deny: self.credential_paths(),
         }
     }
-
-    /// Builds the configured provider, or says in one sentence why not.
-    pub fn build_provider(&self) -> Result<Arc<dyn Provider>, ConfigError> {
-        let key = self.api_key.as_ref().map(|k| k.expose().to_string());
-        let provider: Arc<dyn Provider> = match self.provider {
-            ProviderKind::OpenAi => {
-                if key.is_none() && !is_loopback_url(&self.base_url) {
-                    return Err(ConfigError::Provider(format!(
-                        "no API key for {}: set FIDO_API_KEY (or OPENAI_API_KEY), or point FIDO_BASE_URL at a local OpenAI-compatible server such as llama-server (http://127.0.0.1:8080/v1), or use FIDO_PROVIDER=script",
-                        self.base_url
-                    )));
-                }
-                Arc::new(
-                    OpenAiProvider::new(self.base_url.clone(), key, self.model.clone(), self.http)
-                        .map_err(|e| ConfigError::Provider(e.to_string()))?
-                        .with_max_output_tokens(self.agent.limits.max_output_tokens),
-                )
-            }
-            ProviderKind::Anthropic => {
-                if key.is_none() && !is_loopback_url(&self.base_url) {
-                    return Err(ConfigError::Provider(
-                        "no API key for Anthropic: set FIDO_API_KEY or ANTHROPIC_API_KEY"
-                            .to_string(),
-                    ));
-                }
-                Arc::new(
-                    AnthropicProvider::new(
-                        self.base_url.clone(),
-                        key,
-                        self.model.clone(),
-                        self.http,
-                        self.anthropic_max_tokens
-                            .min(self.agent.limits.max_output_tokens),
-                    )
-                    .map_err(|e| ConfigError::Provider(e.to_string()))?,
-                )
-            }
-            ProviderKind::Script => {
-                let script = match &self.script {
-                    Some(path) => ScriptProvider::load(path),
-                    None => ScriptProvider::demo(),
-                };
-                Arc::new(script.map_err(|e| ConfigError::Provider(e.to_string()))?)
-            }
-        };
-        Ok(provider)
-    }
 }
 
 /// The keys about the model's limits and habits (issue 9), in one place.
@@ -985,7 +932,7 @@ fn resolve_relative(workspace: &Path, value: &str) -> PathBuf {
 }
 
 /// Whether a URL points at this machine (no key needed for a local server).
-fn is_loopback_url(url: &str) -> bool {
+pub fn is_loopback_url(url: &str) -> bool {
     let rest = url
         .strip_prefix("http://")
         .or_else(|| url.strip_prefix("https://"))
@@ -1095,21 +1042,6 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("not valid TOML"), "{err}");
-    }
-
-    #[test]
-    fn remote_openai_without_key_is_refused_but_loopback_is_fine() {
-        let dir = tempfile::tempdir().unwrap();
-        let home = tempfile::tempdir().unwrap();
-        let cfg = Config::load_from(&overrides(dir.path()), &env(&[], home.path())).unwrap();
-        let err = cfg.build_provider().err().unwrap().to_string();
-        assert!(err.contains("no API key"), "{err}");
-        let cfg = Config::load_from(
-            &overrides(dir.path()),
-            &env(&[("FIDO_BASE_URL", "http://127.0.0.1:9/v1")], home.path()),
-        )
-        .unwrap();
-        assert!(cfg.build_provider().is_ok());
     }
 
     #[test]
