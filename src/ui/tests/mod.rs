@@ -6,6 +6,7 @@ mod actor;
 mod daily;
 mod editor;
 mod keys;
+mod patch_lines;
 mod snapshots;
 
 use std::time::Instant;
