@@ -240,6 +240,14 @@ fn a_multi_line_draft() {
                 input_top + 1,
                 "the cursor is on the second line"
             );
+        } else {
+            // A small screen shows the draft's rows around the cursor.
+            let rows = rows(terminal.backend().buffer());
+            let cursor = terminal.get_cursor_position().unwrap();
+            assert!(
+                rows[usize::from(cursor.y)].contains("second line"),
+                "{rows:?}"
+            );
         }
         snapshot("multiline_draft", &terminal);
     }

@@ -7,6 +7,7 @@ mod daily;
 mod editor;
 mod keys;
 mod patch_lines;
+mod random_sizes;
 mod snapshots;
 
 use std::time::Instant;
