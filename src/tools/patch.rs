@@ -611,6 +611,38 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_result_names_the_line_each_edit_starts_on_in_the_edited_file() {
+        let (dir, env) = setup();
+        let file = dir.path().join("fifty.txt");
+        let text: String = (1..=50).map(|n| format!("line {n}\n")).collect();
+        fs::write(&file, text).unwrap();
+        let out = call(
+            &Patch,
+            &env,
+            json!({"path": "fifty.txt", "edits": [
+                {"old_text": "line 40\n", "new_text": "line 40\nline 40b\n"},
+                {"old_text": "line 10\nline 11\n", "new_text": "line 10-11\n"},
+                {"old_text": "line 45", "new_text": "line 45!"}
+            ]}),
+        )
+        .await;
+        assert!(out.ok, "{}", out.content);
+        // The second edit, above the first, took a line away: 40 moved to 39.
+        assert!(
+            out.content
+                .starts_with("Edited fifty.txt at lines 39, 10, 45: 3 edits"),
+            "{}",
+            out.content
+        );
+        let after = fs::read_to_string(&file).unwrap();
+        let lines: Vec<&str> = after.lines().collect();
+        assert_eq!(
+            (lines[38], lines[9], lines[44]),
+            ("line 40", "line 10-11", "line 45!")
+        );
+    }
+
+    #[tokio::test]
     async fn whitespace_only_differences_are_applied_when_unique() {
         let (dir, env) = setup();
         let file = dir.path().join("a.py");

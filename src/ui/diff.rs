@@ -103,7 +103,7 @@ pub fn from_patch_call(arguments: &str, result: &str) -> Option<Vec<DiffLine>> {
 
 /// The lines each edit starts on, from `Edited PATH at lines 12, 40: …`;
 /// `None` unless there is one whole number per edit.
-pub fn edited_lines(result: &str) -> Option<Vec<usize>> {
+fn edited_lines(result: &str) -> Option<Vec<usize>> {
     let rest = result.strip_prefix("Edited ")?;
     let (_, rest) = rest
         .split_once(" at lines ")
