@@ -225,8 +225,11 @@ fn edit_file(env: &ToolEnv, path: &str, edits: &[Edit]) -> ToolOutput {
         ));
     }
     let count = edits.len();
+    // The lines come right after the path: the terminal UI reads them from
+    // the first 120 characters of this text to number the diff's hunks.
     let mut message = format!(
-        "Edited {shown}: {count} edit{} (+{} −{} lines)",
+        "Edited {shown} {}: {count} edit{} (+{} −{} lines)",
+        applied.lines.describe(),
         if count == 1 { "" } else { "s" },
         applied.added,
         applied.removed
@@ -352,6 +355,42 @@ struct Applied {
     removed: usize,
     /// What the model should know about how the edits were applied.
     notes: Vec<String>,
+    /// Per edit, the line of the final text where it starts.
+    lines: EditLines,
+}
+
+/// Where each edit sits, tracked while they apply in order: an edit that
+/// lands above an earlier one moves that one by its change in line count.
+#[derive(Default)]
+struct EditLines {
+    /// (start line in the current text, line count change)
+    placed: Vec<(usize, isize)>,
+}
+
+impl EditLines {
+    /// Edit placed at byte `at` of `text` (before it was applied), turning
+    /// `old` into `new` (`times` places, for `replace_all`).
+    fn place(&mut self, text: &str, at: usize, old: &str, new: &str, times: usize) {
+        let line = line_of(text, at);
+        let change = (newlines(new) as isize - newlines(old) as isize) * times as isize;
+        for (start, _) in &mut self.placed {
+            if *start > line {
+                *start = start.saturating_add_signed(change).max(1);
+            }
+        }
+        self.placed.push((line, change));
+    }
+
+    /// `at line 4` / `at lines 1, 4, 6`, for the result text.
+    fn describe(&self) -> String {
+        let lines: Vec<String> = self.placed.iter().map(|(at, _)| at.to_string()).collect();
+        let noun = if lines.len() == 1 { "line" } else { "lines" };
+        format!("at {noun} {}", lines.join(", "))
+    }
+}
+
+fn newlines(text: &str) -> usize {
+    text.bytes().filter(|&b| b == b'\n').count()
 }
 
 /// Applies the edits in order, or says which one failed and why.
@@ -361,6 +400,7 @@ fn apply(original: &str, edits: &[Edit], shown: &str) -> Result<Applied, String>
     let mut text = original.to_string();
     let (mut added, mut removed) = (0, 0);
     let mut notes = Vec::new();
+    let mut edit_lines = EditLines::default();
     let total = edits.len();
     for (index, edit) in edits.iter().enumerate() {
         let label = if total == 1 {
@@ -389,7 +429,8 @@ fn apply(original: &str, edits: &[Edit], shown: &str) -> Result<Applied, String>
         let found: Vec<usize> = text.match_indices(&old).map(|(at, _)| at).collect();
         match found.len() {
             0 => {
-                let (loose, note) = loose_edit(&text, edit, &label, shown, after)?;
+                let (loose, note, at) = loose_edit(&text, edit, &label, shown, after)?;
+                edit_lines.place(&text, at, &edit.old_text, &edit.new_text, 1);
                 let (plus, minus) = line_delta(&edit.old_text, &edit.new_text);
                 added += plus;
                 removed += minus;
@@ -412,6 +453,8 @@ fn apply(original: &str, edits: &[Edit], shown: &str) -> Result<Applied, String>
             }
             _ => {}
         }
+        let times = if edit.replace_all { found.len() } else { 1 };
+        edit_lines.place(&text, found[0], &old, &new, times);
         let (plus, minus) = line_delta(&edit.old_text, &edit.new_text);
         added += plus * found.len();
         removed += minus * found.len();
@@ -426,6 +469,7 @@ fn apply(original: &str, edits: &[Edit], shown: &str) -> Result<Applied, String>
         added,
         removed,
         notes,
+        lines: edit_lines,
     })
 }
 
@@ -438,7 +482,7 @@ fn loose_edit(
     label: &str,
     shown: &str,
     after: &str,
-) -> Result<(String, String), String> {
+) -> Result<(String, String, usize), String> {
     match fuzzy::loose_match(text, &edit.old_text, &edit.new_text) {
         fuzzy::Loose::Unique {
             start,
@@ -456,6 +500,7 @@ fn loose_edit(
                 format!(
                     "Note: {label} matched lines {first_line}-{last_line} only when whitespace is ignored (indentation, trailing spaces, line endings); it was applied there, with new_text indented like the file."
                 ),
+                start,
             ))
         }
         fuzzy::Loose::Ambiguous(lines) => {
@@ -528,7 +573,10 @@ mod tests {
         )
         .await;
         assert!(out.ok, "{}", out.content);
-        assert_eq!(out.content, "Edited a.rs: 3 edits (+3 −3 lines)");
+        assert_eq!(
+            out.content,
+            "Edited a.rs at lines 2, 2, 5: 3 edits (+3 −3 lines)"
+        );
         assert_eq!(
             fs::read_to_string(&file).unwrap(),
             "fn a() {\n    two\n    3\n}\n"
@@ -560,6 +608,38 @@ mod tests {
         assert!(out.content.contains("not found"));
         assert_eq!(fs::read_to_string(&file).unwrap(), "one\ntwo\nthree\n");
         assert!(env.undo.entries().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_result_names_the_line_each_edit_starts_on_in_the_edited_file() {
+        let (dir, env) = setup();
+        let file = dir.path().join("fifty.txt");
+        let text: String = (1..=50).map(|n| format!("line {n}\n")).collect();
+        fs::write(&file, text).unwrap();
+        let out = call(
+            &Patch,
+            &env,
+            json!({"path": "fifty.txt", "edits": [
+                {"old_text": "line 40\n", "new_text": "line 40\nline 40b\n"},
+                {"old_text": "line 10\nline 11\n", "new_text": "line 10-11\n"},
+                {"old_text": "line 45", "new_text": "line 45!"}
+            ]}),
+        )
+        .await;
+        assert!(out.ok, "{}", out.content);
+        // The second edit, above the first, took a line away: 40 moved to 39.
+        assert!(
+            out.content
+                .starts_with("Edited fifty.txt at lines 39, 10, 45: 3 edits"),
+            "{}",
+            out.content
+        );
+        let after = fs::read_to_string(&file).unwrap();
+        let lines: Vec<&str> = after.lines().collect();
+        assert_eq!(
+            (lines[38], lines[9], lines[44]),
+            ("line 40", "line 10-11", "line 45!")
+        );
     }
 
     #[tokio::test]

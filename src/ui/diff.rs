@@ -2,13 +2,22 @@
 //! (computed with `similar` from its arguments) and the output of `git
 //! diff` (`/diff`), both as classified lines the transcript colours.
 //!
-//! A `patch` with `edits` shows each edit's old and new text as a hunk; one
+//! A `patch` with `edits` shows each edit's old and new text as hunks.
+//! Their `@@ -old +new @@` headers carry the file's real line numbers: the
+//! tool's result says on which line of the edited file each edit starts
+//! (`Edited a.rs at lines 12, 40: …`), and the line counts of the edits
+//! above one give its line before the change. Without that (an older
+//! result, a `replace_all` edit) the headers say only `@@ edit N @@`. One
 //! with `content` shows the written text as added lines (the text it
 //! replaced is not in the call, so an overwrite says so instead of
 //! inventing a diff).
+//!
+//! Hunk headers rather than a line-number gutter: they cost no columns, so
+//! a 20- or 60-column terminal keeps its width for the code, and they read
+//! like `git diff` (`/diff`) and the approval prompt's diff.
 
 use serde::Deserialize;
-use similar::{ChangeTag, TextDiff};
+use similar::{ChangeTag, DiffOp, TextDiff};
 
 /// Context lines around each change.
 const CONTEXT: usize = 3;
@@ -39,25 +48,47 @@ struct PatchArgs {
 struct Edit {
     old_text: String,
     new_text: String,
+    #[serde(default)]
+    replace_all: bool,
 }
 
-/// The diff of a successful `patch` call, from its JSON arguments; `None`
-/// when they cannot be read.
-pub fn from_patch_arguments(arguments: &str, overwrote: bool) -> Option<Vec<DiffLine>> {
+/// Where a piece of text sits in a file: the 1-based line of its first
+/// line before and after the change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin {
+    pub old_line: usize,
+    pub new_line: usize,
+}
+
+/// The diff of a successful `patch` call, from its JSON arguments and the
+/// tool's result text (its summary); `None` when the arguments cannot be
+/// read.
+pub fn from_patch_call(arguments: &str, result: &str) -> Option<Vec<DiffLine>> {
     let args: PatchArgs = serde_json::from_str(arguments).ok()?;
     let mut out = vec![DiffLine::File(format!("{} ", args.path))];
     match (args.edits, args.content) {
         (Some(edits), _) => {
+            let origins = edit_origins(&edits, result);
             for (index, edit) in edits.iter().enumerate() {
-                out.push(DiffLine::Hunk(format!("@@ edit {} @@", index + 1)));
-                out.extend(text_diff(&edit.old_text, &edit.new_text));
+                match origins.as_ref().map(|origins| origins[index]) {
+                    Some(origin) => {
+                        out.extend(text_diff_at(&edit.old_text, &edit.new_text, origin))
+                    }
+                    None => {
+                        out.push(DiffLine::Hunk(format!("@@ edit {} @@", index + 1)));
+                        out.extend(text_diff(&edit.old_text, &edit.new_text));
+                    }
+                }
             }
         }
         (None, Some(content)) => {
-            if overwrote {
+            if result.starts_with("Overwrote") {
                 out.push(DiffLine::Note(
                     "the whole file was rewritten; its new text:".into(),
                 ));
+            } else {
+                let count = content.lines().count();
+                out.push(DiffLine::Hunk(format!("@@ -0,0 +{} @@", range(1, count))));
             }
             out.extend(
                 content
@@ -70,14 +101,74 @@ pub fn from_patch_arguments(arguments: &str, overwrote: bool) -> Option<Vec<Diff
     Some(out)
 }
 
+/// The lines each edit starts on, from `Edited PATH at lines 12, 40: …`;
+/// `None` unless there is one whole number per edit.
+fn edited_lines(result: &str) -> Option<Vec<usize>> {
+    let rest = result.strip_prefix("Edited ")?;
+    let (_, rest) = rest
+        .split_once(" at lines ")
+        .or_else(|| rest.split_once(" at line "))?;
+    let (numbers, _) = rest.split_once(':')?;
+    numbers
+        .split(", ")
+        .map(|number| number.parse().ok().filter(|&line| line > 0))
+        .collect()
+}
+
+/// Where each edit sits, before and after the patch; `None` when the
+/// result does not say or a `replace_all` edit changed several places.
+fn edit_origins(edits: &[Edit], result: &str) -> Option<Vec<Origin>> {
+    let starts = edited_lines(result)?;
+    if starts.len() != edits.len() || edits.iter().any(|edit| edit.replace_all) {
+        return None;
+    }
+    let change =
+        |edit: &Edit| newlines(&edit.new_text) as isize - newlines(&edit.old_text) as isize;
+    let origins = starts
+        .iter()
+        .map(|&new_line| {
+            // The edits above this one moved it by their change in lines.
+            let moved: isize = starts
+                .iter()
+                .zip(edits)
+                .filter(|(start, _)| **start < new_line)
+                .map(|(_, edit)| change(edit))
+                .sum();
+            Origin {
+                old_line: new_line.saturating_add_signed(-moved).max(1),
+                new_line,
+            }
+        })
+        .collect();
+    Some(origins)
+}
+
+fn newlines(text: &str) -> usize {
+    text.bytes().filter(|&b| b == b'\n').count()
+}
+
 /// A unified line diff of two texts, hunks with [`CONTEXT`] lines.
 pub fn text_diff(old: &str, new: &str) -> Vec<DiffLine> {
+    diff_hunks(old, new, |index, _| {
+        (index > 0).then(|| DiffLine::Hunk("@@ … @@".into()))
+    })
+}
+
+/// Like [`text_diff`], for texts that start at `origin` in their file:
+/// each hunk opens with its `@@ -old,count +new,count @@` header.
+pub fn text_diff_at(old: &str, new: &str, origin: Origin) -> Vec<DiffLine> {
+    diff_hunks(old, new, |_, group| Some(hunk_header(group, origin)))
+}
+
+fn diff_hunks(
+    old: &str,
+    new: &str,
+    header: impl Fn(usize, &[DiffOp]) -> Option<DiffLine>,
+) -> Vec<DiffLine> {
     let diff = TextDiff::from_lines(old, new);
     let mut out = Vec::new();
     for (index, group) in diff.grouped_ops(CONTEXT).iter().enumerate() {
-        if index > 0 {
-            out.push(DiffLine::Hunk("@@ … @@".into()));
-        }
+        out.extend(header(index, group));
         for op in group {
             for change in diff.iter_changes(op) {
                 let text = change.value().trim_end_matches(['\n', '\r']).to_string();
@@ -92,27 +183,51 @@ pub fn text_diff(old: &str, new: &str) -> Vec<DiffLine> {
     out
 }
 
+/// `@@ -40,3 +40,4 @@` for a group of operations on texts at `origin`.
+fn hunk_header(group: &[DiffOp], origin: Origin) -> DiffLine {
+    let (Some(first), Some(last)) = (group.first(), group.last()) else {
+        return DiffLine::Hunk("@@ @@".into());
+    };
+    let old = first.old_range().start..last.old_range().end;
+    let new = first.new_range().start..last.new_range().end;
+    DiffLine::Hunk(format!(
+        "@@ -{} +{} @@",
+        range(origin.old_line + old.start, old.len()),
+        range(origin.new_line + new.start, new.len())
+    ))
+}
+
+/// A unified diff range: `40,3`; `40` for one line; for none, the line
+/// before it and `,0` (as `git diff` writes them).
+fn range(start: usize, count: usize) -> String {
+    match count {
+        0 => format!("{},0", start.saturating_sub(1)),
+        1 => start.to_string(),
+        _ => format!("{start},{count}"),
+    }
+}
+
 /// Classifies the lines of `git diff` output.
 pub fn from_git(text: &str) -> Vec<DiffLine> {
-    text.lines()
-        .map(|line| {
-            let owned = line.to_string();
-            if line.starts_with("diff --git") || line.starts_with("+++") || line.starts_with("---")
-            {
-                DiffLine::File(owned)
-            } else if line.starts_with("@@") {
-                DiffLine::Hunk(owned)
-            } else if let Some(rest) = line.strip_prefix('+') {
-                DiffLine::Added(rest.to_string())
-            } else if let Some(rest) = line.strip_prefix('-') {
-                DiffLine::Removed(rest.to_string())
-            } else if let Some(rest) = line.strip_prefix(' ') {
-                DiffLine::Context(rest.to_string())
-            } else {
-                DiffLine::Note(owned)
-            }
-        })
-        .collect()
+    text.lines().map(classify).collect()
+}
+
+/// One line of a unified diff (`git diff`, the approval prompt's preview).
+pub fn classify(line: &str) -> DiffLine {
+    let owned = line.to_string();
+    if line.starts_with("diff --git") || line.starts_with("+++") || line.starts_with("---") {
+        DiffLine::File(owned)
+    } else if line.starts_with("@@") {
+        DiffLine::Hunk(owned)
+    } else if let Some(rest) = line.strip_prefix('+') {
+        DiffLine::Added(rest.to_string())
+    } else if let Some(rest) = line.strip_prefix('-') {
+        DiffLine::Removed(rest.to_string())
+    } else if let Some(rest) = line.strip_prefix(' ') {
+        DiffLine::Context(rest.to_string())
+    } else {
+        DiffLine::Note(owned)
+    }
 }
 
 /// `+N −M` for a summary line.
@@ -138,7 +253,7 @@ mod tests {
             "path": "src/lib.rs",
             "edits": [{"old_text": "a\nb\nc\n", "new_text": "a\nB\nc\n"}]
         });
-        let lines = from_patch_arguments(&args.to_string(), false).unwrap();
+        let lines = from_patch_call(&args.to_string(), "Edited src/lib.rs").unwrap();
         assert_eq!(
             lines,
             [
@@ -161,6 +276,6 @@ mod tests {
         assert_eq!(lines[4], DiffLine::Removed("old".into()));
         assert_eq!(lines[5], DiffLine::Added("new".into()));
         assert_eq!(lines[6], DiffLine::Context("same".into()));
-        assert!(from_patch_arguments("not json", false).is_none());
+        assert!(from_patch_call("not json", "").is_none());
     }
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
-use super::layout::{self, Screen};
+use super::layout;
 use super::store::Store;
 use super::widgets::{plan_panel, transcript};
 
@@ -363,9 +363,7 @@ pub enum Direction {
 /// over the body, else the transcript. Clamped to the content, measured at
 /// the current size.
 fn scroll(store: &mut Store, direction: Direction, lines: Option<usize>) {
-    let Screen::Normal(areas) = layout::compute(store.size, store) else {
-        return;
-    };
+    let areas = layout::compute(store.size, store);
     if let (true, Some(plan)) = (store.plan_overlay, areas.plan) {
         let inner = plan_panel::inner(plan);
         let page = lines.unwrap_or(usize::from(inner.height.saturating_sub(2)).max(1));

@@ -15,15 +15,21 @@
 //!                                           draft, up to a third of the screen)
 //! status / key hints                       (1 row)
 //! ```
+//!
+//! Below 40×10 the screen is [compact](compact): transcript, rule, input
+//! and status only, down to a 1×1 terminal.
 
 use ratatui::layout::Rect;
 
 use super::store::Store;
 use super::widgets::{input_line, plan_panel, subagent_bar, transcript};
 
-/// Below this the screen shows only "terminal too small".
-pub const MIN_WIDTH: u16 = 40;
-pub const MIN_HEIGHT: u16 = 10;
+/// Below this the screen is compact: no header, subagent bar or plan panel
+/// (F2 still shows the plan over the body), the status line says what the
+/// turn does; the transcript, the input and the status keep working down
+/// to a single row.
+pub const COMPACT_BELOW_WIDTH: u16 = 40;
+pub const COMPACT_BELOW_HEIGHT: u16 = 10;
 /// From this width the plan panel is a side rail on the right.
 pub const SIDE_PANEL_FROM_WIDTH: u16 = 100;
 const SIDE_PANEL_MIN: u16 = 40;
@@ -42,28 +48,25 @@ pub enum PlanPlacement {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Areas {
-    pub header: Rect,
+    /// `None` on a compact screen.
+    pub header: Option<Rect>,
     pub bar: Option<Rect>,
     /// Zero height while the plan overlay covers the body.
     pub transcript: Rect,
     pub plan: Option<Rect>,
     pub placement: PlanPlacement,
-    pub rule: Rect,
+    /// `None` when the screen is too short to spare the row.
+    pub rule: Option<Rect>,
     pub input: Rect,
-    pub status: Rect,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Screen {
-    TooSmall,
-    Normal(Areas),
+    /// `None` on a one-row screen.
+    pub status: Option<Rect>,
 }
 
 /// The layout of a terminal of `size` (columns, rows).
-pub fn compute(size: (u16, u16), store: &Store) -> Screen {
+pub fn compute(size: (u16, u16), store: &Store) -> Areas {
     let (width, height) = size;
-    if width < MIN_WIDTH || height < MIN_HEIGHT {
-        return Screen::TooSmall;
+    if width < COMPACT_BELOW_WIDTH || height < COMPACT_BELOW_HEIGHT {
+        return compact(size, store);
     }
     let row = |y: u16, h: u16| Rect::new(0, y, width, h);
     let header = row(0, 1);
@@ -78,7 +81,6 @@ pub fn compute(size: (u16, u16), store: &Store) -> Screen {
     let input = row(height - 1 - input_rows, input_rows);
     let rule = row(input.y - 1, 1);
     let body = row(body_top, rule.y.saturating_sub(body_top));
-
     let (transcript, plan, placement) = if store.plan_overlay {
         (Rect::new(0, body.y, width, 0), body, PlanPlacement::Overlay)
     } else if width >= SIDE_PANEL_FROM_WIDTH {
@@ -87,58 +89,120 @@ pub fn compute(size: (u16, u16), store: &Store) -> Screen {
         let right = Rect::new(width - panel, body.y, panel, body.height);
         (left, right, PlanPlacement::Side)
     } else {
-        // The plan gets what it needs, but leaves the transcript what it
-        // needs too, or at least 55% of the body.
-        let border = plan_panel::inner(Rect::new(0, 0, width, 10));
-        let wanted = plan_panel::content_height(store.plan.as_ref(), border.width)
-            + usize::from(10 - border.height);
-        let body_rows = usize::from(body.height);
-        let transcript_rows = transcript::total_lines(store, width);
-        let room = (body_rows * 45 / 100).max(body_rows.saturating_sub(transcript_rows));
-        let panel = wanted.min(room).max(3).min(body_rows) as u16;
-        let top = Rect::new(0, body.y, width, body.height - panel);
-        let bottom = Rect::new(0, body.y + top.height, width, panel);
-        (top, bottom, PlanPlacement::Below)
+        plan_below(body, store)
     };
-    Screen::Normal(Areas {
-        header,
+    Areas {
+        header: Some(header),
         bar,
         transcript,
         plan: (plan.height > 0).then_some(plan),
         placement,
-        rule,
+        rule: Some(rule),
         input,
-        status,
-    })
+        status: Some(status),
+    }
+}
+
+/// The plan gets what it needs, but leaves the transcript what it needs
+/// too, or at least 55% of the body.
+fn plan_below(body: Rect, store: &Store) -> (Rect, Rect, PlanPlacement) {
+    let width = body.width;
+    let border = plan_panel::inner(Rect::new(0, 0, width, 10));
+    let wanted = plan_panel::content_height(store.plan.as_ref(), border.width)
+        + usize::from(10 - border.height);
+    let body_rows = usize::from(body.height);
+    let transcript_rows = transcript::total_lines(store, width);
+    let room = (body_rows * 45 / 100).max(body_rows.saturating_sub(transcript_rows));
+    let panel = wanted.min(room).max(3).min(body_rows) as u16;
+    let top = Rect::new(0, body.y, width, body.height - panel);
+    let bottom = Rect::new(0, body.y + top.height, width, panel);
+    (top, bottom, PlanPlacement::Below)
+}
+
+/// A small terminal (20×6, a split pane): the transcript's last lines, a
+/// rule while there are rows to spare, the input (up to half the screen
+/// for a multi-line draft) and the status line, in that order of giving
+/// way.
+fn compact(size: (u16, u16), store: &Store) -> Areas {
+    let (width, height) = size;
+    let row = |y: u16, h: u16| Rect::new(0, y, width, h);
+    let status_rows = u16::from(height >= 2);
+    let cap = (height.saturating_sub(status_rows + 1) / 2).max(1);
+    let input_rows = input_line::wanted_rows(store, width).min(cap).min(height);
+    let rest = height - status_rows - input_rows;
+    let rule_rows = u16::from(rest >= 3);
+    let body = row(0, rest - rule_rows);
+    let input = row(body.height + rule_rows, input_rows);
+    let (transcript, plan) = if store.plan_overlay && body.height >= 3 {
+        (row(0, 0), Some(body))
+    } else {
+        (body, None)
+    };
+    Areas {
+        header: None,
+        bar: None,
+        transcript,
+        plan,
+        placement: PlanPlacement::Overlay,
+        rule: (rule_rows > 0).then(|| row(body.height, 1)),
+        input,
+        status: (status_rows > 0).then(|| row(height - 1, 1)),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn rects(areas: &Areas) -> Vec<Rect> {
+        [areas.transcript, areas.input]
+            .into_iter()
+            .chain(areas.header)
+            .chain(areas.bar)
+            .chain(areas.plan)
+            .chain(areas.rule)
+            .chain(areas.status)
+            .collect()
+    }
+
     #[test]
-    fn every_size_fits_inside_the_terminal() {
-        let store = Store::new((0, 0));
-        for width in 0..=160u16 {
-            for height in 0..=50u16 {
-                let Screen::Normal(areas) = compute((width, height), &store) else {
-                    assert!(width < MIN_WIDTH || height < MIN_HEIGHT);
-                    continue;
-                };
-                for rect in [
-                    areas.header,
-                    areas.transcript,
-                    areas.rule,
-                    areas.input,
-                    areas.status,
-                ]
-                .into_iter()
-                .chain(areas.plan)
-                .chain(areas.bar)
-                {
-                    assert!(rect.right() <= width && rect.bottom() <= height, "{rect:?}");
+    fn every_size_fits_inside_the_terminal_without_overlaps() {
+        let mut store = Store::new((0, 0));
+        store.input.insert_str("one\ntwo\nthree\nfour");
+        for overlay in [false, true] {
+            store.plan_overlay = overlay;
+            for width in 0..=160u16 {
+                for height in 0..=50u16 {
+                    let areas = compute((width, height), &store);
+                    let rects = rects(&areas);
+                    for rect in &rects {
+                        assert!(rect.right() <= width && rect.bottom() <= height, "{rect:?}");
+                    }
+                    let rows: u16 = rects
+                        .iter()
+                        .filter(|rect| rect.x == 0)
+                        .map(|rect| rect.height)
+                        .sum();
+                    assert!(rows <= height, "{width}×{height}: {areas:?}");
+                    if height > 0 {
+                        assert_eq!(areas.input.height.min(1), 1, "{width}×{height}");
+                    }
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_small_terminal_keeps_transcript_rule_input_and_status() {
+        let store = Store::new((20, 6));
+        let areas = compute((20, 6), &store);
+        assert_eq!(areas.header, None);
+        assert_eq!(areas.plan, None);
+        assert_eq!(areas.transcript, Rect::new(0, 0, 20, 3));
+        assert_eq!(areas.rule, Some(Rect::new(0, 3, 20, 1)));
+        assert_eq!(areas.input, Rect::new(0, 4, 20, 1));
+        assert_eq!(areas.status, Some(Rect::new(0, 5, 20, 1)));
+        let one_row = compute((20, 1), &store);
+        assert_eq!((one_row.input.height, one_row.status), (1, None));
     }
 }

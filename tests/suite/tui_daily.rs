@@ -115,6 +115,8 @@ fn a_patch_shows_its_removed_and_added_lines_in_colour() {
     tmux.wait_for("the diff and the answer", |s| {
         s.contains("+BETA") && s.contains("-beta") && s.contains("Patched notes.txt.")
     });
+    // The hunk is numbered with the file's own line: beta is line 2.
+    assert!(tmux.screen().contains("@@ -2 +2 @@"), "{}", tmux.screen());
     let styled = styled_screen(&tmux);
     // tmux writes ANSI colour n as `38;5;n` (or `3n`).
     let coloured = |n: u8, text: &str| {
@@ -178,4 +180,43 @@ fn alt_enter_and_a_bracketed_paste_keep_their_newlines_up_to_the_request() {
             json!("/quit")
         ]
     );
+}
+
+/// Shift+Enter as a terminal with the kitty keyboard protocol sends it
+/// (`CSI 13;2u`, which Fido asks for at start), and Ctrl+J, which every
+/// terminal sends as a line feed, both make new lines.
+#[test]
+fn shift_enter_in_the_kitty_protocol_and_ctrl_j_make_new_lines() {
+    let ws = tempfile::tempdir().unwrap();
+    let server = FakeServer::start(vec![Reply::sse(sse::text_turn("Three lines."))]);
+    let tmux = launch(&server, ws.path());
+    tmux.run(&["send-keys", "-t", "fido", "-l", "one"]);
+    // ESC [ 1 3 ; 2 u
+    tmux.run(&[
+        "send-keys",
+        "-t",
+        "fido",
+        "-H",
+        "1b",
+        "5b",
+        "31",
+        "33",
+        "3b",
+        "32",
+        "75",
+    ]);
+    tmux.run(&["send-keys", "-t", "fido", "-l", "two"]);
+    tmux.keys(&["C-j"]);
+    tmux.run(&["send-keys", "-t", "fido", "-l", "three"]);
+    tmux.wait_for("a three-line draft", |s| {
+        s.lines().any(|l| l.starts_with("› one"))
+            && s.lines().any(|l| l.starts_with("  two"))
+            && s.lines().any(|l| l.starts_with("  three"))
+    });
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the answer", |s| s.contains("Three lines."));
+    quit(&tmux);
+    let requests = server.model_requests();
+    assert_eq!(last_user_text(&requests[0]), "one\ntwo\nthree");
+    assert_conversation_invariants(&requests);
 }

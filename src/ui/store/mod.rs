@@ -302,12 +302,18 @@ impl Store {
 
     /// Attaches what a `patch` or `bash_exec` call showed to its entry.
     fn set_tool_detail(&mut self, id: &str, name: &str, arguments: &str, content: &str) -> bool {
-        let overwrote = self.transcript.iter().rev().any(|entry| {
-            matches!(entry, Entry::Tool { id: call, result: Some(r), .. }
-                if call == id && r.summary.starts_with("Overwrote"))
+        // The result (which came first) says where the edits landed.
+        let result = self.transcript.iter().rev().find_map(|entry| match entry {
+            Entry::Tool {
+                id: call,
+                result: Some(result),
+                ..
+            } if call == id => Some(result.summary.clone()),
+            _ => None,
         });
         let shown = match name {
-            "patch" => diff::from_patch_arguments(arguments, overwrote).map(ToolDetail::Diff),
+            "patch" => diff::from_patch_call(arguments, result.as_deref().unwrap_or(""))
+                .map(ToolDetail::Diff),
             "bash_exec" => Some(ToolDetail::Output(sanitize(content, false))),
             _ => None,
         };

@@ -187,7 +187,7 @@ fn patched(size: (u16, u16)) -> Store {
                 "p1",
                 "patch",
                 true,
-                "Edited src/parser.rs: 1 edit (+3 −2 lines)",
+                "Edited src/parser.rs at line 12: 1 edit (+3 −2 lines)",
             ),
             EventKind::ToolOutput {
                 id: "p1".into(),
@@ -212,7 +212,7 @@ fn a_patch_shows_a_coloured_diff() {
         }
         assert_eq!(cell_of(&terminal, "+fn parse_expr").fg, Color::Green);
         assert_eq!(cell_of(&terminal, "-fn parse(").fg, Color::Red);
-        assert_eq!(cell_of(&terminal, "@@ edit 1 @@").fg, Color::Cyan);
+        assert_eq!(cell_of(&terminal, "@@ -12,3 +12,4 @@").fg, Color::Cyan);
     }
 }
 
@@ -239,6 +239,14 @@ fn a_multi_line_draft() {
                 usize::from(cursor.y),
                 input_top + 1,
                 "the cursor is on the second line"
+            );
+        } else {
+            // A small screen shows the draft's rows around the cursor.
+            let rows = rows(terminal.backend().buffer());
+            let cursor = terminal.get_cursor_position().unwrap();
+            assert!(
+                rows[usize::from(cursor.y)].contains("second line"),
+                "{rows:?}"
             );
         }
         snapshot("multiline_draft", &terminal);

@@ -6,6 +6,8 @@ mod actor;
 mod daily;
 mod editor;
 mod keys;
+mod patch_lines;
+mod random_sizes;
 mod snapshots;
 
 use std::time::Instant;

@@ -9,9 +9,11 @@ use ratatui::style::{Color, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
-use super::bold;
 use super::wrap::truncate;
+use super::{bold, entry};
+use crate::protocol::ApprovalRequest;
 use crate::ui::approval::PendingApproval;
+use crate::ui::diff;
 
 /// Where the prompt goes inside `area` (the transcript), bottom-aligned.
 pub fn area_for(area: Rect, pending: &PendingApproval) -> Rect {
@@ -32,10 +34,22 @@ pub fn render(frame: &mut Frame, area: Rect, pending: &PendingApproval) {
     let inner_width = usize::from(area.width.saturating_sub(2));
     let room = usize::from(area.height.saturating_sub(3));
     let body = pending.body();
+    let is_diff = matches!(pending.request, ApprovalRequest::FileChange { .. });
     let mut lines: Vec<Line> = body
         .iter()
         .take(room)
-        .map(|line| Line::styled(truncate(line, inner_width), line_style(line)))
+        .enumerate()
+        .map(|(index, line)| {
+            // A file change's body is its name, then the unified diff.
+            let style = if !is_diff {
+                Style::default()
+            } else if index == 0 {
+                bold()
+            } else {
+                entry::diff_style(&diff::classify(line))
+            };
+            Line::styled(truncate(line, inner_width), style)
+        })
         .collect();
     if body.len() > room && room > 0 {
         lines.pop();
@@ -54,18 +68,4 @@ pub fn render(frame: &mut Frame, area: Rect, pending: &PendingApproval) {
         ));
     frame.render_widget(Clear, area);
     frame.render_widget(Paragraph::new(lines).block(block), area);
-}
-
-fn line_style(line: &str) -> Style {
-    if line.starts_with("+++") || line.starts_with("---") {
-        bold()
-    } else if line.starts_with('+') {
-        Style::new().fg(Color::Green)
-    } else if line.starts_with('-') {
-        Style::new().fg(Color::Red)
-    } else if line.starts_with("@@") {
-        Style::new().fg(Color::Cyan)
-    } else {
-        Style::default()
-    }
 }

@@ -116,16 +116,14 @@ pub fn diff_lines(
     let mut out: Vec<Line<'static>> = lines[..shown]
         .iter()
         .map(|line| {
-            let (sign, text, style) = match line {
-                DiffLine::File(text) => ("", text.as_str(), theme::bold()),
-                DiffLine::Hunk(text) => ("", text.as_str(), theme::diff_hunk()),
-                DiffLine::Context(text) => (" ", text.as_str(), theme::dim()),
-                DiffLine::Added(text) => ("+", text.as_str(), theme::diff_added()),
-                DiffLine::Removed(text) => ("-", text.as_str(), theme::diff_removed()),
-                DiffLine::Note(text) => ("", text.as_str(), theme::dim()),
+            let (sign, text) = match line {
+                DiffLine::File(text) | DiffLine::Hunk(text) | DiffLine::Note(text) => ("", text),
+                DiffLine::Context(text) => (" ", text),
+                DiffLine::Added(text) => ("+", text),
+                DiffLine::Removed(text) => ("-", text),
             };
             let text = truncate(&format!("{sign}{text}"), room);
-            Line::from(vec![Span::raw("  "), Span::styled(text, style)])
+            Line::from(vec![Span::raw("  "), Span::styled(text, diff_style(line))])
         })
         .collect();
     if shown < lines.len() {
@@ -137,6 +135,17 @@ pub fn diff_lines(
         out.push(Line::styled(truncate(&more, width), theme::dim()));
     }
     out
+}
+
+/// How a diff line looks, in the transcript and the approval prompt.
+pub fn diff_style(line: &DiffLine) -> Style {
+    match line {
+        DiffLine::File(_) => theme::bold(),
+        DiffLine::Hunk(_) => theme::diff_hunk(),
+        DiffLine::Context(_) | DiffLine::Note(_) => theme::dim(),
+        DiffLine::Added(_) => theme::diff_added(),
+        DiffLine::Removed(_) => theme::diff_removed(),
+    }
 }
 
 /// A `bash_exec` output tail: the exit line, then the last lines (all of

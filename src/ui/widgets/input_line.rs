@@ -63,10 +63,15 @@ fn room(area_width: u16) -> usize {
 
 /// Rows the editor wants at this terminal size.
 pub fn height(store: &Store, width: u16, screen_height: u16) -> u16 {
+    let cap = (screen_height.saturating_sub(3) / 3).max(1);
+    wanted_rows(store, width).min(cap)
+}
+
+/// Rows the draft takes at this width, at least one and at most
+/// [`MAX_ROWS`].
+pub fn wanted_rows(store: &Store, width: u16) -> u16 {
     let chars: Vec<char> = store.input.text().chars().collect();
-    let wanted = rows(&chars, room(width)).len();
-    let cap = (usize::from(screen_height).saturating_sub(3) / 3).clamp(1, MAX_ROWS);
-    wanted.clamp(1, cap) as u16
+    rows(&chars, room(width)).len().clamp(1, MAX_ROWS) as u16
 }
 
 /// The row holding the cursor and the cursor's column in it.
@@ -102,7 +107,8 @@ pub fn render(frame: &mut Frame, area: Rect, store: &Store) -> Position {
         let placeholder = if width(long) <= room { long } else { short };
         let line = Line::from(vec![marker(true), Span::styled(placeholder, theme::dim())]);
         frame.render_widget(Paragraph::new(line), area);
-        return Position::new(area.x + MARKER_WIDTH as u16, area.y);
+        let x = (MARKER_WIDTH as u16).min(area.width.saturating_sub(1));
+        return Position::new(area.x + x, area.y);
     }
     let chars: Vec<char> = input.text().chars().collect();
     let rows = rows(&chars, room);

@@ -14,10 +14,9 @@ pub mod transcript;
 pub mod wrap;
 
 use ratatui::Frame;
-use ratatui::layout::Rect;
-use ratatui::widgets::{Paragraph, Wrap};
+use ratatui::widgets::Paragraph;
 
-use super::layout::{self, MIN_HEIGHT, MIN_WIDTH, Screen};
+use super::layout;
 use super::store::Store;
 use super::theme;
 pub use super::theme::{CHROME, SUBAGENT_ACCENT, SUBAGENT_TEXT, bold, dim};
@@ -34,9 +33,7 @@ pub fn draw(frame: &mut Frame, store: &Store) {
 /// below move the scroll position with them (the view stays still) and the
 /// "new output" marker shows.
 pub fn before_frame(store: &mut Store) {
-    let Screen::Normal(areas) = layout::compute(store.size, store) else {
-        return;
-    };
+    let areas = layout::compute(store.size, store);
     let total = transcript::total_lines(store, areas.transcript.width);
     if store.transcript_scroll == 0 {
         store.new_output = false;
@@ -49,11 +46,10 @@ pub fn before_frame(store: &mut Store) {
 
 fn draw_widgets(frame: &mut Frame, store: &Store) {
     let area = frame.area();
-    let areas = match layout::compute((area.width, area.height), store) {
-        Screen::TooSmall => return too_small(frame, area),
-        Screen::Normal(areas) => areas,
-    };
-    header::render(frame, areas.header, store);
+    let areas = layout::compute((area.width, area.height), store);
+    if let Some(header) = areas.header {
+        header::render(frame, header, store);
+    }
     if let Some(bar) = areas.bar {
         subagent_bar::render(frame, bar, store);
     }
@@ -70,24 +66,17 @@ fn draw_widgets(frame: &mut Frame, store: &Store) {
     if let Some(plan) = areas.plan {
         plan_panel::render(frame, plan, areas.placement, store);
     }
-    frame.render_widget(
-        Paragraph::new("─".repeat(usize::from(areas.rule.width))).style(dim()),
-        areas.rule,
-    );
-    let cursor = input_line::render(frame, areas.input, store);
-    frame.set_cursor_position(cursor);
-    status_line::render(frame, areas.status, store);
-}
-
-fn too_small(frame: &mut Frame, area: Rect) {
-    let text = format!(
-        "Terminal too small ({}×{}): Fido needs at least {MIN_WIDTH}×{MIN_HEIGHT}. Ctrl+C twice quits.",
-        area.width, area.height
-    );
-    frame.render_widget(
-        Paragraph::new(text)
-            .style(theme::warning())
-            .wrap(Wrap { trim: true }),
-        area,
-    );
+    if let Some(rule) = areas.rule {
+        frame.render_widget(
+            Paragraph::new("─".repeat(usize::from(rule.width))).style(dim()),
+            rule,
+        );
+    }
+    if areas.input.height > 0 {
+        let cursor = input_line::render(frame, areas.input, store);
+        frame.set_cursor_position(cursor);
+    }
+    if let Some(status) = areas.status {
+        status_line::render(frame, status, store);
+    }
 }
