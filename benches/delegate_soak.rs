@@ -27,7 +27,9 @@
 //! thousands of requests would be this process's RSS growth, not Fido's.
 //!
 //! The binary is `FIDO_BIN`, or the one cargo built for this bench
-//! (`target/release/fido` under `cargo bench`).
+//! (`target/release/fido` under `cargo bench`). `BENCH_SOAK_TRACE=1`
+//! prints every lifecycle event of the cancel cycles with its time in the
+//! cycle.
 
 #[allow(dead_code)]
 #[path = "../tests/common/sse.rs"]
@@ -366,9 +368,20 @@ impl Rig {
         tokio::time::sleep(Duration::from_millis(200)).await;
         let end = Footprint::now();
         let orphans = orphans();
+        let slowest = walls
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map_or(0, |(index, _)| index);
         let walls = Sorted::new(walls);
+        // A p99 only where n >= 100.
+        let p99 = if walls.len() >= 100 {
+            format!(", p99 {:.1} ms", walls.quantile(0.99))
+        } else {
+            String::new()
+        };
         println!(
-            "{name}: {cycles} cycles of {PARALLEL} subagents in {:.1} s (cycle median {:.1} ms, max {:.1} ms); model requests {}; orphans {}",
+            "{name}: {cycles} cycles of {PARALLEL} subagents in {:.1} s (cycle median {:.1} ms{p99}, max {:.1} ms at cycle {slowest}); model requests {}; orphans {}",
             elapsed.as_secs_f64(),
             walls.median(),
             walls.max(),
@@ -439,8 +452,16 @@ impl Rig {
     async fn cancel_at_moments(&mut self, index: usize) -> BenchResult<()> {
         let mut moments: HashMap<String, usize> = HashMap::new();
         let mut finished = 0;
+        let began = Instant::now();
         while finished < PARALLEL {
             let (agent_id, pid, phase) = self.next_subagent_event().await?;
+            if std::env::var_os("BENCH_SOAK_TRACE").is_some() {
+                eprintln!(
+                    "cycle {index} +{:.1} ms {agent_id} moment {:?} {phase} {pid:?}",
+                    began.elapsed().as_secs_f64() * 1e3,
+                    moments.get(&agent_id)
+                );
+            }
             if is_final(&phase) {
                 finished += 1;
                 continue;
@@ -483,12 +504,13 @@ impl Rig {
         Box::pin(async move {
             let tasks = self.spawn_delegations();
             let mut pollers = Vec::new();
+            let mut polled = std::collections::HashSet::new();
             let mut finished = 0;
             while finished < PARALLEL {
                 let (_, pid, phase) = self.next_subagent_event().await?;
                 if is_final(&phase) {
                     finished += 1;
-                } else if let (Some(pid), "starting") = (pid, phase.as_str()) {
+                } else if let Some(pid) = pid.filter(|pid| polled.insert(*pid)) {
                     pollers.push(tokio::spawn(peak_until_exit(pid)));
                 }
             }
