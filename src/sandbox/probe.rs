@@ -590,12 +590,23 @@ fn setsid_escape(marker: &str) -> io::Result<()> {
     }
     let me = std::process::id() as i32;
     let deadline = std::time::Instant::now() + ESCAPE_WAIT;
+    // The forked shell carries the marker before `setsid` has run: wait
+    // for a marked process in a session of its own. (One that never gets
+    // there is killed by the parent, by its marker.)
     let escaped = loop {
-        if let Some(pid) = marked_processes(marker).first() {
+        let marked = marked_processes(marker);
+        if let Some(pid) = marked
+            .iter()
+            .find(|pid| session_of(**pid) != session_of(me))
+        {
             break *pid;
         }
         if std::time::Instant::now() >= deadline {
-            return Err(io::Error::other("the escaped process never appeared"));
+            return Err(io::Error::other(if marked.is_empty() {
+                "the escaped process never appeared"
+            } else {
+                "the probe process did not leave the session"
+            }));
         }
         std::thread::sleep(Duration::from_millis(5));
     };
@@ -603,13 +614,6 @@ fn setsid_escape(marker: &str) -> io::Result<()> {
     if !tree.iter().any(|d| d.pid == escaped) {
         // Re-parented elsewhere: out of reach of this process's sweep.
         return Ok(());
-    }
-    if session_of(escaped) == session_of(me) {
-        sweep::kill_descendants(me);
-        reap(&tree);
-        return Err(io::Error::other(
-            "the probe process did not leave the session",
-        ));
     }
     // What a subagent does before it exits, then the reaping a subreaper
     // owes its adopted children.
