@@ -10,7 +10,10 @@
 //! fixture. A subagent child enters its sandbox itself; a command child is
 //! confined between fork and exec by the session code of `bash_exec`
 //! ([`CommandSandbox`]). The report has one line per probe, one column per
-//! role. Exit 0 only when the subagent sandbox and the configured
+//! role, and a `containment:` line says how a subagent's process tree is
+//! kept from escaping (a child subreaper and a sweep of its descendants;
+//! PID namespaces are not used, and the line says why). Exit 0 only when
+//! the subagent sandbox and the configured
 //! `sandbox_mode` are fully enforced: every forbidden probe blocked, every
 //! control allowed.
 
@@ -311,6 +314,8 @@ fn report_text(
         out.push_str(&format!("commands ({mode}): {}\n", summary.header));
     }
     out.push_str("commands (danger-full-access): no sandbox, every probe allowed\n");
+    out.push_str(&containment_line(subagent.subreaper));
+    out.push('\n');
     let mut names: Vec<String> = subagent.results.iter().map(|r| r.name.clone()).collect();
     for (_, summary) in commands {
         for result in &summary.results {
@@ -361,6 +366,44 @@ fn report_text(
     out
 }
 
+/// How a subagent's process tree is contained on this kernel: always the
+/// subreaper and the sweep (`sandbox::sweep`), never a PID namespace.
+fn containment_line(subreaper: Option<bool>) -> String {
+    let how = match subreaper {
+        Some(true) => "child subreaper plus a sweep of its descendants",
+        Some(false) => "NOT contained: the probe child is not a child subreaper",
+        None => "unknown: the probe child did not say",
+    };
+    format!(
+        "containment: {how} (PID namespaces are not used: one needs an unprivileged user namespace, {}; the subreaper works on every kernel Fido supports)",
+        user_namespaces()
+    )
+}
+
+/// What this kernel says about unprivileged user namespaces.
+fn user_namespaces() -> String {
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .ok()
+            .map(|value| value.trim().to_owned())
+    };
+    match (
+        read("/proc/sys/user/max_user_namespaces"),
+        read("/proc/sys/kernel/unprivileged_userns_clone"),
+    ) {
+        (Some(max), _) if max == "0" => {
+            "and this kernel allows none (user.max_user_namespaces = 0)".to_owned()
+        }
+        (_, Some(clone)) if clone == "0" => {
+            "and this kernel forbids them (kernel.unprivileged_userns_clone = 0)".to_owned()
+        }
+        (Some(max), _) => format!(
+            "which this kernel allows (user.max_user_namespaces = {max}) but containers and hardened kernels often forbid"
+        ),
+        (None, _) => "and this kernel has no user namespaces".to_owned(),
+    }
+}
+
 /// One role's verdict.
 #[derive(Debug)]
 struct Summary {
@@ -376,6 +419,8 @@ struct Summary {
     controls: usize,
     /// The child's stderr and stray stdout, shown when the check fails.
     child_output: Vec<String>,
+    /// Whether the child was a child subreaper (subagent only).
+    subreaper: Option<bool>,
 }
 
 impl Summary {
@@ -421,9 +466,11 @@ fn summarize(
     let mut refused: Option<String> = None;
     let mut results: Vec<ProbeResult> = Vec::new();
     let mut done = false;
+    let mut subreaper = None;
     for frame in frames {
         match frame {
             ProbeFrame::Sandboxed { report: r } => report = Some(r),
+            ProbeFrame::Containment { subreaper: s } => subreaper = Some(s),
             ProbeFrame::Refused { error } => refused = Some(error),
             ProbeFrame::Probe(result) => results.push(result),
             ProbeFrame::Holding { .. } => {}
@@ -491,6 +538,9 @@ fn summarize(
             ));
         }
     }
+    if role == ProbeRole::Subagent && report.is_some() && subreaper != Some(true) {
+        problems.push("the child is not a child subreaper".to_owned());
+    }
     if !status.success() {
         problems.push(format!("the probe child exited with {status}"));
     }
@@ -509,6 +559,7 @@ fn summarize(
         allowed,
         controls: planned_controls.len(),
         child_output: Vec::new(),
+        subreaper,
     }
 }
 
@@ -564,6 +615,7 @@ mod tests {
             expect,
             outcome,
             side_effect_seen: false,
+            mechanism: None,
         })
     }
 
@@ -575,9 +627,12 @@ mod tests {
 
     /// A complete, passing run; `tweak` spoils it.
     fn frames(tweak: impl Fn(&str) -> Option<Outcome>) -> Vec<ProbeFrame> {
-        let mut frames = vec![ProbeFrame::Sandboxed {
-            report: report(true),
-        }];
+        let mut frames = vec![
+            ProbeFrame::Sandboxed {
+                report: report(true),
+            },
+            ProbeFrame::Containment { subreaper: true },
+        ];
         let (forbidden, controls) = ProbeRole::Subagent.plan();
         for name in forbidden {
             let outcome = tweak(name).unwrap_or_else(eacces);
@@ -642,12 +697,16 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("summary (commands, workspace-write, configured): 15/15 forbidden operations blocked, 4/4 controls allowed; sandbox enforced\n"),
+            text.contains("summary (commands, workspace-write, configured): 16/16 forbidden operations blocked, 4/4 controls allowed; sandbox enforced\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\ncontainment: child subreaper plus a sweep of its descendants (PID namespaces are not used: one needs an unprivileged user namespace, "),
             "{text}"
         );
         let n = ProbeRole::Subagent.plan().0.len();
         assert!(
-            text.ends_with(&format!("summary: {n}/{n} forbidden operations blocked, 2/2 controls allowed; read-only sandbox enforced\n")),
+            text.ends_with(&format!("summary: {n}/{n} forbidden operations blocked, 3/3 controls allowed; read-only sandbox enforced\n")),
             "{text}"
         );
     }
@@ -697,6 +756,16 @@ mod tests {
         assert!(!judge(cut, ok(), 0).enforced());
 
         assert!(!judge(frames(|_| None), ExitStatus::from_raw(9), 0).enforced());
+
+        // A subagent child that is no subreaper, or did not say.
+        let mut loose = frames(|_| None);
+        loose[1] = ProbeFrame::Containment { subreaper: false };
+        let loose = judge(loose, ok(), 0);
+        assert!(!loose.enforced());
+        assert!(text(&loose).contains("containment: NOT contained"));
+        let mut silent = frames(|_| None);
+        silent.remove(1);
+        assert!(!judge(silent, ok(), 0).enforced());
         assert!(!judge(frames(|_| None), ok(), 1).enforced());
 
         // A command column that lets a write through is a failure too.

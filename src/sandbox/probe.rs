@@ -14,9 +14,19 @@
 //! while the file did change still counts as allowed.
 //!
 //! A forbidden probe passes only when it failed with EACCES or EPERM (what
-//! Landlock returns) or EFBIG (the `RLIMIT_FSIZE` guard), and the fork
-//! bomb with EAGAIN (`RLIMIT_NPROC`); any other error is inconclusive and
-//! fails the check, as does a skipped probe.
+//! Landlock and the seccomp filter return) or EFBIG (the `RLIMIT_FSIZE`
+//! guard), the fork bomb with EAGAIN (`RLIMIT_NPROC`) and the setsid
+//! escape with ESRCH (the escaped process is gone after the sweep); any
+//! other error is inconclusive and fails the check, as does a skipped
+//! probe.
+//!
+//! The setsid escape: the child starts a shell that double-forks a
+//! process into a session of its own and exits. A subagent is a child
+//! subreaper, so the orphan is re-parented to it; the child then runs the
+//! sweep a subagent runs before it exits ([`super::sweep`]) and reaps what
+//! it killed. The escaped process carries a marker (from the fixture's
+//! name) on its command line, so the parent finds, reports and kills one
+//! that got away: the check never leaves it behind.
 
 use std::fs::{DirBuilder, OpenOptions};
 use std::io::{self, ErrorKind, Read, Write};
@@ -35,6 +45,7 @@ use serde::{Deserialize, Serialize};
 use super::child::{enter_child_sandbox, error_chain};
 use super::policy::{SandboxReport, SandboxRequirement};
 use super::ruleset::{MIN_READ_ONLY_ABI, NETWORK_ABI, SCOPE_ABI};
+use super::sweep;
 
 /// What every fixture file holds before the probes.
 pub const ORIGINAL_CONTENT: &[u8] = b"fido sandbox probe: original content\n";
@@ -54,9 +65,14 @@ const SECRET_DIR: &str = "secret";
 const SECRET_FILE: &str = "secret/key.txt";
 const WORKSPACE_DIR: &str = "workspace";
 const UNIX_SOCKET: &str = "listener.sock";
+/// The file the `scratch-write` control writes in the scratch folder.
+const SCRATCH_FILE: &str = "fido-probe-scratch";
+/// How long the setsid probe waits for the escaped process to appear, and
+/// for the killed processes to be reaped.
+const ESCAPE_WAIT: Duration = Duration::from_secs(5);
 
 /// Probe names, in the order they run and print.
-pub const FORBIDDEN_PROBES: [&str; 15] = [
+pub const FORBIDDEN_PROBES: [&str; 16] = [
     "write-existing",
     "create",
     "unlink",
@@ -72,11 +88,16 @@ pub const FORBIDDEN_PROBES: [&str; 15] = [
     "unix-pathname-connect",
     "read-credentials",
     "read-parent-environ",
+    "ptrace-parent",
 ];
-/// Forbidden to a subagent only.
-pub const SUBAGENT_PROBES: [&str; 2] = ["read-outside-workspace", "fork-bomb"];
+/// Forbidden to a subagent only (the fork bomb last: it is left out where
+/// `RLIMIT_NPROC` cannot apply).
+pub const SUBAGENT_PROBES: [&str; 3] = ["read-outside-workspace", "setsid-escape", "fork-bomb"];
 /// Operations the sandbox must still allow.
 pub const CONTROL_PROBES: [&str; 2] = ["read-file", "write-dev-null"];
+/// What a subagent's commands must still be able to do: write in the
+/// scratch `TMPDIR`.
+pub const SUBAGENT_CONTROLS: [&str; 1] = ["scratch-write"];
 /// Writing in the workspace and in `$TMPDIR`: allowed to a
 /// `workspace-write` command, forbidden (the workspace) in `read-only`.
 pub const WORKSPACE_PROBES: [&str; 2] = ["write-workspace", "write-tmpdir"];
@@ -101,12 +122,13 @@ impl ProbeRole {
             // Only a subagent is confined to its workspace and a process
             // headroom; the main agent's commands read like its user.
             ProbeRole::Subagent => {
-                forbidden.push(SUBAGENT_PROBES[0]);
+                forbidden.extend(&SUBAGENT_PROBES[..2]);
                 // Where the limit cannot apply, the probe would only show
                 // that; `fork_bomb_note` says so instead.
                 if fork_bomb_note().is_none() {
-                    forbidden.push(SUBAGENT_PROBES[1]);
+                    forbidden.push(SUBAGENT_PROBES[2]);
                 }
+                controls.extend(SUBAGENT_CONTROLS);
             }
             ProbeRole::Command(SandboxMode::DangerFullAccess) => {}
             ProbeRole::Command(SandboxMode::ReadOnly) => forbidden.push(WORKSPACE_PROBES[0]),
@@ -133,10 +155,15 @@ impl ProbeRole {
     }
 }
 
-/// How a refusal was made, from the probe and its errno (for the line).
+/// How a refusal was made, from the probe and its errno (for the line),
+/// where the child did not say ([`ProbeResult::mechanism`]).
 pub fn mechanism(probe: &str, errno: &str) -> &'static str {
     match (probe, errno) {
         (_, "EFBIG") | ("fork-bomb", _) => "rlimit",
+        ("setsid-escape", _) => "subreaper sweep",
+        // The filter refuses every ptrace call at syscall entry, before
+        // Landlock or the kernel's own ptrace check are asked.
+        ("ptrace-parent", _) => "seccomp",
         ("tcp-connect" | "tcp-bind" | "udp-send" | "unix-pathname-connect", "EPERM") => "seccomp",
         ("signal-parent" | "abstract-unix-connect", _) => "landlock scope",
         ("read-parent-environ", _) => "non-dumpable parent, no CAP_SYS_PTRACE",
@@ -176,6 +203,10 @@ pub struct ProbeResult {
     /// effect (a changed file, an accepted connection).
     #[serde(default)]
     pub side_effect_seen: bool,
+    /// What refused it, where the child could tell better than
+    /// [`mechanism`] (the ptrace probe looks at its own seccomp state).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mechanism: Option<String>,
 }
 
 /// How the parent judges a [`ProbeResult`].
@@ -219,7 +250,8 @@ impl ProbeResult {
             (Expect::Blocked, Outcome::Succeeded) => Verdict::Allowed,
             (Expect::Blocked, Outcome::Failed { errno }) => {
                 let limit = self.name == "fork-bomb" && errno == "EAGAIN";
-                if limit || ["EACCES", "EPERM", "EFBIG"].contains(&errno.as_str()) {
+                let swept = self.name == "setsid-escape" && errno == "ESRCH";
+                if limit || swept || ["EACCES", "EPERM", "EFBIG"].contains(&errno.as_str()) {
                     Verdict::Blocked {
                         errno: errno.clone(),
                     }
@@ -246,7 +278,10 @@ impl ProbeResult {
     pub fn cell(&self) -> String {
         match self.verdict() {
             Verdict::Blocked { errno } => {
-                let how = mechanism(&self.name, &errno);
+                let how = self
+                    .mechanism
+                    .as_deref()
+                    .unwrap_or_else(|| mechanism(&self.name, &errno));
                 format!("blocked ({errno}, {how})")
             }
             Verdict::Allowed if self.side_effect_seen => {
@@ -277,6 +312,9 @@ pub enum ProbeFrame {
     Refused { error: String },
     /// One probe.
     Probe(ProbeResult),
+    /// How the subagent's process tree is contained: whether the child is
+    /// a child subreaper (read back with `PR_GET_CHILD_SUBREAPER`).
+    Containment { subreaper: bool },
     /// Hold mode: the child stays sandboxed until its stdin closes.
     Holding { pid: u32 },
     /// Every probe ran.
@@ -309,6 +347,11 @@ impl ProbeTargets {
 
     fn unix_socket(&self) -> PathBuf {
         self.dir.join(UNIX_SOCKET)
+    }
+
+    /// The scratch folder of a subagent probe child (its commands' `TMPDIR`).
+    pub fn scratch(&self) -> PathBuf {
+        scratch_dir(&self.dir)
     }
 }
 
@@ -368,6 +411,9 @@ impl ProbeFixture {
             std::fs::write(fixture.dir.join(file), ORIGINAL_CONTENT)?;
         }
         std::fs::write(outside_file(&fixture.dir), ORIGINAL_CONTENT)?;
+        DirBuilder::new()
+            .mode(0o700)
+            .create(scratch_dir(&fixture.dir))?;
         fixture.tcp.set_nonblocking(true)?;
         fixture.unix.set_nonblocking(true)?;
         Ok(fixture)
@@ -420,6 +466,8 @@ impl ProbeFixture {
                 .pathname
                 .as_ref()
                 .is_some_and(|listener| listener.accept().is_ok()),
+            // Found alive after the child's sweep: reported, then killed.
+            "setsid-escape" => kill_escaped(&escape_marker(&self.dir)) > 0,
             // Nothing to look at from outside: the child's errno decides.
             _ => false,
         }
@@ -428,6 +476,9 @@ impl ProbeFixture {
 
 impl Drop for ProbeFixture {
     fn drop(&mut self) {
+        // A probe child that died before its sweep leaves nothing either.
+        kill_escaped(&escape_marker(&self.dir));
+        let _ = std::fs::remove_dir_all(scratch_dir(&self.dir));
         let _ = std::fs::remove_file(outside_file(&self.dir));
         if let Err(err) = std::fs::remove_dir_all(&self.dir) {
             tracing::warn!(dir = %self.dir.display(), error = %err, "cannot remove the probe directory");
@@ -441,6 +492,237 @@ fn outside_file(dir: &Path) -> PathBuf {
     let mut name = dir.as_os_str().to_owned();
     name.push("-outside.txt");
     PathBuf::from(name)
+}
+
+/// The scratch folder beside the fixture directory (outside the
+/// workspace, as a subagent's is).
+fn scratch_dir(dir: &Path) -> PathBuf {
+    let mut name = dir.as_os_str().to_owned();
+    name.push("-scratch");
+    PathBuf::from(name)
+}
+
+/// What the setsid probe's escaped process has on its command line.
+pub fn escape_marker(dir: &Path) -> String {
+    let tag = dir
+        .file_name()
+        .map_or_else(|| dir.to_string_lossy(), |name| name.to_string_lossy());
+    format!("fido-probe-escape-{tag}")
+}
+
+/// Live processes (not zombies) whose command line holds `marker`.
+fn marked_processes(marker: &str) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let marked = cmdline
+                .split(|b| *b == 0)
+                .any(|arg| arg == marker.as_bytes());
+            marked && !is_zombie(*pid)
+        })
+        .collect()
+}
+
+/// The session id of `pid` (field 6 of `/proc/PID/stat`).
+fn session_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(3)?.parse().ok()
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let rest = &stat[stat.rfind(')')? + 1..];
+            rest.split_whitespace().next().map(|state| state == "Z")
+        })
+        .unwrap_or(false)
+}
+
+/// Kills every marked process and what it started; how many marked ones
+/// there were.
+fn kill_escaped(marker: &str) -> usize {
+    let marked = marked_processes(marker);
+    for pid in &marked {
+        // Its descendants first, read while it still holds them.
+        let mut tree = sweep::descendants(*pid);
+        if let Some(start_time) = sweep::start_time(*pid) {
+            tree.insert(
+                0,
+                sweep::Descendant {
+                    pid: *pid,
+                    start_time,
+                },
+            );
+        }
+        sweep::kill_all(&tree);
+    }
+    marked.len()
+}
+
+/// The setsid probe (see the module comment). `Err(ESRCH)`: the escaped
+/// process was swept; `Ok`: it got out of this process's tree, or lived
+/// through the sweep (the parent then finds and kills it by `marker`).
+fn setsid_escape(marker: &str) -> io::Result<()> {
+    // The outer shell backgrounds `setsid sh`, whose `sh` waits on a sleep
+    // (`; :` keeps it from exec'ing the sleep), and exits at once.
+    let status = std::process::Command::new("sh")
+        .args([
+            "-c",
+            r#"setsid sh -c 'sleep 300; :' "$1" & exit 0"#,
+            "sh",
+            marker,
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()?;
+    if !status.success() {
+        return Err(io::Error::other(format!(
+            "the escape script failed: {status}"
+        )));
+    }
+    let me = std::process::id() as i32;
+    let deadline = std::time::Instant::now() + ESCAPE_WAIT;
+    // The forked shell carries the marker before `setsid` has run: wait
+    // for a marked process in a session of its own. (One that never gets
+    // there is killed by the parent, by its marker.)
+    let escaped = loop {
+        let marked = marked_processes(marker);
+        if let Some(pid) = marked
+            .iter()
+            .find(|pid| session_of(**pid) != session_of(me))
+        {
+            break *pid;
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(io::Error::other(if marked.is_empty() {
+                "the escaped process never appeared"
+            } else {
+                "the probe process did not leave the session"
+            }));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let tree = sweep::descendants(me);
+    if !tree.iter().any(|d| d.pid == escaped) {
+        // Re-parented elsewhere: out of reach of this process's sweep.
+        return Ok(());
+    }
+    // What a subagent does before it exits, then the reaping a subreaper
+    // owes its adopted children.
+    sweep::kill_descendants(me);
+    reap(&tree);
+    if sweep::start_time(escaped).is_some() && !is_zombie(escaped) {
+        return Ok(());
+    }
+    Err(io::Error::from_raw_os_error(libc::ESRCH))
+}
+
+/// Waits (up to [`ESCAPE_WAIT`]) for each of `killed` to be gone, reaping
+/// those that are (or become) this process's children.
+fn reap(killed: &[sweep::Descendant]) {
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    let deadline = std::time::Instant::now() + ESCAPE_WAIT;
+    let mut pending: Vec<i32> = killed.iter().map(|d| d.pid).collect();
+    while !pending.is_empty() && std::time::Instant::now() < deadline {
+        pending.retain(|pid| {
+            match waitpid(Pid::from_raw(*pid), Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => true,
+                Ok(_) => false,
+                // Not (yet) a child: pending while it is still there.
+                Err(_) => sweep::start_time(*pid).is_some(),
+            }
+        });
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// `PTRACE_SEIZE` of the parent: it never stops the tracee, and should it
+/// get through, this process's exit detaches it.
+fn ptrace_parent(parent: Pid) -> io::Result<()> {
+    // SAFETY: ptrace(2) with a pid and null address and data; SEIZE reads
+    // no memory of ours.
+    let rc = unsafe {
+        libc::ptrace(
+            libc::PTRACE_SEIZE,
+            parent.as_raw(),
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::null_mut::<libc::c_void>(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// What refused a ptrace call in this process: the seccomp filter when one
+/// is installed (it answers at syscall entry), else Landlock (no ptrace out
+/// of the domain), else the kernel's check (no `CAP_SYS_PTRACE`).
+fn ptrace_mechanism(report: &SandboxReport) -> &'static str {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let filtered = status
+        .lines()
+        .any(|line| line.split_whitespace().collect::<Vec<_>>() == ["Seccomp:", "2"]);
+    if filtered {
+        "seccomp"
+    } else if report.landlock_abi.is_some() && report.fully_enforced {
+        "landlock"
+    } else {
+        "ptrace check (no CAP_SYS_PTRACE)"
+    }
+}
+
+/// The `scratch-write` control: a command started as a subagent's shell
+/// starts its commands (`CommandSandbox::subagent_shell`) writes a file in
+/// its `TMPDIR`; the file is read back.
+fn scratch_write(scratch: &Path) -> io::Result<()> {
+    let shell = std::sync::Arc::new(super::CommandSandbox::subagent_shell(scratch.to_path_buf()));
+    let mut command = tokio::process::Command::new("sh");
+    command
+        .args(["-c", r#"printf '%s' "$1" > "$TMPDIR/$2""#, "sh"])
+        .arg(String::from_utf8_lossy(ESCAPED_CONTENT).as_ref())
+        .arg(SCRATCH_FILE)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    shell.apply(&mut command);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    // The child's reaping needs the runtime's context, not only its poll.
+    let _context = runtime.enter();
+    let output = runtime.block_on(command.output())?;
+    if !output.status.success() {
+        return Err(shell_error(&String::from_utf8_lossy(&output.stderr)));
+    }
+    if std::fs::read(scratch.join(SCRATCH_FILE))? == ESCAPED_CONTENT {
+        Ok(())
+    } else {
+        Err(io::Error::from(ErrorKind::InvalidData))
+    }
+}
+
+/// The errno behind a shell's message about a failed redirection.
+fn shell_error(stderr: &str) -> io::Error {
+    let known = [
+        ("Permission denied", libc::EACCES),
+        ("Operation not permitted", libc::EPERM),
+        ("File too large", libc::EFBIG),
+        ("Read-only file system", libc::EROFS),
+    ];
+    match known.iter().find(|(text, _)| stderr.contains(text)) {
+        Some((_, code)) => io::Error::from_raw_os_error(*code),
+        None => io::Error::other(format!("the shell failed: {}", stderr.trim())),
+    }
 }
 
 /// Starts `sleep` children until the kernel refuses one or there are
@@ -513,11 +795,14 @@ pub fn run_probes(targets: &ProbeTargets, report: &SandboxReport) -> Vec<ProbeRe
                 reason: "no such probe".to_owned(),
             },
         };
+        let mechanism = (name == "ptrace-parent" && matches!(outcome, Outcome::Failed { .. }))
+            .then(|| ptrace_mechanism(report).to_owned());
         results.push(ProbeResult {
             name: name.to_owned(),
             expect,
             outcome,
             side_effect_seen: false,
+            mechanism,
         });
     }
     results
@@ -555,6 +840,17 @@ fn attempts<'a>(
         Box::new(move || std::fs::read(outside_file(dir)).map(drop)),
     ));
     all.push(("fork-bomb", None, Box::new(fork_bomb)));
+    let marker = escape_marker(dir);
+    all.push((
+        "setsid-escape",
+        None,
+        Box::new(move || setsid_escape(&marker)),
+    ));
+    all.push((
+        "ptrace-parent",
+        None,
+        Box::new(|| ptrace_parent(targets.parent)),
+    ));
     all.push((
         "read-parent-environ",
         None,
@@ -696,6 +992,11 @@ fn control_attempts(targets: &ProbeTargets) -> Vec<(&'static str, Option<String>
             Box::new(|| std::fs::write(targets.workspace().join(CREATED), ESCAPED_CONTENT)),
         ),
         (
+            "scratch-write",
+            None,
+            Box::new(|| scratch_write(&targets.scratch())),
+        ),
+        (
             "write-tmpdir",
             None,
             Box::new(|| {
@@ -728,7 +1029,7 @@ pub fn run_child(
                     targets.parent,
                     SandboxRequirement::Required,
                     &targets.deny,
-                    None,
+                    Some(&targets.scratch()),
                     Some(&targets.dir),
                 )
             }),
@@ -752,6 +1053,10 @@ pub fn run_child(
             report: report.clone(),
         },
     )?;
+    if targets.role == ProbeRole::Subagent {
+        let subreaper = nix::sys::prctl::get_child_subreaper().unwrap_or(false);
+        write_frame(out, &ProbeFrame::Containment { subreaper })?;
+    }
     for result in run_probes(targets, &report) {
         write_frame(out, &ProbeFrame::Probe(result))?;
     }
@@ -817,6 +1122,7 @@ mod tests {
             expect,
             outcome,
             side_effect_seen: false,
+            mechanism: None,
         }
     }
 
@@ -911,9 +1217,22 @@ mod tests {
             not_covered: Vec::new(),
         };
         let mut results = run_probes(&targets, &report);
+        // The ptrace probe really attached (SEIZE does not stop it).
+        let status = std::fs::read_to_string(format!("/proc/{}/status", sleeper.id())).unwrap();
+        assert!(
+            status
+                .lines()
+                .any(|l| l.starts_with("TracerPid:") && l != "TracerPid:\t0"),
+            "{status}"
+        );
         sleeper.kill().unwrap();
         sleeper.wait().unwrap();
+        // Out of a process that is no subreaper, the setsid'd process gets
+        // away; the parent sees it and kills it.
+        let marker = escape_marker(&dir);
+        assert_eq!(marked_processes(&marker).len(), 1);
         fixture.verify(&mut results);
+        wait_until_gone(&marker);
 
         let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
         let fork_bomb = fork_bomb_note().is_none();
@@ -925,6 +1244,7 @@ mod tests {
                     .filter(|p| fork_bomb || **p != "fork-bomb"),
             )
             .chain(CONTROL_PROBES.iter())
+            .chain(SUBAGENT_CONTROLS.iter())
             .copied()
             .collect();
         assert_eq!(names, expected);
@@ -939,6 +1259,7 @@ mod tests {
                         "udp-send",
                         "read-credentials",
                         "read-parent-environ",
+                        "ptrace-parent",
                         "read-outside-workspace",
                         "fork-bomb",
                     ];
@@ -952,8 +1273,81 @@ mod tests {
                 Expect::Allowed => assert_eq!(result.verdict(), Verdict::ControlAllowed),
             }
         }
+        // The scratch control read its file back (a `ControlAllowed`
+        // above); the shell's scratch folder went with its last reference,
+        // as a subagent's does.
+        assert!(!scratch_dir(&dir).join(SCRATCH_FILE).exists());
         drop(fixture);
         assert!(!dir.exists(), "the fixture directory is removed on drop");
+        assert!(!scratch_dir(&dir).exists());
+    }
+
+    /// Waits (a few seconds at most) until no live process has `marker`.
+    fn wait_until_gone(marker: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !marked_processes(marker).is_empty() {
+            assert!(std::time::Instant::now() < deadline, "{marker} left behind");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn new_probes_name_their_mechanism() {
+        let swept = ProbeResult {
+            name: "setsid-escape".to_owned(),
+            ..result(Expect::Blocked, failed("ESRCH"))
+        };
+        assert_eq!(
+            swept.line(),
+            "probe setsid-escape: blocked (ESRCH, subreaper sweep)"
+        );
+        // ESRCH proves nothing for any other probe.
+        assert!(!result(Expect::Blocked, failed("ESRCH")).verdict().passed());
+        let traced = ProbeResult {
+            name: "ptrace-parent".to_owned(),
+            ..result(Expect::Blocked, failed("EPERM"))
+        };
+        assert_eq!(
+            traced.line(),
+            "probe ptrace-parent: blocked (EPERM, seccomp)"
+        );
+        // What the child saw wins over the default.
+        let by_landlock = ProbeResult {
+            mechanism: Some("landlock".to_owned()),
+            ..traced
+        };
+        assert_eq!(
+            by_landlock.line(),
+            "probe ptrace-parent: blocked (EPERM, landlock)"
+        );
+        let refused = ProbeResult {
+            name: "scratch-write".to_owned(),
+            ..result(Expect::Allowed, failed("EACCES"))
+        };
+        assert!(!refused.verdict().passed());
+        assert!(refused.line().contains("FAILED (EACCES"));
+    }
+
+    #[test]
+    fn shell_messages_map_to_errnos() {
+        let denied = shell_error("sh: 1: cannot create /x/y: Permission denied\n");
+        assert_eq!(errno_name(&denied), "EACCES");
+        assert_eq!(errno_name(&shell_error("sh: File too large")), "EFBIG");
+        assert_eq!(errno_name(&shell_error("odd\n")), "the shell failed: odd");
+    }
+
+    #[test]
+    fn plans_hold_the_new_probes_where_they_apply() {
+        let (forbidden, controls) = ProbeRole::Subagent.plan();
+        assert!(forbidden.contains(&"ptrace-parent") && forbidden.contains(&"setsid-escape"));
+        assert!(controls.contains(&"scratch-write"));
+        use crate::protocol::SandboxMode;
+        for mode in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
+            let (forbidden, controls) = ProbeRole::Command(mode).plan();
+            assert!(forbidden.contains(&"ptrace-parent"), "{mode}");
+            assert!(!forbidden.contains(&"setsid-escape"), "{mode}");
+            assert!(!controls.contains(&"scratch-write"), "{mode}");
+        }
     }
 
     #[test]

@@ -12,10 +12,11 @@ use std::time::{Duration, Instant};
 
 use fido::sandbox::probe::{
     CONTROL_PROBES, FORBIDDEN_PROBES, Outcome, ProbeFixture, ProbeFrame, ProbeResult, ProbeRole,
-    SUBAGENT_PROBES, mechanism,
+    SUBAGENT_CONTROLS, SUBAGENT_PROBES, escape_marker, mechanism,
 };
 use nix::unistd::Pid;
 
+use crate::common::process::pids_with;
 use crate::common::{
     ProcessFilter, assert_no_processes, fido_cmd, run_with_timeout, wait_with_timeout,
 };
@@ -25,11 +26,14 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 /// The errno each forbidden probe must be refused with: Landlock answers
 /// EACCES for file-system rules, EPERM for scopes; the seccomp filter
 /// refuses new sockets (before Landlock's TCP rules are reached) with
-/// EPERM; the kernel's ptrace check answers EACCES for the parent's
-/// environment.
+/// EPERM, and every ptrace call with EPERM; the kernel's ptrace check
+/// answers EACCES for the parent's environment; the setsid'd process is
+/// gone (ESRCH) after the sweep.
 fn expected_errno(probe: &str) -> &'static str {
     match probe {
-        "signal-parent"
+        "setsid-escape" => "ESRCH",
+        "ptrace-parent"
+        | "signal-parent"
         | "abstract-unix-connect"
         | "tcp-connect"
         | "tcp-bind"
@@ -112,6 +116,9 @@ fn sandbox_check_blocks_every_forbidden_probe_here() {
         let cell = "allowed (control)";
         format!("probe {p}: {cell} | read-only: {cell} | workspace-write: {cell} | {all}")
     }));
+    expected.extend(SUBAGENT_CONTROLS.iter().map(|p| {
+        format!("probe {p}: allowed (control) | read-only: n/a | workspace-write: n/a | {all}")
+    }));
     expected.push(format!(
         "probe write-workspace: n/a | read-only: {} | workspace-write: allowed (control) | {all}",
         blocked("write-workspace")
@@ -121,23 +128,38 @@ fn sandbox_check_blocks_every_forbidden_probe_here() {
     ));
     assert_eq!(probe_lines, expected, "{stdout}");
     assert!(
-        stdout.contains("summary (commands, workspace-write, configured): 15/15 forbidden operations blocked, 4/4 controls allowed; sandbox enforced"),
+        lines.iter().any(|l| l.starts_with(
+            "containment: child subreaper plus a sweep of its descendants (PID namespaces are not used: one needs an unprivileged user namespace, "
+        )),
+        "{stdout}"
+    );
+    let commands = FORBIDDEN_PROBES.len();
+    assert!(
+        stdout.contains(&format!("summary (commands, workspace-write, configured): {commands}/{commands} forbidden operations blocked, 4/4 controls allowed; sandbox enforced")),
         "{stdout}"
     );
     assert!(
-        stdout.contains("summary (commands, read-only): 16/16 forbidden operations blocked, 2/2 controls allowed; sandbox enforced"),
+        stdout.contains(&format!("summary (commands, read-only): {n}/{n} forbidden operations blocked, 2/2 controls allowed; sandbox enforced", n = commands + 1)),
         "{stdout}"
     );
     assert!(
         lines.last().unwrap().starts_with(&format!(
-            "summary: {n}/{n} forbidden operations blocked, 2/2 controls allowed; read-only sandbox enforced",
-            n = FORBIDDEN_PROBES.len() + if fork_bomb { 2 } else { 1 }
+            "summary: {n}/{n} forbidden operations blocked, 3/3 controls allowed; read-only sandbox enforced",
+            n = FORBIDDEN_PROBES.len() + if fork_bomb { 3 } else { 2 }
         )),
         "{stdout}"
     );
 
-    // The probe child was reaped and the fixture removed.
+    // The probe child was reaped, its setsid'd process swept (no process
+    // carries the marker of any of this check's fixtures) and the fixture
+    // removed.
     assert_no_processes(ProcessFilter::ChildrenOf(pid), Duration::from_secs(5));
+    let marker = format!("fido-probe-escape-fido-sandbox-check-{pid}-");
+    assert_eq!(
+        pids_with(&marker),
+        Vec::<u32>::new(),
+        "escaped processes left"
+    );
     assert!(
         temp_dirs_of(pid).is_empty(),
         "left behind: {:?}",
@@ -279,6 +301,7 @@ fn a_held_sandboxed_child_has_no_new_privs_and_gets_eacces_on_write() {
     let ProbeFrame::Sandboxed { report } = held.next() else {
         panic!("the child did not enter the sandbox");
     };
+    assert_eq!(held.next(), ProbeFrame::Containment { subreaper: true });
     assert!(report.fully_enforced, "{report:?}");
     assert!(report.no_new_privs && report.network_restricted && report.scoped);
     assert!(report.landlock_abi.unwrap() >= 6, "{report:?}");
@@ -295,11 +318,15 @@ fn a_held_sandboxed_child_has_no_new_privs_and_gets_eacces_on_write() {
 
     // Looked at from outside while it is confined.
     assert_eq!(proc_field(pid, "status", "NoNewPrivs:"), "NoNewPrivs:\t1");
+    // As a subagent's: nothing written by the child itself, room for its
+    // commands' files in the scratch folder.
     let fsize = proc_field(pid, "limits", "Max file size");
+    let cap = fido::sandbox::child::SCRATCH_FILE_CAP.to_string();
     assert_eq!(
         fsize.split_whitespace().collect::<Vec<_>>(),
-        ["Max", "file", "size", "0", "0", "bytes"]
+        ["Max", "file", "size", "0", cap.as_str(), "bytes"]
     );
+    assert_eq!(proc_field(pid, "status", "Seccomp:"), "Seccomp:\t2");
     let core = proc_field(pid, "limits", "Max core file size");
     assert_eq!(
         core.split_whitespace().collect::<Vec<_>>(),
@@ -328,6 +355,32 @@ fn a_held_sandboxed_child_has_no_new_privs_and_gets_eacces_on_write() {
     }
     let written = std::fs::read(fixture.dir().join("write-me.txt")).unwrap();
     assert_eq!(written, fido::sandbox::probe::ORIGINAL_CONTENT);
+
+    // The new probes, with what stopped each: the setsid'd process was
+    // gone while the child still lived (its sweep, not its death, killed
+    // it), the ptrace call met the seccomp filter, the scratch write went
+    // through.
+    let outcome = |name: &str| {
+        let result = results.iter().find(|r| r.name == name);
+        result.unwrap_or_else(|| panic!("no {name} probe")).clone()
+    };
+    let swept = outcome("setsid-escape");
+    assert_eq!(
+        swept.line(),
+        "probe setsid-escape: blocked (ESRCH, subreaper sweep)"
+    );
+    assert_eq!(pids_with(&escape_marker(fixture.dir())), Vec::<u32>::new());
+    let traced = outcome("ptrace-parent");
+    assert_eq!(traced.mechanism.as_deref(), Some("seccomp"));
+    assert_eq!(
+        traced.line(),
+        "probe ptrace-parent: blocked (EPERM, seccomp)"
+    );
+    assert_eq!(outcome("scratch-write").outcome, Outcome::Succeeded);
+    assert_eq!(
+        proc_field(std::process::id(), "status", "TracerPid:"),
+        "TracerPid:\t0"
+    );
 
     let output = held.finish();
     assert!(
