@@ -11,8 +11,9 @@
 //! confined between fork and exec by the session code of `bash_exec`
 //! ([`CommandSandbox`]). The report has one line per probe, one column per
 //! role, and a `containment:` line says how a subagent's process tree is
-//! kept from escaping (a child subreaper and a sweep of its descendants;
-//! PID namespaces are not used, and the line says why). Exit 0 only when
+//! kept from escaping (a PID namespace per command where the kernel allows
+//! one in the sandbox, and always a child subreaper and a sweep of its
+//! descendants; the line says which). Exit 0 only when
 //! the subagent sandbox and the configured
 //! `sandbox_mode` are fully enforced: every forbidden probe blocked, every
 //! control allowed.
@@ -314,7 +315,10 @@ fn report_text(
         out.push_str(&format!("commands ({mode}): {}\n", summary.header));
     }
     out.push_str("commands (danger-full-access): no sandbox, every probe allowed\n");
-    out.push_str(&containment_line(subagent.subreaper));
+    out.push_str(&containment_line(
+        subagent.subreaper,
+        subagent.pid_namespace.as_deref(),
+    ));
     out.push('\n');
     let mut names: Vec<String> = subagent.results.iter().map(|r| r.name.clone()).collect();
     for (_, summary) in commands {
@@ -366,18 +370,22 @@ fn report_text(
     out
 }
 
-/// How a subagent's process tree is contained on this kernel: always the
-/// subreaper and the sweep (`sandbox::sweep`), never a PID namespace.
-fn containment_line(subreaper: Option<bool>) -> String {
+/// How a subagent's process tree is contained on this kernel: a PID
+/// namespace per command where the sandbox allows one (`sandbox::pidns`),
+/// and always the subreaper and the sweep (`sandbox::sweep`).
+fn containment_line(subreaper: Option<bool>, pid_namespace: Option<&str>) -> String {
     let how = match subreaper {
         Some(true) => "child subreaper plus a sweep of its descendants",
         Some(false) => "NOT contained: the probe child is not a child subreaper",
         None => "unknown: the probe child did not say",
     };
-    format!(
-        "containment: {how} (PID namespaces are not used: one needs an unprivileged user namespace, {}; the subreaper works on every kernel Fido supports)",
-        user_namespaces()
-    )
+    match pid_namespace {
+        Some(namespace) => format!("containment: {namespace}, and a {how}"),
+        None => format!(
+            "containment: {how} (no PID namespace for commands: it needs an unprivileged user namespace, {})",
+            user_namespaces()
+        ),
+    }
 }
 
 /// What this kernel says about unprivileged user namespaces.
@@ -421,6 +429,8 @@ struct Summary {
     child_output: Vec<String>,
     /// Whether the child was a child subreaper (subagent only).
     subreaper: Option<bool>,
+    /// The PID namespace its commands get, where one is allowed.
+    pid_namespace: Option<String>,
 }
 
 impl Summary {
@@ -467,10 +477,17 @@ fn summarize(
     let mut results: Vec<ProbeResult> = Vec::new();
     let mut done = false;
     let mut subreaper = None;
+    let mut pid_namespace = None;
     for frame in frames {
         match frame {
             ProbeFrame::Sandboxed { report: r } => report = Some(r),
-            ProbeFrame::Containment { subreaper: s } => subreaper = Some(s),
+            ProbeFrame::Containment {
+                subreaper: s,
+                pid_namespace: namespace,
+            } => {
+                subreaper = Some(s);
+                pid_namespace = namespace;
+            }
             ProbeFrame::Refused { error } => refused = Some(error),
             ProbeFrame::Probe(result) => results.push(result),
             ProbeFrame::Holding { .. } => {}
@@ -560,6 +577,7 @@ fn summarize(
         controls: planned_controls.len(),
         child_output: Vec::new(),
         subreaper,
+        pid_namespace,
     }
 }
 
@@ -631,7 +649,10 @@ mod tests {
             ProbeFrame::Sandboxed {
                 report: report(true),
             },
-            ProbeFrame::Containment { subreaper: true },
+            ProbeFrame::Containment {
+                subreaper: true,
+                pid_namespace: Some("a user and PID namespace per command".into()),
+            },
         ];
         let (forbidden, controls) = ProbeRole::Subagent.plan();
         for name in forbidden {
@@ -701,7 +722,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("\ncontainment: child subreaper plus a sweep of its descendants (PID namespaces are not used: one needs an unprivileged user namespace, "),
+            text.contains("\ncontainment: a user and PID namespace per command, and a child subreaper plus a sweep of its descendants\n"),
             "{text}"
         );
         let n = ProbeRole::Subagent.plan().0.len();
@@ -757,9 +778,19 @@ mod tests {
 
         assert!(!judge(frames(|_| None), ExitStatus::from_raw(9), 0).enforced());
 
+        // Without a namespace the line says why none is used.
+        let line = containment_line(Some(true), None);
+        assert!(
+            line.starts_with("containment: child subreaper plus a sweep of its descendants (no PID namespace for commands: it needs an unprivileged user namespace, "),
+            "{line}"
+        );
+
         // A subagent child that is no subreaper, or did not say.
         let mut loose = frames(|_| None);
-        loose[1] = ProbeFrame::Containment { subreaper: false };
+        loose[1] = ProbeFrame::Containment {
+            subreaper: false,
+            pid_namespace: None,
+        };
         let loose = judge(loose, ok(), 0);
         assert!(!loose.enforced());
         assert!(text(&loose).contains("containment: NOT contained"));

@@ -8,8 +8,10 @@
 //!
 //! 1. the forked process (the *keeper*, the process group leader the
 //!    supervisor knows) calls `unshare(CLONE_NEWUSER | CLONE_NEWPID)` and
-//!    maps its own uid and gid into the new user namespace, which needs no
-//!    privilege; where user namespaces are off it tries `CLONE_NEWPID`
+//!    maps its own uid and gid into the new user namespace where it may
+//!    write `/proc/self/uid_map` (not under a subagent's Landlock ruleset:
+//!    there the user shows as the overflow uid inside, and file access is
+//!    checked as before); where user namespaces are off it tries `CLONE_NEWPID`
 //!    alone (that needs `CAP_SYS_ADMIN`). Where neither is allowed it goes
 //!    on without a namespace, and the subagent's subreaper sweep
 //!    (`sandbox::sweep`) is what remains;
@@ -108,10 +110,16 @@ impl PidNamespace {
         // SAFETY: plain syscalls on prepared memory.
         unsafe {
             if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID) == 0 {
-                // The user is itself inside, so files and git look the same.
-                return write_file(SETGROUPS, b"deny")
-                    && write_file(UID_MAP, &self.uid_map)
-                    && write_file(GID_MAP, &self.gid_map);
+                // The user is itself inside, so `id` and `ls -l` look the
+                // same. Under a subagent's Landlock ruleset `/proc` is not
+                // writable: the user then shows as the overflow uid (65534)
+                // inside, while the kernel still checks files against the
+                // real one, so access is unchanged.
+                if write_file(SETGROUPS, b"deny") {
+                    write_file(GID_MAP, &self.gid_map);
+                }
+                write_file(UID_MAP, &self.uid_map);
+                return true;
             }
             libc::unshare(libc::CLONE_NEWPID) == 0
         }

@@ -20,11 +20,13 @@
 //! other error is inconclusive and fails the check, as does a skipped
 //! probe.
 //!
-//! The setsid escape: the child starts a shell that double-forks a
-//! process into a session of its own and exits. A subagent is a child
-//! subreaper, so the orphan is re-parented to it; the child then runs the
-//! sweep a subagent runs before it exits ([`super::sweep`]) and reaps what
-//! it killed. The escaped process carries a marker (from the fixture's
+//! The setsid escape: the child starts a shell, as a subagent's command
+//! is started, that double-forks a process into a session of its own and
+//! exits. Where the sandbox allows a PID namespace per command
+//! ([`super::pidns`]), the escaped process must be gone with its command.
+//! Elsewhere a subagent is a child subreaper, so the orphan is re-parented
+//! to it; the child then runs the sweep a subagent runs before it exits
+//! ([`super::sweep`]) and reaps what it killed. The escaped process carries a marker (from the fixture's
 //! name) on its command line, so the parent finds, reports and kills one
 //! that got away: the check never leaves it behind.
 
@@ -43,6 +45,7 @@ use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
 use super::child::{enter_child_sandbox, error_chain};
+use super::pidns::Containment;
 use super::policy::{SandboxReport, SandboxRequirement};
 use super::ruleset::{MIN_READ_ONLY_ABI, NETWORK_ABI, SCOPE_ABI};
 use super::sweep;
@@ -313,8 +316,14 @@ pub enum ProbeFrame {
     /// One probe.
     Probe(ProbeResult),
     /// How the subagent's process tree is contained: whether the child is
-    /// a child subreaper (read back with `PR_GET_CHILD_SUBREAPER`).
-    Containment { subreaper: bool },
+    /// a child subreaper (read back with `PR_GET_CHILD_SUBREAPER`), and
+    /// the PID namespace its commands get, tried from inside its sandbox
+    /// (`None`: none is allowed there).
+    Containment {
+        subreaper: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pid_namespace: Option<String>,
+    },
     /// Hold mode: the child stays sandboxed until its stdin closes.
     Holding { pid: u32 },
     /// Every probe ran.
@@ -566,13 +575,23 @@ fn kill_escaped(marker: &str) -> usize {
     marked.len()
 }
 
-/// The setsid probe (see the module comment). `Err(ESRCH)`: the escaped
-/// process was swept; `Ok`: it got out of this process's tree, or lived
+/// The PID namespace a subagent's commands get here, tried from this
+/// process (`None`: only the subreaper sweep contains them).
+fn command_namespace() -> Option<Containment> {
+    static KIND: std::sync::OnceLock<Containment> = std::sync::OnceLock::new();
+    let kind = KIND.get_or_init(super::pidns::containment);
+    (!matches!(kind, Containment::Subreaper { .. })).then(|| kind.clone())
+}
+
+/// The setsid probe (see the module comment), run as a subagent's command
+/// is. `Err(ESRCH)`: the escaped process is gone (with its command's PID
+/// namespace, or swept); `Ok`: it got out of this process's tree, or lived
 /// through the sweep (the parent then finds and kills it by `marker`).
 fn setsid_escape(marker: &str) -> io::Result<()> {
     // The outer shell backgrounds `setsid sh`, whose `sh` waits on a sleep
     // (`; :` keeps it from exec'ing the sleep), and exits at once.
-    let status = std::process::Command::new("sh")
+    let mut command = std::process::Command::new("sh");
+    command
         .args([
             "-c",
             r#"setsid sh -c 'sleep 300; :' "$1" & exit 0"#,
@@ -581,12 +600,23 @@ fn setsid_escape(marker: &str) -> io::Result<()> {
         ])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()?;
+        .stderr(std::process::Stdio::null());
+    let namespace = command_namespace().map(|_| super::pidns::PidNamespace::for_current_user());
+    if let Some(namespace) = namespace {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: `enter` is made for the spot between fork and exec.
+        unsafe {
+            command.pre_exec(move || namespace.enter());
+        }
+    }
+    let status = command.status()?;
     if !status.success() {
         return Err(io::Error::other(format!(
             "the escape script failed: {status}"
         )));
+    }
+    if command_namespace().is_some() {
+        return gone_with_the_namespace(marker);
     }
     let me = std::process::id() as i32;
     let deadline = std::time::Instant::now() + ESCAPE_WAIT;
@@ -621,6 +651,19 @@ fn setsid_escape(marker: &str) -> io::Result<()> {
     reap(&tree);
     if sweep::start_time(escaped).is_some() && !is_zombie(escaped) {
         return Ok(());
+    }
+    Err(io::Error::from_raw_os_error(libc::ESRCH))
+}
+
+/// The command has ended, and its namespace with it: every marked process
+/// must be gone (up to [`ESCAPE_WAIT`]; the kernel kills them at once).
+fn gone_with_the_namespace(marker: &str) -> io::Result<()> {
+    let deadline = std::time::Instant::now() + ESCAPE_WAIT;
+    while marked_processes(marker).iter().any(|pid| !is_zombie(*pid)) {
+        if std::time::Instant::now() >= deadline {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
     Err(io::Error::from_raw_os_error(libc::ESRCH))
 }
@@ -795,8 +838,14 @@ pub fn run_probes(targets: &ProbeTargets, report: &SandboxReport) -> Vec<ProbeRe
                 reason: "no such probe".to_owned(),
             },
         };
-        let mechanism = (name == "ptrace-parent" && matches!(outcome, Outcome::Failed { .. }))
-            .then(|| ptrace_mechanism(report).to_owned());
+        let failed = matches!(outcome, Outcome::Failed { .. });
+        let mechanism = match name {
+            "ptrace-parent" if failed => Some(ptrace_mechanism(report).to_owned()),
+            "setsid-escape" if failed && command_namespace().is_some() => {
+                Some("PID namespace".to_owned())
+            }
+            _ => None,
+        };
         results.push(ProbeResult {
             name: name.to_owned(),
             expect,
@@ -1055,7 +1104,14 @@ pub fn run_child(
     )?;
     if targets.role == ProbeRole::Subagent {
         let subreaper = nix::sys::prctl::get_child_subreaper().unwrap_or(false);
-        write_frame(out, &ProbeFrame::Containment { subreaper })?;
+        let pid_namespace = command_namespace().map(|kind| kind.to_string());
+        write_frame(
+            out,
+            &ProbeFrame::Containment {
+                subreaper,
+                pid_namespace,
+            },
+        )?;
     }
     for result in run_probes(targets, &report) {
         write_frame(out, &ProbeFrame::Probe(result))?;
@@ -1228,9 +1284,12 @@ mod tests {
         sleeper.kill().unwrap();
         sleeper.wait().unwrap();
         // Out of a process that is no subreaper, the setsid'd process gets
-        // away; the parent sees it and kills it.
+        // away (the parent sees it and kills it), unless its command's PID
+        // namespace took it down with the command.
         let marker = escape_marker(&dir);
-        assert_eq!(marked_processes(&marker).len(), 1);
+        let contained = command_namespace().is_some();
+        let escaped = usize::from(!contained);
+        assert_eq!(marked_processes(&marker).len(), escaped);
         fixture.verify(&mut results);
         wait_until_gone(&marker);
 
@@ -1249,6 +1308,13 @@ mod tests {
             .collect();
         assert_eq!(names, expected);
         for result in &results {
+            if contained && result.name == "setsid-escape" {
+                assert_eq!(
+                    result.line(),
+                    "probe setsid-escape: blocked (ESRCH, PID namespace)"
+                );
+                continue;
+            }
             match result.expect {
                 Expect::Blocked => {
                     assert_eq!(result.outcome, Outcome::Succeeded, "{}", result.name);

@@ -46,7 +46,19 @@ fn expected_errno(probe: &str) -> &'static str {
 
 fn blocked(probe: &str) -> String {
     let errno = expected_errno(probe);
-    format!("blocked ({errno}, {})", mechanism(probe, errno))
+    let by = match (probe, command_namespace()) {
+        ("setsid-escape", Some(_)) => "PID namespace",
+        _ => mechanism(probe, errno),
+    };
+    format!("blocked ({errno}, {by})")
+}
+
+/// The PID namespace a subagent's commands get here, if any.
+fn command_namespace() -> Option<String> {
+    match fido::sandbox::pidns::containment() {
+        fido::sandbox::pidns::Containment::Subreaper { .. } => None,
+        kind => Some(kind.to_string()),
+    }
 }
 
 fn temp_dirs_of(pid: u32) -> Vec<String> {
@@ -127,10 +139,14 @@ fn sandbox_check_blocks_every_forbidden_probe_here() {
         "probe write-tmpdir: n/a | read-only: n/a | workspace-write: allowed (control) | {all}"
     ));
     assert_eq!(probe_lines, expected, "{stdout}");
+    let containment = match command_namespace() {
+        Some(kind) => {
+            format!("containment: {kind}, and a child subreaper plus a sweep of its descendants")
+        }
+        None => "containment: child subreaper plus a sweep of its descendants (no PID namespace for commands: it needs an unprivileged user namespace, ".into(),
+    };
     assert!(
-        lines.iter().any(|l| l.starts_with(
-            "containment: child subreaper plus a sweep of its descendants (PID namespaces are not used: one needs an unprivileged user namespace, "
-        )),
+        lines.iter().any(|l| l.starts_with(&containment)),
         "{stdout}"
     );
     let commands = FORBIDDEN_PROBES.len();
@@ -301,7 +317,15 @@ fn a_held_sandboxed_child_has_no_new_privs_and_gets_eacces_on_write() {
     let ProbeFrame::Sandboxed { report } = held.next() else {
         panic!("the child did not enter the sandbox");
     };
-    assert_eq!(held.next(), ProbeFrame::Containment { subreaper: true });
+    let ProbeFrame::Containment {
+        subreaper: true,
+        pid_namespace,
+    } = held.next()
+    else {
+        panic!("the child is no subreaper");
+    };
+    // Tried from inside the sandbox: the one a subagent's commands get.
+    assert_eq!(pid_namespace, command_namespace());
     assert!(report.fully_enforced, "{report:?}");
     assert!(report.no_new_privs && report.network_restricted && report.scoped);
     assert!(report.landlock_abi.unwrap() >= 6, "{report:?}");
@@ -364,10 +388,12 @@ fn a_held_sandboxed_child_has_no_new_privs_and_gets_eacces_on_write() {
         let result = results.iter().find(|r| r.name == name);
         result.unwrap_or_else(|| panic!("no {name} probe")).clone()
     };
+    // Gone with its command's PID namespace where the kernel allows one
+    // in the sandbox, else swept by the subreaper.
     let swept = outcome("setsid-escape");
     assert_eq!(
         swept.line(),
-        "probe setsid-escape: blocked (ESRCH, subreaper sweep)"
+        format!("probe setsid-escape: {}", blocked("setsid-escape"))
     );
     assert_eq!(pids_with(&escape_marker(fixture.dir())), Vec::<u32>::new());
     let traced = outcome("ptrace-parent");
