@@ -197,7 +197,7 @@ mod tests {
     const BYTES_PER_TOKEN_TENTHS: usize = 35;
 
     /// Estimated tokens the system prompt and the tools cost on every
-    /// request: about 2,230 real tokens, so a 4k window keeps half for work.
+    /// request: about 2,250 real tokens, so a 4k window keeps half for work.
     const PREFIX_BUDGET_TOKENS: usize = 2_500;
 
     /// A tool as the OpenAI-compatible provider sends it.

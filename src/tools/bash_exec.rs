@@ -105,7 +105,7 @@ impl Tool for BashExec {
                 "type": "object",
                 "properties": {
                     "command": {"type": "string"},
-                    "timeout_ms": {"type": "integer"},
+                    "timeout_ms": {"type": "integer", "minimum": 1, "description": "Default 120000."},
                     "cwd": {"type": "string"},
                     "escalate": {"type": "boolean", "description": "Ask to run it outside the sandbox."},
                     "justification": {"type": "string"}

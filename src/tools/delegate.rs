@@ -69,6 +69,8 @@ impl Delegate {
         )
     }
 
+    /// Limits keep their defaults in the schema: Qwen2.5-Coder-0.5B fills
+    /// every optional field, and without them sent `timeout_ms: 120`.
     fn parameters(&self) -> serde_json::Value {
         let mut parameters = json!({
             "type": "object",
@@ -84,8 +86,8 @@ impl Delegate {
                 },
                 "mode": {"type": "string", "enum": ["read_only"]},
                 "output_contract": {"type": "string", "enum": ["findings"]},
-                "timeout_ms": {"type": "integer"},
-                "budget_tokens": {"type": "integer"},
+                "timeout_ms": {"type": "integer", "minimum": 1000, "description": "Default 120000."},
+                "budget_tokens": {"type": "integer", "minimum": 1, "description": "Prompt + completion tokens; default from the configuration."},
                 "plan_item": {"type": "string", "description": "The plan item id this serves."}
             },
             "required": ["task"],

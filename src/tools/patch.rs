@@ -53,11 +53,12 @@ impl Tool for Patch {
         ToolKind::Mutating
     }
 
+    // No example call in the description: Qwen2.5-Coder-0.5B copied an
+    // example's path and text into its own calls and edited the wrong file.
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "patch".into(),
-            description: "Change a text file with `edits` (exact replacements, in order) or `content` (the whole new file). Each old_text must occur once unless replace_all is set; copy it from read_file without the line numbers. Whitespace-only differences are tolerated. A failed edit changes nothing and shows the closest lines.\n\
-                Example: {\"path\": \"src/main.rs\", \"edits\": [{\"old_text\": \"let x = 1;\", \"new_text\": \"let x = 2;\"}]}"
+            description: "Change a text file with `edits` (exact replacements, in order) or `content` (the whole new file). Each old_text must occur once unless replace_all is set; copy it from read_file without the line numbers. Whitespace-only differences are tolerated. A failed edit changes nothing and shows the closest lines."
                 .into(),
             parameters: json!({
                 "type": "object",
