@@ -67,7 +67,7 @@ fn safety_section(safety: &SafetySettings) -> String {
             "Approvals (on-request): commands and edits run without asking."
         }
         (ApprovalPolicy::OnRequest, SandboxMode::ReadOnly | SandboxMode::WorkspaceWrite) => {
-            "Approvals (on-request): commands run sandboxed without asking; one that really needs more (network, writes outside) may set escalate: true with a justification, and the user decides."
+            "Approvals (on-request): commands run sandboxed without asking; one that needs more (network, writes outside) may set escalate: true with a justification, and the user decides."
         }
         (ApprovalPolicy::Never, _) => {
             "Approvals (never): nobody is asked and escalation is denied; report what you could not do."
@@ -197,7 +197,7 @@ mod tests {
     const BYTES_PER_TOKEN_TENTHS: usize = 35;
 
     /// Estimated tokens the system prompt and the tools cost on every
-    /// request: about 2,250 real tokens, so a 4k window keeps half for work.
+    /// request: about 2,300 real tokens, so a 4k window keeps half for work.
     const PREFIX_BUDGET_TOKENS: usize = 2_500;
 
     /// A tool as the OpenAI-compatible provider sends it.

@@ -75,7 +75,7 @@ impl Delegate {
         let mut parameters = json!({
             "type": "object",
             "properties": {
-                "task": {"type": "string", "description": "The investigation, stated so it can be done without asking back."},
+                "task": {"type": "string", "description": "The investigation, self-contained."},
                 "context": {"type": "string"},
                 "scope": {
                     "type": "object",
@@ -87,7 +87,7 @@ impl Delegate {
                 "mode": {"type": "string", "enum": ["read_only"]},
                 "output_contract": {"type": "string", "enum": ["findings"]},
                 "timeout_ms": {"type": "integer", "minimum": 1000, "description": "Default 120000."},
-                "budget_tokens": {"type": "integer", "minimum": 1, "description": "Prompt + completion tokens; default from the configuration."},
+                "budget_tokens": {"type": "integer", "minimum": 1, "description": "Default from the configuration."},
                 "plan_item": {"type": "string", "description": "The plan item id this serves."}
             },
             "required": ["task"],

@@ -55,8 +55,8 @@ impl Tool for ReadFile {
                 "type": "object",
                 "properties": {
                     "path": {"type": "string"},
-                    "offset": {"type": "integer"},
-                    "limit": {"type": "integer"}
+                    "offset": {"type": "integer", "minimum": 1},
+                    "limit": {"type": "integer", "minimum": 1}
                 },
                 "required": ["path"],
                 "additionalProperties": false

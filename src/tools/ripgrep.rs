@@ -67,7 +67,7 @@ impl Tool for Ripgrep {
                     "path": {"type": "string"},
                     "glob": {"type": "string", "description": "e.g. \"*.rs\"; a leading ! excludes."},
                     "case_insensitive": {"type": "boolean"},
-                    "context": {"type": "integer", "description": "Lines shown around each match."},
+                    "context": {"type": "integer", "description": "Lines around each match."},
                     "max_matches": {"type": "integer"}
                 },
                 "required": ["pattern"],

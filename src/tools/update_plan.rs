@@ -31,7 +31,7 @@ impl Tool for UpdatePlan {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "reason": {"type": "string"},
+                    "reason": {"type": "string", "description": "Why, in one sentence."},
                     "items": {
                         "type": "array",
                         "items": {
@@ -42,8 +42,8 @@ impl Tool for UpdatePlan {
                                 "status": {"type": "string", "enum": ["pending", "in_progress", "blocked", "done"]},
                                 "details": {"type": "string"},
                                 "dependencies": {"type": "array", "items": {"type": "string"}},
-                                "next_action": {"type": "string"},
-                                "evidence": {"type": "array", "items": {"type": "string"}}
+                                "next_action": {"type": "string", "description": "Required unless done."},
+                                "evidence": {"type": "array", "items": {"type": "string"}, "description": "Required for done."}
                             },
                             "required": ["id", "title", "status"]
                         }

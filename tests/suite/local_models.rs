@@ -384,7 +384,7 @@ fn a_subagent_compacts_by_the_window_the_parent_learned() {
 }
 
 /// What the system prompt and the tools cost on every request, as the first
-/// request carries them: about 2,250 tokens on Qwen2.5's tokenizer, leaving
+/// request carries them: about 2,300 tokens on Qwen2.5's tokenizer, leaving
 /// half of a 4k window for work. Bytes / 3.5 overestimates that tokenizer
 /// (measured 3.8 bytes per token on this text; see src/agent/prompt.rs).
 #[test]
