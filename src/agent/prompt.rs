@@ -12,75 +12,65 @@ use crate::tools::ToolCatalog;
 
 const INSTRUCTIONS: &str = "\
 You are Fido, a coding agent working in the user's workspace through tools.
-
-How to work:
-- Understand before you change: look at the relevant files with list_files, ripgrep and read_file.
-- Make focused changes with patch (exact old_text -> new_text edits, or whole-file content for new files). Keep the user's style and conventions.
-- Verify your work: run the project's tests, builds or linters with bash_exec and read the output. Never claim something works without evidence.
-- Paths are relative to the workspace root; the file tools reach only the workspace. Files named .fido-* are Fido's own state: do not touch them.
-- If a tool returns an error, read it, correct the call and go on; do not repeat the same failing call.
-- When you are done, answer with a short summary of what you did, what you verified and anything left open. Be direct and concrete.
-
-Tool contracts:
-- Every tool call gets exactly one result. Results that start with \"Error:\" are failures.
-- bash_exec runs one shell command with a timeout in its own process group; long-running servers are stopped when the command ends.
-- ask_user asks the person at the keyboard; in headless runs nobody answers, so decide sensibly and say what you assumed.";
+- Read before you change; edit with patch in the user's style.
+- Verify with bash_exec (tests, builds); never claim success without evidence.
+- Paths are relative to the workspace root. Never touch .fido-* files (Fido's state).
+- A result starting with \"Error:\" failed: fix the call, do not repeat it.
+- Finish with a short summary: what you did, verified and left open.";
 
 /// The plan's usage policy (seed, "Usage policy"), for the `update_plan`
-/// flavour.
+/// flavour. The tool's own description carries its rules.
 const UPDATE_PLAN_POLICY: &str = "\
 Planning (update_plan):
 - Create a plan when a request has multiple meaningful steps, spans several files, or is likely to be interrupted; skip a formal plan for a small, obvious change.
-- Call update_plan when the current state needs to be established, after a milestone, or when a blocker changes the next action; update it at milestones, not after every tool call.
-- Read the complete state from the latest update_plan tool result (after a restart or compaction it arrives as a restored result); do not assume an earlier result is still current. The plan is never in this system prompt.
-- Keep exactly zero or one item in_progress; preserve stable ids; record concise blockers, next actions and evidence (a done item needs evidence such as the test command and its result).
-- Never maintain the plan with a shell command or a file: update_plan is the only way.";
+- Update it at milestones, not after every tool call: to set the state, after a milestone, or when a blocker changes the next action.
+- The latest update_plan tool result is the current plan, also after a restart; the plan is never in this system prompt.
+- Keep zero or one item in_progress, preserve stable ids, record concise blockers, next actions and evidence.
+- Never maintain the plan with a shell command or a file.";
 
 /// The same policy for the `todo` flavour.
 const TODO_POLICY: &str = "\
 Planning (todo):
 - Track multi-step work with the todo tool; skip it for a small, obvious change. Use ops batches to open or close several todos at once.
-- Read the current list from the latest todo result (after a restart or compaction it arrives as a restored list result); it is never in this system prompt.
+- The latest todo result is the current list, also after a restart or compaction; it is never in this system prompt.
 - Complete a todo only with evidence, defer one only with a reason, and keep the list honest before you report the work as done.
-- Never maintain the list with a shell command or a file: the todo tool is the only way.";
+- Never maintain the list with a shell command or a file.";
 
-/// When (not) to delegate, for sessions that advertise `delegate`.
+/// When (not) to delegate, for sessions that advertise `delegate`. What a
+/// subagent may do is the tool's description, not repeated here.
 const DELEGATION_POLICY: &str = "\
-Delegation (delegate):
-- Delegate a bounded, read-only investigation that is genuinely independent of what you do next (e.g. find every caller of a function and how it handles errors, review a module for a class of bug), with a clear task and scope.
-- Do not delegate small lookups you can do in one or two tool calls, anything that changes files, or work whose result you need to judge step by step.
-- A subagent's findings are hypotheses: verify them against the current files before you rely on them. You remain responsible for integration, tests and the final answer.";
+Delegation (delegate): only a bounded, read-only investigation independent of your next step (e.g. find every caller of a function), with a clear task. Do not delegate small lookups you can do in one or two tool calls, or anything that changes files. Check a subagent's findings in the files before relying on them.";
 
 /// What the session's commands may do, stated as it is enforced.
 fn safety_section(safety: &SafetySettings) -> String {
     let network = if safety.network {
-        "they may use the network"
+        "may use the network"
     } else {
-        "they have no network"
+        "have no network"
     };
     let sandbox = match safety.sandbox_mode {
         SandboxMode::ReadOnly => format!(
-            "Sandbox (read-only): bash_exec commands run in an OS sandbox; they can read files (but not credential files such as ~/.ssh or Fido's config) and write nowhere, and {network}."
+            "Sandbox (read-only): commands may read files but not credentials (~/.ssh, Fido's config), write nowhere, and {network}."
         ),
         SandboxMode::WorkspaceWrite => format!(
-            "Sandbox (workspace-write): bash_exec commands run in an OS sandbox; they may write only inside the workspace and $TMPDIR, cannot read credential files (~/.ssh, Fido's config), and {network}. A command that fails with \"Permission denied\" or \"Operation not permitted\" may have hit the sandbox."
+            "Sandbox (workspace-write): commands may write only in the workspace and $TMPDIR, cannot read credentials (~/.ssh, Fido's config), and {network}; \"Permission denied\" may mean the sandbox stopped one."
         ),
         SandboxMode::DangerFullAccess => {
-            "Sandbox (danger-full-access): bash_exec commands run without a sandbox, with the user's full rights. Be careful.".to_string()
+            "Sandbox (danger-full-access): commands run unsandboxed, with the user's full rights. Be careful.".to_string()
         }
     };
     let approval = match (safety.approval_policy, safety.sandbox_mode) {
         (ApprovalPolicy::Untrusted, _) => {
-            "Approvals (untrusted): the user approves every command and every file change before it runs; a denial comes back as a failed result with the user's reason."
+            "Approvals (untrusted): the user approves every command and file change; a denial fails with their reason."
         }
         (ApprovalPolicy::OnRequest, SandboxMode::DangerFullAccess) => {
             "Approvals (on-request): commands and edits run without asking."
         }
         (ApprovalPolicy::OnRequest, SandboxMode::ReadOnly | SandboxMode::WorkspaceWrite) => {
-            "Approvals (on-request): commands run in the sandbox without asking. If a command really needs more (network, writes outside the workspace), call bash_exec with escalate: true and a one-line justification; the user decides whether it runs once outside the sandbox."
+            "Approvals (on-request): commands run sandboxed without asking; one that needs more (network, writes outside) may set escalate: true with a justification, and the user decides."
         }
         (ApprovalPolicy::Never, _) => {
-            "Approvals (never): nobody is asked; an escalate request is denied, so work within the sandbox and report what you could not do."
+            "Approvals (never): nobody is asked and escalation is denied; report what you could not do."
         }
     };
     format!("{sandbox}\n{approval}")
@@ -111,7 +101,6 @@ pub fn system_prompt(
         prompt.push_str("\n\n");
         prompt.push_str(DELEGATION_POLICY);
     }
-    prompt.push_str(&format!("\n\nTools available: {}.", names.join(", ")));
     if let Some(section) = instructions.prompt_section() {
         prompt.push_str("\n\n");
         prompt.push_str(&section);
@@ -158,14 +147,10 @@ mod tests {
             network: true,
             ..default_safety()
         };
-        assert!(
-            system_prompt(&catalog, &open, &ProjectInstructions::default())
-                .contains("they may use the network")
-        );
-        assert!(
-            system_prompt(&catalog, &default_safety(), &ProjectInstructions::default())
-                .contains("they have no network")
-        );
+        let open = system_prompt(&catalog, &open, &ProjectInstructions::default());
+        assert!(open.contains("may use the network") && !open.contains("have no network"));
+        let closed = system_prompt(&catalog, &default_safety(), &ProjectInstructions::default());
+        assert!(closed.contains("have no network") && !closed.contains("may use the network"));
     }
 
     #[test]
@@ -183,6 +168,7 @@ mod tests {
             "preserve stable ids",
             "at milestones, not after every tool call",
             "Never maintain the plan with a shell command",
+            "the plan is never in this system prompt",
             "Do not delegate small lookups",
         ] {
             assert!(prompt.contains(needle), "missing {needle:?}");
@@ -202,5 +188,47 @@ mod tests {
             &ProjectInstructions::default(),
         );
         assert!(todo.contains("Planning (todo)") && !todo.contains("Planning (update_plan)"));
+    }
+
+    /// Bytes per token of this text on a real tokenizer: Qwen2.5's, through
+    /// llama.cpp's `/tokenize`, measured 4.5 for the prompt's prose, 3.3 to
+    /// 4.0 for the tools' JSON and 3.8 for the two together. Dividing by 3.5
+    /// overestimates, so a budget that holds here holds on the real server.
+    const BYTES_PER_TOKEN_TENTHS: usize = 35;
+
+    /// Estimated tokens the system prompt and the tools cost on every
+    /// request: about 2,300 real tokens, so a 4k window keeps half for work.
+    const PREFIX_BUDGET_TOKENS: usize = 2_500;
+
+    /// A tool as the OpenAI-compatible provider sends it.
+    fn wire_tool(spec: &crate::protocol::ToolSpec) -> String {
+        serde_json::json!({
+            "type": "function",
+            "function": {"name": spec.name, "description": spec.description, "parameters": spec.parameters}
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn the_prompt_and_the_default_catalog_fit_a_small_window() {
+        let catalog = ToolCatalog::standard(PlanFlavour::UpdatePlan);
+        let tool_bytes: usize = catalog.specs().iter().map(|s| wire_tool(s).len()).sum();
+        for mode in SandboxMode::ALL {
+            for policy in ApprovalPolicy::ALL {
+                for network in [false, true] {
+                    let safety = SafetySettings {
+                        network,
+                        ..safety(mode, policy)
+                    };
+                    let prompt = system_prompt(&catalog, &safety, &ProjectInstructions::default());
+                    let tokens = (prompt.len() + tool_bytes) * 10 / BYTES_PER_TOKEN_TENTHS;
+                    assert!(
+                        tokens <= PREFIX_BUDGET_TOKENS,
+                        "{mode}/{policy}: about {tokens} tokens (prompt {} bytes, tools {tool_bytes} bytes), budget {PREFIX_BUDGET_TOKENS}",
+                        prompt.len()
+                    );
+                }
+            }
+        }
     }
 }

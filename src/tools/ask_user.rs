@@ -46,15 +46,10 @@ impl Tool for AskUser {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "ask_user".into(),
-            description: "Ask the user one short, specific question and wait for the answer. Use it only when you cannot reasonably proceed without their decision (e.g. two incompatible designs, a destructive step); otherwise make a sensible assumption and say so. In a headless run nobody can answer and the call fails.".into(),
+            description: "Ask the user one short, self-contained question, only when you cannot go on without their decision; otherwise assume sensibly and say so. Fails in headless runs.".into(),
             parameters: json!({
                 "type": "object",
-                "properties": {
-                    "question": {
-                        "type": "string",
-                        "description": "The question, self-contained; offer the options if there are few."
-                    }
-                },
+                "properties": {"question": {"type": "string"}},
                 "required": ["question"],
                 "additionalProperties": false
             }),

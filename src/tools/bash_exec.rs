@@ -96,7 +96,7 @@ impl Tool for BashExec {
         ToolSpec {
             name: "bash_exec".into(),
             description: format!(
-                "Run a command with `bash -c` in the workspace (or in `cwd`), e.g. to build, run tests, use git, or run project scripts. Returns stdout and stderr interleaved as one text, then a line `exit code: N`; the call fails when the exit code is not 0. There is no stdin and no terminal: interactive programs see end-of-file, so pass flags such as `--yes` or `-y`. The command is killed after its timeout (by default {} s, configurable up to {} s with timeout_ms). When the command returns, anything it left running in the background is killed: do not start servers or watchers you expect to keep. Long output keeps its first and last parts (about {} bytes in all). For reading, searching and editing files prefer read_file, ripgrep and patch.",
+                "Run a `bash -c` command in the workspace (or `cwd`); returns its output and `exit code: N` (non-zero fails). No stdin or terminal: pass flags like `-y`. Timeout {} s, up to {} s with timeout_ms; background processes die when it returns. Output past {} bytes keeps its head and tail.",
                 limits.bash_default_timeout.as_secs(),
                 limits.bash_max_timeout.as_secs(),
                 limits.bash_output_cap
@@ -104,27 +104,11 @@ impl Tool for BashExec {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "command": {
-                        "type": "string",
-                        "description": "The bash command line, e.g. \"cargo test --lib 2>&1 | tail -n 40\"."
-                    },
-                    "timeout_ms": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "description": "Kill the command after this many milliseconds. Defaults to the configured timeout; longer values are cut to the configured maximum."
-                    },
-                    "cwd": {
-                        "type": "string",
-                        "description": "Directory to run in, relative to the workspace root. Default \".\"."
-                    },
-                    "escalate": {
-                        "type": "boolean",
-                        "description": "Ask the user to run this one command outside the sandbox (e.g. it needs the network or writes outside the workspace). Only when a sandboxed run cannot work; give a justification."
-                    },
-                    "justification": {
-                        "type": "string",
-                        "description": "With escalate: one line telling the user why the command needs to run outside the sandbox."
-                    }
+                    "command": {"type": "string"},
+                    "timeout_ms": {"type": "integer", "minimum": 1, "description": "Default 120000."},
+                    "cwd": {"type": "string"},
+                    "escalate": {"type": "boolean", "description": "Ask to run it outside the sandbox."},
+                    "justification": {"type": "string"}
                 },
                 "required": ["command"],
                 "additionalProperties": false

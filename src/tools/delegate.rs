@@ -69,25 +69,26 @@ impl Delegate {
         )
     }
 
+    /// Limits keep their defaults in the schema: Qwen2.5-Coder-0.5B fills
+    /// every optional field, and without them sent `timeout_ms: 120`.
     fn parameters(&self) -> serde_json::Value {
         let mut parameters = json!({
             "type": "object",
             "properties": {
-                "task": {"type": "string", "description": "The bounded investigation to do, stated so it can be done without asking back."},
-                "context": {"type": "string", "description": "Why you delegate and what you already know."},
+                "task": {"type": "string", "description": "The investigation, self-contained."},
+                "context": {"type": "string"},
                 "scope": {
                     "type": "object",
                     "properties": {
-                        "paths": {"type": "array", "items": {"type": "string"}, "description": "Workspace-relative paths to focus on."},
-                        "symbols": {"type": "array", "items": {"type": "string"}, "description": "Functions, types or names to focus on."}
-                    },
-                    "additionalProperties": false
+                        "paths": {"type": "array", "items": {"type": "string"}},
+                        "symbols": {"type": "array", "items": {"type": "string"}}
+                    }
                 },
                 "mode": {"type": "string", "enum": ["read_only"]},
                 "output_contract": {"type": "string", "enum": ["findings"]},
-                "timeout_ms": {"type": "integer", "minimum": 1000, "description": "Time limit in milliseconds (default 120000; capped by the configuration)."},
-                "budget_tokens": {"type": "integer", "minimum": 1, "description": "Most tokens (prompt + completion) the subagent may use; past it, it stops with a partial result (budget_exceeded). Default from the configuration."},
-                "plan_item": {"type": "string", "description": "The id of the plan item this investigation serves, if any (shown to the user)."}
+                "timeout_ms": {"type": "integer", "minimum": 1000, "description": "Default 120000."},
+                "budget_tokens": {"type": "integer", "minimum": 1, "description": "Default from the configuration."},
+                "plan_item": {"type": "string", "description": "The plan item id this serves."}
             },
             "required": ["task"],
             "additionalProperties": false
@@ -97,7 +98,7 @@ impl Delegate {
             parameters["properties"]["agent"] = json!({
                 "type": "string",
                 "enum": names,
-                "description": "The subagent profile to run (see the list above)."
+                "description": "The subagent profile to run."
             });
         }
         parameters
@@ -123,15 +124,11 @@ impl Delegate {
     }
 }
 
+/// The seed's facts (fork, identity, read-only rules, stable catalog,
+/// nested-call failure, return path, parent's responsibility), said once.
+/// When to delegate is the system prompt's policy.
 const DESCRIPTION: &str = "\
-Run one bounded, synchronous, read-only subagent and return only its final normalized result. At invocation, Fido creates a private fork (an independent snapshot) of the parent's current messages array; the subagent works from that fork, not from a live reference to the parent array. The subagent's forked messages include a bootstrap tool result that explicitly gives it its current identity (role: \"subagent\", a unique agent_id, and parent_role: \"main\") and explains that its final output is for the parent. When the subagent finishes, its final output becomes the delegate tool result in the parent's messages. The parent does not receive the subagent's private tool calls or full transcript. The tool catalog remains unchanged in the subagent: if a subagent calls delegate again, that invocation must immediately return a normal status: \"failed\" tool result explaining that nested delegation is forbidden. No further subagent is created. The subagent is read-only, and the parent remains responsible for verification and integration.
-
-Details:
-- The result is a delegate_result object: identity (the producing subagent), status completed | partial | failed, summary, findings [{file, line, claim, confidence}], recommended_next_steps, tests_to_run, uncertainties, error {code, message} when it did not complete (e.g. timeout, cancelled), and the subagent's token usage. Treat findings as hypotheses: verify them against the current files before you rely on them.
-- The subagent runs as a separate sandboxed process: it cannot write files, use the network or ask the user; patch, mkdir, rm, rmdir and ask_user return permission_denied to it. Its bash_exec runs read-only commands (git log, git blame, grep, read-only analysis): nothing but a private scratch $TMPDIR is writable, there is no network, and every process it starts dies with it. delegate stays visible inside the subagent only to keep the advertised tool catalog stable (and cacheable); calling it there returns the failed nested_delegation_forbidden result by design.
-- Several delegate calls in one message run in parallel (a few at once, the rest queue in call order), each subagent in its own fork; their results come back in call order, one per call. A turn may start a limited number of subagents; a call past the limit fails with delegation_limit.
-- A subagent ends at timeout_ms (default 120000), at budget_tokens (prompt + completion; budget_exceeded) or when the user cancels it, returning a partial or failed result. Continue normally after a partial or failed delegation.
-- Delegate genuinely independent investigation or review work (e.g. \"find every caller of X and how it handles errors\") with a clear task and scope. Do not delegate small lookups you can do in one or two tool calls, or anything that changes files.";
+Run one bounded, synchronous, read-only subagent and return only its final normalized result. It works on a private fork (an independent snapshot) of your current messages, where a bootstrap tool result gives its identity (role: \"subagent\", a unique agent_id, parent_role: \"main\") and says its output is for the parent. That output becomes this call's delegate_result; its private tool calls and transcript never reach you. It cannot write files, use the network or ask the user (patch, mkdir, rm, rmdir, ask_user: permission_denied); its bash_exec runs read-only commands. delegate stays in its catalog only to keep the catalog stable and cacheable: a nested call returns the failed nested_delegation_forbidden result and starts nothing. timeout_ms, budget_tokens or a cancel give a partial or failed result. You remain responsible for verification and integration.";
 
 impl Tool for Delegate {
     fn name(&self) -> &'static str {

@@ -68,29 +68,15 @@ impl Tool for ListFiles {
         ToolSpec {
             name: "list_files".into(),
             description: format!(
-                "List files and directories under a workspace path, one workspace-relative path per line in tree order; directories end with `/`. Entries ignored by .gitignore/.ignore are left out; dotfiles are shown except `.git`. Goes {DEFAULT_DEPTH} levels deep by default and shows at most {DEFAULT_LIMIT} entries (limit up to {MAX_LIMIT}); a note says how many more there are. To look deeper, list a subdirectory. To find files by content use ripgrep."
+                "List a directory as a tree, one path per line (directories end in `/`), skipping .gitignored entries. Default depth {DEFAULT_DEPTH}, at most {DEFAULT_LIMIT} entries."
             ),
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "path": {
-                        "type": "string",
-                        "description": "Directory to list, relative to the workspace root. Default \".\" (the root)."
-                    },
-                    "depth": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": MAX_DEPTH,
-                        "description": format!("How many levels to descend; 1 lists only the directory's own entries. Default {DEFAULT_DEPTH}.")
-                    },
-                    "limit": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": MAX_LIMIT,
-                        "description": format!("Most entries to show. Default {DEFAULT_LIMIT}.")
-                    }
+                    "path": {"type": "string"},
+                    "depth": {"type": "integer"},
+                    "limit": {"type": "integer"}
                 },
-                "required": [],
                 "additionalProperties": false
             }),
         }

@@ -3,11 +3,12 @@
 use std::fs;
 
 use serde::Deserialize;
-use serde_json::json;
 
 use super::patch::missing_parents;
 use super::path::is_missing;
-use super::{Invocation, Tool, ToolEnv, ToolFuture, ToolKind, ToolOutput, parse_args};
+use super::{
+    Invocation, Tool, ToolEnv, ToolFuture, ToolKind, ToolOutput, parse_args, path_only_schema,
+};
 use crate::protocol::ToolSpec;
 use crate::session::undo::UndoEntry;
 
@@ -31,18 +32,9 @@ impl Tool for Mkdir {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "mkdir".into(),
-            description: "Create a directory in the workspace, with any missing parent directories (like `mkdir -p`). An existing directory is fine; an existing file at the path is an error. Not needed before patch with `content`, which creates parents itself. Undoable.".into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {
-                        "type": "string",
-                        "description": "Directory to create, relative to the workspace root, e.g. \"src/util\"."
-                    }
-                },
-                "required": ["path"],
-                "additionalProperties": false
-            }),
+            description: "Create a directory and any missing parents, like `mkdir -p`. Undoable."
+                .into(),
+            parameters: path_only_schema(),
         }
     }
 
@@ -105,6 +97,7 @@ fn run(env: &ToolEnv, path: &str) -> ToolOutput {
 mod tests {
     use super::*;
     use crate::tools::path::testing::{call, env};
+    use serde_json::json;
 
     #[tokio::test]
     async fn creates_parents_and_undo_removes_them() {

@@ -167,6 +167,17 @@ pub fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, Too
     })
 }
 
+/// The schema of a tool whose one argument is a workspace path (that paths
+/// are workspace-relative is said once, in the system prompt).
+pub fn path_only_schema() -> Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {"path": {"type": "string"}},
+        "required": ["path"],
+        "additionalProperties": false
+    })
+}
+
 /// The immutable list of tools advertised to the model.
 pub struct ToolCatalog {
     tools: Vec<Box<dyn Tool>>,

@@ -53,50 +53,30 @@ impl Tool for Patch {
         ToolKind::Mutating
     }
 
+    // No example call in the description: Qwen2.5-Coder-0.5B copied an
+    // example's path and text into its own calls and edited the wrong file.
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "patch".into(),
-            description: "Change a text file in the workspace, in one of two ways (pass exactly one):\n\
-                - `edits`: exact replacements applied in order to the file's current text. Each `old_text` must match the file exactly, whitespace and indentation included (copy it from read_file output without the line-number prefix), and must occur exactly once unless `replace_all` is true; include a few neighbouring lines to make it unique. An old_text that matches in one place only when whitespace is ignored is applied there, and the result says so. If any edit fails, nothing is changed and the error says why (not found, with the closest lines of the file and what differs; or found several times, with the lines).\n\
-                - `content`: the complete new text of the file. Creates the file and any missing parent directories, or overwrites an existing file entirely.\n\
-                UTF-8 text files up to 16 MiB. Every change is recorded so the user can undo it. Prefer `edits` for changes to existing files.\n\
-                Example: {\"path\": \"src/lib.rs\", \"edits\": [{\"old_text\": \"fn add(a: i32) -> i32 {\\n    a\\n}\", \"new_text\": \"fn add(a: i32, b: i32) -> i32 {\\n    a + b\\n}\"}]}"
+            description: "Change a text file with `edits` (exact replacements, in order) or `content` (the whole new file). Each old_text must occur once unless replace_all is set; copy it from read_file without the line numbers. Whitespace-only differences are tolerated. A failed edit changes nothing and shows the closest lines."
                 .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "path": {
-                        "type": "string",
-                        "description": "File to change, relative to the workspace root."
-                    },
+                    "path": {"type": "string"},
                     "edits": {
                         "type": "array",
-                        "description": "Replacements, applied in order. Omit when passing `content`.",
-                        "minItems": 1,
                         "items": {
                             "type": "object",
                             "properties": {
-                                "old_text": {
-                                    "type": "string",
-                                    "description": "Exact text to find (non-empty)."
-                                },
-                                "new_text": {
-                                    "type": "string",
-                                    "description": "Text to put in its place (may be empty to delete)."
-                                },
-                                "replace_all": {
-                                    "type": "boolean",
-                                    "description": "Replace every occurrence instead of requiring exactly one. Default false."
-                                }
+                                "old_text": {"type": "string"},
+                                "new_text": {"type": "string"},
+                                "replace_all": {"type": "boolean"}
                             },
-                            "required": ["old_text", "new_text"],
-                            "additionalProperties": false
+                            "required": ["old_text", "new_text"]
                         }
                     },
-                    "content": {
-                        "type": "string",
-                        "description": "The whole new file text. Omit when passing `edits`."
-                    }
+                    "content": {"type": "string"}
                 },
                 "required": ["path"],
                 "additionalProperties": false

@@ -49,25 +49,14 @@ impl Tool for ReadFile {
         ToolSpec {
             name: "read_file".into(),
             description: format!(
-                "Read a UTF-8 text file from the workspace. Lines come numbered as `<line number><TAB><text>` (the number and tab are not part of the file: leave them out when quoting text to patch). Returns up to {DEFAULT_LIMIT} lines from `offset` (1-based, default 1); lines over {MAX_LINE_CHARS} characters are cut, and a long read stops early with a note giving the offset to continue from. Binary files are not shown, only described. For a directory use list_files; to find where something is use ripgrep first and then read around the match."
+                "Read a UTF-8 text file, up to {DEFAULT_LIMIT} lines from `offset` (1-based). Lines come as `<number><TAB><text>`; the number and tab are not in the file, so leave them out of patch's old_text."
             ),
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "path": {
-                        "type": "string",
-                        "description": "File to read, relative to the workspace root."
-                    },
-                    "offset": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "description": "First line to return, 1-based. Default 1."
-                    },
-                    "limit": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "description": format!("Most lines to return. Default {DEFAULT_LIMIT}.")
-                    }
+                    "path": {"type": "string"},
+                    "offset": {"type": "integer", "minimum": 1},
+                    "limit": {"type": "integer", "minimum": 1}
                 },
                 "required": ["path"],
                 "additionalProperties": false

@@ -58,39 +58,17 @@ impl Tool for Ripgrep {
         ToolSpec {
             name: "ripgrep".into(),
             description: format!(
-                "Search file contents in the workspace with a regular expression (Rust regex syntax, like ripgrep; one line at a time). Prints `path:line:text` for matching lines and, with `context`, `path-line-text` for lines around them, `--` between separate groups. Respects .gitignore; skips binary files. Stops after {DEFAULT_MAX_MATCHES} matches by default (max_matches up to {MAX_MATCHES}); long lines are cut at {MAX_LINE_CHARS} characters. Escape regex metacharacters to search literal text, e.g. `fn main\\(` . Examples: {{\"pattern\": \"TODO\", \"glob\": \"*.rs\"}}, {{\"pattern\": \"struct \\\\w+Config\", \"path\": \"src\", \"context\": 2}}."
+                "Search file contents with a Rust regex, skipping .gitignored and binary files. Prints `path:line:text` per match, at most {DEFAULT_MAX_MATCHES} by default. Escape metacharacters for literal text, e.g. `fn main\\(`."
             ),
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "pattern": {
-                        "type": "string",
-                        "description": "Regular expression to search for."
-                    },
-                    "path": {
-                        "type": "string",
-                        "description": "File or directory to search, relative to the workspace root. Default \".\"."
-                    },
-                    "glob": {
-                        "type": "string",
-                        "description": "Only search files matching this glob: a file name pattern such as \"*.rs\" or \"*.{ts,tsx}\", or a workspace-relative path pattern such as \"src/**/*.rs\". Start with `!` to exclude instead, e.g. \"!*_test.go\"."
-                    },
-                    "case_insensitive": {
-                        "type": "boolean",
-                        "description": "Match regardless of case. Default false."
-                    },
-                    "context": {
-                        "type": "integer",
-                        "minimum": 0,
-                        "maximum": MAX_CONTEXT,
-                        "description": "Lines of context to show before and after each match. Default 0."
-                    },
-                    "max_matches": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": MAX_MATCHES,
-                        "description": format!("Most matching lines to show. Default {DEFAULT_MAX_MATCHES}.")
-                    }
+                    "pattern": {"type": "string"},
+                    "path": {"type": "string"},
+                    "glob": {"type": "string", "description": "e.g. \"*.rs\"; a leading ! excludes."},
+                    "case_insensitive": {"type": "boolean"},
+                    "context": {"type": "integer", "description": "Lines around each match."},
+                    "max_matches": {"type": "integer"}
                 },
                 "required": ["pattern"],
                 "additionalProperties": false

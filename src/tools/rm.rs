@@ -35,18 +35,12 @@ impl Tool for Rm {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "rm".into(),
-            description: "Remove a file or symlink from the workspace (a symlink is removed itself, not its target). A directory is removed, with everything in it, only when `recursive` is true; for an empty directory rmdir also works. The workspace root cannot be removed. Undoable: the user can restore what was removed.".into(),
+            description: "Remove a file or symlink (not its target), or a directory with its contents when recursive is true. Undoable.".into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "path": {
-                        "type": "string",
-                        "description": "What to remove, relative to the workspace root."
-                    },
-                    "recursive": {
-                        "type": "boolean",
-                        "description": "Required to remove a directory and its contents. Default false."
-                    }
+                    "path": {"type": "string"},
+                    "recursive": {"type": "boolean"}
                 },
                 "required": ["path"],
                 "additionalProperties": false

@@ -5,10 +5,11 @@ use std::io;
 use std::os::unix::fs::PermissionsExt;
 
 use serde::Deserialize;
-use serde_json::json;
 
 use super::path::{FinalLink, is_missing};
-use super::{Invocation, Tool, ToolEnv, ToolFuture, ToolKind, ToolOutput, parse_args};
+use super::{
+    Invocation, Tool, ToolEnv, ToolFuture, ToolKind, ToolOutput, parse_args, path_only_schema,
+};
 use crate::protocol::ToolSpec;
 use crate::session::undo::UndoEntry;
 
@@ -32,18 +33,8 @@ impl Tool for Rmdir {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "rmdir".into(),
-            description: "Remove an empty directory from the workspace. A directory that still has entries (hidden or ignored ones count) is an error; use rm with recursive: true to remove a directory and its contents. Undoable.".into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {
-                        "type": "string",
-                        "description": "Empty directory to remove, relative to the workspace root."
-                    }
-                },
-                "required": ["path"],
-                "additionalProperties": false
-            }),
+            description: "Remove an empty directory (hidden entries count). Undoable.".into(),
+            parameters: path_only_schema(),
         }
     }
 
@@ -126,6 +117,7 @@ fn not_empty(shown: &str, entries: usize) -> String {
 mod tests {
     use super::*;
     use crate::tools::path::testing::{call, env};
+    use serde_json::json;
 
     #[tokio::test]
     async fn removes_empty_dirs_undoably() {

@@ -9,19 +9,11 @@ use crate::protocol::ToolSpec;
 
 pub struct UpdatePlan;
 
+/// The seed's required facts (full state, source of truth, not in the
+/// prompt), then the rules the validator enforces.
+/// When to plan is the system prompt's policy, not repeated here.
 const DESCRIPTION: &str = "\
-Replace the workspace todo list and return its complete normalized state. The returned tool result is the model-visible source of truth for the current plan; it contains the full version, updatedAt, reason, and every item with its ID, title, status, details, dependencies, next action, and evidence. The plan is delivered in the tool result, not interpolated into the initial system prompt, so updating it does not change the cached system-prompt prefix. Use it at milestones, preserve existing IDs, and keep exactly zero or one in_progress item.
-
-When to use: create a plan when a request has multiple meaningful steps, spans several files, or is likely to be interrupted; skip it for a small, obvious change. Call it to establish the current state, after a milestone, or when a blocker changes the next action — not after every tool call. Read the complete state from the latest update_plan result instead of assuming an earlier result is still current; a restored plan after a restart also arrives as an update_plan result.
-
-Rules (a violation is an error and leaves the plan unchanged):
-- Send every item you keep, with its existing id; items you leave out are dropped. The result lists added, dropped and status-changed ids: check it for accidental renames.
-- At most 20 items; ids unique, short and readable (letters, digits, - _ .), e.g. inspect, implement, verify.
-- status is pending, in_progress, blocked (waiting on a person or an external service) or done; at most one item in_progress.
-- next_action is required for pending, in_progress and blocked items.
-- done requires evidence: concise proof such as `cargo test: 42 passed` or `src/parser.rs:120`; never full command output.
-- dependencies name other ids of this plan; no self-dependency, no cycles.
-- Keep titles and details short.";
+Replace the workspace todo list and return its complete normalized state: version, updatedAt, reason and every item with all its fields. That tool result is the model-visible source of truth for the current plan; the plan is not interpolated into the system prompt, so updating it keeps the cached prefix. Keep exactly zero or one in_progress item. Send every item you keep (others are dropped), at most 20, short unique ids. blocked: waiting on a person or service. next_action is required unless done; done needs evidence, e.g. `cargo test: 42 passed`. dependencies: other ids, no cycles. A rejected update changes nothing.";
 
 impl Tool for UpdatePlan {
     fn name(&self) -> &'static str {
@@ -39,27 +31,21 @@ impl Tool for UpdatePlan {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "reason": {
-                        "type": "string",
-                        "description": "One short sentence: why the plan is being set or changed."
-                    },
+                    "reason": {"type": "string", "description": "Why, in one sentence."},
                     "items": {
                         "type": "array",
-                        "maxItems": model::MAX_ITEMS,
-                        "description": "The complete new plan, in order. Include every item you keep.",
                         "items": {
                             "type": "object",
                             "properties": {
-                                "id": {"type": "string", "description": "Stable, short, readable id, e.g. \"inspect\"."},
-                                "title": {"type": "string", "description": "Short title."},
+                                "id": {"type": "string"},
+                                "title": {"type": "string"},
                                 "status": {"type": "string", "enum": ["pending", "in_progress", "blocked", "done"]},
-                                "details": {"type": "string", "description": "Optional short details."},
-                                "dependencies": {"type": "array", "items": {"type": "string"}, "description": "Ids of items this one waits for."},
-                                "next_action": {"type": "string", "description": "What happens next; required unless done."},
-                                "evidence": {"type": "array", "items": {"type": "string"}, "description": "Concise proof; required for done."}
+                                "details": {"type": "string"},
+                                "dependencies": {"type": "array", "items": {"type": "string"}},
+                                "next_action": {"type": "string", "description": "Required unless done."},
+                                "evidence": {"type": "array", "items": {"type": "string"}, "description": "Required for done."}
                             },
-                            "required": ["id", "title", "status"],
-                            "additionalProperties": false
+                            "required": ["id", "title", "status"]
                         }
                     }
                 },
