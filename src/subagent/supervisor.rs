@@ -607,8 +607,13 @@ impl Delegator for Supervisor {
     }
 }
 
-/// The call's time limit, else the profile's, else the default; never past
-/// the configured maximum.
+/// The shortest time limit a delegation gets: a subagent needs about that
+/// to start, so a shorter one (a weak model sent `timeout_ms: 120`) could
+/// only ever time out.
+const MIN_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The call's time limit, else the profile's, else the default; never
+/// under [`MIN_TIMEOUT`] nor past the configured maximum.
 fn timeout_for(
     args: &DelegateArgs,
     profile: Option<&Profile>,
@@ -617,7 +622,7 @@ fn timeout_for(
     args.timeout_ms
         .or(profile.and_then(|p| p.timeout_ms))
         .map_or(settings.default_timeout, Duration::from_millis)
-        .clamp(Duration::from_millis(1), settings.max_timeout)
+        .clamp(MIN_TIMEOUT.min(settings.max_timeout), settings.max_timeout)
 }
 
 /// The subagent instructions with a profile's own after them: never in the
@@ -630,4 +635,35 @@ fn with_profile(instructions: String, profile: &Profile) -> String {
         "{instructions}\n\n[Fido: instructions of the subagent profile {}]\n{}",
         profile.name, profile.instructions
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_time_limit_is_kept_between_a_second_and_the_maximum() {
+        let settings = DelegationSettings {
+            max_timeout: Duration::from_secs(60),
+            default_timeout: Duration::from_secs(30),
+            ..DelegationSettings::defaults(std::env::temp_dir(), "fido".into())
+        };
+        let args = |timeout_ms: Option<u64>| DelegateArgs {
+            timeout_ms,
+            ..serde_json::from_value(serde_json::json!({"task": "t"})).unwrap()
+        };
+        assert_eq!(timeout_for(&args(Some(120)), None, &settings), MIN_TIMEOUT);
+        assert_eq!(
+            timeout_for(&args(Some(5_000)), None, &settings),
+            Duration::from_secs(5)
+        );
+        assert_eq!(
+            timeout_for(&args(Some(600_000)), None, &settings),
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            timeout_for(&args(None), None, &settings),
+            Duration::from_secs(30)
+        );
+    }
 }
