@@ -30,7 +30,6 @@ use fido::agent::EventSink;
 use fido::plan::PlanFlavour;
 use fido::protocol::delegate::DelegateArgs;
 use fido::protocol::delegate::DelegateStatus;
-use fido::protocol::{Message, ToolCall};
 use fido::provider::HttpPolicy;
 use fido::provider::openai::OpenAiProvider;
 use fido::subagent::supervisor::{DelegationSettings, Supervisor};
@@ -110,7 +109,7 @@ async fn walls(
         .map_err(|e| format!("workspace: {e}"))?;
     let server = FakeServer::start(Vec::new());
     let supervisor = supervisor(program, workspace.path(), &server, parallel).await?;
-    let messages = parent_messages(parallel);
+    let messages = support::parent_messages(parallel);
     let mut walls = Vec::with_capacity(runs);
     for run in 0..runs {
         for _ in 0..parallel {
@@ -129,7 +128,7 @@ async fn walls(
                 supervisor
                     .delegate(DelegationRequest {
                         call_id: &call_id,
-                        args: args(),
+                        args: DelegateArgs::for_task("look"),
                         parent_messages: messages,
                         cancel,
                     })
@@ -179,39 +178,4 @@ async fn supervisor(
     )
     .await
     .map_err(|e| format!("supervisor: {e}"))
-}
-
-/// A small parent conversation whose last message calls `delegate`
-/// `parallel` times.
-fn parent_messages(parallel: usize) -> Vec<Message> {
-    vec![
-        Message::System {
-            content: "You are Fido.".into(),
-        },
-        Message::user("investigate"),
-        Message::Assistant {
-            content: None,
-            tool_calls: (0..parallel)
-                .map(|i| ToolCall {
-                    id: format!("d{i}"),
-                    name: "delegate".into(),
-                    arguments: r#"{"task": "look"}"#.into(),
-                })
-                .collect(),
-        },
-    ]
-}
-
-fn args() -> DelegateArgs {
-    DelegateArgs {
-        task: "look".into(),
-        context: None,
-        scope: None,
-        mode: None,
-        output_contract: None,
-        timeout_ms: None,
-        budget_tokens: None,
-        plan_item: None,
-        agent: None,
-    }
 }

@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 use fido::agent::EventSink;
 use fido::plan::PlanFlavour;
 use fido::protocol::delegate::{DelegateArgs, DelegateResult, DelegateStatus};
-use fido::protocol::{Event, EventKind, Message, ToolCall};
+use fido::protocol::{Event, EventKind, Message};
 use fido::provider::HttpPolicy;
 use fido::provider::openai::OpenAiProvider;
 use fido::subagent::supervisor::{DelegationSettings, Supervisor};
@@ -233,7 +233,15 @@ impl ModelServer {
     }
 
     async fn connection(self: Arc<Self>, mut stream: tokio::net::TcpStream) {
-        if read_request(&mut stream).await.is_none() {
+        let Some(get) = read_request(&mut stream).await else {
+            return;
+        };
+        if get {
+            // The provider's context-window discovery (`/props`,
+            // `/v1/models`): a server without them answers 404 at once.
+            let head = "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+            let _ = stream.write_all(head.as_bytes()).await;
+            let _ = stream.shutdown().await;
             return;
         }
         self.requests.fetch_add(1, Ordering::SeqCst);
@@ -253,9 +261,9 @@ impl ModelServer {
     }
 }
 
-/// Reads one request (headers and a `content-length` body); `None` when the
-/// client closed first.
-async fn read_request(stream: &mut tokio::net::TcpStream) -> Option<()> {
+/// Reads one request (headers and a `content-length` body): whether it is
+/// a GET; `None` when the client closed first.
+async fn read_request(stream: &mut tokio::net::TcpStream) -> Option<bool> {
     let mut data = Vec::new();
     let mut chunk = [0u8; 8192];
     let end = loop {
@@ -275,7 +283,7 @@ async fn read_request(stream: &mut tokio::net::TcpStream) -> Option<()> {
         let n = stream.read(&mut chunk).await.ok().filter(|n| *n > 0)?;
         data.extend_from_slice(&chunk[..n]);
     }
-    Some(())
+    Some(head.starts_with("get "))
 }
 
 /// A supervisor, its model server, its workspace and its events.
@@ -326,7 +334,7 @@ impl Rig {
             server,
             supervisor: Arc::new(supervisor),
             events,
-            messages: parent_messages(),
+            messages: support::parent_messages(PARALLEL),
             peaks_kib: Vec::new(),
         })
     }
@@ -420,7 +428,7 @@ impl Rig {
                     supervisor
                         .delegate(DelegationRequest {
                             call_id: &format!("d{slot}"),
-                            args: args(),
+                            args: DelegateArgs::for_task("look"),
                             parent_messages: &messages,
                             cancel: &cancel,
                         })
@@ -610,38 +618,4 @@ fn orphans() -> Vec<(u32, u32, char)> {
             (named && (ppid == me || ppid == 1) || zombie_of_ours).then_some((pid, ppid, state))
         })
         .collect()
-}
-
-/// A small parent conversation whose last message calls `delegate` 4 times.
-fn parent_messages() -> Vec<Message> {
-    vec![
-        Message::System {
-            content: "You are Fido.".into(),
-        },
-        Message::user("investigate"),
-        Message::Assistant {
-            content: None,
-            tool_calls: (0..PARALLEL)
-                .map(|i| ToolCall {
-                    id: format!("d{i}"),
-                    name: "delegate".into(),
-                    arguments: r#"{"task": "look"}"#.into(),
-                })
-                .collect(),
-        },
-    ]
-}
-
-fn args() -> DelegateArgs {
-    DelegateArgs {
-        task: "look".into(),
-        context: None,
-        scope: None,
-        mode: None,
-        output_contract: None,
-        timeout_ms: None,
-        budget_tokens: None,
-        plan_item: None,
-        agent: None,
-    }
 }

@@ -87,3 +87,25 @@ impl Sorted {
         self.0[((q * n as f64).ceil() as usize).clamp(1, n) - 1]
     }
 }
+
+/// A small parent conversation whose last message calls `delegate`
+/// `parallel` times (the delegation benches' parent).
+pub fn parent_messages(parallel: usize) -> Vec<fido::protocol::Message> {
+    use fido::protocol::{Message, ToolCall};
+    vec![
+        Message::System {
+            content: "You are Fido.".into(),
+        },
+        Message::user("investigate"),
+        Message::Assistant {
+            content: None,
+            tool_calls: (0..parallel)
+                .map(|i| ToolCall {
+                    id: format!("d{i}"),
+                    name: "delegate".into(),
+                    arguments: r#"{"task": "look"}"#.into(),
+                })
+                .collect(),
+        },
+    ]
+}

@@ -31,6 +31,23 @@ pub struct DelegateArgs {
     pub agent: Option<String>,
 }
 
+impl DelegateArgs {
+    /// A call with only its task: every optional field left out.
+    pub fn for_task(task: impl Into<String>) -> DelegateArgs {
+        DelegateArgs {
+            task: task.into(),
+            context: None,
+            scope: None,
+            mode: None,
+            output_contract: None,
+            timeout_ms: None,
+            budget_tokens: None,
+            plan_item: None,
+            agent: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scope {

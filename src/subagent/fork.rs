@@ -155,18 +155,12 @@ mod tests {
 
     fn args() -> DelegateArgs {
         DelegateArgs {
-            task: "Find where config is parsed".into(),
             context: Some("parallel investigation".into()),
             scope: Some(crate::protocol::delegate::Scope {
                 paths: vec!["src/config".into()],
                 symbols: vec!["Config::load".into()],
             }),
-            mode: None,
-            output_contract: None,
-            timeout_ms: None,
-            budget_tokens: None,
-            plan_item: None,
-            agent: None,
+            ..DelegateArgs::for_task("Find where config is parsed")
         }
     }
 

@@ -65,6 +65,15 @@ fn delegate_calls(tasks: &[&str], extra: Value) -> Reply {
     Reply::sse(sse::tool_call_turn(&calls))
 }
 
+/// The live subagent children of `parent`.
+fn subagents_of(parent: u32) -> Vec<u32> {
+    processes(ProcessFilter::ChildrenOf(parent))
+        .into_iter()
+        .map(|p| p.pid)
+        .filter(|pid| is_subagent(*pid))
+        .collect()
+}
+
 fn is_subagent(pid: u32) -> bool {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .is_ok_and(|c| String::from_utf8_lossy(&c).contains("__subagent"))
@@ -85,11 +94,7 @@ impl Sampler {
         let (s, v) = (stop.clone(), seen.clone());
         let thread = std::thread::spawn(move || {
             while !s.load(Ordering::SeqCst) {
-                let alive: Vec<u32> = processes(ProcessFilter::ChildrenOf(parent))
-                    .into_iter()
-                    .map(|p| p.pid)
-                    .filter(|pid| is_subagent(*pid))
-                    .collect();
+                let alive = subagents_of(parent);
                 let mut seen = v.lock().unwrap();
                 seen.0 = seen.0.max(alive.len());
                 seen.1.extend(alive);
@@ -461,11 +466,7 @@ fn sigint_with_three_subagents_running_stops_all_of_them_and_exits_130() {
     let parent = child.id();
     let deadline = Instant::now() + Duration::from_secs(20);
     let running = loop {
-        let alive: Vec<u32> = processes(ProcessFilter::ChildrenOf(parent))
-            .into_iter()
-            .map(|p| p.pid)
-            .filter(|pid| is_subagent(*pid))
-            .collect();
+        let alive = subagents_of(parent);
         if alive.len() == 3 && server.model_requests().len() == 4 {
             break alive;
         }
@@ -722,11 +723,7 @@ fn one_of_three_subagents_killed_fails_alone_and_the_others_complete_in_call_ord
     // The two quick ones are done when one child is left, stalled.
     let deadline = Instant::now() + Duration::from_secs(20);
     let stalled = loop {
-        let alive: Vec<u32> = processes(ProcessFilter::ChildrenOf(parent))
-            .into_iter()
-            .map(|p| p.pid)
-            .filter(|pid| is_subagent(*pid))
-            .collect();
+        let alive = subagents_of(parent);
         if alive.len() == 1 && server.model_requests().len() == 4 {
             break alive[0];
         }
