@@ -233,12 +233,13 @@ impl ModelServer {
     }
 
     async fn connection(self: Arc<Self>, mut stream: tokio::net::TcpStream) {
-        let Some(get) = read_request(&mut stream).await else {
+        let Some(chat) = read_request(&mut stream).await else {
             return;
         };
-        if get {
+        if !chat {
             // The provider's context-window discovery (`/props`,
-            // `/v1/models`): a server without them answers 404 at once.
+            // `/v1/models`, Ollama's `/api/show`): a server without them
+            // answers 404 at once.
             let head = "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
             let _ = stream.write_all(head.as_bytes()).await;
             let _ = stream.shutdown().await;
@@ -262,7 +263,7 @@ impl ModelServer {
 }
 
 /// Reads one request (headers and a `content-length` body): whether it is
-/// a GET; `None` when the client closed first.
+/// a chat completion; `None` when the client closed first.
 async fn read_request(stream: &mut tokio::net::TcpStream) -> Option<bool> {
     let mut data = Vec::new();
     let mut chunk = [0u8; 8192];
@@ -283,7 +284,8 @@ async fn read_request(stream: &mut tokio::net::TcpStream) -> Option<bool> {
         let n = stream.read(&mut chunk).await.ok().filter(|n| *n > 0)?;
         data.extend_from_slice(&chunk[..n]);
     }
-    Some(head.starts_with("get "))
+    let request_line = head.lines().next().unwrap_or_default();
+    Some(request_line.starts_with("post ") && request_line.contains("/chat/completions"))
 }
 
 /// A supervisor, its model server, its workspace and its events.
