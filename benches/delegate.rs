@@ -385,17 +385,7 @@ impl Rig {
             let result = supervisor
                 .delegate(DelegationRequest {
                     call_id: "d1",
-                    args: DelegateArgs {
-                        task: "Find what main prints".into(),
-                        context: None,
-                        scope: None,
-                        mode: None,
-                        output_contract: None,
-                        timeout_ms: None,
-                        budget_tokens: None,
-                        plan_item: None,
-                        agent: None,
-                    },
+                    args: DelegateArgs::for_task("Find what main prints"),
                     parent_messages: &messages,
                     cancel: &cancel,
                 })
