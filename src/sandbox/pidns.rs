@@ -140,7 +140,8 @@ unsafe fn write_file(path: &CStr, bytes: &[u8]) -> bool {
     }
 }
 
-/// PID 1: dies with the keeper, then goes on to exec the command.
+/// PID 1: dies with the keeper, keeps no more capabilities than any
+/// sandboxed process, then goes on to exec the command.
 unsafe fn pid_one(read_end: libc::c_int, write_end: libc::c_int) -> io::Result<()> {
     // SAFETY: plain syscalls on stack memory.
     unsafe {
@@ -165,8 +166,12 @@ unsafe fn pid_one(read_end: libc::c_int, write_end: libc::c_int) -> io::Result<(
             libc::_exit(127);
         }
         libc::close(read_end);
-        Ok(())
     }
+    // A new user namespace gives its first process every capability inside
+    // it; what it executes keeps Docker's default set, as every sandboxed
+    // process does (`sandbox::caps`; both calls are plain syscalls).
+    super::caps::drop_from_bounding_set();
+    super::caps::drop_from_own_sets()
 }
 
 /// The keeper: holds the pipe, waits for PID 1 and ends as it ended.
@@ -276,7 +281,7 @@ mod tests {
         let mut command = std::process::Command::new("sh");
         command.args([
             "-c",
-            "setsid sleep 301.25 < /dev/null > /dev/null 2>&1 & readlink /proc/self/ns/pid; id -u",
+            "setsid sleep 301.25 < /dev/null > /dev/null 2>&1 & readlink /proc/self/ns/pid; id -u; sed -n 's/^CapEff:\t//p' /proc/self/status",
         ]);
         command.stdout(std::process::Stdio::piped());
         // SAFETY: `enter` is made for this spot.
@@ -298,6 +303,12 @@ mod tests {
             lines.next(),
             Some(unsafe { libc::getuid() }.to_string().as_str())
         );
+        // No capability the sandbox cuts came back with the user namespace:
+        // CAP_DAC_READ_SEARCH (2), CAP_SYS_PTRACE (19), CAP_SYS_ADMIN (21).
+        let effective = u64::from_str_radix(lines.next().unwrap_or_default(), 16).unwrap();
+        for cap in [2, 19, 21] {
+            assert_eq!(effective & (1 << cap), 0, "CapEff {effective:x} has {cap}");
+        }
         // The command has ended: its setsid'd child went with it.
         let deadline = Instant::now() + Duration::from_secs(5);
         while !running(&sleeper).is_empty() {
