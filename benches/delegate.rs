@@ -87,24 +87,11 @@ const FINAL_JSON: &str = r#"{"summary": "main prints hi", "findings": [{"file": 
 type BenchResult<T> = Result<T, String>;
 
 fn main() -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("delegate bench: cannot build a runtime: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(bench()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("delegate bench: FAILED RUN: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    support::run_async("delegate", async {
+        bench()
+            .await
+            .map_err(|message| format!("FAILED RUN: {message}"))
+    })
 }
 
 async fn bench() -> BenchResult<()> {

@@ -45,24 +45,7 @@ const FINAL: &str = r#"{"summary": "s", "findings": [], "recommended_next_steps"
 type BenchResult<T> = Result<T, String>;
 
 fn main() -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("runtime: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(bench()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("delegate_parallel bench: {err}");
-            ExitCode::FAILURE
-        }
-    }
+    support::run_async("delegate_parallel", bench())
 }
 
 async fn bench() -> BenchResult<()> {

@@ -41,11 +41,7 @@ fn main() -> ExitCode {
 
 fn bench() -> Result<bool, String> {
     let steps = support::env_count("BENCH_RUNS", DEFAULT_STEPS)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+    let runtime = support::runtime()?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let step_ok = runtime.block_on(step_wait(dir.path(), steps))?;
     let resume_ok = resume_time(dir.path())?;

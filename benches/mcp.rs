@@ -171,11 +171,7 @@ fn bench() -> Result<bool, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let python = python()?;
     let configs = configs(&python);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+    let runtime = support::runtime()?;
     // Warm-up (page cache, python's bytecode), then interleaved.
     servers_alone(&python)?;
     runtime.block_on(fido_start(&configs, dir.path()))?;

@@ -93,11 +93,7 @@ fn bench() -> Result<bool, String> {
         name: "bash_exec".into(),
         arguments: r#"{"command": "true"}"#.into(),
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+    let runtime = support::runtime()?;
     let (plain_ms, sandboxed_ms) = runtime.block_on(async {
         let mut plain_ms = Vec::with_capacity(runs);
         let mut sandboxed_ms = Vec::with_capacity(runs);

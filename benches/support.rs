@@ -109,3 +109,28 @@ pub fn parent_messages(parallel: usize) -> Vec<fido::protocol::Message> {
         },
     ]
 }
+
+/// The runtime the async benches run on: two workers, like the machines
+/// the targets were set on.
+pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot build a runtime: {e}"))
+}
+
+/// Runs an async bench to its end: its error (or a runtime that cannot be
+/// built) is printed after `name` and fails the bench.
+pub fn run_async(
+    name: &str,
+    bench: impl std::future::Future<Output = Result<(), String>>,
+) -> std::process::ExitCode {
+    match runtime().and_then(|runtime| runtime.block_on(bench)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("{name} bench: {message}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -262,11 +262,7 @@ impl LocalCommands for NoCommands {
 }
 
 fn keystroke_latency() -> bool {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match support::runtime() {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("tui bench: {err}");
