@@ -580,7 +580,7 @@ fn kill_escaped(marker: &str) -> usize {
 fn command_namespace() -> Option<Containment> {
     static KIND: std::sync::OnceLock<Containment> = std::sync::OnceLock::new();
     let kind = KIND.get_or_init(super::pidns::containment);
-    (!matches!(kind, Containment::Subreaper { .. })).then(|| kind.clone())
+    kind.uses_namespace().then(|| kind.clone())
 }
 
 /// The setsid probe (see the module comment), run as a subagent's command

@@ -55,10 +55,8 @@ fn blocked(probe: &str) -> String {
 
 /// The PID namespace a subagent's commands get here, if any.
 fn command_namespace() -> Option<String> {
-    match fido::sandbox::pidns::containment() {
-        fido::sandbox::pidns::Containment::Subreaper { .. } => None,
-        kind => Some(kind.to_string()),
-    }
+    let kind = fido::sandbox::pidns::containment();
+    kind.uses_namespace().then(|| kind.to_string())
 }
 
 fn temp_dirs_of(pid: u32) -> Vec<String> {
