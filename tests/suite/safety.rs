@@ -516,6 +516,7 @@ fn the_commands_tmpdir_is_removed_when_the_session_ends() {
         .env("FIDO_BASE_URL", server.base_url())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
+    let started = std::time::SystemTime::now();
     let child = cmd.spawn().unwrap();
     let pid = child.id();
     let output = crate::common::wait_with_timeout(child, Duration::from_secs(60));
@@ -523,11 +524,22 @@ fn the_commands_tmpdir_is_removed_when_the_session_ends() {
     let requests = server.model_requests();
     let tmpdir = first_tool_result(&requests[1]);
     assert!(tmpdir.contains(&format!("fido-{pid}-")), "{tmpdir}");
+    assert!(
+        !std::path::Path::new(tmpdir.trim()).exists(),
+        "{tmpdir} is left"
+    );
+    // Nothing else this session made either. (A folder of an earlier,
+    // killed process that had the same pid is older than this run.)
     let prefix = format!("fido-{pid}-");
     let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
         .unwrap()
         .filter_map(Result::ok)
         .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .filter(|e| {
+            e.metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|modified| modified >= started)
+        })
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
