@@ -6,7 +6,6 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -53,14 +52,7 @@ pub(super) async fn read_request(
         let length = header("content-length").map_or(Some(0), |v| v.parse::<usize>().ok())?;
         read_exact(stream, buffer, length).await?
     };
-    let body = serde_json::from_slice(&raw_body).unwrap_or(Value::Null);
-    Some(RecordedRequest {
-        method,
-        path,
-        headers,
-        body,
-        raw_body,
-    })
+    Some(RecordedRequest::new(method, path, headers, raw_body))
 }
 
 async fn read_chunked_body(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<Vec<u8>> {

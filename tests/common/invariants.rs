@@ -67,7 +67,7 @@ pub fn check_conversation(
     }
 
     for (i, request) in requests.iter().enumerate() {
-        if !request.body.get("messages").is_some_and(Value::is_array) {
+        if !request.body().get("messages").is_some_and(Value::is_array) {
             problems.push(format!("request {i}: body has no `messages` array"));
             continue;
         }
@@ -79,10 +79,10 @@ pub fn check_conversation(
         problems.extend(pairing.into_iter().map(|p| format!("request {i}: {p}")));
     }
 
-    let tools = |r: &RecordedRequest| r.body.get("tools").unwrap_or(&Value::Null).to_string();
+    let tools = |r: &RecordedRequest| r.body().get("tools").unwrap_or(&Value::Null).to_string();
     let head = |r: &RecordedRequest| {
         let head = if anthropic {
-            r.body.get("system")
+            r.body().get("system")
         } else {
             r.messages().first()
         };

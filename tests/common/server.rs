@@ -28,7 +28,7 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -181,13 +181,35 @@ pub struct RecordedRequest {
     pub path: String,
     /// Header names lowercased, values trimmed, in arrival order.
     pub headers: Vec<(String, String)>,
-    /// The body parsed as JSON; `Value::Null` when it is empty or not JSON
-    /// (`raw_body` still holds it).
-    pub body: Value,
     pub raw_body: Vec<u8>,
+    /// `raw_body` parsed on first use: a zero-latency server answers without
+    /// parsing a large body first (the benches' forks are 200 KiB to 10 MB).
+    parsed: OnceLock<Value>,
 }
 
 impl RecordedRequest {
+    pub fn new(
+        method: String,
+        path: String,
+        headers: Vec<(String, String)>,
+        raw_body: Vec<u8>,
+    ) -> RecordedRequest {
+        RecordedRequest {
+            method,
+            path,
+            headers,
+            raw_body,
+            parsed: OnceLock::new(),
+        }
+    }
+
+    /// The body parsed as JSON; `Value::Null` when it is empty or not JSON
+    /// (`raw_body` still holds it).
+    pub fn body(&self) -> &Value {
+        self.parsed
+            .get_or_init(|| serde_json::from_slice(&self.raw_body).unwrap_or(Value::Null))
+    }
+
     /// The first header with this name (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
@@ -198,7 +220,7 @@ impl RecordedRequest {
 
     /// `body.messages`, or an empty slice.
     pub fn messages(&self) -> &[Value] {
-        self.body
+        self.body()
             .get("messages")
             .and_then(Value::as_array)
             .map_or(&[], Vec::as_slice)

@@ -128,7 +128,7 @@ fn delegated_investigation(env: &[(&str, &str)], plan_tool: &str) {
     // The same tools, byte for byte, in every parent and child request.
     let tools: Vec<String> = requests
         .iter()
-        .map(|r| r.body["tools"].to_string())
+        .map(|r| r.body()["tools"].to_string())
         .collect();
     assert!(tools.iter().all(|t| *t == tools[0]));
     assert!(tools[0].contains("\"delegate\""));
@@ -144,7 +144,7 @@ fn delegated_investigation(env: &[(&str, &str)], plan_tool: &str) {
         "prefix must be byte-identical"
     );
     assert_eq!(child_first[parent_first.len()]["tool_calls"][0]["id"], "d1");
-    let bootstrap = tool_json(&requests[1].body, "d1");
+    let bootstrap = tool_json(requests[1].body(), "d1");
     assert_eq!(bootstrap["type"], "subagent_bootstrap");
     assert_eq!(bootstrap["identity"]["role"], "subagent");
     assert_eq!(bootstrap["identity"]["parent_role"], "main");
@@ -186,7 +186,7 @@ fn delegated_investigation(env: &[(&str, &str)], plan_tool: &str) {
     // The parent gets exactly one new message pair: its call and the result.
     let parent_next = requests[3].messages();
     assert_eq!(parent_next.len(), parent_first.len() + 2);
-    let result = tool_json(&requests[3].body, "d1");
+    let result = tool_json(requests[3].body(), "d1");
     assert_eq!(result["type"], "delegate_result");
     assert_eq!(result["identity"]["agent_id"], agent_id);
     assert_eq!(result["status"], "completed");
@@ -276,7 +276,7 @@ fn the_subagent_is_read_only_and_cannot_delegate() {
         "the nested call made no provider request; stdout: {}",
         String::from_utf8_lossy(&output.stdout)
     );
-    let child_second = &requests[2].body;
+    let child_second = requests[2].body();
     for id in ["m1", "m2", "m3", "m4", "m5", "m7", "m8"] {
         let result = tool_json(child_second, id);
         assert_eq!(result["status"], "failed", "{id}");
@@ -357,7 +357,7 @@ fn the_child_has_no_keys_and_no_new_privileges_and_times_out_cleanly() {
     assert!(output.status.success(), "stderr: {}", stderr(&output));
     assert_gone(pid);
     let requests = server.model_requests();
-    let result = tool_json(&requests[2].body, "d1");
+    let result = tool_json(requests[2].body(), "d1");
     assert_eq!(result["error"]["code"], "timeout", "{result}");
     assert!(result["status"] == "partial" || result["status"] == "failed");
     let events = parse_events(&output.stdout);
@@ -404,7 +404,7 @@ fn a_killed_subagent_is_reported_and_the_parent_goes_on() {
     let output = wait_with_timeout(child, Duration::from_secs(30));
     assert!(output.status.success(), "stderr: {}", stderr(&output));
     let requests = server.model_requests();
-    let result = tool_json(&requests[2].body, "d1");
+    let result = tool_json(requests[2].body(), "d1");
     assert_eq!(result["status"], "failed");
     assert_eq!(result["error"]["code"], "subagent_crashed");
     assert!(
@@ -444,7 +444,7 @@ fn a_provider_failure_in_the_subagent_is_a_failed_result_and_the_parent_goes_on(
     assert!(output.status.success(), "stderr: {}", stderr(&output));
     let requests = server.model_requests();
     assert_eq!(requests.len(), 3);
-    let result = tool_json(&requests[2].body, "d1");
+    let result = tool_json(requests[2].body(), "d1");
     assert_eq!(result["status"], "failed");
     assert_eq!(result["error"]["code"], "provider_error");
     assert!(
@@ -465,7 +465,7 @@ fn prose_instead_of_json_is_a_partial_result() {
     ]);
     let output = run_exec(ws.path(), &server, "go", &[]);
     assert!(output.status.success(), "stderr: {}", stderr(&output));
-    let result = tool_json(&server.model_requests()[2].body, "d1");
+    let result = tool_json(server.model_requests()[2].body(), "d1");
     assert_eq!(result["status"], "partial");
     assert_eq!(
         result["summary"],

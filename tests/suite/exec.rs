@@ -66,7 +66,7 @@ fn two_turn_session_runs_a_tool_and_answers() {
     let requests = server.model_requests();
     assert_eq!(requests.len(), 2);
     assert_conversation_invariants(&requests);
-    let first = &requests[0].body;
+    let first = requests[0].body();
     assert_eq!(first["model"], "test-model");
     assert_eq!(first["stream"], true);
     assert_eq!(first["messages"][0]["role"], "system");
@@ -75,7 +75,7 @@ fn two_turn_session_runs_a_tool_and_answers() {
         json!({"role": "user", "content": "What is in notes.txt?"})
     );
     assert_eq!(requests[0].header("authorization"), Some("Bearer test-key"));
-    let result = tool_result(&requests[1].body, "call_1");
+    let result = tool_result(requests[1].body(), "call_1");
     assert!(
         result.contains("alpha") && result.contains("gamma"),
         "{result}"
@@ -145,7 +145,7 @@ fn plain_mode_prints_only_the_answer_and_reads_the_prompt_from_stdin() {
         "Hello from the model.\n"
     );
     let requests = server.model_requests();
-    assert_eq!(requests[0].body["messages"][1]["content"], "Say hello\n");
+    assert_eq!(requests[0].body()["messages"][1]["content"], "Say hello\n");
     // A loopback server needs no key, and none is sent.
     assert_eq!(requests[0].header("authorization"), None);
 }
@@ -372,7 +372,7 @@ fn bad_tool_calls_get_error_results_and_the_loop_goes_on() {
     assert!(output.status.success(), "stderr: {}", stderr(&output));
     let requests = server.model_requests();
     assert_conversation_invariants(&requests);
-    let second = &requests[1].body;
+    let second = requests[1].body();
     let unknown = tool_result(second, "c1");
     assert!(
         unknown.starts_with("Error: unknown tool `launch_rockets`"),
@@ -414,7 +414,8 @@ fn huge_and_binary_files_are_handled() {
     ]);
     let output = run_exec(ws.path(), &server, "read", &[]);
     assert!(output.status.success(), "stderr: {}", stderr(&output));
-    let second = &server.model_requests()[1].body;
+    let model_requests = server.model_requests();
+    let second = model_requests[1].body();
     let huge = tool_result(second, "c1");
     assert!(
         huge.len() <= 70 * 1024,
@@ -451,7 +452,7 @@ fn a_command_that_never_ends_is_killed_at_its_timeout() {
     let output = run_exec(ws.path(), &server, "run it", &[]);
     assert!(output.status.success(), "stderr: {}", stderr(&output));
     assert!(started.elapsed() < Duration::from_secs(15));
-    let result = tool_result(&server.model_requests()[1].body, "c1").to_string();
+    let result = tool_result(server.model_requests()[1].body(), "c1").to_string();
     assert!(result.contains("timed out"), "{result}");
     assert!(result.contains("started"), "{result}");
     assert_gone(marker);

@@ -256,11 +256,11 @@ fn requests_are_recorded_with_path_headers_and_body() {
     assert_eq!(requests[0].method, "POST");
     assert_eq!(requests[0].path, CHAT);
     assert_eq!(requests[0].header("Authorization"), Some("Bearer test-key"));
-    assert_eq!(requests[0].body, body);
+    assert_eq!(*requests[0].body(), body);
     assert_eq!(requests[0].messages().len(), 1);
     assert!(!requests[0].is_anthropic());
     assert!(requests[1].is_anthropic());
-    assert_eq!(requests[1].body["model"], "claude");
+    assert_eq!(requests[1].body()["model"], "claude");
     assert_eq!(server.unused_replies(), 0);
 }
 
@@ -278,7 +278,7 @@ fn chunked_request_bodies_are_read() {
         .read_to_end(&mut bytes)
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(parse_response(&bytes).status, 200);
-    assert_eq!(server.requests()[0].body, json!({"a": 1, "b": 2}));
+    assert_eq!(*server.requests()[0].body(), json!({"a": 1, "b": 2}));
 }
 
 #[test]
@@ -348,7 +348,7 @@ fn exhausted_script_answers_500_and_records_the_request() {
     assert_eq!(extra.text(), NO_REPLY_LEFT);
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
-    assert_eq!(requests[1].body["n"], 2);
+    assert_eq!(requests[1].body()["n"], 2);
 }
 
 #[test]

@@ -36,7 +36,7 @@ fn tool_result(request: &RecordedRequest, id: &str) -> String {
         .iter()
         .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
         .and_then(|m| m["content"].as_str())
-        .unwrap_or_else(|| panic!("no result for {id} in {:#}", request.body))
+        .unwrap_or_else(|| panic!("no result for {id} in {:#}", request.body()))
         .to_string()
 }
 
@@ -169,10 +169,10 @@ fn a_context_overflow_is_compacted_and_retried_once() {
         refused.raw_body.len()
     );
     // The window named in the refusal now caps the output.
-    let cap = retried.body["max_tokens"].as_u64().unwrap();
+    let cap = retried.body()["max_tokens"].as_u64().unwrap();
     assert!(cap < 4096, "max_tokens {cap}");
     // The user's request survives compaction word for word.
-    let text = retried.body.to_string();
+    let text = retried.body().to_string();
     assert!(text.contains("summarise the three files"));
     let events = parse_events(&output.stdout);
     assert_eq!(events_of(&events, "compacted").len(), 1);
@@ -258,7 +258,7 @@ fn the_threshold_follows_n_ctx_from_props() {
     let caps: Vec<u64> = server
         .model_requests()
         .iter()
-        .map(|r| r.body["max_tokens"].as_u64().unwrap())
+        .map(|r| r.body()["max_tokens"].as_u64().unwrap())
         .collect();
     // Never more than the default, and less once the conversation leaves
     // less than that of the 8k window.
@@ -274,7 +274,7 @@ fn the_threshold_follows_n_ctx_from_props() {
         server
             .model_requests()
             .iter()
-            .all(|r| r.body["max_tokens"] == json!(4096))
+            .all(|r| r.body()["max_tokens"] == json!(4096))
     );
 }
 
@@ -395,8 +395,8 @@ fn the_prompt_and_the_tools_on_the_wire_fit_a_small_window() {
     assert!(output.status.success(), "{}", stderr(&output));
     let request = &server.model_requests()[0];
     let system = request.messages()[0]["content"].as_str().unwrap();
-    let tools = request.body["tools"].to_string();
-    assert_eq!(request.body["tools"].as_array().map(Vec::len), Some(11));
+    let tools = request.body()["tools"].to_string();
+    assert_eq!(request.body()["tools"].as_array().map(Vec::len), Some(11));
     let tokens = (system.len() + tools.len()) * 10 / 35;
     assert!(
         tokens <= 2_500,

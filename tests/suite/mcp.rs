@@ -186,13 +186,13 @@ fn the_model_calls_an_mcp_tool_and_its_result_reaches_the_next_request() {
     assert!(output.status.success(), "{}", stderr(&output));
     let requests = server.model_requests();
     assert_eq!(requests.len(), 2);
-    assert!(tool_names(&requests[0].body).contains(&"mcp__fix__echo".to_string()));
+    assert!(tool_names(requests[0].body()).contains(&"mcp__fix__echo".to_string()));
     assert_eq!(
-        tool_result(&requests[1].body, "c1"),
+        tool_result(requests[1].body(), "c1"),
         "echo: hello\n[image/png, 8 bytes]"
     );
     // The server's environment was scrubbed: no key reached it.
-    assert_eq!(tool_result(&requests[1].body, "c2"), "<unset>");
+    assert_eq!(tool_result(requests[1].body(), "c2"), "<unset>");
     setup.assert_no_server_left();
 }
 
@@ -212,7 +212,8 @@ fn untrusted_approval_asks_before_a_side_effecting_mcp_tool_but_not_a_read_only_
     ]);
     let output = setup.exec(&server, &["--approval", "untrusted"]);
     assert!(output.status.success(), "{}", stderr(&output));
-    let last = &server.model_requests()[1].body;
+    let model_requests = server.model_requests();
+    let last = model_requests[1].body();
     assert!(tool_result(last, "r1").starts_with("echo: a"));
     let denied = tool_result(last, "w1");
     assert!(
@@ -250,15 +251,15 @@ fn a_subagent_calls_read_only_mcp_tools_through_the_parent_and_is_denied_the_oth
         String::from_utf8_lossy(&output.stdout)
     );
     // The child advertises the parent's catalog, MCP tools included.
-    assert_eq!(requests[1].body["tools"], requests[0].body["tools"]);
-    let child = &requests[2].body;
+    assert_eq!(requests[1].body()["tools"], requests[0].body()["tools"]);
+    let child = requests[2].body();
     assert_eq!(
         tool_result(child, "s1"),
         "echo: from the child\n[image/png, 8 bytes]"
     );
     let denied: Value = serde_json::from_str(&tool_result(child, "s2")).unwrap();
     assert_eq!(denied["error"]["code"], "permission_denied", "{denied}");
-    let delegated: Value = serde_json::from_str(&tool_result(&requests[3].body, "d1")).unwrap();
+    let delegated: Value = serde_json::from_str(&tool_result(requests[3].body(), "d1")).unwrap();
     assert_eq!(delegated["status"], "completed", "{delegated}");
     setup.assert_no_server_left();
 }
@@ -276,7 +277,8 @@ fn a_crashing_server_is_restarted_then_unavailable_and_leaves_no_process() {
     ]);
     let output = setup.exec(&server, &[]);
     assert!(output.status.success(), "{}", stderr(&output));
-    let last = &server.model_requests()[5].body;
+    let model_requests = server.model_requests();
+    let last = model_requests[5].body();
     let first_pid = tool_result(last, "c1");
     let crash = tool_result(last, "c2");
     assert!(
@@ -341,7 +343,8 @@ fn a_hanging_call_times_out_and_malformed_output_is_an_error_and_the_loop_goes_o
         "{:?}",
         started.elapsed()
     );
-    let last = &server.model_requests()[3].body;
+    let model_requests = server.model_requests();
+    let last = model_requests[3].body();
     assert_eq!(
         tool_result(last, "c1"),
         "Error: MCP server slow: the call timed out after 400 ms (tool_timeout_ms); it was cancelled"
@@ -464,14 +467,14 @@ fn the_published_time_server_answers_the_model_through_the_parent() {
     let output = setup.exec(&server, &[]);
     assert!(output.status.success(), "{}", stderr(&output));
     let requests = server.model_requests();
-    let names = tool_names(&requests[0].body);
+    let names = tool_names(requests[0].body());
     assert!(
         names.contains(&"mcp__time__get_current_time".to_string()),
         "{names:?}"
     );
-    let now: Value = serde_json::from_str(&tool_result(&requests[2].body, "t1")).unwrap();
+    let now: Value = serde_json::from_str(&tool_result(requests[2].body(), "t1")).unwrap();
     assert_eq!(now["timezone"], "Europe/Paris", "{now}");
-    let converted = tool_result(&requests[2].body, "t2");
+    let converted = tool_result(requests[2].body(), "t2");
     assert!(converted.contains("21:00"), "{converted}");
     setup.assert_no_server_left();
 }
@@ -561,10 +564,10 @@ fn a_changed_tool_list_is_noted_and_waits_for_the_next_session() {
     let output = setup.exec(&server, &[]);
     assert!(output.status.success(), "{}", stderr(&output));
     let requests = server.model_requests();
-    assert_eq!(tool_result(&requests[2].body, "g2"), "grown");
+    assert_eq!(tool_result(requests[2].body(), "g2"), "grown");
     // The catalog did not change mid-session.
-    assert_eq!(requests[2].body["tools"], requests[0].body["tools"]);
-    assert!(!tool_names(&requests[2].body).contains(&"mcp__fix__extra".to_string()));
+    assert_eq!(requests[2].body()["tools"], requests[0].body()["tools"]);
+    assert!(!tool_names(requests[2].body()).contains(&"mcp__fix__extra".to_string()));
     let log = stderr(&output);
     let note = "MCP server fix changed its tool list; the catalog is fixed for this session, so the change takes effect in the next session";
     assert_eq!(log.matches(note).count(), 1, "noted once: {log}");

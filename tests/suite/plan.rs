@@ -109,7 +109,7 @@ fn every_update_returns_the_complete_state_and_messages0_never_changes() {
     );
     assert_conversation_invariants(&requests);
 
-    let first = tool_json(&requests[1].body, "p1");
+    let first = tool_json(requests[1].body(), "p1");
     assert_eq!(first["version"], 1);
     assert_eq!(first["reason"], "Start");
     assert!(first["updatedAt"].as_str().unwrap().ends_with('Z'));
@@ -136,7 +136,7 @@ fn every_update_returns_the_complete_state_and_messages0_never_changes() {
         json!(["inspect", "implement", "verify"])
     );
 
-    let second = tool_json(&requests[2].body, "p2");
+    let second = tool_json(requests[2].body(), "p2");
     assert_eq!(second["version"], 2);
     assert_eq!(
         second,
@@ -609,7 +609,7 @@ fn a_plan_lock_held_too_long_is_a_clear_tool_error() {
     let _ = holder.wait();
     assert!(output.status.success(), "{}", stderr(&output));
     let requests = server.model_requests();
-    let result = tool_message(&requests[1].body, "p1")["content"]
+    let result = tool_message(requests[1].body(), "p1")["content"]
         .as_str()
         .unwrap()
         .to_owned();

@@ -88,7 +88,7 @@ fn a_profile_runs_the_child_with_its_instructions_limits_and_model_and_the_same_
     );
     let requests = server.model_requests();
     assert_eq!(requests.len(), 3);
-    let (parent, child) = (&requests[0].body, &requests[1].body);
+    let (parent, child) = (requests[0].body(), requests[1].body());
     assert_eq!(parent["model"], "test-model");
     assert_eq!(child["model"], "review-model", "the profile's model");
     assert_eq!(

@@ -42,7 +42,7 @@ fn anthropic_session_with_a_tool_call_and_cache_breakpoints() {
     let first = &requests[0];
     assert_eq!(first.header("x-api-key"), Some("anthropic-test-key"));
     assert!(first.header("anthropic-version").is_some());
-    let body = &first.body;
+    let body = first.body();
     assert_eq!(body["model"], "claude-test");
     assert_eq!(body["system"][0]["cache_control"]["type"], "ephemeral");
     let tools = body["tools"].as_array().unwrap();

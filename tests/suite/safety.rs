@@ -81,7 +81,7 @@ fn first_tool_result(request: &crate::common::RecordedRequest) -> String {
         .iter()
         .find(|m| m["role"] == "tool")
         .and_then(|m| m["content"].as_str())
-        .unwrap_or_else(|| panic!("no tool result in {:#}", request.body))
+        .unwrap_or_else(|| panic!("no tool result in {:#}", request.body()))
         .to_owned()
 }
 

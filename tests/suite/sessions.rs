@@ -46,7 +46,7 @@ fn resume(ws: &Path, server: &FakeServer, resume_args: &[&str], prompt: &str) ->
 
 /// The messages of a recorded request, each as its compact JSON text.
 fn message_texts(request: &RecordedRequest) -> Vec<String> {
-    request.body["messages"]
+    request.body()["messages"]
         .as_array()
         .unwrap()
         .iter()
@@ -213,7 +213,7 @@ fn kill_9_during_a_tool_call_resumes_with_a_result_for_that_call() {
     let output = resume(ws.path(), &next, &["--last"], "Did it finish?");
     assert!(output.status.success(), "{}", stderr(&output));
     let request = &next.model_requests()[0];
-    let messages = request.body["messages"].as_array().unwrap();
+    let messages = request.body()["messages"].as_array().unwrap();
     let answered = messages
         .iter()
         .find(|m| m["role"] == "tool" && m["tool_call_id"] == "call_slow")

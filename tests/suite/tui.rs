@@ -503,7 +503,7 @@ fn fido_resume_shows_the_old_transcript_and_goes_on_with_it() {
     tmux.type_line("Which comes second?");
     tmux.wait_for("the new answer", |s| s.contains("Beta comes second."));
     let request = &second.model_requests()[0];
-    let messages = request.body["messages"].as_array().unwrap();
+    let messages = request.body()["messages"].as_array().unwrap();
     assert!(
         messages
             .iter()

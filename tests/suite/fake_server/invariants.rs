@@ -7,13 +7,12 @@ use crate::common::{History, RecordedRequest, check_conversation};
 const CHAT: &str = "/v1/chat/completions";
 
 fn recorded(path: &str, body: Value) -> RecordedRequest {
-    RecordedRequest {
-        method: "POST".to_owned(),
-        path: path.to_owned(),
-        headers: Vec::new(),
-        raw_body: body.to_string().into_bytes(),
-        body,
-    }
+    RecordedRequest::new(
+        "POST".to_owned(),
+        path.to_owned(),
+        Vec::new(),
+        body.to_string().into_bytes(),
+    )
 }
 
 fn chat(messages: &[Value], tools: &Value) -> RecordedRequest {
