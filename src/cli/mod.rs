@@ -44,6 +44,27 @@ struct Cli {
     command: Option<Command>,
 }
 
+/// `fido __subagent`, the child side of a subagent (not for people). It
+/// is parsed on its own, before the rest of the command line is built:
+/// every delegation starts one, and the whole parser is a tenth of its
+/// start-up.
+#[derive(Debug, Parser)]
+#[command(name = "fido __subagent")]
+struct SubagentCommandLine {
+    #[arg(long)]
+    socket: String,
+    #[arg(long)]
+    agent_id: String,
+    #[arg(long)]
+    parent_pid: i32,
+    #[arg(long)]
+    sandbox: String,
+    #[arg(long, value_name = "PATH")]
+    deny_read: Vec<PathBuf>,
+    #[arg(long, value_name = "DIR")]
+    scratch: Option<PathBuf>,
+}
+
 #[derive(Debug, Args)]
 struct GlobalArgs {
     /// Workspace directory (default: the current directory).
@@ -71,22 +92,6 @@ enum Command {
     Plan {
         #[command(subcommand)]
         command: plan::PlanCommand,
-    },
-    /// Internal: the child side of a subagent. Not for people.
-    #[command(name = "__subagent", hide = true)]
-    Subagent {
-        #[arg(long)]
-        socket: String,
-        #[arg(long)]
-        agent_id: String,
-        #[arg(long)]
-        parent_pid: i32,
-        #[arg(long)]
-        sandbox: String,
-        #[arg(long, value_name = "PATH")]
-        deny_read: Vec<PathBuf>,
-        #[arg(long, value_name = "DIR")]
-        scratch: Option<PathBuf>,
     },
     /// List or call the model-facing tools directly.
     Tool {
@@ -120,6 +125,12 @@ pub fn main() -> ExitCode {
     // Before any thread or child exists: nothing of the same user may read
     // this process's memory or environment (the API key).
     crate::sandbox::command::make_non_dumpable();
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|arg| arg == "__subagent")
+    {
+        return subagent_main();
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
@@ -136,24 +147,6 @@ pub fn main() -> ExitCode {
     match cli.command {
         Some(Command::Exec(args)) => exec::run(&overrides, args),
         Some(Command::Tool { command }) => tool::run(&overrides, command),
-        Some(Command::Subagent {
-            socket,
-            agent_id,
-            parent_pid,
-            sandbox,
-            deny_read,
-            scratch,
-        }) => {
-            init_logging();
-            crate::subagent::runner::main(crate::subagent::runner::SubagentArgs {
-                socket,
-                agent_id,
-                parent_pid,
-                sandbox,
-                deny_read,
-                scratch,
-            })
-        }
         Some(Command::Plan { command }) => plan::run(&overrides, command),
         Some(Command::Sandbox { command }) => sandbox::run(&overrides, command),
         Some(Command::Mcp { command }) => mcp::run(&overrides, command),
@@ -164,6 +157,32 @@ pub fn main() -> ExitCode {
         Some(Command::Resume(args)) => tui::run(&overrides, Some(args.pick())),
         None => tui::run(&overrides, None),
     }
+}
+
+/// The child side of a subagent, `fido __subagent` or the
+/// `fido-subagent` binary; its arguments come from the parent.
+pub fn subagent_main() -> ExitCode {
+    crate::sandbox::command::make_non_dumpable();
+    let mut args: Vec<_> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|arg| arg == "__subagent") {
+        args.remove(0);
+    }
+    let line = match SubagentCommandLine::try_parse_from(args) {
+        Ok(line) => line,
+        Err(err) => {
+            let _ = err.print();
+            return ExitCode::from(2);
+        }
+    };
+    init_logging();
+    crate::subagent::runner::main(crate::subagent::runner::SubagentArgs {
+        socket: line.socket,
+        agent_id: line.agent_id,
+        parent_pid: line.parent_pid,
+        sandbox: line.sandbox,
+        deny_read: line.deny_read,
+        scratch: line.scratch,
+    })
 }
 
 fn overrides(global: &GlobalArgs) -> Result<Overrides, String> {

@@ -99,7 +99,7 @@ pub fn main(args: SubagentArgs) -> ExitCode {
         Ok(runtime) => runtime,
         Err(err) => return fail(format!("cannot start the runtime: {err}")),
     };
-    runtime.block_on(async move {
+    let code = runtime.block_on(async move {
         if let Err(err) = std_stream.set_nonblocking(true) {
             return fail(format!("socket: {err}"));
         }
@@ -107,19 +107,19 @@ pub fn main(args: SubagentArgs) -> ExitCode {
             Ok(stream) => stream,
             Err(err) => return fail(format!("socket: {err}")),
         };
-        let code = serve(stream, args.agent_id, sandbox, args.scratch).await;
-        sweep_descendants().await;
-        code
-    })
+        serve(stream, args.agent_id, sandbox, args.scratch).await
+    });
+    // Off the runtime, which has nothing left to run: no thread is started
+    // for it while the parent waits for this process to exit.
+    drop(runtime);
+    sweep_descendants();
+    code
 }
 
 /// Kills whatever this process's commands left behind (this process is
 /// their subreaper, so orphans that left their group are found too).
-async fn sweep_descendants() {
-    let me = std::process::id() as i32;
-    let killed = tokio::task::spawn_blocking(move || crate::sandbox::sweep::kill_descendants(me))
-        .await
-        .unwrap_or(0);
+fn sweep_descendants() {
+    let killed = crate::sandbox::sweep::kill_descendants(std::process::id() as i32);
     if killed > 0 {
         info!(
             killed,
