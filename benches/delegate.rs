@@ -33,9 +33,10 @@
 //! A p99 is reported only where n >= 100; below that the column says n/a
 //! and a p99 target is checked against the max.
 //!
-//! The binary is `FIDO_BIN`, or the one cargo built for this bench
-//! (`target/release/fido` under `cargo bench`); when missing, the bench runs
-//! `cargo build --release --bin fido`. `BENCH_RUNS` (default 30) sets the
+//! The subagents run what `fido` would run beside `FIDO_BIN`, or beside
+//! the one cargo built for this bench (`target/release/fido` under `cargo
+//! bench`): `fido-subagent`, else `fido` itself; when missing, the bench
+//! runs `cargo build --release --bins`. `BENCH_RUNS` (default 30) sets the
 //! runs of sections 1 and 3, `BENCH_RUNS_10MB` (default 10) section 2,
 //! `BENCH_CYCLES` (default 1000) section 5, `BENCH_GRACE_MS` (default 200)
 //! the grace of section 4.
@@ -99,7 +100,7 @@ async fn bench() -> BenchResult<()> {
     let runs_10mb = support::env_count("BENCH_RUNS_10MB", 10)?;
     let cycles = support::env_count("BENCH_CYCLES", 1000)?;
     let grace = Duration::from_millis(support::env_count("BENCH_GRACE_MS", 200)? as u64);
-    let fido = support::fido_binary("delegate")?;
+    let fido = support::subagent_program("delegate")?;
     if fido.components().any(|c| c.as_os_str() == "debug") {
         eprintln!(
             "delegate bench: warning: {} looks like a debug build; numbers will not mean much",

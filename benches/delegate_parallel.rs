@@ -49,7 +49,7 @@ fn main() -> ExitCode {
 }
 
 async fn bench() -> BenchResult<()> {
-    let fido = support::fido_binary("delegate_parallel")?;
+    let fido = support::subagent_program("delegate_parallel")?;
     let runs = support::env_count("BENCH_RUNS", 10)?;
     let model_ms = support::env_count("BENCH_MODEL_MS", 1000)? as u64;
     let model = Duration::from_millis(model_ms);

@@ -26,8 +26,9 @@
 //! `FakeServer`: that one records every request's body, which over
 //! thousands of requests would be this process's RSS growth, not Fido's.
 //!
-//! The binary is `FIDO_BIN`, or the one cargo built for this bench
-//! (`target/release/fido` under `cargo bench`). `BENCH_SOAK_TRACE=1`
+//! The subagents run what `fido` would run beside `FIDO_BIN`, or beside
+//! the one cargo built for this bench (`target/release/fido` under `cargo
+//! bench`): `fido-subagent`, else `fido` itself. `BENCH_SOAK_TRACE=1`
 //! prints every lifecycle event of the cancel cycles with its time in the
 //! cycle.
 
@@ -74,7 +75,7 @@ fn main() -> ExitCode {
 }
 
 async fn bench() -> BenchResult<()> {
-    let fido = support::fido_binary("delegate_soak")?;
+    let fido = support::subagent_program("delegate_soak")?;
     let cancel_cycles = support::env_count("BENCH_SOAK_CYCLES", 1000)?;
     let complete_cycles = env_count_or_zero("BENCH_SOAK_COMPLETE_CYCLES", 1000)?;
     let mut failures = Vec::new();

@@ -17,11 +17,11 @@ pub fn fido_binary(bench: &str) -> Result<PathBuf, String> {
     let path = PathBuf::from(env!("CARGO_BIN_EXE_fido"));
     if !path.is_file() {
         eprintln!(
-            "{bench} bench: {} is missing; running `cargo build --release --bin fido`",
+            "{bench} bench: {} is missing; running `cargo build --release --bins`",
             path.display()
         );
         let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-            .args(["build", "--release", "--bin", "fido"])
+            .args(["build", "--release", "--bins"])
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
             .map_err(|e| format!("cannot run cargo: {e}"))?;
@@ -33,6 +33,12 @@ pub fn fido_binary(bench: &str) -> Result<PathBuf, String> {
         }
     }
     Ok(path)
+}
+
+/// The program the delegation benches' subagents run: the one `fido`
+/// runs beside [`fido_binary`] (`fido-subagent`, else `fido` itself).
+pub fn subagent_program(bench: &str) -> Result<PathBuf, String> {
+    fido_binary(bench).map(|fido| fido::subagent::child_program(&fido))
 }
 
 /// `BENCH_RUNS` (or another count variable) as a positive number, else

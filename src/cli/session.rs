@@ -82,6 +82,7 @@ impl Session {
         let mcp = start_mcp(config).await;
         let catalog = ToolCatalog::with_mcp(config.plan_tool, profiles.offers(), mcp.clone());
         let program = std::env::current_exe()
+            .map(|fido| crate::subagent::child_program(&fido))
             .map_err(|e| format!("cannot find the fido binary to run subagents: {e}"))?;
         let supervisor = Arc::new(
             Supervisor::start(

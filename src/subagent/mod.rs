@@ -10,9 +10,10 @@
 //! 1. Assign the identity (`subagent-<hex>`), build the deep fork from the
 //!    parent's messages at the instant of the call ([`fork`]).
 //! 2. Open a local socket (`interprocess`, abstract namespace) with a random
-//!    per-spawn name, and spawn `fido __subagent` (the current binary) as the
-//!    leader of its own process group, with a scrubbed environment (no keys),
-//!    stdin closed, stderr captured into the parent's log.
+//!    per-spawn name, and spawn `fido __subagent` as the leader of its own
+//!    process group, with a scrubbed environment (no keys), stdin closed,
+//!    stderr captured into the parent's log. The program is the
+//!    `fido-subagent` binary beside the running one ([`child_program`]).
 //! 3. Accept exactly one connection and check that its peer pid is the
 //!    child's; then close the listener, so no second connection can be made.
 //! 4. Read `Hello` (protocol version, sandbox status), send `Fork`.
@@ -45,6 +46,8 @@
 //! `ModelRequest`, `Lifecycle`, `Final`. Each is a 4-byte big-endian length
 //! and a JSON object ([`ipc`]).
 
+use std::path::{Path, PathBuf};
+
 pub mod control;
 pub mod fork;
 pub mod ipc;
@@ -53,3 +56,45 @@ pub mod profiles;
 pub mod result;
 pub mod runner;
 pub mod supervisor;
+
+/// The binary of the child side alone: the same library code as `fido
+/// __subagent`, without the terminal UI, the HTTP client or the MCP client.
+/// A third of the size, it starts and exits faster (the start-up and the
+/// exit count in every delegation), and the sandboxed process holds no
+/// network code at all.
+pub const CHILD_BINARY: &str = "fido-subagent";
+
+/// The program a subagent runs, given the running `fido` binary: the
+/// [`CHILD_BINARY`] installed beside it, else `fido` itself (`fido
+/// __subagent` is the same child). Only that folder is looked in, never
+/// `PATH` or the workspace.
+pub fn child_program(fido: &Path) -> PathBuf {
+    let beside = fido.with_file_name(CHILD_BINARY);
+    if beside.is_file() {
+        beside
+    } else {
+        fido.to_path_buf()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_child_binary_beside_fido_is_preferred() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let fido = dir.path().join("fido");
+        std::fs::write(&fido, b"").expect("fido");
+        assert_eq!(child_program(&fido), fido, "no fido-subagent: fido itself");
+        std::fs::create_dir(dir.path().join(CHILD_BINARY)).expect("a folder");
+        assert_eq!(
+            child_program(&fido),
+            fido,
+            "a folder of that name is no program"
+        );
+        std::fs::remove_dir(dir.path().join(CHILD_BINARY)).expect("rmdir");
+        std::fs::write(dir.path().join(CHILD_BINARY), b"").expect("fido-subagent");
+        assert_eq!(child_program(&fido), dir.path().join(CHILD_BINARY));
+    }
+}

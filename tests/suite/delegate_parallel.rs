@@ -4,6 +4,7 @@
 //! child's instructions ([`FakeServer::push_keyed`]), not by arrival order.
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::process::Child;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::process::{ProcessFilter, pids_with, processes};
+use crate::common::process::{ProcessFilter, fido_bin, pids_with, processes};
 use crate::common::sse::{self, TokenUsage};
 use crate::common::{
     FakeServer, RecordedRequest, Reply, assert_no_processes, exec_cmd, parse_events,
@@ -79,24 +80,30 @@ fn is_subagent(pid: u32) -> bool {
         .is_ok_and(|c| String::from_utf8_lossy(&c).contains("__subagent"))
 }
 
-/// Watches the subagent children of one process: the most alive at once
-/// and every pid seen.
+/// The most subagents alive at once, every pid seen, the programs run.
+type Seen = (usize, BTreeSet<u32>, BTreeSet<PathBuf>);
+
+/// Watches the subagent children of one process.
 struct Sampler {
     stop: Arc<AtomicBool>,
-    seen: Arc<Mutex<(usize, BTreeSet<u32>)>>,
+    seen: Arc<Mutex<Seen>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Sampler {
     fn start(parent: u32) -> Sampler {
         let stop = Arc::new(AtomicBool::new(false));
-        let seen = Arc::new(Mutex::new((0, BTreeSet::new())));
+        let seen = Arc::new(Mutex::new((0, BTreeSet::new(), BTreeSet::new())));
         let (s, v) = (stop.clone(), seen.clone());
         let thread = std::thread::spawn(move || {
             while !s.load(Ordering::SeqCst) {
                 let alive = subagents_of(parent);
                 let mut seen = v.lock().unwrap();
                 seen.0 = seen.0.max(alive.len());
+                let programs = alive
+                    .iter()
+                    .filter_map(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).ok());
+                seen.2.extend(programs);
                 seen.1.extend(alive);
                 drop(seen);
                 std::thread::sleep(Duration::from_millis(5));
@@ -109,8 +116,8 @@ impl Sampler {
         }
     }
 
-    /// Most subagents alive at once, and every pid seen.
-    fn finish(mut self) -> (usize, BTreeSet<u32>) {
+    /// Most subagents alive at once, every pid seen and their programs.
+    fn finish(mut self) -> Seen {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(thread) = self.thread.take() {
             thread.join().unwrap();
@@ -130,7 +137,15 @@ fn run_sampled(
     let sampler = Sampler::start(child.id());
     let output = wait_with_timeout(child, Duration::from_secs(60));
     let elapsed = started.elapsed();
-    let (most, pids) = sampler.finish();
+    let (most, pids, programs) = sampler.finish();
+    // The lean child binary beside `fido`, not `fido` itself.
+    let beside = std::path::Path::new(fido_bin()).with_file_name("fido-subagent");
+    let beside = std::fs::canonicalize(&beside).unwrap_or(beside);
+    assert!(
+        (most == 0 || !programs.is_empty()) && programs.iter().all(|program| *program == beside),
+        "subagents ran {programs:?}, not {}",
+        beside.display()
+    );
     for pid in &pids {
         assert_no_processes(ProcessFilter::Pid(*pid), Duration::from_secs(5));
     }
