@@ -109,6 +109,8 @@ pub struct Shared {
     /// The running subagents as their last lifecycle event described them
     /// (for the control socket's `fido agents`), in start order.
     live: std::sync::Mutex<Vec<LiveAgent>>,
+    /// The last `RLIMIT_NPROC` counted for a child.
+    process_limit: Arc<std::sync::Mutex<Option<CountedLimit>>>,
 }
 
 /// What the control socket reports of one running subagent.
@@ -124,7 +126,35 @@ struct LiveAgent {
 /// Phases after which a subagent is no longer running.
 const FINAL_PHASES: [&str; 4] = ["completed", "partial", "failed", "cancelled"];
 
+/// An `RLIMIT_NPROC` (`None`: `/proc` could not be counted) and when it
+/// was counted.
+type CountedLimit = (std::time::Instant, Option<u64>);
+
+/// How long a count of the user's processes serves later children: the
+/// limit is that count plus a headroom of hundreds, so a second's drift
+/// does not matter, and a burst of delegations reads `/proc` once.
+const PROCESS_COUNT_AGE: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl Shared {
+    /// The `RLIMIT_NPROC` of the next child: counted anew (a read of all of
+    /// `/proc`, off the runtime) at most once per [`PROCESS_COUNT_AGE`].
+    fn process_limit(&self) -> tokio::task::JoinHandle<Option<u64>> {
+        let cache = Arc::clone(&self.process_limit);
+        tokio::task::spawn_blocking(move || {
+            let mut cached = cache
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match *cached {
+                Some((at, limit)) if at.elapsed() < PROCESS_COUNT_AGE => limit,
+                _ => {
+                    let limit = crate::sandbox::child::process_limit();
+                    *cached = Some((std::time::Instant::now(), limit));
+                    limit
+                }
+            }
+        })
+    }
+
     fn live(&self) -> std::sync::MutexGuard<'_, Vec<LiveAgent>> {
         // A panic while holding the lock left plain data; keep using it.
         self.live
@@ -428,6 +458,7 @@ impl Supervisor {
             session_tokens: AtomicU64::new(0),
             session_budget_spent: CancellationToken::new(),
             live: Default::default(),
+            process_limit: Default::default(),
         });
         let (actor, _handle) = Actor::spawn(None, SupervisorActor, shared.clone()).await?;
         Ok(Supervisor {

@@ -417,7 +417,8 @@ impl Shared {
         // One lock for both, so the n-th recorded model request is the one
         // that got the n-th reply even when requests race.
         let mut state = self.lock();
-        let keyed = request.is_model_request().then(|| {
+        // Only a keyed reply needs the body parsed before the answer.
+        let keyed = (request.is_model_request() && !state.keyed.is_empty()).then(|| {
             let last = request.messages().last().map(Value::to_string)?;
             let at = state
                 .keyed

@@ -365,8 +365,9 @@ impl Spawned {
         let pid = group.pid();
         info!(agent_id = %job.agent_id, pid, "subagent spawned");
         // Counting the user's processes reads all of /proc: done while the
-        // child starts, it costs the delegation nothing.
-        let process_limit = tokio::task::spawn_blocking(crate::sandbox::child::process_limit);
+        // child starts (and at most once a second), it costs the
+        // delegation nothing.
+        let process_limit = progress.shared().process_limit();
         record_for_the_orphan_sweep(settings, &job.agent_id, pid).await;
         if let Some(stderr) = group.child_mut().stderr.take() {
             tokio::spawn(log_stderr(job.agent_id.clone(), stderr));
