@@ -7,6 +7,33 @@ use std::io::{self, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+/// The name every temp file of the file `name` starts with: hidden, and for
+/// `.fido-*` state files still a `.fido-*` name, so a temp file never shows
+/// up in list_files or ripgrep.
+fn temp_prefix(name: &str) -> String {
+    let dot = if name.starts_with('.') { "" } else { "." };
+    format!("{dot}{name}.tmp-")
+}
+
+/// Removes the temp files that writers of `path` killed mid-write left
+/// beside it; how many. Only for a file whose every writer holds one lock,
+/// called under it: then no temp file of a live writer exists.
+pub fn remove_stale_temps(path: &Path) -> usize {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return 0;
+    };
+    let prefix = temp_prefix(&name.to_string_lossy());
+    let Ok(entries) = fs::read_dir(parent) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_name().to_string_lossy().starts_with(&prefix))
+        .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_file()))
+        .filter(|entry| fs::remove_file(entry.path()).is_ok())
+        .count()
+}
+
 /// Replaces `path` with `bytes` atomically: a temp file in the same
 /// directory, synced, then renamed over it. `mode` sets the permission
 /// bits; `None` keeps those of an existing file (else the default).
@@ -22,12 +49,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: Option<u32>) -> io::Result<
             .ok()
             .map(|m| m.permissions().mode() & 0o7777)
     });
-    // Hidden, and for `.fido-*` state files still a `.fido-*` name, so the
-    // temp file never shows up in list_files or ripgrep.
-    let name = name.to_string_lossy();
-    let dot = if name.starts_with('.') { "" } else { "." };
     let temp = parent.join(format!(
-        "{dot}{name}.tmp-{}-{:08x}",
+        "{}{}-{:08x}",
+        temp_prefix(&name.to_string_lossy()),
         std::process::id(),
         fastrand::u32(..)
     ));

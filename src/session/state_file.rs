@@ -23,7 +23,7 @@ use nix::fcntl::{Flock, FlockArg};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::atomic::write_atomic;
+use super::atomic::{remove_stale_temps, write_atomic};
 
 /// The longest wait for another process's lock.
 pub const LOCK_WAIT: Duration = Duration::from_secs(5);
@@ -186,6 +186,9 @@ impl StateFile {
                 if let Some(dir) = self.path.parent() {
                     fs::create_dir_all(dir)?;
                 }
+                // Every writer holds the lock: what temp files there are
+                // belong to writers killed mid-write.
+                remove_stale_temps(&self.path);
                 write_atomic(&self.path, text.as_bytes(), None)
             });
         written.map_err(|source| StateFileError::Write {
@@ -279,5 +282,38 @@ mod tests {
             busy.to_string(),
             "plan file locked by pid 42 for more than 5 s"
         );
+    }
+
+    #[test]
+    fn a_write_removes_the_temp_files_of_killed_writers_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".fido-plan.json");
+        let stale = [
+            ".fido-plan.json.tmp-4242-0000abcd",
+            ".fido-plan.json.tmp-7-ffffffff",
+        ];
+        let kept = [
+            ".fido-plan.json.corrupt-2026-12-01",
+            ".fido-todo.json.tmp-4242-0000abcd",
+            "notes.txt",
+        ];
+        for name in stale.iter().chain(&kept) {
+            fs::write(dir.path().join(name), b"{").unwrap();
+        }
+        let file = StateFile::new(path.clone(), "plan");
+        let lock = file.lock().unwrap();
+        file.write(&lock, &serde_json::json!({"reason": "new"})).unwrap();
+        let mut left: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        let mut expected: Vec<String> = kept
+            .iter()
+            .chain(&[".fido-plan.json", ".fido-plan.json.lock"])
+            .map(|n| n.to_string())
+            .collect();
+        expected.sort();
+        assert_eq!(left, expected);
     }
 }

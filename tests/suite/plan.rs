@@ -647,6 +647,50 @@ impl Drop for TinyDisk {
 }
 
 #[test]
+fn a_read_only_workspace_during_a_plan_write_is_a_clear_error_and_the_old_plan_stays() {
+    // Root ignores file modes, not a read-only mount.
+    let Some(disk) = TinyDisk::mount("1m") else {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    };
+    let ws = disk.dir.path();
+    let call = |reason: &str| {
+        std::process::Command::new(crate::common::process::fido_bin())
+            .arg("-C")
+            .arg(ws)
+            .args(["tool", "call", "update_plan", "--args"])
+            .arg(plan_args(reason, three_items("pending")))
+            .output()
+            .unwrap()
+    };
+    let first = call("before the remount");
+    assert!(first.status.success(), "stderr: {}", stderr(&first));
+    let before = std::fs::read(ws.join(PLAN_FILE)).unwrap();
+    let remounted = std::process::Command::new("mount")
+        .args(["-o", "remount,ro"])
+        .arg(ws)
+        .status()
+        .unwrap();
+    assert!(remounted.success(), "cannot remount the tmpfs read-only");
+    let second = call("on a read-only disk");
+    assert!(!second.status.success(), "a write to a read-only disk succeeded");
+    let message = format!(
+        "{}{}",
+        stderr(&second),
+        String::from_utf8_lossy(&second.stdout)
+    );
+    assert!(
+        message.contains("Read-only file system"),
+        "the error does not say what failed: {message}"
+    );
+    assert_eq!(
+        std::fs::read(ws.join(PLAN_FILE)).unwrap(),
+        before,
+        "the old plan was not kept whole"
+    );
+}
+
+#[test]
 fn a_full_disk_during_a_plan_write_is_a_clear_error_and_the_old_plan_stays() {
     let Some(disk) = TinyDisk::mount("256k") else {
         eprintln!("skipped: cannot mount a tmpfs here (needs root)");
