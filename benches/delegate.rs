@@ -55,11 +55,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fido::agent::EventSink;
 use fido::plan::PlanFlavour;
 use fido::protocol::delegate::DelegateArgs;
 use fido::protocol::delegate::{DelegateResult, DelegateStatus};
-use fido::protocol::{Event, EventKind, Message, ToolCall};
+use fido::protocol::{EventKind, Message, ToolCall};
 use fido::provider::HttpPolicy;
 use fido::provider::openai::OpenAiProvider;
 use fido::sandbox::SandboxRequirement;
@@ -67,7 +66,6 @@ use fido::subagent::supervisor::{DelegationSettings, Supervisor};
 use fido::tools::ToolCatalog;
 use fido::tools::delegate::{DelegationRequest, Delegator};
 use server::{FakeServer, Reply};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 const TARGET_OVERHEAD_P50_MS: f64 = 15.0;
@@ -308,7 +306,7 @@ struct Rig {
     workspace: tempfile::TempDir,
     server: Arc<FakeServer>,
     supervisor: Arc<Supervisor>,
-    events: mpsc::UnboundedReceiver<Event>,
+    events: fido::agent::EventReceiver,
 }
 
 impl Rig {
@@ -326,7 +324,7 @@ impl Rig {
         };
         let provider = OpenAiProvider::new(server.base_url(), Some("k".into()), "m".into(), policy)
             .map_err(|e| format!("provider: {e}"))?;
-        let (sender, events) = mpsc::unbounded_channel();
+        let (sink, events) = fido::agent::events::channel();
         let supervisor = Supervisor::start(
             DelegationSettings {
                 deny_read: Vec::new(),
@@ -346,7 +344,7 @@ impl Rig {
             },
             fido::provider::gateway::Gateway::new(Arc::new(provider), 4),
             ToolCatalog::standard(PlanFlavour::UpdatePlan),
-            EventSink::new(sender),
+            sink,
         )
         .await
         .map_err(|e| format!("supervisor: {e}"))?;
@@ -424,7 +422,7 @@ impl Rig {
 
     /// Drops the events left over from the last run.
     fn drain(&mut self) {
-        while self.events.try_recv().is_ok() {}
+        while self.events.try_recv().is_some() {}
     }
 
     async fn wait_for_requests(&self, count: usize) -> BenchResult<()> {

@@ -26,7 +26,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fido::agent::EventSink;
 use fido::plan::PlanFlavour;
 use fido::protocol::delegate::DelegateArgs;
 use fido::protocol::delegate::DelegateStatus;
@@ -148,7 +147,7 @@ async fn supervisor(
     };
     let provider = OpenAiProvider::new(server.base_url(), Some("k".into()), "m".into(), policy)
         .map_err(|e| format!("provider: {e}"))?;
-    let (sender, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let (sink, mut events) = fido::agent::events::channel();
     // Nobody reads the events here; drain them so they do not pile up.
     tokio::spawn(async move { while events.recv().await.is_some() {} });
     let mut settings = DelegationSettings::defaults(workspace.to_path_buf(), program.to_path_buf());
@@ -157,7 +156,7 @@ async fn supervisor(
         settings,
         fido::provider::gateway::Gateway::new(Arc::new(provider), 4),
         ToolCatalog::standard(PlanFlavour::UpdatePlan),
-        EventSink::new(sender),
+        sink,
     )
     .await
     .map_err(|e| format!("supervisor: {e}"))

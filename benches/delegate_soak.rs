@@ -45,10 +45,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use fido::agent::EventSink;
 use fido::plan::PlanFlavour;
 use fido::protocol::delegate::{DelegateArgs, DelegateResult, DelegateStatus};
-use fido::protocol::{Event, EventKind, Message};
+use fido::protocol::{EventKind, Message};
 use fido::provider::HttpPolicy;
 use fido::provider::openai::OpenAiProvider;
 use fido::subagent::supervisor::{DelegationSettings, Supervisor};
@@ -56,7 +55,6 @@ use fido::tools::ToolCatalog;
 use fido::tools::delegate::{DelegationRequest, Delegator};
 use support::Sorted;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 const PARALLEL: usize = 4;
@@ -277,7 +275,7 @@ struct Rig {
     workspace: tempfile::TempDir,
     server: Arc<ModelServer>,
     supervisor: Arc<Supervisor>,
-    events: mpsc::UnboundedReceiver<Event>,
+    events: fido::agent::EventReceiver,
     messages: Vec<Message>,
     /// Children's peak RSS (KiB), complete cycles.
     peaks_kib: Vec<f64>,
@@ -303,7 +301,7 @@ impl Rig {
         };
         let provider = OpenAiProvider::new(server.base_url(), Some("k".into()), "m".into(), policy)
             .map_err(|e| format!("provider: {e}"))?;
-        let (sender, events) = mpsc::unbounded_channel();
+        let (sink, events) = fido::agent::events::channel();
         let mut settings =
             DelegationSettings::defaults(workspace.path().to_path_buf(), program.to_path_buf());
         settings.concurrency = PARALLEL as u32;
@@ -311,7 +309,7 @@ impl Rig {
             settings,
             fido::provider::gateway::Gateway::new(Arc::new(provider), PARALLEL),
             ToolCatalog::standard(PlanFlavour::UpdatePlan),
-            EventSink::new(sender),
+            sink,
         )
         .await
         .map_err(|e| format!("supervisor: {e}"))?;

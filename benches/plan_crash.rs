@@ -144,7 +144,11 @@ fn update_plan(fido: &Path, ws: &Path, round: usize) -> Command {
 fn saved_round(ws: &Path) -> Option<usize> {
     let text = std::fs::read_to_string(ws.join(PLAN_FILE)).ok()?;
     let plan: Value = serde_json::from_str(&text).ok()?;
-    let round: usize = plan["reason"].as_str()?.strip_prefix("round ")?.parse().ok()?;
+    let round: usize = plan["reason"]
+        .as_str()?
+        .strip_prefix("round ")?
+        .parse()
+        .ok()?;
     let step = plan["items"][0]["next_action"].as_str()?;
     (step == format!("step {round}")).then_some(round)
 }

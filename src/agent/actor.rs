@@ -470,10 +470,7 @@ mod tests {
     async fn agent_with_events(
         script: &str,
         dir: &std::path::Path,
-    ) -> (
-        ActorRef<AgentMessage>,
-        tokio::sync::mpsc::UnboundedReceiver<crate::protocol::Event>,
-    ) {
+    ) -> (ActorRef<AgentMessage>, crate::agent::EventReceiver) {
         let provider = ScriptProvider::from_json("a", "first", script).unwrap();
         agent_with_provider(Arc::new(provider), dir).await
     }
@@ -481,11 +478,8 @@ mod tests {
     async fn agent_with_provider(
         provider: Arc<dyn crate::provider::Provider>,
         dir: &std::path::Path,
-    ) -> (
-        ActorRef<AgentMessage>,
-        tokio::sync::mpsc::UnboundedReceiver<crate::protocol::Event>,
-    ) {
-        let (sender, events) = tokio::sync::mpsc::unbounded_channel();
+    ) -> (ActorRef<AgentMessage>, crate::agent::EventReceiver) {
+        let (sink, events) = crate::agent::events::channel();
         let deps = Arc::new(AgentDeps {
             provider,
             tool_env: Arc::new(crate::tools::path::testing::env(dir)),
@@ -499,7 +493,7 @@ mod tests {
                 },
                 limits: crate::agent::ModelLimits::default(),
             },
-            events: EventSink::new(sender),
+            events: sink,
             journal: None,
             catalog: ToolCatalog::standard(PlanFlavour::UpdatePlan),
         });
@@ -570,7 +564,7 @@ mod tests {
         let error = failed.error.unwrap();
         assert!(error.contains("injected panic"), "{error}");
         let mut kinds = Vec::new();
-        while let Ok(event) = events.try_recv() {
+        while let Some(event) = events.try_recv() {
             kinds.push(event.kind);
         }
         assert!(
@@ -616,7 +610,7 @@ mod tests {
             "the system prompt stays"
         );
         let mut removed = None;
-        while let Ok(event) = events.try_recv() {
+        while let Some(event) = events.try_recv() {
             if let crate::protocol::EventKind::Compacted {
                 removed_messages, ..
             } = event.kind

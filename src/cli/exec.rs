@@ -11,15 +11,15 @@ use std::time::Duration;
 
 use clap::Args;
 use tokio::signal::unix::{SignalKind, signal};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tracing::{info, warn};
 
 use super::session::{Interaction, Session};
 use super::{fail, init_logging, print_config_warnings, runtime};
-use crate::agent::{AgentMessage, EventSink};
+use crate::agent::AgentMessage;
 use crate::config::{Config, Overrides};
 use crate::protocol::{ApprovalPolicy, SandboxMode};
-use crate::protocol::{Event, EventKind, TurnStatus};
+use crate::protocol::{EventKind, TurnStatus};
 
 /// How long an interrupted turn may take to wind down before Fido exits anyway.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
@@ -146,7 +146,7 @@ async fn exec(config: Config, prompt: String, run: Run) -> ExitCode {
             return fail(&format!("cannot watch for signals: {err}"));
         }
     };
-    let (sender, receiver) = mpsc::unbounded_channel();
+    let (sink, receiver) = crate::agent::events::channel();
     let printer = match spawn_printer(receiver, json) {
         Ok(printer) => printer,
         Err(err) => return fail(&format!("cannot start the event printer: {err}")),
@@ -156,7 +156,7 @@ async fn exec(config: Config, prompt: String, run: Run) -> ExitCode {
         approver: None,
         default_approval: ApprovalPolicy::Never,
     };
-    let session = match Session::start(&config, interaction, EventSink::new(sender), resume).await {
+    let session = match Session::start(&config, interaction, sink, resume).await {
         Ok(session) => session,
         Err(message) => return fail(&message),
     };
@@ -251,7 +251,7 @@ async fn exec(config: Config, prompt: String, run: Run) -> ExitCode {
 /// holds that thread, never a runtime worker. The receiver resolves when
 /// the last event is printed.
 fn spawn_printer(
-    receiver: mpsc::UnboundedReceiver<Event>,
+    receiver: crate::agent::EventReceiver,
     json: bool,
 ) -> std::io::Result<tokio::sync::oneshot::Receiver<()>> {
     let (printed, done) = tokio::sync::oneshot::channel();
@@ -266,7 +266,7 @@ fn spawn_printer(
 
 /// Prints events: with `--json` every event as one line on stdout; errors
 /// also as one sentence on stderr, for the person watching. Blocking.
-fn print_events(mut receiver: mpsc::UnboundedReceiver<Event>, json: bool) {
+fn print_events(mut receiver: crate::agent::EventReceiver, json: bool) {
     while let Some(event) = receiver.blocking_recv() {
         // Streaming text and tool output are for the live UI; the --json
         // stream (a contract) stays as it is.

@@ -14,12 +14,9 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
-
 use super::journal::ResumeFrom;
 use super::session::{Interaction, Session};
 use super::{fail, runtime};
-use crate::agent::EventSink;
 use crate::config::{Config, Overrides};
 use crate::plan::todo::{self, TodoStore};
 use crate::plan::{PlanFlavour, PlanStore};
@@ -48,7 +45,7 @@ async fn session(config: Config, resume: Option<ResumeFrom>) -> ExitCode {
     if config.workspace.is_dir() {
         init_file_logging(&config.workspace);
     }
-    let (sender, receiver) = mpsc::unbounded_channel();
+    let (sink, receiver) = crate::agent::events::channel();
     let (user, questions) = ui::UiUser::new();
     let user = Arc::new(user);
     let interaction = Interaction {
@@ -56,7 +53,7 @@ async fn session(config: Config, resume: Option<ResumeFrom>) -> ExitCode {
         approver: Some(user.clone()),
         default_approval: ApprovalPolicy::OnRequest,
     };
-    let session = match Session::start(&config, interaction, EventSink::new(sender), resume).await {
+    let session = match Session::start(&config, interaction, sink, resume).await {
         Ok(session) => session,
         Err(message) => return fail(&message),
     };
@@ -562,7 +559,7 @@ mod tests {
                 },
                 limits: crate::agent::ModelLimits::default(),
             },
-            events: EventSink::discard(),
+            events: crate::agent::EventSink::discard(),
             journal: None,
             catalog,
         });

@@ -302,7 +302,8 @@ mod tests {
         }
         let file = StateFile::new(path.clone(), "plan");
         let lock = file.lock().unwrap();
-        file.write(&lock, &serde_json::json!({"reason": "new"})).unwrap();
+        file.write(&lock, &serde_json::json!({"reason": "new"}))
+            .unwrap();
         let mut left: Vec<String> = fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

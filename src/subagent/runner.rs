@@ -23,8 +23,8 @@ use tracing::{info, warn};
 
 use super::ipc::{MAX_PARENT_FRAME, read_frame, write_frame};
 use crate::agent::{
-    AgentDeps, AgentSettings, CompactionSettings, CompactionStrategy, Conversation, EventSink,
-    ModelLimits, run_turn,
+    AgentDeps, AgentSettings, CompactionSettings, CompactionStrategy, Conversation, ModelLimits,
+    run_turn,
 };
 use crate::mcp::proxy::{LinkFuture, McpLink};
 use crate::plan::PlanStore;
@@ -261,7 +261,7 @@ async fn run(
     let mcp_tools = crate::mcp::proxy::proxy_tools(std::mem::take(&mut fork.mcp_tools), mcp);
     let agents = std::mem::take(&mut fork.agents);
     let catalog = ToolCatalog::with_extra(flavour, agents, mcp_tools);
-    let (event_sender, events) = mpsc::unbounded_channel();
+    let (event_sink, events) = crate::agent::events::channel();
     tokio::spawn(forward_lifecycle(events, writer.clone()));
     let provider = Arc::new(GatewayProvider {
         writer,
@@ -310,7 +310,7 @@ async fn run(
                 ..ModelLimits::default()
             },
         },
-        events: EventSink::new(event_sender),
+        events: event_sink,
         // The parent journals the session; a fork is private and short.
         journal: None,
     };
@@ -515,7 +515,7 @@ fn answer(pending: &Pending, request_id: u64, result: Result<Completion, Provide
 /// Turns the loop's events into sanitised lifecycle frames: tool names and
 /// short details only, never message contents.
 async fn forward_lifecycle(
-    mut events: mpsc::UnboundedReceiver<crate::protocol::Event>,
+    mut events: crate::agent::EventReceiver,
     writer: mpsc::Sender<ChildFrame>,
 ) {
     while let Some(event) = events.recv().await {

@@ -28,7 +28,6 @@ use tokio::sync::{mpsc, oneshot};
 use super::actor::{UiActor, UiArguments, UiExit, UiMessage};
 use super::commands::LocalCommands;
 use crate::agent::AgentMessage;
-use crate::protocol::Event;
 
 #[derive(Debug, thiserror::Error)]
 pub enum UiError {
@@ -48,7 +47,7 @@ pub enum UiError {
 pub struct UiSetup {
     pub agent: ActorRef<AgentMessage>,
     /// The agent's events (the receiving end of its `EventSink`).
-    pub events: mpsc::UnboundedReceiver<Event>,
+    pub events: crate::agent::EventReceiver,
     pub local_commands: Arc<dyn LocalCommands>,
     /// `ask_user` questions and approval requests (the receiving end of a
     /// [`super::UiUser`]).
@@ -145,7 +144,7 @@ async fn forward_questions(
     }
 }
 
-async fn forward_events(mut events: mpsc::UnboundedReceiver<Event>, ui: ActorRef<UiMessage>) {
+async fn forward_events(mut events: crate::agent::EventReceiver, ui: ActorRef<UiMessage>) {
     while let Some(event) = events.recv().await {
         if ui.cast(UiMessage::Agent(event)).is_err() {
             return;

@@ -16,7 +16,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fido::agent::EventSink;
 use fido::plan::PlanFlavour;
 use fido::protocol::delegate::DelegateArgs;
 use fido::protocol::delegate::{DelegateResult, DelegateStatus};
@@ -27,7 +26,6 @@ use fido::sandbox::SandboxRequirement;
 use fido::subagent::supervisor::{DelegationSettings, Supervisor};
 use fido::tools::ToolCatalog;
 use fido::tools::delegate::{DelegationRequest, Delegator};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::common::process::{ProcessFilter, processes};
@@ -103,7 +101,7 @@ struct Rig {
     dir: tempfile::TempDir,
     server: Arc<FakeServer>,
     supervisor: Arc<Supervisor>,
-    events: mpsc::UnboundedReceiver<Event>,
+    events: fido::agent::EventReceiver,
     seen: Vec<Event>,
     watcher: Watcher,
 }
@@ -129,7 +127,7 @@ impl Rig {
         };
         let provider =
             OpenAiProvider::new(server.base_url(), Some("k".into()), "m".into(), policy).unwrap();
-        let (sender, events) = mpsc::unbounded_channel();
+        let (sink, events) = fido::agent::events::channel();
         let supervisor = Supervisor::start(
             DelegationSettings {
                 deny_read: Vec::new(),
@@ -149,7 +147,7 @@ impl Rig {
             },
             fido::provider::gateway::Gateway::new(Arc::new(provider), 4),
             ToolCatalog::standard(PlanFlavour::UpdatePlan),
-            EventSink::new(sender),
+            sink,
         )
         .await
         .unwrap();
@@ -194,7 +192,7 @@ impl Rig {
 
     /// Every event so far, the ones already seen included.
     fn drain(&mut self) -> &[Event] {
-        while let Ok(event) = self.events.try_recv() {
+        while let Some(event) = self.events.try_recv() {
             self.seen.push(event);
         }
         &self.seen

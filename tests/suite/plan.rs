@@ -673,7 +673,10 @@ fn a_read_only_workspace_during_a_plan_write_is_a_clear_error_and_the_old_plan_s
         .unwrap();
     assert!(remounted.success(), "cannot remount the tmpfs read-only");
     let second = call("on a read-only disk");
-    assert!(!second.status.success(), "a write to a read-only disk succeeded");
+    assert!(
+        !second.status.success(),
+        "a write to a read-only disk succeeded"
+    );
     let message = format!(
         "{}{}",
         stderr(&second),
