@@ -655,13 +655,11 @@ fn a_read_only_workspace_during_a_plan_write_is_a_clear_error_and_the_old_plan_s
     };
     let ws = disk.dir.path();
     let call = |reason: &str| {
-        std::process::Command::new(crate::common::process::fido_bin())
-            .arg("-C")
-            .arg(ws)
-            .args(["tool", "call", "update_plan", "--args"])
-            .arg(plan_args(reason, three_items("pending")))
-            .output()
-            .unwrap()
+        tool_call(
+            ws,
+            "update_plan",
+            &plan_args(reason, three_items("pending")),
+        )
     };
     let first = call("before the remount");
     assert!(first.status.success(), "stderr: {}", stderr(&first));
@@ -673,17 +671,20 @@ fn a_read_only_workspace_during_a_plan_write_is_a_clear_error_and_the_old_plan_s
         .unwrap();
     assert!(remounted.success(), "cannot remount the tmpfs read-only");
     let second = call("on a read-only disk");
-    assert!(
-        !second.status.success(),
-        "a write to a read-only disk succeeded"
-    );
+    assert_refused_and_kept(ws, &second, "Read-only file system", &before);
+}
+
+/// A plan write that failed: the error names `cause`, and the old plan is
+/// there byte for byte.
+fn assert_refused_and_kept(ws: &Path, output: &std::process::Output, cause: &str, before: &[u8]) {
+    assert!(!output.status.success(), "the write succeeded");
     let message = format!(
         "{}{}",
-        stderr(&second),
-        String::from_utf8_lossy(&second.stdout)
+        stderr(output),
+        String::from_utf8_lossy(&output.stdout)
     );
     assert!(
-        message.contains("Read-only file system"),
+        message.contains(cause),
         "the error does not say what failed: {message}"
     );
     assert_eq!(
@@ -700,15 +701,7 @@ fn a_full_disk_during_a_plan_write_is_a_clear_error_and_the_old_plan_stays() {
         return;
     };
     let ws = disk.dir.path();
-    let call = |items: Value| {
-        std::process::Command::new(crate::common::process::fido_bin())
-            .arg("-C")
-            .arg(ws)
-            .args(["tool", "call", "update_plan", "--args"])
-            .arg(plan_args("disk test", items))
-            .output()
-            .unwrap()
-    };
+    let call = |items: Value| tool_call(ws, "update_plan", &plan_args("disk test", items));
     let first =
         call(json!([{"id": "a", "title": "First", "status": "pending", "next_action": "go"}]));
     assert!(first.status.success(), "stderr: {}", stderr(&first));
@@ -724,19 +717,5 @@ fn a_full_disk_during_a_plan_write_is_a_clear_error_and_the_old_plan_stays() {
         .map(|i| json!({"id": format!("i{i}"), "title": title, "status": "pending", "next_action": next}))
         .collect();
     let second = call(Value::Array(items));
-    assert!(!second.status.success(), "a write to a full disk succeeded");
-    let message = format!(
-        "{}{}",
-        stderr(&second),
-        String::from_utf8_lossy(&second.stdout)
-    );
-    assert!(
-        message.contains("No space left on device"),
-        "the error does not say what failed: {message}"
-    );
-    assert_eq!(
-        std::fs::read(ws.join(PLAN_FILE)).unwrap(),
-        before,
-        "the old plan was not kept whole"
-    );
+    assert_refused_and_kept(ws, &second, "No space left on device", &before);
 }
