@@ -47,8 +47,11 @@ const COMPACT_CALL_MS: u64 = 600_000;
 pub const TICK: Duration = Duration::from_secs(1);
 
 pub enum UiMessage {
-    /// An event of the agent (forwarded from its `EventSink` channel).
+    /// An event of the agent.
     Agent(Event),
+    /// Events of the agent, in order, from its event queue; the reply says
+    /// they were applied (the forwarder keeps one batch in the mailbox).
+    AgentBatch(Vec<Event>, RpcReplyPort<()>),
     /// Terminal input: a key, a paste, a resize (from the input reader).
     Terminal(crossterm::event::Event),
     /// The reply to `SubmitPrompt`: the turn ended, or never started.
@@ -188,6 +191,13 @@ where
         );
         let changed = match message {
             UiMessage::Agent(event) => state.store.apply(&event.kind, now),
+            UiMessage::AgentBatch(events, applied) => {
+                let changed = events.iter().fold(false, |changed, event| {
+                    state.store.apply(&event.kind, now) | changed
+                });
+                let _ = applied.send(());
+                changed
+            }
             UiMessage::Terminal(event) => match event {
                 crossterm::event::Event::Key(key) => {
                     state.store.now = now;

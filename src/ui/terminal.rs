@@ -144,10 +144,37 @@ async fn forward_questions(
     }
 }
 
-async fn forward_events(mut events: crate::agent::EventReceiver, ui: ActorRef<UiMessage>) {
-    while let Some(event) = events.recv().await {
-        if ui.cast(UiMessage::Agent(event)).is_err() {
-            return;
+/// Events per batch forwarded to the UI.
+const FORWARD_BATCH: usize = 256;
+/// How long the forwarder waits for the UI to apply a batch before it sends
+/// the next one anyway.
+const FORWARD_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Forwards the agent's events to the UI in batches, one batch in the UI's
+/// mailbox at a time: while the UI is busy, events wait in the bounded
+/// event queue (where streamed text fragments join), not in the actor's
+/// unbounded mailbox.
+pub(super) async fn forward_events(
+    mut events: crate::agent::EventReceiver,
+    ui: ActorRef<UiMessage>,
+) {
+    while let Some(first) = events.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < FORWARD_BATCH
+            && let Some(event) = events.try_recv()
+        {
+            batch.push(event);
+        }
+        let forwarded = ui
+            .call(
+                |applied| UiMessage::AgentBatch(batch, applied),
+                Some(FORWARD_WAIT),
+            )
+            .await;
+        match forwarded {
+            // A slow UI gets its next batch when this one is applied.
+            Ok(ractor::rpc::CallResult::Success(())) | Ok(ractor::rpc::CallResult::Timeout) => {}
+            Ok(ractor::rpc::CallResult::SenderError) | Err(_) => return,
         }
     }
 }

@@ -476,3 +476,32 @@ async fn help_lists_the_keys_and_diff_shows_the_workspace_changes_coloured() {
     );
     assert!(lines.contains(&DiffLine::Added("new".into())), "{lines:?}");
 }
+
+#[tokio::test]
+async fn the_forwarder_hands_every_event_over_in_order_in_batches() {
+    let h = start().await;
+    let (sink, receiver) = crate::agent::events::channel();
+    let forwarder = tokio::spawn(crate::ui::terminal::forward_events(receiver, h.ui.clone()));
+    // More than one batch, sent while the forwarder already runs.
+    for n in 0..1_000 {
+        sink.emit(EventKind::Error {
+            message: format!("event {n}"),
+        });
+    }
+    drop(sink);
+    tokio::time::timeout(Duration::from_secs(10), forwarder)
+        .await
+        .expect("the forwarder ends with the queue")
+        .unwrap();
+    let store = h.store().await;
+    let errors: Vec<&str> = store
+        .transcript
+        .iter()
+        .filter_map(|entry| match entry {
+            Entry::Error(message) => Some(message.as_str()),
+            _ => None,
+        })
+        .collect();
+    let expected: Vec<String> = (0..1_000).map(|n| format!("event {n}")).collect();
+    assert_eq!(errors, expected);
+}
