@@ -36,7 +36,13 @@ pub fn fido_cmd() -> Command {
 /// `home` (so `home/fido/…` is the user config directory); for tests that
 /// write a user config or must not share the home with other tests.
 pub fn fido_cmd_with_home(home: &Path) -> Command {
-    let mut cmd = Command::new(fido_bin());
+    program_cmd(Path::new(fido_bin()), home)
+}
+
+/// `program` (a `fido` binary) set up as [`fido_cmd_with_home`] sets up
+/// `fido`.
+fn program_cmd(program: &Path, home: &Path) -> Command {
+    let mut cmd = Command::new(program);
     for (key, _) in std::env::vars_os() {
         let key_text = key.to_string_lossy();
         if ["FIDO_", "OPENAI_", "ANTHROPIC_"]
@@ -89,7 +95,26 @@ pub fn exec_cmd_with_flags(
     prompt: &str,
     extra_env: &[(&str, &str)],
 ) -> Command {
-    let mut cmd = fido_cmd();
+    exec_cmd_of(
+        Path::new(fido_bin()),
+        workspace,
+        server,
+        flags,
+        prompt,
+        extra_env,
+    )
+}
+
+/// [`exec_cmd_with_flags`] of another `fido` binary, `program`.
+pub fn exec_cmd_of(
+    program: &Path,
+    workspace: &Path,
+    server: &FakeServer,
+    flags: &[&str],
+    prompt: &str,
+    extra_env: &[(&str, &str)],
+) -> Command {
+    let mut cmd = program_cmd(program, clean_home());
     cmd.arg("exec")
         .arg("-C")
         .arg(workspace)

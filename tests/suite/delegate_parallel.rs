@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::process::{ProcessFilter, fido_bin, pids_with, processes};
+use crate::common::process::{ProcessFilter, exec_cmd_of, fido_bin, pids_with, processes};
 use crate::common::sse::{self, TokenUsage};
 use crate::common::{
     FakeServer, RecordedRequest, Reply, assert_no_processes, exec_cmd, parse_events,
@@ -132,19 +132,31 @@ fn run_sampled(
     server: &FakeServer,
     env: &[(&str, &str)],
 ) -> (std::process::Output, usize, BTreeSet<u32>, Duration) {
+    run_sampled_of(std::path::Path::new(fido_bin()), ws, server, env)
+}
+
+/// [`run_sampled`] of the `fido` binary `program`; every subagent must run
+/// the program `program` picks (`fido-subagent` beside it, else itself).
+fn run_sampled_of(
+    program: &std::path::Path,
+    ws: &std::path::Path,
+    server: &FakeServer,
+    env: &[(&str, &str)],
+) -> (std::process::Output, usize, BTreeSet<u32>, Duration) {
     let started = Instant::now();
-    let child: Child = exec_cmd(ws, server, "investigate", env).spawn().unwrap();
+    let child: Child = exec_cmd_of(program, ws, server, &[], "investigate", env)
+        .spawn()
+        .unwrap();
     let sampler = Sampler::start(child.id());
     let output = wait_with_timeout(child, Duration::from_secs(60));
     let elapsed = started.elapsed();
     let (most, pids, programs) = sampler.finish();
-    // The lean child binary beside `fido`, not `fido` itself.
-    let beside = std::path::Path::new(fido_bin()).with_file_name("fido-subagent");
-    let beside = std::fs::canonicalize(&beside).unwrap_or(beside);
+    let expected = fido::subagent::child_program(program);
+    let expected = std::fs::canonicalize(&expected).unwrap_or(expected);
     assert!(
-        (most == 0 || !programs.is_empty()) && programs.iter().all(|program| *program == beside),
+        (most == 0 || !programs.is_empty()) && programs.iter().all(|p| *p == expected),
         "subagents ran {programs:?}, not {}",
-        beside.display()
+        expected.display()
     );
     for pid in &pids {
         assert_no_processes(ProcessFilter::Pid(*pid), Duration::from_secs(5));
@@ -174,6 +186,30 @@ fn result_ids(request: &RecordedRequest) -> Vec<String> {
         .filter(|m| m["role"] == "tool")
         .map(|m| m["tool_call_id"].as_str().unwrap().to_string())
         .collect()
+}
+
+#[test]
+fn without_fido_subagent_beside_it_fido_runs_its_own_subagents() {
+    let ws = workspace();
+    // A fido alone in its folder (a hard link: the debug binary is large).
+    let solo = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let fido = solo.path().join("fido");
+    std::fs::hard_link(fido_bin(), &fido)
+        .or_else(|_| std::fs::copy(fido_bin(), &fido).map(|_| ()))
+        .unwrap();
+    let server = FakeServer::start(vec![
+        delegate_calls(&["alpha"], json!({})),
+        Reply::sse(sse::text_turn("verified")),
+    ]);
+    server.push_keyed(
+        "Task: alpha",
+        slow_text(&findings("alpha"), Duration::from_millis(500)),
+    );
+    let (output, most, _, _) = run_sampled_of(&fido, ws.path(), &server, &[]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    assert_eq!(most, 1, "the subagent was seen running `fido __subagent`");
+    let result = tool_json(server.model_requests().last().unwrap(), "d0");
+    assert_eq!(result["status"], "completed", "{result:#}");
 }
 
 #[test]
