@@ -69,7 +69,10 @@ pub(super) fn run(workspace: Option<PathBuf>, args: SessionsArgs) -> ExitCode {
 }
 
 fn line(s: &SessionSummary) -> String {
-    let tokens = s.usage.prompt_tokens + s.usage.completion_tokens;
+    let tokens = s
+        .usage
+        .prompt_tokens
+        .saturating_add(s.usage.completion_tokens);
     let what = match &s.error {
         Some(error) => error.clone(),
         None => s.first_prompt.clone(),

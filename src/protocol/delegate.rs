@@ -152,7 +152,7 @@ pub struct DelegateUsage {
 impl DelegateUsage {
     /// What a budget counts: prompt and completion tokens.
     pub fn budget_tokens(&self) -> u64 {
-        self.prompt_tokens + self.completion_tokens
+        self.prompt_tokens.saturating_add(self.completion_tokens)
     }
 }
 

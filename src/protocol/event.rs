@@ -272,11 +272,15 @@ pub struct UsageTotals {
 }
 
 impl UsageTotals {
+    /// Counts come from servers and journal files: sums saturate instead
+    /// of overflowing (a panic in debug builds, nonsense in release ones).
     pub fn record(&mut self, usage: Usage) {
-        self.requests += 1;
-        self.prompt_tokens += usage.prompt_tokens;
-        self.cached_tokens += usage.cached_tokens;
-        self.completion_tokens += usage.completion_tokens;
+        self.requests = self.requests.saturating_add(1);
+        self.prompt_tokens = self.prompt_tokens.saturating_add(usage.prompt_tokens);
+        self.cached_tokens = self.cached_tokens.saturating_add(usage.cached_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(usage.completion_tokens);
     }
 
     /// What was added since `earlier` (a snapshot of the same counters).
@@ -291,11 +295,14 @@ impl UsageTotals {
         }
     }
 
+    /// Saturating, as [`UsageTotals::record`].
     pub fn merge(&mut self, other: UsageTotals) {
-        self.requests += other.requests;
-        self.prompt_tokens += other.prompt_tokens;
-        self.cached_tokens += other.cached_tokens;
-        self.completion_tokens += other.completion_tokens;
+        self.requests = self.requests.saturating_add(other.requests);
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.cached_tokens = self.cached_tokens.saturating_add(other.cached_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
     }
 }
 
@@ -303,6 +310,37 @@ impl UsageTotals {
 mod tests {
     use super::*;
     use crate::protocol::ipc::PlanFlavour;
+
+    /// Counts from servers and journals saturate (found by fuzzing the
+    /// journal replay and the Anthropic decoder with `u64::MAX` counts).
+    #[test]
+    fn usage_sums_saturate() {
+        let huge = Usage {
+            prompt_tokens: u64::MAX,
+            cached_tokens: 1,
+            completion_tokens: u64::MAX - 1,
+        };
+        let mut usage = huge;
+        usage.add(huge);
+        assert_eq!(usage.prompt_tokens, u64::MAX);
+        assert_eq!(usage.cached_tokens, 2);
+        assert_eq!(usage.completion_tokens, u64::MAX);
+        let mut totals = UsageTotals {
+            requests: u32::MAX,
+            ..UsageTotals::default()
+        };
+        totals.record(huge);
+        totals.merge(totals);
+        assert_eq!(totals.requests, u32::MAX);
+        assert_eq!(totals.prompt_tokens, u64::MAX);
+        assert_eq!(totals.cached_tokens, 2);
+        let spent = crate::protocol::delegate::DelegateUsage {
+            prompt_tokens: u64::MAX,
+            completion_tokens: 5,
+            ..Default::default()
+        };
+        assert_eq!(spent.budget_tokens(), u64::MAX);
+    }
 
     /// The `--json` stream is a contract: typed fields (status, flavour)
     /// serialise to exactly the strings they had as `String`s.

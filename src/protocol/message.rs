@@ -114,9 +114,12 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Counts come from servers: the sum saturates instead of overflowing.
     pub fn add(&mut self, other: Usage) {
-        self.prompt_tokens += other.prompt_tokens;
-        self.cached_tokens += other.cached_tokens;
-        self.completion_tokens += other.completion_tokens;
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.cached_tokens = self.cached_tokens.saturating_add(other.cached_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
     }
 }

@@ -355,6 +355,9 @@ enum Block {
         json: String,
         /// `input` as given at block start, used when no delta follows.
         initial: Option<Value>,
+        /// Bytes of the block-start event that carried `initial`, counted
+        /// against the answer's size limit like the deltas.
+        initial_bytes: usize,
     },
     /// Thinking and anything newer: not part of our message.
     Other,
@@ -425,6 +428,7 @@ impl MessagesStreamAccumulator {
                             name,
                             json: String::new(),
                             initial: block.get("input").cloned(),
+                            initial_bytes: data.len(),
                         }
                     }
                     _ => Block::Other,
@@ -493,9 +497,15 @@ impl MessagesStreamAccumulator {
         let mut calls = 0;
         let mut bytes = self.text.len();
         for (_, block) in &self.blocks {
-            if let Block::ToolUse { name, json, .. } = block {
+            if let Block::ToolUse {
+                name,
+                json,
+                initial_bytes,
+                ..
+            } = block
+            {
                 calls += 1;
-                bytes += name.len() + json.len();
+                bytes += name.len() + json.len() + initial_bytes;
             }
         }
         super::check_answer_size(bytes, calls)
@@ -541,6 +551,7 @@ impl MessagesStreamAccumulator {
                     name,
                     json,
                     initial,
+                    ..
                 } => {
                     let arguments = if !json.trim().is_empty() {
                         json
@@ -570,7 +581,11 @@ impl MessagesStreamAccumulator {
             },
             finish_reason,
             usage: Usage {
-                prompt_tokens: self.input_tokens + self.cache_read + self.cache_creation,
+                // The server's counts: a hostile one may send u64::MAX.
+                prompt_tokens: self
+                    .input_tokens
+                    .saturating_add(self.cache_read)
+                    .saturating_add(self.cache_creation),
                 cached_tokens: self.cache_read,
                 completion_tokens: self.output_tokens,
             },

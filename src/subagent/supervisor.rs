@@ -200,7 +200,14 @@ impl Shared {
 
     /// Counts `tokens` against the session budget; `true` once it is spent.
     fn charge_session(&self, tokens: u64) -> bool {
-        let used = self.session_tokens.fetch_add(tokens, Ordering::Relaxed) + tokens;
+        // Saturating: a huge count from a server spends the budget.
+        let previous = self
+            .session_tokens
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+                Some(old.saturating_add(tokens))
+            })
+            .unwrap_or_else(|old| old);
+        let used = previous.saturating_add(tokens);
         let spent = self
             .settings
             .session_budget_tokens

@@ -3,6 +3,7 @@ mod delegate_faults;
 mod delegate_parallel;
 mod exec;
 mod fake_server;
+mod fuzz_regressions;
 mod local_models;
 mod mcp;
 mod plan;

@@ -325,7 +325,10 @@ impl Parser {
         let trimmed_start = line.trim_start_matches(is_js_space);
         if let Some(body) = bullet(trimmed_start) {
             self.flush_item();
-            let discard = self.section_skipped || self.list_skipped;
+            // A bare marker (`- `) names no work: as an item it would be a
+            // task with a blank subject, which `create` refuses and a plan
+            // item can never have edited or deleted.
+            let discard = self.section_skipped || self.list_skipped || js_trim(body).is_empty();
             self.current = Some(Current {
                 item: PlanItem {
                     group: self.group.clone(),

@@ -490,3 +490,28 @@ async fn overloaded_status_is_retryable_server_error() {
     }
     assert!(!server.requests()[0].head.contains("x-api-key"));
 }
+
+/// A tool call's `input` given whole at block start counts against the
+/// answer's size limit like streamed deltas: without it, 256 calls of one
+/// 16 MiB event each held 4 GiB (seen while writing the fuzz targets).
+#[test]
+fn block_start_input_counts_against_the_answer_limit() {
+    let big = "x".repeat(crate::provider::MAX_ANSWER_BYTES / 2);
+    let mut accumulator = MessagesStreamAccumulator::default();
+    let mut result = Ok(Vec::new());
+    for index in 0..3 {
+        let event = json!({
+            "type": "content_block_start",
+            "index": index,
+            "content_block": {"type": "tool_use", "id": "t", "name": "n", "input": {"a": big}},
+        });
+        result = accumulator.push(None, &event.to_string());
+        if result.is_err() {
+            break;
+        }
+    }
+    assert!(
+        matches!(result, Err(ProviderError::AnswerTooLarge { .. })),
+        "{result:?}"
+    );
+}

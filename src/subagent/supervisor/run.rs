@@ -178,14 +178,20 @@ impl<'a> Progress<'a> {
     /// budget or the session's is spent.
     pub(super) fn charge(&mut self, request: &crate::protocol::Usage) -> bool {
         let usage = &mut self.usage;
-        usage.requests += 1;
-        usage.prompt_tokens += request.prompt_tokens;
-        usage.cached_tokens += request.cached_tokens;
-        usage.completion_tokens += request.completion_tokens;
+        // The server's counts: sums saturate, so a huge one spends the
+        // budget instead of wrapping past it.
+        usage.requests = usage.requests.saturating_add(1);
+        usage.prompt_tokens = usage.prompt_tokens.saturating_add(request.prompt_tokens);
+        usage.cached_tokens = usage.cached_tokens.saturating_add(request.cached_tokens);
+        usage.completion_tokens = usage
+            .completion_tokens
+            .saturating_add(request.completion_tokens);
         self.tokens.store(usage.budget_tokens(), Ordering::Relaxed);
-        let session_spent = self
-            .shared
-            .charge_session(request.prompt_tokens + request.completion_tokens);
+        let session_spent = self.shared.charge_session(
+            request
+                .prompt_tokens
+                .saturating_add(request.completion_tokens),
+        );
         let own_spent = self.job.budget.is_some_and(|b| usage.budget_tokens() >= b);
         own_spent || session_spent
     }

@@ -392,3 +392,17 @@ fn the_reminder_and_rows_are_sanitised_but_the_state_is_raw() {
         "Plan: T -- 1/1 plan items open\n[pending] #1 Do red now [plan: G]"
     );
 }
+
+/// Found by the `todo_reducer` fuzz target: a bare `- ` was an item with a
+/// blank subject, a task `create` refuses and nobody could edit or delete.
+#[test]
+fn a_bare_bullet_marker_is_no_item() {
+    let plan = "# Plan\n\n## Work\n- \n  its nested line goes with it\n-\t\n- real item\n1. \n";
+    assert_eq!(
+        parse_plan_items(plan),
+        vec![item("Work", "real item", None)]
+    );
+    // A section whose only bullets are bare is a prose section again.
+    let plan = "# Plan\n\n## Lone\nSome prose.\n- \n";
+    assert_eq!(parse_plan_items(plan), vec![item("Lone", "Lone", None)]);
+}
