@@ -168,8 +168,12 @@ impl Session {
             .await
             .map_err(|e| format!("cannot start the agent: {e}"))?;
         let run_dir = crate::subagent::control::run_dir(&config.workspace);
-        let _ =
-            tokio::task::spawn_blocking(move || crate::subagent::orphans::sweep(&run_dir)).await;
+        // The dead parents' children first, then the folders they all left.
+        let _ = tokio::task::spawn_blocking(move || {
+            crate::subagent::orphans::sweep(&run_dir);
+            crate::sandbox::PrivateDir::remove_stale();
+        })
+        .await;
         let control = match ControlServer::start(&config.workspace, supervisor.clone()).await {
             Ok(server) => Some(server),
             Err(message) => {

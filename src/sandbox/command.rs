@@ -299,6 +299,35 @@ impl CommandSandbox {
     }
 }
 
+/// Whether `path` is a private folder of a Fido process that is gone.
+fn is_stale(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Some(pid) = path
+        .file_name()
+        .and_then(|name| name.to_str())
+        .and_then(|name| name.strip_prefix("fido-"))
+        .and_then(|rest| rest.split('-').next())
+        .and_then(|pid| pid.parse::<i32>().ok())
+    else {
+        return false;
+    };
+    // Not following a symlink: the folder itself must be ours and private.
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return false;
+    };
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let private = meta.is_dir() && meta.uid() == uid && meta.mode() & 0o777 == 0o700;
+    private && pid > 0 && !process_exists(pid)
+}
+
+/// Whether a process with this pid runs (any user's: EPERM means it does).
+fn process_exists(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
 /// A private (0700) temporary directory, removed on drop.
 #[derive(Debug)]
 pub struct PrivateDir {
@@ -332,6 +361,22 @@ impl PrivateDir {
 }
 
 impl PrivateDir {
+    /// Removes the private folders that Fido processes killed before they
+    /// could clean up left in the temporary directory (their TMPDIRs and
+    /// subagent scratch folders); how many. Only folders named after a
+    /// process that no longer runs, owned by this user and private (0700):
+    /// never another user's, and never a live Fido's. Blocking.
+    pub fn remove_stale() -> usize {
+        let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+            return 0;
+        };
+        entries
+            .filter_map(Result::ok)
+            .filter(|entry| is_stale(&entry.path()))
+            .filter(|entry| std::fs::remove_dir_all(entry.path()).is_ok())
+            .count()
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -351,5 +396,58 @@ impl PrivateDir {
 impl Drop for PrivateDir {
     fn drop(&mut self) {
         self.remove();
+    }
+}
+
+#[cfg(test)]
+mod stale_tests {
+    use super::*;
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+
+    /// A pid that ran and was reaped: no process has it now (the kernel
+    /// hands pids out in increasing order, so it is not reused at once).
+    fn dead_pid() -> u32 {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        pid
+    }
+
+    #[test]
+    fn only_private_folders_of_gone_processes_are_removed() {
+        let tmp = std::env::temp_dir();
+        let dead = dead_pid();
+        let private = |name: String| {
+            let path = tmp.join(name);
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&path)
+                .unwrap();
+            std::fs::write(path.join("inside"), b"x").unwrap();
+            path
+        };
+        let gone = private(format!(
+            "fido-{dead}-subagent-test-{:08x}",
+            fastrand::u32(..)
+        ));
+        let live = private(format!(
+            "fido-{}-test-{:08x}",
+            std::process::id(),
+            fastrand::u32(..)
+        ));
+        let shared = private(format!("fido-{dead}-shared-{:08x}", fastrand::u32(..)));
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let file = tmp.join(format!("fido-{dead}-file-{:08x}", fastrand::u32(..)));
+        std::fs::write(&file, b"x").unwrap();
+
+        assert!(PrivateDir::remove_stale() >= 1);
+        assert!(!gone.exists(), "the folder of a gone process stays");
+        assert!(live.exists(), "a live process lost its folder");
+        assert!(shared.exists(), "a folder that is not private was removed");
+        assert!(file.exists(), "a file was removed");
+        for path in [&live, &shared] {
+            std::fs::remove_dir_all(path).unwrap();
+        }
+        std::fs::remove_file(&file).unwrap();
     }
 }
