@@ -122,15 +122,15 @@ enum Command {
 
 /// Entry point of the `fido` binary.
 pub fn main() -> ExitCode {
-    // Before any thread or child exists: nothing of the same user may read
-    // this process's memory or environment (the API key).
-    crate::sandbox::command::make_non_dumpable();
     if std::env::args_os()
         .nth(1)
         .is_some_and(|arg| arg == "__subagent")
     {
         return subagent_main();
     }
+    // Before any thread or child exists: nothing of the same user may read
+    // this process's memory or environment (the API key).
+    crate::sandbox::command::make_non_dumpable();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
@@ -162,6 +162,7 @@ pub fn main() -> ExitCode {
 /// The child side of a subagent, `fido __subagent` or the
 /// `fido-subagent` binary; its arguments come from the parent.
 pub fn subagent_main() -> ExitCode {
+    // As `main`: before any thread or child exists.
     crate::sandbox::command::make_non_dumpable();
     let mut args: Vec<_> = std::env::args_os().collect();
     if args.get(1).is_some_and(|arg| arg == "__subagent") {

@@ -318,14 +318,8 @@ fn is_stale(path: &Path) -> bool {
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
     let private = meta.is_dir() && meta.uid() == uid && meta.mode() & 0o777 == 0o700;
-    private && pid > 0 && !process_exists(pid)
-}
-
-/// Whether a process with this pid runs (any user's: EPERM means it does).
-fn process_exists(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    // Any process with that pid (any user's) keeps the folder.
+    private && pid > 0 && super::sweep::start_time(pid).is_none()
 }
 
 /// A private (0700) temporary directory, removed on drop.
