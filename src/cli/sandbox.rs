@@ -343,7 +343,13 @@ fn report_text(
         line.push_str(" | danger-full-access: allowed\n");
         out.push_str(&line);
     }
-    for note in &subagent.notes {
+    let mut notes: Vec<&String> = subagent.notes.iter().collect();
+    for note in commands.iter().flat_map(|(_, summary)| &summary.notes) {
+        if !notes.contains(&note) {
+            notes.push(note);
+        }
+    }
+    for note in notes {
         out.push_str(note);
         out.push('\n');
     }
@@ -512,6 +518,9 @@ fn summarize(
             }));
             if role == ProbeRole::Subagent {
                 notes.extend(crate::sandbox::probe::fork_bomb_note().map(|n| format!("note: {n}")));
+            }
+            if role == ProbeRole::Command(SandboxMode::WorkspaceWrite) {
+                notes.push(format!("note: {}", crate::sandbox::probe::CHMOD_NOTE));
             }
             header(report)
         }
@@ -718,7 +727,15 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("summary (commands, workspace-write, configured): 16/16 forbidden operations blocked, 4/4 controls allowed; sandbox enforced\n"),
+            text.contains("summary (commands, workspace-write, configured): 17/17 forbidden operations blocked, 4/4 controls allowed; sandbox enforced\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("probe chmod: blocked (EACCES, landlock) | workspace-write: n/a | danger-full-access: allowed\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("note: a workspace-write command may change the mode of a file it owns outside the workspace"),
             "{text}"
         );
         assert!(

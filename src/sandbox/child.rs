@@ -54,7 +54,7 @@ use nix::unistd::{Pid, getppid};
 use super::caps;
 use super::policy::{Enforcement, SandboxError, SandboxReport, SandboxRequirement};
 use super::ruleset::{self, MIN_READ_ONLY_ABI};
-use super::seccomp::SeccompProgram;
+use super::seccomp::{SeccompPolicy, SeccompProgram};
 use std::path::{Path, PathBuf};
 
 /// Confines the calling process for good: single thread required; then
@@ -96,7 +96,10 @@ pub fn enter_child_sandbox(
     prctl::set_child_subreaper(true).map_err(SandboxError::Subreaper)?;
 
     // Compiled before the ruleset, while files can still be opened.
-    let seccomp = SeccompProgram::compile(false);
+    let seccomp = SeccompProgram::compile(SeccompPolicy {
+        network: false,
+        metadata_writes: false,
+    });
     let write_roots: Vec<PathBuf> = scratch.map(Path::to_path_buf).into_iter().collect();
     let read_roots = workspace.map(read_roots).unwrap_or_default();
     let mut deny = deny.to_vec();

@@ -38,7 +38,7 @@ use std::sync::Arc;
 use super::pidns::PidNamespace;
 use super::policy::{Enforcement, SandboxError};
 use super::ruleset::{self, MIN_READ_ONLY_ABI, RulesetSpec};
-use super::seccomp::SeccompProgram;
+use super::seccomp::{SeccompPolicy, SeccompProgram};
 use crate::protocol::SandboxMode;
 
 /// Makes this process non-dumpable, so that processes of the same user
@@ -158,7 +158,10 @@ impl CommandSandbox {
             mode: policy.mode,
             network: policy.network,
             ruleset,
-            seccomp: Some(SeccompProgram::compile(policy.network)?),
+            seccomp: Some(SeccompProgram::compile(SeccompPolicy {
+                network: policy.network,
+                metadata_writes: policy.mode == SandboxMode::WorkspaceWrite,
+            })?),
             tmpdir,
             parent,
             file_size_cap: None,

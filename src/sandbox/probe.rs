@@ -34,7 +34,7 @@ use std::fs::{DirBuilder, OpenOptions};
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::linux::net::SocketAddrExt;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::{self as unix, UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -64,6 +64,11 @@ const RENAME_TO: &str = "rename-to.txt";
 const CREATED: &str = "created.txt";
 const NEW_DIR: &str = "new-dir";
 const SYMLINK: &str = "symlink";
+const HARDLINK: &str = "hardlink";
+const CHMOD_ME: &str = "chmod-me.txt";
+/// The mode of [`CHMOD_ME`] before the probes, and what the probe tries.
+const ORIGINAL_MODE: u32 = 0o600;
+const ESCAPED_MODE: u32 = 0o777;
 const SECRET_DIR: &str = "secret";
 const SECRET_FILE: &str = "secret/key.txt";
 const WORKSPACE_DIR: &str = "workspace";
@@ -75,7 +80,7 @@ const SCRATCH_FILE: &str = "fido-probe-scratch";
 const ESCAPE_WAIT: Duration = Duration::from_secs(5);
 
 /// Probe names, in the order they run and print.
-pub const FORBIDDEN_PROBES: [&str; 16] = [
+pub const FORBIDDEN_PROBES: [&str; 18] = [
     "write-existing",
     "create",
     "unlink",
@@ -83,6 +88,8 @@ pub const FORBIDDEN_PROBES: [&str; 16] = [
     "truncate",
     "mkdir",
     "symlink",
+    "hardlink",
+    "chmod",
     "tcp-connect",
     "tcp-bind",
     "signal-parent",
@@ -136,6 +143,8 @@ impl ProbeRole {
             ProbeRole::Command(SandboxMode::DangerFullAccess) => {}
             ProbeRole::Command(SandboxMode::ReadOnly) => forbidden.push(WORKSPACE_PROBES[0]),
             ProbeRole::Command(SandboxMode::WorkspaceWrite) => {
+                // [`CHMOD_NOTE`]: not blockable here, so not a probe.
+                forbidden.retain(|probe| *probe != "chmod");
                 controls.extend(WORKSPACE_PROBES);
             }
         }
@@ -158,6 +167,11 @@ impl ProbeRole {
     }
 }
 
+/// Why a `workspace-write` command is not probed for `chmod` outside the
+/// workspace: nothing on this kernel can refuse it without refusing it in
+/// the workspace too.
+pub const CHMOD_NOTE: &str = "a workspace-write command may change the mode of a file it owns outside the workspace: Landlock has no right for file modes, and the seccomp filter, which sees no paths, refuses mode changes only in read-only sandboxes (probe chmod not run)";
+
 /// How a refusal was made, from the probe and its errno (for the line),
 /// where the child did not say ([`ProbeResult::mechanism`]).
 pub fn mechanism(probe: &str, errno: &str) -> &'static str {
@@ -168,6 +182,7 @@ pub fn mechanism(probe: &str, errno: &str) -> &'static str {
         // Landlock or the kernel's own ptrace check are asked.
         ("ptrace-parent", _) => "seccomp",
         ("tcp-connect" | "tcp-bind" | "udp-send" | "unix-pathname-connect", "EPERM") => "seccomp",
+        ("chmod", "EPERM") => "seccomp",
         ("signal-parent" | "abstract-unix-connect", _) => "landlock scope",
         ("read-parent-environ", _) => "non-dumpable parent, no CAP_SYS_PTRACE",
         _ => "landlock",
@@ -416,9 +431,14 @@ impl ProbeFixture {
             UNLINK_ME,
             RENAME_FROM,
             SECRET_FILE,
+            CHMOD_ME,
         ] {
             std::fs::write(fixture.dir.join(file), ORIGINAL_CONTENT)?;
         }
+        std::fs::set_permissions(
+            fixture.dir.join(CHMOD_ME),
+            std::fs::Permissions::from_mode(ORIGINAL_MODE),
+        )?;
         std::fs::write(outside_file(&fixture.dir), ORIGINAL_CONTENT)?;
         DirBuilder::new()
             .mode(0o700)
@@ -469,6 +489,9 @@ impl ProbeFixture {
             "rename" => exists(RENAME_TO) || !exists(RENAME_FROM),
             "mkdir" => exists(NEW_DIR),
             "symlink" => exists(SYMLINK),
+            "hardlink" => exists(HARDLINK),
+            "chmod" => std::fs::metadata(path(CHMOD_ME))
+                .map_or(true, |m| m.permissions().mode() & 0o7777 != ORIGINAL_MODE),
             "tcp-connect" => self.tcp.accept().is_ok(),
             "abstract-unix-connect" => self.unix.accept().is_ok(),
             "unix-pathname-connect" => self
@@ -965,6 +988,21 @@ fn file_attempts<'a>(
             None,
             Box::new(move || std::os::unix::fs::symlink(path(READ_ME), path(SYMLINK))),
         ),
+        (
+            "hardlink",
+            None,
+            Box::new(move || std::fs::hard_link(path(READ_ME), path(HARDLINK))),
+        ),
+        (
+            "chmod",
+            None,
+            Box::new(move || {
+                std::fs::set_permissions(
+                    path(CHMOD_ME),
+                    std::fs::Permissions::from_mode(ESCAPED_MODE),
+                )
+            }),
+        ),
     ]
 }
 
@@ -1445,9 +1483,9 @@ mod tests {
                 "abstract-unix-connect"
             ]
         );
+        let tcp = results.iter().find(|r| r.name == "tcp-connect").unwrap();
         assert!(
-            results[7]
-                .line()
+            tcp.line()
                 .contains("TCP rules need landlock ABI 4, this kernel has 3")
         );
     }

@@ -2,6 +2,13 @@
 //! deny (UDP, connecting to pathname UNIX sockets, raw sockets), plus
 //! ptrace and io_uring (which would bypass per-syscall checks).
 //!
+//! Landlock has no right for a file's mode or owner: a confined process
+//! may `chmod` any file it owns, anywhere (`chmod 000 ~/.ssh/id_ed25519`,
+//! a world-writable `~/.bashrc`). A read-only sandbox (a subagent, a
+//! `read-only` command) therefore refuses every mode and owner change;
+//! a `workspace-write` one cannot, since the filter sees no paths and a
+//! build must `chmod +x` in the workspace (`fido sandbox check` says so).
+//!
 //! With the network off, `socket(2)` is refused for every family but
 //! `AF_UNIX`, and `connect`, `bind`, `listen`, `accept` and `accept4` are
 //! refused outright: a process can still make a `socketpair` or use the
@@ -38,6 +45,31 @@ const NETWORK_DENIED: &[i64] = &[
     libc::SYS_accept4,
 ];
 
+/// Syscalls refused in a read-only sandbox: mode and owner changes, which
+/// Landlock does not govern.
+const METADATA_DENIED: &[i64] = &[
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_chmod,
+    libc::SYS_fchmod,
+    libc::SYS_fchmodat,
+    libc::SYS_fchmodat2,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_chown,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_lchown,
+    libc::SYS_fchown,
+    libc::SYS_fchownat,
+];
+
+/// What a filter refuses besides [`ALWAYS_DENIED`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeccompPolicy {
+    /// Sockets to anything new allowed (`socket`, `connect`, `bind`, …).
+    pub network: bool,
+    /// Mode and owner changes allowed (`chmod`, `chown` and their kin).
+    pub metadata_writes: bool,
+}
+
 /// A compiled filter, ready to apply in a forked child.
 #[derive(Debug, Clone)]
 pub struct SeccompProgram {
@@ -45,16 +77,20 @@ pub struct SeccompProgram {
 }
 
 impl SeccompProgram {
-    /// Compiles the filter for this architecture; `network` keeps the
-    /// socket calls allowed.
-    pub fn compile(network: bool) -> Result<SeccompProgram, SandboxError> {
+    /// Compiles the filter for this architecture.
+    pub fn compile(policy: SeccompPolicy) -> Result<SeccompProgram, SandboxError> {
         let arch = TargetArch::try_from(std::env::consts::ARCH)
             .map_err(|err| SandboxError::Seccomp(err.to_string()))?;
         let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
         for nr in ALWAYS_DENIED {
             rules.insert(*nr, Vec::new());
         }
-        if !network {
+        if !policy.metadata_writes {
+            for nr in METADATA_DENIED {
+                rules.insert(*nr, Vec::new());
+            }
+        }
+        if !policy.network {
             for nr in NETWORK_DENIED {
                 rules.insert(*nr, Vec::new());
             }
@@ -126,6 +162,52 @@ mod tests {
         err.raw_os_error()
     }
 
+    const OFFLINE_READ_ONLY: SeccompPolicy = SeccompPolicy {
+        network: false,
+        metadata_writes: false,
+    };
+
+    /// Tries a mode change by path, through an fd and an owner change, on
+    /// a thread with `policy`'s filter; the errnos (0: it worked).
+    fn metadata_changes(policy: SeccompPolicy, file: &std::path::Path) -> [i32; 3] {
+        use std::os::unix::fs::PermissionsExt;
+        let program = SeccompProgram::compile(policy).unwrap();
+        let file = file.to_path_buf();
+        std::thread::spawn(move || {
+            nix::sys::prctl::set_no_new_privs().unwrap();
+            program.apply().unwrap();
+            let code = |r: std::io::Result<()>| r.err().and_then(|e| e.raw_os_error()).unwrap_or(0);
+            let by_path = std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o777));
+            // Opening for reading is allowed; the mode change through it is not.
+            let opened = std::fs::File::open(&file).unwrap();
+            let by_fd = opened.set_permissions(std::fs::Permissions::from_mode(0o777));
+            let owner = std::os::unix::fs::chown(&file, None, None);
+            [code(by_path), code(by_fd), code(owner)]
+        })
+        .join()
+        .unwrap()
+    }
+
+    #[test]
+    fn a_read_only_filter_refuses_mode_and_owner_changes_a_writing_one_keeps_them() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mode.txt");
+        std::fs::write(&file, "x").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let refused = metadata_changes(OFFLINE_READ_ONLY, &file);
+        assert_eq!(refused, [libc::EPERM; 3]);
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "the refused chmod changed nothing");
+        let writing = SeccompPolicy {
+            network: false,
+            metadata_writes: true,
+        };
+        assert_eq!(metadata_changes(writing, &file), [0; 3]);
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o777);
+    }
+
     /// The filter on one thread of the test process (seccomp filters are
     /// per thread without TSYNC, so other tests are unaffected).
     #[test]
@@ -133,7 +215,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("listener.sock");
         let listener = UnixListener::bind(&path).unwrap();
-        let program = SeccompProgram::compile(false).unwrap();
+        let program = SeccompProgram::compile(OFFLINE_READ_ONLY).unwrap();
         let target = path.clone();
         std::thread::spawn(move || {
             nix::sys::prctl::set_no_new_privs().unwrap();
@@ -160,7 +242,11 @@ mod tests {
 
     #[test]
     fn the_online_filter_keeps_sockets() {
-        let program = SeccompProgram::compile(true).unwrap();
+        let program = SeccompProgram::compile(SeccompPolicy {
+            network: true,
+            metadata_writes: true,
+        })
+        .unwrap();
         std::thread::spawn(move || {
             nix::sys::prctl::set_no_new_privs().unwrap();
             program.apply().unwrap();
