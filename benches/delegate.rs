@@ -16,7 +16,10 @@
 //! 2. the same with a 10 MB fork (fresh server and supervisor per run, so
 //!    the recorded requests do not pile up).
 //! 3. child peak RSS (`VmHWM`, polled while the child waits on a stalled
-//!    model request, so it is the peak of spawn, sandbox and fork parsing),
+//!    model request, so it is the peak of spawn, sandbox and fork parsing;
+//!    `delegate_soak` reads it over whole runs, up to the child's exit: the
+//!    kernel's `ru_maxrss` cannot tell it, since it counts the parent's
+//!    pages the child shared between `fork` and `exec`),
 //!    and cooperative cancel latency: `cancel_running()` until the result,
 //!    which the supervisor returns only after the reap; the real child
 //!    answers `Cancel` with a partial `Final`.
@@ -149,6 +152,14 @@ async fn bench() -> BenchResult<()> {
             "ms",
             "200-msg fork, p50",
         );
+        let floor = fork_floor(json_len(&small), runs)?;
+        report.table(
+            "delegation overhead, 200-message fork (spawn, sandbox, fork, model request, result, reap)",
+            &total,
+            "ms",
+            &format!("≤ {TARGET_OVERHEAD_P50_MS} ms p50"),
+            &floor.describe(total.median),
+        );
     }
 
     // 2. A 10 MB fork.
@@ -170,6 +181,14 @@ async fn bench() -> BenchResult<()> {
         }
         let total = Stats::of(&totals);
         report.row("10 MB fork (ms)", &total);
+        let floor = fork_floor(json_len(&large), runs_10mb)?;
+        report.table(
+            "delegation with a 10 MB fork",
+            &total,
+            "ms",
+            &format!("≤ {TARGET_FORK_10MB_MS} ms p50"),
+            &floor.describe(total.median),
+        );
         report.row("  to first model request (ms)", &Stats::of(&firsts));
         report.target(
             "10 MB fork p50",
@@ -208,9 +227,23 @@ async fn bench() -> BenchResult<()> {
         }
         let rss = Stats::of(&rss);
         report.row("child peak RSS, 200-msg (MiB)", &rss);
+        report.table(
+            "child peak RSS while it waits on its first model request (VmHWM), 200-message fork",
+            &rss,
+            "MiB",
+            &format!("≤ {TARGET_RSS_MIB} MiB max"),
+            "—",
+        );
         report.row("child peak RSS, 10 MB (MiB)", &Stats::of(&rss_large));
         let latency = Stats::of(&latencies);
         report.row("cooperative cancel (ms)", &latency);
+        report.table(
+            "cooperative cancel: Cancel sent → child reaped",
+            &latency,
+            "ms",
+            &format!("≤ {TARGET_COOPERATIVE_P99_MS} ms p99 (max where n < 100)"),
+            "—",
+        );
         report.target(
             "child peak RSS",
             rss.max,
@@ -253,6 +286,16 @@ async fn bench() -> BenchResult<()> {
         );
         let over = Stats::of(&over);
         report.row("  gone after - grace (ms)", &over);
+        report.table(
+            &format!(
+                "a child ignoring Cancel and SIGTERM: reaped after the {} ms grace, by",
+                grace.as_millis()
+            ),
+            &over,
+            "ms",
+            &format!("≤ {TARGET_STUBBORN_OVER_GRACE_MS} ms max"),
+            "—",
+        );
         report.target(
             "stubborn gone - grace",
             over.max,
@@ -292,6 +335,13 @@ async fn bench() -> BenchResult<()> {
             orphans
         );
         report.target("orphans", orphans.len() as f64, 0.0, "", "after the cycles");
+        support::table_row(
+            "delegate",
+            &format!("{cycles} spawn → cancel cycles (handshake, after it, stalled request)"),
+            &format!("{} orphans", orphans.len()),
+            "0 orphans",
+            "—",
+        );
     }
 
     report.print();
@@ -688,6 +738,32 @@ fn fake_program(dir: &Path, behaviour: &str) -> BenchResult<PathBuf> {
     Ok(program)
 }
 
+/// The floor of a delegation with a fork of `fork_bytes`: starting a
+/// process, and copying the fork once (it crosses a socket at least once).
+struct ForkFloor {
+    exec_ms: f64,
+    copy_ms: f64,
+}
+
+impl ForkFloor {
+    fn describe(&self, median: f64) -> String {
+        let floor = self.exec_ms + self.copy_ms;
+        format!(
+            "{floor:.2} ms: exec of a static binary ({:.2}) + a memcpy of the fork ({:.2}); {:.1}×",
+            self.exec_ms,
+            self.copy_ms,
+            median / floor
+        )
+    }
+}
+
+fn fork_floor(fork_bytes: usize, runs: usize) -> BenchResult<ForkFloor> {
+    Ok(ForkFloor {
+        exec_ms: support::limits::static_exec(runs.max(30))?.median(),
+        copy_ms: support::limits::memcpy(fork_bytes, runs.max(10)).median(),
+    })
+}
+
 /// Order statistics of a sample.
 struct Stats {
     n: usize,
@@ -746,6 +822,23 @@ impl Report {
         self.targets.push(format!(
             "target {name} <= {limit} {unit}: {value:.1} {unit} ({what}) {verdict}"
         ));
+    }
+
+    /// A row of the suite's table for `stats`.
+    fn table(&self, what: &str, stats: &Stats, unit: &str, target: &str, limit: &str) {
+        let p99 = stats
+            .p99
+            .map_or_else(String::new, |p99| format!(", p99 {p99:.1}"));
+        support::table_row(
+            "delegate",
+            what,
+            &format!(
+                "{:.1} {unit} ({:.1}–{:.1}, n = {}{p99})",
+                stats.median, stats.min, stats.max, stats.n
+            ),
+            target,
+            limit,
+        );
     }
 
     fn print(&self) {

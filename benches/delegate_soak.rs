@@ -100,6 +100,18 @@ async fn bench() -> BenchResult<()> {
             peaks.median() / 1024.0,
             peaks.max() / 1024.0
         );
+        support::table_row(
+            "delegate_soak",
+            "child peak RSS over a whole run (VmHWM, last read before exit)",
+            &format!(
+                "{:.1} MiB (max {:.1}, n = {})",
+                peaks.median() / 1024.0,
+                peaks.max() / 1024.0,
+                peaks.len()
+            ),
+            "—",
+            "—",
+        );
         rig.shutdown().await;
     }
     if failures.is_empty() {
@@ -389,6 +401,26 @@ impl Rig {
             warm.rss_kib,
             end.rss_kib,
             end.rss_kib as i64 - warm.rss_kib as i64
+        );
+        support::table_row(
+            "delegate_soak",
+            &format!(
+                "{cycles} cycles of {name}, {PARALLEL} parallel subagents each, one supervisor"
+            ),
+            &format!(
+                "{} orphans; fds {} → {} → {}; VmRSS {:.1} → {:.1} → {:.1} MiB ({:+} KiB after the warm-up); cycle {}",
+                orphans.len(),
+                start.fds,
+                warm.fds,
+                end.fds,
+                start.rss_kib as f64 / 1024.0,
+                warm.rss_kib as f64 / 1024.0,
+                end.rss_kib as f64 / 1024.0,
+                end.rss_kib as i64 - warm.rss_kib as i64,
+                support::spread(&walls, 1, "ms")
+            ),
+            &format!("0 orphans, fds flat, RSS ≤ +{RSS_MARGIN_KIB} KiB after the warm-up"),
+            "—",
         );
         Ok(Section {
             name,

@@ -117,6 +117,21 @@ fn report(rounds: usize, write_ms: f64, tally: &Tally, leftovers: &[String]) {
         "FAIL"
     };
     println!("target: every round old or new, at most one temp file left: {verdict}");
+    support::table_row(
+        "plan_crash",
+        &format!(
+            "`fido tool call update_plan` killed with SIGKILL at a random instant, {rounds} rounds"
+        ),
+        &format!(
+            "old plan {}, new plan {}, torn or missing {}; temp files left {}",
+            tally.old,
+            tally.new,
+            tally.torn.len(),
+            leftovers.len()
+        ),
+        "0 torn",
+        "—",
+    );
 }
 
 /// One plan write whose reason names `round`.

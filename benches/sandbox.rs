@@ -11,15 +11,10 @@
 mod support;
 
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fido::plan::PlanStore;
-use fido::protocol::{ApprovalPolicy, SafetySettings, SandboxMode, ToolCall};
-use fido::sandbox::{CommandPolicy, CommandSandbox};
-use fido::session::undo::UndoLog;
-use fido::tools::approval::Approvals;
-use fido::tools::{InvocationContext, ToolCatalog, ToolEnv, ToolLimits, Workspace};
+use fido::protocol::{SandboxMode, ToolCall};
+use fido::tools::{InvocationContext, ToolCatalog, ToolEnv};
 use support::Sorted;
 use tokio_util::sync::CancellationToken;
 
@@ -36,35 +31,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-fn env(root: &std::path::Path, mode: SandboxMode) -> Result<ToolEnv, String> {
-    let workspace = Workspace::new(root).map_err(|e| e.to_string())?;
-    let sandbox = CommandSandbox::prepare(&CommandPolicy {
-        mode,
-        network: false,
-        workspace: workspace.root.clone(),
-        writable_roots: Vec::new(),
-        deny: Vec::new(),
-    })
-    .map_err(|e| format!("{mode}: {e}"))?;
-    Ok(ToolEnv {
-        undo: UndoLog::new(&workspace.root),
-        plan: PlanStore::new(workspace.root.join(".fido-plan.json")),
-        workspace,
-        limits: ToolLimits::default(),
-        user: None,
-        delegator: None,
-        sandbox: Arc::new(sandbox),
-        approvals: Approvals::new(
-            SafetySettings {
-                sandbox_mode: mode,
-                approval_policy: ApprovalPolicy::Never,
-                network: false,
-            },
-            None,
-        ),
-    })
 }
 
 /// One `bash_exec` invocation: milliseconds, and whether it succeeded.
@@ -85,8 +51,8 @@ async fn time(catalog: &ToolCatalog, call: &ToolCall, env: &ToolEnv) -> (f64, bo
 fn bench() -> Result<bool, String> {
     let runs = support::env_count("BENCH_RUNS", DEFAULT_RUNS)?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let plain = env(dir.path(), SandboxMode::DangerFullAccess)?;
-    let sandboxed = env(dir.path(), SandboxMode::WorkspaceWrite)?;
+    let plain = support::tool_env(dir.path(), SandboxMode::DangerFullAccess)?;
+    let sandboxed = support::tool_env(dir.path(), SandboxMode::WorkspaceWrite)?;
     let catalog = ToolCatalog::standard(fido::plan::PlanFlavour::UpdatePlan);
     let call = ToolCall {
         id: "bench".into(),
@@ -135,5 +101,27 @@ fn bench() -> Result<bool, String> {
         "added by the sandbox at p50: {added:.2} ms (ratio {:.2}x; target <= {target:.1} ms)",
         sandboxed.median() / plain.median()
     );
+    support::table_row(
+        "sandbox",
+        "`bash_exec` of `true` through the real tool: added by workspace-write at p50",
+        &format!(
+            "+{added:.2} ms ({:.2} → {:.2} ms p50; p99 {} → {}, n = {})",
+            plain.median(),
+            sandboxed.median(),
+            p99_of(&plain),
+            p99_of(&sandboxed),
+            plain.len()
+        ),
+        &format!("≤ {target:.0} ms added"),
+        &format!("{:.2} ms: the same command with no sandbox", plain.median()),
+    );
     Ok(added <= target)
+}
+
+fn p99_of(s: &Sorted) -> String {
+    if s.len() >= 100 {
+        format!("{:.2}", s.quantile(0.99))
+    } else {
+        "n/a".into()
+    }
 }

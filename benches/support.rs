@@ -140,3 +140,272 @@ pub fn run_async(
         }
     }
 }
+
+/// One row of the suite's table (`benches/run` prints them all as one):
+/// printed here, and appended to the file `$BENCH_TABLE` names, if any.
+/// `figure` is a median with its spread, `limit` the physical floor the
+/// figure approaches (or "—").
+pub fn table_row(bench: &str, what: &str, figure: &str, target: &str, limit: &str) {
+    let row = format!("| {bench} | {what} | {figure} | {target} | {limit} |");
+    println!("table: {row}");
+    let Some(path) = std::env::var_os("BENCH_TABLE") else {
+        return;
+    };
+    use std::io::Write;
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut file| writeln!(file, "{row}"));
+    if let Err(err) = written {
+        eprintln!(
+            "cannot append to BENCH_TABLE {}: {err}",
+            path.to_string_lossy()
+        );
+    }
+}
+
+/// "median (min–max)" with `digits` decimals and a unit, the figure of a
+/// [`table_row`].
+pub fn spread(sorted: &Sorted, digits: usize, unit: &str) -> String {
+    format!(
+        "{:.digits$} {unit} ({:.digits$}–{:.digits$}, n = {})",
+        sorted.median(),
+        sorted.min(),
+        sorted.max(),
+        sorted.len()
+    )
+}
+
+/// The physical limits the figures approach, measured on this machine in
+/// the same run: what no implementation of the same work could beat.
+pub mod limits {
+    use std::io::{Read, Write};
+    use std::time::Instant;
+
+    use super::Sorted;
+
+    /// The smallest static x86_64 ELF that runs: `exit(0)` and nothing
+    /// else (132 bytes, one PT_LOAD segment, no libc, no dynamic loader).
+    fn tiny_static_elf() -> Vec<u8> {
+        const BASE: u64 = 0x40_0000;
+        const CODE: [u8; 12] = [
+            0xbf, 0, 0, 0, 0, // mov edi, 0
+            0xb8, 60, 0, 0, 0, // mov eax, 60 (exit)
+            0x0f, 0x05, // syscall
+        ];
+        let size = (64 + 56 + CODE.len()) as u64;
+        let mut elf = vec![0x7f, b'E', b'L', b'F', 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        elf.extend(2u16.to_le_bytes()); // ET_EXEC
+        elf.extend(0x3eu16.to_le_bytes()); // x86-64
+        elf.extend(1u32.to_le_bytes());
+        elf.extend((BASE + 120).to_le_bytes()); // entry: the code
+        elf.extend(64u64.to_le_bytes()); // program headers right after
+        elf.extend(0u64.to_le_bytes());
+        elf.extend(0u32.to_le_bytes());
+        for half in [64u16, 56, 1, 0, 0, 0] {
+            elf.extend(half.to_le_bytes());
+        }
+        elf.extend(1u32.to_le_bytes()); // PT_LOAD
+        elf.extend(5u32.to_le_bytes()); // read + execute
+        elf.extend(0u64.to_le_bytes());
+        elf.extend(BASE.to_le_bytes());
+        elf.extend(BASE.to_le_bytes());
+        elf.extend(size.to_le_bytes());
+        elf.extend(size.to_le_bytes());
+        elf.extend(0x1000u64.to_le_bytes());
+        elf.extend(CODE);
+        elf
+    }
+
+    /// Spawning and reaping a static binary that exits at once, in ms
+    /// (`/bin/true` where the tiny ELF is not for this architecture).
+    pub fn static_exec(runs: usize) -> Result<Sorted, String> {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
+        let program = if cfg!(target_arch = "x86_64") {
+            let path = dir.path().join("exit0");
+            std::fs::write(&path, tiny_static_elf()).map_err(|e| format!("write: {e}"))?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+                .map_err(|e| format!("chmod: {e}"))?;
+            path
+        } else {
+            "/bin/true".into()
+        };
+        let mut times = Vec::with_capacity(runs);
+        for _ in 0..=runs {
+            let start = Instant::now();
+            let status = std::process::Command::new(&program)
+                .status()
+                .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+            if !status.success() {
+                return Err(format!("{} exited with {status}", program.display()));
+            }
+            times.push(start.elapsed().as_secs_f64() * 1e3);
+        }
+        times.remove(0);
+        Ok(Sorted::new(times))
+    }
+
+    /// One HTTP/1.1 request and its whole answer over a new loopback
+    /// connection to `addr` (the fake model server), in ms.
+    pub fn loopback_round_trip(addr: std::net::SocketAddr, runs: usize) -> Result<Sorted, String> {
+        let request = b"GET /limit HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+        let mut times = Vec::with_capacity(runs);
+        let mut answer = Vec::new();
+        for _ in 0..=runs {
+            let start = Instant::now();
+            let mut stream =
+                std::net::TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
+            stream
+                .set_nodelay(true)
+                .map_err(|e| format!("nodelay: {e}"))?;
+            stream
+                .write_all(request)
+                .map_err(|e| format!("write: {e}"))?;
+            answer.clear();
+            stream
+                .read_to_end(&mut answer)
+                .map_err(|e| format!("read: {e}"))?;
+            times.push(start.elapsed().as_secs_f64() * 1e3);
+            if !answer.starts_with(b"HTTP/1.1 ") {
+                return Err("the server sent no HTTP answer".into());
+            }
+        }
+        times.remove(0);
+        Ok(Sorted::new(times))
+    }
+
+    /// Copying `bytes` bytes once (into memory already touched), in ms.
+    pub fn memcpy(bytes: usize, runs: usize) -> Sorted {
+        let source = vec![0x5au8; bytes];
+        let mut target = vec![0u8; bytes];
+        let mut times = Vec::with_capacity(runs);
+        for round in 0..=runs {
+            let start = Instant::now();
+            target.copy_from_slice(std::hint::black_box(&source));
+            std::hint::black_box(&mut target);
+            if round > 0 {
+                times.push(start.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        Sorted::new(times)
+    }
+
+    /// Writing `bytes` to a temp file, fsync, rename over the target and
+    /// fsync of the folder: an atomic replace with nothing else, in ms.
+    pub fn atomic_write(
+        dir: &std::path::Path,
+        bytes: &[u8],
+        runs: usize,
+    ) -> Result<Sorted, String> {
+        let target = dir.join("limit-target");
+        let temp = dir.join("limit-target.tmp");
+        let folder = std::fs::File::open(dir).map_err(|e| format!("open folder: {e}"))?;
+        let mut times = Vec::with_capacity(runs);
+        for round in 0..=runs {
+            let start = Instant::now();
+            let mut file = std::fs::File::create(&temp).map_err(|e| format!("create: {e}"))?;
+            file.write_all(bytes).map_err(|e| format!("write: {e}"))?;
+            file.sync_all().map_err(|e| format!("fsync: {e}"))?;
+            std::fs::rename(&temp, &target).map_err(|e| format!("rename: {e}"))?;
+            folder
+                .sync_all()
+                .map_err(|e| format!("fsync folder: {e}"))?;
+            if round > 0 {
+                times.push(start.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        Ok(Sorted::new(times))
+    }
+}
+
+/// The tool environment of a session in `root` with commands in `mode`,
+/// no approvals asked and no delegation (what `fido tool call` builds).
+pub fn tool_env(
+    root: &std::path::Path,
+    mode: fido::protocol::SandboxMode,
+) -> Result<fido::tools::ToolEnv, String> {
+    use fido::protocol::{ApprovalPolicy, SafetySettings};
+    use fido::sandbox::{CommandPolicy, CommandSandbox};
+    let workspace = fido::tools::Workspace::new(root).map_err(|e| e.to_string())?;
+    let sandbox = CommandSandbox::prepare(&CommandPolicy {
+        mode,
+        network: false,
+        workspace: workspace.root.clone(),
+        writable_roots: Vec::new(),
+        deny: Vec::new(),
+    })
+    .map_err(|e| format!("{mode}: {e}"))?;
+    Ok(fido::tools::ToolEnv {
+        undo: fido::session::undo::UndoLog::new(&workspace.root),
+        plan: fido::plan::PlanStore::new(workspace.root.join(".fido-plan.json")),
+        workspace,
+        limits: fido::tools::ToolLimits::default(),
+        user: None,
+        delegator: None,
+        sandbox: std::sync::Arc::new(sandbox),
+        approvals: fido::tools::approval::Approvals::new(
+            SafetySettings {
+                sandbox_mode: mode,
+                approval_policy: ApprovalPolicy::Never,
+                network: false,
+            },
+            None,
+        ),
+    })
+}
+
+/// What one measured child cost: wall time from spawn to reaping, and its
+/// peak RSS as the kernel counts it for `wait4` (the child and the
+/// descendants it reaped).
+pub struct Measured {
+    pub wall: std::time::Duration,
+    pub max_rss_kib: u64,
+    /// The wait status (see `libc::WIFEXITED`).
+    pub status: i32,
+}
+
+impl Measured {
+    pub fn exited_zero(&self) -> bool {
+        libc::WIFEXITED(self.status) && libc::WEXITSTATUS(self.status) == 0
+    }
+}
+
+/// Runs `command` to its end, killed with SIGKILL after `timeout`.
+pub fn run_measured(
+    command: &mut Command,
+    timeout: std::time::Duration,
+) -> Result<Measured, String> {
+    let start = std::time::Instant::now();
+    let child = command
+        .spawn()
+        .map_err(|e| format!("cannot start {:?}: {e}", command.get_program()))?;
+    let pid = libc::pid_t::try_from(child.id()).map_err(|_| "pid out of range".to_owned())?;
+    let (done, wait) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(timeout) {
+            eprintln!("bench: a run exceeded {timeout:?}; killing {pid}");
+            // SAFETY: kill(2) has no memory-safety preconditions; the pid
+            // is still our unreaped child, since wait4 has not returned.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    });
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to overwrite.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: pid is our unreaped child; both pointers are valid for writes.
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let wall = start.elapsed();
+    let _ = done.send(());
+    // Reaped by wait4: dropping `child` does not wait again.
+    drop(child);
+    if rc != pid {
+        return Err(format!("wait4 failed: {}", std::io::Error::last_os_error()));
+    }
+    Ok(Measured {
+        wall,
+        max_rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
+        status,
+    })
+}

@@ -460,7 +460,12 @@ fn route_path(path: &str) -> &str {
 
 fn is_model_route(method: &str, path: &str) -> bool {
     let path = route_path(path);
-    method == "POST" && (path.ends_with("/chat/completions") || path.ends_with("/messages"))
+    // `/responses`: the OpenAI Responses API, which the peer bench's Codex
+    // speaks (Fido does not).
+    method == "POST"
+        && (path.ends_with("/chat/completions")
+            || path.ends_with("/messages")
+            || path.ends_with("/responses"))
 }
 
 async fn accept_loop(

@@ -265,3 +265,63 @@ pub fn anthropic_message_end(stop_reason: &str, usage: TokenUsage) -> Vec<String
         named("message_stop", &json!({"type": "message_stop"})),
     ]
 }
+
+/// An OpenAI Responses stream event (`event:` and `data:` with its `type`).
+fn responses_event(kind: &str, mut value: Value) -> String {
+    value["type"] = json!(kind);
+    named(kind, &value)
+}
+
+/// `response.completed` of response `id`, with small usage.
+fn responses_completed(id: &str) -> String {
+    responses_event(
+        "response.completed",
+        json!({"response": {"id": id, "usage": {
+            "input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 15,
+        }}}),
+    )
+}
+
+/// A Responses API turn with one function call (the peer bench's Codex).
+pub fn responses_function_call_turn(call_id: &str, name: &str, arguments: &str) -> Vec<String> {
+    vec![
+        responses_event("response.created", json!({"response": {"id": "resp_call"}})),
+        responses_event(
+            "response.output_item.done",
+            json!({"output_index": 0, "item": {
+                "type": "function_call", "id": "fc_1", "call_id": call_id,
+                "name": name, "arguments": arguments, "status": "completed",
+            }}),
+        ),
+        responses_completed("resp_call"),
+    ]
+}
+
+/// A Responses API turn answering `text` in one message.
+pub fn responses_text_turn(text: &str) -> Vec<String> {
+    let message = |status: &str, content: Value| {
+        json!({"type": "message", "role": "assistant", "id": "msg_1",
+               "status": status, "content": content})
+    };
+    vec![
+        responses_event("response.created", json!({"response": {"id": "resp_text"}})),
+        responses_event(
+            "response.output_item.added",
+            json!({"output_index": 0, "item": message("in_progress", json!([]))}),
+        ),
+        responses_event(
+            "response.output_text.delta",
+            json!({"output_index": 0, "content_index": 0, "item_id": "msg_1", "delta": text}),
+        ),
+        responses_event(
+            "response.output_item.done",
+            json!({"output_index": 0, "item": message(
+                "completed",
+                json!([{"type": "output_text", "text": text, "annotations": []}]),
+            )}),
+        ),
+        responses_completed("resp_text"),
+    ]
+}

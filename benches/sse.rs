@@ -1,0 +1,187 @@
+//! `cargo bench --bench sse`: how fast a model's stream is taken apart,
+//! in MB/s of wire bytes, on a stream of the shape servers send: a
+//! 256 KiB answer in 4-byte deltas (one event per token, as llama.cpp and
+//! OpenAI stream them), 64k events, each a whole `chat.completion.chunk`
+//! (or Anthropic `content_block_delta`) with its id, model and
+//! fingerprint fields; fed in 16 KiB reads, as from a socket.
+//!
+//! Three figures per provider: the SSE framing alone (`SseDecoder`), and
+//! the whole path (framing, JSON, the accumulator and its live notices),
+//! beside the physical limit: a memcpy of the same bytes. `BENCH_RUNS`
+//! (default 20) passes of each. Exit status 1 when a whole path is slower
+//! than the target or a pass does not give back the answer.
+
+#[allow(dead_code)]
+#[path = "../tests/common/sse.rs"]
+mod sse;
+#[allow(dead_code)]
+mod support;
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use fido::protocol::Message;
+use fido::provider::Completion;
+use fido::provider::anthropic::MessagesStreamAccumulator;
+use fido::provider::openai::ChatStreamAccumulator;
+use fido::provider::sse::SseDecoder;
+use support::Sorted;
+
+const ANSWER_BYTES: usize = 256 * 1024;
+const READ_BYTES: usize = 16 * 1024;
+/// The whole decode of a stream, per provider, at the median.
+const TARGET_MB_PER_S: f64 = 50.0;
+
+fn main() -> ExitCode {
+    match bench() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(message) => {
+            eprintln!("sse bench: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn answer() -> String {
+    let words = [
+        "fn ", "main", "() {", " let", " x =", " 42;", " }\n", "ok. ",
+    ];
+    words
+        .iter()
+        .cycle()
+        .take(ANSWER_BYTES / 4)
+        .copied()
+        .collect()
+}
+
+fn bench() -> Result<bool, String> {
+    let runs = support::env_count("BENCH_RUNS", 20)?;
+    let text = answer();
+    let openai = sse::text_turn(&text).concat().into_bytes();
+    let anthropic = sse::anthropic_text_turn(&text).concat().into_bytes();
+    let mut ok = true;
+    for (name, stream, decode) in [
+        (
+            "openai",
+            &openai,
+            openai_completion as fn(&[u8]) -> Result<Completion, String>,
+        ),
+        ("anthropic", &anthropic, anthropic_completion),
+    ] {
+        let answer = text_of(&decode(stream)?)?;
+        if answer != text {
+            return Err(format!(
+                "{name}: the decoded answer differs from the one sent"
+            ));
+        }
+        let framing = throughput(stream, runs, |bytes| framing_only(bytes).map(drop))?;
+        let whole = throughput(stream, runs, |bytes| decode(bytes).map(drop))?;
+        let copy = throughput(stream, runs, |bytes| {
+            std::hint::black_box(bytes.to_vec());
+            Ok(())
+        })?;
+        ok &= report(name, stream.len(), &framing, &whole, &copy);
+    }
+    Ok(ok)
+}
+
+/// MB/s of `runs` passes of `pass` over `stream` (one warm-up).
+fn throughput(
+    stream: &[u8],
+    runs: usize,
+    pass: impl Fn(&[u8]) -> Result<(), String>,
+) -> Result<Sorted, String> {
+    let mut rates = Vec::with_capacity(runs);
+    for run in 0..=runs {
+        let start = Instant::now();
+        pass(stream)?;
+        let seconds = start.elapsed().as_secs_f64();
+        if run > 0 {
+            rates.push(stream.len() as f64 / 1e6 / seconds);
+        }
+    }
+    Ok(Sorted::new(rates))
+}
+
+fn framing_only(stream: &[u8]) -> Result<usize, String> {
+    let mut decoder = SseDecoder::default();
+    let mut events = 0;
+    for read in stream.chunks(READ_BYTES) {
+        events += decoder.feed(read).map_err(|e| e.to_string())?.len();
+    }
+    Ok(events + decoder.finish().map_err(|e| e.to_string())?.len())
+}
+
+fn openai_completion(stream: &[u8]) -> Result<Completion, String> {
+    let mut decoder = SseDecoder::default();
+    let mut accumulator = ChatStreamAccumulator::default();
+    for read in stream.chunks(READ_BYTES) {
+        for event in decoder.feed(read).map_err(|e| e.to_string())? {
+            std::hint::black_box(accumulator.push(&event.data).map_err(|e| e.to_string())?);
+        }
+    }
+    accumulator.finish().map_err(|e| e.to_string())
+}
+
+fn anthropic_completion(stream: &[u8]) -> Result<Completion, String> {
+    let mut decoder = SseDecoder::default();
+    let mut accumulator = MessagesStreamAccumulator::default();
+    for read in stream.chunks(READ_BYTES) {
+        for event in decoder.feed(read).map_err(|e| e.to_string())? {
+            let notices = accumulator
+                .push(event.event.as_deref(), &event.data)
+                .map_err(|e| e.to_string())?;
+            std::hint::black_box(notices);
+        }
+    }
+    accumulator.finish().map_err(|e| e.to_string())
+}
+
+fn text_of(completion: &Completion) -> Result<String, String> {
+    match &completion.message {
+        Message::Assistant {
+            content: Some(text),
+            ..
+        } => Ok(text.clone()),
+        other => Err(format!("not an assistant answer: {other:?}")),
+    }
+}
+
+fn report(name: &str, bytes: usize, framing: &Sorted, whole: &Sorted, copy: &Sorted) -> bool {
+    println!(
+        "{name}: {:.1} MB stream, {} passes (MB/s)",
+        bytes as f64 / 1e6,
+        whole.len()
+    );
+    println!("{:<28}{:>10}{:>10}{:>10}", "", "min", "median", "max");
+    for (what, s) in [
+        ("SSE framing", framing),
+        ("whole decode", whole),
+        ("memcpy (limit)", copy),
+    ] {
+        println!(
+            "{what:<28}{:>10.0}{:>10.0}{:>10.0}",
+            s.min(),
+            s.median(),
+            s.max()
+        );
+    }
+    let ok = whole.median() >= TARGET_MB_PER_S;
+    println!(
+        "target: {name} whole decode >= {TARGET_MB_PER_S} MB/s: {:.0} MB/s {}",
+        whole.median(),
+        if ok { "PASS" } else { "FAIL" }
+    );
+    support::table_row(
+        "sse",
+        &format!(
+            "{name} stream decode (SSE, JSON, accumulator), 4-byte deltas; SSE framing alone {:.0} MB/s",
+            framing.median()
+        ),
+        &support::spread(whole, 0, "MB/s"),
+        &format!("≥ {TARGET_MB_PER_S} MB/s"),
+        &format!("{:.0} MB/s: a memcpy of the stream", copy.median()),
+    );
+    ok
+}
