@@ -19,7 +19,8 @@ use fido::protocol::{ApprovalPolicy, SafetySettings, SandboxMode, ToolCall};
 use fido::sandbox::{CommandPolicy, CommandSandbox};
 use fido::session::undo::UndoLog;
 use fido::tools::approval::Approvals;
-use fido::tools::{InvocationContext, ToolCatalog, ToolEnv, ToolLimits, Workspace};
+use fido::tools::{InvocationContext, ToolCatalog, ToolEnv, ToolLimits};
+use fido::workspace::Workspace;
 use support::Sorted;
 use tokio_util::sync::CancellationToken;
 

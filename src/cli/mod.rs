@@ -27,8 +27,9 @@ use crate::plan::PlanStore;
 use crate::protocol::{ApprovalPolicy, SafetySettings};
 use crate::sandbox::CommandSandbox;
 use crate::session::undo::UndoLog;
+use crate::tools::ToolEnv;
 use crate::tools::approval::{Approvals, Approver};
-use crate::tools::{ToolEnv, Workspace};
+use crate::workspace::Workspace;
 use std::sync::Arc;
 
 #[derive(Debug, Parser)]

@@ -198,7 +198,8 @@ impl LocalCommands for CliLocalCommands {
     }
 
     fn undo(&self) -> Result<String, String> {
-        let workspace = crate::tools::Workspace::new(&self.workspace).map_err(|e| e.to_string())?;
+        let workspace =
+            crate::workspace::Workspace::new(&self.workspace).map_err(|e| e.to_string())?;
         let undo = crate::session::undo::UndoLog::new(&workspace.root);
         match undo.undo_last(&workspace) {
             Ok(Some(entry)) => Ok(format!("undone: {} of {}", entry.kind, entry.path)),
@@ -523,7 +524,7 @@ mod tests {
         use crate::tools::{InvocationContext, ToolCatalog};
 
         let dir = tempfile::tempdir().unwrap();
-        let env = crate::tools::path::testing::env(dir.path());
+        let env = crate::tools::testing::env(dir.path());
         // A file change the journal can undo.
         std::fs::write(dir.path().join("a.txt"), "before\n").unwrap();
         let catalog = ToolCatalog::standard(PlanFlavour::UpdatePlan);

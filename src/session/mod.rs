@@ -3,7 +3,7 @@
 //! conversations.
 //!
 //! Everything here lives in `.fido-*` paths, which the file tools can
-//! neither see nor change (see `tools::path`).
+//! neither see nor change (see [`crate::workspace`]).
 
 pub mod atomic;
 pub mod journal;

@@ -34,7 +34,7 @@ use std::sync::{Mutex, MutexGuard};
 use serde::{Deserialize, Serialize};
 
 use crate::session::atomic::write_atomic;
-use crate::tools::path::{FinalLink, PathError, Workspace, is_state_name};
+use crate::workspace::{FinalLink, PathError, Workspace, is_state_name};
 
 /// Most entries kept; recording one more drops the oldest.
 pub const MAX_ENTRIES: usize = 200;

@@ -37,9 +37,8 @@ use crate::provider::{
 };
 use crate::sandbox::{CommandSandbox, SandboxRequirement, enter_child_sandbox};
 use crate::session::undo::UndoLog;
-use crate::tools::{
-    Identity, InvocationContext, ToolCatalog, ToolEnv, ToolLimits, ToolOutput, Workspace,
-};
+use crate::tools::{Identity, InvocationContext, ToolCatalog, ToolEnv, ToolLimits, ToolOutput};
+use crate::workspace::Workspace;
 
 /// Longest wait for the fork after `Hello`.
 const FORK_TIMEOUT: Duration = Duration::from_secs(30);

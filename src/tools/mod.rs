@@ -8,7 +8,8 @@
 //! - Every invocation returns a [`ToolOutput`], also for an unknown tool,
 //!   arguments that are not JSON, a refused call or a cancelled one, so each
 //!   tool call in the conversation gets exactly one result.
-//! - Every path a tool touches is confined to the workspace ([`path`]), and
+//! - Every path a tool touches is confined to the workspace
+//!   ([`crate::workspace`]), and
 //!   `.fido-*` state files are out of reach of the file tools.
 
 pub mod approval;
@@ -19,11 +20,12 @@ pub mod guard;
 pub mod list_files;
 pub mod mkdir;
 pub mod patch;
-pub mod path;
 pub mod read_file;
 pub mod ripgrep;
 pub mod rm;
 pub mod rmdir;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod todo;
 pub mod update_plan;
 
@@ -39,9 +41,9 @@ use tokio_util::sync::CancellationToken;
 use crate::plan::{PlanFlavour, PlanStore};
 use crate::protocol::{Message, ToolCall, ToolSpec};
 use crate::session::undo::UndoLog;
+use crate::workspace::Workspace;
 
 pub use guard::{Identity, InvocationContext};
-pub use path::Workspace;
 
 /// What a tool returns: the text the model gets and, for state tools, the
 /// structured state for the UI and `fido tool call`.
