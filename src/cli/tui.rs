@@ -24,6 +24,7 @@ use crate::protocol::ApprovalPolicy;
 use crate::session::journal;
 use crate::tools::update_plan;
 use crate::ui::{self, LocalCommands, PlanCleared, UiSetup};
+use crate::workspace::LOGS_DIR;
 
 pub fn run(overrides: &Overrides, resume: Option<ResumeFrom>) -> ExitCode {
     let config = match Config::load(overrides) {
@@ -111,7 +112,7 @@ fn resumed_note(session: &Session) -> Option<(Vec<crate::protocol::Message>, Str
 /// Tracing into `<workspace>/.fido-state/logs/tui.log`; `RUST_LOG` is
 /// honoured, the default is `info`. Without a writable log file, nowhere.
 fn init_file_logging(workspace: &Path) {
-    let dir = workspace.join(".fido-state").join("logs");
+    let dir = workspace.join(LOGS_DIR);
     let file = fs::create_dir_all(&dir).and_then(|()| {
         OpenOptions::new()
             .create(true)

@@ -19,6 +19,7 @@ use crate::protocol::{ApprovalPolicy, SandboxMode};
 use crate::provider::HttpPolicy;
 use crate::sandbox::SandboxRequirement;
 use crate::tools::ToolLimits;
+use crate::workspace::DEFAULT_PLAN_FILE;
 
 pub mod mcp;
 pub mod trust;
@@ -502,7 +503,7 @@ impl Config {
             });
         let script = get("script").map(|s| resolve_relative(&workspace, &s.value));
         let plan_file = match get("plan_file") {
-            None => workspace.join(".fido-plan.json"),
+            None => workspace.join(DEFAULT_PLAN_FILE),
             Some(s) => inside_workspace(&workspace, s)?,
         };
         let safety = safety_config(&get, &workspace)?;

@@ -10,6 +10,3 @@ pub mod journal;
 pub mod saved;
 pub mod state_file;
 pub mod undo;
-
-/// The directory of Fido's session state, relative to the workspace root.
-pub const STATE_DIR: &str = ".fido-state";

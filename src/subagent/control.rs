@@ -24,9 +24,8 @@ use tracing::{info, warn};
 use crate::protocol::control::{
     CONTROL_VERSION, ControlReply, ControlRequest, MAX_REQUEST_BYTES, RunningAgent,
 };
+use crate::workspace::RUN_DIR;
 
-/// Where the sockets (and run records) of a workspace live.
-pub const RUN_DIR: &str = ".fido-state/run";
 /// How long one connection may take, either side.
 const IO_TIMEOUT: Duration = Duration::from_secs(3);
 

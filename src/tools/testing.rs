@@ -9,12 +9,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::session::undo::UndoLog;
 use crate::tools::{Invocation, InvocationContext, Tool, ToolEnv, ToolLimits, ToolOutput};
-use crate::workspace::Workspace;
+use crate::workspace::{DEFAULT_PLAN_FILE, Workspace};
 
 pub(crate) fn env(root: &Path) -> ToolEnv {
     let workspace = Workspace::new(root).unwrap();
     let undo = UndoLog::new(&workspace.root);
-    let plan = crate::plan::PlanStore::new(workspace.root.join(".fido-plan.json"));
+    let plan = crate::plan::PlanStore::new(workspace.root.join(DEFAULT_PLAN_FILE));
     ToolEnv {
         workspace,
         undo,

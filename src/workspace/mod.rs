@@ -24,7 +24,10 @@ use std::io;
 use std::path::{Component, Path, PathBuf};
 
 pub use confine::{FinalLink, PathError, Resolved, is_missing};
-pub use state_names::{STATE_PREFIX, is_state_name};
+pub use state_names::{
+    DEFAULT_PLAN_FILE, HISTORY_FILE, LOGS_DIR, RUN_DIR, SESSIONS_DIR, STATE_DIR, STATE_PREFIX,
+    TODO_FILE, UNDO_DIR, is_state_name,
+};
 
 /// The directory the agent works in. `root` is canonical (absolute, no
 /// symlinks), so prefix checks on canonical paths are meaningful.
