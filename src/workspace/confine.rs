@@ -297,6 +297,28 @@ mod tests {
     }
 
     #[test]
+    fn every_state_name_is_out_of_reach_of_the_file_tools() {
+        use crate::workspace::{
+            DEFAULT_PLAN_FILE, HISTORY_FILE, LOGS_DIR, RUN_DIR, SESSIONS_DIR, STATE_DIR, TODO_FILE,
+            UNDO_DIR,
+        };
+        let (_dir, ws) = setup();
+        for name in [
+            DEFAULT_PLAN_FILE,
+            TODO_FILE,
+            STATE_DIR,
+            UNDO_DIR,
+            SESSIONS_DIR,
+            RUN_DIR,
+            LOGS_DIR,
+            HISTORY_FILE,
+        ] {
+            let err = ws.resolve(name).unwrap_err();
+            assert!(matches!(err, PathError::FidoState { .. }), "{name}: {err}");
+        }
+    }
+
+    #[test]
     fn nested_new_file_inside_is_fine() {
         let (_dir, ws) = setup();
         let r = ws.resolve("new/dir/file.rs").unwrap();

@@ -40,28 +40,6 @@ pub fn is_state_name(name: &OsStr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workspace::{PathError, Workspace};
-
-    const EVERY_NAME: [&str; 8] = [
-        DEFAULT_PLAN_FILE,
-        TODO_FILE,
-        STATE_DIR,
-        UNDO_DIR,
-        SESSIONS_DIR,
-        RUN_DIR,
-        LOGS_DIR,
-        HISTORY_FILE,
-    ];
-
-    #[test]
-    fn every_state_name_is_out_of_reach_of_the_file_tools() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = Workspace::new(dir.path()).unwrap();
-        for name in EVERY_NAME {
-            let err = ws.resolve(name).unwrap_err();
-            assert!(matches!(err, PathError::FidoState { .. }), "{name}: {err}");
-        }
-    }
 
     #[test]
     fn state_names_are_those_with_the_prefix() {
