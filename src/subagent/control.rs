@@ -36,16 +36,6 @@ pub trait ControlTarget: Send + Sync {
     fn cancel(&self, agent_id: Option<&str>) -> Vec<String>;
 }
 
-impl ControlTarget for super::supervisor::Supervisor {
-    fn running(&self) -> Vec<RunningAgent> {
-        self.running_agents()
-    }
-
-    fn cancel(&self, agent_id: Option<&str>) -> Vec<String> {
-        self.cancel_running_agents(agent_id)
-    }
-}
-
 pub fn run_dir(workspace: &Path) -> PathBuf {
     workspace.join(RUN_DIR)
 }
