@@ -9,9 +9,11 @@
 
 use std::time::Instant;
 
+mod approval;
 mod restore;
 mod views;
 
+pub use approval::PendingApproval;
 use views::SUBAGENT_DETAIL_CHARS;
 pub use views::{
     Activity, Entry, Notice, Phase, SessionInfo, SubagentView, ToolDetail, ToolResultView,
@@ -57,7 +59,7 @@ pub struct Store {
     /// The `ask_user` question waiting for the next line entered.
     pub question: Option<String>,
     /// The approval request on screen (keys answer it first).
-    pub approval: Option<super::approval::PendingApproval>,
+    pub approval: Option<PendingApproval>,
     /// Lines entered this session, oldest first (Up/Down recall them).
     pub history: Vec<String>,
     /// The history entry shown in the input line, while browsing.

@@ -12,8 +12,8 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 use super::wrap::truncate;
 use super::{bold, entry};
 use crate::protocol::ApprovalRequest;
-use crate::ui::approval::PendingApproval;
 use crate::ui::diff;
+use crate::ui::store::PendingApproval;
 
 /// Where the prompt goes inside `area` (the transcript), bottom-aligned.
 pub fn area_for(area: Rect, pending: &PendingApproval) -> Rect {
