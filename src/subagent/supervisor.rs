@@ -28,6 +28,7 @@ use crate::tools::ToolCatalog;
 use crate::tools::delegate::{DelegationFuture, DelegationRequest, Delegator};
 
 mod io;
+mod progress;
 mod run;
 mod serve;
 mod session;
