@@ -454,29 +454,6 @@ impl Config {
             workspace,
         })
     }
-
-    /// The paths no sandboxed process may read: the credential folders in
-    /// `$HOME`, Fido's config directory and the user config file.
-    pub fn credential_paths(&self) -> Vec<PathBuf> {
-        let fido: Vec<PathBuf> = self
-            .config_dir
-            .iter()
-            .chain(self.user_config_file.iter())
-            .cloned()
-            .collect();
-        crate::sandbox::credential_paths(self.home.as_deref(), &fido)
-    }
-
-    /// The sandbox of the main agent's commands, as configured.
-    pub fn command_policy(&self) -> crate::sandbox::CommandPolicy {
-        crate::sandbox::CommandPolicy {
-            mode: self.safety.sandbox_mode,
-            network: self.safety.network,
-            workspace: self.workspace.clone(),
-            writable_roots: self.safety.writable_roots.clone(),
-            deny: self.credential_paths(),
-        }
-    }
 }
 
 impl ProviderKind {
