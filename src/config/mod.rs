@@ -4,9 +4,11 @@
 //!
 //! Keys are the same everywhere: `FIDO_MAX_STEPS` in the environment is
 //! `max_steps` in a file (the upper-case form is accepted in files too).
-//! Every value is checked when loaded; a bad one is one clear sentence that
-//! names where it came from. A workspace file may not hold `api_key`: a cloned
-//! repository must not be able to send your key to a server of its choosing.
+//! Each layer is a typed `layer::ConfigLayer`; the value of a key is the
+//! one of the last layer that sets it, and a bad one is one clear sentence
+//! that names that layer. An untrusted workspace file may not set the
+//! `Scope::Trusted` keys (`api_key`, `base_url`, …): a cloned repository
+//! must not be able to send your key to a server of its choosing.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -21,8 +23,6 @@ use crate::tools::ToolLimits;
 use layer::{AtLeast, Layers, PathList, Source, setting};
 
 mod layer;
-#[cfg(test)]
-mod legacy;
 pub mod mcp;
 pub mod trust;
 pub use mcp::McpServerConfig;
