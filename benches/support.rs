@@ -328,7 +328,7 @@ pub fn tool_env(
 ) -> Result<fido::tools::ToolEnv, String> {
     use fido::protocol::{ApprovalPolicy, SafetySettings};
     use fido::sandbox::{CommandPolicy, CommandSandbox};
-    let workspace = fido::tools::Workspace::new(root).map_err(|e| e.to_string())?;
+    let workspace = fido::workspace::Workspace::new(root).map_err(|e| e.to_string())?;
     let sandbox = CommandSandbox::prepare(&CommandPolicy {
         mode,
         network: false,

@@ -19,3 +19,4 @@ pub mod subagent;
 pub mod text;
 pub mod tools;
 pub mod ui;
+pub mod workspace;

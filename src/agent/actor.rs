@@ -337,7 +337,7 @@ mod tests {
             provider: Arc::new(
                 ScriptProvider::from_json("t", "t", r#"{"turns": [{"text": "hi"}]}"#).unwrap(),
             ),
-            tool_env: Arc::new(crate::tools::path::testing::env(dir)),
+            tool_env: Arc::new(crate::tools::testing::env(dir)),
             ctx: InvocationContext::main(),
             settings: AgentSettings {
                 max_steps: 5,
@@ -482,7 +482,7 @@ mod tests {
         let (sink, events) = crate::agent::events::channel();
         let deps = Arc::new(AgentDeps {
             provider,
-            tool_env: Arc::new(crate::tools::path::testing::env(dir)),
+            tool_env: Arc::new(crate::tools::testing::env(dir)),
             ctx: InvocationContext::main(),
             settings: AgentSettings {
                 max_steps: 5,

@@ -30,7 +30,7 @@ pub struct ModelLimits {
 }
 
 impl ModelLimits {
-    pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 4096;
+    pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = crate::provider::limits::DEFAULT_MAX_OUTPUT_TOKENS;
     pub const DEFAULT_LOOP_REPEAT_LIMIT: u32 = 3;
 }
 

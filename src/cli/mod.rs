@@ -9,6 +9,7 @@ mod exec;
 mod journal;
 mod mcp;
 mod plan;
+mod policy;
 mod provider;
 mod sandbox;
 mod session;
@@ -27,8 +28,9 @@ use crate::plan::PlanStore;
 use crate::protocol::{ApprovalPolicy, SafetySettings};
 use crate::sandbox::CommandSandbox;
 use crate::session::undo::UndoLog;
+use crate::tools::ToolEnv;
 use crate::tools::approval::{Approvals, Approver};
-use crate::tools::{ToolEnv, Workspace};
+use crate::workspace::Workspace;
 use std::sync::Arc;
 
 #[derive(Debug, Parser)]
@@ -238,7 +240,7 @@ fn tool_env(
 ) -> Result<ToolEnv, String> {
     let workspace = Workspace::new(&config.workspace)
         .map_err(|err| format!("workspace {}: {err}", config.workspace.display()))?;
-    let sandbox = CommandSandbox::prepare(&config.command_policy()).map_err(|err| {
+    let sandbox = CommandSandbox::prepare(&policy::command_policy(config)).map_err(|err| {
         format!(
             "sandbox_mode {}: {}; set sandbox_mode = \"danger-full-access\" to run commands without a sandbox",
             config.safety.sandbox_mode,

@@ -93,7 +93,7 @@ impl Session {
                     sandbox: config.delegation.sandbox,
                     max_steps: config.delegation.max_steps,
                     plan_tool: config.plan_tool,
-                    deny_read: config.credential_paths(),
+                    deny_read: super::policy::credential_paths(config),
                     workspace: config.workspace.clone(),
                     program,
                     concurrency: config.delegation.concurrency,

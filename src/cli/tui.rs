@@ -24,6 +24,7 @@ use crate::protocol::ApprovalPolicy;
 use crate::session::journal;
 use crate::tools::update_plan;
 use crate::ui::{self, LocalCommands, PlanCleared, UiSetup};
+use crate::workspace::LOGS_DIR;
 
 pub fn run(overrides: &Overrides, resume: Option<ResumeFrom>) -> ExitCode {
     let config = match Config::load(overrides) {
@@ -111,7 +112,7 @@ fn resumed_note(session: &Session) -> Option<(Vec<crate::protocol::Message>, Str
 /// Tracing into `<workspace>/.fido-state/logs/tui.log`; `RUST_LOG` is
 /// honoured, the default is `info`. Without a writable log file, nowhere.
 fn init_file_logging(workspace: &Path) {
-    let dir = workspace.join(".fido-state").join("logs");
+    let dir = workspace.join(LOGS_DIR);
     let file = fs::create_dir_all(&dir).and_then(|()| {
         OpenOptions::new()
             .create(true)
@@ -198,7 +199,8 @@ impl LocalCommands for CliLocalCommands {
     }
 
     fn undo(&self) -> Result<String, String> {
-        let workspace = crate::tools::Workspace::new(&self.workspace).map_err(|e| e.to_string())?;
+        let workspace =
+            crate::workspace::Workspace::new(&self.workspace).map_err(|e| e.to_string())?;
         let undo = crate::session::undo::UndoLog::new(&workspace.root);
         match undo.undo_last(&workspace) {
             Ok(Some(entry)) => Ok(format!("undone: {} of {}", entry.kind, entry.path)),
@@ -523,7 +525,7 @@ mod tests {
         use crate::tools::{InvocationContext, ToolCatalog};
 
         let dir = tempfile::tempdir().unwrap();
-        let env = crate::tools::path::testing::env(dir.path());
+        let env = crate::tools::testing::env(dir.path());
         // A file change the journal can undo.
         std::fs::write(dir.path().join("a.txt"), "before\n").unwrap();
         let catalog = ToolCatalog::standard(PlanFlavour::UpdatePlan);

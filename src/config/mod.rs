@@ -4,22 +4,26 @@
 //!
 //! Keys are the same everywhere: `FIDO_MAX_STEPS` in the environment is
 //! `max_steps` in a file (the upper-case form is accepted in files too).
-//! Every value is checked when loaded; a bad one is one clear sentence that
-//! names where it came from. A workspace file may not hold `api_key`: a cloned
-//! repository must not be able to send your key to a server of its choosing.
+//! Each layer is a typed `layer::ConfigLayer`; the value of a key is the
+//! one of the last layer that sets it, and a bad one is one clear sentence
+//! that names that layer. An untrusted workspace file may not set the
+//! `Scope::Trusted` keys (`api_key`, `base_url`, …): a cloned repository
+//! must not be able to send your key to a server of its choosing.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::agent::{AgentSettings, CompactionSettings, CompactionStrategy, ModelLimits};
-use crate::plan::PlanFlavour;
+use crate::protocol::ipc::PlanFlavour;
 use crate::protocol::{ApprovalPolicy, SandboxMode};
 use crate::provider::HttpPolicy;
 use crate::sandbox::SandboxRequirement;
 use crate::tools::ToolLimits;
+use crate::workspace::DEFAULT_PLAN_FILE;
+use layer::{AtLeast, Layers, PathList, Source, setting};
 
+mod layer;
 pub mod mcp;
 pub mod trust;
 pub use mcp::McpServerConfig;
@@ -366,13 +370,6 @@ pub struct DelegationConfig {
 /// Most subagents that may run at once, whatever the configuration says.
 pub const MAX_DELEGATE_CONCURRENCY: u64 = 16;
 
-/// Where a value came from, for error messages.
-#[derive(Debug, Clone)]
-struct Sourced {
-    value: String,
-    source_name: String,
-}
-
 impl Config {
     /// Loads the layers for the process environment.
     pub fn load(overrides: &Overrides) -> Result<Config, ConfigError> {
@@ -391,410 +388,267 @@ impl Config {
                 .map(|(_, v)| v.clone())
                 .filter(|v| !v.is_empty())
         };
-        let workspace_arg = overrides
-            .workspace
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("."));
-        let workspace =
-            std::fs::canonicalize(&workspace_arg).map_err(|source| ConfigError::Workspace {
-                path: workspace_arg.display().to_string(),
-                source,
-            })?;
-        if !workspace.is_dir() {
-            return Err(ConfigError::Workspace {
-                path: workspace.display().to_string(),
-                source: std::io::Error::other("not a directory"),
-            });
-        }
+        let workspace = workspace_root(overrides.workspace.as_deref())?;
+        let mut files = Files::read(&workspace, &env_get)?;
+        let layers = &mut files.layers;
+        layers.push(Source::Environment, layer::environment_layer(&env_get)?);
+        layers.push(
+            Source::CommandLine,
+            layer::command_line_layer(&overrides.values)?,
+        );
+        Config::resolve(workspace, files, &env_get)
+    }
 
-        let mut values: BTreeMap<String, Sourced> = BTreeMap::new();
-        let mut mcp_servers = mcp::McpServers::new();
-        let user_config_file = user_config_path(&env_get);
-        if let Some(user_file) = &user_config_file
-            && user_file.exists()
-        {
-            read_file_layer(user_file, true, &mut values, &mut mcp_servers)?;
-        }
-        let config_dir = config_dir(&env_get);
-        let workspace_trusted = match &config_dir {
-            Some(dir) => TrustStore::in_dir(dir).is_trusted(&workspace)?,
-            None => false,
+    /// The settings the layers name, with the defaults for the rest.
+    fn resolve(
+        workspace: PathBuf,
+        files: Files,
+        env_get: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let layers = &files.layers;
+        let provider = setting!(layers, provider)?.copied();
+        let provider = provider.unwrap_or(ProviderKind::OpenAi);
+        let plan_tool = setting!(layers, plan_tool)?.copied();
+        let base_url = match setting!(layers, base_url)? {
+            Some(url) => url.trim_end_matches('/').to_string(),
+            None => provider.default_base_url().to_string(),
         };
-        let mut warnings = Vec::new();
-        let workspace_file = workspace.join("fido.toml");
-        if workspace_file.exists() {
-            let ignored = read_file_layer(
-                &workspace_file,
-                workspace_trusted,
-                &mut values,
-                &mut mcp_servers,
-            )?;
-            if !ignored.is_empty() {
-                warnings.push(untrusted_warning(&workspace_file, &workspace, &ignored));
-            }
-        }
-        for (key, _, _) in KEYS {
-            let var = format!("FIDO_{}", key.to_ascii_uppercase());
-            if let Some(value) = env_get(&var) {
-                values.insert(
-                    key.to_string(),
-                    Sourced {
-                        value,
-                        source_name: format!("environment variable {var}"),
-                    },
-                );
-            }
-        }
-        for (key, value) in &overrides.values {
-            let key = normalise_key(key);
-            check_known(&key, "command line")?;
-            values.insert(
-                key.clone(),
-                Sourced {
-                    value: value.clone(),
-                    source_name: "command line".into(),
-                },
-            );
-        }
-
-        let get = |key: &str| values.get(key);
-        let provider = match get("provider") {
-            None => ProviderKind::OpenAi,
-            Some(s) => match s.value.as_str() {
-                "openai" => ProviderKind::OpenAi,
-                "anthropic" => ProviderKind::Anthropic,
-                "script" => ProviderKind::Script,
-                _ => return Err(invalid("provider", s, "openai, anthropic or script")),
-            },
+        let api_key = setting!(layers, api_key)?.cloned();
+        let api_key = api_key.or_else(|| provider.key_variable().and_then(env_get));
+        let model = setting!(layers, model)?.cloned();
+        let script = setting!(layers, script)?.map(|path| resolve_relative(&workspace, path));
+        let plan_file = match setting!(layers, plan_file, with source)? {
+            None => workspace.join(DEFAULT_PLAN_FILE),
+            Some((path, source_name)) => inside_workspace(&workspace, path, &source_name)?,
         };
-        let plan_tool = match get("plan_tool") {
-            None => PlanFlavour::UpdatePlan,
-            Some(s) => match s.value.as_str() {
-                "update_plan" => PlanFlavour::UpdatePlan,
-                "todo" => PlanFlavour::Todo,
-                _ => return Err(invalid("plan_tool", s, "update_plan or todo")),
-            },
-        };
-        let base_url = get("base_url")
-            .map(|s| s.value.trim_end_matches('/').to_string())
-            .unwrap_or_else(|| match provider {
-                ProviderKind::Anthropic => "https://api.anthropic.com".to_string(),
-                ProviderKind::OpenAi | ProviderKind::Script => {
-                    "https://api.openai.com/v1".to_string()
-                }
-            });
-        let api_key = get("api_key")
-            .map(|s| s.value.clone())
-            .or_else(|| match provider {
-                ProviderKind::OpenAi => env_get("OPENAI_API_KEY"),
-                ProviderKind::Anthropic => env_get("ANTHROPIC_API_KEY"),
-                ProviderKind::Script => None,
-            });
-        let model = get("model")
-            .map(|s| s.value.clone())
-            .unwrap_or_else(|| match provider {
-                ProviderKind::OpenAi if base_url.starts_with("https://api.openai.com") => {
-                    "gpt-4.1-mini".into()
-                }
-                ProviderKind::OpenAi => "default".into(),
-                ProviderKind::Anthropic => "claude-sonnet-4-5".into(),
-                ProviderKind::Script => "script".into(),
-            });
-        let script = get("script").map(|s| resolve_relative(&workspace, &s.value));
-        let plan_file = match get("plan_file") {
-            None => workspace.join(".fido-plan.json"),
-            Some(s) => inside_workspace(&workspace, s)?,
-        };
-        let safety = safety_config(&get, &workspace)?;
-
-        let ms = |key: &str, default: u64, min: u64| -> Result<Duration, ConfigError> {
-            number(get(key), key, default, min).map(Duration::from_millis)
-        };
-        let http = HttpPolicy {
-            request_timeout: ms("request_timeout_ms", 600_000, 1)?,
-            idle_timeout: ms("idle_timeout_ms", 90_000, 1)?,
-            max_retries: number(get("max_retries"), "max_retries", 4, 0)? as u32,
-            retry_base: ms("retry_base_ms", 500, 0)?,
-            retry_max: ms("retry_max_ms", 30_000, 0)?,
-        };
-        let tools = ToolLimits {
-            bash_default_timeout: ms("bash_timeout_ms", 120_000, 1)?,
-            bash_max_timeout: ms("bash_max_timeout_ms", 600_000, 1)?,
-            ..ToolLimits::default()
-        };
-        let strategy = match get("compact_strategy") {
-            None => CompactionStrategy::Summarize,
-            Some(s) => match s.value.as_str() {
-                "summarize" | "summarise" => CompactionStrategy::Summarize,
-                "elide" => CompactionStrategy::Elide,
-                _ => return Err(invalid("compact_strategy", s, "summarize or elide")),
-            },
-        };
-        let agent = AgentSettings {
-            max_steps: number(get("max_steps"), "max_steps", 100, 1)? as u32,
-            compaction: CompactionSettings {
-                threshold_tokens: number(
-                    get("compact_threshold_tokens"),
-                    "compact_threshold_tokens",
-                    CompactionSettings::DEFAULT_THRESHOLD_TOKENS as u64,
-                    1,
-                )? as usize,
-                keep_recent_tokens: number(
-                    get("compact_keep_tokens"),
-                    "compact_keep_tokens",
-                    CompactionSettings::DEFAULT_KEEP_RECENT_TOKENS as u64,
-                    1,
-                )? as usize,
-                strategy,
-            },
-            limits: model_limits(&get, get("compact_threshold_tokens").is_some())?,
-        };
-        let anthropic_max_tokens =
-            number(get("anthropic_max_tokens"), "anthropic_max_tokens", 8192, 1)? as u32;
-
-        let sandbox = match get("sandbox") {
-            None => SandboxRequirement::Required,
-            Some(s) => SandboxRequirement::parse(&s.value)
-                .map_err(|_| invalid("sandbox", s, "required or best_effort"))?,
-        };
-        let concurrency = number(get("delegate_concurrency"), "delegate_concurrency", 4, 1)?;
-        if concurrency > MAX_DELEGATE_CONCURRENCY
-            && let Some(s) = get("delegate_concurrency")
-        {
-            return Err(invalid(
-                "delegate_concurrency",
-                s,
-                &format!("a whole number from 1 to {MAX_DELEGATE_CONCURRENCY}"),
-            ));
-        }
-        // 0 means no budget.
-        let budget = |key: &str| -> Result<Option<u64>, ConfigError> {
-            Ok(Some(number(get(key), key, 0, 0)?).filter(|n| *n > 0))
-        };
-        let delegation = DelegationConfig {
-            sandbox,
-            default_timeout: ms("delegate_timeout_ms", 120_000, 1_000)?,
-            max_timeout: ms("delegate_max_timeout_ms", 600_000, 1_000)?,
-            grace: ms("delegate_grace_ms", 2_000, 0)?,
-            max_steps: number(get("delegate_max_steps"), "delegate_max_steps", 40, 1)? as u32,
-            concurrency: concurrency as u32,
-            max_per_turn: number(get("delegate_max_per_turn"), "delegate_max_per_turn", 16, 1)?
-                as u32,
-            budget_tokens: budget("delegate_budget_tokens")?,
-            session_budget_tokens: budget("delegate_session_budget_tokens")?,
-        };
-
+        let safety = safety_config(layers, &workspace)?;
+        let http = http_policy(layers)?;
+        let tools = tool_limits(layers)?;
+        let agent = agent_settings(layers)?;
+        let anthropic_max_tokens = setting!(layers, anthropic_max_tokens)?;
+        let delegation = delegation_config(layers)?;
+        let provider_concurrency = setting!(layers, provider_concurrency)?;
+        let retention_days = setting!(layers, session_retention_days)?;
         Ok(Config {
-            delegation,
-            workspace,
             provider,
+            model: model.unwrap_or_else(|| provider.default_model(&base_url).to_string()),
             base_url,
             api_key: api_key.map(ApiKey),
-            model,
             script,
-            plan_tool,
+            plan_tool: plan_tool.unwrap_or(PlanFlavour::UpdatePlan),
             plan_file,
             agent,
             http,
             tools,
-            anthropic_max_tokens,
+            anthropic_max_tokens: anthropic_max_tokens.map_or(8192, |n| n.0 as u32),
+            delegation,
             safety,
-            provider_concurrency: number(get("provider_concurrency"), "provider_concurrency", 4, 1)?
-                as usize,
-            session_retention_days: u32::try_from(number(
-                get("session_retention_days"),
-                "session_retention_days",
-                30,
-                1,
-            )?)
-            .unwrap_or(u32::MAX),
-            config_dir,
-            user_config_file,
+            provider_concurrency: provider_concurrency.map_or(4, |n| n.0 as usize),
+            session_retention_days: retention_days
+                .map_or(30, |n| u32::try_from(n.0).unwrap_or(u32::MAX)),
+            config_dir: files.config_dir,
+            user_config_file: files.user_config_file,
             home: env_get("HOME").map(PathBuf::from),
-            workspace_trusted,
-            warnings,
-            mcp_servers: mcp_servers.into_values().collect(),
+            workspace_trusted: files.workspace_trusted,
+            warnings: files.warnings,
+            mcp_servers: files.mcp_servers.into_values().collect(),
+            workspace,
         })
     }
+}
 
-    /// The paths no sandboxed process may read: the credential folders in
-    /// `$HOME`, Fido's config directory and the user config file.
-    pub fn credential_paths(&self) -> Vec<PathBuf> {
-        let fido: Vec<PathBuf> = self
-            .config_dir
-            .iter()
-            .chain(self.user_config_file.iter())
-            .cloned()
-            .collect();
-        crate::sandbox::credential_paths(self.home.as_deref(), &fido)
+impl ProviderKind {
+    fn default_base_url(self) -> &'static str {
+        match self {
+            ProviderKind::Anthropic => "https://api.anthropic.com",
+            ProviderKind::OpenAi | ProviderKind::Script => "https://api.openai.com/v1",
+        }
     }
 
-    /// The sandbox of the main agent's commands, as configured.
-    pub fn command_policy(&self) -> crate::sandbox::CommandPolicy {
-        crate::sandbox::CommandPolicy {
-            mode: self.safety.sandbox_mode,
-            network: self.safety.network,
-            workspace: self.workspace.clone(),
-            writable_roots: self.safety.writable_roots.clone(),
-            deny: self.credential_paths(),
+    /// The variable the provider's key is read from when `api_key` is unset.
+    fn key_variable(self) -> Option<&'static str> {
+        match self {
+            ProviderKind::OpenAi => Some("OPENAI_API_KEY"),
+            ProviderKind::Anthropic => Some("ANTHROPIC_API_KEY"),
+            ProviderKind::Script => None,
+        }
+    }
+
+    fn default_model(self, base_url: &str) -> &'static str {
+        match self {
+            ProviderKind::OpenAi if base_url.starts_with("https://api.openai.com") => {
+                "gpt-4.1-mini"
+            }
+            ProviderKind::OpenAi => "default",
+            ProviderKind::Anthropic => "claude-sonnet-4-5",
+            ProviderKind::Script => "script",
         }
     }
 }
 
+/// The config files' layers (the user file, then the workspace's
+/// `fido.toml`) and what reading them found out.
+struct Files {
+    layers: Layers,
+    config_dir: Option<PathBuf>,
+    user_config_file: Option<PathBuf>,
+    workspace_trusted: bool,
+    /// About an untrusted workspace file's ignored keys.
+    warnings: Vec<String>,
+    mcp_servers: mcp::McpServers,
+}
+
+impl Files {
+    fn read(
+        workspace: &Path,
+        env_get: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Files, ConfigError> {
+        let mut files = Files {
+            layers: Layers::default(),
+            config_dir: config_dir(env_get),
+            user_config_file: user_config_path(env_get),
+            workspace_trusted: false,
+            warnings: Vec::new(),
+            mcp_servers: mcp::McpServers::new(),
+        };
+        if let Some(user_file) = &files.user_config_file
+            && user_file.exists()
+        {
+            let (source, layer, _) = layer::file_layer(user_file, true, &mut files.mcp_servers)?;
+            files.layers.push(source, layer);
+        }
+        if let Some(dir) = &files.config_dir {
+            files.workspace_trusted = TrustStore::in_dir(dir).is_trusted(workspace)?;
+        }
+        let workspace_file = workspace.join("fido.toml");
+        if workspace_file.exists() {
+            let trusted = files.workspace_trusted;
+            let (source, layer, ignored) =
+                layer::file_layer(&workspace_file, trusted, &mut files.mcp_servers)?;
+            files.layers.push(source, layer);
+            if !ignored.is_empty() {
+                let warning = untrusted_warning(&workspace_file, workspace, &ignored);
+                files.warnings.push(warning);
+            }
+        }
+        Ok(files)
+    }
+}
+
+/// The canonical workspace folder (`-C`, else the current one).
+fn workspace_root(given: Option<&Path>) -> Result<PathBuf, ConfigError> {
+    let given = given.unwrap_or(Path::new("."));
+    let workspace = std::fs::canonicalize(given).map_err(|source| ConfigError::Workspace {
+        path: given.display().to_string(),
+        source,
+    })?;
+    if !workspace.is_dir() {
+        return Err(ConfigError::Workspace {
+            path: workspace.display().to_string(),
+            source: std::io::Error::other("not a directory"),
+        });
+    }
+    Ok(workspace)
+}
+
+fn http_policy(layers: &Layers) -> Result<HttpPolicy, ConfigError> {
+    let ms = Duration::from_millis;
+    Ok(HttpPolicy {
+        request_timeout: setting!(layers, request_timeout_ms)?.map_or(ms(600_000), |m| m.0),
+        idle_timeout: setting!(layers, idle_timeout_ms)?.map_or(ms(90_000), |m| m.0),
+        max_retries: setting!(layers, max_retries)?.map_or(4, |n| n.0 as u32),
+        retry_base: setting!(layers, retry_base_ms)?.map_or(ms(500), |m| m.0),
+        retry_max: setting!(layers, retry_max_ms)?.map_or(ms(30_000), |m| m.0),
+    })
+}
+
+fn tool_limits(layers: &Layers) -> Result<ToolLimits, ConfigError> {
+    let defaults = ToolLimits::default();
+    Ok(ToolLimits {
+        bash_default_timeout: setting!(layers, bash_timeout_ms)?
+            .map_or(defaults.bash_default_timeout, |m| m.0),
+        bash_max_timeout: setting!(layers, bash_max_timeout_ms)?
+            .map_or(defaults.bash_max_timeout, |m| m.0),
+        ..defaults
+    })
+}
+
+fn agent_settings(layers: &Layers) -> Result<AgentSettings, ConfigError> {
+    let strategy = setting!(layers, compact_strategy)?.copied();
+    let max_steps = setting!(layers, max_steps)?.map_or(100, |n| n.0 as u32);
+    let threshold = setting!(layers, compact_threshold_tokens)?;
+    let keep = setting!(layers, compact_keep_tokens)?;
+    let compaction = CompactionSettings {
+        threshold_tokens: threshold.map_or(CompactionSettings::DEFAULT_THRESHOLD_TOKENS, |n| {
+            n.0 as usize
+        }),
+        keep_recent_tokens: keep.map_or(CompactionSettings::DEFAULT_KEEP_RECENT_TOKENS, |n| {
+            n.0 as usize
+        }),
+        strategy: strategy.unwrap_or(CompactionStrategy::Summarize),
+    };
+    Ok(AgentSettings {
+        max_steps,
+        compaction,
+        limits: model_limits(layers, threshold.is_some())?,
+    })
+}
+
 /// The keys about the model's limits and habits (issue 9), in one place.
-fn model_limits<'a>(
-    get: &dyn Fn(&str) -> Option<&'a Sourced>,
-    threshold_configured: bool,
-) -> Result<ModelLimits, ConfigError> {
-    let context_window = match get("context_window") {
-        None => None,
-        Some(s) => Some(number(Some(s), "context_window", 0, 512)? as u32),
-    };
-    let tool_call_fallback = match get("tool_call_fallback") {
-        None => false,
-        Some(s) => match s.value.trim() {
-            "true" | "1" | "yes" | "on" => true,
-            "false" | "0" | "no" | "off" => false,
-            _ => return Err(invalid("tool_call_fallback", s, "true or false")),
-        },
-    };
+fn model_limits(layers: &Layers, threshold_configured: bool) -> Result<ModelLimits, ConfigError> {
     Ok(ModelLimits {
-        context_window,
-        max_output_tokens: number(
-            get("max_output_tokens"),
-            "max_output_tokens",
-            u64::from(ModelLimits::DEFAULT_MAX_OUTPUT_TOKENS),
-            16,
-        )? as u32,
-        loop_repeat_limit: number(
-            get("loop_repeat_limit"),
-            "loop_repeat_limit",
-            u64::from(ModelLimits::DEFAULT_LOOP_REPEAT_LIMIT),
-            2,
-        )? as u32,
-        tool_call_fallback,
+        context_window: setting!(layers, context_window)?.map(|n| n.0 as u32),
+        tool_call_fallback: setting!(layers, tool_call_fallback)?.is_some_and(|on| on.0),
+        max_output_tokens: setting!(layers, max_output_tokens)?
+            .map_or(ModelLimits::DEFAULT_MAX_OUTPUT_TOKENS, |n| n.0 as u32),
+        loop_repeat_limit: setting!(layers, loop_repeat_limit)?
+            .map_or(ModelLimits::DEFAULT_LOOP_REPEAT_LIMIT, |n| n.0 as u32),
         threshold_configured,
     })
 }
 
-fn invalid(key: &str, s: &Sourced, expected: &str) -> ConfigError {
-    ConfigError::Invalid {
-        source_name: s.source_name.clone(),
-        key: key.to_string(),
-        value: s.value.clone(),
-        expected: expected.to_string(),
-    }
-}
-
-fn number(value: Option<&Sourced>, key: &str, default: u64, min: u64) -> Result<u64, ConfigError> {
-    let Some(s) = value else {
-        return Ok(default);
-    };
-    match s.value.trim().parse::<u64>() {
-        Ok(n) if n >= min => Ok(n),
-        _ => Err(invalid(
-            key,
-            s,
-            &format!("a whole number of at least {min}"),
-        )),
-    }
-}
-
-fn normalise_key(key: &str) -> String {
-    let lower = key.trim().to_ascii_lowercase();
-    lower.strip_prefix("fido_").unwrap_or(&lower).to_string()
-}
-
-fn check_known(key: &str, source_name: &str) -> Result<Scope, ConfigError> {
-    if let Some((_, _, scope)) = KEYS.iter().find(|(k, _, _)| *k == key) {
-        return Ok(*scope);
-    }
-    Err(ConfigError::UnknownKey {
-        source_name: source_name.to_string(),
-        key: key.to_string(),
-        known: KEYS
-            .iter()
-            .map(|(k, _, _)| *k)
-            .collect::<Vec<_>>()
-            .join(", "),
+fn delegation_config(layers: &Layers) -> Result<DelegationConfig, ConfigError> {
+    let ms = Duration::from_millis;
+    // 0 means no budget.
+    let budget = |tokens: Option<&AtLeast<0>>| tokens.map(|n| n.0).filter(|n| *n > 0);
+    Ok(DelegationConfig {
+        sandbox: setting!(layers, sandbox)?
+            .copied()
+            .unwrap_or(SandboxRequirement::Required),
+        concurrency: setting!(layers, delegate_concurrency)?.map_or(4, |n| n.0 as u32),
+        default_timeout: setting!(layers, delegate_timeout_ms)?.map_or(ms(120_000), |m| m.0),
+        max_timeout: setting!(layers, delegate_max_timeout_ms)?.map_or(ms(600_000), |m| m.0),
+        grace: setting!(layers, delegate_grace_ms)?.map_or(ms(2_000), |m| m.0),
+        max_steps: setting!(layers, delegate_max_steps)?.map_or(40, |n| n.0 as u32),
+        max_per_turn: setting!(layers, delegate_max_per_turn)?.map_or(16, |n| n.0 as u32),
+        budget_tokens: budget(setting!(layers, delegate_budget_tokens)?),
+        session_budget_tokens: budget(setting!(layers, delegate_session_budget_tokens)?),
     })
 }
 
-/// Reads one config file into `values`. With `trusted` false (a workspace
-/// file of a folder nobody trusted) only [`Scope::Anywhere`] keys are
-/// taken; the others are returned, to be named in one warning.
-fn read_file_layer(
-    path: &Path,
-    trusted: bool,
-    values: &mut BTreeMap<String, Sourced>,
-    mcp_servers: &mut mcp::McpServers,
-) -> Result<Vec<String>, ConfigError> {
-    let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-        path: shown.clone(),
-        source,
-    })?;
-    let table: toml::Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| ConfigError::Parse {
-            path: shown.clone(),
-            message: e.message().to_string(),
-        })?;
-    let mut ignored = Vec::new();
-    for (raw_key, raw_value) in table {
-        let key = normalise_key(&raw_key);
-        // A table of commands to run: trusted layers only.
-        if key == mcp::KEY {
-            if trusted {
-                mcp::read_layer(&shown, raw_value, mcp_servers)?;
-            } else {
-                ignored.push(key);
-            }
-            continue;
+fn safety_config(layers: &Layers, workspace: &Path) -> Result<SafetyConfig, ConfigError> {
+    let sandbox_mode = setting!(layers, sandbox_mode)?.copied();
+    let approval_policy = setting!(layers, approval_policy)?.copied();
+    let network = setting!(layers, network)?.copied();
+    let mut writable_roots = Vec::new();
+    if let Some((PathList(parts), source_name)) = setting!(layers, writable_roots, with source)? {
+        for part in parts {
+            let root = resolve_relative(workspace, part.trim());
+            let canonical =
+                std::fs::canonicalize(&root).map_err(|source| ConfigError::WritableRoot {
+                    source_name: source_name.clone(),
+                    value: part.clone(),
+                    source,
+                })?;
+            writable_roots.push(canonical);
         }
-        let scope = check_known(&key, &shown)?;
-        if !trusted && scope == Scope::Trusted {
-            ignored.push(key);
-            continue;
-        }
-        let value = file_value(&shown, &key, raw_value)?;
-        values.insert(
-            key,
-            Sourced {
-                value,
-                source_name: shown.clone(),
-            },
-        );
     }
-    Ok(ignored)
-}
-
-/// A TOML value as the string the other layers give; a list of strings is
-/// `:`-joined (for `writable_roots`).
-fn file_value(shown: &str, key: &str, raw: toml::Value) -> Result<String, ConfigError> {
-    let bad = |other: &toml::Value| ConfigError::Invalid {
-        source_name: shown.to_string(),
-        key: key.to_string(),
-        value: format!("{other:?}"),
-        expected: "a string, a number, a boolean or a list of strings".into(),
-    };
-    match raw {
-        toml::Value::String(s) => Ok(s),
-        toml::Value::Integer(n) => Ok(n.to_string()),
-        toml::Value::Boolean(b) => Ok(b.to_string()),
-        toml::Value::Float(f) => Ok(f.to_string()),
-        toml::Value::Array(items) => {
-            let mut parts = Vec::new();
-            for item in &items {
-                match item {
-                    toml::Value::String(s) => parts.push(s.clone()),
-                    other => return Err(bad(other)),
-                }
-            }
-            Ok(parts.join(":"))
-        }
-        other @ (toml::Value::Datetime(_) | toml::Value::Table(_)) => Err(bad(&other)),
-    }
+    Ok(SafetyConfig {
+        sandbox_mode: sandbox_mode.unwrap_or(SandboxMode::DEFAULT),
+        approval_policy,
+        network: network.unwrap_or(false),
+        writable_roots,
+    })
 }
 
 /// The one warning about an untrusted workspace file's ignored keys.
@@ -823,14 +677,18 @@ fn config_dir(env_get: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
 
 /// `plan_file` resolved against the workspace, refused unless it stays
 /// inside it: lexically (no `..` out) and through every existing symlink.
-fn inside_workspace(workspace: &Path, s: &Sourced) -> Result<PathBuf, ConfigError> {
+fn inside_workspace(
+    workspace: &Path,
+    value: &str,
+    source_name: &str,
+) -> Result<PathBuf, ConfigError> {
     let outside = || ConfigError::PlanFileOutside {
-        source_name: s.source_name.clone(),
-        value: s.value.clone(),
+        source_name: source_name.to_string(),
+        value: value.to_string(),
         workspace: workspace.display().to_string(),
     };
     let mut path = PathBuf::from(workspace);
-    for part in Path::new(s.value.trim()).components() {
+    for part in Path::new(value.trim()).components() {
         match part {
             std::path::Component::Normal(name) => path.push(name),
             std::path::Component::ParentDir => {
@@ -858,56 +716,6 @@ fn inside_workspace(workspace: &Path, s: &Sourced) -> Result<PathBuf, ConfigErro
         }
     }
     Ok(path)
-}
-
-fn safety_config<'a>(
-    get: &dyn Fn(&str) -> Option<&'a Sourced>,
-    workspace: &Path,
-) -> Result<SafetyConfig, ConfigError> {
-    let sandbox_mode = match get("sandbox_mode") {
-        None => SandboxMode::DEFAULT,
-        Some(s) => SandboxMode::parse(&s.value).ok_or_else(|| {
-            invalid(
-                "sandbox_mode",
-                s,
-                "read-only, workspace-write or danger-full-access",
-            )
-        })?,
-    };
-    let approval_policy = match get("approval_policy") {
-        None => None,
-        Some(s) => Some(
-            ApprovalPolicy::parse(&s.value)
-                .ok_or_else(|| invalid("approval_policy", s, "untrusted, on-request or never"))?,
-        ),
-    };
-    let network = match get("network") {
-        None => false,
-        Some(s) => match s.value.trim() {
-            "true" | "1" | "yes" => true,
-            "false" | "0" | "no" => false,
-            _ => return Err(invalid("network", s, "true or false")),
-        },
-    };
-    let mut writable_roots = Vec::new();
-    if let Some(s) = get("writable_roots") {
-        for part in s.value.split(':').filter(|p| !p.trim().is_empty()) {
-            let root = resolve_relative(workspace, part.trim());
-            let canonical =
-                std::fs::canonicalize(&root).map_err(|source| ConfigError::WritableRoot {
-                    source_name: s.source_name.clone(),
-                    value: part.to_string(),
-                    source,
-                })?;
-            writable_roots.push(canonical);
-        }
-    }
-    Ok(SafetyConfig {
-        sandbox_mode,
-        approval_policy,
-        network,
-        writable_roots,
-    })
 }
 
 /// `$FIDO_CONFIG`, else `$XDG_CONFIG_HOME/fido/config.toml`, else

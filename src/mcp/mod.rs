@@ -42,7 +42,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::McpServerConfig;
 use crate::protocol::ToolSpec;
 use crate::protocol::mcp::McpToolSpec;
-use crate::tools::{Tool, ToolOutput};
+use crate::tools::{McpServers, Tool, ToolFuture, ToolOutput};
 use server::{McpServer, ServerState};
 
 /// Longest tool description taken from a server.
@@ -190,6 +190,28 @@ impl McpHub {
     /// Stops every server and waits until each is reaped.
     pub async fn shutdown(&self) {
         futures_util::future::join_all(self.servers.iter().map(McpServer::shutdown)).await;
+    }
+}
+
+impl McpServers for McpHub {
+    fn catalog_tools(self: Arc<Self>) -> Vec<Box<dyn Tool>> {
+        McpHub::catalog_tools(&self)
+    }
+
+    fn tool_specs(&self) -> Vec<McpToolSpec> {
+        McpHub::tool_specs(self)
+    }
+
+    fn call_for_subagent<'a>(
+        &'a self,
+        tool: &'a str,
+        arguments: &'a str,
+        cancel: &'a CancellationToken,
+        cap: usize,
+    ) -> ToolFuture<'a> {
+        Box::pin(McpHub::call_for_subagent(
+            self, tool, arguments, cancel, cap,
+        ))
     }
 }
 

@@ -11,6 +11,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+/// The longest answer a request asks for when the configuration names no
+/// `max_output_tokens`.
+pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 4096;
+
 /// How long each discovery request may take: a local server answers in
 /// milliseconds, and a missing endpoint must not delay the first turn.
 const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(3);

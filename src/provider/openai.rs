@@ -91,7 +91,7 @@ impl OpenAiProvider {
             model,
             policy,
             base_url,
-            max_output_tokens: crate::agent::ModelLimits::DEFAULT_MAX_OUTPUT_TOKENS,
+            max_output_tokens: super::limits::DEFAULT_MAX_OUTPUT_TOKENS,
             cap_field,
             window: tokio::sync::OnceCell::new(),
         })

@@ -3,13 +3,10 @@
 //! conversations.
 //!
 //! Everything here lives in `.fido-*` paths, which the file tools can
-//! neither see nor change (see `tools::path`).
+//! neither see nor change (see [`crate::workspace`]).
 
 pub mod atomic;
 pub mod journal;
 pub mod saved;
 pub mod state_file;
 pub mod undo;
-
-/// The directory of Fido's session state, relative to the workspace root.
-pub const STATE_DIR: &str = ".fido-state";

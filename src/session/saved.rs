@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::atomic::write_atomic;
 use crate::protocol::Message;
+use crate::workspace::SESSIONS_DIR;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -31,7 +32,7 @@ pub struct SavedConversation {
 }
 
 fn dir(workspace: &Path) -> PathBuf {
-    workspace.join(".fido-state").join("sessions")
+    workspace.join(SESSIONS_DIR)
 }
 
 /// Saves `messages` and returns the name to recall them by.

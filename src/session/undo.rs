@@ -34,13 +34,10 @@ use std::sync::{Mutex, MutexGuard};
 use serde::{Deserialize, Serialize};
 
 use crate::session::atomic::write_atomic;
-use crate::tools::path::{FinalLink, PathError, Workspace, is_state_name};
+use crate::workspace::{FinalLink, PathError, UNDO_DIR, Workspace, is_state_name};
 
 /// Most entries kept; recording one more drops the oldest.
 pub const MAX_ENTRIES: usize = 200;
-
-/// The directory of the journal, relative to the workspace root.
-pub const UNDO_DIR: &str = ".fido-state/undo";
 
 /// What a change was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

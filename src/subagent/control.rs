@@ -24,9 +24,8 @@ use tracing::{info, warn};
 use crate::protocol::control::{
     CONTROL_VERSION, ControlReply, ControlRequest, MAX_REQUEST_BYTES, RunningAgent,
 };
+use crate::workspace::RUN_DIR;
 
-/// Where the sockets (and run records) of a workspace live.
-pub const RUN_DIR: &str = ".fido-state/run";
 /// How long one connection may take, either side.
 const IO_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -35,16 +34,6 @@ pub trait ControlTarget: Send + Sync {
     fn running(&self) -> Vec<RunningAgent>;
     /// Cancels `agent_id` (or every running subagent); the ids asked to stop.
     fn cancel(&self, agent_id: Option<&str>) -> Vec<String>;
-}
-
-impl ControlTarget for super::supervisor::Supervisor {
-    fn running(&self) -> Vec<RunningAgent> {
-        self.running_agents()
-    }
-
-    fn cancel(&self, agent_id: Option<&str>) -> Vec<String> {
-        self.cancel_running_agents(agent_id)
-    }
 }
 
 pub fn run_dir(workspace: &Path) -> PathBuf {

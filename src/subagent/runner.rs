@@ -37,9 +37,8 @@ use crate::provider::{
 };
 use crate::sandbox::{CommandSandbox, SandboxRequirement, enter_child_sandbox};
 use crate::session::undo::UndoLog;
-use crate::tools::{
-    Identity, InvocationContext, ToolCatalog, ToolEnv, ToolLimits, ToolOutput, Workspace,
-};
+use crate::tools::{Identity, InvocationContext, ToolCatalog, ToolEnv, ToolLimits, ToolOutput};
+use crate::workspace::{DEFAULT_PLAN_FILE, Workspace};
 
 /// Longest wait for the fork after `Hello`.
 const FORK_TIMEOUT: Duration = Duration::from_secs(30);
@@ -272,7 +271,7 @@ async fn run(
     let deps = AgentDeps {
         provider,
         tool_env: Arc::new(ToolEnv {
-            plan: PlanStore::new(workspace.root.join(".fido-plan.json")),
+            plan: PlanStore::new(workspace.root.join(DEFAULT_PLAN_FILE)),
             workspace,
             undo: UndoLog::disabled(),
             limits: ToolLimits::default(),

@@ -13,6 +13,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
+use super::control::ControlTarget;
 use super::fork::build_fork;
 use crate::agent::EventSink;
 use crate::plan::PlanFlavour;
@@ -27,6 +28,7 @@ use crate::tools::ToolCatalog;
 use crate::tools::delegate::{DelegationFuture, DelegationRequest, Delegator};
 
 mod io;
+mod progress;
 mod run;
 mod serve;
 mod session;
@@ -542,6 +544,16 @@ impl Supervisor {
             ];
             result
         })
+    }
+}
+
+impl ControlTarget for Supervisor {
+    fn running(&self) -> Vec<RunningAgent> {
+        self.running_agents()
+    }
+
+    fn cancel(&self, agent_id: Option<&str>) -> Vec<String> {
+        self.cancel_running_agents(agent_id)
     }
 }
 

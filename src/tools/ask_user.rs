@@ -87,7 +87,7 @@ impl Tool for AskUser {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::path::testing::{call, env};
+    use crate::tools::testing::{call, env};
 
     #[tokio::test]
     async fn headless_cannot_answer() {

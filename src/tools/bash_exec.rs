@@ -40,12 +40,12 @@ use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
 use super::approval::RunAs;
-use super::path::is_missing;
 use super::{Invocation, Tool, ToolFuture, ToolKind, ToolLimits, ToolOutput, parse_args};
 use crate::protocol::{ApprovalPolicy, SandboxMode, ToolSpec};
 use crate::sandbox::CommandSandbox;
 use crate::sandbox::process::ProcessGroup;
 use crate::text::sanitize;
+use crate::workspace::{Workspace, is_missing};
 use std::sync::Arc;
 
 /// Grace between SIGTERM and SIGKILL on timeout or cancel.
@@ -167,7 +167,7 @@ impl Tool for BashExec {
     }
 }
 
-fn working_dir(workspace: &super::Workspace, cwd: Option<&str>) -> Result<PathBuf, ToolOutput> {
+fn working_dir(workspace: &Workspace, cwd: Option<&str>) -> Result<PathBuf, ToolOutput> {
     let resolved = workspace
         .resolve(cwd.unwrap_or("."))
         .map_err(|err| ToolOutput::error(err.to_string()))?;
@@ -488,7 +488,7 @@ impl Capture {
 mod tests {
     use super::*;
     use crate::tools::ToolEnv;
-    use crate::tools::path::testing::{call, call_with, env};
+    use crate::tools::testing::{call, call_with, env};
     use std::time::Instant;
 
     fn setup() -> (tempfile::TempDir, ToolEnv) {

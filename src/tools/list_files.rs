@@ -14,9 +14,9 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::path::{Workspace, is_missing, is_state_name};
 use super::{Invocation, Tool, ToolFuture, ToolKind, ToolOutput, parse_args};
 use crate::protocol::ToolSpec;
+use crate::workspace::{Workspace, is_missing, is_state_name};
 
 const DEFAULT_DEPTH: usize = 3;
 const MAX_DEPTH: usize = 25;
@@ -219,7 +219,7 @@ fn list(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::path::testing::{call, env};
+    use crate::tools::testing::{call, env};
 
     fn tree() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();

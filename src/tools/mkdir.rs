@@ -5,12 +5,12 @@ use std::fs;
 use serde::Deserialize;
 
 use super::patch::missing_parents;
-use super::path::is_missing;
 use super::{
     Invocation, Tool, ToolEnv, ToolFuture, ToolKind, ToolOutput, parse_args, path_only_schema,
 };
 use crate::protocol::ToolSpec;
 use crate::session::undo::UndoEntry;
+use crate::workspace::is_missing;
 
 pub struct Mkdir;
 
@@ -96,7 +96,7 @@ fn run(env: &ToolEnv, path: &str) -> ToolOutput {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::path::testing::{call, env};
+    use crate::tools::testing::{call, env};
     use serde_json::json;
 
     #[tokio::test]

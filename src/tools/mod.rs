@@ -8,7 +8,8 @@
 //! - Every invocation returns a [`ToolOutput`], also for an unknown tool,
 //!   arguments that are not JSON, a refused call or a cancelled one, so each
 //!   tool call in the conversation gets exactly one result.
-//! - Every path a tool touches is confined to the workspace ([`path`]), and
+//! - Every path a tool touches is confined to the workspace
+//!   ([`crate::workspace`]), and
 //!   `.fido-*` state files are out of reach of the file tools.
 
 pub mod approval;
@@ -19,11 +20,12 @@ pub mod guard;
 pub mod list_files;
 pub mod mkdir;
 pub mod patch;
-pub mod path;
 pub mod read_file;
 pub mod ripgrep;
 pub mod rm;
 pub mod rmdir;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod todo;
 pub mod update_plan;
 
@@ -37,11 +39,12 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::plan::{PlanFlavour, PlanStore};
+use crate::protocol::mcp::McpToolSpec;
 use crate::protocol::{Message, ToolCall, ToolSpec};
 use crate::session::undo::UndoLog;
+use crate::workspace::Workspace;
 
 pub use guard::{Identity, InvocationContext};
-pub use path::Workspace;
 
 /// What a tool returns: the text the model gets and, for state tools, the
 /// structured state for the UI and `fido tool call`.
@@ -178,12 +181,31 @@ pub fn path_only_schema() -> Value {
     })
 }
 
+/// The session's MCP servers as the catalog and the supervisor use them.
+/// `mcp::McpHub` implements it; a trait here keeps `tools` (which the MCP
+/// tools are built on) from importing `mcp`.
+pub trait McpServers: Send + Sync {
+    /// The catalog's MCP tools, in catalog order, calling these servers.
+    fn catalog_tools(self: Arc<Self>) -> Vec<Box<dyn Tool>>;
+    /// The MCP tools in catalog order, as the fork carries them.
+    fn tool_specs(&self) -> Vec<McpToolSpec>;
+    /// A subagent's call, proxied by its parent (read-only servers only);
+    /// `cap` bounds the text.
+    fn call_for_subagent<'a>(
+        &'a self,
+        tool: &'a str,
+        arguments: &'a str,
+        cancel: &'a CancellationToken,
+        cap: usize,
+    ) -> ToolFuture<'a>;
+}
+
 /// The immutable list of tools advertised to the model.
 pub struct ToolCatalog {
     tools: Vec<Box<dyn Tool>>,
     specs: Vec<ToolSpec>,
     /// The session's MCP servers (the parent's catalog only).
-    mcp: Option<Arc<crate::mcp::McpHub>>,
+    mcp: Option<Arc<dyn McpServers>>,
 }
 
 impl ToolCatalog {
@@ -201,10 +223,10 @@ impl ToolCatalog {
     pub fn with_mcp(
         flavour: PlanFlavour,
         agents: Vec<delegate::AgentOffer>,
-        hub: Arc<crate::mcp::McpHub>,
+        hub: Arc<dyn McpServers>,
     ) -> Arc<ToolCatalog> {
         let mut tools = ToolCatalog::builtin(flavour, agents);
-        tools.extend(hub.catalog_tools());
+        tools.extend(hub.clone().catalog_tools());
         let mut catalog = ToolCatalog::from_tools(tools);
         catalog.mcp = Some(hub);
         Arc::new(catalog)
@@ -254,7 +276,7 @@ impl ToolCatalog {
     }
 
     /// The MCP servers behind this catalog's MCP tools (parent side).
-    pub fn mcp(&self) -> Option<&Arc<crate::mcp::McpHub>> {
+    pub fn mcp(&self) -> Option<&Arc<dyn McpServers>> {
         self.mcp.as_ref()
     }
 

@@ -12,11 +12,11 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::path::is_missing;
 use super::{Invocation, Tool, ToolEnv, ToolFuture, ToolKind, ToolOutput, parse_args};
 use crate::protocol::ToolSpec;
 use crate::session::atomic::write_atomic;
 use crate::session::undo::UndoEntry;
+use crate::workspace::is_missing;
 
 mod fuzzy;
 
@@ -527,7 +527,7 @@ fn line_delta(old: &str, new: &str) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::path::testing::{call, env};
+    use crate::tools::testing::{call, env};
     use serde_json::json;
 
     fn setup() -> (tempfile::TempDir, ToolEnv) {

@@ -14,9 +14,9 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::path::is_missing;
 use super::{Invocation, Tool, ToolFuture, ToolKind, ToolOutput, parse_args};
 use crate::protocol::ToolSpec;
+use crate::workspace::is_missing;
 
 const DEFAULT_LIMIT: usize = 2000;
 /// Longest line shown whole; longer ones are cut with a marker.
@@ -283,7 +283,7 @@ fn read_line_capped(
 mod tests {
     use super::*;
     use crate::tools::ToolEnv;
-    use crate::tools::path::testing::{call, env};
+    use crate::tools::testing::{call, env};
 
     fn setup() -> (tempfile::TempDir, ToolEnv) {
         let dir = tempfile::tempdir().unwrap();

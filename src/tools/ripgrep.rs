@@ -16,10 +16,10 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::list_files::walker;
-use super::path::{Workspace, is_missing};
 use super::{Invocation, Tool, ToolFuture, ToolKind, ToolOutput, parse_args};
 use crate::protocol::ToolSpec;
 use crate::text::{sanitize, short};
+use crate::workspace::{Workspace, is_missing};
 
 const DEFAULT_MAX_MATCHES: usize = 200;
 const MAX_MATCHES: usize = 1000;
@@ -331,7 +331,7 @@ impl Sink for FileSink<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::path::testing::{call, env};
+    use crate::tools::testing::{call, env};
     use std::fs;
 
     fn tree() -> tempfile::TempDir {

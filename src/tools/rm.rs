@@ -9,9 +9,9 @@ use std::fs;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::path::{FinalLink, is_missing};
 use super::{Invocation, Tool, ToolEnv, ToolFuture, ToolKind, ToolOutput, parse_args};
 use crate::protocol::ToolSpec;
+use crate::workspace::{FinalLink, is_missing};
 
 pub struct Rm;
 
@@ -116,7 +116,7 @@ fn run(env: &ToolEnv, args: &Args) -> ToolOutput {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::path::testing::{call, env};
+    use crate::tools::testing::{call, env};
     use std::os::unix::fs::symlink;
 
     #[tokio::test]

@@ -6,12 +6,12 @@ use std::os::unix::fs::PermissionsExt;
 
 use serde::Deserialize;
 
-use super::path::{FinalLink, is_missing};
 use super::{
     Invocation, Tool, ToolEnv, ToolFuture, ToolKind, ToolOutput, parse_args, path_only_schema,
 };
 use crate::protocol::ToolSpec;
 use crate::session::undo::UndoEntry;
+use crate::workspace::{FinalLink, is_missing};
 
 pub struct Rmdir;
 
@@ -116,7 +116,7 @@ fn not_empty(shown: &str, entries: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::path::testing::{call, env};
+    use crate::tools::testing::{call, env};
     use serde_json::json;
 
     #[tokio::test]

@@ -27,7 +27,7 @@ use crossterm::event::MouseEventKind;
 use super::commands::LocalCommands;
 use super::history::{HistoryWriter, PromptHistory};
 use super::keys::{self, Action};
-use super::store::{Entry, Store};
+use super::store::{Direction, Entry, Store};
 use super::{diff, git_diff, status_view, theme, widgets};
 use crate::agent::{AgentMessage, TurnOutcome};
 use crate::protocol::{ApprovalDecision, Event, TurnStatus};
@@ -219,11 +219,11 @@ where
                 }
                 crossterm::event::Event::Mouse(mouse) => match mouse.kind {
                     MouseEventKind::ScrollUp => {
-                        keys::wheel(&mut state.store, keys::Direction::Up);
+                        keys::wheel(&mut state.store, Direction::Up);
                         true
                     }
                     MouseEventKind::ScrollDown => {
-                        keys::wheel(&mut state.store, keys::Direction::Down);
+                        keys::wheel(&mut state.store, Direction::Down);
                         true
                     }
                     _ => false,

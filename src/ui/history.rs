@@ -10,12 +10,14 @@ use std::path::{Path, PathBuf};
 
 use tokio::sync::mpsc;
 
+use crate::workspace::HISTORY_FILE;
+
 /// Entries kept when loading (the newest).
 pub const MAX_LOADED: usize = 1000;
 
 /// The history file of a workspace.
 pub fn path_in(workspace: &Path) -> PathBuf {
-    workspace.join(".fido-state").join("history.jsonl")
+    workspace.join(HISTORY_FILE)
 }
 
 /// The newest [`MAX_LOADED`] entries, oldest first; unreadable lines are

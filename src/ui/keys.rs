@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use super::layout;
-use super::store::Store;
+use super::store::{Direction, Store};
 use super::widgets::{plan_panel, transcript};
 
 /// A second Ctrl+C within this window quits (when no turn runs).
@@ -350,13 +350,6 @@ fn enter(store: &mut Store) -> Option<Action> {
     store.pastes.clear();
     store.remember(&text);
     Some(Action::Submit(text))
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-/// Which way a key moves through the transcript, the plan or the history.
-pub enum Direction {
-    Up,
-    Down,
 }
 
 /// PageUp/PageDown (or `lines` for the wheel): the plan when it is shown

@@ -34,6 +34,7 @@ pub mod store;
 pub mod terminal;
 pub mod theme;
 pub mod widgets;
+pub mod wrap;
 
 #[cfg(test)]
 mod tests;

@@ -76,7 +76,7 @@ use serde_json::Value;
 
 pub use engine::{CallResult, Op, apply_call};
 pub use state::{PlanRef, Task, TaskStatus, TodoState};
-pub use store::{TODO_FILE, TodoStore, TodoStoreError};
+pub use store::{TodoStore, TodoStoreError};
 
 /// The tool's name.
 pub const TOOL_NAME: &str = "todo";

@@ -15,9 +15,7 @@ use std::path::{Path, PathBuf};
 
 use super::state::TodoState;
 use crate::session::state_file::{Contents, StateFile, StateLock};
-
-/// The state file's name, in the workspace root.
-pub const TODO_FILE: &str = ".fido-todo.json";
+use crate::workspace::TODO_FILE;
 
 /// Errors of the todo file (lock, read, write).
 pub use crate::session::state_file::StateFileError as TodoStoreError;

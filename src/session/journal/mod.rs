@@ -21,13 +21,13 @@ use serde::Serialize;
 pub use read::{Replayed, replay};
 pub use writer::Journal;
 
-use super::STATE_DIR;
 use crate::protocol::journal::{JOURNAL_VERSION, JournalRecord};
 use crate::protocol::{Message, UsageTotals};
+use crate::workspace::SESSIONS_DIR;
 
 /// The folder of journals (and of older `/suspend` files), in the workspace.
 pub fn dir(workspace: &Path) -> PathBuf {
-    workspace.join(STATE_DIR).join("sessions")
+    workspace.join(SESSIONS_DIR)
 }
 
 /// What a new journal's header names.

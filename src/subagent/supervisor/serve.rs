@@ -14,7 +14,7 @@ use crate::protocol::{EventKind, Message};
 use crate::subagent::ipc::IpcError;
 
 use super::io::*;
-use super::run::{Ending, Progress, Stage, StopReason, Stops};
+use super::progress::{Ending, Progress, Stage, StopReason, Stops};
 use super::session::Session;
 use super::*;
 

@@ -19,7 +19,7 @@ use crate::sandbox::{PrivateDir, ProcessGroup, sweep};
 use crate::subagent::ipc::{IpcError, encode_frame};
 
 use super::io::*;
-use super::run::{Ending, Progress, Stage, StopReason, Stops};
+use super::progress::{Ending, Progress, Stage, StopReason, Stops};
 use super::*;
 
 /// A spawned, connected, handshaken child.

@@ -16,7 +16,7 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 
 use super::theme;
-use super::widgets::wrap::{width as text_width, wrap};
+use super::wrap::{width as text_width, wrap};
 pub use highlight::Highlighter;
 
 /// `text` rendered at `width` cells.

@@ -6,7 +6,7 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 
 use crate::ui::theme;
-use crate::ui::widgets::wrap::{width as text_width, wrap};
+use crate::ui::wrap::{width as text_width, wrap};
 
 /// Cells are runs of styled text.
 type Cell = Vec<(String, Style)>;

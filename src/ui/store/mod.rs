@@ -9,9 +9,11 @@
 
 use std::time::Instant;
 
+mod approval;
 mod restore;
 mod views;
 
+pub use approval::PendingApproval;
 use views::SUBAGENT_DETAIL_CHARS;
 pub use views::{
     Activity, Entry, Notice, Phase, SessionInfo, SubagentView, ToolDetail, ToolResultView,
@@ -57,7 +59,7 @@ pub struct Store {
     /// The `ask_user` question waiting for the next line entered.
     pub question: Option<String>,
     /// The approval request on screen (keys answer it first).
-    pub approval: Option<super::approval::PendingApproval>,
+    pub approval: Option<PendingApproval>,
     /// Lines entered this session, oldest first (Up/Down recall them).
     pub history: Vec<String>,
     /// The history entry shown in the input line, while browsing.
@@ -84,6 +86,13 @@ pub struct Store {
     /// Rendered transcript lines, per entry and width (see `transcript`).
     pub cache: std::cell::RefCell<super::widgets::transcript::LineCache>,
     saw_turn_started: bool,
+}
+
+/// Which way a key moves through the transcript, the plan or the history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Up,
+    Down,
 }
 
 /// Replaces the view of the same agent in place, or appends it.
@@ -406,16 +415,16 @@ impl Store {
 
     /// Up: the previous entered line into the input; Down: the next one, or
     /// an empty line past the newest.
-    pub fn recall_history(&mut self, direction: crate::ui::keys::Direction) {
+    pub fn recall_history(&mut self, direction: Direction) {
         if self.history.is_empty() {
             return;
         }
         let last = self.history.len() - 1;
         self.history_pos = match (direction, self.history_pos) {
-            (crate::ui::keys::Direction::Up, None) => Some(last),
-            (crate::ui::keys::Direction::Up, Some(pos)) => Some(pos.saturating_sub(1)),
-            (crate::ui::keys::Direction::Down, Some(pos)) if pos < last => Some(pos + 1),
-            (crate::ui::keys::Direction::Down, _) => None,
+            (Direction::Up, None) => Some(last),
+            (Direction::Up, Some(pos)) => Some(pos.saturating_sub(1)),
+            (Direction::Down, Some(pos)) if pos < last => Some(pos + 1),
+            (Direction::Down, _) => None,
         };
         self.input.take();
         if let Some(pos) = self.history_pos {
@@ -549,7 +558,7 @@ impl Store {
 
     /// Alt+Up / Alt+Down: the focus moves to the previous or next live
     /// subagent (it stays at either end).
-    pub fn move_subagent_focus(&mut self, direction: crate::ui::keys::Direction) {
+    pub fn move_subagent_focus(&mut self, direction: Direction) {
         let live: Vec<String> = self
             .bar_order()
             .into_iter()
@@ -565,8 +574,8 @@ impl Store {
             return;
         };
         let next = match direction {
-            crate::ui::keys::Direction::Up => current.saturating_sub(1),
-            crate::ui::keys::Direction::Down => (current + 1).min(live.len() - 1),
+            Direction::Up => current.saturating_sub(1),
+            Direction::Down => (current + 1).min(live.len() - 1),
         };
         self.subagent_focus = live.get(next).cloned();
     }

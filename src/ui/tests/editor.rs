@@ -7,7 +7,8 @@ use std::time::Instant;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::*;
-use crate::ui::keys::{Action, Direction, handle_key, handle_paste, wheel};
+use crate::ui::keys::{Action, handle_key, handle_paste, wheel};
+use crate::ui::store::Direction;
 use crate::ui::store::Store;
 use crate::ui::widgets;
 

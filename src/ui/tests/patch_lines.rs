@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::tools::patch::Patch;
-use crate::tools::path::testing::{call, env};
+use crate::tools::testing::{call, env};
 use crate::ui::diff::DiffLine;
 use crate::ui::store::{Entry, Store, ToolDetail};
 use crate::ui::theme;

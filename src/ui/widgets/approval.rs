@@ -9,11 +9,11 @@ use ratatui::style::{Color, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
-use super::wrap::truncate;
 use super::{bold, entry};
 use crate::protocol::ApprovalRequest;
-use crate::ui::approval::PendingApproval;
 use crate::ui::diff;
+use crate::ui::store::PendingApproval;
+use crate::ui::wrap::truncate;
 
 /// Where the prompt goes inside `area` (the transcript), bottom-aligned.
 pub fn area_for(area: Rect, pending: &PendingApproval) -> Rect {

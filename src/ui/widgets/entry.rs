@@ -5,11 +5,11 @@
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 
-use super::wrap::{truncate, wrap, wrap_plain};
 use crate::ui::diff::{self, DiffLine};
 use crate::ui::markdown;
 use crate::ui::store::{Entry, ToolDetail, ToolResultView};
 use crate::ui::theme;
+use crate::ui::wrap::{truncate, wrap, wrap_plain};
 
 /// Lines of a diff or output shown while folded.
 pub const FOLDED_LINES: usize = 12;

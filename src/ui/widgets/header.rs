@@ -6,10 +6,10 @@ use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::wrap::{truncate, width};
 use super::{CHROME, bold};
 use crate::protocol::TurnStatus;
 use crate::ui::store::{Store, TurnState};
+use crate::ui::wrap::{truncate, width};
 
 pub fn render(frame: &mut Frame, area: Rect, store: &Store) {
     let chrome = Style::new().fg(Color::Black).bg(CHROME);

@@ -8,9 +8,9 @@ use ratatui::layout::{Position, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::wrap::width;
 use crate::ui::store::Store;
 use crate::ui::theme;
+use crate::ui::wrap::width;
 
 /// Most rows the editor takes.
 pub const MAX_ROWS: usize = 8;

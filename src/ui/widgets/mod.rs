@@ -11,7 +11,6 @@ pub mod plan_panel;
 pub mod status_line;
 pub mod subagent_bar;
 pub mod transcript;
-pub mod wrap;
 
 use ratatui::Frame;
 use ratatui::widgets::Paragraph;

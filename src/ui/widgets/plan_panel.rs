@@ -12,11 +12,11 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, BorderType, Clear, Padding, Paragraph};
 
-use super::wrap::{wrap, wrap_plain};
 use super::{CHROME, bold, dim};
 use crate::ui::layout::PlanPlacement;
 use crate::ui::plan_view::{ItemStatus, PlanView};
 use crate::ui::store::Store;
+use crate::ui::wrap::{wrap, wrap_plain};
 
 const NO_PLAN: &str = "No plan yet.\n\nThe agent keeps one for multi-step work; it shows up here. /plan prints it, /plan clear starts over.";
 

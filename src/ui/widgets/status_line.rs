@@ -8,9 +8,9 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::wrap::{truncate, width};
 use crate::ui::store::{Activity, Store, tokens};
 use crate::ui::theme;
+use crate::ui::wrap::{truncate, width};
 
 pub fn render(frame: &mut Frame, area: Rect, store: &Store) {
     let max = usize::from(area.width);

@@ -17,9 +17,9 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::wrap::{truncate, width};
 use super::{SUBAGENT_ACCENT, SUBAGENT_TEXT};
 use crate::ui::store::{Phase, Store, SubagentView, tokens};
+use crate::ui::wrap::{truncate, width};
 
 const BADGE: &str = " SUBAGENT ";
 /// Longest agent id shown in full.

@@ -16,9 +16,9 @@ use ratatui::widgets::Paragraph;
 
 use super::entry;
 use super::live::LiveLines;
-use super::wrap::wrap_plain;
 use crate::ui::store::Store;
 use crate::ui::theme;
+use crate::ui::wrap::wrap_plain;
 
 /// Columns left free on each side.
 const MARGIN: u16 = 1;

@@ -11,8 +11,9 @@ use serde_json::{Value, json};
 
 use crate::plan::todo::reminder::{RESTORE_ARGUMENTS, restore};
 use crate::plan::todo::state::TodoState;
-use crate::plan::todo::{TODO_FILE, TodoStore, run_call};
+use crate::plan::todo::{TodoStore, run_call};
 use crate::protocol::Message;
+use crate::workspace::TODO_FILE;
 
 fn setup() -> (tempfile::TempDir, TodoStore) {
     let dir = tempfile::tempdir().unwrap();

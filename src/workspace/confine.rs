@@ -1,33 +1,10 @@
-//! Path confinement: every path a tool touches is resolved here.
-//!
-//! Invariants, for every path that [`Workspace::resolve`] returns:
-//! - it lies inside the canonical workspace root, after following every
-//!   symlink on the way (the final component too, unless the caller asks
-//!   for the link itself with [`FinalLink::Keep`], as `rm` does);
-//! - no component of its workspace-relative form starts with `.fido-`
-//!   (Fido's own state), neither as written nor after following symlinks;
-//! - `..` is applied lexically and may not climb above the root.
-//!
-//! Relative paths are relative to the root; absolute paths are accepted only
-//! when they name something inside the root. A dangling symlink on the way is
-//! refused: where it points cannot be checked until it exists.
+//! Path confinement: how a path a tool received is resolved, under the
+//! invariants listed in [`crate::workspace`].
 
-use std::ffi::OsStr;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-/// Prefix of Fido's own state files and directories in the workspace.
-pub const STATE_PREFIX: &str = ".fido-";
-
-/// The directory the agent works in. `root` is canonical (absolute, no
-/// symlinks), so prefix checks on canonical paths are meaningful.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Workspace {
-    pub root: PathBuf,
-    /// The root as given, before canonicalisation; absolute paths the model
-    /// copies from a shell prompt may use this spelling.
-    given: PathBuf,
-}
+use super::{Workspace, is_state_name, normalise_lexically, slash_form};
 
 /// Why a path was refused. Messages name the path as the model wrote it.
 #[derive(Debug, thiserror::Error)]
@@ -74,11 +51,6 @@ impl Resolved {
     }
 }
 
-/// Whether a file name is one of Fido's state entries (`.fido-*`).
-pub fn is_state_name(name: &OsStr) -> bool {
-    name.as_encoded_bytes().starts_with(STATE_PREFIX.as_bytes())
-}
-
 /// Whether an error means nothing is at the path, including a file standing
 /// where a parent directory should be (callers then name that file).
 pub fn is_missing(err: &io::Error) -> bool {
@@ -89,32 +61,13 @@ pub fn is_missing(err: &io::Error) -> bool {
 }
 
 impl Workspace {
-    /// A workspace rooted at `root`, which must exist and be a directory.
-    pub fn new(root: &Path) -> io::Result<Workspace> {
-        let canonical = root.canonicalize()?;
-        if !canonical.is_dir() {
-            return Err(io::Error::new(
-                io::ErrorKind::NotADirectory,
-                format!("workspace `{}` is not a directory", root.display()),
-            ));
-        }
-        let given = if root.is_absolute() {
-            normalise_lexically(root)
-        } else {
-            canonical.clone()
-        };
-        Ok(Workspace {
-            root: canonical,
-            given,
-        })
-    }
-
     /// Resolves a path a tool received, following a final symlink.
     pub fn resolve(&self, path: &str) -> Result<Resolved, PathError> {
         self.resolve_with(path, FinalLink::Follow)
     }
 
-    /// Resolves a path a tool received; see the module invariants.
+    /// Resolves a path a tool received; see the invariants of
+    /// [`crate::workspace`].
     pub fn resolve_with(&self, path: &str, final_link: FinalLink) -> Result<Resolved, PathError> {
         let relative = self.relative_of(path)?;
         let shown = slash_form(&relative);
@@ -176,35 +129,15 @@ impl Workspace {
         Ok(Resolved { abs: real, shown })
     }
 
-    /// The workspace-relative form of `path` with `/` separators (`.` for the
-    /// root). A path outside the workspace is shown as it is.
-    pub fn display(&self, path: &Path) -> String {
-        let relative = if path.is_absolute() {
-            match path
-                .strip_prefix(&self.root)
-                .or_else(|_| path.strip_prefix(&self.given))
-            {
-                Ok(relative) => relative,
-                Err(_) => return path.to_string_lossy().into_owned(),
-            }
-        } else {
-            path
-        };
-        slash_form(relative)
-    }
-
     /// The lexically normalised, workspace-relative form of `path`, refusing
     /// anything outside the root and any `.fido-*` component.
     fn relative_of(&self, path: &str) -> Result<PathBuf, PathError> {
         let written = Path::new(path);
         let relative = if written.is_absolute() {
             let normal = normalise_lexically(written);
-            match normal
-                .strip_prefix(&self.root)
-                .or_else(|_| normal.strip_prefix(&self.given))
-            {
-                Ok(relative) => relative.to_path_buf(),
-                Err(_) => {
+            match self.strip_root(&normal) {
+                Some(relative) => relative.to_path_buf(),
+                None => {
                     return Err(PathError::Outside {
                         path: path.to_string(),
                     });
@@ -240,97 +173,6 @@ impl Workspace {
             }
         }
         Ok(out)
-    }
-}
-
-/// `a/b/c` from the components of a relative path; `.` when empty.
-fn slash_form(relative: &Path) -> String {
-    let parts: Vec<_> = relative
-        .components()
-        .filter_map(|c| match c {
-            Component::Normal(name) => Some(name.to_string_lossy()),
-            Component::ParentDir => Some("..".into()),
-            Component::CurDir | Component::RootDir | Component::Prefix(_) => None,
-        })
-        .collect();
-    if parts.is_empty() {
-        ".".to_string()
-    } else {
-        parts.join("/")
-    }
-}
-
-/// Applies `.` and `..` without touching the file system.
-fn normalise_lexically(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
-}
-
-/// Shared helpers for the tools' unit tests: a workspace environment and a
-/// way to drive a tool through [`Tool::invoke`](super::Tool::invoke).
-#[cfg(test)]
-pub(crate) mod testing {
-    use std::path::Path;
-
-    use serde_json::Value;
-    use tokio_util::sync::CancellationToken;
-
-    use super::Workspace;
-    use crate::session::undo::UndoLog;
-    use crate::tools::{Invocation, InvocationContext, Tool, ToolEnv, ToolLimits, ToolOutput};
-
-    pub(crate) fn env(root: &Path) -> ToolEnv {
-        let workspace = Workspace::new(root).unwrap();
-        let undo = UndoLog::new(&workspace.root);
-        let plan = crate::plan::PlanStore::new(workspace.root.join(".fido-plan.json"));
-        ToolEnv {
-            workspace,
-            undo,
-            plan,
-            delegator: None,
-            limits: ToolLimits::default(),
-            user: None,
-            sandbox: std::sync::Arc::new(crate::sandbox::CommandSandbox::unconfined()),
-            approvals: crate::tools::approval::Approvals::new(
-                crate::protocol::SafetySettings {
-                    sandbox_mode: crate::protocol::SandboxMode::DangerFullAccess,
-                    approval_policy: crate::protocol::ApprovalPolicy::Never,
-                    network: true,
-                },
-                None,
-            ),
-        }
-    }
-
-    pub(crate) async fn call(tool: &dyn Tool, env: &ToolEnv, args: Value) -> ToolOutput {
-        call_with(tool, env, args, &CancellationToken::new()).await
-    }
-
-    pub(crate) async fn call_with(
-        tool: &dyn Tool,
-        env: &ToolEnv,
-        args: Value,
-        cancel: &CancellationToken,
-    ) -> ToolOutput {
-        let ctx = InvocationContext::main();
-        tool.invoke(Invocation {
-            call_id: "test-call",
-            args,
-            env,
-            ctx: &ctx,
-            cancel,
-            conversation: &[],
-        })
-        .await
     }
 }
 
@@ -455,19 +297,32 @@ mod tests {
     }
 
     #[test]
+    fn every_state_name_is_out_of_reach_of_the_file_tools() {
+        use crate::workspace::{
+            DEFAULT_PLAN_FILE, HISTORY_FILE, LOGS_DIR, RUN_DIR, SESSIONS_DIR, STATE_DIR, TODO_FILE,
+            UNDO_DIR,
+        };
+        let (_dir, ws) = setup();
+        for name in [
+            DEFAULT_PLAN_FILE,
+            TODO_FILE,
+            STATE_DIR,
+            UNDO_DIR,
+            SESSIONS_DIR,
+            RUN_DIR,
+            LOGS_DIR,
+            HISTORY_FILE,
+        ] {
+            let err = ws.resolve(name).unwrap_err();
+            assert!(matches!(err, PathError::FidoState { .. }), "{name}: {err}");
+        }
+    }
+
+    #[test]
     fn nested_new_file_inside_is_fine() {
         let (_dir, ws) = setup();
         let r = ws.resolve("new/dir/file.rs").unwrap();
         assert_eq!(r.abs, ws.root.join("new/dir/file.rs"));
         assert_eq!(r.shown, "new/dir/file.rs");
-    }
-
-    #[test]
-    fn display_is_workspace_relative() {
-        let (_dir, ws) = setup();
-        assert_eq!(ws.display(&ws.root.join("a").join("b.rs")), "a/b.rs");
-        assert_eq!(ws.display(&ws.root), ".");
-        assert_eq!(ws.display(Path::new("x/y")), "x/y");
-        assert_eq!(ws.display(Path::new("/elsewhere/z")), "/elsewhere/z");
     }
 }

@@ -1,0 +1,31 @@
+//! The sandbox a configuration names, built here rather than in `config`,
+//! which stays a description of settings (as for the provider, see
+//! `cli::provider`).
+
+use std::path::PathBuf;
+
+use crate::config::Config;
+use crate::sandbox::CommandPolicy;
+
+/// The paths no sandboxed process may read: the credential folders in
+/// `$HOME`, Fido's config directory and the user config file.
+pub fn credential_paths(config: &Config) -> Vec<PathBuf> {
+    let fido: Vec<PathBuf> = config
+        .config_dir
+        .iter()
+        .chain(config.user_config_file.iter())
+        .cloned()
+        .collect();
+    crate::sandbox::credential_paths(config.home.as_deref(), &fido)
+}
+
+/// The sandbox of the main agent's commands, as configured.
+pub fn command_policy(config: &Config) -> CommandPolicy {
+    CommandPolicy {
+        mode: config.safety.sandbox_mode,
+        network: config.safety.network,
+        workspace: config.workspace.clone(),
+        writable_roots: config.safety.writable_roots.clone(),
+        deny: credential_paths(config),
+    }
+}

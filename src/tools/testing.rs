@@ -1,0 +1,57 @@
+//! Shared helpers for the tools' unit tests (and the UI's and agent's that
+//! drive a tool): a workspace environment and a way to drive a tool through
+//! [`Tool::invoke`](super::Tool::invoke).
+
+use std::path::Path;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::session::undo::UndoLog;
+use crate::tools::{Invocation, InvocationContext, Tool, ToolEnv, ToolLimits, ToolOutput};
+use crate::workspace::{DEFAULT_PLAN_FILE, Workspace};
+
+pub(crate) fn env(root: &Path) -> ToolEnv {
+    let workspace = Workspace::new(root).unwrap();
+    let undo = UndoLog::new(&workspace.root);
+    let plan = crate::plan::PlanStore::new(workspace.root.join(DEFAULT_PLAN_FILE));
+    ToolEnv {
+        workspace,
+        undo,
+        plan,
+        delegator: None,
+        limits: ToolLimits::default(),
+        user: None,
+        sandbox: std::sync::Arc::new(crate::sandbox::CommandSandbox::unconfined()),
+        approvals: crate::tools::approval::Approvals::new(
+            crate::protocol::SafetySettings {
+                sandbox_mode: crate::protocol::SandboxMode::DangerFullAccess,
+                approval_policy: crate::protocol::ApprovalPolicy::Never,
+                network: true,
+            },
+            None,
+        ),
+    }
+}
+
+pub(crate) async fn call(tool: &dyn Tool, env: &ToolEnv, args: Value) -> ToolOutput {
+    call_with(tool, env, args, &CancellationToken::new()).await
+}
+
+pub(crate) async fn call_with(
+    tool: &dyn Tool,
+    env: &ToolEnv,
+    args: Value,
+    cancel: &CancellationToken,
+) -> ToolOutput {
+    let ctx = InvocationContext::main();
+    tool.invoke(Invocation {
+        call_id: "test-call",
+        args,
+        env,
+        ctx: &ctx,
+        cancel,
+        conversation: &[],
+    })
+    .await
+}
