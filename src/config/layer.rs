@@ -310,14 +310,17 @@ fn file_text(shown: &str, key: &str, raw: toml::Value) -> Result<String, ConfigE
     }
 }
 
-/// A whole number of at least `MIN`.
+/// A whole number of at least `MIN` and at most `u32::MAX`: every such
+/// setting is held in 32 bits or more, so none wraps around on the way.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct AtLeast<const MIN: u64>(pub u64);
 
 impl<const MIN: u64> FromText for AtLeast<MIN> {
     fn from_text(text: &str) -> Result<Self, String> {
+        let most = u64::from(u32::MAX);
         match text.trim().parse::<u64>() {
-            Ok(n) if n >= MIN => Ok(AtLeast(n)),
+            Ok(n) if (MIN..=most).contains(&n) => Ok(AtLeast(n)),
+            Ok(n) if n > most => Err(format!("a whole number from {MIN} to {most}")),
             _ => Err(format!("a whole number of at least {MIN}")),
         }
     }

@@ -779,6 +779,29 @@ mod tests {
     }
 
     #[test]
+    fn a_number_too_large_for_its_setting_is_refused_not_wrapped() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        // 2^32 + 1 would wrap to 1 step in the 32 bits that hold it.
+        let err = Config::load_from(
+            &overrides(dir.path()),
+            &env(&[("FIDO_MAX_STEPS", "4294967297")], home.path()),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("FIDO_MAX_STEPS") && err.contains("a whole number from 1 to 4294967295"),
+            "{err}"
+        );
+        let cfg = Config::load_from(
+            &overrides(dir.path()),
+            &env(&[("FIDO_MAX_STEPS", "4294967295")], home.path()),
+        )
+        .unwrap();
+        assert_eq!(cfg.agent.max_steps, u32::MAX);
+    }
+
+    #[test]
     fn defaults_and_layers_flags_beat_env_beat_files() {
         let dir = tempfile::tempdir().unwrap();
         let home = tempfile::tempdir().unwrap();
