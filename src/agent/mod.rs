@@ -25,6 +25,8 @@ mod prompt;
 pub mod recover;
 mod request;
 mod turn;
+#[cfg(test)]
+mod wire_tests;
 
 pub use actor::{AgentActor, AgentArguments, AgentMessage};
 pub use compaction::{CompactionSettings, CompactionStrategy};

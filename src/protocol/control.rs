@@ -69,6 +69,26 @@ pub enum ControlReply {
 mod tests {
     use super::*;
 
+    /// `fido agents` reads these bytes (recorded when `phase` was a
+    /// `String`): each phase, a tool name with odd characters included,
+    /// comes back as it was sent.
+    #[test]
+    fn running_agents_keep_their_wire_format() {
+        for phase in [
+            "starting",
+            "reasoning",
+            "read_file",
+            "nested_delegation_rejected",
+            "a tool name well past forty characters long, with \\u001b escapes",
+        ] {
+            let line = format!(
+                r#"{{"type":"agents","version":1,"parent_pid":7,"agents":[{{"agent_id":"subagent-1","parent_pid":7,"child_pid":8,"phase":"{phase}","elapsed_ms":5,"tokens":9,"plan_item":"fix"}}]}}"#
+            );
+            let reply: ControlReply = serde_json::from_str(&line).unwrap();
+            assert_eq!(serde_json::to_string(&reply).unwrap(), line);
+        }
+    }
+
     #[test]
     fn requests_and_replies_are_tagged_json_lines() {
         let cancel = ControlRequest::Cancel {

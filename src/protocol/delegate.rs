@@ -211,3 +211,37 @@ impl DelegateResult {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A result as the parent's conversation receives it, byte for byte
+    /// (recorded when `DelegateUsage` still spelled out its own counters).
+    const RESULT: &str = r#"{"type":"delegate_result","identity":{"role":"subagent","agent_id":"subagent-0badcafe","parent_role":"main"},"status":"partial","summary":"half done","findings":[{"file":"src/a.rs","line":3,"claim":"c","confidence":"high"}],"recommended_next_steps":["go on"],"tests_to_run":[],"uncertainties":[],"error":{"code":"timeout","message":"ran out of time"},"usage":{"requests":3,"prompt_tokens":100,"cached_tokens":40,"completion_tokens":7,"wall_ms":1234}}"#;
+
+    #[test]
+    fn a_delegate_result_keeps_its_wire_format() {
+        let result: DelegateResult = serde_json::from_str(RESULT).unwrap();
+        assert_eq!(serde_json::to_string(&result).unwrap(), RESULT);
+        let usage = result.usage.unwrap();
+        assert_eq!(usage.budget_tokens(), 107);
+        assert_eq!(
+            serde_json::to_string(&usage).unwrap(),
+            r#"{"requests":3,"prompt_tokens":100,"cached_tokens":40,"completion_tokens":7,"wall_ms":1234}"#
+        );
+        // Usage written before the wall time was recorded still reads.
+        let older: DelegateUsage = serde_json::from_str(
+            r#"{"requests":1,"prompt_tokens":2,"cached_tokens":0,"completion_tokens":3}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            serde_json::to_string(&older).unwrap(),
+            r#"{"requests":1,"prompt_tokens":2,"cached_tokens":0,"completion_tokens":3,"wall_ms":0}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&DelegateUsage::default()).unwrap(),
+            r#"{"requests":0,"prompt_tokens":0,"cached_tokens":0,"completion_tokens":0,"wall_ms":0}"#
+        );
+    }
+}

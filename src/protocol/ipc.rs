@@ -232,6 +232,24 @@ mod tests {
         assert!(serde_json::from_str::<ChildFrame>(bad).is_err());
     }
 
+    /// The child's lifecycle frames, byte for byte (recorded when `phase`
+    /// was a `String`): the parent sanitises the phase, so the frame keeps
+    /// whatever the child sent.
+    #[test]
+    fn lifecycle_frames_keep_their_wire_format() {
+        for phase in [
+            "reasoning",
+            "bash_exec",
+            "nested_delegation_rejected",
+            "completed",
+            "a tool name well past forty characters long, with \\u001b escapes",
+        ] {
+            let line = format!(r#"{{"type":"lifecycle","phase":"{phase}","detail":"d"}}"#);
+            let frame: ChildFrame = serde_json::from_str(&line).unwrap();
+            assert_eq!(serde_json::to_string(&frame).unwrap(), line);
+        }
+    }
+
     #[test]
     fn catalog_fingerprints_follow_every_byte() {
         let spec = |name: &str| super::super::ToolSpec {
