@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::UsageTotals;
+
 /// What the subagent must do, from the `delegate` arguments.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -137,13 +139,12 @@ pub struct DelegateError {
     pub message: String,
 }
 
-/// Token usage of the subagent's model requests, and its wall time.
+/// Token usage of the subagent's model requests, and its wall time. On the
+/// wire the counters sit beside `wall_ms`, as they always did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DelegateUsage {
-    pub requests: u32,
-    pub prompt_tokens: u64,
-    pub cached_tokens: u64,
-    pub completion_tokens: u64,
+    #[serde(flatten)]
+    pub totals: UsageTotals,
     /// From the spawn to the reap, in milliseconds.
     #[serde(default)]
     pub wall_ms: u64,
@@ -152,7 +153,9 @@ pub struct DelegateUsage {
 impl DelegateUsage {
     /// What a budget counts: prompt and completion tokens.
     pub fn budget_tokens(&self) -> u64 {
-        self.prompt_tokens.saturating_add(self.completion_tokens)
+        self.totals
+            .prompt_tokens
+            .saturating_add(self.totals.completion_tokens)
     }
 }
 

@@ -335,9 +335,12 @@ mod tests {
         assert_eq!(totals.prompt_tokens, u64::MAX);
         assert_eq!(totals.cached_tokens, 2);
         let spent = crate::protocol::delegate::DelegateUsage {
-            prompt_tokens: u64::MAX,
-            completion_tokens: 5,
-            ..Default::default()
+            totals: UsageTotals {
+                prompt_tokens: u64::MAX,
+                completion_tokens: 5,
+                ..UsageTotals::default()
+            },
+            wall_ms: 0,
         };
         assert_eq!(spent.budget_tokens(), u64::MAX);
     }

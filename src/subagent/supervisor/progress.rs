@@ -177,12 +177,7 @@ impl<'a> Progress<'a> {
         let usage = &mut self.usage;
         // The server's counts: sums saturate, so a huge one spends the
         // budget instead of wrapping past it.
-        usage.requests = usage.requests.saturating_add(1);
-        usage.prompt_tokens = usage.prompt_tokens.saturating_add(request.prompt_tokens);
-        usage.cached_tokens = usage.cached_tokens.saturating_add(request.cached_tokens);
-        usage.completion_tokens = usage
-            .completion_tokens
-            .saturating_add(request.completion_tokens);
+        usage.totals.record(*request);
         self.tokens.store(usage.budget_tokens(), Ordering::Relaxed);
         let session_spent = self.shared.charge_session(
             request
