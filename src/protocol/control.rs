@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::SubagentPhase;
+
 /// Version of this protocol; a reply from a different one is reported,
 /// not guessed at.
 pub const CONTROL_VERSION: u32 = 1;
@@ -36,7 +38,7 @@ pub struct RunningAgent {
     /// The subagent process (`None` while it is being spawned).
     pub child_pid: Option<u32>,
     /// `starting`, `reasoning` or a tool name (as in `subagent` events).
-    pub phase: String,
+    pub phase: SubagentPhase,
     pub elapsed_ms: u64,
     /// Prompt + completion tokens used so far.
     pub tokens: u64,

@@ -166,8 +166,24 @@ pub enum SubagentPhase {
 }
 
 impl SubagentPhase {
+    /// A phase to show: a tool name is sanitised and cut short.
     pub fn parse(text: &str) -> SubagentPhase {
-        match text {
+        SubagentPhase::named(text)
+            .unwrap_or_else(|| SubagentPhase::Tool(crate::text::summary(text, 40)))
+    }
+
+    /// A phase read from the wire, kept as sent: a tool name from a child
+    /// or another process is untrusted text, which its reader sanitises
+    /// (as the supervisor does with a lifecycle frame, or [`parse`]).
+    ///
+    /// [`parse`]: SubagentPhase::parse
+    fn from_wire(text: String) -> SubagentPhase {
+        SubagentPhase::named(&text).unwrap_or(SubagentPhase::Tool(text))
+    }
+
+    /// Every phase but a tool's, by its wire name.
+    fn named(text: &str) -> Option<SubagentPhase> {
+        Some(match text {
             "starting" => SubagentPhase::Starting,
             "reasoning" => SubagentPhase::Reasoning,
             "nested_delegation_rejected" => SubagentPhase::NestedDelegationRejected,
@@ -175,8 +191,8 @@ impl SubagentPhase {
             "partial" => SubagentPhase::Partial,
             "failed" => SubagentPhase::Failed,
             "cancelled" => SubagentPhase::Cancelled,
-            tool => SubagentPhase::Tool(crate::text::summary(tool, 40)),
-        }
+            _ => return None,
+        })
     }
 
     /// The subagent has ended; its bar shows the outcome until the next prompt.
@@ -244,8 +260,7 @@ impl Serialize for SubagentPhase {
 
 impl<'de> Deserialize<'de> for SubagentPhase {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        Ok(SubagentPhase::parse(&text))
+        String::deserialize(deserializer).map(SubagentPhase::from_wire)
     }
 }
 

@@ -173,7 +173,10 @@ pub enum ChildFrame {
         catalog: String,
     },
     /// What the child is doing; the parent sanitises it again.
-    Lifecycle { phase: String, detail: String },
+    Lifecycle {
+        phase: super::SubagentPhase,
+        detail: String,
+    },
     /// The raw final output; the parent normalises it.
     Final { status: ChildStatus, text: String },
     /// Call MCP tool `tool` (a catalog name) with `arguments` (a JSON

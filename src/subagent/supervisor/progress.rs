@@ -152,10 +152,11 @@ impl<'a> Progress<'a> {
         let job = self.job;
         let tokens = self.tokens.load(Ordering::Relaxed);
         let plan_item = job.plan_item.as_ref();
+        let phase = crate::protocol::SubagentPhase::parse(phase);
         self.shared.record_live(
             &job.agent_id,
             self.pid,
-            phase,
+            &phase,
             self.started,
             tokens,
             plan_item,
@@ -163,7 +164,7 @@ impl<'a> Progress<'a> {
         self.shared.events.emit(EventKind::Subagent {
             agent_id: job.agent_id.clone(),
             pid: self.pid,
-            phase: crate::protocol::SubagentPhase::parse(phase),
+            phase,
             elapsed_ms: self.started.elapsed().as_millis() as u64,
             detail: text::summary(detail, 100),
             tokens,
