@@ -58,11 +58,11 @@ pub enum EventKind {
         summary: String,
     },
     /// The plan changed (or was loaded at start): the complete normalised
-    /// state, the same object the model got in the tool result.
+    /// state, the same object the model got in the tool result. On the
+    /// wire `flavour` (the plan tool, `update_plan` or `todo`) and `plan`.
     PlanUpdated {
-        /// The plan tool the state belongs to (`update_plan`, `todo`).
-        flavour: super::ipc::PlanFlavour,
-        plan: serde_json::Value,
+        #[serde(flatten)]
+        plan: super::plan::PlanSnapshot,
     },
     /// What a delegated subagent is doing (sanitised lifecycle only: never
     /// message contents, reasoning or the private transcript). `phase` is
@@ -324,7 +324,7 @@ impl UsageTotals {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::ipc::PlanFlavour;
+    use crate::protocol::plan::{PlanSnapshot, PlanState, TodoSnapshot};
 
     /// Counts from servers and journals saturate (found by fuzzing the
     /// journal replay and the Anthropic decoder with `u64::MAX` counts).
@@ -373,12 +373,17 @@ mod tests {
                 session_id: Some("20261201T120000-abcd".into()),
             },
             EventKind::PlanUpdated {
-                flavour: PlanFlavour::Todo,
-                plan: serde_json::json!({"tasks": []}),
+                plan: PlanSnapshot::Todo(TodoSnapshot {
+                    action: "list".into(),
+                    params: serde_json::json!({}),
+                    tasks: Vec::new(),
+                    next_id: 1,
+                    error: None,
+                    plan: None,
+                }),
             },
             EventKind::PlanUpdated {
-                flavour: PlanFlavour::UpdatePlan,
-                plan: serde_json::json!({"version": 1}),
+                plan: PlanSnapshot::UpdatePlan(PlanState::empty()),
             },
             EventKind::TurnCompleted {
                 turn: 2,
@@ -408,8 +413,8 @@ mod tests {
             lines,
             [
                 r#"{"type":"session_started","workspace":"/w","provider":"openai","model":"m","tools":["read_file"],"session_id":"20261201T120000-abcd"}"#,
-                r#"{"type":"plan_updated","flavour":"todo","plan":{"tasks":[]}}"#,
-                r#"{"type":"plan_updated","flavour":"update_plan","plan":{"version":1}}"#,
+                r#"{"type":"plan_updated","flavour":"todo","plan":{"action":"list","params":{},"tasks":[],"nextId":1}}"#,
+                r#"{"type":"plan_updated","flavour":"update_plan","plan":{"version":0,"updatedAt":null,"reason":"","items":[],"changes":{"added":[],"dropped":[],"status_changed":[]}}}"#,
                 r#"{"type":"turn_completed","turn":2,"status":"max_steps","usage":{"requests":3,"prompt_tokens":10,"cached_tokens":4,"completion_tokens":2}}"#,
                 r#"{"type":"subagent","agent_id":"sub-1","pid":42,"phase":"read_file","elapsed_ms":7,"detail":"x","tokens":9}"#,
             ]

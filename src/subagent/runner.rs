@@ -486,6 +486,7 @@ async fn dispatch(
                         ok,
                         content,
                         details: None,
+                        plan: None,
                     });
                 }
             }
