@@ -99,8 +99,7 @@ fn plan_event() -> EventKind {
     let state =
         PlanState::empty().successor("bench".into(), items, "2025-01-01T00:00:00.000Z".into());
     EventKind::PlanUpdated {
-        flavour: fido::protocol::ipc::PlanFlavour::UpdatePlan,
-        plan: serde_json::to_value(state).unwrap_or_default(),
+        plan: fido::plan::PlanSnapshot::UpdatePlan(state),
     }
 }
 

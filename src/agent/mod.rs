@@ -25,6 +25,8 @@ mod prompt;
 pub mod recover;
 mod request;
 mod turn;
+#[cfg(test)]
+mod wire_tests;
 
 pub use actor::{AgentActor, AgentArguments, AgentMessage};
 pub use compaction::{CompactionSettings, CompactionStrategy};
@@ -36,9 +38,9 @@ pub use limits::ModelLimits;
 pub use prompt::system_prompt;
 pub use turn::{TurnOutcome, run_turn};
 
-use crate::plan::{PlanFlavour, restore, todo};
+use crate::plan::{PlanFlavour, PlanSnapshot, restore, todo};
 use crate::protocol::EventKind;
-use crate::tools::{ToolCatalog, ToolEnv, update_plan};
+use crate::tools::{ToolCatalog, ToolEnv};
 
 /// A new conversation for a session: the stable system prompt and, when the
 /// workspace has a saved plan, that plan as a restored tool result right
@@ -80,16 +82,14 @@ pub fn restore_plan(
                 tracing::warn!("{warning}");
                 events.emit(EventKind::Error { message: warning });
             }
-            let output = update_plan::state_output(&loaded.state);
-            for message in
-                restore::restore_messages(flavour.tool_name(), &loaded.state, output.content)
-            {
+            let content = loaded.state.to_json_text();
+            for message in restore::restore_messages(flavour.tool_name(), &loaded.state, content) {
                 conversation.push(message);
             }
-            if loaded.state.version > 0
-                && let Some(plan) = output.details
-            {
-                events.emit(EventKind::PlanUpdated { flavour, plan });
+            if loaded.state.version > 0 {
+                events.emit(EventKind::PlanUpdated {
+                    plan: PlanSnapshot::UpdatePlan(loaded.state),
+                });
             }
         }
         Err(err) => {
@@ -113,10 +113,9 @@ fn restore_todo(conversation: &mut Conversation, env: &ToolEnv, events: &EventSi
             for message in restored.messages {
                 conversation.push(message);
             }
-            if let Some(plan) = restored.details {
+            if let Some(envelope) = restored.details {
                 events.emit(EventKind::PlanUpdated {
-                    flavour: PlanFlavour::Todo,
-                    plan,
+                    plan: PlanSnapshot::Todo(envelope),
                 });
             }
         }

@@ -409,12 +409,10 @@ async fn run_tool_calls(
         }
         if output.ok
             && deps.catalog.kind_of(&call.name) == Some(ToolKind::PlanState)
-            && let Some(flavour) = crate::protocol::ipc::PlanFlavour::of_tool(&call.name)
-            && let Some(plan) = &output.details
+            && let Some(plan) = &output.plan
         {
             deps.events.emit(EventKind::PlanUpdated {
-                flavour,
-                plan: plan.clone(),
+                plan: (**plan).clone(),
             });
         }
         conversation.push(Message::Tool {

@@ -80,7 +80,7 @@ pub(super) fn agents(dir: Option<PathBuf>, args: AgentsArgs) -> ExitCode {
                 agent.agent_id,
                 agent.parent_pid,
                 agent.child_pid.map_or("-".into(), |pid| pid.to_string()),
-                crate::text::summary(&agent.phase, 16),
+                crate::text::summary(agent.phase.as_str(), 16),
                 crate::ui::widgets::subagent_bar::format_elapsed(agent.elapsed_ms),
                 agent.tokens,
                 agent.plan_item.as_deref().unwrap_or("-"),

@@ -10,7 +10,7 @@ use clap::Subcommand;
 use super::{fail, init_logging};
 use crate::config::{Config, Overrides};
 use crate::plan::todo::{self, TodoStore};
-use crate::plan::{PlanFlavour, PlanState, PlanStore, Status};
+use crate::plan::{PlanFlavour, PlanSnapshot, PlanState, PlanStore, Status};
 
 #[derive(Debug, Subcommand)]
 pub enum PlanCommand {
@@ -63,9 +63,9 @@ fn show_todo(config: &Config, json: bool) -> ExitCode {
     if let Some(warning) = &loaded.warning {
         eprintln!("fido: {warning}");
     }
-    let (text, details) = todo::format::list_view(&loaded.state);
+    let (text, envelope) = todo::format::list_view(&loaded.state);
     if json {
-        println!("{details}");
+        println!("{}", PlanSnapshot::Todo(envelope).to_json());
     } else {
         println!("{text}");
     }

@@ -96,7 +96,7 @@ async fn call(config: &Config, catalog: &ToolCatalog, name: String, args: String
         "tool": name,
         "ok": output.ok,
         "content": output.content,
-        "details": output.details,
+        "details": output.details_json(),
     });
     println!("{printed}");
     if output.ok {

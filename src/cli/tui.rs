@@ -19,10 +19,9 @@ use super::session::{Interaction, Session};
 use super::{fail, runtime};
 use crate::config::{Config, Overrides};
 use crate::plan::todo::{self, TodoStore};
-use crate::plan::{PlanFlavour, PlanStore};
+use crate::plan::{PlanFlavour, PlanSnapshot, PlanStore};
 use crate::protocol::ApprovalPolicy;
 use crate::session::journal;
-use crate::tools::update_plan;
 use crate::ui::{self, LocalCommands, PlanCleared, UiSetup};
 use crate::workspace::LOGS_DIR;
 
@@ -191,8 +190,7 @@ impl LocalCommands for CliLocalCommands {
                 }
                 Ok(PlanCleared {
                     message: output.content,
-                    flavour: PlanFlavour::Todo,
-                    plan: output.details,
+                    plan: PlanSnapshot::Todo(output.details),
                 })
             }
         }
@@ -324,13 +322,9 @@ impl CliLocalCommands {
         if let Some(warning) = warning {
             tracing::warn!("{warning}");
         }
-        let plan = update_plan::state_output(&state)
-            .details
-            .ok_or("the cleared plan cannot be shown")?;
         Ok(PlanCleared {
             message: format!("Plan cleared (version {}).", state.version),
-            flavour: PlanFlavour::UpdatePlan,
-            plan,
+            plan: PlanSnapshot::UpdatePlan(state),
         })
     }
 }
@@ -427,10 +421,8 @@ mod tests {
         };
         let (ui, _) = Actor::spawn(None, UiActor::new(), arguments).await.unwrap();
         // As at start-up: the loaded plan arrives as an event.
-        let loaded = update_plan::state_output(&before).details.unwrap();
         ui.cast(UiMessage::Agent(Event::now(EventKind::PlanUpdated {
-            flavour: crate::protocol::ipc::PlanFlavour::UpdatePlan,
-            plan: loaded,
+            plan: PlanSnapshot::UpdatePlan(before.clone()),
         })))
         .unwrap();
 
@@ -480,22 +472,15 @@ mod tests {
         let shown = commands.show().unwrap();
         let (expected, envelope) = todo::format::list_view(&commands.todos.load().unwrap().state);
         assert_eq!(shown, expected);
-        let view = crate::ui::plan_view::PlanView::from_event(
-            crate::protocol::ipc::PlanFlavour::Todo,
-            &envelope,
-        )
-        .unwrap();
+        let view =
+            crate::ui::plan_view::PlanView::from_event(&PlanSnapshot::Todo(envelope)).unwrap();
         assert_eq!(view.items.len(), 2);
 
         let cleared = commands.clear().unwrap();
         assert_eq!(cleared.message, "Cleared 2 tasks");
-        let view = crate::ui::plan_view::PlanView::from_event(
-            crate::protocol::ipc::PlanFlavour::Todo,
-            &cleared.plan,
-        )
-        .unwrap();
+        let view = crate::ui::plan_view::PlanView::from_event(&cleared.plan).unwrap();
         assert!(view.items.is_empty());
-        assert_eq!(cleared.flavour, crate::protocol::ipc::PlanFlavour::Todo);
+        assert_eq!(cleared.plan.flavour(), PlanFlavour::Todo);
         assert!(
             !dir.path().join(".fido-plan.json").exists(),
             "the other flavour is untouched"

@@ -12,6 +12,7 @@ pub mod todo;
 pub use model::{PlanItem, PlanState, Status};
 
 pub use crate::protocol::ipc::PlanFlavour;
+pub use crate::protocol::plan::PlanSnapshot;
 pub use store::{PlanStore, PlanStoreError};
 
 #[cfg(test)]

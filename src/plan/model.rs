@@ -7,8 +7,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+// The shapes are the wire's (`plan_updated` carries them); their logic is here.
+pub use crate::protocol::plan::{PlanChanges, PlanItem, PlanState, Status};
 
 /// Most items a plan may hold.
 pub const MAX_ITEMS: usize = 20;
@@ -20,35 +22,7 @@ pub const MAX_REASON_CHARS: usize = 240;
 pub const MAX_EVIDENCE_ENTRIES: usize = 8;
 pub const MAX_EVIDENCE_CHARS: usize = 240;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    Pending,
-    InProgress,
-    Blocked,
-    Done,
-}
-
 impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Pending => "pending",
-            Status::InProgress => "in_progress",
-            Status::Blocked => "blocked",
-            Status::Done => "done",
-        }
-    }
-
-    fn parse(text: &str) -> Option<Status> {
-        match text {
-            "pending" => Some(Status::Pending),
-            "in_progress" => Some(Status::InProgress),
-            "blocked" => Some(Status::Blocked),
-            "done" => Some(Status::Done),
-            _ => None,
-        }
-    }
-
     /// Whether the item still needs work before the turn can honestly end.
     pub fn is_open(self) -> bool {
         match self {
@@ -58,58 +32,9 @@ impl Status {
     }
 }
 
-/// One normalised item: every field is present (empty optional text is
-/// `null`, empty lists are `[]`), in a fixed order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PlanItem {
-    pub id: String,
-    pub title: String,
-    pub status: Status,
-    pub details: Option<String>,
-    // Optional in the seed's file shape: a file that omits them still loads.
-    #[serde(default)]
-    pub dependencies: Vec<String>,
-    pub next_action: Option<String>,
-    #[serde(default)]
-    pub evidence: Vec<String>,
-}
-
-/// What changed since the previous version, so the model notices an
-/// accidental rename or a dropped item.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PlanChanges {
-    pub added: Vec<String>,
-    pub dropped: Vec<String>,
-    /// `id: old → new` for each item whose status changed.
-    pub status_changed: Vec<String>,
-}
-
-/// The complete plan state (contract: the shape of `.fido-plan.json`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PlanState {
-    pub version: u64,
-    /// RFC 3339 UTC with milliseconds; `null` before the first update.
-    pub updated_at: Option<String>,
-    pub reason: String,
-    pub items: Vec<PlanItem>,
-    /// Changes made by the update that produced this version. Not part of
-    /// the seed's `{version, updatedAt, reason, items}` shape, so a file
-    /// without it still loads (instead of being set aside as corrupt).
-    #[serde(default)]
-    pub changes: PlanChanges,
-}
-
 impl PlanState {
-    /// The state before any plan exists.
-    pub fn empty() -> Self {
-        PlanState {
-            version: 0,
-            updated_at: None,
-            reason: String::new(),
-            items: Vec::new(),
-            changes: PlanChanges::default(),
-        }
+    pub fn open_items(&self) -> impl Iterator<Item = &PlanItem> {
+        self.items.iter().filter(|i| i.status.is_open())
     }
 
     /// The next version with these items; `changes` computed against `self`.
@@ -123,16 +48,6 @@ impl PlanState {
             items,
             changes,
         }
-    }
-
-    /// The exact JSON text the model receives and the file holds.
-    pub fn to_json_text(&self) -> String {
-        // Serialising plain structs of strings cannot fail.
-        serde_json::to_string_pretty(self).unwrap_or_default()
-    }
-
-    pub fn open_items(&self) -> impl Iterator<Item = &PlanItem> {
-        self.items.iter().filter(|i| i.status.is_open())
     }
 }
 

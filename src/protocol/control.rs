@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::SubagentPhase;
+
 /// Version of this protocol; a reply from a different one is reported,
 /// not guessed at.
 pub const CONTROL_VERSION: u32 = 1;
@@ -36,7 +38,7 @@ pub struct RunningAgent {
     /// The subagent process (`None` while it is being spawned).
     pub child_pid: Option<u32>,
     /// `starting`, `reasoning` or a tool name (as in `subagent` events).
-    pub phase: String,
+    pub phase: SubagentPhase,
     pub elapsed_ms: u64,
     /// Prompt + completion tokens used so far.
     pub tokens: u64,
@@ -68,6 +70,26 @@ pub enum ControlReply {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `fido agents` reads these bytes (recorded when `phase` was a
+    /// `String`): each phase, a tool name with odd characters included,
+    /// comes back as it was sent.
+    #[test]
+    fn running_agents_keep_their_wire_format() {
+        for phase in [
+            "starting",
+            "reasoning",
+            "read_file",
+            "nested_delegation_rejected",
+            "a tool name well past forty characters long, with \\u001b escapes",
+        ] {
+            let line = format!(
+                r#"{{"type":"agents","version":1,"parent_pid":7,"agents":[{{"agent_id":"subagent-1","parent_pid":7,"child_pid":8,"phase":"{phase}","elapsed_ms":5,"tokens":9,"plan_item":"fix"}}]}}"#
+            );
+            let reply: ControlReply = serde_json::from_str(&line).unwrap();
+            assert_eq!(serde_json::to_string(&reply).unwrap(), line);
+        }
+    }
 
     #[test]
     fn requests_and_replies_are_tagged_json_lines() {

@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::UsageTotals;
+
 /// What the subagent must do, from the `delegate` arguments.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -137,13 +139,12 @@ pub struct DelegateError {
     pub message: String,
 }
 
-/// Token usage of the subagent's model requests, and its wall time.
+/// Token usage of the subagent's model requests, and its wall time. On the
+/// wire the counters sit beside `wall_ms`, as they always did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DelegateUsage {
-    pub requests: u32,
-    pub prompt_tokens: u64,
-    pub cached_tokens: u64,
-    pub completion_tokens: u64,
+    #[serde(flatten)]
+    pub totals: UsageTotals,
     /// From the spawn to the reap, in milliseconds.
     #[serde(default)]
     pub wall_ms: u64,
@@ -152,7 +153,9 @@ pub struct DelegateUsage {
 impl DelegateUsage {
     /// What a budget counts: prompt and completion tokens.
     pub fn budget_tokens(&self) -> u64 {
-        self.prompt_tokens.saturating_add(self.completion_tokens)
+        self.totals
+            .prompt_tokens
+            .saturating_add(self.totals.completion_tokens)
     }
 }
 
@@ -209,5 +212,39 @@ impl DelegateResult {
                 "A subagent cannot call delegate; no nested subagent was created.",
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A result as the parent's conversation receives it, byte for byte
+    /// (recorded when `DelegateUsage` still spelled out its own counters).
+    const RESULT: &str = r#"{"type":"delegate_result","identity":{"role":"subagent","agent_id":"subagent-0badcafe","parent_role":"main"},"status":"partial","summary":"half done","findings":[{"file":"src/a.rs","line":3,"claim":"c","confidence":"high"}],"recommended_next_steps":["go on"],"tests_to_run":[],"uncertainties":[],"error":{"code":"timeout","message":"ran out of time"},"usage":{"requests":3,"prompt_tokens":100,"cached_tokens":40,"completion_tokens":7,"wall_ms":1234}}"#;
+
+    #[test]
+    fn a_delegate_result_keeps_its_wire_format() {
+        let result: DelegateResult = serde_json::from_str(RESULT).unwrap();
+        assert_eq!(serde_json::to_string(&result).unwrap(), RESULT);
+        let usage = result.usage.unwrap();
+        assert_eq!(usage.budget_tokens(), 107);
+        assert_eq!(
+            serde_json::to_string(&usage).unwrap(),
+            r#"{"requests":3,"prompt_tokens":100,"cached_tokens":40,"completion_tokens":7,"wall_ms":1234}"#
+        );
+        // Usage written before the wall time was recorded still reads.
+        let older: DelegateUsage = serde_json::from_str(
+            r#"{"requests":1,"prompt_tokens":2,"cached_tokens":0,"completion_tokens":3}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            serde_json::to_string(&older).unwrap(),
+            r#"{"requests":1,"prompt_tokens":2,"cached_tokens":0,"completion_tokens":3,"wall_ms":0}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&DelegateUsage::default()).unwrap(),
+            r#"{"requests":0,"prompt_tokens":0,"cached_tokens":0,"completion_tokens":0,"wall_ms":0}"#
+        );
     }
 }

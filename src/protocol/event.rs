@@ -58,11 +58,11 @@ pub enum EventKind {
         summary: String,
     },
     /// The plan changed (or was loaded at start): the complete normalised
-    /// state, the same object the model got in the tool result.
+    /// state, the same object the model got in the tool result. On the
+    /// wire `flavour` (the plan tool, `update_plan` or `todo`) and `plan`.
     PlanUpdated {
-        /// The plan tool the state belongs to (`update_plan`, `todo`).
-        flavour: super::ipc::PlanFlavour,
-        plan: serde_json::Value,
+        #[serde(flatten)]
+        plan: super::plan::PlanSnapshot,
     },
     /// What a delegated subagent is doing (sanitised lifecycle only: never
     /// message contents, reasoning or the private transcript). `phase` is
@@ -166,8 +166,24 @@ pub enum SubagentPhase {
 }
 
 impl SubagentPhase {
+    /// A phase to show: a tool name is sanitised and cut short.
     pub fn parse(text: &str) -> SubagentPhase {
-        match text {
+        SubagentPhase::named(text)
+            .unwrap_or_else(|| SubagentPhase::Tool(crate::text::summary(text, 40)))
+    }
+
+    /// A phase read from the wire, kept as sent: a tool name from a child
+    /// or another process is untrusted text, which its reader sanitises
+    /// (as the supervisor does with a lifecycle frame, or [`parse`]).
+    ///
+    /// [`parse`]: SubagentPhase::parse
+    fn from_wire(text: String) -> SubagentPhase {
+        SubagentPhase::named(&text).unwrap_or(SubagentPhase::Tool(text))
+    }
+
+    /// Every phase but a tool's, by its wire name.
+    fn named(text: &str) -> Option<SubagentPhase> {
+        Some(match text {
             "starting" => SubagentPhase::Starting,
             "reasoning" => SubagentPhase::Reasoning,
             "nested_delegation_rejected" => SubagentPhase::NestedDelegationRejected,
@@ -175,8 +191,8 @@ impl SubagentPhase {
             "partial" => SubagentPhase::Partial,
             "failed" => SubagentPhase::Failed,
             "cancelled" => SubagentPhase::Cancelled,
-            tool => SubagentPhase::Tool(crate::text::summary(tool, 40)),
-        }
+            _ => return None,
+        })
     }
 
     /// The subagent has ended; its bar shows the outcome until the next prompt.
@@ -244,8 +260,7 @@ impl Serialize for SubagentPhase {
 
 impl<'de> Deserialize<'de> for SubagentPhase {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        Ok(SubagentPhase::parse(&text))
+        String::deserialize(deserializer).map(SubagentPhase::from_wire)
     }
 }
 
@@ -309,7 +324,7 @@ impl UsageTotals {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::ipc::PlanFlavour;
+    use crate::protocol::plan::{PlanSnapshot, PlanState, TodoSnapshot};
 
     /// Counts from servers and journals saturate (found by fuzzing the
     /// journal replay and the Anthropic decoder with `u64::MAX` counts).
@@ -335,9 +350,12 @@ mod tests {
         assert_eq!(totals.prompt_tokens, u64::MAX);
         assert_eq!(totals.cached_tokens, 2);
         let spent = crate::protocol::delegate::DelegateUsage {
-            prompt_tokens: u64::MAX,
-            completion_tokens: 5,
-            ..Default::default()
+            totals: UsageTotals {
+                prompt_tokens: u64::MAX,
+                completion_tokens: 5,
+                ..UsageTotals::default()
+            },
+            wall_ms: 0,
         };
         assert_eq!(spent.budget_tokens(), u64::MAX);
     }
@@ -355,12 +373,17 @@ mod tests {
                 session_id: Some("20261201T120000-abcd".into()),
             },
             EventKind::PlanUpdated {
-                flavour: PlanFlavour::Todo,
-                plan: serde_json::json!({"tasks": []}),
+                plan: PlanSnapshot::Todo(TodoSnapshot {
+                    action: "list".into(),
+                    params: serde_json::json!({}),
+                    tasks: Vec::new(),
+                    next_id: 1,
+                    error: None,
+                    plan: None,
+                }),
             },
             EventKind::PlanUpdated {
-                flavour: PlanFlavour::UpdatePlan,
-                plan: serde_json::json!({"version": 1}),
+                plan: PlanSnapshot::UpdatePlan(PlanState::empty()),
             },
             EventKind::TurnCompleted {
                 turn: 2,
@@ -390,8 +413,8 @@ mod tests {
             lines,
             [
                 r#"{"type":"session_started","workspace":"/w","provider":"openai","model":"m","tools":["read_file"],"session_id":"20261201T120000-abcd"}"#,
-                r#"{"type":"plan_updated","flavour":"todo","plan":{"tasks":[]}}"#,
-                r#"{"type":"plan_updated","flavour":"update_plan","plan":{"version":1}}"#,
+                r#"{"type":"plan_updated","flavour":"todo","plan":{"action":"list","params":{},"tasks":[],"nextId":1}}"#,
+                r#"{"type":"plan_updated","flavour":"update_plan","plan":{"version":0,"updatedAt":null,"reason":"","items":[],"changes":{"added":[],"dropped":[],"status_changed":[]}}}"#,
                 r#"{"type":"turn_completed","turn":2,"status":"max_steps","usage":{"requests":3,"prompt_tokens":10,"cached_tokens":4,"completion_tokens":2}}"#,
                 r#"{"type":"subagent","agent_id":"sub-1","pid":42,"phase":"read_file","elapsed_ms":7,"detail":"x","tokens":9}"#,
             ]

@@ -173,7 +173,10 @@ pub enum ChildFrame {
         catalog: String,
     },
     /// What the child is doing; the parent sanitises it again.
-    Lifecycle { phase: String, detail: String },
+    Lifecycle {
+        phase: super::SubagentPhase,
+        detail: String,
+    },
     /// The raw final output; the parent normalises it.
     Final { status: ChildStatus, text: String },
     /// Call MCP tool `tool` (a catalog name) with `arguments` (a JSON
@@ -230,6 +233,24 @@ mod tests {
         }
         let bad = r#"{"type":"final","status":"done","text":"x"}"#;
         assert!(serde_json::from_str::<ChildFrame>(bad).is_err());
+    }
+
+    /// The child's lifecycle frames, byte for byte (recorded when `phase`
+    /// was a `String`): the parent sanitises the phase, so the frame keeps
+    /// whatever the child sent.
+    #[test]
+    fn lifecycle_frames_keep_their_wire_format() {
+        for phase in [
+            "reasoning",
+            "bash_exec",
+            "nested_delegation_rejected",
+            "completed",
+            "a tool name well past forty characters long, with \\u001b escapes",
+        ] {
+            let line = format!(r#"{{"type":"lifecycle","phase":"{phase}","detail":"d"}}"#);
+            let frame: ChildFrame = serde_json::from_str(&line).unwrap();
+            assert_eq!(serde_json::to_string(&frame).unwrap(), line);
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod ipc;
 pub mod journal;
 pub mod mcp;
 mod message;
+pub mod plan;
 pub mod safety;
 
 pub use event::{Event, EventKind, SubagentPhase, TurnStatus, UsageTotals};

@@ -31,7 +31,7 @@ use crate::plan::PlanStore;
 use crate::protocol::ipc::{
     ChildFrame, ChildStatus, ForkFrame, PROTOCOL_VERSION, ParentFrame, catalog_fingerprint,
 };
-use crate::protocol::{EventKind, Message, TurnStatus};
+use crate::protocol::{EventKind, Message, SubagentPhase, TurnStatus};
 use crate::provider::{
     ChatRequest, Completion, CompletionFuture, NoticeSink, Provider, ProviderError,
 };
@@ -486,6 +486,7 @@ async fn dispatch(
                         ok,
                         content,
                         details: None,
+                        plan: None,
                     });
                 }
             }
@@ -521,9 +522,9 @@ async fn forward_lifecycle(
         let frame = match event.kind {
             EventKind::ToolCall { name, summary, .. } => ChildFrame::Lifecycle {
                 phase: if name == "delegate" {
-                    "nested_delegation_rejected".into()
+                    SubagentPhase::NestedDelegationRejected
                 } else {
-                    name
+                    SubagentPhase::Tool(name)
                 },
                 detail: summary,
             },

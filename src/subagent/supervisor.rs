@@ -17,10 +17,10 @@ use super::control::ControlTarget;
 use super::fork::build_fork;
 use crate::agent::EventSink;
 use crate::plan::PlanFlavour;
-use crate::protocol::Message;
 use crate::protocol::control::RunningAgent;
 use crate::protocol::delegate::DelegateArgs;
 use crate::protocol::delegate::DelegateResult;
+use crate::protocol::{Message, SubagentPhase};
 use crate::provider::gateway::Gateway;
 use crate::sandbox::SandboxRequirement;
 use crate::subagent::profiles::{Profile, Profiles};
@@ -119,14 +119,11 @@ pub struct Shared {
 struct LiveAgent {
     agent_id: String,
     child_pid: Option<u32>,
-    phase: String,
+    phase: SubagentPhase,
     started: std::time::Instant,
     tokens: u64,
     plan_item: Option<String>,
 }
-
-/// Phases after which a subagent is no longer running.
-const FINAL_PHASES: [&str; 4] = ["completed", "partial", "failed", "cancelled"];
 
 /// An `RLIMIT_NPROC` (`None`: `/proc` could not be counted) and when it
 /// was counted.
@@ -169,26 +166,26 @@ impl Shared {
         &self,
         agent_id: &str,
         child_pid: Option<u32>,
-        phase: &str,
+        phase: &SubagentPhase,
         started: std::time::Instant,
         tokens: u64,
         plan_item: Option<&String>,
     ) {
         let mut live = self.live();
-        if FINAL_PHASES.contains(&phase) {
+        if phase.is_final() {
             live.retain(|agent| agent.agent_id != agent_id);
             return;
         }
         match live.iter_mut().find(|agent| agent.agent_id == agent_id) {
             Some(agent) => {
                 agent.child_pid = child_pid.or(agent.child_pid);
-                agent.phase = phase.to_string();
+                agent.phase.clone_from(phase);
                 agent.tokens = tokens;
             }
             None => live.push(LiveAgent {
                 agent_id: agent_id.to_string(),
                 child_pid,
-                phase: phase.to_string(),
+                phase: phase.clone(),
                 started,
                 tokens,
                 plan_item: plan_item.cloned(),

@@ -307,6 +307,7 @@ impl Run<'_> {
                     ok: status.success(),
                     content,
                     details: None,
+                    plan: None,
                 }
             }
             Ending::TimedOut => ToolOutput {
@@ -316,6 +317,7 @@ impl Run<'_> {
                     humantime::format_duration(self.timeout)
                 ),
                 details: None,
+                plan: None,
             },
             Ending::Cancelled => ToolOutput {
                 ok: false,
@@ -323,6 +325,7 @@ impl Run<'_> {
                     "{body}\ncancelled; the command and everything it started were killed"
                 ),
                 details: None,
+                plan: None,
             },
         }
     }

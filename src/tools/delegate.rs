@@ -204,6 +204,7 @@ pub fn output(result: &DelegateResult) -> ToolOutput {
         ok: result.status != crate::protocol::delegate::DelegateStatus::Failed,
         content: serde_json::to_string_pretty(&value).unwrap_or_default(),
         details: Some(value),
+        plan: None,
     }
 }
 

@@ -149,6 +149,7 @@ fn refusal(code: &str, message: &str) -> ToolOutput {
         ok: false,
         content: body.to_string(),
         details: Some(body),
+        plan: None,
     }
 }
 

@@ -38,7 +38,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::plan::{PlanFlavour, PlanStore};
+use crate::plan::{PlanFlavour, PlanSnapshot, PlanStore};
 use crate::protocol::mcp::McpToolSpec;
 use crate::protocol::{Message, ToolCall, ToolSpec};
 use crate::session::undo::UndoLog;
@@ -53,8 +53,12 @@ pub struct ToolOutput {
     pub ok: bool,
     /// Exactly the text placed in the tool result message.
     pub content: String,
-    /// Structured state (the plan for plan tools), else `None`.
+    /// Structured details for `fido tool call` (a refusal's code, a
+    /// delegation's result), else `None`; a plan tool's are in `plan`.
     pub details: Option<Value>,
+    /// A plan tool's state after the call, for the `plan_updated` event
+    /// (boxed: most results carry none, and results travel in `Err`s).
+    pub plan: Option<Box<PlanSnapshot>>,
 }
 
 impl ToolOutput {
@@ -63,6 +67,7 @@ impl ToolOutput {
             ok: true,
             content: content.into(),
             details: None,
+            plan: None,
         }
     }
 
@@ -73,6 +78,16 @@ impl ToolOutput {
             ok: false,
             content: format!("Error: {}", message.as_ref()),
             details: None,
+            plan: None,
+        }
+    }
+
+    /// What `fido tool call` prints as `details`: the plan object of a
+    /// plan tool, else the details.
+    pub fn details_json(&self) -> Option<Value> {
+        match &self.plan {
+            Some(plan) => Some(plan.to_json()),
+            None => self.details.clone(),
         }
     }
 }

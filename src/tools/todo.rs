@@ -5,6 +5,7 @@
 use serde_json::json;
 
 use super::{Invocation, Tool, ToolFuture, ToolKind, ToolOutput};
+use crate::plan::PlanSnapshot;
 use crate::plan::todo::{self, TodoStore};
 use crate::protocol::ToolSpec;
 
@@ -100,7 +101,8 @@ impl Tool for Todo {
                     ToolOutput {
                         ok: output.ok,
                         content: output.content,
-                        details: Some(output.details),
+                        details: None,
+                        plan: Some(Box::new(PlanSnapshot::Todo(output.details))),
                     }
                 }
                 Err(err) => ToolOutput::error(format!(

@@ -4,6 +4,7 @@
 use serde_json::json;
 
 use super::{Invocation, Tool, ToolFuture, ToolKind, ToolOutput};
+use crate::plan::PlanSnapshot;
 use crate::plan::model::{self, PlanState};
 use crate::protocol::ToolSpec;
 
@@ -94,11 +95,12 @@ impl Tool for UpdatePlan {
 }
 
 /// The successful result: the complete state as JSON text, and the same
-/// object as details.
+/// state for the `plan_updated` event.
 pub fn state_output(state: &PlanState) -> ToolOutput {
     ToolOutput {
         ok: true,
         content: state.to_json_text(),
-        details: serde_json::to_value(state).ok(),
+        details: None,
+        plan: Some(Box::new(PlanSnapshot::UpdatePlan(state.clone()))),
     }
 }

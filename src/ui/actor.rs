@@ -435,7 +435,7 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
         }
         Action::ClearPlan => match state.local_commands.clear() {
             Ok(cleared) => {
-                store.set_plan(cleared.flavour, &cleared.plan, "cleared");
+                store.set_plan(&cleared.plan, "cleared");
                 store.push(Entry::Info(cleared.message));
                 // The model sees the cleared plan as a tool result on its
                 // next request.

@@ -24,11 +24,9 @@ pub struct StatusInfo {
 pub struct PlanCleared {
     /// Said to the user, e.g. `Plan cleared (version 4).`
     pub message: String,
-    /// The plan tool the state belongs to (`update_plan`, `todo`).
-    pub flavour: crate::protocol::ipc::PlanFlavour,
-    /// The complete normalised state after clearing: the same object a
+    /// The complete normalised state after clearing: what a
     /// `plan_updated` event carries.
-    pub plan: serde_json::Value,
+    pub plan: crate::protocol::plan::PlanSnapshot,
 }
 
 /// Errors are one sentence for the user.

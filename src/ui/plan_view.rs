@@ -1,5 +1,5 @@
-//! What the plan panel draws, read from the normalised plan object of a
-//! `plan_updated` event (the very object the model got in its tool result).
+//! What the plan panel draws, read from the typed plan of a
+//! `plan_updated` event (the very state the model got in its tool result).
 //!
 //! Both flavours are read: `update_plan` (`{version, updatedAt, reason,
 //! items: [{id, title, status, details, dependencies, next_action,
@@ -9,9 +9,10 @@
 //! (`deleted`) are left out, and they are counted so the panel can say so.
 //! Text is sanitised here, once, so widgets never see escape sequences.
 
-use serde_json::Value;
-
 use crate::protocol::ipc::PlanFlavour;
+use crate::protocol::plan::{
+    PlanItem, PlanSnapshot, PlanState, Status, Task, TaskStatus, TodoSnapshot,
+};
 use crate::text::sanitize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,22 +23,9 @@ pub enum ItemStatus {
     Done,
     /// `todo`: put off, with a reason.
     Deferred,
-    /// A status this UI does not know; shown verbatim.
-    Other,
 }
 
 impl ItemStatus {
-    fn parse(text: &str) -> ItemStatus {
-        match text {
-            "pending" => ItemStatus::Pending,
-            "in_progress" => ItemStatus::InProgress,
-            "blocked" => ItemStatus::Blocked,
-            "done" | "completed" => ItemStatus::Done,
-            "deferred" => ItemStatus::Deferred,
-            _ => ItemStatus::Other,
-        }
-    }
-
     /// The checkbox, as `fido plan show` prints it.
     pub fn mark(self) -> &'static str {
         match self {
@@ -46,7 +34,6 @@ impl ItemStatus {
             ItemStatus::Blocked => "[!]",
             ItemStatus::Done => "[x]",
             ItemStatus::Deferred => "[-]",
-            ItemStatus::Other => "[?]",
         }
     }
 }
@@ -81,35 +68,44 @@ pub struct PlanView {
 }
 
 impl PlanView {
-    /// Reads a plan object; `None` when there is no plan yet (version 0 of
-    /// `update_plan`) or the value is not a plan at all.
-    pub fn from_event(flavour: PlanFlavour, plan: &Value) -> Option<PlanView> {
-        let object = plan.as_object()?;
-        let version = object.get("version").and_then(Value::as_u64);
-        let raw_items = object
-            .get("items")
-            .or_else(|| object.get("tasks"))
-            .and_then(Value::as_array)?;
-        if version == Some(0) && raw_items.is_empty() {
+    /// The view of a plan; `None` when there is no plan yet (version 0 of
+    /// `update_plan`).
+    pub fn from_event(plan: &PlanSnapshot) -> Option<PlanView> {
+        match plan {
+            PlanSnapshot::UpdatePlan(state) => PlanView::of_state(state),
+            PlanSnapshot::Todo(envelope) => Some(PlanView::of_todo(envelope)),
+        }
+    }
+
+    fn of_state(state: &PlanState) -> Option<PlanView> {
+        if state.version == 0 && state.items.is_empty() {
             return None;
         }
-        let mut items = Vec::with_capacity(raw_items.len());
-        let mut deleted = 0;
-        for raw in raw_items {
-            let status_text = text_of(raw.get("status")).unwrap_or_else(|| "unknown".into());
-            if status_text == "deleted" {
-                deleted += 1;
-                continue;
-            }
-            items.push(item(raw, status_text));
-        }
         Some(PlanView {
-            flavour,
-            version,
-            reason: text_of(object.get("reason")),
+            flavour: PlanFlavour::UpdatePlan,
+            version: Some(state.version),
+            reason: text_of(&state.reason),
+            items: state.items.iter().map(plan_item).collect(),
+            deleted: 0,
+        })
+    }
+
+    fn of_todo(envelope: &TodoSnapshot) -> PlanView {
+        let mut items = Vec::with_capacity(envelope.tasks.len());
+        let mut deleted = 0;
+        for task in &envelope.tasks {
+            match task_status(task.status) {
+                Some(status) => items.push(task_item(task, status)),
+                None => deleted += 1,
+            }
+        }
+        PlanView {
+            flavour: PlanFlavour::Todo,
+            version: None,
+            reason: None,
             items,
             deleted,
-        })
+        }
     }
 
     pub fn count(&self, status: ItemStatus) -> usize {
@@ -149,77 +145,103 @@ impl PlanView {
     }
 }
 
-fn item(raw: &Value, status_text: String) -> ItemView {
-    let id = match raw.get("id") {
-        Some(Value::Number(n)) => format!("#{n}"),
-        other => text_of(other).unwrap_or_else(|| "?".into()),
-    };
-    let title = ["title", "subject", "content"]
-        .iter()
-        .find_map(|key| text_of(raw.get(*key)))
-        .unwrap_or_default();
-    let mut fields = Vec::new();
-    let mut push = |label: &'static str, text: Option<String>| {
-        if let Some(text) = text {
-            fields.push(Field { label, text });
-        }
-    };
-    push("details", text_of(raw.get("details")));
-    push("details", text_of(raw.get("description")));
-    push("plan", text_of(raw.get("planText")));
-    let deps = list_of(raw.get("dependencies").or_else(|| raw.get("blockedBy")));
-    push("depends on", (!deps.is_empty()).then(|| deps.join(", ")));
-    push(
-        "next",
-        text_of(raw.get("next_action").or_else(|| raw.get("nextAction"))),
-    );
-    let evidence: Vec<String> = list_of(raw.get("evidence"));
-    for entry in evidence {
-        push("evidence", Some(entry));
+/// An `update_plan` item: details, dependencies, next action, evidence.
+fn plan_item(item: &PlanItem) -> ItemView {
+    let mut fields = Fields::default();
+    fields.push("details", item.details.as_deref());
+    fields.push_list("depends on", item.dependencies.iter().map(String::as_str));
+    fields.push("next", item.next_action.as_deref());
+    for entry in &item.evidence {
+        fields.push("evidence", Some(entry));
     }
-    push("doing", text_of(raw.get("activeForm")));
-    push("reason", text_of(raw.get("reason")));
-    push("group", text_of(raw.get("planGroup")));
-    push("owner", text_of(raw.get("owner")));
     ItemView {
-        id,
-        title,
-        status: ItemStatus::parse(&status_text),
-        status_text,
-        fields,
+        id: text_of(&item.id).unwrap_or_else(|| "?".into()),
+        title: text_of(&item.title).unwrap_or_default(),
+        status: match item.status {
+            Status::Pending => ItemStatus::Pending,
+            Status::InProgress => ItemStatus::InProgress,
+            Status::Blocked => ItemStatus::Blocked,
+            Status::Done => ItemStatus::Done,
+        },
+        status_text: item.status.as_str().to_string(),
+        fields: fields.0,
     }
 }
 
-/// A non-empty string (sanitised, trimmed); numbers are written out.
-fn text_of(value: Option<&Value>) -> Option<String> {
-    let text = match value? {
-        Value::String(s) => sanitize(s, false).trim().to_string(),
-        Value::Number(n) => n.to_string(),
-        _ => return None,
-    };
+/// How the panel shows a task's status; `None` for a tombstone.
+fn task_status(status: TaskStatus) -> Option<ItemStatus> {
+    match status {
+        TaskStatus::Pending => Some(ItemStatus::Pending),
+        TaskStatus::InProgress => Some(ItemStatus::InProgress),
+        TaskStatus::Completed => Some(ItemStatus::Done),
+        TaskStatus::Deferred => Some(ItemStatus::Deferred),
+        TaskStatus::Deleted => None,
+    }
+}
+
+/// A `todo` task (not a tombstone): its fields in the contract's order.
+fn task_item(task: &Task, status: ItemStatus) -> ItemView {
+    let mut fields = Fields::default();
+    fields.push("details", task.description.as_deref());
+    fields.push("plan", task.plan_text.as_deref());
+    let blocked_by: Vec<String> = task.blocked_by.iter().map(|id| format!("#{id}")).collect();
+    fields.push_list("depends on", blocked_by.iter().map(String::as_str));
+    fields.push("evidence", task.evidence.as_deref());
+    fields.push("doing", task.active_form.as_deref());
+    fields.push("reason", task.reason.as_deref());
+    fields.push("group", task.plan_group.as_deref());
+    fields.push("owner", task.owner.as_deref());
+    ItemView {
+        id: format!("#{}", task.id),
+        title: text_of(&task.subject).unwrap_or_default(),
+        status,
+        status_text: task.status.as_str().to_string(),
+        fields: fields.0,
+    }
+}
+
+/// The present fields of an item, in order; empty text is left out.
+#[derive(Default)]
+struct Fields(Vec<Field>);
+
+impl Fields {
+    fn push(&mut self, label: &'static str, text: Option<&str>) {
+        if let Some(text) = text.and_then(text_of) {
+            self.0.push(Field { label, text });
+        }
+    }
+
+    /// One line of the non-empty entries, comma-separated (none: no line).
+    fn push_list<'a>(&mut self, label: &'static str, entries: impl Iterator<Item = &'a str>) {
+        let kept: Vec<String> = entries.filter_map(text_of).collect();
+        if !kept.is_empty() {
+            self.0.push(Field {
+                label,
+                text: kept.join(", "),
+            });
+        }
+    }
+}
+
+/// A non-empty string, sanitised and trimmed.
+fn text_of(text: &str) -> Option<String> {
+    let text = sanitize(text, false).trim().to_string();
     (!text.is_empty()).then_some(text)
-}
-
-/// A list of strings or ids (`#N` for numbers); one string is a list of one.
-fn list_of(value: Option<&Value>) -> Vec<String> {
-    match value {
-        Some(Value::Array(values)) => values
-            .iter()
-            .filter_map(|v| match v {
-                Value::Number(n) => Some(format!("#{n}")),
-                other => text_of(Some(other)),
-            })
-            .collect(),
-        Some(single) => text_of(Some(single)).into_iter().collect(),
-        None => Vec::new(),
-    }
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
+
+    fn update_plan(state: Value) -> PlanSnapshot {
+        PlanSnapshot::UpdatePlan(serde_json::from_value(state).unwrap())
+    }
+
+    fn todo(envelope: Value) -> PlanSnapshot {
+        PlanSnapshot::Todo(serde_json::from_value(envelope).unwrap())
+    }
 
     #[test]
     fn an_update_plan_state_keeps_every_item_and_field() {
@@ -233,8 +255,7 @@ mod tests {
             ],
             "changes": {"added": [], "dropped": [], "status_changed": []}
         });
-        let view =
-            PlanView::from_event(crate::protocol::ipc::PlanFlavour::UpdatePlan, &plan).unwrap();
+        let view = PlanView::from_event(&update_plan(plan)).unwrap();
         assert_eq!(view.version, Some(3));
         assert_eq!(view.reason.as_deref(), Some("Tests pass"));
         assert_eq!(view.items.len(), 2);
@@ -249,21 +270,10 @@ mod tests {
     #[test]
     fn version_zero_is_no_plan_but_a_cleared_plan_is_an_empty_one() {
         let none = json!({"version": 0, "updatedAt": null, "reason": "", "items": []});
-        assert_eq!(
-            PlanView::from_event(crate::protocol::ipc::PlanFlavour::UpdatePlan, &none),
-            None
-        );
+        assert_eq!(PlanView::from_event(&update_plan(none)), None);
         let cleared = json!({"version": 4, "reason": "Plan cleared by the user.", "items": []});
-        let view =
-            PlanView::from_event(crate::protocol::ipc::PlanFlavour::UpdatePlan, &cleared).unwrap();
+        let view = PlanView::from_event(&update_plan(cleared)).unwrap();
         assert!(view.items.is_empty());
-        assert_eq!(
-            PlanView::from_event(
-                crate::protocol::ipc::PlanFlavour::UpdatePlan,
-                &json!("nope")
-            ),
-            None
-        );
     }
 
     #[test]
@@ -274,7 +284,7 @@ mod tests {
             {"id": 3, "subject": "Later", "status": "deferred", "reason": "waiting",
              "blockedBy": [1], "description": "more"},
         ]});
-        let view = PlanView::from_event(crate::protocol::ipc::PlanFlavour::Todo, &plan).unwrap();
+        let view = PlanView::from_event(&todo(plan)).unwrap();
         assert_eq!(view.deleted, 1);
         assert_eq!(view.items[0].id, "#1");
         assert_eq!(view.items[0].status, ItemStatus::Done);
@@ -287,8 +297,7 @@ mod tests {
         let plan = json!({"version": 1, "reason": "r", "items": [
             {"id": "a", "title": "\u{1b}[2Jwipe", "status": "pending", "next_action": "x\u{7}"}
         ]});
-        let view =
-            PlanView::from_event(crate::protocol::ipc::PlanFlavour::UpdatePlan, &plan).unwrap();
+        let view = PlanView::from_event(&update_plan(plan)).unwrap();
         assert_eq!(view.items[0].title, "wipe");
         assert_eq!(view.items[0].fields[0].text, "x");
     }

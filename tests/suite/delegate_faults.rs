@@ -868,7 +868,11 @@ async fn the_gateway_refuses_more_model_requests_than_max_steps() {
     let (result, _) = rig.delegate(None).await;
     assert_failed(&result, "protocol_error", "more than 3 model requests");
     assert_eq!(rig.server.model_requests().len(), 3);
-    assert_eq!(result.usage.map(|u| u.requests), Some(3), "{result:#?}");
+    assert_eq!(
+        result.usage.map(|u| u.totals.requests),
+        Some(3),
+        "{result:#?}"
+    );
     rig.assert_no_process_left().await;
 }
 

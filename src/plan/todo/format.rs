@@ -5,11 +5,12 @@
 //! Every piece of task text shown here goes through [`display`]; the
 //! envelope keeps the raw strings.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::engine::{CallResult, Op};
 use super::sanitize::display;
 use super::state::{Task, TaskStatus, TodoState};
+use crate::protocol::plan::TodoSnapshot;
 
 /// `Plan: <title> -- N/M plan items open`; `None` without a plan or without
 /// (live) plan items.
@@ -208,32 +209,30 @@ pub fn content(op: &Op, state: &TodoState) -> String {
 }
 
 /// The `details` envelope of a call with arguments `params`.
-pub fn details(result: &CallResult, params: &Value) -> Value {
+pub fn details(result: &CallResult, params: &Value) -> TodoSnapshot {
     envelope(&result.action, params, &result.state, result.error())
 }
 
 /// The envelope for any state: `{action, params, tasks, nextId, error?, plan?}`.
-pub fn envelope(action: &str, params: &Value, state: &TodoState, error: Option<&str>) -> Value {
-    let mut details = Map::new();
-    details.insert("action".into(), json!(action));
-    details.insert("params".into(), params.clone());
-    details.insert(
-        "tasks".into(),
-        serde_json::to_value(&state.tasks).unwrap_or_else(|_| json!([])),
-    );
-    details.insert("nextId".into(), json!(state.next_id));
-    if let Some(error) = error {
-        details.insert("error".into(), json!(error));
+pub fn envelope(
+    action: &str,
+    params: &Value,
+    state: &TodoState,
+    error: Option<&str>,
+) -> TodoSnapshot {
+    TodoSnapshot {
+        action: action.to_string(),
+        params: params.clone(),
+        tasks: state.tasks.clone(),
+        next_id: state.next_id,
+        error: error.map(String::from),
+        plan: state.plan.clone(),
     }
-    if let Some(plan) = &state.plan {
-        details.insert("plan".into(), json!({"id": plan.id, "title": plan.title}));
-    }
-    Value::Object(details)
 }
 
 /// `list` as a call would answer it: the text and the envelope. Used for
 /// the restore after a restart, `fido plan show` and the UI.
-pub fn list_view(state: &TodoState) -> (String, Value) {
+pub fn list_view(state: &TodoState) -> (String, TodoSnapshot) {
     let params = json!({"action": "list"});
     (
         list_text(state, None, false),

@@ -74,6 +74,8 @@ mod tests;
 
 use serde_json::Value;
 
+use crate::protocol::plan::TodoSnapshot;
+
 pub use engine::{CallResult, Op, apply_call};
 pub use state::{PlanRef, Task, TaskStatus, TodoState};
 pub use store::{TodoStore, TodoStoreError};
@@ -89,7 +91,7 @@ pub struct CallOutput {
     /// `content[0].text`.
     pub content: String,
     /// The `details` envelope.
-    pub details: Value,
+    pub details: TodoSnapshot,
     /// Net plan deferrals of this call, for the person.
     pub notices: Vec<String>,
     /// A corrupt state file that was moved aside before the call.

@@ -3,13 +3,12 @@
 //! at the end of a turn as the settle reminder; plus the user notices of
 //! plan deferrals.
 
-use serde_json::Value;
-
 use super::format::list_view;
 use super::sanitize::display;
 use super::state::{Task, TaskStatus, TodoState};
 use super::store::{Loaded, TodoStore};
 use crate::plan::restore::RESTORE_CALL_ID;
+use crate::protocol::plan::TodoSnapshot;
 use crate::protocol::{Message, ToolCall};
 
 /// The arguments of the internal call that answers a restored state: a
@@ -23,7 +22,7 @@ pub struct Restored {
     /// when no state was ever saved.
     pub messages: Vec<Message>,
     /// The `list` envelope, for the UI (`plan_updated`).
-    pub details: Option<Value>,
+    pub details: Option<TodoSnapshot>,
     /// A corrupt file that was moved aside.
     pub warning: Option<String>,
 }

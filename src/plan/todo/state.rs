@@ -8,45 +8,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
-/// A task id. JSON numbers; the counter starts at 1 and ids are never reused
-/// (a tombstone keeps its id).
-pub type TaskId = i64;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TaskStatus {
-    Pending,
-    InProgress,
-    Completed,
-    Deferred,
-    Deleted,
-}
+// The task shapes are the wire's (`plan_updated` carries them); their
+// logic is here.
+pub use crate::protocol::plan::{PlanRef, Source, Task, TaskId, TaskStatus};
 
 impl TaskStatus {
-    pub const ALL: [TaskStatus; 5] = [
-        TaskStatus::Pending,
-        TaskStatus::InProgress,
-        TaskStatus::Completed,
-        TaskStatus::Deferred,
-        TaskStatus::Deleted,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskStatus::Pending => "pending",
-            TaskStatus::InProgress => "in_progress",
-            TaskStatus::Completed => "completed",
-            TaskStatus::Deferred => "deferred",
-            TaskStatus::Deleted => "deleted",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<TaskStatus> {
-        TaskStatus::ALL.into_iter().find(|s| s.as_str() == text)
-    }
-
     /// The reference's transition table (without the same-status no-op).
     pub fn targets(self) -> &'static [TaskStatus] {
         use TaskStatus::*;
@@ -72,76 +39,6 @@ impl TaskStatus {
             TaskStatus::Completed | TaskStatus::Deferred | TaskStatus::Deleted => false,
         }
     }
-}
-
-/// Where a task came from: only plan items are tagged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Source {
-    Plan,
-}
-
-/// One task, in the reference's field order. Absent optional fields are
-/// omitted from JSON, as in the reference.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Task {
-    pub id: TaskId,
-    pub subject: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub active_form: Option<String>,
-    pub status: TaskStatus,
-    /// Never stored empty: an emptied list drops the field.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub blocked_by: Vec<TaskId>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<Map<String, Value>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<Source>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plan_group: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plan_text: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub evidence: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
-
-impl Task {
-    /// A fresh `pending` task with only an id and a subject.
-    pub fn new(id: TaskId, subject: impl Into<String>) -> Task {
-        Task {
-            id,
-            subject: subject.into(),
-            description: None,
-            active_form: None,
-            status: TaskStatus::Pending,
-            blocked_by: Vec::new(),
-            owner: None,
-            metadata: None,
-            source: None,
-            plan_group: None,
-            plan_text: None,
-            evidence: None,
-            reason: None,
-        }
-    }
-
-    pub fn is_plan_item(&self) -> bool {
-        self.source == Some(Source::Plan)
-    }
-}
-
-/// The approved plan a state was seeded from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PlanRef {
-    pub id: String,
-    pub title: String,
 }
 
 /// The whole state (contract: the shape of `.fido-todo.json`).

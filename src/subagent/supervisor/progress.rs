@@ -152,10 +152,11 @@ impl<'a> Progress<'a> {
         let job = self.job;
         let tokens = self.tokens.load(Ordering::Relaxed);
         let plan_item = job.plan_item.as_ref();
+        let phase = crate::protocol::SubagentPhase::parse(phase);
         self.shared.record_live(
             &job.agent_id,
             self.pid,
-            phase,
+            &phase,
             self.started,
             tokens,
             plan_item,
@@ -163,7 +164,7 @@ impl<'a> Progress<'a> {
         self.shared.events.emit(EventKind::Subagent {
             agent_id: job.agent_id.clone(),
             pid: self.pid,
-            phase: crate::protocol::SubagentPhase::parse(phase),
+            phase,
             elapsed_ms: self.started.elapsed().as_millis() as u64,
             detail: text::summary(detail, 100),
             tokens,
@@ -177,12 +178,7 @@ impl<'a> Progress<'a> {
         let usage = &mut self.usage;
         // The server's counts: sums saturate, so a huge one spends the
         // budget instead of wrapping past it.
-        usage.requests = usage.requests.saturating_add(1);
-        usage.prompt_tokens = usage.prompt_tokens.saturating_add(request.prompt_tokens);
-        usage.cached_tokens = usage.cached_tokens.saturating_add(request.cached_tokens);
-        usage.completion_tokens = usage
-            .completion_tokens
-            .saturating_add(request.completion_tokens);
+        usage.totals.record(*request);
         self.tokens.store(usage.budget_tokens(), Ordering::Relaxed);
         let session_spent = self.shared.charge_session(
             request

@@ -173,7 +173,7 @@ impl Session {
                 self.on_model_request(request, serving, progress)
             }
             Some(Ok(ChildFrame::Lifecycle { phase, detail })) => {
-                serving.on_lifecycle(&phase, &detail, progress);
+                serving.on_lifecycle(phase.as_str(), &detail, progress);
                 Ok(())
             }
             Some(Ok(ChildFrame::Final { status, text })) => Err(Ending::Final { status, text }),

@@ -210,7 +210,7 @@ impl Store {
                     });
                 }
             }
-            EventKind::PlanUpdated { flavour, plan } => self.set_plan(*flavour, plan, "updated"),
+            EventKind::PlanUpdated { plan } => self.set_plan(plan, "updated"),
             EventKind::Subagent {
                 agent_id,
                 pid,
@@ -452,13 +452,8 @@ impl Store {
         });
     }
 
-    pub fn set_plan(
-        &mut self,
-        flavour: crate::protocol::ipc::PlanFlavour,
-        plan: &serde_json::Value,
-        verb: &str,
-    ) {
-        self.plan = PlanView::from_event(flavour, plan);
+    pub fn set_plan(&mut self, plan: &crate::protocol::plan::PlanSnapshot, verb: &str) {
+        self.plan = PlanView::from_event(plan);
         let line = match &self.plan {
             Some(view) => format!("plan {verb}: {}", view.summary()),
             None => format!("plan {verb}: no plan"),

@@ -124,9 +124,11 @@ impl LocalCommands for FakeLocalCommands {
         *self.cleared.lock().unwrap() += 1;
         Ok(PlanCleared {
             message: "Plan cleared (version 2).".into(),
-            flavour: crate::protocol::ipc::PlanFlavour::UpdatePlan,
-            plan: serde_json::json!({"version": 2, "updatedAt": NOW,
-                "reason": "Plan cleared by the user.", "items": []}),
+            plan: crate::plan::PlanSnapshot::UpdatePlan(
+                serde_json::from_value(serde_json::json!({"version": 2, "updatedAt": NOW,
+                    "reason": "Plan cleared by the user.", "items": []}))
+                .unwrap(),
+            ),
         })
     }
 }

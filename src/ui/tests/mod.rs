@@ -15,7 +15,6 @@ use std::time::Instant;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
-use serde_json::Value;
 
 use crate::plan::{PlanItem, PlanState, Status};
 use crate::protocol::{EventKind, TurnStatus, UsageTotals};
@@ -88,16 +87,14 @@ pub fn item(
     }
 }
 
-/// The normalised plan object, as `update_plan` returns it.
-pub fn plan_value(reason: &str, items: Vec<PlanItem>) -> Value {
-    let state = PlanState::empty().successor(reason.into(), items, NOW.into());
-    serde_json::to_value(state).unwrap()
+/// The normalised plan, as `update_plan` returns it.
+pub fn plan_value(reason: &str, items: Vec<PlanItem>) -> PlanState {
+    PlanState::empty().successor(reason.into(), items, NOW.into())
 }
 
-pub fn plan_event(plan: Value) -> EventKind {
+pub fn plan_event(plan: PlanState) -> EventKind {
     EventKind::PlanUpdated {
-        flavour: crate::protocol::ipc::PlanFlavour::UpdatePlan,
-        plan,
+        plan: crate::plan::PlanSnapshot::UpdatePlan(plan),
     }
 }
 

@@ -350,8 +350,7 @@ fn a_todo_flavour_plan_at_100_columns() {
     let mut store = store_with((100, 20), &[session()]);
     store.apply(
         &EventKind::PlanUpdated {
-            flavour: crate::protocol::ipc::PlanFlavour::Todo,
-            plan: envelope,
+            plan: crate::plan::PlanSnapshot::Todo(serde_json::from_value(envelope).unwrap()),
         },
         std::time::Instant::now(),
     );

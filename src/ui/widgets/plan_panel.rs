@@ -39,7 +39,6 @@ pub fn status_style(status: ItemStatus) -> Style {
         ItemStatus::Blocked => Style::new().fg(Color::Red),
         ItemStatus::Done => Style::new().fg(Color::Green),
         ItemStatus::Deferred => Style::new().fg(Color::DarkGray),
-        ItemStatus::Other => Style::new().fg(Color::Magenta),
     }
 }
 

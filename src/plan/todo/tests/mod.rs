@@ -17,7 +17,8 @@ use super::engine::apply_call;
 use super::format;
 use super::state::{TaskStatus, TodoState};
 
-/// The result of one call: the text, the envelope and the new state.
+/// The result of one call: the text, the envelope (as JSON) and the new
+/// state.
 pub(super) struct Called {
     pub text: String,
     pub details: Value,
@@ -28,7 +29,7 @@ pub(super) fn call(state: &TodoState, args: Value) -> Called {
     let result = apply_call(state, &args);
     Called {
         text: format::content(&result.op, &result.state),
-        details: format::details(&result, &args),
+        details: serde_json::to_value(format::details(&result, &args)).unwrap(),
         state: result.state,
     }
 }
