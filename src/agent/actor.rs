@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::{AgentDeps, Conversation, TurnOutcome, compact, compaction, restore_plan, run_turn};
 use crate::plan::PlanFlavour;
 use crate::plan::restore::is_restore_message;
-use crate::protocol::{Message, TurnStatus, UsageTotals};
+use crate::protocol::{EventKind, Message, TurnStatus, UsageTotals};
 use crate::provider::Provider;
 
 pub struct AgentActor;
@@ -64,7 +64,7 @@ pub enum AgentMessage {
     CompactionFinished {
         conversation: Box<Conversation>,
         reply: RpcReplyPort<Result<bool, String>>,
-        compacted: bool,
+        compacted: Result<bool, String>,
     },
     /// Internal: the turn task hands the conversation back.
     TurnFinished {
@@ -115,12 +115,33 @@ impl Actor for AgentActor {
         message: AgentMessage,
         state: &mut AgentState,
     ) -> Result<(), ActorProcessingErr> {
+        // A panic here fails the actor, which its watch reports.
+        super::recover::supervised(state.handle(myself, message)).await;
+        Ok(())
+    }
+}
+
+impl Drop for AgentState {
+    /// However the actor ends (stopped, or failed in a handler), a turn
+    /// still running is cancelled: it winds down and answers every call.
+    fn drop(&mut self) {
+        if let Some(running) = &self.running {
+            running.cancel.cancel();
+        }
+    }
+}
+
+impl AgentState {
+    async fn handle(&mut self, myself: ActorRef<AgentMessage>, message: AgentMessage) {
+        let state = self;
         match message {
             AgentMessage::SubmitPrompt { prompt, reply } => {
+                #[cfg(test)]
+                super::recover::fault::hit(&state.deps.tool_env.workspace.root, "agent handler");
                 let Some(mut conversation) = state.conversation.take() else {
                     // The reply port may be gone already; nothing else to tell.
                     let _ = reply.send(busy());
-                    return Ok(());
+                    return;
                 };
                 state.turns += 1;
                 let turn = state.turns;
@@ -200,7 +221,7 @@ impl Actor for AgentActor {
                     let _ = reply.send(Err(
                         "a turn is running; interrupt it before recalling a conversation".into(),
                     ));
-                    return Ok(());
+                    return;
                 };
                 let (conversation, recalled) = recall(current, history, &state.deps);
                 state.deps.journal_step(&conversation).await;
@@ -213,11 +234,11 @@ impl Actor for AgentActor {
             AgentMessage::CompactNow { reply } => {
                 let Some(conversation) = state.conversation.take() else {
                     let _ = reply.send(Err("a turn is running; /compact when it has ended".into()));
-                    return Ok(());
+                    return;
                 };
                 let deps = state.deps.clone();
                 tokio::spawn(async move {
-                    let (conversation, compacted) = compact_now(conversation, &deps).await;
+                    let (conversation, compacted) = compact_watched(conversation, &deps).await;
                     let _ = myself.cast(AgentMessage::CompactionFinished {
                         conversation: Box::new(conversation),
                         reply,
@@ -232,7 +253,7 @@ impl Actor for AgentActor {
             } => {
                 state.deps.journal_step(&conversation).await;
                 state.conversation = Some(*conversation);
-                let _ = reply.send(Ok(compacted));
+                let _ = reply.send(compacted);
             }
             AgentMessage::SwitchProvider { provider } => {
                 let mut deps = (*state.deps).clone();
@@ -240,18 +261,30 @@ impl Actor for AgentActor {
                 state.deps = Arc::new(deps);
             }
         }
-        Ok(())
     }
+}
 
-    async fn post_stop(
-        &self,
-        _myself: ActorRef<Self::Msg>,
-        state: &mut AgentState,
-    ) -> Result<(), ActorProcessingErr> {
-        if let Some(running) = state.running.take() {
-            running.cancel.cancel();
+/// [`compact_now`], watched: after a panic inside it, the conversation as
+/// it was before, one `error` event and the reason, so the agent is idle
+/// again instead of waiting for a conversation that never comes back.
+async fn compact_watched(
+    conversation: Conversation,
+    deps: &AgentDeps,
+) -> (Conversation, Result<bool, String>) {
+    let before = conversation.clone();
+    match super::recover::catch(compact_now(conversation, deps)).await {
+        Ok((conversation, compacted)) => (conversation, Ok(compacted)),
+        Err(what) => {
+            tracing::error!(panic = %what, "compaction panicked; the conversation is kept");
+            let message = format!(
+                "internal error in /compact ({}); the conversation is unchanged",
+                crate::text::summary(&what, 200)
+            );
+            deps.events.emit(EventKind::Error {
+                message: message.clone(),
+            });
+            (before, Err(message))
         }
-        Ok(())
     }
 }
 
@@ -259,6 +292,8 @@ impl Actor for AgentActor {
 /// at most half of the conversation kept, so a short one can be compacted
 /// too. Returns the conversation and whether anything was cut.
 async fn compact_now(mut conversation: Conversation, deps: &AgentDeps) -> (Conversation, bool) {
+    #[cfg(test)]
+    super::recover::fault::hit(&deps.tool_env.workspace.root, "compaction");
     let size = conversation.estimated_tokens();
     let mut settings = deps.settings.compaction;
     settings.threshold_tokens = 0;
@@ -330,6 +365,10 @@ mod tests {
     use crate::protocol::ToolCall;
     use crate::provider::script::ScriptProvider;
     use crate::tools::{InvocationContext, ToolCatalog};
+
+    /// Longest wait for an answer from the actor: a test that would hang
+    /// fails instead.
+    const CALL_MS: u64 = 30_000;
 
     async fn agent(dir: &std::path::Path) -> ActorRef<AgentMessage> {
         let catalog = ToolCatalog::standard(PlanFlavour::UpdatePlan);
@@ -407,11 +446,15 @@ mod tests {
                 }],
             },
         ];
-        let recalled = ractor::call!(actor, |reply| AgentMessage::Recall { history, reply })
-            .unwrap()
-            .unwrap();
+        let recalled = ractor::call_t!(
+            actor,
+            |reply| AgentMessage::Recall { history, reply },
+            CALL_MS
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(recalled, 2);
-        let conversation = ractor::call!(actor, AgentMessage::Snapshot)
+        let conversation = ractor::call_t!(actor, AgentMessage::Snapshot, CALL_MS)
             .unwrap()
             .unwrap();
         let messages = conversation.messages();
@@ -443,7 +486,7 @@ mod tests {
     async fn restore_plan_appends_the_current_plan_without_touching_the_prefix() {
         let dir = tempfile::tempdir().unwrap();
         let actor = agent(dir.path()).await;
-        let before = ractor::call!(actor, AgentMessage::Snapshot)
+        let before = ractor::call_t!(actor, AgentMessage::Snapshot, CALL_MS)
             .unwrap()
             .unwrap();
         let store = crate::plan::PlanStore::new(dir.path().join(".fido-plan.json"));
@@ -455,7 +498,7 @@ mod tests {
             .unwrap()
             .unwrap();
         actor.cast(AgentMessage::RestorePlan).unwrap();
-        let after = ractor::call!(actor, AgentMessage::Snapshot)
+        let after = ractor::call_t!(actor, AgentMessage::Snapshot, CALL_MS)
             .unwrap()
             .unwrap();
         let messages = after.messages();
@@ -479,6 +522,15 @@ mod tests {
         provider: Arc<dyn crate::provider::Provider>,
         dir: &std::path::Path,
     ) -> (ActorRef<AgentMessage>, crate::agent::EventReceiver) {
+        let (arguments, events) = arguments_with(provider, dir);
+        let (actor, _) = Actor::spawn(None, AgentActor, arguments).await.unwrap();
+        (actor, events)
+    }
+
+    fn arguments_with(
+        provider: Arc<dyn crate::provider::Provider>,
+        dir: &std::path::Path,
+    ) -> (AgentArguments, crate::agent::EventReceiver) {
         let (sink, events) = crate::agent::events::channel();
         let deps = Arc::new(AgentDeps {
             provider,
@@ -497,26 +549,32 @@ mod tests {
             journal: None,
             catalog: ToolCatalog::standard(PlanFlavour::UpdatePlan),
         });
-        let conversation = Conversation::new("the system prompt".into());
-        let (actor, _) = Actor::spawn(
-            None,
-            AgentActor,
-            AgentArguments {
-                deps,
-                conversation,
-                turns: 0,
-            },
-        )
-        .await
-        .unwrap();
-        (actor, events)
+        let arguments = AgentArguments {
+            deps,
+            conversation: Conversation::new("the system prompt".into()),
+            turns: 0,
+        };
+        (arguments, events)
+    }
+
+    /// Every event emitted so far.
+    fn drain(events: &mut crate::agent::EventReceiver) -> Vec<crate::protocol::EventKind> {
+        let mut kinds = Vec::new();
+        while let Some(event) = events.try_recv() {
+            kinds.push(event.kind);
+        }
+        kinds
     }
 
     async fn ask(actor: &ActorRef<AgentMessage>, prompt: &str) -> TurnOutcome {
-        ractor::call!(actor, |reply| AgentMessage::SubmitPrompt {
-            prompt: prompt.into(),
-            reply
-        })
+        ractor::call_t!(
+            actor,
+            |reply| AgentMessage::SubmitPrompt {
+                prompt: prompt.into(),
+                reply
+            },
+            CALL_MS
+        )
         .unwrap()
     }
 
@@ -581,10 +639,126 @@ mod tests {
         let next = ask(&actor, "second").await;
         assert_eq!(next.status, TurnStatus::Completed, "{next:?}");
         assert_eq!(next.final_text.as_deref(), Some("fine now"));
-        let after = ractor::call!(actor, AgentMessage::Snapshot)
+        let after = ractor::call_t!(actor, AgentMessage::Snapshot, CALL_MS)
             .unwrap()
             .unwrap();
         assert!(after.unanswered_tool_calls().is_empty());
+    }
+
+    /// A panic injected between two tool calls of a turn: the call that
+    /// ran keeps its result, the started one gets an error result (in the
+    /// conversation and as a `tool_result` event), one `error` event says
+    /// what happened, and the agent takes the next prompt.
+    #[tokio::test]
+    async fn a_panic_after_a_call_started_answers_every_call_and_the_next_prompt_works() {
+        use crate::protocol::EventKind;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "hello\n").unwrap();
+        let script = r#"{"turns": [
+            {"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}},
+                            {"name": "list_files", "arguments": {}}]},
+            {"text": "fine now"}
+        ]}"#;
+        let (actor, mut events) = agent_with_events(script, dir.path()).await;
+        let root = crate::workspace::Workspace::new(dir.path()).unwrap().root;
+        crate::agent::recover::fault::arm(&root, "before list_files");
+
+        let failed = ask(&actor, "first").await;
+        assert_eq!(failed.status, TurnStatus::Failed);
+        assert!(
+            failed
+                .error
+                .as_deref()
+                .unwrap()
+                .contains("injected panic at before list_files"),
+            "{failed:?}"
+        );
+        let kinds = drain(&mut events);
+        let result_of = |id: &str| {
+            kinds.iter().find_map(|k| match k {
+                EventKind::ToolResult { id: of, ok, .. } if of == id => Some(*ok),
+                _ => None,
+            })
+        };
+        assert_eq!(result_of("script-call-1"), Some(true), "{kinds:?}");
+        assert_eq!(result_of("script-call-2"), Some(false), "{kinds:?}");
+        assert!(
+            kinds
+                .iter()
+                .any(|k| matches!(k, EventKind::Error { message }
+                if message.contains("internal error in the turn"))),
+            "{kinds:?}"
+        );
+        assert!(kinds.iter().any(|k| matches!(
+            k,
+            EventKind::TurnCompleted {
+                status: TurnStatus::Failed,
+                ..
+            }
+        )));
+        let kept = ractor::call_t!(actor, AgentMessage::Snapshot, CALL_MS)
+            .unwrap()
+            .unwrap();
+        assert!(kept.unanswered_tool_calls().is_empty());
+        let answers: Vec<bool> = kept
+            .messages()
+            .iter()
+            .filter_map(|m| match m {
+                Message::Tool { is_error, .. } => Some(*is_error),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(answers, [false, true]);
+
+        let next = ask(&actor, "second").await;
+        assert_eq!(next.status, TurnStatus::Completed, "{next:?}");
+        assert_eq!(next.final_text.as_deref(), Some("fine now"));
+    }
+
+    /// A panic in the actor's own handler fails the actor (its conversation
+    /// goes with it): the watch it is linked to says so in an `error`
+    /// event, and callers get an error instead of waiting forever.
+    #[tokio::test]
+    async fn a_failed_agent_actor_is_reported_by_its_watch() {
+        use crate::protocol::EventKind;
+        let dir = tempfile::tempdir().unwrap();
+        let provider =
+            ScriptProvider::from_json("a", "m", r#"{"turns": [{"text": "never"}]}"#).unwrap();
+        let (arguments, mut events) = arguments_with(Arc::new(provider), dir.path());
+        let (actor, handle) = crate::agent::spawn_watched(arguments).await.unwrap();
+        let root = crate::workspace::Workspace::new(dir.path()).unwrap().root;
+        crate::agent::recover::fault::arm(&root, "agent handler");
+
+        let asked = ractor::call_t!(
+            actor,
+            |reply| AgentMessage::SubmitPrompt {
+                prompt: "hi".into(),
+                reply
+            },
+            CALL_MS
+        );
+        assert!(asked.is_err(), "the failed actor cannot answer");
+        tokio::time::timeout(std::time::Duration::from_secs(30), handle)
+            .await
+            .unwrap()
+            .unwrap();
+        let mut kinds = drain(&mut events);
+        for _ in 0..500 {
+            if !kinds.is_empty() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            kinds = drain(&mut events);
+        }
+        assert!(
+            kinds
+                .iter()
+                .any(|k| matches!(k, EventKind::Error { message }
+                if message.contains("the agent stopped on an internal error")
+                    && message.contains("injected panic at agent handler"))),
+            "{kinds:?}"
+        );
+        assert!(actor.cast(AgentMessage::Interrupt).is_err());
     }
 
     #[tokio::test]
@@ -595,12 +769,13 @@ mod tests {
         for prompt in ["first request", "second request", "third request"] {
             assert_eq!(ask(&actor, prompt).await.status, TurnStatus::Completed);
         }
-        let before = ractor::call!(actor, AgentMessage::Snapshot)
+        let before = ractor::call_t!(actor, AgentMessage::Snapshot, CALL_MS)
             .unwrap()
             .unwrap();
-        let compacted = ractor::call!(actor, |reply| AgentMessage::CompactNow { reply }).unwrap();
+        let compacted =
+            ractor::call_t!(actor, |reply| AgentMessage::CompactNow { reply }, CALL_MS).unwrap();
         assert_eq!(compacted, Ok(true));
-        let after = ractor::call!(actor, AgentMessage::Snapshot)
+        let after = ractor::call_t!(actor, AgentMessage::Snapshot, CALL_MS)
             .unwrap()
             .unwrap();
         assert!(after.messages().len() < before.messages().len());
@@ -621,8 +796,42 @@ mod tests {
         assert!(removed.is_some_and(|n| n > 0), "{removed:?}");
         // An empty conversation has nothing to cut.
         let (fresh, _events) = agent_with_events(script, dir.path()).await;
-        let nothing = ractor::call!(fresh, |reply| AgentMessage::CompactNow { reply }).unwrap();
+        let nothing =
+            ractor::call_t!(fresh, |reply| AgentMessage::CompactNow { reply }, CALL_MS).unwrap();
         assert_eq!(nothing, Ok(false));
+    }
+
+    /// `/compact` runs in a task of its own, watched like a turn: a panic
+    /// there is an `error` event and an error reply, the conversation is
+    /// kept, and the next prompt works.
+    #[tokio::test]
+    async fn a_panic_in_compaction_keeps_the_conversation_and_the_agent_idle() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = r#"{"turns": [{"text": "one"}, {"text": "two"}]}"#;
+        let (actor, mut events) = agent_with_events(script, dir.path()).await;
+        assert_eq!(ask(&actor, "first").await.status, TurnStatus::Completed);
+        let before = ractor::call_t!(actor, AgentMessage::Snapshot, CALL_MS)
+            .unwrap()
+            .unwrap();
+        let root = crate::workspace::Workspace::new(dir.path()).unwrap().root;
+        crate::agent::recover::fault::arm(&root, "compaction");
+        let compacted =
+            ractor::call_t!(actor, |reply| AgentMessage::CompactNow { reply }, CALL_MS).unwrap();
+        assert!(
+            compacted
+                .unwrap_err()
+                .contains("injected panic at compaction")
+        );
+        assert!(drain(&mut events).iter().any(|k| matches!(k,
+            crate::protocol::EventKind::Error { message } if message.contains("internal error in /compact"))));
+        let kept = ractor::call_t!(actor, AgentMessage::Snapshot, CALL_MS)
+            .unwrap()
+            .unwrap();
+        assert_eq!(kept.messages(), before.messages());
+        assert_eq!(
+            ask(&actor, "second").await.final_text.as_deref(),
+            Some("two")
+        );
     }
 
     #[tokio::test]

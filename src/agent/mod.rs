@@ -25,6 +25,7 @@ mod prompt;
 pub mod recover;
 mod request;
 mod turn;
+mod watch;
 #[cfg(test)]
 mod wire_tests;
 
@@ -37,6 +38,7 @@ pub use instructions::ProjectInstructions;
 pub use limits::ModelLimits;
 pub use prompt::system_prompt;
 pub use turn::{TurnOutcome, run_turn};
+pub use watch::spawn_watched;
 
 use crate::plan::{PlanFlavour, PlanSnapshot, restore, todo};
 use crate::protocol::EventKind;

@@ -34,17 +34,32 @@ impl<F: Future + Unpin> Future for Flagged<F> {
     type Output = F::Output;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        RECOVERABLE.with(|flag| flag.set(true));
-        let polled = Pin::new(&mut self.0).poll(cx);
-        RECOVERABLE.with(|flag| flag.set(false));
-        polled
+        let _restore = FlagRestore(RECOVERABLE.with(|flag| flag.replace(true)));
+        Pin::new(&mut self.0).poll(cx)
     }
+}
+
+/// Puts the flag back as it was, also when a panic unwinds through the
+/// poll (the panic hook has run by then), so no later panic on this
+/// thread passes for a recoverable one.
+struct FlagRestore(bool);
+
+impl Drop for FlagRestore {
+    fn drop(&mut self) {
+        RECOVERABLE.with(|flag| flag.set(self.0));
+    }
+}
+
+/// Runs `future` (an actor's handler) with a panic inside it marked
+/// recoverable, without catching it: the actor fails, and its supervisor
+/// reports or restarts it while the screen stays.
+pub async fn supervised<F: Future>(future: F) -> F::Output {
+    Flagged(Box::pin(future)).await
 }
 
 /// Runs `future`, turning a panic inside it into its message.
 pub async fn catch<F: Future>(future: F) -> Result<F::Output, String> {
     let caught = Flagged(Box::pin(AssertUnwindSafe(future).catch_unwind())).await;
-    RECOVERABLE.with(|flag| flag.set(false));
     caught.map_err(|panic| {
         panic
             .downcast_ref::<&str>()
@@ -65,10 +80,17 @@ pub fn after_panic(
 ) -> TurnOutcome {
     tracing::error!(panic = %what, "the turn panicked; the agent goes on");
     for call in conversation.unanswered_tool_calls() {
+        let content = "Error: not run: the turn stopped on an internal error";
+        events.emit(EventKind::ToolResult {
+            id: call.id.clone(),
+            name: crate::text::summary(&call.name, 64),
+            ok: false,
+            summary: content.into(),
+        });
         conversation.push(Message::Tool {
             tool_call_id: call.id,
             name: call.name,
-            content: "Error: not run: the turn stopped on an internal error".into(),
+            content: content.into(),
             is_error: true,
         });
     }
@@ -89,5 +111,36 @@ pub fn after_panic(
         final_text: None,
         error: Some(message),
         usage: UsageTotals::default(),
+    }
+}
+
+/// Test-only panics at named sites of the engine (a turn's tool call, a
+/// subagent run, an actor's handler), each armed for one workspace, so
+/// tests running in parallel never trip each other. Compiled into unit
+/// tests only.
+#[cfg(test)]
+pub(crate) mod fault {
+    use std::path::{Path, PathBuf};
+    use std::sync::{Mutex, PoisonError};
+
+    static ARMED: Mutex<Vec<(PathBuf, String)>> = Mutex::new(Vec::new());
+
+    /// The next [`hit`] of `site` by the engine working in `workspace`
+    /// panics (once).
+    pub(crate) fn arm(workspace: &Path, site: &str) {
+        let mut armed = ARMED.lock().unwrap_or_else(PoisonError::into_inner);
+        armed.push((workspace.to_path_buf(), site.to_string()));
+    }
+
+    /// Panics if `site` is armed for `workspace`.
+    pub(crate) fn hit(workspace: &Path, site: &str) {
+        let fired = {
+            let mut armed = ARMED.lock().unwrap_or_else(PoisonError::into_inner);
+            let found = armed
+                .iter()
+                .position(|(root, armed_site)| root == workspace && armed_site == site);
+            found.map(|at| armed.remove(at)).is_some()
+        };
+        assert!(!fired, "injected panic at {site}");
     }
 }

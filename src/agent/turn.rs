@@ -368,6 +368,11 @@ async fn run_tool_calls(
         if ran.is_none() {
             emit_call(deps, call);
         }
+        #[cfg(test)]
+        super::recover::fault::hit(
+            &deps.tool_env.workspace.root,
+            &format!("before {}", call.name),
+        );
         let refusal = refusals.get(index).cloned().flatten();
         let verdict = match (&stop, &refusal) {
             (None, None) => detector.observe_call(&call.name, &call.arguments),

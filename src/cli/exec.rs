@@ -210,7 +210,11 @@ async fn exec(config: Config, prompt: String, run: Run) -> ExitCode {
     let _ = tokio::time::timeout(Duration::from_secs(2), printer).await;
 
     let Some(outcome) = outcome else {
-        return ExitCode::from(130);
+        if interrupted {
+            return ExitCode::from(130);
+        }
+        // The reply port went with a failed agent (its `error` event said why).
+        return fail("the agent stopped before the turn ended");
     };
     let usage = outcome.usage;
     info!(

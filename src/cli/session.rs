@@ -5,14 +5,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::{Actor, ActorRef};
+use ractor::ActorRef;
 use tokio::task::JoinHandle;
 
 use super::journal::ResumeFrom;
 use super::tool_env;
 use crate::agent::ProjectInstructions;
 use crate::agent::{
-    AgentActor, AgentArguments, AgentDeps, AgentMessage, EventSink, start_conversation,
+    AgentArguments, AgentDeps, AgentMessage, EventSink, spawn_watched, start_conversation,
 };
 use crate::config::Config;
 use crate::mcp::McpHub;
@@ -164,7 +164,7 @@ impl Session {
             conversation,
             turns,
         };
-        let (actor, actor_handle) = Actor::spawn(None, AgentActor, arguments)
+        let (actor, actor_handle) = spawn_watched(arguments)
             .await
             .map_err(|e| format!("cannot start the agent: {e}"))?;
         let run_dir = crate::subagent::control::run_dir(&config.workspace);

@@ -346,6 +346,9 @@ mod tests {
     use crate::ui::store::Entry;
     use crate::ui::{UiActor, UiArguments, UiMessage};
 
+    /// Longest wait for an actor's answer: a hung test fails instead.
+    const CALL_MS: u64 = 30_000;
+
     /// An agent that ignores everything (local commands never reach it).
     struct IdleAgent;
 
@@ -427,7 +430,7 @@ mod tests {
         .unwrap();
 
         type_line(&ui, "/plan");
-        let shown = ractor::call!(ui, UiMessage::Snapshot).unwrap();
+        let shown = ractor::call_t!(ui, UiMessage::Snapshot, CALL_MS).unwrap();
         assert_eq!(shown.plan.as_ref().unwrap().items.len(), 2);
         assert_eq!(
             shown.transcript.last(),
@@ -435,7 +438,7 @@ mod tests {
         );
 
         type_line(&ui, "/plan clear");
-        let cleared = ractor::call!(ui, UiMessage::Snapshot).unwrap();
+        let cleared = ractor::call_t!(ui, UiMessage::Snapshot, CALL_MS).unwrap();
         let panel = cleared.plan.expect("an empty plan, not none");
         assert!(panel.items.is_empty());
         assert_eq!(panel.version, Some(before.version + 1));
@@ -490,7 +493,7 @@ mod tests {
     /// Polls the UI until its transcript holds an entry matching `wanted`.
     async fn wait_for_entry(ui: &ActorRef<UiMessage>, wanted: impl Fn(&Entry) -> bool) -> Entry {
         for _ in 0..500 {
-            let store = ractor::call!(ui, UiMessage::Snapshot).unwrap();
+            let store = ractor::call_t!(ui, UiMessage::Snapshot, CALL_MS).unwrap();
             if let Some(entry) = store.transcript.iter().rev().find(|e| wanted(e)) {
                 return entry.clone();
             }
@@ -602,7 +605,7 @@ mod tests {
 
         type_line(&ui, "say hello");
         for _ in 0..500 {
-            let store = ractor::call!(ui, UiMessage::Snapshot).unwrap();
+            let store = ractor::call_t!(ui, UiMessage::Snapshot, CALL_MS).unwrap();
             if !store.turn.is_busy() && store.transcript.iter().any(|e| matches!(e, Entry::User(_)))
             {
                 break;
@@ -629,10 +632,14 @@ mod tests {
         let empty = vec![Message::System {
             content: "system".into(),
         }];
-        ractor::call!(agent, |reply| AgentMessage::Recall {
-            history: empty,
-            reply
-        })
+        ractor::call_t!(
+            agent,
+            |reply| AgentMessage::Recall {
+                history: empty,
+                reply
+            },
+            CALL_MS
+        )
         .unwrap()
         .unwrap();
         type_line(&ui, &format!("/recall {name}"));
@@ -645,7 +652,7 @@ mod tests {
             matches!(&recalled, Entry::Info(t) if t.contains("recalled 2 messages")),
             "{recalled:?}"
         );
-        let conversation = ractor::call!(agent, AgentMessage::Snapshot)
+        let conversation = ractor::call_t!(agent, AgentMessage::Snapshot, CALL_MS)
             .unwrap()
             .unwrap();
         assert_eq!(conversation.messages()[1], Message::user("say hello"));

@@ -20,7 +20,7 @@ use crate::plan::PlanFlavour;
 use crate::protocol::control::RunningAgent;
 use crate::protocol::delegate::DelegateArgs;
 use crate::protocol::delegate::DelegateResult;
-use crate::protocol::{Message, SubagentPhase};
+use crate::protocol::{EventKind, Message, SubagentPhase};
 use crate::provider::gateway::Gateway;
 use crate::sandbox::SandboxRequirement;
 use crate::subagent::profiles::{Profile, Profiles};
@@ -28,6 +28,7 @@ use crate::tools::ToolCatalog;
 use crate::tools::delegate::{DelegationFuture, DelegationRequest, Delegator};
 
 mod io;
+mod keeper;
 mod progress;
 mod run;
 mod serve;
@@ -304,12 +305,37 @@ impl Actor for SupervisorActor {
         message: SupervisorMessage,
         state: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
+        // A panic here fails the actor; the keeper restarts it.
+        crate::agent::recover::supervised(state.handle(&myself, message)).await;
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        // A stop on purpose leaves the runs to end on their own (as the
+        // shutdown waits for them): only a failed actor kills them.
+        state.running.clear();
+        Ok(())
+    }
+}
+
+impl SupervisorState {
+    async fn handle(&mut self, myself: &ActorRef<SupervisorMessage>, message: SupervisorMessage) {
+        let state = self;
         match message {
             SupervisorMessage::Delegate { job, reply } => {
+                #[cfg(test)]
+                crate::agent::recover::fault::hit(
+                    &state.shared.settings.workspace,
+                    "supervisor handler",
+                );
                 if !state.shutdown_waiters.is_empty() {
                     let _ = reply.send(cancelled_before_start(&job.agent_id));
                 } else if state.running.len() < state.shared.settings.concurrency as usize {
-                    state.start(&myself, job, reply);
+                    state.start(myself, job, reply);
                 } else {
                     info!(agent_id = %job.agent_id, waiting = state.waiting.len() + 1, "subagent waits for a free slot");
                     state.waiting.push_back(Waiting { job, reply });
@@ -333,7 +359,7 @@ impl Actor for SupervisorActor {
             }
             SupervisorMessage::RunFinished { agent_id } => {
                 state.running.retain(|r| r.agent_id != agent_id);
-                state.start_waiting(&myself);
+                state.start_waiting(myself);
                 if state.running.is_empty() {
                     for waiter in state.shutdown_waiters.drain(..) {
                         let _ = waiter.send(());
@@ -341,7 +367,19 @@ impl Actor for SupervisorActor {
                 }
             }
         }
-        Ok(())
+    }
+}
+
+impl Drop for SupervisorState {
+    /// The actor failed (a stop on purpose emptied `running`): its runs
+    /// are killed and reaped, and each call gets its result from its own
+    /// task, instead of running on unaccounted for. Waiting calls get
+    /// theirs when their reply ports drop with the queue.
+    fn drop(&mut self) {
+        for running in &self.running {
+            tracing::warn!(agent_id = %running.agent_id, "the supervisor failed: stopping its subagent");
+            running.kill_now.cancel();
+        }
     }
 }
 
@@ -400,23 +438,15 @@ impl SupervisorState {
         let myself = myself.clone();
         tokio::spawn(async move {
             let agent_id = job.agent_id.clone();
+            let plan_item = job.plan_item.clone();
+            let started = std::time::Instant::now();
             // A panic in the run must not keep its slot forever: the
             // child's group dies with the dropped run, and the call gets a
             // failed result.
             let result =
                 match crate::agent::recover::catch(run(*job, &shared, cancel, kill_now)).await {
                     Ok(result) => result,
-                    Err(what) => {
-                        tracing::error!(%agent_id, panic = %what, "the subagent run panicked");
-                        DelegateResult::failed(
-                            &agent_id,
-                            "subagent_crashed",
-                            &format!(
-                                "internal error in the parent's supervisor ({})",
-                                crate::text::summary(&what, 200)
-                            ),
-                        )
-                    }
+                    Err(what) => crashed(&shared, &agent_id, plan_item, started, &what),
                 };
             shared.forget_live(&agent_id);
             // Free the slot before the caller sees the result, so the
@@ -425,6 +455,35 @@ impl SupervisorState {
             let _ = reply.send(result);
         });
     }
+}
+
+/// After the run of `agent_id` panicked with `what`: one `error` event, the
+/// subagent's last lifecycle event (`failed`), and the failed result.
+fn crashed(
+    shared: &Shared,
+    agent_id: &str,
+    plan_item: Option<String>,
+    started: std::time::Instant,
+    what: &str,
+) -> DelegateResult {
+    tracing::error!(%agent_id, panic = %what, "the subagent run panicked");
+    let message = format!(
+        "internal error in the parent's supervisor ({})",
+        crate::text::summary(what, 200)
+    );
+    shared.events.emit(EventKind::Error {
+        message: format!("subagent {agent_id}: {message}"),
+    });
+    shared.events.emit(EventKind::Subagent {
+        agent_id: agent_id.to_string(),
+        pid: None,
+        phase: SubagentPhase::Failed,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+        detail: "subagent_crashed".into(),
+        tokens: 0,
+        plan_item,
+    });
+    DelegateResult::failed(agent_id, "subagent_crashed", &message)
 }
 
 /// The result of a job cancelled before its process was started.
@@ -442,7 +501,10 @@ fn cancelled_before_start(agent_id: &str) -> DelegateResult {
 
 /// The handle the `delegate` tool and the UI use.
 pub struct Supervisor {
-    actor: ActorRef<SupervisorMessage>,
+    /// Watches the supervisor actor and restarts it when it fails.
+    keeper: ActorRef<keeper::KeeperMessage>,
+    /// The supervisor actor now running.
+    worker: keeper::WorkerSlot,
     shared: Arc<Shared>,
     settings: DelegationSettings,
     /// Subagents asked for in the current parent turn.
@@ -466,9 +528,16 @@ impl Supervisor {
             live: Default::default(),
             process_limit: Default::default(),
         });
-        let (actor, _handle) = Actor::spawn(None, SupervisorActor, shared.clone()).await?;
+        let worker = keeper::WorkerSlot::default();
+        let arguments = keeper::KeeperArguments {
+            shared: shared.clone(),
+            worker: worker.clone(),
+        };
+        // The keeper has spawned the first supervisor actor once it runs.
+        let (keeper, _handle) = Actor::spawn(None, keeper::Keeper, arguments).await?;
         Ok(Supervisor {
-            actor,
+            keeper,
+            worker,
             shared,
             settings,
             asked_this_turn: AtomicU32::new(0),
@@ -479,14 +548,25 @@ impl Supervisor {
     /// after `limit`).
     pub async fn shutdown(&self, limit: Duration) {
         let (sender, receiver) = oneshot::channel();
-        if self
-            .actor
-            .cast(SupervisorMessage::Shutdown(sender.into()))
-            .is_ok()
-        {
+        if self.send(SupervisorMessage::Shutdown(sender.into())) {
             let _ = tokio::time::timeout(limit, receiver).await;
         }
-        self.actor.stop(None);
+        self.stop();
+    }
+
+    /// Hands `message` to the supervisor actor; `false` when there is none.
+    fn send(&self, message: SupervisorMessage) -> bool {
+        self.worker
+            .get()
+            .is_some_and(|worker| worker.cast(message).is_ok())
+    }
+
+    /// Stops the supervisor actor, and so its keeper.
+    fn stop(&self) {
+        if let Some(worker) = self.worker.get() {
+            worker.stop(None);
+        }
+        self.keeper.stop(None);
     }
 
     /// The subagents running now (spawned, not yet finished), in start
@@ -556,7 +636,7 @@ impl ControlTarget for Supervisor {
 
 impl Drop for Supervisor {
     fn drop(&mut self) {
-        self.actor.stop(None);
+        self.stop();
     }
 }
 
@@ -615,14 +695,10 @@ impl Delegator for Supervisor {
                 turn_cancel: request.cancel.clone(),
             };
             let (sender, receiver) = oneshot::channel();
-            if self
-                .actor
-                .cast(SupervisorMessage::Delegate {
-                    job: Box::new(job),
-                    reply: sender.into(),
-                })
-                .is_err()
-            {
+            if !self.send(SupervisorMessage::Delegate {
+                job: Box::new(job),
+                reply: sender.into(),
+            }) {
                 return DelegateResult::failed(
                     &agent_id,
                     "unavailable",
@@ -636,17 +712,13 @@ impl Delegator for Supervisor {
     }
 
     fn cancel_running(&self) {
-        let _ = self
-            .actor
-            .cast(SupervisorMessage::Cancel(CancelTarget::All));
+        self.send(SupervisorMessage::Cancel(CancelTarget::All));
     }
 
     fn cancel_agent(&self, agent_id: &str) {
-        let _ = self
-            .actor
-            .cast(SupervisorMessage::Cancel(CancelTarget::Agent(
-                agent_id.to_string(),
-            )));
+        self.send(SupervisorMessage::Cancel(CancelTarget::Agent(
+            agent_id.to_string(),
+        )));
     }
 
     fn begin_turn(&self) {
@@ -687,6 +759,181 @@ fn with_profile(instructions: String, profile: &Profile) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::agent::recover::fault;
+    use crate::protocol::EventKind;
+    use crate::provider::script::ScriptProvider;
+
+    /// A supervisor of one slot for `workspace` whose child program does
+    /// not exist (so a run that gets that far fails at once), and its events.
+    async fn supervisor(workspace: &std::path::Path) -> (Supervisor, crate::agent::EventReceiver) {
+        let settings = DelegationSettings {
+            concurrency: 1,
+            ..DelegationSettings::defaults(workspace.to_path_buf(), "/nonexistent/fido".into())
+        };
+        let provider =
+            ScriptProvider::from_json("s", "m", r#"{"turns": [{"text": "x"}]}"#).unwrap();
+        let (sink, events) = crate::agent::events::channel();
+        let supervisor = Supervisor::start(
+            settings,
+            Gateway::new(Arc::new(provider), 1),
+            ToolCatalog::standard(PlanFlavour::UpdatePlan),
+            sink,
+        )
+        .await
+        .unwrap();
+        (supervisor, events)
+    }
+
+    async fn delegate(supervisor: &Supervisor) -> DelegateResult {
+        let cancel = CancellationToken::new();
+        let request = DelegationRequest {
+            call_id: "call-1",
+            args: DelegateArgs::for_task("look around"),
+            parent_messages: &[Message::System {
+                content: "s".into(),
+            }],
+            cancel: &cancel,
+        };
+        tokio::time::timeout(Duration::from_secs(60), supervisor.delegate(request))
+            .await
+            .expect("the delegation never returned")
+    }
+
+    /// Waits for an `error` event that contains `wanted`.
+    async fn error_event(events: &mut crate::agent::EventReceiver, wanted: &str) -> String {
+        let found = tokio::time::timeout(Duration::from_secs(30), async {
+            while let Some(event) = events.recv().await {
+                if let EventKind::Error { message } = event.kind
+                    && message.contains(wanted)
+                {
+                    return message;
+                }
+            }
+            panic!("the events ended without an error naming {wanted:?}")
+        });
+        found.await.expect("no such error event")
+    }
+
+    /// A panic inside a run (its task is watched): that call alone fails
+    /// with `subagent_crashed`, an `error` event says so, and the slot is
+    /// free again: with one slot, the next delegation still runs.
+    #[tokio::test]
+    async fn a_panic_in_a_run_fails_that_call_and_frees_its_slot() {
+        let dir = tempfile::tempdir().unwrap();
+        let (supervisor, mut events) = supervisor(dir.path()).await;
+        fault::arm(dir.path(), "subagent run");
+        let crashed = delegate(&supervisor).await;
+        assert_eq!(crashed.error.unwrap().code, "subagent_crashed");
+        let message = error_event(&mut events, "injected panic at subagent run").await;
+        assert!(
+            message.contains("internal error in the parent's supervisor"),
+            "{message}"
+        );
+        assert!(supervisor.running_agents().is_empty());
+        let next = delegate(&supervisor).await;
+        let code = next.error.map(|e| e.code);
+        assert_ne!(code.as_deref(), Some("subagent_crashed"), "{code:?}");
+        assert_ne!(code.as_deref(), Some("unavailable"), "{code:?}");
+    }
+
+    /// A panic in the supervisor actor's handler fails the actor: the
+    /// call it was handling gets a failed result, the keeper restarts the
+    /// actor and says so, and delegation works again.
+    #[tokio::test]
+    async fn a_failed_supervisor_actor_is_restarted() {
+        let dir = tempfile::tempdir().unwrap();
+        let (supervisor, mut events) = supervisor(dir.path()).await;
+        fault::arm(dir.path(), "supervisor handler");
+        let lost = delegate(&supervisor).await;
+        assert_eq!(lost.error.unwrap().code, "unavailable");
+        let message = error_event(&mut events, "injected panic at supervisor handler").await;
+        assert!(message.contains("it was restarted"), "{message}");
+        let next = delegate(&supervisor).await;
+        let code = next.error.map(|e| e.code);
+        assert_ne!(code.as_deref(), Some("unavailable"), "{code:?}");
+        supervisor.shutdown(Duration::from_secs(5)).await;
+    }
+
+    /// The same panic seen from the parent's turn: the `delegate` call
+    /// gets its failed result, the turn goes on to its answer, and the
+    /// next prompt works.
+    #[tokio::test]
+    async fn a_turn_whose_run_panics_gets_its_result_and_the_next_prompt_works() {
+        use crate::agent::{AgentActor, AgentArguments, AgentDeps, AgentMessage, Conversation};
+        let dir = tempfile::tempdir().unwrap();
+        let (supervisor, mut supervisor_events) = supervisor(dir.path()).await;
+        let mut env = crate::tools::testing::env(dir.path());
+        env.delegator = Some(Arc::new(supervisor));
+        let script = r#"{"turns": [
+            {"tool_calls": [{"name": "delegate", "arguments": {"task": "look around"}}]},
+            {"text": "went on without it"},
+            {"text": "second answer"}
+        ]}"#;
+        let (sink, mut events) = crate::agent::events::channel();
+        let deps = Arc::new(AgentDeps {
+            provider: Arc::new(ScriptProvider::from_json("a", "m", script).unwrap()),
+            catalog: ToolCatalog::standard(PlanFlavour::UpdatePlan),
+            tool_env: Arc::new(env),
+            ctx: crate::tools::InvocationContext::main(),
+            settings: crate::agent::AgentSettings {
+                max_steps: 5,
+                compaction: crate::agent::CompactionSettings {
+                    threshold_tokens: 100_000,
+                    keep_recent_tokens: 10_000,
+                    strategy: crate::agent::CompactionStrategy::Elide,
+                },
+                limits: crate::agent::ModelLimits::default(),
+            },
+            events: sink,
+            journal: None,
+        });
+        let arguments = AgentArguments {
+            deps,
+            conversation: Conversation::new("system".into()),
+            turns: 0,
+        };
+        let (agent, _) = Actor::spawn(None, AgentActor, arguments).await.unwrap();
+        fault::arm(dir.path(), "subagent run");
+        let ask = |prompt: &'static str| {
+            let agent = agent.clone();
+            async move {
+                ractor::call_t!(
+                    agent,
+                    |reply| AgentMessage::SubmitPrompt {
+                        prompt: prompt.into(),
+                        reply
+                    },
+                    60_000
+                )
+                .unwrap()
+            }
+        };
+        let first = ask("first").await;
+        assert_eq!(first.final_text.as_deref(), Some("went on without it"));
+        let mut delegate_result = None;
+        while let Some(event) = events.try_recv() {
+            if let EventKind::ToolResult { name, ok, .. } = event.kind
+                && name == "delegate"
+            {
+                delegate_result = Some(ok);
+            }
+        }
+        assert_eq!(
+            delegate_result,
+            Some(false),
+            "the call got its failed result"
+        );
+        error_event(&mut supervisor_events, "injected panic at subagent run").await;
+        let conversation = ractor::call_t!(agent, AgentMessage::Snapshot, 60_000)
+            .unwrap()
+            .unwrap();
+        assert!(conversation.unanswered_tool_calls().is_empty());
+        assert!(conversation.messages().iter().any(|m| matches!(m,
+                Message::Tool { content, .. } if content.contains("subagent_crashed"))),);
+        let second = ask("second").await;
+        assert_eq!(second.final_text.as_deref(), Some("second answer"));
+    }
 
     #[test]
     fn a_time_limit_is_kept_between_a_second_and_the_maximum() {

@@ -30,6 +30,8 @@ pub(super) async fn run(
         return refused_for_budget(&progress);
     }
     progress.emit("starting", "spawning a sandboxed process");
+    #[cfg(test)]
+    crate::agent::recover::fault::hit(&shared.settings.workspace, "subagent run");
     let stops = Stops {
         cancel: &cancel,
         kill_now: &kill_now,

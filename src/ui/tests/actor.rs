@@ -21,6 +21,9 @@ use crate::ui::actor::{UiActor, UiArguments, UiExit, UiMessage};
 use crate::ui::commands::{LocalCommands, PlanCleared};
 use crate::ui::store::{Entry, TurnState};
 
+/// Longest wait for the UI actor's answer: a hung test fails instead.
+const CALL_MS: u64 = 30_000;
+
 /// What the fake agent was asked.
 enum Asked {
     Submit {
@@ -190,7 +193,7 @@ impl Harness {
     }
 
     async fn store(&self) -> crate::ui::Store {
-        ractor::call!(self.ui, UiMessage::Snapshot).unwrap()
+        ractor::call_t!(self.ui, UiMessage::Snapshot, CALL_MS).unwrap()
     }
 
     async fn next_asked(&mut self) -> Asked {
