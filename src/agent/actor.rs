@@ -360,7 +360,7 @@ fn busy() -> TurnOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::{AgentSettings, CompactionSettings, CompactionStrategy, EventSink};
+    use crate::agent::EventSink;
     use crate::plan::restore::RESTORE_CALL_ID;
     use crate::protocol::ToolCall;
     use crate::provider::script::ScriptProvider;
@@ -378,15 +378,7 @@ mod tests {
             ),
             tool_env: Arc::new(crate::tools::testing::env(dir)),
             ctx: InvocationContext::main(),
-            settings: AgentSettings {
-                max_steps: 5,
-                compaction: CompactionSettings {
-                    threshold_tokens: 100_000,
-                    keep_recent_tokens: 10_000,
-                    strategy: CompactionStrategy::Elide,
-                },
-                limits: crate::agent::ModelLimits::default(),
-            },
+            settings: crate::agent::AgentSettings::for_tests(),
             events: EventSink::discard(),
             journal: None,
             catalog,
@@ -536,15 +528,7 @@ mod tests {
             provider,
             tool_env: Arc::new(crate::tools::testing::env(dir)),
             ctx: InvocationContext::main(),
-            settings: AgentSettings {
-                max_steps: 5,
-                compaction: CompactionSettings {
-                    threshold_tokens: 100_000,
-                    keep_recent_tokens: 10_000,
-                    strategy: CompactionStrategy::Elide,
-                },
-                limits: crate::agent::ModelLimits::default(),
-            },
+            settings: crate::agent::AgentSettings::for_tests(),
             events: sink,
             journal: None,
             catalog: ToolCatalog::standard(PlanFlavour::UpdatePlan),

@@ -139,3 +139,19 @@ pub struct AgentSettings {
     /// The model's window, output cap, loop limit and text-call fallback.
     pub limits: ModelLimits,
 }
+
+#[cfg(test)]
+impl AgentSettings {
+    /// What the unit tests' agents run with: 5 steps, compaction far away.
+    pub(crate) fn for_tests() -> AgentSettings {
+        AgentSettings {
+            max_steps: 5,
+            compaction: CompactionSettings {
+                threshold_tokens: 100_000,
+                keep_recent_tokens: 10_000,
+                strategy: CompactionStrategy::Elide,
+            },
+            limits: ModelLimits::default(),
+        }
+    }
+}

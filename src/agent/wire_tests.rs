@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{AgentDeps, AgentSettings, CompactionSettings, CompactionStrategy, Conversation};
+use super::{AgentDeps, Conversation};
 use crate::plan::PlanFlavour;
 use crate::protocol::EventKind;
 use crate::provider::script::ScriptProvider;
@@ -24,15 +24,7 @@ async fn plan_lines(flavour: PlanFlavour, script: &str) -> Vec<String> {
         catalog: ToolCatalog::standard(flavour),
         tool_env: Arc::new(crate::tools::testing::env(dir.path())),
         ctx: InvocationContext::main(),
-        settings: AgentSettings {
-            max_steps: 5,
-            compaction: CompactionSettings {
-                threshold_tokens: 100_000,
-                keep_recent_tokens: 10_000,
-                strategy: CompactionStrategy::Elide,
-            },
-            limits: super::ModelLimits::default(),
-        },
+        settings: crate::agent::AgentSettings::for_tests(),
         events,
         journal: None,
     };

@@ -504,10 +504,7 @@ mod tests {
 
     #[tokio::test]
     async fn undo_suspend_and_recall_from_the_ui_with_the_real_agent() {
-        use crate::agent::{
-            AgentActor, AgentArguments, AgentDeps, AgentSettings, CompactionSettings,
-            CompactionStrategy, Conversation,
-        };
+        use crate::agent::{AgentActor, AgentArguments, AgentDeps, Conversation};
         use crate::protocol::{Message, ToolCall};
         use crate::provider::script::ScriptProvider;
         use crate::tools::{InvocationContext, ToolCatalog};
@@ -540,15 +537,7 @@ mod tests {
             ),
             tool_env: Arc::new(env),
             ctx: InvocationContext::main(),
-            settings: AgentSettings {
-                max_steps: 5,
-                compaction: CompactionSettings {
-                    threshold_tokens: 100_000,
-                    keep_recent_tokens: 10_000,
-                    strategy: CompactionStrategy::Elide,
-                },
-                limits: crate::agent::ModelLimits::default(),
-            },
+            settings: crate::agent::AgentSettings::for_tests(),
             events: crate::agent::EventSink::discard(),
             journal: None,
             catalog,

@@ -181,8 +181,9 @@ pub fn mechanism(probe: &str, errno: &str) -> &'static str {
         // The filter refuses every ptrace call at syscall entry, before
         // Landlock or the kernel's own ptrace check are asked.
         ("ptrace-parent", _) => "seccomp",
-        ("tcp-connect" | "tcp-bind" | "udp-send" | "unix-pathname-connect", "EPERM") => "seccomp",
-        ("chmod", "EPERM") => "seccomp",
+        ("tcp-connect" | "tcp-bind" | "udp-send" | "unix-pathname-connect" | "chmod", "EPERM") => {
+            "seccomp"
+        }
         ("signal-parent" | "abstract-unix-connect", _) => "landlock scope",
         ("read-parent-environ", _) => "non-dumpable parent, no CAP_SYS_PTRACE",
         _ => "landlock",

@@ -876,15 +876,7 @@ mod tests {
             catalog: ToolCatalog::standard(PlanFlavour::UpdatePlan),
             tool_env: Arc::new(env),
             ctx: crate::tools::InvocationContext::main(),
-            settings: crate::agent::AgentSettings {
-                max_steps: 5,
-                compaction: crate::agent::CompactionSettings {
-                    threshold_tokens: 100_000,
-                    keep_recent_tokens: 10_000,
-                    strategy: crate::agent::CompactionStrategy::Elide,
-                },
-                limits: crate::agent::ModelLimits::default(),
-            },
+            settings: crate::agent::AgentSettings::for_tests(),
             events: sink,
             journal: None,
         });
