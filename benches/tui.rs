@@ -28,6 +28,7 @@ use fido::plan::{PlanItem, PlanState, Status};
 use fido::protocol::{Event, EventKind};
 use fido::ui::actor::{UiActor, UiArguments, UiMessage};
 use fido::ui::commands::{LocalCommands, PlanCleared};
+use fido::ui::frame::Screen;
 use fido::ui::store::Store;
 use fido::ui::widgets;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -117,6 +118,7 @@ fn session() -> EventKind {
 /// A store with a transcript of at least `lines` rendered lines.
 fn big_store(lines: usize) -> (Store, usize) {
     let mut store = Store::new(SIZE);
+    let mut measured = widgets::transcript::LineCache::default();
     let now = Instant::now();
     store.apply(&session(), now);
     store.apply(&plan_event(), now);
@@ -127,7 +129,7 @@ fn big_store(lines: usize) -> (Store, usize) {
         store.turn_replied(fido::protocol::TurnStatus::Completed, None);
         n += 1;
         if n % 50 == 0 {
-            let total = widgets::transcript::total_lines(&store, 136);
+            let total = widgets::transcript::height(&mut measured, &store, 136);
             if total >= lines {
                 return (store, total);
             }
@@ -139,9 +141,9 @@ fn frame_times() -> bool {
     let (mut store, total) = big_store(10_000);
     let mut terminal =
         Terminal::new(TestBackend::new(SIZE.0, SIZE.1)).unwrap_or_else(|e| match e {});
-    store.cache.borrow_mut().invalidate_all();
+    let mut screen = Screen::default();
     let started = Instant::now();
-    let _ = terminal.draw(|frame| widgets::draw(frame, &store));
+    let _ = terminal.draw(|frame| screen.draw(frame, &mut store));
     println!(
         "frame at 200×50, {total} transcript lines, 20-item plan: cold (renders everything once) {:.1} ms",
         ms(started.elapsed())
@@ -150,8 +152,7 @@ fn frame_times() -> bool {
     for i in 0..500 {
         store.input.insert(if i % 2 == 0 { 'x' } else { 'y' });
         let started = Instant::now();
-        widgets::before_frame(&mut store);
-        let _ = terminal.draw(|frame| widgets::draw(frame, &store));
+        let _ = terminal.draw(|frame| screen.draw(frame, &mut store));
         steady.push(ms(started.elapsed()));
     }
     let steady = Sorted::new(steady);
@@ -168,8 +169,7 @@ fn frame_times() -> bool {
         };
         store.apply(&EventKind::AssistantDelta { text: text.into() }, now);
         let started = Instant::now();
-        widgets::before_frame(&mut store);
-        let _ = terminal.draw(|frame| widgets::draw(frame, &store));
+        let _ = terminal.draw(|frame| screen.draw(frame, &mut store));
         streaming.push(ms(started.elapsed()));
     }
     let streaming = Sorted::new(streaming);
@@ -408,6 +408,7 @@ fn stream(name: &str, text: &str) -> bool {
     const BYTES_PER_SECOND: f64 = 20_000.0;
     let per_frame = (BYTES_PER_SECOND * 0.016 / DELTA_BYTES as f64).ceil() as usize;
     let mut store = Store::new(SIZE);
+    let mut screen = Screen::default();
     store.apply(&session(), Instant::now());
     store.begin_turn("write a long answer");
     let mut terminal =
@@ -428,8 +429,7 @@ fn stream(name: &str, text: &str) -> bool {
             }
         }
         let frame = Instant::now();
-        widgets::before_frame(&mut store);
-        let _ = terminal.draw(|f| widgets::draw(f, &store));
+        let _ = terminal.draw(|f| screen.draw(f, &mut store));
         frames.push(ms(frame.elapsed()));
     }
     let finish = Instant::now();
@@ -439,7 +439,7 @@ fn stream(name: &str, text: &str) -> bool {
         },
         now,
     );
-    let _ = terminal.draw(|f| widgets::draw(f, &store));
+    let _ = terminal.draw(|f| screen.draw(f, &mut store));
     let final_frame = ms(finish.elapsed());
     let spent = started.elapsed().as_secs_f64();
     let arrival = ANSWER_BYTES as f64 / BYTES_PER_SECOND;
