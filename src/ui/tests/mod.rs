@@ -6,6 +6,7 @@ mod actor;
 mod daily;
 mod editor;
 mod keys;
+mod long;
 mod patch_lines;
 mod random_sizes;
 mod snapshots;
