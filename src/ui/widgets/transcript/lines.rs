@@ -127,7 +127,8 @@ impl LineCache {
             width,
             expanded,
             base,
-            top_shift: self.top_shift,
+            // The marker goes with the rest (and comes back in its place).
+            top_shift: self.top_shift + self.marker.len() as isize,
             ..LineCache::with_budget(self.budget)
         };
     }
@@ -165,8 +166,11 @@ impl LineCache {
     /// Renders every entry whose revision changed (or that is new).
     fn sync_entries(&mut self, store: &Store) {
         let entries = &store.transcript;
-        if self.slots.len() > entries.len() {
-            self.reset(self.width, self.expanded, self.base);
+        // Entries never go but from the front (see `align_base`); this is
+        // another store's transcript.
+        for slot in self.slots.drain(entries.len().min(self.slots.len())..) {
+            self.entry_lines -= slot.height;
+            self.held -= slot.lines.as_ref().map_or(0, Vec::len);
         }
         self.slots.resize_with(entries.len(), Slot::default);
         for index in 0..entries.len() {
