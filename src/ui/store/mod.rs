@@ -414,14 +414,8 @@ impl Store {
         if live > 0 {
             return Activity::Subagents(live);
         }
-        let running_tool = self.transcript.iter().rev().find_map(|entry| match entry {
-            Entry::Tool {
-                name, result: None, ..
-            } => Some(name.clone()),
-            _ => None,
-        });
-        if let Some(name) = running_tool {
-            return Activity::Tool(name);
+        if let Some(name) = self.transcript.unfinished_tool() {
+            return Activity::Tool(name.to_string());
         }
         if self.live.is_empty() {
             Activity::Thinking

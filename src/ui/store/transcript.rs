@@ -31,6 +31,41 @@ pub struct Transcript {
     bytes: usize,
     /// Past this many source bytes the oldest entries are dropped.
     pub cap_bytes: usize,
+    /// What every frame asks of all the entries, kept as they change.
+    tally: Tally,
+}
+
+/// Counts over the entries kept, so a frame need not scan them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Tally {
+    /// Tool calls showing a diff or output (Ctrl+O folds them).
+    with_detail: usize,
+    /// Tool calls without a result yet.
+    unfinished: usize,
+}
+
+impl Tally {
+    fn of(entry: &Entry) -> Tally {
+        match entry {
+            Entry::Tool { result, detail, .. } => Tally {
+                with_detail: usize::from(detail.is_some()),
+                unfinished: usize::from(result.is_none()),
+            },
+            _ => Tally::default(),
+        }
+    }
+
+    fn add(&mut self, entry: &Entry) {
+        let more = Tally::of(entry);
+        self.with_detail += more.with_detail;
+        self.unfinished += more.unfinished;
+    }
+
+    fn remove(&mut self, entry: &Entry) {
+        let less = Tally::of(entry);
+        self.with_detail -= less.with_detail;
+        self.unfinished -= less.unfinished;
+    }
 }
 
 impl Default for Transcript {
@@ -42,6 +77,7 @@ impl Default for Transcript {
             dropped: 0,
             bytes: 0,
             cap_bytes: DEFAULT_CAP_BYTES,
+            tally: Tally::default(),
         }
     }
 }
@@ -59,6 +95,7 @@ impl Transcript {
     /// Appends an entry; returns its revision.
     pub fn push(&mut self, entry: Entry) -> u64 {
         self.bytes += source_bytes(&entry);
+        self.tally.add(&entry);
         self.entries.push(entry);
         let revision = self.next_revision();
         self.revisions.push(revision);
@@ -70,7 +107,9 @@ impl Transcript {
     pub fn update<R>(&mut self, index: usize, change: impl FnOnce(&mut Entry) -> R) -> Option<R> {
         let entry = self.entries.get_mut(index)?;
         let before = source_bytes(entry);
+        self.tally.remove(entry);
         let result = change(entry);
+        self.tally.add(entry);
         let after = source_bytes(entry);
         self.bytes = self.bytes - before + after;
         self.revision += 1;
@@ -105,6 +144,24 @@ impl Transcript {
         self.bytes
     }
 
+    /// Some tool call shows a diff or output (which Ctrl+O folds).
+    pub fn has_tool_detail(&self) -> bool {
+        self.tally.with_detail > 0
+    }
+
+    /// The name of the newest tool call without a result.
+    pub fn unfinished_tool(&self) -> Option<&str> {
+        if self.tally.unfinished == 0 {
+            return None;
+        }
+        self.entries.iter().rev().find_map(|entry| match entry {
+            Entry::Tool {
+                name, result: None, ..
+            } => Some(name.as_str()),
+            _ => None,
+        })
+    }
+
     /// No entry yet, and none dropped.
     pub fn is_untouched(&self) -> bool {
         self.entries.is_empty() && self.dropped == 0
@@ -121,6 +178,7 @@ impl Transcript {
         let mut bytes = self.bytes;
         while bytes > target && cut + 1 < self.entries.len() {
             bytes -= source_bytes(&self.entries[cut]);
+            self.tally.remove(&self.entries[cut]);
             cut += 1;
         }
         self.entries.drain(..cut);
@@ -180,6 +238,7 @@ fn diff_bytes(lines: &[DiffLine]) -> usize {
 
 #[cfg(test)]
 mod tests {
+    use super::super::views::ToolResultView;
     use super::*;
 
     #[test]
@@ -203,6 +262,46 @@ mod tests {
         };
         let first_number = format!("note {:04}", transcript.dropped());
         assert!(first.starts_with(&first_number), "{first}");
+    }
+
+    fn tool(id: &str) -> Entry {
+        Entry::Tool {
+            id: id.into(),
+            name: format!("tool-{id}"),
+            summary: String::new(),
+            result: None,
+            detail: None,
+        }
+    }
+
+    #[test]
+    fn the_tool_counts_follow_every_change_and_drop() {
+        let mut transcript = Transcript {
+            cap_bytes: 2_000,
+            ..Transcript::default()
+        };
+        transcript.push(tool("a"));
+        transcript.push(tool("b"));
+        assert_eq!(transcript.unfinished_tool(), Some("tool-b"));
+        assert!(!transcript.has_tool_detail());
+        transcript.update(1, |entry| {
+            if let Entry::Tool { result, detail, .. } = entry {
+                *result = Some(ToolResultView {
+                    ok: true,
+                    summary: String::new(),
+                });
+                *detail = Some(ToolDetail::Output("exit code: 0".into()));
+            }
+        });
+        assert_eq!(transcript.unfinished_tool(), Some("tool-a"));
+        assert!(transcript.has_tool_detail());
+        // Enough notes to drop both tool calls.
+        for n in 0..40 {
+            transcript.push(Entry::Info(format!("note {n}")));
+        }
+        assert!(transcript.dropped() >= 2, "{}", transcript.dropped());
+        assert_eq!(transcript.unfinished_tool(), None);
+        assert!(!transcript.has_tool_detail());
     }
 
     #[test]
