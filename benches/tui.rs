@@ -12,6 +12,10 @@
 //! 3. Streaming throughput: a 1 MB answer in 20-byte deltas, one frame per
 //!    16 ms of arrivals at 5k tokens/s, against the time that takes to
 //!    arrive.
+//! 4. A 100k-line transcript, in a process of its own: frame times (a key
+//!    typed, paging up through it) and the process's peak RSS (`VmHWM`),
+//!    which the transcript's line budget bounds (target ≤ 2 ms median
+//!    frame, peak RSS ≤ 32 MiB).
 //!
 //! Exit status: 0 when every target holds, 1 otherwise.
 
@@ -28,6 +32,7 @@ use fido::plan::{PlanItem, PlanState, Status};
 use fido::protocol::{Event, EventKind};
 use fido::ui::actor::{UiActor, UiArguments, UiMessage};
 use fido::ui::commands::{LocalCommands, PlanCleared};
+use fido::ui::frame::Screen;
 use fido::ui::store::Store;
 use fido::ui::widgets;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -44,10 +49,14 @@ const KEYS: usize = 200;
 const FLOOD_PER_SECOND: usize = 100_000;
 
 fn main() -> ExitCode {
+    if std::env::var_os(LONG_SESSION_CHILD).is_some() {
+        return long_session();
+    }
     let frames = frame_times();
     let keys = keystroke_latency();
     let stream = streaming_throughput();
-    if frames && keys && stream {
+    let long = long_session_in_child();
+    if frames && keys && stream && long {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
@@ -116,6 +125,7 @@ fn session() -> EventKind {
 /// A store with a transcript of at least `lines` rendered lines.
 fn big_store(lines: usize) -> (Store, usize) {
     let mut store = Store::new(SIZE);
+    let mut measured = widgets::transcript::LineCache::default();
     let now = Instant::now();
     store.apply(&session(), now);
     store.apply(&plan_event(), now);
@@ -126,7 +136,7 @@ fn big_store(lines: usize) -> (Store, usize) {
         store.turn_replied(fido::protocol::TurnStatus::Completed, None);
         n += 1;
         if n % 50 == 0 {
-            let total = widgets::transcript::total_lines(&store, 136);
+            let total = widgets::transcript::height(&mut measured, &store, 136);
             if total >= lines {
                 return (store, total);
             }
@@ -138,9 +148,9 @@ fn frame_times() -> bool {
     let (mut store, total) = big_store(10_000);
     let mut terminal =
         Terminal::new(TestBackend::new(SIZE.0, SIZE.1)).unwrap_or_else(|e| match e {});
-    store.cache.borrow_mut().invalidate_all();
+    let mut screen = Screen::default();
     let started = Instant::now();
-    let _ = terminal.draw(|frame| widgets::draw(frame, &store));
+    let _ = terminal.draw(|frame| screen.draw(frame, &mut store));
     println!(
         "frame at 200×50, {total} transcript lines, 20-item plan: cold (renders everything once) {:.1} ms",
         ms(started.elapsed())
@@ -149,8 +159,7 @@ fn frame_times() -> bool {
     for i in 0..500 {
         store.input.insert(if i % 2 == 0 { 'x' } else { 'y' });
         let started = Instant::now();
-        widgets::before_frame(&mut store);
-        let _ = terminal.draw(|frame| widgets::draw(frame, &store));
+        let _ = terminal.draw(|frame| screen.draw(frame, &mut store));
         steady.push(ms(started.elapsed()));
     }
     let steady = Sorted::new(steady);
@@ -167,8 +176,7 @@ fn frame_times() -> bool {
         };
         store.apply(&EventKind::AssistantDelta { text: text.into() }, now);
         let started = Instant::now();
-        widgets::before_frame(&mut store);
-        let _ = terminal.draw(|frame| widgets::draw(frame, &store));
+        let _ = terminal.draw(|frame| screen.draw(frame, &mut store));
         streaming.push(ms(started.elapsed()));
     }
     let streaming = Sorted::new(streaming);
@@ -434,6 +442,7 @@ fn stream(name: &str, text: &str) -> bool {
     const BYTES_PER_SECOND: f64 = 20_000.0;
     let per_frame = (BYTES_PER_SECOND * 0.016 / DELTA_BYTES as f64).ceil() as usize;
     let mut store = Store::new(SIZE);
+    let mut screen = Screen::default();
     store.apply(&session(), Instant::now());
     store.begin_turn("write a long answer");
     let mut terminal =
@@ -454,8 +463,7 @@ fn stream(name: &str, text: &str) -> bool {
             }
         }
         let frame = Instant::now();
-        widgets::before_frame(&mut store);
-        let _ = terminal.draw(|f| widgets::draw(f, &store));
+        let _ = terminal.draw(|f| screen.draw(f, &mut store));
         frames.push(ms(frame.elapsed()));
     }
     let finish = Instant::now();
@@ -465,7 +473,7 @@ fn stream(name: &str, text: &str) -> bool {
         },
         now,
     );
-    let _ = terminal.draw(|f| widgets::draw(f, &store));
+    let _ = terminal.draw(|f| screen.draw(f, &mut store));
     let final_frame = ms(finish.elapsed());
     let spent = started.elapsed().as_secs_f64();
     let arrival = ANSWER_BYTES as f64 / BYTES_PER_SECOND;
@@ -492,4 +500,115 @@ fn stream(name: &str, text: &str) -> bool {
         if ok { "PASS" } else { "FAIL" }
     );
     ok
+}
+
+/// Set in the child process that runs [`long_session`] alone, so its peak
+/// RSS is its own.
+const LONG_SESSION_CHILD: &str = "FIDO_TUI_BENCH_LONG_SESSION";
+const LONG_LINES: usize = 100_000;
+const TARGET_LONG_PEAK_MIB: f64 = 32.0;
+
+/// Runs [`long_session`] in a fresh process (this bench again) and passes
+/// its report on.
+fn long_session_in_child() -> bool {
+    use std::os::unix::process::CommandExt;
+    // Its own process group, waited for by `output`.
+    let output = std::env::current_exe().and_then(|bench| {
+        std::process::Command::new(bench)
+            .env(LONG_SESSION_CHILD, "1")
+            .process_group(0)
+            .stderr(std::process::Stdio::inherit())
+            .output()
+    });
+    match output {
+        Ok(output) => {
+            print!("{}", String::from_utf8_lossy(&output.stdout));
+            output.status.success()
+        }
+        Err(err) => {
+            eprintln!("tui bench: cannot run the 100k-line case: {err}");
+            false
+        }
+    }
+}
+
+/// A field of `/proc/self/status` (`VmHWM:`, `VmRSS:`), in MiB.
+fn status_mib(field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with(field))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// 4. Frames of a 100k-line transcript and the process's peak RSS.
+fn long_session() -> ExitCode {
+    let (mut store, total) = big_store(LONG_LINES);
+    let mut terminal =
+        Terminal::new(TestBackend::new(SIZE.0, SIZE.1)).unwrap_or_else(|e| match e {});
+    let mut screen = Screen::default();
+    let started = Instant::now();
+    let _ = terminal.draw(|frame| screen.draw(frame, &mut store));
+    println!(
+        "frame at 200×50, {total} transcript lines: cold (renders everything once) {:.1} ms",
+        ms(started.elapsed())
+    );
+    let mut typing = Vec::new();
+    for i in 0..300 {
+        store.input.insert(if i % 2 == 0 { 'x' } else { 'y' });
+        let started = Instant::now();
+        let _ = terminal.draw(|frame| screen.draw(frame, &mut store));
+        typing.push(ms(started.elapsed()));
+    }
+    store.input.take();
+    let typing = Sorted::new(typing);
+    report("100k lines: frame, a key typed", &typing);
+    let page_up = KeyEvent::new(KeyCode::PageUp, KeyModifiers::NONE);
+    let mut paging = Vec::new();
+    for _ in 0..300 {
+        let started = Instant::now();
+        fido::ui::keys::handle_key(&mut store, page_up, Instant::now());
+        let _ = terminal.draw(|frame| screen.draw(frame, &mut store));
+        paging.push(ms(started.elapsed()));
+    }
+    let paging = Sorted::new(paging);
+    report("100k lines: PageUp and its frame", &paging);
+    let held = screen.held_transcript_lines();
+    let peak = status_mib("VmHWM:").unwrap_or(f64::NAN);
+    println!(
+        "100k lines: {held} rendered lines held (budget {}), {:.1} MiB of entry text; peak RSS (VmHWM) {peak:.1} MiB",
+        widgets::transcript::LINE_BUDGET,
+        store.transcript.bytes() as f64 / 1024.0 / 1024.0
+    );
+    support::table_row(
+        "tui",
+        "100k-line transcript: frame with a key typed, then PageUp and its frame",
+        &format!(
+            "{}; {}",
+            support::spread(&typing, 2, "ms"),
+            support::spread(&paging, 2, "ms")
+        ),
+        &format!("≤ {TARGET_FRAME_MS} ms median"),
+        "16.7 ms: one frame of a 60 Hz screen",
+    );
+    support::table_row(
+        "tui",
+        "100k-line transcript: peak RSS of its process (VmHWM)",
+        &format!("{peak:.1} MiB"),
+        &format!("≤ {TARGET_LONG_PEAK_MIB} MiB"),
+        &format!(
+            "{:.1} MiB: the entries' own text",
+            store.transcript.bytes() as f64 / 1024.0 / 1024.0
+        ),
+    );
+    let frames_ok = typing.median() <= TARGET_FRAME_MS && paging.median() <= TARGET_FRAME_MS;
+    let ok = frames_ok && peak <= TARGET_LONG_PEAK_MIB;
+    println!(
+        "target: 100k lines, median frame ≤ {TARGET_FRAME_MS} ms and peak RSS ≤ {TARGET_LONG_PEAK_MIB} MiB: {}",
+        if ok { "PASS" } else { "FAIL" }
+    );
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }

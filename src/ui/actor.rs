@@ -25,10 +25,11 @@ use tokio::sync::oneshot;
 use crossterm::event::MouseEventKind;
 
 use super::commands::LocalCommands;
+use super::frame::Screen;
 use super::history::{HistoryWriter, PromptHistory};
 use super::keys::{self, Action};
 use super::store::{Direction, Entry, Store};
-use super::{diff, git_diff, status_view, theme, widgets};
+use super::{diff, git_diff, status_view, theme};
 use crate::agent::{AgentMessage, TurnOutcome};
 use crate::protocol::{ApprovalDecision, Event, TurnStatus};
 
@@ -122,6 +123,8 @@ pub struct UiArguments<B: Backend> {
 pub struct UiState<B: Backend> {
     terminal: Terminal<B>,
     store: Store,
+    /// The rendered lines frames share (the transcript's, the plan's).
+    screen: Screen,
     agent: ActorRef<AgentMessage>,
     local_commands: Arc<dyn LocalCommands>,
     exit: Option<oneshot::Sender<UiExit>>,
@@ -161,6 +164,7 @@ where
         let mut state = UiState {
             terminal: args.terminal,
             store,
+            screen: Screen::default(),
             agent: args.agent,
             local_commands: args.local_commands,
             exit: Some(args.exit),
@@ -367,11 +371,10 @@ fn save_history<B: Backend>(state: &UiState<B>, remembered: usize) {
 }
 
 fn draw<B: Backend>(state: &mut UiState<B>) -> Result<(), String> {
-    widgets::before_frame(&mut state.store);
-    let store = &state.store;
+    let (screen, store) = (&mut state.screen, &mut state.store);
     state
         .terminal
-        .draw(|frame| widgets::draw(frame, store))
+        .draw(|frame| screen.draw(frame, store))
         .map(|_| ())
         .map_err(|err| format!("cannot draw to the terminal: {err}"))
 }

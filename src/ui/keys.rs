@@ -8,9 +8,7 @@ use std::time::{Duration, Instant};
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
-use super::layout;
 use super::store::{Direction, Store};
-use super::widgets::{plan_panel, transcript};
 
 /// A second Ctrl+C within this window quits (when no turn runs).
 pub const QUIT_WINDOW: Duration = Duration::from_millis(1500);
@@ -353,25 +351,27 @@ fn enter(store: &mut Store) -> Option<Action> {
 }
 
 /// PageUp/PageDown (or `lines` for the wheel): the plan when it is shown
-/// over the body, else the transcript. Clamped to the content, measured at
-/// the current size.
+/// over the body, else the transcript. Clamped to the content, as the last
+/// frame measured it (the keys never lay out the screen): a page up moves
+/// from what is on screen.
 fn scroll(store: &mut Store, direction: Direction, lines: Option<usize>) {
-    let areas = layout::compute(store.size, store);
-    if let (true, Some(plan)) = (store.plan_overlay, areas.plan) {
-        let inner = plan_panel::inner(plan);
-        let page = lines.unwrap_or(usize::from(inner.height.saturating_sub(2)).max(1));
-        let max = plan_panel::max_scroll(store.plan.as_ref(), inner);
-        store.plan_scroll = step(store.plan_scroll.min(max), page, direction, max, false);
+    let limits = store.scroll_limits;
+    if let (true, Some(plan)) = (store.plan_overlay, limits.plan_overlay) {
+        let page = lines.unwrap_or(plan.page);
+        store.plan_scroll = step(
+            store.plan_scroll.min(plan.max),
+            page,
+            direction,
+            plan.max,
+            false,
+        );
     } else {
-        let page = lines.unwrap_or(usize::from(areas.transcript.height.saturating_sub(1)).max(1));
-        let max = transcript::max_scroll(store, areas.transcript);
-        // Transcript scroll counts up from the bottom.
-        let before = store.transcript_scroll;
-        store.transcript_scroll = step(before.min(max), page, direction, max, true);
-        if before == 0 {
-            // Lines arriving from now on move the view (see `before_frame`).
-            store.seen_lines = transcript::total_lines(store, areas.transcript.width);
-        }
+        let limit = limits.transcript;
+        let page = lines.unwrap_or(limit.page);
+        // Transcript scroll counts up from the bottom; lines arriving from
+        // the last frame on move the view (see `frame`).
+        let before = store.transcript_scroll.min(limit.max);
+        store.transcript_scroll = step(before, page, direction, limit.max, true);
         if store.transcript_scroll == 0 {
             store.new_output = false;
         }

@@ -6,10 +6,11 @@
 //! and turn outcomes arrive as [`UiMessage`]s; the store changes, and a
 //! frame is scheduled. Bursts of messages coalesce into one frame per
 //! [`actor::FRAME_DELAY`] (a key's frame comes sooner); nothing redraws on
-//! a timer except a once-per-second tick while a clock is shown. Widgets draw from
-//! `&Store` only; a key press becomes an [`Action`] that the actor turns into
-//! a command for the agent (`SubmitPrompt`, `Interrupt`) or a local command
-//! (`/plan`, `/plan clear`, `/quit`).
+//! a timer except a once-per-second tick while a clock is shown. Each
+//! [frame] lays the screen out once from the widgets' own measures and
+//! draws them from `&Store`; a key press becomes an [`Action`] that the
+//! actor turns into a command for the agent (`SubmitPrompt`, `Interrupt`)
+//! or a local command (`/plan`, `/plan clear`, `/quit`).
 //!
 //! Invariants: the UI never blocks the agent (events reach it through an
 //! unbounded channel and every command is a `cast`); the terminal is always
@@ -22,6 +23,7 @@ pub mod actor;
 pub mod approval;
 pub mod commands;
 pub mod diff;
+pub mod frame;
 pub mod git_diff;
 pub mod history;
 pub mod input;

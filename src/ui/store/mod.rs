@@ -3,21 +3,27 @@
 //! Only the UI actor owns it. Agent events arrive through [`Store::apply`];
 //! key presses change it through [`crate::ui::keys`]; widgets read it by
 //! shared reference. Time enters only as an argument (`now`), so a store fed
-//! the same events draws the same frame. The one interior mutability is the
-//! transcript's line cache, a memo that drawing fills; every change to an
-//! entry goes through a method here that invalidates its lines.
+//! the same events draws the same frame.
+//!
+//! The store knows nothing about rendering. It marks what changed (each
+//! transcript entry's revision, the streaming text's revision) so that the
+//! frame's line cache, which the UI actor owns, renders only that; and it
+//! keeps the scroll limits the last frame measured, so keys never lay out
+//! the screen.
 
 use std::time::Instant;
 
 mod approval;
 mod restore;
+mod transcript;
 mod views;
 
 pub use approval::PendingApproval;
+pub use transcript::{DEFAULT_CAP_BYTES, Transcript};
 use views::SUBAGENT_DETAIL_CHARS;
 pub use views::{
-    Activity, Entry, Notice, Phase, SessionInfo, SubagentView, ToolDetail, ToolResultView,
-    TurnState, tokens,
+    Activity, Entry, LiveAdoption, Notice, Phase, ScrollLimit, ScrollLimits, SessionInfo,
+    SubagentView, ToolDetail, ToolResultView, TurnState, tokens,
 };
 
 use super::diff;
@@ -35,7 +41,8 @@ pub struct Store {
     /// How the last turn ended, for the header.
     pub last_turn: Option<(u32, TurnStatus)>,
     pub usage: UsageTotals,
-    pub transcript: Vec<Entry>,
+    /// Read it freely; change it only through the store's methods.
+    pub transcript: Transcript,
     pub plan: Option<PlanView>,
     /// This turn's subagents, in the order they first reported; kept with
     /// their outcome until the next prompt.
@@ -65,7 +72,12 @@ pub struct Store {
     /// The history entry shown in the input line, while browsing.
     pub history_pos: Option<usize>,
     /// Assistant text streaming in (sanitised), until its message is done.
+    /// Read it freely; it changes through events (its revision with it).
     pub live: String,
+    /// Bumped at each change of `live`.
+    live_revision: u64,
+    /// The latest message that was the streamed text, already rendered.
+    adopted_live: Option<LiveAdoption>,
     /// Tool output and diffs shown whole instead of folded (Ctrl+O).
     pub expanded: bool,
     /// Output arrived below while the transcript was scrolled up.
@@ -83,8 +95,8 @@ pub struct Store {
     pub no_color: bool,
     /// Transcript lines at the last frame, to keep a scrolled view still.
     pub seen_lines: usize,
-    /// Rendered transcript lines, per entry and width (see `transcript`).
-    pub cache: std::cell::RefCell<super::widgets::transcript::LineCache>,
+    /// How far the keys may scroll, as the last frame measured it.
+    pub scroll_limits: ScrollLimits,
     saw_turn_started: bool,
 }
 
@@ -111,7 +123,7 @@ impl Store {
             turn_number: 0,
             last_turn: None,
             usage: UsageTotals::default(),
-            transcript: Vec::new(),
+            transcript: Transcript::default(),
             plan: None,
             subagents: Vec::new(),
             session_agents: Vec::new(),
@@ -128,6 +140,8 @@ impl Store {
             history: Vec::new(),
             history_pos: None,
             live: String::new(),
+            live_revision: 0,
+            adopted_live: None,
             expanded: false,
             new_output: false,
             turn_started_at: None,
@@ -136,7 +150,7 @@ impl Store {
             pastes: Vec::new(),
             no_color: false,
             seen_lines: 0,
-            cache: Default::default(),
+            scroll_limits: ScrollLimits::default(),
             saw_turn_started: false,
         }
     }
@@ -171,18 +185,19 @@ impl Store {
                 // The streamed lines are already rendered: the entry keeps
                 // them instead of rendering a long answer again.
                 let streamed = self.live.trim_end() == text;
+                let live_revision = self.live_revision;
                 self.live.clear();
-                self.push(Entry::Assistant(text));
-                let cache = self.cache.get_mut();
-                if streamed {
-                    cache.adopt_live(self.transcript.len() - 1);
-                } else {
-                    cache.live_changed();
-                }
+                self.live_changed();
+                let revision = self.transcript.push(Entry::Assistant(text));
+                self.adopted_live = streamed.then(|| LiveAdoption {
+                    entry: self.transcript.dropped() + self.transcript.len() - 1,
+                    revision,
+                    live_revision,
+                });
             }
             EventKind::AssistantDelta { text } => {
                 self.live.push_str(&sanitize(text, false));
-                self.cache.get_mut().live_changed();
+                self.live_changed();
             }
             EventKind::ToolOutput {
                 id,
@@ -203,12 +218,15 @@ impl Store {
                 summary: text,
                 ..
             } => {
-                if let Some(Entry::Tool { result, .. }) = self.tool_entry(id) {
-                    *result = Some(ToolResultView {
-                        ok: *ok,
-                        summary: summary(text, 120),
-                    });
-                }
+                let view = ToolResultView {
+                    ok: *ok,
+                    summary: summary(text, 120),
+                };
+                self.update_tool_entry(id, |entry| {
+                    if let Entry::Tool { result, .. } = entry {
+                        *result = Some(view);
+                    }
+                });
             }
             EventKind::PlanUpdated { plan } => self.set_plan(plan, "updated"),
             EventKind::Subagent {
@@ -299,14 +317,17 @@ impl Store {
         true
     }
 
-    /// The tool call entry with this id, newest first.
-    fn tool_entry(&mut self, id: &str) -> Option<&mut Entry> {
+    /// Changes the tool call entry with this id (the newest such).
+    fn update_tool_entry<R>(
+        &mut self,
+        id: &str,
+        change: impl FnOnce(&mut Entry) -> R,
+    ) -> Option<R> {
         let index = self
             .transcript
             .iter()
             .rposition(|entry| matches!(entry, Entry::Tool { id: call, .. } if call == id))?;
-        self.cache.get_mut().invalidate(index);
-        self.transcript.get_mut(index)
+        self.transcript.update(index, change)
     }
 
     /// Attaches what a `patch` or `bash_exec` call showed to its entry.
@@ -326,13 +347,17 @@ impl Store {
             "bash_exec" => Some(ToolDetail::Output(sanitize(content, false))),
             _ => None,
         };
-        match (self.tool_entry(id), shown) {
-            (Some(Entry::Tool { detail, .. }), Some(shown)) => {
+        let Some(shown) = shown else {
+            return false;
+        };
+        let attached = self.update_tool_entry(id, |entry| match entry {
+            Entry::Tool { detail, .. } => {
                 *detail = Some(shown);
                 true
             }
             _ => false,
-        }
+        });
+        attached == Some(true)
     }
 
     fn record_usage(&mut self, identity: &str, usage: crate::protocol::Usage) {
@@ -356,8 +381,23 @@ impl Store {
     fn drop_live(&mut self) {
         if !self.live.is_empty() {
             self.live.clear();
-            self.cache.get_mut().live_changed();
+            self.live_changed();
         }
+    }
+
+    fn live_changed(&mut self) {
+        self.live_revision += 1;
+    }
+
+    /// The revision of the streaming text (`live`).
+    pub fn live_revision(&self) -> u64 {
+        self.live_revision
+    }
+
+    /// The latest message that was the streamed text, whose lines a
+    /// renderer may keep instead of rendering the message again.
+    pub fn adopted_live(&self) -> Option<LiveAdoption> {
+        self.adopted_live
     }
 
     /// What the agent is doing now, for the status line.
@@ -374,14 +414,8 @@ impl Store {
         if live > 0 {
             return Activity::Subagents(live);
         }
-        let running_tool = self.transcript.iter().rev().find_map(|entry| match entry {
-            Entry::Tool {
-                name, result: None, ..
-            } => Some(name.clone()),
-            _ => None,
-        });
-        if let Some(name) = running_tool {
-            return Activity::Tool(name);
+        if let Some(name) = self.transcript.unfinished_tool() {
+            return Activity::Tool(name.to_string());
         }
         if self.live.is_empty() {
             Activity::Thinking
@@ -401,7 +435,6 @@ impl Store {
     /// Ctrl+O: every folded tool output and diff opens, or folds again.
     pub fn toggle_expanded(&mut self) {
         self.expanded = !self.expanded;
-        self.cache.get_mut().invalidate_all();
     }
 
     /// Shows a plan object in the panel and one line in the transcript.
@@ -607,10 +640,7 @@ impl Store {
 
     /// Replaces the entry at `index` (its rendered lines are redrawn).
     pub fn replace(&mut self, index: usize, entry: Entry) {
-        if let Some(slot) = self.transcript.get_mut(index) {
-            *slot = entry;
-            self.cache.get_mut().invalidate(index);
-        }
+        self.transcript.update(index, |slot| *slot = entry);
     }
 
     pub fn set_notice(&mut self, text: impl Into<String>, warning: bool) {

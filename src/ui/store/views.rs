@@ -153,3 +153,31 @@ pub struct Notice {
     pub text: String,
     pub warning: bool,
 }
+
+/// A finished message that was the streamed text: entry number `entry`
+/// (counted from the session's first) at `revision` is the text `live`
+/// was at `live_revision`, so the lines rendered for that text are its
+/// lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LiveAdoption {
+    pub entry: usize,
+    pub revision: u64,
+    pub live_revision: u64,
+}
+
+/// How far one view may scroll, and by how much a page moves it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScrollLimit {
+    pub page: usize,
+    pub max: usize,
+}
+
+/// The scroll limits the last frame measured; keys read them and never lay
+/// out the screen themselves.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScrollLimits {
+    /// The transcript's, counted up from the bottom.
+    pub transcript: ScrollLimit,
+    /// The plan's, while it is shown over the body.
+    pub plan_overlay: Option<ScrollLimit>,
+}

@@ -390,7 +390,7 @@ fn no_size_panics_with_every_kind_of_entry_on_screen() {
         for width in 0..70 {
             for height in 0..18 {
                 store.size = (width, height);
-                crate::ui::widgets::before_frame(&mut store);
+                prepare_frame(&mut store);
                 render(&store);
             }
         }

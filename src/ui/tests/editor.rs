@@ -10,7 +10,6 @@ use super::*;
 use crate::ui::keys::{Action, handle_key, handle_paste, wheel};
 use crate::ui::store::Direction;
 use crate::ui::store::Store;
-use crate::ui::widgets;
 
 fn press(store: &mut Store, code: KeyCode, modifiers: KeyModifiers) -> Option<Action> {
     handle_key(store, KeyEvent::new(code, modifiers), Instant::now())
@@ -110,7 +109,7 @@ fn new_output_while_scrolled_up_is_marked_and_end_follows_again() {
             now,
         );
     }
-    widgets::before_frame(&mut store);
+    prepare_frame(&mut store);
     press(&mut store, KeyCode::PageUp, KeyModifiers::NONE);
     let scrolled = store.transcript_scroll;
     assert!(scrolled > 0);
@@ -121,7 +120,7 @@ fn new_output_while_scrolled_up_is_marked_and_end_follows_again() {
         },
         now,
     );
-    widgets::before_frame(&mut store);
+    prepare_frame(&mut store);
     assert!(
         store.transcript_scroll > scrolled,
         "the view stays where it was"
@@ -148,6 +147,7 @@ fn the_wheel_scrolls_a_few_lines_and_ctrl_o_expands_tool_output() {
             now,
         );
     }
+    prepare_frame(&mut store);
     wheel(&mut store, Direction::Up);
     assert_eq!(store.transcript_scroll, crate::ui::keys::WHEEL_LINES);
     wheel(&mut store, Direction::Down);
@@ -180,6 +180,7 @@ fn the_status_line_names_the_turn_state_and_its_elapsed_time() {
 fn a_finished_stream_keeps_its_rendered_lines_and_matches_a_fresh_render() {
     let now = Instant::now();
     let mut store = idle();
+    let mut screen = Screen::default();
     store.begin_turn("stream");
     let text = "## Title\n\nfirst paragraph\n\n- a\n- b\n\n```sh\necho hi\n```\n\nlast words";
     for piece in text.as_bytes().chunks(3) {
@@ -189,18 +190,21 @@ fn a_finished_stream_keeps_its_rendered_lines_and_matches_a_fresh_render() {
             },
             now,
         );
-        render(&store);
+        render_with(&mut screen, &store);
     }
     // The transcript rows (the status line says streaming, then not).
-    let body = |store: &Store| {
-        let text = screen_text(&render(store));
+    let body = |screen: &mut Screen, store: &Store| {
+        let text = screen_text(&render_with(screen, store));
         text.lines().take(26).collect::<Vec<_>>().join("\n")
     };
-    let streamed = body(&store);
+    let streamed = body(&mut screen, &store);
     store.apply(&EventKind::AssistantText { text: text.into() }, now);
-    let adopted = body(&store);
+    let adopted = body(&mut screen, &store);
     assert_eq!(streamed, adopted, "the message looks the same once done");
     assert!(adopted.contains("last words") && !adopted.contains("```"));
-    store.cache.borrow_mut().invalidate_all();
-    assert_eq!(body(&store), adopted, "a fresh render agrees");
+    assert_eq!(
+        body(&mut Screen::default(), &store),
+        adopted,
+        "a fresh render agrees"
+    );
 }

@@ -195,6 +195,7 @@ fn page_keys_scroll_the_transcript_within_its_content() {
             now,
         );
     }
+    prepare_frame(&mut store);
     handle_key(&mut store, key(KeyCode::PageUp), now);
     let page = store.transcript_scroll;
     assert!(page > 10, "{page}");

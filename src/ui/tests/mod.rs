@@ -6,6 +6,7 @@ mod actor;
 mod daily;
 mod editor;
 mod keys;
+mod long;
 mod patch_lines;
 mod random_sizes;
 mod snapshots;
@@ -18,8 +19,8 @@ use ratatui::buffer::Buffer;
 
 use crate::plan::{PlanItem, PlanState, Status};
 use crate::protocol::{EventKind, TurnStatus, UsageTotals};
+use crate::ui::frame::Screen;
 use crate::ui::store::Store;
-use crate::ui::widgets;
 
 pub const NOW: &str = "2025-01-01T12:00:00.000Z";
 
@@ -43,12 +44,30 @@ pub fn store_with(size: (u16, u16), events: &[EventKind]) -> Store {
     store
 }
 
-/// The whole frame of `store` at its size.
+/// The whole frame of `store` at its size, rendered afresh.
 pub fn render(store: &Store) -> Terminal<TestBackend> {
+    render_with(&mut Screen::default(), store)
+}
+
+/// The whole frame of `store` at its size, with the lines `screen` kept
+/// from earlier frames.
+pub fn render_with(screen: &mut Screen, store: &Store) -> Terminal<TestBackend> {
     let (width, height) = store.size;
     let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
-    terminal.draw(|frame| widgets::draw(frame, store)).unwrap();
     terminal
+        .draw(|frame| {
+            let areas = screen.layout(store, store.size);
+            screen.render(frame, store, &areas);
+        })
+        .unwrap();
+    terminal
+}
+
+/// What the actor does before each frame: the store settles on the
+/// frame's layout (a scrolled view stays still, the keys' scroll limits).
+pub fn prepare_frame(store: &mut Store) {
+    let size = store.size;
+    Screen::default().prepare(store, size);
 }
 
 /// The buffer's text, one string per row.

@@ -166,7 +166,7 @@ fn draws_inside(steps: Vec<Step>, width: u16, height: u16) -> Result<(), TestCas
     for (index, step) in steps.into_iter().enumerate() {
         apply(&mut store, index, step);
     }
-    crate::ui::widgets::before_frame(&mut store);
+    prepare_frame(&mut store);
     let mut terminal = render(&store);
     let buffer = terminal.backend().buffer().clone();
     for y in 0..height {

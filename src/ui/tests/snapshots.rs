@@ -8,8 +8,8 @@ use ratatui::style::Color;
 
 use super::*;
 use crate::protocol::TurnStatus;
+use crate::ui::frame;
 use crate::ui::keys::handle_key;
-use crate::ui::layout;
 use crate::ui::store::Store;
 use crate::ui::widgets::{SUBAGENT_ACCENT, SUBAGENT_TEXT};
 
@@ -23,7 +23,9 @@ fn snapshot(name: &str, terminal: &Terminal<TestBackend>) {
     });
 }
 
+/// A key, after the frame the actor draws before it.
 fn press(store: &mut Store, code: crossterm::event::KeyCode) {
+    prepare_frame(store);
     let key = crossterm::event::KeyEvent::new(code, crossterm::event::KeyModifiers::NONE);
     handle_key(store, key, std::time::Instant::now());
 }
@@ -82,7 +84,7 @@ fn three_item_plan_with_every_field_at_140_columns() {
         assert!(text.contains(field), "{field:?} missing:\n{text}");
     }
     // The transcript (left of the panel) has one plan line, not the plan.
-    let areas = layout::compute(store.size, &store);
+    let areas = frame::layout_of(&store);
     let plan_x = usize::from(areas.plan.unwrap().x);
     let left: String = rows(terminal.backend().buffer())
         .iter()
@@ -472,7 +474,7 @@ fn the_focused_subagent_stays_on_screen_and_finished_ones_move_down() {
 fn many_subagents_on_a_short_terminal_leave_the_transcript_rows() {
     for height in 10..=16u16 {
         let store = parallel_store((60, height), 9);
-        let areas = layout::compute(store.size, &store);
+        let areas = frame::layout_of(&store);
         let bar = areas.bar.expect("a bar");
         assert!(bar.height <= (height - 4) / 2, "{bar:?} at {height} rows");
         assert!(bar.bottom() <= areas.transcript.y, "{bar:?} {areas:?}");

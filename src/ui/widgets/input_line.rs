@@ -61,15 +61,9 @@ fn room(area_width: u16) -> usize {
         .max(1)
 }
 
-/// Rows the editor wants at this terminal size.
-pub fn height(store: &Store, width: u16, screen_height: u16) -> u16 {
-    let cap = (screen_height.saturating_sub(3) / 3).max(1);
-    wanted_rows(store, width).min(cap)
-}
-
-/// Rows the draft takes at this width, at least one and at most
-/// [`MAX_ROWS`].
-pub fn wanted_rows(store: &Store, width: u16) -> u16 {
+/// Its measure: rows the draft takes at this width, at least one and at
+/// most [`MAX_ROWS`] (the layout may give it fewer).
+pub fn height(store: &Store, width: u16) -> u16 {
     let chars: Vec<char> = store.input.text().chars().collect();
     rows(&chars, room(width)).len().clamp(1, MAX_ROWS) as u16
 }

@@ -5,6 +5,9 @@
 //!
 //! Nothing is dropped silently: when the items do not fit, the panel
 //! scrolls and says how many items are above and below.
+//!
+//! The panel's lines are kept ([`PlanLines`], owned by the frame) and
+//! wrapped again only when the plan or the width changes.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -13,9 +16,7 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, BorderType, Clear, Padding, Paragraph};
 
 use super::{CHROME, bold, dim};
-use crate::ui::layout::PlanPlacement;
 use crate::ui::plan_view::{ItemStatus, PlanView};
-use crate::ui::store::Store;
 use crate::ui::wrap::{wrap, wrap_plain};
 
 const NO_PLAN: &str = "No plan yet.\n\nThe agent keeps one for multi-step work; it shows up here. /plan prints it, /plan clear starts over.";
@@ -43,7 +44,7 @@ pub fn status_style(status: ItemStatus) -> Style {
 }
 
 /// The panel's lines at this inner width, and the line range of each item.
-pub fn content(plan: Option<&PlanView>, width: u16) -> (Vec<Line<'static>>, Vec<(usize, usize)>) {
+fn content(plan: Option<&PlanView>, width: u16) -> (Vec<Line<'static>>, Vec<(usize, usize)>) {
     let width = usize::from(width).max(1);
     let Some(plan) = plan else {
         return (wrap_plain(NO_PLAN, dim(), width, 0), Vec::new());
@@ -94,15 +95,47 @@ pub fn content(plan: Option<&PlanView>, width: u16) -> (Vec<Line<'static>>, Vec<
     (lines, ranges)
 }
 
-/// Lines the content needs at this inner width.
-pub fn content_height(plan: Option<&PlanView>, width: u16) -> usize {
-    content(plan, width).0.len()
+/// The panel's lines for one plan at one inner width, kept until either
+/// changes.
+#[derive(Debug, Clone, Default)]
+pub struct PlanLines {
+    /// What the lines were wrapped for.
+    key: Option<(Option<PlanView>, u16)>,
+    lines: Vec<Line<'static>>,
+    /// The line range of each item.
+    ranges: Vec<(usize, usize)>,
 }
 
-/// How far the content can scroll in this inner area. When scrolled, the
-/// first row says what is above, hence the `+ 1`.
-pub fn max_scroll(plan: Option<&PlanView>, inner: Rect) -> usize {
-    let total = content_height(plan, inner.width);
+impl PlanLines {
+    /// Brings the lines up to date with `plan` at this inner width.
+    pub fn refresh(&mut self, plan: Option<&PlanView>, width: u16) -> &PlanLines {
+        let fresh = matches!(&self.key, Some((kept, at)) if kept.as_ref() == plan && *at == width);
+        if !fresh {
+            (self.lines, self.ranges) = content(plan, width);
+            self.key = Some((plan.cloned(), width));
+        }
+        self
+    }
+
+    pub fn len(&self) -> usize {
+        self.lines.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+}
+
+/// Its measure: rows the panel wants at this width, border included.
+pub fn height(lines: &mut PlanLines, plan: Option<&PlanView>, width: u16) -> usize {
+    let probe = Rect::new(0, 0, width, 10);
+    let border = inner(probe);
+    lines.refresh(plan, border.width).len() + usize::from(probe.height - border.height)
+}
+
+/// How far `total` lines can scroll in this inner area. When scrolled,
+/// the first row says what is above, hence the `+ 1`.
+pub fn max_scroll(total: usize, inner: Rect) -> usize {
     let height = usize::from(inner.height);
     if total <= height {
         0
@@ -146,14 +179,21 @@ fn window(total: usize, ranges: &[(usize, usize)], scroll: usize, height: usize)
     }
 }
 
-pub fn render(frame: &mut Frame, area: Rect, placement: PlanPlacement, store: &Store) {
-    let plan = store.plan.as_ref();
+/// Draws the panel; `overlay`: over the whole body (F2), where it scrolls
+/// by `scroll` lines.
+pub fn render(
+    frame: &mut Frame,
+    area: Rect,
+    plan: Option<&PlanView>,
+    overlay: bool,
+    scroll: usize,
+    lines: &mut PlanLines,
+) {
     let title = match plan {
         Some(plan) => format!(" Plan {} ", plan.headline()),
         None => " Plan ".to_string(),
     };
     let mut block = block().title(Line::styled(title, bold().fg(CHROME)));
-    let overlay = placement == PlanPlacement::Overlay;
     if overlay {
         block = block
             .title_bottom(Line::styled(" F2 close · PgUp/PgDn scroll ", dim()).right_aligned());
@@ -162,15 +202,27 @@ pub fn render(frame: &mut Frame, area: Rect, placement: PlanPlacement, store: &S
     frame.render_widget(Clear, area);
     frame.render_widget(block, area);
 
-    let (lines, ranges) = content(plan, inner.width);
-    let scroll = if overlay { store.plan_scroll } else { 0 };
-    let view = window(lines.len(), &ranges, scroll, usize::from(inner.height));
+    let content = lines.refresh(plan, inner.width);
+    let scroll = if overlay { scroll } else { 0 };
+    let view = window(
+        content.lines.len(),
+        &content.ranges,
+        scroll,
+        usize::from(inner.height),
+    );
     let marker = Style::new().fg(Color::Black).bg(Color::DarkGray);
     let mut visible = Vec::with_capacity(usize::from(inner.height));
     if let Some(above) = view.above {
         visible.push(Line::styled(format!("↑ {above} more above · PgUp"), marker));
     }
-    visible.extend(lines.into_iter().skip(view.start).take(view.len));
+    visible.extend(
+        content
+            .lines
+            .iter()
+            .skip(view.start)
+            .take(view.len)
+            .cloned(),
+    );
     if let Some(below) = view.below {
         let hint = if overlay { "PgDn" } else { "F2 to expand" };
         let text = match below {

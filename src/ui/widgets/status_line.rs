@@ -102,16 +102,7 @@ fn hints(store: &Store) -> Vec<(&'static str, &'static str)> {
         hints.push(("Enter", "send"));
         hints.push(("Alt+Enter", "new line"));
     }
-    let foldable = store.transcript.iter().any(|entry| {
-        matches!(
-            entry,
-            crate::ui::store::Entry::Tool {
-                detail: Some(_),
-                ..
-            }
-        )
-    });
-    if foldable {
+    if store.transcript.has_tool_detail() {
         hints.push(("Ctrl+O", if store.expanded { "fold" } else { "expand" }));
     }
     hints.push(("PgUp/PgDn", "scroll"));
