@@ -378,7 +378,7 @@ impl Rig {
         };
         let provider = OpenAiProvider::new(server.base_url(), Some("k".into()), "m".into(), policy)
             .map_err(|e| format!("provider: {e}"))?;
-        let (sink, events) = fido::agent::events::channel();
+        let (sink, events) = fido::protocol::event_queue::channel();
         let supervisor = Supervisor::start(
             DelegationSettings {
                 deny_read: Vec::new(),

@@ -171,7 +171,7 @@ async fn supervisor(
     };
     let provider = OpenAiProvider::new(server.base_url(), Some("k".into()), "m".into(), policy)
         .map_err(|e| format!("provider: {e}"))?;
-    let (sink, mut events) = fido::agent::events::channel();
+    let (sink, mut events) = fido::protocol::event_queue::channel();
     // Nobody reads the events here; drain them so they do not pile up.
     tokio::spawn(async move { while events.recv().await.is_some() {} });
     let mut settings = DelegationSettings::defaults(workspace.to_path_buf(), program.to_path_buf());

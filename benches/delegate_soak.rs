@@ -313,7 +313,7 @@ impl Rig {
         };
         let provider = OpenAiProvider::new(server.base_url(), Some("k".into()), "m".into(), policy)
             .map_err(|e| format!("provider: {e}"))?;
-        let (sink, events) = fido::agent::events::channel();
+        let (sink, events) = fido::protocol::event_queue::channel();
         let mut settings =
             DelegationSettings::defaults(workspace.path().to_path_buf(), program.to_path_buf());
         settings.concurrency = PARALLEL as u32;

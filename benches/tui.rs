@@ -27,7 +27,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
-use fido::agent::AgentMessage;
 use fido::plan::{PlanItem, PlanState, Status};
 use fido::protocol::{Event, EventKind};
 use fido::ui::actor::{UiActor, UiArguments, UiMessage};
@@ -35,7 +34,7 @@ use fido::ui::commands::{LocalCommands, PlanCleared};
 use fido::ui::frame::Screen;
 use fido::ui::store::Store;
 use fido::ui::widgets;
-use ractor::{Actor, ActorProcessingErr, ActorRef};
+use ractor::{Actor, ActorRef};
 use ratatui::Terminal;
 use ratatui::backend::{Backend, ClearType, TestBackend, WindowSize};
 use ratatui::buffer::Cell;
@@ -255,22 +254,6 @@ impl Backend for RecordingBackend {
     }
 }
 
-struct IdleAgent;
-
-impl Actor for IdleAgent {
-    type Msg = AgentMessage;
-    type State = ();
-    type Arguments = ();
-
-    async fn pre_start(
-        &self,
-        _myself: ActorRef<AgentMessage>,
-        _args: (),
-    ) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-}
-
 struct NoCommands;
 
 impl LocalCommands for NoCommands {
@@ -324,9 +307,8 @@ fn keystroke_latency() -> bool {
 }
 
 async fn measure_keys() -> Result<(Vec<f64>, usize), String> {
-    let (agent, _) = Actor::spawn(None, IdleAgent, ())
-        .await
-        .map_err(|e| e.to_string())?;
+    // An engine that takes the ops and does nothing with them.
+    let (engine, _ops) = fido::protocol::op::op_channel();
     let flushes = Arc::new(Mutex::new(Vec::new()));
     let backend = RecordingBackend {
         inner: TestBackend::new(120, 40),
@@ -335,7 +317,7 @@ async fn measure_keys() -> Result<(Vec<f64>, usize), String> {
     let (exit, _exited) = tokio::sync::oneshot::channel();
     let arguments = UiArguments {
         terminal: Terminal::new(backend).unwrap_or_else(|e| match e {}),
-        agent,
+        engine,
         local_commands: Arc::new(NoCommands),
         exit,
         history: Default::default(),

@@ -12,7 +12,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::{AgentDeps, Conversation, TurnOutcome, compact, compaction, restore_plan, run_turn};
 use crate::plan::PlanFlavour;
-use crate::plan::restore::is_restore_message;
 use crate::protocol::{EventKind, Message, TurnStatus, UsageTotals};
 use crate::provider::Provider;
 
@@ -326,7 +325,7 @@ fn recall(
 ) -> (Conversation, usize) {
     let kept: Vec<Message> = history
         .into_iter()
-        .filter(|m| !matches!(m, Message::System { .. }) && !is_restore_message(m))
+        .filter(|m| !matches!(m, Message::System { .. }) && !m.is_plan_restore())
         .collect();
     let recalled = kept.len();
     conversation.replace_history(kept);
@@ -361,7 +360,7 @@ fn busy() -> TurnOutcome {
 mod tests {
     use super::*;
     use crate::agent::EventSink;
-    use crate::plan::restore::RESTORE_CALL_ID;
+    use crate::protocol::RESTORE_CALL_ID;
     use crate::protocol::ToolCall;
     use crate::provider::script::ScriptProvider;
     use crate::tools::{InvocationContext, ToolCatalog};
@@ -523,7 +522,7 @@ mod tests {
         provider: Arc<dyn crate::provider::Provider>,
         dir: &std::path::Path,
     ) -> (AgentArguments, crate::agent::EventReceiver) {
-        let (sink, events) = crate::agent::events::channel();
+        let (sink, events) = crate::protocol::event_queue::channel();
         let deps = Arc::new(AgentDeps {
             provider,
             tool_env: Arc::new(crate::tools::testing::env(dir)),

@@ -16,7 +16,6 @@
 //! with its matching call, so the model always sees the complete current
 //! state (see [`STATE_TOOLS`]).
 
-use crate::plan::restore::is_restore_message;
 use crate::protocol::Message;
 
 /// Tools whose latest result is the model-visible source of truth for some
@@ -136,10 +135,10 @@ pub(super) fn compacted_history(
     history.push(Message::user(note));
     // A fresh restore pair replaces an older one still in the kept part:
     // call ids stay unique in the conversation.
-    let restores = carried.iter().any(is_restore_message);
+    let restores = carried.iter().any(Message::is_plan_restore);
     history.extend(
         kept.iter()
-            .filter(|m| !(restores && is_restore_message(m)))
+            .filter(|m| !(restores && m.is_plan_restore()))
             .cloned(),
     );
     history.extend(carried);

@@ -16,11 +16,12 @@ mod compact;
 mod compaction;
 mod conversation;
 mod deps;
-pub mod events;
+
 pub mod instructions;
 pub mod limits;
 mod live;
 pub mod loop_detect;
+pub mod ops;
 mod prompt;
 pub mod recover;
 mod request;
@@ -29,15 +30,16 @@ mod watch;
 #[cfg(test)]
 mod wire_tests;
 
+pub use crate::protocol::event_queue::{EventReceiver, EventSink};
+pub use crate::protocol::op::TurnOutcome;
 pub use actor::{AgentActor, AgentArguments, AgentMessage};
 pub use compaction::{CompactionSettings, CompactionStrategy};
 pub use conversation::Conversation;
 pub use deps::AgentDeps;
-pub use events::{EventReceiver, EventSink};
 pub use instructions::ProjectInstructions;
 pub use limits::ModelLimits;
 pub use prompt::system_prompt;
-pub use turn::{TurnOutcome, run_turn};
+pub use turn::run_turn;
 pub use watch::spawn_watched;
 
 use crate::plan::{PlanFlavour, PlanSnapshot, restore, todo};

@@ -16,21 +16,11 @@ use super::loop_detect::{LoopDetector, Verdict, signature};
 use super::request::{record_usage, request};
 use super::{AgentDeps, CompactionSettings, Conversation, calls, limits};
 use crate::plan::{restore, todo};
+use crate::protocol::op::TurnOutcome;
 use crate::protocol::{EventKind, Message, ToolCall, TurnStatus, UsageTotals};
 use crate::provider::{Completion, FinishReason, ProviderError};
 use crate::text;
 use crate::tools::{ToolKind, ToolOutput};
-
-/// How a turn ended.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TurnOutcome {
-    pub status: TurnStatus,
-    /// The model's final answer, when there is one.
-    pub final_text: Option<String>,
-    /// What went wrong, for `Failed` and `MaxSteps`.
-    pub error: Option<String>,
-    pub usage: UsageTotals,
-}
 
 /// Runs one user turn to its end.
 pub async fn run_turn(

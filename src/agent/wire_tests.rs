@@ -18,7 +18,7 @@ use crate::tools::{InvocationContext, ToolCatalog};
 /// its JSON line (the timestamps of `update_plan` states made fixed).
 async fn plan_lines(flavour: PlanFlavour, script: &str) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
-    let (events, mut received) = super::events::channel();
+    let (events, mut received) = crate::protocol::event_queue::channel();
     let deps = AgentDeps {
         provider: Arc::new(ScriptProvider::from_json("s", "m", script).unwrap()),
         catalog: ToolCatalog::standard(flavour),

@@ -146,7 +146,7 @@ async fn exec(config: Config, prompt: String, run: Run) -> ExitCode {
             return fail(&format!("cannot watch for signals: {err}"));
         }
     };
-    let (sink, receiver) = crate::agent::events::channel();
+    let (sink, receiver) = crate::protocol::event_queue::channel();
     let printer = match spawn_printer(receiver, json) {
         Ok(printer) => printer,
         Err(err) => return fail(&format!("cannot start the event printer: {err}")),

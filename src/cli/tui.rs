@@ -17,11 +17,14 @@ use std::time::Duration;
 use super::journal::ResumeFrom;
 use super::session::{Interaction, Session};
 use super::{fail, runtime};
+use crate::agent::ops;
 use crate::config::{Config, Overrides};
 use crate::plan::todo::{self, TodoStore};
 use crate::plan::{PlanFlavour, PlanSnapshot, PlanStore};
-use crate::protocol::ApprovalPolicy;
+use crate::protocol::{ApprovalPolicy, ApprovalRequest};
 use crate::session::journal;
+use crate::tools::approval::{ApprovalFuture, Approver};
+use crate::tools::ask_user::{AnswerFuture, UserChannel};
 use crate::ui::{self, LocalCommands, PlanCleared, UiSetup};
 use crate::workspace::LOGS_DIR;
 
@@ -45,7 +48,7 @@ async fn session(config: Config, resume: Option<ResumeFrom>) -> ExitCode {
     if config.workspace.is_dir() {
         init_file_logging(&config.workspace);
     }
-    let (sink, receiver) = crate::agent::events::channel();
+    let (sink, receiver) = crate::protocol::event_queue::channel();
     let (user, questions) = ui::UiUser::new();
     let user = Arc::new(user);
     let interaction = Interaction {
@@ -69,9 +72,15 @@ async fn session(config: Config, resume: Option<ResumeFrom>) -> ExitCode {
     let mut warnings = config.warnings.clone();
     warnings.extend(session.instructions.warnings.iter().cloned());
     warnings.extend(session.mcp.warnings().iter().cloned());
+    let switcher = local_commands.clone();
+    let engine = ops::serve(
+        session.actor.clone(),
+        Arc::new(move |model: &str| switcher.provider_for(model)),
+    );
     let result = ui::run(UiSetup {
-        agent: session.actor.clone(),
+        engine,
         events: receiver,
+        panic_is_caught: crate::agent::recover::panic_is_recoverable,
         local_commands,
         questions,
         warnings,
@@ -84,6 +93,33 @@ async fn session(config: Config, resume: Option<ResumeFrom>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => fail(&err.to_string()),
+    }
+}
+
+/// The engine asks the person through the UI's request queue: approvals
+/// and `ask_user` questions arrive there as [`ui::UserRequest`]s.
+impl Approver for ui::UiUser {
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> ApprovalFuture<'a> {
+        Box::pin(self.ask_person(|answer| {
+            ui::UserRequest::Approval(ui::ApprovalPrompt {
+                request: request.clone(),
+                answer,
+            })
+        }))
+    }
+}
+
+impl UserChannel for ui::UiUser {
+    fn ask<'a>(&'a self, question: &'a str) -> AnswerFuture<'a> {
+        Box::pin(async move {
+            let asked = self.ask_person(|answer| {
+                ui::UserRequest::Question(ui::Question {
+                    text: question.to_string(),
+                    answer,
+                })
+            });
+            asked.await.flatten()
+        })
     }
 }
 
@@ -253,13 +289,6 @@ impl LocalCommands for CliLocalCommands {
         self.status_info()
     }
 
-    fn provider_for_model(
-        &self,
-        model: &str,
-    ) -> Result<Arc<dyn crate::provider::Provider>, String> {
-        self.provider_for(model)
-    }
-
     fn sessions(&self) -> Result<String, String> {
         let journaled = journal::list(&self.workspace)
             .map_err(|err| format!("cannot list the sessions: {err}"))?;
@@ -332,7 +361,7 @@ impl CliLocalCommands {
 #[cfg(test)]
 mod tests {
     use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
-    use ractor::{ActorProcessingErr, ActorRef};
+    use ractor::ActorRef;
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
     use tokio::sync::oneshot;
@@ -350,22 +379,6 @@ mod tests {
     const CALL_MS: u64 = 30_000;
 
     /// An agent that ignores everything (local commands never reach it).
-    struct IdleAgent;
-
-    impl Actor for IdleAgent {
-        type Msg = AgentMessage;
-        type State = ();
-        type Arguments = ();
-
-        async fn pre_start(
-            &self,
-            _myself: ActorRef<AgentMessage>,
-            _args: (),
-        ) -> Result<(), ActorProcessingErr> {
-            Ok(())
-        }
-    }
-
     fn saved_plan(store: &PlanStore) -> PlanState {
         let item = |id: &str, status| PlanItem {
             id: id.into(),
@@ -413,11 +426,12 @@ mod tests {
             plans: PlanStore::new(path.clone()),
             todos: TodoStore::in_workspace(dir.path()),
         });
-        let (agent, _) = Actor::spawn(None, IdleAgent, ()).await.unwrap();
+        // An engine that takes the ops and does nothing with them.
+        let (engine, _ops) = crate::protocol::op::op_channel();
         let (exit, _exited) = oneshot::channel();
         let arguments = UiArguments {
             terminal: Terminal::new(TestBackend::new(120, 30)).unwrap(),
-            agent,
+            engine,
             local_commands: commands,
             exit,
             history: Default::default(),
@@ -568,7 +582,7 @@ mod tests {
             UiActor::new(),
             UiArguments {
                 terminal: Terminal::new(TestBackend::new(120, 30)).unwrap(),
-                agent: agent.clone(),
+                engine: ops::serve(agent.clone(), Arc::new(|_: &str| Err("no /model".into()))),
                 local_commands: commands,
                 exit,
                 history: Default::default(),
@@ -671,10 +685,10 @@ mod tests {
         ];
         let config = Config::load_from(&overrides, &env).unwrap();
         let commands = CliLocalCommands::new(&config);
-        let provider = commands.provider_for_model("second-model").unwrap();
+        let provider = commands.provider_for("second-model").unwrap();
         assert_eq!(provider.model(), "second-model");
         assert_eq!(provider.name(), "openai");
-        assert!(commands.provider_for_model("  ").is_err());
+        assert!(commands.provider_for("  ").is_err());
         let status = commands.status();
         assert_eq!(status.sandbox_mode.as_deref(), Some("workspace-write"));
         assert_eq!(status.approval_policy.as_deref(), Some("on-request"));

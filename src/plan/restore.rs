@@ -2,25 +2,9 @@
 //! a restart (or a recall) as a tool result with an internal matching call,
 //! and at the end of a turn as the settle reminder.
 
-use crate::protocol::{Message, ToolCall};
+use crate::protocol::{Message, RESTORE_CALL_ID, ToolCall};
 
 use super::model::{PlanState, Status};
-
-/// Id of the internal call that answers a restored plan. Not made by the
-/// model; it exists because every provider needs a call for each result.
-pub const RESTORE_CALL_ID: &str = "fido_plan_restore";
-
-/// Whether `message` is half of a restore pair (the internal call or its
-/// result), which a newer restore replaces.
-pub fn is_restore_message(message: &Message) -> bool {
-    match message {
-        Message::Tool { tool_call_id, .. } => tool_call_id == RESTORE_CALL_ID,
-        Message::Assistant { tool_calls, .. } => {
-            !tool_calls.is_empty() && tool_calls.iter().all(|c| c.id == RESTORE_CALL_ID)
-        }
-        Message::System { .. } | Message::User { .. } => false,
-    }
-}
 
 /// The call/result pair that delivers a saved plan to the model, placed
 /// right after the system message. Empty when no plan was ever saved.
@@ -285,18 +269,19 @@ mod tests {
             "2026-01-01T00:00:00.000Z".into(),
         );
         let pair = restore_messages("update_plan", &state, "{}".into());
-        assert!(pair.iter().all(is_restore_message));
+        assert!(pair.iter().all(Message::is_plan_restore));
         let other = Message::Tool {
             tool_call_id: "c1".into(),
             name: "update_plan".into(),
             content: "{}".into(),
             is_error: false,
         };
-        assert!(!is_restore_message(&other));
-        assert!(!is_restore_message(&Message::user("x")));
-        assert!(!is_restore_message(&Message::Assistant {
+        assert!(!other.is_plan_restore());
+        assert!(!Message::user("x").is_plan_restore());
+        let text = Message::Assistant {
             content: Some("t".into()),
             tool_calls: vec![],
-        }));
+        };
+        assert!(!text.is_plan_restore());
     }
 }

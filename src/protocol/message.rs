@@ -35,7 +35,23 @@ pub enum Message {
     },
 }
 
+/// Id of the internal call that answers a restored plan. Not made by the
+/// model; it exists because every provider needs a call for each result.
+pub const RESTORE_CALL_ID: &str = "fido_plan_restore";
+
 impl Message {
+    /// Whether this is half of a plan restore pair (the internal call or
+    /// its result): a newer restore replaces it, and the transcript hides it.
+    pub fn is_plan_restore(&self) -> bool {
+        match self {
+            Message::Tool { tool_call_id, .. } => tool_call_id == RESTORE_CALL_ID,
+            Message::Assistant { tool_calls, .. } => {
+                !tool_calls.is_empty() && tool_calls.iter().all(|c| c.id == RESTORE_CALL_ID)
+            }
+            Message::System { .. } | Message::User { .. } => false,
+        }
+    }
+
     pub fn user(content: impl Into<String>) -> Self {
         Message::User {
             content: content.into(),

@@ -1,20 +1,24 @@
 //! Types that cross a boundary: conversation messages, tool specifications
 //! and results, and the event stream that `fido exec --json` prints.
 //!
-//! Plain serde, no runtime: everything here can be serialised, compared and
-//! snapshotted. The conversation is kept in a provider-neutral shape close to
+//! The wire types are plain serde: they can be serialised, compared and
+//! snapshotted. Two modules are the in-process boundary between the engine
+//! and a front end, carrying only these types: `op` (commands in) and
+//! `event_queue` (events out). The conversation is kept in a provider-neutral shape close to
 //! OpenAI's Chat Completions; each provider maps it to its own wire format.
 
 pub mod control;
 pub mod delegate;
 mod event;
+pub mod event_queue;
 pub mod ipc;
 pub mod journal;
 pub mod mcp;
 mod message;
+pub mod op;
 pub mod plan;
 pub mod safety;
 
 pub use event::{Event, EventKind, SubagentPhase, TurnStatus, UsageTotals};
-pub use message::{Message, ToolCall, ToolSpec, Usage};
+pub use message::{Message, RESTORE_CALL_ID, ToolCall, ToolSpec, Usage};
 pub use safety::{ApprovalDecision, ApprovalPolicy, ApprovalRequest, SafetySettings, SandboxMode};

@@ -260,7 +260,7 @@ async fn run(
     let mcp_tools = crate::mcp::proxy::proxy_tools(std::mem::take(&mut fork.mcp_tools), mcp);
     let agents = std::mem::take(&mut fork.agents);
     let catalog = ToolCatalog::with_extra(flavour, agents, mcp_tools);
-    let (event_sink, events) = crate::agent::events::channel();
+    let (event_sink, events) = crate::protocol::event_queue::channel();
     tokio::spawn(forward_lifecycle(events, writer.clone()));
     let provider = Arc::new(GatewayProvider {
         writer,

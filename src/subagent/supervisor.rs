@@ -773,7 +773,7 @@ mod tests {
         };
         let provider =
             ScriptProvider::from_json("s", "m", r#"{"turns": [{"text": "x"}]}"#).unwrap();
-        let (sink, events) = crate::agent::events::channel();
+        let (sink, events) = crate::protocol::event_queue::channel();
         let supervisor = Supervisor::start(
             settings,
             Gateway::new(Arc::new(provider), 1),
@@ -870,7 +870,7 @@ mod tests {
             {"text": "went on without it"},
             {"text": "second answer"}
         ]}"#;
-        let (sink, mut events) = crate::agent::events::channel();
+        let (sink, mut events) = crate::protocol::event_queue::channel();
         let deps = Arc::new(AgentDeps {
             provider: Arc::new(ScriptProvider::from_json("a", "m", script).unwrap()),
             catalog: ToolCatalog::standard(PlanFlavour::UpdatePlan),

@@ -30,7 +30,7 @@ use super::history::{HistoryWriter, PromptHistory};
 use super::keys::{self, Action};
 use super::store::{Direction, Entry, Store};
 use super::{diff, git_diff, status_view, theme};
-use crate::agent::{AgentMessage, TurnOutcome};
+use crate::protocol::op::{Op, OpSender, TurnOutcome};
 use crate::protocol::{ApprovalDecision, Event, TurnStatus};
 
 /// Shortest time between two frames for agent events: bursts within it
@@ -111,8 +111,8 @@ impl<B> Default for UiActor<B> {
 
 pub struct UiArguments<B: Backend> {
     pub terminal: Terminal<B>,
-    /// Where prompts and interrupts go.
-    pub agent: ActorRef<AgentMessage>,
+    /// Where prompts, interrupts and the other commands to the engine go.
+    pub engine: OpSender,
     pub local_commands: Arc<dyn LocalCommands>,
     /// Told once why the actor stopped.
     pub exit: oneshot::Sender<UiExit>,
@@ -125,7 +125,7 @@ pub struct UiState<B: Backend> {
     store: Store,
     /// The rendered lines frames share (the transcript's, the plan's).
     screen: Screen,
-    agent: ActorRef<AgentMessage>,
+    engine: OpSender,
     local_commands: Arc<dyn LocalCommands>,
     exit: Option<oneshot::Sender<UiExit>>,
     frame_scheduled: bool,
@@ -165,7 +165,7 @@ where
             terminal: args.terminal,
             store,
             screen: Screen::default(),
-            agent: args.agent,
+            engine: args.engine,
             local_commands: args.local_commands,
             exit: Some(args.exit),
             frame_scheduled: false,
@@ -393,12 +393,12 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
         Action::Submit(prompt) => {
             store.begin_turn(&prompt);
             let (sender, reply) = oneshot::channel();
-            let submitted = state.agent.cast(AgentMessage::SubmitPrompt {
+            let submitted = state.engine.send(Op::SubmitPrompt {
                 prompt,
-                reply: sender.into(),
+                reply: sender,
             });
-            if submitted.is_err() {
-                store.turn_replied(TurnStatus::Failed, Some("the agent is not running".into()));
+            if let Err(refused) = submitted {
+                store.turn_replied(TurnStatus::Failed, Some(refused.to_string()));
                 return;
             }
             let ui = myself.clone();
@@ -414,8 +414,8 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
             });
         }
         Action::Interrupt => {
-            if state.agent.cast(AgentMessage::Interrupt).is_err() {
-                store.set_notice("the agent is not running", true);
+            if let Err(refused) = state.engine.send(Op::Interrupt) {
+                store.set_notice(refused.to_string(), true);
             }
         }
         Action::CancelSubagent(agent_id) => {
@@ -423,9 +423,9 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
                 Some(id) => format!("cancelling {id}; the other subagents and the turn go on"),
                 None => "cancelling every subagent; the turn goes on".into(),
             };
-            match state.agent.cast(AgentMessage::CancelSubagent(agent_id)) {
+            match state.engine.send(Op::CancelSubagent(agent_id)) {
                 Ok(()) => store.set_notice(notice, false),
-                Err(_) => store.set_notice("the agent is not running", true),
+                Err(refused) => store.set_notice(refused.to_string(), true),
             }
         }
         Action::Agents => store.push(Entry::Local(status_view::agents(store))),
@@ -442,8 +442,8 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
                 store.push(Entry::Info(cleared.message));
                 // The model sees the cleared plan as a tool result on its
                 // next request.
-                if state.agent.cast(AgentMessage::RestorePlan).is_err() {
-                    store.set_notice("the agent is not running", true);
+                if let Err(refused) = state.engine.send(Op::RestorePlan) {
+                    store.set_notice(refused.to_string(), true);
                 }
             }
             Err(message) => store.push(Entry::Error(message)),
@@ -460,30 +460,27 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
             });
         }
         Action::Suspend => {
-            let (agent, commands, ui) = (
-                state.agent.clone(),
+            let (engine, commands, ui) = (
+                state.engine.clone(),
                 state.local_commands.clone(),
                 myself.clone(),
             );
             tokio::spawn(async move {
-                let result = match ractor::call_t!(agent, AgentMessage::Snapshot, AGENT_CALL_MS) {
-                    Ok(Some(conversation)) => {
-                        off_runtime(move || commands.suspend(conversation.messages())).await
-                    }
-                    Ok(None) => Err("a turn is running; wait for it to end before /suspend".into()),
-                    Err(err) => Err(format!("the agent did not answer: {err}")),
+                let result = match ask(&engine, |reply| Op::Snapshot { reply }).await {
+                    Ok(messages) => off_runtime(move || commands.suspend(&messages)).await,
+                    Err(message) => Err(format!("/suspend: {message}")),
                 };
                 let _ = ui.cast(UiMessage::Local(result));
             });
         }
         Action::Recall(name) => {
-            let (agent, commands, ui) = (
-                state.agent.clone(),
+            let (engine, commands, ui) = (
+                state.engine.clone(),
                 state.local_commands.clone(),
                 myself.clone(),
             );
             tokio::spawn(async move {
-                let result = recall(agent, commands, name).await;
+                let result = recall(engine, commands, name).await;
                 let _ = ui.cast(UiMessage::Local(result));
             });
         }
@@ -506,16 +503,14 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
         }
         Action::Compact => {
             store.push(Entry::Info("/compact: compacting the conversation…".into()));
-            tokio::spawn(compact(state.agent.clone(), myself.clone()));
+            tokio::spawn(compact(state.engine.clone(), myself.clone()));
         }
         Action::Model(model) => {
-            let commands = state.local_commands.clone();
-            tokio::spawn(switch_model(
-                model,
-                commands,
-                state.agent.clone(),
-                myself.clone(),
-            ));
+            let (engine, ui) = (state.engine.clone(), myself.clone());
+            tokio::spawn(async move {
+                let result = ask(&engine, |reply| Op::SwitchModel { model, reply }).await;
+                let _ = ui.cast(UiMessage::ModelSwitched(result));
+            });
         }
         Action::Diff => {
             let workspace = std::path::PathBuf::from(&store.session.workspace);
@@ -531,42 +526,40 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
 
 /// `/compact`, off the handler: the agent compacts; its `compacted` event
 /// says what was cut, so only "nothing" or a failure comes back here.
-async fn compact(agent: ActorRef<AgentMessage>, ui: ActorRef<UiMessage>) {
-    let result = match ractor::call_t!(
-        agent,
-        |reply| AgentMessage::CompactNow { reply },
-        COMPACT_CALL_MS
-    ) {
-        Ok(Ok(true)) => return,
-        Ok(Ok(false)) => Ok("nothing to compact: the conversation is too short".into()),
-        Ok(Err(message)) => Err(message),
-        Err(err) => Err(format!("the agent did not answer: {err}")),
+async fn compact(engine: OpSender, ui: ActorRef<UiMessage>) {
+    let result = match ask_within(&engine, COMPACT_CALL_MS, |reply| Op::CompactNow { reply }).await
+    {
+        Ok(true) => return,
+        Ok(false) => Ok("nothing to compact: the conversation is too short".into()),
+        Err(message) => Err(message),
     };
     // Fails only when the UI is gone.
     let _ = ui.cast(UiMessage::Local(result));
 }
 
-/// `/model NAME`, off the handler: the provider is built on a blocking
-/// thread (a TLS client takes a moment), then handed to the agent.
-async fn switch_model(
-    model: String,
-    commands: Arc<dyn LocalCommands>,
-    agent: ActorRef<AgentMessage>,
-    ui: ActorRef<UiMessage>,
-) {
-    let built = tokio::task::spawn_blocking(move || commands.provider_for_model(&model)).await;
-    let result = match built {
-        Ok(Ok(provider)) => {
-            let model = provider.model().to_string();
-            match agent.cast(AgentMessage::SwitchProvider { provider }) {
-                Ok(()) => Ok(model),
-                Err(_) => Err("the agent is not running".into()),
-            }
-        }
-        Ok(Err(message)) => Err(message),
-        Err(err) => Err(format!("cannot switch the model: {err}")),
-    };
-    let _ = ui.cast(UiMessage::ModelSwitched(result));
+/// Sends the op `make` builds and waits for its answer, at most
+/// [`AGENT_CALL_MS`].
+async fn ask<T>(
+    engine: &OpSender,
+    make: impl FnOnce(oneshot::Sender<Result<T, String>>) -> Op,
+) -> Result<T, String> {
+    ask_within(engine, AGENT_CALL_MS, make).await
+}
+
+async fn ask_within<T>(
+    engine: &OpSender,
+    millis: u64,
+    make: impl FnOnce(oneshot::Sender<Result<T, String>>) -> Op,
+) -> Result<T, String> {
+    let (sender, answer) = oneshot::channel();
+    engine
+        .send(make(sender))
+        .map_err(|refused| refused.to_string())?;
+    match tokio::time::timeout(Duration::from_millis(millis), answer).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(_)) => Err("the agent stopped before it answered".into()),
+        Err(_) => Err(format!("the agent did not answer within {millis} ms")),
+    }
 }
 
 /// Runs a local command's file work on the blocking pool, never in the
@@ -581,7 +574,7 @@ async fn off_runtime(
 
 /// `/recall [NAME]`: loads the conversation, then hands it to the agent.
 async fn recall(
-    agent: ActorRef<AgentMessage>,
+    engine: OpSender,
     commands: Arc<dyn LocalCommands>,
     name: Option<String>,
 ) -> Result<String, String> {
@@ -589,15 +582,8 @@ async fn recall(
         .await
         .map_err(|err| format!("/recall failed: {err}"))?;
     let (name, history) = loaded?;
-    match ractor::call_t!(
-        agent,
-        |reply| AgentMessage::Recall { history, reply },
-        AGENT_CALL_MS
-    ) {
-        Ok(Ok(count)) => Ok(format!(
-            "recalled {count} messages from {name}; the workspace plan was kept and re-delivered to the model"
-        )),
-        Ok(Err(message)) => Err(message),
-        Err(err) => Err(format!("the agent did not answer: {err}")),
-    }
+    let count = ask(&engine, |reply| Op::Recall { history, reply }).await?;
+    Ok(format!(
+        "recalled {count} messages from {name}; the workspace plan was kept and re-delivered to the model"
+    ))
 }

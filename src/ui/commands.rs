@@ -4,10 +4,6 @@
 //! share one implementation (the CLI provides it). They run without a
 //! model turn.
 
-use std::sync::Arc;
-
-use crate::provider::Provider;
-
 /// What `/status` shows from the configuration.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StatusInfo {
@@ -59,11 +55,6 @@ pub trait LocalCommands: Send + Sync {
     fn status(&self) -> StatusInfo {
         StatusInfo::default()
     }
-    /// `/model NAME`: the session's provider, configured for that model.
-    /// Called off the UI handler (building a client may take a moment).
-    fn provider_for_model(&self, _model: &str) -> Result<Arc<dyn Provider>, String> {
-        Err("/model is not available here".into())
-    }
 }
 
 /// A question of `ask_user` on its way to the UI, with where the answer goes.
@@ -98,37 +89,15 @@ impl UiUser {
         let (questions, receiver) = tokio::sync::mpsc::unbounded_channel();
         (UiUser { questions }, receiver)
     }
-}
 
-impl crate::tools::approval::Approver for UiUser {
-    fn approve<'a>(
-        &'a self,
-        request: &'a crate::protocol::ApprovalRequest,
-    ) -> crate::tools::approval::ApprovalFuture<'a> {
-        Box::pin(async move {
-            let (answer, reply) = tokio::sync::oneshot::channel();
-            self.questions
-                .send(UserRequest::Approval(ApprovalPrompt {
-                    request: request.clone(),
-                    answer,
-                }))
-                .ok()?;
-            reply.await.ok()
-        })
-    }
-}
-
-impl crate::tools::ask_user::UserChannel for UiUser {
-    fn ask<'a>(&'a self, question: &'a str) -> crate::tools::ask_user::AnswerFuture<'a> {
-        Box::pin(async move {
-            let (answer, reply) = tokio::sync::oneshot::channel();
-            self.questions
-                .send(UserRequest::Question(Question {
-                    text: question.to_string(),
-                    answer,
-                }))
-                .ok()?;
-            reply.await.ok().flatten()
-        })
+    /// Asks the person `request`'s question and waits for the answer:
+    /// `None` when the UI is gone or the question was dropped.
+    pub async fn ask_person<T>(
+        &self,
+        request: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> UserRequest,
+    ) -> Option<T> {
+        let (answer, reply) = tokio::sync::oneshot::channel();
+        self.questions.send(request(answer)).ok()?;
+        reply.await.ok()
     }
 }

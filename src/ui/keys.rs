@@ -16,9 +16,9 @@ pub const QUIT_WINDOW: Duration = Duration::from_millis(1500);
 /// What a key asks the actor to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// Start a turn with this prompt (`AgentMessage::SubmitPrompt`).
+    /// Start a turn with this prompt (`Op::SubmitPrompt`).
     Submit(String),
-    /// Interrupt the running turn, subagent included (`AgentMessage::Interrupt`).
+    /// Interrupt the running turn, subagent included (`Op::Interrupt`).
     Interrupt,
     /// Cancel one running subagent (`Some(id)`: Esc on the focused row,
     /// `/cancel ID`) or all of them (`None`: `/cancel all`); the parent

@@ -27,7 +27,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::actor::{UiActor, UiArguments, UiExit, UiMessage};
 use super::commands::LocalCommands;
-use crate::agent::AgentMessage;
+use crate::protocol::event_queue::EventReceiver;
+use crate::protocol::op::OpSender;
 
 #[derive(Debug, thiserror::Error)]
 pub enum UiError {
@@ -45,9 +46,13 @@ pub enum UiError {
 
 /// What the UI is connected to.
 pub struct UiSetup {
-    pub agent: ActorRef<AgentMessage>,
-    /// The agent's events (the receiving end of its `EventSink`).
-    pub events: crate::agent::EventReceiver,
+    /// Where commands to the engine go.
+    pub engine: OpSender,
+    /// The engine's events (the receiving end of its `EventSink`).
+    pub events: EventReceiver,
+    /// Whether a panic happening now on this thread is caught by the
+    /// engine (a turn's): the screen is then left as it is.
+    pub panic_is_caught: fn() -> bool,
     pub local_commands: Arc<dyn LocalCommands>,
     /// `ask_user` questions and approval requests (the receiving end of a
     /// [`super::UiUser`]).
@@ -73,12 +78,12 @@ pub fn check_interactive() -> Result<(), UiError> {
 /// before this returns, whatever happened.
 pub async fn run(setup: UiSetup) -> Result<(), UiError> {
     check_interactive()?;
-    let guard = TerminalGuard::enter().map_err(UiError::Terminal)?;
+    let guard = TerminalGuard::enter(setup.panic_is_caught).map_err(UiError::Terminal)?;
     let terminal = Terminal::new(CrosstermBackend::new(io::stdout())).map_err(UiError::Terminal)?;
     let (exit, exited) = oneshot::channel();
     let arguments = UiArguments {
         terminal,
-        agent: setup.agent,
+        engine: setup.engine,
         local_commands: setup.local_commands,
         exit,
         history: setup.history,
@@ -154,10 +159,7 @@ const FORWARD_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// mailbox at a time: while the UI is busy, events wait in the bounded
 /// event queue (where streamed text fragments join), not in the actor's
 /// unbounded mailbox.
-pub(super) async fn forward_events(
-    mut events: crate::agent::EventReceiver,
-    ui: ActorRef<UiMessage>,
-) {
+pub(super) async fn forward_events(mut events: EventReceiver, ui: ActorRef<UiMessage>) {
     while let Some(first) = events.recv().await {
         let mut batch = vec![first];
         while batch.len() < FORWARD_BATCH
@@ -225,8 +227,8 @@ fn set_running_ui(ui: Option<ActorRef<UiMessage>>) {
 struct TerminalGuard;
 
 impl TerminalGuard {
-    fn enter() -> io::Result<TerminalGuard> {
-        install_panic_hook();
+    fn enter(panic_is_caught: fn() -> bool) -> io::Result<TerminalGuard> {
+        install_panic_hook(panic_is_caught);
         enable_raw_mode()?;
         ACTIVE.store(true, Ordering::SeqCst);
         let guard = TerminalGuard;
@@ -264,14 +266,14 @@ pub fn restore() {
     }
 }
 
-fn install_panic_hook() {
+fn install_panic_hook(panic_is_caught: fn() -> bool) {
     static INSTALLED: Once = Once::new();
     INSTALLED.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             // A panic in a turn is caught and reported as an error event:
             // the screen stays as it is (the message goes to the log).
-            if crate::agent::recover::panic_is_recoverable() {
+            if panic_is_caught() {
                 tracing::error!("{info}");
                 return;
             }

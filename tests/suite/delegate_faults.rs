@@ -127,7 +127,7 @@ impl Rig {
         };
         let provider =
             OpenAiProvider::new(server.base_url(), Some("k".into()), "m".into(), policy).unwrap();
-        let (sink, events) = fido::agent::events::channel();
+        let (sink, events) = fido::protocol::event_queue::channel();
         let supervisor = Supervisor::start(
             DelegationSettings {
                 deny_read: Vec::new(),

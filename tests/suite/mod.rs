@@ -4,6 +4,7 @@ mod delegate_parallel;
 mod exec;
 mod fake_server;
 mod fuzz_regressions;
+mod layers;
 mod local_models;
 mod mcp;
 mod plan;

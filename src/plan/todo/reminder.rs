@@ -7,7 +7,7 @@ use super::format::list_view;
 use super::sanitize::display;
 use super::state::{Task, TaskStatus, TodoState};
 use super::store::{Loaded, TodoStore};
-use crate::plan::restore::RESTORE_CALL_ID;
+use crate::protocol::RESTORE_CALL_ID;
 use crate::protocol::plan::TodoSnapshot;
 use crate::protocol::{Message, ToolCall};
 

@@ -3,14 +3,13 @@
 //! Fido's own notes and plan restores.
 
 use super::{Entry, ToolResultView};
-use crate::plan::restore::is_restore_message;
 use crate::protocol::Message;
 use crate::text::{sanitize, summary};
 
 /// The entries `messages` would have shown when they happened.
 pub fn entries(messages: &[Message]) -> Vec<Entry> {
     let mut entries = Vec::new();
-    for message in messages.iter().filter(|m| !is_restore_message(m)) {
+    for message in messages.iter().filter(|m| !m.is_plan_restore()) {
         match message {
             Message::System { .. } => {}
             Message::User { .. } => {

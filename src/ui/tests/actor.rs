@@ -1,12 +1,12 @@
-//! The real `UiActor` on a counting `TestBackend`, talking to a fake agent
-//! actor (same `AgentMessage` type) and fake plan commands.
+//! The real `UiActor` on a counting `TestBackend`, talking to a fake engine
+//! (the other end of the same op queue) and fake plan commands.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorRef};
 use ratatui::Terminal;
 use ratatui::backend::{Backend, ClearType, TestBackend, WindowSize};
 use ratatui::buffer::Cell;
@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::*;
-use crate::agent::{AgentMessage, TurnOutcome};
+use crate::protocol::op::{Op, OpSender, TurnOutcome, op_channel};
 use crate::protocol::{Event, TurnStatus};
 use crate::ui::actor::{UiActor, UiArguments, UiExit, UiMessage};
 use crate::ui::commands::{LocalCommands, PlanCleared};
@@ -24,11 +24,11 @@ use crate::ui::store::{Entry, TurnState};
 /// Longest wait for the UI actor's answer: a hung test fails instead.
 const CALL_MS: u64 = 30_000;
 
-/// What the fake agent was asked.
+/// What the fake engine was asked.
 enum Asked {
     Submit {
         prompt: String,
-        reply: RpcReplyPort<TurnOutcome>,
+        reply: oneshot::Sender<TurnOutcome>,
     },
     Interrupt,
     CancelSubagent(Option<String>),
@@ -36,36 +36,22 @@ enum Asked {
     Other,
 }
 
-struct FakeAgent;
-
-impl Actor for FakeAgent {
-    type Msg = AgentMessage;
-    type State = mpsc::UnboundedSender<Asked>;
-    type Arguments = mpsc::UnboundedSender<Asked>;
-
-    async fn pre_start(
-        &self,
-        _myself: ActorRef<AgentMessage>,
-        asked: Self::Arguments,
-    ) -> Result<Self::State, ActorProcessingErr> {
-        Ok(asked)
-    }
-
-    async fn handle(
-        &self,
-        _myself: ActorRef<AgentMessage>,
-        message: AgentMessage,
-        asked: &mut Self::State,
-    ) -> Result<(), ActorProcessingErr> {
-        let _ = asked.send(match message {
-            AgentMessage::SubmitPrompt { prompt, reply } => Asked::Submit { prompt, reply },
-            AgentMessage::Interrupt => Asked::Interrupt,
-            AgentMessage::CancelSubagent(id) => Asked::CancelSubagent(id),
-            AgentMessage::RestorePlan => Asked::RestorePlan,
-            _ => Asked::Other,
-        });
-        Ok(())
-    }
+/// The fake engine: the other end of the UI's op queue, passing each op on
+/// to the test.
+fn fake_engine(asked: mpsc::UnboundedSender<Asked>) -> OpSender {
+    let (engine, mut ops) = op_channel();
+    tokio::spawn(async move {
+        while let Some(op) = ops.recv().await {
+            let _ = asked.send(match op {
+                Op::SubmitPrompt { prompt, reply } => Asked::Submit { prompt, reply },
+                Op::Interrupt => Asked::Interrupt,
+                Op::CancelSubagent(id) => Asked::CancelSubagent(id),
+                Op::RestorePlan => Asked::RestorePlan,
+                _ => Asked::Other,
+            });
+        }
+    });
+    engine
 }
 
 /// A `TestBackend` that counts frames (one flush per `Terminal::draw`).
@@ -147,7 +133,7 @@ struct Harness {
 
 async fn start() -> Harness {
     let (asked_tx, asked) = mpsc::unbounded_channel();
-    let (agent, _) = Actor::spawn(None, FakeAgent, asked_tx).await.unwrap();
+    let engine = fake_engine(asked_tx);
     let frames = Arc::new(AtomicUsize::new(0));
     let backend = CountingBackend {
         inner: TestBackend::new(120, 30),
@@ -157,7 +143,7 @@ async fn start() -> Harness {
     let (exit_tx, exit) = oneshot::channel();
     let arguments = UiArguments {
         terminal: Terminal::new(backend).unwrap(),
-        agent,
+        engine,
         local_commands: plan.clone(),
         exit: exit_tx,
         history: Default::default(),
@@ -485,7 +471,7 @@ async fn help_lists_the_keys_and_diff_shows_the_workspace_changes_coloured() {
 #[tokio::test]
 async fn the_forwarder_hands_every_event_over_in_order_in_batches() {
     let h = start().await;
-    let (sink, receiver) = crate::agent::events::channel();
+    let (sink, receiver) = crate::protocol::event_queue::channel();
     let forwarder = tokio::spawn(crate::ui::terminal::forward_events(receiver, h.ui.clone()));
     // More than one batch, sent while the forwarder already runs.
     for n in 0..1_000 {

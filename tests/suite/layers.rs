@@ -1,0 +1,165 @@
+//! The module layout as the README draws it, checked on the source: no
+//! cycle between top-level modules, and the UI reaches the engine only
+//! through `protocol` (commands in, events out).
+//!
+//! Test code may reach anywhere, so each file is read up to its first
+//! `#[cfg(test)]` (test modules close their files here), and folders or
+//! files named `tests` are skipped.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+const MODULES: &[&str] = &[
+    "agent",
+    "cli",
+    "config",
+    "mcp",
+    "plan",
+    "protocol",
+    "provider",
+    "sandbox",
+    "session",
+    "subagent",
+    "text",
+    "tools",
+    "ui",
+    "workspace",
+];
+
+/// What the UI may import besides itself: the boundary and two leaves.
+const UI_MAY_USE: &[&str] = &["protocol", "text", "workspace"];
+
+type Edges = BTreeMap<String, BTreeSet<String>>;
+
+#[test]
+fn top_level_modules_form_no_cycle() {
+    let edges = module_edges();
+    for start in edges.keys() {
+        if let Some(path) = path_back(&edges, start) {
+            panic!("a module cycle: {}", path.join(" -> "));
+        }
+    }
+}
+
+#[test]
+fn the_ui_reaches_the_engine_only_through_protocol() {
+    let edges = module_edges();
+    let used = edges.get("ui").cloned().unwrap_or_default();
+    let beyond: Vec<_> = used
+        .iter()
+        .filter(|m| !UI_MAY_USE.contains(&m.as_str()))
+        .collect();
+    assert!(beyond.is_empty(), "ui imports {beyond:?}");
+    // The check reads real imports: protocol is among them.
+    assert!(used.contains("protocol"), "{used:?}");
+}
+
+/// A path from `start` back to itself, if there is one.
+fn path_back(edges: &Edges, start: &str) -> Option<Vec<String>> {
+    let mut stack = vec![vec![start.to_string()]];
+    let mut seen = BTreeSet::new();
+    while let Some(path) = stack.pop() {
+        let last = path.last()?.clone();
+        for next in edges.get(&last).into_iter().flatten() {
+            if next == start {
+                let mut cycle = path.clone();
+                cycle.push(next.clone());
+                return Some(cycle);
+            }
+            if seen.insert(next.clone()) {
+                let mut longer = path.clone();
+                longer.push(next.clone());
+                stack.push(longer);
+            }
+        }
+    }
+    None
+}
+
+/// Which top-level modules each one names, outside its tests.
+fn module_edges() -> Edges {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut edges = Edges::new();
+    for module in MODULES {
+        let mut used = BTreeSet::new();
+        let dir = src.join(module);
+        let mut files = vec![src.join(format!("{module}.rs"))];
+        collect_rust_files(&dir, &mut files);
+        for file in files.iter().filter(|f| f.is_file()) {
+            let text = std::fs::read_to_string(file).unwrap();
+            let code = without_comments(text.split("#[cfg(test)]").next().unwrap_or_default());
+            used.extend(
+                crate_paths(&code).filter(|m| m != module && MODULES.contains(&m.as_str())),
+            );
+        }
+        edges.insert(module.to_string(), used);
+    }
+    edges
+}
+
+fn collect_rust_files(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == "tests" || name == "tests.rs" || name.ends_with("_tests.rs") {
+            continue;
+        }
+        if path.is_dir() {
+            collect_rust_files(&path, files);
+        } else if name.ends_with(".rs") {
+            files.push(path);
+        }
+    }
+}
+
+/// The code without `//` comments (doc comments name modules freely).
+fn without_comments(code: &str) -> String {
+    code.lines()
+        .map(|line| line.split("//").next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The first segment after each `crate::`, including each item of a
+/// `crate::{a, b::c}` group.
+fn crate_paths(code: &str) -> impl Iterator<Item = String> + '_ {
+    code.split("crate::").skip(1).flat_map(|rest| {
+        if let Some(group) = rest.strip_prefix('{') {
+            top_level_items(group)
+        } else {
+            vec![leading_ident(rest)]
+        }
+    })
+}
+
+fn top_level_items(group: &str) -> Vec<String> {
+    let mut items = Vec::new();
+    let mut depth = 0;
+    let mut start = 0;
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                items.push(leading_ident(&group[start..i]));
+                break;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(leading_ident(&group[start..i]));
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items
+}
+
+fn leading_ident(text: &str) -> String {
+    text.trim_start()
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect()
+}
