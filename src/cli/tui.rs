@@ -444,14 +444,18 @@ mod tests {
         .unwrap();
 
         type_line(&ui, "/plan");
+        let rendered = Entry::Local(super::super::plan::render(&before));
+        wait_for_entry(&ui, |e| *e == rendered).await;
         let shown = ractor::call_t!(ui, UiMessage::Snapshot, CALL_MS).unwrap();
         assert_eq!(shown.plan.as_ref().unwrap().items.len(), 2);
-        assert_eq!(
-            shown.transcript.last(),
-            Some(&Entry::Local(super::super::plan::render(&before)))
-        );
+        assert_eq!(shown.transcript.last(), Some(&rendered));
 
         type_line(&ui, "/plan clear");
+        wait_for_entry(
+            &ui,
+            |e| matches!(e, Entry::Info(t) if t.starts_with("Plan cleared")),
+        )
+        .await;
         let cleared = ractor::call_t!(ui, UiMessage::Snapshot, CALL_MS).unwrap();
         let panel = cleared.plan.expect("an empty plan, not none");
         assert!(panel.items.is_empty());

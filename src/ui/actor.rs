@@ -24,7 +24,7 @@ use tokio::sync::oneshot;
 
 use crossterm::event::MouseEventKind;
 
-use super::commands::LocalCommands;
+use super::commands::{LocalCommands, PlanCleared};
 use super::frame::Screen;
 use super::history::{HistoryWriter, PromptHistory};
 use super::keys::{self, Action};
@@ -63,17 +63,19 @@ pub enum UiMessage {
     /// restored it).
     Crashed(String),
     /// The result of a local command that ran in the background
-    /// (`/suspend`, `/recall`): a line for the transcript.
+    /// (`/suspend`, `/recall`, `/undo`): a line for the transcript.
     Local(Result<String, String>),
     /// A resumed session's messages, shown as its transcript, and a note.
     Restored(Vec<crate::protocol::Message>, String),
-    /// Output of a local command that ran in the background (`/sessions`),
-    /// shown verbatim.
+    /// Output of a local command that ran in the background (`/sessions`,
+    /// `/plan`), shown verbatim.
     LocalOutput(Result<String, String>),
     /// `ask_user`: show the question; the next line entered answers it.
     Question(super::commands::Question),
     /// The guard asks for approval: show the prompt; y/a/n/Esc answer it.
     Approval(super::commands::ApprovalPrompt),
+    /// `/plan clear` finished: the cleared plan, or why not.
+    PlanCleared(Result<super::commands::PlanCleared, String>),
     /// `/model NAME` took effect (the model's name), or why not.
     ModelSwitched(Result<String, String>),
     /// `/diff` finished: the diff text, or why there is none.
@@ -280,6 +282,10 @@ where
                 });
                 true
             }
+            UiMessage::PlanCleared(result) => {
+                plan_cleared(state, result);
+                true
+            }
             UiMessage::ModelSwitched(result) => {
                 match result {
                     Ok(model) => {
@@ -431,27 +437,28 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
         Action::Agents => store.push(Entry::Local(status_view::agents(store))),
         Action::ShowPlan => {
             store.push(Entry::Info("/plan (local; not sent to the model)".into()));
-            match state.local_commands.show() {
-                Ok(text) => store.push(Entry::Local(text)),
-                Err(message) => store.push(Entry::Error(message)),
-            }
+            let (commands, ui) = (state.local_commands.clone(), myself.clone());
+            tokio::spawn(async move {
+                let result = off_runtime(move || commands.show()).await;
+                let _ = ui.cast(UiMessage::LocalOutput(result));
+            });
         }
-        Action::ClearPlan => match state.local_commands.clear() {
-            Ok(cleared) => {
-                store.set_plan(&cleared.plan, "cleared");
-                store.push(Entry::Info(cleared.message));
-                // The model sees the cleared plan as a tool result on its
-                // next request.
-                if let Err(refused) = state.engine.send(Op::RestorePlan) {
-                    store.set_notice(refused.to_string(), true);
-                }
-            }
-            Err(message) => store.push(Entry::Error(message)),
-        },
-        Action::Undo => store.push(match state.local_commands.undo() {
-            Ok(text) => Entry::Info(text),
-            Err(message) => Entry::Error(message),
-        }),
+        Action::ClearPlan => {
+            let (commands, ui) = (state.local_commands.clone(), myself.clone());
+            tokio::spawn(async move {
+                let cleared = tokio::task::spawn_blocking(move || commands.clear())
+                    .await
+                    .unwrap_or_else(|err| Err(format!("/plan clear failed: {err}")));
+                let _ = ui.cast(UiMessage::PlanCleared(cleared));
+            });
+        }
+        Action::Undo => {
+            let (commands, ui) = (state.local_commands.clone(), myself.clone());
+            tokio::spawn(async move {
+                let result = off_runtime(move || commands.undo()).await;
+                let _ = ui.cast(UiMessage::Local(result));
+            });
+        }
         Action::Sessions => {
             let (commands, ui) = (state.local_commands.clone(), myself.clone());
             tokio::spawn(async move {
@@ -521,6 +528,21 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
             });
         }
         Action::Quit => stop(myself, state, UiExit::Quit),
+    }
+}
+
+/// Shows the cleared plan; the model sees it as a tool result on its next
+/// request.
+fn plan_cleared<B: Backend>(state: &mut UiState<B>, result: Result<PlanCleared, String>) {
+    match result {
+        Ok(cleared) => {
+            state.store.set_plan(&cleared.plan, "cleared");
+            state.store.push(Entry::Info(cleared.message));
+            if let Err(refused) = state.engine.send(Op::RestorePlan) {
+                state.store.set_notice(refused.to_string(), true);
+            }
+        }
+        Err(message) => state.store.push(Entry::Error(message)),
     }
 }
 

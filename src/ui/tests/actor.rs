@@ -102,9 +102,19 @@ impl Backend for CountingBackend {
 #[derive(Default)]
 struct FakeLocalCommands {
     cleared: Mutex<u32>,
+    /// While set, `/undo` blocks its thread until a message arrives, as
+    /// file work on a slow or locked disk would.
+    undo_gate: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
 }
 
 impl LocalCommands for FakeLocalCommands {
+    fn undo(&self) -> Result<String, String> {
+        if let Some(gate) = self.undo_gate.lock().unwrap().take() {
+            let _ = gate.recv();
+        }
+        Ok("undone: write of a.txt".into())
+    }
+
     fn show(&self) -> Result<String, String> {
         Ok("Plan v1 · now · test\n  [ ] a — A (pending)\n".into())
     }
@@ -271,21 +281,19 @@ async fn plan_clear_updates_the_panel_without_a_turn() {
     .unwrap();
     assert_eq!(h.store().await.plan.unwrap().items.len(), 3);
     h.type_line("/plan clear");
-    let store = h.store().await;
+    // The file work runs off the UI's handler; its answer comes after.
+    let cleared = Entry::Info("Plan cleared (version 2).".into());
+    let store = wait_until(&h, |s| s.transcript.contains(&cleared)).await;
     assert_eq!(*h.plan.cleared.lock().unwrap(), 1);
     let plan = store
         .plan
         .expect("a cleared plan is an empty plan, not none");
     assert!(plan.items.is_empty());
     assert_eq!(plan.version, Some(2));
-    assert!(
-        store
-            .transcript
-            .contains(&Entry::Info("Plan cleared (version 2).".into()))
-    );
     h.type_line("/plan");
-    let store = h.store().await;
-    assert!(matches!(store.transcript.last(), Some(Entry::Local(text)) if text.contains("[ ] a")));
+    let shown = |e: &Entry| matches!(e, Entry::Local(text) if text.contains("[ ] a"));
+    let store = wait_until(&h, |s| s.transcript.last().is_some_and(shown)).await;
+    assert!(shown(store.transcript.last().unwrap()));
     // No model turn: the agent was only asked to deliver the cleared plan
     // as a tool result before the next request.
     assert!(matches!(h.next_asked().await, Asked::RestorePlan));
@@ -411,6 +419,23 @@ async fn wait_until(h: &Harness, ready: impl Fn(&crate::ui::Store) -> bool) -> c
         "the store never got there: {:?}",
         h.store().await.transcript
     );
+}
+
+/// The runtime has one worker here, so file work on the UI's handler would
+/// stop every answer of the actor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_local_command_blocked_on_its_file_leaves_the_ui_answering() {
+    let h = start().await;
+    let (release, gate) = std::sync::mpsc::channel();
+    *h.plan.undo_gate.lock().unwrap() = Some(gate);
+    h.type_line("/undo");
+    h.type_line("/help");
+    let help = |s: &crate::ui::Store| s.transcript.iter().any(|e| matches!(e, Entry::Local(_)));
+    let store = wait_until(&h, help).await;
+    let undone = Entry::Info("undone: write of a.txt".into());
+    assert!(!store.transcript.contains(&undone), "undo is still blocked");
+    release.send(()).unwrap();
+    wait_until(&h, |s| s.transcript.contains(&undone)).await;
 }
 
 #[tokio::test]
