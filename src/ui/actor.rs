@@ -204,38 +204,7 @@ where
                 let _ = applied.send(());
                 changed
             }
-            UiMessage::Terminal(event) => match event {
-                crossterm::event::Event::Key(key) => {
-                    state.store.now = now;
-                    let remembered = state.store.history.len();
-                    let action = keys::handle_key(&mut state.store, key, now);
-                    save_history(state, remembered);
-                    if let Some(action) = action {
-                        dispatch(&myself, state, action);
-                    }
-                    true
-                }
-                crossterm::event::Event::Paste(text) => {
-                    keys::handle_paste(&mut state.store, &text);
-                    true
-                }
-                crossterm::event::Event::Resize(width, height) => {
-                    state.store.size = (width, height);
-                    true
-                }
-                crossterm::event::Event::Mouse(mouse) => match mouse.kind {
-                    MouseEventKind::ScrollUp => {
-                        keys::wheel(&mut state.store, Direction::Up);
-                        true
-                    }
-                    MouseEventKind::ScrollDown => {
-                        keys::wheel(&mut state.store, Direction::Down);
-                        true
-                    }
-                    _ => false,
-                },
-                crossterm::event::Event::FocusGained | crossterm::event::Event::FocusLost => false,
-            },
+            UiMessage::Terminal(event) => on_terminal(&myself, state, event, now),
             UiMessage::TurnEnded(outcome) => {
                 state.store.turn_replied(outcome.status, outcome.error);
                 true
@@ -268,46 +237,11 @@ where
                 state.store.restore_transcript(&messages, note);
                 true
             }
-            UiMessage::LocalOutput(result) => {
-                state.store.push(match result {
-                    Ok(text) => Entry::Local(text),
-                    Err(message) => Entry::Error(message),
-                });
-                true
-            }
-            UiMessage::Local(result) => {
-                state.store.push(match result {
-                    Ok(text) => Entry::Info(text),
-                    Err(message) => Entry::Error(message),
-                });
-                true
-            }
-            UiMessage::PlanCleared(result) => {
-                plan_cleared(state, result);
-                true
-            }
-            UiMessage::ModelSwitched(result) => {
-                match result {
-                    Ok(model) => {
-                        state.store.push(Entry::Info(format!(
-                            "model: {model} from the next request on; the prompt cache starts cold, so that request pays for the whole prompt again"
-                        )));
-                        state.store.session.model = model;
-                    }
-                    Err(message) => state.store.push(Entry::Error(message)),
-                }
-                true
-            }
-            UiMessage::DiffReady(result) => {
-                state.store.push(match result {
-                    Ok(text) if text.trim().is_empty() => {
-                        Entry::Info("/diff: no changes to tracked files".into())
-                    }
-                    Ok(text) => Entry::Diff(diff::from_git(&text)),
-                    Err(message) => Entry::Error(message),
-                });
-                true
-            }
+            finished @ (UiMessage::LocalOutput(_)
+            | UiMessage::Local(_)
+            | UiMessage::PlanCleared(_)
+            | UiMessage::ModelSwitched(_)
+            | UiMessage::DiffReady(_)) => on_finished(state, finished),
             UiMessage::Snapshot(reply) => {
                 let _ = reply.send(state.store.clone());
                 false
@@ -338,6 +272,94 @@ where
             myself.send_after(TICK, || UiMessage::Tick);
         }
         Ok(())
+    }
+}
+
+/// A key, paste, resize or wheel: whether the screen changed.
+fn on_terminal<B: Backend>(
+    myself: &ActorRef<UiMessage>,
+    state: &mut UiState<B>,
+    event: crossterm::event::Event,
+    now: Instant,
+) -> bool {
+    match event {
+        crossterm::event::Event::Key(key) => {
+            state.store.now = now;
+            let remembered = state.store.history.len();
+            let action = keys::handle_key(&mut state.store, key, now);
+            save_history(state, remembered);
+            if let Some(action) = action {
+                dispatch(myself, state, action);
+            }
+            true
+        }
+        crossterm::event::Event::Paste(text) => {
+            keys::handle_paste(&mut state.store, &text);
+            true
+        }
+        crossterm::event::Event::Resize(width, height) => {
+            state.store.size = (width, height);
+            true
+        }
+        crossterm::event::Event::Mouse(mouse) => match mouse.kind {
+            MouseEventKind::ScrollUp => {
+                keys::wheel(&mut state.store, Direction::Up);
+                true
+            }
+            MouseEventKind::ScrollDown => {
+                keys::wheel(&mut state.store, Direction::Down);
+                true
+            }
+            _ => false,
+        },
+        crossterm::event::Event::FocusGained | crossterm::event::Event::FocusLost => false,
+    }
+}
+
+/// The answer of work that ran off the handler, shown in the transcript.
+fn on_finished<B: Backend>(state: &mut UiState<B>, finished: UiMessage) -> bool {
+    match finished {
+        UiMessage::LocalOutput(result) => {
+            state.store.push(match result {
+                Ok(text) => Entry::Local(text),
+                Err(message) => Entry::Error(message),
+            });
+            true
+        }
+        UiMessage::Local(result) => {
+            state.store.push(match result {
+                Ok(text) => Entry::Info(text),
+                Err(message) => Entry::Error(message),
+            });
+            true
+        }
+        UiMessage::PlanCleared(result) => {
+            plan_cleared(state, result);
+            true
+        }
+        UiMessage::ModelSwitched(result) => {
+            match result {
+                Ok(model) => {
+                    state.store.push(Entry::Info(format!(
+                        "model: {model} from the next request on; the prompt cache starts cold, so that request pays for the whole prompt again"
+                    )));
+                    state.store.session.model = model;
+                }
+                Err(message) => state.store.push(Entry::Error(message)),
+            }
+            true
+        }
+        UiMessage::DiffReady(result) => {
+            state.store.push(match result {
+                Ok(text) if text.trim().is_empty() => {
+                    Entry::Info("/diff: no changes to tracked files".into())
+                }
+                Ok(text) => Entry::Diff(diff::from_git(&text)),
+                Err(message) => Entry::Error(message),
+            });
+            true
+        }
+        _ => false,
     }
 }
 
@@ -396,29 +418,7 @@ fn stop<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, exit: 
 fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, action: Action) {
     let store = &mut state.store;
     match action {
-        Action::Submit(prompt) => {
-            store.begin_turn(&prompt);
-            let (sender, reply) = oneshot::channel();
-            let submitted = state.engine.send(Op::SubmitPrompt {
-                prompt,
-                reply: sender,
-            });
-            if let Err(refused) = submitted {
-                store.turn_replied(TurnStatus::Failed, Some(refused.to_string()));
-                return;
-            }
-            let ui = myself.clone();
-            tokio::spawn(async move {
-                let outcome = reply.await.unwrap_or_else(|_| TurnOutcome {
-                    status: TurnStatus::Failed,
-                    final_text: None,
-                    error: Some("the agent stopped during the turn".into()),
-                    usage: Default::default(),
-                });
-                // Fails only when the UI is gone; nothing to tell then.
-                let _ = ui.cast(UiMessage::TurnEnded(outcome));
-            });
-        }
+        Action::Submit(prompt) => submit(myself, state, prompt),
         Action::Interrupt => {
             if let Err(refused) = state.engine.send(Op::Interrupt) {
                 store.set_notice(refused.to_string(), true);
@@ -437,35 +437,11 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
         Action::Agents => store.push(Entry::Local(status_view::agents(store))),
         Action::ShowPlan => {
             store.push(Entry::Info("/plan (local; not sent to the model)".into()));
-            let (commands, ui) = (state.local_commands.clone(), myself.clone());
-            tokio::spawn(async move {
-                let result = off_runtime(move || commands.show()).await;
-                let _ = ui.cast(UiMessage::LocalOutput(result));
-            });
+            off_handler(myself, state, |c| c.show(), UiMessage::LocalOutput);
         }
-        Action::ClearPlan => {
-            let (commands, ui) = (state.local_commands.clone(), myself.clone());
-            tokio::spawn(async move {
-                let cleared = tokio::task::spawn_blocking(move || commands.clear())
-                    .await
-                    .unwrap_or_else(|err| Err(format!("/plan clear failed: {err}")));
-                let _ = ui.cast(UiMessage::PlanCleared(cleared));
-            });
-        }
-        Action::Undo => {
-            let (commands, ui) = (state.local_commands.clone(), myself.clone());
-            tokio::spawn(async move {
-                let result = off_runtime(move || commands.undo()).await;
-                let _ = ui.cast(UiMessage::Local(result));
-            });
-        }
-        Action::Sessions => {
-            let (commands, ui) = (state.local_commands.clone(), myself.clone());
-            tokio::spawn(async move {
-                let result = off_runtime(move || commands.sessions()).await;
-                let _ = ui.cast(UiMessage::LocalOutput(result));
-            });
-        }
+        Action::ClearPlan => off_handler(myself, state, |c| c.clear(), UiMessage::PlanCleared),
+        Action::Undo => off_handler(myself, state, |c| c.undo(), UiMessage::Local),
+        Action::Sessions => off_handler(myself, state, |c| c.sessions(), UiMessage::LocalOutput),
         Action::Suspend => {
             let (engine, commands, ui) = (
                 state.engine.clone(),
@@ -531,6 +507,32 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
     }
 }
 
+/// Starts a turn; its outcome comes back as `TurnEnded`.
+fn submit<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, prompt: String) {
+    state.store.begin_turn(&prompt);
+    let (sender, reply) = oneshot::channel();
+    let submitted = state.engine.send(Op::SubmitPrompt {
+        prompt,
+        reply: sender,
+    });
+    if let Err(refused) = submitted {
+        let error = Some(refused.to_string());
+        state.store.turn_replied(TurnStatus::Failed, error);
+        return;
+    }
+    let ui = myself.clone();
+    tokio::spawn(async move {
+        let outcome = reply.await.unwrap_or_else(|_| TurnOutcome {
+            status: TurnStatus::Failed,
+            final_text: None,
+            error: Some("the agent stopped during the turn".into()),
+            usage: Default::default(),
+        });
+        // Fails only when the UI is gone; nothing to tell then.
+        let _ = ui.cast(UiMessage::TurnEnded(outcome));
+    });
+}
+
 /// Shows the cleared plan; the model sees it as a tool result on its next
 /// request.
 fn plan_cleared<B: Backend>(state: &mut UiState<B>, result: Result<PlanCleared, String>) {
@@ -582,6 +584,24 @@ async fn ask_within<T>(
         Ok(Err(_)) => Err("the agent stopped before it answered".into()),
         Err(_) => Err(format!("the agent did not answer within {millis} ms")),
     }
+}
+
+/// Runs a local command's file work on the blocking pool, never in the
+/// handler or on a runtime worker; `answer` brings its result back.
+fn off_handler<B: Backend, T: Send + 'static>(
+    myself: &ActorRef<UiMessage>,
+    state: &UiState<B>,
+    work: impl FnOnce(&dyn LocalCommands) -> Result<T, String> + Send + 'static,
+    answer: fn(Result<T, String>) -> UiMessage,
+) {
+    let (commands, ui) = (state.local_commands.clone(), myself.clone());
+    tokio::spawn(async move {
+        let result = tokio::task::spawn_blocking(move || work(commands.as_ref()))
+            .await
+            .unwrap_or_else(|err| Err(format!("the command failed: {err}")));
+        // Fails only when the UI is gone.
+        let _ = ui.cast(answer(result));
+    });
 }
 
 /// Runs a local command's file work on the blocking pool, never in the
