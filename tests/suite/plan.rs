@@ -539,7 +539,7 @@ fn killing_a_writer_at_any_instant_leaves_old_or_new_state() {
 
 /// A python3 process that holds the plan lock of `ws` until killed (it
 /// holds the lock itself, so killing it releases it and leaves nothing).
-fn hold_plan_lock(ws: &Path) -> std::process::Child {
+pub(super) fn hold_plan_lock(ws: &Path) -> std::process::Child {
     let lock = ws.join(".fido-plan.json.lock");
     let mut holder = std::process::Command::new("python3")
         .arg("-c")

@@ -654,3 +654,46 @@ fn three_subagents_get_three_rows_and_alt_down_esc_cancels_only_the_focused_one(
         Duration::from_secs(10),
     );
 }
+
+/// Another process holds the plan lock: the turn's `update_plan` waits for
+/// it off the runtime, so the TUI keeps drawing what is typed, and Ctrl+C
+/// ends the turn at once instead of after the 5 s bounded wait.
+#[test]
+fn the_tui_keeps_drawing_and_takes_ctrl_c_while_another_process_holds_the_plan_lock() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut holder = super::plan::hold_plan_lock(ws.path());
+    let args = json!({"reason": "Locked out", "items": plan_items()}).to_string();
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&[("p1", "update_plan", &args)])),
+        Reply::sse(sse::text_turn("unreachable")),
+    ]);
+    let tmux = Tmux::start(&[
+        ("FIDO_PROVIDER", "openai".into()),
+        ("FIDO_BASE_URL", server.base_url()),
+        ("FIDO_MODEL", "test-model".into()),
+        ("FIDO_API_KEY", "test-key".into()),
+    ]);
+    start_fido(&tmux, ws.path());
+    tmux.type_line("plan it");
+    server.wait_for_requests(1, SCREEN_TIMEOUT);
+    // The call has started and waits for the lock.
+    std::thread::sleep(Duration::from_millis(300));
+    tmux.keys(&["-l", "typed-while-locked"]);
+    tmux.wait_for("the text typed while the lock is held", |s| {
+        s.contains("typed-while-locked")
+    });
+    let pressed = Instant::now();
+    tmux.keys(&["C-c"]);
+    tmux.wait_for("the interrupted turn", |s| s.contains("turn 1 interrupted"));
+    let took = pressed.elapsed();
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert!(
+        took < Duration::from_secs(3),
+        "the interrupt took {took:?}: it waited for the lock"
+    );
+    assert!(!ws.path().join(".fido-plan.json").exists());
+    assert_eq!(server.model_requests().len(), 1, "no request after Ctrl+C");
+    tmux.keys(&["C-u", "C-c", "C-c"]);
+    tmux.wait_for("the shell again", |s| !s.contains("test-model"));
+}
