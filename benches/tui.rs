@@ -143,8 +143,10 @@ fn big_store(lines: usize) -> (Store, usize) {
     }
 }
 
-fn frame_times() -> bool {
-    let (mut store, total) = big_store(10_000);
+/// A transcript of `lines` lines on a 200×50 test terminal, drawn once
+/// (the cold frame, printed).
+fn drawn_store(lines: usize) -> (Store, Terminal<TestBackend>, Screen) {
+    let (mut store, total) = big_store(lines);
     let mut terminal =
         Terminal::new(TestBackend::new(SIZE.0, SIZE.1)).unwrap_or_else(|e| match e {});
     let mut screen = Screen::default();
@@ -154,14 +156,28 @@ fn frame_times() -> bool {
         "frame at 200×50, {total} transcript lines, 20-item plan: cold (renders everything once) {:.1} ms",
         ms(started.elapsed())
     );
-    let mut steady = Vec::new();
-    for i in 0..500 {
+    (store, terminal, screen)
+}
+
+/// `frames` frames, each after a key typed into the input.
+fn typed_frames(
+    (store, terminal, screen): &mut (Store, Terminal<TestBackend>, Screen),
+    frames: usize,
+) -> Sorted {
+    let mut times = Vec::with_capacity(frames);
+    for i in 0..frames {
         store.input.insert(if i % 2 == 0 { 'x' } else { 'y' });
         let started = Instant::now();
-        let _ = terminal.draw(|frame| screen.draw(frame, &mut store));
-        steady.push(ms(started.elapsed()));
+        let _ = terminal.draw(|frame| screen.draw(frame, store));
+        times.push(ms(started.elapsed()));
     }
-    let steady = Sorted::new(steady);
+    Sorted::new(times)
+}
+
+fn frame_times() -> bool {
+    let mut drawn = drawn_store(10_000);
+    let steady = typed_frames(&mut drawn, 500);
+    let (mut store, mut terminal, mut screen) = drawn;
     report("frame, a key typed between frames", &steady);
     store.input.take();
     store.begin_turn("stream");
@@ -524,25 +540,10 @@ fn status_mib(field: &str) -> Option<f64> {
 
 /// 4. Frames of a 100k-line transcript and the process's peak RSS.
 fn long_session() -> ExitCode {
-    let (mut store, total) = big_store(LONG_LINES);
-    let mut terminal =
-        Terminal::new(TestBackend::new(SIZE.0, SIZE.1)).unwrap_or_else(|e| match e {});
-    let mut screen = Screen::default();
-    let started = Instant::now();
-    let _ = terminal.draw(|frame| screen.draw(frame, &mut store));
-    println!(
-        "frame at 200×50, {total} transcript lines: cold (renders everything once) {:.1} ms",
-        ms(started.elapsed())
-    );
-    let mut typing = Vec::new();
-    for i in 0..300 {
-        store.input.insert(if i % 2 == 0 { 'x' } else { 'y' });
-        let started = Instant::now();
-        let _ = terminal.draw(|frame| screen.draw(frame, &mut store));
-        typing.push(ms(started.elapsed()));
-    }
+    let mut drawn = drawn_store(LONG_LINES);
+    let typing = typed_frames(&mut drawn, 300);
+    let (mut store, mut terminal, mut screen) = drawn;
     store.input.take();
-    let typing = Sorted::new(typing);
     report("100k lines: frame, a key typed", &typing);
     let page_up = KeyEvent::new(KeyCode::PageUp, KeyModifiers::NONE);
     let mut paging = Vec::new();

@@ -64,6 +64,19 @@ impl Tmux {
         tmux
     }
 
+    /// A tmux whose shell points Fido at the fake model server at
+    /// `base_url` (model `test-model`), plus `extra` variables.
+    pub(super) fn for_model(base_url: &str, extra: &[(&str, String)]) -> Tmux {
+        let mut env = vec![
+            ("FIDO_PROVIDER", "openai".to_string()),
+            ("FIDO_BASE_URL", base_url.to_string()),
+            ("FIDO_MODEL", "test-model".to_string()),
+            ("FIDO_API_KEY", "test-key".to_string()),
+        ];
+        env.extend(extra.iter().cloned());
+        Tmux::start(&env)
+    }
+
     pub(super) fn command(&self) -> Command {
         let mut cmd = Command::new("tmux");
         cmd.args(["-u", "-L", &self.socket, "-f", "/dev/null"]);
@@ -151,12 +164,7 @@ fn the_plan_panel_follows_the_model_and_plan_clear_and_ctrl_c_twice_quits() {
             "implement is still in progress; verify is blocked.",
         )),
     ]);
-    let tmux = Tmux::start(&[
-        ("FIDO_PROVIDER", "openai".into()),
-        ("FIDO_BASE_URL", server.base_url()),
-        ("FIDO_MODEL", "test-model".into()),
-        ("FIDO_API_KEY", "test-key".into()),
-    ]);
+    let tmux = Tmux::for_model(&server.base_url(), &[]);
     tmux.type_line("echo shell-ready-$((40+2))");
     tmux.wait_for("the shell", |s| s.contains("shell-ready-42"));
 
@@ -285,13 +293,10 @@ fn the_subagent_bar_shows_a_live_subagent_and_esc_cancels_only_it() {
         Reply::sse(sse::text_turn("The subagent was cancelled; carrying on.")),
         Reply::sse(sse::text_turn("You are welcome.")),
     ]);
-    let tmux = Tmux::start(&[
-        ("FIDO_PROVIDER", "openai".into()),
-        ("FIDO_BASE_URL", server.base_url()),
-        ("FIDO_MODEL", "test-model".into()),
-        ("FIDO_API_KEY", "test-key".into()),
-        ("FIDO_DELEGATE_GRACE_MS", "300".into()),
-    ]);
+    let tmux = Tmux::for_model(
+        &server.base_url(),
+        &[("FIDO_DELEGATE_GRACE_MS", "300".into())],
+    );
     tmux.type_line(&format!(
         "{} -C {}",
         quoted(Path::new(fido_bin())),
@@ -382,13 +387,10 @@ fn untrusted_approval_prompts_run_on_y_and_deny_with_a_reason_on_n() {
         )])),
         Reply::sse(sse::text_turn("All done as you said.")),
     ]);
-    let tmux = Tmux::start(&[
-        ("FIDO_PROVIDER", "openai".into()),
-        ("FIDO_BASE_URL", server.base_url()),
-        ("FIDO_MODEL", "test-model".into()),
-        ("FIDO_API_KEY", "test-key".into()),
-        ("FIDO_APPROVAL_POLICY", "untrusted".into()),
-    ]);
+    let tmux = Tmux::for_model(
+        &server.base_url(),
+        &[("FIDO_APPROVAL_POLICY", "untrusted".into())],
+    );
     start_fido(&tmux, ws.path());
     tmux.type_line("do the two things");
     let screen = tmux.wait_for("the first approval prompt", |s| {
@@ -451,12 +453,7 @@ fn an_untrusted_workspace_file_is_named_in_the_transcript() {
     )
     .unwrap();
     let server = FakeServer::start(vec![]);
-    let tmux = Tmux::start(&[
-        ("FIDO_PROVIDER", "openai".into()),
-        ("FIDO_BASE_URL", server.base_url()),
-        ("FIDO_MODEL", "test-model".into()),
-        ("FIDO_API_KEY", "test-key".into()),
-    ]);
+    let tmux = Tmux::for_model(&server.base_url(), &[]);
     start_fido(&tmux, ws.path());
     let screen = tmux.wait_for("the warning", |s| s.contains("is not trusted"));
     assert!(screen.contains("approval_policy, base_url"), "{screen}");
@@ -482,12 +479,7 @@ fn fido_resume_shows_the_old_transcript_and_goes_on_with_it() {
     assert!(output.status.success(), "{output:?}");
 
     let second = FakeServer::start(vec![Reply::sse(sse::text_turn("Beta comes second."))]);
-    let tmux = Tmux::start(&[
-        ("FIDO_PROVIDER", "openai".into()),
-        ("FIDO_BASE_URL", second.base_url()),
-        ("FIDO_MODEL", "test-model".into()),
-        ("FIDO_API_KEY", "test-key".into()),
-    ]);
+    let tmux = Tmux::for_model(&second.base_url(), &[]);
     tmux.type_line("echo shell-ready-$((40+2))");
     tmux.wait_for("the shell", |s| s.contains("shell-ready-42"));
     tmux.type_line(&format!(
@@ -565,13 +557,10 @@ fn three_subagents_get_three_rows_and_alt_down_esc_cancels_only_the_focused_one(
             Reply::sse_with_delay(events, Duration::from_secs(12) / gaps),
         );
     }
-    let tmux = Tmux::start(&[
-        ("FIDO_PROVIDER", "openai".into()),
-        ("FIDO_BASE_URL", server.base_url()),
-        ("FIDO_MODEL", "test-model".into()),
-        ("FIDO_API_KEY", "test-key".into()),
-        ("FIDO_DELEGATE_GRACE_MS", "300".into()),
-    ]);
+    let tmux = Tmux::for_model(
+        &server.base_url(),
+        &[("FIDO_DELEGATE_GRACE_MS", "300".into())],
+    );
     start_fido(&tmux, ws.path());
     tmux.type_line("investigate three things at once");
     let screen = tmux.wait_for("three bar rows with pids", |s| {
@@ -667,12 +656,7 @@ fn the_tui_keeps_drawing_and_takes_ctrl_c_while_another_process_holds_the_plan_l
         Reply::sse(sse::tool_call_turn(&[("p1", "update_plan", &args)])),
         Reply::sse(sse::text_turn("unreachable")),
     ]);
-    let tmux = Tmux::start(&[
-        ("FIDO_PROVIDER", "openai".into()),
-        ("FIDO_BASE_URL", server.base_url()),
-        ("FIDO_MODEL", "test-model".into()),
-        ("FIDO_API_KEY", "test-key".into()),
-    ]);
+    let tmux = Tmux::for_model(&server.base_url(), &[]);
     start_fido(&tmux, ws.path());
     tmux.type_line("plan it");
     server.wait_for_requests(1, SCREEN_TIMEOUT);

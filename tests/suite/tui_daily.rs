@@ -19,12 +19,7 @@ use crate::common::{FakeServer, Reply, assert_conversation_invariants, assert_no
 
 /// Starts fido in a fresh tmux server against `server`, in `workspace`.
 fn launch(server: &FakeServer, workspace: &Path) -> Tmux {
-    let tmux = Tmux::start(&[
-        ("FIDO_PROVIDER", "openai".into()),
-        ("FIDO_BASE_URL", server.base_url()),
-        ("FIDO_MODEL", "test-model".into()),
-        ("FIDO_API_KEY", "test-key".into()),
-    ]);
+    let tmux = Tmux::for_model(&server.base_url(), &[]);
     tmux.type_line(&format!(
         "{} -C {}",
         quoted(Path::new(fido_bin())),
