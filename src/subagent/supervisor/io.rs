@@ -300,3 +300,39 @@ pub(super) fn describe_exit(status: Option<ExitStatus>) -> String {
         None => "still running".into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use interprocess::local_socket::tokio::prelude::*;
+    use interprocess::local_socket::{GenericNamespaced, ListenerOptions, ToNsName};
+
+    use super::*;
+
+    /// A child that connects and never reads: the writer's queue fills
+    /// and further frames are refused at once, never waited on.
+    #[tokio::test]
+    async fn a_writer_to_a_child_that_never_reads_refuses_past_its_queue() {
+        let socket = format!("fido-writer-test-{}", std::process::id());
+        let name = socket.clone().to_ns_name::<GenericNamespaced>().unwrap();
+        let listener = ListenerOptions::new().name(name).create_tokio().unwrap();
+        let client_name = socket.to_ns_name::<GenericNamespaced>().unwrap();
+        let deaf = tokio::spawn(async move { Stream::connect(client_name).await.unwrap() });
+        let stream = listener.accept().await.unwrap();
+        let _deaf = deaf.await.unwrap();
+        let writer = spawn_writer(Arc::new(stream));
+        let megabyte = || Outgoing::Encoded(vec![0u8; 1 << 20]);
+        let mut queued = 0;
+        let refused = loop {
+            match writer.send(megabyte()) {
+                Ok(()) => queued += 1,
+                Err(refused) => break refused,
+            }
+            // Let the writer take what it can; a socket buffer is far
+            // smaller than a megabyte, so it blocks on the first.
+            tokio::task::yield_now().await;
+            assert!(queued <= WRITER_QUEUE + 2, "never refused");
+        };
+        assert!(matches!(refused, Refused::Backlog));
+        assert!(queued >= WRITER_QUEUE, "refused early, at {queued}");
+    }
+}
