@@ -280,6 +280,67 @@ mod tests {
         assert_eq!(gateway.totals().requests, 1);
     }
 
+    /// A provider that counts the requests it has in flight, each held
+    /// for a moment before the script answers it.
+    struct Counting {
+        script: Arc<dyn Provider>,
+        in_flight: std::sync::atomic::AtomicUsize,
+        most: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Provider for Counting {
+        fn name(&self) -> &str {
+            "counting"
+        }
+
+        fn model(&self) -> &str {
+            "t"
+        }
+
+        fn complete<'a>(
+            &'a self,
+            request: ChatRequest<'a>,
+            notices: NoticeSink<'a>,
+        ) -> CompletionFuture<'a> {
+            use std::sync::atomic::Ordering::SeqCst;
+            Box::pin(async move {
+                let now = self.in_flight.fetch_add(1, SeqCst) + 1;
+                self.most.fetch_max(now, SeqCst);
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                self.in_flight.fetch_sub(1, SeqCst);
+                self.script.complete(request, notices).await
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn no_more_requests_than_provider_concurrency_are_in_flight() {
+        let counting = Arc::new(Counting {
+            script: script(6),
+            in_flight: Default::default(),
+            most: Default::default(),
+        });
+        let gateway = Gateway::new(counting.clone(), 2);
+        let messages = [Message::user("hi")];
+        let requests = (0..6).map(|i| {
+            let provider = gateway.for_identity(&format!("subagent-{i}"));
+            let messages = &messages;
+            async move {
+                let request = ChatRequest {
+                    messages,
+                    tools: &[],
+                    max_output_tokens: None,
+                };
+                provider.complete(request, &|_| {}).await
+            }
+        });
+        let answers = futures_util::future::join_all(requests).await;
+        assert!(answers.iter().all(Result::is_ok), "{answers:?}");
+        let most = counting.most.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(most, 2, "the gateway let {most} requests in at once");
+        assert_eq!(gateway.totals().requests, 6);
+    }
+
     #[tokio::test]
     async fn a_rate_limit_holds_back_every_new_request() {
         let gateway = Gateway::new(script(1), 4);
