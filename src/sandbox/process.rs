@@ -194,11 +194,8 @@ impl ProcessGroup {
         Ok(())
     }
 
-    /// SIGTERM to the group; after `grace`, or as soon as the leader has
-    /// exited and the group is empty, SIGKILL to the group; then reaps the
-    /// leader. Returns the leader's exit status.
-    pub async fn terminate(&mut self, grace: Duration) -> io::Result<ExitStatus> {
-        self.signal(Signal::SIGTERM)?;
+    /// Waits up to `grace` for the leader to exit and the group to empty.
+    async fn settle(&mut self, grace: Duration) {
         let graceful = tokio::time::timeout(grace, async {
             let status = self.wait().await;
             while self.group_alive() {
@@ -210,11 +207,37 @@ impl ProcessGroup {
         if let Ok(Err(err)) = graceful {
             tracing::warn!(pid = self.pid(), error = %err, "waiting for a terminating group failed");
         }
+    }
+
+    /// SIGTERM to the group; after `grace`, or as soon as the leader has
+    /// exited and the group is empty, SIGKILL to the group; then reaps the
+    /// leader. Returns the leader's exit status. A zero `grace` kills
+    /// right after the SIGTERM, without a timer.
+    pub async fn terminate(&mut self, grace: Duration) -> io::Result<ExitStatus> {
+        self.signal(Signal::SIGTERM)?;
+        if !grace.is_zero() {
+            self.settle(grace).await;
+        }
         self.kill()?;
         let status = self.wait().await?;
         tracing::debug!(pid = self.pid(), ?status, "process group terminated");
         Ok(status)
     }
+}
+
+/// Whether `pid` ignores `signal` (its bit in the `SigIgn` mask of
+/// `/proc/PID/status`): such a signal is dropped by the kernel, so waiting
+/// for the process to act on it is waiting for nothing. `false` when the
+/// status cannot be read. Blocking: reads `/proc`.
+pub fn ignores_signal(pid: u32, signal: Signal) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigIgn:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (signal as i32 - 1)) != 0)
 }
 
 /// A pidfd for `pid`, or `None` where the kernel has none (before 5.3).
@@ -395,6 +418,49 @@ mod tests {
         let status = group.terminate(Duration::from_secs(5)).await.unwrap();
         assert!(start.elapsed() < Duration::from_secs(2));
         assert_eq!(status.signal(), Some(libc::SIGTERM));
+        assert!(!group.group_alive());
+    }
+
+    /// A shell that ignores SIGTERM (inherited through the `exec`), ready
+    /// once it printed a line.
+    async fn deaf_to_sigterm() -> ProcessGroup {
+        use tokio::io::AsyncBufReadExt;
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg("trap '' TERM; echo ready; exec sleep 100")
+            .stdout(Stdio::piped());
+        let mut group = ProcessGroup::spawn(&mut command).unwrap();
+        let stdout = group.child_mut().stdout.take().unwrap();
+        let mut line = String::new();
+        tokio::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .await
+            .unwrap();
+        assert_eq!(line, "ready\n");
+        group
+    }
+
+    #[tokio::test]
+    async fn ignores_signal_reads_the_disposition() {
+        let mut group = deaf_to_sigterm().await;
+        assert!(ignores_signal(group.pid(), Signal::SIGTERM));
+        assert!(!ignores_signal(group.pid(), Signal::SIGUSR2));
+        group.kill().unwrap();
+        group.wait().await.unwrap();
+        assert!(
+            !ignores_signal(u32::MAX, Signal::SIGTERM),
+            "no such process"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_zero_grace_kills_at_once() {
+        let mut group = deaf_to_sigterm().await;
+        let start = Instant::now();
+        let status = group.terminate(Duration::ZERO).await.unwrap();
+        assert!(start.elapsed() < Duration::from_secs(5));
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
         assert!(!group.group_alive());
     }
 

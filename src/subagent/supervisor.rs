@@ -37,7 +37,8 @@ mod session;
 use run::run;
 
 /// Time between SIGTERM and SIGKILL once the grace for a partial result has
-/// run out: short, the child already ignored `Cancel`.
+/// run out: short, the child already ignored `Cancel`. None for a child
+/// that ignores SIGTERM and has nothing below it (`Session::close`).
 const TERM_GRACE: Duration = Duration::from_millis(10);
 /// Longest wait for the child to connect and say `Hello`.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

@@ -9,12 +9,14 @@ use interprocess::local_socket::tokio::{Listener, Stream};
 use interprocess::local_socket::traits::StreamCommon as _;
 use interprocess::local_socket::traits::tokio::Listener as _;
 use interprocess::local_socket::{GenericNamespaced, ListenerOptions, ToNsName};
+use nix::sys::signal::Signal;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use crate::protocol::EventKind;
 use crate::protocol::Message;
 use crate::protocol::ipc::{ChildFrame, ForkFrameRef, PROTOCOL_VERSION};
+use crate::sandbox::process::ignores_signal;
 use crate::sandbox::{PrivateDir, ProcessGroup, sweep};
 use crate::subagent::ipc::{IpcError, encode_frame};
 
@@ -254,10 +256,22 @@ impl Session {
             // Read while the child lives: as their subreaper it is the
             // parent of its commands' orphans, which its group kill would
             // miss.
-            let left = tokio::task::spawn_blocking(move || sweep::descendants(root))
-                .await
-                .unwrap_or_default();
-            if let Err(err) = self.group.terminate(TERM_GRACE).await {
+            let (left, deaf) = tokio::task::spawn_blocking(move || {
+                let deaf = ignores_signal(root.unsigned_abs(), Signal::SIGTERM);
+                (sweep::descendants(root), deaf)
+            })
+            .await
+            .unwrap_or_default();
+            // SIGTERM can end the wait only through a process that acts on
+            // it: a child that ignores it, with nothing below it, is killed
+            // at once instead of after TERM_GRACE. (Its commands run in
+            // groups of their own and are in `left`, killed below.)
+            let grace = if deaf && left.is_empty() {
+                Duration::ZERO
+            } else {
+                TERM_GRACE
+            };
+            if let Err(err) = self.group.terminate(grace).await {
                 warn!(pid = root, error = %err, "could not terminate the subagent's group");
             }
             left
