@@ -5,7 +5,11 @@
 //! (or Anthropic `content_block_delta`) with its id, model and
 //! fingerprint fields; fed in 16 KiB reads, as from a socket.
 //!
-//! Three figures per provider: the SSE framing alone (`SseDecoder`), and
+//! Besides the synthetic streams, a recorded one: a 208 KB llama.cpp
+//! answer (806 tokens, one event each, as `llama-server` sent it:
+//! `tests/fixtures/sse/llama-text.sse`), through the OpenAI decoder.
+//!
+//! Three figures per stream: the SSE framing alone (`SseDecoder`), and
 //! the whole path (framing, JSON, the accumulator and its live notices),
 //! beside the physical limit: a memcpy of the same bytes. `BENCH_RUNS`
 //! (default 20) passes of each. Exit status 1 when a whole path is slower
@@ -55,35 +59,86 @@ fn answer() -> String {
         .collect()
 }
 
+/// Recorded verbatim from llama.cpp's `llama-server` (Qwen2.5-Coder-0.5B).
+const RECORDED: &[u8] = include_bytes!("../tests/fixtures/sse/llama-text.sse");
+
+type Decode = fn(&[u8]) -> Result<Completion, String>;
+
+/// One stream to measure: its bytes, the answer it carries, its decoder.
+struct Case {
+    name: &'static str,
+    what: &'static str,
+    stream: Vec<u8>,
+    answer: String,
+    decode: Decode,
+}
+
+fn cases() -> Result<Vec<Case>, String> {
+    let text = answer();
+    let recorded_answer = recorded_content(RECORDED)?;
+    Ok(vec![
+        Case {
+            name: "openai",
+            what: "openai stream decode (SSE, JSON, accumulator), 4-byte deltas",
+            stream: sse::text_turn(&text).concat().into_bytes(),
+            answer: text.clone(),
+            decode: openai_completion,
+        },
+        Case {
+            name: "anthropic",
+            what: "anthropic stream decode (SSE, JSON, accumulator), 4-byte deltas",
+            stream: sse::anthropic_text_turn(&text).concat().into_bytes(),
+            answer: text,
+            decode: anthropic_completion,
+        },
+        Case {
+            name: "openai, recorded llama.cpp",
+            what: "openai stream decode of a recorded llama.cpp stream (208 KB, 806 one-token events)",
+            stream: RECORDED.to_vec(),
+            answer: recorded_answer,
+            decode: openai_completion,
+        },
+    ])
+}
+
 fn bench() -> Result<bool, String> {
     let runs = support::env_count("BENCH_RUNS", 20)?;
-    let text = answer();
-    let openai = sse::text_turn(&text).concat().into_bytes();
-    let anthropic = sse::anthropic_text_turn(&text).concat().into_bytes();
     let mut ok = true;
-    for (name, stream, decode) in [
-        (
-            "openai",
-            &openai,
-            openai_completion as fn(&[u8]) -> Result<Completion, String>,
-        ),
-        ("anthropic", &anthropic, anthropic_completion),
-    ] {
-        let answer = text_of(&decode(stream)?)?;
-        if answer != text {
+    for case in cases()? {
+        let stream = &case.stream;
+        let answer = text_of(&(case.decode)(stream)?)?;
+        if answer != case.answer {
             return Err(format!(
-                "{name}: the decoded answer differs from the one sent"
+                "{}: the decoded answer differs from the one sent",
+                case.name
             ));
         }
         let framing = throughput(stream, runs, |bytes| framing_only(bytes).map(drop))?;
-        let whole = throughput(stream, runs, |bytes| decode(bytes).map(drop))?;
+        let whole = throughput(stream, runs, |bytes| (case.decode)(bytes).map(drop))?;
         let copy = throughput(stream, runs, |bytes| {
             std::hint::black_box(bytes.to_vec());
             Ok(())
         })?;
-        ok &= report(name, stream.len(), &framing, &whole, &copy);
+        ok &= report(&case, &framing, &whole, &copy);
     }
     Ok(ok)
+}
+
+/// The recording's answer read with serde_json alone, not the decoder
+/// under test: every `delta.content` in order.
+fn recorded_content(stream: &[u8]) -> Result<String, String> {
+    let text = std::str::from_utf8(stream).map_err(|e| e.to_string())?;
+    let mut content = String::new();
+    for data in text.lines().filter_map(|l| l.strip_prefix("data: ")) {
+        if data == "[DONE]" {
+            continue;
+        }
+        let chunk: serde_json::Value = serde_json::from_str(data).map_err(|e| e.to_string())?;
+        for choice in chunk["choices"].as_array().into_iter().flatten() {
+            content.push_str(choice["delta"]["content"].as_str().unwrap_or_default());
+        }
+    }
+    Ok(content)
 }
 
 /// MB/s of `runs` passes of `pass` over `stream` (one warm-up).
@@ -148,10 +203,11 @@ fn text_of(completion: &Completion) -> Result<String, String> {
     }
 }
 
-fn report(name: &str, bytes: usize, framing: &Sorted, whole: &Sorted, copy: &Sorted) -> bool {
+fn report(case: &Case, framing: &Sorted, whole: &Sorted, copy: &Sorted) -> bool {
+    let name = case.name;
     println!(
         "{name}: {:.1} MB stream, {} passes (MB/s)",
-        bytes as f64 / 1e6,
+        case.stream.len() as f64 / 1e6,
         whole.len()
     );
     println!("{:<28}{:>10}{:>10}{:>10}", "", "min", "median", "max");
@@ -176,7 +232,8 @@ fn report(name: &str, bytes: usize, framing: &Sorted, whole: &Sorted, copy: &Sor
     support::table_row(
         "sse",
         &format!(
-            "{name} stream decode (SSE, JSON, accumulator), 4-byte deltas; SSE framing alone {:.0} MB/s",
+            "{}; SSE framing alone {:.0} MB/s",
+            case.what,
             framing.median()
         ),
         &support::spread(whole, 0, "MB/s"),

@@ -76,6 +76,9 @@ impl Run {
     }
 
     /// One line of figures for the log: requests, tokens, cached share.
+    /// With `FIDO_REAL_MODEL_EVENTS=FILE` (what `tests/real-model/measure`
+    /// sets), the run's event stream and log go to FILE as well: a
+    /// measurement needs to see what the model did when it passes too.
     fn report(&self, case: &str) {
         let usage = events_of(&self.events, "turn_completed")
             .first()
@@ -87,6 +90,17 @@ impl Run {
             self.output.status.code(),
             self.wall.as_secs_f64()
         );
+        if let Some(path) = std::env::var_os("FIDO_REAL_MODEL_EVENTS") {
+            let log = [
+                &self.output.stdout[..],
+                b"\n--- stderr\n",
+                &self.output.stderr,
+            ]
+            .concat();
+            if let Err(err) = std::fs::write(&path, log) {
+                let _ = writeln!(std::io::stderr(), "real_model::{case}: {path:?}: {err}");
+            }
+        }
     }
 
     /// Whatever the model did, the turn ended on its own terms: completed,

@@ -671,3 +671,100 @@ fn a_runaway_answer_is_stopped_at_the_size_limit_with_a_clear_error() {
     let err = ChatStreamAccumulator::default().push(&chunk).unwrap_err();
     assert!(err.to_string().contains("256 tool calls"), "{err}");
 }
+
+/// Streams recorded verbatim from llama.cpp's `llama-server` with
+/// Qwen2.5-Coder-0.5B (`tests/fixtures/sse/README.md` has the requests).
+const LLAMA_TEXT: &[u8] = include_bytes!("../../../tests/fixtures/sse/llama-text.sse");
+const LLAMA_TOOL: &[u8] = include_bytes!("../../../tests/fixtures/sse/llama-tool.sse");
+
+/// The whole decode path, SSE framing included, in reads of `read` bytes.
+fn decode_recorded(stream: &[u8], read: usize) -> (Completion, String) {
+    let mut decoder = crate::provider::sse::SseDecoder::default();
+    let mut acc = ChatStreamAccumulator::default();
+    let mut live = String::new();
+    let mut push = |events: Vec<SseEvent>, acc: &mut ChatStreamAccumulator| {
+        for event in events {
+            for notice in acc.push(&event.data).unwrap() {
+                if let ProviderNotice::TextDelta(text) = notice {
+                    live.push_str(&text);
+                }
+            }
+        }
+    };
+    for piece in stream.chunks(read) {
+        push(decoder.feed(piece).unwrap(), &mut acc);
+    }
+    push(decoder.finish().unwrap(), &mut acc);
+    assert!(acc.is_done(), "[DONE] not seen in {read}-byte reads");
+    (acc.finish().unwrap(), live)
+}
+
+/// What the recording says, read with serde_json alone: every
+/// `delta.content`, and the usage chunk.
+fn recorded_content_and_usage(stream: &[u8]) -> (String, Value) {
+    let text = std::str::from_utf8(stream).unwrap();
+    let mut content = String::new();
+    let mut usage = Value::Null;
+    for data in text.lines().filter_map(|l| l.strip_prefix("data: ")) {
+        if data == "[DONE]" {
+            continue;
+        }
+        let chunk: Value = serde_json::from_str(data).unwrap();
+        for choice in chunk["choices"].as_array().unwrap() {
+            content.push_str(choice["delta"]["content"].as_str().unwrap_or_default());
+        }
+        if !chunk["usage"].is_null() {
+            usage = chunk["usage"].clone();
+        }
+    }
+    (content, usage)
+}
+
+#[test]
+fn a_recorded_llama_text_stream_decodes_to_its_answer_in_any_reads() {
+    let (content, usage) = recorded_content_and_usage(LLAMA_TEXT);
+    assert_eq!(content.len(), 3508, "the recording changed");
+    assert!(content.starts_with("Sure, here's a simple Rust program"));
+    for read in [1, 7, 4096, LLAMA_TEXT.len()] {
+        let (completion, live) = decode_recorded(LLAMA_TEXT, read);
+        assert_eq!(assistant(&completion), (Some(content.as_str()), &[][..]));
+        assert_eq!(live, content, "the live notices are the answer");
+        assert_eq!(completion.finish_reason, FinishReason::Stop);
+        assert_eq!(
+            completion.usage,
+            Usage {
+                prompt_tokens: 67,
+                cached_tokens: 24,
+                completion_tokens: 806
+            }
+        );
+    }
+    assert_eq!(usage["completion_tokens"], 806);
+}
+
+#[test]
+fn a_recorded_llama_tool_stream_decodes_to_one_read_file_call() {
+    for read in [1, 5, LLAMA_TOOL.len()] {
+        let (completion, live) = decode_recorded(LLAMA_TOOL, read);
+        let (text, calls) = assistant(&completion);
+        assert_eq!(text, None);
+        assert!(live.is_empty());
+        assert_eq!(
+            calls,
+            &[ToolCall {
+                id: "i5x0SclqCF8o0H6kIWndWQ3HosWjQshQ".into(),
+                name: "read_file".into(),
+                arguments: "{\n    \"path\": \"src/lib.rs\"\n  }".into(),
+            }]
+        );
+        assert_eq!(completion.finish_reason, FinishReason::ToolCalls);
+        assert_eq!(
+            completion.usage,
+            Usage {
+                prompt_tokens: 191,
+                cached_tokens: 5,
+                completion_tokens: 31
+            }
+        );
+    }
+}
