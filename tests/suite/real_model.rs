@@ -266,10 +266,12 @@ fn a_small_window_compacts_and_recovers_from_overflow() {
         "the window was not learned: {log}"
     );
     run.assert_clean_end();
-    if run.tool_calls("read_file") >= 2 {
+    // A small model may read the files a line at a time and never fill the
+    // window; what must hold is that a refusal for size was compacted away.
+    if log.contains("the request was too large for the context window") {
         assert!(
             !events_of(&run.events, "compacted").is_empty(),
-            "two digit files overflow the window, yet nothing was compacted: {}",
+            "the server refused a request for size, yet nothing was compacted: {}",
             run.stdout()
         );
     }
