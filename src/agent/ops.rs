@@ -20,8 +20,8 @@ pub type ModelSwitcher = Arc<dyn Fn(&str) -> Result<Arc<dyn Provider>, String> +
 /// an error instead of a silent UI.
 const SNAPSHOT_WAIT: Duration = Duration::from_secs(5);
 
-/// Starts serving `agent`'s ops; the queue closes when the sender and its
-/// clones are gone, or the agent is.
+/// Starts serving `agent`'s ops, until the sender and its clones are gone;
+/// an op the stopped agent cannot take is answered with why.
 pub fn serve(agent: ActorRef<AgentMessage>, switch_model: ModelSwitcher) -> OpSender {
     let (sender, receiver) = op_channel();
     tokio::spawn(forward(receiver, agent, switch_model));
