@@ -596,9 +596,7 @@ fn off_handler<B: Backend, T: Send + 'static>(
 ) {
     let (commands, ui) = (state.local_commands.clone(), myself.clone());
     tokio::spawn(async move {
-        let result = tokio::task::spawn_blocking(move || work(commands.as_ref()))
-            .await
-            .unwrap_or_else(|err| Err(format!("the command failed: {err}")));
+        let result = off_runtime(move || work(commands.as_ref())).await;
         // Fails only when the UI is gone.
         let _ = ui.cast(answer(result));
     });
@@ -606,9 +604,9 @@ fn off_handler<B: Backend, T: Send + 'static>(
 
 /// Runs a local command's file work on the blocking pool, never in the
 /// actor or on a runtime worker.
-async fn off_runtime(
-    work: impl FnOnce() -> Result<String, String> + Send + 'static,
-) -> Result<String, String> {
+async fn off_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
     tokio::task::spawn_blocking(work)
         .await
         .unwrap_or_else(|err| Err(format!("the command failed: {err}")))
