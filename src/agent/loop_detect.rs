@@ -51,18 +51,25 @@ impl Repetition {
 
     /// The note the model gets with the result of the warned call.
     /// `unchanged`: the result equals the previous identical call's.
-    pub fn note(&self, unchanged: bool) -> String {
+    /// `text_next`: the call already worked, so the next answer is asked
+    /// for in text (tools off for one reply).
+    pub fn note(&self, unchanged: bool, text_next: bool) -> String {
         let result = if unchanged {
             "the result has not changed since the last identical call"
         } else {
             "the result differs from the last identical call"
         };
+        let next = if text_next {
+            "You have what this call gives: your next reply cannot call tools, so answer from the results you have."
+        } else {
+            "Do not repeat it: use the result you have, try something different, or give your answer."
+        };
         match self {
             Repetition::Call { name, times } => format!(
-                "[Fido: this is call {times} in a row to {name} with the same arguments; {result}. Do not repeat it: use the result you have, try something different, or give your answer. One more identical call ends the turn.]"
+                "[Fido: this is call {times} in a row to {name} with the same arguments; {result}. {next} One more identical call ends the turn.]"
             ),
             Repetition::Cycle { names, times } => format!(
-                "[Fido: the calls {} have now been repeated {times} times in the same order; {result}. Stop cycling: use the results you have, try something different, or give your answer. One more cycle ends the turn.]",
+                "[Fido: the calls {} have now been repeated {times} times in the same order; {result}. Stop cycling. {next} One more cycle ends the turn.]",
                 names.join(", ")
             ),
             Repetition::Text { times } => format!(

@@ -6,26 +6,50 @@ use tokio_util::sync::CancellationToken;
 
 use super::{AgentDeps, Conversation, limits};
 use crate::protocol::{EventKind, UsageTotals};
-use crate::provider::{ChatRequest, Completion, ProviderError, ProviderNotice};
+use crate::provider::{ChatRequest, Completion, ProviderError, ProviderNotice, ToolChoice};
 use crate::text;
 
-/// One provider request; `None` when the user interrupted it.
+/// One provider request for a text answer (a compaction summary): the
+/// tools are sent, so the prompt keeps its cached prefix, but not offered.
+/// `None` when the user interrupted it.
 pub(super) async fn request_completion(
     conversation: &Conversation,
     deps: &AgentDeps,
     cancel: &CancellationToken,
 ) -> Option<Result<Completion, ProviderError>> {
-    request(conversation, deps, cancel, false).await
+    request(conversation, deps, cancel, Asked::TEXT).await
 }
 
-/// One provider request; with `stream_text`, its text fragments go to the
-/// live UI as they arrive (the answers of a turn, not compaction summaries).
+/// What a request asks of the answer.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Asked {
+    /// Its text fragments go to the live UI as they arrive (the answers
+    /// of a turn, not compaction summaries).
+    pub stream_text: bool,
+    pub tool_choice: ToolChoice,
+}
+
+impl Asked {
+    /// A turn's answer: streamed, tools offered.
+    pub const TURN: Asked = Asked {
+        stream_text: true,
+        tool_choice: ToolChoice::Auto,
+    };
+    /// A summary: not streamed, text only.
+    pub const TEXT: Asked = Asked {
+        stream_text: false,
+        tool_choice: ToolChoice::None,
+    };
+}
+
+/// One provider request; `None` when the user interrupted it.
 pub(super) async fn request(
     conversation: &Conversation,
     deps: &AgentDeps,
     cancel: &CancellationToken,
-    stream_text: bool,
+    asked: Asked,
 ) -> Option<Result<Completion, ProviderError>> {
+    let stream_text = asked.stream_text;
     let events = deps.events.clone();
     let notices = move |notice: ProviderNotice| match notice {
         ProviderNotice::Retrying {
@@ -52,6 +76,7 @@ pub(super) async fn request(
             conversation.context_window(),
             prompt_tokens,
         ),
+        tool_choice: asked.tool_choice,
     };
     tokio::select! {
         // An answer that is already here is kept even when the cancel came

@@ -13,12 +13,12 @@ use tracing::{Instrument, info, info_span, warn};
 use super::compact;
 use super::compaction::Trigger;
 use super::loop_detect::{LoopDetector, Verdict, signature};
-use super::request::{record_usage, request};
+use super::request::{Asked, record_usage, request};
 use super::{AgentDeps, CompactionSettings, Conversation, calls, limits};
 use crate::plan::{restore, todo};
 use crate::protocol::op::TurnOutcome;
 use crate::protocol::{EventKind, Message, ToolCall, TurnStatus, UsageTotals};
-use crate::provider::{Completion, FinishReason, ProviderError};
+use crate::provider::{Completion, FinishReason, ProviderError, ToolChoice};
 use crate::text;
 use crate::tools::{ToolKind, ToolOutput};
 
@@ -84,6 +84,9 @@ async fn turn_steps(
         outcome(TurnStatus::Failed, None, Some(message), usage)
     };
     learn_window(conversation, deps, cancel).await;
+    // After a warned repetition of a call that worked, the next answer is
+    // asked for in text: the model has what it needs and keeps calling.
+    let mut asked = Asked::TURN;
     for step in 0..deps.settings.max_steps {
         if cancel.is_cancelled() {
             return outcome(TurnStatus::Interrupted, None, None, usage);
@@ -102,7 +105,10 @@ async fn turn_steps(
         )
         .await;
 
-        let completion = match request_fitting(conversation, deps, cancel, &mut usage).await {
+        let answered = request_fitting(conversation, deps, cancel, &mut usage, asked).await;
+        let tools_off = asked.tool_choice == ToolChoice::None;
+        asked = Asked::TURN;
+        let completion = match answered {
             Some(Ok(completion)) => completion,
             Some(Err(err)) => return failed(err.to_string(), usage),
             None => return outcome(TurnStatus::Interrupted, None, None, usage),
@@ -136,6 +142,12 @@ async fn turn_steps(
             tool_calls: tool_calls.clone(),
         });
         let text_verdict = detector.observe_text(text.as_deref().unwrap_or(""));
+        if tools_off
+            && tool_calls.is_empty()
+            && let Some(message) = repeated_in_text(deps, text.as_deref(), &mut detector)
+        {
+            return failed(message, usage);
+        }
 
         if tool_calls.is_empty() {
             match after_answer(conversation, deps, cut_off, &text_verdict, &mut ending).await {
@@ -149,7 +161,7 @@ async fn turn_steps(
         // The calls are written before they run: a crash during one leaves
         // a journal that says which call it interrupted.
         deps.journal_calls(conversation).await;
-        let stop = run_tool_calls(
+        let ran = run_tool_calls(
             conversation,
             deps,
             &tool_calls,
@@ -161,8 +173,12 @@ async fn turn_steps(
         if cancel.is_cancelled() {
             return outcome(TurnStatus::Interrupted, None, None, usage);
         }
-        if let Some(message) = stop {
+        if let Some(message) = ran.stop {
             return failed(message, usage);
+        }
+        if ran.text_next {
+            info!("a repeated call already worked; asking for the next answer in text");
+            asked.tool_choice = ToolChoice::None;
         }
     }
     let message = format!(
@@ -223,7 +239,7 @@ async fn after_answer(
     match verdict {
         Verdict::Stop(repetition) => return AfterAnswer::Fail(repetition.stop_message()),
         Verdict::Warn(repetition) => {
-            conversation.push(Message::user(repetition.note(true)));
+            conversation.push(Message::user(repetition.note(true, false)));
             return AfterAnswer::Continue;
         }
         Verdict::Fine => {}
@@ -292,9 +308,9 @@ async fn request_fitting(
     deps: &AgentDeps,
     cancel: &CancellationToken,
     usage: &mut UsageTotals,
+    asked: Asked,
 ) -> Option<Result<Completion, ProviderError>> {
-    // The turn's own answers stream to the live UI.
-    let result = request(conversation, deps, cancel, true).await?;
+    let result = request(conversation, deps, cancel, asked).await?;
     let Err(err) = &result else {
         return Some(result);
     };
@@ -316,11 +332,13 @@ async fn request_fitting(
     if !compacted {
         return Some(result);
     }
-    request(conversation, deps, cancel, true).await
+    request(conversation, deps, cancel, asked).await
 }
 
 /// With `tool_call_fallback`, calls written into the text of an answer that
-/// has no real ones.
+/// has no real ones. Each gets an id of its own: a model writes the same
+/// block turn after turn, and the wire formats need call ids unique in a
+/// conversation (Anthropic refuses a repeated `tool_use` id).
 fn text_calls(
     deps: &AgentDeps,
     content: Option<String>,
@@ -333,15 +351,46 @@ fn text_calls(
         .as_deref()
         .and_then(|text| calls::calls_from_text(text, deps.catalog.specs()));
     match found {
-        Some((rest, calls)) => (Some(rest), calls),
+        Some((rest, mut calls)) => {
+            for (i, call) in calls.iter_mut().enumerate() {
+                call.id = format!("text_call_{:012x}_{i}", fastrand::u64(..) >> 16);
+            }
+            (Some(rest), calls)
+        }
         None => (content, tool_calls),
     }
 }
 
+/// Asked for text after a repeated call, a model may write the same call
+/// as text instead (a small one copies its last turn): that is the repeat
+/// once more, also when `tool_call_fallback` is off. The call is not run.
+fn repeated_in_text(
+    deps: &AgentDeps,
+    text: Option<&str>,
+    detector: &mut LoopDetector,
+) -> Option<String> {
+    let (_, written) = calls::calls_from_text(text?, deps.catalog.specs())?;
+    written
+        .iter()
+        .find_map(|call| match detector.observe_call(&call.name, &call.arguments) {
+            Verdict::Stop(repetition) => Some(repetition.stop_message()),
+            _ => None,
+        })
+}
+
+/// How a message's tool calls ended.
+#[derive(Debug, Default)]
+struct CallsRan {
+    /// The loop detector ended the turn with this message.
+    stop: Option<String>,
+    /// A warned repetition repeats a call that already worked: the next
+    /// answer is asked for in text.
+    text_next: bool,
+}
+
 /// Runs the calls in order, appending exactly one result for each, also
 /// for calls that are refused (invalid arguments), skipped because the user
-/// interrupted, or left unrun because the model is looping. Returns the stop
-/// message when the loop detector ended the turn.
+/// interrupted, or left unrun because the model is looping.
 async fn run_tool_calls(
     conversation: &mut Conversation,
     deps: &AgentDeps,
@@ -349,8 +398,9 @@ async fn run_tool_calls(
     refusals: &[Option<String>],
     detector: &mut LoopDetector,
     cancel: &CancellationToken,
-) -> Option<String> {
+) -> CallsRan {
     let mut stop: Option<String> = None;
+    let mut text_next = false;
     // Results of the delegations run together, by call index.
     let mut delegated: Vec<Option<ToolOutput>> = Vec::new();
     for (index, call) in calls.iter().enumerate() {
@@ -389,7 +439,10 @@ async fn run_tool_calls(
             let mut output = invoke(conversation, deps, call, cancel).await;
             if let Verdict::Warn(repetition) = &verdict {
                 let unchanged = previous_result(conversation, call) == Some(&output.content);
-                output.content = format!("{}\n\n{}", output.content, repetition.note(unchanged));
+                let worked = output.ok || an_identical_call_worked(conversation, call);
+                text_next |= worked;
+                let note = repetition.note(unchanged, worked);
+                output.content = format!("{}\n\n{note}", output.content);
             }
             output
         };
@@ -417,7 +470,7 @@ async fn run_tool_calls(
             is_error: !output.ok,
         });
     }
-    stop
+    CallsRan { stop, text_next }
 }
 
 fn emit_call(deps: &AgentDeps, call: &ToolCall) {
@@ -511,6 +564,25 @@ fn previous_result<'a>(conversation: &'a Conversation, call: &ToolCall) -> Optio
             ..
         } if *tool_call_id == id => Some(content),
         _ => None,
+    })
+}
+
+/// Whether an earlier call with `call`'s name and arguments succeeded.
+fn an_identical_call_worked(conversation: &Conversation, call: &ToolCall) -> bool {
+    let wanted = signature(&call.name, &call.arguments);
+    let messages = conversation.messages();
+    let ids: Vec<&str> = messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Assistant { tool_calls, .. } => Some(tool_calls),
+            _ => None,
+        })
+        .flatten()
+        .filter(|c| c.id != call.id && signature(&c.name, &c.arguments) == wanted)
+        .map(|c| c.id.as_str())
+        .collect();
+    messages.iter().any(|m| {
+        matches!(m, Message::Tool { tool_call_id, is_error: false, .. } if ids.contains(&tool_call_id.as_str()))
     })
 }
 

@@ -20,6 +20,25 @@ pub enum FinishReason {
     Other,
 }
 
+/// Whether the model may call tools in its answer (`tool_choice` on the
+/// wire). `None` keeps the tools advertised, so the prompt and its cached
+/// prefix stay the same, while asking for a text answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides.
+    #[default]
+    Auto,
+    /// The model answers in text.
+    None,
+}
+
+impl ToolChoice {
+    pub fn is_auto(&self) -> bool {
+        *self == ToolChoice::Auto
+    }
+}
+
 /// Which plan tool a session advertises (exactly one, so the catalog stays
 /// stable for the whole session); on the wire, the tool's name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -171,6 +190,13 @@ pub enum ChildFrame {
         /// byte for byte its own.
         #[serde(default)]
         catalog: String,
+        /// The output cap the child's loop computed from the window.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_output_tokens: Option<u32>,
+        /// Whether this answer may call tools (the loop guard asks for
+        /// text after a repeated call).
+        #[serde(default, skip_serializing_if = "ToolChoice::is_auto")]
+        tool_choice: ToolChoice,
     },
     /// What the child is doing; the parent sanitises it again.
     Lifecycle {
@@ -251,6 +277,26 @@ mod tests {
             let frame: ChildFrame = serde_json::from_str(&line).unwrap();
             assert_eq!(serde_json::to_string(&frame).unwrap(), line);
         }
+    }
+
+    /// A model request keeps its old bytes when it asks nothing special,
+    /// and carries the cap and a text-only answer when it does.
+    #[test]
+    fn a_model_request_carries_its_cap_and_tool_choice_only_when_set() {
+        let plain = r#"{"type":"model_request","request_id":1,"fork_prefix":2,"tail":[],"catalog":"c"}"#;
+        let frame: ChildFrame = serde_json::from_str(plain).unwrap();
+        assert_eq!(serde_json::to_string(&frame).unwrap(), plain);
+        let narrowed = ChildFrame::ModelRequest {
+            request_id: 1,
+            fork_prefix: 2,
+            tail: Vec::new(),
+            catalog: "c".into(),
+            max_output_tokens: Some(512),
+            tool_choice: ToolChoice::None,
+        };
+        let line = serde_json::to_string(&narrowed).unwrap();
+        assert!(line.ends_with(r#","max_output_tokens":512,"tool_choice":"none"}"#), "{line}");
+        assert_eq!(serde_json::from_str::<ChildFrame>(&line).unwrap(), narrowed);
     }
 
     #[test]

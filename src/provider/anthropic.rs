@@ -35,7 +35,7 @@ use super::retry::with_retries;
 use super::sse::SseEvent;
 use super::{
     ChatRequest, Completion, CompletionFuture, FinishReason, HttpPolicy, NoticeSink, Provider,
-    ProviderError, ProviderNotice, WindowFuture,
+    ProviderError, ProviderNotice, ToolChoice, WindowFuture,
 };
 use crate::protocol::{Message, ToolCall, ToolSpec, Usage};
 
@@ -156,8 +156,8 @@ pub const RESTORED_SESSION_NOTE: &str =
     "[Fido: session restored; the saved workspace state follows]";
 
 /// The JSON body for one request, keys in a fixed order: `model`,
-/// `max_tokens`, `system` (when there is one), `tools` (when any),
-/// `messages`, `stream`.
+/// `max_tokens`, `system` (when there is one), `tools` and, when tools
+/// are off for this answer, `tool_choice` (when any), `messages`, `stream`.
 pub fn request_body(model: &str, max_tokens: u32, request: ChatRequest<'_>) -> Value {
     let leading_system = request
         .messages
@@ -186,6 +186,9 @@ pub fn request_body(model: &str, max_tokens: u32, request: ChatRequest<'_>) -> V
     }
     if !request.tools.is_empty() {
         body.insert("tools".into(), tools_json(request.tools));
+        if request.tool_choice == ToolChoice::None {
+            body.insert("tool_choice".into(), json!({"type": "none"}));
+        }
     }
     let mut messages = wire_messages(rest);
     // Anthropic requires the conversation to open with a user turn. A

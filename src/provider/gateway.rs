@@ -227,6 +227,7 @@ mod tests {
                 messages: &messages,
                 tools: &[],
                 max_output_tokens: None,
+                tool_choice: Default::default(),
             };
             provider.complete(request, &|_| {}).await.unwrap();
         }
@@ -259,6 +260,7 @@ mod tests {
             messages: &messages,
             tools: &[],
             max_output_tokens: None,
+            tool_choice: Default::default(),
         };
         let answer = gateway
             .complete_with("sub-1", Some("small"), request(), &|_| {})
@@ -330,6 +332,7 @@ mod tests {
                     messages,
                     tools: &[],
                     max_output_tokens: None,
+                    tool_choice: Default::default(),
                 };
                 provider.complete(request, &|_| {}).await
             }
@@ -353,6 +356,7 @@ mod tests {
             messages: &messages,
             tools: &[],
             max_output_tokens: None,
+            tool_choice: Default::default(),
         };
         gateway
             .complete_as("subagent-1", request, &|_| {})

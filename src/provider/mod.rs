@@ -39,9 +39,11 @@ pub struct ChatRequest<'a> {
     /// A lower output cap than the provider's own, when the context window
     /// leaves less room; `None`: the provider's `max_output_tokens`.
     pub max_output_tokens: Option<u32>,
+    /// Whether the answer may call tools; the tools are sent either way.
+    pub tool_choice: ToolChoice,
 }
 
-pub use crate::protocol::ipc::FinishReason;
+pub use crate::protocol::ipc::{FinishReason, ToolChoice};
 
 /// The complete answer to one request.
 #[derive(Debug, Clone, PartialEq)]

@@ -25,7 +25,7 @@ use super::retry::with_retries;
 use super::sse::SseEvent;
 use super::{
     ChatRequest, Completion, CompletionFuture, FinishReason, HttpPolicy, NoticeSink, Provider,
-    ProviderError, ProviderNotice, WindowFuture,
+    ProviderError, ProviderNotice, ToolChoice, WindowFuture,
 };
 use crate::protocol::{Message, ToolCall, ToolSpec, Usage};
 
@@ -231,7 +231,10 @@ impl<'a> WireBody<'a> {
             model,
             messages: request.messages.iter().map(WireMessage::new).collect(),
             tools: request.tools.iter().map(WireTool::new).collect(),
-            tool_choice: (!request.tools.is_empty()).then_some("auto"),
+            tool_choice: (!request.tools.is_empty()).then_some(match request.tool_choice {
+                ToolChoice::Auto => "auto",
+                ToolChoice::None => "none",
+            }),
             stream: true,
             stream_options: StreamOptions {
                 include_usage: true,
@@ -707,6 +710,7 @@ mod wire_tests {
                 messages: &messages,
                 tools: &[],
                 max_output_tokens: None,
+                tool_choice: Default::default(),
             },
         );
         assert_eq!(
@@ -720,6 +724,7 @@ mod wire_tests {
                 messages: &messages,
                 tools: &[],
                 max_output_tokens: None,
+                tool_choice: Default::default(),
             },
         )
         .unwrap();
@@ -731,6 +736,7 @@ mod wire_tests {
             messages: &messages,
             tools: &[],
             max_output_tokens: Some(512),
+            tool_choice: Default::default(),
         };
         let local: Value =
             serde_json::from_slice(&request_bytes_with("m", capped, CapField::MaxTokens).unwrap())

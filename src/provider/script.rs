@@ -297,6 +297,7 @@ mod tests {
                     messages: &[],
                     tools: &[],
                     max_output_tokens: None,
+                    tool_choice: Default::default(),
                 },
                 &sink,
             )

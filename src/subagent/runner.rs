@@ -398,6 +398,8 @@ impl Provider for GatewayProvider {
                 fork_prefix,
                 tail: request.messages[fork_prefix..].to_vec(),
                 catalog: catalog_fingerprint(request.tools),
+                max_output_tokens: request.max_output_tokens,
+                tool_choice: request.tool_choice,
             };
             if self.writer.send(frame).await.is_err() {
                 return Err(ProviderError::Api {

@@ -77,6 +77,12 @@ pub fn check_conversation(
             check_openai_pairing(request.messages())
         };
         problems.extend(pairing.into_iter().map(|p| format!("request {i}: {p}")));
+        let repeated = repeated_call_ids(request.messages(), anthropic);
+        problems.extend(
+            repeated
+                .into_iter()
+                .map(|id| format!("request {i}: tool call id {id:?} is used twice")),
+        );
     }
 
     let tools = |r: &RecordedRequest| r.body().get("tools").unwrap_or(&Value::Null).to_string();
@@ -148,6 +154,26 @@ pub fn check_conversation(
 
 /// OpenAI: `tool` messages follow the assistant message whose calls they
 /// answer, one per call, before any other message.
+/// Call ids that more than one call of the conversation uses (the wire
+/// formats need them unique: Anthropic refuses a repeated `tool_use` id).
+fn repeated_call_ids(messages: &[Value], anthropic: bool) -> Vec<String> {
+    let ids = messages.iter().flat_map(|m| {
+        let calls = if anthropic {
+            m.get("content")
+        } else {
+            m.get("tool_calls")
+        };
+        calls
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(move |c| !anthropic || c["type"] == "tool_use")
+            .filter_map(|c| c.get("id").and_then(Value::as_str))
+    });
+    let mut seen = std::collections::HashSet::new();
+    ids.filter(|id| !seen.insert(*id)).map(str::to_owned).collect()
+}
+
 fn check_openai_pairing(messages: &[Value]) -> Vec<String> {
     let mut problems = Vec::new();
     // Calls of the latest assistant message still waiting for their result.

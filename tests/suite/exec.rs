@@ -556,6 +556,11 @@ fn compaction_summarises_old_turns_and_keeps_the_system_message() {
     let summary_request = requests[2].messages();
     let before = requests[1].messages();
     assert_eq!(&summary_request[..before.len()], before);
+    // It sends the same tools, but asks for text: a summary is no place
+    // for a tool call.
+    assert_eq!(requests[2].body()["tools"], requests[1].body()["tools"]);
+    assert_eq!(requests[2].body()["tool_choice"], "none");
+    assert_eq!(requests[1].body()["tool_choice"], "auto");
     assert!(
         summary_request.last().unwrap()["content"]
             .as_str()

@@ -69,6 +69,9 @@ fn a_model_repeating_one_call_is_warned_then_stopped_cleanly() {
         "{third}"
     );
     assert!(!tool_result(&requests[3], "c2").contains("[Fido:"));
+    // The call worked, so the fourth request asked for text; this server
+    // ignores that (as some do), and the fourth identical call stops.
+    assert_eq!(requests[3].body()["tool_choice"], json!("none"));
 
     let events = parse_events(&output.stdout);
     let errors: Vec<&str> = events_of(&events, "error")
@@ -87,6 +90,85 @@ fn a_model_repeating_one_call_is_warned_then_stopped_cleanly() {
     assert_eq!(results[3]["ok"], json!(false));
     let completed = events_of(&events, "turn_completed");
     assert_eq!(completed[0]["status"], json!("failed"));
+}
+
+/// The requests' `tool_choice`, in order.
+fn tool_choices(requests: &[RecordedRequest]) -> Vec<Value> {
+    requests
+        .iter()
+        .map(|r| r.body()["tool_choice"].clone())
+        .collect()
+}
+
+#[test]
+fn after_a_repeated_call_that_worked_the_model_is_asked_for_its_answer_in_text() {
+    let ws = workspace();
+    let mut replies: Vec<Reply> = (1..=3)
+        .map(|i| read_call(&format!("c{i}"), "notes.txt"))
+        .collect();
+    replies.push(Reply::sse(sse::text_turn("notes.txt lists alpha, beta and gamma.")));
+    let server = FakeServer::start(replies);
+    let output = run_exec(ws.path(), &server, "what is in notes.txt?", &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("alpha, beta and gamma"),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let requests = server.model_requests();
+    assert_eq!(
+        tool_choices(&requests),
+        [json!("auto"), json!("auto"), json!("auto"), json!("none")]
+    );
+    // The tools are still sent, byte for byte, so the cached prefix holds.
+    assert_eq!(requests[3].body()["tools"], requests[0].body()["tools"]);
+    let note = tool_result(&requests[3], "c3");
+    assert!(note.contains("your next reply cannot call tools"), "{note}");
+    assert_conversation_invariants(&requests);
+}
+
+/// What the 0.5B Qwen does on a real llama.cpp server that honours
+/// `tool_choice: "none"`: it writes the same call as a fenced block.
+#[test]
+fn the_same_call_written_as_text_when_asked_for_text_is_the_repeat_that_stops() {
+    let ws = workspace();
+    let mut replies: Vec<Reply> = (1..=3)
+        .map(|i| read_call(&format!("c{i}"), "notes.txt"))
+        .collect();
+    let fenced = "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}}\n```";
+    replies.push(Reply::sse(sse::text_turn(fenced)));
+    let server = FakeServer::start(replies);
+    let output = run_exec(ws.path(), &server, "what is in notes.txt?", &[]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert_eq!(server.model_requests().len(), 4);
+    let events = parse_events(&output.stdout);
+    let errors: Vec<&str> = events_of(&events, "error")
+        .iter()
+        .filter_map(|e| e["message"].as_str())
+        .collect();
+    assert_eq!(
+        errors,
+        ["stopped: the model repeated the same call to read_file 4 times"]
+    );
+    // Written, not run: three reads.
+    assert_eq!(events_of(&events, "tool_result").len(), 3);
+    assert_eq!(events_of(&events, "turn_completed")[0]["status"], "failed");
+}
+
+#[test]
+fn a_repeated_call_that_keeps_failing_keeps_its_tools() {
+    let ws = workspace();
+    let mut replies: Vec<Reply> = (1..=3)
+        .map(|i| read_call(&format!("c{i}"), "missing.txt"))
+        .collect();
+    replies.push(Reply::sse(sse::text_turn("there is no missing.txt")));
+    let server = FakeServer::start(replies);
+    let output = run_exec(ws.path(), &server, "what is in missing.txt?", &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let requests = server.model_requests();
+    assert_eq!(tool_choices(&requests), vec![json!("auto"); 4]);
+    let note = tool_result(&requests[3], "c3");
+    assert!(note.contains("try something different"), "{note}");
 }
 
 #[test]
@@ -312,6 +394,34 @@ fn tool_calls_in_the_text_are_taken_only_when_opted_in() {
     assert_eq!(assistant["tool_calls"][0]["function"]["name"], "read_file");
     let id = assistant["tool_calls"][0]["id"].as_str().unwrap();
     assert!(tool_result(&requests[1], id).contains("alpha"));
+    assert_conversation_invariants(&requests);
+}
+
+#[test]
+fn the_same_call_written_as_text_twice_gets_two_ids() {
+    let text = "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}}\n```";
+    let ws = workspace();
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::text_turn(text)),
+        Reply::sse(sse::text_turn(text)),
+        Reply::sse(sse::text_turn("the file says alpha")),
+    ]);
+    let output = run_exec(
+        ws.path(),
+        &server,
+        "read notes.txt",
+        &[("FIDO_TOOL_CALL_FALLBACK", "true")],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 3);
+    let ids: Vec<&str> = requests[2]
+        .messages()
+        .iter()
+        .filter_map(|m| m["tool_calls"][0]["id"].as_str())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    assert_ne!(ids[0], ids[1]);
     assert_conversation_invariants(&requests);
 }
 

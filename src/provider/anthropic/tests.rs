@@ -55,6 +55,23 @@ fn conversation() -> Vec<Message> {
 }
 
 #[test]
+fn a_text_only_answer_keeps_the_tools_and_sets_tool_choice_none() {
+    let messages = conversation();
+    let tools = tools();
+    let request = |tool_choice| ChatRequest {
+        messages: &messages,
+        tools: &tools,
+        max_output_tokens: None,
+        tool_choice,
+    };
+    let auto = request_body("claude", 1024, request(ToolChoice::Auto));
+    let none = request_body("claude", 1024, request(ToolChoice::None));
+    assert!(auto.get("tool_choice").is_none());
+    assert_eq!(none["tool_choice"], json!({"type": "none"}));
+    assert_eq!(none["tools"], auto["tools"]);
+}
+
+#[test]
 fn request_body_mapping() {
     let messages = conversation();
     let tools = tools();
@@ -65,6 +82,7 @@ fn request_body_mapping() {
             messages: &messages,
             tools: &tools,
             max_output_tokens: None,
+            tool_choice: Default::default(),
         },
     );
     assert_eq!(
@@ -122,6 +140,7 @@ fn request_body_is_deterministic() {
                 messages: m,
                 tools: &tools,
                 max_output_tokens: None,
+                tool_choice: Default::default(),
             },
         ))
         .unwrap()
@@ -159,6 +178,7 @@ fn roles_alternate_and_empty_messages_vanish() {
             messages: &messages,
             tools: &[],
             max_output_tokens: None,
+            tool_choice: Default::default(),
         },
     );
     assert!(body.get("system").is_none());
@@ -431,6 +451,7 @@ async fn over_http_with_headers() {
         messages: &messages,
         tools: &tools,
         max_output_tokens: None,
+        tool_choice: Default::default(),
     };
     let completion = provider.complete(request, &sink).await.unwrap();
     assert_eq!(completion.finish_reason, FinishReason::ToolCalls);
@@ -478,6 +499,7 @@ async fn overloaded_status_is_retryable_server_error() {
                 messages: &messages,
                 tools: &[],
                 max_output_tokens: None,
+                tool_choice: Default::default(),
             },
             &|_| {},
         )

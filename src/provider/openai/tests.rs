@@ -46,6 +46,7 @@ fn request_body_shape() {
             messages: &messages,
             tools: &tools,
             max_output_tokens: None,
+            tool_choice: Default::default(),
         },
     );
     assert_eq!(
@@ -95,6 +96,7 @@ fn request_body_is_deterministic() {
                 messages: m,
                 tools: t,
                 max_output_tokens: None,
+                tool_choice: Default::default(),
             },
         ))
         .unwrap()
@@ -124,10 +126,35 @@ fn no_tools_omits_tools_and_tool_choice() {
             messages: &[Message::user("hi")],
             tools: &[],
             max_output_tokens: None,
+            tool_choice: Default::default(),
         },
     );
     assert!(body.get("tools").is_none());
     assert!(body.get("tool_choice").is_none());
+}
+
+#[test]
+fn a_text_only_answer_keeps_the_tools_and_says_none() {
+    let (messages, tools) = conversation();
+    let request = |tool_choice| ChatRequest {
+        messages: &messages,
+        tools: &tools,
+        max_output_tokens: None,
+        tool_choice,
+    };
+    let auto = request_body("m", request(ToolChoice::Auto));
+    let none = request_body("m", request(ToolChoice::None));
+    assert_eq!(auto["tool_choice"], "auto");
+    assert_eq!(none["tool_choice"], "none");
+    assert_eq!(none["tools"], auto["tools"]);
+    let no_tools = request_body(
+        "m",
+        ChatRequest {
+            tools: &[],
+            ..request(ToolChoice::None)
+        },
+    );
+    assert!(no_tools.get("tool_choice").is_none());
 }
 
 fn run(chunks: &[&str]) -> (Result<Completion, ProviderError>, Vec<ProviderNotice>) {
@@ -389,6 +416,7 @@ async fn complete_with(
                 messages: &messages,
                 tools: &[],
                 max_output_tokens: None,
+                tool_choice: Default::default(),
             },
             &sink,
         )
@@ -426,6 +454,7 @@ async fn streams_a_completion_over_http() {
             tools: &[],
             // The provider always sends its cap (max_output_tokens, 4096).
             max_output_tokens: Some(4096),
+            tool_choice: Default::default(),
         },
     ))
     .unwrap();
@@ -444,6 +473,7 @@ async fn the_output_cap_is_the_lower_of_the_request_and_the_provider() {
             messages: &[Message::user("hi")],
             tools: &[],
             max_output_tokens: cap,
+            tool_choice: Default::default(),
         };
         provider.complete(request, &noop).await.unwrap();
     }

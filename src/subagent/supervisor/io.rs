@@ -13,7 +13,7 @@ use tracing::{debug, info, warn};
 use crate::protocol::Message;
 use crate::protocol::ipc::{ChildFrame, ParentFrame};
 use crate::provider::gateway::Gateway;
-use crate::provider::{ChatRequest, ProviderNotice};
+use crate::provider::{ChatRequest, ProviderNotice, ToolChoice};
 use crate::subagent::ipc::{IpcError, MAX_CHILD_FRAME, read_frame, write_encoded, write_frame};
 use crate::text;
 use crate::tools::ToolCatalog;
@@ -29,11 +29,21 @@ pub(super) struct GatewayOutcome {
     pub(super) usage: Option<crate::protocol::Usage>,
 }
 
-/// Who a child's model request is for: its identity (for usage) and the
-/// model its profile names, if any.
+/// Who a child's model request is for: its identity (for usage), the
+/// model its profile names, if any, and what the child's loop asked of
+/// the answer.
 pub(super) struct Requester {
     pub agent_id: String,
     pub model: Option<String>,
+    pub shape: RequestShape,
+}
+
+/// What the child's loop asked of one answer: its output cap (from the
+/// window) and whether it may call tools. Both only narrow the request.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RequestShape {
+    pub max_output_tokens: Option<u32>,
+    pub tool_choice: ToolChoice,
 }
 
 /// Performs one model request for the child with the parent's provider;
@@ -49,14 +59,19 @@ pub(super) async fn gateway(
     done: mpsc::UnboundedSender<GatewayOutcome>,
 ) {
     let notices = |_: ProviderNotice| {};
+    let Requester {
+        agent_id,
+        model,
+        shape,
+    } = requester;
     let request = ChatRequest {
         messages: &messages,
         tools: catalog.specs(),
-        // The request frame carries no cap: the provider's own
-        // (max_output_tokens) applies.
-        max_output_tokens: None,
+        // A cap only ever lowers the provider's own max_output_tokens; a
+        // zero from the (untrusted) child asks for nothing and is ignored.
+        max_output_tokens: shape.max_output_tokens.filter(|&cap| cap > 0),
+        tool_choice: shape.tool_choice,
     };
-    let Requester { agent_id, model } = requester;
     let completion = provider
         .complete_with(&agent_id, model.as_deref(), request, &notices)
         .await;

@@ -163,12 +163,18 @@ impl Session {
                 fork_prefix,
                 tail,
                 catalog,
+                max_output_tokens,
+                tool_choice,
             })) => {
                 let request = ChildRequest {
                     request_id,
                     fork_prefix,
                     tail,
                     catalog,
+                    shape: RequestShape {
+                        max_output_tokens,
+                        tool_choice,
+                    },
                 };
                 self.on_model_request(request, serving, progress)
             }
@@ -240,6 +246,7 @@ impl Session {
         let requester = Requester {
             agent_id: job.agent_id.clone(),
             model: job.model.clone(),
+            shape: request.shape,
         };
         serving.inflight = Some(tokio::spawn(gateway(
             request.request_id,
@@ -293,6 +300,7 @@ struct ChildRequest {
     fork_prefix: usize,
     tail: Vec<Message>,
     catalog: String,
+    shape: RequestShape,
 }
 
 impl Serving {
