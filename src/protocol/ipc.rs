@@ -140,7 +140,8 @@ pub struct ForkFrame {
 
 /// The `fork` frame serialised from borrowed parts, byte for byte what
 /// `ParentFrame::Fork` would be: a large fork is encoded once, never copied
-/// to be sent.
+/// to be sent. `messages` is already JSON (the parent encodes it on the
+/// blocking pool while the child starts).
 #[derive(Debug, Serialize)]
 pub struct ForkFrameRef<'a> {
     /// Always `fork`.
@@ -148,7 +149,7 @@ pub struct ForkFrameRef<'a> {
     pub kind: &'static str,
     pub version: u32,
     pub agent_id: &'a str,
-    pub messages: &'a [Message],
+    pub messages: &'a serde_json::value::RawValue,
     pub instructions: &'a str,
     pub max_steps: u32,
     pub plan_tool: PlanFlavour,
@@ -321,11 +322,12 @@ mod tests {
             },
             Message::user("u"),
         ];
+        let encoded = serde_json::value::to_raw_value(&messages).unwrap();
         let borrowed = ForkFrameRef {
             kind: "fork",
             version: PROTOCOL_VERSION,
             agent_id: "subagent-1",
-            messages: &messages,
+            messages: &encoded,
             instructions: "do it",
             max_steps: 7,
             plan_tool: PlanFlavour::UpdatePlan,

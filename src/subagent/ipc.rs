@@ -34,7 +34,14 @@ where
 
 /// One frame as bytes: the length prefix and the JSON.
 pub fn encode_frame<T: Serialize>(frame: &T) -> Result<Vec<u8>, IpcError> {
-    let mut bytes = vec![0u8; 4];
+    encode_frame_in(Vec::new(), frame)
+}
+
+/// [`encode_frame`] into `bytes` (emptied first), whose capacity a caller
+/// that knows the size sets, so a large frame is not copied as it grows.
+pub fn encode_frame_in<T: Serialize>(mut bytes: Vec<u8>, frame: &T) -> Result<Vec<u8>, IpcError> {
+    bytes.clear();
+    bytes.extend_from_slice(&[0u8; 4]);
     serde_json::to_writer(&mut bytes, frame).map_err(IpcError::Malformed)?;
     let len = bytes.len() - 4;
     let len = u32::try_from(len).map_err(|_| IpcError::TooLarge {

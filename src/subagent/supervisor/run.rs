@@ -13,7 +13,7 @@ use crate::subagent::result::normalise;
 use crate::text;
 
 use super::progress::{Ending, Progress, Stage, StopReason, Stops};
-use super::session::Session;
+use super::session::{ForkEncoding, Session};
 use super::*;
 
 /// Runs one subagent to its end and always reaps it.
@@ -38,8 +38,9 @@ pub(super) async fn run(
         turn_cancel: &job.turn_cancel,
         deadline: tokio::time::Instant::now() + job.timeout,
     };
-    let ending = match Session::open(&mut progress, &stops, &history).await {
-        Ok(mut session) => {
+    let fork = ForkEncoding::start(history);
+    let ending = match Session::open(&mut progress, &stops, fork).await {
+        Ok((mut session, history)) => {
             progress.pid = Some(session.pid());
             let sandbox = format!("pid {}, sandbox {}", session.pid(), shared.settings.sandbox);
             progress.emit("starting", &sandbox);

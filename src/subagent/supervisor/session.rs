@@ -10,7 +10,9 @@ use interprocess::local_socket::traits::StreamCommon as _;
 use interprocess::local_socket::traits::tokio::Listener as _;
 use interprocess::local_socket::{GenericNamespaced, ListenerOptions, ToNsName};
 use nix::sys::signal::Signal;
+use serde_json::value::RawValue;
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
 use crate::protocol::EventKind;
@@ -18,7 +20,7 @@ use crate::protocol::Message;
 use crate::protocol::ipc::{ChildFrame, ForkFrameRef, PROTOCOL_VERSION};
 use crate::sandbox::process::ignores_signal;
 use crate::sandbox::{PrivateDir, ProcessGroup, sweep};
-use crate::subagent::ipc::{IpcError, encode_frame};
+use crate::subagent::ipc::{IpcError, encode_frame_in};
 
 use super::io::*;
 use super::progress::{Ending, Progress, Stage, StopReason, Stops};
@@ -49,14 +51,38 @@ fn stopped_early(reason: StopReason, progress: &mut Progress<'_>) -> Ending {
     Ending::failed(reason.code(), "stopped before the subagent was ready")
 }
 
+/// The fork's messages as JSON, encoded on the blocking pool while the
+/// child starts: a large fork is megabytes of JSON, too much work for a
+/// runtime worker, and the spawn and handshake hide the time it takes.
+pub(super) struct ForkEncoding(JoinHandle<(Vec<Message>, serde_json::Result<Box<RawValue>>)>);
+
+impl ForkEncoding {
+    pub(super) fn start(history: Vec<Message>) -> ForkEncoding {
+        ForkEncoding(tokio::task::spawn_blocking(move || {
+            let encoded = serde_json::value::to_raw_value(&history);
+            (history, encoded)
+        }))
+    }
+
+    /// The history, handed back, and its encoding.
+    async fn finish(self) -> Result<(Vec<Message>, Box<RawValue>), Ending> {
+        let failed = |e: &dyn std::fmt::Display| {
+            Ending::failed("spawn_failed", format!("cannot encode the fork: {e}"))
+        };
+        let (history, encoded) = self.0.await.map_err(|e| failed(&e))?;
+        Ok((history, encoded.map_err(|e| failed(&e))?))
+    }
+}
+
 impl Session {
     /// Spawning, then handshaking: spawn, accept (peer pid checked),
-    /// `Hello`, `Fork`. A failure has already reaped the child.
+    /// `Hello`, `Fork`. A failure has already reaped the child. Gives back
+    /// the fork's history with the session.
     pub(super) async fn open(
         progress: &mut Progress<'_>,
         stops: &Stops<'_>,
-        fork: &[Message],
-    ) -> Result<Session, Ending> {
+        fork: ForkEncoding,
+    ) -> Result<(Session, Vec<Message>), Ending> {
         let spawned = Spawned::start(progress).await?;
         progress.enter(Stage::Handshaking);
         let process_limit = spawned.process_limit;
@@ -73,11 +99,13 @@ impl Session {
             return Err(ending);
         }
         let process_limit = process_limit.await.ok().flatten();
-        if let Err(ending) = session.send_fork(progress, fork, process_limit).await {
-            session.close(progress, false).await;
-            return Err(ending);
+        match session.send_fork(progress, fork, process_limit).await {
+            Ok(history) => Ok((session, history)),
+            Err(ending) => {
+                session.close(progress, false).await;
+                Err(ending)
+            }
         }
-        Ok(session)
     }
 
     pub(super) fn pid(&self) -> u32 {
@@ -181,13 +209,14 @@ impl Session {
         check_hello(frame, progress)
     }
 
-    /// The fork, encoded once from borrowed parts.
+    /// The fork, its messages encoded once, the frame around them from
+    /// borrowed parts. Gives back the history.
     async fn send_fork(
         &mut self,
         progress: &Progress<'_>,
-        fork: &[Message],
+        fork: ForkEncoding,
         process_limit: Option<u64>,
-    ) -> Result<(), Ending> {
+    ) -> Result<Vec<Message>, Ending> {
         let (job, shared) = (progress.job, progress.shared());
         let settings = &shared.settings;
         // Known by now: the parent asked before its first request (cached).
@@ -197,11 +226,15 @@ impl Session {
             .mcp()
             .map(|hub| hub.tool_specs())
             .unwrap_or_default();
-        let encoded = encode_frame(&ForkFrameRef {
+        let (history, messages) = fork.finish().await?;
+        // The rest of the frame is small: room for it, so the messages
+        // are copied once.
+        let room = messages.get().len() + 64 * 1024;
+        let encoded = encode_frame_in(Vec::with_capacity(room), &ForkFrameRef {
             kind: "fork",
             version: PROTOCOL_VERSION,
             agent_id: &job.agent_id,
-            messages: fork,
+            messages: &messages,
             instructions: &job.instructions,
             max_steps: job.max_steps,
             plan_tool: settings.plan_tool,
@@ -217,7 +250,7 @@ impl Session {
                 "the subagent closed its socket before the fork",
             ));
         }
-        Ok(())
+        Ok(history)
     }
 
     /// Waits briefly for the child's exit status after its socket closed.
