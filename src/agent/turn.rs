@@ -12,7 +12,7 @@ use tracing::{Instrument, info, info_span, warn};
 
 use super::compact;
 use super::compaction::Trigger;
-use super::loop_detect::{LoopDetector, Verdict, signature};
+use super::loop_detect::{LoopDetector, Repetition, Verdict, signature};
 use super::request::{Asked, record_usage, request};
 use super::{AgentDeps, CompactionSettings, Conversation, calls, limits};
 use crate::plan::{restore, todo};
@@ -436,15 +436,16 @@ async fn run_tool_calls(
                 .and_then(Option::take)
                 .unwrap_or_else(|| ToolOutput::error("the delegation returned no result"))
         } else {
-            let mut output = invoke(conversation, deps, call, cancel).await;
-            if let Verdict::Warn(repetition) = &verdict {
-                let unchanged = previous_result(conversation, call) == Some(&output.content);
-                let worked = output.ok || an_identical_call_worked(conversation, call);
+            invoke(conversation, deps, call, cancel).await
+        };
+        // A warned repetition ran (delegations included): its result says so.
+        let output = match &verdict {
+            Verdict::Warn(repetition) => {
+                let (output, worked) = with_repeat_note(conversation, call, output, repetition);
                 text_next |= worked;
-                let note = repetition.note(unchanged, worked);
-                output.content = format!("{}\n\n{note}", output.content);
+                output
             }
-            output
+            _ => output,
         };
         deps.events.emit(EventKind::ToolResult {
             id: call.id.clone(),
@@ -565,6 +566,21 @@ fn previous_result<'a>(conversation: &'a Conversation, call: &ToolCall) -> Optio
         } if *tool_call_id == id => Some(content),
         _ => None,
     })
+}
+
+/// `output` of a warned repetition with the note for the model appended;
+/// and whether the call worked, this time or an earlier one.
+fn with_repeat_note(
+    conversation: &Conversation,
+    call: &ToolCall,
+    mut output: ToolOutput,
+    repetition: &Repetition,
+) -> (ToolOutput, bool) {
+    let unchanged = previous_result(conversation, call) == Some(&output.content);
+    let worked = output.ok || an_identical_call_worked(conversation, call);
+    let note = repetition.note(unchanged, worked);
+    output.content = format!("{}\n\n{note}", output.content);
+    (output, worked)
 }
 
 /// Whether an earlier call with `call`'s name and arguments succeeded.

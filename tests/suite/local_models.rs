@@ -451,6 +451,34 @@ fn an_answer_cut_off_at_the_limit_is_reported_and_finished() {
     );
 }
 
+/// The 0.5B model delegated the same task again and again: a repeated
+/// delegation gets the note too, and the answer after it is asked in text.
+#[test]
+fn a_repeated_delegation_is_warned_like_any_call() {
+    let ws = workspace();
+    let report = r#"{"summary": "alpha beta gamma", "findings": [], "recommended_next_steps": [], "tests_to_run": [], "uncertainties": []}"#;
+    let mut replies = Vec::new();
+    for id in ["d1", "d2", "d3"] {
+        replies.push(Reply::sse(sse::tool_call_turn(&[(
+            id,
+            "delegate",
+            r#"{"task": "Say what notes.txt holds"}"#,
+        )])));
+        replies.push(Reply::sse(sse::text_turn(report)));
+    }
+    replies.push(Reply::sse(sse::text_turn("it holds alpha, beta and gamma")));
+    let server = FakeServer::start(replies);
+    let output = run_exec(ws.path(), &server, "what is in notes.txt?", &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let requests = server.model_requests();
+    let last = requests.last().unwrap();
+    assert!(!tool_result(last, "d2").contains("[Fido:"));
+    let third = tool_result(last, "d3");
+    assert!(third.contains("alpha beta gamma"), "{third}");
+    assert!(third.contains("this is call 3 in a row to delegate"), "{third}");
+    assert_eq!(last.body()["tool_choice"], json!("none"));
+}
+
 #[test]
 fn a_subagent_compacts_by_the_window_the_parent_learned() {
     let ws = workspace();
