@@ -370,12 +370,12 @@ fn repeated_in_text(
     detector: &mut LoopDetector,
 ) -> Option<String> {
     let (_, written) = calls::calls_from_text(text?, deps.catalog.specs())?;
-    written
-        .iter()
-        .find_map(|call| match detector.observe_call(&call.name, &call.arguments) {
+    written.iter().find_map(
+        |call| match detector.observe_call(&call.name, &call.arguments) {
             Verdict::Stop(repetition) => Some(repetition.stop_message()),
             _ => None,
-        })
+        },
+    )
 }
 
 /// How a message's tool calls ended.

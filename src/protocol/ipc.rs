@@ -284,7 +284,8 @@ mod tests {
     /// and carries the cap and a text-only answer when it does.
     #[test]
     fn a_model_request_carries_its_cap_and_tool_choice_only_when_set() {
-        let plain = r#"{"type":"model_request","request_id":1,"fork_prefix":2,"tail":[],"catalog":"c"}"#;
+        let plain =
+            r#"{"type":"model_request","request_id":1,"fork_prefix":2,"tail":[],"catalog":"c"}"#;
         let frame: ChildFrame = serde_json::from_str(plain).unwrap();
         assert_eq!(serde_json::to_string(&frame).unwrap(), plain);
         let narrowed = ChildFrame::ModelRequest {
@@ -296,7 +297,10 @@ mod tests {
             tool_choice: ToolChoice::None,
         };
         let line = serde_json::to_string(&narrowed).unwrap();
-        assert!(line.ends_with(r#","max_output_tokens":512,"tool_choice":"none"}"#), "{line}");
+        assert!(
+            line.ends_with(r#","max_output_tokens":512,"tool_choice":"none"}"#),
+            "{line}"
+        );
         assert_eq!(serde_json::from_str::<ChildFrame>(&line).unwrap(), narrowed);
     }
 

@@ -171,7 +171,9 @@ fn repeated_call_ids(messages: &[Value], anthropic: bool) -> Vec<String> {
             .filter_map(|c| c.get("id").and_then(Value::as_str))
     });
     let mut seen = std::collections::HashSet::new();
-    ids.filter(|id| !seen.insert(*id)).map(str::to_owned).collect()
+    ids.filter(|id| !seen.insert(*id))
+        .map(str::to_owned)
+        .collect()
 }
 
 fn check_openai_pairing(messages: &[Value]) -> Vec<String> {

@@ -106,7 +106,9 @@ fn after_a_repeated_call_that_worked_the_model_is_asked_for_its_answer_in_text()
     let mut replies: Vec<Reply> = (1..=3)
         .map(|i| read_call(&format!("c{i}"), "notes.txt"))
         .collect();
-    replies.push(Reply::sse(sse::text_turn("notes.txt lists alpha, beta and gamma.")));
+    replies.push(Reply::sse(sse::text_turn(
+        "notes.txt lists alpha, beta and gamma.",
+    )));
     let server = FakeServer::start(replies);
     let output = run_exec(ws.path(), &server, "what is in notes.txt?", &[]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
@@ -135,7 +137,8 @@ fn the_same_call_written_as_text_when_asked_for_text_is_the_repeat_that_stops() 
     let mut replies: Vec<Reply> = (1..=3)
         .map(|i| read_call(&format!("c{i}"), "notes.txt"))
         .collect();
-    let fenced = "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}}\n```";
+    let fenced =
+        "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}}\n```";
     replies.push(Reply::sse(sse::text_turn(fenced)));
     let server = FakeServer::start(replies);
     let output = run_exec(ws.path(), &server, "what is in notes.txt?", &[]);
@@ -475,7 +478,10 @@ fn a_repeated_delegation_is_warned_like_any_call() {
     assert!(!tool_result(last, "d2").contains("[Fido:"));
     let third = tool_result(last, "d3");
     assert!(third.contains("alpha beta gamma"), "{third}");
-    assert!(third.contains("this is call 3 in a row to delegate"), "{third}");
+    assert!(
+        third.contains("this is call 3 in a row to delegate"),
+        "{third}"
+    );
     assert_eq!(last.body()["tool_choice"], json!("none"));
 }
 

@@ -230,19 +230,22 @@ impl Session {
         // The rest of the frame is small: room for it, so the messages
         // are copied once.
         let room = messages.get().len() + 64 * 1024;
-        let encoded = encode_frame_in(Vec::with_capacity(room), &ForkFrameRef {
-            kind: "fork",
-            version: PROTOCOL_VERSION,
-            agent_id: &job.agent_id,
-            messages: &messages,
-            instructions: &job.instructions,
-            max_steps: job.max_steps,
-            plan_tool: settings.plan_tool,
-            context_window,
-            mcp_tools: &mcp_tools,
-            agents: &settings.profiles.offers(),
-            process_limit,
-        })
+        let encoded = encode_frame_in(
+            Vec::with_capacity(room),
+            &ForkFrameRef {
+                kind: "fork",
+                version: PROTOCOL_VERSION,
+                agent_id: &job.agent_id,
+                messages: &messages,
+                instructions: &job.instructions,
+                max_steps: job.max_steps,
+                plan_tool: settings.plan_tool,
+                context_window,
+                mcp_tools: &mcp_tools,
+                agents: &settings.profiles.offers(),
+                process_limit,
+            },
+        )
         .map_err(|e| Ending::failed("spawn_failed", format!("cannot encode the fork: {e}")))?;
         if self.writer.send(Outgoing::Encoded(encoded)).is_err() {
             return Err(Ending::failed(
