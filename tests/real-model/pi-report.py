@@ -1,6 +1,6 @@
 """Markdown tables of a tests/real-model/pi run, from its log folder:
 runs.tsv (case, run, exit status, wall s) and each run's `pi --mode json`
-event log, final src/lib.rs and data2.txt first line."""
+event log, final src/lib.rs and data2.txt last line."""
 
 import json
 import statistics
@@ -60,14 +60,14 @@ def run_row(out, case, run, status, wall):
     elif case == "one_line_edit_is_on_disk":
         ok = Path(f"{stem}.lib.rs").read_text() == EDITED
     else:
-        # As the Fido case: data1.txt read whole overflows the window, so a
+        # As the Fido case: both files read whole overflow the window, so a
         # success compacted (a compaction that finished) and still ended
         # with an answer.
-        first = Path(f"{stem}.first-line")
+        last_line = Path(f"{stem}.last-line")
         compacted = any(e.get("type") == "compaction_end" for e in evs)
         ok = ended and compacted
-        right = first.exists() and first.read_text().strip() in answer
-        note = f"compacted: {'yes' if compacted else 'no'}; first line right: {'yes' if right else 'no'}"
+        right = last_line.exists() and last_line.read_text().strip() in answer
+        note = f"compacted: {'yes' if compacted else 'no'}; last line of data2 right: {'yes' if right else 'no'}"
     if stopped:
         note = (note + "; " if note else "") + f"stopped at {len(messages)} requests"
     if last.get("stopReason") in ("error", "aborted"):

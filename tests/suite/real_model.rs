@@ -230,11 +230,12 @@ fn a_delegation_comes_back() {
 
 /// Files of bare digits: one token per character for the server, a quarter
 /// of that in Fido's estimate, so the server refuses a request the estimate
-/// let through, and compaction has real work to do. `data1.txt` alone is
-/// about 6,300 tokens: with the ≈2,400-token prefix, the request after it
-/// is read whole cannot fit an 8k window.
+/// let through, and compaction has real work to do. Each file is about
+/// 3,200 tokens: either fits an 8k window beside the ≈2,400-token prefix,
+/// both do not, so the request after the second read overflows and
+/// compaction (eliding the first) makes it fit.
 fn write_digit_files(dir: &Path) {
-    for (name, seed, lines) in [("data1.txt", 3u64, 120), ("data2.txt", 7u64, 40)] {
+    for (name, seed, lines) in [("data1.txt", 3u64, 60), ("data2.txt", 7u64, 60)] {
         let mut text = String::new();
         let mut n = seed;
         for _ in 0..lines {
@@ -258,7 +259,7 @@ fn a_small_window_compacts_and_recovers_from_overflow() {
     let run = run(
         &url,
         ws.path(),
-        "Read data1.txt with read_file, then read data2.txt with read_file, then tell me the first line of data2.txt.",
+        "Read data1.txt with read_file, then read data2.txt with read_file, then tell me the last line of each file.",
         &[("FIDO_COMPACT_STRATEGY", "elide"), ("RUST_LOG", "info")],
     );
     run.report("a_small_window_compacts_and_recovers_from_overflow");
@@ -268,10 +269,11 @@ fn a_small_window_compacts_and_recovers_from_overflow() {
         "the window was not learned: {log}"
     );
     run.assert_clean_end();
-    // data1.txt read whole does not fit: the server must have refused a
+    // Both files read whole do not fit: the server must have refused a
     // request for size, and Fido must have compacted and gone on. A model
-    // that never reads it whole (the 0.5B pages a line at a time) has not
-    // done the task, and the case fails.
+    // that never reads them whole (both Qwen models paged data2.txt a line
+    // at a time when asked only for its first line) has not done the task,
+    // and the case fails.
     assert!(
         log.contains("the request was too large for the context window"),
         "no request overflowed the window: {}",
