@@ -29,6 +29,21 @@ fn read_call(id: &str, path: &str) -> Reply {
     Reply::sse(sse::tool_call_turn(&[(id, "read_file", &args)]))
 }
 
+/// `times` identical reads of `path`, with the call ids c1, c2, ….
+fn reads(path: &str, times: usize) -> Vec<Reply> {
+    (1..=times)
+        .map(|i| read_call(&format!("c{i}"), path))
+        .collect()
+}
+
+/// The messages of the `error` events.
+fn errors(events: &[Value]) -> Vec<&str> {
+    events_of(events, "error")
+        .iter()
+        .filter_map(|e| e["message"].as_str())
+        .collect()
+}
+
 /// The tool result answering `id` in a recorded request.
 fn tool_result(request: &RecordedRequest, id: &str) -> String {
     request
@@ -51,9 +66,7 @@ fn write_medium_files(dir: &Path) {
 #[test]
 fn a_model_repeating_one_call_is_warned_then_stopped_cleanly() {
     let ws = workspace();
-    let replies = (1..=10)
-        .map(|i| read_call(&format!("c{i}"), "notes.txt"))
-        .collect();
+    let replies = reads("notes.txt", 10);
     let server = FakeServer::start(replies);
     let output = run_exec(ws.path(), &server, "what is in notes.txt?", &[]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
@@ -74,13 +87,10 @@ fn a_model_repeating_one_call_is_warned_then_stopped_cleanly() {
     assert_eq!(requests[3].body()["tool_choice"], json!("none"));
 
     let events = parse_events(&output.stdout);
-    let errors: Vec<&str> = events_of(&events, "error")
-        .iter()
-        .filter_map(|e| e["message"].as_str())
-        .collect();
+    let messages = errors(&events);
     assert!(
-        errors.contains(&"stopped: the model repeated the same call to read_file 4 times"),
-        "{errors:?}"
+        messages.contains(&"stopped: the model repeated the same call to read_file 4 times"),
+        "{messages:?}"
     );
     // Every started call got its result, the fourth (not run) included.
     let calls = events_of(&events, "tool_call").len();
@@ -103,9 +113,7 @@ fn tool_choices(requests: &[RecordedRequest]) -> Vec<Value> {
 #[test]
 fn after_a_repeated_call_that_worked_the_model_is_asked_for_its_answer_in_text() {
     let ws = workspace();
-    let mut replies: Vec<Reply> = (1..=3)
-        .map(|i| read_call(&format!("c{i}"), "notes.txt"))
-        .collect();
+    let mut replies = reads("notes.txt", 3);
     replies.push(Reply::sse(sse::text_turn(
         "notes.txt lists alpha, beta and gamma.",
     )));
@@ -134,9 +142,7 @@ fn after_a_repeated_call_that_worked_the_model_is_asked_for_its_answer_in_text()
 #[test]
 fn the_same_call_written_as_text_when_asked_for_text_is_the_repeat_that_stops() {
     let ws = workspace();
-    let mut replies: Vec<Reply> = (1..=3)
-        .map(|i| read_call(&format!("c{i}"), "notes.txt"))
-        .collect();
+    let mut replies = reads("notes.txt", 3);
     let fenced =
         "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}}\n```";
     replies.push(Reply::sse(sse::text_turn(fenced)));
@@ -145,12 +151,8 @@ fn the_same_call_written_as_text_when_asked_for_text_is_the_repeat_that_stops() 
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert_eq!(server.model_requests().len(), 4);
     let events = parse_events(&output.stdout);
-    let errors: Vec<&str> = events_of(&events, "error")
-        .iter()
-        .filter_map(|e| e["message"].as_str())
-        .collect();
     assert_eq!(
-        errors,
+        errors(&events),
         ["stopped: the model repeated the same call to read_file 4 times"]
     );
     // Written, not run: three reads.
@@ -161,9 +163,7 @@ fn the_same_call_written_as_text_when_asked_for_text_is_the_repeat_that_stops() 
 #[test]
 fn a_repeated_call_that_keeps_failing_keeps_its_tools() {
     let ws = workspace();
-    let mut replies: Vec<Reply> = (1..=3)
-        .map(|i| read_call(&format!("c{i}"), "missing.txt"))
-        .collect();
+    let mut replies = reads("missing.txt", 3);
     replies.push(Reply::sse(sse::text_turn("there is no missing.txt")));
     let server = FakeServer::start(replies);
     let output = run_exec(ws.path(), &server, "what is in missing.txt?", &[]);
