@@ -379,7 +379,7 @@ fn repeated_in_text(
 }
 
 /// How a message's tool calls ended.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct CallsRan {
     /// The loop detector ended the turn with this message.
     stop: Option<String>,
@@ -545,46 +545,12 @@ async fn invoke(
     }
 }
 
-/// The result of the latest earlier call with the same signature, without
-/// the note a repetition added to it.
-fn previous_result<'a>(conversation: &'a Conversation, call: &ToolCall) -> Option<&'a String> {
-    let wanted = signature(&call.name, &call.arguments);
-    let messages = conversation.messages();
-    let id = messages.iter().rev().find_map(|m| match m {
-        Message::Assistant { tool_calls, .. } => tool_calls
-            .iter()
-            .rev()
-            .find(|c| c.id != call.id && signature(&c.name, &c.arguments) == wanted)
-            .map(|c| c.id.clone()),
-        _ => None,
-    })?;
-    messages.iter().rev().find_map(|m| match m {
-        Message::Tool {
-            tool_call_id,
-            content,
-            ..
-        } if *tool_call_id == id => Some(content),
-        _ => None,
-    })
-}
-
-/// `output` of a warned repetition with the note for the model appended;
-/// and whether the call worked, this time or an earlier one.
-fn with_repeat_note(
-    conversation: &Conversation,
+/// The results of the earlier calls with `call`'s name and arguments, in
+/// conversation order, each with whether it succeeded.
+fn earlier_identical_results<'a>(
+    conversation: &'a Conversation,
     call: &ToolCall,
-    mut output: ToolOutput,
-    repetition: &Repetition,
-) -> (ToolOutput, bool) {
-    let unchanged = previous_result(conversation, call) == Some(&output.content);
-    let worked = output.ok || an_identical_call_worked(conversation, call);
-    let note = repetition.note(unchanged, worked);
-    output.content = format!("{}\n\n{note}", output.content);
-    (output, worked)
-}
-
-/// Whether an earlier call with `call`'s name and arguments succeeded.
-fn an_identical_call_worked(conversation: &Conversation, call: &ToolCall) -> bool {
+) -> Vec<(&'a String, bool)> {
     let wanted = signature(&call.name, &call.arguments);
     let messages = conversation.messages();
     let ids: Vec<&str> = messages
@@ -597,9 +563,34 @@ fn an_identical_call_worked(conversation: &Conversation, call: &ToolCall) -> boo
         .filter(|c| c.id != call.id && signature(&c.name, &c.arguments) == wanted)
         .map(|c| c.id.as_str())
         .collect();
-    messages.iter().any(|m| {
-        matches!(m, Message::Tool { tool_call_id, is_error: false, .. } if ids.contains(&tool_call_id.as_str()))
-    })
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool {
+                tool_call_id,
+                content,
+                is_error,
+                ..
+            } if ids.contains(&tool_call_id.as_str()) => Some((content, !is_error)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `output` of a warned repetition with the note for the model appended;
+/// and whether the call worked, this time or an earlier one.
+fn with_repeat_note(
+    conversation: &Conversation,
+    call: &ToolCall,
+    mut output: ToolOutput,
+    repetition: &Repetition,
+) -> (ToolOutput, bool) {
+    let earlier = earlier_identical_results(conversation, call);
+    let unchanged = earlier.last().map(|(content, _)| *content) == Some(&output.content);
+    let worked = output.ok || earlier.iter().any(|(_, ok)| *ok);
+    let note = repetition.note(unchanged, worked);
+    output.content = format!("{}\n\n{note}", output.content);
+    (output, worked)
 }
 
 /// The settle reminder when the workspace plan still has open items; never

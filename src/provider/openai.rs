@@ -215,7 +215,7 @@ struct WireBody<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tool_choice: Option<&'static str>,
+    tool_choice: Option<ToolChoice>,
     stream: bool,
     stream_options: StreamOptions,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -231,10 +231,7 @@ impl<'a> WireBody<'a> {
             model,
             messages: request.messages.iter().map(WireMessage::new).collect(),
             tools: request.tools.iter().map(WireTool::new).collect(),
-            tool_choice: (!request.tools.is_empty()).then_some(match request.tool_choice {
-                ToolChoice::Auto => "auto",
-                ToolChoice::None => "none",
-            }),
+            tool_choice: (!request.tools.is_empty()).then_some(request.tool_choice),
             stream: true,
             stream_options: StreamOptions {
                 include_usage: true,
