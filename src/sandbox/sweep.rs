@@ -171,11 +171,24 @@ mod tests {
             .expect("sh runs");
         let me = std::process::id() as i32;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        // Its own sleep, the child of its shell: other tests of this process
+        // run `sleep` too, and killing theirs fails them and leaves this
+        // one waiting on its shell for 300 s.
+        let parent_of = |pid: i32| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            stat.rsplit(')')
+                .next()?
+                .split_whitespace()
+                .nth(1)?
+                .parse::<u32>()
+                .ok()
+        };
         let sleeper = loop {
             let found = descendants(me);
             if let Some(sleep) = found.iter().find(|d| {
                 std::fs::read_to_string(format!("/proc/{}/comm", d.pid))
                     .is_ok_and(|c| c.trim() == "sleep")
+                    && parent_of(d.pid) == Some(shell.id())
             }) {
                 break *sleep;
             }
