@@ -149,11 +149,10 @@ async fn bench() -> BenchResult<()> {
         let total = Stats::of(&totals);
         report.row("overhead, 200-msg fork (ms)", &total);
         report.row("  to first model request (ms)", &Stats::of(&firsts));
-        report.target(
+        report.time_target(
             "overhead p50",
             total.median,
             TARGET_OVERHEAD_P50_MS,
-            "ms",
             "200-msg fork, p50",
         );
         let floor = fork_floor(exec_floor_ms, json_len(&small), runs);
@@ -194,11 +193,10 @@ async fn bench() -> BenchResult<()> {
             &floor.describe(total.median),
         );
         report.row("  to first model request (ms)", &Stats::of(&firsts));
-        report.target(
+        report.time_target(
             "10 MB fork p50",
             total.median,
             TARGET_FORK_10MB_MS,
-            "ms",
             "whole delegation, p50",
         );
     }
@@ -248,7 +246,7 @@ async fn bench() -> BenchResult<()> {
             &format!("≤ {TARGET_COOPERATIVE_P99_MS} ms p99 (max where n < 100)"),
             "—",
         );
-        report.target(
+        report.steady_target(
             "child peak RSS",
             rss.max,
             TARGET_RSS_MIB,
@@ -260,11 +258,10 @@ async fn bench() -> BenchResult<()> {
             Some(p99) => ("cooperative cancel p99", p99),
             None => ("cooperative cancel max", latency.max),
         };
-        report.target(
+        report.time_target(
             label,
             value,
             TARGET_COOPERATIVE_P99_MS,
-            "ms",
             "Cancel sent -> child reaped",
         );
     }
@@ -300,11 +297,10 @@ async fn bench() -> BenchResult<()> {
             &format!("≤ {TARGET_STUBBORN_OVER_GRACE_MS} ms max"),
             "—",
         );
-        report.target(
+        report.time_target(
             "stubborn gone - grace",
             over.max,
             TARGET_STUBBORN_OVER_GRACE_MS,
-            "ms",
             "max",
         );
     }
@@ -338,7 +334,7 @@ async fn bench() -> BenchResult<()> {
             orphans.len(),
             orphans
         );
-        report.target("orphans", orphans.len() as f64, 0.0, "", "after the cycles");
+        report.steady_target("orphans", orphans.len() as f64, 0.0, "", "after the cycles");
         support::table_row(
             "delegate",
             &format!("{cycles} spawn → cancel cycles (handshake, after it, stalled request)"),
@@ -811,20 +807,32 @@ impl Report {
         ));
     }
 
-    fn target(&mut self, name: &str, value: f64, limit: f64, unit: &str, what: &str) {
-        // `BENCH_ADVISORY` names targets (comma-separated) that are
-        // reported but do not fail the run (CI, for a figure known to miss
-        // on its machine: see the stop note of issue 14).
+    /// A time target, judged as [`support::Verdict::wall_clock`] judges.
+    /// `BENCH_ADVISORY` names targets (comma-separated) that are reported
+    /// but never fail the run (the 10 MB fork, which misses on this
+    /// machine: benches/README.md).
+    fn time_target(&mut self, name: &str, value: f64, limit: f64, what: &str) {
         let advisory = std::env::var("BENCH_ADVISORY")
             .is_ok_and(|list| list.split(',').any(|t| t.trim() == name));
-        let verdict = match (value <= limit, advisory) {
-            (true, _) => "PASS",
-            (false, false) => "FAIL",
-            (false, true) => "FAIL (advisory)",
+        let verdict = support::Verdict::wall_clock(value, support::Bound::AtMost, limit);
+        let fails = verdict == support::Verdict::Fail;
+        self.missed |= fails && !advisory;
+        let word = match (fails, advisory) {
+            (true, true) => "FAIL (advisory)".to_owned(),
+            _ => verdict.word(),
         };
-        self.missed |= value > limit && !advisory;
         self.targets.push(format!(
-            "target {name} <= {limit} {unit}: {value:.1} {unit} ({what}) {verdict}"
+            "target {name} <= {limit} ms: {value:.1} ms ({what}) {word}"
+        ));
+    }
+
+    /// A target load does not move (a memory size, a count).
+    fn steady_target(&mut self, name: &str, value: f64, limit: f64, unit: &str, what: &str) {
+        let met = value <= limit;
+        self.missed |= !met;
+        self.targets.push(format!(
+            "target {name} <= {limit} {unit}: {value:.1} {unit} ({what}) {}",
+            if met { "PASS" } else { "FAIL" }
         ));
     }
 

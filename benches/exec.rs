@@ -92,17 +92,17 @@ fn bench() -> Result<bool, String> {
     println!("{:<16}{}", "wall (ms)", wall);
     println!("{:<16}{}", "peak RSS (MiB)", rss);
     print_limits(&wall, &rss, runs)?;
-    let wall_ok = wall.median <= TARGET_WALL_MS;
-    let rss_ok = rss.max <= TARGET_RSS_MIB;
-    println!(
-        "target: median wall ≤ {TARGET_WALL_MS} ms: {:.1} ms {}",
+    let wall_ok = support::wall_clock_target(
+        "median wall",
         wall.median,
-        verdict(wall_ok)
+        support::Bound::AtMost,
+        TARGET_WALL_MS,
+        "ms",
     );
-    println!(
-        "target: max peak RSS ≤ {TARGET_RSS_MIB} MiB: {:.1} MiB {}",
-        rss.max,
-        verdict(rss_ok)
+    let rss_ok = support::steady_target(
+        &format!("max peak RSS ≤ {TARGET_RSS_MIB} MiB"),
+        rss.max <= TARGET_RSS_MIB,
+        &format!("{:.1} MiB", rss.max),
     );
     Ok(wall_ok && rss_ok)
 }
@@ -143,10 +143,6 @@ fn print_limits(wall: &Stats, rss: &Stats, runs: usize) -> Result<(), String> {
         "—",
     );
     Ok(())
-}
-
-fn verdict(ok: bool) -> &'static str {
-    if ok { "PASS" } else { "FAIL" }
 }
 
 /// One measured session in a fresh workspace against a fresh server.

@@ -212,5 +212,11 @@ fn bench() -> Result<bool, String> {
             alone.median()
         ),
     );
-    Ok(added <= target)
+    Ok(support::wall_clock_target(
+        "added by Fido at p50",
+        added,
+        support::Bound::AtMost,
+        target,
+        "ms",
+    ))
 }

@@ -110,12 +110,13 @@ async fn bench() -> Result<bool, String> {
     let bare = Sorted::new(bare);
     report(&calls, &bare);
     let added = calls.median() - bare.median();
-    let ok = added <= TARGET_ADDED_P50_MS;
-    println!(
-        "target: update_plan adds <= {TARGET_ADDED_P50_MS} ms at p50 to the bare write: {added:.2} ms {}",
-        if ok { "PASS" } else { "FAIL" }
-    );
-    Ok(ok)
+    Ok(support::wall_clock_target(
+        "update_plan adds at p50 to the bare write",
+        added,
+        support::Bound::AtMost,
+        TARGET_ADDED_P50_MS,
+        "ms",
+    ))
 }
 
 fn report(calls: &Sorted, bare: &Sorted) {

@@ -223,11 +223,12 @@ fn report(case: &Case, framing: &Sorted, whole: &Sorted, copy: &Sorted) -> bool 
             s.max()
         );
     }
-    let ok = whole.median() >= TARGET_MB_PER_S;
-    println!(
-        "target: {name} whole decode >= {TARGET_MB_PER_S} MB/s: {:.0} MB/s {}",
+    let ok = support::wall_clock_target(
+        &format!("{name} whole decode"),
         whole.median(),
-        if ok { "PASS" } else { "FAIL" }
+        support::Bound::AtLeast,
+        TARGET_MB_PER_S,
+        "MB/s",
     );
     support::table_row(
         "sse",
