@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{AgentDeps, Conversation, TurnOutcome, compact, compaction, restore_plan, run_turn};
 use crate::plan::PlanFlavour;
-use crate::protocol::{EventKind, Message, TurnStatus, UsageTotals};
+use crate::protocol::{EventKind, Message, UsageTotals};
 use crate::provider::Provider;
 
 pub struct AgentActor;
@@ -348,20 +348,15 @@ fn flavour_of(deps: &AgentDeps) -> PlanFlavour {
 }
 
 fn busy() -> TurnOutcome {
-    TurnOutcome {
-        status: TurnStatus::Failed,
-        final_text: None,
-        error: Some("a turn is already running; interrupt it first".into()),
-        usage: UsageTotals::default(),
-    }
+    TurnOutcome::failed("a turn is already running; interrupt it first")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::agent::EventSink;
-    use crate::protocol::RESTORE_CALL_ID;
     use crate::protocol::ToolCall;
+    use crate::protocol::{RESTORE_CALL_ID, TurnStatus};
     use crate::provider::script::ScriptProvider;
     use crate::tools::{InvocationContext, ToolCatalog};
 

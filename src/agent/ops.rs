@@ -8,8 +8,8 @@ use ractor::{ActorRef, MessagingErr};
 use tokio::sync::oneshot;
 
 use super::AgentMessage;
+use crate::protocol::Message;
 use crate::protocol::op::{Op, OpReceiver, OpSender, TurnOutcome, op_channel};
-use crate::protocol::{Message, TurnStatus};
 use crate::provider::Provider;
 
 /// Builds the provider for another model of the same endpoint (`/model`).
@@ -66,12 +66,7 @@ fn refuse(message: AgentMessage) {
     let gone = || "the agent is not running".to_string();
     match message {
         AgentMessage::SubmitPrompt { reply, .. } => {
-            let _ = reply.send(TurnOutcome {
-                status: TurnStatus::Failed,
-                final_text: None,
-                error: Some(gone()),
-                usage: Default::default(),
-            });
+            let _ = reply.send(TurnOutcome::failed(gone()));
         }
         AgentMessage::CompactNow { reply } => drop(reply.send(Err(gone()))),
         AgentMessage::Recall { reply, .. } => drop(reply.send(Err(gone()))),
@@ -118,6 +113,7 @@ mod tests {
     use ractor::{Actor, ActorProcessingErr, RpcReplyPort};
 
     use super::*;
+    use crate::protocol::TurnStatus;
 
     /// Answers a snapshot as an agent with a turn running does; every
     /// other message it leaves unanswered.

@@ -106,12 +106,7 @@ pub fn after_panic(
         status: TurnStatus::Failed,
         usage: UsageTotals::default(),
     });
-    TurnOutcome {
-        status: TurnStatus::Failed,
-        final_text: None,
-        error: Some(message),
-        usage: UsageTotals::default(),
-    }
+    TurnOutcome::failed(message)
 }
 
 /// Test-only panics at named sites of the engine (a turn's tool call, a

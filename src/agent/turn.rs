@@ -75,6 +75,7 @@ async fn turn_steps(
         final_text,
         error,
         usage,
+        looped: false,
     };
     let failed = |message: String, usage| {
         warn!("{message}");
@@ -82,6 +83,10 @@ async fn turn_steps(
             message: message.clone(),
         });
         outcome(TurnStatus::Failed, None, Some(message), usage)
+    };
+    let looped = |message: String, usage| TurnOutcome {
+        looped: true,
+        ..failed(message, usage)
     };
     learn_window(conversation, deps, cancel).await;
     // After a warned repetition of a call that worked, the next answer is
@@ -146,13 +151,14 @@ async fn turn_steps(
             && tool_calls.is_empty()
             && let Some(message) = repeated_in_text(deps, text.as_deref(), &mut detector)
         {
-            return failed(message, usage);
+            return looped(message, usage);
         }
 
         if tool_calls.is_empty() {
             match after_answer(conversation, deps, cut_off, &text_verdict, &mut ending).await {
                 AfterAnswer::Continue => continue,
                 AfterAnswer::Fail(message) => return failed(message, usage),
+                AfterAnswer::Looped(message) => return looped(message, usage),
                 AfterAnswer::Done => return outcome(TurnStatus::Completed, text, None, usage),
             }
         }
@@ -174,7 +180,7 @@ async fn turn_steps(
             return outcome(TurnStatus::Interrupted, None, None, usage);
         }
         if let Some(message) = ran.stop {
-            return failed(message, usage);
+            return looped(message, usage);
         }
         if ran.text_next {
             info!("a repeated call already worked; asking for the next answer in text");
@@ -200,6 +206,8 @@ enum AfterAnswer {
     Done,
     /// The turn fails with this message.
     Fail(String),
+    /// The loop guard ends the turn with this message.
+    Looped(String),
 }
 
 /// What the turn already did to get a final answer.
@@ -237,7 +245,7 @@ async fn after_answer(
         return AfterAnswer::Continue;
     }
     match verdict {
-        Verdict::Stop(repetition) => return AfterAnswer::Fail(repetition.stop_message()),
+        Verdict::Stop(repetition) => return AfterAnswer::Looped(repetition.stop_message()),
         Verdict::Warn(repetition) => {
             conversation.push(Message::user(repetition.note(true, false)));
             return AfterAnswer::Continue;

@@ -133,7 +133,8 @@ pub struct Finding {
 pub struct DelegateError {
     /// Stable code: `timeout`, `cancelled`, `nested_delegation_forbidden`,
     /// `sandbox_unavailable`, `spawn_failed`, `protocol_error`,
-    /// `subagent_crashed`, `provider_error`, `budget_exceeded`,
+    /// `subagent_crashed`, `provider_error`, `model_loop` (the subagent's
+    /// loop guard stopped its model repeating itself), `budget_exceeded`,
     /// `delegation_limit`, `invalid_arguments`, …
     pub code: String,
     pub message: String,

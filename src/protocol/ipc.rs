@@ -75,10 +75,14 @@ pub enum ChildStatus {
     Completed,
     Partial,
     Failed,
+    /// The loop guard ended the turn: the model kept repeating itself
+    /// (`text` says how).
+    Looped,
 }
 
 /// Bumped on any incompatible change; both sides check it first.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// 2: `ChildStatus::Looped`.
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Parent → child.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -20,6 +20,22 @@ pub struct TurnOutcome {
     /// What went wrong, for `Failed` and `MaxSteps`.
     pub error: Option<String>,
     pub usage: UsageTotals,
+    /// The loop guard ended the turn (status `Failed`): the model kept
+    /// repeating itself. A subagent reports it as `model_loop`.
+    pub looped: bool,
+}
+
+impl TurnOutcome {
+    /// A turn that failed with `error` before it used anything.
+    pub fn failed(error: impl Into<String>) -> TurnOutcome {
+        TurnOutcome {
+            status: TurnStatus::Failed,
+            final_text: None,
+            error: Some(error.into()),
+            usage: UsageTotals::default(),
+            looped: false,
+        }
+    }
 }
 
 /// A command to the engine.

@@ -351,7 +351,11 @@ async fn run(
             text: last_text(),
         },
         TurnStatus::Failed => ChildFrame::Final {
-            status: ChildStatus::Failed,
+            status: if outcome.looped {
+                ChildStatus::Looped
+            } else {
+                ChildStatus::Failed
+            },
             text: outcome.error.unwrap_or_default(),
         },
     }

@@ -522,12 +522,9 @@ fn submit<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, prom
     }
     let ui = myself.clone();
     tokio::spawn(async move {
-        let outcome = reply.await.unwrap_or_else(|_| TurnOutcome {
-            status: TurnStatus::Failed,
-            final_text: None,
-            error: Some("the agent stopped during the turn".into()),
-            usage: Default::default(),
-        });
+        let outcome = reply
+            .await
+            .unwrap_or_else(|_| TurnOutcome::failed("the agent stopped during the turn"));
         // Fails only when the UI is gone; nothing to tell then.
         let _ = ui.cast(UiMessage::TurnEnded(outcome));
     });

@@ -485,6 +485,32 @@ fn a_repeated_delegation_is_warned_like_any_call() {
     assert_eq!(last.body()["tool_choice"], json!("none"));
 }
 
+/// A subagent's loop guard is its own, and the parent hears it by name,
+/// not as a provider failure.
+#[test]
+fn a_subagent_whose_model_loops_fails_as_model_loop() {
+    let ws = workspace();
+    let mut replies = vec![Reply::sse(sse::tool_call_turn(&[(
+        "d1",
+        "delegate",
+        r#"{"task": "Say what notes.txt holds"}"#,
+    )]))];
+    replies.extend((1..=4).map(|n| read_call(&format!("s{n}"), "notes.txt")));
+    replies.push(Reply::sse(sse::text_turn("the subagent looped")));
+    let server = FakeServer::start(replies);
+    let output = run_exec(ws.path(), &server, "what is in notes.txt?", &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 6, "1 parent, 4 subagent, 1 parent");
+    let result: Value = serde_json::from_str(&tool_result(&requests[5], "d1")).unwrap();
+    assert_eq!(result["status"], "failed", "{result}");
+    assert_eq!(result["error"]["code"], "model_loop", "{result}");
+    assert_eq!(
+        result["error"]["message"],
+        "stopped: the model repeated the same call to read_file 4 times"
+    );
+}
+
 #[test]
 fn a_subagent_compacts_by_the_window_the_parent_learned() {
     let ws = workspace();

@@ -86,7 +86,7 @@ fn conclude(progress: &Progress<'_>, ending: Ending) -> DelegateResult {
         Ending::Final { status, text } => {
             let run_status = match (stop, status) {
                 (Some(_), _) | (None, ChildStatus::Partial) => DelegateStatus::Partial,
-                (None, ChildStatus::Failed) => DelegateStatus::Failed,
+                (None, ChildStatus::Failed | ChildStatus::Looped) => DelegateStatus::Failed,
                 (None, ChildStatus::Completed) => DelegateStatus::Completed,
             };
             let mut result = normalise(&job.agent_id, run_status, &text, usage);
@@ -96,8 +96,14 @@ fn conclude(progress: &Progress<'_>, ending: Ending) -> DelegateResult {
                     message: reason.partial_message(job, &usage),
                 });
             } else if result.status == DelegateStatus::Failed && result.error.is_none() {
+                // The child's own turn failed: its loop guard, else (the
+                // gateway's errors reach it as failed requests) the provider.
+                let code = match status {
+                    ChildStatus::Looped => "model_loop",
+                    _ => "provider_error",
+                };
                 result.error = Some(DelegateError {
-                    code: "provider_error".into(),
+                    code: code.into(),
                     message: text::summary(&text, 300),
                 });
             }

@@ -221,9 +221,8 @@ async fn a_prompt_is_submitted_interrupted_and_ctrl_c_twice_quits() {
     reply
         .send(TurnOutcome {
             status: TurnStatus::Interrupted,
-            final_text: None,
             error: None,
-            usage: Default::default(),
+            ..TurnOutcome::failed("")
         })
         .unwrap();
     // The reply arrives through a spawned task; wait for the store to see it.
@@ -308,12 +307,9 @@ async fn a_refused_prompt_shows_the_error_and_frees_the_input() {
         panic!("expected SubmitPrompt");
     };
     reply
-        .send(TurnOutcome {
-            status: TurnStatus::Failed,
-            final_text: None,
-            error: Some("a turn is already running; interrupt it first".into()),
-            usage: Default::default(),
-        })
+        .send(TurnOutcome::failed(
+            "a turn is already running; interrupt it first",
+        ))
         .unwrap();
     let mut store = h.store().await;
     for _ in 0..100 {
