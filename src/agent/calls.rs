@@ -10,6 +10,8 @@
 //!   bare object as the whole answer) is
 //!   taken as a call, but only for an advertised tool whose arguments match
 //!   its schema.
+//! - [`misfit_text_call`]: a whole answer that is such a call with arguments
+//!   that miss the schema is not run, and not taken as the answer either.
 
 use serde_json::{Map, Value};
 use tracing::warn;
@@ -125,14 +127,7 @@ fn next_block(text: &str) -> Option<(&str, &str, &str)> {
 /// `{"name", "arguments"}` for an advertised tool whose schema the
 /// arguments satisfy; the arguments as compact JSON.
 fn parse_call(body: &str, tools: &[ToolSpec]) -> Option<(String, String)> {
-    let value: Value = serde_json::from_str(body.trim()).ok()?;
-    let name = value.get("name")?.as_str()?;
-    let spec = tools.iter().find(|t| t.name == name)?;
-    let arguments = match value.get("arguments").or_else(|| value.get("parameters")) {
-        None => Value::Object(Map::new()),
-        Some(Value::String(s)) => serde_json::from_str(s).ok()?,
-        Some(other) => other.clone(),
-    };
+    let (name, spec, arguments) = named_call(body, tools)?;
     if !matches_schema(&arguments, &spec.parameters) {
         tracing::info!(
             tool = name,
@@ -144,34 +139,68 @@ fn parse_call(body: &str, tools: &[ToolSpec]) -> Option<(String, String)> {
     Some((name.to_string(), arguments.to_string()))
 }
 
+/// A JSON object `{"name": ..., "arguments" (or "parameters"): ...}`
+/// naming an advertised tool: the name, its spec and the arguments.
+fn named_call<'a>(body: &str, tools: &'a [ToolSpec]) -> Option<(&'a str, &'a ToolSpec, Value)> {
+    let value: Value = serde_json::from_str(body.trim()).ok()?;
+    let name = value.get("name")?.as_str()?;
+    let spec = tools.iter().find(|t| t.name == name)?;
+    let arguments = match value.get("arguments").or_else(|| value.get("parameters")) {
+        None => Value::Object(Map::new()),
+        Some(Value::String(s)) => serde_json::from_str(s).ok()?,
+        Some(other) => other.clone(),
+    };
+    Some((spec.name.as_str(), spec, arguments))
+}
+
+/// An answer that is nothing but a call written as text (the bare object,
+/// or one fenced or tagged block) to an advertised tool, with arguments
+/// that miss its schema: the tool's name and what is wrong. The model meant
+/// a call, so the text is no answer; it is not run either.
+pub fn misfit_text_call(text: &str, tools: &[ToolSpec]) -> Option<(String, String)> {
+    let text = text.trim();
+    let body = match next_block(text) {
+        Some((before, body, after)) if before.trim().is_empty() && after.trim().is_empty() => body,
+        _ => text,
+    };
+    let (name, spec, arguments) = named_call(body, tools)?;
+    let problem = schema_problem(&arguments, &spec.parameters)?;
+    Some((name.to_string(), problem))
+}
+
 /// A shallow JSON Schema check: an object, every required property present,
 /// no unknown property when `additionalProperties` is false, and each
 /// property's `type` right.
 pub fn matches_schema(args: &Value, schema: &Value) -> bool {
+    schema_problem(args, schema).is_none()
+}
+
+/// The first way `args` misses `schema` ([`matches_schema`]'s check).
+fn schema_problem(args: &Value, schema: &Value) -> Option<String> {
     let Some(object) = args.as_object() else {
-        return false;
+        return Some("the arguments are not a JSON object".into());
     };
     let properties = schema.get("properties").and_then(Value::as_object);
-    let required = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map_or(&[][..], Vec::as_slice);
-    if !required
-        .iter()
+    let required = schema.get("required").and_then(Value::as_array);
+    if let Some(missing) = required
+        .into_iter()
+        .flatten()
         .filter_map(Value::as_str)
-        .all(|key| object.contains_key(key))
+        .find(|key| !object.contains_key(*key))
     {
-        return false;
+        return Some(format!("`{missing}` is required"));
     }
     let closed = schema.get("additionalProperties") == Some(&Value::Bool(false));
     object
         .iter()
-        .all(|(key, value)| match properties.and_then(|p| p.get(key)) {
-            None => !closed,
+        .find_map(|(key, value)| match properties.and_then(|p| p.get(key)) {
+            None if closed => Some(format!("`{key}` is not one of its parameters")),
+            None => None,
             Some(property) => property
                 .get("type")
                 .and_then(Value::as_str)
-                .is_none_or(|kind| has_type(value, kind)),
+                .filter(|kind| !has_type(value, kind))
+                .map(|kind| format!("`{key}` must be of type {kind}")),
         })
 }
 
@@ -276,5 +305,36 @@ mod tests {
             &schema
         ));
         assert!(!matches_schema(&json!("a"), &schema));
+    }
+
+    #[test]
+    fn a_whole_answer_calling_a_tool_with_misfit_arguments_says_what_is_wrong() {
+        let tools = [read_file_spec()];
+        let misfit = |text: &str| misfit_text_call(text, &tools);
+        let problem = |text: &str| misfit(text).map(|(name, problem)| format!("{name}: {problem}"));
+        assert_eq!(
+            problem(r#"{"name": "read_file", "parameters": {"path": "a", "offset": "2"}}"#),
+            Some("read_file: `offset` must be of type integer".into())
+        );
+        assert_eq!(
+            problem("```json\n{\"name\": \"read_file\", \"arguments\": {\"file\": \"a\"}}\n```"),
+            Some("read_file: `path` is required".into())
+        );
+        assert_eq!(
+            problem(
+                r#"<tool_call>{"name": "read_file", "arguments": {"path": "a", "x": 1}}</tool_call>"#
+            ),
+            Some("read_file: `x` is not one of its parameters".into())
+        );
+        // A fitting call, another tool, prose around the block, no JSON.
+        for text in [
+            r#"{"name": "read_file", "arguments": {"path": "a"}}"#,
+            r#"{"name": "rm_rf", "arguments": {"path": 1}}"#,
+            "Try this:\n```json\n{\"name\": \"read_file\", \"arguments\": {}}\n```",
+            r#"{"name": "read_file", "arguments": {"path": 1}"#,
+            "read_file takes a path",
+        ] {
+            assert_eq!(misfit(text), None, "{text}");
+        }
     }
 }

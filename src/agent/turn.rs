@@ -155,7 +155,12 @@ async fn turn_steps(
         }
 
         if tool_calls.is_empty() {
-            match after_answer(conversation, deps, cut_off, &text_verdict, &mut ending).await {
+            let answer = Answer {
+                text: text.as_deref(),
+                cut_off,
+                verdict: &text_verdict,
+            };
+            match after_answer(conversation, deps, answer, &mut ending).await {
                 AfterAnswer::Continue => continue,
                 AfterAnswer::Fail(message) => return failed(message, usage),
                 AfterAnswer::Looped(message) => return looped(message, usage),
@@ -219,17 +224,26 @@ struct Ending {
     cut_off_answers: u32,
 }
 
+/// A text answer, as [`after_answer`] weighs it.
+struct Answer<'a> {
+    text: Option<&'a str>,
+    /// It ended at the output limit.
+    cut_off: bool,
+    /// The loop detector's word on it.
+    verdict: &'a Verdict,
+}
+
 /// Decides whether a text answer ends the turn: a cut-off answer is
-/// continued (a few times), a repeated one is pointed out, open plan items
-/// get their one reminder.
+/// continued (a few times), a repeated one is pointed out, a call written
+/// as text with misfit arguments is sent back, open plan items get their
+/// one reminder.
 async fn after_answer(
     conversation: &mut Conversation,
     deps: &AgentDeps,
-    cut_off: bool,
-    verdict: &Verdict,
+    answer: Answer<'_>,
     ending: &mut Ending,
 ) -> AfterAnswer {
-    if cut_off {
+    if answer.cut_off {
         ending.cut_off_answers += 1;
         let message = format!(
             "the answer was cut off at the model's output limit (max_output_tokens {})",
@@ -244,13 +258,18 @@ async fn after_answer(
         conversation.push(Message::user(CUT_OFF_NOTE));
         return AfterAnswer::Continue;
     }
-    match verdict {
+    match answer.verdict {
         Verdict::Stop(repetition) => return AfterAnswer::Looped(repetition.stop_message()),
         Verdict::Warn(repetition) => {
             conversation.push(Message::user(repetition.note(true, false)));
             return AfterAnswer::Continue;
         }
         Verdict::Fine => {}
+    }
+    if let Some(note) = misfit_call_note(deps, answer.text) {
+        info!("the answer is a call written as text with misfit arguments; sending it back");
+        conversation.push(Message::user(note));
+        return AfterAnswer::Continue;
     }
     if !ending.reminded
         && let Some(reminder) = settle_reminder(deps).await
@@ -263,6 +282,20 @@ async fn after_answer(
         return AfterAnswer::Continue;
     }
     AfterAnswer::Done
+}
+
+/// With `tool_call_fallback`, an answer that is only a call written as text
+/// whose arguments miss the tool's schema was meant as a call (Qwen2.5-Coder
+/// 0.5B on llama.cpp wrote `delegate` so, with an object for `context`): the
+/// note that tells the model, instead of taking the text as its answer.
+fn misfit_call_note(deps: &AgentDeps, text: Option<&str>) -> Option<String> {
+    if !deps.settings.limits.tool_call_fallback {
+        return None;
+    }
+    let (name, problem) = calls::misfit_text_call(text?, deps.catalog.specs())?;
+    Some(format!(
+        "[Fido: your reply is a call to {name} written as text, and its arguments do not fit the tool ({problem}), so it was not run. Call {name} as a tool with fitting arguments, or give your answer in prose.]"
+    ))
 }
 
 /// Answers cut off at the output limit the model may continue in one turn.

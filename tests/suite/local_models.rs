@@ -400,6 +400,51 @@ fn tool_calls_in_the_text_are_taken_only_when_opted_in() {
     assert_conversation_invariants(&requests);
 }
 
+/// What Qwen2.5-Coder 0.5B wrote on llama.cpp: `delegate` as a bare
+/// object, with an object where `context` takes a string.
+#[test]
+fn a_call_written_as_text_with_misfit_arguments_is_sent_back_not_answered() {
+    let misfit = r#"{"name": "delegate", "arguments": {"task": "read notes.txt", "context": {"paths": ["notes.txt"]}}}"#;
+    let script = || {
+        vec![
+            Reply::sse(sse::text_turn(misfit)),
+            Reply::sse(sse::text_turn("notes.txt lists alpha")),
+        ]
+    };
+    let ws = workspace();
+    let server = FakeServer::start(script());
+    let fallback = [("FIDO_TOOL_CALL_FALLBACK", "true")];
+    let output = run_exec(ws.path(), &server, "what is in notes.txt?", &fallback);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let events = parse_events(&output.stdout);
+    let texts: Vec<&Value> = events_of(&events, "assistant_text")
+        .into_iter()
+        .map(|e| &e["text"])
+        .collect();
+    assert_eq!(
+        texts.last().unwrap().as_str(),
+        Some("notes.txt lists alpha")
+    );
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 2);
+    let note = requests[1].messages().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        note.contains("a call to delegate written as text")
+            && note.contains("`context` must be of type string"),
+        "{note}"
+    );
+    assert_conversation_invariants(&requests);
+
+    // Off, the text is the answer, as a server that parsed no call meant.
+    let server = FakeServer::start(script());
+    let output = run_exec(ws.path(), &server, "what is in notes.txt?", &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(server.model_requests().len(), 1);
+}
+
 #[test]
 fn the_same_call_written_as_text_twice_gets_two_ids() {
     let text = "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}}\n```";
