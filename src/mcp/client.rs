@@ -142,7 +142,7 @@ impl Connection {
             Err(other) => {
                 // The transport ends a moment before the exit is seen.
                 let health = &self.process.health;
-                let _ = tokio::time::timeout(Duration::from_millis(200), settled(health)).await;
+                let _ = tokio::time::timeout(EXIT_SETTLE, settled(health)).await;
                 Err(problem(health)
                     .unwrap_or(McpError::Crashed(format!("connection failed ({other})"))))
             }
@@ -238,6 +238,13 @@ async fn start_failure(
     };
     McpError::Start(format!("{what}: {detail}"))
 }
+
+/// How long a call whose transport failed waits for the server's exit to
+/// be recorded, so its error names the exit and the server's stderr. The
+/// reaper records it after the rest of the group is gone (up to the
+/// process's 500 ms `TERM_GRACE`); 200 ms was too short for a full test run
+/// on two cores, which then got "connection failed" instead.
+const EXIT_SETTLE: Duration = Duration::from_secs(2);
 
 /// Resolves once the process has exited and been reaped (the reaper records
 /// the exit last).

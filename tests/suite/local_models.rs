@@ -29,6 +29,20 @@ fn read_call(id: &str, path: &str) -> Reply {
     Reply::sse(sse::tool_call_turn(&[(id, "read_file", &args)]))
 }
 
+/// The text of the last message a request carried (a note Fido added).
+fn last_message_text(request: &RecordedRequest) -> String {
+    let last = request.messages().last().cloned().unwrap_or_default();
+    last["content"].as_str().unwrap_or_default().to_string()
+}
+
+/// One text answer per entry.
+fn text_turns(texts: &[&str]) -> Vec<Reply> {
+    texts
+        .iter()
+        .map(|t| Reply::sse(sse::text_turn(t)))
+        .collect()
+}
+
 /// `times` identical reads of `path`, with the call ids c1, c2, ….
 fn reads(path: &str, times: usize) -> Vec<Reply> {
     (1..=times)
@@ -366,12 +380,7 @@ fn the_threshold_follows_n_ctx_from_props() {
 #[test]
 fn tool_calls_in_the_text_are_taken_only_when_opted_in() {
     let text = "I will read it.\n```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}}\n```";
-    let script = || {
-        vec![
-            Reply::sse(sse::text_turn(text)),
-            Reply::sse(sse::text_turn("the file says alpha")),
-        ]
-    };
+    let script = || text_turns(&[text, "the file says alpha"]);
     let ws = workspace();
     let server = FakeServer::start(script());
     let output = run_exec(ws.path(), &server, "read notes.txt", &[]);
@@ -405,12 +414,7 @@ fn tool_calls_in_the_text_are_taken_only_when_opted_in() {
 #[test]
 fn a_call_written_as_text_with_misfit_arguments_is_sent_back_not_answered() {
     let misfit = r#"{"name": "delegate", "arguments": {"task": "read notes.txt", "context": {"paths": ["notes.txt"]}}}"#;
-    let script = || {
-        vec![
-            Reply::sse(sse::text_turn(misfit)),
-            Reply::sse(sse::text_turn("notes.txt lists alpha")),
-        ]
-    };
+    let script = || text_turns(&[misfit, "notes.txt lists alpha"]);
     let ws = workspace();
     let server = FakeServer::start(script());
     let fallback = [("FIDO_TOOL_CALL_FALLBACK", "true")];
@@ -427,10 +431,7 @@ fn a_call_written_as_text_with_misfit_arguments_is_sent_back_not_answered() {
     );
     let requests = server.model_requests();
     assert_eq!(requests.len(), 2);
-    let note = requests[1].messages().last().unwrap()["content"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let note = last_message_text(&requests[1]);
     assert!(
         note.contains("a call to delegate written as text")
             && note.contains("`context` must be of type string"),
@@ -484,10 +485,7 @@ fn an_answer_cut_off_at_the_limit_is_reported_and_finished() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let requests = server.model_requests();
     assert_eq!(requests.len(), 2, "a cut-off answer is not a complete one");
-    let note = requests[1].messages().last().unwrap()["content"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let note = last_message_text(&requests[1]);
     assert!(note.contains("cut off at the output limit"), "{note}");
     let events = parse_events(&output.stdout);
     assert!(
