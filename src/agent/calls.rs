@@ -127,21 +127,21 @@ fn next_block(text: &str) -> Option<(&str, &str, &str)> {
 /// `{"name", "arguments"}` for an advertised tool whose schema the
 /// arguments satisfy; the arguments as compact JSON.
 fn parse_call(body: &str, tools: &[ToolSpec]) -> Option<(String, String)> {
-    let (name, spec, arguments) = named_call(body, tools)?;
+    let (spec, arguments) = named_call(body, tools)?;
     if !matches_schema(&arguments, &spec.parameters) {
         tracing::info!(
-            tool = name,
+            tool = %spec.name,
             arguments = %text::summary(&arguments.to_string(), 200),
             "a text tool call does not match the tool's schema; left as text"
         );
         return None;
     }
-    Some((name.to_string(), arguments.to_string()))
+    Some((spec.name.clone(), arguments.to_string()))
 }
 
 /// A JSON object `{"name": ..., "arguments" (or "parameters"): ...}`
-/// naming an advertised tool: the name, its spec and the arguments.
-fn named_call<'a>(body: &str, tools: &'a [ToolSpec]) -> Option<(&'a str, &'a ToolSpec, Value)> {
+/// naming an advertised tool: its spec and the arguments.
+fn named_call<'a>(body: &str, tools: &'a [ToolSpec]) -> Option<(&'a ToolSpec, Value)> {
     let value: Value = serde_json::from_str(body.trim()).ok()?;
     let name = value.get("name")?.as_str()?;
     let spec = tools.iter().find(|t| t.name == name)?;
@@ -150,7 +150,7 @@ fn named_call<'a>(body: &str, tools: &'a [ToolSpec]) -> Option<(&'a str, &'a Too
         Some(Value::String(s)) => serde_json::from_str(s).ok()?,
         Some(other) => other.clone(),
     };
-    Some((spec.name.as_str(), spec, arguments))
+    Some((spec, arguments))
 }
 
 /// An answer that is nothing but a call written as text (the bare object,
@@ -163,9 +163,9 @@ pub fn misfit_text_call(text: &str, tools: &[ToolSpec]) -> Option<(String, Strin
         Some((before, body, after)) if before.trim().is_empty() && after.trim().is_empty() => body,
         _ => text,
     };
-    let (name, spec, arguments) = named_call(body, tools)?;
+    let (spec, arguments) = named_call(body, tools)?;
     let problem = schema_problem(&arguments, &spec.parameters)?;
-    Some((name.to_string(), problem))
+    Some((spec.name.clone(), problem))
 }
 
 /// A shallow JSON Schema check: an object, every required property present,

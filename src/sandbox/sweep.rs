@@ -174,21 +174,13 @@ mod tests {
         // Its own sleep, the child of its shell: other tests of this process
         // run `sleep` too, and killing theirs fails them and leaves this
         // one waiting on its shell for 300 s.
-        let parent_of = |pid: i32| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            stat.rsplit(')')
-                .next()?
-                .split_whitespace()
-                .nth(1)?
-                .parse::<u32>()
-                .ok()
-        };
+        let shell_pid = shell.id() as i32;
         let sleeper = loop {
             let found = descendants(me);
             if let Some(sleep) = found.iter().find(|d| {
                 std::fs::read_to_string(format!("/proc/{}/comm", d.pid))
                     .is_ok_and(|c| c.trim() == "sleep")
-                    && parent_of(d.pid) == Some(shell.id())
+                    && stat(d.pid).is_some_and(|(ppid, _)| ppid == shell_pid)
             }) {
                 break *sleep;
             }

@@ -221,8 +221,10 @@ async fn a_prompt_is_submitted_interrupted_and_ctrl_c_twice_quits() {
     reply
         .send(TurnOutcome {
             status: TurnStatus::Interrupted,
+            final_text: None,
             error: None,
-            ..TurnOutcome::failed("")
+            usage: Default::default(),
+            looped: false,
         })
         .unwrap();
     // The reply arrives through a spawned task; wait for the store to see it.
