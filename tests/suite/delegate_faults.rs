@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use fido::plan::PlanFlavour;
 use fido::protocol::delegate::DelegateArgs;
 use fido::protocol::delegate::{DelegateResult, DelegateStatus};
+use fido::protocol::ipc::catalog_fingerprint;
 use fido::protocol::{Event, EventKind, Message, ToolCall};
 use fido::provider::HttpPolicy;
 use fido::provider::openai::OpenAiProvider;
@@ -258,7 +259,9 @@ impl Rig {
         .unwrap();
     }
 
-    /// The end of every test: the run's processes are gone and reaped.
+    /// The end of every test: the run's processes are gone and reaped
+    /// while the supervisor still runs (its shutdown kills whatever is
+    /// left, which would hide a leak), then the supervisor shuts down.
     async fn assert_no_process_left(self) {
         let Rig {
             dir,
@@ -266,10 +269,10 @@ impl Rig {
             watcher,
             ..
         } = self;
-        supervisor.shutdown(Duration::from_secs(5)).await;
         tokio::task::spawn_blocking(move || watcher.assert_clean())
             .await
             .unwrap();
+        supervisor.shutdown(Duration::from_secs(5)).await;
         drop(dir);
     }
 }
@@ -289,6 +292,9 @@ fn fake_program(dir: &Path, behaviour: &str) -> PathBuf {
     std::fs::create_dir_all(&bin).unwrap();
     let program = bin.join(behaviour);
     std::os::unix::fs::symlink(fixture, &program).unwrap();
+    // The fingerprint a well-behaved child sends: the parent's catalog.
+    let catalog = ToolCatalog::standard(PlanFlavour::UpdatePlan);
+    std::fs::write(bin.join("catalog"), catalog_fingerprint(catalog.specs())).unwrap();
     program
 }
 
@@ -883,6 +889,22 @@ async fn a_child_with_another_catalog_is_refused() {
     let mut rig = Rig::start(Setup::new(Child::Fake("foreign_catalog"))).await;
     let (result, _) = rig.delegate(None).await;
     assert_failed(&result, "protocol_error", "tool catalog (0123456789abcdef)");
+    assert!(rig.server.model_requests().is_empty());
+    rig.assert_no_process_left().await;
+}
+
+// A request without a fingerprint is refused like a foreign one: a missing
+// field must not skip the check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_that_sends_no_catalog_fingerprint_is_refused() {
+    let mut rig = Rig::start(Setup::new(Child::Fake("no_catalog"))).await;
+    let (result, _) = rig.delegate(None).await;
+    let ours = catalog_fingerprint(ToolCatalog::standard(PlanFlavour::UpdatePlan).specs());
+    assert_failed(
+        &result,
+        "protocol_error",
+        &format!("sent no tool catalog fingerprint; the parent's is {ours}"),
+    );
     assert!(rig.server.model_requests().is_empty());
     rig.assert_no_process_left().await;
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::common::catalog::{advertised_fingerprint, child_catalogs};
 use crate::common::process::RUN_TIMEOUT;
 use crate::common::sse;
 use crate::common::{FakeServer, Reply, fido_cmd_with_home, run_with_timeout};
@@ -57,8 +58,14 @@ impl Setup {
     /// `fido exec --json` against `server`, with the key in the environment
     /// (the servers must not see it).
     fn exec(&self, server: &FakeServer, extra: &[&str]) -> Output {
+        self.exec_with_env(server, extra, &[])
+    }
+
+    /// [`Setup::exec`] with `env` on top.
+    fn exec_with_env(&self, server: &FakeServer, extra: &[&str], env: &[(&str, &str)]) -> Output {
         let mut cmd = self.fido(&["exec", "--json"]);
         cmd.args(extra)
+            .envs(env.iter().copied())
             .arg("--")
             .arg("go")
             .env("FIDO_PROVIDER", "openai")
@@ -241,7 +248,7 @@ fn a_subagent_calls_read_only_mcp_tools_through_the_parent_and_is_denied_the_oth
         Reply::sse(sse::text_turn(FINAL_JSON)),
         Reply::sse(sse::text_turn("done")),
     ]);
-    let output = setup.exec(&server, &[]);
+    let output = setup.exec_with_env(&server, &[], &[("RUST_LOG", "info")]);
     assert!(output.status.success(), "{}", stderr(&output));
     let requests = server.model_requests();
     assert_eq!(
@@ -250,8 +257,15 @@ fn a_subagent_calls_read_only_mcp_tools_through_the_parent_and_is_denied_the_oth
         "{}",
         String::from_utf8_lossy(&output.stdout)
     );
-    // The child advertises the parent's catalog, MCP tools included.
-    assert_eq!(requests[1].body()["tools"], requests[0].body()["tools"]);
+    // The child process built the parent's catalog, MCP tools included: the
+    // fingerprint it computed is that of the tools the parent advertised.
+    assert!(tool_names(requests[0].body()).contains(&"mcp__rw__echo".to_owned()));
+    assert_eq!(
+        child_catalogs(&stderr(&output)),
+        [advertised_fingerprint(requests[0].body())],
+        "{}",
+        stderr(&output)
+    );
     let child = requests[2].body();
     assert_eq!(
         tool_result(child, "s1"),
