@@ -140,11 +140,26 @@ pub fn run_exec(
     prompt: &str,
     extra_env: &[(&str, &str)],
 ) -> Output {
-    let output = run_with_timeout(
+    run_in(
+        workspace,
         exec_cmd(workspace, server, prompt, extra_env),
         None,
         RUN_TIMEOUT,
-    );
+    )
+}
+
+/// [`run_with_timeout`] of a command that works in `workspace`, then
+/// [`assert_nothing_left`] there.
+pub fn run_in(workspace: &Path, cmd: Command, stdin: Option<&[u8]>, timeout: Duration) -> Output {
+    let output = run_with_timeout(cmd, stdin, timeout);
+    assert_nothing_left(workspace);
+    output
+}
+
+/// [`wait_with_timeout`] of a child that works in `workspace`, then
+/// [`assert_nothing_left`] there.
+pub fn wait_in(workspace: &Path, child: Child, timeout: Duration) -> Output {
+    let output = wait_with_timeout(child, timeout);
     assert_nothing_left(workspace);
     output
 }
