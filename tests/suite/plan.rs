@@ -2,6 +2,7 @@
 //! state file, restore after restart, compaction, the settle reminder and
 //! the local `fido plan` commands.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
@@ -479,6 +480,38 @@ fn concurrent_writers_never_lose_or_tear_an_update() {
     );
 }
 
+/// The temp files a plan writer leaves in `ws` while it writes.
+fn plan_temp_files(ws: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(ws)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp-"))
+        .collect()
+}
+
+/// Kills `child` (a plan writer in `ws`): odd rounds at an instant that
+/// moves from before start-up to after the write, even rounds the moment
+/// a new temp file shows that its write is under way.
+fn kill_writer(mut child: std::process::Child, ws: &Path, round: u32, before: &BTreeSet<String>) {
+    if round % 2 == 1 {
+        std::thread::sleep(Duration::from_micros(400 * u64::from(round)));
+    } else {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while matches!(child.try_wait(), Ok(None))
+            && plan_temp_files(ws).difference(before).next().is_none()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the writer neither wrote nor ended"
+            );
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 #[test]
 fn killing_a_writer_at_any_instant_leaves_old_or_new_state() {
     let ws = tempfile::tempdir().unwrap();
@@ -493,21 +526,25 @@ fn killing_a_writer_at_any_instant_leaves_old_or_new_state() {
             .status
             .success()
     );
-    let started = Instant::now();
     let mut previous = "round 0".to_string();
+    // Rounds whose kill landed mid-write: the writer's temp file is left.
+    let mut mid_write = 0;
     for round in 1..=25u32 {
+        let before = plan_temp_files(ws.path());
         let mut cmd = fido_cmd();
         cmd.arg("-C")
             .arg(ws.path())
             .args(["tool", "call", "update_plan", "--args", &args(round)])
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        let mut child = cmd.spawn().unwrap();
-        // Kill at a different instant each round, from before start-up to
-        // after the write.
-        std::thread::sleep(Duration::from_micros(400 * u64::from(round)));
-        let _ = child.kill();
-        let _ = child.wait();
+        kill_writer(cmd.spawn().unwrap(), ws.path(), round, &before);
+        if plan_temp_files(ws.path())
+            .difference(&before)
+            .next()
+            .is_some()
+        {
+            mid_write += 1;
+        }
         let plan = saved_plan(ws.path());
         let reason = plan["reason"].as_str().unwrap().to_string();
         assert!(
@@ -520,15 +557,10 @@ fn killing_a_writer_at_any_instant_leaves_old_or_new_state() {
         );
         previous = reason;
     }
-    assert!(started.elapsed() < Duration::from_secs(60));
-    let leftovers: Vec<_> = std::fs::read_dir(ws.path())
-        .unwrap()
-        .filter_map(Result::ok)
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.contains(".tmp-"))
-        .collect();
+    assert!(mid_write > 0, "no kill landed in the middle of a write");
     // A killed writer may leave its temp file, never a torn plan; the temp
     // names stay `.fido-*` and so invisible to the tools.
+    let leftovers = plan_temp_files(ws.path());
     assert!(
         leftovers
             .iter()
