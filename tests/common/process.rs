@@ -148,25 +148,31 @@ pub fn run_exec(
     )
 }
 
-/// [`run_with_timeout`] of a command that works in `workspace`, then
-/// [`assert_nothing_left`] there.
+/// [`run_with_timeout`] of a fido that works in `workspace`, then the
+/// checks of [`wait_in`].
 pub fn run_in(workspace: &Path, cmd: Command, stdin: Option<&[u8]>, timeout: Duration) -> Output {
-    let output = run_with_timeout(cmd, stdin, timeout);
-    assert_nothing_left(workspace);
-    output
+    wait_in(workspace, spawn_with_stdin(cmd, stdin), timeout)
 }
 
-/// [`wait_with_timeout`] of a child that works in `workspace`, then
-/// [`assert_nothing_left`] there.
+/// [`wait_with_timeout`] of a fido that works in `workspace`, then the
+/// check every test that spawns processes ends with: nothing is left in
+/// its process group nor in the workspace ([`assert_nothing_left`]).
 pub fn wait_in(workspace: &Path, child: Child, timeout: Duration) -> Output {
+    let group = child.id();
     let output = wait_with_timeout(child, timeout);
+    assert_no_processes(ProcessFilter::Group(group), Duration::from_secs(5));
     assert_nothing_left(workspace);
     output
 }
 
 /// Spawns `cmd` with piped stdout/stderr, writes `stdin` (if any) and waits
 /// at most `timeout`.
-pub fn run_with_timeout(mut cmd: Command, stdin: Option<&[u8]>, timeout: Duration) -> Output {
+pub fn run_with_timeout(cmd: Command, stdin: Option<&[u8]>, timeout: Duration) -> Output {
+    wait_with_timeout(spawn_with_stdin(cmd, stdin), timeout)
+}
+
+/// Spawns `cmd` with piped stdout/stderr and writes `stdin` (if any).
+fn spawn_with_stdin(mut cmd: Command, stdin: Option<&[u8]>) -> Child {
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     if stdin.is_some() {
         cmd.stdin(Stdio::piped());
@@ -178,7 +184,7 @@ pub fn run_with_timeout(mut cmd: Command, stdin: Option<&[u8]>, timeout: Duratio
         pipe.write_all(input)
             .unwrap_or_else(|e| panic!("cannot write fido's stdin: {e}"));
     }
-    wait_with_timeout(child, timeout)
+    child
 }
 
 /// Collects the output of a spawned child (stdout/stderr piped or not),

@@ -8,11 +8,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::common::catalog::{advertised_fingerprint, child_catalogs};
-use crate::common::process::{ProcessFilter, processes, send_signal};
+use crate::common::process::{ProcessFilter, processes, send_signal, wait_in};
 use crate::common::sse;
 use crate::common::{
     FakeServer, Reply, assert_conversation_invariants, events_of, exec_cmd, parse_events, run_exec,
-    wait_with_timeout,
 };
 
 fn stderr(output: &Output) -> String {
@@ -358,7 +357,7 @@ fn the_child_has_no_keys_and_no_new_privileges_and_times_out_cleanly() {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     assert!(status.contains("NoNewPrivs:\t1"), "{status}");
 
-    let output = wait_with_timeout(child, Duration::from_secs(30));
+    let output = wait_in(ws.path(), child, Duration::from_secs(30));
     assert!(output.status.success(), "stderr: {}", stderr(&output));
     assert_gone(pid);
     let requests = server.model_requests();
@@ -384,7 +383,7 @@ fn sigint_during_a_delegation_kills_the_subagent_and_exits_130() {
     let pid = subagent_pid(parent);
     server.wait_for_requests(2, Duration::from_secs(20));
     send_signal(parent, libc::SIGINT);
-    let output = wait_with_timeout(child, Duration::from_secs(20));
+    let output = wait_in(ws.path(), child, Duration::from_secs(20));
     assert_eq!(
         output.status.code(),
         Some(130),
@@ -406,7 +405,7 @@ fn a_killed_subagent_is_reported_and_the_parent_goes_on() {
     let pid = subagent_pid(child.id());
     server.wait_for_requests(2, Duration::from_secs(20));
     send_signal(pid, libc::SIGKILL);
-    let output = wait_with_timeout(child, Duration::from_secs(30));
+    let output = wait_in(ws.path(), child, Duration::from_secs(30));
     assert!(output.status.success(), "stderr: {}", stderr(&output));
     let requests = server.model_requests();
     let result = tool_json(requests[2].body(), "d1");

@@ -147,7 +147,7 @@ fn run_sampled_of(
         .spawn()
         .unwrap();
     let sampler = Sampler::start(child.id());
-    let output = wait_with_timeout(child, Duration::from_secs(60));
+    let output = crate::common::process::wait_in(ws, child, Duration::from_secs(60));
     let (most, pids, programs) = sampler.finish();
     let expected = fido::subagent::child_program(program);
     let expected = std::fs::canonicalize(&expected).unwrap_or(expected);

@@ -12,8 +12,9 @@ use serde_json::{Value, json};
 
 use crate::common::catalog::{advertised_fingerprint, child_catalogs};
 use crate::common::process::RUN_TIMEOUT;
+use crate::common::process::run_in;
 use crate::common::sse;
-use crate::common::{FakeServer, Reply, fido_cmd_with_home, run_with_timeout};
+use crate::common::{FakeServer, Reply, fido_cmd_with_home};
 
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp_fixture.py")
@@ -52,7 +53,7 @@ impl Setup {
     }
 
     fn run(&self, args: &[&str]) -> Output {
-        run_with_timeout(self.fido(args), None, RUN_TIMEOUT)
+        run_in(self.ws.path(), self.fido(args), None, RUN_TIMEOUT)
     }
 
     /// `fido exec --json` against `server`, with the key in the environment
@@ -74,7 +75,7 @@ impl Setup {
             .env("FIDO_API_KEY", "secret-test-key")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        run_with_timeout(cmd, None, RUN_TIMEOUT)
+        run_in(self.ws.path(), cmd, None, RUN_TIMEOUT)
     }
 
     /// No process of this test's servers is left.

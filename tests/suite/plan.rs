@@ -10,12 +10,13 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::common::compaction;
-use crate::common::process::{send_signal, skip_unless_ci, wait_until};
+use crate::common::process::{
+    assert_nothing_left, run_in, send_signal, skip_unless_ci, wait_in, wait_until,
+};
 use crate::common::sse;
 use crate::common::{
     FakeServer, History, Reply, assert_conversation_invariants,
     assert_conversation_invariants_with, events_of, exec_cmd, fido_cmd, parse_events, run_exec,
-    run_with_timeout, wait_with_timeout,
 };
 
 const PLAN_FILE: &str = ".fido-plan.json";
@@ -67,7 +68,7 @@ fn tool_json(request: &Value, call_id: &str) -> Value {
 fn plan_cli(ws: &Path, args: &[&str]) -> Output {
     let mut cmd = fido_cmd();
     cmd.arg("-C").arg(ws).arg("plan").args(args);
-    run_with_timeout(cmd, None, Duration::from_secs(60))
+    run_in(ws, cmd, None, Duration::from_secs(60))
 }
 
 fn tool_call(ws: &Path, name: &str, args: &str) -> Output {
@@ -75,7 +76,7 @@ fn tool_call(ws: &Path, name: &str, args: &str) -> Output {
     cmd.arg("-C")
         .arg(ws)
         .args(["tool", "call", name, "--args", args]);
-    run_with_timeout(cmd, None, Duration::from_secs(60))
+    run_in(ws, cmd, None, Duration::from_secs(60))
 }
 
 #[test]
@@ -472,6 +473,7 @@ fn concurrent_writers_never_lose_or_tear_an_update() {
     for mut writer in writers {
         assert!(writer.wait().unwrap().success());
     }
+    assert_nothing_left(ws.path());
     let plan = saved_plan(ws.path());
     assert_eq!(
         plan["version"],
@@ -636,7 +638,7 @@ fn sigint_ends_exec_promptly_while_another_process_holds_the_plan_lock() {
     server.wait_for_requests(1, Duration::from_secs(30));
     wait_until_waiting_for_the_lock(child.id(), ws.path());
     send_signal(child.id(), libc::SIGINT);
-    let output = wait_with_timeout(child, Duration::from_secs(30));
+    let output = wait_in(ws.path(), child, Duration::from_secs(30));
     let still_held = holder.try_wait().unwrap().is_none();
     let _ = holder.kill();
     let _ = holder.wait();

@@ -10,9 +10,7 @@ use serde_json::{Value, json};
 
 use crate::common::catalog::{advertised_fingerprint, child_catalogs};
 use crate::common::sse;
-use crate::common::{
-    FakeServer, Reply, assert_conversation_invariants, fido_cmd_with_home, run_with_timeout,
-};
+use crate::common::{FakeServer, Reply, assert_conversation_invariants, fido_cmd_with_home};
 
 const REVIEWER: &str = "---\ndescription: Reviews a change for bugs\nmodel: review-model\nmax_steps: 3\n---\nAlways check the error paths first.\n";
 
@@ -26,7 +24,7 @@ fn fido(home: &Path, ws: &Path, args: &[&str], server: Option<&FakeServer>) -> O
             // The subagent logs the fingerprint of the catalog it built.
             .env("RUST_LOG", "info");
     }
-    run_with_timeout(cmd, None, Duration::from_secs(60))
+    crate::common::process::run_in(ws, cmd, None, Duration::from_secs(60))
 }
 
 fn catalog(home: &Path, ws: &Path) -> (Value, String) {

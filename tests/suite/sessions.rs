@@ -11,7 +11,7 @@ use crate::common::process::{pids_running, wait_until};
 use crate::common::sse;
 use crate::common::{
     FakeServer, RecordedRequest, Reply, assert_conversation_invariants, events_of, exec_cmd,
-    fido_cmd, parse_events, run_exec, run_with_timeout, wait_with_timeout,
+    fido_cmd, parse_events, run_exec, run_with_timeout,
 };
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -42,7 +42,7 @@ fn journal(ws: &Path, id: &str) -> PathBuf {
 /// `fido exec --resume ARGS… PROMPT` against `server`.
 fn resume(ws: &Path, server: &FakeServer, resume_args: &[&str], prompt: &str) -> Output {
     let cmd = crate::common::process::exec_cmd_with_flags(ws, server, resume_args, prompt, &[]);
-    run_with_timeout(cmd, None, LIMIT)
+    crate::common::process::run_in(ws, cmd, None, LIMIT)
 }
 
 /// The messages of a recorded request, each as its compact JSON text.
@@ -147,7 +147,7 @@ fn crash_after(
     wait_until("the state to kill Fido in", LIMIT, ready);
     // SAFETY: kill(2) on the pid of our own child, which is not reaped yet.
     unsafe { libc::kill(pid, libc::SIGKILL) };
-    let output = wait_with_timeout(child, LIMIT);
+    let output = crate::common::process::wait_in(ws, child, LIMIT);
     assert!(!output.status.success());
 }
 
