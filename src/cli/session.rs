@@ -12,20 +12,22 @@ use super::journal::ResumeFrom;
 use super::tool_env;
 use crate::agent::ProjectInstructions;
 use crate::agent::{
-    AgentArguments, AgentDeps, AgentMessage, EventSink, spawn_watched, start_conversation,
+    AgentArguments, AgentDeps, AgentMessage, Conversation, EventSink, spawn_watched,
+    start_conversation,
 };
 use crate::config::Config;
 use crate::mcp::McpHub;
+use crate::plan::PlanFlavour;
 use crate::protocol::ApprovalPolicy;
 use crate::protocol::EventKind;
 use crate::provider::gateway::Gateway;
-use crate::session::journal::{Journal, SessionInfo};
+use crate::session::journal::{Journal, Replayed, SessionInfo};
 use crate::subagent::control::ControlServer;
 use crate::subagent::profiles::Profiles;
 use crate::subagent::supervisor::{DelegationSettings, Supervisor};
 use crate::tools::approval::Approver;
 use crate::tools::ask_user::UserChannel;
-use crate::tools::{InvocationContext, ToolCatalog};
+use crate::tools::{InvocationContext, ToolCatalog, ToolEnv};
 
 /// How long shutting down waits for subagents to be reaped.
 const SHUTDOWN_LIMIT: Duration = Duration::from_secs(5);
@@ -128,21 +130,15 @@ impl Session {
             session_id: id.clone(),
         });
         let instructions = load_instructions(config).await;
-        let conversation = match &replayed {
-            Some(replayed) => super::journal::resumed_conversation(
-                replayed,
-                &tool_env,
-                config.plan_tool,
-                &events,
-            )?,
-            None => start_conversation(
-                &catalog,
-                &tool_env,
-                config.plan_tool,
-                &instructions,
-                &events,
-            ),
-        };
+        let (conversation, replayed) = first_conversation(
+            replayed,
+            catalog.clone(),
+            tool_env.clone(),
+            config.plan_tool,
+            instructions.clone(),
+            events.clone(),
+        )
+        .await?;
         if let Some(journal) = &journal {
             journal
                 .record(conversation.generation(), conversation.messages())
@@ -213,6 +209,31 @@ impl Session {
         let sandbox = self.sandbox.clone();
         let _ = tokio::task::spawn_blocking(move || sandbox.remove_tmpdir()).await;
     }
+}
+
+/// The conversation a session starts from (new, or the one it resumes),
+/// with the saved plan restored. Built on the blocking pool: restoring
+/// waits for the plan's lock (up to its bound), which must hold no runtime
+/// worker, so a signal during start-up is still seen at once.
+async fn first_conversation(
+    replayed: Option<Replayed>,
+    catalog: Arc<ToolCatalog>,
+    tool_env: Arc<ToolEnv>,
+    flavour: PlanFlavour,
+    instructions: ProjectInstructions,
+    events: EventSink,
+) -> Result<(Conversation, Option<Replayed>), String> {
+    tokio::task::spawn_blocking(move || {
+        let conversation = match &replayed {
+            Some(replayed) => {
+                super::journal::resumed_conversation(replayed, &tool_env, flavour, &events)?
+            }
+            None => start_conversation(&catalog, &tool_env, flavour, &instructions, &events),
+        };
+        Ok((conversation, replayed))
+    })
+    .await
+    .map_err(|err| format!("cannot build the conversation: {err}"))?
 }
 
 /// Starts the configured MCP servers (all at once) and logs how long it took.
