@@ -14,6 +14,7 @@ mod real_model;
 mod safety;
 mod sandbox;
 mod sessions;
+mod shape;
 mod startup;
 mod todo;
 mod tool_cli;
