@@ -156,9 +156,16 @@ async fn exec(config: Config, prompt: String, run: Run) -> ExitCode {
         approver: None,
         default_approval: ApprovalPolicy::Never,
     };
-    let session = match Session::start(&config, interaction, sink, resume).await {
-        Ok(session) => session,
-        Err(message) => return fail(&message),
+    // Start-up can wait (for the plan's lock, for MCP servers): a signal
+    // then ends it at once, dropping what was started (each child process
+    // dies with its handle or with this process).
+    let session = tokio::select! {
+        started = Session::start(&config, interaction, sink, resume) => match started {
+            Ok(session) => session,
+            Err(message) => return fail(&message),
+        },
+        _ = sigint.recv() => return interrupted_during_start_up("SIGINT"),
+        _ = sigterm.recv() => return interrupted_during_start_up("SIGTERM"),
     };
     for warning in session
         .instructions
@@ -249,6 +256,12 @@ async fn exec(config: Config, prompt: String, run: Run) -> ExitCode {
         // The error was already reported as an event (printed below).
         TurnStatus::Failed | TurnStatus::MaxSteps => ExitCode::from(1),
     }
+}
+
+/// A signal before the session was running: nothing to wind down.
+fn interrupted_during_start_up(signal: &str) -> ExitCode {
+    info!("{signal} during start-up: exiting");
+    ExitCode::from(130)
 }
 
 /// Prints the events on a thread of its own: a slow or blocked stdout

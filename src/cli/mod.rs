@@ -1,4 +1,4 @@
-//! The command line (contract: DESIGN.md "Command line").
+//! The command line (contract: the README's "Set-up" and command sections).
 //!
 //! Parses arguments, sets up logging and the runtime, and hands over to one
 //! function per command. This is the one place where errors become text for

@@ -219,6 +219,9 @@ fn delegated_investigation(env: &[(&str, &str)], plan_tool: &str) {
         "{phases:?}"
     );
     assert_eq!(phases.last(), Some(&"completed"));
+    // The activity bar's last word on the child: its one finding.
+    let last = events_of(&events, "subagent").pop().unwrap().clone();
+    assert_eq!(last["detail"], "1 finding", "{last}");
     let pid = events_of(&events, "subagent")
         .iter()
         .find_map(|e| e["pid"].as_u64())
