@@ -25,17 +25,17 @@
 //!   is [`ProviderError::StreamTruncated`]; an `error` event is
 //!   [`ProviderError::Api`].
 
-use bytes::Bytes;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{HeaderName, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::http::{self, StreamHandler};
-use super::retry::with_retries;
+use super::http;
 use super::sse::SseEvent;
+use super::streaming::{
+    StreamAccumulator, StreamingProvider, WindowSource, WireCodec, secret_header,
+};
 use super::{
-    ChatRequest, Completion, CompletionFuture, FinishReason, HttpPolicy, NoticeSink, Provider,
-    ProviderError, ProviderNotice, ToolChoice, WindowFuture,
+    ChatRequest, Completion, FinishReason, HttpPolicy, ProviderError, ProviderNotice, ToolChoice,
 };
 use crate::protocol::{Message, ToolCall, ToolSpec, Usage};
 
@@ -43,19 +43,16 @@ use crate::protocol::{Message, ToolCall, ToolSpec, Usage};
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// A provider for Anthropic's streaming Messages API.
-pub struct AnthropicProvider {
-    client: reqwest::Client,
-    url: String,
-    headers: HeaderMap,
-    model: String,
-    max_tokens: u32,
-    policy: HttpPolicy,
-}
+pub type AnthropicProvider = StreamingProvider<AnthropicCodec>;
+
+/// The Messages wire format.
+pub struct AnthropicCodec;
 
 impl AnthropicProvider {
     /// `base_url` is what `/v1/messages` is appended to (normally
     /// `https://api.anthropic.com`). Without a key (or with an empty one) no
     /// `x-api-key` header is sent, for local proxies that add their own.
+    /// `max_tokens` is required by the API and caps every answer.
     pub fn new(
         base_url: String,
         api_key: Option<String>,
@@ -63,86 +60,44 @@ impl AnthropicProvider {
         policy: HttpPolicy,
         max_tokens: u32,
     ) -> Result<Self, ProviderError> {
-        let url = http::join_url(&base_url, "/v1/messages");
-        http::check_url(&url)?;
         if max_tokens == 0 {
             return Err(ProviderError::Config(
                 "max_tokens for Anthropic must be at least 1".into(),
             ));
         }
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        headers.insert(
-            HeaderName::from_static("anthropic-version"),
-            HeaderValue::from_static(ANTHROPIC_VERSION),
-        );
-        if let Some(key) = api_key.filter(|k| !k.trim().is_empty()) {
-            let mut value = HeaderValue::from_str(key.trim()).map_err(|_| {
-                ProviderError::Config(
-                    "the API key contains characters not allowed in a header".into(),
-                )
-            })?;
-            value.set_sensitive(true);
-            headers.insert(HeaderName::from_static("x-api-key"), value);
-        }
-        Ok(AnthropicProvider {
-            client: http::build_client(&policy)?,
-            url,
-            headers,
-            model,
-            max_tokens,
-            policy,
-        })
+        StreamingProvider::with_codec(AnthropicCodec, base_url, api_key, model, policy, max_tokens)
     }
 }
 
-impl Provider for AnthropicProvider {
-    fn name(&self) -> &str {
-        "anthropic"
+impl WireCodec for AnthropicCodec {
+    type Accumulator = MessagesStreamAccumulator;
+    const NAME: &'static str = "anthropic";
+    const PATH: &'static str = "/v1/messages";
+    const REQUEST_KIND: &'static str = "messages";
+
+    const FIXED_HEADERS: &'static [(&'static str, &'static str)] =
+        &[("anthropic-version", ANTHROPIC_VERSION)];
+
+    fn key_header(&self, api_key: &str) -> Result<(HeaderName, HeaderValue), ProviderError> {
+        Ok((
+            HeaderName::from_static("x-api-key"),
+            secret_header(api_key)?,
+        ))
     }
 
-    fn model(&self) -> &str {
-        &self.model
+    /// The API refuses `max_tokens: 0`, so a request never asks for less
+    /// than one token.
+    fn encode(
+        &self,
+        model: &str,
+        max_output_tokens: u32,
+        request: ChatRequest<'_>,
+    ) -> Result<Vec<u8>, ProviderError> {
+        http::to_bytes(&request_body(model, max_output_tokens.max(1), request))
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: ChatRequest<'a>,
-        notices: NoticeSink<'a>,
-    ) -> CompletionFuture<'a> {
-        Box::pin(async move {
-            let max_tokens = request
-                .max_output_tokens
-                .map_or(self.max_tokens, |cap| cap.clamp(1, self.max_tokens));
-            let body = request_body(&self.model, max_tokens, request);
-            let body = Bytes::from(http::to_bytes(&body)?);
-            with_retries(&self.policy, notices, |attempt| {
-                let body = body.clone();
-                async move {
-                    tracing::debug!(url = %self.url, attempt, bytes = body.len(), "messages request");
-                    let mut handler = Handler {
-                        accumulator: MessagesStreamAccumulator::default(),
-                        notices,
-                    };
-                    http::post_stream(
-                        &self.client,
-                        &self.policy,
-                        &self.url,
-                        self.headers.clone(),
-                        body,
-                        &mut handler,
-                    )
-                    .await?;
-                    handler.accumulator.finish()
-                }
-            })
-            .await
-        })
-    }
-
-    fn context_window(&self) -> WindowFuture<'_> {
-        Box::pin(async move { super::limits::known_window(&self.model) })
+    fn window_source(&self) -> WindowSource {
+        WindowSource::ModelName
     }
 }
 
@@ -308,21 +263,14 @@ fn tool_use_block(call: &ToolCall) -> Value {
     json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input})
 }
 
-/// Wires the accumulator to the HTTP stream and the notice sink.
-struct Handler<'a> {
-    accumulator: MessagesStreamAccumulator,
-    notices: NoticeSink<'a>,
-}
-
-impl StreamHandler for Handler<'_> {
-    fn event(&mut self, event: SseEvent) -> Result<bool, ProviderError> {
-        for notice in self.accumulator.push(event.event.as_deref(), &event.data)? {
-            (self.notices)(notice);
-        }
-        Ok(self.accumulator.is_done())
+impl StreamAccumulator for MessagesStreamAccumulator {
+    fn event(&mut self, event: &SseEvent) -> Result<Vec<ProviderNotice>, ProviderError> {
+        self.push(event.event.as_deref(), &event.data)
     }
 
-    fn json_body(&mut self, body: &[u8]) -> Result<(), ProviderError> {
+    /// The Messages API always streams: plain JSON is a proxy's or the
+    /// API's error, or a reply this code cannot read.
+    fn json_body(&mut self, body: &[u8]) -> Result<Vec<ProviderNotice>, ProviderError> {
         let detail = http::excerpt(body);
         let is_error = serde_json::from_slice::<Value>(body)
             .ok()
@@ -334,6 +282,14 @@ impl StreamHandler for Handler<'_> {
                 detail: format!("expected an event stream, got JSON: {detail}"),
             }
         })
+    }
+
+    fn is_done(&self) -> bool {
+        MessagesStreamAccumulator::is_done(self)
+    }
+
+    fn finish(self) -> Result<Completion, ProviderError> {
+        MessagesStreamAccumulator::finish(self)
     }
 }
 
