@@ -32,7 +32,7 @@ use serde_json::{Map, Value, json};
 use super::http;
 use super::sse::SseEvent;
 use super::streaming::{
-    StreamAccumulator, StreamingProvider, WindowSource, WireCodec, secret_header,
+    StreamAccumulator, StreamingProvider, WindowSource, WireCodec, completion, secret_header,
 };
 use super::{
     ChatRequest, Completion, FinishReason, HttpPolicy, ProviderError, ProviderNotice, ToolChoice,
@@ -365,77 +365,9 @@ impl MessagesStreamAccumulator {
                     self.take_usage(usage)?;
                 }
             }
-            "content_block_start" => {
-                let index = block_index(&value)?;
-                let block = value.get("content_block").unwrap_or(&Value::Null);
-                let block = match block.get("type").and_then(Value::as_str) {
-                    Some("text") => {
-                        let text = str_field(block, "text");
-                        if !text.is_empty() {
-                            self.text.push_str(text);
-                            notices.push(ProviderNotice::TextDelta(text.to_owned()));
-                        }
-                        Block::Text
-                    }
-                    Some("tool_use") => {
-                        let name = str_field(block, "name").to_owned();
-                        if !name.is_empty() {
-                            notices.push(ProviderNotice::ToolCallStarted { name: name.clone() });
-                        }
-                        Block::ToolUse {
-                            id: str_field(block, "id").to_owned(),
-                            name,
-                            json: String::new(),
-                            initial: block.get("input").cloned(),
-                            initial_bytes: data.len(),
-                        }
-                    }
-                    _ => Block::Other,
-                };
-                self.blocks.push((index, block));
-            }
-            "content_block_delta" => {
-                let index = block_index(&value)?;
-                let delta = value.get("delta").unwrap_or(&Value::Null);
-                let block = self
-                    .blocks
-                    .iter_mut()
-                    .rev()
-                    .find(|(i, _)| *i == index)
-                    .map(|(_, b)| b);
-                match (delta.get("type").and_then(Value::as_str), block) {
-                    (Some("text_delta"), Some(Block::Text)) => {
-                        let text = str_field(delta, "text");
-                        if !text.is_empty() {
-                            self.text.push_str(text);
-                            notices.push(ProviderNotice::TextDelta(text.to_owned()));
-                        }
-                    }
-                    (Some("input_json_delta"), Some(Block::ToolUse { json, .. })) => {
-                        json.push_str(str_field(delta, "partial_json"));
-                    }
-                    (_, None) => {
-                        return Err(ProviderError::MalformedStream {
-                            detail: format!("delta for content block {index}, which never started"),
-                        });
-                    }
-                    // Thinking, signatures, citations: not ours.
-                    _ => {}
-                }
-            }
-            "message_delta" => {
-                if let Some(reason) = value.pointer("/delta/stop_reason").and_then(Value::as_str) {
-                    self.stop_reason = Some(match reason {
-                        "end_turn" | "stop_sequence" => FinishReason::Stop,
-                        "tool_use" => FinishReason::ToolCalls,
-                        "max_tokens" => FinishReason::Length,
-                        _ => FinishReason::Other,
-                    });
-                }
-                if let Some(usage) = value.get("usage") {
-                    self.take_usage(usage)?;
-                }
-            }
+            "content_block_start" => self.start_block(&value, data.len(), &mut notices)?,
+            "content_block_delta" => self.apply_delta(&value, &mut notices)?,
+            "message_delta" => self.message_delta(&value)?,
             "message_stop" => self.done = true,
             "error" => {
                 let message =
@@ -450,6 +382,95 @@ impl MessagesStreamAccumulator {
         }
         self.check_size()?;
         Ok(notices)
+    }
+
+    /// `content_block_start`, `event_bytes` long: a text block may carry its
+    /// first text, a tool-use block its name and whole input.
+    fn start_block(
+        &mut self,
+        value: &Value,
+        event_bytes: usize,
+        notices: &mut Vec<ProviderNotice>,
+    ) -> Result<(), ProviderError> {
+        let index = block_index(value)?;
+        let block = value.get("content_block").unwrap_or(&Value::Null);
+        let block = match block.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                self.push_text(str_field(block, "text"), notices);
+                Block::Text
+            }
+            Some("tool_use") => {
+                let name = str_field(block, "name").to_owned();
+                if !name.is_empty() {
+                    notices.push(ProviderNotice::ToolCallStarted { name: name.clone() });
+                }
+                Block::ToolUse {
+                    id: str_field(block, "id").to_owned(),
+                    name,
+                    json: String::new(),
+                    initial: block.get("input").cloned(),
+                    initial_bytes: event_bytes,
+                }
+            }
+            _ => Block::Other,
+        };
+        self.blocks.push((index, block));
+        Ok(())
+    }
+
+    /// `content_block_delta`: more text, or more of a call's arguments.
+    fn apply_delta(
+        &mut self,
+        value: &Value,
+        notices: &mut Vec<ProviderNotice>,
+    ) -> Result<(), ProviderError> {
+        let index = block_index(value)?;
+        let delta = value.get("delta").unwrap_or(&Value::Null);
+        let block = self
+            .blocks
+            .iter_mut()
+            .rev()
+            .find(|(i, _)| *i == index)
+            .map(|(_, b)| b);
+        match (delta.get("type").and_then(Value::as_str), block) {
+            (Some("text_delta"), Some(Block::Text)) => {
+                self.push_text(str_field(delta, "text"), notices);
+            }
+            (Some("input_json_delta"), Some(Block::ToolUse { json, .. })) => {
+                json.push_str(str_field(delta, "partial_json"));
+            }
+            (_, None) => {
+                return Err(ProviderError::MalformedStream {
+                    detail: format!("delta for content block {index}, which never started"),
+                });
+            }
+            // Thinking, signatures, citations: not ours.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// `message_delta`: the stop reason and the usage so far.
+    fn message_delta(&mut self, value: &Value) -> Result<(), ProviderError> {
+        if let Some(reason) = value.pointer("/delta/stop_reason").and_then(Value::as_str) {
+            self.stop_reason = Some(match reason {
+                "end_turn" | "stop_sequence" => FinishReason::Stop,
+                "tool_use" => FinishReason::ToolCalls,
+                "max_tokens" => FinishReason::Length,
+                _ => FinishReason::Other,
+            });
+        }
+        if let Some(usage) = value.get("usage") {
+            self.take_usage(usage)?;
+        }
+        Ok(())
+    }
+
+    fn push_text(&mut self, text: &str, notices: &mut Vec<ProviderNotice>) {
+        if !text.is_empty() {
+            self.text.push_str(text);
+            notices.push(ProviderNotice::TextDelta(text.to_owned()));
+        }
     }
 
     fn check_size(&self) -> Result<(), ProviderError> {
@@ -529,26 +550,16 @@ impl MessagesStreamAccumulator {
                 Block::Text | Block::Other => None,
             })
             .collect();
-        let finish_reason = match self.stop_reason.unwrap_or(FinishReason::Stop) {
-            FinishReason::Stop if !tool_calls.is_empty() => FinishReason::ToolCalls,
-            other => other,
+        let usage = Usage {
+            // The server's counts: a hostile one may send u64::MAX.
+            prompt_tokens: self
+                .input_tokens
+                .saturating_add(self.cache_read)
+                .saturating_add(self.cache_creation),
+            cached_tokens: self.cache_read,
+            completion_tokens: self.output_tokens,
         };
-        Ok(Completion {
-            message: Message::Assistant {
-                content: Some(self.text).filter(|t| !t.is_empty()),
-                tool_calls,
-            },
-            finish_reason,
-            usage: Usage {
-                // The server's counts: a hostile one may send u64::MAX.
-                prompt_tokens: self
-                    .input_tokens
-                    .saturating_add(self.cache_read)
-                    .saturating_add(self.cache_creation),
-                cached_tokens: self.cache_read,
-                completion_tokens: self.output_tokens,
-            },
-        })
+        Ok(completion(self.text, tool_calls, self.stop_reason, usage))
     }
 }
 

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use super::http;
 use super::sse::SseEvent;
 use super::streaming::{
-    StreamAccumulator, StreamingProvider, WindowSource, WireCodec, secret_header,
+    StreamAccumulator, StreamingProvider, WindowSource, WireCodec, completion, secret_header,
 };
 use super::{
     ChatRequest, Completion, FinishReason, HttpPolicy, ProviderError, ProviderNotice, ToolChoice,
@@ -585,18 +585,12 @@ impl ChatStreamAccumulator {
                 },
             })
             .collect();
-        let finish_reason = match self.finish_reason.unwrap_or(FinishReason::Stop) {
-            FinishReason::Stop if !tool_calls.is_empty() => FinishReason::ToolCalls,
-            other => other,
-        };
-        Ok(Completion {
-            message: Message::Assistant {
-                content: Some(self.content).filter(|c| !c.is_empty()),
-                tool_calls,
-            },
-            finish_reason,
-            usage: self.usage,
-        })
+        Ok(completion(
+            self.content,
+            tool_calls,
+            self.finish_reason,
+            self.usage,
+        ))
     }
 }
 

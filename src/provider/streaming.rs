@@ -22,9 +22,10 @@ use super::limits;
 use super::retry::with_retries;
 use super::sse::SseEvent;
 use super::{
-    ChatRequest, Completion, CompletionFuture, HttpPolicy, NoticeSink, Provider, ProviderError,
-    ProviderNotice, WindowFuture,
+    ChatRequest, Completion, CompletionFuture, FinishReason, HttpPolicy, NoticeSink, Provider,
+    ProviderError, ProviderNotice, WindowFuture,
 };
+use crate::protocol::{Message, ToolCall, Usage};
 
 /// The wire format of one streaming API: everything a provider does not
 /// share with the others.
@@ -210,6 +211,29 @@ impl<C: WireCodec> Provider for StreamingProvider<C> {
 
     fn context_window(&self) -> WindowFuture<'_> {
         Box::pin(async move { *self.window.get_or_init(|| self.discover_window()).await })
+    }
+}
+
+/// The completion an accumulator built: empty text is none, and an answer
+/// that stopped with tool calls finished for them, whatever the server said
+/// (`Stop` when it said nothing).
+pub(crate) fn completion(
+    text: String,
+    tool_calls: Vec<ToolCall>,
+    finish_reason: Option<FinishReason>,
+    usage: Usage,
+) -> Completion {
+    let finish_reason = match finish_reason.unwrap_or(FinishReason::Stop) {
+        FinishReason::Stop if !tool_calls.is_empty() => FinishReason::ToolCalls,
+        other => other,
+    };
+    Completion {
+        message: Message::Assistant {
+            content: Some(text).filter(|t| !t.is_empty()),
+            tool_calls,
+        },
+        finish_reason,
+        usage,
     }
 }
 
