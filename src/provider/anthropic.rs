@@ -32,7 +32,8 @@ use serde_json::{Map, Value, json};
 use super::http;
 use super::sse::SseEvent;
 use super::streaming::{
-    StreamAccumulator, StreamingProvider, WindowSource, WireCodec, completion, secret_header,
+    Answer, StreamAccumulator, StreamingProvider, WindowSource, WireCodec, completion,
+    secret_header,
 };
 use super::{
     ChatRequest, Completion, FinishReason, HttpPolicy, ProviderError, ProviderNotice, ToolChoice,
@@ -519,9 +520,6 @@ impl MessagesStreamAccumulator {
 
     /// The completion, once the stream has ended.
     pub fn finish(self) -> Result<Completion, ProviderError> {
-        if !self.done && self.stop_reason.is_none() {
-            return Err(ProviderError::StreamTruncated);
-        }
         let tool_calls: Vec<ToolCall> = self
             .blocks
             .into_iter()
@@ -559,7 +557,13 @@ impl MessagesStreamAccumulator {
             cached_tokens: self.cache_read,
             completion_tokens: self.output_tokens,
         };
-        Ok(completion(self.text, tool_calls, self.stop_reason, usage))
+        completion(Answer {
+            done: self.done,
+            text: self.text,
+            tool_calls,
+            finish_reason: self.stop_reason,
+            usage,
+        })
     }
 }
 

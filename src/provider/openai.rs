@@ -21,7 +21,8 @@ use serde_json::{Value, json};
 use super::http;
 use super::sse::SseEvent;
 use super::streaming::{
-    StreamAccumulator, StreamingProvider, WindowSource, WireCodec, completion, secret_header,
+    Answer, StreamAccumulator, StreamingProvider, WindowSource, WireCodec, completion,
+    secret_header,
 };
 use super::{
     ChatRequest, Completion, FinishReason, HttpPolicy, ProviderError, ProviderNotice, ToolChoice,
@@ -564,9 +565,6 @@ impl ChatStreamAccumulator {
 
     /// The completion, once the stream has ended.
     pub fn finish(self) -> Result<Completion, ProviderError> {
-        if !self.done && self.finish_reason.is_none() {
-            return Err(ProviderError::StreamTruncated);
-        }
         let tool_calls: Vec<ToolCall> = self
             .calls
             .into_iter()
@@ -585,12 +583,13 @@ impl ChatStreamAccumulator {
                 },
             })
             .collect();
-        Ok(completion(
-            self.content,
+        completion(Answer {
+            done: self.done,
+            text: self.content,
             tool_calls,
-            self.finish_reason,
-            self.usage,
-        ))
+            finish_reason: self.finish_reason,
+            usage: self.usage,
+        })
     }
 }
 

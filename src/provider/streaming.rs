@@ -214,27 +214,37 @@ impl<C: WireCodec> Provider for StreamingProvider<C> {
     }
 }
 
-/// The completion an accumulator built: empty text is none, and an answer
-/// that stopped with tool calls finished for them, whatever the server said
-/// (`Stop` when it said nothing).
-pub(crate) fn completion(
-    text: String,
-    tool_calls: Vec<ToolCall>,
-    finish_reason: Option<FinishReason>,
-    usage: Usage,
-) -> Completion {
-    let finish_reason = match finish_reason.unwrap_or(FinishReason::Stop) {
+/// What an accumulator gathered from one reply.
+pub(crate) struct Answer {
+    /// The end-of-answer marker (`[DONE]`, `message_stop`) was seen.
+    pub done: bool,
+    pub text: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub finish_reason: Option<FinishReason>,
+    pub usage: Usage,
+}
+
+/// The completion an answer makes. A reply that ended with neither its end
+/// marker nor a finish reason was cut off ([`ProviderError::StreamTruncated`],
+/// retryable). Empty text is none, and an answer that stopped with tool
+/// calls finished for them, whatever the server said (`Stop` when nothing).
+pub(crate) fn completion(answer: Answer) -> Result<Completion, ProviderError> {
+    if !answer.done && answer.finish_reason.is_none() {
+        return Err(ProviderError::StreamTruncated);
+    }
+    let tool_calls = answer.tool_calls;
+    let finish_reason = match answer.finish_reason.unwrap_or(FinishReason::Stop) {
         FinishReason::Stop if !tool_calls.is_empty() => FinishReason::ToolCalls,
         other => other,
     };
-    Completion {
+    Ok(Completion {
         message: Message::Assistant {
-            content: Some(text).filter(|t| !t.is_empty()),
+            content: Some(answer.text).filter(|t| !t.is_empty()),
             tool_calls,
         },
         finish_reason,
-        usage,
-    }
+        usage: answer.usage,
+    })
 }
 
 /// A header value that holds a secret: never printed in debug output.
