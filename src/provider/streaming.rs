@@ -3,7 +3,7 @@
 //!
 //! The skeleton owns what every streaming API shares: the HTTP client and
 //! headers, the output cap, the bounded retry loop ([`with_retries`]), one
-//! POST per attempt read as an event stream ([`http::post_stream`]), the live
+//! POST per attempt read as an event stream (`http::post_stream`), the live
 //! notices, and context-window discovery (asked once, then cached). A codec
 //! owns only what differs: the URL path, the headers that carry the key, the
 //! request bytes, and the pure accumulator that turns the reply into a
