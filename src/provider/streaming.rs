@@ -283,3 +283,146 @@ impl<A: StreamAccumulator> StreamHandler for Handler<'_, A> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::provider::http::test_server::{Reply, TestServer};
+
+    /// A codec of a made-up API: its text is the events' data, `end` ends
+    /// it; the body names the model, the cap and the message count.
+    struct Toy;
+
+    #[derive(Default)]
+    struct Lines {
+        text: String,
+        done: bool,
+    }
+
+    impl StreamAccumulator for Lines {
+        fn event(&mut self, event: &SseEvent) -> Result<Vec<ProviderNotice>, ProviderError> {
+            if event.data == "end" {
+                self.done = true;
+                return Ok(Vec::new());
+            }
+            self.text.push_str(&event.data);
+            Ok(vec![ProviderNotice::TextDelta(event.data.clone())])
+        }
+
+        fn json_body(&mut self, _: &[u8]) -> Result<Vec<ProviderNotice>, ProviderError> {
+            Err(ProviderError::MalformedStream {
+                detail: "json".into(),
+            })
+        }
+
+        fn is_done(&self) -> bool {
+            self.done
+        }
+
+        fn finish(self) -> Result<Completion, ProviderError> {
+            completion(Answer {
+                done: self.done,
+                text: self.text,
+                tool_calls: Vec::new(),
+                finish_reason: None,
+                usage: Usage::default(),
+            })
+        }
+    }
+
+    impl WireCodec for Toy {
+        type Accumulator = Lines;
+        const NAME: &'static str = "toy";
+        const PATH: &'static str = "/toy";
+        const REQUEST_KIND: &'static str = "toy";
+        const FIXED_HEADERS: &'static [(&'static str, &'static str)] = &[("x-toy-version", "7")];
+
+        fn key_header(&self, api_key: &str) -> Result<(HeaderName, HeaderValue), ProviderError> {
+            Ok((
+                HeaderName::from_static("x-toy-key"),
+                secret_header(api_key)?,
+            ))
+        }
+
+        fn encode(
+            &self,
+            model: &str,
+            max_output_tokens: u32,
+            request: ChatRequest<'_>,
+        ) -> Result<Vec<u8>, ProviderError> {
+            Ok(format!("{model} {max_output_tokens} {}", request.messages.len()).into_bytes())
+        }
+
+        fn window_source(&self) -> WindowSource {
+            WindowSource::ModelName
+        }
+    }
+
+    #[tokio::test]
+    async fn a_retry_sends_the_same_bytes_to_a_fresh_accumulator() {
+        let server = TestServer::start(vec![
+            Reply::sse("data: lost\n\n"),
+            Reply::sse("data: hi\n\ndata: end\n\n"),
+        ])
+        .await;
+        let policy = HttpPolicy {
+            max_retries: 1,
+            retry_base: Duration::from_millis(1),
+            retry_max: Duration::from_millis(5),
+            ..HttpPolicy::default()
+        };
+        let key = Some(" k ".to_owned());
+        let provider =
+            StreamingProvider::with_codec(Toy, server.url.clone(), key, "m".into(), policy, 9)
+                .unwrap()
+                .with_max_output_tokens(500);
+        assert_eq!(provider.name(), "toy");
+        let seen = Mutex::new(Vec::new());
+        let sink = |n: ProviderNotice| seen.lock().unwrap().push(n);
+        let messages = [crate::protocol::Message::user("hi")];
+        let request = ChatRequest {
+            messages: &messages,
+            tools: &[],
+            max_output_tokens: Some(9000),
+            tool_choice: Default::default(),
+        };
+        let completion = provider.complete(request, &sink).await.unwrap();
+
+        assert_eq!(
+            completion.message,
+            Message::Assistant {
+                content: Some("hi".into()),
+                tool_calls: Vec::new()
+            }
+        );
+        let seen = seen.into_inner().unwrap();
+        assert_eq!(seen.len(), 3, "{seen:?}");
+        assert!(matches!(
+            seen[1],
+            ProviderNotice::Retrying { attempt: 1, .. }
+        ));
+        let requests = server.requests();
+        assert_eq!(requests.len(), 2);
+        for recorded in &requests {
+            assert_eq!(recorded.body, b"m 500 1");
+            assert!(recorded.head.starts_with("post /toy "), "{}", recorded.head);
+            for header in [
+                "content-type: application/json\r\n",
+                "accept: text/event-stream\r\n",
+                "x-toy-version: 7\r\n",
+                "x-toy-key: k\r\n",
+            ] {
+                assert!(
+                    recorded.head.contains(header),
+                    "{header} in {}",
+                    recorded.head
+                );
+            }
+        }
+        assert_eq!(provider.context_window().await, None);
+        assert_eq!(server.requests().len(), 2, "the window is known by name");
+    }
+}
