@@ -199,6 +199,10 @@ impl Store {
                 self.live.push_str(&sanitize(text, false));
                 self.live_changed();
             }
+            // The UI protocol's requests and replies: the actor answers them.
+            EventKind::ApprovalRequested { .. }
+            | EventKind::QuestionAsked { .. }
+            | EventKind::OpReplied { .. } => return false,
             EventKind::ToolOutput {
                 id,
                 name,
