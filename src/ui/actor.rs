@@ -184,6 +184,7 @@ where
                 let changed = events.into_iter().fold(false, |changed, event| {
                     on_event(state, event.kind, now) | changed
                 });
+                // The forwarder may have stopped waiting; nothing to tell it.
                 let _ = applied.send(());
                 changed
             }
@@ -200,29 +201,15 @@ where
                 state.store.restore_transcript(&messages, note);
                 true
             }
-            UiMessage::Local(result) => {
-                state.store.push(match result {
-                    Ok(text) => Entry::Info(text),
-                    Err(message) => Entry::Error(message),
-                });
-                true
-            }
+            UiMessage::Local(Ok(text)) => push(state, Entry::Info(text)),
+            UiMessage::Local(Err(message)) => push(state, Entry::Error(message)),
             UiMessage::DiffReady(result) => diff_ready(state, result),
             UiMessage::Snapshot(reply) => {
                 let _ = reply.send(state.store.clone());
                 false
             }
             UiMessage::Frame => {
-                // A second scheduled frame (a key's, an event's) finds
-                // nothing left to draw.
-                if state.frame_scheduled {
-                    state.frame_scheduled = false;
-                    state.key_frame_scheduled = false;
-                    state.last_frame = now;
-                    if let Err(message) = draw(state) {
-                        stop(&myself, state, UiExit::Failed(message));
-                    }
-                }
+                draw_scheduled(&myself, state, now);
                 false
             }
             UiMessage::Tick => {
@@ -239,6 +226,25 @@ where
         }
         Ok(())
     }
+}
+
+/// Draws the frame scheduled after a change; a second scheduled frame (a
+/// key's, an event's) finds nothing left to draw.
+fn draw_scheduled<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, now: Instant) {
+    if !state.frame_scheduled {
+        return;
+    }
+    state.frame_scheduled = false;
+    state.key_frame_scheduled = false;
+    state.last_frame = now;
+    if let Err(message) = draw(state) {
+        stop(myself, state, UiExit::Failed(message));
+    }
+}
+
+fn push<B: Backend>(state: &mut UiState<B>, entry: Entry) -> bool {
+    state.store.push(entry);
+    true
 }
 
 /// A key, paste, resize or wheel: whether the screen changed.
