@@ -313,9 +313,12 @@ fn on_event<B: Backend>(state: &mut UiState<B>, kind: EventKind, now: Instant) -
 }
 
 /// The guard asks for approval: the prompt, which y/a/n/Esc answer. A
-/// newer request replaces an unanswered one (denied).
+/// newer request replaces an unanswered one still on screen (denied); one
+/// that went with its turn needs no answer.
 fn show_approval<B: Backend>(state: &mut UiState<B>, id: AskId, request: ApprovalRequest) -> bool {
-    if let Some(previous) = state.approval.replace(id) {
+    if let Some(previous) = state.approval.replace(id)
+        && state.store.approval.is_some()
+    {
         let decision = crate::protocol::ApprovalDecision::Denied { reason: None };
         send(
             state,
