@@ -6,16 +6,15 @@
 //! entries never are. Output is one workspace-relative path per line, in
 //! tree order (siblings sorted by name), directories ending in `/`.
 
+use std::borrow::Cow;
 use std::fs;
 use std::path::Path;
 
 use ignore::WalkBuilder;
-use serde::Deserialize;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::{Invocation, Tool, ToolFuture, ToolKind, ToolOutput, parse_args};
-use crate::protocol::ToolSpec;
+use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool};
+use crate::protocol::schema::tool_args;
 use crate::workspace::{Workspace, is_missing, is_state_name};
 
 const DEFAULT_DEPTH: usize = 3;
@@ -27,15 +26,16 @@ const MAX_COUNTED: usize = 100_000;
 
 pub struct ListFiles;
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Args {
-    #[serde(default)]
-    path: Option<String>,
-    #[serde(default)]
-    depth: Option<usize>,
-    #[serde(default)]
-    limit: Option<usize>,
+tool_args! {
+    #[derive(Debug)]
+    pub struct Args {
+        #[serde(default)]
+        path: Option<String>,
+        #[serde(default)]
+        depth: Option<usize>,
+        #[serde(default)]
+        limit: Option<usize>,
+    }
 }
 
 /// The walker both `list_files` and `ripgrep` use: `.gitignore`, `.ignore`
@@ -55,51 +55,32 @@ pub(crate) fn walker(start: &Path) -> WalkBuilder {
     builder
 }
 
-impl Tool for ListFiles {
-    fn name(&self) -> &'static str {
-        "list_files"
+impl TypedTool for ListFiles {
+    const NAME: &'static str = "list_files";
+    const KIND: ToolKind = ToolKind::ReadOnly;
+    type Args = Args;
+
+    fn description(&self) -> Cow<'static, str> {
+        format!(
+            "List a directory as a tree, one path per line (directories end in `/`), skipping .gitignored entries. Default depth {DEFAULT_DEPTH}, at most {DEFAULT_LIMIT} entries."
+        )
+        .into()
     }
 
-    fn kind(&self) -> ToolKind {
-        ToolKind::ReadOnly
-    }
-
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "list_files".into(),
-            description: format!(
-                "List a directory as a tree, one path per line (directories end in `/`), skipping .gitignored entries. Default depth {DEFAULT_DEPTH}, at most {DEFAULT_LIMIT} entries."
-            ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string"},
-                    "depth": {"type": "integer"},
-                    "limit": {"type": "integer"}
-                },
-                "additionalProperties": false
-            }),
-        }
-    }
-
-    fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a> {
+    fn run<'a>(&'a self, args: Args, call: Call<'a>) -> ToolFuture<'a> {
         Box::pin(async move {
-            let args: Args = match parse_args("list_files", invocation.args) {
-                Ok(args) => args,
-                Err(refusal) => return refusal,
-            };
             let depth = args.depth.unwrap_or(DEFAULT_DEPTH);
             let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
             if depth == 0 || limit == 0 {
                 return ToolOutput::error("depth and limit must be at least 1");
             }
             let path = args.path.unwrap_or_else(|| ".".to_string());
-            let resolved = match invocation.env.workspace.resolve(&path) {
+            let resolved = match call.env.workspace.resolve(&path) {
                 Ok(resolved) => resolved,
                 Err(err) => return ToolOutput::error(err.to_string()),
             };
-            let workspace = invocation.env.workspace.clone();
-            let cancel = invocation.cancel.clone();
+            let workspace = call.env.workspace.clone();
+            let cancel = call.cancel.clone();
             let listing = tokio::task::spawn_blocking(move || {
                 list(
                     &workspace,
@@ -220,6 +201,7 @@ fn list(
 mod tests {
     use super::*;
     use crate::tools::testing::{call, env};
+    use serde_json::json;
 
     fn tree() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
