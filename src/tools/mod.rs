@@ -15,6 +15,8 @@
 pub mod approval;
 pub mod ask_user;
 pub mod bash_exec;
+#[cfg(test)]
+mod catalog_tests;
 pub mod delegate;
 pub mod guard;
 pub mod list_files;

@@ -460,12 +460,31 @@ fn loose_edit(
             ))
         }
         fuzzy::Loose::None => {
+            if let Some(line) = already_applied(text, &edit.new_text) {
+                return Err(format!(
+                    "{label} was not found in `{shown}`{after}, but its new_text is already there (line {line}): the edit appears to be applied already. Read the file to check it before changing it again. Nothing was changed."
+                ));
+            }
             let hint = fuzzy::closest_region(text, &edit.old_text);
             Err(format!(
                 "{label} was not found in `{shown}`{after}. {hint} Nothing was changed."
             ))
         }
     }
+}
+
+/// Where `new_text` already stands in `text` (the line it starts on), when
+/// an edit's `old_text` is gone: a model that does not see its earlier edit
+/// succeed sends it again (Qwen2.5-Coder-1.5B repeated one three times until
+/// its loop guard ended the turn).
+fn already_applied(text: &str, new_text: &str) -> Option<usize> {
+    if new_text.trim().is_empty() {
+        return None;
+    }
+    let at = text
+        .find(new_text)
+        .or_else(|| text.find(&new_text.replace('\n', "\r\n")))?;
+    Some(line_of(text, at))
 }
 
 /// 1-based line number of byte offset `at`.
@@ -556,6 +575,38 @@ mod tests {
         assert!(out.content.contains("not found"));
         assert_eq!(fs::read_to_string(&file).unwrap(), "one\ntwo\nthree\n");
         assert!(env.undo.entries().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn repeating_an_applied_edit_says_it_is_applied_already() {
+        let (dir, env) = setup();
+        let file = dir.path().join("a.rs");
+        fs::write(&file, "fn main() {\n    let x = 1;\n}\n").unwrap();
+        let edit = json!({"path": "a.rs", "edits": [
+            {"old_text": "    let x = 1;", "new_text": "    let x = 2;"}
+        ]});
+        assert!(call(&Patch, &env, edit.clone()).await.ok);
+        let again = call(&Patch, &env, edit).await;
+        assert!(!again.ok);
+        assert!(
+            again
+                .content
+                .contains("(line 2): the edit appears to be applied already"),
+            "{}",
+            again.content
+        );
+        assert!(again.content.ends_with("Nothing was changed."));
+        assert_eq!(
+            fs::read_to_string(&file).unwrap(),
+            "fn main() {\n    let x = 2;\n}\n"
+        );
+        // An old_text that is simply wrong still gets the closest region.
+        let wrong = json!({"path": "a.rs", "edits": [
+            {"old_text": "    let y = 1;", "new_text": "    let y = 3;"}
+        ]});
+        let out = call(&Patch, &env, wrong).await;
+        assert!(!out.content.contains("applied already"), "{}", out.content);
+        assert!(out.content.contains("closest region"), "{}", out.content);
     }
 
     #[tokio::test]
