@@ -1,8 +1,7 @@
 //! `mkdir`: create a directory and any missing parents (undoable).
 
-use std::fs;
-
 use std::borrow::Cow;
+use std::fs;
 
 use super::patch::missing_parents;
 use super::{Call, PathArgs, ToolEnv, ToolFuture, ToolKind, ToolOutput, TypedTool};

@@ -136,21 +136,8 @@ fn read_lines(abs: &Path, window: Window, cancel: &CancellationToken) -> io::Res
     (&mut file)
         .take(SNIFF_BYTES as u64)
         .read_to_end(&mut head)?;
-    if head.is_empty() {
-        return Ok(Outcome::Empty);
-    }
-    if head.contains(&0) {
-        return Ok(Outcome::Binary);
-    }
-    if let Err(err) = std::str::from_utf8(&head)
-        && err.error_len().is_some()
-    {
-        let line = head[..err.valid_up_to()]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count()
-            + 1;
-        return Ok(Outcome::NotUtf8 { line });
+    if let Some(outcome) = sniff(&head) {
+        return Ok(outcome);
     }
     let mut reader = BufReader::new(io::Cursor::new(head).chain(file));
     let cap = MAX_LINE_CHARS * 4;
@@ -185,29 +172,9 @@ fn read_lines(abs: &Path, window: Window, cancel: &CancellationToken) -> io::Res
             break;
         };
         number += 1;
-        let total = line.len() + skipped;
-        let text = match std::str::from_utf8(&line) {
-            Ok(text) => text,
-            // A cut line may end inside a character: drop the partial one.
-            Err(err) if skipped > 0 && err.error_len().is_none() => {
-                std::str::from_utf8(&line[..err.valid_up_to()]).unwrap_or("")
-            }
-            Err(_) => return Ok(Outcome::NotUtf8 { line: number }),
+        let Some(rendered) = render_line(number, &line, skipped) else {
+            return Ok(Outcome::NotUtf8 { line: number });
         };
-        let text = text.strip_suffix('\r').unwrap_or(text);
-        let mut rendered = format!("{number:>6}\t");
-        match text.char_indices().nth(MAX_LINE_CHARS) {
-            Some((end, _)) => {
-                rendered.push_str(&text[..end]);
-                rendered.push_str(&format!(" [… line cut, {} more bytes]", total - end));
-            }
-            None if skipped > 0 => {
-                rendered.push_str(text);
-                let cut = total - text.len();
-                rendered.push_str(&format!(" [… line cut, {cut} more bytes]"));
-            }
-            None => rendered.push_str(text),
-        }
         if shown > 0 && out.len() + rendered.len() + 1 > window.max_bytes {
             out.push_str(&format!(
                 "\n[… output capped at {} bytes; continue with offset={number}]",
@@ -222,6 +189,57 @@ fn read_lines(abs: &Path, window: Window, cancel: &CancellationToken) -> io::Res
         shown += 1;
     }
     Ok(Outcome::Lines(out))
+}
+
+/// What the first bytes of a file say when it is not text to show: empty,
+/// binary (a NUL byte) or not UTF-8 (with the line of the first bad byte).
+fn sniff(head: &[u8]) -> Option<Outcome> {
+    if head.is_empty() {
+        return Some(Outcome::Empty);
+    }
+    if head.contains(&0) {
+        return Some(Outcome::Binary);
+    }
+    match std::str::from_utf8(head) {
+        Err(err) if err.error_len().is_some() => {
+            let line = head[..err.valid_up_to()]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count()
+                + 1;
+            Some(Outcome::NotUtf8 { line })
+        }
+        Ok(_) | Err(_) => None,
+    }
+}
+
+/// Line `number` as shown: `<number><TAB><text>`, cut at [`MAX_LINE_CHARS`]
+/// with a marker (`skipped` bytes were not read); `None` when not UTF-8.
+fn render_line(number: usize, line: &[u8], skipped: usize) -> Option<String> {
+    let total = line.len() + skipped;
+    let text = match std::str::from_utf8(line) {
+        Ok(text) => text,
+        // A cut line may end inside a character: drop the partial one.
+        Err(err) if skipped > 0 && err.error_len().is_none() => {
+            std::str::from_utf8(&line[..err.valid_up_to()]).unwrap_or("")
+        }
+        Err(_) => return None,
+    };
+    let text = text.strip_suffix('\r').unwrap_or(text);
+    let mut rendered = format!("{number:>6}\t");
+    match text.char_indices().nth(MAX_LINE_CHARS) {
+        Some((end, _)) => {
+            rendered.push_str(&text[..end]);
+            rendered.push_str(&format!(" [… line cut, {} more bytes]", total - end));
+        }
+        None if skipped > 0 => {
+            rendered.push_str(text);
+            let cut = total - text.len();
+            rendered.push_str(&format!(" [… line cut, {cut} more bytes]"));
+        }
+        None => rendered.push_str(text),
+    }
+    Some(rendered)
 }
 
 /// Reads one line (without its `\n`) into `line`, keeping at most `cap`

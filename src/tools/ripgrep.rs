@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
+use ignore::WalkBuilder;
 use ignore::overrides::OverrideBuilder;
 use tokio_util::sync::CancellationToken;
 
@@ -143,22 +144,25 @@ impl Search {
         })
     }
 
-    fn run(&self, workspace: &Workspace, cancel: &CancellationToken) -> ToolOutput {
+    /// The files to search, in name order, filtered by the glob.
+    fn walk(&self, workspace: &Workspace) -> Result<WalkBuilder, ToolOutput> {
         let mut walk = walker(&self.start);
         walk.sort_by_file_name(|a, b| a.cmp(b));
         if let Some(glob) = &self.glob {
             let overrides = OverrideBuilder::new(&workspace.root)
                 .add(glob)
-                .and_then(|builder| builder.build());
-            match overrides {
-                Ok(overrides) => {
-                    walk.overrides(overrides);
-                }
-                Err(err) => {
-                    return ToolOutput::error(format!("invalid glob `{glob}`: {err}"));
-                }
-            }
+                .and_then(|builder| builder.build())
+                .map_err(|err| ToolOutput::error(format!("invalid glob `{glob}`: {err}")))?;
+            walk.overrides(overrides);
         }
+        Ok(walk)
+    }
+
+    fn run(&self, workspace: &Workspace, cancel: &CancellationToken) -> ToolOutput {
+        let walk = match self.walk(workspace) {
+            Ok(walk) => walk,
+            Err(refusal) => return refusal,
+        };
         let mut searcher = SearcherBuilder::new()
             .line_number(true)
             .binary_detection(BinaryDetection::quit(0))
@@ -200,6 +204,11 @@ impl Search {
                 break;
             }
         }
+        ToolOutput::ok(self.render(results, unreadable))
+    }
+
+    /// The matches, then why the search stopped and what it could not read.
+    fn render(&self, results: Results, unreadable: usize) -> String {
         let mut out = results.out;
         if out.is_empty() {
             out = match &self.glob {
@@ -223,7 +232,7 @@ impl Search {
                 "\n({unreadable} files or directories could not be read.)"
             ));
         }
-        ToolOutput::ok(out)
+        out
     }
 }
 

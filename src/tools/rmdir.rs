@@ -1,10 +1,9 @@
 //! `rmdir`: remove an empty directory (undoable).
 
+use std::borrow::Cow;
 use std::fs;
 use std::io;
 use std::os::unix::fs::PermissionsExt;
-
-use std::borrow::Cow;
 
 use super::{Call, PathArgs, ToolEnv, ToolFuture, ToolKind, ToolOutput, TypedTool};
 use crate::session::undo::UndoEntry;
