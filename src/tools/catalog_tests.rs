@@ -1,8 +1,9 @@
 //! The catalog's schemas and the `Args` types behind them cannot drift: for
 //! every built-in tool, a call holding every advertised property parses,
 //! leaving out any one property parses exactly when the schema does not
-//! require it, and a property the schema does not name is refused. And each
-//! tool's name is written once, in its `NAME`.
+//! require it, and a property the schema does not name is refused. Each
+//! tool's name is written once, in its `NAME`, and the catalog is the
+//! recorded one byte for byte.
 
 use serde_json::{Map, Value, json};
 
@@ -167,5 +168,33 @@ fn each_tool_name_is_written_once_as_a_string() {
             .collect();
         assert_eq!(places.len(), 1, "{literal} is written in {places:?}");
         assert_eq!(places[0].1, 1, "{literal} is written in {places:?}");
+    }
+}
+
+/// The specs as `fido tool list` advertised them before the schemas were
+/// derived from the `Args` types (its `function` objects); the provider's
+/// prompt cache depends on every byte.
+#[test]
+fn the_catalog_is_the_recorded_one_byte_for_byte() {
+    let recorded = [
+        (
+            ToolCatalog::standard(PlanFlavour::UpdatePlan),
+            include_str!("../../tests/fixtures/catalog/update_plan.json"),
+        ),
+        (
+            ToolCatalog::with_extra(
+                PlanFlavour::Todo,
+                vec![AgentOffer {
+                    name: "reviewer".into(),
+                    description: "Reviews a diff".into(),
+                }],
+                Vec::new(),
+            ),
+            include_str!("../../tests/fixtures/catalog/todo_with_a_profile.json"),
+        ),
+    ];
+    for (catalog, expected) in recorded {
+        let printed = serde_json::to_string_pretty(catalog.specs()).unwrap();
+        assert!(printed == expected, "the catalog changed:\n{printed}");
     }
 }
