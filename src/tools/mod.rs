@@ -230,7 +230,7 @@ impl<T: TypedTool> Tool for T {
 
 /// Parses a tool's arguments, turning a mismatch into an error that shows
 /// the model the expected shape.
-pub fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolOutput> {
+fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolOutput> {
     serde_json::from_value(args).map_err(|err| {
         ToolOutput::error(format!(
             "invalid arguments for {tool}: {err}. Call {tool} with an object matching its JSON schema."
