@@ -56,7 +56,7 @@ impl Tool for McpProxyTool {
             let arguments = invocation.args.to_string();
             tokio::select! {
                 output = self.link.call(self.name(), arguments) => output,
-                _ = invocation.cancel.cancelled() => ToolOutput::error("cancelled"),
+                _ = invocation.call.cancel.cancelled() => ToolOutput::error("cancelled"),
             }
         })
     }

@@ -54,6 +54,7 @@ impl Tool for McpTool {
             if !entry.spec.read_only {
                 let shown = Value::Object(arguments.clone()).to_string();
                 let approved = invocation
+                    .call
                     .env
                     .approvals
                     .mcp_call(self.name(), &entry.spec.server, &shown)
@@ -62,9 +63,9 @@ impl Tool for McpTool {
                     return refusal;
                 }
             }
-            let cap = invocation.env.limits.bash_output_cap;
+            let cap = invocation.call.env.limits.bash_output_cap;
             self.hub
-                .call_entry(self.index, arguments, invocation.cancel, cap)
+                .call_entry(self.index, arguments, invocation.call.cancel, cap)
                 .await
         })
     }

@@ -6,31 +6,44 @@
 use serde::{Deserialize, Serialize};
 
 use super::UsageTotals;
+use super::schema::tool_args;
 
-/// What the subagent must do, from the `delegate` arguments.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DelegateArgs {
-    pub task: String,
-    #[serde(default)]
-    pub context: Option<String>,
-    #[serde(default)]
-    pub scope: Option<Scope>,
-    #[serde(default)]
-    pub mode: Option<String>,
-    #[serde(default)]
-    pub output_contract: Option<String>,
-    #[serde(default)]
-    pub timeout_ms: Option<u64>,
-    /// Tokens (prompt + completion) the subagent may use.
-    #[serde(default)]
-    pub budget_tokens: Option<u64>,
-    /// The plan item this investigation serves (shown in the UI only).
-    #[serde(default)]
-    pub plan_item: Option<String>,
-    /// The subagent profile to run (`.fido/agents/NAME.md`).
-    #[serde(default)]
-    pub agent: Option<String>,
+tool_args! {
+    /// What the subagent must do, from the `delegate` arguments.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct DelegateArgs {
+        #[schema(description = "The investigation, self-contained.")]
+        pub task: String,
+        #[serde(default)]
+        pub context: Option<String>,
+        #[serde(default)]
+        pub scope: Option<Scope>,
+        #[schema(values = ["read_only"])]
+        #[serde(default)]
+        pub mode: Option<String>,
+        #[schema(values = ["findings"])]
+        #[serde(default)]
+        pub output_contract: Option<String>,
+        // Limits say their defaults in the schema: Qwen2.5-Coder-0.5B fills
+        // every optional field, and without them sent `timeout_ms: 120`.
+        #[schema(minimum = 1000, description = "Default 120000.")]
+        #[serde(default)]
+        pub timeout_ms: Option<u64>,
+        /// Tokens (prompt + completion) the subagent may use.
+        #[schema(minimum = 1, description = "Default from the configuration.")]
+        #[serde(default)]
+        pub budget_tokens: Option<u64>,
+        /// The plan item this investigation serves (shown in the UI only).
+        #[schema(description = "The plan item id this serves.")]
+        #[serde(default)]
+        pub plan_item: Option<String>,
+        /// The subagent profile to run (`.fido/agents/NAME.md`); the
+        /// `delegate` tool advertises it, with the session's profile names,
+        /// only when there are profiles.
+        #[schema(skip)]
+        #[serde(default)]
+        pub agent: Option<String>,
+    }
 }
 
 impl DelegateArgs {
@@ -50,13 +63,14 @@ impl DelegateArgs {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Scope {
-    #[serde(default)]
-    pub paths: Vec<String>,
-    #[serde(default)]
-    pub symbols: Vec<String>,
+tool_args! {
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    pub struct Scope {
+        #[serde(default)]
+        pub paths: Vec<String>,
+        #[serde(default)]
+        pub symbols: Vec<String>,
+    }
 }
 
 /// A subagent profile as the model sees it in the `delegate` spec; the fork

@@ -18,6 +18,7 @@ mod message;
 pub mod op;
 pub mod plan;
 pub mod safety;
+pub mod schema;
 
 pub use event::{Event, EventKind, SubagentPhase, TurnStatus, UsageTotals};
 pub use message::{Message, RESTORE_CALL_ID, ToolCall, ToolSpec, Usage};

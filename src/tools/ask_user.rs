@@ -5,14 +5,12 @@
 //! the invocation guard refuses anyway) have nobody to answer, so the model
 //! gets a failed result telling it how to go on.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 
-use serde::Deserialize;
-use serde_json::json;
-
-use super::{Invocation, Tool, ToolFuture, ToolKind, ToolOutput, parse_args};
-use crate::protocol::ToolSpec;
+use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool};
+use crate::protocol::schema::tool_args;
 
 /// What the model gets when nobody can answer.
 pub const NO_USER: &str = "No user is present (headless run): nobody can answer. Make a reasonable assumption and state it, or put the question in your final answer.";
@@ -28,44 +26,28 @@ pub trait UserChannel: Send + Sync {
 
 pub struct AskUser;
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Args {
-    question: String,
+tool_args! {
+    #[derive(Debug)]
+    pub struct Args {
+        question: String,
+    }
 }
 
-impl Tool for AskUser {
-    fn name(&self) -> &'static str {
-        "ask_user"
+impl TypedTool for AskUser {
+    const NAME: &'static str = "ask_user";
+    const KIND: ToolKind = ToolKind::Interactive;
+    type Args = Args;
+
+    fn description(&self) -> Cow<'static, str> {
+        "Ask the user one short, self-contained question, only when you cannot go on without their decision; otherwise assume sensibly and say so. Fails in headless runs.".into()
     }
 
-    fn kind(&self) -> ToolKind {
-        ToolKind::Interactive
-    }
-
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "ask_user".into(),
-            description: "Ask the user one short, self-contained question, only when you cannot go on without their decision; otherwise assume sensibly and say so. Fails in headless runs.".into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {"question": {"type": "string"}},
-                "required": ["question"],
-                "additionalProperties": false
-            }),
-        }
-    }
-
-    fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a> {
+    fn run<'a>(&'a self, args: Args, call: Call<'a>) -> ToolFuture<'a> {
         Box::pin(async move {
-            let args: Args = match parse_args("ask_user", invocation.args) {
-                Ok(args) => args,
-                Err(refusal) => return refusal,
-            };
             if args.question.trim().is_empty() {
                 return ToolOutput::error("`question` is empty; write the question to ask");
             }
-            let Some(user) = &invocation.env.user else {
+            let Some(user) = &call.env.user else {
                 return ToolOutput::error(NO_USER);
             };
             let question = crate::text::sanitize(args.question.trim(), false);
@@ -78,7 +60,7 @@ impl Tool for AskUser {
                         "the user dismissed the question without answering; decide sensibly and say what you assumed",
                     ),
                 },
-                _ = invocation.cancel.cancelled() => ToolOutput::error("cancelled by the user"),
+                _ = call.cancel.cancelled() => ToolOutput::error("cancelled by the user"),
             }
         })
     }
@@ -88,6 +70,7 @@ impl Tool for AskUser {
 mod tests {
     use super::*;
     use crate::tools::testing::{call, env};
+    use serde_json::json;
 
     #[tokio::test]
     async fn headless_cannot_answer() {

@@ -25,6 +25,7 @@
 //! API keys in Fido's environment are removed from the command's: only
 //! the model gateway holds keys.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
@@ -32,16 +33,15 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use nix::fcntl::OFlag;
-use serde::Deserialize;
-use serde_json::json;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
 use super::approval::RunAs;
-use super::{Invocation, Tool, ToolFuture, ToolKind, ToolLimits, ToolOutput, parse_args};
-use crate::protocol::{ApprovalPolicy, SandboxMode, ToolSpec};
+use super::{Call, ToolFuture, ToolKind, ToolLimits, ToolOutput, TypedTool};
+use crate::protocol::schema::tool_args;
+use crate::protocol::{ApprovalPolicy, SandboxMode};
 use crate::sandbox::CommandSandbox;
 use crate::sandbox::process::ProcessGroup;
 use crate::text::sanitize;
@@ -68,61 +68,42 @@ const SANDBOX_SYMPTOMS: &[&str] = &[
 
 pub struct BashExec;
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Args {
-    command: String,
-    #[serde(default)]
-    timeout_ms: Option<u64>,
-    #[serde(default)]
-    cwd: Option<String>,
-    #[serde(default)]
-    escalate: bool,
-    #[serde(default)]
-    justification: Option<String>,
+tool_args! {
+    #[derive(Debug)]
+    pub struct Args {
+        command: String,
+        #[schema(minimum = 1, description = "Default 120000.")]
+        #[serde(default)]
+        timeout_ms: Option<u64>,
+        #[serde(default)]
+        cwd: Option<String>,
+        #[schema(description = "Ask to run it outside the sandbox.")]
+        #[serde(default)]
+        escalate: bool,
+        #[serde(default)]
+        justification: Option<String>,
+    }
 }
 
-impl Tool for BashExec {
-    fn name(&self) -> &'static str {
-        "bash_exec"
-    }
+impl TypedTool for BashExec {
+    const NAME: &'static str = "bash_exec";
+    const KIND: ToolKind = ToolKind::Mutating;
+    type Args = Args;
 
-    fn kind(&self) -> ToolKind {
-        ToolKind::Mutating
-    }
-
-    fn spec(&self) -> ToolSpec {
+    fn description(&self) -> Cow<'static, str> {
         let limits = ToolLimits::default();
-        ToolSpec {
-            name: "bash_exec".into(),
-            description: format!(
-                "Run a `bash -c` command in the workspace (or `cwd`); returns its output and `exit code: N` (non-zero fails). No stdin or terminal: pass flags like `-y`. Timeout {} s, up to {} s with timeout_ms; background processes die when it returns. Output past {} bytes keeps its head and tail.",
-                limits.bash_default_timeout.as_secs(),
-                limits.bash_max_timeout.as_secs(),
-                limits.bash_output_cap
-            ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "command": {"type": "string"},
-                    "timeout_ms": {"type": "integer", "minimum": 1, "description": "Default 120000."},
-                    "cwd": {"type": "string"},
-                    "escalate": {"type": "boolean", "description": "Ask to run it outside the sandbox."},
-                    "justification": {"type": "string"}
-                },
-                "required": ["command"],
-                "additionalProperties": false
-            }),
-        }
+        format!(
+            "Run a `bash -c` command in the workspace (or `cwd`); returns its output and `exit code: N` (non-zero fails). No stdin or terminal: pass flags like `-y`. Timeout {} s, up to {} s with timeout_ms; background processes die when it returns. Output past {} bytes keeps its head and tail.",
+            limits.bash_default_timeout.as_secs(),
+            limits.bash_max_timeout.as_secs(),
+            limits.bash_output_cap
+        )
+        .into()
     }
 
-    fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a> {
+    fn run<'a>(&'a self, args: Args, call: Call<'a>) -> ToolFuture<'a> {
         Box::pin(async move {
-            let args: Args = match parse_args("bash_exec", invocation.args) {
-                Ok(args) => args,
-                Err(refusal) => return refusal,
-            };
-            let env = invocation.env;
+            let env = call.env;
             if args.command.trim().is_empty() {
                 return ToolOutput::error("`command` is empty; give a bash command line to run");
             }
@@ -162,7 +143,7 @@ impl Tool for BashExec {
                 escalation_allowed: env.approvals.settings().approval_policy
                     != ApprovalPolicy::Never,
             };
-            run.execute(invocation.cancel).await
+            run.execute(call.cancel).await
         })
     }
 }
@@ -492,6 +473,7 @@ mod tests {
     use super::*;
     use crate::tools::ToolEnv;
     use crate::tools::testing::{call, call_with, env};
+    use serde_json::json;
     use std::time::Instant;
 
     fn setup() -> (tempfile::TempDir, ToolEnv) {

@@ -5,16 +5,18 @@
 //! `nested_delegation_forbidden` result, so no process and no provider
 //! request is ever made for a nested call.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 
-use serde_json::json;
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{Invocation, Tool, ToolFuture, ToolKind, ToolOutput, parse_args};
+use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool};
+use crate::protocol::Message;
 pub use crate::protocol::delegate::AgentOffer;
 use crate::protocol::delegate::{DelegateArgs, DelegateResult};
-use crate::protocol::{Message, ToolSpec};
+use crate::protocol::schema::{ToolArgs, string_enum_schema};
 
 /// One delegation, as handed to the supervisor.
 pub struct DelegationRequest<'a> {
@@ -54,56 +56,6 @@ impl Delegate {
         Delegate { agents }
     }
 
-    fn description(&self) -> String {
-        if self.agents.is_empty() {
-            return DESCRIPTION.into();
-        }
-        let offers: Vec<String> = self
-            .agents
-            .iter()
-            .map(|a| format!("- {}: {}", a.name, a.description))
-            .collect();
-        format!(
-            "{DESCRIPTION}\n\nSubagent profiles (set `agent` to run one; its instructions, model and limits apply):\n{}",
-            offers.join("\n")
-        )
-    }
-
-    /// Limits keep their defaults in the schema: Qwen2.5-Coder-0.5B fills
-    /// every optional field, and without them sent `timeout_ms: 120`.
-    fn parameters(&self) -> serde_json::Value {
-        let mut parameters = json!({
-            "type": "object",
-            "properties": {
-                "task": {"type": "string", "description": "The investigation, self-contained."},
-                "context": {"type": "string"},
-                "scope": {
-                    "type": "object",
-                    "properties": {
-                        "paths": {"type": "array", "items": {"type": "string"}},
-                        "symbols": {"type": "array", "items": {"type": "string"}}
-                    }
-                },
-                "mode": {"type": "string", "enum": ["read_only"]},
-                "output_contract": {"type": "string", "enum": ["findings"]},
-                "timeout_ms": {"type": "integer", "minimum": 1000, "description": "Default 120000."},
-                "budget_tokens": {"type": "integer", "minimum": 1, "description": "Default from the configuration."},
-                "plan_item": {"type": "string", "description": "The plan item id this serves."}
-            },
-            "required": ["task"],
-            "additionalProperties": false
-        });
-        if !self.agents.is_empty() {
-            let names: Vec<&str> = self.agents.iter().map(|a| a.name.as_str()).collect();
-            parameters["properties"]["agent"] = json!({
-                "type": "string",
-                "enum": names,
-                "description": "The subagent profile to run."
-            });
-        }
-        parameters
-    }
-
     fn check_agent(&self, agent: Option<&str>) -> Result<(), String> {
         let Some(name) = agent else {
             return Ok(());
@@ -130,29 +82,41 @@ impl Delegate {
 const DESCRIPTION: &str = "\
 Run one bounded, synchronous, read-only subagent and return only its final normalized result. It works on a private fork (an independent snapshot) of your current messages, where a bootstrap tool result gives its identity (role: \"subagent\", a unique agent_id, parent_role: \"main\") and says its output is for the parent. That output becomes this call's delegate_result; its private tool calls and transcript never reach you. It cannot write files, use the network or ask the user (patch, mkdir, rm, rmdir, ask_user: permission_denied); its bash_exec runs read-only commands. delegate stays in its catalog only to keep the catalog stable and cacheable: a nested call returns the failed nested_delegation_forbidden result and starts nothing. timeout_ms, budget_tokens or a cancel give a partial or failed result. You remain responsible for verification and integration.";
 
-impl Tool for Delegate {
-    fn name(&self) -> &'static str {
-        "delegate"
-    }
+impl TypedTool for Delegate {
+    const NAME: &'static str = "delegate";
+    const KIND: ToolKind = ToolKind::Delegation;
+    type Args = DelegateArgs;
 
-    fn kind(&self) -> ToolKind {
-        ToolKind::Delegation
-    }
-
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "delegate".into(),
-            description: self.description(),
-            parameters: self.parameters(),
+    fn description(&self) -> Cow<'static, str> {
+        if self.agents.is_empty() {
+            return DESCRIPTION.into();
         }
+        let offers: Vec<String> = self
+            .agents
+            .iter()
+            .map(|a| format!("- {}: {}", a.name, a.description))
+            .collect();
+        format!(
+            "{DESCRIPTION}\n\nSubagent profiles (set `agent` to run one; its instructions, model and limits apply):\n{}",
+            offers.join("\n")
+        )
+        .into()
     }
 
-    fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a> {
+    /// `DelegateArgs`' schema, with `agent` when the session has profiles.
+    fn parameters(&self) -> Value {
+        let mut parameters = DelegateArgs::parameters();
+        if !self.agents.is_empty() {
+            let names: Vec<&str> = self.agents.iter().map(|a| a.name.as_str()).collect();
+            let mut agent = string_enum_schema(&names);
+            agent.insert("description".into(), "The subagent profile to run.".into());
+            parameters["properties"]["agent"] = Value::Object(agent);
+        }
+        parameters
+    }
+
+    fn run<'a>(&'a self, args: DelegateArgs, call: Call<'a>) -> ToolFuture<'a> {
         Box::pin(async move {
-            let args: DelegateArgs = match parse_args("delegate", invocation.args) {
-                Ok(args) => args,
-                Err(refusal) => return refusal,
-            };
             let invalid = |message: &str| {
                 output(&DelegateResult::failed(
                     "none",
@@ -176,7 +140,7 @@ impl Tool for Delegate {
             {
                 return invalid("only output_contract \"findings\" exists");
             }
-            let Some(delegator) = &invocation.env.delegator else {
+            let Some(delegator) = &call.env.delegator else {
                 return output(&DelegateResult::failed(
                     "none",
                     "unavailable",
@@ -185,10 +149,10 @@ impl Tool for Delegate {
             };
             let result = delegator
                 .delegate(DelegationRequest {
-                    call_id: invocation.call_id,
+                    call_id: call.call_id,
                     args,
-                    parent_messages: invocation.conversation,
-                    cancel: invocation.cancel,
+                    parent_messages: call.conversation,
+                    cancel: call.cancel,
                 })
                 .await;
             output(&result)

@@ -62,7 +62,7 @@ impl InvocationContext {
 /// The one mutating tool a subagent may run: its shell, which runs inside
 /// the subagent's own sandbox (read-only but for a scratch `TMPDIR`, no
 /// network), so it cannot change anything the parent sees.
-pub const SUBAGENT_SHELL: &str = "bash_exec";
+pub const SUBAGENT_SHELL: &str = <super::bash_exec::BashExec as super::TypedTool>::NAME;
 
 /// `Ok` when `ctx` may run a tool of `kind`; else the refusal to return.
 /// `shell_confined`: the commands run inside a subagent's enforced sandbox

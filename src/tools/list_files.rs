@@ -6,16 +6,15 @@
 //! entries never are. Output is one workspace-relative path per line, in
 //! tree order (siblings sorted by name), directories ending in `/`.
 
+use std::borrow::Cow;
 use std::fs;
 use std::path::Path;
 
 use ignore::WalkBuilder;
-use serde::Deserialize;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::{Invocation, Tool, ToolFuture, ToolKind, ToolOutput, parse_args};
-use crate::protocol::ToolSpec;
+use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool};
+use crate::protocol::schema::tool_args;
 use crate::workspace::{Workspace, is_missing, is_state_name};
 
 const DEFAULT_DEPTH: usize = 3;
@@ -27,15 +26,16 @@ const MAX_COUNTED: usize = 100_000;
 
 pub struct ListFiles;
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Args {
-    #[serde(default)]
-    path: Option<String>,
-    #[serde(default)]
-    depth: Option<usize>,
-    #[serde(default)]
-    limit: Option<usize>,
+tool_args! {
+    #[derive(Debug)]
+    pub struct Args {
+        #[serde(default)]
+        path: Option<String>,
+        #[serde(default)]
+        depth: Option<usize>,
+        #[serde(default)]
+        limit: Option<usize>,
+    }
 }
 
 /// The walker both `list_files` and `ripgrep` use: `.gitignore`, `.ignore`
@@ -55,51 +55,32 @@ pub(crate) fn walker(start: &Path) -> WalkBuilder {
     builder
 }
 
-impl Tool for ListFiles {
-    fn name(&self) -> &'static str {
-        "list_files"
+impl TypedTool for ListFiles {
+    const NAME: &'static str = "list_files";
+    const KIND: ToolKind = ToolKind::ReadOnly;
+    type Args = Args;
+
+    fn description(&self) -> Cow<'static, str> {
+        format!(
+            "List a directory as a tree, one path per line (directories end in `/`), skipping .gitignored entries. Default depth {DEFAULT_DEPTH}, at most {DEFAULT_LIMIT} entries."
+        )
+        .into()
     }
 
-    fn kind(&self) -> ToolKind {
-        ToolKind::ReadOnly
-    }
-
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "list_files".into(),
-            description: format!(
-                "List a directory as a tree, one path per line (directories end in `/`), skipping .gitignored entries. Default depth {DEFAULT_DEPTH}, at most {DEFAULT_LIMIT} entries."
-            ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string"},
-                    "depth": {"type": "integer"},
-                    "limit": {"type": "integer"}
-                },
-                "additionalProperties": false
-            }),
-        }
-    }
-
-    fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a> {
+    fn run<'a>(&'a self, args: Args, call: Call<'a>) -> ToolFuture<'a> {
         Box::pin(async move {
-            let args: Args = match parse_args("list_files", invocation.args) {
-                Ok(args) => args,
-                Err(refusal) => return refusal,
-            };
             let depth = args.depth.unwrap_or(DEFAULT_DEPTH);
             let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
             if depth == 0 || limit == 0 {
                 return ToolOutput::error("depth and limit must be at least 1");
             }
             let path = args.path.unwrap_or_else(|| ".".to_string());
-            let resolved = match invocation.env.workspace.resolve(&path) {
+            let resolved = match call.env.workspace.resolve(&path) {
                 Ok(resolved) => resolved,
                 Err(err) => return ToolOutput::error(err.to_string()),
             };
-            let workspace = invocation.env.workspace.clone();
-            let cancel = invocation.cancel.clone();
+            let workspace = call.env.workspace.clone();
+            let cancel = call.cancel.clone();
             let listing = tokio::task::spawn_blocking(move || {
                 list(
                     &workspace,
@@ -125,101 +106,137 @@ fn list(
     limit: usize,
     cancel: &CancellationToken,
 ) -> ToolOutput {
-    match fs::metadata(abs) {
-        Ok(metadata) if metadata.is_dir() => {}
-        Ok(metadata) => {
-            return ToolOutput::ok(format!(
-                "{shown} is a file ({} bytes); use read_file to read it.",
-                metadata.len()
-            ));
-        }
-        Err(err) if is_missing(&err) => {
-            return ToolOutput::error(format!(
-                "`{shown}` does not exist; list its parent directory to see what is there"
-            ));
-        }
-        Err(err) => return ToolOutput::error(format!("cannot list `{shown}`: {err}")),
+    if let Some(answer) = not_a_directory(abs, shown) {
+        return answer;
     }
-    let mut lines = Vec::new();
-    let mut more = 0usize;
-    let mut unreadable = 0usize;
-    let mut unexpanded = false;
-    let walk = walker(abs)
-        .max_depth(Some(depth))
-        .sort_by_file_name(|a, b| a.cmp(b))
-        .build();
-    for entry in walk {
-        if cancel.is_cancelled() {
-            return ToolOutput::error("cancelled");
-        }
-        let entry = match entry {
-            Ok(entry) => entry,
-            Err(_) => {
-                unreadable += 1;
+    let Some(listing) = Listing::walk(workspace, abs, depth, limit, cancel) else {
+        return ToolOutput::error("cancelled");
+    };
+    if listing.lines.is_empty() {
+        return nothing_to_show(abs, shown);
+    }
+    ToolOutput::ok(listing.render(depth))
+}
+
+/// The answer when `abs` is not a directory that can be listed.
+fn not_a_directory(abs: &Path, shown: &str) -> Option<ToolOutput> {
+    match fs::metadata(abs) {
+        Ok(metadata) if metadata.is_dir() => None,
+        Ok(metadata) => Some(ToolOutput::ok(format!(
+            "{shown} is a file ({} bytes); use read_file to read it.",
+            metadata.len()
+        ))),
+        Err(err) if is_missing(&err) => Some(ToolOutput::error(format!(
+            "`{shown}` does not exist; list its parent directory to see what is there"
+        ))),
+        Err(err) => Some(ToolOutput::error(format!("cannot list `{shown}`: {err}"))),
+    }
+}
+
+/// Why a directory shows no entries: empty, or everything in it is hidden.
+fn nothing_to_show(abs: &Path, shown: &str) -> ToolOutput {
+    let present = fs::read_dir(abs).map(|d| d.count()).unwrap_or(0);
+    let dir = if shown == "." {
+        ". (the workspace root)"
+    } else {
+        shown
+    };
+    ToolOutput::ok(if present == 0 {
+        format!("{dir} is empty.")
+    } else {
+        format!(
+            "Nothing to show in {dir}: its {present} entr{} are ignored (.gitignore/.ignore), `.git` or Fido's state.",
+            if present == 1 { "y" } else { "ies" }
+        )
+    })
+}
+
+/// What a walk found: the lines shown, and what it left out.
+#[derive(Debug, Default)]
+struct Listing {
+    lines: Vec<String>,
+    /// Entries past the limit (counted up to `MAX_COUNTED`).
+    more: usize,
+    unreadable: usize,
+    /// A directory at the depth limit was shown but not entered.
+    unexpanded: bool,
+}
+
+impl Listing {
+    /// Walks `abs` in tree order; `None` when cancelled.
+    fn walk(
+        workspace: &Workspace,
+        abs: &Path,
+        depth: usize,
+        limit: usize,
+        cancel: &CancellationToken,
+    ) -> Option<Listing> {
+        let mut listing = Listing::default();
+        let walk = walker(abs)
+            .max_depth(Some(depth))
+            .sort_by_file_name(|a, b| a.cmp(b))
+            .build();
+        for entry in walk {
+            if cancel.is_cancelled() {
+                return None;
+            }
+            let Ok(entry) = entry else {
+                listing.unreadable += 1;
+                continue;
+            };
+            if entry.depth() == 0 {
                 continue;
             }
-        };
-        if entry.depth() == 0 {
-            continue;
-        }
-        let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
-        if lines.len() >= limit {
-            more += 1;
-            if more >= MAX_COUNTED {
-                break;
+            if listing.lines.len() >= limit {
+                listing.more += 1;
+                if listing.more >= MAX_COUNTED {
+                    break;
+                }
+                continue;
             }
-            continue;
+            let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+            listing.unexpanded |= is_dir && entry.depth() == depth;
+            let mut line = workspace.display(entry.path());
+            if is_dir {
+                line.push('/');
+            }
+            listing.lines.push(line);
         }
-        if is_dir && entry.depth() == depth {
-            unexpanded = true;
+        Some(listing)
+    }
+
+    /// The lines, then what was left out and how to see it.
+    fn render(&self, depth: usize) -> String {
+        let mut out = self.lines.join("\n");
+        if self.more > 0 {
+            let count = if self.more >= MAX_COUNTED {
+                format!("more than {MAX_COUNTED}")
+            } else {
+                self.more.to_string()
+            };
+            out.push_str(&format!(
+                "\n… {count} more entries not shown; narrow the path or raise limit (max {MAX_LIMIT})."
+            ));
+        } else if self.unexpanded {
+            out.push_str(&format!(
+                "\n(Directories at depth {depth} are not expanded; list one of them, or raise depth.)"
+            ));
         }
-        let mut line = workspace.display(entry.path());
-        if is_dir {
-            line.push('/');
+        if self.unreadable > 0 {
+            out.push_str(&format!(
+                "\n({} entries could not be read.)",
+                self.unreadable
+            ));
         }
-        lines.push(line);
+        out
     }
-    if lines.is_empty() {
-        let present = fs::read_dir(abs).map(|d| d.count()).unwrap_or(0);
-        let dir = if shown == "." {
-            ". (the workspace root)"
-        } else {
-            shown
-        };
-        return ToolOutput::ok(if present == 0 {
-            format!("{dir} is empty.")
-        } else {
-            format!(
-                "Nothing to show in {dir}: its {present} entr{} are ignored (.gitignore/.ignore), `.git` or Fido's state.",
-                if present == 1 { "y" } else { "ies" }
-            )
-        });
-    }
-    let mut out = lines.join("\n");
-    if more > 0 {
-        let count = if more >= MAX_COUNTED {
-            format!("more than {MAX_COUNTED}")
-        } else {
-            more.to_string()
-        };
-        out.push_str(&format!(
-            "\n… {count} more entries not shown; narrow the path or raise limit (max {MAX_LIMIT})."
-        ));
-    } else if unexpanded {
-        out.push_str(&format!(
-            "\n(Directories at depth {depth} are not expanded; list one of them, or raise depth.)"
-        ));
-    }
-    if unreadable > 0 {
-        out.push_str(&format!("\n({unreadable} entries could not be read.)"));
-    }
-    ToolOutput::ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::tools::testing::{call, env};
+    use serde_json::json;
 
     fn tree() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();

@@ -1,54 +1,31 @@
 //! `mkdir`: create a directory and any missing parents (undoable).
 
+use std::borrow::Cow;
 use std::fs;
 
-use serde::Deserialize;
-
 use super::patch::missing_parents;
-use super::{
-    Invocation, Tool, ToolEnv, ToolFuture, ToolKind, ToolOutput, parse_args, path_only_schema,
-};
-use crate::protocol::ToolSpec;
+use super::{Call, PathArgs, ToolEnv, ToolFuture, ToolKind, ToolOutput, TypedTool};
 use crate::session::undo::UndoEntry;
 use crate::workspace::is_missing;
 
 pub struct Mkdir;
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Args {
-    path: String,
-}
+impl TypedTool for Mkdir {
+    const NAME: &'static str = "mkdir";
+    const KIND: ToolKind = ToolKind::Mutating;
+    type Args = PathArgs;
 
-impl Tool for Mkdir {
-    fn name(&self) -> &'static str {
-        "mkdir"
+    fn description(&self) -> Cow<'static, str> {
+        "Create a directory and any missing parents, like `mkdir -p`. Undoable.".into()
     }
 
-    fn kind(&self) -> ToolKind {
-        ToolKind::Mutating
-    }
-
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "mkdir".into(),
-            description: "Create a directory and any missing parents, like `mkdir -p`. Undoable."
-                .into(),
-            parameters: path_only_schema(),
-        }
-    }
-
-    fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a> {
+    fn run<'a>(&'a self, args: PathArgs, call: Call<'a>) -> ToolFuture<'a> {
         Box::pin(async move {
-            let args = match parse_args::<Args>("mkdir", invocation.args) {
-                Ok(args) => args,
-                Err(refusal) => return refusal,
-            };
-            let env = invocation.env;
+            let env = call.env;
             let describe = || format!("create the directory {} (and missing parents)", args.path);
             if let Err(refusal) = env
                 .approvals
-                .file_change("mkdir", &args.path, describe)
+                .file_change(Self::NAME, &args.path, describe)
                 .await
             {
                 return refusal;

@@ -15,6 +15,8 @@
 pub mod approval;
 pub mod ask_user;
 pub mod bash_exec;
+#[cfg(test)]
+mod catalog_tests;
 pub mod delegate;
 pub mod guard;
 pub mod list_files;
@@ -29,6 +31,7 @@ pub(crate) mod testing;
 pub mod todo;
 pub mod update_plan;
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -40,6 +43,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::plan::{PlanFlavour, PlanSnapshot, PlanStore};
 use crate::protocol::mcp::McpToolSpec;
+use crate::protocol::schema::{ToolArgs, tool_args};
 use crate::protocol::{Message, ToolCall, ToolSpec};
 use crate::session::undo::UndoLog;
 use crate::workspace::Workspace;
@@ -150,11 +154,16 @@ pub struct ToolEnv {
     pub approvals: approval::Approvals,
 }
 
-/// One invocation, as handed to a tool.
+/// One invocation, as handed to a tool: the raw arguments and the call.
 pub struct Invocation<'a> {
+    pub args: Value,
+    pub call: Call<'a>,
+}
+
+/// Everything about a call but its arguments.
+pub struct Call<'a> {
     /// The id of the model's call.
     pub call_id: &'a str,
-    pub args: Value,
     pub env: &'a ToolEnv,
     pub ctx: &'a InvocationContext,
     /// Cancelled when the user interrupts; long tools must stop promptly.
@@ -165,7 +174,9 @@ pub struct Invocation<'a> {
 
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = ToolOutput> + Send + 'a>>;
 
-/// A tool the model can call.
+/// A tool as the catalog holds it. Built-in tools implement [`TypedTool`]
+/// instead; MCP tools, whose schemas come from servers at run time,
+/// implement this directly.
 pub trait Tool: Send + Sync {
     fn name(&self) -> &str;
     fn kind(&self) -> ToolKind;
@@ -175,9 +186,51 @@ pub trait Tool: Send + Sync {
     fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a>;
 }
 
+/// A built-in tool: its name stated once, and arguments parsed into `Args`,
+/// whose type also generates the advertised schema (see
+/// [`crate::protocol::schema`]).
+pub trait TypedTool: Send + Sync {
+    const NAME: &'static str;
+    const KIND: ToolKind;
+    type Args: ToolArgs + Send;
+    /// The description, written for a model.
+    fn description(&self) -> Cow<'static, str>;
+    /// The `parameters` schema; a tool whose schema depends on the session
+    /// (`delegate`'s profiles) extends its `Args`' one.
+    fn parameters(&self) -> Value {
+        Self::Args::parameters()
+    }
+    fn run<'a>(&'a self, args: Self::Args, call: Call<'a>) -> ToolFuture<'a>;
+}
+
+impl<T: TypedTool> Tool for T {
+    fn name(&self) -> &str {
+        T::NAME
+    }
+
+    fn kind(&self) -> ToolKind {
+        T::KIND
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: T::NAME.into(),
+            description: self.description().into_owned(),
+            parameters: self.parameters(),
+        }
+    }
+
+    fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a> {
+        match parse_args::<T::Args>(T::NAME, invocation.args) {
+            Ok(args) => self.run(args, invocation.call),
+            Err(refusal) => Box::pin(std::future::ready(refusal)),
+        }
+    }
+}
+
 /// Parses a tool's arguments, turning a mismatch into an error that shows
 /// the model the expected shape.
-pub fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolOutput> {
+fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolOutput> {
     serde_json::from_value(args).map_err(|err| {
         ToolOutput::error(format!(
             "invalid arguments for {tool}: {err}. Call {tool} with an object matching its JSON schema."
@@ -185,15 +238,13 @@ pub fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, Too
     })
 }
 
-/// The schema of a tool whose one argument is a workspace path (that paths
-/// are workspace-relative is said once, in the system prompt).
-pub fn path_only_schema() -> Value {
-    serde_json::json!({
-        "type": "object",
-        "properties": {"path": {"type": "string"}},
-        "required": ["path"],
-        "additionalProperties": false
-    })
+tool_args! {
+    /// The arguments of a tool whose one argument is a workspace path (that
+    /// paths are workspace-relative is said once, in the system prompt).
+    #[derive(Debug)]
+    pub struct PathArgs {
+        pub path: String,
+    }
 }
 
 /// The session's MCP servers as the catalog and the supervisor use them.
@@ -345,12 +396,14 @@ impl ToolCatalog {
             return ToolOutput::error("cancelled before it started");
         }
         tool.invoke(Invocation {
-            call_id: &call.id,
             args,
-            env,
-            ctx,
-            cancel,
-            conversation,
+            call: Call {
+                call_id: &call.id,
+                env,
+                ctx,
+                cancel,
+                conversation,
+            },
         })
         .await
     }

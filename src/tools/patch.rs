@@ -5,15 +5,13 @@
 //! permissions); the undo entry is journalled before the file changes, and
 //! if that fails the file is not touched; only UTF-8 text is edited.
 
+use std::borrow::Cow;
 use std::fs::{self};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use serde::Deserialize;
-use serde_json::json;
-
-use super::{Invocation, Tool, ToolEnv, ToolFuture, ToolKind, ToolOutput, parse_args};
-use crate::protocol::ToolSpec;
+use super::{Call, ToolEnv, ToolFuture, ToolKind, ToolOutput, TypedTool};
+use crate::protocol::schema::tool_args;
 use crate::session::atomic::write_atomic;
 use crate::session::undo::UndoEntry;
 use crate::workspace::is_missing;
@@ -25,75 +23,45 @@ pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 pub struct Patch;
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Args {
-    path: String,
-    #[serde(default)]
-    edits: Option<Vec<Edit>>,
-    #[serde(default)]
-    content: Option<String>,
+tool_args! {
+    #[derive(Debug)]
+    pub struct Args {
+        path: String,
+        #[serde(default)]
+        edits: Option<Vec<Edit>>,
+        #[serde(default)]
+        content: Option<String>,
+    }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Edit {
-    old_text: String,
-    new_text: String,
-    #[serde(default)]
-    replace_all: bool,
+tool_args! {
+    #[derive(Debug)]
+    pub struct Edit {
+        old_text: String,
+        new_text: String,
+        #[serde(default)]
+        replace_all: bool,
+    }
 }
 
-impl Tool for Patch {
-    fn name(&self) -> &'static str {
-        "patch"
-    }
-
-    fn kind(&self) -> ToolKind {
-        ToolKind::Mutating
-    }
+impl TypedTool for Patch {
+    const NAME: &'static str = "patch";
+    const KIND: ToolKind = ToolKind::Mutating;
+    type Args = Args;
 
     // No example call in the description: Qwen2.5-Coder-0.5B copied an
     // example's path and text into its own calls and edited the wrong file.
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "patch".into(),
-            description: "Change a text file with `edits` (exact replacements, in order) or `content` (the whole new file). Each old_text must occur once unless replace_all is set; copy it from read_file without the line numbers. Whitespace-only differences are tolerated. A failed edit changes nothing and shows the closest lines."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string"},
-                    "edits": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "old_text": {"type": "string"},
-                                "new_text": {"type": "string"},
-                                "replace_all": {"type": "boolean"}
-                            },
-                            "required": ["old_text", "new_text"]
-                        }
-                    },
-                    "content": {"type": "string"}
-                },
-                "required": ["path"],
-                "additionalProperties": false
-            }),
-        }
+    fn description(&self) -> Cow<'static, str> {
+        "Change a text file with `edits` (exact replacements, in order) or `content` (the whole new file). Each old_text must occur once unless replace_all is set; copy it from read_file without the line numbers. Whitespace-only differences are tolerated. A failed edit changes nothing and shows the closest lines."
+            .into()
     }
 
-    fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a> {
+    fn run<'a>(&'a self, args: Args, call: Call<'a>) -> ToolFuture<'a> {
         Box::pin(async move {
-            let args: Args = match parse_args("patch", invocation.args) {
-                Ok(args) => args,
-                Err(refusal) => return refusal,
-            };
-            let env = invocation.env;
+            let env = call.env;
             if let Err(refusal) = env
                 .approvals
-                .file_change("patch", &args.path, || preview(env, &args))
+                .file_change(Self::NAME, &args.path, || preview(env, &args))
                 .await
             {
                 return refusal;
@@ -105,8 +73,8 @@ impl Tool for Patch {
                 (None, None) => ToolOutput::error(
                     "pass `edits` (replacements in an existing file) or `content` (the whole file); nothing was changed",
                 ),
-                (Some(edits), None) => edit_file(invocation.env, &args.path, &edits),
-                (None, Some(content)) => write_file(invocation.env, &args.path, &content),
+                (Some(edits), None) => edit_file(env, &args.path, &edits),
+                (None, Some(content)) => write_file(env, &args.path, &content),
             }
         })
     }
@@ -492,12 +460,31 @@ fn loose_edit(
             ))
         }
         fuzzy::Loose::None => {
+            if let Some(line) = already_applied(text, &edit.new_text) {
+                return Err(format!(
+                    "{label} was not found in `{shown}`{after}, but its new_text is already there (line {line}): the edit appears to be applied already. Read the file to check it before changing it again. Nothing was changed."
+                ));
+            }
             let hint = fuzzy::closest_region(text, &edit.old_text);
             Err(format!(
                 "{label} was not found in `{shown}`{after}. {hint} Nothing was changed."
             ))
         }
     }
+}
+
+/// Where `new_text` already stands in `text` (the line it starts on), when
+/// an edit's `old_text` is gone: a model that does not see its earlier edit
+/// succeed sends it again (Qwen2.5-Coder-1.5B repeated one three times until
+/// its loop guard ended the turn).
+fn already_applied(text: &str, new_text: &str) -> Option<usize> {
+    if new_text.trim().is_empty() {
+        return None;
+    }
+    let at = text
+        .find(new_text)
+        .or_else(|| text.find(&new_text.replace('\n', "\r\n")))?;
+    Some(line_of(text, at))
 }
 
 /// 1-based line number of byte offset `at`.
@@ -588,6 +575,38 @@ mod tests {
         assert!(out.content.contains("not found"));
         assert_eq!(fs::read_to_string(&file).unwrap(), "one\ntwo\nthree\n");
         assert!(env.undo.entries().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn repeating_an_applied_edit_says_it_is_applied_already() {
+        let (dir, env) = setup();
+        let file = dir.path().join("a.rs");
+        fs::write(&file, "fn main() {\n    let x = 1;\n}\n").unwrap();
+        let edit = json!({"path": "a.rs", "edits": [
+            {"old_text": "    let x = 1;", "new_text": "    let x = 2;"}
+        ]});
+        assert!(call(&Patch, &env, edit.clone()).await.ok);
+        let again = call(&Patch, &env, edit).await;
+        assert!(!again.ok);
+        assert!(
+            again
+                .content
+                .contains("(line 2): the edit appears to be applied already"),
+            "{}",
+            again.content
+        );
+        assert!(again.content.ends_with("Nothing was changed."));
+        assert_eq!(
+            fs::read_to_string(&file).unwrap(),
+            "fn main() {\n    let x = 2;\n}\n"
+        );
+        // An old_text that is simply wrong still gets the closest region.
+        let wrong = json!({"path": "a.rs", "edits": [
+            {"old_text": "    let y = 1;", "new_text": "    let y = 3;"}
+        ]});
+        let out = call(&Patch, &env, wrong).await;
+        assert!(!out.content.contains("applied already"), "{}", out.content);
+        assert!(out.content.contains("closest region"), "{}", out.content);
     }
 
     #[tokio::test]

@@ -6,16 +6,15 @@
 //! continue. Binary files (a NUL byte in the first 8 KiB, or not UTF-8) are
 //! described, never dumped.
 
+use std::borrow::Cow;
 use std::fs::{self, File};
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
 
-use serde::Deserialize;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::{Invocation, Tool, ToolFuture, ToolKind, ToolOutput, parse_args};
-use crate::protocol::ToolSpec;
+use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool};
+use crate::protocol::schema::tool_args;
 use crate::workspace::is_missing;
 
 const DEFAULT_LIMIT: usize = 2000;
@@ -26,50 +25,33 @@ const SNIFF_BYTES: usize = 8 * 1024;
 
 pub struct ReadFile;
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Args {
-    path: String,
-    #[serde(default)]
-    offset: Option<usize>,
-    #[serde(default)]
-    limit: Option<usize>,
+tool_args! {
+    #[derive(Debug)]
+    pub struct Args {
+        path: String,
+        #[schema(minimum = 1)]
+        #[serde(default)]
+        offset: Option<usize>,
+        #[schema(minimum = 1)]
+        #[serde(default)]
+        limit: Option<usize>,
+    }
 }
 
-impl Tool for ReadFile {
-    fn name(&self) -> &'static str {
-        "read_file"
+impl TypedTool for ReadFile {
+    const NAME: &'static str = "read_file";
+    const KIND: ToolKind = ToolKind::ReadOnly;
+    type Args = Args;
+
+    fn description(&self) -> Cow<'static, str> {
+        format!(
+            "Read a UTF-8 text file, up to {DEFAULT_LIMIT} lines from `offset` (1-based). Lines come as `<number><TAB><text>`; the number and tab are not in the file, so leave them out of patch's old_text."
+        )
+        .into()
     }
 
-    fn kind(&self) -> ToolKind {
-        ToolKind::ReadOnly
-    }
-
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "read_file".into(),
-            description: format!(
-                "Read a UTF-8 text file, up to {DEFAULT_LIMIT} lines from `offset` (1-based). Lines come as `<number><TAB><text>`; the number and tab are not in the file, so leave them out of patch's old_text."
-            ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string"},
-                    "offset": {"type": "integer", "minimum": 1},
-                    "limit": {"type": "integer", "minimum": 1}
-                },
-                "required": ["path"],
-                "additionalProperties": false
-            }),
-        }
-    }
-
-    fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a> {
+    fn run<'a>(&'a self, args: Args, call: Call<'a>) -> ToolFuture<'a> {
         Box::pin(async move {
-            let args: Args = match parse_args("read_file", invocation.args) {
-                Ok(args) => args,
-                Err(refusal) => return refusal,
-            };
             let offset = args.offset.unwrap_or(1);
             let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
             if offset == 0 || limit == 0 {
@@ -77,12 +59,12 @@ impl Tool for ReadFile {
                     "offset and limit must be at least 1 (lines are numbered from 1)",
                 );
             }
-            let resolved = match invocation.env.workspace.resolve(&args.path) {
+            let resolved = match call.env.workspace.resolve(&args.path) {
                 Ok(resolved) => resolved,
                 Err(err) => return ToolOutput::error(err.to_string()),
             };
-            let max_bytes = invocation.env.limits.read_max_bytes;
-            let cancel = invocation.cancel.clone();
+            let max_bytes = call.env.limits.read_max_bytes;
+            let cancel = call.cancel.clone();
             tokio::task::spawn_blocking(move || {
                 let window = Window {
                     offset,
@@ -154,21 +136,8 @@ fn read_lines(abs: &Path, window: Window, cancel: &CancellationToken) -> io::Res
     (&mut file)
         .take(SNIFF_BYTES as u64)
         .read_to_end(&mut head)?;
-    if head.is_empty() {
-        return Ok(Outcome::Empty);
-    }
-    if head.contains(&0) {
-        return Ok(Outcome::Binary);
-    }
-    if let Err(err) = std::str::from_utf8(&head)
-        && err.error_len().is_some()
-    {
-        let line = head[..err.valid_up_to()]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count()
-            + 1;
-        return Ok(Outcome::NotUtf8 { line });
+    if let Some(outcome) = sniff(&head) {
+        return Ok(outcome);
     }
     let mut reader = BufReader::new(io::Cursor::new(head).chain(file));
     let cap = MAX_LINE_CHARS * 4;
@@ -203,29 +172,9 @@ fn read_lines(abs: &Path, window: Window, cancel: &CancellationToken) -> io::Res
             break;
         };
         number += 1;
-        let total = line.len() + skipped;
-        let text = match std::str::from_utf8(&line) {
-            Ok(text) => text,
-            // A cut line may end inside a character: drop the partial one.
-            Err(err) if skipped > 0 && err.error_len().is_none() => {
-                std::str::from_utf8(&line[..err.valid_up_to()]).unwrap_or("")
-            }
-            Err(_) => return Ok(Outcome::NotUtf8 { line: number }),
+        let Some(rendered) = render_line(number, &line, skipped) else {
+            return Ok(Outcome::NotUtf8 { line: number });
         };
-        let text = text.strip_suffix('\r').unwrap_or(text);
-        let mut rendered = format!("{number:>6}\t");
-        match text.char_indices().nth(MAX_LINE_CHARS) {
-            Some((end, _)) => {
-                rendered.push_str(&text[..end]);
-                rendered.push_str(&format!(" [… line cut, {} more bytes]", total - end));
-            }
-            None if skipped > 0 => {
-                rendered.push_str(text);
-                let cut = total - text.len();
-                rendered.push_str(&format!(" [… line cut, {cut} more bytes]"));
-            }
-            None => rendered.push_str(text),
-        }
         if shown > 0 && out.len() + rendered.len() + 1 > window.max_bytes {
             out.push_str(&format!(
                 "\n[… output capped at {} bytes; continue with offset={number}]",
@@ -240,6 +189,57 @@ fn read_lines(abs: &Path, window: Window, cancel: &CancellationToken) -> io::Res
         shown += 1;
     }
     Ok(Outcome::Lines(out))
+}
+
+/// What the first bytes of a file say when it is not text to show: empty,
+/// binary (a NUL byte) or not UTF-8 (with the line of the first bad byte).
+fn sniff(head: &[u8]) -> Option<Outcome> {
+    if head.is_empty() {
+        return Some(Outcome::Empty);
+    }
+    if head.contains(&0) {
+        return Some(Outcome::Binary);
+    }
+    match std::str::from_utf8(head) {
+        Err(err) if err.error_len().is_some() => {
+            let line = head[..err.valid_up_to()]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count()
+                + 1;
+            Some(Outcome::NotUtf8 { line })
+        }
+        Ok(_) | Err(_) => None,
+    }
+}
+
+/// Line `number` as shown: `<number><TAB><text>`, cut at [`MAX_LINE_CHARS`]
+/// with a marker (`skipped` bytes were not read); `None` when not UTF-8.
+fn render_line(number: usize, line: &[u8], skipped: usize) -> Option<String> {
+    let total = line.len() + skipped;
+    let text = match std::str::from_utf8(line) {
+        Ok(text) => text,
+        // A cut line may end inside a character: drop the partial one.
+        Err(err) if skipped > 0 && err.error_len().is_none() => {
+            std::str::from_utf8(&line[..err.valid_up_to()]).unwrap_or("")
+        }
+        Err(_) => return None,
+    };
+    let text = text.strip_suffix('\r').unwrap_or(text);
+    let mut rendered = format!("{number:>6}\t");
+    match text.char_indices().nth(MAX_LINE_CHARS) {
+        Some((end, _)) => {
+            rendered.push_str(&text[..end]);
+            rendered.push_str(&format!(" [… line cut, {} more bytes]", total - end));
+        }
+        None if skipped > 0 => {
+            rendered.push_str(text);
+            let cut = total - text.len();
+            rendered.push_str(&format!(" [… line cut, {cut} more bytes]"));
+        }
+        None => rendered.push_str(text),
+    }
+    Some(rendered)
 }
 
 /// Reads one line (without its `\n`) into `line`, keeping at most `cap`
@@ -284,6 +284,7 @@ mod tests {
     use super::*;
     use crate::tools::ToolEnv;
     use crate::tools::testing::{call, env};
+    use serde_json::json;
 
     fn setup() -> (tempfile::TempDir, ToolEnv) {
         let dir = tempfile::tempdir().unwrap();

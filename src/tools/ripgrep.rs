@@ -5,19 +5,19 @@
 //! binary files skipped at their first NUL byte. Output is bounded by
 //! `max_matches` and by `limits.read_max_bytes`, each with a note.
 
+use std::borrow::Cow;
 use std::io;
 use std::path::PathBuf;
 
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
+use ignore::WalkBuilder;
 use ignore::overrides::OverrideBuilder;
-use serde::Deserialize;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::list_files::walker;
-use super::{Invocation, Tool, ToolFuture, ToolKind, ToolOutput, parse_args};
-use crate::protocol::ToolSpec;
+use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool};
+use crate::protocol::schema::tool_args;
 use crate::text::{sanitize, short};
 use crate::workspace::{Workspace, is_missing};
 
@@ -29,66 +29,46 @@ const MAX_LINE_CHARS: usize = 500;
 
 pub struct Ripgrep;
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Args {
-    pattern: String,
-    #[serde(default)]
-    path: Option<String>,
-    #[serde(default)]
-    glob: Option<String>,
-    #[serde(default)]
-    case_insensitive: bool,
-    #[serde(default)]
-    context: Option<usize>,
-    #[serde(default)]
-    max_matches: Option<usize>,
+tool_args! {
+    #[derive(Debug)]
+    pub struct Args {
+        pattern: String,
+        #[serde(default)]
+        path: Option<String>,
+        #[schema(description = "e.g. \"*.rs\"; a leading ! excludes.")]
+        #[serde(default)]
+        glob: Option<String>,
+        #[serde(default)]
+        case_insensitive: bool,
+        #[schema(description = "Lines around each match.")]
+        #[serde(default)]
+        context: Option<usize>,
+        #[serde(default)]
+        max_matches: Option<usize>,
+    }
 }
 
-impl Tool for Ripgrep {
-    fn name(&self) -> &'static str {
-        "ripgrep"
+impl TypedTool for Ripgrep {
+    const NAME: &'static str = "ripgrep";
+    const KIND: ToolKind = ToolKind::ReadOnly;
+    type Args = Args;
+
+    fn description(&self) -> Cow<'static, str> {
+        format!(
+            "Search file contents with a Rust regex, skipping .gitignored and binary files. Prints `path:line:text` per match, at most {DEFAULT_MAX_MATCHES} by default. Escape metacharacters for literal text, e.g. `fn main\\(`."
+        )
+        .into()
     }
 
-    fn kind(&self) -> ToolKind {
-        ToolKind::ReadOnly
-    }
-
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "ripgrep".into(),
-            description: format!(
-                "Search file contents with a Rust regex, skipping .gitignored and binary files. Prints `path:line:text` per match, at most {DEFAULT_MAX_MATCHES} by default. Escape metacharacters for literal text, e.g. `fn main\\(`."
-            ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {"type": "string"},
-                    "path": {"type": "string"},
-                    "glob": {"type": "string", "description": "e.g. \"*.rs\"; a leading ! excludes."},
-                    "case_insensitive": {"type": "boolean"},
-                    "context": {"type": "integer", "description": "Lines around each match."},
-                    "max_matches": {"type": "integer"}
-                },
-                "required": ["pattern"],
-                "additionalProperties": false
-            }),
-        }
-    }
-
-    fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a> {
+    fn run<'a>(&'a self, args: Args, call: Call<'a>) -> ToolFuture<'a> {
         Box::pin(async move {
-            let args: Args = match parse_args("ripgrep", invocation.args) {
-                Ok(args) => args,
-                Err(refusal) => return refusal,
-            };
-            let env = invocation.env;
+            let env = call.env;
             let search = match Search::new(&env.workspace, args, env.limits.read_max_bytes) {
                 Ok(search) => search,
                 Err(refusal) => return refusal,
             };
             let workspace = env.workspace.clone();
-            let cancel = invocation.cancel.clone();
+            let cancel = call.cancel.clone();
             tokio::task::spawn_blocking(move || search.run(&workspace, &cancel))
                 .await
                 .unwrap_or_else(|err| ToolOutput::error(format!("ripgrep failed: {err}")))
@@ -164,22 +144,25 @@ impl Search {
         })
     }
 
-    fn run(&self, workspace: &Workspace, cancel: &CancellationToken) -> ToolOutput {
+    /// The files to search, in name order, filtered by the glob.
+    fn walk(&self, workspace: &Workspace) -> Result<WalkBuilder, ToolOutput> {
         let mut walk = walker(&self.start);
         walk.sort_by_file_name(|a, b| a.cmp(b));
         if let Some(glob) = &self.glob {
             let overrides = OverrideBuilder::new(&workspace.root)
                 .add(glob)
-                .and_then(|builder| builder.build());
-            match overrides {
-                Ok(overrides) => {
-                    walk.overrides(overrides);
-                }
-                Err(err) => {
-                    return ToolOutput::error(format!("invalid glob `{glob}`: {err}"));
-                }
-            }
+                .and_then(|builder| builder.build())
+                .map_err(|err| ToolOutput::error(format!("invalid glob `{glob}`: {err}")))?;
+            walk.overrides(overrides);
         }
+        Ok(walk)
+    }
+
+    fn run(&self, workspace: &Workspace, cancel: &CancellationToken) -> ToolOutput {
+        let walk = match self.walk(workspace) {
+            Ok(walk) => walk,
+            Err(refusal) => return refusal,
+        };
         let mut searcher = SearcherBuilder::new()
             .line_number(true)
             .binary_detection(BinaryDetection::quit(0))
@@ -221,6 +204,11 @@ impl Search {
                 break;
             }
         }
+        ToolOutput::ok(self.render(results, unreadable))
+    }
+
+    /// The matches, then why the search stopped and what it could not read.
+    fn render(&self, results: Results, unreadable: usize) -> String {
         let mut out = results.out;
         if out.is_empty() {
             out = match &self.glob {
@@ -244,7 +232,7 @@ impl Search {
                 "\n({unreadable} files or directories could not be read.)"
             ));
         }
-        ToolOutput::ok(out)
+        out
     }
 }
 
@@ -332,6 +320,7 @@ impl Sink for FileSink<'_> {
 mod tests {
     use super::*;
     use crate::tools::testing::{call, env};
+    use serde_json::json;
     use std::fs;
 
     fn tree() -> tempfile::TempDir {

@@ -6,55 +6,35 @@
 
 use std::fs;
 
-use serde::Deserialize;
-use serde_json::json;
+use std::borrow::Cow;
 
-use super::{Invocation, Tool, ToolEnv, ToolFuture, ToolKind, ToolOutput, parse_args};
-use crate::protocol::ToolSpec;
+use super::{Call, ToolEnv, ToolFuture, ToolKind, ToolOutput, TypedTool};
+use crate::protocol::schema::tool_args;
 use crate::workspace::{FinalLink, is_missing};
 
 pub struct Rm;
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Args {
-    path: String,
-    #[serde(default)]
-    recursive: bool,
+tool_args! {
+    #[derive(Debug)]
+    pub struct Args {
+        path: String,
+        #[serde(default)]
+        recursive: bool,
+    }
 }
 
-impl Tool for Rm {
-    fn name(&self) -> &'static str {
-        "rm"
+impl TypedTool for Rm {
+    const NAME: &'static str = "rm";
+    const KIND: ToolKind = ToolKind::Mutating;
+    type Args = Args;
+
+    fn description(&self) -> Cow<'static, str> {
+        "Remove a file or symlink (not its target), or a directory with its contents when recursive is true. Undoable.".into()
     }
 
-    fn kind(&self) -> ToolKind {
-        ToolKind::Mutating
-    }
-
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "rm".into(),
-            description: "Remove a file or symlink (not its target), or a directory with its contents when recursive is true. Undoable.".into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string"},
-                    "recursive": {"type": "boolean"}
-                },
-                "required": ["path"],
-                "additionalProperties": false
-            }),
-        }
-    }
-
-    fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a> {
+    fn run<'a>(&'a self, args: Args, call: Call<'a>) -> ToolFuture<'a> {
         Box::pin(async move {
-            let args = match parse_args::<Args>("rm", invocation.args) {
-                Ok(args) => args,
-                Err(refusal) => return refusal,
-            };
-            let env = invocation.env;
+            let env = call.env;
             let describe = || {
                 let what = if args.recursive {
                     " and everything in it"
@@ -63,7 +43,11 @@ impl Tool for Rm {
                 };
                 format!("remove {}{what}", args.path)
             };
-            if let Err(refusal) = env.approvals.file_change("rm", &args.path, describe).await {
+            if let Err(refusal) = env
+                .approvals
+                .file_change(Self::NAME, &args.path, describe)
+                .await
+            {
                 return refusal;
             }
             run(env, &args)
@@ -117,6 +101,7 @@ fn run(env: &ToolEnv, args: &Args) -> ToolOutput {
 mod tests {
     use super::*;
     use crate::tools::testing::{call, env};
+    use serde_json::json;
     use std::os::unix::fs::symlink;
 
     #[tokio::test]

@@ -1,54 +1,32 @@
 //! `rmdir`: remove an empty directory (undoable).
 
+use std::borrow::Cow;
 use std::fs;
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 
-use serde::Deserialize;
-
-use super::{
-    Invocation, Tool, ToolEnv, ToolFuture, ToolKind, ToolOutput, parse_args, path_only_schema,
-};
-use crate::protocol::ToolSpec;
+use super::{Call, PathArgs, ToolEnv, ToolFuture, ToolKind, ToolOutput, TypedTool};
 use crate::session::undo::UndoEntry;
 use crate::workspace::{FinalLink, is_missing};
 
 pub struct Rmdir;
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Args {
-    path: String,
-}
+impl TypedTool for Rmdir {
+    const NAME: &'static str = "rmdir";
+    const KIND: ToolKind = ToolKind::Mutating;
+    type Args = PathArgs;
 
-impl Tool for Rmdir {
-    fn name(&self) -> &'static str {
-        "rmdir"
+    fn description(&self) -> Cow<'static, str> {
+        "Remove an empty directory (hidden entries count). Undoable.".into()
     }
 
-    fn kind(&self) -> ToolKind {
-        ToolKind::Mutating
-    }
-
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "rmdir".into(),
-            description: "Remove an empty directory (hidden entries count). Undoable.".into(),
-            parameters: path_only_schema(),
-        }
-    }
-
-    fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a> {
+    fn run<'a>(&'a self, args: PathArgs, call: Call<'a>) -> ToolFuture<'a> {
         Box::pin(async move {
-            let args = match parse_args::<Args>("rmdir", invocation.args) {
-                Ok(args) => args,
-                Err(refusal) => return refusal,
-            };
-            let env = invocation.env;
+            let env = call.env;
             let describe = || format!("remove the empty directory {}", args.path);
             if let Err(refusal) = env
                 .approvals
-                .file_change("rmdir", &args.path, describe)
+                .file_change(Self::NAME, &args.path, describe)
                 .await
             {
                 return refusal;

@@ -8,7 +8,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::session::undo::UndoLog;
-use crate::tools::{Invocation, InvocationContext, Tool, ToolEnv, ToolLimits, ToolOutput};
+use crate::tools::{Call, Invocation, InvocationContext, Tool, ToolEnv, ToolLimits, ToolOutput};
 use crate::workspace::{DEFAULT_PLAN_FILE, Workspace};
 
 pub(crate) fn env(root: &Path) -> ToolEnv {
@@ -46,12 +46,14 @@ pub(crate) async fn call_with(
 ) -> ToolOutput {
     let ctx = InvocationContext::main();
     tool.invoke(Invocation {
-        call_id: "test-call",
         args,
-        env,
-        ctx: &ctx,
-        cancel,
-        conversation: &[],
+        call: Call {
+            call_id: "test-call",
+            env,
+            ctx: &ctx,
+            cancel,
+            conversation: &[],
+        },
     })
     .await
 }

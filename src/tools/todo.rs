@@ -2,12 +2,15 @@
 //! lives in `.fido-todo.json`; every call returns the reference's content
 //! text and its `details` envelope (see [`crate::plan::todo`]).
 
-use serde_json::json;
+use std::borrow::Cow;
 
-use super::{Invocation, Tool, ToolFuture, ToolKind, ToolOutput};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool};
 use crate::plan::PlanSnapshot;
 use crate::plan::todo::{self, TodoStore};
-use crate::protocol::ToolSpec;
+use crate::protocol::schema::ToolArgs;
 
 pub struct Todo;
 
@@ -50,34 +53,37 @@ fn op_properties() -> serde_json::Value {
     })
 }
 
-impl Tool for Todo {
-    fn name(&self) -> &'static str {
-        todo::TOOL_NAME
-    }
+/// The arguments as the model sent them: [`todo::run_call`] checks them
+/// and answers in the reference's words, so the schema is written here.
+#[derive(Debug, Deserialize)]
+#[serde(transparent)]
+pub struct Args(Value);
 
-    fn kind(&self) -> ToolKind {
-        ToolKind::PlanState
-    }
-
-    fn spec(&self) -> ToolSpec {
+impl ToolArgs for Args {
+    fn parameters() -> Value {
         let mut properties = op_properties();
         properties["ops"] = json!({
             "type": "array",
             "description": "Instead of action and fields: many operations in one atomic call, each an object with its own action and fields",
             "items": {"type": "object", "properties": op_properties(), "required": ["action"]}
         });
-        ToolSpec {
-            name: todo::TOOL_NAME.into(),
-            description: DESCRIPTION.into(),
-            parameters: json!({"type": "object", "properties": properties}),
-        }
+        json!({"type": "object", "properties": properties})
+    }
+}
+
+impl TypedTool for Todo {
+    const NAME: &'static str = todo::TOOL_NAME;
+    const KIND: ToolKind = ToolKind::PlanState;
+    type Args = Args;
+
+    fn description(&self) -> Cow<'static, str> {
+        DESCRIPTION.into()
     }
 
-    fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a> {
+    fn run<'a>(&'a self, Args(args): Args, call: Call<'a>) -> ToolFuture<'a> {
         Box::pin(async move {
             // The lock, the read and the fsync'd write block: off the runtime.
-            let root = invocation.env.workspace.root.clone();
-            let args = invocation.args;
+            let root = call.env.workspace.root.clone();
             let done = tokio::task::spawn_blocking(move || {
                 todo::run_call(&TodoStore::in_workspace(&root), &args)
             })

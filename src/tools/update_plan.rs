@@ -1,12 +1,15 @@
 //! `update_plan`: replaces the workspace plan atomically and returns its
 //! complete normalised state (the model-visible source of truth).
 
-use serde_json::json;
+use std::borrow::Cow;
 
-use super::{Invocation, Tool, ToolFuture, ToolKind, ToolOutput};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool};
 use crate::plan::PlanSnapshot;
 use crate::plan::model::{self, PlanState};
-use crate::protocol::ToolSpec;
+use crate::protocol::schema::ToolArgs;
 
 pub struct UpdatePlan;
 
@@ -16,49 +19,53 @@ pub struct UpdatePlan;
 const DESCRIPTION: &str = "\
 Replace the workspace todo list and return its complete normalized state: version, updatedAt, reason and every item with all its fields. That tool result is the model-visible source of truth for the current plan; the plan is not interpolated into the system prompt, so updating it keeps the cached prefix. Keep exactly zero or one in_progress item. Send every item you keep (others are dropped), at most 20, short unique ids. blocked: waiting on a person or service. next_action is required unless done; done needs evidence, e.g. `cargo test: 42 passed`. dependencies: other ids, no cycles. A rejected update changes nothing.";
 
-impl Tool for UpdatePlan {
-    fn name(&self) -> &'static str {
-        "update_plan"
-    }
+/// The arguments as the model sent them: [`model::validate`] checks them
+/// and words each rejection for the model, so the schema is written here.
+#[derive(Debug, Deserialize)]
+#[serde(transparent)]
+pub struct Args(Value);
 
-    fn kind(&self) -> ToolKind {
-        ToolKind::PlanState
-    }
-
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "update_plan".into(),
-            description: DESCRIPTION.into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "reason": {"type": "string", "description": "Why, in one sentence."},
+impl ToolArgs for Args {
+    fn parameters() -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "reason": {"type": "string", "description": "Why, in one sentence."},
+                "items": {
+                    "type": "array",
                     "items": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "id": {"type": "string"},
-                                "title": {"type": "string"},
-                                "status": {"type": "string", "enum": ["pending", "in_progress", "blocked", "done"]},
-                                "details": {"type": "string"},
-                                "dependencies": {"type": "array", "items": {"type": "string"}},
-                                "next_action": {"type": "string", "description": "Required unless done."},
-                                "evidence": {"type": "array", "items": {"type": "string"}, "description": "Required for done."}
-                            },
-                            "required": ["id", "title", "status"]
-                        }
+                        "type": "object",
+                        "properties": {
+                            "id": {"type": "string"},
+                            "title": {"type": "string"},
+                            "status": {"type": "string", "enum": ["pending", "in_progress", "blocked", "done"]},
+                            "details": {"type": "string"},
+                            "dependencies": {"type": "array", "items": {"type": "string"}},
+                            "next_action": {"type": "string", "description": "Required unless done."},
+                            "evidence": {"type": "array", "items": {"type": "string"}, "description": "Required for done."}
+                        },
+                        "required": ["id", "title", "status"]
                     }
-                },
-                "required": ["reason", "items"],
-                "additionalProperties": false
-            }),
-        }
+                }
+            },
+            "required": ["reason", "items"],
+            "additionalProperties": false
+        })
+    }
+}
+
+impl TypedTool for UpdatePlan {
+    const NAME: &'static str = "update_plan";
+    const KIND: ToolKind = ToolKind::PlanState;
+    type Args = Args;
+
+    fn description(&self) -> Cow<'static, str> {
+        DESCRIPTION.into()
     }
 
-    fn invoke<'a>(&'a self, invocation: Invocation<'a>) -> ToolFuture<'a> {
+    fn run<'a>(&'a self, Args(args): Args, call: Call<'a>) -> ToolFuture<'a> {
         Box::pin(async move {
-            let (reason, items) = match model::validate(&invocation.args) {
+            let (reason, items) = match model::validate(&args) {
                 Ok(valid) => valid,
                 Err(message) => {
                     return ToolOutput::error(format!(
@@ -67,7 +74,7 @@ impl Tool for UpdatePlan {
                 }
             };
             // The lock, the read and the fsync'd write block: off the runtime.
-            let store = invocation.env.plan.clone();
+            let store = call.env.plan.clone();
             let saved = tokio::task::spawn_blocking(move || store.replace(reason, items)).await;
             let saved = match saved {
                 Ok(saved) => saved,
