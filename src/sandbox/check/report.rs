@@ -110,28 +110,10 @@ pub fn summarize(
     let (planned_forbidden, planned_controls) = role.plan();
     let mut problems: Vec<String> = Vec::new();
     let (header, notes) = header_and_notes(&read, role, &mut problems);
-    let count = |expect, passed: bool| {
-        read.results
-            .iter()
-            .filter(|r| r.expect == expect && (!passed || r.verdict().passed()))
-            .count()
-    };
-    let (forbidden, controls) = (count(Expect::Blocked, false), count(Expect::Allowed, false));
-    let (blocked, allowed) = (count(Expect::Blocked, true), count(Expect::Allowed, true));
+    let tally = Tally::of(&read.results);
     if read.report.is_some() {
-        let complete =
-            forbidden == planned_forbidden.len() && controls == planned_controls.len() && read.done;
-        if !complete {
-            problems.push("the probe child stopped before every probe ran".to_owned());
-        }
-        if blocked != forbidden {
-            let missed = forbidden - blocked;
-            problems.push(format!("{missed} forbidden operation(s) not blocked"));
-        }
-        if allowed != controls {
-            let failed = controls - allowed;
-            problems.push(format!("{failed} control operation(s) failed"));
-        }
+        let planned = (planned_forbidden.len(), planned_controls.len());
+        problems.extend(tally.shortfalls(planned, read.done));
     }
     let subagent = role == ProbeRole::Subagent && read.report.is_some();
     if subagent && read.subreaper != Some(true) {
@@ -150,13 +132,55 @@ pub fn summarize(
         results: read.results,
         notes,
         problems,
-        blocked,
+        blocked: tally.blocked,
         forbidden: planned_forbidden.len(),
-        allowed,
+        allowed: tally.allowed,
         controls: planned_controls.len(),
         child_output: Vec::new(),
         subreaper: read.subreaper,
         pid_namespace: read.pid_namespace,
+    }
+}
+
+/// How many probes of each kind ran, and how many of them passed.
+struct Tally {
+    forbidden: usize,
+    controls: usize,
+    blocked: usize,
+    allowed: usize,
+}
+
+impl Tally {
+    fn of(results: &[ProbeResult]) -> Tally {
+        let count = |expect, passed: bool| {
+            results
+                .iter()
+                .filter(|r| r.expect == expect && (!passed || r.verdict().passed()))
+                .count()
+        };
+        Tally {
+            forbidden: count(Expect::Blocked, false),
+            controls: count(Expect::Allowed, false),
+            blocked: count(Expect::Blocked, true),
+            allowed: count(Expect::Allowed, true),
+        }
+    }
+
+    /// What falls short of the plan's `(forbidden, controls)` counts.
+    fn shortfalls(&self, planned: (usize, usize), done: bool) -> Vec<String> {
+        let mut problems = Vec::new();
+        if (self.forbidden, self.controls) != planned || !done {
+            problems.push("the probe child stopped before every probe ran".to_owned());
+        }
+        if self.blocked != self.forbidden {
+            let missed = self.forbidden - self.blocked;
+            problems.push(format!("{missed} forbidden operation(s) not blocked"));
+        }
+        if self.allowed != self.controls {
+            let failed = self.controls - self.allowed;
+            problems.push(format!("{failed} control operation(s) failed"));
+        }
+        problems
     }
 }
 

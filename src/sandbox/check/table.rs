@@ -256,3 +256,50 @@ impl ProbeRole {
 /// workspace: nothing on this kernel can refuse it without refusing it in
 /// the workspace too.
 pub const CHMOD_NOTE: &str = "a workspace-write command may change the mode of a file it owns outside the workspace: Landlock has no right for file modes, and the seccomp filter, which sees no paths, refuses mode changes only in read-only sandboxes (probe chmod not run)";
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    #[test]
+    fn every_probe_has_one_name_and_is_found_by_it() {
+        let names: Vec<&str> = all().map(|probe| probe.name).collect();
+        let unique: BTreeSet<&str> = names.iter().copied().collect();
+        assert_eq!(unique.len(), names.len(), "{names:?}");
+        assert_eq!(names.len(), 26);
+        for name in names {
+            assert_eq!(find(name).map(|probe| probe.name), Some(name));
+        }
+        assert!(find("no-such-probe").is_none());
+    }
+
+    #[test]
+    fn mechanisms_come_from_the_table() {
+        assert_eq!(mechanism("write-existing", "EACCES"), "landlock");
+        assert_eq!(mechanism("udp-send", "EPERM"), "seccomp");
+        assert_eq!(mechanism("udp-send", "EACCES"), "landlock");
+        assert_eq!(mechanism("signal-parent", "EPERM"), "landlock scope");
+        assert_eq!(mechanism("fork-bomb", "EAGAIN"), "rlimit");
+        // The file-size guard, whichever probe ran into it.
+        assert_eq!(mechanism("create", "EFBIG"), "rlimit");
+        assert_eq!(mechanism("no-such-probe", "EPERM"), "landlock");
+    }
+
+    #[test]
+    fn only_the_fork_bomb_is_refused_with_eagain() {
+        use super::super::verdict::{Expect, Outcome, ProbeResult};
+        let result = |name: &str| ProbeResult {
+            name: name.to_owned(),
+            expect: Expect::Blocked,
+            outcome: Outcome::Failed {
+                errno: "EAGAIN".to_owned(),
+            },
+            side_effect_seen: false,
+            mechanism: None,
+        };
+        assert!(result("fork-bomb").verdict().passed());
+        assert!(!result("tcp-bind").verdict().passed());
+    }
+}
