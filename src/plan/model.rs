@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 // The shapes are the wire's (`plan_updated` carries them); their logic is here.
@@ -180,40 +181,72 @@ fn check_plan(items: &[PlanItem]) -> Result<(), String> {
     Ok(())
 }
 
-/// The fields an item may have, in the order messages list them.
-const ITEM_FIELDS: [&str; 7] = [
-    "id",
-    "title",
-    "status",
-    "details",
-    "dependencies",
-    "next_action",
-    "evidence",
-];
+/// An item as the model sent it: each field as the JSON it holds
+/// (`Some(Value::Null)` for an explicit `null`, `None` when absent, so the
+/// messages can tell them apart), and every other key, in order, to be
+/// named. Any JSON object deserializes into it.
+#[derive(Deserialize)]
+struct RawItem {
+    #[serde(default, deserialize_with = "present")]
+    id: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    title: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    status: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    details: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    dependencies: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    next_action: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    evidence: Option<Value>,
+    #[serde(flatten)]
+    unknown: serde_json::Map<String, Value>,
+}
+
+/// A field that is there, `null` included.
+fn present<'de, D: Deserializer<'de>>(value: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(value).map(Some)
+}
 
 fn item(index: usize, raw: &Value) -> Result<PlanItem, String> {
     let at = |what: &str| format!("items[{index}]: {what}");
-    let Some(object) = raw.as_object() else {
-        return Err(at(&format!(
-            "each item must be an object, not {}: {EXPECTED_SHAPE}",
-            kind(raw)
-        )));
+    let fields = match raw {
+        Value::Object(_) => RawItem::deserialize(raw).map_err(|err| at(&err.to_string()))?,
+        _ => {
+            return Err(at(&format!(
+                "each item must be an object, not {}: {EXPECTED_SHAPE}",
+                kind(raw)
+            )));
+        }
     };
-    let id = item_id(object.get("id")).map_err(|what| at(&what))?;
+    let id = item_id(fields.id.as_ref()).map_err(|what| at(&what))?;
     let named = |what: &str| format!("item \"{id}\" (items[{index}]): {what}");
-    known_fields(object).map_err(|what| named(&what))?;
-    let title = required_title(object.get("title")).map_err(|what| named(&what))?;
+    known_fields(&fields.unknown).map_err(|what| named(&what))?;
+    let title = required_title(fields.title.as_ref()).map_err(|what| named(&what))?;
     check_len(&named("`title`"), &title, MAX_TITLE_CHARS)?;
-    let status = required_status(object.get("status")).map_err(|what| named(&what))?;
-    let text =
-        |key: &str, max: usize| optional_text(object.get(key), &named(&format!("`{key}`")), max);
-    let details = text("details", MAX_DETAILS_CHARS)?;
-    let next_action = text("next_action", MAX_NEXT_ACTION_CHARS)?;
-    let list = |key: &str, entries: usize, chars: usize| {
-        text_list(object.get(key), &named(&format!("`{key}`")), entries, chars)
+    let status = required_status(fields.status.as_ref()).map_err(|what| named(&what))?;
+    let text = |value: &Option<Value>, key: &str, max: usize| {
+        optional_text(value.as_ref(), &named(&format!("`{key}`")), max)
     };
-    let dependencies = list("dependencies", MAX_ITEMS, MAX_ID_CHARS)?;
-    let evidence = list("evidence", MAX_EVIDENCE_ENTRIES, MAX_EVIDENCE_CHARS)?;
+    let details = text(&fields.details, "details", MAX_DETAILS_CHARS)?;
+    let next_action = text(&fields.next_action, "next_action", MAX_NEXT_ACTION_CHARS)?;
+    let list = |value: &Option<Value>, key: &str, entries: usize, chars: usize| {
+        text_list(value.as_ref(), &named(&format!("`{key}`")), entries, chars)
+    };
+    let dependencies = list(
+        &fields.dependencies,
+        "dependencies",
+        MAX_ITEMS,
+        MAX_ID_CHARS,
+    )?;
+    let evidence = list(
+        &fields.evidence,
+        "evidence",
+        MAX_EVIDENCE_ENTRIES,
+        MAX_EVIDENCE_CHARS,
+    )?;
     let mut unique_deps = BTreeSet::new();
     if let Some(dup) = dependencies
         .iter()
@@ -257,11 +290,8 @@ fn item_id(value: Option<&Value>) -> Result<String, String> {
 }
 
 /// The first key that is no item field, named.
-fn known_fields(object: &serde_json::Map<String, Value>) -> Result<(), String> {
-    match object
-        .keys()
-        .find(|key| !ITEM_FIELDS.contains(&key.as_str()))
-    {
+fn known_fields(unknown: &serde_json::Map<String, Value>) -> Result<(), String> {
+    match unknown.keys().next() {
         Some(key) => Err(format!(
             "unknown field `{}`; items have id, title, status, details, dependencies, next_action, evidence",
             crate::text::short(key, 40)
