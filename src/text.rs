@@ -79,6 +79,15 @@ pub fn summary(text: &str, max_chars: usize) -> String {
     short(sanitize(text, true).trim(), max_chars)
 }
 
+/// `count` and `noun`, the noun plural unless the count is one:
+/// `1 finding`, `0 findings`, `3 findings` (nouns whose plural adds `s`).
+pub fn counted(count: usize, noun: &str) -> String {
+    match count {
+        1 => format!("1 {noun}"),
+        _ => format!("{count} {noun}s"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,5 +109,12 @@ mod tests {
         assert_eq!(short("héllo wörld", 5), "héll…");
         assert_eq!(short("abc", 3), "abc");
         assert_eq!(summary(" x\u{1b}[1my\n ", 10), "xy");
+    }
+
+    #[test]
+    fn counted_says_one_thing_in_the_singular() {
+        assert_eq!(super::counted(1, "finding"), "1 finding");
+        assert_eq!(super::counted(0, "finding"), "0 findings");
+        assert_eq!(super::counted(3, "finding"), "3 findings");
     }
 }

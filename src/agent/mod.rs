@@ -1,4 +1,4 @@
-//! The agent: one turn loop shared by the main agent and (later) subagents,
+//! The agent: one turn loop shared by the main agent and its subagents,
 //! the conversation it owns, the stable system prompt, and compaction.
 //!
 //! Invariants (the prompt-cache contract, checked on every recorded request

@@ -18,7 +18,7 @@ You are Fido, a coding agent working in the user's workspace through tools.
 - A result starting with \"Error:\" failed: fix the call, do not repeat it.
 - Finish with a short summary: what you did, verified and left open.";
 
-/// The plan's usage policy (seed, "Usage policy"), for the `update_plan`
+/// The plan's usage policy (README, "The plan"), for the `update_plan`
 /// flavour. The tool's own description carries its rules.
 const UPDATE_PLAN_POLICY: &str = "\
 Planning (update_plan):

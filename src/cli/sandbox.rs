@@ -12,7 +12,8 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use nix::unistd::Pid;
 
-use crate::config::{Config, Overrides};
+use super::preamble::{ConfigWarnings, load_config};
+use crate::config::Overrides;
 use crate::protocol::SandboxMode;
 use crate::sandbox::check::{self, ProbeRole, ProbeTargets, Summary};
 use crate::sandbox::child::error_chain;
@@ -103,9 +104,9 @@ fn probe_child(args: CheckArgs) -> ExitCode {
 
 fn check(overrides: &Overrides) -> ExitCode {
     super::init_logging();
-    let configured = match Config::load(overrides) {
+    let configured = match load_config(overrides, ConfigWarnings::Keep) {
         Ok(config) => config.safety.sandbox_mode,
-        Err(err) => return super::fail(&err.to_string()),
+        Err(code) => return code,
     };
     let (subagent, commands) = match probe_every_role() {
         Ok(summaries) => summaries,
@@ -141,7 +142,7 @@ fn check(overrides: &Overrides) -> ExitCode {
 
 /// The subagent's run, then one per command mode.
 fn probe_every_role() -> Result<(Summary, Vec<(SandboxMode, Summary)>), String> {
-    let runtime = super::runtime()?;
+    let runtime = super::preamble::runtime()?;
     let subagent = check::probe_role(ProbeRole::Subagent, &runtime)?;
     let mut commands = Vec::new();
     for mode in COMMAND_MODES {

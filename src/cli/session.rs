@@ -12,20 +12,22 @@ use super::journal::ResumeFrom;
 use super::tool_env;
 use crate::agent::ProjectInstructions;
 use crate::agent::{
-    AgentArguments, AgentDeps, AgentMessage, EventSink, spawn_watched, start_conversation,
+    AgentArguments, AgentDeps, AgentMessage, Conversation, EventSink, spawn_watched,
+    start_conversation,
 };
 use crate::config::Config;
 use crate::mcp::McpHub;
+use crate::plan::PlanFlavour;
 use crate::protocol::ApprovalPolicy;
 use crate::protocol::EventKind;
 use crate::provider::gateway::Gateway;
-use crate::session::journal::{Journal, SessionInfo};
+use crate::session::journal::{Journal, Replayed, SessionInfo};
 use crate::subagent::control::ControlServer;
 use crate::subagent::profiles::Profiles;
 use crate::subagent::supervisor::{DelegationSettings, Supervisor};
 use crate::tools::approval::Approver;
 use crate::tools::ask_user::UserChannel;
-use crate::tools::{InvocationContext, ToolCatalog};
+use crate::tools::{InvocationContext, ToolCatalog, ToolEnv};
 
 /// How long shutting down waits for subagents to be reaped.
 const SHUTDOWN_LIMIT: Duration = Duration::from_secs(5);
@@ -66,83 +68,20 @@ impl Session {
         events: EventSink,
         resume: Option<ResumeFrom>,
     ) -> Result<Session, String> {
-        let provider = super::provider::build_provider(config)?;
-        let profiles = Arc::new(load_profiles(config).await);
-        // The one holder of the provider: the main agent and every
-        // subagent ask through it (also for the models profiles name).
-        let models = profile_models(config, &profiles)?;
-        let gateway = Gateway::with_models(provider, models, config.provider_concurrency);
-        let provider = gateway.for_identity("main");
-        let approval = config
-            .safety
-            .approval_policy
-            .unwrap_or(interaction.default_approval);
-        let mut env = tool_env(config, approval, interaction.approver)?;
-        env.user = interaction.user;
-        let mcp = start_mcp(config).await;
-        let catalog = ToolCatalog::with_mcp(config.plan_tool, profiles.offers(), mcp.clone());
-        let program = std::env::current_exe()
-            .map(|fido| crate::subagent::child_program(&fido))
-            .map_err(|e| format!("cannot find the fido binary to run subagents: {e}"))?;
-        let supervisor = Arc::new(
-            Supervisor::start(
-                DelegationSettings {
-                    default_timeout: config.delegation.default_timeout,
-                    max_timeout: config.delegation.max_timeout,
-                    grace: config.delegation.grace,
-                    sandbox: config.delegation.sandbox,
-                    max_steps: config.delegation.max_steps,
-                    plan_tool: config.plan_tool,
-                    deny_read: super::policy::credential_paths(config),
-                    workspace: config.workspace.clone(),
-                    program,
-                    concurrency: config.delegation.concurrency,
-                    max_per_turn: config.delegation.max_per_turn,
-                    budget_tokens: config.delegation.budget_tokens,
-                    session_budget_tokens: config.delegation.session_budget_tokens,
-                    profiles: profiles.clone(),
-                },
-                gateway.clone(),
-                catalog.clone(),
-                events.clone(),
-            )
-            .await
-            .map_err(|e| format!("cannot start the subagent supervisor: {e}"))?,
-        );
-        env.delegator = Some(supervisor.clone());
-        let tool_env = Arc::new(env);
-        let sandbox = tool_env.sandbox.clone();
-
-        let info = SessionInfo {
-            workspace: config.workspace.display().to_string(),
-            provider: provider.name().to_string(),
-            model: provider.model().to_string(),
-        };
-        let (journal, replayed) = super::journal::open(config, info, resume).await?;
+        let parts = Parts::build(config, interaction, &events).await?;
+        let sandbox = parts.tool_env.sandbox.clone();
+        let (journal, replayed) = open_journal(config, &parts, resume, &events).await?;
         let id = journal.as_ref().map(|j| j.id().to_string());
-        events.emit(EventKind::SessionStarted {
-            workspace: config.workspace.display().to_string(),
-            provider: provider.name().to_string(),
-            model: provider.model().to_string(),
-            tools: catalog.names(),
-            session_id: id.clone(),
-        });
         let instructions = load_instructions(config).await;
-        let conversation = match &replayed {
-            Some(replayed) => super::journal::resumed_conversation(
-                replayed,
-                &tool_env,
-                config.plan_tool,
-                &events,
-            )?,
-            None => start_conversation(
-                &catalog,
-                &tool_env,
-                config.plan_tool,
-                &instructions,
-                &events,
-            ),
-        };
+        let (conversation, replayed) = first_conversation(
+            replayed,
+            parts.catalog.clone(),
+            parts.tool_env.clone(),
+            config.plan_tool,
+            instructions.clone(),
+            events.clone(),
+        )
+        .await?;
         if let Some(journal) = &journal {
             journal
                 .record(conversation.generation(), conversation.messages())
@@ -150,42 +89,30 @@ impl Session {
         }
         let turns = replayed.as_ref().map_or(0, |r| r.turns);
         let resumed = replayed.map(|r| r.messages).unwrap_or_default();
+        let supervisor = parts.supervisor.clone();
         let deps = Arc::new(AgentDeps {
-            provider,
-            catalog,
-            tool_env,
+            provider: parts.provider,
+            catalog: parts.catalog,
+            tool_env: parts.tool_env,
             ctx: InvocationContext::main(),
             settings: config.agent,
             events,
             journal: journal.clone(),
         });
-        let arguments = AgentArguments {
+        let (actor, actor_handle) = spawn_watched(AgentArguments {
             deps,
             conversation,
             turns,
-        };
-        let (actor, actor_handle) = spawn_watched(arguments)
-            .await
-            .map_err(|e| format!("cannot start the agent: {e}"))?;
-        let run_dir = crate::subagent::control::run_dir(&config.workspace);
-        // The dead parents' children first, then the folders they all left.
-        let _ = tokio::task::spawn_blocking(move || {
-            crate::subagent::orphans::sweep(&run_dir);
-            crate::sandbox::PrivateDir::remove_stale();
         })
-        .await;
-        let control = match ControlServer::start(&config.workspace, supervisor.clone()).await {
-            Ok(server) => Some(server),
-            Err(message) => {
-                tracing::warn!(%message, "fido agents and fido cancel cannot reach this session");
-                None
-            }
-        };
+        .await
+        .map_err(|e| format!("cannot start the agent: {e}"))?;
+        sweep_dead_sessions(config).await;
+        let control = open_control(config, &supervisor).await;
         Ok(Session {
             id,
             resumed,
             journal,
-            mcp,
+            mcp: parts.mcp,
             sandbox,
             instructions,
             actor,
@@ -213,6 +140,151 @@ impl Session {
         let sandbox = self.sandbox.clone();
         let _ = tokio::task::spawn_blocking(move || sandbox.remove_tmpdir()).await;
     }
+}
+
+/// What the agent runs with: its provider (through the gateway), the
+/// catalog, the tool environment and the subagent supervisor.
+struct Parts {
+    provider: Arc<dyn crate::provider::Provider>,
+    catalog: Arc<ToolCatalog>,
+    tool_env: Arc<ToolEnv>,
+    mcp: Arc<McpHub>,
+    supervisor: Arc<Supervisor>,
+}
+
+impl Parts {
+    async fn build(
+        config: &Config,
+        interaction: Interaction,
+        events: &EventSink,
+    ) -> Result<Parts, String> {
+        let provider = super::provider::build_provider(config)?;
+        let profiles = Arc::new(load_profiles(config).await);
+        // The one holder of the provider: the main agent and every
+        // subagent ask through it (also for the models profiles name).
+        let models = profile_models(config, &profiles)?;
+        let gateway = Gateway::with_models(provider, models, config.provider_concurrency);
+        let approval = config
+            .safety
+            .approval_policy
+            .unwrap_or(interaction.default_approval);
+        let mut env = tool_env(config, approval, interaction.approver)?;
+        env.user = interaction.user;
+        let mcp = start_mcp(config).await;
+        let catalog = ToolCatalog::with_mcp(config.plan_tool, profiles.offers(), mcp.clone());
+        let settings = delegation_settings(config, profiles)?;
+        let supervisor =
+            Supervisor::start(settings, gateway.clone(), catalog.clone(), events.clone())
+                .await
+                .map_err(|e| format!("cannot start the subagent supervisor: {e}"))?;
+        let supervisor = Arc::new(supervisor);
+        env.delegator = Some(supervisor.clone());
+        Ok(Parts {
+            provider: gateway.for_identity("main"),
+            catalog,
+            tool_env: Arc::new(env),
+            mcp,
+            supervisor,
+        })
+    }
+}
+
+/// The supervisor's settings, from the configuration.
+fn delegation_settings(
+    config: &Config,
+    profiles: Arc<Profiles>,
+) -> Result<DelegationSettings, String> {
+    let program = std::env::current_exe()
+        .map(|fido| crate::subagent::child_program(&fido))
+        .map_err(|e| format!("cannot find the fido binary to run subagents: {e}"))?;
+    Ok(DelegationSettings {
+        default_timeout: config.delegation.default_timeout,
+        max_timeout: config.delegation.max_timeout,
+        grace: config.delegation.grace,
+        sandbox: config.delegation.sandbox,
+        max_steps: config.delegation.max_steps,
+        plan_tool: config.plan_tool,
+        deny_read: super::policy::credential_paths(config),
+        workspace: config.workspace.clone(),
+        program,
+        concurrency: config.delegation.concurrency,
+        max_per_turn: config.delegation.max_per_turn,
+        budget_tokens: config.delegation.budget_tokens,
+        session_budget_tokens: config.delegation.session_budget_tokens,
+        profiles,
+    })
+}
+
+/// Opens the session's journal (new, or the one `resume` names) and
+/// announces the session.
+async fn open_journal(
+    config: &Config,
+    parts: &Parts,
+    resume: Option<ResumeFrom>,
+    events: &EventSink,
+) -> Result<(Option<Arc<Journal>>, Option<Replayed>), String> {
+    let info = SessionInfo {
+        workspace: config.workspace.display().to_string(),
+        provider: parts.provider.name().to_string(),
+        model: parts.provider.model().to_string(),
+    };
+    let (journal, replayed) = super::journal::open(config, info, resume).await?;
+    events.emit(EventKind::SessionStarted {
+        workspace: config.workspace.display().to_string(),
+        provider: parts.provider.name().to_string(),
+        model: parts.provider.model().to_string(),
+        tools: parts.catalog.names(),
+        session_id: journal.as_ref().map(|j| j.id().to_string()),
+    });
+    Ok((journal, replayed))
+}
+
+/// Kills the children of dead Fido processes in this workspace, then
+/// removes the folders they all left (off the runtime).
+async fn sweep_dead_sessions(config: &Config) {
+    let run_dir = crate::subagent::control::run_dir(&config.workspace);
+    let _ = tokio::task::spawn_blocking(move || {
+        crate::subagent::orphans::sweep(&run_dir);
+        crate::sandbox::PrivateDir::remove_stale();
+    })
+    .await;
+}
+
+/// The socket `fido agents` and `fido cancel` reach the supervisor
+/// through; `None` (logged) when it cannot be opened.
+async fn open_control(config: &Config, supervisor: &Arc<Supervisor>) -> Option<ControlServer> {
+    match ControlServer::start(&config.workspace, supervisor.clone()).await {
+        Ok(server) => Some(server),
+        Err(message) => {
+            tracing::warn!(%message, "fido agents and fido cancel cannot reach this session");
+            None
+        }
+    }
+}
+
+/// The conversation a session starts from (new, or the one it resumes),
+/// with the saved plan restored. Built on the blocking pool: restoring
+/// waits for the plan's lock (up to its bound), which must hold no runtime
+/// worker, so a signal during start-up is still seen at once.
+async fn first_conversation(
+    replayed: Option<Replayed>,
+    catalog: Arc<ToolCatalog>,
+    tool_env: Arc<ToolEnv>,
+    flavour: PlanFlavour,
+    instructions: ProjectInstructions,
+    events: EventSink,
+) -> Result<(Conversation, Option<Replayed>), String> {
+    tokio::task::spawn_blocking(move || {
+        let conversation = match &replayed {
+            Some(replayed) => {
+                super::journal::resumed_conversation(replayed, &tool_env, flavour, &events)?
+            }
+            None => start_conversation(&catalog, &tool_env, flavour, &instructions, &events),
+        };
+        Ok((conversation, replayed))
+    })
+    .await
+    .map_err(|err| format!("cannot build the conversation: {err}"))?
 }
 
 /// Starts the configured MCP servers (all at once) and logs how long it took.

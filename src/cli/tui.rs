@@ -12,11 +12,11 @@ use std::fs::{self, OpenOptions};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
+use super::fail;
 use super::journal::ResumeFrom;
+use super::preamble::{ConfigWarnings, block_on, load_config};
 use super::session::{Interaction, Session};
-use super::{fail, runtime};
 use crate::agent::ops;
 use crate::config::{Config, Overrides};
 use crate::plan::todo::{self, TodoStore};
@@ -29,18 +29,12 @@ use crate::ui::{self, LocalCommands, PlanCleared, UiSetup};
 use crate::workspace::LOGS_DIR;
 
 pub fn run(overrides: &Overrides, resume: Option<ResumeFrom>) -> ExitCode {
-    let config = match Config::load(overrides) {
+    // The UI shows the warnings; logging starts in `session`, into a file.
+    let config = match load_config(overrides, ConfigWarnings::Keep) {
         Ok(config) => config,
-        Err(err) => return fail(&err.to_string()),
+        Err(code) => return code,
     };
-    let runtime = match runtime() {
-        Ok(runtime) => runtime,
-        Err(message) => return fail(&message),
-    };
-    let code = runtime.block_on(session(config, resume));
-    // A stuck tool after an interrupt must not delay exit.
-    runtime.shutdown_timeout(Duration::from_millis(100));
-    code
+    block_on(session(config, resume)).unwrap_or_else(|message| fail(&message))
 }
 
 async fn session(config: Config, resume: Option<ResumeFrom>) -> ExitCode {
@@ -360,6 +354,8 @@ impl CliLocalCommands {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
     use ractor::ActorRef;
     use ratatui::Terminal;

@@ -82,7 +82,7 @@ pub struct PlanItem {
     pub title: String,
     pub status: Status,
     pub details: Option<String>,
-    // Optional in the seed's file shape: a file that omits them still loads.
+    // Optional in the plan file's shape (README, "The plan"): a file that omits them still loads.
     #[serde(default)]
     pub dependencies: Vec<String>,
     pub next_action: Option<String>,
@@ -110,7 +110,7 @@ pub struct PlanState {
     pub reason: String,
     pub items: Vec<PlanItem>,
     /// Changes made by the update that produced this version. Not part of
-    /// the seed's `{version, updatedAt, reason, items}` shape, so a file
+    /// the plan file's `{version, updatedAt, reason, items}` shape, so a file
     /// without it still loads (instead of being set aside as corrupt).
     #[serde(default)]
     pub changes: PlanChanges,

@@ -1,6 +1,6 @@
 //! Workspace session state: atomic writes, the locked JSON state files
-//! (plan, todo), and under `.fido-state/` the undo journal and suspended
-//! conversations.
+//! (plan, todo), and under `.fido-state/` the session journals (what
+//! `fido resume` continues), the undo log and suspended conversations.
 //!
 //! Everything here lives in `.fido-*` paths, which the file tools can
 //! neither see nor change (see [`crate::workspace`]).

@@ -34,7 +34,7 @@ use std::sync::{Mutex, MutexGuard};
 use serde::{Deserialize, Serialize};
 
 use crate::session::atomic::write_atomic;
-use crate::workspace::{FinalLink, PathError, UNDO_DIR, Workspace, is_state_name};
+use crate::workspace::{FinalLink, PathError, Resolved, UNDO_DIR, Workspace, is_state_name};
 
 /// Most entries kept; recording one more drops the oldest.
 pub const MAX_ENTRIES: usize = 200;
@@ -364,89 +364,127 @@ fn restore(
     line: &Line,
     entry: &UndoEntry,
 ) -> Result<(), UndoError> {
-    let kind = line.kind;
-    let resolve = |path: &str| {
-        workspace
-            .resolve_with(path, FinalLink::Keep)
-            .map_err(|source| UndoError::Path {
-                kind,
-                path: path.to_string(),
-                source,
-            })
+    let at = Restoring {
+        line,
+        target: resolve(workspace, line.kind, &line.path)?.abs,
     };
-    let io_err = |source: io::Error| UndoError::Io {
-        kind,
-        path: line.path.clone(),
-        source,
-    };
-    let conflict = |reason: String| UndoError::Conflict {
-        kind,
-        path: line.path.clone(),
-        reason,
-    };
-    let target = resolve(&line.path)?.abs;
     match &entry.before {
-        Before::File { content, mode } => {
-            if let Some(parent) = target.parent() {
-                fs::create_dir_all(parent).map_err(io_err)?;
-            }
-            if target.is_dir() {
-                return Err(conflict("a directory is there now".into()));
-            }
-            write_atomic(&target, content, Some(*mode)).map_err(io_err)?;
-        }
-        Before::Absent => match fs::symlink_metadata(&target) {
-            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-            Err(err) => return Err(io_err(err)),
-            Ok(metadata) => match kind {
-                UndoKind::Mkdir => {
-                    if !metadata.is_dir() {
-                        return Err(conflict("it is no longer a directory".into()));
-                    }
-                    fs::remove_dir(&target).map_err(|err| {
-                        if err.kind() == io::ErrorKind::DirectoryNotEmpty {
-                            conflict("the directory is no longer empty".into())
-                        } else {
-                            io_err(err)
-                        }
-                    })?;
-                }
-                UndoKind::Patch | UndoKind::Create | UndoKind::Rm | UndoKind::Rmdir => {
-                    if metadata.is_dir() {
-                        return Err(conflict("a directory is there now".into()));
-                    }
-                    fs::remove_file(&target).map_err(io_err)?;
-                }
-            },
-        },
-        Before::EmptyDir { mode } => match fs::symlink_metadata(&target) {
-            Ok(metadata) if metadata.is_dir() => {}
-            Ok(_) => return Err(conflict("a file is there now".into())),
-            Err(_) => {
-                fs::create_dir_all(&target).map_err(io_err)?;
-                fs::set_permissions(&target, fs::Permissions::from_mode(*mode)).map_err(io_err)?;
-            }
-        },
-        Before::Stashed => {
-            if fs::symlink_metadata(&target).is_ok() {
-                return Err(conflict(
-                    "something exists at that path again; move it away first".into(),
-                ));
-            }
-            if let Some(parent) = target.parent() {
-                fs::create_dir_all(parent).map_err(io_err)?;
-            }
-            let blob = dir.join("blobs").join(line.id.to_string());
-            fs::rename(&blob, &target).map_err(io_err)?;
-        }
+        Before::File { content, mode } => at.put_file(content, *mode)?,
+        Before::Absent => at.remove_what_was_created()?,
+        Before::EmptyDir { mode } => at.recreate_dir(*mode)?,
+        Before::Stashed => at.unstash(&dir.join("blobs").join(line.id.to_string()))?,
     }
     // Parents the change created go too, innermost first, when empty.
     for created in line.created_dirs.iter().rev() {
-        if let Ok(resolved) = resolve(created) {
+        if let Ok(resolved) = resolve(workspace, line.kind, created) {
             let _ = fs::remove_dir(resolved.abs);
         }
     }
     Ok(())
+}
+
+fn resolve(workspace: &Workspace, kind: UndoKind, path: &str) -> Result<Resolved, UndoError> {
+    workspace
+        .resolve_with(path, FinalLink::Keep)
+        .map_err(|source| UndoError::Path {
+            kind,
+            path: path.to_string(),
+            source,
+        })
+}
+
+/// One undo in progress: the change's line and the path it restores.
+struct Restoring<'a> {
+    line: &'a Line,
+    target: PathBuf,
+}
+
+impl Restoring<'_> {
+    fn io_err(&self, source: io::Error) -> UndoError {
+        UndoError::Io {
+            kind: self.line.kind,
+            path: self.line.path.clone(),
+            source,
+        }
+    }
+
+    fn conflict(&self, reason: &str) -> UndoError {
+        UndoError::Conflict {
+            kind: self.line.kind,
+            path: self.line.path.clone(),
+            reason: reason.to_string(),
+        }
+    }
+
+    fn create_parent(&self) -> Result<(), UndoError> {
+        match self.target.parent() {
+            Some(parent) => fs::create_dir_all(parent).map_err(|e| self.io_err(e)),
+            None => Ok(()),
+        }
+    }
+
+    /// The file's old bytes and mode, written back atomically.
+    fn put_file(&self, content: &[u8], mode: u32) -> Result<(), UndoError> {
+        self.create_parent()?;
+        if self.target.is_dir() {
+            return Err(self.conflict("a directory is there now"));
+        }
+        write_atomic(&self.target, content, Some(mode)).map_err(|e| self.io_err(e))
+    }
+
+    /// Nothing was there: what the change created goes (an empty
+    /// directory for `mkdir`, a file for the others).
+    fn remove_what_was_created(&self) -> Result<(), UndoError> {
+        let metadata = match fs::symlink_metadata(&self.target) {
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(err) => return Err(self.io_err(err)),
+            Ok(metadata) => metadata,
+        };
+        match self.line.kind {
+            UndoKind::Mkdir => self.remove_created_dir(metadata.is_dir()),
+            UndoKind::Patch | UndoKind::Create | UndoKind::Rm | UndoKind::Rmdir => {
+                if metadata.is_dir() {
+                    return Err(self.conflict("a directory is there now"));
+                }
+                fs::remove_file(&self.target).map_err(|e| self.io_err(e))
+            }
+        }
+    }
+
+    fn remove_created_dir(&self, is_dir: bool) -> Result<(), UndoError> {
+        if !is_dir {
+            return Err(self.conflict("it is no longer a directory"));
+        }
+        fs::remove_dir(&self.target).map_err(|err| {
+            if err.kind() == io::ErrorKind::DirectoryNotEmpty {
+                self.conflict("the directory is no longer empty")
+            } else {
+                self.io_err(err)
+            }
+        })
+    }
+
+    /// An empty directory was removed: it comes back with its mode.
+    fn recreate_dir(&self, mode: u32) -> Result<(), UndoError> {
+        match fs::symlink_metadata(&self.target) {
+            Ok(metadata) if metadata.is_dir() => Ok(()),
+            Ok(_) => Err(self.conflict("a file is there now")),
+            Err(_) => {
+                fs::create_dir_all(&self.target).map_err(|e| self.io_err(e))?;
+                fs::set_permissions(&self.target, fs::Permissions::from_mode(mode))
+                    .map_err(|e| self.io_err(e))
+            }
+        }
+    }
+
+    /// A removed tree was stashed whole: it is renamed back.
+    fn unstash(&self, blob: &Path) -> Result<(), UndoError> {
+        if fs::symlink_metadata(&self.target).is_ok() {
+            return Err(self.conflict("something exists at that path again; move it away first"));
+        }
+        self.create_parent()?;
+        fs::rename(blob, &self.target).map_err(|e| self.io_err(e))
+    }
 }
 
 /// Refuses paths that could never be undoable: absolute, `..`, `.fido-*`.

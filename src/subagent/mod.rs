@@ -4,8 +4,8 @@
 //!
 //! Parent side ([`supervisor`]): the `delegate` tool hands a
 //! [`DelegationRequest`](crate::tools::delegate::DelegationRequest) to the
-//! `SupervisorActor`, which allows one subagent at a time and runs each in a
-//! task of its own:
+//! `SupervisorActor`, which runs up to `delegate_concurrency` subagents at
+//! once (more wait their turn), each in a task of its own:
 //!
 //! 1. Assign the identity (`subagent-<hex>`), build the deep fork from the
 //!    parent's messages at the instant of the call ([`fork`]).

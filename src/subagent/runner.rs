@@ -260,6 +260,9 @@ async fn run(
     let mcp_tools = crate::mcp::proxy::proxy_tools(std::mem::take(&mut fork.mcp_tools), mcp);
     let agents = std::mem::take(&mut fork.agents);
     let catalog = ToolCatalog::with_extra(flavour, agents, mcp_tools);
+    // What this process computed, in its own log: the parent checks the
+    // fingerprint of every request, and tests compare this line with it.
+    info!(%agent_id, catalog = %catalog_fingerprint(catalog.specs()), "tool catalog built");
     let (event_sink, events) = crate::protocol::event_queue::channel();
     tokio::spawn(forward_lifecycle(events, writer.clone()));
     let provider = Arc::new(GatewayProvider {

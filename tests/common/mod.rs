@@ -7,6 +7,7 @@
 //! Not every test uses every helper or re-export, hence the `allow`.
 #![allow(dead_code, unused_imports)]
 
+pub mod catalog;
 pub mod compaction;
 pub mod invariants;
 pub mod process;

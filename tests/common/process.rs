@@ -132,23 +132,47 @@ pub fn exec_cmd_of(
     cmd
 }
 
-/// Runs [`exec_cmd`] to completion within [`RUN_TIMEOUT`].
+/// Runs [`exec_cmd`] to completion within [`RUN_TIMEOUT`], then checks
+/// that it left no process behind ([`assert_nothing_left`]).
 pub fn run_exec(
     workspace: &Path,
     server: &FakeServer,
     prompt: &str,
     extra_env: &[(&str, &str)],
 ) -> Output {
-    run_with_timeout(
+    run_in(
+        workspace,
         exec_cmd(workspace, server, prompt, extra_env),
         None,
         RUN_TIMEOUT,
     )
 }
 
+/// [`run_with_timeout`] of a fido that works in `workspace`, then the
+/// checks of [`wait_in`].
+pub fn run_in(workspace: &Path, cmd: Command, stdin: Option<&[u8]>, timeout: Duration) -> Output {
+    wait_in(workspace, spawn_with_stdin(cmd, stdin), timeout)
+}
+
+/// [`wait_with_timeout`] of a fido that works in `workspace`, then the
+/// check every test that spawns processes ends with: nothing is left in
+/// its process group nor in the workspace ([`assert_nothing_left`]).
+pub fn wait_in(workspace: &Path, child: Child, timeout: Duration) -> Output {
+    let group = child.id();
+    let output = wait_with_timeout(child, timeout);
+    assert_no_processes(ProcessFilter::Group(group), Duration::from_secs(5));
+    assert_nothing_left(workspace);
+    output
+}
+
 /// Spawns `cmd` with piped stdout/stderr, writes `stdin` (if any) and waits
 /// at most `timeout`.
-pub fn run_with_timeout(mut cmd: Command, stdin: Option<&[u8]>, timeout: Duration) -> Output {
+pub fn run_with_timeout(cmd: Command, stdin: Option<&[u8]>, timeout: Duration) -> Output {
+    wait_with_timeout(spawn_with_stdin(cmd, stdin), timeout)
+}
+
+/// Spawns `cmd` with piped stdout/stderr and writes `stdin` (if any).
+fn spawn_with_stdin(mut cmd: Command, stdin: Option<&[u8]>) -> Child {
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     if stdin.is_some() {
         cmd.stdin(Stdio::piped());
@@ -160,7 +184,7 @@ pub fn run_with_timeout(mut cmd: Command, stdin: Option<&[u8]>, timeout: Duratio
         pipe.write_all(input)
             .unwrap_or_else(|e| panic!("cannot write fido's stdin: {e}"));
     }
-    wait_with_timeout(child, timeout)
+    child
 }
 
 /// Collects the output of a spawned child (stdout/stderr piped or not),
@@ -358,4 +382,92 @@ pub fn pids_with(marker: &str) -> Vec<u32> {
             String::from_utf8_lossy(&cmdline).contains(marker)
         })
         .collect()
+}
+
+/// Pids of live processes whose argument vector is exactly `argv`
+/// (`/proc/<pid>/cmdline` holds the arguments NUL-separated, so a search
+/// for `"sleep 29.5"` in it never matches).
+pub fn pids_running(argv: &[&str]) -> Vec<u32> {
+    let wanted: Vec<u8> = argv
+        .iter()
+        .flat_map(|arg| [arg.as_bytes(), b"\0"].concat())
+        .collect();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| read_stat(pid).is_some_and(|p| p.state != 'Z'))
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == wanted))
+        .collect()
+}
+
+/// Polls `ready` every 10 ms until it holds; panics naming `what` after
+/// `within`.
+pub fn wait_until(what: &str, within: Duration, ready: impl Fn() -> bool) {
+    let deadline = Instant::now() + within;
+    while !ready() {
+        assert!(Instant::now() < deadline, "{what}: not after {within:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Live processes (other than this one) whose working directory is
+/// `dir` or below it.
+pub fn processes_in(dir: &Path) -> Vec<ProcInfo> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let me = std::process::id();
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != me)
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(dir))
+        })
+        .filter_map(read_stat)
+        .filter(|p| p.state != 'Z')
+        .collect()
+}
+
+/// The check every test that spawns processes ends with: within 5 s no
+/// live process works in `workspace` (Fido, its commands, its subagents and
+/// whatever they started all run there). Whatever is left is killed, so a
+/// failure leaves nothing running behind it.
+pub fn assert_nothing_left(workspace: &Path) {
+    // The kernel reports the canonical path; a tempdir may sit behind a
+    // symlink.
+    let dir = workspace
+        .canonicalize()
+        .unwrap_or_else(|_| workspace.to_path_buf());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = processes_in(&dir);
+        if left.is_empty() {
+            return;
+        }
+        if Instant::now() >= deadline {
+            for process in &left {
+                if let Ok(pid) = libc::pid_t::try_from(process.pid) {
+                    // SAFETY: kill(2) has no memory-safety preconditions.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+            panic!("processes left in {}: {left:#?}", dir.display());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A test that cannot run here (no root, no namespaces, …): under
+/// `CI=true` that is a failure, so CI's count of passed tests is true;
+/// elsewhere it says why on the terminal and the caller returns.
+pub fn skip_unless_ci(case: &str, reason: &str) {
+    if std::env::var("CI").is_ok_and(|ci| ci == "true") {
+        panic!("{case} cannot run under CI=true: {reason}");
+    }
+    // Straight to the terminal: the harness captures `eprintln!`.
+    let _ = writeln!(std::io::stderr(), "{case}: skipped ({reason})");
 }

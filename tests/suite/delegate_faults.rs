@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use fido::plan::PlanFlavour;
 use fido::protocol::delegate::DelegateArgs;
 use fido::protocol::delegate::{DelegateResult, DelegateStatus};
+use fido::protocol::ipc::catalog_fingerprint;
 use fido::protocol::{Event, EventKind, Message, ToolCall};
 use fido::provider::HttpPolicy;
 use fido::provider::openai::OpenAiProvider;
@@ -39,6 +40,10 @@ const FAKE_SUBAGENT: &str = concat!(
 
 /// Longest any single test may take before it fails.
 const TEST_LIMIT: Duration = Duration::from_secs(60);
+
+/// A grace longer than [`TEST_LIMIT`]: a test that ends at all proves
+/// that nothing waited for it, with no wall-clock bound to tune.
+const ENDLESS_GRACE: Duration = Duration::from_secs(600);
 
 const FINAL_JSON: &str = r#"{"summary": "main prints hi", "findings": [{"file": "main.rs", "line": 1, "claim": "prints hi", "confidence": "high"}], "recommended_next_steps": [], "tests_to_run": [], "uncertainties": []}"#;
 
@@ -167,25 +172,23 @@ impl Rig {
         &self,
         timeout_ms: Option<u64>,
         turn_cancel: CancellationToken,
-    ) -> tokio::task::JoinHandle<(DelegateResult, Duration)> {
+    ) -> tokio::task::JoinHandle<DelegateResult> {
         let supervisor = self.supervisor.clone();
         tokio::spawn(async move {
             let messages = parent_messages();
-            let started = Instant::now();
-            let result = supervisor
+            supervisor
                 .delegate(DelegationRequest {
                     call_id: "d1",
                     args: args(timeout_ms),
                     parent_messages: &messages,
                     cancel: &turn_cancel,
                 })
-                .await;
-            (result, started.elapsed())
+                .await
         })
     }
 
     /// Runs one delegation to its end.
-    async fn delegate(&mut self, timeout_ms: Option<u64>) -> (DelegateResult, Duration) {
+    async fn delegate(&mut self, timeout_ms: Option<u64>) -> DelegateResult {
         let task = self.spawn_delegate(timeout_ms, CancellationToken::new());
         within(TEST_LIMIT, task).await.unwrap()
     }
@@ -258,7 +261,9 @@ impl Rig {
         .unwrap();
     }
 
-    /// The end of every test: the run's processes are gone and reaped.
+    /// The end of every test: the run's processes are gone and reaped
+    /// while the supervisor still runs (its shutdown kills whatever is
+    /// left, which would hide a leak), then the supervisor shuts down.
     async fn assert_no_process_left(self) {
         let Rig {
             dir,
@@ -266,10 +271,10 @@ impl Rig {
             watcher,
             ..
         } = self;
-        supervisor.shutdown(Duration::from_secs(5)).await;
         tokio::task::spawn_blocking(move || watcher.assert_clean())
             .await
             .unwrap();
+        supervisor.shutdown(Duration::from_secs(5)).await;
         drop(dir);
     }
 }
@@ -289,6 +294,9 @@ fn fake_program(dir: &Path, behaviour: &str) -> PathBuf {
     std::fs::create_dir_all(&bin).unwrap();
     let program = bin.join(behaviour);
     std::os::unix::fs::symlink(fixture, &program).unwrap();
+    // The fingerprint a well-behaved child sends: the parent's catalog.
+    let catalog = ToolCatalog::standard(PlanFlavour::UpdatePlan);
+    std::fs::write(bin.join("catalog"), catalog_fingerprint(catalog.specs())).unwrap();
     program
 }
 
@@ -487,12 +495,9 @@ fn status_field(pid: u32, field: &str) -> String {
 /// takes the next delegation normally.
 async fn protocol_fault(behaviour: &'static str, cause: &str) {
     let mut rig = Rig::start(Setup::new(Child::Fake(behaviour))).await;
-    let (result, elapsed) = rig.delegate(None).await;
+    let result = rig.delegate(None).await;
+    // Ended by the fault, not by the 30 s timeout: the code says which.
     assert_failed(&result, "protocol_error", cause);
-    assert!(
-        elapsed < Duration::from_secs(10),
-        "took {elapsed:?}: the fault should end the run at once"
-    );
     let phases = rig.phases();
     let last = phases.last().unwrap();
     assert_eq!(last.0, "failed", "{phases:?}");
@@ -504,7 +509,7 @@ async fn protocol_fault(behaviour: &'static str, cause: &str) {
 /// After a fault the supervisor is free: another delegation runs (and is
 /// not refused as `busy`).
 async fn assert_parent_goes_on(rig: &mut Rig) {
-    let (again, _) = rig.delegate(Some(1_000)).await;
+    let again = rig.delegate(Some(1_000)).await;
     assert_ne!(code(&again), "busy", "{again:#?}");
     assert_ne!(code(&again), "unavailable", "{again:#?}");
 }
@@ -525,7 +530,7 @@ async fn an_oversized_frame_header_fails_the_run_without_allocating_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oversized_frame_instead_of_hello_fails_the_handshake() {
     let mut rig = Rig::start(Setup::new(Child::Fake("oversized_hello"))).await;
-    let (result, _) = rig.delegate(None).await;
+    let result = rig.delegate(None).await;
     assert_failed(&result, "protocol_error", "larger than the limit");
     rig.assert_no_process_left().await;
 }
@@ -540,9 +545,9 @@ async fn a_second_hello_is_an_out_of_order_frame() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_lifecycle_frames_ends_the_run_promptly() {
     let mut rig = Rig::start(Setup::new(Child::Fake("flood"))).await;
-    let (result, elapsed) = rig.delegate(Some(30_000)).await;
+    let result = rig.delegate(Some(30_000)).await;
+    // Ended by the flood check, not by the 30 s timeout.
     assert_failed(&result, "protocol_error", "flooded the parent");
-    assert!(elapsed < Duration::from_secs(10), "took {elapsed:?}");
     // The lifecycle events reaching the UI are throttled, not one per frame.
     let phases = rig.phases();
     let read_file = phases.iter().filter(|p| p.0 == "read_file").count();
@@ -558,10 +563,10 @@ async fn a_flood_of_lifecycle_frames_ends_the_run_promptly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn huge_and_non_utf8_stderr_does_not_block_the_child_or_the_parent() {
     let mut rig = Rig::start(Setup::new(Child::Fake("stderr_flood"))).await;
-    let (result, elapsed) = rig.delegate(Some(30_000)).await;
+    let result = rig.delegate(Some(30_000)).await;
     assert_eq!(result.status, DelegateStatus::Completed, "{result:#?}");
+    // Completed, so within its 30 s timeout: nothing blocked.
     assert_eq!(result.summary, "wrote 32 MiB of stderr");
-    assert!(elapsed < Duration::from_secs(20), "took {elapsed:?}");
     rig.assert_no_process_left().await;
 }
 
@@ -569,7 +574,7 @@ async fn huge_and_non_utf8_stderr_does_not_block_the_child_or_the_parent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_that_exits_without_final_is_reported_as_crashed() {
     let mut rig = Rig::start(Setup::new(Child::Fake("no_final"))).await;
-    let (result, _) = rig.delegate(None).await;
+    let result = rig.delegate(None).await;
     assert_failed(&result, "subagent_crashed", "exit code 3");
     assert_parent_goes_on(&mut rig).await;
     rig.assert_no_process_left().await;
@@ -578,7 +583,7 @@ async fn a_child_that_exits_without_final_is_reported_as_crashed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_that_exits_before_connecting_is_reported_as_crashed() {
     let mut rig = Rig::start(Setup::new(Child::Fake("exit_early"))).await;
-    let (result, _) = rig.delegate(None).await;
+    let result = rig.delegate(None).await;
     assert_failed(&result, "subagent_crashed", "exit code 7");
     rig.assert_no_process_left().await;
 }
@@ -592,35 +597,34 @@ async fn a_child_that_ignores_cancel_and_sigterm_is_killed_after_timeout_and_gra
     let timeout = Duration::from_millis(2_500);
     let mut rig = Rig::start(Setup::new(Child::Fake("stubborn")).grace(grace)).await;
     let task = rig.spawn_delegate(Some(timeout.as_millis() as u64), CancellationToken::new());
-    let (pid, _) = rig
+    let pid = rig
         .wait_for_phase(|phase, pid| phase == "starting" && pid.is_some())
-        .await;
-    // It really ignores SIGTERM (bit 15 of SigIgn).
-    let ignored = u64::from_str_radix(&status_field(pid, "SigIgn"), 16).unwrap();
-    assert_ne!(
-        ignored & (1 << (libc::SIGTERM - 1)),
-        0,
-        "SigIgn {ignored:x}"
-    );
-    let (result, elapsed) = within(TEST_LIMIT, task).await.unwrap();
+        .await
+        .0;
+    // It really survives SIGTERM: a handler (bit 15 of SigCgt) that only
+    // notes it in `bin/sigterm`.
+    let caught = u64::from_str_radix(&status_field(pid, "SigCgt"), 16).unwrap();
+    assert_ne!(caught & (1 << (libc::SIGTERM - 1)), 0, "SigCgt {caught:x}");
+    let result = within(TEST_LIMIT, task).await.unwrap();
     assert_failed(&result, "timeout", "did not finish within 2500 ms");
     // Not reaped yet would mean a zombie: the result comes after the reap.
     assert!(
         !Path::new(&format!("/proc/{pid}")).exists(),
         "{pid} not reaped"
     );
+    // The order, not a time window: SIGTERM came while it lived (it noted
+    // it, once) and it is gone, which after a survived SIGTERM only the
+    // SIGKILL can do.
+    let notes = std::fs::read_to_string(rig.dir.path().join("bin/sigterm")).unwrap_or_default();
+    assert_eq!(notes, "SIGTERM\n", "SIGTERM before the kill");
     // The supervisor's own clock, from spawn to the end: the timeout counts
-    // from the spawn, then the grace, then SIGTERM, SIGKILL and the reap.
+    // from the spawn, then the grace, and only then come the signals.
     let phases = rig.phases();
     let end = phases.last().unwrap().2;
     let budget = (timeout + grace).as_millis() as u64;
     assert!(
-        end >= budget && end <= budget + 300,
-        "ended after {end} ms, expected {budget} ms + a margin: {phases:?}"
-    );
-    assert!(
-        elapsed < timeout + grace + Duration::from_secs(2),
-        "{elapsed:?}"
+        end >= budget,
+        "ended after {end} ms, before {budget} ms: {phases:?}"
     );
     rig.assert_no_process_left().await;
 }
@@ -628,8 +632,8 @@ async fn a_child_that_ignores_cancel_and_sigterm_is_killed_after_timeout_and_gra
 // (h)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn esc_cancels_the_real_child_which_returns_a_partial_result() {
-    // A long grace: a result well before it proves the child cooperated.
-    let grace = Duration::from_secs(10);
+    // A grace past the test's limit: a result proves the child cooperated.
+    let grace = ENDLESS_GRACE;
     let mut rig = Rig::start(
         Setup::new(Child::Real)
             .script(vec![Reply::stall_forever(vec![])])
@@ -647,15 +651,12 @@ async fn esc_cancels_the_real_child_which_returns_a_partial_result() {
         limit > fido::sandbox::child::PROCESS_HEADROOM,
         "RLIMIT_NPROC {limit}"
     );
-    let cancelled_at = Instant::now();
     rig.supervisor.cancel_running();
-    let (result, _) = within(TEST_LIMIT, task).await.unwrap();
-    let latency = cancelled_at.elapsed();
+    let result = within(TEST_LIMIT, task).await.unwrap();
     assert_eq!(code(&result), "cancelled", "{result:#?}");
     // `partial`, not `failed`: the child answered Cancel with its partial
-    // Final, long before the grace ran out and any signal was sent.
+    // Final, before the grace ran out and any signal was sent.
     assert_eq!(result.status, DelegateStatus::Partial, "{result:#?}");
-    assert!(latency < Duration::from_secs(3), "cancel took {latency:?}");
     assert!(
         !Path::new(&format!("/proc/{pid}")).exists(),
         "{pid} not reaped"
@@ -665,7 +666,7 @@ async fn esc_cancels_the_real_child_which_returns_a_partial_result() {
     // The parent goes on: the next delegation runs normally.
     rig.server
         .push_reply(Reply::sse(sse::text_turn(FINAL_JSON)));
-    let (again, _) = rig.delegate(None).await;
+    let again = rig.delegate(None).await;
     assert_eq!(again.status, DelegateStatus::Completed, "{again:#?}");
     assert_eq!(again.summary, "main prints hi");
     rig.assert_no_process_left().await;
@@ -674,14 +675,11 @@ async fn esc_cancels_the_real_child_which_returns_a_partial_result() {
 // (h), the fake side: a cooperative child's partial is kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cooperative_child_answers_cancel_with_a_partial_result() {
-    let mut rig =
-        Rig::start(Setup::new(Child::Fake("cooperative")).grace(Duration::from_secs(10))).await;
+    let mut rig = Rig::start(Setup::new(Child::Fake("cooperative")).grace(ENDLESS_GRACE)).await;
     let task = rig.spawn_delegate(None, CancellationToken::new());
     let pid = rig.subagent_pid().await;
-    let cancelled_at = Instant::now();
     rig.supervisor.cancel_running();
-    let (result, _) = within(TEST_LIMIT, task).await.unwrap();
-    assert!(cancelled_at.elapsed() < Duration::from_secs(5));
+    let result = within(TEST_LIMIT, task).await.unwrap();
     assert_eq!(result.status, DelegateStatus::Partial, "{result:#?}");
     assert_eq!(code(&result), "cancelled");
     assert_eq!(result.summary, "stopped early: cancelled");
@@ -695,17 +693,13 @@ async fn a_cooperative_child_answers_cancel_with_a_partial_result() {
 // Ctrl+C: the whole turn is interrupted, nobody waits for the grace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupting_the_turn_kills_a_stubborn_child_without_waiting_for_the_grace() {
-    let grace = Duration::from_secs(10);
-    let mut rig = Rig::start(Setup::new(Child::Fake("stubborn")).grace(grace)).await;
+    let mut rig = Rig::start(Setup::new(Child::Fake("stubborn")).grace(ENDLESS_GRACE)).await;
     let turn = CancellationToken::new();
     let task = rig.spawn_delegate(None, turn.clone());
     let pid = rig.subagent_pid().await;
-    let interrupted_at = Instant::now();
     turn.cancel();
-    let (result, _) = within(TEST_LIMIT, task).await.unwrap();
-    let latency = interrupted_at.elapsed();
+    let result = within(TEST_LIMIT, task).await.unwrap();
     assert_failed(&result, "cancelled", "cancelled");
-    assert!(latency < Duration::from_secs(2), "took {latency:?}");
     assert!(
         !Path::new(&format!("/proc/{pid}")).exists(),
         "{pid} not reaped"
@@ -715,23 +709,17 @@ async fn interrupting_the_turn_kills_a_stubborn_child_without_waiting_for_the_gr
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_kills_a_stubborn_child_and_answers_the_pending_delegation() {
-    let mut rig =
-        Rig::start(Setup::new(Child::Fake("stubborn")).grace(Duration::from_secs(10))).await;
+    let mut rig = Rig::start(Setup::new(Child::Fake("stubborn")).grace(ENDLESS_GRACE)).await;
     let task = rig.spawn_delegate(None, CancellationToken::new());
     let pid = rig.subagent_pid().await;
-    let started = Instant::now();
-    rig.supervisor.shutdown(Duration::from_secs(5)).await;
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        started.elapsed()
-    );
-    // Shutdown returns once the child is reaped.
+    rig.supervisor.shutdown(TEST_LIMIT).await;
+    // Shutdown returns once the child is reaped (or at its limit, with the
+    // stubborn child still alive: the grace outlasts it).
     assert!(
         !Path::new(&format!("/proc/{pid}")).exists(),
         "{pid} not reaped"
     );
-    let (result, _) = within(TEST_LIMIT, task).await.unwrap();
+    let result = within(TEST_LIMIT, task).await.unwrap();
     assert_failed(&result, "cancelled", "cancelled");
     rig.assert_no_process_left().await;
 }
@@ -741,25 +729,22 @@ async fn shutdown_kills_a_stubborn_child_and_answers_the_pending_delegation() {
 async fn a_child_silent_before_hello_still_times_out_on_time() {
     let mut rig =
         Rig::start(Setup::new(Child::Fake("silent")).grace(Duration::from_millis(200))).await;
-    let (result, elapsed) = rig.delegate(Some(1_000)).await;
+    let result = rig.delegate(Some(1_000)).await;
+    // The timeout fired before any hello: the code says so.
     assert_failed(&result, "timeout", "1000 ms");
-    assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
     rig.assert_no_process_left().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_silent_before_hello_can_be_cancelled() {
-    let mut rig = Rig::start(Setup::new(Child::Fake("silent"))).await;
+    let mut rig = Rig::start(Setup::new(Child::Fake("silent")).grace(ENDLESS_GRACE)).await;
     let task = rig.spawn_delegate(None, CancellationToken::new());
     // The run started (the actor took the job): cancel during the handshake.
     rig.wait_for_phase(|phase, _| phase == "starting").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let cancelled_at = Instant::now();
     rig.supervisor.cancel_running();
-    let (result, _) = within(TEST_LIMIT, task).await.unwrap();
-    let latency = cancelled_at.elapsed();
+    let result = within(TEST_LIMIT, task).await.unwrap();
     assert_failed(&result, "cancelled", "cancelled");
-    assert!(latency < Duration::from_secs(2), "took {latency:?}");
     rig.assert_no_process_left().await;
 }
 
@@ -767,7 +752,7 @@ async fn a_child_silent_before_hello_can_be_cancelled() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_connection_to_the_socket_is_refused() {
     let mut rig = Rig::start(Setup::new(Child::Fake("second_connect"))).await;
-    let (result, _) = rig.delegate(None).await;
+    let result = rig.delegate(None).await;
     assert_eq!(result.status, DelegateStatus::Completed, "{result:#?}");
     assert!(
         result.summary.contains("ConnectionRefusedError"),
@@ -780,7 +765,7 @@ async fn a_second_connection_to_the_socket_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_process_connecting_first_is_refused() {
     let mut rig = Rig::start(Setup::new(Child::Fake("intruder"))).await;
-    let (result, _) = rig.delegate(None).await;
+    let result = rig.delegate(None).await;
     assert_failed(
         &result,
         "protocol_error",
@@ -793,7 +778,7 @@ async fn another_process_connecting_first_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grandchild_left_behind_is_killed_with_the_group() {
     let mut rig = Rig::start(Setup::new(Child::Fake("grandchild"))).await;
-    let (result, _) = rig.delegate(None).await;
+    let result = rig.delegate(None).await;
     assert_eq!(result.status, DelegateStatus::Completed, "{result:#?}");
     let grandchild: u32 = result
         .summary
@@ -829,9 +814,9 @@ async fn a_delegation_past_the_concurrency_limit_waits_and_is_cancelled_unstarte
         .count();
     assert_eq!(starts, 1);
     rig.supervisor.cancel_running();
-    let (first, _) = within(TEST_LIMIT, first).await.unwrap();
+    let first = within(TEST_LIMIT, first).await.unwrap();
     assert_eq!(first.status, DelegateStatus::Partial, "{first:#?}");
-    let (second, _) = within(TEST_LIMIT, second).await.unwrap();
+    let second = within(TEST_LIMIT, second).await.unwrap();
     assert_failed(&second, "cancelled", "waited for a free slot");
     assert!(
         !Path::new(&format!("/proc/{pid}")).exists(),
@@ -845,7 +830,7 @@ async fn a_delegation_past_the_concurrency_limit_waits_and_is_cancelled_unstarte
 async fn back_to_back_delegations_are_never_busy() {
     let mut rig = Rig::start(Setup::new(Child::Fake("quick"))).await;
     for round in 0..15 {
-        let (result, _) = rig.delegate(None).await;
+        let result = rig.delegate(None).await;
         assert_eq!(
             result.status,
             DelegateStatus::Completed,
@@ -865,7 +850,7 @@ async fn the_gateway_refuses_more_model_requests_than_max_steps() {
             .max_steps(3),
     )
     .await;
-    let (result, _) = rig.delegate(None).await;
+    let result = rig.delegate(None).await;
     assert_failed(&result, "protocol_error", "more than 3 model requests");
     assert_eq!(rig.server.model_requests().len(), 3);
     assert_eq!(
@@ -881,8 +866,24 @@ async fn the_gateway_refuses_more_model_requests_than_max_steps() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_with_another_catalog_is_refused() {
     let mut rig = Rig::start(Setup::new(Child::Fake("foreign_catalog"))).await;
-    let (result, _) = rig.delegate(None).await;
+    let result = rig.delegate(None).await;
     assert_failed(&result, "protocol_error", "tool catalog (0123456789abcdef)");
+    assert!(rig.server.model_requests().is_empty());
+    rig.assert_no_process_left().await;
+}
+
+// A request without a fingerprint is refused like a foreign one: a missing
+// field must not skip the check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_that_sends_no_catalog_fingerprint_is_refused() {
+    let mut rig = Rig::start(Setup::new(Child::Fake("no_catalog"))).await;
+    let result = rig.delegate(None).await;
+    let ours = catalog_fingerprint(ToolCatalog::standard(PlanFlavour::UpdatePlan).specs());
+    assert_failed(
+        &result,
+        "protocol_error",
+        &format!("sent no tool catalog fingerprint; the parent's is {ours}"),
+    );
     assert!(rig.server.model_requests().is_empty());
     rig.assert_no_process_left().await;
 }
@@ -891,7 +892,7 @@ async fn a_child_with_another_catalog_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_lifecycle_frames_reach_the_ui_sanitised_and_short() {
     let mut rig = Rig::start(Setup::new(Child::Fake("hostile_lifecycle"))).await;
-    let (result, _) = rig.delegate(None).await;
+    let result = rig.delegate(None).await;
     assert_eq!(result.status, DelegateStatus::Completed, "{result:#?}");
     let phases = rig.phases();
     let names: Vec<&str> = phases.iter().map(|p| p.0.as_str()).collect();

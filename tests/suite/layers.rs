@@ -1,6 +1,7 @@
 //! The module layout as the README draws it, checked on the source: no
-//! cycle between top-level modules, and the UI reaches the engine only
-//! through `protocol` (commands in, events out).
+//! cycle between top-level modules, no import from a lower layer to a
+//! higher one ([`RANKS`]), and the UI reaches the engine only through
+//! `protocol` (commands in, events out).
 //!
 //! Test code may reach anywhere, so each file is read up to its first
 //! `#[cfg(test)]` (test modules close their files here), and folders or
@@ -26,6 +27,30 @@ const MODULES: &[&str] = &[
     "workspace",
 ];
 
+/// The layer of each top-level module, lowest first, as today's imports
+/// draw them: a module may import its own layer and those below, never one
+/// above, so a new arrow from a low layer to a high one fails.
+const RANKS: &[(&str, u32)] = &[
+    // The leaves and the boundary every other module speaks.
+    ("text", 0),
+    ("workspace", 0),
+    ("protocol", 0),
+    // Services on the protocol alone.
+    ("provider", 1),
+    ("sandbox", 1),
+    ("session", 1),
+    ("plan", 2),
+    ("tools", 3),
+    ("agent", 4),
+    ("config", 5),
+    ("mcp", 6),
+    ("subagent", 7),
+    // The faces: the UI (which sees only the boundary) and the CLI that
+    // wires everything.
+    ("ui", 8),
+    ("cli", 9),
+];
+
 /// What the UI may import besides itself: the boundary and two leaves.
 const UI_MAY_USE: &[&str] = &["protocol", "text", "workspace"];
 
@@ -36,9 +61,60 @@ fn top_level_modules_form_no_cycle() {
     let edges = module_edges();
     for start in edges.keys() {
         if let Some(path) = path_back(&edges, start) {
-            panic!("a module cycle: {}", path.join(" -> "));
+            panic!(
+                "a module cycle: {}\n{}",
+                path.join(" -> "),
+                render(&edges, &ranks())
+            );
         }
     }
+}
+
+#[test]
+fn no_module_imports_a_higher_layer() {
+    let edges = module_edges();
+    let ranks = ranks();
+    let mut unranked: Vec<String> = MODULES
+        .iter()
+        .filter(|m| !ranks.contains_key(**m))
+        .map(|m| m.to_string())
+        .collect();
+    unranked.extend(
+        src_modules()
+            .into_iter()
+            .filter(|m| !MODULES.contains(&m.as_str())),
+    );
+    assert!(unranked.is_empty(), "modules without a layer: {unranked:?}");
+    let upward = upward_edges(&edges, &ranks);
+    assert!(
+        upward.is_empty(),
+        "imports from a lower layer to a higher one: {upward:?}\n{}",
+        render(&edges, &ranks)
+    );
+}
+
+/// The checker itself: an arrow from a low layer to a high one is caught,
+/// arrows down and within a layer are not.
+#[test]
+fn an_upward_import_is_caught() {
+    let ranks = ranks();
+    let mut edges = module_edges();
+    assert!(upward_edges(&edges, &ranks).is_empty());
+    edges
+        .entry("protocol".into())
+        .or_default()
+        .insert("text".into());
+    edges.entry("cli".into()).or_default().insert("text".into());
+    assert!(upward_edges(&edges, &ranks).is_empty());
+    edges
+        .entry("session".into())
+        .or_default()
+        .insert("agent".into());
+    assert_eq!(
+        upward_edges(&edges, &ranks),
+        [("session".to_string(), "agent".to_string())]
+    );
+    assert!(render(&edges, &ranks).contains("session (1) -> agent (4)  UPWARD"));
 }
 
 #[test]
@@ -52,6 +128,51 @@ fn the_ui_reaches_the_engine_only_through_protocol() {
     assert!(beyond.is_empty(), "ui imports {beyond:?}");
     // The check reads real imports: protocol is among them.
     assert!(used.contains("protocol"), "{used:?}");
+}
+
+fn ranks() -> BTreeMap<String, u32> {
+    RANKS.iter().map(|(m, r)| (m.to_string(), *r)).collect()
+}
+
+/// The imports whose target sits in a higher layer than their source.
+fn upward_edges(edges: &Edges, ranks: &BTreeMap<String, u32>) -> Vec<(String, String)> {
+    let rank = |m: &str| ranks.get(m).copied().unwrap_or(u32::MAX);
+    edges
+        .iter()
+        .flat_map(|(from, tos)| tos.iter().map(move |to| (from, to)))
+        .filter(|(from, to)| rank(to) > rank(from))
+        .map(|(from, to)| (from.clone(), to.clone()))
+        .collect()
+}
+
+/// The module graph, one module a line from the lowest layer up, each with
+/// its layer and its imports (an upward one marked).
+fn render(edges: &Edges, ranks: &BTreeMap<String, u32>) -> String {
+    let mut modules: Vec<(&String, &u32)> = ranks.iter().collect();
+    modules.sort_by_key(|(m, r)| (**r, *m));
+    let mut text = String::from("module graph (layer):\n");
+    for (module, rank) in modules {
+        text.push_str(&format!("{module} ({rank})\n"));
+        for to in edges.get(module).into_iter().flatten() {
+            let to_rank = ranks.get(to).copied().unwrap_or(u32::MAX);
+            let mark = if to_rank > *rank { "  UPWARD" } else { "" };
+            text.push_str(&format!("  {module} ({rank}) -> {to} ({to_rank}){mark}\n"));
+        }
+    }
+    text
+}
+
+/// The top-level modules as `src/` holds them (a folder or a `.rs` file
+/// beside `lib.rs`).
+fn src_modules() -> BTreeSet<String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    std::fs::read_dir(&src)
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name != "lib.rs" && name != "main.rs")
+        .map(|name| name.trim_end_matches(".rs").to_owned())
+        .collect()
 }
 
 /// A path from `start` back to itself, if there is one.

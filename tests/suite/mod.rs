@@ -14,6 +14,8 @@ mod real_model;
 mod safety;
 mod sandbox;
 mod sessions;
+mod shape;
+mod startup;
 mod todo;
 mod tool_cli;
 mod tui;

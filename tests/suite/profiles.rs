@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::common::catalog::{advertised_fingerprint, child_catalogs};
 use crate::common::sse;
-use crate::common::{
-    FakeServer, Reply, assert_conversation_invariants, fido_cmd_with_home, run_with_timeout,
-};
+use crate::common::{FakeServer, Reply, assert_conversation_invariants, fido_cmd_with_home};
 
 const REVIEWER: &str = "---\ndescription: Reviews a change for bugs\nmodel: review-model\nmax_steps: 3\n---\nAlways check the error paths first.\n";
 
@@ -21,9 +20,11 @@ fn fido(home: &Path, ws: &Path, args: &[&str], server: Option<&FakeServer>) -> O
     if let Some(server) = server {
         cmd.env("FIDO_BASE_URL", server.base_url())
             .env("FIDO_MODEL", "test-model")
-            .env("FIDO_API_KEY", "test-key");
+            .env("FIDO_API_KEY", "test-key")
+            // The subagent logs the fingerprint of the catalog it built.
+            .env("RUST_LOG", "info");
     }
-    run_with_timeout(cmd, None, Duration::from_secs(60))
+    crate::common::process::run_in(ws, cmd, None, Duration::from_secs(60))
 }
 
 fn catalog(home: &Path, ws: &Path) -> (Value, String) {
@@ -92,8 +93,9 @@ fn a_profile_runs_the_child_with_its_instructions_limits_and_model_and_the_same_
     assert_eq!(parent["model"], "test-model");
     assert_eq!(child["model"], "review-model", "the profile's model");
     assert_eq!(
-        child["tools"], parent["tools"],
-        "one catalog, byte for byte"
+        child_catalogs(&String::from_utf8_lossy(&output.stderr)),
+        [advertised_fingerprint(parent)],
+        "the child process built the parent's catalog, byte for byte"
     );
     let parent_messages = parent["messages"].as_array().unwrap();
     let child_messages = child["messages"].as_array().unwrap();

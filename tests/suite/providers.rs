@@ -6,7 +6,6 @@ use std::time::Duration;
 use crate::common::sse::{self, TokenUsage};
 use crate::common::{
     FakeServer, Reply, assert_conversation_invariants, events_of, fido_cmd, parse_events,
-    run_with_timeout,
 };
 
 #[test]
@@ -29,7 +28,7 @@ fn anthropic_session_with_a_tool_call_and_cache_breakpoints() {
         .env("FIDO_BASE_URL", server.url())
         .env("FIDO_API_KEY", "anthropic-test-key")
         .env("FIDO_MODEL", "claude-test");
-    let output = run_with_timeout(cmd, None, Duration::from_secs(60));
+    let output = crate::common::process::run_in(ws.path(), cmd, None, Duration::from_secs(60));
     assert!(
         output.status.success(),
         "stderr: {}",

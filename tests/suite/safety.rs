@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::common::process::{run_in, wait_in};
 use crate::common::sse;
-use crate::common::{FakeServer, Reply, fido_cmd_with_home, run_with_timeout};
+use crate::common::{FakeServer, Reply, fido_cmd_with_home};
 
 const USER_KEY: &str = "sk-user-secret-4242";
 
@@ -43,7 +44,7 @@ fn exec_in(home: &Path, ws: &Path, prompt: &str, env: &[(&str, &str)]) -> Output
         .arg(prompt)
         .env("OPENAI_API_KEY", USER_KEY)
         .envs(env.iter().copied());
-    run_with_timeout(cmd, None, Duration::from_secs(60))
+    run_in(ws, cmd, None, Duration::from_secs(60))
 }
 
 fn fido_in(home: &Path, ws: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -53,7 +54,7 @@ fn fido_in(home: &Path, ws: &Path, args: &[&str], env: &[(&str, &str)]) -> Outpu
         .args(args)
         .env("OPENAI_API_KEY", USER_KEY)
         .envs(env.iter().copied());
-    run_with_timeout(cmd, None, Duration::from_secs(60))
+    run_in(ws, cmd, None, Duration::from_secs(60))
 }
 
 /// `fido tool call bash_exec` with `command`, as the main agent.
@@ -345,7 +346,7 @@ fn headless_never_denies_an_escalation_and_the_model_hears_why() {
         .args(["--", "go"])
         .env("FIDO_BASE_URL", server.base_url())
         .env("OPENAI_API_KEY", USER_KEY);
-    let output = run_with_timeout(cmd, None, Duration::from_secs(60));
+    let output = run_in(ws.path(), cmd, None, Duration::from_secs(60));
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(!ws.path().join("made.txt").exists());
     let requests = server.model_requests();
@@ -375,7 +376,7 @@ fn exec_safety_flags_beat_the_configuration() {
         .args(["--", "go"])
         .env("FIDO_BASE_URL", server.base_url())
         .env("FIDO_SANDBOX_MODE", "read-only");
-    let output = run_with_timeout(cmd, None, Duration::from_secs(60));
+    let output = run_in(ws.path(), cmd, None, Duration::from_secs(60));
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(
         stderr(&output).contains("without a sandbox"),
@@ -388,7 +389,7 @@ fn exec_safety_flags_beat_the_configuration() {
     cmd.args(["exec", "--sandbox", "sideways", "-C"])
         .arg(ws.path())
         .args(["--", "go"]);
-    let output = run_with_timeout(cmd, None, Duration::from_secs(60));
+    let output = run_in(ws.path(), cmd, None, Duration::from_secs(60));
     assert_eq!(output.status.code(), Some(1));
     assert!(
         stderr(&output).contains("sandbox_mode"),
@@ -491,7 +492,7 @@ fn output_last_message_writes_the_final_answer_to_a_file() {
         .arg(ws.path())
         .args(["--", "go"])
         .env("FIDO_BASE_URL", server.base_url());
-    let output = run_with_timeout(cmd, None, Duration::from_secs(60));
+    let output = run_in(ws.path(), cmd, None, Duration::from_secs(60));
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "the answer\n");
     assert!(stdout(&output).contains("\"type\":\"turn_completed\""));
@@ -507,7 +508,9 @@ fn the_commands_tmpdir_is_removed_when_the_session_ends() {
             "bash_exec",
             r#"{"command": "echo kept > \"$TMPDIR/scratch\" && echo $TMPDIR"}"#,
         )])),
-        Reply::sse(sse::text_turn("done")),
+        // Slow, so the session is still on while the test looks at the
+        // directory the command reported.
+        Reply::sse_with_delay(sse::text_turn("done"), Duration::from_millis(700)),
     ]);
     let mut cmd = fido_cmd_with_home(home.path());
     cmd.args(["exec", "-C"])
@@ -519,15 +522,21 @@ fn the_commands_tmpdir_is_removed_when_the_session_ends() {
     let started = std::time::SystemTime::now();
     let child = cmd.spawn().unwrap();
     let pid = child.id();
-    let output = crate::common::wait_with_timeout(child, Duration::from_secs(60));
-    assert!(output.status.success(), "{}", stderr(&output));
+    server.wait_for_requests(2, Duration::from_secs(60));
     let requests = server.model_requests();
-    let tmpdir = first_tool_result(&requests[1]);
-    assert!(tmpdir.contains(&format!("fido-{pid}-")), "{tmpdir}");
-    assert!(
-        !std::path::Path::new(tmpdir.trim()).exists(),
-        "{tmpdir} is left"
-    );
+    let result = first_tool_result(&requests[1]);
+    let tmpdir = result
+        .lines()
+        .map(str::trim)
+        .find(|line| line.starts_with('/') && line.contains(&format!("fido-{pid}-")))
+        .unwrap_or_else(|| panic!("no fido-{pid}-… directory in {result:?}"))
+        .to_owned();
+    let scratch = Path::new(&tmpdir).join("scratch");
+    // Seen while the session runs, so its absence below means removed.
+    assert_eq!(std::fs::read_to_string(&scratch).unwrap(), "kept\n");
+    let output = wait_in(ws.path(), child, Duration::from_secs(60));
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(!Path::new(&tmpdir).exists(), "{tmpdir} is left");
     // Nothing else this session made either. (A folder of an earlier,
     // killed process that had the same pid is older than this run.)
     let prefix = format!("fido-{pid}-");

@@ -3,14 +3,15 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::common::process::{pids_running, wait_until};
 use crate::common::sse;
 use crate::common::{
     FakeServer, RecordedRequest, Reply, assert_conversation_invariants, events_of, exec_cmd,
-    fido_cmd, parse_events, run_exec, run_with_timeout, wait_with_timeout,
+    fido_cmd, parse_events, run_exec, run_with_timeout,
 };
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -41,7 +42,7 @@ fn journal(ws: &Path, id: &str) -> PathBuf {
 /// `fido exec --resume ARGS… PROMPT` against `server`.
 fn resume(ws: &Path, server: &FakeServer, resume_args: &[&str], prompt: &str) -> Output {
     let cmd = crate::common::process::exec_cmd_with_flags(ws, server, resume_args, prompt, &[]);
-    run_with_timeout(cmd, None, LIMIT)
+    crate::common::process::run_in(ws, cmd, None, LIMIT)
 }
 
 /// The messages of a recorded request, each as its compact JSON text.
@@ -130,15 +131,23 @@ fn exec_resume_last_sends_the_old_conversation_byte_for_byte() {
 
 /// Starts `fido exec` on `server`, waits until the server has seen
 /// `requests` model requests (plus `settle`), then kills Fido with SIGKILL.
-fn crash_after(ws: &Path, server: &FakeServer, prompt: &str, requests: usize, settle: Duration) {
+/// Kills Fido with SIGKILL once the server got `requests` requests and
+/// `ready` holds.
+fn crash_after(
+    ws: &Path,
+    server: &FakeServer,
+    prompt: &str,
+    requests: usize,
+    ready: impl Fn() -> bool,
+) {
     let mut cmd = exec_cmd(ws, server, prompt, &[]);
     let child = cmd.spawn().unwrap();
     let pid = child.id() as i32;
     server.wait_for_requests(requests, LIMIT);
-    std::thread::sleep(settle);
+    wait_until("the state to kill Fido in", LIMIT, ready);
     // SAFETY: kill(2) on the pid of our own child, which is not reaped yet.
     unsafe { libc::kill(pid, libc::SIGKILL) };
-    let output = wait_with_timeout(child, LIMIT);
+    let output = crate::common::process::wait_in(ws, child, LIMIT);
     assert!(!output.status.success());
 }
 
@@ -154,13 +163,18 @@ fn kill_9_during_a_streamed_answer_loses_only_that_step() {
         // Half an answer, then nothing: Fido is killed while it streams.
         Reply::stall_forever(sse::text_turn("It lists alpha and")[..2].to_vec()),
     ]);
-    crash_after(
-        ws.path(),
-        &server,
-        "What is in notes.txt?",
-        2,
-        Duration::from_millis(300),
-    );
+    // The second request is out and the journal holds the first step's
+    // tool result: the kill lands in the streamed answer.
+    let sessions = ws.path().join(".fido-state/sessions");
+    crash_after(ws.path(), &server, "What is in notes.txt?", 2, || {
+        std::fs::read_dir(&sessions)
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .any(|entry| {
+                std::fs::read_to_string(entry.path()).is_ok_and(|text| text.contains("call_1"))
+            })
+    });
 
     let listed = run_with_timeout(
         {
@@ -201,13 +215,12 @@ fn kill_9_during_a_tool_call_resumes_with_a_result_for_that_call() {
         "bash_exec",
         r#"{"command": "sleep 29.5"}"#,
     )]))]);
-    crash_after(
-        ws.path(),
-        &server,
-        "Wait a bit.",
-        1,
-        Duration::from_millis(500),
-    );
+    // Killed while the command runs: seen first, so its absence later
+    // means it died with Fido.
+    let sleeper = ["sleep", "29.5"];
+    crash_after(ws.path(), &server, "Wait a bit.", 1, || {
+        !pids_running(&sleeper).is_empty()
+    });
 
     let next = FakeServer::start(vec![Reply::sse(sse::text_turn("Done waiting."))]);
     let output = resume(ws.path(), &next, &["--last"], "Did it finish?");
@@ -227,11 +240,11 @@ fn kill_9_during_a_tool_call_resumes_with_a_result_for_that_call() {
     );
     assert_conversation_invariants(&next.model_requests());
     // The command died with Fido.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !crate::common::process::pids_with("sleep 29.5").is_empty() {
-        assert!(Instant::now() < deadline, "the command outlived Fido");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(
+        "the command to die with Fido",
+        Duration::from_secs(5),
+        || pids_running(&sleeper).is_empty(),
+    );
 }
 
 #[test]

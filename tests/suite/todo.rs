@@ -39,7 +39,7 @@ Not adopted:
 fn fido(ws: &Path, args: &[&str]) -> Output {
     let mut cmd = fido_cmd();
     cmd.arg("-C").arg(ws).args(args).env(TODO.0, TODO.1);
-    run_with_timeout(cmd, None, Duration::from_secs(60))
+    crate::common::process::run_in(ws, cmd, None, Duration::from_secs(60))
 }
 
 fn stdout(output: &Output) -> String {

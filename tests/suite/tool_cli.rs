@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::{fido_cmd, run_with_timeout};
+use crate::common::fido_cmd;
 
 fn fido(args: &[&str], workspace: &std::path::Path, env: &[(&str, &str)]) -> Output {
     let mut cmd = fido_cmd();
@@ -14,7 +14,7 @@ fn fido(args: &[&str], workspace: &std::path::Path, env: &[(&str, &str)]) -> Out
         .arg(workspace)
         .args(args)
         .envs(env.iter().copied());
-    run_with_timeout(cmd, None, Duration::from_secs(60))
+    crate::common::process::run_in(workspace, cmd, None, Duration::from_secs(60))
 }
 
 fn json_out(output: &Output) -> Value {

@@ -13,9 +13,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::tui::{Tmux, quoted};
-use crate::common::process::{ProcessFilter, fido_bin};
+use crate::common::process::fido_bin;
 use crate::common::sse;
-use crate::common::{FakeServer, Reply, assert_conversation_invariants, assert_no_processes};
+use crate::common::{FakeServer, Reply, assert_conversation_invariants};
 
 /// Starts fido in a fresh tmux server against `server`, in `workspace`.
 fn launch(server: &FakeServer, workspace: &Path) -> Tmux {
@@ -38,10 +38,9 @@ fn styled_screen(tmux: &Tmux) -> String {
 }
 
 /// Quits fido and checks that nothing it started is left.
-fn quit(tmux: &Tmux) {
-    let shell = tmux.shell_pid();
+fn quit(tmux: &Tmux, workspace: &Path) {
     tmux.type_line("/quit");
-    assert_no_processes(ProcessFilter::ChildrenOf(shell), Duration::from_secs(10));
+    tmux.assert_fido_gone(workspace);
 }
 
 /// The text of the last user message of a recorded request.
@@ -91,7 +90,7 @@ fn streamed_text_shows_before_the_message_is_complete_and_markdown_is_rendered()
         line.contains("\u{1b}[1mbold"),
         "bold is drawn bold: {line:?}"
     );
-    quit(&tmux);
+    quit(&tmux, ws.path());
     assert_conversation_invariants(&server.model_requests());
 }
 
@@ -124,7 +123,7 @@ fn a_patch_shows_its_removed_and_added_lines_in_colour() {
         std::fs::read_to_string(ws.path().join("notes.txt")).unwrap(),
         "alpha\nBETA\ngamma\n"
     );
-    quit(&tmux);
+    quit(&tmux, ws.path());
 }
 
 #[test]
@@ -154,7 +153,7 @@ fn alt_enter_and_a_bracketed_paste_keep_their_newlines_up_to_the_request() {
     });
     tmux.keys(&["Enter"]);
     tmux.wait_for("the second answer", |s| s.contains("Paste received."));
-    quit(&tmux);
+    quit(&tmux, ws.path());
 
     let requests = server.model_requests();
     assert_eq!(requests.len(), 2);
@@ -210,7 +209,7 @@ fn shift_enter_in_the_kitty_protocol_and_ctrl_j_make_new_lines() {
     });
     tmux.keys(&["Enter"]);
     tmux.wait_for("the answer", |s| s.contains("Three lines."));
-    quit(&tmux);
+    quit(&tmux, ws.path());
     let requests = server.model_requests();
     assert_eq!(last_user_text(&requests[0]), "one\ntwo\nthree");
     assert_conversation_invariants(&requests);

@@ -138,7 +138,7 @@ fn announce(progress: &Progress<'_>, result: &DelegateResult) {
     };
     let detail = match &result.error {
         Some(error) => format!("{}: {}", error.code, error.message),
-        None => format!("{} findings", result.findings.len()),
+        None => crate::text::counted(result.findings.len(), "finding"),
     };
     progress.emit(phase, &detail);
     let elapsed_ms = progress.started.elapsed().as_millis() as u64;

@@ -326,7 +326,14 @@ impl Serving {
         let fail = |message: String| Err(Ending::failed("protocol_error", message));
         let ours = catalog_fingerprint(catalog.specs());
         let (prefix, fork_len, intact) = (request.fork_prefix, self.fork_len, self.intact);
-        if !request.catalog.is_empty() && request.catalog != ours {
+        // A request without a fingerprint is refused too: a missing field
+        // must not skip the one check that the child advertises our tools.
+        if request.catalog.is_empty() {
+            return fail(format!(
+                "the subagent sent no tool catalog fingerprint; the parent's is {ours}"
+            ));
+        }
+        if request.catalog != ours {
             return fail(format!(
                 "the subagent's tool catalog ({}) is not the parent's ({ours}): its requests would not share the cached prefix",
                 request.catalog

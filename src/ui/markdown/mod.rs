@@ -141,75 +141,20 @@ impl Renderer {
                 self.block_start();
                 self.styles.push(theme::heading(heading_level(level)));
             }
-            Tag::BlockQuote(_) => {
-                self.flush();
-                self.block_start();
-                self.containers.push(Container::Quote);
-            }
-            Tag::CodeBlock(kind) => {
-                self.flush();
-                self.block_start();
-                let lang = match kind {
-                    CodeBlockKind::Fenced(info) => info.to_string(),
-                    CodeBlockKind::Indented => String::new(),
-                };
-                self.code = Some(CodeBlock {
-                    highlighter: Highlighter::new(&lang),
-                    text: String::new(),
-                });
-            }
-            Tag::List(start) => {
-                self.flush();
-                if self.lists.is_empty() {
-                    self.block_start();
-                }
-                self.lists.push(start);
-            }
-            Tag::Item => {
-                self.flush();
-                let marker = match self.lists.last_mut() {
-                    Some(Some(number)) => {
-                        let marker = format!("{number}. ");
-                        *number += 1;
-                        marker
-                    }
-                    _ => match self.lists.len() {
-                        1 => "• ".to_string(),
-                        2 => "◦ ".to_string(),
-                        _ => "▪ ".to_string(),
-                    },
-                };
-                self.containers.push(Container::Item {
-                    marker,
-                    marker_shown: false,
-                });
-            }
-            Tag::Emphasis => self
-                .styles
-                .push(Style::new().add_modifier(Modifier::ITALIC)),
-            Tag::Strong => self.styles.push(Style::new().add_modifier(Modifier::BOLD)),
-            Tag::Strikethrough => self
-                .styles
-                .push(Style::new().add_modifier(Modifier::CROSSED_OUT)),
+            Tag::BlockQuote(_) => self.start_quote(),
+            Tag::CodeBlock(kind) => self.start_code_block(kind),
+            Tag::List(start) => self.start_list(start),
+            Tag::Item => self.start_item(),
+            Tag::Emphasis => self.push_modifier(Modifier::ITALIC),
+            Tag::Strong => self.push_modifier(Modifier::BOLD),
+            Tag::Strikethrough => self.push_modifier(Modifier::CROSSED_OUT),
             Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. } => {
                 self.styles.push(theme::link());
                 self.links.push(dest_url.to_string());
             }
-            Tag::Table(alignments) => {
-                self.flush();
-                self.block_start();
-                self.table = Some(table::Table::new(alignments));
-            }
-            Tag::TableHead | Tag::TableRow => {
-                if let Some(table) = &mut self.table {
-                    table.row();
-                }
-            }
-            Tag::TableCell => {
-                if let Some(table) = &mut self.table {
-                    table.cell();
-                }
-            }
+            Tag::Table(alignments) => self.start_table(alignments),
+            Tag::TableHead | Tag::TableRow => self.in_table(table::Table::row),
+            Tag::TableCell => self.in_table(table::Table::cell),
             Tag::HtmlBlock
             | Tag::FootnoteDefinition(_)
             | Tag::DefinitionList
@@ -218,6 +163,70 @@ impl Renderer {
             | Tag::Superscript
             | Tag::Subscript
             | Tag::MetadataBlock(_) => {}
+        }
+    }
+
+    fn push_modifier(&mut self, modifier: Modifier) {
+        self.styles.push(Style::new().add_modifier(modifier));
+    }
+
+    fn start_quote(&mut self) {
+        self.flush();
+        self.block_start();
+        self.containers.push(Container::Quote);
+    }
+
+    fn start_code_block(&mut self, kind: CodeBlockKind<'_>) {
+        self.flush();
+        self.block_start();
+        let lang = match kind {
+            CodeBlockKind::Fenced(info) => info.to_string(),
+            CodeBlockKind::Indented => String::new(),
+        };
+        self.code = Some(CodeBlock {
+            highlighter: Highlighter::new(&lang),
+            text: String::new(),
+        });
+    }
+
+    fn start_list(&mut self, start: Option<u64>) {
+        self.flush();
+        if self.lists.is_empty() {
+            self.block_start();
+        }
+        self.lists.push(start);
+    }
+
+    /// A list item: its number in an ordered list, else a bullet by depth.
+    fn start_item(&mut self) {
+        self.flush();
+        let marker = match self.lists.last_mut() {
+            Some(Some(number)) => {
+                let marker = format!("{number}. ");
+                *number += 1;
+                marker
+            }
+            _ => match self.lists.len() {
+                1 => "• ".to_string(),
+                2 => "◦ ".to_string(),
+                _ => "▪ ".to_string(),
+            },
+        };
+        self.containers.push(Container::Item {
+            marker,
+            marker_shown: false,
+        });
+    }
+
+    fn start_table(&mut self, alignments: Vec<pulldown_cmark::Alignment>) {
+        self.flush();
+        self.block_start();
+        self.table = Some(table::Table::new(alignments));
+    }
+
+    fn in_table(&mut self, step: fn(&mut table::Table)) {
+        if let Some(table) = &mut self.table {
+            step(table);
         }
     }
 
