@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 // The shapes are the wire's (`plan_updated` carries them); their logic is here.
@@ -126,7 +127,13 @@ pub fn validate(args: &Value) -> Result<(String, Vec<PlanItem>), String> {
     for (index, raw) in raw_items.iter().enumerate() {
         items.push(item(index, raw)?);
     }
+    check_plan(&items)?;
+    Ok((reason, items))
+}
 
+/// What holds across items: unique ids, at most one in progress, known
+/// dependencies without loops.
+fn check_plan(items: &[PlanItem]) -> Result<(), String> {
     let mut seen = BTreeSet::new();
     for (index, item) in items.iter().enumerate() {
         if !seen.insert(item.id.as_str()) {
@@ -151,7 +158,7 @@ pub fn validate(args: &Value) -> Result<(String, Vec<PlanItem>), String> {
                 .join(", ")
         ));
     }
-    for item in &items {
+    for item in items {
         for dep in &item.dependencies {
             if dep == &item.id {
                 return Err(format!("item \"{}\": it depends on itself", item.id));
@@ -165,112 +172,78 @@ pub fn validate(args: &Value) -> Result<(String, Vec<PlanItem>), String> {
             }
         }
     }
-    if let Some(cycle) = find_cycle(&items) {
+    if let Some(cycle) = find_cycle(items) {
         return Err(format!(
             "dependencies form a cycle: {}; a plan's dependencies must not loop",
             cycle.join(" → ")
         ));
     }
-    Ok((reason, items))
+    Ok(())
+}
+
+/// An item as the model sent it: each field as the JSON it holds
+/// (`Some(Value::Null)` for an explicit `null`, `None` when absent, so the
+/// messages can tell them apart), and every other key, in order, to be
+/// named. Any JSON object deserializes into it.
+#[derive(Deserialize)]
+struct RawItem {
+    #[serde(default, deserialize_with = "present")]
+    id: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    title: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    status: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    details: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    dependencies: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    next_action: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    evidence: Option<Value>,
+    #[serde(flatten)]
+    unknown: serde_json::Map<String, Value>,
+}
+
+/// A field that is there, `null` included.
+fn present<'de, D: Deserializer<'de>>(value: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(value).map(Some)
 }
 
 fn item(index: usize, raw: &Value) -> Result<PlanItem, String> {
     let at = |what: &str| format!("items[{index}]: {what}");
-    let Some(object) = raw.as_object() else {
-        return Err(at(&format!(
-            "each item must be an object, not {}: {EXPECTED_SHAPE}",
-            kind(raw)
-        )));
-    };
-    let id = match object.get("id") {
-        Some(Value::String(s)) => s.trim().to_string(),
-        Some(other) => return Err(at(&format!("`id` must be a string, not {}", kind(other)))),
-        None => {
-            return Err(at(
-                "`id` is required (short and readable, e.g. \"inspect\")",
-            ));
+    let fields = match raw {
+        Value::Object(_) => RawItem::deserialize(raw).map_err(|err| at(&err.to_string()))?,
+        _ => {
+            return Err(at(&format!(
+                "each item must be an object, not {}: {EXPECTED_SHAPE}",
+                kind(raw)
+            )));
         }
     };
-    if id.is_empty() || id.chars().count() > MAX_ID_CHARS {
-        return Err(at(&format!("`id` must be 1 to {MAX_ID_CHARS} characters")));
-    }
-    if !id
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-    {
-        return Err(at(&format!(
-            "id \"{}\" must use only letters, digits, '-', '_' and '.' (e.g. \"write-tests\")",
-            crate::text::short(&id, 40)
-        )));
-    }
+    let id = item_id(fields.id.as_ref()).map_err(|what| at(&what))?;
     let named = |what: &str| format!("item \"{id}\" (items[{index}]): {what}");
-    for key in object.keys() {
-        if ![
-            "id",
-            "title",
-            "status",
-            "details",
-            "dependencies",
-            "next_action",
-            "evidence",
-        ]
-        .contains(&key.as_str())
-        {
-            return Err(named(&format!(
-                "unknown field `{}`; items have id, title, status, details, dependencies, next_action, evidence",
-                crate::text::short(key, 40)
-            )));
-        }
-    }
-    let title = match object.get("title") {
-        Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_string(),
-        Some(Value::String(_)) | None => return Err(named("`title` is required")),
-        Some(other) => {
-            return Err(named(&format!(
-                "`title` must be a string, not {}",
-                kind(other)
-            )));
-        }
-    };
+    known_fields(&fields.unknown).map_err(|what| named(&what))?;
+    let title = required_title(fields.title.as_ref()).map_err(|what| named(&what))?;
     check_len(&named("`title`"), &title, MAX_TITLE_CHARS)?;
-    let status = match object.get("status") {
-        Some(Value::String(s)) => Status::parse(s).ok_or_else(|| {
-            named(&format!(
-                "status \"{}\" is not one of pending, in_progress, blocked, done",
-                crate::text::short(s, 30)
-            ))
-        })?,
-        Some(other) => {
-            return Err(named(&format!(
-                "`status` must be one of the strings \"pending\", \"in_progress\", \"blocked\", \"done\", not {}",
-                kind(other)
-            )));
-        }
-        None => {
-            return Err(named(
-                "`status` is required: pending, in_progress, blocked or done",
-            ));
-        }
+    let status = required_status(fields.status.as_ref()).map_err(|what| named(&what))?;
+    let text = |value: &Option<Value>, key: &str, max: usize| {
+        optional_text(value.as_ref(), &named(&format!("`{key}`")), max)
     };
-    let details = optional_text(
-        object.get("details"),
-        &named("`details`"),
-        MAX_DETAILS_CHARS,
-    )?;
-    let next_action = optional_text(
-        object.get("next_action"),
-        &named("`next_action`"),
-        MAX_NEXT_ACTION_CHARS,
-    )?;
-    let dependencies = text_list(
-        object.get("dependencies"),
-        &named("`dependencies`"),
+    let details = text(&fields.details, "details", MAX_DETAILS_CHARS)?;
+    let next_action = text(&fields.next_action, "next_action", MAX_NEXT_ACTION_CHARS)?;
+    let list = |value: &Option<Value>, key: &str, entries: usize, chars: usize| {
+        text_list(value.as_ref(), &named(&format!("`{key}`")), entries, chars)
+    };
+    let dependencies = list(
+        &fields.dependencies,
+        "dependencies",
         MAX_ITEMS,
         MAX_ID_CHARS,
     )?;
-    let evidence = text_list(
-        object.get("evidence"),
-        &named("`evidence`"),
+    let evidence = list(
+        &fields.evidence,
+        "evidence",
         MAX_EVIDENCE_ENTRIES,
         MAX_EVIDENCE_CHARS,
     )?;
@@ -281,20 +254,8 @@ fn item(index: usize, raw: &Value) -> Result<PlanItem, String> {
     {
         return Err(named(&format!("dependency \"{dup}\" is listed twice")));
     }
-    match status {
-        Status::Pending | Status::InProgress | Status::Blocked if next_action.is_none() => {
-            return Err(named(&format!(
-                "`next_action` is required for a {} item: say what happens next",
-                status.as_str()
-            )));
-        }
-        Status::Done if evidence.is_empty() => {
-            return Err(named(
-                "a done item needs `evidence`: concise proof such as the test command and its result (e.g. \"cargo test: 42 passed\")",
-            ));
-        }
-        _ => {}
-    }
+    check_complete(status, next_action.is_some(), !evidence.is_empty())
+        .map_err(|what| named(&what))?;
     Ok(PlanItem {
         id,
         title,
@@ -304,6 +265,78 @@ fn item(index: usize, raw: &Value) -> Result<PlanItem, String> {
         next_action,
         evidence,
     })
+}
+
+/// The trimmed id: 1 to [`MAX_ID_CHARS`] of letters, digits, `-`, `_`, `.`.
+fn item_id(value: Option<&Value>) -> Result<String, String> {
+    let id = match value {
+        Some(Value::String(s)) => s.trim().to_string(),
+        Some(other) => return Err(format!("`id` must be a string, not {}", kind(other))),
+        None => return Err("`id` is required (short and readable, e.g. \"inspect\")".into()),
+    };
+    if id.is_empty() || id.chars().count() > MAX_ID_CHARS {
+        return Err(format!("`id` must be 1 to {MAX_ID_CHARS} characters"));
+    }
+    if !id
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        return Err(format!(
+            "id \"{}\" must use only letters, digits, '-', '_' and '.' (e.g. \"write-tests\")",
+            crate::text::short(&id, 40)
+        ));
+    }
+    Ok(id)
+}
+
+/// The first key that is no item field, named.
+fn known_fields(unknown: &serde_json::Map<String, Value>) -> Result<(), String> {
+    match unknown.keys().next() {
+        Some(key) => Err(format!(
+            "unknown field `{}`; items have id, title, status, details, dependencies, next_action, evidence",
+            crate::text::short(key, 40)
+        )),
+        None => Ok(()),
+    }
+}
+
+fn required_title(value: Option<&Value>) -> Result<String, String> {
+    match value {
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.trim().to_string()),
+        Some(Value::String(_)) | None => Err("`title` is required".into()),
+        Some(other) => Err(format!("`title` must be a string, not {}", kind(other))),
+    }
+}
+
+fn required_status(value: Option<&Value>) -> Result<Status, String> {
+    match value {
+        Some(Value::String(s)) => Status::parse(s).ok_or_else(|| {
+            format!(
+                "status \"{}\" is not one of pending, in_progress, blocked, done",
+                crate::text::short(s, 30)
+            )
+        }),
+        Some(other) => Err(format!(
+            "`status` must be one of the strings \"pending\", \"in_progress\", \"blocked\", \"done\", not {}",
+            kind(other)
+        )),
+        None => Err("`status` is required: pending, in_progress, blocked or done".into()),
+    }
+}
+
+/// An open item says what happens next; a done one carries its proof.
+fn check_complete(status: Status, has_next_action: bool, has_evidence: bool) -> Result<(), String> {
+    match status {
+        Status::Pending | Status::InProgress | Status::Blocked if !has_next_action => Err(format!(
+            "`next_action` is required for a {} item: say what happens next",
+            status.as_str()
+        )),
+        Status::Done if !has_evidence => Err(
+            "a done item needs `evidence`: concise proof such as the test command and its result (e.g. \"cargo test: 42 passed\")"
+                .into(),
+        ),
+        Status::Pending | Status::InProgress | Status::Blocked | Status::Done => Ok(()),
+    }
 }
 
 fn optional_text(value: Option<&Value>, what: &str, max: usize) -> Result<Option<String>, String> {

@@ -183,6 +183,53 @@ mod tests {
         assert_eq!(&parsed, state);
     }
 
+    /// The sentence every caller shows for a plan file linked out of the
+    /// workspace.
+    fn outside_link(store: &PlanStore) -> String {
+        format!(
+            "`{}` is a symlink to a path outside the workspace; Fido does not follow it: remove the link",
+            store.path().display()
+        )
+    }
+
+    #[test]
+    fn a_plan_file_linked_out_of_the_workspace_is_refused_and_its_target_kept() {
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("notes.json");
+        fs::write(&target, b"{\"mine\": true}\n").unwrap();
+        // Absolute, relative and dangling links alike.
+        let relative = PathBuf::from("..")
+            .join(outside.path().file_name().unwrap())
+            .join("notes.json");
+        let dangling = outside.path().join("gone.json");
+        for link in [target.clone(), relative, dangling] {
+            let (dir, store) = setup();
+            std::os::unix::fs::symlink(&link, store.path()).unwrap();
+            let expected = outside_link(&store);
+            assert_eq!(store.load().unwrap_err().to_string(), expected);
+            let saved = store.update(|current| {
+                Ok::<_, String>(current.successor("new".into(), Vec::new(), NOW.into()))
+            });
+            assert_eq!(saved.unwrap_err().to_string(), expected);
+            assert_eq!(store.clear().unwrap_err().to_string(), expected);
+            assert_eq!(fs::read_link(store.path()).unwrap(), link);
+            assert!(asides(dir.path()).is_empty());
+        }
+        assert_eq!(fs::read(&target).unwrap(), b"{\"mine\": true}\n");
+        assert!(!outside.path().join("gone.json").exists());
+    }
+
+    #[test]
+    fn a_plan_file_linked_inside_the_workspace_is_followed() {
+        let (dir, store) = setup();
+        let first = save(&store, "one", items(&[("a", Status::Pending)]));
+        fs::rename(store.path(), dir.path().join("plan.json")).unwrap();
+        std::os::unix::fs::symlink("plan.json", store.path()).unwrap();
+        let loaded = store.load().unwrap();
+        assert_eq!(loaded.state, first);
+        assert_eq!(loaded.warning, None);
+    }
+
     #[test]
     fn a_missing_file_loads_as_the_empty_plan_version_zero() {
         let (_dir, store) = setup();

@@ -73,28 +73,7 @@ pub fn enter_child_sandbox(
     scratch: Option<&Path>,
     workspace: Option<&Path>,
 ) -> Result<SandboxReport, SandboxError> {
-    let threads = thread_count()?;
-    if threads != 1 {
-        return Err(SandboxError::MultiThreaded { threads });
-    }
-    prctl::set_no_new_privs().map_err(SandboxError::NoNewPrivs)?;
-    // Root keeps only Docker's default capabilities: no CAP_SYS_PTRACE to
-    // read the parent's environment with.
-    caps::drop_from_bounding_set();
-    caps::drop_from_own_sets().map_err(SandboxError::Capabilities)?;
-    prctl::set_pdeathsig(Signal::SIGKILL).map_err(SandboxError::ParentDeathSignal)?;
-    let actual = getppid();
-    if actual != expected_parent {
-        return Err(SandboxError::ParentGone {
-            expected: expected_parent.as_raw(),
-            actual: actual.as_raw(),
-        });
-    }
-    set_rlimits(scratch.is_some())?;
-    // Orphans of the commands (a `setsid` or double-forked process) are
-    // re-parented to this process, so its sweep at the end finds them.
-    prctl::set_child_subreaper(true).map_err(SandboxError::Subreaper)?;
-
+    confine_process(expected_parent, scratch.is_some())?;
     // Compiled before the ruleset, while files can still be opened.
     let seccomp = SeccompProgram::compile(SeccompPolicy {
         network: false,
@@ -102,28 +81,13 @@ pub fn enter_child_sandbox(
     });
     let write_roots: Vec<PathBuf> = scratch.map(Path::to_path_buf).into_iter().collect();
     let read_roots = workspace.map(read_roots).unwrap_or_default();
-    let mut deny = deny.to_vec();
-    deny.extend(
-        SYSTEM_SECRETS
-            .iter()
-            .map(PathBuf::from)
-            .filter(|path| path.exists()),
-    );
+    let deny = with_system_secrets(deny);
     let (applied, failure) =
         match ruleset::restrict_current_thread(&deny, &write_roots, &read_roots) {
             Ok(applied) => (applied, None),
             Err(err) => match mode {
                 SandboxRequirement::Required => return Err(err),
-                SandboxRequirement::BestEffort => (
-                    ruleset::Applied {
-                        abi: None,
-                        enforcement: Enforcement::None,
-                        network_restricted: false,
-                        scoped: false,
-                        gaps: ruleset::gaps(0),
-                    },
-                    Some(error_chain(&err)),
-                ),
+                SandboxRequirement::BestEffort => (no_ruleset(), Some(error_chain(&err))),
             },
         };
     let seccomp = seccomp.and_then(|program| {
@@ -152,6 +116,58 @@ pub fn enter_child_sandbox(
         "sandbox entered"
     );
     Ok(report)
+}
+
+/// The process-wide steps, in order: one thread, `no_new_privs`, cut
+/// capabilities, the parent-death signal (checked against
+/// `expected_parent`), rlimits (`scratched`: the subagent has a scratch
+/// folder) and the child subreaper.
+fn confine_process(expected_parent: Pid, scratched: bool) -> Result<(), SandboxError> {
+    let threads = thread_count()?;
+    if threads != 1 {
+        return Err(SandboxError::MultiThreaded { threads });
+    }
+    prctl::set_no_new_privs().map_err(SandboxError::NoNewPrivs)?;
+    // Root keeps only Docker's default capabilities: no CAP_SYS_PTRACE to
+    // read the parent's environment with.
+    caps::drop_from_bounding_set();
+    caps::drop_from_own_sets().map_err(SandboxError::Capabilities)?;
+    prctl::set_pdeathsig(Signal::SIGKILL).map_err(SandboxError::ParentDeathSignal)?;
+    let actual = getppid();
+    if actual != expected_parent {
+        return Err(SandboxError::ParentGone {
+            expected: expected_parent.as_raw(),
+            actual: actual.as_raw(),
+        });
+    }
+    set_rlimits(scratched)?;
+    // Orphans of the commands (a `setsid` or double-forked process) are
+    // re-parented to this process, so its sweep at the end finds them.
+    prctl::set_child_subreaper(true).map_err(SandboxError::Subreaper)?;
+    Ok(())
+}
+
+/// What a best-effort sandbox has when no ruleset could be applied.
+fn no_ruleset() -> ruleset::Applied {
+    ruleset::Applied {
+        abi: None,
+        enforcement: Enforcement::None,
+        network_restricted: false,
+        scoped: false,
+        gaps: ruleset::gaps(0),
+    }
+}
+
+/// `deny` and the system secrets that exist on this machine.
+fn with_system_secrets(deny: &[PathBuf]) -> Vec<PathBuf> {
+    let mut deny = deny.to_vec();
+    deny.extend(
+        SYSTEM_SECRETS
+            .iter()
+            .map(PathBuf::from)
+            .filter(|path| path.exists()),
+    );
+    deny
 }
 
 /// The Required-mode verdict on what the kernel enforced.

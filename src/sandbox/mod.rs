@@ -7,20 +7,22 @@
 //! refused). [`child`] confines the calling process: `no_new_privs`,
 //! parent-death signal, rlimits and the read-only Landlock ruleset of
 //! `ruleset`, failing closed in [`SandboxRequirement::Required`]. [`policy`] holds
-//! the mode, the report and the error; [`probe`] the forbidden operations
-//! `fido sandbox check` tries in a real sandboxed child.
+//! the mode, the report and the error; [`check`] the forbidden operations
+//! `fido sandbox check` tries in real sandboxed children, and its report.
 
 pub mod caps;
+pub mod check;
 pub mod child;
 pub mod command;
 pub mod pidns;
 pub mod policy;
-pub mod probe;
 pub mod process;
 mod ruleset;
 pub mod seccomp;
 pub mod sweep;
 
+/// The probes under the name the integration tests import them by.
+pub use check as probe;
 pub use child::enter_child_sandbox;
 pub use command::{CommandPolicy, CommandSandbox, PrivateDir, credential_paths};
 pub use policy::{Enforcement, SandboxError, SandboxReport, SandboxRequirement};

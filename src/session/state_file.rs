@@ -12,7 +12,11 @@
 //!   the old or the new content, never a torn file;
 //! - a file that does not parse, or that the store finds invalid, is never
 //!   overwritten silently: it is moved aside to `<file>.corrupt-<timestamp>`
-//!   (a unique name) and reported, and the store starts empty.
+//!   (a unique name) and reported, and the store starts empty;
+//! - a file that is a symlink out of its directory (the workspace root for
+//!   Fido's own names) is never followed: reading it would report a file
+//!   Fido does not own as corrupt. It is an error that says so, and neither
+//!   the link nor its target is touched.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -24,6 +28,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::atomic::{remove_stale_temps, write_atomic};
+use crate::workspace::normalise_lexically;
 
 /// The longest wait for another process's lock.
 pub const LOCK_WAIT: Duration = Duration::from_secs(5);
@@ -57,6 +62,10 @@ pub enum StateFileError {
         #[source]
         source: io::Error,
     },
+    #[error(
+        "`{path}` is a symlink to a path outside the workspace; Fido does not follow it: remove the link"
+    )]
+    OutsideLink { path: String },
 }
 
 /// What reading the file found.
@@ -154,6 +163,11 @@ impl StateFile {
         _lock: &StateLock,
         check: impl FnOnce(&T) -> Result<(), String>,
     ) -> Result<Contents<T>, StateFileError> {
+        if leaves_its_directory(&self.path) {
+            return Err(StateFileError::OutsideLink {
+                path: self.path.display().to_string(),
+            });
+        }
         let text = match fs::read_to_string(&self.path) {
             Ok(text) => text,
             Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(Contents::Missing),
@@ -231,6 +245,17 @@ fn holder(lock_path: &Path) -> String {
         .ok()
         .and_then(|text| text.trim().parse::<u32>().ok())
         .map_or_else(|| "another process".to_string(), |pid| format!("pid {pid}"))
+}
+
+/// Whether `path` is a symlink whose target (resolved, or lexically when
+/// it dangles) lies outside the directory that holds it.
+fn leaves_its_directory(path: &Path) -> bool {
+    let (Ok(link), Some(dir)) = (fs::read_link(path), path.parent()) else {
+        return false;
+    };
+    let dir = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let target = fs::canonicalize(path).unwrap_or_else(|_| normalise_lexically(&dir.join(link)));
+    !target.starts_with(&dir)
 }
 
 fn sidecar(path: &Path, suffix: &str) -> PathBuf {

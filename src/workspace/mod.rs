@@ -100,7 +100,7 @@ fn slash_form(relative: &Path) -> String {
 }
 
 /// Applies `.` and `..` without touching the file system.
-fn normalise_lexically(path: &Path) -> PathBuf {
+pub(crate) fn normalise_lexically(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for component in path.components() {
         match component {

@@ -1150,3 +1150,38 @@ fn the_plan_generator_yields_both_accepted_and_rejected_plans() {
         "only {with_deps} accepted plans with dependencies"
     );
 }
+
+/// The exact sentences where a present `null`, an absent field and the
+/// order of unknown keys must not be confused.
+#[test]
+fn null_absent_and_unknown_fields_get_their_exact_sentences() {
+    let cases = [
+        (
+            json!({"title": "T", "status": "pending"}),
+            "items[0]: `id` is required (short and readable, e.g. \"inspect\")",
+        ),
+        (
+            json!({"id": null}),
+            "items[0]: `id` must be a string, not null",
+        ),
+        (
+            without(raw("a", "pending"), "title"),
+            "item \"a\" (items[0]): `title` is required",
+        ),
+        (
+            with(raw("a", "pending"), "title", json!(null)),
+            "item \"a\" (items[0]): `title` must be a string, not null",
+        ),
+        (
+            with(raw("a", "pending"), "status", json!(null)),
+            "item \"a\" (items[0]): `status` must be one of the strings \"pending\", \"in_progress\", \"blocked\", \"done\", not null",
+        ),
+        (
+            json!({"id": "a", "zeta": 1, "title": "T", "alpha": 2}),
+            "item \"a\" (items[0]): unknown field `zeta`; items have id, title, status, details, dependencies, next_action, evidence",
+        ),
+    ];
+    for (item, expected) in cases {
+        assert_eq!(reject(&plan(vec![item])), expected);
+    }
+}

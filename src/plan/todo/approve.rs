@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use super::markdown::{parse_plan_items, plan_title};
+use super::markdown::{PlanItem, parse_plan_items, plan_title};
 use super::state::{PlanRef, Source, Task, TaskId, TaskStatus, TodoState};
 
 /// The outcome of an approval.
@@ -50,22 +50,9 @@ fn key(group: Option<&str>, subject: &str, text: Option<&str>) -> ItemKey {
     )
 }
 
-/// Replaces the plan items of `state` with those of `markdown`.
-pub fn apply_plan_approval(state: &TodoState, plan_id: &str, markdown: &str) -> Approval {
-    if state.plan.as_ref().is_some_and(|p| p.id == plan_id) {
-        return Approval {
-            state: state.clone(),
-            changed: false,
-            carried: 0,
-        };
-    }
+/// The plan items of `state` that are not deleted, by their key.
+fn live_plan_items(state: &TodoState) -> BTreeMap<ItemKey, Vec<&Task>> {
     let mut previous: BTreeMap<ItemKey, Vec<&Task>> = BTreeMap::new();
-    let removed: Vec<TaskId> = state
-        .tasks
-        .iter()
-        .filter(|t| t.is_plan_item())
-        .map(|t| t.id)
-        .collect();
     for task in state
         .tasks
         .iter()
@@ -80,10 +67,14 @@ pub fn apply_plan_approval(state: &TodoState, plan_id: &str, markdown: &str) -> 
             .or_default()
             .push(task);
     }
+    previous
+}
 
-    let items = parse_plan_items(markdown);
+/// How many times each key occurs in the new plan (a prior status is
+/// carried over only to a key that occurs once).
+fn item_counts(items: &[PlanItem]) -> BTreeMap<ItemKey, usize> {
     let mut in_new_plan: BTreeMap<ItemKey, usize> = BTreeMap::new();
-    for item in &items {
+    for item in items {
         *in_new_plan
             .entry(key(
                 Some(&item.group),
@@ -92,7 +83,39 @@ pub fn apply_plan_approval(state: &TodoState, plan_id: &str, markdown: &str) -> 
             ))
             .or_default() += 1;
     }
+    in_new_plan
+}
 
+/// The agent-created tasks of `state`, without their `blockedBy`
+/// references to the plan items a new plan replaces.
+fn agent_tasks(state: &TodoState) -> Vec<Task> {
+    let removed: Vec<TaskId> = state
+        .tasks
+        .iter()
+        .filter(|t| t.is_plan_item())
+        .map(|t| t.id)
+        .collect();
+    let kept = state.tasks.iter().filter(|t| !t.is_plan_item());
+    kept.map(|t| {
+        let mut t = t.clone();
+        t.blocked_by.retain(|id| !removed.contains(id));
+        t
+    })
+    .collect()
+}
+
+/// Replaces the plan items of `state` with those of `markdown`.
+pub fn apply_plan_approval(state: &TodoState, plan_id: &str, markdown: &str) -> Approval {
+    if state.plan.as_ref().is_some_and(|p| p.id == plan_id) {
+        return Approval {
+            state: state.clone(),
+            changed: false,
+            carried: 0,
+        };
+    }
+    let previous = live_plan_items(state);
+    let items = parse_plan_items(markdown);
+    let in_new_plan = item_counts(&items);
     let mut next_id = state.next_id;
     let mut carried = 0;
     let mut plan_tasks = Vec::with_capacity(items.len());
@@ -119,12 +142,7 @@ pub fn apply_plan_approval(state: &TodoState, plan_id: &str, markdown: &str) -> 
         plan_tasks.push(task);
     }
 
-    let kept = state.tasks.iter().filter(|t| !t.is_plan_item()).map(|t| {
-        let mut t = t.clone();
-        t.blocked_by.retain(|id| !removed.contains(id));
-        t
-    });
-    plan_tasks.extend(kept);
+    plan_tasks.extend(agent_tasks(state));
     Approval {
         state: TodoState {
             tasks: plan_tasks,

@@ -258,147 +258,10 @@ fn update(state: &TodoState, params: &OpParams) -> (TodoState, Op) {
         return error(state, format!("#{id} not found"));
     };
     let current = &state.tasks[index];
-    let has_mutation = params.subject.is_some()
-        || params.description.is_some()
-        || params.active_form.is_some()
-        || params.status.is_some()
-        || params.owner.is_some()
-        || params.metadata.is_some()
-        || params.evidence.is_some()
-        || params.reason.is_some()
-        || params
-            .add_blocked_by
-            .as_ref()
-            .is_some_and(|v| !v.is_empty())
-        || params
-            .remove_blocked_by
-            .as_ref()
-            .is_some_and(|v| !v.is_empty());
-    if !has_mutation {
-        return error(state, ERR_NO_MUTABLE_FIELD);
-    }
-    if current.is_plan_item()
-        && (params
-            .subject
-            .as_ref()
-            .is_some_and(|s| *s != current.subject)
-            || (params.description.is_some() && params.description != current.description))
-    {
-        return error(state, plan_item_verbatim(current.id));
-    }
-
-    let mut status = current.status;
-    if let Some(to) = params.status {
-        if !current.status.can_become(to) {
-            return error(
-                state,
-                format!(
-                    "illegal transition {} → {}",
-                    current.status.as_str(),
-                    to.as_str()
-                ),
-            );
-        }
-        if to == TaskStatus::Deleted && current.is_plan_item() {
-            return error(state, plan_item_undeletable(current.id));
-        }
-        status = to;
-    }
-
-    // Completion costs proof; deferral costs a reason. Both are checked on
-    // the resulting status so a stray field can't ride along unnoticed.
-    let evidence = params.evidence.as_deref().map(str::trim);
-    let reason = params.reason.as_deref().map(str::trim);
-    if params.evidence.is_some() && status != TaskStatus::Completed {
-        return error(
-            state,
-            "evidence only applies to a completed task (status: completed)",
-        );
-    }
-    if params.reason.is_some() && status != TaskStatus::Deferred {
-        return error(
-            state,
-            "reason only applies to a deferred task (status: deferred)",
-        );
-    }
-    let completing = status == TaskStatus::Completed
-        && (current.status != TaskStatus::Completed || params.evidence.is_some());
-    if completing && evidence.is_none_or(str::is_empty) {
-        return error(state, ERR_EVIDENCE_REQUIRED);
-    }
-    let deferring = status == TaskStatus::Deferred
-        && (current.status != TaskStatus::Deferred || params.reason.is_some());
-    if deferring && reason.is_none_or(str::is_empty) {
-        return error(state, ERR_REASON_REQUIRED);
-    }
-
-    let mut blocked_by = current.blocked_by.clone();
-    if let Some(remove) = params.remove_blocked_by.as_ref().filter(|v| !v.is_empty()) {
-        blocked_by.retain(|dep| !remove.contains(dep));
-    }
-    if let Some(add) = params.add_blocked_by.as_ref().filter(|v| !v.is_empty()) {
-        for dep in add {
-            if *dep == current.id {
-                return error(state, format!("cannot block #{} on itself", current.id));
-            }
-            match state.task(*dep) {
-                None => return error(state, format!("addBlockedBy: #{dep} not found")),
-                Some(t) if t.status == TaskStatus::Deleted => {
-                    return error(state, format!("addBlockedBy: #{dep} is deleted"));
-                }
-                Some(_) => {}
-            }
-            if !blocked_by.contains(dep) {
-                blocked_by.push(*dep);
-            }
-        }
-        if state.would_cycle(current.id, &blocked_by) {
-            return error(
-                state,
-                "addBlockedBy would create a cycle in the blockedBy graph",
-            );
-        }
-    }
-
-    let mut metadata = current.metadata.clone();
-    if let Some(changes) = &params.metadata {
-        let mut merged = current.metadata.clone().unwrap_or_default();
-        for (key, value) in changes {
-            if value.is_null() {
-                merged.shift_remove(key);
-            } else {
-                merged.insert(key.clone(), value.clone());
-            }
-        }
-        metadata = (!merged.is_empty()).then_some(merged);
-    }
-
-    let mut updated = current.clone();
-    updated.status = status;
-    if let Some(subject) = &params.subject {
-        updated.subject = subject.clone();
-    }
-    if let Some(description) = &params.description {
-        updated.description = Some(description.clone());
-    }
-    if let Some(active_form) = &params.active_form {
-        updated.active_form = Some(active_form.clone());
-    }
-    if let Some(owner) = &params.owner {
-        updated.owner = Some(owner.clone());
-    }
-    if let Some(evidence) = evidence.filter(|e| !e.is_empty()) {
-        updated.evidence = Some(evidence.to_string());
-    }
-    if let Some(reason) = reason.filter(|r| !r.is_empty()) {
-        updated.reason = Some(reason.to_string());
-    }
-    if status != TaskStatus::Deferred {
-        updated.reason = None;
-    }
-    updated.blocked_by = blocked_by;
-    updated.metadata = metadata;
-
+    let updated = match updated_task(state, current, params) {
+        Ok(updated) => updated,
+        Err(message) => return error(state, message),
+    };
     let changed = task_changed(current, &updated);
     let mut next = state.clone();
     next.tasks[index] = updated.clone();
@@ -407,11 +270,173 @@ fn update(state: &TodoState, params: &OpParams) -> (TodoState, Op) {
         Op::Update {
             id,
             from: current.status,
-            to: status,
+            to: updated.status,
             changed,
             task: updated,
         },
     )
+}
+
+/// `current` as `params` leave it, or the first reason the update is
+/// refused (the checks run in the order the messages are pinned in).
+fn updated_task(state: &TodoState, current: &Task, params: &OpParams) -> Result<Task, String> {
+    if !has_mutation(params) {
+        return Err(ERR_NO_MUTABLE_FIELD.to_owned());
+    }
+    let rewords = params
+        .subject
+        .as_ref()
+        .is_some_and(|s| *s != current.subject)
+        || (params.description.is_some() && params.description != current.description);
+    if current.is_plan_item() && rewords {
+        return Err(plan_item_verbatim(current.id));
+    }
+    let status = new_status(current, params.status)?;
+    let (evidence, reason) = proof(current, params, status)?;
+    let blocked_by = new_blocked_by(state, current, params)?;
+    let mut updated = current.clone();
+    updated.status = status;
+    if let Some(subject) = &params.subject {
+        updated.subject = subject.clone();
+    }
+    if params.description.is_some() {
+        updated.description = params.description.clone();
+    }
+    if params.active_form.is_some() {
+        updated.active_form = params.active_form.clone();
+    }
+    if params.owner.is_some() {
+        updated.owner = params.owner.clone();
+    }
+    updated.evidence = evidence.or(updated.evidence);
+    updated.reason = if status == TaskStatus::Deferred {
+        reason.or(updated.reason)
+    } else {
+        None
+    };
+    updated.blocked_by = blocked_by;
+    updated.metadata = merged_metadata(current.metadata.as_ref(), params.metadata.as_ref());
+    Ok(updated)
+}
+
+/// Whether `params` set any field an update can change (an empty
+/// `addBlockedBy`/`removeBlockedBy` changes nothing).
+fn has_mutation(params: &OpParams) -> bool {
+    let non_empty = |ids: &Option<Vec<TaskId>>| ids.as_ref().is_some_and(|v| !v.is_empty());
+    params.subject.is_some()
+        || params.description.is_some()
+        || params.active_form.is_some()
+        || params.status.is_some()
+        || params.owner.is_some()
+        || params.metadata.is_some()
+        || params.evidence.is_some()
+        || params.reason.is_some()
+        || non_empty(&params.add_blocked_by)
+        || non_empty(&params.remove_blocked_by)
+}
+
+/// The status after the update: a legal transition, and never the deletion
+/// of a plan item.
+fn new_status(current: &Task, to: Option<TaskStatus>) -> Result<TaskStatus, String> {
+    let Some(to) = to else {
+        return Ok(current.status);
+    };
+    if !current.status.can_become(to) {
+        return Err(format!(
+            "illegal transition {} → {}",
+            current.status.as_str(),
+            to.as_str()
+        ));
+    }
+    if to == TaskStatus::Deleted && current.is_plan_item() {
+        return Err(plan_item_undeletable(current.id));
+    }
+    Ok(to)
+}
+
+/// The evidence and the reason to store (trimmed, `None` when blank).
+/// Completion costs proof; deferral costs a reason. Both are checked on
+/// the resulting status so a stray field can't ride along unnoticed.
+fn proof(
+    current: &Task,
+    params: &OpParams,
+    status: TaskStatus,
+) -> Result<(Option<String>, Option<String>), String> {
+    let evidence = params.evidence.as_deref().map(str::trim);
+    let reason = params.reason.as_deref().map(str::trim);
+    if params.evidence.is_some() && status != TaskStatus::Completed {
+        return Err("evidence only applies to a completed task (status: completed)".to_owned());
+    }
+    if params.reason.is_some() && status != TaskStatus::Deferred {
+        return Err("reason only applies to a deferred task (status: deferred)".to_owned());
+    }
+    let completing = status == TaskStatus::Completed
+        && (current.status != TaskStatus::Completed || params.evidence.is_some());
+    if completing && evidence.is_none_or(str::is_empty) {
+        return Err(ERR_EVIDENCE_REQUIRED.to_owned());
+    }
+    let deferring = status == TaskStatus::Deferred
+        && (current.status != TaskStatus::Deferred || params.reason.is_some());
+    if deferring && reason.is_none_or(str::is_empty) {
+        return Err(ERR_REASON_REQUIRED.to_owned());
+    }
+    let kept = |text: Option<&str>| text.filter(|t| !t.is_empty()).map(str::to_owned);
+    Ok((kept(evidence), kept(reason)))
+}
+
+/// `blockedBy` after `removeBlockedBy`, then `addBlockedBy`: every added
+/// task exists, is not deleted, is not the task itself, and closes no cycle.
+fn new_blocked_by(
+    state: &TodoState,
+    current: &Task,
+    params: &OpParams,
+) -> Result<Vec<TaskId>, String> {
+    let mut blocked_by = current.blocked_by.clone();
+    if let Some(remove) = params.remove_blocked_by.as_ref().filter(|v| !v.is_empty()) {
+        blocked_by.retain(|dep| !remove.contains(dep));
+    }
+    let Some(add) = params.add_blocked_by.as_ref().filter(|v| !v.is_empty()) else {
+        return Ok(blocked_by);
+    };
+    for dep in add {
+        if *dep == current.id {
+            return Err(format!("cannot block #{} on itself", current.id));
+        }
+        match state.task(*dep) {
+            None => return Err(format!("addBlockedBy: #{dep} not found")),
+            Some(t) if t.status == TaskStatus::Deleted => {
+                return Err(format!("addBlockedBy: #{dep} is deleted"));
+            }
+            Some(_) => {}
+        }
+        if !blocked_by.contains(dep) {
+            blocked_by.push(*dep);
+        }
+    }
+    if state.would_cycle(current.id, &blocked_by) {
+        return Err("addBlockedBy would create a cycle in the blockedBy graph".to_owned());
+    }
+    Ok(blocked_by)
+}
+
+/// The metadata after merging `changes` key by key (`null` removes a key);
+/// `None` once empty.
+fn merged_metadata(
+    current: Option<&Map<String, Value>>,
+    changes: Option<&Map<String, Value>>,
+) -> Option<Map<String, Value>> {
+    let Some(changes) = changes else {
+        return current.cloned();
+    };
+    let mut merged = current.cloned().unwrap_or_default();
+    for (key, value) in changes {
+        if value.is_null() {
+            merged.shift_remove(key);
+        } else {
+            merged.insert(key.clone(), value.clone());
+        }
+    }
+    (!merged.is_empty()).then_some(merged)
 }
 
 /// Whether an update changed anything the model can set. `blockedBy` is

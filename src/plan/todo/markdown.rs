@@ -275,6 +275,46 @@ impl Parser {
         }
     }
 
+    /// A heading: the section before it ends, and it names the group of
+    /// the items that follow (unless it is the title, level 1).
+    fn start_section(&mut self, level: usize, text: String) {
+        self.flush_section();
+        while self.headings.last().is_some_and(|(l, _)| *l >= level) {
+            self.headings.pop();
+        }
+        self.headings.push((level, is_context_label(&text)));
+        self.group = if level == 1 { String::new() } else { text };
+        self.section_skipped = self
+            .headings
+            .iter()
+            .any(|(level, context)| *level > 1 && *context);
+        self.list_skipped = false;
+        self.section_has_items = false;
+        self.section_has_prose = false;
+    }
+
+    /// A bullet at item level: the item before it ends, and this one starts.
+    fn start_item(&mut self, body: &str, indent: usize) {
+        self.flush_item();
+        // A bare marker (`- `) names no work: as an item it would be a
+        // task with a blank subject, which `create` refuses and a plan
+        // item can never have edited or deleted.
+        let discard = self.section_skipped || self.list_skipped || js_trim(body).is_empty();
+        self.current = Some(Current {
+            item: PlanItem {
+                group: self.group.clone(),
+                subject: js_trim(body).to_string(),
+                detail: None,
+            },
+            base: indent,
+            lines: Vec::new(),
+            discard,
+        });
+        if !discard {
+            self.section_has_items = true;
+        }
+    }
+
     fn line(&mut self, line: &str) {
         if is_fence(line) {
             self.in_fence = !self.in_fence;
@@ -291,19 +331,7 @@ impl Parser {
         if indent_of(line) == 0
             && let Some((level, text)) = heading(line)
         {
-            self.flush_section();
-            while self.headings.last().is_some_and(|(l, _)| *l >= level) {
-                self.headings.pop();
-            }
-            self.headings.push((level, is_context_label(&text)));
-            self.group = if level == 1 { String::new() } else { text };
-            self.section_skipped = self
-                .headings
-                .iter()
-                .any(|(level, context)| *level > 1 && *context);
-            self.list_skipped = false;
-            self.section_has_items = false;
-            self.section_has_prose = false;
+            self.start_section(level, text);
             return;
         }
 
@@ -324,24 +352,7 @@ impl Parser {
 
         let trimmed_start = line.trim_start_matches(is_js_space);
         if let Some(body) = bullet(trimmed_start) {
-            self.flush_item();
-            // A bare marker (`- `) names no work: as an item it would be a
-            // task with a blank subject, which `create` refuses and a plan
-            // item can never have edited or deleted.
-            let discard = self.section_skipped || self.list_skipped || js_trim(body).is_empty();
-            self.current = Some(Current {
-                item: PlanItem {
-                    group: self.group.clone(),
-                    subject: js_trim(body).to_string(),
-                    detail: None,
-                },
-                base: indent,
-                lines: Vec::new(),
-                discard,
-            });
-            if !discard {
-                self.section_has_items = true;
-            }
+            self.start_item(body, indent);
             return;
         }
 

@@ -207,3 +207,43 @@ fn restore_is_a_list_call_and_its_exact_result() {
     );
     assert_eq!(store.load().unwrap().state, TodoState::empty());
 }
+
+/// A `.fido-todo.json` linked out of the workspace: every call says what it
+/// is, and neither the link nor the file it points to changes.
+#[test]
+fn a_todo_file_linked_out_of_the_workspace_is_refused_and_its_target_kept() {
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("tasks.json");
+    let original = br#"{"tasks": [], "nextId": 1}"#;
+    fs::write(&target, original).unwrap();
+    let (dir, store) = setup();
+    std::os::unix::fs::symlink(&target, store.path()).unwrap();
+    let expected = format!(
+        "`{}` is a symlink to a path outside the workspace; Fido does not follow it: remove the link",
+        store.path().display()
+    );
+    assert_eq!(store.load().unwrap_err().to_string(), expected);
+    let created = run_call(&store, &json!({"action": "create", "subject": "a"}));
+    assert_eq!(created.unwrap_err().to_string(), expected);
+    assert_eq!(fs::read(&target).unwrap(), original);
+    assert!(fs::symlink_metadata(store.path()).unwrap().is_symlink());
+    assert_eq!(
+        names(dir.path()),
+        BTreeSet::from([TODO_FILE.to_owned(), format!("{TODO_FILE}.lock")])
+    );
+}
+
+/// A link that stays in the workspace is followed, as before.
+#[test]
+fn a_todo_file_linked_inside_the_workspace_is_read() {
+    let (dir, store) = setup();
+    fs::write(
+        dir.path().join("tasks.json"),
+        r#"{"tasks": [{"id": 1, "subject": "a", "status": "pending"}], "nextId": 2}"#,
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("tasks.json", store.path()).unwrap();
+    let loaded = store.load().unwrap();
+    assert_eq!(loaded.state.tasks.len(), 1);
+    assert_eq!(loaded.warning, None);
+}

@@ -1,0 +1,54 @@
+//! `fido sandbox check`: proves, in real sandboxed children, what this
+//! kernel enforces for subagents and for the main agent's commands.
+//!
+//! Theory of operation: for each role (the subagent; commands in
+//! `read-only` and in `workspace-write`) the parent builds a
+//! [`ProbeFixture`] first (a private temporary directory with the files the
+//! probes aim at, a loopback TCP listener and UNIX listeners), so that a
+//! refusal can only come from the sandbox, never from a missing file or a
+//! closed port. It then starts the child ([`spawn`]). A subagent child
+//! enters its sandbox itself, in `Required` mode; a command child is
+//! confined between fork and exec by the session code of `bash_exec`
+//! ([`crate::sandbox::CommandSandbox`]). The child runs its role's probes
+//! ([`runner`]) and writes one [`ProbeFrame`] per line. Back in the
+//! parent, [`ProbeFixture::verify`] looks for each probe's side effect
+//! itself, so a probe that claims "blocked" while the file did change
+//! still counts as allowed, and [`report`] judges each role and prints one
+//! line per probe, one column per role, and a `containment:` line.
+//!
+//! A forbidden probe passes only when it failed with EACCES or EPERM (what
+//! Landlock and the seccomp filter return) or EFBIG (the `RLIMIT_FSIZE`
+//! guard), or with the errno its own refusal gives (the fork bomb EAGAIN,
+//! `RLIMIT_NPROC`; the setsid escape ESRCH, the escaped process gone, see
+//! [`escape`]); any other error is inconclusive and fails the check, as
+//! does a skipped probe.
+//!
+//! The probes are a table ([`table`]): each is one `const` in a file of
+//! [`probes`], with its operation, what it prepares in the fixture, the
+//! kernels that cannot deny it, what refuses it and the effect the parent
+//! looks for; listing its name in the table makes it run.
+
+mod escape;
+mod fixture;
+mod kernel;
+mod probes;
+mod report;
+mod runner;
+mod spawn;
+mod table;
+mod verdict;
+
+pub use escape::escape_marker;
+pub use fixture::{ORIGINAL_CONTENT, ProbeFixture, ProbeTargets, denied_paths};
+pub use kernel::fork_bomb_note;
+pub use report::{Summary, report_text};
+pub use runner::{run_child, run_probes};
+pub use spawn::probe_role;
+pub use table::{
+    CHMOD_NOTE, CONTROL_PROBES, FORBIDDEN_PROBES, ProbeRole, SUBAGENT_CONTROLS, SUBAGENT_PROBES,
+    WORKSPACE_PROBES, mechanism,
+};
+pub use verdict::{Expect, Outcome, ProbeFrame, ProbeResult, Verdict};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,93 @@
+//! Forbidden reaches for other processes: signalling, tracing or reading
+//! the parent, escaping the process tree, and a fork bomb.
+
+use std::io::{self, Read};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use super::super::escape::{escape_marker, kill_escaped, setsid_escape};
+use super::super::kernel::{command_namespace, ptrace_mechanism};
+use super::super::table::{Probe, RefusedBy};
+use super::sockets::no_scopes;
+
+pub(in super::super) const SIGNAL_PARENT: Probe = Probe::new("signal-parent", |t| {
+    // SIGWINCH: harmless should it arrive (ignored by default).
+    kill(t.parent, Signal::SIGWINCH).map_err(io::Error::from)
+})
+.with_unsupported(no_scopes)
+.refused_by(RefusedBy::Always("landlock scope"));
+
+pub(in super::super) const READ_PARENT_ENVIRON: Probe = Probe::new("read-parent-environ", |t| {
+    let mut byte = [0u8; 1];
+    std::fs::File::open(format!("/proc/{}/environ", t.parent))?
+        .read(&mut byte)
+        .map(drop)
+})
+.refused_by(RefusedBy::Always("non-dumpable parent, no CAP_SYS_PTRACE"));
+
+// The filter refuses every ptrace call at syscall entry, before Landlock or
+// the kernel's own ptrace check are asked; the child says which it saw.
+pub(in super::super) const PTRACE_PARENT: Probe = Probe::new("ptrace-parent", |t| ptrace(t.parent))
+    .refused_by(RefusedBy::Always("seccomp"))
+    .with_seen_by_child(|report| Some(ptrace_mechanism(report).to_owned()));
+
+pub(in super::super) const SETSID_ESCAPE: Probe =
+    Probe::new("setsid-escape", |t| setsid_escape(&escape_marker(&t.dir)))
+        .refused_by(RefusedBy::Always("subreaper sweep"))
+        .with_refusal_errno("ESRCH")
+        .with_seen_by_child(|_| command_namespace().map(|_| "PID namespace".to_owned()))
+        // Found alive after the child's sweep: reported, then killed.
+        .with_side_effect(|f| kill_escaped(&escape_marker(f.dir())) > 0);
+
+pub(in super::super) const FORK_BOMB: Probe = Probe::new("fork-bomb", |_| fork_bomb())
+    .refused_by(RefusedBy::Always("rlimit"))
+    .with_refusal_errno("EAGAIN");
+
+/// `PTRACE_SEIZE` of the parent: it never stops the tracee, and should it
+/// get through, this process's exit detaches it.
+fn ptrace(parent: Pid) -> io::Result<()> {
+    // SAFETY: ptrace(2) with a pid and null address and data; SEIZE reads
+    // no memory of ours.
+    let rc = unsafe {
+        libc::ptrace(
+            libc::PTRACE_SEIZE,
+            parent.as_raw(),
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::null_mut::<libc::c_void>(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Starts `sleep` children until the kernel refuses one or there are
+/// more than a child's process headroom; kills and reaps them all. `Ok`:
+/// the bomb was not stopped.
+fn fork_bomb() -> io::Result<()> {
+    let most = crate::sandbox::child::PROCESS_HEADROOM as usize + 64;
+    let mut children = Vec::new();
+    let result = loop {
+        if children.len() >= most {
+            break Ok(());
+        }
+        match std::process::Command::new("sleep")
+            .arg("30")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+        {
+            Ok(child) => children.push(child),
+            Err(err) => break Err(err),
+        }
+    };
+    for child in &mut children {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    result
+}

@@ -1,0 +1,234 @@
+//! The judgement of a role's frames and the report's text.
+
+use std::os::unix::process::ExitStatusExt;
+
+use super::*;
+use crate::sandbox::check::verdict::Outcome;
+
+fn report(fully_enforced: bool) -> SandboxReport {
+    SandboxReport {
+        landlock_abi: Some(7),
+        fully_enforced,
+        network_restricted: true,
+        scoped: true,
+        no_new_privs: true,
+        warnings: Vec::new(),
+        not_covered: vec!["UDP is not denied".to_owned()],
+    }
+}
+
+fn probe(name: &str, expect: Expect, outcome: Outcome) -> ProbeFrame {
+    ProbeFrame::Probe(ProbeResult {
+        name: name.to_owned(),
+        expect,
+        outcome,
+        side_effect_seen: false,
+        mechanism: None,
+    })
+}
+
+fn eacces() -> Outcome {
+    Outcome::Failed {
+        errno: "EACCES".to_owned(),
+    }
+}
+
+/// A complete, passing run; `tweak` spoils it.
+fn frames(tweak: impl Fn(&str) -> Option<Outcome>) -> Vec<ProbeFrame> {
+    let mut frames = vec![
+        ProbeFrame::Sandboxed {
+            report: report(true),
+        },
+        ProbeFrame::Containment {
+            subreaper: true,
+            pid_namespace: Some("a user and PID namespace per command".into()),
+        },
+    ];
+    let (forbidden, controls) = ProbeRole::Subagent.plan();
+    for name in forbidden {
+        let outcome = tweak(name).unwrap_or_else(eacces);
+        frames.push(probe(name, Expect::Blocked, outcome));
+    }
+    for name in controls {
+        let outcome = tweak(name).unwrap_or(Outcome::Succeeded);
+        frames.push(probe(name, Expect::Allowed, outcome));
+    }
+    frames.push(ProbeFrame::Done);
+    frames
+}
+
+fn ok() -> ExitStatus {
+    ExitStatus::from_raw(0)
+}
+
+fn judge(frames: Vec<ProbeFrame>, status: ExitStatus, garbage: usize) -> Summary {
+    summarize(frames, status, garbage, ProbeRole::Subagent, |_| {})
+}
+
+fn text(summary: &Summary) -> String {
+    let commands = [(SandboxMode::WorkspaceWrite, judge_command(command_frames()))];
+    report_text(summary, &commands, SandboxMode::WorkspaceWrite)
+}
+
+/// A passing run of a workspace-write command child.
+fn command_frames() -> Vec<ProbeFrame> {
+    let mut frames = vec![ProbeFrame::Sandboxed {
+        report: report(true),
+    }];
+    let (forbidden, controls) = ProbeRole::Command(SandboxMode::WorkspaceWrite).plan();
+    frames.extend(
+        forbidden
+            .iter()
+            .map(|n| probe(n, Expect::Blocked, eacces())),
+    );
+    frames.extend(
+        controls
+            .iter()
+            .map(|n| probe(n, Expect::Allowed, Outcome::Succeeded)),
+    );
+    frames.push(ProbeFrame::Done);
+    frames
+}
+
+#[test]
+fn a_clean_run_is_enforced() {
+    let summary = judge(frames(|_| None), ok(), 0);
+    assert!(summary.enforced(), "{:?}", summary.problems);
+    let text = text(&summary);
+    assert!(
+        text.contains("probe create: blocked (EACCES, landlock) | workspace-write: blocked (EACCES, landlock) | danger-full-access: allowed\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("probe write-tmpdir: n/a | workspace-write: allowed (control)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("note: not covered by landlock here"),
+        "{text}"
+    );
+    assert!(
+        text.contains("summary (commands, workspace-write, configured): 17/17 forbidden operations blocked, 4/4 controls allowed; sandbox enforced\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("probe chmod: blocked (EACCES, landlock) | workspace-write: n/a | danger-full-access: allowed\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("note: a workspace-write command may change the mode of a file it owns outside the workspace"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\ncontainment: a user and PID namespace per command, and a child subreaper plus a sweep of its descendants\n"),
+        "{text}"
+    );
+    let n = ProbeRole::Subagent.plan().0.len();
+    assert!(
+        text.ends_with(&format!("summary: {n}/{n} forbidden operations blocked, 3/3 controls allowed; read-only sandbox enforced\n")),
+        "{text}"
+    );
+}
+
+#[test]
+fn any_shortfall_fails_the_check() {
+    let allowed = judge(
+        frames(|n| (n == "tcp-connect").then_some(Outcome::Succeeded)),
+        ok(),
+        0,
+    );
+    assert!(!allowed.enforced());
+    assert!(text(&allowed).contains("probe tcp-connect: ALLOWED |"));
+    let n = ProbeRole::Subagent.plan().0.len();
+    assert!(text(&allowed).contains(&format!("{}/{n} forbidden operations blocked", n - 1)));
+
+    let skipped = judge(
+        frames(|n| {
+            (n == "signal-parent").then(|| Outcome::Skipped {
+                reason: "old".to_owned(),
+            })
+        }),
+        ok(),
+        0,
+    );
+    assert!(!skipped.enforced());
+
+    let seen = summarize(frames(|_| None), ok(), 0, ProbeRole::Subagent, |results| {
+        results[0].side_effect_seen = true;
+    });
+    assert!(!seen.enforced());
+    assert!(text(&seen).contains("probe write-existing: ALLOWED (the parent saw its effect)"));
+
+    let control = judge(frames(|n| (n == "read-file").then(eacces)), ok(), 0);
+    assert!(!control.enforced());
+
+    let mut partial = frames(|_| None);
+    partial[0] = ProbeFrame::Sandboxed {
+        report: report(false),
+    };
+    let partial = judge(partial, ok(), 0);
+    assert!(!partial.enforced());
+    assert!(partial.header.contains("ruleset NOT fully enforced"));
+
+    let mut cut = frames(|_| None);
+    cut.truncate(5);
+    assert!(!judge(cut, ok(), 0).enforced());
+
+    assert!(!judge(frames(|_| None), ExitStatus::from_raw(9), 0).enforced());
+
+    // Without a namespace the line says why none is used.
+    let line = containment_line(Some(true), None);
+    assert!(
+        line.starts_with("containment: child subreaper plus a sweep of its descendants (no PID namespace for commands: it needs an unprivileged user namespace, "),
+        "{line}"
+    );
+
+    // A subagent child that is no subreaper, or did not say.
+    let mut loose = frames(|_| None);
+    loose[1] = ProbeFrame::Containment {
+        subreaper: false,
+        pid_namespace: None,
+    };
+    let loose = judge(loose, ok(), 0);
+    assert!(!loose.enforced());
+    assert!(text(&loose).contains("containment: NOT contained"));
+    let mut silent = frames(|_| None);
+    silent.remove(1);
+    assert!(!judge(silent, ok(), 0).enforced());
+    assert!(!judge(frames(|_| None), ok(), 1).enforced());
+
+    // A command column that lets a write through is a failure too.
+    let mut leaky = command_frames();
+    leaky[1] = probe("write-existing", Expect::Blocked, Outcome::Succeeded);
+    assert!(!judge_command(leaky).enforced());
+}
+
+fn judge_command(frames: Vec<ProbeFrame>) -> Summary {
+    summarize(
+        frames,
+        ok(),
+        0,
+        ProbeRole::Command(SandboxMode::WorkspaceWrite),
+        |_| {},
+    )
+}
+
+#[test]
+fn a_refused_sandbox_fails_the_check() {
+    let summary = judge(
+        vec![ProbeFrame::Refused {
+            error: "landlock is not available in this kernel".to_owned(),
+        }],
+        ExitStatus::from_raw(1 << 8),
+        0,
+    );
+    assert!(!summary.enforced());
+    assert!(
+        text(&summary).starts_with("sandbox: refused: landlock is not available in this kernel\n")
+    );
+    let n = ProbeRole::Subagent.plan().0.len();
+    assert!(text(&summary).contains(&format!("0/{n} forbidden operations blocked")));
+
+    let silent = judge(Vec::new(), ok(), 0);
+    assert!(!silent.enforced());
+}

@@ -1,0 +1,171 @@
+//! The parent's side of a role's run: a fresh fixture, the probe child
+//! re-executed from this binary as `fido sandbox check --probe-child …`
+//! (hidden arguments, nextest's `__double-spawn` idea) in its own process
+//! group with an empty environment, its frames read back, and the child
+//! always reaped and the fixture removed.
+
+use std::ffi::OsString;
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::unistd::Pid;
+use tokio::io::AsyncReadExt;
+use tokio::runtime::Runtime;
+
+use super::fixture::ProbeFixture;
+use super::report::{Summary, summarize};
+use super::table::ProbeRole;
+use super::verdict::ProbeFrame;
+use crate::sandbox::child::error_chain;
+use crate::sandbox::{CommandPolicy, CommandSandbox, ProcessGroup};
+
+/// How long the probe child may take.
+const CHILD_TIMEOUT: Duration = Duration::from_secs(30);
+/// SIGTERM → SIGKILL grace for a probe child that ran over.
+const KILL_GRACE: Duration = Duration::from_millis(500);
+
+/// What came back from the probe child.
+struct ChildRun {
+    status: ExitStatus,
+    frames: Vec<ProbeFrame>,
+    stderr: String,
+    /// Lines that were not frames (a bug, or a panic message on stdout).
+    garbage: Vec<String>,
+}
+
+/// One role's run on a fresh fixture, judged. `runtime` must be driven
+/// from this (main) thread: the child's parent-death signal is tied to
+/// the thread that spawns it.
+pub fn probe_role(role: ProbeRole, runtime: &Runtime) -> Result<Summary, String> {
+    let fixture = ProbeFixture::create()
+        .map_err(|err| format!("cannot prepare the probe directory: {err}"))?;
+    let run = spawn_and_collect(&fixture, role, runtime)?;
+    let mut summary = summarize(run.frames, run.status, run.garbage.len(), role, |results| {
+        fixture.verify(results)
+    });
+    summary.child_output = run
+        .garbage
+        .into_iter()
+        .chain(run.stderr.lines().map(str::to_owned))
+        .collect();
+    Ok(summary)
+}
+
+fn spawn_and_collect(
+    fixture: &ProbeFixture,
+    role: ProbeRole,
+    runtime: &Runtime,
+) -> Result<ChildRun, String> {
+    let exe = std::env::current_exe()
+        .map_err(|err| format!("cannot find the fido binary to re-execute: {err}"))?;
+    let parent = Pid::this();
+    let targets = fixture
+        .targets(parent, role)
+        .map_err(|err| format!("cannot read the probe listener's address: {err}"))?;
+    let sandbox = match role {
+        ProbeRole::Subagent => None,
+        ProbeRole::Command(mode) => Some(Arc::new(
+            CommandSandbox::prepare(&CommandPolicy {
+                mode,
+                network: false,
+                workspace: targets.workspace(),
+                writable_roots: Vec::new(),
+                deny: targets.deny.clone(),
+            })
+            .map_err(|err| format!("commands ({mode}): {}", error_chain(&err)))?,
+        )),
+    };
+    let args: Vec<OsString> = vec![
+        "sandbox".into(),
+        "check".into(),
+        "--probe-child".into(),
+        "--probe-as".into(),
+        role.as_str().into(),
+        "--parent-pid".into(),
+        parent.as_raw().to_string().into(),
+        "--probe-dir".into(),
+        targets.dir.into_os_string(),
+        "--probe-port".into(),
+        targets.tcp_port.to_string().into(),
+        "--probe-abstract".into(),
+        targets.abstract_name.into(),
+    ];
+    // block_on runs on this (main) thread, so the child's parent-death
+    // signal is tied to a thread that outlives it.
+    runtime.block_on(async move {
+        let mut command = tokio::process::Command::new(exe);
+        command
+            .args(args)
+            .env_clear()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(sandbox) = &sandbox {
+            sandbox.apply(&mut command);
+        }
+        let group = ProcessGroup::spawn(&mut command)
+            .map_err(|err| format!("cannot start the probe child: {err}"))?;
+        collect(group).await
+    })
+}
+
+/// Reads the child's output to the end (within [`CHILD_TIMEOUT`]), reaps
+/// it and leaves nothing of its group behind.
+async fn collect(mut group: ProcessGroup) -> Result<ChildRun, String> {
+    let pid = group.pid();
+    tracing::debug!(pid, "probe child started");
+    let mut stdout = group.child_mut().stdout.take();
+    let mut stderr = group.child_mut().stderr.take();
+    let collected = tokio::time::timeout(CHILD_TIMEOUT, async {
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let read_out = async {
+            if let Some(pipe) = stdout.as_mut() {
+                let _ = pipe.read_to_end(&mut out).await;
+            }
+        };
+        let read_err = async {
+            if let Some(pipe) = stderr.as_mut() {
+                let _ = pipe.read_to_end(&mut err).await;
+            }
+        };
+        tokio::join!(read_out, read_err);
+        let status = group.wait().await;
+        (out, err, status)
+    })
+    .await;
+    let result = match collected {
+        Ok((out, err, Ok(status))) => Ok((out, err, status)),
+        Ok((_, _, Err(err))) => Err(format!("cannot wait for the probe child {pid}: {err}")),
+        Err(_) => {
+            let _ = group.terminate(KILL_GRACE).await;
+            Err(format!(
+                "the probe child {pid} did not finish within {}s and was killed",
+                CHILD_TIMEOUT.as_secs()
+            ))
+        }
+    };
+    if group.group_alive() {
+        let _ = group.terminate(KILL_GRACE).await;
+    }
+    let (out, err, status) = result?;
+    Ok(child_run(&out, &err, status))
+}
+
+/// The child's stdout split into frames and stray lines.
+fn child_run(out: &[u8], err: &[u8], status: ExitStatus) -> ChildRun {
+    let mut frames = Vec::new();
+    let mut garbage = Vec::new();
+    for line in String::from_utf8_lossy(out).lines() {
+        match serde_json::from_str::<ProbeFrame>(line) {
+            Ok(frame) => frames.push(frame),
+            Err(_) => garbage.push(line.to_owned()),
+        }
+    }
+    ChildRun {
+        status,
+        frames,
+        stderr: String::from_utf8_lossy(err).into_owned(),
+        garbage,
+    }
+}

@@ -1,0 +1,305 @@
+//! The probe table: what a probe is, every probe in the order it runs and
+//! prints, and which of them each role's sandbox must pass.
+//!
+//! A probe lives with its operation in one file of [`super::probes`] as a
+//! `const` [`Probe`]; it takes part once its name is listed here.
+
+use std::io;
+use std::path::Path;
+
+use super::fixture::{ProbeFixture, ProbeTargets};
+use super::kernel::fork_bomb_note;
+use super::probes::{controls, files, processes, sockets};
+use crate::protocol::SandboxMode;
+use crate::sandbox::policy::SandboxReport;
+
+/// One probe: everything about it but its place in a role's plan.
+#[derive(Clone, Copy)]
+pub struct Probe {
+    pub name: &'static str,
+    /// The operation, tried inside the sandbox; `Ok` means it got through.
+    pub attempt: fn(&ProbeTargets) -> io::Result<()>,
+    /// Prepares what the probe aims at in the fixture directory (before
+    /// any child starts).
+    pub setup: fn(&Path) -> io::Result<()>,
+    /// Why this kernel cannot deny it, from the sandbox's report (`None`:
+    /// try it). Only forbidden probes are skipped.
+    pub unsupported: fn(&SandboxReport) -> Option<String>,
+    /// What refused it, for the line, where the child did not say.
+    pub refused_by: RefusedBy,
+    /// What refused it as the child itself can tell (`None`: `refused_by`
+    /// decides); asked only when the operation failed.
+    pub seen_by_child: fn(&SandboxReport) -> Option<String>,
+    /// An errno besides EACCES, EPERM and EFBIG that proves the refusal.
+    pub refusal_errno: Option<&'static str>,
+    /// Whether the parent sees the operation's effect (a changed file, an
+    /// accepted connection) after the child exited.
+    pub side_effect: fn(&ProbeFixture) -> bool,
+}
+
+/// What refuses a probe's operation, named on its line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusedBy {
+    /// A Landlock file-system rule.
+    Landlock,
+    /// The seccomp filter when the errno is EPERM, else Landlock (for
+    /// operations both can refuse).
+    SeccompOnEperm,
+    /// Always the same mechanism, whatever the errno.
+    Always(&'static str),
+}
+
+impl RefusedBy {
+    fn name(self, errno: &str) -> &'static str {
+        match self {
+            RefusedBy::Landlock => "landlock",
+            RefusedBy::SeccompOnEperm if errno == "EPERM" => "seccomp",
+            RefusedBy::SeccompOnEperm => "landlock",
+            RefusedBy::Always(name) => name,
+        }
+    }
+}
+
+impl Probe {
+    /// A probe refused by Landlock, always tried, with nothing to prepare
+    /// and no effect the parent can see; the `with_*` methods change that.
+    pub const fn new(name: &'static str, attempt: fn(&ProbeTargets) -> io::Result<()>) -> Probe {
+        Probe {
+            name,
+            attempt,
+            setup: |_| Ok(()),
+            unsupported: |_| None,
+            refused_by: RefusedBy::Landlock,
+            seen_by_child: |_| None,
+            refusal_errno: None,
+            side_effect: |_| false,
+        }
+    }
+
+    pub const fn with_setup(self, setup: fn(&Path) -> io::Result<()>) -> Probe {
+        Probe { setup, ..self }
+    }
+
+    pub const fn with_unsupported(
+        self,
+        unsupported: fn(&SandboxReport) -> Option<String>,
+    ) -> Probe {
+        Probe {
+            unsupported,
+            ..self
+        }
+    }
+
+    pub const fn refused_by(self, refused_by: RefusedBy) -> Probe {
+        Probe { refused_by, ..self }
+    }
+
+    pub const fn with_seen_by_child(self, seen: fn(&SandboxReport) -> Option<String>) -> Probe {
+        Probe {
+            seen_by_child: seen,
+            ..self
+        }
+    }
+
+    pub const fn with_refusal_errno(self, errno: &'static str) -> Probe {
+        Probe {
+            refusal_errno: Some(errno),
+            ..self
+        }
+    }
+
+    pub const fn with_side_effect(self, seen: fn(&ProbeFixture) -> bool) -> Probe {
+        Probe {
+            side_effect: seen,
+            ..self
+        }
+    }
+}
+
+/// Forbidden in every sandbox, in the order they run and print.
+const FORBIDDEN: [&Probe; 18] = [
+    &files::WRITE_EXISTING,
+    &files::CREATE,
+    &files::UNLINK,
+    &files::RENAME,
+    &files::TRUNCATE,
+    &files::MKDIR,
+    &files::SYMLINK,
+    &files::HARDLINK,
+    &files::CHMOD,
+    &sockets::TCP_CONNECT,
+    &sockets::TCP_BIND,
+    &processes::SIGNAL_PARENT,
+    &sockets::ABSTRACT_UNIX_CONNECT,
+    &sockets::UDP_SEND,
+    &sockets::UNIX_PATHNAME_CONNECT,
+    &files::READ_CREDENTIALS,
+    &processes::READ_PARENT_ENVIRON,
+    &processes::PTRACE_PARENT,
+];
+/// Forbidden to a subagent only (the fork bomb last: it is left out where
+/// `RLIMIT_NPROC` cannot apply).
+const SUBAGENT: [&Probe; 3] = [
+    &files::READ_OUTSIDE_WORKSPACE,
+    &processes::SETSID_ESCAPE,
+    &processes::FORK_BOMB,
+];
+/// Operations every sandbox must still allow.
+const CONTROLS: [&Probe; 2] = [&controls::READ_FILE, &controls::WRITE_DEV_NULL];
+/// What a subagent's commands must still be able to do.
+const SUBAGENT_CONTROL: [&Probe; 1] = [&controls::SCRATCH_WRITE];
+/// Allowed to a `workspace-write` command, forbidden (the workspace) in
+/// `read-only`.
+const WORKSPACE: [&Probe; 2] = [&controls::WRITE_WORKSPACE, &controls::WRITE_TMPDIR];
+
+/// Probe names, in the order they run and print.
+pub const FORBIDDEN_PROBES: [&str; 18] = names(FORBIDDEN);
+pub const SUBAGENT_PROBES: [&str; 3] = names(SUBAGENT);
+pub const CONTROL_PROBES: [&str; 2] = names(CONTROLS);
+/// What a subagent's commands must still be able to do: write in the
+/// scratch `TMPDIR`.
+pub const SUBAGENT_CONTROLS: [&str; 1] = names(SUBAGENT_CONTROL);
+/// Writing in the workspace and in `$TMPDIR`: allowed to a
+/// `workspace-write` command, forbidden (the workspace) in `read-only`.
+pub const WORKSPACE_PROBES: [&str; 2] = names(WORKSPACE);
+
+const fn names<const N: usize>(probes: [&Probe; N]) -> [&'static str; N] {
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = probes[i].name;
+        i += 1;
+    }
+    out
+}
+
+/// Every probe of the table.
+pub fn all() -> impl Iterator<Item = &'static Probe> {
+    FORBIDDEN
+        .into_iter()
+        .chain(SUBAGENT)
+        .chain(CONTROLS)
+        .chain(SUBAGENT_CONTROL)
+        .chain(WORKSPACE)
+}
+
+/// The probe of this name.
+pub fn find(name: &str) -> Option<&'static Probe> {
+    all().find(|probe| probe.name == name)
+}
+
+/// How a refusal was made, from the probe and its errno (for the line),
+/// where the child did not say ([`super::ProbeResult::mechanism`]).
+pub fn mechanism(probe: &str, errno: &str) -> &'static str {
+    if errno == "EFBIG" {
+        // The `RLIMIT_FSIZE` guard, whichever write ran into it.
+        return "rlimit";
+    }
+    find(probe).map_or("landlock", |probe| probe.refused_by.name(errno))
+}
+
+/// Whose sandbox the probe child is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeRole {
+    /// A subagent's: the child enters it itself.
+    Subagent,
+    /// The main agent's commands in this mode: the parent confined the
+    /// child between fork and exec, as `bash_exec` does.
+    Command(SandboxMode),
+}
+
+impl ProbeRole {
+    /// The forbidden probes and the controls this role must pass, in order.
+    pub fn plan(self) -> (Vec<&'static str>, Vec<&'static str>) {
+        let mut forbidden = FORBIDDEN_PROBES.to_vec();
+        let mut controls = CONTROL_PROBES.to_vec();
+        match self {
+            // Only a subagent is confined to its workspace and a process
+            // headroom; the main agent's commands read like its user.
+            ProbeRole::Subagent => {
+                forbidden.extend(&SUBAGENT_PROBES[..2]);
+                // Where the limit cannot apply, the probe would only show
+                // that; `fork_bomb_note` says so instead.
+                if fork_bomb_note().is_none() {
+                    forbidden.push(SUBAGENT_PROBES[2]);
+                }
+                controls.extend(SUBAGENT_CONTROLS);
+            }
+            ProbeRole::Command(SandboxMode::DangerFullAccess) => {}
+            ProbeRole::Command(SandboxMode::ReadOnly) => forbidden.push(WORKSPACE_PROBES[0]),
+            ProbeRole::Command(SandboxMode::WorkspaceWrite) => {
+                // [`CHMOD_NOTE`]: not blockable here, so not a probe.
+                forbidden.retain(|probe| *probe != files::CHMOD.name);
+                controls.extend(WORKSPACE_PROBES);
+            }
+        }
+        (forbidden, controls)
+    }
+
+    /// The `--probe-as` spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProbeRole::Subagent => "subagent",
+            ProbeRole::Command(mode) => mode.as_str(),
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<ProbeRole> {
+        match value {
+            "subagent" => Some(ProbeRole::Subagent),
+            other => SandboxMode::parse(other).map(ProbeRole::Command),
+        }
+    }
+}
+
+/// Why a `workspace-write` command is not probed for `chmod` outside the
+/// workspace: nothing on this kernel can refuse it without refusing it in
+/// the workspace too.
+pub const CHMOD_NOTE: &str = "a workspace-write command may change the mode of a file it owns outside the workspace: Landlock has no right for file modes, and the seccomp filter, which sees no paths, refuses mode changes only in read-only sandboxes (probe chmod not run)";
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    #[test]
+    fn every_probe_has_one_name_and_is_found_by_it() {
+        let names: Vec<&str> = all().map(|probe| probe.name).collect();
+        let unique: BTreeSet<&str> = names.iter().copied().collect();
+        assert_eq!(unique.len(), names.len(), "{names:?}");
+        assert_eq!(names.len(), 26);
+        for name in names {
+            assert_eq!(find(name).map(|probe| probe.name), Some(name));
+        }
+        assert!(find("no-such-probe").is_none());
+    }
+
+    #[test]
+    fn mechanisms_come_from_the_table() {
+        assert_eq!(mechanism("write-existing", "EACCES"), "landlock");
+        assert_eq!(mechanism("udp-send", "EPERM"), "seccomp");
+        assert_eq!(mechanism("udp-send", "EACCES"), "landlock");
+        assert_eq!(mechanism("signal-parent", "EPERM"), "landlock scope");
+        assert_eq!(mechanism("fork-bomb", "EAGAIN"), "rlimit");
+        // The file-size guard, whichever probe ran into it.
+        assert_eq!(mechanism("create", "EFBIG"), "rlimit");
+        assert_eq!(mechanism("no-such-probe", "EPERM"), "landlock");
+    }
+
+    #[test]
+    fn only_the_fork_bomb_is_refused_with_eagain() {
+        use super::super::verdict::{Expect, Outcome, ProbeResult};
+        let result = |name: &str| ProbeResult {
+            name: name.to_owned(),
+            expect: Expect::Blocked,
+            outcome: Outcome::Failed {
+                errno: "EAGAIN".to_owned(),
+            },
+            side_effect_seen: false,
+            mechanism: None,
+        };
+        assert!(result("fork-bomb").verdict().passed());
+        assert!(!result("tcp-bind").verdict().passed());
+    }
+}
