@@ -30,7 +30,6 @@ use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
 use fido::plan::{PlanItem, PlanState, Status};
 use fido::protocol::{Event, EventKind};
 use fido::ui::actor::{UiActor, UiArguments, UiMessage};
-use fido::ui::commands::{LocalCommands, PlanCleared};
 use fido::ui::frame::Screen;
 use fido::ui::store::Store;
 use fido::ui::widgets;
@@ -272,17 +271,6 @@ impl Backend for RecordingBackend {
     }
 }
 
-struct NoCommands;
-
-impl LocalCommands for NoCommands {
-    fn show(&self) -> Result<String, String> {
-        Err("none".into())
-    }
-    fn clear(&self) -> Result<PlanCleared, String> {
-        Err("none".into())
-    }
-}
-
 fn keystroke_latency() -> bool {
     let runtime = match support::runtime() {
         Ok(runtime) => runtime,
@@ -343,7 +331,6 @@ async fn measure_keys() -> Result<(Vec<f64>, usize), String> {
     let arguments = UiArguments {
         terminal: Terminal::new(backend).unwrap_or_else(|e| match e {}),
         engine,
-        local_commands: Arc::new(NoCommands),
         exit,
         history: Default::default(),
     };

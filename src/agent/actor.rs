@@ -1,17 +1,23 @@
 //! `AgentActor`: owns one agent's conversation and runs its turns.
 //!
-//! The handler never stays open for a turn: `SubmitPrompt` moves the
+//! The handler never stays open for a turn: a prompt moves the
 //! conversation into a spawned task, which posts it back with
 //! `TurnFinished`. So `Interrupt` is handled while a turn runs, and the
 //! conversation has exactly one owner at any time.
+//!
+//! A front end's ops arrive as they were submitted ([`AgentMessage::Op`]);
+//! the actor answers the conversation's ops and hands the others to its
+//! [`FrontDesk`] (see [`super::ops`]).
 
 use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio_util::sync::CancellationToken;
 
+use super::ops::FrontDesk;
 use super::{AgentDeps, Conversation, TurnOutcome, compact, compaction, restore_plan, run_turn};
 use crate::plan::PlanFlavour;
+use crate::protocol::op::{Op, OpReply, Submission, SubmissionId};
 use crate::protocol::{EventKind, Message, UsageTotals};
 use crate::provider::Provider;
 
@@ -25,8 +31,12 @@ pub struct AgentArguments {
 }
 
 pub enum AgentMessage {
-    /// Start a turn with this prompt; the reply comes when the turn ends.
-    /// Refused (status `Failed`) while another turn runs.
+    /// A front end's op, as submitted; an answer, if the op has one, is an
+    /// `op_replied` event with the submission's id.
+    Op(Submission),
+    /// In process (`fido exec`, tests): start a turn with this prompt; the
+    /// reply is its whole outcome when it ends. Refused (status `Failed`)
+    /// while another turn runs.
     SubmitPrompt {
         prompt: String,
         reply: RpcReplyPort<TurnOutcome>,
@@ -34,30 +44,31 @@ pub enum AgentMessage {
     /// Cancel the running turn (Ctrl+C, SIGINT, SIGTERM). The turn ends with
     /// `Interrupted` after every started tool call has its result.
     Interrupt,
-    /// Cancel one subagent (`Some(agent_id)`: the TUI's Esc on the focused
-    /// row, `/cancel ID`) or every one (`None`: `/cancel all`); the turn
-    /// goes on with their cancelled (partial or failed) results.
-    CancelSubagent(Option<String>),
-    /// Replace the conversation after the system message with a recalled
-    /// one (`/recall`); the current workspace plan is re-delivered after it
-    /// as a tool result. Replies with the number of recalled messages, or
-    /// why not (a turn is running).
-    Recall {
+    /// Internal: the front desk of [`super::ops::serve`], for the ops that
+    /// need more than the conversation.
+    Attach(Box<FrontDesk>),
+    /// Internal (`/recall`): replace the conversation after the system
+    /// message with a recalled one; the current workspace plan is
+    /// re-delivered after it as a tool result. Replies with the number of
+    /// recalled messages, or why not (a turn is running).
+    ReplaceHistory {
         history: Vec<Message>,
         reply: RpcReplyPort<Result<usize, String>>,
     },
-    /// The workspace plan changed outside a model turn (`/plan clear`):
-    /// append it as a restored tool result, so the model sees the current
-    /// state on its next request. Applied after the running turn, if any.
+    /// Internal: the workspace plan changed outside a model turn (`/plan
+    /// clear`): append it as a restored tool result, so the model sees the
+    /// current state on its next request. Applied after the running turn,
+    /// if any.
     RestorePlan,
-    /// Compact the conversation now (`/compact`), whatever its size; a
-    /// `compacted` event says what was cut. Replies whether anything was,
-    /// or why not (a turn is running).
+    /// Internal (`/compact`): compact the conversation now, whatever its
+    /// size; a `compacted` event says what was cut. Replies whether
+    /// anything was, or why not (a turn is running).
     CompactNow {
         reply: RpcReplyPort<Result<bool, String>>,
     },
-    /// Use this provider (the same endpoint, another model) from the next
-    /// turn on (`/model NAME`); a running turn keeps the one it started with.
+    /// Internal (`/model NAME`): use this provider (the same endpoint,
+    /// another model) from the next turn on; a running turn keeps the one
+    /// it started with.
     SwitchProvider { provider: Arc<dyn Provider> },
     /// Internal: the compaction task hands the conversation back.
     CompactionFinished {
@@ -82,11 +93,30 @@ pub struct AgentState {
     turns: u32,
     /// A `RestorePlan` that arrived during a turn.
     plan_restore_pending: bool,
+    desk: FrontDesk,
 }
 
 struct RunningTurn {
     cancel: CancellationToken,
-    reply: RpcReplyPort<TurnOutcome>,
+    reply: TurnReply,
+}
+
+/// Who hears how a turn ended.
+enum TurnReply {
+    /// An in-process caller.
+    Port(RpcReplyPort<TurnOutcome>),
+    /// A front end's submission: an `op_replied` event.
+    Submission(SubmissionId),
+}
+
+impl TurnReply {
+    fn send(self, outcome: TurnOutcome, desk: &FrontDesk) {
+        match self {
+            // The reply port may be gone already; nothing else to tell.
+            TurnReply::Port(port) => drop(port.send(outcome)),
+            TurnReply::Submission(id) => desk.reply(id, OpReply::turn_ended(&outcome)),
+        }
+    }
 }
 
 impl Actor for AgentActor {
@@ -99,12 +129,14 @@ impl Actor for AgentActor {
         _myself: ActorRef<Self::Msg>,
         args: AgentArguments,
     ) -> Result<AgentState, ActorProcessingErr> {
+        let desk = FrontDesk::detached(args.deps.events.clone());
         Ok(AgentState {
             deps: args.deps,
             conversation: Some(args.conversation),
             running: None,
             turns: args.turns,
             plan_restore_pending: false,
+            desk,
         })
     }
 
@@ -123,144 +155,203 @@ impl Actor for AgentActor {
 impl Drop for AgentState {
     /// However the actor ends (stopped, or failed in a handler), a turn
     /// still running is cancelled: it winds down and answers every call.
+    /// A front end that asked for it hears that the agent stopped (an
+    /// in-process caller sees its reply port close).
     fn drop(&mut self) {
-        if let Some(running) = &self.running {
+        if let Some(running) = self.running.take() {
             running.cancel.cancel();
+            if let TurnReply::Submission(id) = running.reply {
+                let stopped = TurnOutcome::failed("the agent stopped during the turn");
+                self.desk.reply(id, OpReply::turn_ended(&stopped));
+            }
         }
     }
 }
 
 impl AgentState {
     async fn handle(&mut self, myself: ActorRef<AgentMessage>, message: AgentMessage) {
-        let state = self;
         match message {
+            AgentMessage::Op(submission) => self.on_op(myself, submission),
             AgentMessage::SubmitPrompt { prompt, reply } => {
-                #[cfg(test)]
-                super::recover::fault::hit(&state.deps.tool_env.workspace.root, "agent handler");
-                let Some(mut conversation) = state.conversation.take() else {
-                    // The reply port may be gone already; nothing else to tell.
-                    let _ = reply.send(busy());
-                    return;
-                };
-                state.turns += 1;
-                let turn = state.turns;
-                let cancel = CancellationToken::new();
-                state.running = Some(RunningTurn {
-                    cancel: cancel.clone(),
-                    reply,
-                });
-                let deps = state.deps.clone();
-                tokio::spawn(async move {
-                    // A panic in the turn must not leave the agent busy forever.
-                    let run = run_turn(&mut conversation, &deps, prompt, turn, &cancel);
-                    let outcome = match super::recover::catch(run).await {
-                        Ok(outcome) => outcome,
-                        Err(what) => super::recover::after_panic(
-                            &mut conversation,
-                            &deps.events,
-                            turn,
-                            &what,
-                        ),
-                    };
-                    // Fails only when the actor is gone, and then so is the reply.
-                    let _ = myself.cast(AgentMessage::TurnFinished {
-                        conversation: Box::new(conversation),
-                        outcome,
-                    });
-                });
+                self.start_turn(myself, prompt, TurnReply::Port(reply))
             }
-            AgentMessage::Interrupt => {
-                if let Some(running) = &state.running {
-                    running.cancel.cancel();
-                }
-            }
-            AgentMessage::CancelSubagent(agent_id) => {
-                if let Some(delegator) = &state.deps.tool_env.delegator {
-                    match agent_id {
-                        Some(id) => delegator.cancel_agent(&id),
-                        None => delegator.cancel_running(),
-                    }
-                }
-            }
+            AgentMessage::Interrupt => self.interrupt(),
+            AgentMessage::Attach(desk) => self.desk = *desk,
             AgentMessage::TurnFinished {
                 conversation,
                 outcome,
-            } => {
-                let mut conversation = *conversation;
-                if std::mem::take(&mut state.plan_restore_pending) {
-                    let flavour = flavour_of(&state.deps);
-                    restore_plan(
-                        &mut conversation,
-                        &state.deps.tool_env,
-                        flavour,
-                        &state.deps.events,
-                    );
-                    state.deps.journal_step(&conversation).await;
-                }
-                state.conversation = Some(conversation);
-                if let Some(running) = state.running.take() {
-                    let _ = running.reply.send(outcome);
-                }
+            } => self.turn_finished(*conversation, outcome).await,
+            AgentMessage::RestorePlan => self.restore_plan().await,
+            AgentMessage::ReplaceHistory { history, reply } => {
+                let _ = reply.send(self.replace_history(history).await);
             }
-            AgentMessage::RestorePlan => match &mut state.conversation {
-                Some(conversation) => {
-                    let flavour = flavour_of(&state.deps);
-                    restore_plan(
-                        conversation,
-                        &state.deps.tool_env,
-                        flavour,
-                        &state.deps.events,
-                    );
-                    state.deps.journal_step(conversation).await;
-                }
-                None => state.plan_restore_pending = true,
-            },
-            AgentMessage::Recall { history, reply } => {
-                let Some(current) = state.conversation.take() else {
-                    let _ = reply.send(Err(
-                        "a turn is running; interrupt it before recalling a conversation".into(),
-                    ));
-                    return;
-                };
-                let (conversation, recalled) = recall(current, history, &state.deps);
-                state.deps.journal_step(&conversation).await;
-                state.conversation = Some(conversation);
-                let _ = reply.send(Ok(recalled));
-            }
-            AgentMessage::Snapshot(reply) => {
-                let _ = reply.send(state.conversation.clone());
-            }
-            AgentMessage::CompactNow { reply } => {
-                let Some(conversation) = state.conversation.take() else {
-                    let _ = reply.send(Err("a turn is running; /compact when it has ended".into()));
-                    return;
-                };
-                let deps = state.deps.clone();
-                tokio::spawn(async move {
-                    let (conversation, compacted) = compact_watched(conversation, &deps).await;
-                    let _ = myself.cast(AgentMessage::CompactionFinished {
-                        conversation: Box::new(conversation),
-                        reply,
-                        compacted,
-                    });
-                });
-            }
+            AgentMessage::Snapshot(reply) => drop(reply.send(self.conversation.clone())),
+            AgentMessage::CompactNow { reply } => self.compact(myself, reply),
             AgentMessage::CompactionFinished {
                 conversation,
                 reply,
                 compacted,
             } => {
-                state.deps.journal_step(&conversation).await;
-                state.conversation = Some(*conversation);
+                self.deps.journal_step(&conversation).await;
+                self.conversation = Some(*conversation);
                 let _ = reply.send(compacted);
             }
-            AgentMessage::SwitchProvider { provider } => {
-                let mut deps = (*state.deps).clone();
-                deps.provider = provider;
-                state.deps = Arc::new(deps);
+            AgentMessage::SwitchProvider { provider } => self.switch_provider(provider),
+        }
+    }
+
+    /// A front end's op: the conversation's here, the rest at the desk.
+    fn on_op(&mut self, myself: ActorRef<AgentMessage>, submission: Submission) {
+        let (id, desk) = (submission.id, &self.desk);
+        match submission.op {
+            Op::SubmitPrompt { prompt } => {
+                self.start_turn(myself, prompt, TurnReply::Submission(id))
+            }
+            Op::Interrupt => self.interrupt(),
+            Op::CancelSubagent { agent_id } => self.cancel_subagent(agent_id),
+            Op::Compact => desk.compact(myself, id),
+            Op::SwitchModel { model } => desk.switch_model(myself, id, model),
+            Op::ShowPlan => desk.local(id, |c| OpReply::output(c.show())),
+            Op::ClearPlan => desk.clear_plan(myself, id),
+            Op::Undo => desk.local(id, |c| OpReply::info(c.undo())),
+            Op::Suspend => desk.suspend(myself, id),
+            Op::Recall { name } => desk.recall(myself, id, name),
+            Op::ListSessions => desk.local(id, |c| OpReply::output(c.sessions())),
+            Op::Status => desk.local(id, |c| OpReply::Status(c.status())),
+            Op::Approve { id, decision } => desk.approve(id, decision),
+            Op::Answer { id, answer } => desk.answer(id, answer),
+        }
+    }
+
+    /// Moves the conversation into a turn task, which posts it back with
+    /// `TurnFinished`; refused while a turn runs.
+    fn start_turn(&mut self, myself: ActorRef<AgentMessage>, prompt: String, reply: TurnReply) {
+        #[cfg(test)]
+        super::recover::fault::hit(&self.deps.tool_env.workspace.root, "agent handler");
+        let Some(conversation) = self.conversation.take() else {
+            reply.send(busy(), &self.desk);
+            return;
+        };
+        self.turns += 1;
+        let cancel = CancellationToken::new();
+        self.running = Some(RunningTurn {
+            cancel: cancel.clone(),
+            reply,
+        });
+        let (deps, turn) = (self.deps.clone(), self.turns);
+        tokio::spawn(async move {
+            let (conversation, outcome) = turn_task(conversation, deps, prompt, turn, cancel).await;
+            // Fails only when the actor is gone, and then so is the reply.
+            let _ = myself.cast(AgentMessage::TurnFinished {
+                conversation: Box::new(conversation),
+                outcome,
+            });
+        });
+    }
+
+    fn interrupt(&self) {
+        if let Some(running) = &self.running {
+            running.cancel.cancel();
+        }
+    }
+
+    /// `Some(agent_id)`: the TUI's Esc on the focused row, `/cancel ID`;
+    /// `None`: `/cancel all`. The turn goes on with their cancelled
+    /// (partial or failed) results.
+    fn cancel_subagent(&self, agent_id: Option<String>) {
+        if let Some(delegator) = &self.deps.tool_env.delegator {
+            match agent_id {
+                Some(id) => delegator.cancel_agent(&id),
+                None => delegator.cancel_running(),
             }
         }
     }
+
+    async fn turn_finished(&mut self, mut conversation: Conversation, outcome: TurnOutcome) {
+        if std::mem::take(&mut self.plan_restore_pending) {
+            self.restore_into(&mut conversation).await;
+        }
+        self.conversation = Some(conversation);
+        if let Some(running) = self.running.take() {
+            running.reply.send(outcome, &self.desk);
+        }
+    }
+
+    async fn restore_plan(&mut self) {
+        match self.conversation.take() {
+            Some(mut conversation) => {
+                self.restore_into(&mut conversation).await;
+                self.conversation = Some(conversation);
+            }
+            None => self.plan_restore_pending = true,
+        }
+    }
+
+    /// Appends the workspace plan to `conversation` and journals the step.
+    async fn restore_into(&self, conversation: &mut Conversation) {
+        let flavour = flavour_of(&self.deps);
+        restore_plan(
+            conversation,
+            &self.deps.tool_env,
+            flavour,
+            &self.deps.events,
+        );
+        self.deps.journal_step(conversation).await;
+    }
+
+    async fn replace_history(&mut self, history: Vec<Message>) -> Result<usize, String> {
+        let Some(current) = self.conversation.take() else {
+            return Err("a turn is running; interrupt it before recalling a conversation".into());
+        };
+        let (conversation, recalled) = recall(current, history, &self.deps);
+        self.deps.journal_step(&conversation).await;
+        self.conversation = Some(conversation);
+        Ok(recalled)
+    }
+
+    /// Compacts in a task of its own, which posts the conversation back
+    /// with `CompactionFinished`; refused while a turn runs.
+    fn compact(
+        &mut self,
+        myself: ActorRef<AgentMessage>,
+        reply: RpcReplyPort<Result<bool, String>>,
+    ) {
+        let Some(conversation) = self.conversation.take() else {
+            let _ = reply.send(Err("a turn is running; /compact when it has ended".into()));
+            return;
+        };
+        let deps = self.deps.clone();
+        tokio::spawn(async move {
+            let (conversation, compacted) = compact_watched(conversation, &deps).await;
+            let _ = myself.cast(AgentMessage::CompactionFinished {
+                conversation: Box::new(conversation),
+                reply,
+                compacted,
+            });
+        });
+    }
+
+    fn switch_provider(&mut self, provider: Arc<dyn Provider>) {
+        let mut deps = (*self.deps).clone();
+        deps.provider = provider;
+        self.deps = Arc::new(deps);
+    }
+}
+
+/// One turn, watched: a panic in it must not leave the agent busy forever.
+async fn turn_task(
+    mut conversation: Conversation,
+    deps: Arc<AgentDeps>,
+    prompt: String,
+    turn: u32,
+    cancel: CancellationToken,
+) -> (Conversation, TurnOutcome) {
+    let run = run_turn(&mut conversation, &deps, prompt, turn, &cancel);
+    let outcome = match super::recover::catch(run).await {
+        Ok(outcome) => outcome,
+        Err(what) => super::recover::after_panic(&mut conversation, &deps.events, turn, &what),
+    };
+    (conversation, outcome)
 }
 
 /// [`compact_now`], watched: after a panic inside it, the conversation as
@@ -434,7 +525,7 @@ mod tests {
         ];
         let recalled = ractor::call_t!(
             actor,
-            |reply| AgentMessage::Recall { history, reply },
+            |reply| AgentMessage::ReplaceHistory { history, reply },
             CALL_MS
         )
         .unwrap()

@@ -11,6 +11,7 @@
 //!   cancellation.
 
 mod actor;
+pub mod asks;
 mod calls;
 mod compact;
 mod compaction;

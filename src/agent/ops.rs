@@ -1,111 +1,325 @@
-//! The engine's side of the op queue: each [`Op`] a front end sends becomes
-//! the agent actor's message, so the front end never sees [`AgentMessage`].
+//! The engine's side of the op queue. [`serve`] hands each [`Submission`]
+//! of a front end to the agent actor as it is ([`AgentMessage::Op`]); the
+//! actor answers the conversation's ops itself and leaves the rest to its
+//! [`FrontDesk`]: the local commands behind [`LocalCommands`] (the plan,
+//! undo and saved-conversation stores), the requests waiting for the
+//! person ([`PendingAsks`]) and the model switcher. Answers go out as
+//! `op_replied` events with the submission's id.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::{ActorRef, MessagingErr};
-use tokio::sync::oneshot;
+use ractor::ActorRef;
 
 use super::AgentMessage;
-use crate::protocol::Message;
-use crate::protocol::op::{Op, OpReceiver, OpSender, TurnOutcome, op_channel};
+use super::asks::PendingAsks;
+use crate::protocol::op::{
+    Op, OpReceiver, OpReply, OpSender, PlanCleared, StatusInfo, Submission, SubmissionId,
+    TurnOutcome, op_channel,
+};
+use crate::protocol::{EventKind, Message};
 use crate::provider::Provider;
 
 /// Builds the provider for another model of the same endpoint (`/model`).
 /// It may block (a TLS client takes a moment), so it runs off the runtime.
 pub type ModelSwitcher = Arc<dyn Fn(&str) -> Result<Arc<dyn Provider>, String> + Send + Sync>;
 
-/// Longest wait for the agent's answer to a snapshot: a hung agent gives
-/// an error instead of a silent UI.
-const SNAPSHOT_WAIT: Duration = Duration::from_secs(5);
+/// Longest wait for the agent's answer between turns (a snapshot, a
+/// recalled history): a hung agent gives an error instead of a silent UI.
+const AGENT_WAIT: Duration = Duration::from_secs(5);
+/// Longest wait for `/compact`, which may ask the model for a summary (as
+/// long as the longest model request).
+const COMPACT_WAIT: Duration = Duration::from_secs(600);
 
-/// Starts serving `agent`'s ops, until the sender and its clones are gone;
-/// an op the stopped agent cannot take is answered with why.
-pub fn serve(agent: ActorRef<AgentMessage>, switch_model: ModelSwitcher) -> OpSender {
+/// The local commands (`/plan`, `/plan clear`, `/undo`, `/suspend`,
+/// `/recall`, `/sessions`, `/status`) on the session's stores: the same
+/// text and changes as the command line's. They run without a model turn,
+/// on the blocking pool. Errors are one sentence for the user.
+pub trait LocalCommands: Send + Sync {
+    /// The current plan as text, exactly as `fido plan show` prints it.
+    fn show(&self) -> Result<String, String>;
+    /// Starts a new, empty plan, as `fido plan clear` does.
+    fn clear(&self) -> Result<PlanCleared, String>;
+    /// `/undo`: reverts the last file change of the file tools.
+    fn undo(&self) -> Result<String, String> {
+        Err("/undo is not available here".into())
+    }
+    /// `/suspend`: saves the conversation; returns what to tell the user.
+    fn suspend(&self, _messages: &[Message]) -> Result<String, String> {
+        Err("/suspend is not available here".into())
+    }
+    /// `/recall [NAME]`: the saved conversation's name and messages (the
+    /// newest when no name is given).
+    fn recall(&self, _name: Option<&str>) -> Result<(String, Vec<Message>), String> {
+        Err("/recall is not available here".into())
+    }
+    /// `/sessions`: the saved conversations, one per line.
+    fn sessions(&self) -> Result<String, String> {
+        Err("/sessions is not available here".into())
+    }
+    /// `/status`: the settings it shows.
+    fn status(&self) -> StatusInfo {
+        StatusInfo::default()
+    }
+}
+
+/// What an agent without a front end (a subagent, a test's) answers.
+struct NoCommands;
+
+impl LocalCommands for NoCommands {
+    fn show(&self) -> Result<String, String> {
+        Err("/plan is not available here".into())
+    }
+    fn clear(&self) -> Result<PlanCleared, String> {
+        Err("/plan clear is not available here".into())
+    }
+}
+
+/// Everything the engine needs to answer a front end beyond the
+/// conversation: handed to the actor by [`serve`].
+#[derive(Clone)]
+pub struct FrontDesk {
+    /// The front end's event queue, where answers go.
+    pub events: crate::protocol::event_queue::EventSink,
+    pub commands: Arc<dyn LocalCommands>,
+    /// Approvals and questions waiting for the person.
+    pub asks: Option<Arc<PendingAsks>>,
+    pub switch_model: Option<ModelSwitcher>,
+}
+
+impl FrontDesk {
+    /// The desk of an agent no front end serves: local commands are not
+    /// available, answers go to `events`.
+    pub fn detached(events: crate::protocol::event_queue::EventSink) -> FrontDesk {
+        FrontDesk {
+            events,
+            commands: Arc::new(NoCommands),
+            asks: None,
+            switch_model: None,
+        }
+    }
+
+    pub fn reply(&self, id: SubmissionId, reply: OpReply) {
+        self.events.emit(EventKind::OpReplied { id, reply });
+    }
+
+    /// Runs a local command on the blocking pool; its answer is the reply.
+    pub fn local(
+        &self,
+        id: SubmissionId,
+        work: impl FnOnce(&dyn LocalCommands) -> OpReply + Send + 'static,
+    ) {
+        let desk = self.clone();
+        tokio::spawn(async move {
+            let commands = desk.commands.clone();
+            let reply = off_runtime(move || Ok(work(commands.as_ref()))).await;
+            desk.reply(id, reply.unwrap_or_else(failed));
+        });
+    }
+
+    /// `/plan clear`: the model gets the cleared plan on its next request.
+    pub fn clear_plan(&self, agent: ActorRef<AgentMessage>, id: SubmissionId) {
+        let desk = self.clone();
+        tokio::spawn(async move {
+            let commands = desk.commands.clone();
+            let reply = match off_runtime(move || commands.clear()).await {
+                Ok(cleared) => {
+                    // Fails only when the agent is gone, and with it the model.
+                    let _ = agent.cast(AgentMessage::RestorePlan);
+                    OpReply::PlanCleared(Box::new(cleared))
+                }
+                Err(message) => OpReply::Failed { message },
+            };
+            desk.reply(id, reply);
+        });
+    }
+
+    /// `/compact`, in a task: the agent's `compacted` event says what was cut.
+    pub fn compact(&self, agent: ActorRef<AgentMessage>, id: SubmissionId) {
+        let desk = self.clone();
+        tokio::spawn(async move {
+            let asked = call(&agent, COMPACT_WAIT, |reply| AgentMessage::CompactNow {
+                reply,
+            });
+            let reply = match asked.await.and_then(|compacted| compacted) {
+                Ok(cut) => OpReply::Compacted { cut },
+                Err(message) => OpReply::Failed { message },
+            };
+            desk.reply(id, reply);
+        });
+    }
+
+    /// `/suspend`: the conversation between turns, saved by the commands.
+    pub fn suspend(&self, agent: ActorRef<AgentMessage>, id: SubmissionId) {
+        let desk = self.clone();
+        tokio::spawn(async move {
+            let reply = match snapshot(&agent).await {
+                Ok(messages) => {
+                    let commands = desk.commands.clone();
+                    OpReply::info(off_runtime(move || commands.suspend(&messages)).await)
+                }
+                Err(message) => OpReply::Failed {
+                    message: format!("/suspend: {message}"),
+                },
+            };
+            desk.reply(id, reply);
+        });
+    }
+
+    /// `/recall [NAME]`: loads the conversation, then hands it to the agent.
+    pub fn recall(&self, agent: ActorRef<AgentMessage>, id: SubmissionId, name: Option<String>) {
+        let desk = self.clone();
+        tokio::spawn(async move {
+            let commands = desk.commands.clone();
+            let reply = OpReply::info(recall(agent, commands, name).await);
+            desk.reply(id, reply);
+        });
+    }
+
+    /// `/model NAME`: builds the provider off the runtime, then hands it over.
+    pub fn switch_model(&self, agent: ActorRef<AgentMessage>, id: SubmissionId, model: String) {
+        let desk = self.clone();
+        tokio::spawn(async move {
+            let reply = match switch_model(&desk, model, agent).await {
+                Ok(model) => OpReply::ModelSwitched { model },
+                Err(message) => OpReply::Failed { message },
+            };
+            desk.reply(id, reply);
+        });
+    }
+
+    /// `Op::Approve`: an agent nobody asks for approval ignores it.
+    pub fn approve(
+        &self,
+        id: crate::protocol::op::AskId,
+        decision: crate::protocol::ApprovalDecision,
+    ) {
+        match &self.asks {
+            Some(asks) => asks.approve(id, decision),
+            None => tracing::warn!(id, "ignored an approval: nothing asks here"),
+        }
+    }
+
+    /// `Op::Answer`: an agent that asks nobody ignores it.
+    pub fn answer(&self, id: crate::protocol::op::AskId, answer: Option<String>) {
+        match &self.asks {
+            Some(asks) => asks.answer(id, answer),
+            None => tracing::warn!(id, "ignored an answer: nothing asks here"),
+        }
+    }
+}
+
+fn failed(message: String) -> OpReply {
+    OpReply::Failed { message }
+}
+
+/// Starts serving `agent`'s ops with `desk`, until the sender and its
+/// clones are gone; an op the stopped agent cannot take is answered with
+/// why.
+pub fn serve(agent: ActorRef<AgentMessage>, desk: FrontDesk) -> OpSender {
     let (sender, receiver) = op_channel();
-    tokio::spawn(forward(receiver, agent, switch_model));
+    let _ = agent.cast(AgentMessage::Attach(Box::new(desk.clone())));
+    tokio::spawn(forward(receiver, agent, desk));
     sender
 }
 
-async fn forward(mut ops: OpReceiver, agent: ActorRef<AgentMessage>, switch: ModelSwitcher) {
-    while let Some(op) = ops.recv().await {
-        let message = match op {
-            Op::SubmitPrompt { prompt, reply } => AgentMessage::SubmitPrompt {
-                prompt,
-                reply: reply.into(),
-            },
-            Op::Interrupt => AgentMessage::Interrupt,
-            Op::CancelSubagent(id) => AgentMessage::CancelSubagent(id),
-            Op::RestorePlan => AgentMessage::RestorePlan,
-            Op::CompactNow { reply } => AgentMessage::CompactNow {
-                reply: reply.into(),
-            },
-            Op::Recall { history, reply } => AgentMessage::Recall {
-                history,
-                reply: reply.into(),
-            },
-            Op::SwitchModel { model, reply } => {
-                tokio::spawn(switch_model(model, agent.clone(), switch.clone(), reply));
-                continue;
-            }
-            Op::Snapshot { reply } => {
-                tokio::spawn(snapshot(agent.clone(), reply));
-                continue;
-            }
-        };
-        if let Err(MessagingErr::SendErr(message)) = agent.cast(message) {
-            refuse(message);
+async fn forward(mut ops: OpReceiver, agent: ActorRef<AgentMessage>, desk: FrontDesk) {
+    while let Some(submission) = ops.recv().await {
+        if let Err(ractor::MessagingErr::SendErr(AgentMessage::Op(refused))) =
+            agent.cast(AgentMessage::Op(submission))
+        {
+            refuse(&desk, refused);
         }
     }
 }
 
-/// A message the agent could not take (it has stopped): the asker, if
-/// any, hears why instead of waiting out its timeout.
-fn refuse(message: AgentMessage) {
-    let gone = || "the agent is not running".to_string();
-    match message {
-        AgentMessage::SubmitPrompt { reply, .. } => {
-            let _ = reply.send(TurnOutcome::failed(gone()));
+/// An op the agent could not take (it has stopped): the front end hears
+/// why instead of waiting.
+fn refuse(desk: &FrontDesk, submission: Submission) {
+    let gone = "the agent is not running";
+    let reply = match submission.op {
+        Op::SubmitPrompt { .. } => OpReply::turn_ended(&TurnOutcome::failed(gone)),
+        Op::Interrupt | Op::CancelSubagent { .. } | Op::Approve { .. } | Op::Answer { .. } => {
+            return;
         }
-        AgentMessage::CompactNow { reply } => drop(reply.send(Err(gone()))),
-        AgentMessage::Recall { reply, .. } => drop(reply.send(Err(gone()))),
-        _ => {}
+        Op::Compact
+        | Op::SwitchModel { .. }
+        | Op::ShowPlan
+        | Op::ClearPlan
+        | Op::Undo
+        | Op::Suspend
+        | Op::Recall { .. }
+        | Op::ListSessions
+        | Op::Status => failed(gone.into()),
+    };
+    desk.reply(submission.id, reply);
+}
+
+/// Sends the message `make` builds and waits for its answer, at most `wait`.
+async fn call<T: Send + 'static>(
+    agent: &ActorRef<AgentMessage>,
+    wait: Duration,
+    make: impl FnOnce(ractor::RpcReplyPort<T>) -> AgentMessage,
+) -> Result<T, String> {
+    match agent.call(make, Some(wait)).await {
+        Ok(ractor::rpc::CallResult::Success(answer)) => Ok(answer),
+        Ok(ractor::rpc::CallResult::Timeout) => Err(format!(
+            "the agent did not answer within {} ms",
+            wait.as_millis()
+        )),
+        Ok(ractor::rpc::CallResult::SenderError) => {
+            Err("the agent stopped before it answered".into())
+        }
+        Err(_) => Err("the agent is not running".into()),
     }
+}
+
+/// Runs file work on the blocking pool, never on a runtime worker.
+async fn off_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|err| Err(format!("the command failed: {err}")))
+}
+
+async fn recall(
+    agent: ActorRef<AgentMessage>,
+    commands: Arc<dyn LocalCommands>,
+    name: Option<String>,
+) -> Result<String, String> {
+    let (name, history) = off_runtime(move || commands.recall(name.as_deref())).await?;
+    let make = |reply| AgentMessage::ReplaceHistory { history, reply };
+    let count = call(&agent, AGENT_WAIT, make).await??;
+    Ok(format!(
+        "recalled {count} messages from {name}; the workspace plan was kept and re-delivered to the model"
+    ))
 }
 
 async fn switch_model(
+    desk: &FrontDesk,
     model: String,
     agent: ActorRef<AgentMessage>,
-    switch: ModelSwitcher,
-    reply: oneshot::Sender<Result<String, String>>,
-) {
-    let built = tokio::task::spawn_blocking(move || switch(&model)).await;
-    let result = match built {
-        Ok(Ok(provider)) => {
-            let model = provider.model().to_string();
-            match agent.cast(AgentMessage::SwitchProvider { provider }) {
-                Ok(()) => Ok(model),
-                Err(_) => Err("the agent is not running".into()),
-            }
-        }
-        Ok(Err(message)) => Err(message),
-        Err(err) => Err(format!("cannot switch the model: {err}")),
+) -> Result<String, String> {
+    let Some(switch) = desk.switch_model.clone() else {
+        return Err("/model is not available here".into());
     };
-    let _ = reply.send(result);
+    let provider = tokio::task::spawn_blocking(move || switch(&model))
+        .await
+        .map_err(|err| format!("cannot switch the model: {err}"))??;
+    let model = provider.model().to_string();
+    agent
+        .cast(AgentMessage::SwitchProvider { provider })
+        .map_err(|_| "the agent is not running".to_string())?;
+    Ok(model)
 }
 
-type SnapshotReply = oneshot::Sender<Result<Vec<Message>, String>>;
-
-async fn snapshot(agent: ActorRef<AgentMessage>, reply: SnapshotReply) {
-    let millis = SNAPSHOT_WAIT.as_millis() as u64;
-    let messages = match ractor::call_t!(agent, AgentMessage::Snapshot, millis) {
-        Ok(Some(conversation)) => Ok(conversation.messages().to_vec()),
-        Ok(None) => Err("a turn is running; wait for it to end".into()),
-        Err(ractor::RactorErr::Messaging(_)) => Err("the agent is not running".into()),
-        Err(err) => Err(format!("the agent did not answer: {err}")),
-    };
-    let _ = reply.send(messages);
+/// The conversation's messages between turns, or why not.
+async fn snapshot(agent: &ActorRef<AgentMessage>) -> Result<Vec<Message>, String> {
+    match call(agent, AGENT_WAIT, AgentMessage::Snapshot).await? {
+        Some(conversation) => Ok(conversation.messages().to_vec()),
+        None => Err("a turn is running; wait for it to end".into()),
+    }
 }
 
 #[cfg(test)]
@@ -113,7 +327,8 @@ mod tests {
     use ractor::{Actor, ActorProcessingErr, RpcReplyPort};
 
     use super::*;
-    use crate::protocol::TurnStatus;
+    use crate::protocol::event_queue::{EventReceiver, channel};
+    use crate::protocol::{ApprovalDecision, ApprovalRequest, TurnStatus};
 
     /// Answers a snapshot as an agent with a turn running does; every
     /// other message it leaves unanswered.
@@ -145,15 +360,32 @@ mod tests {
         }
     }
 
-    fn no_models() -> ModelSwitcher {
-        Arc::new(|model: &str| Err(format!("no model {model} here")))
+    fn desk() -> (FrontDesk, EventReceiver) {
+        let (events, receiver) = channel();
+        let mut desk = FrontDesk::detached(events);
+        desk.switch_model = Some(Arc::new(|model: &str| {
+            Err(format!("no model {model} here"))
+        }));
+        (desk, receiver)
     }
 
-    async fn answer<T>(receiver: oneshot::Receiver<T>) -> T {
-        tokio::time::timeout(Duration::from_secs(5), receiver)
+    async fn next_event(events: &mut EventReceiver) -> EventKind {
+        tokio::time::timeout(Duration::from_secs(30), events.recv())
             .await
-            .expect("an answer within 5 s")
-            .expect("an answer, not a dropped reply")
+            .expect("an event within 30 s")
+            .expect("an open queue")
+            .kind
+    }
+
+    /// The reply to submission `id`, skipping other events.
+    async fn reply_to(events: &mut EventReceiver, id: SubmissionId) -> OpReply {
+        loop {
+            if let EventKind::OpReplied { id: of, reply } = next_event(events).await
+                && of == id
+            {
+                return reply;
+            }
+        }
     }
 
     #[tokio::test]
@@ -161,46 +393,165 @@ mod tests {
         let (agent, handle) = Actor::spawn(None, Busy, ()).await.unwrap();
         agent.stop(None);
         handle.await.unwrap();
-        let engine = serve(agent, no_models());
+        let (desk, mut events) = desk();
+        let engine = serve(agent, desk);
 
-        let (reply, outcome) = oneshot::channel();
         let prompt = "hi".to_string();
-        engine.send(Op::SubmitPrompt { prompt, reply }).unwrap();
-        let outcome = answer(outcome).await;
-        assert_eq!(outcome.status, TurnStatus::Failed);
-        assert_eq!(outcome.error.as_deref(), Some("the agent is not running"));
-
-        let (reply, compacted) = oneshot::channel();
-        engine.send(Op::CompactNow { reply }).unwrap();
+        let turn = engine.send(Op::SubmitPrompt { prompt }).unwrap();
+        let compact = engine.send(Op::Compact).unwrap();
+        let suspend = engine.send(Op::Suspend).unwrap();
+        let gone = "the agent is not running".to_string();
         assert_eq!(
-            answer(compacted).await,
-            Err("the agent is not running".into())
+            reply_to(&mut events, turn).await,
+            OpReply::TurnEnded {
+                status: TurnStatus::Failed,
+                error: Some(gone.clone())
+            }
         );
-
-        let (reply, messages) = oneshot::channel();
-        engine.send(Op::Snapshot { reply }).unwrap();
-        assert_eq!(
-            answer(messages).await,
-            Err("the agent is not running".into())
-        );
+        let failed = OpReply::Failed { message: gone };
+        assert_eq!(reply_to(&mut events, compact).await, failed);
+        assert_eq!(reply_to(&mut events, suspend).await, failed);
     }
 
     #[tokio::test]
     async fn a_snapshot_during_a_turn_and_a_model_that_cannot_be_built_say_why() {
         let (agent, _handle) = Actor::spawn(None, Busy, ()).await.unwrap();
-        let engine = serve(agent.clone(), no_models());
-
-        let (reply, messages) = oneshot::channel();
-        engine.send(Op::Snapshot { reply }).unwrap();
+        let (desk, mut events) = desk();
+        desk.suspend(agent.clone(), 7);
         assert_eq!(
-            answer(messages).await,
-            Err("a turn is running; wait for it to end".into())
+            reply_to(&mut events, 7).await,
+            OpReply::Failed {
+                message: "/suspend: a turn is running; wait for it to end".into()
+            }
         );
-
-        let (reply, switched) = oneshot::channel();
-        let model = "gpt-x".to_string();
-        engine.send(Op::SwitchModel { model, reply }).unwrap();
-        assert_eq!(answer(switched).await, Err("no model gpt-x here".into()));
+        desk.switch_model(agent.clone(), 8, "gpt-x".into());
+        assert_eq!(
+            reply_to(&mut events, 8).await,
+            OpReply::Failed {
+                message: "no model gpt-x here".into()
+            }
+        );
         agent.stop(None);
+    }
+
+    /// The real agent, asked through the op queue: a turn whose tools ask
+    /// the person a question and then for approval. Each request is an
+    /// event with an id; answers with an unknown or stale id are ignored
+    /// and the right ones let the turn go on.
+    #[tokio::test]
+    async fn an_approval_and_a_question_are_answered_through_the_ops_by_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let (events, mut receiver) = channel();
+        let asks = PendingAsks::new(events.clone());
+        let agent = asking_agent(dir.path(), &events, &asks).await;
+        let desk = FrontDesk {
+            asks: Some(asks),
+            ..FrontDesk::detached(events)
+        };
+        let engine = serve(agent, desk);
+        let prompt = "make the db directory".to_string();
+        let turn = engine.send(Op::SubmitPrompt { prompt }).unwrap();
+
+        let question = loop {
+            if let EventKind::QuestionAsked { id, question } = next_event(&mut receiver).await {
+                assert_eq!(question, "Which database?");
+                break id;
+            }
+        };
+        let stray = Some("ignored".to_string());
+        engine
+            .send(Op::Answer {
+                id: question + 100,
+                answer: stray,
+            })
+            .unwrap();
+        let answer = Some("postgres".to_string());
+        engine
+            .send(Op::Answer {
+                id: question,
+                answer,
+            })
+            .unwrap();
+
+        let approval = loop {
+            match next_event(&mut receiver).await {
+                EventKind::ApprovalRequested { id, request } => {
+                    assert!(
+                        matches!(request, ApprovalRequest::FileChange { ref path, .. } if path == "db"),
+                        "{request:?}"
+                    );
+                    break id;
+                }
+                EventKind::ToolResult { name, ok, .. } if name == "ask_user" => assert!(ok),
+                _ => {}
+            }
+        };
+        assert_ne!(approval, question);
+        let stale = ApprovalDecision::Denied { reason: None };
+        engine
+            .send(Op::Approve {
+                id: question,
+                decision: stale,
+            })
+            .unwrap();
+        let decision = ApprovalDecision::Approved;
+        engine
+            .send(Op::Approve {
+                id: approval,
+                decision,
+            })
+            .unwrap();
+
+        assert_eq!(
+            reply_to(&mut receiver, turn).await,
+            OpReply::TurnEnded {
+                status: TurnStatus::Completed,
+                error: None
+            }
+        );
+        assert!(dir.path().join("db").is_dir(), "the approved change ran");
+    }
+
+    /// An agent whose model asks a question, then makes a directory, in a
+    /// read-only session that asks before file changes.
+    async fn asking_agent(
+        dir: &std::path::Path,
+        events: &crate::protocol::event_queue::EventSink,
+        asks: &Arc<PendingAsks>,
+    ) -> ActorRef<AgentMessage> {
+        use crate::protocol::{ApprovalPolicy, SafetySettings, SandboxMode};
+        let script = r#"{"turns": [
+            {"tool_calls": [{"name": "ask_user", "arguments": {"question": "Which database?"}}]},
+            {"tool_calls": [{"name": "mkdir", "arguments": {"path": "db"}}]},
+            {"text": "done"}
+        ]}"#;
+        let provider =
+            crate::provider::script::ScriptProvider::from_json("s", "m", script).unwrap();
+        let mut env = crate::tools::testing::env(dir);
+        env.user = Some(asks.clone());
+        let settings = SafetySettings {
+            sandbox_mode: SandboxMode::ReadOnly,
+            approval_policy: ApprovalPolicy::OnRequest,
+            network: false,
+        };
+        env.approvals = crate::tools::approval::Approvals::new(settings, Some(asks.clone()));
+        let deps = Arc::new(super::super::AgentDeps {
+            provider: Arc::new(provider),
+            tool_env: Arc::new(env),
+            ctx: crate::tools::InvocationContext::main(),
+            settings: super::super::AgentSettings::for_tests(),
+            events: events.clone(),
+            journal: None,
+            catalog: crate::tools::ToolCatalog::standard(crate::plan::PlanFlavour::UpdatePlan),
+        });
+        let arguments = super::super::AgentArguments {
+            deps,
+            conversation: super::super::Conversation::new("system".into()),
+            turns: 0,
+        };
+        let (agent, _) = Actor::spawn(None, super::super::AgentActor, arguments)
+            .await
+            .unwrap();
+        agent
     }
 }

@@ -33,8 +33,7 @@ fn workspace(dir: Option<PathBuf>) -> PathBuf {
 }
 
 fn ask(workspace: &std::path::Path, request: ControlRequest) -> Result<Vec<SessionReply>, String> {
-    let runtime = super::runtime()?;
-    Ok(runtime.block_on(ask_all(workspace, &request)))
+    super::preamble::block_on(ask_all(workspace, &request))
 }
 
 pub(super) fn agents(dir: Option<PathBuf>, args: AgentsArgs) -> ExitCode {

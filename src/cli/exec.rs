@@ -14,8 +14,9 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::oneshot;
 use tracing::{info, warn};
 
+use super::fail;
+use super::preamble::run_configured;
 use super::session::{Interaction, Session};
-use super::{fail, init_logging, print_config_warnings, runtime};
 use crate::agent::AgentMessage;
 use crate::config::{Config, Overrides};
 use crate::protocol::{ApprovalPolicy, SandboxMode};
@@ -80,7 +81,6 @@ impl ExecArgs {
 }
 
 pub fn run(overrides: &Overrides, args: ExecArgs) -> ExitCode {
-    init_logging();
     let mut overrides = overrides.clone();
     overrides.values.extend(args.safety_overrides());
     let prompt = if args.prompt == "-" {
@@ -97,30 +97,20 @@ pub fn run(overrides: &Overrides, args: ExecArgs) -> ExitCode {
     if prompt.trim().is_empty() {
         return fail("the prompt is empty");
     }
-    let config = match Config::load(&overrides) {
-        Ok(config) => config,
-        Err(err) => return fail(&err.to_string()),
-    };
-    print_config_warnings(&config);
-    if config.safety.sandbox_mode == SandboxMode::DangerFullAccess {
-        eprintln!(
-            "fido: warning: commands run without a sandbox (danger-full-access): the model's commands have your full rights"
-        );
-    }
-    let runtime = match runtime() {
-        Ok(runtime) => runtime,
-        Err(message) => return fail(&message),
-    };
     let resume = super::sessions::exec_pick(args.resume.as_deref(), args.last);
     let run = Run {
         json: args.json,
         last_message: args.output_last_message,
         resume,
     };
-    let code = runtime.block_on(exec(config, prompt, run));
-    // Tasks still running (a stuck tool after an interrupt) must not delay exit.
-    runtime.shutdown_timeout(Duration::from_millis(100));
-    code
+    run_configured(&overrides, |config| async move {
+        if config.safety.sandbox_mode == SandboxMode::DangerFullAccess {
+            eprintln!(
+                "fido: warning: commands run without a sandbox (danger-full-access): the model's commands have your full rights"
+            );
+        }
+        exec(config, prompt, run).await
+    })
 }
 
 /// How `fido exec` runs, besides the configuration and the prompt.

@@ -7,8 +7,9 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use serde_json::Value;
 
-use super::{fail, init_logging, runtime};
-use crate::config::{Config, Overrides};
+use super::fail;
+use super::preamble::run_configured;
+use crate::config::Overrides;
 
 #[derive(Debug, Subcommand)]
 pub enum McpCommand {
@@ -21,32 +22,21 @@ pub enum McpCommand {
 }
 
 pub fn run(overrides: &Overrides, command: McpCommand) -> ExitCode {
-    init_logging();
     let McpCommand::List { json } = command;
-    let config = match Config::load(overrides) {
-        Ok(config) => config,
-        Err(err) => return fail(&err.to_string()),
-    };
-    super::print_config_warnings(&config);
-    let runtime = match runtime() {
-        Ok(runtime) => runtime,
-        Err(message) => return fail(&message),
-    };
-    let status = runtime.block_on(async {
+    run_configured(overrides, |config| async move {
         let hub = super::session::start_mcp(&config).await;
         let status = hub.status().await;
         hub.shutdown().await;
-        status
-    });
-    if json {
-        match serde_json::to_string_pretty(&status) {
-            Ok(text) => println!("{text}"),
-            Err(err) => return fail(&format!("cannot print the servers: {err}")),
+        if json {
+            match serde_json::to_string_pretty(&status) {
+                Ok(text) => println!("{text}"),
+                Err(err) => return fail(&format!("cannot print the servers: {err}")),
+            }
+        } else {
+            print!("{}", render(&status, config.workspace_trusted));
         }
-    } else {
-        print!("{}", render(&status, config.workspace_trusted));
-    }
-    ExitCode::SUCCESS
+        ExitCode::SUCCESS
+    })
 }
 
 /// The listing as text: one line per server, one indented line per tool.

@@ -10,6 +10,7 @@ mod journal;
 mod mcp;
 mod plan;
 mod policy;
+mod preamble;
 mod provider;
 mod sandbox;
 mod session;
@@ -262,19 +263,4 @@ fn tool_env(
         sandbox: Arc::new(sandbox),
         approvals: Approvals::new(settings, approver),
     })
-}
-
-/// Tells the person what the configuration ignored, before anything runs.
-fn print_config_warnings(config: &Config) {
-    for warning in &config.warnings {
-        eprintln!("fido: warning: {warning}");
-    }
-}
-
-fn runtime() -> Result<tokio::runtime::Runtime, String> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))
 }

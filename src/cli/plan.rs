@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
+use super::preamble::{ConfigWarnings, load_config};
 use super::{fail, init_logging};
 use crate::config::{Config, Overrides};
 use crate::plan::todo::{self, TodoStore};
@@ -31,11 +32,10 @@ pub enum PlanCommand {
 
 pub fn run(overrides: &Overrides, command: PlanCommand) -> ExitCode {
     init_logging();
-    let config = match Config::load(overrides) {
+    let config = match load_config(overrides, ConfigWarnings::Print) {
         Ok(config) => config,
-        Err(err) => return fail(&err.to_string()),
+        Err(code) => return code,
     };
-    super::print_config_warnings(&config);
     match (config.plan_tool, command) {
         (flavour, PlanCommand::Approve { file }) => {
             if flavour == PlanFlavour::UpdatePlan {

@@ -29,7 +29,8 @@ use clap::{Args, Subcommand};
 use nix::unistd::Pid;
 use tokio::io::AsyncReadExt;
 
-use crate::config::{Config, Overrides};
+use super::preamble::{ConfigWarnings, load_config};
+use crate::config::Overrides;
 use crate::protocol::SandboxMode;
 use crate::sandbox::probe::{self, ProbeFixture, ProbeFrame, ProbeResult, ProbeRole, ProbeTargets};
 use crate::sandbox::{CommandPolicy, CommandSandbox, ProcessGroup};
@@ -134,9 +135,9 @@ struct ChildRun {
 
 fn check(overrides: &Overrides) -> ExitCode {
     super::init_logging();
-    let configured = match Config::load(overrides) {
+    let configured = match load_config(overrides, ConfigWarnings::Keep) {
         Ok(config) => config.safety.sandbox_mode,
-        Err(err) => return super::fail(&err.to_string()),
+        Err(code) => return code,
     };
     let subagent = match probe_role(ProbeRole::Subagent) {
         Ok(summary) => summary,
@@ -228,7 +229,7 @@ fn spawn_and_collect(fixture: &ProbeFixture, role: ProbeRole) -> Result<ChildRun
         "--probe-abstract".into(),
         targets.abstract_name.into(),
     ];
-    let runtime = super::runtime()?;
+    let runtime = super::preamble::runtime()?;
     // block_on runs on this (main) thread, so the child's parent-death
     // signal is tied to a thread that outlives it.
     runtime.block_on(async move {

@@ -8,7 +8,8 @@ use clap::Subcommand;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::{fail, init_logging, runtime, tool_env};
+use super::preamble::run_configured;
+use super::{fail, tool_env};
 use crate::config::ProviderKind;
 use crate::config::{Config, Overrides};
 use crate::protocol::ApprovalPolicy;
@@ -30,17 +31,7 @@ pub enum ToolCommand {
 }
 
 pub fn run(overrides: &Overrides, command: ToolCommand) -> ExitCode {
-    init_logging();
-    let config = match Config::load(overrides) {
-        Ok(config) => config,
-        Err(err) => return fail(&err.to_string()),
-    };
-    super::print_config_warnings(&config);
-    let runtime = match runtime() {
-        Ok(runtime) => runtime,
-        Err(message) => return fail(&message),
-    };
-    let code = runtime.block_on(async {
+    run_configured(overrides, |config| async move {
         let mcp = super::session::start_mcp(&config).await;
         for warning in mcp.warnings() {
             eprintln!("fido: warning: {warning}");
@@ -56,9 +47,7 @@ pub fn run(overrides: &Overrides, command: ToolCommand) -> ExitCode {
         };
         mcp.shutdown().await;
         code
-    });
-    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
-    code
+    })
 }
 
 fn list(config: &Config, catalog: &ToolCatalog) -> ExitCode {

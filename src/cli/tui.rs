@@ -12,35 +12,29 @@ use std::fs::{self, OpenOptions};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
+use super::fail;
 use super::journal::ResumeFrom;
+use super::preamble::{ConfigWarnings, block_on, load_config};
 use super::session::{Interaction, Session};
-use super::{fail, runtime};
-use crate::agent::ops;
+use crate::agent::asks::PendingAsks;
+use crate::agent::ops::{self, FrontDesk, LocalCommands};
 use crate::config::{Config, Overrides};
 use crate::plan::todo::{self, TodoStore};
 use crate::plan::{PlanFlavour, PlanSnapshot, PlanStore};
-use crate::protocol::{ApprovalPolicy, ApprovalRequest};
+use crate::protocol::ApprovalPolicy;
+use crate::protocol::op::{PlanCleared, StatusInfo};
 use crate::session::journal;
-use crate::tools::approval::{ApprovalFuture, Approver};
-use crate::tools::ask_user::{AnswerFuture, UserChannel};
-use crate::ui::{self, LocalCommands, PlanCleared, UiSetup};
+use crate::ui::{self, UiSetup};
 use crate::workspace::LOGS_DIR;
 
 pub fn run(overrides: &Overrides, resume: Option<ResumeFrom>) -> ExitCode {
-    let config = match Config::load(overrides) {
+    // The UI shows the warnings; logging starts in `session`, into a file.
+    let config = match load_config(overrides, ConfigWarnings::Keep) {
         Ok(config) => config,
-        Err(err) => return fail(&err.to_string()),
+        Err(code) => return code,
     };
-    let runtime = match runtime() {
-        Ok(runtime) => runtime,
-        Err(message) => return fail(&message),
-    };
-    let code = runtime.block_on(session(config, resume));
-    // A stuck tool after an interrupt must not delay exit.
-    runtime.shutdown_timeout(Duration::from_millis(100));
-    code
+    block_on(session(config, resume)).unwrap_or_else(|message| fail(&message))
 }
 
 async fn session(config: Config, resume: Option<ResumeFrom>) -> ExitCode {
@@ -49,13 +43,14 @@ async fn session(config: Config, resume: Option<ResumeFrom>) -> ExitCode {
         init_file_logging(&config.workspace);
     }
     let (sink, receiver) = crate::protocol::event_queue::channel();
-    let (user, questions) = ui::UiUser::new();
-    let user = Arc::new(user);
+    // Approvals and questions go to the UI as events with an id.
+    let asks = PendingAsks::new(sink.clone());
     let interaction = Interaction {
-        user: Some(user.clone()),
-        approver: Some(user.clone()),
+        user: Some(asks.clone()),
+        approver: Some(asks.clone()),
         default_approval: ApprovalPolicy::OnRequest,
     };
+    let desk_events = sink.clone();
     let session = match Session::start(&config, interaction, sink, resume).await {
         Ok(session) => session,
         Err(message) => return fail(&message),
@@ -73,16 +68,17 @@ async fn session(config: Config, resume: Option<ResumeFrom>) -> ExitCode {
     warnings.extend(session.instructions.warnings.iter().cloned());
     warnings.extend(session.mcp.warnings().iter().cloned());
     let switcher = local_commands.clone();
-    let engine = ops::serve(
-        session.actor.clone(),
-        Arc::new(move |model: &str| switcher.provider_for(model)),
-    );
+    let desk = FrontDesk {
+        events: desk_events,
+        commands: local_commands,
+        asks: Some(asks),
+        switch_model: Some(Arc::new(move |model: &str| switcher.provider_for(model))),
+    };
+    let engine = ops::serve(session.actor.clone(), desk);
     let result = ui::run(UiSetup {
         engine,
         events: receiver,
         panic_is_caught: crate::agent::recover::panic_is_recoverable,
-        local_commands,
-        questions,
         warnings,
         history,
         resumed: resumed_note(&session),
@@ -93,33 +89,6 @@ async fn session(config: Config, resume: Option<ResumeFrom>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => fail(&err.to_string()),
-    }
-}
-
-/// The engine asks the person through the UI's request queue: approvals
-/// and `ask_user` questions arrive there as [`ui::UserRequest`]s.
-impl Approver for ui::UiUser {
-    fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> ApprovalFuture<'a> {
-        Box::pin(self.ask_person(|answer| {
-            ui::UserRequest::Approval(ui::ApprovalPrompt {
-                request: request.clone(),
-                answer,
-            })
-        }))
-    }
-}
-
-impl UserChannel for ui::UiUser {
-    fn ask<'a>(&'a self, question: &'a str) -> AnswerFuture<'a> {
-        Box::pin(async move {
-            let asked = self.ask_person(|answer| {
-                ui::UserRequest::Question(ui::Question {
-                    text: question.to_string(),
-                    answer,
-                })
-            });
-            asked.await.flatten()
-        })
     }
 }
 
@@ -285,7 +254,7 @@ impl LocalCommands for CliLocalCommands {
         }
     }
 
-    fn status(&self) -> ui::StatusInfo {
+    fn status(&self) -> StatusInfo {
         self.status_info()
     }
 
@@ -318,16 +287,12 @@ impl LocalCommands for CliLocalCommands {
 }
 
 impl CliLocalCommands {
-    fn status_info(&self) -> ui::StatusInfo {
+    fn status_info(&self) -> StatusInfo {
         let safety = self.config.as_ref().map(|config| &config.safety);
-        ui::StatusInfo {
-            sandbox_mode: safety.map(|s| s.sandbox_mode.to_string()),
+        StatusInfo {
+            sandbox_mode: safety.map(|s| s.sandbox_mode),
             // The TUI's default when the configuration names none.
-            approval_policy: safety.map(|s| {
-                s.approval_policy
-                    .unwrap_or(ApprovalPolicy::OnRequest)
-                    .to_string()
-            }),
+            approval_policy: safety.map(|s| s.approval_policy.unwrap_or(ApprovalPolicy::OnRequest)),
             instruction_files: self.instruction_files.clone(),
         }
     }
@@ -360,6 +325,8 @@ impl CliLocalCommands {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
     use ractor::ActorRef;
     use ratatui::Terminal;
@@ -378,7 +345,48 @@ mod tests {
     /// Longest wait for an actor's answer: a hung test fails instead.
     const CALL_MS: u64 = 30_000;
 
-    /// An agent that ignores everything (local commands never reach it).
+    /// The real agent on `env` (its model says "hello back"), served with
+    /// `commands` to a UI on a test backend; the engine's events reach the
+    /// UI through the terminal's forwarder.
+    async fn ui_with_agent(
+        env: crate::tools::ToolEnv,
+        commands: Arc<CliLocalCommands>,
+    ) -> (ActorRef<UiMessage>, ActorRef<AgentMessage>) {
+        use crate::agent::{AgentActor, AgentArguments, AgentDeps, Conversation};
+        use crate::provider::script::ScriptProvider;
+        use crate::tools::{InvocationContext, ToolCatalog};
+        let script = r#"{"turns": [{"text": "hello back"}]}"#;
+        let (events, receiver) = crate::protocol::event_queue::channel();
+        let deps = Arc::new(AgentDeps {
+            provider: Arc::new(ScriptProvider::from_json("t", "t", script).unwrap()),
+            tool_env: Arc::new(env),
+            ctx: InvocationContext::main(),
+            settings: crate::agent::AgentSettings::for_tests(),
+            events: events.clone(),
+            journal: None,
+            catalog: ToolCatalog::standard(PlanFlavour::UpdatePlan),
+        });
+        let arguments = AgentArguments {
+            deps,
+            conversation: Conversation::new("system".into()),
+            turns: 0,
+        };
+        let (agent, _) = Actor::spawn(None, AgentActor, arguments).await.unwrap();
+        let desk = FrontDesk {
+            commands,
+            ..FrontDesk::detached(events)
+        };
+        let (exit, _exited) = oneshot::channel();
+        let arguments = UiArguments {
+            terminal: Terminal::new(TestBackend::new(120, 30)).unwrap(),
+            engine: ops::serve(agent.clone(), desk),
+            exit,
+            history: Default::default(),
+        };
+        let (ui, _) = Actor::spawn(None, UiActor::new(), arguments).await.unwrap();
+        tokio::spawn(crate::ui::terminal::forward_events(receiver, ui.clone()));
+        (ui, agent)
+    }
     fn saved_plan(store: &PlanStore) -> PlanState {
         let item = |id: &str, status| PlanItem {
             id: id.into(),
@@ -426,17 +434,8 @@ mod tests {
             plans: PlanStore::new(path.clone()),
             todos: TodoStore::in_workspace(dir.path()),
         });
-        // An engine that takes the ops and does nothing with them.
-        let (engine, _ops) = crate::protocol::op::op_channel();
-        let (exit, _exited) = oneshot::channel();
-        let arguments = UiArguments {
-            terminal: Terminal::new(TestBackend::new(120, 30)).unwrap(),
-            engine,
-            local_commands: commands,
-            exit,
-            history: Default::default(),
-        };
-        let (ui, _) = Actor::spawn(None, UiActor::new(), arguments).await.unwrap();
+        let env = crate::tools::testing::env(dir.path());
+        let (ui, _agent) = ui_with_agent(env, commands).await;
         // As at start-up: the loaded plan arrives as an event.
         ui.cast(UiMessage::Agent(Event::now(EventKind::PlanUpdated {
             plan: PlanSnapshot::UpdatePlan(before.clone()),
@@ -522,9 +521,7 @@ mod tests {
 
     #[tokio::test]
     async fn undo_suspend_and_recall_from_the_ui_with_the_real_agent() {
-        use crate::agent::{AgentActor, AgentArguments, AgentDeps, Conversation};
         use crate::protocol::{Message, ToolCall};
-        use crate::provider::script::ScriptProvider;
         use crate::tools::{InvocationContext, ToolCatalog};
 
         let dir = tempfile::tempdir().unwrap();
@@ -548,29 +545,6 @@ mod tests {
             .await;
         assert!(out.ok, "{}", out.content);
 
-        let deps = Arc::new(AgentDeps {
-            provider: Arc::new(
-                ScriptProvider::from_json("t", "t", r#"{"turns": [{"text": "hello back"}]}"#)
-                    .unwrap(),
-            ),
-            tool_env: Arc::new(env),
-            ctx: InvocationContext::main(),
-            settings: crate::agent::AgentSettings::for_tests(),
-            events: crate::agent::EventSink::discard(),
-            journal: None,
-            catalog,
-        });
-        let (agent, _) = Actor::spawn(
-            None,
-            AgentActor,
-            AgentArguments {
-                deps,
-                conversation: Conversation::new("system".into()),
-                turns: 0,
-            },
-        )
-        .await
-        .unwrap();
         let commands = Arc::new(CliLocalCommands {
             instruction_files: Vec::new(),
             session_id: None,
@@ -580,20 +554,7 @@ mod tests {
             plans: PlanStore::new(dir.path().join(".fido-plan.json")),
             todos: TodoStore::in_workspace(dir.path()),
         });
-        let (exit, _exited) = oneshot::channel();
-        let (ui, _) = Actor::spawn(
-            None,
-            UiActor::new(),
-            UiArguments {
-                terminal: Terminal::new(TestBackend::new(120, 30)).unwrap(),
-                engine: ops::serve(agent.clone(), Arc::new(|_: &str| Err("no /model".into()))),
-                local_commands: commands,
-                exit,
-                history: Default::default(),
-            },
-        )
-        .await
-        .unwrap();
+        let (ui, agent) = ui_with_agent(env, commands).await;
 
         type_line(&ui, "/undo");
         let undone = wait_for_entry(
@@ -641,7 +602,7 @@ mod tests {
         }];
         ractor::call_t!(
             agent,
-            |reply| AgentMessage::Recall {
+            |reply| AgentMessage::ReplaceHistory {
                 history: empty,
                 reply
             },
@@ -694,7 +655,13 @@ mod tests {
         assert_eq!(provider.name(), "openai");
         assert!(commands.provider_for("  ").is_err());
         let status = commands.status();
-        assert_eq!(status.sandbox_mode.as_deref(), Some("workspace-write"));
-        assert_eq!(status.approval_policy.as_deref(), Some("on-request"));
+        assert_eq!(
+            status.sandbox_mode.map(|m| m.to_string()).as_deref(),
+            Some("workspace-write")
+        );
+        assert_eq!(
+            status.approval_policy.map(|p| p.to_string()).as_deref(),
+            Some("on-request")
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! A cloned repository is untrusted input: its `fido.toml` could point the
 //! provider at a host of its choosing (and so receive the user's key) or
 //! weaken the sandbox. Until the user runs `fido trust DIR`, only the keys
-//! that can do neither are read from it (see `config::KEYS`).
+//! that can do neither are read from it (see `config::keys::KEYS`).
 //!
 //! The record is `trust.json` in the user's config directory
 //! (`$XDG_CONFIG_HOME/fido`, else `~/.config/fido`): `{"trusted": [PATH…]}`

@@ -123,15 +123,37 @@ pub enum EventKind {
         arguments: String,
         content: String,
     },
+    /// UI protocol, live only: the engine asks the person to approve
+    /// `request`; answered by `Op::Approve` with this `id`.
+    ApprovalRequested {
+        id: super::op::AskId,
+        request: super::ApprovalRequest,
+    },
+    /// UI protocol, live only: `ask_user` puts `question` to the person;
+    /// answered by `Op::Answer` with this `id`.
+    QuestionAsked {
+        id: super::op::AskId,
+        question: String,
+    },
+    /// UI protocol, live only: the answer to the submission `id`.
+    OpReplied {
+        id: super::op::SubmissionId,
+        reply: super::op::OpReply,
+    },
 }
 
 impl EventKind {
     /// Events for the live terminal UI only: the `--json` stream (a
     /// contract) and the subagent lifecycle frames leave them out, so they
-    /// may carry message contents.
+    /// may carry message contents. The UI protocol's requests and replies
+    /// are among them: a headless run has nobody to answer them.
     pub fn is_live_only(&self) -> bool {
         match self {
-            EventKind::AssistantDelta { .. } | EventKind::ToolOutput { .. } => true,
+            EventKind::AssistantDelta { .. }
+            | EventKind::ToolOutput { .. }
+            | EventKind::ApprovalRequested { .. }
+            | EventKind::QuestionAsked { .. }
+            | EventKind::OpReplied { .. } => true,
             EventKind::SessionStarted { .. }
             | EventKind::TurnStarted { .. }
             | EventKind::AssistantText { .. }

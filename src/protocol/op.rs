@@ -1,15 +1,26 @@
-//! What a front end asks of the engine: commands in, while events come out
-//! through [`super::event_queue`]. The TUI holds an [`OpSender`] and knows
-//! nothing of the agent actor behind it, the way codex-rs's front ends
-//! submit `Op`s and read `EventMsg`s.
+//! What a front end asks of the engine: [`Submission`]s in, while events
+//! come out through [`super::event_queue`], the way codex-rs's front ends
+//! submit `Submission { id, op }` and read `Event { id, msg }`. The TUI
+//! holds an [`OpSender`] and an event receiver, nothing else of the
+//! engine: no store handle, no engine trait. Every type here serialises,
+//! so a front end could run in another process over the same types.
 //!
-//! The answers that only the asker needs (how a turn ended, whether
-//! `/compact` cut anything) come back on a oneshot channel carried in the
-//! op; everything the transcript shows arrives as events.
+//! An op that has an answer gets it as one `op_replied` event carrying the
+//! submission's id ([`OpReply`]). What the engine asks the person
+//! (approvals, `ask_user` questions) arrives as `approval_requested` and
+//! `question_asked` events with an id of their own, answered by
+//! [`Op::Approve`] and [`Op::Answer`] with that id. These UI-protocol
+//! events are live-only: `fido exec --json` never prints them.
 
-use tokio::sync::{mpsc, oneshot};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{Message, TurnStatus, UsageTotals};
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+use super::plan::PlanSnapshot;
+use super::{ApprovalDecision, ApprovalPolicy, SandboxMode};
+use super::{TurnStatus, UsageTotals};
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,44 +49,137 @@ impl TurnOutcome {
     }
 }
 
-/// A command to the engine.
-#[derive(Debug)]
+/// Which submission an answer belongs to: chosen by the front end, unique
+/// per [`OpSender`] and its clones.
+pub type SubmissionId = u64;
+
+/// Which approval request or question an answer belongs to: chosen by the
+/// engine, unique per session.
+pub type AskId = u64;
+
+/// One op with the id its answer will carry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Submission {
+    pub id: SubmissionId,
+    pub op: Op,
+}
+
+/// A command to the engine. The comment of each says what it is answered
+/// with (an `op_replied` event with the submission's id), if anything.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
 pub enum Op {
-    /// Start a turn with this prompt; the outcome comes when it ends.
+    /// Start a turn with this prompt: [`OpReply::TurnEnded`] when it ends.
     /// Refused (status `Failed`) while another turn runs.
-    SubmitPrompt {
-        prompt: String,
-        reply: oneshot::Sender<TurnOutcome>,
-    },
+    SubmitPrompt { prompt: String },
     /// Cancel the running turn, its subagents included.
     Interrupt,
-    /// Cancel one subagent (`Some(agent_id)`) or every one (`None`); the
-    /// turn goes on with their cancelled results.
-    CancelSubagent(Option<String>),
-    /// The workspace plan changed outside a turn (`/plan clear`): the model
-    /// gets the current one on its next request.
-    RestorePlan,
-    /// Compact the conversation now: whether anything was cut, or why not.
-    CompactNow {
-        reply: oneshot::Sender<Result<bool, String>>,
+    /// `/cancel ID|all`, Esc: cancel one subagent (`Some(agent_id)`) or
+    /// every one (`None`); the turn goes on with their cancelled results.
+    CancelSubagent { agent_id: Option<String> },
+    /// `/compact`: [`OpReply::Compacted`], or why not.
+    Compact,
+    /// `/model NAME`, from the next turn on: [`OpReply::ModelSwitched`]
+    /// with the name the provider reports, or why not.
+    SwitchModel { model: String },
+    /// `/plan`: [`OpReply::Output`], the plan as `fido plan show` prints it.
+    ShowPlan,
+    /// `/plan clear`: [`OpReply::PlanCleared`]; the model gets the new plan
+    /// on its next request.
+    ClearPlan,
+    /// `/undo`: [`OpReply::Info`] saying what was reverted.
+    Undo,
+    /// `/suspend`: [`OpReply::Info`] naming the saved conversation.
+    Suspend,
+    /// `/recall [NAME]`: [`OpReply::Info`] after the saved conversation (the
+    /// newest when no name is given) replaced the current one.
+    Recall { name: Option<String> },
+    /// `/sessions`: [`OpReply::Output`], one saved conversation per line.
+    ListSessions,
+    /// `/status`: [`OpReply::Status`].
+    Status,
+    /// The person's decision on the `approval_requested` event `id`. An
+    /// unknown or stale id is ignored (logged).
+    Approve {
+        id: AskId,
+        decision: ApprovalDecision,
     },
-    /// Replace the conversation after the system message with a recalled
-    /// one: how many messages, or why not.
-    Recall {
-        history: Vec<Message>,
-        reply: oneshot::Sender<Result<usize, String>>,
+    /// The person's answer to the `question_asked` event `id` (`None`:
+    /// dismissed). An unknown or stale id is ignored (logged).
+    Answer { id: AskId, answer: Option<String> },
+}
+
+/// The answer to one [`Submission`], in an `op_replied` event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum OpReply {
+    /// The turn of [`Op::SubmitPrompt`] ended, or never started (`Failed`).
+    TurnEnded {
+        status: TurnStatus,
+        /// What went wrong, for `Failed` and `MaxSteps`.
+        error: Option<String>,
     },
-    /// Use this model of the same endpoint from the next turn on: its
-    /// name as the provider reports it, or why not.
-    SwitchModel {
-        model: String,
-        reply: oneshot::Sender<Result<String, String>>,
-    },
-    /// The conversation's messages between turns (`/suspend`), or why not
-    /// (a turn is running, the agent did not answer).
-    Snapshot {
-        reply: oneshot::Sender<Result<Vec<Message>, String>>,
-    },
+    /// Whether [`Op::Compact`] cut anything (its `compacted` event says what).
+    Compacted { cut: bool },
+    /// The model [`Op::SwitchModel`] switched to.
+    ModelSwitched { model: String },
+    /// What [`Op::ClearPlan`] produced.
+    PlanCleared(Box<PlanCleared>),
+    /// `/status`'s settings.
+    Status(StatusInfo),
+    /// A line for the transcript (`/undo`, `/suspend`, `/recall`).
+    Info { text: String },
+    /// Output shown verbatim (`/plan`, `/sessions`).
+    Output { text: String },
+    /// Why the op did nothing: one sentence for the person.
+    Failed { message: String },
+}
+
+impl OpReply {
+    /// The reply to [`Op::SubmitPrompt`].
+    pub fn turn_ended(outcome: &TurnOutcome) -> OpReply {
+        OpReply::TurnEnded {
+            status: outcome.status,
+            error: outcome.error.clone(),
+        }
+    }
+
+    /// A reply of [`OpReply::Info`], or the failure.
+    pub fn info(result: Result<String, String>) -> OpReply {
+        match result {
+            Ok(text) => OpReply::Info { text },
+            Err(message) => OpReply::Failed { message },
+        }
+    }
+
+    /// A reply of [`OpReply::Output`], or the failure.
+    pub fn output(result: Result<String, String>) -> OpReply {
+        match result {
+            Ok(text) => OpReply::Output { text },
+            Err(message) => OpReply::Failed { message },
+        }
+    }
+}
+
+/// What `/status` shows from the configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusInfo {
+    /// `None`: the engine has no configuration to tell (a test's).
+    pub sandbox_mode: Option<SandboxMode>,
+    pub approval_policy: Option<ApprovalPolicy>,
+    /// Project instruction files loaded into the session.
+    pub instruction_files: Vec<String>,
+}
+
+/// What `/plan clear` produced: the new plan for the panel, and one line for
+/// the transcript.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanCleared {
+    /// Said to the user, e.g. `Plan cleared (version 4).`
+    pub message: String,
+    /// The complete normalised state after clearing: what a
+    /// `plan_updated` event carries.
+    pub plan: PlanSnapshot,
 }
 
 /// Ops a front end can have queued before the engine takes them. A person
@@ -83,12 +187,15 @@ pub enum Op {
 /// never waited on, because the UI's handler must not block.
 pub const OP_QUEUE_LIMIT: usize = 64;
 
-/// The front end's end of the op queue.
+/// The front end's end of the op queue: numbers each op it queues.
 #[derive(Debug, Clone)]
-pub struct OpSender(mpsc::Sender<Op>);
+pub struct OpSender {
+    queue: mpsc::Sender<Submission>,
+    next_id: Arc<AtomicU64>,
+}
 
 /// The engine's end of the op queue.
-pub type OpReceiver = mpsc::Receiver<Op>;
+pub type OpReceiver = mpsc::Receiver<Submission>;
 
 /// Why an op was not queued.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -100,17 +207,22 @@ pub enum OpRefused {
 }
 
 pub fn op_channel() -> (OpSender, OpReceiver) {
-    let (sender, receiver) = mpsc::channel(OP_QUEUE_LIMIT);
-    (OpSender(sender), receiver)
+    let (queue, receiver) = mpsc::channel(OP_QUEUE_LIMIT);
+    let next_id = Arc::new(AtomicU64::new(1));
+    (OpSender { queue, next_id }, receiver)
 }
 
 impl OpSender {
-    /// Queues `op` without waiting.
-    pub fn send(&self, op: Op) -> Result<(), OpRefused> {
-        self.0.try_send(op).map_err(|err| match err {
-            mpsc::error::TrySendError::Full(_) => OpRefused::Full,
-            mpsc::error::TrySendError::Closed(_) => OpRefused::EngineGone,
-        })
+    /// Queues `op` without waiting: the id its answer will carry.
+    pub fn send(&self, op: Op) -> Result<SubmissionId, OpRefused> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.queue
+            .try_send(Submission { id, op })
+            .map_err(|err| match err {
+                mpsc::error::TrySendError::Full(_) => OpRefused::Full,
+                mpsc::error::TrySendError::Closed(_) => OpRefused::EngineGone,
+            })?;
+        Ok(id)
     }
 }
 
@@ -124,8 +236,126 @@ mod tests {
         for _ in 0..OP_QUEUE_LIMIT {
             sender.send(Op::Interrupt).unwrap();
         }
+        assert_eq!(receiver.len(), OP_QUEUE_LIMIT);
         assert_eq!(sender.send(Op::Interrupt), Err(OpRefused::Full));
         drop(receiver);
         assert_eq!(sender.send(Op::Interrupt), Err(OpRefused::EngineGone));
+    }
+
+    #[test]
+    fn submissions_are_numbered_across_clones() {
+        let (sender, mut receiver) = op_channel();
+        let clone = sender.clone();
+        let first = sender.send(Op::Interrupt).unwrap();
+        let second = clone.send(Op::Status).unwrap();
+        assert_ne!(first, second);
+        assert_eq!(receiver.try_recv().unwrap().id, first);
+        assert_eq!(receiver.try_recv().unwrap().id, second);
+    }
+
+    fn every_op() -> Vec<Op> {
+        vec![
+            Op::SubmitPrompt {
+                prompt: "hi".into(),
+            },
+            Op::Interrupt,
+            Op::CancelSubagent {
+                agent_id: Some("sub-1".into()),
+            },
+            Op::CancelSubagent { agent_id: None },
+            Op::Compact,
+            Op::SwitchModel { model: "m".into() },
+            Op::ShowPlan,
+            Op::ClearPlan,
+            Op::Undo,
+            Op::Suspend,
+            Op::Recall { name: None },
+            Op::Recall {
+                name: Some("20261201T120000-abcd".into()),
+            },
+            Op::ListSessions,
+            Op::Status,
+            Op::Approve {
+                id: 3,
+                decision: ApprovalDecision::Denied {
+                    reason: Some("not now".into()),
+                },
+            },
+            Op::Answer {
+                id: 4,
+                answer: Some("postgres".into()),
+            },
+        ]
+    }
+
+    fn every_reply() -> Vec<OpReply> {
+        vec![
+            OpReply::turn_ended(&TurnOutcome::failed("boom")),
+            OpReply::Compacted { cut: true },
+            OpReply::ModelSwitched { model: "m".into() },
+            OpReply::PlanCleared(Box::new(PlanCleared {
+                message: "Plan cleared (version 2).".into(),
+                plan: PlanSnapshot::UpdatePlan(crate::protocol::plan::PlanState::empty()),
+            })),
+            OpReply::Status(StatusInfo {
+                sandbox_mode: Some(SandboxMode::WorkspaceWrite),
+                approval_policy: Some(ApprovalPolicy::OnRequest),
+                instruction_files: vec!["AGENTS.md".into()],
+            }),
+            OpReply::Status(StatusInfo::default()),
+            OpReply::info(Ok("undone".into())),
+            OpReply::output(Ok("plan".into())),
+            OpReply::info(Err("cannot".into())),
+        ]
+    }
+
+    /// The front end could run in another process: every op and every
+    /// event of the UI protocol survives JSON unchanged.
+    #[test]
+    fn submissions_and_ui_protocol_events_round_trip_through_json() {
+        for (id, op) in every_op().into_iter().enumerate() {
+            let submission = Submission { id: id as u64, op };
+            let line = serde_json::to_string(&submission).unwrap();
+            let back: Submission = serde_json::from_str(&line).unwrap();
+            assert_eq!(back, submission, "{line}");
+        }
+        let request = crate::protocol::ApprovalRequest::FileChange {
+            tool: "patch".into(),
+            path: "a.txt".into(),
+            diff: "-a\n+b".into(),
+        };
+        let mut kinds = vec![
+            crate::protocol::EventKind::ApprovalRequested { id: 1, request },
+            crate::protocol::EventKind::QuestionAsked {
+                id: 2,
+                question: "Which one?".into(),
+            },
+        ];
+        let replies = every_reply().into_iter().enumerate();
+        kinds.extend(
+            replies.map(|(id, reply)| crate::protocol::EventKind::OpReplied {
+                id: id as u64,
+                reply,
+            }),
+        );
+        for kind in kinds {
+            assert!(kind.is_live_only(), "never in --json: {kind:?}");
+            let event = crate::protocol::Event::now(kind);
+            let line = serde_json::to_string(&event).unwrap();
+            let back: crate::protocol::Event = serde_json::from_str(&line).unwrap();
+            assert_eq!(back, event, "{line}");
+        }
+    }
+
+    #[test]
+    fn a_reply_on_the_wire_names_its_submission_and_kind() {
+        let kind = crate::protocol::EventKind::OpReplied {
+            id: 9,
+            reply: OpReply::Compacted { cut: false },
+        };
+        assert_eq!(
+            serde_json::to_string(&kind).unwrap(),
+            r#"{"type":"op_replied","id":9,"reply":{"kind":"compacted","cut":false}}"#
+        );
     }
 }

@@ -25,17 +25,18 @@
 //!   is [`ProviderError::StreamTruncated`]; an `error` event is
 //!   [`ProviderError::Api`].
 
-use bytes::Bytes;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{HeaderName, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::http::{self, StreamHandler};
-use super::retry::with_retries;
+use super::http;
 use super::sse::SseEvent;
+use super::streaming::{
+    Answer, StreamAccumulator, StreamingProvider, WindowSource, WireCodec, completion,
+    secret_header,
+};
 use super::{
-    ChatRequest, Completion, CompletionFuture, FinishReason, HttpPolicy, NoticeSink, Provider,
-    ProviderError, ProviderNotice, ToolChoice, WindowFuture,
+    ChatRequest, Completion, FinishReason, HttpPolicy, ProviderError, ProviderNotice, ToolChoice,
 };
 use crate::protocol::{Message, ToolCall, ToolSpec, Usage};
 
@@ -43,19 +44,16 @@ use crate::protocol::{Message, ToolCall, ToolSpec, Usage};
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// A provider for Anthropic's streaming Messages API.
-pub struct AnthropicProvider {
-    client: reqwest::Client,
-    url: String,
-    headers: HeaderMap,
-    model: String,
-    max_tokens: u32,
-    policy: HttpPolicy,
-}
+pub type AnthropicProvider = StreamingProvider<AnthropicCodec>;
+
+/// The Messages wire format.
+pub struct AnthropicCodec;
 
 impl AnthropicProvider {
     /// `base_url` is what `/v1/messages` is appended to (normally
     /// `https://api.anthropic.com`). Without a key (or with an empty one) no
     /// `x-api-key` header is sent, for local proxies that add their own.
+    /// `max_tokens` is required by the API and caps every answer.
     pub fn new(
         base_url: String,
         api_key: Option<String>,
@@ -63,86 +61,44 @@ impl AnthropicProvider {
         policy: HttpPolicy,
         max_tokens: u32,
     ) -> Result<Self, ProviderError> {
-        let url = http::join_url(&base_url, "/v1/messages");
-        http::check_url(&url)?;
         if max_tokens == 0 {
             return Err(ProviderError::Config(
                 "max_tokens for Anthropic must be at least 1".into(),
             ));
         }
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        headers.insert(
-            HeaderName::from_static("anthropic-version"),
-            HeaderValue::from_static(ANTHROPIC_VERSION),
-        );
-        if let Some(key) = api_key.filter(|k| !k.trim().is_empty()) {
-            let mut value = HeaderValue::from_str(key.trim()).map_err(|_| {
-                ProviderError::Config(
-                    "the API key contains characters not allowed in a header".into(),
-                )
-            })?;
-            value.set_sensitive(true);
-            headers.insert(HeaderName::from_static("x-api-key"), value);
-        }
-        Ok(AnthropicProvider {
-            client: http::build_client(&policy)?,
-            url,
-            headers,
-            model,
-            max_tokens,
-            policy,
-        })
+        StreamingProvider::with_codec(AnthropicCodec, base_url, api_key, model, policy, max_tokens)
     }
 }
 
-impl Provider for AnthropicProvider {
-    fn name(&self) -> &str {
-        "anthropic"
+impl WireCodec for AnthropicCodec {
+    type Accumulator = MessagesStreamAccumulator;
+    const NAME: &'static str = "anthropic";
+    const PATH: &'static str = "/v1/messages";
+    const REQUEST_KIND: &'static str = "messages";
+
+    const FIXED_HEADERS: &'static [(&'static str, &'static str)] =
+        &[("anthropic-version", ANTHROPIC_VERSION)];
+
+    fn key_header(&self, api_key: &str) -> Result<(HeaderName, HeaderValue), ProviderError> {
+        Ok((
+            HeaderName::from_static("x-api-key"),
+            secret_header(api_key)?,
+        ))
     }
 
-    fn model(&self) -> &str {
-        &self.model
+    /// The API refuses `max_tokens: 0`, so a request never asks for less
+    /// than one token.
+    fn encode(
+        &self,
+        model: &str,
+        max_output_tokens: u32,
+        request: ChatRequest<'_>,
+    ) -> Result<Vec<u8>, ProviderError> {
+        http::to_bytes(&request_body(model, max_output_tokens.max(1), request))
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: ChatRequest<'a>,
-        notices: NoticeSink<'a>,
-    ) -> CompletionFuture<'a> {
-        Box::pin(async move {
-            let max_tokens = request
-                .max_output_tokens
-                .map_or(self.max_tokens, |cap| cap.clamp(1, self.max_tokens));
-            let body = request_body(&self.model, max_tokens, request);
-            let body = Bytes::from(http::to_bytes(&body)?);
-            with_retries(&self.policy, notices, |attempt| {
-                let body = body.clone();
-                async move {
-                    tracing::debug!(url = %self.url, attempt, bytes = body.len(), "messages request");
-                    let mut handler = Handler {
-                        accumulator: MessagesStreamAccumulator::default(),
-                        notices,
-                    };
-                    http::post_stream(
-                        &self.client,
-                        &self.policy,
-                        &self.url,
-                        self.headers.clone(),
-                        body,
-                        &mut handler,
-                    )
-                    .await?;
-                    handler.accumulator.finish()
-                }
-            })
-            .await
-        })
-    }
-
-    fn context_window(&self) -> WindowFuture<'_> {
-        Box::pin(async move { super::limits::known_window(&self.model) })
+    fn window_source(&self) -> WindowSource {
+        WindowSource::ModelName
     }
 }
 
@@ -308,21 +264,14 @@ fn tool_use_block(call: &ToolCall) -> Value {
     json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input})
 }
 
-/// Wires the accumulator to the HTTP stream and the notice sink.
-struct Handler<'a> {
-    accumulator: MessagesStreamAccumulator,
-    notices: NoticeSink<'a>,
-}
-
-impl StreamHandler for Handler<'_> {
-    fn event(&mut self, event: SseEvent) -> Result<bool, ProviderError> {
-        for notice in self.accumulator.push(event.event.as_deref(), &event.data)? {
-            (self.notices)(notice);
-        }
-        Ok(self.accumulator.is_done())
+impl StreamAccumulator for MessagesStreamAccumulator {
+    fn event(&mut self, event: &SseEvent) -> Result<Vec<ProviderNotice>, ProviderError> {
+        self.push(event.event.as_deref(), &event.data)
     }
 
-    fn json_body(&mut self, body: &[u8]) -> Result<(), ProviderError> {
+    /// The Messages API always streams: plain JSON is a proxy's or the
+    /// API's error, or a reply this code cannot read.
+    fn json_body(&mut self, body: &[u8]) -> Result<Vec<ProviderNotice>, ProviderError> {
         let detail = http::excerpt(body);
         let is_error = serde_json::from_slice::<Value>(body)
             .ok()
@@ -334,6 +283,14 @@ impl StreamHandler for Handler<'_> {
                 detail: format!("expected an event stream, got JSON: {detail}"),
             }
         })
+    }
+
+    fn is_done(&self) -> bool {
+        MessagesStreamAccumulator::is_done(self)
+    }
+
+    fn finish(self) -> Result<Completion, ProviderError> {
+        MessagesStreamAccumulator::finish(self)
     }
 }
 
@@ -409,77 +366,9 @@ impl MessagesStreamAccumulator {
                     self.take_usage(usage)?;
                 }
             }
-            "content_block_start" => {
-                let index = block_index(&value)?;
-                let block = value.get("content_block").unwrap_or(&Value::Null);
-                let block = match block.get("type").and_then(Value::as_str) {
-                    Some("text") => {
-                        let text = str_field(block, "text");
-                        if !text.is_empty() {
-                            self.text.push_str(text);
-                            notices.push(ProviderNotice::TextDelta(text.to_owned()));
-                        }
-                        Block::Text
-                    }
-                    Some("tool_use") => {
-                        let name = str_field(block, "name").to_owned();
-                        if !name.is_empty() {
-                            notices.push(ProviderNotice::ToolCallStarted { name: name.clone() });
-                        }
-                        Block::ToolUse {
-                            id: str_field(block, "id").to_owned(),
-                            name,
-                            json: String::new(),
-                            initial: block.get("input").cloned(),
-                            initial_bytes: data.len(),
-                        }
-                    }
-                    _ => Block::Other,
-                };
-                self.blocks.push((index, block));
-            }
-            "content_block_delta" => {
-                let index = block_index(&value)?;
-                let delta = value.get("delta").unwrap_or(&Value::Null);
-                let block = self
-                    .blocks
-                    .iter_mut()
-                    .rev()
-                    .find(|(i, _)| *i == index)
-                    .map(|(_, b)| b);
-                match (delta.get("type").and_then(Value::as_str), block) {
-                    (Some("text_delta"), Some(Block::Text)) => {
-                        let text = str_field(delta, "text");
-                        if !text.is_empty() {
-                            self.text.push_str(text);
-                            notices.push(ProviderNotice::TextDelta(text.to_owned()));
-                        }
-                    }
-                    (Some("input_json_delta"), Some(Block::ToolUse { json, .. })) => {
-                        json.push_str(str_field(delta, "partial_json"));
-                    }
-                    (_, None) => {
-                        return Err(ProviderError::MalformedStream {
-                            detail: format!("delta for content block {index}, which never started"),
-                        });
-                    }
-                    // Thinking, signatures, citations: not ours.
-                    _ => {}
-                }
-            }
-            "message_delta" => {
-                if let Some(reason) = value.pointer("/delta/stop_reason").and_then(Value::as_str) {
-                    self.stop_reason = Some(match reason {
-                        "end_turn" | "stop_sequence" => FinishReason::Stop,
-                        "tool_use" => FinishReason::ToolCalls,
-                        "max_tokens" => FinishReason::Length,
-                        _ => FinishReason::Other,
-                    });
-                }
-                if let Some(usage) = value.get("usage") {
-                    self.take_usage(usage)?;
-                }
-            }
+            "content_block_start" => self.start_block(&value, data.len(), &mut notices)?,
+            "content_block_delta" => self.apply_delta(&value, &mut notices)?,
+            "message_delta" => self.message_delta(&value)?,
             "message_stop" => self.done = true,
             "error" => {
                 let message =
@@ -494,6 +383,95 @@ impl MessagesStreamAccumulator {
         }
         self.check_size()?;
         Ok(notices)
+    }
+
+    /// `content_block_start`, `event_bytes` long: a text block may carry its
+    /// first text, a tool-use block its name and whole input.
+    fn start_block(
+        &mut self,
+        value: &Value,
+        event_bytes: usize,
+        notices: &mut Vec<ProviderNotice>,
+    ) -> Result<(), ProviderError> {
+        let index = block_index(value)?;
+        let block = value.get("content_block").unwrap_or(&Value::Null);
+        let block = match block.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                self.push_text(str_field(block, "text"), notices);
+                Block::Text
+            }
+            Some("tool_use") => {
+                let name = str_field(block, "name").to_owned();
+                if !name.is_empty() {
+                    notices.push(ProviderNotice::ToolCallStarted { name: name.clone() });
+                }
+                Block::ToolUse {
+                    id: str_field(block, "id").to_owned(),
+                    name,
+                    json: String::new(),
+                    initial: block.get("input").cloned(),
+                    initial_bytes: event_bytes,
+                }
+            }
+            _ => Block::Other,
+        };
+        self.blocks.push((index, block));
+        Ok(())
+    }
+
+    /// `content_block_delta`: more text, or more of a call's arguments.
+    fn apply_delta(
+        &mut self,
+        value: &Value,
+        notices: &mut Vec<ProviderNotice>,
+    ) -> Result<(), ProviderError> {
+        let index = block_index(value)?;
+        let delta = value.get("delta").unwrap_or(&Value::Null);
+        let block = self
+            .blocks
+            .iter_mut()
+            .rev()
+            .find(|(i, _)| *i == index)
+            .map(|(_, b)| b);
+        match (delta.get("type").and_then(Value::as_str), block) {
+            (Some("text_delta"), Some(Block::Text)) => {
+                self.push_text(str_field(delta, "text"), notices);
+            }
+            (Some("input_json_delta"), Some(Block::ToolUse { json, .. })) => {
+                json.push_str(str_field(delta, "partial_json"));
+            }
+            (_, None) => {
+                return Err(ProviderError::MalformedStream {
+                    detail: format!("delta for content block {index}, which never started"),
+                });
+            }
+            // Thinking, signatures, citations: not ours.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// `message_delta`: the stop reason and the usage so far.
+    fn message_delta(&mut self, value: &Value) -> Result<(), ProviderError> {
+        if let Some(reason) = value.pointer("/delta/stop_reason").and_then(Value::as_str) {
+            self.stop_reason = Some(match reason {
+                "end_turn" | "stop_sequence" => FinishReason::Stop,
+                "tool_use" => FinishReason::ToolCalls,
+                "max_tokens" => FinishReason::Length,
+                _ => FinishReason::Other,
+            });
+        }
+        if let Some(usage) = value.get("usage") {
+            self.take_usage(usage)?;
+        }
+        Ok(())
+    }
+
+    fn push_text(&mut self, text: &str, notices: &mut Vec<ProviderNotice>) {
+        if !text.is_empty() {
+            self.text.push_str(text);
+            notices.push(ProviderNotice::TextDelta(text.to_owned()));
+        }
     }
 
     fn check_size(&self) -> Result<(), ProviderError> {
@@ -542,9 +520,6 @@ impl MessagesStreamAccumulator {
 
     /// The completion, once the stream has ended.
     pub fn finish(self) -> Result<Completion, ProviderError> {
-        if !self.done && self.stop_reason.is_none() {
-            return Err(ProviderError::StreamTruncated);
-        }
         let tool_calls: Vec<ToolCall> = self
             .blocks
             .into_iter()
@@ -573,25 +548,21 @@ impl MessagesStreamAccumulator {
                 Block::Text | Block::Other => None,
             })
             .collect();
-        let finish_reason = match self.stop_reason.unwrap_or(FinishReason::Stop) {
-            FinishReason::Stop if !tool_calls.is_empty() => FinishReason::ToolCalls,
-            other => other,
+        let usage = Usage {
+            // The server's counts: a hostile one may send u64::MAX.
+            prompt_tokens: self
+                .input_tokens
+                .saturating_add(self.cache_read)
+                .saturating_add(self.cache_creation),
+            cached_tokens: self.cache_read,
+            completion_tokens: self.output_tokens,
         };
-        Ok(Completion {
-            message: Message::Assistant {
-                content: Some(self.text).filter(|t| !t.is_empty()),
-                tool_calls,
-            },
-            finish_reason,
-            usage: Usage {
-                // The server's counts: a hostile one may send u64::MAX.
-                prompt_tokens: self
-                    .input_tokens
-                    .saturating_add(self.cache_read)
-                    .saturating_add(self.cache_creation),
-                cached_tokens: self.cache_read,
-                completion_tokens: self.output_tokens,
-            },
+        completion(Answer {
+            done: self.done,
+            text: self.text,
+            tool_calls,
+            finish_reason: self.stop_reason,
+            usage,
         })
     }
 }

@@ -30,8 +30,8 @@ pub(crate) const EXCERPT_CHARS: usize = 300;
 /// Largest error body read to make the excerpt.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
 
-/// Consumes one response. Implemented by each provider around its pure
-/// stream accumulator.
+/// Consumes one response. Implemented once, by the streaming skeleton
+/// around a codec's pure stream accumulator.
 pub(crate) trait StreamHandler {
     /// One SSE event. Returns `true` once the answer is complete, after which
     /// no more of the body is read.

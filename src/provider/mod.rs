@@ -4,6 +4,10 @@
 //!   endpoint (llama.cpp `llama-server`, Ollama, vLLM, hosted APIs), streaming SSE.
 //! - [`anthropic::AnthropicProvider`]: Anthropic Messages, streaming, with
 //!   cache breakpoints on the system prompt and the tools.
+//!
+//!   Both are one [`streaming::StreamingProvider`] (retries, the POST, the
+//!   stream, notices, window discovery) with their own
+//!   [`streaming::WireCodec`]: a new streaming API is one codec file.
 //! - [`script::ScriptProvider`]: plays a JSON file of assistant turns. It is
 //!   a script, and says so in its name; it never pretends to be a model.
 //!
@@ -22,6 +26,7 @@ pub mod openai;
 pub mod retry;
 pub mod script;
 pub mod sse;
+pub mod streaming;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -13,37 +13,24 @@
 //! - Tool calls are returned whenever they were streamed, whatever the
 //!   `finish_reason` said; a call with blank arguments gets `{}`.
 
-use bytes::Bytes;
-use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use serde::Deserialize;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::http::{self, StreamHandler};
-use super::limits;
-use super::retry::with_retries;
+use super::http;
 use super::sse::SseEvent;
+use super::streaming::{
+    Answer, StreamAccumulator, StreamingProvider, WindowSource, WireCodec, completion,
+    secret_header,
+};
 use super::{
-    ChatRequest, Completion, CompletionFuture, FinishReason, HttpPolicy, NoticeSink, Provider,
-    ProviderError, ProviderNotice, ToolChoice, WindowFuture,
+    ChatRequest, Completion, FinishReason, HttpPolicy, ProviderError, ProviderNotice, ToolChoice,
 };
 use crate::protocol::{Message, ToolCall, ToolSpec, Usage};
 
 /// A provider for any server that speaks OpenAI's streaming Chat Completions.
-pub struct OpenAiProvider {
-    client: reqwest::Client,
-    url: String,
-    headers: HeaderMap,
-    model: String,
-    policy: HttpPolicy,
-    base_url: String,
-    /// Longest answer asked for (`max_output_tokens`).
-    max_output_tokens: u32,
-    cap_field: CapField,
-    /// The window once asked for: the agent asks at its first turn, the
-    /// supervisor again for every delegation.
-    window: tokio::sync::OnceCell<Option<u32>>,
-}
+pub type OpenAiProvider = StreamingProvider<OpenAiCodec>;
 
 /// The request field that carries the output cap: hosted OpenAI wants
 /// `max_completion_tokens` (its reasoning models refuse `max_tokens`); local
@@ -52,6 +39,11 @@ pub struct OpenAiProvider {
 pub enum CapField {
     MaxTokens,
     MaxCompletionTokens,
+}
+
+/// The Chat Completions wire format, for the server at one base URL.
+pub struct OpenAiCodec {
+    cap_field: CapField,
 }
 
 impl OpenAiProvider {
@@ -64,118 +56,55 @@ impl OpenAiProvider {
         model: String,
         policy: HttpPolicy,
     ) -> Result<Self, ProviderError> {
-        let url = http::join_url(&base_url, "/chat/completions");
-        http::check_url(&url)?;
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        if let Some(key) = api_key.filter(|k| !k.trim().is_empty()) {
-            let mut value =
-                HeaderValue::from_str(&format!("Bearer {}", key.trim())).map_err(|_| {
-                    ProviderError::Config(
-                        "the API key contains characters not allowed in a header".into(),
-                    )
-                })?;
-            value.set_sensitive(true);
-            headers.insert(AUTHORIZATION, value);
-        }
         let cap_field = if base_url.starts_with("https://api.openai.com") {
             CapField::MaxCompletionTokens
         } else {
             CapField::MaxTokens
         };
-        Ok(OpenAiProvider {
-            client: http::build_client(&policy)?,
-            url,
-            headers,
+        StreamingProvider::with_codec(
+            OpenAiCodec { cap_field },
+            base_url,
+            api_key,
             model,
             policy,
-            base_url,
-            max_output_tokens: super::limits::DEFAULT_MAX_OUTPUT_TOKENS,
-            cap_field,
-            window: tokio::sync::OnceCell::new(),
-        })
-    }
-
-    /// Caps every answer at `tokens` (the request may ask for less).
-    pub fn with_max_output_tokens(mut self, tokens: u32) -> Self {
-        self.max_output_tokens = tokens.max(1);
-        self
-    }
-
-    async fn discover_window(&self) -> Option<u32> {
-        if self.is_hosted_openai() {
-            return limits::known_window(&self.model);
-        }
-        let mut headers = self.headers.clone();
-        headers.remove(ACCEPT);
-        match limits::discover(&self.client, &self.base_url, &self.model, headers).await {
-            Some(window) => Some(window),
-            None => limits::known_window(&self.model),
-        }
-    }
-
-    /// Whether the window can be asked of the server: hosted OpenAI has no
-    /// such endpoint, its models are known by name instead.
-    fn is_hosted_openai(&self) -> bool {
-        self.cap_field == CapField::MaxCompletionTokens
+            super::limits::DEFAULT_MAX_OUTPUT_TOKENS,
+        )
     }
 }
 
-impl Provider for OpenAiProvider {
-    fn name(&self) -> &str {
-        "openai"
+impl WireCodec for OpenAiCodec {
+    type Accumulator = ChatStreamAccumulator;
+    const NAME: &'static str = "openai";
+    const PATH: &'static str = "/chat/completions";
+    const REQUEST_KIND: &'static str = "chat completions";
+
+    const FIXED_HEADERS: &'static [(&'static str, &'static str)] = &[];
+
+    fn key_header(&self, api_key: &str) -> Result<(HeaderName, HeaderValue), ProviderError> {
+        Ok((AUTHORIZATION, secret_header(&format!("Bearer {api_key}"))?))
     }
 
-    fn model(&self) -> &str {
-        &self.model
+    fn encode(
+        &self,
+        model: &str,
+        max_output_tokens: u32,
+        request: ChatRequest<'_>,
+    ) -> Result<Vec<u8>, ProviderError> {
+        let request = ChatRequest {
+            max_output_tokens: Some(max_output_tokens),
+            ..request
+        };
+        request_bytes_with(model, request, self.cap_field)
+            .map_err(|err| ProviderError::Config(format!("cannot encode the request: {err}")))
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: ChatRequest<'a>,
-        notices: NoticeSink<'a>,
-    ) -> CompletionFuture<'a> {
-        Box::pin(async move {
-            let cap = request
-                .max_output_tokens
-                .map_or(self.max_output_tokens, |cap| {
-                    cap.min(self.max_output_tokens)
-                });
-            let request = ChatRequest {
-                max_output_tokens: Some(cap),
-                ..request
-            };
-            let body = request_bytes_with(&self.model, request, self.cap_field).map_err(|err| {
-                ProviderError::Config(format!("cannot encode the request: {err}"))
-            })?;
-            let body = Bytes::from(body);
-            with_retries(&self.policy, notices, |attempt| {
-                let body = body.clone();
-                async move {
-                    tracing::debug!(url = %self.url, attempt, bytes = body.len(), "chat completions request");
-                    let mut handler = Handler {
-                        accumulator: ChatStreamAccumulator::default(),
-                        notices,
-                    };
-                    http::post_stream(
-                        &self.client,
-                        &self.policy,
-                        &self.url,
-                        self.headers.clone(),
-                        body,
-                        &mut handler,
-                    )
-                    .await?;
-                    handler.accumulator.finish()
-                }
-            })
-            .await
-        })
-    }
-
-    fn context_window(&self) -> WindowFuture<'_> {
-        Box::pin(async move { *self.window.get_or_init(|| self.discover_window()).await })
+    /// Hosted OpenAI has no endpoint for the window: its models are known
+    /// by name instead.
+    fn window_source(&self) -> WindowSource {
+        match self.cap_field {
+            CapField::MaxCompletionTokens => WindowSource::ModelName,
+            CapField::MaxTokens => WindowSource::Server,
+        }
     }
 }
 
@@ -352,30 +281,27 @@ struct WireCallFunction<'a> {
     arguments: &'a str,
 }
 
-/// Wires the accumulator to the HTTP stream and the notice sink.
-struct Handler<'a> {
-    accumulator: ChatStreamAccumulator,
-    notices: NoticeSink<'a>,
-}
-
-impl StreamHandler for Handler<'_> {
-    fn event(&mut self, event: SseEvent) -> Result<bool, ProviderError> {
+impl StreamAccumulator for ChatStreamAccumulator {
+    /// An `error` event is the server's report, not a chunk.
+    fn event(&mut self, event: &SseEvent) -> Result<Vec<ProviderNotice>, ProviderError> {
         if event.event.as_deref() == Some("error") {
             return Err(ProviderError::Api {
                 message: error_text(&event.data),
             });
         }
-        for notice in self.accumulator.push(&event.data)? {
-            (self.notices)(notice);
-        }
-        Ok(self.accumulator.is_done())
+        self.push(&event.data)
     }
 
-    fn json_body(&mut self, body: &[u8]) -> Result<(), ProviderError> {
-        for notice in self.accumulator.push_complete_response(body)? {
-            (self.notices)(notice);
-        }
-        Ok(())
+    fn json_body(&mut self, body: &[u8]) -> Result<Vec<ProviderNotice>, ProviderError> {
+        self.push_complete_response(body)
+    }
+
+    fn is_done(&self) -> bool {
+        ChatStreamAccumulator::is_done(self)
+    }
+
+    fn finish(self) -> Result<Completion, ProviderError> {
+        ChatStreamAccumulator::finish(self)
     }
 }
 
@@ -639,9 +565,6 @@ impl ChatStreamAccumulator {
 
     /// The completion, once the stream has ended.
     pub fn finish(self) -> Result<Completion, ProviderError> {
-        if !self.done && self.finish_reason.is_none() {
-            return Err(ProviderError::StreamTruncated);
-        }
         let tool_calls: Vec<ToolCall> = self
             .calls
             .into_iter()
@@ -660,16 +583,11 @@ impl ChatStreamAccumulator {
                 },
             })
             .collect();
-        let finish_reason = match self.finish_reason.unwrap_or(FinishReason::Stop) {
-            FinishReason::Stop if !tool_calls.is_empty() => FinishReason::ToolCalls,
-            other => other,
-        };
-        Ok(Completion {
-            message: Message::Assistant {
-                content: Some(self.content).filter(|c| !c.is_empty()),
-                tool_calls,
-            },
-            finish_reason,
+        completion(Answer {
+            done: self.done,
+            text: self.content,
+            tool_calls,
+            finish_reason: self.finish_reason,
             usage: self.usage,
         })
     }
@@ -677,74 +595,3 @@ impl ChatStreamAccumulator {
 
 #[cfg(test)]
 mod tests;
-
-#[cfg(test)]
-mod wire_tests {
-    use super::*;
-
-    #[test]
-    fn an_empty_final_answer_is_empty_text_never_null_content() {
-        let messages = vec![
-            Message::System {
-                content: "s".into(),
-            },
-            Message::Assistant {
-                content: Some(String::new()),
-                tool_calls: vec![],
-            },
-            Message::Assistant {
-                content: Some(String::new()),
-                tool_calls: vec![ToolCall {
-                    id: "c".into(),
-                    name: "read_file".into(),
-                    arguments: "{}".into(),
-                }],
-            },
-        ];
-        let body = request_body(
-            "m",
-            ChatRequest {
-                messages: &messages,
-                tools: &[],
-                max_output_tokens: None,
-                tool_choice: Default::default(),
-            },
-        );
-        assert_eq!(
-            body["messages"][1],
-            json!({"role": "assistant", "content": ""})
-        );
-        assert_eq!(body["messages"][2]["content"], Value::Null);
-        let bytes = request_bytes(
-            "m",
-            ChatRequest {
-                messages: &messages,
-                tools: &[],
-                max_output_tokens: None,
-                tool_choice: Default::default(),
-            },
-        )
-        .unwrap();
-        assert_eq!(serde_json::from_slice::<Value>(&bytes).unwrap(), body);
-        assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
-        assert!(body.get("max_tokens").is_none());
-
-        let capped = ChatRequest {
-            messages: &messages,
-            tools: &[],
-            max_output_tokens: Some(512),
-            tool_choice: Default::default(),
-        };
-        let local: Value =
-            serde_json::from_slice(&request_bytes_with("m", capped, CapField::MaxTokens).unwrap())
-                .unwrap();
-        assert_eq!(local["max_tokens"], json!(512));
-        assert!(local.get("max_completion_tokens").is_none());
-        let hosted: Value = serde_json::from_slice(
-            &request_bytes_with("m", capped, CapField::MaxCompletionTokens).unwrap(),
-        )
-        .unwrap();
-        assert_eq!(hosted["max_completion_tokens"], json!(512));
-        assert!(hosted.get("max_tokens").is_none());
-    }
-}

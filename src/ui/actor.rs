@@ -6,15 +6,17 @@
 //! events costs one draw per interval (the first change after a quiet
 //! spell draws at once). A key shortens the wait to [`KEY_FRAME_DELAY`],
 //! so typing stays immediate while events flood in. The only timer is a
-//! one-second [`TICK`] while a turn or a subagent's clock runs. The actor never waits for the agent: commands are
-//! casts, and the reply to `SubmitPrompt` is awaited by a spawned task that
-//! posts it back as [`UiMessage::TurnEnded`].
+//! one-second [`TICK`] while a turn or a subagent's clock runs. The actor
+//! never waits for the engine: ops are queued without waiting, and their
+//! answers arrive later as `op_replied` events with the op's id, among the
+//! engine's other events. An answer to an op the actor did not send (or
+//! got an answer to already) is ignored with a log line.
 //!
 //! Generic over the ratatui backend, so tests run the real actor on a
 //! `TestBackend`.
 
+use std::collections::HashSet;
 use std::marker::PhantomData;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -24,26 +26,19 @@ use tokio::sync::oneshot;
 
 use crossterm::event::MouseEventKind;
 
-use super::commands::{LocalCommands, PlanCleared};
 use super::frame::Screen;
 use super::history::{HistoryWriter, PromptHistory};
 use super::keys::{self, Action};
 use super::store::{Direction, Entry, Store};
 use super::{diff, git_diff, status_view, theme};
-use crate::protocol::op::{Op, OpSender, TurnOutcome};
-use crate::protocol::{ApprovalDecision, Event, TurnStatus};
+use crate::protocol::op::{AskId, Op, OpReply, OpSender, SubmissionId};
+use crate::protocol::{ApprovalRequest, Event, EventKind, TurnStatus};
 
 /// Shortest time between two frames for agent events: bursts within it
 /// coalesce into one frame.
 pub const FRAME_DELAY: Duration = Duration::from_millis(16);
 /// Shortest time between two frames when a key changed the screen.
 pub const KEY_FRAME_DELAY: Duration = Duration::from_millis(4);
-/// The longest wait for the agent to answer a quick question (snapshot,
-/// recall): it answers between turns at once, so longer means it is stuck.
-const AGENT_CALL_MS: u64 = 5_000;
-/// The longest wait for `/compact`, which may ask the model for a summary
-/// (as long as the longest model request).
-const COMPACT_CALL_MS: u64 = 600_000;
 /// How often on-screen clocks advance while something is running.
 pub const TICK: Duration = Duration::from_secs(1);
 
@@ -55,29 +50,16 @@ pub enum UiMessage {
     AgentBatch(Vec<Event>, RpcReplyPort<()>),
     /// Terminal input: a key, a paste, a resize (from the input reader).
     Terminal(crossterm::event::Event),
-    /// The reply to `SubmitPrompt`: the turn ended, or never started.
-    TurnEnded(TurnOutcome),
     /// Quit now (SIGTERM, SIGHUP): like `/quit`.
     Shutdown,
     /// Stop with this error: the terminal is gone (the panic hook already
     /// restored it).
     Crashed(String),
-    /// The result of a local command that ran in the background
-    /// (`/suspend`, `/recall`, `/undo`): a line for the transcript.
+    /// A line for the transcript from outside the engine (a start-up
+    /// warning is an `Err`).
     Local(Result<String, String>),
     /// A resumed session's messages, shown as its transcript, and a note.
     Restored(Vec<crate::protocol::Message>, String),
-    /// Output of a local command that ran in the background (`/sessions`,
-    /// `/plan`), shown verbatim.
-    LocalOutput(Result<String, String>),
-    /// `ask_user`: show the question; the next line entered answers it.
-    Question(super::commands::Question),
-    /// The guard asks for approval: show the prompt; y/a/n/Esc answer it.
-    Approval(super::commands::ApprovalPrompt),
-    /// `/plan clear` finished: the cleared plan, or why not.
-    PlanCleared(Result<super::commands::PlanCleared, String>),
-    /// `/model NAME` took effect (the model's name), or why not.
-    ModelSwitched(Result<String, String>),
     /// `/diff` finished: the diff text, or why there is none.
     DiffReady(Result<String, String>),
     /// A copy of the store (tests, debugging).
@@ -115,7 +97,6 @@ pub struct UiArguments<B: Backend> {
     pub terminal: Terminal<B>,
     /// Where prompts, interrupts and the other commands to the engine go.
     pub engine: OpSender,
-    pub local_commands: Arc<dyn LocalCommands>,
     /// Told once why the actor stopped.
     pub exit: oneshot::Sender<UiExit>,
     /// Prompts entered before, and where new ones are saved.
@@ -128,7 +109,9 @@ pub struct UiState<B: Backend> {
     /// The rendered lines frames share (the transcript's, the plan's).
     screen: Screen,
     engine: OpSender,
-    local_commands: Arc<dyn LocalCommands>,
+    /// The ops sent whose answers are still to come; the running turn's
+    /// prompt is one of them.
+    awaiting: HashSet<SubmissionId>,
     exit: Option<oneshot::Sender<UiExit>>,
     frame_scheduled: bool,
     /// When the last frame was drawn (pacing).
@@ -136,10 +119,10 @@ pub struct UiState<B: Backend> {
     /// A frame scheduled soon after a key (pending).
     key_frame_scheduled: bool,
     tick_scheduled: bool,
-    /// Where the answer to the question on screen goes.
-    answer: Option<tokio::sync::oneshot::Sender<Option<String>>>,
-    /// Where the decision on the approval request on screen goes.
-    approval_answer: Option<tokio::sync::oneshot::Sender<ApprovalDecision>>,
+    /// The id of the question on screen, which its answer carries.
+    question: Option<AskId>,
+    /// The id of the approval request on screen, which its decision carries.
+    approval: Option<AskId>,
     history: Option<HistoryWriter>,
 }
 
@@ -168,14 +151,14 @@ where
             store,
             screen: Screen::default(),
             engine: args.engine,
-            local_commands: args.local_commands,
+            awaiting: HashSet::new(),
             exit: Some(args.exit),
             frame_scheduled: false,
             last_frame: Instant::now(),
             key_frame_scheduled: false,
             tick_scheduled: false,
-            answer: None,
-            approval_answer: None,
+            question: None,
+            approval: None,
             history: args.history.writer,
         };
         draw(&mut state).map_err(|message| -> ActorProcessingErr { message.into() })?;
@@ -196,19 +179,16 @@ where
             )
         );
         let changed = match message {
-            UiMessage::Agent(event) => state.store.apply(&event.kind, now),
+            UiMessage::Agent(event) => on_event(state, event.kind, now),
             UiMessage::AgentBatch(events, applied) => {
-                let changed = events.iter().fold(false, |changed, event| {
-                    state.store.apply(&event.kind, now) | changed
+                let changed = events.into_iter().fold(false, |changed, event| {
+                    on_event(state, event.kind, now) | changed
                 });
+                // The forwarder may have stopped waiting; nothing to tell it.
                 let _ = applied.send(());
                 changed
             }
             UiMessage::Terminal(event) => on_terminal(&myself, state, event, now),
-            UiMessage::TurnEnded(outcome) => {
-                state.store.turn_replied(outcome.status, outcome.error);
-                true
-            }
             UiMessage::Shutdown => {
                 dispatch(&myself, state, Action::Quit);
                 false
@@ -217,46 +197,19 @@ where
                 stop(&myself, state, UiExit::Failed(message));
                 false
             }
-            UiMessage::Approval(prompt) => {
-                // A newer request replaces an unanswered one (denied).
-                if let Some(previous) = state.approval_answer.replace(prompt.answer) {
-                    let _ = previous.send(ApprovalDecision::Denied { reason: None });
-                }
-                super::approval::show(&mut state.store, prompt.request);
-                true
-            }
-            UiMessage::Question(question) => {
-                // A newer question replaces an unanswered one (dismissed).
-                if let Some(previous) = state.answer.replace(question.answer) {
-                    let _ = previous.send(None);
-                }
-                state.store.ask(&question.text);
-                true
-            }
             UiMessage::Restored(messages, note) => {
                 state.store.restore_transcript(&messages, note);
                 true
             }
-            finished @ (UiMessage::LocalOutput(_)
-            | UiMessage::Local(_)
-            | UiMessage::PlanCleared(_)
-            | UiMessage::ModelSwitched(_)
-            | UiMessage::DiffReady(_)) => on_finished(state, finished),
+            UiMessage::Local(Ok(text)) => push(state, Entry::Info(text)),
+            UiMessage::Local(Err(message)) => push(state, Entry::Error(message)),
+            UiMessage::DiffReady(result) => diff_ready(state, result),
             UiMessage::Snapshot(reply) => {
                 let _ = reply.send(state.store.clone());
                 false
             }
             UiMessage::Frame => {
-                // A second scheduled frame (a key's, an event's) finds
-                // nothing left to draw.
-                if state.frame_scheduled {
-                    state.frame_scheduled = false;
-                    state.key_frame_scheduled = false;
-                    state.last_frame = now;
-                    if let Err(message) = draw(state) {
-                        stop(&myself, state, UiExit::Failed(message));
-                    }
-                }
+                draw_scheduled(&myself, state, now);
                 false
             }
             UiMessage::Tick => {
@@ -273,6 +226,25 @@ where
         }
         Ok(())
     }
+}
+
+/// Draws the frame scheduled after a change; a second scheduled frame (a
+/// key's, an event's) finds nothing left to draw.
+fn draw_scheduled<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, now: Instant) {
+    if !state.frame_scheduled {
+        return;
+    }
+    state.frame_scheduled = false;
+    state.key_frame_scheduled = false;
+    state.last_frame = now;
+    if let Err(message) = draw(state) {
+        stop(myself, state, UiExit::Failed(message));
+    }
+}
+
+fn push<B: Backend>(state: &mut UiState<B>, entry: Entry) -> bool {
+    state.store.push(entry);
+    true
 }
 
 /// A key, paste, resize or wheel: whether the screen changed.
@@ -316,51 +288,110 @@ fn on_terminal<B: Backend>(
     }
 }
 
-/// The answer of work that ran off the handler, shown in the transcript.
-fn on_finished<B: Backend>(state: &mut UiState<B>, finished: UiMessage) -> bool {
-    match finished {
-        UiMessage::LocalOutput(result) => {
-            state.store.push(match result {
-                Ok(text) => Entry::Local(text),
-                Err(message) => Entry::Error(message),
-            });
-            true
-        }
-        UiMessage::Local(result) => {
-            state.store.push(match result {
-                Ok(text) => Entry::Info(text),
-                Err(message) => Entry::Error(message),
-            });
-            true
-        }
-        UiMessage::PlanCleared(result) => {
-            plan_cleared(state, result);
-            true
-        }
-        UiMessage::ModelSwitched(result) => {
-            match result {
-                Ok(model) => {
-                    state.store.push(Entry::Info(format!(
-                        "model: {model} from the next request on; the prompt cache starts cold, so that request pays for the whole prompt again"
-                    )));
-                    state.store.session.model = model;
-                }
-                Err(message) => state.store.push(Entry::Error(message)),
-            }
-            true
-        }
-        UiMessage::DiffReady(result) => {
-            state.store.push(match result {
-                Ok(text) if text.trim().is_empty() => {
-                    Entry::Info("/diff: no changes to tracked files".into())
-                }
-                Ok(text) => Entry::Diff(diff::from_git(&text)),
-                Err(message) => Entry::Error(message),
-            });
-            true
-        }
-        _ => false,
+/// One event of the engine: the UI protocol's requests and answers are
+/// the actor's; the others change the store.
+fn on_event<B: Backend>(state: &mut UiState<B>, kind: EventKind, now: Instant) -> bool {
+    match kind {
+        EventKind::ApprovalRequested { id, request } => show_approval(state, id, request),
+        EventKind::QuestionAsked { id, question } => show_question(state, id, &question),
+        EventKind::OpReplied { id, reply } => on_reply(state, id, reply),
+        kind @ (EventKind::SessionStarted { .. }
+        | EventKind::TurnStarted { .. }
+        | EventKind::AssistantText { .. }
+        | EventKind::ToolCall { .. }
+        | EventKind::ToolResult { .. }
+        | EventKind::PlanUpdated { .. }
+        | EventKind::Subagent { .. }
+        | EventKind::Usage { .. }
+        | EventKind::Compacted { .. }
+        | EventKind::Retrying { .. }
+        | EventKind::TurnCompleted { .. }
+        | EventKind::Error { .. }
+        | EventKind::AssistantDelta { .. }
+        | EventKind::ToolOutput { .. }) => state.store.apply(&kind, now),
     }
+}
+
+/// The guard asks for approval: the prompt, which y/a/n/Esc answer. A
+/// newer request replaces an unanswered one still on screen (denied); one
+/// that went with its turn needs no answer.
+fn show_approval<B: Backend>(state: &mut UiState<B>, id: AskId, request: ApprovalRequest) -> bool {
+    if let Some(previous) = state.approval.replace(id)
+        && state.store.approval.is_some()
+    {
+        let decision = crate::protocol::ApprovalDecision::Denied { reason: None };
+        send(
+            state,
+            Op::Approve {
+                id: previous,
+                decision,
+            },
+        );
+    }
+    super::approval::show(&mut state.store, request);
+    true
+}
+
+/// `ask_user`: the question, which the next line entered answers. A newer
+/// question replaces an unanswered one (dismissed).
+fn show_question<B: Backend>(state: &mut UiState<B>, id: AskId, question: &str) -> bool {
+    if let Some(previous) = state.question.replace(id) {
+        send(
+            state,
+            Op::Answer {
+                id: previous,
+                answer: None,
+            },
+        );
+    }
+    state.store.ask(question);
+    true
+}
+
+/// The answer to an op this UI sent, shown; any other is ignored.
+fn on_reply<B: Backend>(state: &mut UiState<B>, id: SubmissionId, reply: OpReply) -> bool {
+    if !state.awaiting.remove(&id) {
+        tracing::info!(id, "ignored the answer to an op this UI is not waiting for");
+        return false;
+    }
+    let store = &mut state.store;
+    match reply {
+        OpReply::TurnEnded { status, error } => store.turn_replied(status, error),
+        OpReply::Compacted { cut: true } => return false,
+        OpReply::Compacted { cut: false } => store.push(Entry::Info(
+            "nothing to compact: the conversation is too short".into(),
+        )),
+        OpReply::ModelSwitched { model } => {
+            store.push(Entry::Info(format!(
+                "model: {model} from the next request on; the prompt cache starts cold, so that request pays for the whole prompt again"
+            )));
+            store.session.model = model;
+        }
+        OpReply::PlanCleared(cleared) => {
+            store.set_plan(&cleared.plan, "cleared");
+            store.push(Entry::Info(cleared.message));
+        }
+        OpReply::Status(info) => {
+            let text = status_view::status(store, &info);
+            store.push(Entry::Local(text));
+        }
+        OpReply::Info { text } => store.push(Entry::Info(text)),
+        OpReply::Output { text } => store.push(Entry::Local(text)),
+        OpReply::Failed { message } => store.push(Entry::Error(message)),
+    }
+    true
+}
+
+/// `/diff` finished: the diff, or why there is none.
+fn diff_ready<B: Backend>(state: &mut UiState<B>, result: Result<String, String>) -> bool {
+    state.store.push(match result {
+        Ok(text) if text.trim().is_empty() => {
+            Entry::Info("/diff: no changes to tracked files".into())
+        }
+        Ok(text) => Entry::Diff(diff::from_git(&text)),
+        Err(message) => Entry::Error(message),
+    });
+    true
 }
 
 /// Schedules the next frame, paced from the last one; a key gets a frame
@@ -414,213 +445,94 @@ fn stop<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, exit: 
     myself.stop(None);
 }
 
-/// Carries out an action: a command to the agent, a local command, or quit.
+/// Carries out an action: an op for the engine, or what the UI does itself.
 fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, action: Action) {
-    let store = &mut state.store;
     match action {
-        Action::Submit(prompt) => submit(myself, state, prompt),
-        Action::Interrupt => {
-            if let Err(refused) = state.engine.send(Op::Interrupt) {
-                store.set_notice(refused.to_string(), true);
-            }
+        Action::Submit(prompt) => submit(state, prompt),
+        Action::Interrupt => send(state, Op::Interrupt),
+        Action::CancelSubagent(agent_id) => cancel_subagent(state, agent_id),
+        Action::Agents => {
+            let text = status_view::agents(&state.store);
+            state.store.push(Entry::Local(text));
         }
-        Action::CancelSubagent(agent_id) => {
-            let notice = match &agent_id {
-                Some(id) => format!("cancelling {id}; the other subagents and the turn go on"),
-                None => "cancelling every subagent; the turn goes on".into(),
-            };
-            match state.engine.send(Op::CancelSubagent(agent_id)) {
-                Ok(()) => store.set_notice(notice, false),
-                Err(refused) => store.set_notice(refused.to_string(), true),
-            }
-        }
-        Action::Agents => store.push(Entry::Local(status_view::agents(store))),
         Action::ShowPlan => {
-            store.push(Entry::Info("/plan (local; not sent to the model)".into()));
-            off_handler(myself, state, |c| c.show(), UiMessage::LocalOutput);
+            let note = "/plan (local; not sent to the model)";
+            state.store.push(Entry::Info(note.into()));
+            request(state, Op::ShowPlan);
         }
-        Action::ClearPlan => off_handler(myself, state, |c| c.clear(), UiMessage::PlanCleared),
-        Action::Undo => off_handler(myself, state, |c| c.undo(), UiMessage::Local),
-        Action::Sessions => off_handler(myself, state, |c| c.sessions(), UiMessage::LocalOutput),
-        Action::Suspend => {
-            let (engine, commands, ui) = (
-                state.engine.clone(),
-                state.local_commands.clone(),
-                myself.clone(),
-            );
-            tokio::spawn(async move {
-                let result = match ask(&engine, |reply| Op::Snapshot { reply }).await {
-                    Ok(messages) => off_runtime(move || commands.suspend(&messages)).await,
-                    Err(message) => Err(format!("/suspend: {message}")),
-                };
-                let _ = ui.cast(UiMessage::Local(result));
-            });
-        }
-        Action::Recall(name) => {
-            let (engine, commands, ui) = (
-                state.engine.clone(),
-                state.local_commands.clone(),
-                myself.clone(),
-            );
-            tokio::spawn(async move {
-                let result = recall(engine, commands, name).await;
-                let _ = ui.cast(UiMessage::Local(result));
-            });
-        }
-        Action::Answer(text) => {
-            if let Some(answer) = state.answer.take() {
-                // The turn may have been interrupted meanwhile; then nobody waits.
-                let _ = answer.send(text);
+        Action::ClearPlan => request(state, Op::ClearPlan),
+        Action::Undo => request(state, Op::Undo),
+        Action::Sessions => request(state, Op::ListSessions),
+        Action::Suspend => request(state, Op::Suspend),
+        Action::Recall(name) => request(state, Op::Recall { name }),
+        Action::Answer(answer) => {
+            if let Some(id) = state.question.take() {
+                send(state, Op::Answer { id, answer });
             }
         }
         Action::Approve(decision) => {
-            if let Some(answer) = state.approval_answer.take() {
-                // The turn may have been interrupted meanwhile; then nobody waits.
-                let _ = answer.send(decision);
+            if let Some(id) = state.approval.take() {
+                send(state, Op::Approve { id, decision });
             }
         }
-        Action::Help => store.push(Entry::Local(status_view::HELP.into())),
-        Action::Status => {
-            let info = state.local_commands.status();
-            store.push(Entry::Local(status_view::status(store, &info)));
-        }
+        Action::Help => state.store.push(Entry::Local(status_view::HELP.into())),
+        Action::Status => request(state, Op::Status),
         Action::Compact => {
-            store.push(Entry::Info("/compact: compacting the conversation…".into()));
-            tokio::spawn(compact(state.engine.clone(), myself.clone()));
+            let note = "/compact: compacting the conversation…";
+            state.store.push(Entry::Info(note.into()));
+            request(state, Op::Compact);
         }
-        Action::Model(model) => {
-            let (engine, ui) = (state.engine.clone(), myself.clone());
-            tokio::spawn(async move {
-                let result = ask(&engine, |reply| Op::SwitchModel { model, reply }).await;
-                let _ = ui.cast(UiMessage::ModelSwitched(result));
-            });
-        }
-        Action::Diff => {
-            let workspace = std::path::PathBuf::from(&store.session.workspace);
-            let ui = myself.clone();
-            tokio::spawn(async move {
-                let result = git_diff::workspace_diff(workspace).await;
-                let _ = ui.cast(UiMessage::DiffReady(result));
-            });
-        }
+        Action::Model(model) => request(state, Op::SwitchModel { model }),
+        Action::Diff => diff(myself, state),
         Action::Quit => stop(myself, state, UiExit::Quit),
     }
 }
 
-/// Starts a turn; its outcome comes back as `TurnEnded`.
-fn submit<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, prompt: String) {
-    state.store.begin_turn(&prompt);
-    let (sender, reply) = oneshot::channel();
-    let submitted = state.engine.send(Op::SubmitPrompt {
-        prompt,
-        reply: sender,
-    });
-    if let Err(refused) = submitted {
-        let error = Some(refused.to_string());
-        state.store.turn_replied(TurnStatus::Failed, error);
-        return;
+/// Queues an op that has no answer; a refusal is a notice.
+fn send<B: Backend>(state: &mut UiState<B>, op: Op) {
+    if let Err(refused) = state.engine.send(op) {
+        state.store.set_notice(refused.to_string(), true);
     }
+}
+
+/// Queues an op whose answer comes as an `op_replied` event; a refusal is
+/// an error in the transcript.
+fn request<B: Backend>(state: &mut UiState<B>, op: Op) {
+    match state.engine.send(op) {
+        Ok(id) => drop(state.awaiting.insert(id)),
+        Err(refused) => state.store.push(Entry::Error(refused.to_string())),
+    }
+}
+
+fn cancel_subagent<B: Backend>(state: &mut UiState<B>, agent_id: Option<String>) {
+    let notice = match &agent_id {
+        Some(id) => format!("cancelling {id}; the other subagents and the turn go on"),
+        None => "cancelling every subagent; the turn goes on".into(),
+    };
+    match state.engine.send(Op::CancelSubagent { agent_id }) {
+        Ok(_) => state.store.set_notice(notice, false),
+        Err(refused) => state.store.set_notice(refused.to_string(), true),
+    }
+}
+
+/// Starts a turn; its outcome comes back as an `op_replied` event.
+fn submit<B: Backend>(state: &mut UiState<B>, prompt: String) {
+    state.store.begin_turn(&prompt);
+    match state.engine.send(Op::SubmitPrompt { prompt }) {
+        Ok(id) => drop(state.awaiting.insert(id)),
+        Err(refused) => {
+            let error = Some(refused.to_string());
+            state.store.turn_replied(TurnStatus::Failed, error);
+        }
+    }
+}
+
+/// `/diff`: the workspace's git diff, read off the handler.
+fn diff<B: Backend>(myself: &ActorRef<UiMessage>, state: &UiState<B>) {
+    let workspace = std::path::PathBuf::from(&state.store.session.workspace);
     let ui = myself.clone();
     tokio::spawn(async move {
-        let outcome = reply
-            .await
-            .unwrap_or_else(|_| TurnOutcome::failed("the agent stopped during the turn"));
-        // Fails only when the UI is gone; nothing to tell then.
-        let _ = ui.cast(UiMessage::TurnEnded(outcome));
+        let result = git_diff::workspace_diff(workspace).await;
+        let _ = ui.cast(UiMessage::DiffReady(result));
     });
-}
-
-/// Shows the cleared plan; the model sees it as a tool result on its next
-/// request.
-fn plan_cleared<B: Backend>(state: &mut UiState<B>, result: Result<PlanCleared, String>) {
-    match result {
-        Ok(cleared) => {
-            state.store.set_plan(&cleared.plan, "cleared");
-            state.store.push(Entry::Info(cleared.message));
-            if let Err(refused) = state.engine.send(Op::RestorePlan) {
-                state.store.set_notice(refused.to_string(), true);
-            }
-        }
-        Err(message) => state.store.push(Entry::Error(message)),
-    }
-}
-
-/// `/compact`, off the handler: the agent compacts; its `compacted` event
-/// says what was cut, so only "nothing" or a failure comes back here.
-async fn compact(engine: OpSender, ui: ActorRef<UiMessage>) {
-    let result = match ask_within(&engine, COMPACT_CALL_MS, |reply| Op::CompactNow { reply }).await
-    {
-        Ok(true) => return,
-        Ok(false) => Ok("nothing to compact: the conversation is too short".into()),
-        Err(message) => Err(message),
-    };
-    // Fails only when the UI is gone.
-    let _ = ui.cast(UiMessage::Local(result));
-}
-
-/// Sends the op `make` builds and waits for its answer, at most
-/// [`AGENT_CALL_MS`].
-async fn ask<T>(
-    engine: &OpSender,
-    make: impl FnOnce(oneshot::Sender<Result<T, String>>) -> Op,
-) -> Result<T, String> {
-    ask_within(engine, AGENT_CALL_MS, make).await
-}
-
-async fn ask_within<T>(
-    engine: &OpSender,
-    millis: u64,
-    make: impl FnOnce(oneshot::Sender<Result<T, String>>) -> Op,
-) -> Result<T, String> {
-    let (sender, answer) = oneshot::channel();
-    engine
-        .send(make(sender))
-        .map_err(|refused| refused.to_string())?;
-    match tokio::time::timeout(Duration::from_millis(millis), answer).await {
-        Ok(Ok(result)) => result,
-        Ok(Err(_)) => Err("the agent stopped before it answered".into()),
-        Err(_) => Err(format!("the agent did not answer within {millis} ms")),
-    }
-}
-
-/// Runs a local command's file work on the blocking pool, never in the
-/// handler or on a runtime worker; `answer` brings its result back.
-fn off_handler<B: Backend, T: Send + 'static>(
-    myself: &ActorRef<UiMessage>,
-    state: &UiState<B>,
-    work: impl FnOnce(&dyn LocalCommands) -> Result<T, String> + Send + 'static,
-    answer: fn(Result<T, String>) -> UiMessage,
-) {
-    let (commands, ui) = (state.local_commands.clone(), myself.clone());
-    tokio::spawn(async move {
-        let result = off_runtime(move || work(commands.as_ref())).await;
-        // Fails only when the UI is gone.
-        let _ = ui.cast(answer(result));
-    });
-}
-
-/// Runs a local command's file work on the blocking pool, never in the
-/// actor or on a runtime worker.
-async fn off_runtime<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, String> + Send + 'static,
-) -> Result<T, String> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .unwrap_or_else(|err| Err(format!("the command failed: {err}")))
-}
-
-/// `/recall [NAME]`: loads the conversation, then hands it to the agent.
-async fn recall(
-    engine: OpSender,
-    commands: Arc<dyn LocalCommands>,
-    name: Option<String>,
-) -> Result<String, String> {
-    let loaded = tokio::task::spawn_blocking(move || commands.recall(name.as_deref()))
-        .await
-        .map_err(|err| format!("/recall failed: {err}"))?;
-    let (name, history) = loaded?;
-    let count = ask(&engine, |reply| Op::Recall { history, reply }).await?;
-    Ok(format!(
-        "recalled {count} messages from {name}; the workspace plan was kept and re-delivered to the model"
-    ))
 }

@@ -101,28 +101,13 @@ pub fn handle_key(store: &mut Store, key: KeyEvent, now: Instant) -> Option<Acti
         return None;
     }
     if alt {
-        match key.code {
-            KeyCode::Char('b' | 'B') | KeyCode::Left => store.input.word_left(),
-            KeyCode::Char('f' | 'F') | KeyCode::Right => store.input.word_right(),
-            KeyCode::Up => store.move_subagent_focus(Direction::Up),
-            KeyCode::Down => store.move_subagent_focus(Direction::Down),
-            _ => {}
-        }
+        alt_key(store, key.code);
         return None;
     }
-    if store.question.is_some() {
-        match key.code {
-            KeyCode::Enter => {
-                let text = store.input.take().trim().to_string();
-                store.answered(Some(&text));
-                return Some(Action::Answer(Some(text)));
-            }
-            KeyCode::Esc => {
-                store.answered(None);
-                return Some(Action::Answer(None));
-            }
-            _ => {}
-        }
+    if store.question.is_some()
+        && let Some(answer) = answer_key(store, key.code)
+    {
+        return Some(answer);
     }
     match key.code {
         KeyCode::Enter => return enter(store),
@@ -238,103 +223,40 @@ fn ctrl_key(store: &mut Store, code: KeyCode) -> Option<Action> {
     None
 }
 
+fn alt_key(store: &mut Store, code: KeyCode) {
+    match code {
+        KeyCode::Char('b' | 'B') | KeyCode::Left => store.input.word_left(),
+        KeyCode::Char('f' | 'F') | KeyCode::Right => store.input.word_right(),
+        KeyCode::Up => store.move_subagent_focus(Direction::Up),
+        KeyCode::Down => store.move_subagent_focus(Direction::Down),
+        _ => {}
+    }
+}
+
+/// Enter answers the question on screen, Esc dismisses it; other keys edit.
+fn answer_key(store: &mut Store, code: KeyCode) -> Option<Action> {
+    match code {
+        KeyCode::Enter => {
+            let text = store.input.take().trim().to_string();
+            store.answered(Some(&text));
+            Some(Action::Answer(Some(text)))
+        }
+        KeyCode::Esc => {
+            store.answered(None);
+            Some(Action::Answer(None))
+        }
+        _ => None,
+    }
+}
+
 fn enter(store: &mut Store) -> Option<Action> {
     let text = expand_pastes(store, store.input.text()).trim().to_string();
     if text.is_empty() {
         return None;
     }
     if let Some(command) = text.strip_prefix('/') {
-        let words: Vec<&str> = command.split_whitespace().collect();
-        let action = match words.as_slice() {
-            ["plan"] => Action::ShowPlan,
-            ["plan", "clear"] => {
-                if store.turn.is_busy() {
-                    store.set_notice(
-                        "a turn is running: wait for it to end (or Ctrl+C) before /plan clear",
-                        true,
-                    );
-                    return None;
-                }
-                Action::ClearPlan
-            }
-            ["undo"] | ["suspend"] | ["recall", ..] if store.turn.is_busy() => {
-                store.set_notice(
-                    format!(
-                        "a turn is running: wait for it to end (or Ctrl+C) before /{}",
-                        words[0]
-                    ),
-                    true,
-                );
-                return None;
-            }
-            ["undo"] => Action::Undo,
-            ["suspend"] => Action::Suspend,
-            ["recall"] => Action::Recall(None),
-            ["recall", name] => Action::Recall(Some((*name).to_string())),
-            ["sessions"] => Action::Sessions,
-            ["help"] => Action::Help,
-            ["status"] => Action::Status,
-            ["diff"] => Action::Diff,
-            ["compact"] if store.turn.is_busy() => {
-                store.set_notice(
-                    "a turn is running: wait for it to end (or Ctrl+C) before /compact",
-                    true,
-                );
-                return None;
-            }
-            ["compact"] => Action::Compact,
-            ["model", name] => Action::Model((*name).to_string()),
-            ["model"] => {
-                let model = store.session.model.clone();
-                store.set_notice(
-                    format!("the model is {model}; /model NAME switches it"),
-                    false,
-                );
-                return None;
-            }
-            ["agents"] => Action::Agents,
-            ["cancel", "all"] => {
-                if !store.subagents.iter().any(|s| s.is_live()) {
-                    store.set_notice("no subagent is running", true);
-                    return None;
-                }
-                Action::CancelSubagent(None)
-            }
-            ["cancel", wanted] => match store.find_live_subagent(wanted) {
-                Some(view) => Action::CancelSubagent(Some(view.agent_id.clone())),
-                None => {
-                    store.set_notice(
-                        format!(
-                            "no running subagent {}; /agents lists them",
-                            crate::text::short(wanted, 30)
-                        ),
-                        true,
-                    );
-                    return None;
-                }
-            },
-            ["cancel"] => {
-                store.set_notice(
-                    "/cancel ID cancels one subagent, /cancel all every one",
-                    true,
-                );
-                return None;
-            }
-            ["quit"] | ["exit"] => Action::Quit,
-            _ => {
-                store.set_notice(
-                    format!(
-                        "unknown command /{}; {COMMANDS_HELP}",
-                        crate::text::short(command, 30)
-                    ),
-                    true,
-                );
-                return None;
-            }
-        };
-        store.input.take();
-        store.pastes.clear();
-        store.remember(&text);
+        let action = slash_command(store, command)?;
+        accept(store, &text);
         return Some(action);
     }
     if store.turn.is_busy() {
@@ -344,10 +266,94 @@ fn enter(store: &mut Store) -> Option<Action> {
         );
         return None;
     }
+    accept(store, &text);
+    Some(Action::Submit(text))
+}
+
+/// The line entered leaves the editor for the history.
+fn accept(store: &mut Store, text: &str) {
     store.input.take();
     store.pastes.clear();
-    store.remember(&text);
-    Some(Action::Submit(text))
+    store.remember(text);
+}
+
+/// A `/command`: its action, or `None` with a notice saying why not (the
+/// line then stays in the editor).
+fn slash_command(store: &mut Store, command: &str) -> Option<Action> {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let busy = store.turn.is_busy();
+    match words.as_slice() {
+        ["plan"] => Some(Action::ShowPlan),
+        ["plan", "clear"] if busy => wait_for_the_turn(store, "/plan clear"),
+        ["plan", "clear"] => Some(Action::ClearPlan),
+        ["undo"] | ["suspend"] | ["recall", ..] if busy => {
+            wait_for_the_turn(store, &format!("/{}", words[0]))
+        }
+        ["undo"] => Some(Action::Undo),
+        ["suspend"] => Some(Action::Suspend),
+        ["recall"] => Some(Action::Recall(None)),
+        ["recall", name] => Some(Action::Recall(Some((*name).to_string()))),
+        ["sessions"] => Some(Action::Sessions),
+        ["help"] => Some(Action::Help),
+        ["status"] => Some(Action::Status),
+        ["diff"] => Some(Action::Diff),
+        ["compact"] if busy => wait_for_the_turn(store, "/compact"),
+        ["compact"] => Some(Action::Compact),
+        ["model", name] => Some(Action::Model((*name).to_string())),
+        ["model"] => {
+            let text = format!(
+                "the model is {}; /model NAME switches it",
+                store.session.model
+            );
+            notice(store, text, false)
+        }
+        ["agents"] => Some(Action::Agents),
+        ["cancel", "all"] => cancel_all(store),
+        ["cancel", wanted] => cancel_one(store, wanted),
+        ["cancel"] => notice(
+            store,
+            "/cancel ID cancels one subagent, /cancel all every one",
+            true,
+        ),
+        ["quit"] | ["exit"] => Some(Action::Quit),
+        _ => {
+            let shown = crate::text::short(command, 30);
+            notice(
+                store,
+                format!("unknown command /{shown}; {COMMANDS_HELP}"),
+                true,
+            )
+        }
+    }
+}
+
+/// Shows `text` (as a warning when `warning`) and takes no action.
+fn notice(store: &mut Store, text: impl Into<String>, warning: bool) -> Option<Action> {
+    store.set_notice(text, warning);
+    None
+}
+
+fn wait_for_the_turn(store: &mut Store, command: &str) -> Option<Action> {
+    let text = format!("a turn is running: wait for it to end (or Ctrl+C) before {command}");
+    notice(store, text, true)
+}
+
+fn cancel_all(store: &mut Store) -> Option<Action> {
+    if !store.subagents.iter().any(|s| s.is_live()) {
+        return notice(store, "no subagent is running", true);
+    }
+    Some(Action::CancelSubagent(None))
+}
+
+fn cancel_one(store: &mut Store, wanted: &str) -> Option<Action> {
+    match store.find_live_subagent(wanted) {
+        Some(view) => Some(Action::CancelSubagent(Some(view.agent_id.clone()))),
+        None => {
+            let shown = crate::text::short(wanted, 30);
+            let text = format!("no running subagent {shown}; /agents lists them");
+            notice(store, text, true)
+        }
+    }
 }
 
 /// PageUp/PageDown (or `lines` for the wheel): the plan when it is shown

@@ -9,11 +9,15 @@
 //! a timer except a once-per-second tick while a clock is shown. Each
 //! [frame] lays the screen out once from the widgets' own measures and
 //! draws them from `&Store`; a key press becomes an [`Action`] that the
-//! actor turns into a command for the agent (`SubmitPrompt`, `Interrupt`)
-//! or a local command (`/plan`, `/plan clear`, `/quit`).
+//! actor turns into an op for the engine (`SubmitPrompt`, `Interrupt`,
+//! `ClearPlan`, `Approve`…) or handles itself (`/help`, `/quit`). The UI
+//! holds only the two ends of the front-end protocol
+//! ([`crate::protocol::op`]): ops out, events in; answers and the engine's
+//! questions arrive as events that carry an id.
 //!
-//! Invariants: the UI never blocks the agent (events reach it through an
-//! unbounded channel and every command is a `cast`); the terminal is always
+//! Invariants: the UI never blocks the agent (events reach it through a
+//! bounded queue that never blocks the sender, and every op is queued
+//! without waiting); the terminal is always
 //! restored (raw mode off, alternate screen left, cursor shown) on quit, on
 //! error and on panic ([`terminal`]); the plan panel shows every item of the
 //! same normalised object the model got, never a count or a summary; the
@@ -21,7 +25,6 @@
 
 pub mod actor;
 pub mod approval;
-pub mod commands;
 pub mod diff;
 pub mod frame;
 pub mod git_diff;
@@ -42,9 +45,6 @@ pub mod wrap;
 mod tests;
 
 pub use actor::{UiActor, UiArguments, UiExit, UiMessage};
-pub use commands::{
-    ApprovalPrompt, LocalCommands, PlanCleared, Question, StatusInfo, UiUser, UserRequest,
-};
 pub use history::PromptHistory;
 pub use keys::Action;
 pub use store::Store;

@@ -1,9 +1,9 @@
 //! The text of `/help` and `/status`, built from the store and the
 //! configuration the local commands report.
 
-use super::commands::StatusInfo;
 use super::store::{Store, tokens};
 use crate::protocol::UsageTotals;
+use crate::protocol::op::StatusInfo;
 
 /// Every key and command, one per line.
 pub const HELP: &str = "\
@@ -40,11 +40,9 @@ Commands
 /// `/status`.
 pub fn status(store: &Store, info: &StatusInfo) -> String {
     let session = &store.session;
-    let or_unset = |value: &Option<String>| {
-        value
-            .clone()
-            .unwrap_or_else(|| "not configured (default)".into())
-    };
+    fn or_unset(value: Option<impl std::fmt::Display>) -> String {
+        value.map_or_else(|| "not configured (default)".into(), |v| v.to_string())
+    }
     let instructions = if info.instruction_files.is_empty() {
         "none loaded".to_string()
     } else {
@@ -54,8 +52,8 @@ pub fn status(store: &Store, info: &StatusInfo) -> String {
         format!("model           {}", session.model),
         format!("provider        {}", session.provider),
         format!("workspace       {}", session.workspace),
-        format!("sandbox mode    {}", or_unset(&info.sandbox_mode)),
-        format!("approval policy {}", or_unset(&info.approval_policy)),
+        format!("sandbox mode    {}", or_unset(info.sandbox_mode)),
+        format!("approval policy {}", or_unset(info.approval_policy)),
         format!("instructions    {instructions}"),
     ];
     let total =

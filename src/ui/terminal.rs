@@ -8,7 +8,7 @@
 
 use std::io::{self, IsTerminal};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Mutex, Once};
 
 use crossterm::event::{
     DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture,
@@ -23,10 +23,9 @@ use ractor::{Actor, ActorRef};
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use tokio::signal::unix::{SignalKind, signal};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::actor::{UiActor, UiArguments, UiExit, UiMessage};
-use super::commands::LocalCommands;
 use crate::protocol::event_queue::EventReceiver;
 use crate::protocol::op::OpSender;
 
@@ -53,10 +52,6 @@ pub struct UiSetup {
     /// Whether a panic happening now on this thread is caught by the
     /// engine (a turn's): the screen is then left as it is.
     pub panic_is_caught: fn() -> bool,
-    pub local_commands: Arc<dyn LocalCommands>,
-    /// `ask_user` questions and approval requests (the receiving end of a
-    /// [`super::UiUser`]).
-    pub questions: mpsc::UnboundedReceiver<super::commands::UserRequest>,
     /// What the person must read first (ignored keys of an untrusted
     /// workspace file), shown in the transcript.
     pub warnings: Vec<String>,
@@ -84,7 +79,6 @@ pub async fn run(setup: UiSetup) -> Result<(), UiError> {
     let arguments = UiArguments {
         terminal,
         engine: setup.engine,
-        local_commands: setup.local_commands,
         exit,
         history: setup.history,
     };
@@ -101,7 +95,6 @@ pub async fn run(setup: UiSetup) -> Result<(), UiError> {
     let tasks = [
         tokio::spawn(read_input(ui.clone())),
         tokio::spawn(forward_events(setup.events, ui.clone())),
-        tokio::spawn(forward_questions(setup.questions, ui.clone())),
         tokio::spawn(watch_signals(ui)),
     ];
     let _ = handle.await;
@@ -134,21 +127,6 @@ async fn read_input(ui: ActorRef<UiMessage>) {
     }
 }
 
-async fn forward_questions(
-    mut questions: mpsc::UnboundedReceiver<super::commands::UserRequest>,
-    ui: ActorRef<UiMessage>,
-) {
-    while let Some(request) = questions.recv().await {
-        let message = match request {
-            super::commands::UserRequest::Question(question) => UiMessage::Question(question),
-            super::commands::UserRequest::Approval(prompt) => UiMessage::Approval(prompt),
-        };
-        if ui.cast(message).is_err() {
-            return;
-        }
-    }
-}
-
 /// Events per batch forwarded to the UI.
 const FORWARD_BATCH: usize = 256;
 /// How long the forwarder waits for the UI to apply a batch before it sends
@@ -159,7 +137,7 @@ const FORWARD_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// mailbox at a time: while the UI is busy, events wait in the bounded
 /// event queue (where streamed text fragments join), not in the actor's
 /// unbounded mailbox.
-pub(super) async fn forward_events(mut events: EventReceiver, ui: ActorRef<UiMessage>) {
+pub async fn forward_events(mut events: EventReceiver, ui: ActorRef<UiMessage>) {
     while let Some(first) = events.recv().await {
         let mut batch = vec![first];
         while batch.len() < FORWARD_BATCH

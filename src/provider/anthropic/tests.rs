@@ -2,6 +2,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use super::*;
+use crate::provider::Provider;
 use crate::provider::http::test_server::{Reply, TestServer};
 use crate::provider::sse::SseDecoder;
 

@@ -2,6 +2,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use super::*;
+use crate::provider::Provider;
 use crate::provider::http::test_server::{Reply, TestServer, sse_head};
 
 fn conversation() -> (Vec<Message>, Vec<ToolSpec>) {
@@ -155,6 +156,59 @@ fn a_text_only_answer_keeps_the_tools_and_says_none() {
         },
     );
     assert!(no_tools.get("tool_choice").is_none());
+}
+
+#[test]
+fn an_empty_final_answer_is_empty_text_never_null_content() {
+    let messages = vec![
+        Message::System {
+            content: "s".into(),
+        },
+        Message::Assistant {
+            content: Some(String::new()),
+            tool_calls: vec![],
+        },
+        Message::Assistant {
+            content: Some(String::new()),
+            tool_calls: vec![ToolCall {
+                id: "c".into(),
+                name: "read_file".into(),
+                arguments: "{}".into(),
+            }],
+        },
+    ];
+    let uncapped = ChatRequest {
+        messages: &messages,
+        tools: &[],
+        max_output_tokens: None,
+        tool_choice: Default::default(),
+    };
+    let body = request_body("m", uncapped);
+    assert_eq!(
+        body["messages"][1],
+        json!({"role": "assistant", "content": ""})
+    );
+    assert_eq!(body["messages"][2]["content"], Value::Null);
+    let bytes = request_bytes("m", uncapped).unwrap();
+    assert_eq!(serde_json::from_slice::<Value>(&bytes).unwrap(), body);
+    assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
+    assert!(body.get("max_tokens").is_none());
+
+    let capped = ChatRequest {
+        max_output_tokens: Some(512),
+        ..uncapped
+    };
+    let local: Value =
+        serde_json::from_slice(&request_bytes_with("m", capped, CapField::MaxTokens).unwrap())
+            .unwrap();
+    assert_eq!(local["max_tokens"], json!(512));
+    assert!(local.get("max_completion_tokens").is_none());
+    let hosted: Value = serde_json::from_slice(
+        &request_bytes_with("m", capped, CapField::MaxCompletionTokens).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(hosted["max_completion_tokens"], json!(512));
+    assert!(hosted.get("max_tokens").is_none());
 }
 
 fn run(chunks: &[&str]) -> (Result<Completion, ProviderError>, Vec<ProviderNotice>) {

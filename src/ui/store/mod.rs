@@ -159,46 +159,17 @@ impl Store {
     pub fn apply(&mut self, event: &EventKind, now: Instant) -> bool {
         self.now = now;
         match event {
-            EventKind::SessionStarted {
-                workspace,
-                provider,
-                model,
-                tools: _,
-                session_id,
-            } => {
-                self.session = SessionInfo {
-                    workspace: summary(workspace, 400),
-                    provider: summary(provider, 40),
-                    model: summary(model, 80),
-                    id: session_id.as_deref().map(|id| summary(id, 40)),
-                };
-            }
-            EventKind::TurnStarted { turn } => {
-                self.saw_turn_started = true;
-                self.turn_number = *turn;
-                if self.turn != TurnState::Interrupting {
-                    self.turn = TurnState::Running { turn: *turn };
-                }
-            }
-            EventKind::AssistantText { text } => {
-                let text = sanitize(text, false).trim_end().to_string();
-                // The streamed lines are already rendered: the entry keeps
-                // them instead of rendering a long answer again.
-                let streamed = self.live.trim_end() == text;
-                let live_revision = self.live_revision;
-                self.live.clear();
-                self.live_changed();
-                let revision = self.transcript.push(Entry::Assistant(text));
-                self.adopted_live = streamed.then(|| LiveAdoption {
-                    entry: self.transcript.dropped() + self.transcript.len() - 1,
-                    revision,
-                    live_revision,
-                });
-            }
+            EventKind::SessionStarted { .. } => self.session_started(event),
+            EventKind::TurnStarted { turn } => self.turn_started(*turn),
+            EventKind::AssistantText { text } => self.assistant_text(text),
             EventKind::AssistantDelta { text } => {
                 self.live.push_str(&sanitize(text, false));
                 self.live_changed();
             }
+            // The UI protocol's requests and replies: the actor answers them.
+            EventKind::ApprovalRequested { .. }
+            | EventKind::QuestionAsked { .. }
+            | EventKind::OpReplied { .. } => return false,
             EventKind::ToolOutput {
                 id,
                 name,
@@ -213,97 +184,17 @@ impl Store {
                 detail: None,
             }),
             EventKind::ToolResult {
-                id,
-                ok,
-                summary: text,
-                ..
-            } => {
-                let view = ToolResultView {
-                    ok: *ok,
-                    summary: summary(text, 120),
-                };
-                self.update_tool_entry(id, |entry| {
-                    if let Entry::Tool { result, .. } = entry {
-                        *result = Some(view);
-                    }
-                });
-            }
+                id, ok, summary, ..
+            } => self.tool_result(id, *ok, summary),
             EventKind::PlanUpdated { plan } => self.set_plan(plan, "updated"),
-            EventKind::Subagent {
-                agent_id,
-                pid,
-                phase,
-                elapsed_ms,
-                detail,
-                tokens,
-                plan_item,
-            } => {
-                let view = SubagentView {
-                    agent_id: summary(agent_id, 64),
-                    pid: *pid,
-                    phase: phase.clone(),
-                    elapsed_ms: *elapsed_ms,
-                    since_event_ms: 0,
-                    detail: summary(detail, SUBAGENT_DETAIL_CHARS),
-                    tokens: *tokens,
-                    plan_item: plan_item
-                        .as_deref()
-                        .map(|item| summary(item, 40))
-                        .filter(|item| !item.is_empty()),
-                    frozen: false,
-                    received_at: now,
-                };
-                upsert(&mut self.session_agents, view.clone());
-                upsert(&mut self.subagents, view);
-                self.refocus();
-            }
-            EventKind::Usage {
-                identity,
-                prompt_tokens,
-                cached_tokens,
-                completion_tokens,
-            } => {
-                self.record_usage(
-                    identity,
-                    crate::protocol::Usage {
-                        prompt_tokens: *prompt_tokens,
-                        cached_tokens: *cached_tokens,
-                        completion_tokens: *completion_tokens,
-                    },
-                );
-                return false;
-            }
-            EventKind::Compacted {
-                strategy,
-                removed_messages,
-                estimated_tokens_before,
-                estimated_tokens_after,
-            } => {
-                self.drop_live();
-                let how = if strategy == "summarize" {
-                    "summarised"
-                } else {
-                    "elided"
-                };
-                self.push(Entry::Info(format!(
-                    "context compacted: {removed_messages} older messages {how} (≈{} → {} tokens)",
-                    tokens(*estimated_tokens_before as u64),
-                    tokens(*estimated_tokens_after as u64)
-                )));
-            }
+            EventKind::Subagent { .. } => self.subagent(event, now),
+            EventKind::Usage { .. } => return self.usage_event(event),
+            EventKind::Compacted { .. } => self.compacted(event),
             EventKind::Retrying {
                 attempt,
                 delay_ms,
                 reason,
-            } => {
-                // The text streamed so far belongs to the abandoned attempt.
-                self.drop_live();
-                self.push(Entry::Info(format!(
-                    "provider: retry {attempt} in {:.1}s ({})",
-                    *delay_ms as f64 / 1000.0,
-                    summary(reason, 100)
-                )));
-            }
+            } => self.retrying(*attempt, *delay_ms, reason),
             EventKind::TurnCompleted {
                 turn,
                 status,
@@ -315,6 +206,145 @@ impl Store {
             EventKind::Error { message } => self.push(Entry::Error(sanitize(message, false))),
         }
         true
+    }
+
+    fn session_started(&mut self, event: &EventKind) {
+        if let EventKind::SessionStarted {
+            workspace,
+            provider,
+            model,
+            tools: _,
+            session_id,
+        } = event
+        {
+            self.session = SessionInfo {
+                workspace: summary(workspace, 400),
+                provider: summary(provider, 40),
+                model: summary(model, 80),
+                id: session_id.as_deref().map(|id| summary(id, 40)),
+            };
+        }
+    }
+
+    fn turn_started(&mut self, turn: u32) {
+        self.saw_turn_started = true;
+        self.turn_number = turn;
+        if self.turn != TurnState::Interrupting {
+            self.turn = TurnState::Running { turn };
+        }
+    }
+
+    fn assistant_text(&mut self, text: &str) {
+        let text = sanitize(text, false).trim_end().to_string();
+        // The streamed lines are already rendered: the entry keeps
+        // them instead of rendering a long answer again.
+        let streamed = self.live.trim_end() == text;
+        let live_revision = self.live_revision;
+        self.live.clear();
+        self.live_changed();
+        let revision = self.transcript.push(Entry::Assistant(text));
+        self.adopted_live = streamed.then(|| LiveAdoption {
+            entry: self.transcript.dropped() + self.transcript.len() - 1,
+            revision,
+            live_revision,
+        });
+    }
+
+    fn tool_result(&mut self, id: &str, ok: bool, text: &str) {
+        let view = ToolResultView {
+            ok,
+            summary: summary(text, 120),
+        };
+        self.update_tool_entry(id, |entry| {
+            if let Entry::Tool { result, .. } = entry {
+                *result = Some(view);
+            }
+        });
+    }
+
+    fn subagent(&mut self, event: &EventKind, now: Instant) {
+        if let EventKind::Subagent {
+            agent_id,
+            pid,
+            phase,
+            elapsed_ms,
+            detail,
+            tokens,
+            plan_item,
+        } = event
+        {
+            let view = SubagentView {
+                agent_id: summary(agent_id, 64),
+                pid: *pid,
+                phase: phase.clone(),
+                elapsed_ms: *elapsed_ms,
+                since_event_ms: 0,
+                detail: summary(detail, SUBAGENT_DETAIL_CHARS),
+                tokens: *tokens,
+                plan_item: plan_item
+                    .as_deref()
+                    .map(|item| summary(item, 40))
+                    .filter(|item| !item.is_empty()),
+                frozen: false,
+                received_at: now,
+            };
+            upsert(&mut self.session_agents, view.clone());
+            upsert(&mut self.subagents, view);
+            self.refocus();
+        }
+    }
+
+    /// Usage is counted, not shown until `/status`: nothing visible changes.
+    fn usage_event(&mut self, event: &EventKind) -> bool {
+        if let EventKind::Usage {
+            identity,
+            prompt_tokens,
+            cached_tokens,
+            completion_tokens,
+        } = event
+        {
+            self.record_usage(
+                identity,
+                crate::protocol::Usage {
+                    prompt_tokens: *prompt_tokens,
+                    cached_tokens: *cached_tokens,
+                    completion_tokens: *completion_tokens,
+                },
+            );
+        }
+        false
+    }
+
+    fn compacted(&mut self, event: &EventKind) {
+        if let EventKind::Compacted {
+            strategy,
+            removed_messages,
+            estimated_tokens_before,
+            estimated_tokens_after,
+        } = event
+        {
+            self.drop_live();
+            let how = if strategy == "summarize" {
+                "summarised"
+            } else {
+                "elided"
+            };
+            self.push(Entry::Info(format!(
+                "context compacted: {removed_messages} older messages {how} (≈{} → {} tokens)",
+                tokens(*estimated_tokens_before as u64),
+                tokens(*estimated_tokens_after as u64)
+            )));
+        }
+    }
+
+    fn retrying(&mut self, attempt: u32, delay_ms: u64, reason: &str) {
+        // The text streamed so far belongs to the abandoned attempt.
+        self.drop_live();
+        self.push(Entry::Info(format!(
+            "provider: retry {attempt} in {:.1}s ({})",
+            delay_ms as f64 / 1000.0,
+            summary(reason, 100)
+        )));
     }
 
     /// Changes the tool call entry with this id (the newest such).

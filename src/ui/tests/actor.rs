@@ -15,10 +15,14 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::*;
-use crate::protocol::op::{Op, OpSender, TurnOutcome, op_channel};
-use crate::protocol::{Event, TurnStatus};
+use crate::agent::ops::{FrontDesk, LocalCommands};
+use crate::protocol::event_queue::{EventReceiver, EventSink};
+use crate::protocol::op::AskId;
+use crate::protocol::op::{
+    Op, OpReply, OpSender, PlanCleared, Submission, SubmissionId, TurnOutcome, op_channel,
+};
+use crate::protocol::{ApprovalDecision, ApprovalRequest, Event, TurnStatus};
 use crate::ui::actor::{UiActor, UiArguments, UiExit, UiMessage};
-use crate::ui::commands::{LocalCommands, PlanCleared};
 use crate::ui::store::{Entry, TurnState};
 
 /// Longest wait for the UI actor's answer: a hung test fails instead.
@@ -28,30 +32,87 @@ const CALL_MS: u64 = 30_000;
 enum Asked {
     Submit {
         prompt: String,
-        reply: oneshot::Sender<TurnOutcome>,
+        reply: TurnReply,
     },
     Interrupt,
     CancelSubagent(Option<String>),
-    RestorePlan,
+    /// A local command, which the fake engine's desk answers.
+    Local(Op),
+    Answer {
+        id: AskId,
+        answer: Option<String>,
+    },
+    Approve {
+        id: AskId,
+        decision: ApprovalDecision,
+    },
     Other,
 }
 
+/// Where the test sends how a turn ended: the `op_replied` event of the
+/// prompt's submission.
+struct TurnReply {
+    events: EventSink,
+    id: SubmissionId,
+}
+
+impl TurnReply {
+    fn send(self, outcome: TurnOutcome) -> Result<(), ()> {
+        self.events.emit(EventKind::OpReplied {
+            id: self.id,
+            reply: OpReply::turn_ended(&outcome),
+        });
+        Ok(())
+    }
+}
+
 /// The fake engine: the other end of the UI's op queue, passing each op on
-/// to the test.
-fn fake_engine(asked: mpsc::UnboundedSender<Asked>) -> OpSender {
+/// to the test; the local commands are answered by the engine's real desk
+/// on fake commands. Returns the events it sends the UI.
+fn fake_engine(
+    asked: mpsc::UnboundedSender<Asked>,
+    commands: Arc<FakeLocalCommands>,
+) -> (OpSender, EventReceiver) {
     let (engine, mut ops) = op_channel();
+    let (events, receiver) = crate::protocol::event_queue::channel();
+    let desk = FrontDesk {
+        commands,
+        ..FrontDesk::detached(events.clone())
+    };
     tokio::spawn(async move {
-        while let Some(op) = ops.recv().await {
+        while let Some(Submission { id, op }) = ops.recv().await {
             let _ = asked.send(match op {
-                Op::SubmitPrompt { prompt, reply } => Asked::Submit { prompt, reply },
+                Op::SubmitPrompt { prompt } => {
+                    let reply = TurnReply {
+                        events: events.clone(),
+                        id,
+                    };
+                    Asked::Submit { prompt, reply }
+                }
                 Op::Interrupt => Asked::Interrupt,
-                Op::CancelSubagent(id) => Asked::CancelSubagent(id),
-                Op::RestorePlan => Asked::RestorePlan,
+                Op::CancelSubagent { agent_id } => Asked::CancelSubagent(agent_id),
+                Op::Answer { id, answer } => Asked::Answer { id, answer },
+                Op::Approve { id, decision } => Asked::Approve { id, decision },
+                local @ (Op::ShowPlan | Op::ClearPlan | Op::Undo) => {
+                    answer_locally(&desk, id, &local);
+                    Asked::Local(local)
+                }
                 _ => Asked::Other,
             });
         }
     });
-    engine
+    (engine, receiver)
+}
+
+fn answer_locally(desk: &FrontDesk, id: SubmissionId, op: &Op) {
+    match op {
+        Op::ShowPlan => desk.local(id, |c| OpReply::output(c.show())),
+        Op::Undo => desk.local(id, |c| OpReply::info(c.undo())),
+        _ => desk.local(id, |c| match c.clear() {
+            Ok(cleared) => OpReply::PlanCleared(Box::new(cleared)),
+            Err(message) => OpReply::Failed { message },
+        }),
+    }
 }
 
 /// A `TestBackend` that counts frames (one flush per `Terminal::draw`).
@@ -143,22 +204,22 @@ struct Harness {
 
 async fn start() -> Harness {
     let (asked_tx, asked) = mpsc::unbounded_channel();
-    let engine = fake_engine(asked_tx);
+    let plan = Arc::new(FakeLocalCommands::default());
+    let (engine, events) = fake_engine(asked_tx, plan.clone());
     let frames = Arc::new(AtomicUsize::new(0));
     let backend = CountingBackend {
         inner: TestBackend::new(120, 30),
         frames: frames.clone(),
     };
-    let plan = Arc::new(FakeLocalCommands::default());
     let (exit_tx, exit) = oneshot::channel();
     let arguments = UiArguments {
         terminal: Terminal::new(backend).unwrap(),
         engine,
-        local_commands: plan.clone(),
         exit: exit_tx,
         history: Default::default(),
     };
     let (ui, ui_handle) = Actor::spawn(None, UiActor::new(), arguments).await.unwrap();
+    tokio::spawn(crate::ui::terminal::forward_events(events, ui.clone()));
     ui.cast(UiMessage::Agent(Event::now(session()))).unwrap();
     Harness {
         ui,
@@ -295,9 +356,9 @@ async fn plan_clear_updates_the_panel_without_a_turn() {
     let shown = |e: &Entry| matches!(e, Entry::Local(text) if text.contains("[ ] a"));
     let store = wait_until(&h, |s| s.transcript.last().is_some_and(shown)).await;
     assert!(shown(store.transcript.last().unwrap()));
-    // No model turn: the agent was only asked to deliver the cleared plan
-    // as a tool result before the next request.
-    assert!(matches!(h.next_asked().await, Asked::RestorePlan));
+    // No model turn: the engine was asked for the two local commands only.
+    assert!(matches!(h.next_asked().await, Asked::Local(Op::ClearPlan)));
+    assert!(matches!(h.next_asked().await, Asked::Local(Op::ShowPlan)));
     assert!(h.asked.try_recv().is_err());
 }
 
@@ -368,15 +429,17 @@ async fn a_crash_elsewhere_stops_the_ui_with_an_error() {
     assert_eq!(exit, Ok(UiExit::Failed("boom".into())));
 }
 
+fn question(id: AskId, text: &str) -> UiMessage {
+    UiMessage::Agent(Event::now(EventKind::QuestionAsked {
+        id,
+        question: text.into(),
+    }))
+}
+
 #[tokio::test]
 async fn ask_user_questions_are_answered_by_the_next_line_or_dismissed_with_esc() {
-    let h = start().await;
-    let (answer, reply) = oneshot::channel();
-    h.ui.cast(UiMessage::Question(crate::ui::Question {
-        text: "Which database?".into(),
-        answer,
-    }))
-    .unwrap();
+    let mut h = start().await;
+    h.ui.cast(question(41, "Which database?")).unwrap();
     let store = h.store().await;
     assert_eq!(store.question.as_deref(), Some("Which database?"));
     assert!(
@@ -385,7 +448,10 @@ async fn ask_user_questions_are_answered_by_the_next_line_or_dismissed_with_esc(
             .contains(&Entry::Info("Fido asks: Which database?".into()))
     );
     h.type_line("postgres");
-    assert_eq!(reply.await.unwrap(), Some("postgres".into()));
+    assert!(matches!(
+        h.next_asked().await,
+        Asked::Answer { id: 41, answer: Some(answer) } if answer == "postgres"
+    ));
     let store = h.store().await;
     assert!(store.question.is_none());
     assert!(
@@ -393,15 +459,79 @@ async fn ask_user_questions_are_answered_by_the_next_line_or_dismissed_with_esc(
         "the answer is not left in the input line"
     );
 
-    let (answer, reply) = oneshot::channel();
-    h.ui.cast(UiMessage::Question(crate::ui::Question {
-        text: "Proceed?".into(),
-        answer,
-    }))
-    .unwrap();
+    h.ui.cast(question(42, "Proceed?")).unwrap();
     h.key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
-    assert_eq!(reply.await.unwrap(), None);
+    assert!(matches!(
+        h.next_asked().await,
+        Asked::Answer {
+            id: 42,
+            answer: None
+        }
+    ));
     assert!(h.store().await.question.is_none());
+}
+
+/// An approval request is answered by its id; a newer one replaces an
+/// unanswered one, which is denied by the old id.
+#[tokio::test]
+async fn approval_requests_are_answered_by_their_id() {
+    let mut h = start().await;
+    let request = |id, command: &str| {
+        UiMessage::Agent(Event::now(EventKind::ApprovalRequested {
+            id,
+            request: ApprovalRequest::Command {
+                command: command.into(),
+                cwd: ".".into(),
+                justification: None,
+                escalated: false,
+            },
+        }))
+    };
+    h.ui.cast(request(7, "make test")).unwrap();
+    h.ui.cast(request(8, "make clean")).unwrap();
+    assert!(matches!(
+        h.next_asked().await,
+        Asked::Approve {
+            id: 7,
+            decision: ApprovalDecision::Denied { reason: None }
+        }
+    ));
+    h.key(KeyEvent::new(KeyCode::Char('y'), KeyModifiers::NONE));
+    assert!(matches!(
+        h.next_asked().await,
+        Asked::Approve {
+            id: 8,
+            decision: ApprovalDecision::Approved
+        }
+    ));
+    assert!(h.store().await.approval.is_none());
+}
+
+/// Answers to ops this UI never sent, or got already, change nothing.
+#[tokio::test]
+async fn a_reply_with_an_unknown_or_stale_id_is_ignored() {
+    let mut h = start().await;
+    h.type_line("first");
+    let Asked::Submit { reply, .. } = h.next_asked().await else {
+        panic!("expected SubmitPrompt");
+    };
+    let id = reply.id;
+    let stray = |id| {
+        UiMessage::Agent(Event::now(EventKind::OpReplied {
+            id,
+            reply: OpReply::Info {
+                text: "stray".into(),
+            },
+        }))
+    };
+    h.ui.cast(stray(id + 1000)).unwrap();
+    reply.send(TurnOutcome::failed("refused")).unwrap();
+    let store = wait_until(&h, |s| s.turn == TurnState::Idle).await;
+    assert!(store.transcript.contains(&Entry::Error("refused".into())));
+    h.ui.cast(stray(id)).unwrap();
+    let store = h.store().await;
+    let stray = Entry::Info("stray".into());
+    assert!(!store.transcript.contains(&stray), "{:?}", store.transcript);
 }
 
 /// Polls the store until `ready` holds.

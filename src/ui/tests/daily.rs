@@ -9,7 +9,7 @@ use ratatui::style::{Color, Modifier};
 
 use super::*;
 use crate::protocol::TurnStatus;
-use crate::ui::commands::StatusInfo;
+use crate::protocol::op::StatusInfo;
 use crate::ui::store::{Entry, Store};
 use crate::ui::{status_view, theme};
 

@@ -1,0 +1,161 @@
+//! Where the configuration comes from on disk: the workspace folder, the
+//! user's config directory and file, the workspace's `fido.toml` (read in
+//! full only once trusted), and paths a setting names.
+
+use std::path::{Path, PathBuf};
+
+use super::layer::{self, Layers};
+use super::{ConfigError, TrustStore, mcp};
+
+/// The config files' layers (the user file, then the workspace's
+/// `fido.toml`) and what reading them found out.
+pub(super) struct Files {
+    pub(super) layers: Layers,
+    pub(super) config_dir: Option<PathBuf>,
+    pub(super) user_config_file: Option<PathBuf>,
+    pub(super) workspace_trusted: bool,
+    /// About an untrusted workspace file's ignored keys.
+    pub(super) warnings: Vec<String>,
+    pub(super) mcp_servers: mcp::McpServers,
+}
+
+impl Files {
+    pub(super) fn read(
+        workspace: &Path,
+        env_get: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Files, ConfigError> {
+        let mut files = Files {
+            layers: Layers::default(),
+            config_dir: config_dir(env_get),
+            user_config_file: user_config_path(env_get),
+            workspace_trusted: false,
+            warnings: Vec::new(),
+            mcp_servers: mcp::McpServers::new(),
+        };
+        if let Some(user_file) = &files.user_config_file
+            && user_file.exists()
+        {
+            let (source, layer, _) = layer::file_layer(user_file, true, &mut files.mcp_servers)?;
+            files.layers.push(source, layer);
+        }
+        if let Some(dir) = &files.config_dir {
+            files.workspace_trusted = TrustStore::in_dir(dir).is_trusted(workspace)?;
+        }
+        let workspace_file = workspace.join("fido.toml");
+        if workspace_file.exists() {
+            let trusted = files.workspace_trusted;
+            let (source, layer, ignored) =
+                layer::file_layer(&workspace_file, trusted, &mut files.mcp_servers)?;
+            files.layers.push(source, layer);
+            if !ignored.is_empty() {
+                let warning = untrusted_warning(&workspace_file, workspace, &ignored);
+                files.warnings.push(warning);
+            }
+        }
+        Ok(files)
+    }
+}
+
+/// The canonical workspace folder (`-C`, else the current one).
+pub(super) fn workspace_root(given: Option<&Path>) -> Result<PathBuf, ConfigError> {
+    let given = given.unwrap_or(Path::new("."));
+    let workspace = std::fs::canonicalize(given).map_err(|source| ConfigError::Workspace {
+        path: given.display().to_string(),
+        source,
+    })?;
+    if !workspace.is_dir() {
+        return Err(ConfigError::Workspace {
+            path: workspace.display().to_string(),
+            source: std::io::Error::other("not a directory"),
+        });
+    }
+    Ok(workspace)
+}
+
+/// The one warning about an untrusted workspace file's ignored keys.
+fn untrusted_warning(file: &Path, workspace: &Path, ignored: &[String]) -> String {
+    format!(
+        "{} is not trusted, so these keys were ignored: {}. An untrusted repository could use them to send your API key elsewhere or weaken the sandbox. If you trust this folder, run `fido trust {}`.",
+        file.display(),
+        ignored.join(", "),
+        workspace.display()
+    )
+}
+
+/// The user's config directory for the process environment.
+pub fn user_config_dir() -> Option<PathBuf> {
+    config_dir(&|name: &str| std::env::var(name).ok().filter(|v| !v.is_empty()))
+}
+
+/// The user's config directory: `$XDG_CONFIG_HOME/fido`, else
+/// `$HOME/.config/fido`.
+pub(super) fn config_dir(env_get: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    if let Some(xdg) = env_get("XDG_CONFIG_HOME") {
+        return Some(PathBuf::from(xdg).join("fido"));
+    }
+    env_get("HOME").map(|home| PathBuf::from(home).join(".config/fido"))
+}
+
+/// `plan_file` resolved against the workspace, refused unless it stays
+/// inside it: lexically (no `..` out) and through every existing symlink.
+pub(super) fn inside_workspace(
+    workspace: &Path,
+    value: &str,
+    source_name: &str,
+) -> Result<PathBuf, ConfigError> {
+    let outside = || ConfigError::PlanFileOutside {
+        source_name: source_name.to_string(),
+        value: value.to_string(),
+        workspace: workspace.display().to_string(),
+    };
+    let mut path = PathBuf::from(workspace);
+    for part in Path::new(value.trim()).components() {
+        match part {
+            std::path::Component::Normal(name) => path.push(name),
+            std::path::Component::ParentDir => {
+                path.pop();
+            }
+            std::path::Component::RootDir => path = PathBuf::from("/"),
+            std::path::Component::CurDir | std::path::Component::Prefix(_) => {}
+        }
+    }
+    if path == workspace || !path.starts_with(workspace) {
+        return Err(outside());
+    }
+    // The deepest existing ancestor (or the file itself) must resolve
+    // inside the workspace too: a symlink may not lead the writes out.
+    let mut probe = path.clone();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(&probe) {
+            if !real.starts_with(workspace) {
+                return Err(outside());
+            }
+            break;
+        }
+        if !probe.pop() {
+            return Err(outside());
+        }
+    }
+    Ok(path)
+}
+
+/// `$FIDO_CONFIG`, else `$XDG_CONFIG_HOME/fido/config.toml`, else
+/// `$HOME/.config/fido/config.toml`.
+pub(super) fn user_config_path(env_get: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    if let Some(path) = env_get("FIDO_CONFIG") {
+        return Some(PathBuf::from(path));
+    }
+    if let Some(xdg) = env_get("XDG_CONFIG_HOME") {
+        return Some(PathBuf::from(xdg).join("fido").join("config.toml"));
+    }
+    env_get("HOME").map(|home| PathBuf::from(home).join(".config/fido/config.toml"))
+}
+
+pub(super) fn resolve_relative(workspace: &Path, value: &str) -> PathBuf {
+    let path = Path::new(value);
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        workspace.join(path)
+    }
+}

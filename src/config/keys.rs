@@ -1,0 +1,184 @@
+//! The key table: every setting Fido understands, what it means, and
+//! whether an untrusted workspace `fido.toml` may set it. A key's
+//! environment name is `FIDO_` and the key in upper case (`max_steps` is
+//! `FIDO_MAX_STEPS`); `layer` reads every layer through this table.
+
+/// Whether an untrusted workspace `fido.toml` may set a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Scope {
+    /// Cannot redirect credentials, weaken safety or name a path: read from
+    /// every layer.
+    Anywhere,
+    /// Read from a workspace file only once the folder is trusted
+    /// (`fido trust`); the user file, the environment and flags always.
+    Trusted,
+}
+
+/// Every key Fido understands, with a one-line meaning (shown on errors)
+/// and whether an untrusted workspace file may set it.
+pub(super) const KEYS: &[(&str, &str, Scope)] = &[
+    ("provider", "openai | anthropic | script", Scope::Trusted),
+    (
+        "base_url",
+        "provider URL (openai: the URL /chat/completions is appended to)",
+        Scope::Trusted,
+    ),
+    ("api_key", "provider API key", Scope::Trusted),
+    ("model", "model name", Scope::Anywhere),
+    (
+        "script",
+        "JSON file of assistant turns for the script provider",
+        Scope::Trusted,
+    ),
+    ("plan_tool", "update_plan | todo", Scope::Anywhere),
+    (
+        "plan_file",
+        "plan state file, inside the workspace",
+        Scope::Trusted,
+    ),
+    (
+        "max_steps",
+        "model requests allowed in one turn",
+        Scope::Anywhere,
+    ),
+    (
+        "request_timeout_ms",
+        "longest model request",
+        Scope::Anywhere,
+    ),
+    (
+        "idle_timeout_ms",
+        "longest silence inside a model stream",
+        Scope::Anywhere,
+    ),
+    (
+        "max_retries",
+        "retries of a failed model request",
+        Scope::Anywhere,
+    ),
+    ("retry_base_ms", "first retry delay", Scope::Anywhere),
+    ("retry_max_ms", "longest retry delay", Scope::Anywhere),
+    (
+        "bash_timeout_ms",
+        "default bash_exec timeout",
+        Scope::Anywhere,
+    ),
+    (
+        "bash_max_timeout_ms",
+        "longest bash_exec timeout",
+        Scope::Anywhere,
+    ),
+    (
+        "compact_threshold_tokens",
+        "estimated context size that triggers compaction",
+        Scope::Anywhere,
+    ),
+    (
+        "compact_keep_tokens",
+        "estimated size of the newest turns kept by compaction",
+        Scope::Anywhere,
+    ),
+    ("compact_strategy", "summarize | elide", Scope::Anywhere),
+    (
+        "anthropic_max_tokens",
+        "max_tokens sent to Anthropic",
+        Scope::Anywhere,
+    ),
+    (
+        "sandbox",
+        "required | best_effort: what a subagent's sandbox must enforce",
+        Scope::Trusted,
+    ),
+    (
+        "sandbox_mode",
+        "read-only | workspace-write | danger-full-access: the main agent's commands",
+        Scope::Trusted,
+    ),
+    (
+        "approval_policy",
+        "untrusted | on-request | never: when to ask before commands and edits",
+        Scope::Trusted,
+    ),
+    (
+        "network",
+        "true | false: whether sandboxed commands may use the network",
+        Scope::Trusted,
+    ),
+    (
+        "writable_roots",
+        "extra folders sandboxed commands may write (a list, or `:`-separated)",
+        Scope::Trusted,
+    ),
+    (
+        "delegate_timeout_ms",
+        "default time limit of a subagent",
+        Scope::Anywhere,
+    ),
+    (
+        "delegate_max_timeout_ms",
+        "longest time limit the model may ask for",
+        Scope::Anywhere,
+    ),
+    (
+        "delegate_grace_ms",
+        "time a cancelled subagent has to send a partial result",
+        Scope::Anywhere,
+    ),
+    (
+        "delegate_max_steps",
+        "model requests a subagent may make",
+        Scope::Anywhere,
+    ),
+    (
+        "delegate_concurrency",
+        "subagents running at once (1 to 16); further calls queue in call order",
+        Scope::Anywhere,
+    ),
+    (
+        "delegate_max_per_turn",
+        "subagents started in one turn; a call past it fails with delegation_limit",
+        Scope::Anywhere,
+    ),
+    (
+        "delegate_budget_tokens",
+        "default token budget (prompt + completion) of one subagent; 0 for none",
+        Scope::Anywhere,
+    ),
+    (
+        "delegate_session_budget_tokens",
+        "token budget of all subagents of a session together; 0 for none",
+        Scope::Anywhere,
+    ),
+    (
+        "context_window",
+        "the model's context window in tokens, when the server does not report it",
+        Scope::Anywhere,
+    ),
+    (
+        "max_output_tokens",
+        "longest answer the model may write in one request",
+        Scope::Anywhere,
+    ),
+    (
+        "loop_repeat_limit",
+        "identical tool calls in a row before the model is warned (one more stops the turn)",
+        Scope::Anywhere,
+    ),
+    (
+        "provider_concurrency",
+        "model requests in flight at once, the main agent's and its subagents' together",
+        Scope::Anywhere,
+    ),
+    (
+        "session_retention_days",
+        "days a session journal is kept after its last write (pruned at start)",
+        Scope::Anywhere,
+    ),
+    // Calls written as text still pass the guard, the sandbox and the
+    // approval policy like any other.
+    (
+        "tool_call_fallback",
+        "true | false: accept tool calls written as text (fenced json or <tool_call>)",
+        Scope::Anywhere,
+    ),
+];

@@ -1,0 +1,118 @@
+//! The builders of the configuration's sections (HTTP policy, tool
+//! limits, agent, delegation, safety): each reads its keys from the layers
+//! and fills in the defaults.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::files::resolve_relative;
+use super::layer::{AtLeast, Layers, PathList, setting};
+use super::{ConfigError, DelegationConfig, SafetyConfig};
+use crate::agent::{AgentSettings, CompactionSettings, CompactionStrategy, ModelLimits};
+use crate::protocol::SandboxMode;
+use crate::provider::HttpPolicy;
+use crate::sandbox::SandboxRequirement;
+use crate::tools::ToolLimits;
+
+pub(super) fn http_policy(layers: &Layers) -> Result<HttpPolicy, ConfigError> {
+    let ms = Duration::from_millis;
+    Ok(HttpPolicy {
+        request_timeout: setting!(layers, request_timeout_ms)?.map_or(ms(600_000), |m| m.0),
+        idle_timeout: setting!(layers, idle_timeout_ms)?.map_or(ms(90_000), |m| m.0),
+        max_retries: setting!(layers, max_retries)?.map_or(4, |n| n.0 as u32),
+        retry_base: setting!(layers, retry_base_ms)?.map_or(ms(500), |m| m.0),
+        retry_max: setting!(layers, retry_max_ms)?.map_or(ms(30_000), |m| m.0),
+    })
+}
+
+pub(super) fn tool_limits(layers: &Layers) -> Result<ToolLimits, ConfigError> {
+    let defaults = ToolLimits::default();
+    Ok(ToolLimits {
+        bash_default_timeout: setting!(layers, bash_timeout_ms)?
+            .map_or(defaults.bash_default_timeout, |m| m.0),
+        bash_max_timeout: setting!(layers, bash_max_timeout_ms)?
+            .map_or(defaults.bash_max_timeout, |m| m.0),
+        ..defaults
+    })
+}
+
+pub(super) fn agent_settings(layers: &Layers) -> Result<AgentSettings, ConfigError> {
+    let strategy = setting!(layers, compact_strategy)?.copied();
+    let max_steps = setting!(layers, max_steps)?.map_or(100, |n| n.0 as u32);
+    let threshold = setting!(layers, compact_threshold_tokens)?;
+    let keep = setting!(layers, compact_keep_tokens)?;
+    let compaction = CompactionSettings {
+        threshold_tokens: threshold.map_or(CompactionSettings::DEFAULT_THRESHOLD_TOKENS, |n| {
+            n.0 as usize
+        }),
+        keep_recent_tokens: keep.map_or(CompactionSettings::DEFAULT_KEEP_RECENT_TOKENS, |n| {
+            n.0 as usize
+        }),
+        strategy: strategy.unwrap_or(CompactionStrategy::Summarize),
+    };
+    Ok(AgentSettings {
+        max_steps,
+        compaction,
+        limits: model_limits(layers, threshold.is_some())?,
+    })
+}
+
+/// The keys about the model's limits and habits (issue 9), in one place.
+fn model_limits(layers: &Layers, threshold_configured: bool) -> Result<ModelLimits, ConfigError> {
+    Ok(ModelLimits {
+        context_window: setting!(layers, context_window)?.map(|n| n.0 as u32),
+        tool_call_fallback: setting!(layers, tool_call_fallback)?.is_some_and(|on| on.0),
+        max_output_tokens: setting!(layers, max_output_tokens)?
+            .map_or(ModelLimits::DEFAULT_MAX_OUTPUT_TOKENS, |n| n.0 as u32),
+        loop_repeat_limit: setting!(layers, loop_repeat_limit)?
+            .map_or(ModelLimits::DEFAULT_LOOP_REPEAT_LIMIT, |n| n.0 as u32),
+        threshold_configured,
+    })
+}
+
+pub(super) fn delegation_config(layers: &Layers) -> Result<DelegationConfig, ConfigError> {
+    let ms = Duration::from_millis;
+    // 0 means no budget.
+    let budget = |tokens: Option<&AtLeast<0>>| tokens.map(|n| n.0).filter(|n| *n > 0);
+    Ok(DelegationConfig {
+        sandbox: setting!(layers, sandbox)?
+            .copied()
+            .unwrap_or(SandboxRequirement::Required),
+        concurrency: setting!(layers, delegate_concurrency)?.map_or(4, |n| n.0 as u32),
+        default_timeout: setting!(layers, delegate_timeout_ms)?.map_or(ms(120_000), |m| m.0),
+        max_timeout: setting!(layers, delegate_max_timeout_ms)?.map_or(ms(600_000), |m| m.0),
+        grace: setting!(layers, delegate_grace_ms)?.map_or(ms(2_000), |m| m.0),
+        max_steps: setting!(layers, delegate_max_steps)?.map_or(40, |n| n.0 as u32),
+        max_per_turn: setting!(layers, delegate_max_per_turn)?.map_or(16, |n| n.0 as u32),
+        budget_tokens: budget(setting!(layers, delegate_budget_tokens)?),
+        session_budget_tokens: budget(setting!(layers, delegate_session_budget_tokens)?),
+    })
+}
+
+pub(super) fn safety_config(
+    layers: &Layers,
+    workspace: &Path,
+) -> Result<SafetyConfig, ConfigError> {
+    let sandbox_mode = setting!(layers, sandbox_mode)?.copied();
+    let approval_policy = setting!(layers, approval_policy)?.copied();
+    let network = setting!(layers, network)?.copied();
+    let mut writable_roots = Vec::new();
+    if let Some((PathList(parts), source_name)) = setting!(layers, writable_roots, with source)? {
+        for part in parts {
+            let root = resolve_relative(workspace, part.trim());
+            let canonical =
+                std::fs::canonicalize(&root).map_err(|source| ConfigError::WritableRoot {
+                    source_name: source_name.clone(),
+                    value: part.clone(),
+                    source,
+                })?;
+            writable_roots.push(canonical);
+        }
+    }
+    Ok(SafetyConfig {
+        sandbox_mode: sandbox_mode.unwrap_or(SandboxMode::DEFAULT),
+        approval_policy,
+        network: network.unwrap_or(false),
+        writable_roots,
+    })
+}

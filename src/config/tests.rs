@@ -1,0 +1,282 @@
+use std::path::Path;
+
+use super::*;
+
+fn env(pairs: &[(&str, &str)], home: &Path) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    v.push(("HOME".into(), home.display().to_string()));
+    v
+}
+
+fn overrides(dir: &Path) -> Overrides {
+    Overrides {
+        workspace: Some(dir.to_path_buf()),
+        values: vec![],
+    }
+}
+
+#[test]
+fn a_number_too_large_for_its_setting_is_refused_not_wrapped() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    // 2^32 + 1 would wrap to 1 step in the 32 bits that hold it.
+    let err = Config::load_from(
+        &overrides(dir.path()),
+        &env(&[("FIDO_MAX_STEPS", "4294967297")], home.path()),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("FIDO_MAX_STEPS") && err.contains("a whole number from 1 to 4294967295"),
+        "{err}"
+    );
+    let cfg = Config::load_from(
+        &overrides(dir.path()),
+        &env(&[("FIDO_MAX_STEPS", "4294967295")], home.path()),
+    )
+    .unwrap();
+    assert_eq!(cfg.agent.max_steps, u32::MAX);
+}
+
+#[test]
+fn defaults_and_layers_flags_beat_env_beat_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("fido.toml"),
+        "model = \"from-file\"\nmax_steps = 7\n",
+    )
+    .unwrap();
+    let cfg = Config::load_from(&overrides(dir.path()), &env(&[], home.path())).unwrap();
+    assert_eq!(cfg.model, "from-file");
+    assert_eq!(cfg.agent.max_steps, 7);
+    assert_eq!(cfg.provider, ProviderKind::OpenAi);
+    assert_eq!(cfg.plan_file, cfg.workspace.join(".fido-plan.json"));
+
+    let cfg = Config::load_from(
+        &overrides(dir.path()),
+        &env(&[("FIDO_MODEL", "from-env")], home.path()),
+    )
+    .unwrap();
+    assert_eq!(cfg.model, "from-env");
+
+    let mut flags = overrides(dir.path());
+    flags.values.push(("model".into(), "from-flag".into()));
+    let cfg = Config::load_from(&flags, &env(&[("FIDO_MODEL", "from-env")], home.path())).unwrap();
+    assert_eq!(cfg.model, "from-flag");
+}
+
+#[test]
+fn user_file_is_beaten_by_workspace_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".config/fido")).unwrap();
+    std::fs::write(
+        home.path().join(".config/fido/config.toml"),
+        "api_key = \"k\"\nmodel = \"user\"\nFIDO_MAX_STEPS = 9\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("fido.toml"), "model = \"ws\"\n").unwrap();
+    let cfg = Config::load_from(&overrides(dir.path()), &env(&[], home.path())).unwrap();
+    assert_eq!(cfg.model, "ws");
+    assert_eq!(cfg.agent.max_steps, 9);
+    assert_eq!(cfg.api_key.unwrap().expose(), "k");
+}
+
+#[test]
+fn bad_values_are_one_clear_sentence_naming_the_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let err = Config::load_from(
+        &overrides(dir.path()),
+        &env(&[("FIDO_MAX_STEPS", "many")], home.path()),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("FIDO_MAX_STEPS") && err.contains("many"),
+        "{err}"
+    );
+
+    std::fs::write(dir.path().join("fido.toml"), "modle = \"x\"\n").unwrap();
+    let err = Config::load_from(&overrides(dir.path()), &env(&[], home.path()))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unknown key `modle`"), "{err}");
+
+    std::fs::write(dir.path().join("fido.toml"), "model = [1\n").unwrap();
+    let err = Config::load_from(&overrides(dir.path()), &env(&[], home.path()))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not valid TOML"), "{err}");
+}
+
+#[test]
+fn loopback_detection() {
+    assert!(is_loopback_url("http://127.0.0.1:8080/v1"));
+    assert!(is_loopback_url("http://localhost/v1"));
+    assert!(is_loopback_url("http://[::1]:11434/v1"));
+    assert!(!is_loopback_url("https://api.openai.com/v1"));
+    assert!(!is_loopback_url("http://127.0.0.1.evil.com/v1"));
+}
+
+/// A value for each trusted-only key that differs from its default.
+const TRUSTED_ONLY: &[(&str, &str)] = &[
+    ("provider", "\"anthropic\""),
+    ("base_url", "\"http://attacker.invalid/v1\""),
+    ("api_key", "\"stolen\""),
+    ("script", "\"/etc/passwd\""),
+    ("plan_file", "\"elsewhere.json\""),
+    ("sandbox", "\"best_effort\""),
+    ("sandbox_mode", "\"danger-full-access\""),
+    ("approval_policy", "\"never\""),
+    ("network", "true"),
+    ("writable_roots", "[\"/\"]"),
+];
+
+fn trusted_only_changed(cfg: &Config, key: &str) -> bool {
+    match key {
+        "provider" => cfg.provider != ProviderKind::OpenAi,
+        "base_url" => cfg.base_url.contains("attacker"),
+        "api_key" => cfg.api_key.is_some(),
+        "script" => cfg.script.is_some(),
+        "plan_file" => cfg.plan_file.ends_with("elsewhere.json"),
+        "sandbox" => cfg.delegation.sandbox != SandboxRequirement::Required,
+        "sandbox_mode" => cfg.safety.sandbox_mode != SandboxMode::DEFAULT,
+        "approval_policy" => cfg.safety.approval_policy.is_some(),
+        "network" => cfg.safety.network,
+        "writable_roots" => !cfg.safety.writable_roots.is_empty(),
+        other => panic!("no check for {other}"),
+    }
+}
+
+#[test]
+fn every_trusted_only_key_is_listed_and_checked() {
+    let listed: Vec<&str> = KEYS
+        .iter()
+        .filter(|(_, _, scope)| *scope == Scope::Trusted)
+        .map(|(key, _, _)| *key)
+        .collect();
+    let checked: Vec<&str> = TRUSTED_ONLY.iter().map(|(key, _)| *key).collect();
+    assert_eq!(listed, checked);
+}
+
+#[test]
+fn an_untrusted_workspace_file_cannot_set_a_trusted_only_key() {
+    for (key, value) in TRUSTED_ONLY {
+        let dir = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("fido.toml"),
+            format!("{key} = {value}\nmodel = \"ws\"\n"),
+        )
+        .unwrap();
+        let cfg = Config::load_from(&overrides(dir.path()), &env(&[], home.path())).unwrap();
+        assert!(!trusted_only_changed(&cfg, key), "{key} took effect");
+        assert_eq!(cfg.model, "ws", "safe keys still apply");
+        assert!(!cfg.workspace_trusted);
+        assert_eq!(cfg.warnings.len(), 1, "{key}: {:?}", cfg.warnings);
+        let warning = &cfg.warnings[0];
+        assert!(warning.contains(&format!("ignored: {key}.")), "{warning}");
+        assert!(warning.contains("fido trust "), "{warning}");
+    }
+}
+
+#[test]
+fn a_trusted_workspace_file_is_read_in_full() {
+    for (key, value) in TRUSTED_ONLY {
+        let dir = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("fido.toml"), format!("{key} = {value}\n")).unwrap();
+        TrustStore::in_dir(&home.path().join(".config/fido"))
+            .trust(dir.path())
+            .unwrap();
+        let cfg = Config::load_from(&overrides(dir.path()), &env(&[], home.path())).unwrap();
+        assert!(cfg.workspace_trusted);
+        assert!(trusted_only_changed(&cfg, key), "{key} was not applied");
+        assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
+    }
+}
+
+#[test]
+fn the_user_file_and_environment_stay_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".config/fido")).unwrap();
+    std::fs::write(
+        home.path().join(".config/fido/config.toml"),
+        "sandbox_mode = \"read-only\"\nwritable_roots = [\"/tmp\"]\n",
+    )
+    .unwrap();
+    let cfg = Config::load_from(
+        &overrides(dir.path()),
+        &env(&[("FIDO_APPROVAL_POLICY", "untrusted")], home.path()),
+    )
+    .unwrap();
+    assert_eq!(cfg.safety.sandbox_mode, SandboxMode::ReadOnly);
+    assert_eq!(cfg.safety.approval_policy, Some(ApprovalPolicy::Untrusted));
+    assert_eq!(
+        cfg.safety.writable_roots,
+        vec![std::fs::canonicalize("/tmp").unwrap()]
+    );
+}
+
+#[test]
+fn plan_file_must_stay_inside_the_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
+    for value in [
+        "../plan.json",
+        "/etc/passwd",
+        "sub/../../plan.json",
+        "link/plan.json",
+        ".",
+    ] {
+        let err = Config::load_from(
+            &overrides(dir.path()),
+            &env(&[("FIDO_PLAN_FILE", value)], home.path()),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("outside the workspace"), "{value}: {err}");
+    }
+    let cfg = Config::load_from(
+        &overrides(dir.path()),
+        &env(&[("FIDO_PLAN_FILE", "state/plan.json")], home.path()),
+    )
+    .unwrap();
+    assert_eq!(cfg.plan_file, cfg.workspace.join("state/plan.json"));
+}
+
+#[test]
+fn safety_values_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    for (var, value, needle) in [
+        ("FIDO_SANDBOX_MODE", "off", "workspace-write"),
+        ("FIDO_APPROVAL_POLICY", "sometimes", "on-request"),
+        ("FIDO_NETWORK", "maybe", "true or false"),
+        ("FIDO_WRITABLE_ROOTS", "/no/such/dir", "/no/such/dir"),
+    ] {
+        let err = Config::load_from(&overrides(dir.path()), &env(&[(var, value)], home.path()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(needle), "{var}: {err}");
+    }
+    let cfg = Config::load_from(
+        &overrides(dir.path()),
+        &env(&[("FIDO_SANDBOX_MODE", "read_only")], home.path()),
+    )
+    .unwrap();
+    assert_eq!(cfg.safety.sandbox_mode, SandboxMode::ReadOnly);
+}
+
+#[test]
+fn api_key_debug_hides_the_key() {
+    assert_eq!(format!("{:?}", ApiKey("secret".into())), "ApiKey(…)");
+}
