@@ -226,6 +226,20 @@ async fn serve(
     ExitCode::SUCCESS
 }
 
+/// The child's catalog, once its fingerprint is in this process's own log:
+/// the parent checks the fingerprint of every request, and tests compare
+/// this line with the tools the parent advertised.
+fn logged_catalog(
+    agent_id: &str,
+    flavour: crate::protocol::ipc::PlanFlavour,
+    agents: Vec<crate::protocol::delegate::AgentOffer>,
+    mcp_tools: Vec<Box<dyn crate::tools::Tool>>,
+) -> Arc<ToolCatalog> {
+    let catalog = ToolCatalog::with_extra(flavour, agents, mcp_tools);
+    info!(%agent_id, catalog = %catalog_fingerprint(catalog.specs()), "tool catalog built");
+    catalog
+}
+
 /// Runs the delegated turn and returns the `Final` frame.
 async fn run(
     mut fork: ForkFrame,
@@ -259,10 +273,7 @@ async fn run(
     // The parent's MCP tools, byte for byte, called through the parent.
     let mcp_tools = crate::mcp::proxy::proxy_tools(std::mem::take(&mut fork.mcp_tools), mcp);
     let agents = std::mem::take(&mut fork.agents);
-    let catalog = ToolCatalog::with_extra(flavour, agents, mcp_tools);
-    // What this process computed, in its own log: the parent checks the
-    // fingerprint of every request, and tests compare this line with it.
-    info!(%agent_id, catalog = %catalog_fingerprint(catalog.specs()), "tool catalog built");
+    let catalog = logged_catalog(agent_id, flavour, agents, mcp_tools);
     let (event_sink, events) = crate::protocol::event_queue::channel();
     tokio::spawn(forward_lifecycle(events, writer.clone()));
     let provider = Arc::new(GatewayProvider {
