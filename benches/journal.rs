@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use fido::protocol::{Message, ToolCall};
-use fido::session::journal::{self, Pick, SessionInfo};
+use fido::store::journal::{self, Pick, SessionInfo};
 use support::Sorted;
 
 const DEFAULT_STEPS: usize = 300;

@@ -424,7 +424,7 @@ pub fn tool_env(
     })
     .map_err(|e| format!("{mode}: {e}"))?;
     Ok(fido::tools::ToolEnv {
-        undo: fido::session::undo::UndoLog::new(&workspace.root),
+        undo: fido::store::undo::UndoLog::new(&workspace.root),
         plan: fido::plan::PlanStore::new(workspace.root.join(".fido-plan.json")),
         workspace,
         limits: fido::tools::ToolLimits::default(),

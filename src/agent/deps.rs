@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::{AgentSettings, Conversation, EventSink};
 use crate::provider::Provider;
-use crate::session::journal::Journal;
+use crate::store::journal::Journal;
 use crate::tools::{InvocationContext, ToolCatalog, ToolEnv};
 
 /// Everything a turn needs besides the conversation. Shared, immutable

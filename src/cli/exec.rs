@@ -16,11 +16,11 @@ use tracing::{info, warn};
 
 use super::fail;
 use super::preamble::run_configured;
-use super::session::{Interaction, Session};
 use crate::agent::AgentMessage;
 use crate::config::{Config, Overrides};
 use crate::protocol::{ApprovalPolicy, SandboxMode};
 use crate::protocol::{EventKind, TurnStatus};
+use crate::runtime::{Interaction, ResumeFrom, Runtime};
 
 /// How long an interrupted turn may take to wind down before Fido exits anyway.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
@@ -117,7 +117,7 @@ pub fn run(overrides: &Overrides, args: ExecArgs) -> ExitCode {
 struct Run {
     json: bool,
     last_message: Option<std::path::PathBuf>,
-    resume: Option<super::journal::ResumeFrom>,
+    resume: Option<ResumeFrom>,
 }
 
 async fn exec(config: Config, prompt: String, run: Run) -> ExitCode {
@@ -150,7 +150,7 @@ async fn exec(config: Config, prompt: String, run: Run) -> ExitCode {
     // then ends it at once, dropping what was started (each child process
     // dies with its handle or with this process).
     let session = tokio::select! {
-        started = Session::start(&config, interaction, sink, resume) => match started {
+        started = Runtime::start(&config, interaction, sink, resume) => match started {
             Ok(session) => session,
             Err(message) => return fail(&message),
         },

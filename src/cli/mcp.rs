@@ -24,7 +24,7 @@ pub enum McpCommand {
 pub fn run(overrides: &Overrides, command: McpCommand) -> ExitCode {
     let McpCommand::List { json } = command;
     run_configured(overrides, |config| async move {
-        let hub = super::session::start_mcp(&config).await;
+        let hub = crate::runtime::start_mcp(&config).await;
         let status = hub.status().await;
         hub.shutdown().await;
         if json {

@@ -6,14 +6,10 @@
 
 mod agents;
 mod exec;
-mod journal;
 mod mcp;
 mod plan;
-mod policy;
 mod preamble;
-mod provider;
 mod sandbox;
-mod session;
 mod sessions;
 mod tool;
 mod trust;
@@ -24,15 +20,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{Config, Overrides};
-use crate::plan::PlanStore;
-use crate::protocol::{ApprovalPolicy, SafetySettings};
-use crate::sandbox::CommandSandbox;
-use crate::session::undo::UndoLog;
-use crate::tools::ToolEnv;
-use crate::tools::approval::{Approvals, Approver};
-use crate::workspace::Workspace;
-use std::sync::Arc;
+use crate::config::Overrides;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -230,37 +218,4 @@ fn init_logging() {
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .try_init();
-}
-
-/// The tool environment of a session in the configured workspace, with
-/// the approval policy `approval` and the person `approver` (if any).
-fn tool_env(
-    config: &Config,
-    approval: ApprovalPolicy,
-    approver: Option<Arc<dyn Approver>>,
-) -> Result<ToolEnv, String> {
-    let workspace = Workspace::new(&config.workspace)
-        .map_err(|err| format!("workspace {}: {err}", config.workspace.display()))?;
-    let sandbox = CommandSandbox::prepare(&policy::command_policy(config)).map_err(|err| {
-        format!(
-            "sandbox_mode {}: {}; set sandbox_mode = \"danger-full-access\" to run commands without a sandbox",
-            config.safety.sandbox_mode,
-            crate::sandbox::child::error_chain(&err)
-        )
-    })?;
-    let settings = SafetySettings {
-        sandbox_mode: config.safety.sandbox_mode,
-        approval_policy: approval,
-        network: config.safety.network,
-    };
-    Ok(ToolEnv {
-        undo: UndoLog::new(&workspace.root),
-        plan: PlanStore::new(config.plan_file.clone()),
-        workspace,
-        limits: config.tools.clone(),
-        user: None,
-        delegator: None,
-        sandbox: Arc::new(sandbox),
-        approvals: Approvals::new(settings, approver),
-    })
 }

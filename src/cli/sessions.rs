@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::fail;
-use super::journal::ResumeFrom;
-use crate::session::journal::{self, SessionSummary};
+use crate::runtime::ResumeFrom;
+use crate::store::journal::{self, SessionSummary};
 
 #[derive(Debug, Args)]
 pub struct SessionsArgs {

@@ -8,13 +8,14 @@ use clap::Subcommand;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use super::fail;
 use super::preamble::run_configured;
-use super::{fail, tool_env};
 use crate::config::ProviderKind;
 use crate::config::{Config, Overrides};
 use crate::protocol::ApprovalPolicy;
 use crate::protocol::ToolCall;
 use crate::provider::{anthropic, openai};
+use crate::runtime::tool_env;
 use crate::tools::{InvocationContext, ToolCatalog};
 
 #[derive(Debug, Subcommand)]
@@ -32,11 +33,11 @@ pub enum ToolCommand {
 
 pub fn run(overrides: &Overrides, command: ToolCommand) -> ExitCode {
     run_configured(overrides, |config| async move {
-        let mcp = super::session::start_mcp(&config).await;
+        let mcp = crate::runtime::start_mcp(&config).await;
         for warning in mcp.warnings() {
             eprintln!("fido: warning: {warning}");
         }
-        let profiles = super::session::load_profiles(&config).await;
+        let profiles = crate::runtime::load_profiles(&config).await;
         for warning in &profiles.warnings {
             eprintln!("fido: warning: {warning}");
         }

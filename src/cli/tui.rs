@@ -1,6 +1,6 @@
 //! `fido [-C DIR]`: the interactive full-screen session.
 //!
-//! Wires the same [`Session`] as `fido exec` (provider, catalog, tool
+//! Wires the same [`Runtime`] as `fido exec` (provider, catalog, tool
 //! environment, subagent supervisor, `AgentActor`) to the terminal UI
 //! instead of the headless printer. Configuration and provider errors are
 //! one sentence on stderr and exit 1, before the screen is touched. Logs
@@ -14,9 +14,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
 use super::fail;
-use super::journal::ResumeFrom;
 use super::preamble::{ConfigWarnings, block_on, load_config};
-use super::session::{Interaction, Session};
 use crate::agent::asks::PendingAsks;
 use crate::agent::ops::{self, FrontDesk, LocalCommands};
 use crate::config::{Config, Overrides};
@@ -24,7 +22,8 @@ use crate::plan::todo::{self, TodoStore};
 use crate::plan::{PlanFlavour, PlanSnapshot, PlanStore};
 use crate::protocol::ApprovalPolicy;
 use crate::protocol::op::{PlanCleared, StatusInfo};
-use crate::session::journal;
+use crate::runtime::{Interaction, ResumeFrom, Runtime};
+use crate::store::journal;
 use crate::ui::{self, UiSetup};
 use crate::workspace::LOGS_DIR;
 
@@ -51,7 +50,7 @@ async fn session(config: Config, resume: Option<ResumeFrom>) -> ExitCode {
         default_approval: ApprovalPolicy::OnRequest,
     };
     let desk_events = sink.clone();
-    let session = match Session::start(&config, interaction, sink, resume).await {
+    let session = match Runtime::start(&config, interaction, sink, resume).await {
         Ok(session) => session,
         Err(message) => return fail(&message),
     };
@@ -95,13 +94,13 @@ async fn session(config: Config, resume: Option<ResumeFrom>) -> ExitCode {
 /// Whether an older `/suspend` file (`NAME.json`) exists.
 fn saved_exists(workspace: &Path, name: &str) -> bool {
     !name.contains('/')
-        && crate::session::journal::dir(workspace)
+        && crate::store::journal::dir(workspace)
             .join(format!("{name}.json"))
             .is_file()
 }
 
 /// A resumed session's messages and the line that says so.
-fn resumed_note(session: &Session) -> Option<(Vec<crate::protocol::Message>, String)> {
+fn resumed_note(session: &Runtime) -> Option<(Vec<crate::protocol::Message>, String)> {
     if session.resumed.is_empty() {
         return None;
     }
@@ -204,7 +203,7 @@ impl LocalCommands for CliLocalCommands {
     fn undo(&self) -> Result<String, String> {
         let workspace =
             crate::workspace::Workspace::new(&self.workspace).map_err(|e| e.to_string())?;
-        let undo = crate::session::undo::UndoLog::new(&workspace.root);
+        let undo = crate::store::undo::UndoLog::new(&workspace.root);
         match undo.undo_last(&workspace) {
             Ok(Some(entry)) => Ok(format!("undone: {} of {}", entry.kind, entry.path)),
             Ok(None) => Ok("nothing to undo".into()),
@@ -213,7 +212,7 @@ impl LocalCommands for CliLocalCommands {
     }
 
     fn suspend(&self, messages: &[crate::protocol::Message]) -> Result<String, String> {
-        let info = crate::session::journal::SessionInfo {
+        let info = crate::store::journal::SessionInfo {
             workspace: self.workspace.display().to_string(),
             provider: self
                 .config
@@ -246,9 +245,9 @@ impl LocalCommands for CliLocalCommands {
             Ok(found) => Ok(found),
             Err(err) => match name {
                 Some(name) if saved_exists(&self.workspace, name) => {
-                    crate::session::saved::load(&self.workspace, Some(name))
+                    crate::store::saved::load(&self.workspace, Some(name))
                 }
-                None => crate::session::saved::load(&self.workspace, None).map_err(|_| err),
+                None => crate::store::saved::load(&self.workspace, None).map_err(|_| err),
                 Some(_) => Err(err),
             },
         }
@@ -261,7 +260,7 @@ impl LocalCommands for CliLocalCommands {
     fn sessions(&self) -> Result<String, String> {
         let journaled = journal::list(&self.workspace)
             .map_err(|err| format!("cannot list the sessions: {err}"))?;
-        let saved = crate::session::saved::list(&self.workspace)
+        let saved = crate::store::saved::list(&self.workspace)
             .map_err(|err| format!("cannot list saved conversations: {err}"))?;
         let mut lines: Vec<String> = journaled
             .iter()
@@ -307,7 +306,7 @@ impl CliLocalCommands {
         }
         let mut config = config.clone();
         config.model = model.to_string();
-        super::provider::build_provider(&config)
+        crate::runtime::provider::build_provider(&config)
             .map_err(|err| format!("cannot switch to {model}: {err}"))
     }
 

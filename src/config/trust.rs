@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::session::atomic::write_atomic;
+use crate::store::atomic::write_atomic;
 
 /// The file name of the record, inside the config directory.
 pub const TRUST_FILE: &str = "trust.json";

@@ -13,10 +13,10 @@ use super::model::{PlanItem, PlanState};
 
 /// The reason of a plan started anew by the user.
 pub const CLEARED_REASON: &str = "Plan cleared by the user.";
-use crate::session::state_file::{Contents, StateFile, StateLock};
+use crate::store::state_file::{Contents, StateFile, StateLock};
 
 /// Errors of the plan file (lock, read, write).
-pub use crate::session::state_file::StateFileError as PlanStoreError;
+pub use crate::store::state_file::StateFileError as PlanStoreError;
 
 /// The result of reading the file.
 #[derive(Debug, Clone, PartialEq)]

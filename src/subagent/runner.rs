@@ -36,7 +36,7 @@ use crate::provider::{
     ChatRequest, Completion, CompletionFuture, NoticeSink, Provider, ProviderError,
 };
 use crate::sandbox::{CommandSandbox, SandboxRequirement, enter_child_sandbox};
-use crate::session::undo::UndoLog;
+use crate::store::undo::UndoLog;
 use crate::tools::{Identity, InvocationContext, ToolCatalog, ToolEnv, ToolLimits, ToolOutput};
 use crate::workspace::{DEFAULT_PLAN_FILE, Workspace};
 

@@ -5,7 +5,7 @@ use std::fs;
 
 use super::patch::missing_parents;
 use super::{Call, PathArgs, ToolEnv, ToolFuture, ToolKind, ToolOutput, TypedTool};
-use crate::session::undo::UndoEntry;
+use crate::store::undo::UndoEntry;
 use crate::workspace::is_missing;
 
 pub struct Mkdir;

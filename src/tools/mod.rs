@@ -45,7 +45,7 @@ use crate::plan::{PlanFlavour, PlanSnapshot, PlanStore};
 use crate::protocol::mcp::McpToolSpec;
 use crate::protocol::schema::{ToolArgs, tool_args};
 use crate::protocol::{Message, ToolCall, ToolSpec};
-use crate::session::undo::UndoLog;
+use crate::store::undo::UndoLog;
 use crate::workspace::Workspace;
 
 pub use guard::{Identity, InvocationContext};

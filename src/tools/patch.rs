@@ -12,8 +12,8 @@ use std::path::Path;
 
 use super::{Call, ToolEnv, ToolFuture, ToolKind, ToolOutput, TypedTool};
 use crate::protocol::schema::tool_args;
-use crate::session::atomic::write_atomic;
-use crate::session::undo::UndoEntry;
+use crate::store::atomic::write_atomic;
+use crate::store::undo::UndoEntry;
 use crate::workspace::is_missing;
 
 mod fuzzy;

@@ -1,7 +1,7 @@
 //! `rm`: remove a file, a symlink, or (with `recursive`) a directory tree.
 //!
 //! The removed thing is moved into the undo journal rather than deleted (see
-//! `session::undo`), so undo restores it exactly. A symlink is removed
+//! `store::undo`), so undo restores it exactly. A symlink is removed
 //! itself, never its target. The workspace root is never removed.
 
 use std::fs;

@@ -6,7 +6,7 @@ use std::io;
 use std::os::unix::fs::PermissionsExt;
 
 use super::{Call, PathArgs, ToolEnv, ToolFuture, ToolKind, ToolOutput, TypedTool};
-use crate::session::undo::UndoEntry;
+use crate::store::undo::UndoEntry;
 use crate::workspace::{FinalLink, is_missing};
 
 pub struct Rmdir;

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::session::undo::UndoLog;
+use crate::store::undo::UndoLog;
 use crate::tools::{Call, Invocation, InvocationContext, Tool, ToolEnv, ToolLimits, ToolOutput};
 use crate::workspace::{DEFAULT_PLAN_FILE, Workspace};
 

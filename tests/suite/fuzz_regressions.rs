@@ -9,7 +9,7 @@ use fido::plan::todo::approve::{apply_plan_approval, plan_id};
 use fido::plan::todo::markdown::parse_plan_items;
 use fido::provider::anthropic::MessagesStreamAccumulator;
 use fido::provider::sse::SseDecoder;
-use fido::session::journal::replay;
+use fido::store::journal::replay;
 
 /// Every regression input of `target`, as `(file name, bytes)`.
 fn inputs(target: &str) -> Vec<(String, Vec<u8>)> {

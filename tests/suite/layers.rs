@@ -18,8 +18,9 @@ const MODULES: &[&str] = &[
     "plan",
     "protocol",
     "provider",
+    "runtime",
     "sandbox",
-    "session",
+    "store",
     "subagent",
     "text",
     "tools",
@@ -38,16 +39,17 @@ const RANKS: &[(&str, u32)] = &[
     // Services on the protocol alone.
     ("provider", 1),
     ("sandbox", 1),
-    ("session", 1),
+    ("store", 1),
     ("plan", 2),
     ("tools", 3),
     ("agent", 4),
     ("config", 5),
     ("mcp", 6),
     ("subagent", 7),
-    // The faces: the UI (which sees only the boundary) and the CLI that
-    // wires everything.
+    // The UI (which sees only the boundary) and the composition root that
+    // wires every service for a session; the command line starts both.
     ("ui", 8),
+    ("runtime", 8),
     ("cli", 9),
 ];
 
@@ -107,14 +109,14 @@ fn an_upward_import_is_caught() {
     edges.entry("cli".into()).or_default().insert("text".into());
     assert!(upward_edges(&edges, &ranks).is_empty());
     edges
-        .entry("session".into())
+        .entry("store".into())
         .or_default()
         .insert("agent".into());
     assert_eq!(
         upward_edges(&edges, &ranks),
-        [("session".to_string(), "agent".to_string())]
+        [("store".to_string(), "agent".to_string())]
     );
-    assert!(render(&edges, &ranks).contains("session (1) -> agent (4)  UPWARD"));
+    assert!(render(&edges, &ranks).contains("store (1) -> agent (4)  UPWARD"));
 }
 
 #[test]

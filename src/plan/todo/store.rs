@@ -14,11 +14,11 @@
 use std::path::{Path, PathBuf};
 
 use super::state::TodoState;
-use crate::session::state_file::{Contents, StateFile, StateLock};
+use crate::store::state_file::{Contents, StateFile, StateLock};
 use crate::workspace::TODO_FILE;
 
 /// Errors of the todo file (lock, read, write).
-pub use crate::session::state_file::StateFileError as TodoStoreError;
+pub use crate::store::state_file::StateFileError as TodoStoreError;
 
 /// The result of reading the file.
 #[derive(Debug, Clone, PartialEq)]

@@ -5,7 +5,7 @@
 #![no_main]
 
 use fido::protocol::Message;
-use fido::session::journal::replay;
+use fido::store::journal::replay;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|bytes: &[u8]| {

@@ -1,6 +1,13 @@
-//! One interactive or headless session: the provider, the catalog, the tool
-//! environment, the subagent supervisor and the agent actor, wired the same
-//! way for `fido exec` and the terminal UI.
+//! The composition root: a running Fido's provider (behind the gateway),
+//! catalog, tool environment, MCP servers, subagent supervisor, journal and
+//! agent actor, wired the same way for `fido exec` and the terminal UI. The
+//! command line ([`crate::cli`]) starts one [`Runtime`] per session and
+//! talks to it through the agent's ops and events.
+
+pub mod journal;
+pub mod policy;
+pub mod provider;
+mod tool_env;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,8 +15,9 @@ use std::time::Duration;
 use ractor::ActorRef;
 use tokio::task::JoinHandle;
 
-use super::journal::ResumeFrom;
-use super::tool_env;
+pub use journal::ResumeFrom;
+pub use tool_env::tool_env;
+
 use crate::agent::ProjectInstructions;
 use crate::agent::{
     AgentArguments, AgentDeps, AgentMessage, Conversation, EventSink, spawn_watched,
@@ -21,7 +29,7 @@ use crate::plan::PlanFlavour;
 use crate::protocol::ApprovalPolicy;
 use crate::protocol::EventKind;
 use crate::provider::gateway::Gateway;
-use crate::session::journal::{Journal, Replayed, SessionInfo};
+use crate::store::journal::{Journal, Replayed, SessionInfo};
 use crate::subagent::control::ControlServer;
 use crate::subagent::profiles::Profiles;
 use crate::subagent::supervisor::{DelegationSettings, Supervisor};
@@ -40,7 +48,7 @@ pub struct Interaction {
     pub default_approval: ApprovalPolicy,
 }
 
-pub struct Session {
+pub struct Runtime {
     pub actor: ActorRef<AgentMessage>,
     /// The journaled session's id (`None`: it could not be journaled).
     pub id: Option<String>,
@@ -60,14 +68,14 @@ pub struct Session {
     control: Option<ControlServer>,
 }
 
-impl Session {
+impl Runtime {
     /// Builds everything and starts the agent actor. Errors are one sentence.
     pub async fn start(
         config: &Config,
         interaction: Interaction,
         events: EventSink,
         resume: Option<ResumeFrom>,
-    ) -> Result<Session, String> {
+    ) -> Result<Runtime, String> {
         let parts = Parts::build(config, interaction, &events).await?;
         let sandbox = parts.tool_env.sandbox.clone();
         let (journal, replayed) = open_journal(config, &parts, resume, &events).await?;
@@ -108,7 +116,7 @@ impl Session {
         .map_err(|e| format!("cannot start the agent: {e}"))?;
         sweep_dead_sessions(config).await;
         let control = open_control(config, &supervisor).await;
-        Ok(Session {
+        Ok(Runtime {
             id,
             resumed,
             journal,
@@ -158,7 +166,7 @@ impl Parts {
         interaction: Interaction,
         events: &EventSink,
     ) -> Result<Parts, String> {
-        let provider = super::provider::build_provider(config)?;
+        let provider = provider::build_provider(config)?;
         let profiles = Arc::new(load_profiles(config).await);
         // The one holder of the provider: the main agent and every
         // subagent ask through it (also for the models profiles name).
@@ -204,7 +212,7 @@ fn delegation_settings(
         sandbox: config.delegation.sandbox,
         max_steps: config.delegation.max_steps,
         plan_tool: config.plan_tool,
-        deny_read: super::policy::credential_paths(config),
+        deny_read: policy::credential_paths(config),
         workspace: config.workspace.clone(),
         program,
         concurrency: config.delegation.concurrency,
@@ -228,7 +236,7 @@ async fn open_journal(
         provider: parts.provider.name().to_string(),
         model: parts.provider.model().to_string(),
     };
-    let (journal, replayed) = super::journal::open(config, info, resume).await?;
+    let (journal, replayed) = journal::open(config, info, resume).await?;
     events.emit(EventKind::SessionStarted {
         workspace: config.workspace.display().to_string(),
         provider: parts.provider.name().to_string(),
@@ -276,9 +284,7 @@ async fn first_conversation(
 ) -> Result<(Conversation, Option<Replayed>), String> {
     tokio::task::spawn_blocking(move || {
         let conversation = match &replayed {
-            Some(replayed) => {
-                super::journal::resumed_conversation(replayed, &tool_env, flavour, &events)?
-            }
+            Some(replayed) => journal::resumed_conversation(replayed, &tool_env, flavour, &events)?,
             None => start_conversation(&catalog, &tool_env, flavour, &instructions, &events),
         };
         Ok((conversation, replayed))
@@ -329,7 +335,7 @@ fn profile_models(
         }
         let mut other = config.clone();
         other.model = model.clone();
-        let provider = super::provider::build_provider(&other)
+        let provider = provider::build_provider(&other)
             .map_err(|e| format!("subagent profile {}: model {model}: {e}", profile.name))?;
         models.insert(model.clone(), provider);
     }

@@ -1,6 +1,6 @@
 //! The sandbox a configuration names, built here rather than in `config`,
 //! which stays a description of settings (as for the provider, see
-//! `cli::provider`).
+//! `runtime::provider`).
 
 use std::path::PathBuf;
 

@@ -33,7 +33,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
-use crate::session::atomic::write_atomic;
+use crate::store::atomic::write_atomic;
 use crate::workspace::{FinalLink, PathError, Resolved, UNDO_DIR, Workspace, is_state_name};
 
 /// Most entries kept; recording one more drops the oldest.

@@ -10,7 +10,7 @@ use crate::config::Config;
 use crate::plan::PlanFlavour;
 use crate::protocol::EventKind;
 use crate::protocol::journal::JournalRecord;
-use crate::session::journal::{self, Journal, Pick, Replayed, SessionInfo};
+use crate::store::journal::{self, Journal, Pick, Replayed, SessionInfo};
 use crate::tools::ToolEnv;
 
 /// Which earlier session to continue.
