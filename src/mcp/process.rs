@@ -30,6 +30,10 @@ const MAX_LINE: u64 = 16 * 1024 * 1024;
 const TERM_GRACE: Duration = Duration::from_millis(500);
 /// Bytes of a server's stderr copied into the log.
 const MAX_STDERR_LOGGED: usize = 64 * 1024;
+/// How long an exit waits for the rest of the server's stderr, which the
+/// failure message quotes (a process that left the pipe open to a child
+/// of its own cannot hold the exit longer).
+const STDERR_DRAIN: Duration = Duration::from_millis(500);
 
 /// The pipes the client speaks over.
 pub struct Pipes {
@@ -138,9 +142,15 @@ pub fn spawn(
     let health = Arc::new(Health::new());
     let (client_side, checked) = tokio::io::duplex(256 * 1024);
     tokio::spawn(check_stdout(stdout, checked, health.clone()));
-    tokio::spawn(log_stderr(config.name.clone(), stderr, health.clone()));
+    let stderr_drained = CancellationToken::new();
+    tokio::spawn(log_stderr(
+        config.name.clone(),
+        stderr,
+        health.clone(),
+        stderr_drained.clone(),
+    ));
     let stop = CancellationToken::new();
-    tokio::spawn(reap(group, stop.clone(), health.clone()));
+    tokio::spawn(reap(group, stop.clone(), health.clone(), stderr_drained));
     let pipes = Pipes {
         stdin,
         stdout: client_side,
@@ -175,7 +185,15 @@ fn die_with_parent(command: &mut Command) {
 
 /// Owns the group: waits for the leader's exit or for `stop`, then kills
 /// what is left of the group and reaps the leader.
-async fn reap(mut group: ProcessGroup, stop: CancellationToken, health: Arc<Health>) {
+///
+/// The exit is recorded once the server's stderr is read to its end (or
+/// after [`STDERR_DRAIN`]), so the failure it explains quotes its last words.
+async fn reap(
+    mut group: ProcessGroup,
+    stop: CancellationToken,
+    health: Arc<Health>,
+    stderr_drained: CancellationToken,
+) {
     let reason = tokio::select! {
         status = group.wait() => match status {
             Ok(status) => describe(status),
@@ -186,6 +204,7 @@ async fn reap(mut group: ProcessGroup, stop: CancellationToken, health: Arc<Heal
     if let Err(err) = group.terminate(TERM_GRACE).await {
         debug!(pid = group.pid(), error = %err, "could not terminate the MCP server's group");
     }
+    let _ = tokio::time::timeout(STDERR_DRAIN, stderr_drained.cancelled()).await;
     if let Ok(mut exit) = health.exit.lock() {
         exit.get_or_insert(reason);
     }
@@ -258,7 +277,13 @@ fn note_malformed(health: &Health, line: &str) {
 
 /// Copies stderr into the log (up to a cap) and keeps its last lines; the
 /// rest is drained so the server never blocks on a full pipe.
-async fn log_stderr(server: String, stderr: tokio::process::ChildStderr, health: Arc<Health>) {
+async fn log_stderr(
+    server: String,
+    stderr: tokio::process::ChildStderr,
+    health: Arc<Health>,
+    drained: CancellationToken,
+) {
+    let _drained = drained.drop_guard();
     let mut lines = BufReader::new(stderr);
     let mut line = Vec::new();
     let mut logged = 0usize;
