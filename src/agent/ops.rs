@@ -167,8 +167,8 @@ mod tests {
         let prompt = "hi".to_string();
         engine.send(Op::SubmitPrompt { prompt, reply }).unwrap();
         let outcome = answer(outcome).await;
-        assert_eq!(outcome.status, TurnStatus::Failed);
-        assert_eq!(outcome.error.as_deref(), Some("the agent is not running"));
+        assert_eq!(outcome.status(), TurnStatus::Failed);
+        assert_eq!(outcome.error(), Some("the agent is not running"));
 
         let (reply, compacted) = oneshot::channel();
         engine.send(Op::CompactNow { reply }).unwrap();

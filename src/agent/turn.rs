@@ -7,6 +7,8 @@
 //! interrupts. Whatever ends the turn, the conversation stays valid: every
 //! tool call has its result.
 
+use std::ops::ControlFlow;
+
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span, warn};
 
@@ -17,7 +19,7 @@ use super::request::{Asked, record_usage, request};
 use super::{AgentDeps, CompactionSettings, Conversation, calls, limits};
 use crate::plan::{restore, todo};
 use crate::protocol::op::TurnOutcome;
-use crate::protocol::{EventKind, Message, ToolCall, TurnStatus, UsageTotals};
+use crate::protocol::{EventKind, Message, ToolCall, UsageTotals};
 use crate::provider::{Completion, FinishReason, ProviderError, ToolChoice};
 use crate::text;
 use crate::tools::{ToolKind, ToolOutput};
@@ -42,20 +44,21 @@ pub async fn run_turn(
         // Through the session's gateway, the turn's totals are everything
         // asked during it: this loop's requests and every subagent's.
         if let (Some(before), Some(after)) = (before, deps.provider.usage_totals()) {
-            outcome.usage = after.since(before);
+            outcome = outcome.with_usage(after.since(before));
         }
+        let (status, usage) = (outcome.status(), outcome.usage());
         if let Some(journal) = &deps.journal {
             let (generation, messages) = (conversation.generation(), conversation.messages());
             journal
-                .turn_ended(generation, messages, turn, outcome.status, outcome.usage)
+                .turn_ended(generation, messages, turn, status, usage)
                 .await;
         }
         deps.events.emit(EventKind::TurnCompleted {
             turn,
-            status: outcome.status,
-            usage: outcome.usage,
+            status,
+            usage,
         });
-        info!(status = ?outcome.status, requests = outcome.usage.requests, "turn ended");
+        info!(?status, requests = usage.requests, "turn ended");
         outcome
     }
     .instrument(span)
@@ -67,129 +70,18 @@ async fn turn_steps(
     deps: &AgentDeps,
     cancel: &CancellationToken,
 ) -> TurnOutcome {
-    let mut usage = UsageTotals::default();
-    let mut ending = Ending::default();
-    let mut detector = LoopDetector::new(deps.settings.limits.loop_repeat_limit);
-    let outcome = |status, final_text, error, usage| TurnOutcome {
-        status,
-        final_text,
-        error,
-        usage,
-        looped: false,
-    };
-    let failed = |message: String, usage| {
-        warn!("{message}");
-        deps.events.emit(EventKind::Error {
-            message: message.clone(),
-        });
-        outcome(TurnStatus::Failed, None, Some(message), usage)
-    };
-    let looped = |message: String, usage| TurnOutcome {
-        looped: true,
-        ..failed(message, usage)
+    let mut state = TurnState {
+        usage: UsageTotals::default(),
+        ending: Ending::default(),
+        detector: LoopDetector::new(deps.settings.limits.loop_repeat_limit),
+        asked: Asked::TURN,
     };
     learn_window(conversation, deps, cancel).await;
-    // After a warned repetition of a call that worked, the next answer is
-    // asked for in text: the model has what it needs and keeps calling.
-    let mut asked = Asked::TURN;
     for step in 0..deps.settings.max_steps {
-        if cancel.is_cancelled() {
-            return outcome(TurnStatus::Interrupted, None, None, usage);
-        }
-        // A step boundary: what the last step added is on disk before the
-        // next request, so a crash loses at most the step in flight.
-        deps.journal_step(conversation).await;
-        let budget = compaction_budget(conversation, deps);
-        compact::maybe_compact(
-            conversation,
-            deps,
-            budget,
-            Trigger::Threshold,
-            cancel,
-            &mut usage,
-        )
-        .await;
-
-        let answered = request_fitting(conversation, deps, cancel, &mut usage, asked).await;
-        let tools_off = asked.tool_choice == ToolChoice::None;
-        asked = Asked::TURN;
-        let completion = match answered {
-            Some(Ok(completion)) => completion,
-            Some(Err(err)) => return failed(err.to_string(), usage),
-            None => return outcome(TurnStatus::Interrupted, None, None, usage),
-        };
-        record_usage(deps, &mut usage, &completion);
-
-        let Message::Assistant {
-            content,
-            tool_calls,
-        } = completion.message
-        else {
-            let message = "the provider returned a message that is not an assistant message";
-            return outcome(TurnStatus::Failed, None, Some(message.into()), usage);
-        };
-        let (content, tool_calls) = text_calls(deps, content, tool_calls);
-        let cut_off = completion.finish_reason == FinishReason::Length;
-        let (tool_calls, refusals) = calls::sanitize(tool_calls, cut_off);
-        let text = content.filter(|t| !t.trim().is_empty());
-        if let Some(text) = &text {
-            deps.events
-                .emit(EventKind::AssistantText { text: text.clone() });
-        }
-        // An assistant message needs content or tool calls to be valid on
-        // every wire format; an empty answer is kept as empty text.
-        let stored_content = match (&text, tool_calls.is_empty()) {
-            (None, true) => Some(String::new()),
-            _ => text.clone(),
-        };
-        conversation.push(Message::Assistant {
-            content: stored_content,
-            tool_calls: tool_calls.clone(),
-        });
-        let text_verdict = detector.observe_text(text.as_deref().unwrap_or(""));
-        if tools_off
-            && tool_calls.is_empty()
-            && let Some(message) = repeated_in_text(deps, text.as_deref(), &mut detector)
+        if let ControlFlow::Break(outcome) =
+            turn_step(conversation, deps, cancel, &mut state, step).await
         {
-            return looped(message, usage);
-        }
-
-        if tool_calls.is_empty() {
-            let answer = Answer {
-                text: text.as_deref(),
-                cut_off,
-                verdict: &text_verdict,
-            };
-            match after_answer(conversation, deps, answer, &mut ending).await {
-                AfterAnswer::Continue => continue,
-                AfterAnswer::Fail(message) => return failed(message, usage),
-                AfterAnswer::Looped(message) => return looped(message, usage),
-                AfterAnswer::Done => return outcome(TurnStatus::Completed, text, None, usage),
-            }
-        }
-
-        info!(step, calls = tool_calls.len(), "running tool calls");
-        // The calls are written before they run: a crash during one leaves
-        // a journal that says which call it interrupted.
-        deps.journal_calls(conversation).await;
-        let ran = run_tool_calls(
-            conversation,
-            deps,
-            &tool_calls,
-            &refusals,
-            &mut detector,
-            cancel,
-        )
-        .await;
-        if cancel.is_cancelled() {
-            return outcome(TurnStatus::Interrupted, None, None, usage);
-        }
-        if let Some(message) = ran.stop {
-            return looped(message, usage);
-        }
-        if ran.text_next {
-            info!("a repeated call already worked; asking for the next answer in text");
-            asked.tool_choice = ToolChoice::None;
+            return outcome;
         }
     }
     let message = format!(
@@ -200,7 +92,220 @@ async fn turn_steps(
         message: message.clone(),
     });
     warn!("{message}");
-    outcome(TurnStatus::MaxSteps, None, Some(message), usage)
+    TurnOutcome::MaxSteps {
+        message,
+        usage: state.usage,
+    }
+}
+
+/// What a turn carries from one step to the next.
+struct TurnState {
+    usage: UsageTotals,
+    ending: Ending,
+    detector: LoopDetector,
+    /// After a warned repetition of a call that worked, the next answer is
+    /// asked for in text: the model has what it needs and keeps calling.
+    asked: Asked,
+}
+
+impl TurnState {
+    fn interrupted(&self) -> ControlFlow<TurnOutcome> {
+        ControlFlow::Break(TurnOutcome::Interrupted { usage: self.usage })
+    }
+
+    /// Ends the turn as failed, saying why in an `error` event.
+    fn failed(&self, deps: &AgentDeps, message: String) -> ControlFlow<TurnOutcome> {
+        report(deps, &message);
+        ControlFlow::Break(TurnOutcome::Failed {
+            message,
+            usage: self.usage,
+        })
+    }
+
+    /// Ends the turn as stopped by the loop guard, saying why.
+    fn looped(&self, deps: &AgentDeps, message: String) -> ControlFlow<TurnOutcome> {
+        report(deps, &message);
+        ControlFlow::Break(TurnOutcome::Looped {
+            message,
+            usage: self.usage,
+        })
+    }
+}
+
+fn report(deps: &AgentDeps, message: &str) {
+    warn!("{message}");
+    deps.events.emit(EventKind::Error {
+        message: message.to_string(),
+    });
+}
+
+/// One step: compact if needed, ask the model, record its answer, then
+/// either weigh a text answer or run the calls. `Break` ends the turn.
+async fn turn_step(
+    conversation: &mut Conversation,
+    deps: &AgentDeps,
+    cancel: &CancellationToken,
+    state: &mut TurnState,
+    step: u32,
+) -> ControlFlow<TurnOutcome> {
+    if cancel.is_cancelled() {
+        return state.interrupted();
+    }
+    // A step boundary: what the last step added is on disk before the
+    // next request, so a crash loses at most the step in flight.
+    deps.journal_step(conversation).await;
+    let budget = compaction_budget(conversation, deps);
+    let usage = &mut state.usage;
+    compact::maybe_compact(
+        conversation,
+        deps,
+        budget,
+        Trigger::Threshold,
+        cancel,
+        usage,
+    )
+    .await;
+
+    let answered = request_fitting(conversation, deps, cancel, usage, state.asked).await;
+    let tools_off = state.asked.tool_choice == ToolChoice::None;
+    state.asked = Asked::TURN;
+    let completion = match answered {
+        Some(Ok(completion)) => completion,
+        Some(Err(err)) => return state.failed(deps, err.to_string()),
+        None => return state.interrupted(),
+    };
+    record_usage(deps, &mut state.usage, &completion);
+    let Some(reply) = record_reply(conversation, deps, completion) else {
+        let message = "the provider returned a message that is not an assistant message";
+        return ControlFlow::Break(TurnOutcome::Failed {
+            message: message.into(),
+            usage: state.usage,
+        });
+    };
+    let text_verdict = state
+        .detector
+        .observe_text(reply.text.as_deref().unwrap_or(""));
+    if tools_off
+        && reply.tool_calls.is_empty()
+        && let Some(message) = repeated_in_text(deps, reply.text.as_deref(), &mut state.detector)
+    {
+        return state.looped(deps, message);
+    }
+    if reply.tool_calls.is_empty() {
+        return answered_in_text(conversation, deps, reply, &text_verdict, state).await;
+    }
+    info!(step, calls = reply.tool_calls.len(), "running tool calls");
+    run_calls(conversation, deps, cancel, &reply, state).await
+}
+
+/// The model's answer as recorded in the conversation.
+struct Reply {
+    /// Its text, when not blank.
+    text: Option<String>,
+    tool_calls: Vec<ToolCall>,
+    /// Why each refused call was refused (see [`calls::sanitize`]).
+    refusals: Vec<Option<String>>,
+    /// It ended at the output limit.
+    cut_off: bool,
+}
+
+/// Records the model's message (its text shown, calls written as text
+/// taken as calls, malformed calls refused); `None` when it is not an
+/// assistant message.
+fn record_reply(
+    conversation: &mut Conversation,
+    deps: &AgentDeps,
+    completion: Completion,
+) -> Option<Reply> {
+    let Message::Assistant {
+        content,
+        tool_calls,
+    } = completion.message
+    else {
+        return None;
+    };
+    let (content, tool_calls) = text_calls(deps, content, tool_calls);
+    let cut_off = completion.finish_reason == FinishReason::Length;
+    let (tool_calls, refusals) = calls::sanitize(tool_calls, cut_off);
+    let text = content.filter(|t| !t.trim().is_empty());
+    if let Some(text) = &text {
+        deps.events
+            .emit(EventKind::AssistantText { text: text.clone() });
+    }
+    // An assistant message needs content or tool calls to be valid on
+    // every wire format; an empty answer is kept as empty text.
+    let stored_content = match (&text, tool_calls.is_empty()) {
+        (None, true) => Some(String::new()),
+        _ => text.clone(),
+    };
+    conversation.push(Message::Assistant {
+        content: stored_content,
+        tool_calls: tool_calls.clone(),
+    });
+    Some(Reply {
+        text,
+        tool_calls,
+        refusals,
+        cut_off,
+    })
+}
+
+/// An answer without calls: the turn's end, or one more step.
+async fn answered_in_text(
+    conversation: &mut Conversation,
+    deps: &AgentDeps,
+    reply: Reply,
+    verdict: &Verdict,
+    state: &mut TurnState,
+) -> ControlFlow<TurnOutcome> {
+    let answer = Answer {
+        text: reply.text.as_deref(),
+        cut_off: reply.cut_off,
+        verdict,
+    };
+    match after_answer(conversation, deps, answer, &mut state.ending).await {
+        AfterAnswer::Continue => ControlFlow::Continue(()),
+        AfterAnswer::Fail(message) => state.failed(deps, message),
+        AfterAnswer::Looped(message) => state.looped(deps, message),
+        AfterAnswer::Done => ControlFlow::Break(TurnOutcome::Completed {
+            final_text: reply.text,
+            usage: state.usage,
+        }),
+    }
+}
+
+/// Runs the reply's calls; the turn ends when it is interrupted or the
+/// loop guard stops it.
+async fn run_calls(
+    conversation: &mut Conversation,
+    deps: &AgentDeps,
+    cancel: &CancellationToken,
+    reply: &Reply,
+    state: &mut TurnState,
+) -> ControlFlow<TurnOutcome> {
+    // The calls are written before they run: a crash during one leaves
+    // a journal that says which call it interrupted.
+    deps.journal_calls(conversation).await;
+    let ran = run_tool_calls(
+        conversation,
+        deps,
+        &reply.tool_calls,
+        &reply.refusals,
+        &mut state.detector,
+        cancel,
+    )
+    .await;
+    if cancel.is_cancelled() {
+        return state.interrupted();
+    }
+    if let Some(message) = ran.stop {
+        return state.looped(deps, message);
+    }
+    if ran.text_next {
+        info!("a repeated call already worked; asking for the next answer in text");
+        state.asked.tool_choice = ToolChoice::None;
+    }
+    ControlFlow::Continue(())
 }
 
 /// What happens after an answer without tool calls.

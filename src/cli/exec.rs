@@ -18,8 +18,9 @@ use super::session::{Interaction, Session};
 use super::{fail, init_logging, print_config_warnings, runtime};
 use crate::agent::AgentMessage;
 use crate::config::{Config, Overrides};
+use crate::protocol::EventKind;
+use crate::protocol::outcome::TurnOutcome;
 use crate::protocol::{ApprovalPolicy, SandboxMode};
-use crate::protocol::{EventKind, TurnStatus};
 
 /// How long an interrupted turn may take to wind down before Fido exits anyway.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
@@ -211,12 +212,12 @@ async fn exec(config: Config, prompt: String, run: Run) -> ExitCode {
 
     let Some(outcome) = outcome else {
         if interrupted {
-            return ExitCode::from(130);
+            return ExitCode::from(crate::protocol::outcome::EXIT_INTERRUPTED);
         }
         // The reply port went with a failed agent (its `error` event said why).
         return fail("the agent stopped before the turn ended");
     };
-    let usage = outcome.usage;
+    let usage = outcome.usage();
     info!(
         requests = usage.requests,
         prompt_tokens = usage.prompt_tokens,
@@ -224,31 +225,25 @@ async fn exec(config: Config, prompt: String, run: Run) -> ExitCode {
         completion_tokens = usage.completion_tokens,
         "session usage"
     );
-    if interrupted && outcome.status != TurnStatus::Completed {
-        return ExitCode::from(130);
-    }
-    match outcome.status {
-        TurnStatus::Completed => {
-            let text = outcome.final_text.unwrap_or_default();
-            if let Some(path) = &last_message
-                && let Err(err) = tokio::fs::write(path, format!("{text}\n")).await
-            {
-                return fail(&format!(
-                    "cannot write the final answer to {}: {err}",
-                    path.display()
-                ));
-            }
-            if !json {
-                let mut stdout = std::io::stdout().lock();
-                let _ = writeln!(stdout, "{text}");
-                let _ = stdout.flush();
-            }
-            ExitCode::SUCCESS
+    // A failure was already reported as an event (printed below).
+    let code = outcome.exit_code(interrupted);
+    if let TurnOutcome::Completed { final_text, .. } = outcome {
+        let text = final_text.unwrap_or_default();
+        if let Some(path) = &last_message
+            && let Err(err) = tokio::fs::write(path, format!("{text}\n")).await
+        {
+            return fail(&format!(
+                "cannot write the final answer to {}: {err}",
+                path.display()
+            ));
         }
-        TurnStatus::Interrupted => ExitCode::from(130),
-        // The error was already reported as an event (printed below).
-        TurnStatus::Failed | TurnStatus::MaxSteps => ExitCode::from(1),
+        if !json {
+            let mut stdout = std::io::stdout().lock();
+            let _ = writeln!(stdout, "{text}");
+            let _ = stdout.flush();
+        }
     }
+    ExitCode::from(code)
 }
 
 /// Prints the events on a thread of its own: a slow or blocked stdout

@@ -72,7 +72,7 @@ impl Session {
         // subagent ask through it (also for the models profiles name).
         let models = profile_models(config, &profiles)?;
         let gateway = Gateway::with_models(provider, models, config.provider_concurrency);
-        let provider = gateway.for_identity("main");
+        let provider = gateway.for_identity(crate::protocol::Identity::Main);
         let approval = config
             .safety
             .approval_policy

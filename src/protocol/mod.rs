@@ -11,14 +11,17 @@ pub mod control;
 pub mod delegate;
 mod event;
 pub mod event_queue;
+mod identity;
 pub mod ipc;
 pub mod journal;
 pub mod mcp;
 mod message;
 pub mod op;
+pub mod outcome;
 pub mod plan;
 pub mod safety;
 
-pub use event::{Event, EventKind, SubagentPhase, TurnStatus, UsageTotals};
+pub use event::{CompactionStrategy, Event, EventKind, SubagentPhase, TurnStatus, UsageTotals};
+pub use identity::Identity;
 pub use message::{Message, RESTORE_CALL_ID, ToolCall, ToolSpec, Usage};
 pub use safety::{ApprovalDecision, ApprovalPolicy, ApprovalRequest, SafetySettings, SandboxMode};

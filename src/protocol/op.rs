@@ -9,34 +9,8 @@
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Message, TurnStatus, UsageTotals};
-
-/// How a turn ended.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TurnOutcome {
-    pub status: TurnStatus,
-    /// The model's final answer, when there is one.
-    pub final_text: Option<String>,
-    /// What went wrong, for `Failed` and `MaxSteps`.
-    pub error: Option<String>,
-    pub usage: UsageTotals,
-    /// The loop guard ended the turn (status `Failed`): the model kept
-    /// repeating itself. A subagent reports it as `model_loop`.
-    pub looped: bool,
-}
-
-impl TurnOutcome {
-    /// A turn that failed with `error` before it used anything.
-    pub fn failed(error: impl Into<String>) -> TurnOutcome {
-        TurnOutcome {
-            status: TurnStatus::Failed,
-            final_text: None,
-            error: Some(error.into()),
-            usage: UsageTotals::default(),
-            looped: false,
-        }
-    }
-}
+use super::Message;
+pub use super::outcome::TurnOutcome;
 
 /// A command to the engine.
 #[derive(Debug)]

@@ -31,7 +31,7 @@ use crate::plan::PlanStore;
 use crate::protocol::ipc::{
     ChildFrame, ChildStatus, ForkFrame, PROTOCOL_VERSION, ParentFrame, catalog_fingerprint,
 };
-use crate::protocol::{EventKind, Message, SubagentPhase, TurnStatus};
+use crate::protocol::{EventKind, Message, SubagentPhase};
 use crate::provider::{
     ChatRequest, Completion, CompletionFuture, NoticeSink, Provider, ProviderError,
 };
@@ -335,30 +335,7 @@ async fn run(
             })
             .unwrap_or_default()
     };
-    match outcome.status {
-        TurnStatus::Completed => ChildFrame::Final {
-            status: ChildStatus::Completed,
-            text: outcome.final_text.unwrap_or_default(),
-        },
-        TurnStatus::Interrupted | TurnStatus::MaxSteps => ChildFrame::Final {
-            status: ChildStatus::Partial,
-            text: last_text(),
-        },
-        // Stopped by the parent while a request failed: what it has is a
-        // partial result, not the failure.
-        TurnStatus::Failed if cancel.is_cancelled() => ChildFrame::Final {
-            status: ChildStatus::Partial,
-            text: last_text(),
-        },
-        TurnStatus::Failed => ChildFrame::Final {
-            status: if outcome.looped {
-                ChildStatus::Looped
-            } else {
-                ChildStatus::Failed
-            },
-            text: outcome.error.unwrap_or_default(),
-        },
-    }
+    outcome.child_final(cancel.is_cancelled(), last_text)
 }
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Completion, ProviderError>>>>>;

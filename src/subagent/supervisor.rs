@@ -18,8 +18,7 @@ use super::fork::build_fork;
 use crate::agent::EventSink;
 use crate::plan::PlanFlavour;
 use crate::protocol::control::RunningAgent;
-use crate::protocol::delegate::DelegateArgs;
-use crate::protocol::delegate::DelegateResult;
+use crate::protocol::delegate::{DelegateArgs, DelegateErrorCode, DelegateResult};
 use crate::protocol::{EventKind, Message, SubagentPhase};
 use crate::provider::gateway::Gateway;
 use crate::sandbox::SandboxRequirement;
@@ -484,14 +483,14 @@ fn crashed(
         tokens: 0,
         plan_item,
     });
-    DelegateResult::failed(agent_id, "subagent_crashed", &message)
+    DelegateResult::failed(agent_id, DelegateErrorCode::SubagentCrashed, &message)
 }
 
 /// The result of a job cancelled before its process was started.
 fn cancelled_before_start(agent_id: &str) -> DelegateResult {
     let mut result = DelegateResult::failed(
         agent_id,
-        "cancelled",
+        DelegateErrorCode::Cancelled,
         "the subagent was cancelled while it waited for a free slot; it never started",
     );
     result.recommended_next_steps = vec![
@@ -612,7 +611,7 @@ impl Supervisor {
         (asked > limit).then(|| {
             let mut result = DelegateResult::failed(
                 agent_id,
-                "delegation_limit",
+                DelegateErrorCode::DelegationLimit,
                 &format!(
                     "this turn already started {limit} subagents (delegate_max_per_turn); no subagent was started for this call"
                 ),
@@ -655,7 +654,7 @@ impl Delegator for Supervisor {
                     None => {
                         return DelegateResult::failed(
                             &agent_id,
-                            "invalid_arguments",
+                            DelegateErrorCode::InvalidArguments,
                             &format!("there is no subagent profile {name:?}"),
                         );
                     }
@@ -702,12 +701,16 @@ impl Delegator for Supervisor {
             }) {
                 return DelegateResult::failed(
                     &agent_id,
-                    "unavailable",
+                    DelegateErrorCode::Unavailable,
                     "the subagent supervisor is not running",
                 );
             }
             receiver.await.unwrap_or_else(|_| {
-                DelegateResult::failed(&agent_id, "unavailable", "the subagent supervisor stopped")
+                DelegateResult::failed(
+                    &agent_id,
+                    DelegateErrorCode::Unavailable,
+                    "the subagent supervisor stopped",
+                )
             })
         })
     }
@@ -825,7 +828,10 @@ mod tests {
         let (supervisor, mut events) = supervisor(dir.path()).await;
         fault::arm(dir.path(), "subagent run");
         let crashed = delegate(&supervisor).await;
-        assert_eq!(crashed.error.unwrap().code, "subagent_crashed");
+        assert_eq!(
+            crashed.error.unwrap().code,
+            DelegateErrorCode::SubagentCrashed
+        );
         let message = error_event(&mut events, "injected panic at subagent run").await;
         assert!(
             message.contains("internal error in the parent's supervisor"),
@@ -834,8 +840,8 @@ mod tests {
         assert!(supervisor.running_agents().is_empty());
         let next = delegate(&supervisor).await;
         let code = next.error.map(|e| e.code);
-        assert_ne!(code.as_deref(), Some("subagent_crashed"), "{code:?}");
-        assert_ne!(code.as_deref(), Some("unavailable"), "{code:?}");
+        assert_ne!(code, Some(DelegateErrorCode::SubagentCrashed));
+        assert_ne!(code, Some(DelegateErrorCode::Unavailable));
     }
 
     /// A panic in the supervisor actor's handler fails the actor: the
@@ -847,12 +853,12 @@ mod tests {
         let (supervisor, mut events) = supervisor(dir.path()).await;
         fault::arm(dir.path(), "supervisor handler");
         let lost = delegate(&supervisor).await;
-        assert_eq!(lost.error.unwrap().code, "unavailable");
+        assert_eq!(lost.error.unwrap().code, DelegateErrorCode::Unavailable);
         let message = error_event(&mut events, "injected panic at supervisor handler").await;
         assert!(message.contains("it was restarted"), "{message}");
         let next = delegate(&supervisor).await;
         let code = next.error.map(|e| e.code);
-        assert_ne!(code.as_deref(), Some("unavailable"), "{code:?}");
+        assert_ne!(code, Some(DelegateErrorCode::Unavailable));
         supervisor.shutdown(Duration::from_secs(5)).await;
     }
 
@@ -903,7 +909,7 @@ mod tests {
             }
         };
         let first = ask("first").await;
-        assert_eq!(first.final_text.as_deref(), Some("went on without it"));
+        assert_eq!(first.final_text(), Some("went on without it"));
         let mut delegate_result = None;
         while let Some(event) = events.try_recv() {
             if let EventKind::ToolResult { name, ok, .. } = event.kind
@@ -925,7 +931,7 @@ mod tests {
         assert!(conversation.messages().iter().any(|m| matches!(m,
                 Message::Tool { content, .. } if content.contains("subagent_crashed"))),);
         let second = ask("second").await;
-        assert_eq!(second.final_text.as_deref(), Some("second answer"));
+        assert_eq!(second.final_text(), Some("second answer"));
     }
 
     #[test]

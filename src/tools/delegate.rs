@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Invocation, Tool, ToolFuture, ToolKind, ToolOutput, parse_args};
 pub use crate::protocol::delegate::AgentOffer;
-use crate::protocol::delegate::{DelegateArgs, DelegateResult};
+use crate::protocol::delegate::{DelegateArgs, DelegateErrorCode, DelegateMode, DelegateResult};
 use crate::protocol::{Message, ToolSpec};
 
 /// One delegation, as handed to the supervisor.
@@ -156,7 +156,7 @@ impl Tool for Delegate {
             let invalid = |message: &str| {
                 output(&DelegateResult::failed(
                     "none",
-                    "invalid_arguments",
+                    DelegateErrorCode::InvalidArguments,
                     message,
                 ))
             };
@@ -166,8 +166,12 @@ impl Tool for Delegate {
             if let Err(message) = self.check_agent(args.agent.as_deref()) {
                 return invalid(&message);
             }
-            if args.mode.as_deref().is_some_and(|m| m != "read_only") {
-                return invalid("only mode \"read_only\" exists: subagents cannot write");
+            match args.mode {
+                None | Some(DelegateMode::ReadOnly) => {}
+                // Write delegation comes later; until then it is refused.
+                Some(DelegateMode::Write) => {
+                    return invalid("only mode \"read_only\" exists: subagents cannot write");
+                }
             }
             if args
                 .output_contract
@@ -179,7 +183,7 @@ impl Tool for Delegate {
             let Some(delegator) = &invocation.env.delegator else {
                 return output(&DelegateResult::failed(
                     "none",
-                    "unavailable",
+                    DelegateErrorCode::Unavailable,
                     "delegation needs a running session (fido or fido exec); nothing was started",
                 ));
             };

@@ -206,7 +206,10 @@ where
             }
             UiMessage::Terminal(event) => on_terminal(&myself, state, event, now),
             UiMessage::TurnEnded(outcome) => {
-                state.store.turn_replied(outcome.status, outcome.error);
+                let status = outcome.status();
+                state
+                    .store
+                    .turn_replied(status, outcome.error().map(str::to_string));
                 true
             }
             UiMessage::Shutdown => {

@@ -264,7 +264,7 @@ impl Store {
                 completion_tokens,
             } => {
                 self.record_usage(
-                    identity,
+                    identity.label(),
                     crate::protocol::Usage {
                         prompt_tokens: *prompt_tokens,
                         cached_tokens: *cached_tokens,
@@ -280,10 +280,9 @@ impl Store {
                 estimated_tokens_after,
             } => {
                 self.drop_live();
-                let how = if strategy == "summarize" {
-                    "summarised"
-                } else {
-                    "elided"
+                let how = match strategy {
+                    crate::protocol::CompactionStrategy::Summarize => "summarised",
+                    crate::protocol::CompactionStrategy::Elide => "elided",
                 };
                 self.push(Entry::Info(format!(
                     "context compacted: {removed_messages} older messages {how} (≈{} → {} tokens)",

@@ -15,8 +15,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::*;
+use crate::protocol::Event;
 use crate::protocol::op::{Op, OpSender, TurnOutcome, op_channel};
-use crate::protocol::{Event, TurnStatus};
 use crate::ui::actor::{UiActor, UiArguments, UiExit, UiMessage};
 use crate::ui::commands::{LocalCommands, PlanCleared};
 use crate::ui::store::{Entry, TurnState};
@@ -219,12 +219,8 @@ async fn a_prompt_is_submitted_interrupted_and_ctrl_c_twice_quits() {
     h.ctrl_c();
     assert!(matches!(h.next_asked().await, Asked::Interrupt));
     reply
-        .send(TurnOutcome {
-            status: TurnStatus::Interrupted,
-            final_text: None,
-            error: None,
+        .send(TurnOutcome::Interrupted {
             usage: Default::default(),
-            looped: false,
         })
         .unwrap();
     // The reply arrives through a spawned task; wait for the store to see it.
