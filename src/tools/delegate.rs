@@ -244,4 +244,40 @@ mod profile_tests {
         let err = Delegate::default().check_agent(Some("x")).unwrap_err();
         assert!(err.contains("has none"), "{err}");
     }
+
+    /// `write` is refused as before (same code and text), an unknown mode
+    /// is an error result that names the modes, and `read_only` passes the
+    /// checks (here to the missing supervisor).
+    #[tokio::test]
+    async fn only_read_only_delegations_pass_the_mode_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = crate::tools::testing::env(dir.path());
+        let tool = Delegate::default();
+        let call = |mode: &str| {
+            let args = serde_json::json!({"task": "look", "mode": mode});
+            crate::tools::testing::call(&tool, &env, args)
+        };
+        let write = call("write").await;
+        assert!(!write.ok);
+        let details = write.details.unwrap();
+        assert_eq!(details["error"]["code"], "invalid_arguments");
+        assert_eq!(
+            details["error"]["message"],
+            "only mode \"read_only\" exists: subagents cannot write"
+        );
+        let unknown = call("admin").await;
+        assert!(!unknown.ok);
+        assert!(
+            unknown.content.contains("invalid arguments for delegate"),
+            "{}",
+            unknown.content
+        );
+        assert!(unknown.content.contains("read_only"), "{}", unknown.content);
+        let read_only = call("read_only").await;
+        assert_eq!(
+            read_only.details.unwrap()["error"]["code"],
+            "unavailable",
+            "past the checks, no supervisor runs here"
+        );
+    }
 }

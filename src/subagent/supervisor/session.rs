@@ -17,7 +17,7 @@ use tracing::{debug, info, warn};
 
 use crate::protocol::EventKind;
 use crate::protocol::Message;
-use crate::protocol::ipc::{ChildFrame, ForkFrameRef, PROTOCOL_VERSION};
+use crate::protocol::ipc::{ChildFrame, ForkFrameRef, ForkTag, PROTOCOL_VERSION};
 use crate::sandbox::process::ignores_signal;
 use crate::sandbox::{PrivateDir, ProcessGroup, sweep};
 use crate::subagent::ipc::{IpcError, encode_frame_in};
@@ -236,7 +236,7 @@ impl Session {
         let encoded = encode_frame_in(
             Vec::with_capacity(room),
             &ForkFrameRef {
-                kind: "fork",
+                kind: ForkTag::Fork,
                 version: PROTOCOL_VERSION,
                 agent_id: &job.agent_id,
                 messages: &messages,
