@@ -12,17 +12,19 @@ use std::ops::ControlFlow;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span, warn};
 
+use self::answer::{AfterAnswer, Answer, Ending, after_answer};
 use super::compact;
 use super::compaction::Trigger;
 use super::loop_detect::{LoopDetector, Repetition, Verdict, signature};
 use super::request::{Asked, record_usage, request};
 use super::{AgentDeps, CompactionSettings, Conversation, calls, limits};
-use crate::plan::{restore, todo};
 use crate::protocol::op::TurnOutcome;
 use crate::protocol::{EventKind, Message, ToolCall, UsageTotals};
 use crate::provider::{Completion, FinishReason, ProviderError, ToolChoice};
 use crate::text;
 use crate::tools::{ToolKind, ToolOutput};
+
+mod answer;
 
 /// Runs one user turn to its end.
 pub async fn run_turn(
@@ -308,107 +310,6 @@ async fn run_calls(
     ControlFlow::Continue(())
 }
 
-/// What happens after an answer without tool calls.
-enum AfterAnswer {
-    /// The model gets another step (a note or a reminder was appended).
-    Continue,
-    /// The answer is final.
-    Done,
-    /// The turn fails with this message.
-    Fail(String),
-    /// The loop guard ends the turn with this message.
-    Looped(String),
-}
-
-/// What the turn already did to get a final answer.
-#[derive(Default)]
-struct Ending {
-    /// The settle reminder was sent (once per user prompt).
-    reminded: bool,
-    /// Answers cut off at the output limit so far.
-    cut_off_answers: u32,
-}
-
-/// A text answer, as [`after_answer`] weighs it.
-struct Answer<'a> {
-    text: Option<&'a str>,
-    /// It ended at the output limit.
-    cut_off: bool,
-    /// The loop detector's word on it.
-    verdict: &'a Verdict,
-}
-
-/// Decides whether a text answer ends the turn: a cut-off answer is
-/// continued (a few times), a repeated one is pointed out, a call written
-/// as text with misfit arguments is sent back, open plan items get their
-/// one reminder.
-async fn after_answer(
-    conversation: &mut Conversation,
-    deps: &AgentDeps,
-    answer: Answer<'_>,
-    ending: &mut Ending,
-) -> AfterAnswer {
-    if answer.cut_off {
-        ending.cut_off_answers += 1;
-        let message = format!(
-            "the answer was cut off at the model's output limit (max_output_tokens {})",
-            deps.settings.limits.max_output_tokens
-        );
-        if ending.cut_off_answers > MAX_CUT_OFF_CONTINUATIONS {
-            return AfterAnswer::Fail(format!("{message}, again; the answer is incomplete"));
-        }
-        deps.events.emit(EventKind::Error {
-            message: format!("{message}; asking the model to finish it"),
-        });
-        conversation.push(Message::user(CUT_OFF_NOTE));
-        return AfterAnswer::Continue;
-    }
-    match answer.verdict {
-        Verdict::Stop(repetition) => return AfterAnswer::Looped(repetition.stop_message()),
-        Verdict::Warn(repetition) => {
-            conversation.push(Message::user(repetition.note(true, false)));
-            return AfterAnswer::Continue;
-        }
-        Verdict::Fine => {}
-    }
-    if let Some(note) = misfit_call_note(deps, answer.text) {
-        info!("the answer is a call written as text with misfit arguments; sending it back");
-        conversation.push(Message::user(note));
-        return AfterAnswer::Continue;
-    }
-    if !ending.reminded
-        && let Some(reminder) = settle_reminder(deps).await
-    {
-        // Once per user prompt: the model gets one more turn to finish open
-        // items or record honestly why they are open.
-        ending.reminded = true;
-        info!("plan has open items; reminding the model before the turn ends");
-        conversation.push(Message::user(reminder));
-        return AfterAnswer::Continue;
-    }
-    AfterAnswer::Done
-}
-
-/// With `tool_call_fallback`, an answer that is only a call written as text
-/// whose arguments miss the tool's schema was meant as a call (Qwen2.5-Coder
-/// 0.5B on llama.cpp wrote `delegate` so, with an object for `context`): the
-/// note that tells the model, instead of taking the text as its answer.
-fn misfit_call_note(deps: &AgentDeps, text: Option<&str>) -> Option<String> {
-    if !deps.settings.limits.tool_call_fallback {
-        return None;
-    }
-    let (name, problem) = calls::misfit_text_call(text?, deps.catalog.specs())?;
-    Some(format!(
-        "[Fido: your reply is a call to {name} written as text, and its arguments do not fit the tool ({problem}), so it was not run. Call {name} as a tool with fitting arguments, or give your answer in prose.]"
-    ))
-}
-
-/// Answers cut off at the output limit the model may continue in one turn.
-const MAX_CUT_OFF_CONTINUATIONS: u32 = 2;
-
-/// What the model is told after an answer that hit the output limit.
-const CUT_OFF_NOTE: &str = "[Fido: your last answer was cut off at the output limit, so it is incomplete. Continue from where it stopped, more briefly.]";
-
 /// Asks the server for its context window, once per conversation.
 async fn learn_window(
     conversation: &mut Conversation,
@@ -593,31 +494,42 @@ async fn run_tool_calls(
             }
             _ => output,
         };
-        deps.events.emit(EventKind::ToolResult {
-            id: call.id.clone(),
-            name: text::summary(&call.name, 64),
-            ok: output.ok,
-            summary: text::summary(&output.content, 120),
-        });
-        if let Some(shown) = super::live::tool_output(call, &output) {
-            deps.events.emit(shown);
-        }
-        if output.ok
-            && deps.catalog.kind_of(&call.name) == Some(ToolKind::PlanState)
-            && let Some(plan) = &output.plan
-        {
-            deps.events.emit(EventKind::PlanUpdated {
-                plan: (**plan).clone(),
-            });
-        }
-        conversation.push(Message::Tool {
-            tool_call_id: call.id.clone(),
-            name: call.name.clone(),
-            content: output.content,
-            is_error: !output.ok,
-        });
+        record_result(conversation, deps, call, output);
     }
     CallsRan { stop, text_next }
+}
+
+/// A call's result: its events (the plan's too, for a plan tool), then
+/// the tool message.
+fn record_result(
+    conversation: &mut Conversation,
+    deps: &AgentDeps,
+    call: &ToolCall,
+    output: ToolOutput,
+) {
+    deps.events.emit(EventKind::ToolResult {
+        id: call.id.clone(),
+        name: text::summary(&call.name, 64),
+        ok: output.ok,
+        summary: text::summary(&output.content, 120),
+    });
+    if let Some(shown) = super::live::tool_output(call, &output) {
+        deps.events.emit(shown);
+    }
+    if output.ok
+        && deps.catalog.kind_of(&call.name) == Some(ToolKind::PlanState)
+        && let Some(plan) = &output.plan
+    {
+        deps.events.emit(EventKind::PlanUpdated {
+            plan: (**plan).clone(),
+        });
+    }
+    conversation.push(Message::Tool {
+        tool_call_id: call.id.clone(),
+        name: call.name.clone(),
+        content: output.content,
+        is_error: !output.ok,
+    });
 }
 
 fn emit_call(deps: &AgentDeps, call: &ToolCall) {
@@ -737,31 +649,4 @@ fn with_repeat_note(
     let note = repetition.note(unchanged, worked);
     output.content = format!("{}\n\n{note}", output.content);
     (output, worked)
-}
-
-/// The settle reminder when the workspace plan still has open items; never
-/// for a subagent, which does not own the plan.
-async fn settle_reminder(deps: &AgentDeps) -> Option<String> {
-    if deps.ctx.is_subagent() {
-        return None;
-    }
-    // The catalog advertises exactly one plan tool: it names the flavour.
-    let todo_flavour = deps.catalog.kind_of(todo::TOOL_NAME) == Some(ToolKind::PlanState);
-    let root = deps.tool_env.workspace.root.clone();
-    let plan = deps.tool_env.plan.clone();
-    // The state file's lock and read block: off the runtime.
-    let reminder = tokio::task::spawn_blocking(move || {
-        if todo_flavour {
-            return todo::reminder::settle_reminder_in(&root);
-        }
-        match plan.load() {
-            Ok(loaded) => restore::settle_reminder(&loaded.state),
-            Err(err) => {
-                warn!(error = %err, "cannot read the plan for the settle reminder");
-                None
-            }
-        }
-    })
-    .await;
-    reminder.unwrap_or(None)
 }

@@ -210,6 +210,17 @@ async fn exec(config: Config, prompt: String, run: Run) -> ExitCode {
     // The printer ends when the last event sender (held by the agent) is gone.
     let _ = tokio::time::timeout(Duration::from_secs(2), printer).await;
 
+    conclude(outcome, interrupted, json, last_message.as_deref()).await
+}
+
+/// The exit code of how the turn ended (`None`: it never replied), after
+/// the final answer is written where it was asked for.
+async fn conclude(
+    outcome: Option<TurnOutcome>,
+    interrupted: bool,
+    json: bool,
+    last_message: Option<&std::path::Path>,
+) -> ExitCode {
     let Some(outcome) = outcome else {
         if interrupted {
             return ExitCode::from(crate::protocol::outcome::EXIT_INTERRUPTED);
@@ -229,7 +240,7 @@ async fn exec(config: Config, prompt: String, run: Run) -> ExitCode {
     let code = outcome.exit_code(interrupted);
     if let TurnOutcome::Completed { final_text, .. } = outcome {
         let text = final_text.unwrap_or_default();
-        if let Some(path) = &last_message
+        if let Some(path) = last_message
             && let Err(err) = tokio::fs::write(path, format!("{text}\n")).await
         {
             return fail(&format!(
