@@ -161,14 +161,7 @@ async fn exec(config: Config, prompt: String, run: Run) -> ExitCode {
         Ok(session) => session,
         Err(message) => return fail(&message),
     };
-    for warning in session
-        .instructions
-        .warnings
-        .iter()
-        .chain(session.mcp.warnings())
-    {
-        eprintln!("fido: warning: {warning}");
-    }
+    print_session_warnings(&session);
     let actor = session.actor.clone();
     let (reply_sender, mut reply) = oneshot::channel();
     if let Err(err) = actor.cast(AgentMessage::SubmitPrompt {
@@ -211,6 +204,18 @@ async fn exec(config: Config, prompt: String, run: Run) -> ExitCode {
     let _ = tokio::time::timeout(Duration::from_secs(2), printer).await;
 
     conclude(outcome, interrupted, json, last_message.as_deref()).await
+}
+
+/// What the session's instructions and MCP servers warned of, on stderr.
+fn print_session_warnings(session: &Session) {
+    for warning in session
+        .instructions
+        .warnings
+        .iter()
+        .chain(session.mcp.warnings())
+    {
+        eprintln!("fido: warning: {warning}");
+    }
 }
 
 /// The exit code of how the turn ended (`None`: it never replied), after
