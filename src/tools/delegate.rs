@@ -104,24 +104,32 @@ impl Delegate {
         parameters
     }
 
-    fn check_agent(&self, agent: Option<&str>) -> Result<(), String> {
+    fn check_agent(&self, agent: Option<&str>) -> Result<(), UnknownProfile> {
         let Some(name) = agent else {
             return Ok(());
         };
         if self.agents.iter().any(|a| a.name == name) {
             return Ok(());
         }
+        let name = name.to_string();
         let known: Vec<&str> = self.agents.iter().map(|a| a.name.as_str()).collect();
         Err(match known.as_slice() {
-            [] => format!(
-                "there is no subagent profile {name:?}: this session has none; leave `agent` out"
-            ),
-            _ => format!(
-                "there is no subagent profile {name:?}; the profiles are {}",
-                known.join(", ")
-            ),
+            [] => UnknownProfile::NoneOffered { name },
+            _ => UnknownProfile::NotOffered {
+                name,
+                known: known.join(", "),
+            },
         })
     }
+}
+
+/// A call named a profile the session does not offer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum UnknownProfile {
+    #[error("there is no subagent profile {name:?}: this session has none; leave `agent` out")]
+    NoneOffered { name: String },
+    #[error("there is no subagent profile {name:?}; the profiles are {known}")]
+    NotOffered { name: String, known: String },
 }
 
 /// The seed's facts (fork, identity, read-only rules, stable catalog,
@@ -163,8 +171,8 @@ impl Tool for Delegate {
             if args.task.trim().is_empty() {
                 return invalid("`task` must say what to investigate");
             }
-            if let Err(message) = self.check_agent(args.agent.as_deref()) {
-                return invalid(&message);
+            if let Err(unknown) = self.check_agent(args.agent.as_deref()) {
+                return invalid(&unknown.to_string());
             }
             match args.mode {
                 None | Some(DelegateMode::ReadOnly) => {}
@@ -239,9 +247,12 @@ mod profile_tests {
         );
         assert!(with.check_agent(Some("reviewer")).is_ok());
         assert!(with.check_agent(None).is_ok());
-        let err = with.check_agent(Some("nope")).unwrap_err();
+        let err = with.check_agent(Some("nope")).unwrap_err().to_string();
         assert!(err.contains("the profiles are reviewer"), "{err}");
-        let err = Delegate::default().check_agent(Some("x")).unwrap_err();
+        let err = Delegate::default()
+            .check_agent(Some("x"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("has none"), "{err}");
     }
 
