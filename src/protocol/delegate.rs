@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::UsageTotals;
+use super::{Identity, UsageTotals};
 
 /// What the subagent must do, from the `delegate` arguments.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -314,15 +314,15 @@ impl DelegateResult {
         }
     }
 
-    /// The seed's result for a subagent that calls `delegate`.
-    pub fn nested_forbidden(agent_id: &str) -> Self {
+    /// The result for a subagent, `caller`, that calls `delegate`.
+    pub fn nested_forbidden(caller: &Identity) -> Self {
         DelegateResult {
             summary: "Nested delegation is not allowed.".into(),
             recommended_next_steps: vec![
                 "Continue the assigned task without calling delegate.".into(),
             ],
             ..DelegateResult::failed(
-                agent_id,
+                caller.label(),
                 DelegateErrorCode::NestedDelegationForbidden,
                 "A subagent cannot call delegate; no nested subagent was created.",
             )

@@ -73,7 +73,7 @@ pub fn check(
             ),
         )),
         ToolKind::Delegation => Err(super::delegate::output(
-            &crate::protocol::delegate::DelegateResult::nested_forbidden(ctx.identity.label()),
+            &crate::protocol::delegate::DelegateResult::nested_forbidden(&ctx.identity),
         )),
     }
 }
