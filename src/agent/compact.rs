@@ -50,13 +50,15 @@ pub(super) async fn maybe_compact(
     conversation.replace_history(history);
 
     let after = conversation.estimated_tokens();
-    let strategy = compaction::strategy_name(strategy);
     info!(
         before,
-        after, removed_messages, strategy, "compacted the conversation"
+        after,
+        removed_messages,
+        strategy = strategy.as_str(),
+        "compacted the conversation"
     );
     deps.events.emit(EventKind::Compacted {
-        strategy: strategy.into(),
+        strategy,
         removed_messages,
         estimated_tokens_before: before,
         estimated_tokens_after: after,

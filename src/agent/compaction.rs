@@ -22,13 +22,7 @@ use crate::protocol::Message;
 /// state and must never be compacted away.
 pub const STATE_TOOLS: &[&str] = &["update_plan", "todo"];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CompactionStrategy {
-    /// One model request writes a summary of the removed part.
-    Summarize,
-    /// The removed part is dropped with a short note.
-    Elide,
-}
+pub use crate::protocol::CompactionStrategy;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CompactionSettings {
@@ -151,14 +145,6 @@ fn latest_request<'a>(removed: &'a [Message], kept: &[Message]) -> Option<&'a st
         return None;
     }
     removed.iter().rev().find_map(Message::person_prompt)
-}
-
-/// The name a strategy has in events and logs.
-pub(super) fn strategy_name(strategy: CompactionStrategy) -> &'static str {
-    match strategy {
-        CompactionStrategy::Summarize => "summarize",
-        CompactionStrategy::Elide => "elide",
-    }
 }
 
 /// Index of the first kept message: the newest messages worth at most

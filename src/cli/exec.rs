@@ -18,8 +18,9 @@ use super::fail;
 use super::preamble::run_configured;
 use crate::agent::AgentMessage;
 use crate::config::{Config, Overrides};
+use crate::protocol::EventKind;
+use crate::protocol::outcome::TurnOutcome;
 use crate::protocol::{ApprovalPolicy, SandboxMode};
-use crate::protocol::{EventKind, TurnStatus};
 use crate::runtime::{Interaction, ResumeFrom, Runtime};
 
 /// How long an interrupted turn may take to wind down before Fido exits anyway.
@@ -157,14 +158,7 @@ async fn exec(config: Config, prompt: String, run: Run) -> ExitCode {
         _ = sigint.recv() => return interrupted_during_start_up("SIGINT"),
         _ = sigterm.recv() => return interrupted_during_start_up("SIGTERM"),
     };
-    for warning in session
-        .instructions
-        .warnings
-        .iter()
-        .chain(session.mcp.warnings())
-    {
-        eprintln!("fido: warning: {warning}");
-    }
+    print_session_warnings(&session);
     let actor = session.actor.clone();
     let (reply_sender, mut reply) = oneshot::channel();
     if let Err(err) = actor.cast(AgentMessage::SubmitPrompt {
@@ -206,14 +200,37 @@ async fn exec(config: Config, prompt: String, run: Run) -> ExitCode {
     // The printer ends when the last event sender (held by the agent) is gone.
     let _ = tokio::time::timeout(Duration::from_secs(2), printer).await;
 
+    conclude(outcome, interrupted, json, last_message.as_deref()).await
+}
+
+/// What the session's instructions and MCP servers warned of, on stderr.
+fn print_session_warnings(session: &Runtime) {
+    for warning in session
+        .instructions
+        .warnings
+        .iter()
+        .chain(session.mcp.warnings())
+    {
+        eprintln!("fido: warning: {warning}");
+    }
+}
+
+/// The exit code of how the turn ended (`None`: it never replied), after
+/// the final answer is written where it was asked for.
+async fn conclude(
+    outcome: Option<TurnOutcome>,
+    interrupted: bool,
+    json: bool,
+    last_message: Option<&std::path::Path>,
+) -> ExitCode {
     let Some(outcome) = outcome else {
         if interrupted {
-            return ExitCode::from(130);
+            return ExitCode::from(crate::protocol::outcome::EXIT_INTERRUPTED);
         }
         // The reply port went with a failed agent (its `error` event said why).
         return fail("the agent stopped before the turn ended");
     };
-    let usage = outcome.usage;
+    let usage = outcome.usage();
     info!(
         requests = usage.requests,
         prompt_tokens = usage.prompt_tokens,
@@ -221,31 +238,25 @@ async fn exec(config: Config, prompt: String, run: Run) -> ExitCode {
         completion_tokens = usage.completion_tokens,
         "session usage"
     );
-    if interrupted && outcome.status != TurnStatus::Completed {
-        return ExitCode::from(130);
-    }
-    match outcome.status {
-        TurnStatus::Completed => {
-            let text = outcome.final_text.unwrap_or_default();
-            if let Some(path) = &last_message
-                && let Err(err) = tokio::fs::write(path, format!("{text}\n")).await
-            {
-                return fail(&format!(
-                    "cannot write the final answer to {}: {err}",
-                    path.display()
-                ));
-            }
-            if !json {
-                let mut stdout = std::io::stdout().lock();
-                let _ = writeln!(stdout, "{text}");
-                let _ = stdout.flush();
-            }
-            ExitCode::SUCCESS
+    // A failure was already reported as an event (printed below).
+    let code = outcome.exit_code(interrupted);
+    if let TurnOutcome::Completed { final_text, .. } = outcome {
+        let text = final_text.unwrap_or_default();
+        if let Some(path) = last_message
+            && let Err(err) = tokio::fs::write(path, format!("{text}\n")).await
+        {
+            return fail(&format!(
+                "cannot write the final answer to {}: {err}",
+                path.display()
+            ));
         }
-        TurnStatus::Interrupted => ExitCode::from(130),
-        // The error was already reported as an event (printed below).
-        TurnStatus::Failed | TurnStatus::MaxSteps => ExitCode::from(1),
+        if !json {
+            let mut stdout = std::io::stdout().lock();
+            let _ = writeln!(stdout, "{text}");
+            let _ = stdout.flush();
+        }
     }
+    ExitCode::from(code)
 }
 
 /// A signal before the session was running: nothing to wind down.

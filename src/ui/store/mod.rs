@@ -304,7 +304,7 @@ impl Store {
         } = event
         {
             self.record_usage(
-                identity,
+                identity.label(),
                 crate::protocol::Usage {
                     prompt_tokens: *prompt_tokens,
                     cached_tokens: *cached_tokens,
@@ -324,10 +324,9 @@ impl Store {
         } = event
         {
             self.drop_live();
-            let how = if strategy == "summarize" {
-                "summarised"
-            } else {
-                "elided"
+            let how = match strategy {
+                crate::protocol::CompactionStrategy::Summarize => "summarised",
+                crate::protocol::CompactionStrategy::Elide => "elided",
             };
             self.push(Entry::Info(format!(
                 "context compacted: {removed_messages} older messages {how} (≈{} → {} tokens)",
