@@ -15,7 +15,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio_util::sync::CancellationToken;
 
 use super::ops::FrontDesk;
-use super::{AgentDeps, Conversation, TurnOutcome, compact, compaction, restore_plan, run_turn};
+use super::{AgentDeps, Conversation, TurnOutcome, compaction, restore_plan, run_turn};
 use crate::plan::PlanFlavour;
 use crate::protocol::op::{Op, OpReply, Submission, SubmissionId};
 use crate::protocol::{EventKind, Message, UsageTotals};
@@ -390,7 +390,7 @@ async fn compact_now(mut conversation: Conversation, deps: &AgentDeps) -> (Conve
     settings.keep_recent_tokens = settings.keep_recent_tokens.min(size / 2);
     let before = (conversation.messages().len(), size);
     let mut usage = UsageTotals::default();
-    compact::maybe_compact(
+    compaction::maybe_compact(
         &mut conversation,
         deps,
         settings,

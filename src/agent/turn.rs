@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span, warn};
 
 use self::answer::{AfterAnswer, Answer, Ending, after_answer};
-use super::compact;
+use super::compaction;
 use super::compaction::Trigger;
 use super::loop_detect::{LoopDetector, Repetition, Verdict, signature};
 use super::request::{Asked, record_usage, request};
@@ -158,7 +158,7 @@ async fn turn_step(
     deps.journal_step(conversation).await;
     let budget = compaction_budget(conversation, deps);
     let usage = &mut state.usage;
-    compact::maybe_compact(
+    compaction::maybe_compact(
         conversation,
         deps,
         budget,
@@ -375,7 +375,8 @@ async fn request_fitting(
         .keep_recent_tokens
         .min(conversation.estimated_tokens() / 3);
     let compacted =
-        compact::maybe_compact(conversation, deps, budget, Trigger::Overflow, cancel, usage).await;
+        compaction::maybe_compact(conversation, deps, budget, Trigger::Overflow, cancel, usage)
+            .await;
     if !compacted {
         return Some(result);
     }

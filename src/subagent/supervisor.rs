@@ -27,19 +27,19 @@ use crate::tools::ToolCatalog;
 use crate::tools::delegate::{DelegationFuture, DelegationRequest, Delegator};
 
 mod actor;
+mod child;
 mod io;
 mod keeper;
 mod progress;
 mod run;
 mod serve;
-mod session;
 
 pub use actor::{CancelTarget, SupervisorActor, SupervisorMessage, SupervisorState};
 use run::run;
 
 /// Time between SIGTERM and SIGKILL once the grace for a partial result has
 /// run out: short, the child already ignored `Cancel`. None for a child
-/// that ignores SIGTERM and has nothing below it (`Session::close`).
+/// that ignores SIGTERM and has nothing below it (`ChildLink::close`).
 const TERM_GRACE: Duration = Duration::from_millis(10);
 /// Longest wait for the child to connect and say `Hello`.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

@@ -1,5 +1,5 @@
 //! A run's vocabulary, shared by the stages in [`super::run`],
-//! [`super::session`] and [`super::serve`]: the [`Stage`] it is in, why it
+//! [`super::child`] and [`super::serve`]: the [`Stage`] it is in, why it
 //! was stopped ([`StopReason`]), how a stage ended it ([`Ending`]), what
 //! stops it early ([`Stops`]) and its [`Progress`] (usage, live events).
 

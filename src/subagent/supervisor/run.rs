@@ -1,7 +1,7 @@
 //! One subagent run, from spawn to reap, as an explicit sequence of stages
-//! ([`Stage`]): spawning and handshaking ([`super::session`]), running and
+//! ([`Stage`]): spawning and handshaking ([`super::child`]), running and
 //! cancelling ([`super::serve`]), terminating and reaped
-//! ([`Session::close`]). This file drives the stages and turns how the run
+//! ([`ChildLink::close`]). This file drives the stages and turns how the run
 //! ended into the `delegate_result`.
 
 use tokio_util::sync::CancellationToken;
@@ -11,8 +11,8 @@ use crate::protocol::delegate::{DelegateError, DelegateResult, DelegateStatus, D
 use crate::subagent::result::normalise;
 use crate::text;
 
+use super::child::{ChildLink, ForkEncoding};
 use super::progress::{Ending, Progress, Stage, StopReason, Stops};
-use super::session::{ForkEncoding, Session};
 use super::*;
 
 /// Runs one subagent to its end and always reaps it.
@@ -38,14 +38,13 @@ pub(super) async fn run(
         deadline: tokio::time::Instant::now() + job.timeout,
     };
     let fork = ForkEncoding::start(history);
-    let ending = match Session::open(&mut progress, &stops, fork).await {
-        Ok((mut session, history)) => {
-            progress.pid = Some(session.pid());
-            let sandbox = format!("pid {}, sandbox {}", session.pid(), shared.settings.sandbox);
+    let ending = match ChildLink::open(&mut progress, &stops, fork).await {
+        Ok((mut link, history)) => {
+            progress.pid = Some(link.pid());
+            let sandbox = format!("pid {}, sandbox {}", link.pid(), shared.settings.sandbox);
             progress.emit(SubagentPhase::Starting, &sandbox);
-            let ending = session.serve(history, &mut progress, &stops).await;
-            session
-                .close(&mut progress, matches!(ending, Ending::Final { .. }))
+            let ending = link.serve(history, &mut progress, &stops).await;
+            link.close(&mut progress, matches!(ending, Ending::Final { .. }))
                 .await;
             ending
         }

@@ -13,9 +13,9 @@ use crate::protocol::ipc::{ChildFrame, ParentFrame, catalog_fingerprint};
 use crate::protocol::{EventKind, Identity, Message};
 use crate::subagent::ipc::IpcError;
 
+use super::child::ChildLink;
 use super::io::*;
 use super::progress::{Ending, Progress, Stage, StopReason, Stops};
-use super::session::Session;
 use super::*;
 
 /// MCP calls of one subagent running at once.
@@ -24,7 +24,7 @@ const MAX_MCP_CALLS: usize = 16;
 /// What the loop decides after an event: go on, or end the run.
 type Flow = Result<(), Ending>;
 
-/// The serve loop's state besides the session.
+/// The serve loop's state besides the child link.
 struct Serving {
     /// The child's conversation while no request runs (the fork, then the
     /// fork's kept prefix and the child's tail); with the gateway while one
@@ -45,7 +45,7 @@ struct Serving {
     mcp_calls: Vec<tokio::task::JoinHandle<()>>,
 }
 
-impl Session {
+impl ChildLink {
     /// Serves the child until it sends `Final`, fails, or is stopped; a
     /// stop sends `Cancel` and gives the child the grace to answer.
     pub(super) async fn serve(

@@ -27,7 +27,7 @@ use super::progress::{Ending, Progress, Stage, StopReason, Stops};
 use super::*;
 
 /// A spawned, connected, handshaken child.
-pub(super) struct Session {
+pub(super) struct ChildLink {
     pub(super) group: ProcessGroup,
     pub(super) frames: mpsc::Receiver<Result<ChildFrame, IpcError>>,
     pub(super) writer: Writer,
@@ -77,19 +77,19 @@ impl ForkEncoding {
     }
 }
 
-impl Session {
+impl ChildLink {
     /// Spawning, then handshaking: spawn, accept (peer pid checked),
     /// `Hello`, `Fork`. A failure has already reaped the child. Gives back
-    /// the fork's history with the session.
+    /// the fork's history with the link.
     pub(super) async fn open(
         progress: &mut Progress<'_>,
         stops: &Stops<'_>,
         fork: ForkEncoding,
-    ) -> Result<(Session, Vec<Message>), Ending> {
+    ) -> Result<(ChildLink, Vec<Message>), Ending> {
         let spawned = Spawned::start(progress).await?;
         progress.enter(Stage::Handshaking);
         let process_limit = spawned.process_limit;
-        let mut session = Session::accept(
+        let mut link = ChildLink::accept(
             spawned.group,
             spawned.listener,
             spawned.scratch,
@@ -97,15 +97,15 @@ impl Session {
             stops,
         )
         .await?;
-        if let Err(ending) = session.hello(progress, stops).await {
-            session.close(progress, false).await;
+        if let Err(ending) = link.hello(progress, stops).await {
+            link.close(progress, false).await;
             return Err(ending);
         }
         let process_limit = process_limit.await.ok().flatten();
-        match session.send_fork(progress, fork, process_limit).await {
-            Ok(history) => Ok((session, history)),
+        match link.send_fork(progress, fork, process_limit).await {
+            Ok(history) => Ok((link, history)),
             Err(ending) => {
-                session.close(progress, false).await;
+                link.close(progress, false).await;
                 Err(ending)
             }
         }
@@ -123,7 +123,7 @@ impl Session {
         scratch: PrivateDir,
         progress: &mut Progress<'_>,
         stops: &Stops<'_>,
-    ) -> Result<Session, Ending> {
+    ) -> Result<ChildLink, Ending> {
         let accepted = tokio::select! {
             accepted = tokio::time::timeout(HANDSHAKE_TIMEOUT, listener.accept()) => accepted,
             status = group.wait() => {
@@ -167,7 +167,7 @@ impl Session {
             ));
         }
         let stream = Arc::new(stream);
-        Ok(Session {
+        Ok(ChildLink {
             group,
             frames: spawn_reader(stream.clone()),
             writer: spawn_writer(stream),

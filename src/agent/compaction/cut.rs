@@ -9,7 +9,8 @@
 //!
 //! This module plans (pure, tested without a model): [`plan`] decides the
 //! cut, [`compacted_history`] builds what replaces the removed part. The
-//! turn loop's `compact` step asks the model for the summary and applies it.
+//! compaction step (the parent module) asks the model for the summary and
+//! applies it.
 //!
 //! State results survive: the latest result of a state tool (the plan) that
 //! falls in the removed part is carried forward as the newest tool result,
@@ -43,7 +44,7 @@ pub(super) const SUMMARY_REQUEST: &str = "\
 
 /// Why compaction runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Trigger {
+pub(in crate::agent) enum Trigger {
     /// Before a request, when the estimate passes the threshold.
     Threshold,
     /// The server refused the request for its size: compact whatever can be
