@@ -376,9 +376,7 @@ mod tests {
         let sleeper = read_pid(&pid_file).await;
         assert!(running(sleeper));
 
-        let start = Instant::now();
         let status = group.terminate(Duration::from_millis(300)).await.unwrap();
-        assert!(start.elapsed() < Duration::from_secs(5));
         assert_eq!(status.signal(), Some(libc::SIGKILL));
         assert!(!running(leader));
         eventually("sleeper is gone", || !running(sleeper)).await;
@@ -414,9 +412,7 @@ mod tests {
         let mut command = Command::new("sleep");
         command.arg("100");
         let mut group = ProcessGroup::spawn(&mut command).unwrap();
-        let start = Instant::now();
         let status = group.terminate(Duration::from_secs(5)).await.unwrap();
-        assert!(start.elapsed() < Duration::from_secs(2));
         assert_eq!(status.signal(), Some(libc::SIGTERM));
         assert!(!group.group_alive());
     }
@@ -457,9 +453,7 @@ mod tests {
     #[tokio::test]
     async fn a_zero_grace_kills_at_once() {
         let mut group = deaf_to_sigterm().await;
-        let start = Instant::now();
         let status = group.terminate(Duration::ZERO).await.unwrap();
-        assert!(start.elapsed() < Duration::from_secs(5));
         assert_eq!(status.signal(), Some(libc::SIGKILL));
         assert!(!group.group_alive());
     }
