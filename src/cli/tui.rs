@@ -23,7 +23,7 @@ use crate::plan::{PlanFlavour, PlanSnapshot, PlanStore};
 use crate::protocol::ApprovalPolicy;
 use crate::protocol::op::{PlanCleared, StatusInfo};
 use crate::runtime::{Interaction, ResumeFrom, Runtime};
-use crate::store::journal;
+use crate::store::journal::{self, Journal};
 use crate::ui::{self, UiSetup};
 use crate::workspace::LOGS_DIR;
 
@@ -60,7 +60,7 @@ async fn session(config: Config, resume: Option<ResumeFrom>) -> ExitCode {
     }
     let mut local_commands = CliLocalCommands::new(&config);
     local_commands.instruction_files = session.instructions.paths();
-    local_commands.session_id = session.id.clone();
+    local_commands.journal = session.journal();
     let local_commands = Arc::new(local_commands);
     let history = ui::PromptHistory::for_workspace(&config.workspace);
     let mut warnings = config.warnings.clone();
@@ -147,15 +147,15 @@ struct CliLocalCommands {
     todos: TodoStore,
     /// The AGENTS.md files in the system prompt, for `/status`.
     instruction_files: Vec<String>,
-    /// This session's journal id: `/suspend` copies name it.
-    session_id: Option<String>,
+    /// This session's journal, where `/suspend` bookmarks go.
+    journal: Option<Arc<Journal>>,
 }
 
 impl CliLocalCommands {
     fn new(config: &Config) -> Self {
         CliLocalCommands {
             instruction_files: Vec::new(),
-            session_id: None,
+            journal: None,
             config: Some(config.clone()),
             workspace: config.workspace.clone(),
             flavour: config.plan_tool,
@@ -211,45 +211,36 @@ impl LocalCommands for CliLocalCommands {
         }
     }
 
-    fn suspend(&self, messages: &[crate::protocol::Message]) -> Result<String, String> {
-        let info = crate::store::journal::SessionInfo {
-            workspace: self.workspace.display().to_string(),
-            provider: self
-                .config
-                .as_ref()
-                .map(|c| c.provider.name().to_string())
-                .unwrap_or_default(),
-            model: self
-                .config
-                .as_ref()
-                .map(|c| c.model.clone())
-                .unwrap_or_default(),
+    fn bookmark(&self, name: Option<&str>) -> Result<(Arc<Journal>, String), String> {
+        let Some(journal) = &self.journal else {
+            return Err("/suspend bookmarks the session journal, and this session has none (it could not be created; .fido-state/logs/tui.log says why)".into());
         };
-        journal::save_copy(&self.workspace, &info, messages, self.session_id.clone())
-            .map(|id| {
-                format!(
-                    "conversation saved as {id}; /recall {id} or `fido resume {id}` brings it back"
-                )
-            })
-            .map_err(|err| format!("cannot save the conversation: {err}"))
+        let name = journal::bookmark_name_for(journal.path(), name)?;
+        Ok((journal.clone(), name))
     }
 
     fn recall(
         &self,
         name: Option<&str>,
     ) -> Result<(String, Vec<crate::protocol::Message>), String> {
-        // A journaled session first; conversations saved by earlier
-        // versions (`NAME.json`) still load.
-        let pick = name.map_or(journal::Pick::Last, journal::Pick::Id);
-        match journal::load_messages(&self.workspace, pick) {
+        let Some(name) = name else {
+            // The newest journaled session, else the newest conversation
+            // saved by earlier versions.
+            return journal::load_messages(&self.workspace, journal::Pick::Last)
+                .or_else(|err| crate::store::saved::load(&self.workspace, None).map_err(|_| err));
+        };
+        // A bookmark first (newest session first), then a session id, then
+        // a conversation saved by earlier versions (`NAME.json`).
+        if let Some(found) = journal::find_bookmark(&self.workspace, name)? {
+            let what = format!("bookmark {name} of session {}", found.session);
+            return Ok((what, found.messages));
+        }
+        match journal::load_messages(&self.workspace, journal::Pick::Id(name)) {
             Ok(found) => Ok(found),
-            Err(err) => match name {
-                Some(name) if saved_exists(&self.workspace, name) => {
-                    crate::store::saved::load(&self.workspace, Some(name))
-                }
-                None => crate::store::saved::load(&self.workspace, None).map_err(|_| err),
-                Some(_) => Err(err),
-            },
+            Err(_) if saved_exists(&self.workspace, name) => {
+                crate::store::saved::load(&self.workspace, Some(name))
+            }
+            Err(err) => Err(format!("no bookmark is named {name}, and {err}")),
         }
     }
 
@@ -262,17 +253,21 @@ impl LocalCommands for CliLocalCommands {
             .map_err(|err| format!("cannot list the sessions: {err}"))?;
         let saved = crate::store::saved::list(&self.workspace)
             .map_err(|err| format!("cannot list saved conversations: {err}"))?;
-        let mut lines: Vec<String> = journaled
-            .iter()
-            .map(|s| {
-                let this = if Some(&s.id) == self.session_id.as_ref() {
-                    " (this one)"
-                } else {
-                    ""
-                };
-                format!("{}  {}{this}  {}", s.id, s.status, s.first_prompt)
-            })
-            .collect();
+        let this_id = self.journal.as_ref().map(|j| j.id());
+        let mut lines = Vec::new();
+        for s in &journaled {
+            let this = if this_id == Some(s.id.as_str()) {
+                " (this one)"
+            } else {
+                ""
+            };
+            lines.push(format!("{}  {}{this}  {}", s.id, s.status, s.first_prompt));
+            lines.extend(
+                s.bookmarks
+                    .iter()
+                    .map(|b| format!("    bookmark {}  {}", b.name, b.at)),
+            );
+        }
         lines.extend(
             saved
                 .iter()
@@ -426,7 +421,7 @@ mod tests {
         let before = saved_plan(&store);
         let commands = Arc::new(CliLocalCommands {
             instruction_files: Vec::new(),
-            session_id: None,
+            journal: None,
             config: None,
             workspace: dir.path().to_path_buf(),
             flavour: PlanFlavour::UpdatePlan,
@@ -473,7 +468,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let commands = CliLocalCommands {
             instruction_files: Vec::new(),
-            session_id: None,
+            journal: None,
             config: None,
             workspace: dir.path().to_path_buf(),
             flavour: PlanFlavour::Todo,
@@ -546,7 +541,7 @@ mod tests {
 
         let commands = Arc::new(CliLocalCommands {
             instruction_files: Vec::new(),
-            session_id: None,
+            journal: None,
             config: None,
             workspace: dir.path().to_path_buf(),
             flavour: PlanFlavour::UpdatePlan,

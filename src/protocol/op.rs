@@ -89,8 +89,12 @@ pub enum Op {
     ClearPlan,
     /// `/undo`: [`OpReply::Info`] saying what was reverted.
     Undo,
-    /// `/suspend`: [`OpReply::Info`] naming the saved conversation.
-    Suspend,
+    /// `/suspend [NAME]`: [`OpReply::Info`] naming the bookmark set in the
+    /// session's journal (`None`: a generated name).
+    Suspend {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
     /// `/recall [NAME]`: [`OpReply::Info`] after the saved conversation (the
     /// newest when no name is given) replaced the current one.
     Recall { name: Option<String> },
@@ -268,7 +272,10 @@ mod tests {
             Op::ShowPlan,
             Op::ClearPlan,
             Op::Undo,
-            Op::Suspend,
+            Op::Suspend { name: None },
+            Op::Suspend {
+                name: Some("before-refactor".into()),
+            },
             Op::Recall { name: None },
             Op::Recall {
                 name: Some("20261201T120000-abcd".into()),
