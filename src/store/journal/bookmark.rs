@@ -5,7 +5,7 @@
 use std::fs;
 use std::path::Path;
 
-use super::read::{Bookmark, replay, replay_to_bookmark};
+use super::read::{Bookmark, replay_to_bookmark};
 use super::{id_of, journals};
 use crate::protocol::Message;
 use crate::protocol::journal::JournalRecord;
@@ -90,12 +90,21 @@ fn generated(is_taken: impl Fn(&str) -> bool) -> String {
         .unwrap_or_else(|| "mark".into())
 }
 
-/// The bookmarks of the journal at `path`, oldest first.
+/// The bookmarks of the journal at `path`, oldest first. Only its
+/// bookmark records matter here: a session that has no message yet (or
+/// a torn last line) can still be bookmarked.
 fn bookmarks_of(path: &Path) -> Result<Vec<Bookmark>, String> {
-    let id = id_of(path);
-    let bytes =
-        fs::read(path).map_err(|e| format!("cannot read the journal of session {id}: {e}"))?;
-    Ok(replay(&id, &bytes)?.bookmarks)
+    let bytes = fs::read(path)
+        .map_err(|e| format!("cannot read the journal of session {}: {e}", id_of(path)))?;
+    Ok(bytes
+        .split(|&b| b == b'\n')
+        .filter_map(|line| {
+            let Ok(JournalRecord::Bookmark { name, at }) = serde_json::from_slice(line) else {
+                return None;
+            };
+            Some(Bookmark { name, at })
+        })
+        .collect())
 }
 
 /// The bookmark `name` in the workspace's journals, newest session first:
@@ -144,3 +153,7 @@ fn marker(name: &str) -> Result<Vec<u8>, String> {
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
+
+#[cfg(test)]
+#[path = "bookmark_tests.rs"]
+mod tests;
