@@ -326,22 +326,78 @@ async fn undo_suspend_and_recall_from_the_ui_with_the_real_agent() {
     .await;
 }
 
+/// The commands of a session in `dir` whose journal is `journal`.
+fn commands_in(dir: &std::path::Path, journal: Option<Arc<Journal>>) -> CliLocalCommands {
+    CliLocalCommands {
+        instruction_files: Vec::new(),
+        journal,
+        config: None,
+        workspace: dir.to_path_buf(),
+        flavour: PlanFlavour::UpdatePlan,
+        plans: PlanStore::new(dir.join(".fido-plan.json")),
+        todos: TodoStore::in_workspace(dir),
+    }
+}
+
 #[test]
 fn suspend_without_a_session_journal_says_so() {
     let dir = tempfile::tempdir().unwrap();
-    let commands = CliLocalCommands {
-        instruction_files: Vec::new(),
-        journal: None,
-        config: None,
-        workspace: dir.path().to_path_buf(),
-        flavour: PlanFlavour::UpdatePlan,
-        plans: PlanStore::new(dir.path().join(".fido-plan.json")),
-        todos: TodoStore::in_workspace(dir.path()),
-    };
+    let commands = commands_in(dir.path(), None);
     let Err(refused) = commands.bookmark(Some("x")) else {
         panic!("a bookmark without a journal");
     };
     assert!(refused.contains("this session has none"), "{refused}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn recall_takes_a_bookmark_then_a_session_id_then_an_older_saved_file() {
+    use crate::protocol::Message;
+
+    let dir = tempfile::tempdir().unwrap();
+    let info = journal::SessionInfo {
+        workspace: dir.path().display().to_string(),
+        provider: "t".into(),
+        model: "t".into(),
+    };
+    let session =
+        Arc::new(tokio::task::block_in_place(|| journal::create(dir.path(), &info, None)).unwrap());
+    let system = Message::System {
+        content: "system".into(),
+    };
+    let marked = vec![system.clone(), Message::user("kept")];
+    session.bookmark(0, &marked, "b1").await.unwrap();
+    let mut later = marked.clone();
+    later.push(Message::user("after"));
+    session.record(0, &later).await;
+    // A conversation the `/suspend` of an earlier version saved.
+    let old = serde_json::json!({
+        "savedAt": "2025-01-01T00:00:00.000Z",
+        "messages": [system, Message::user("legacy")],
+    });
+    let old_path = journal::dir(dir.path()).join("old.json");
+    std::fs::write(old_path, old.to_string()).unwrap();
+    let commands = commands_in(dir.path(), Some(session.clone()));
+    let recall = |name| tokio::task::block_in_place(|| commands.recall(Some(name)));
+
+    let (what, messages) = recall("b1").unwrap();
+    assert_eq!(what, format!("bookmark b1 of session {}", session.id()));
+    assert_eq!(messages, marked);
+    let (what, messages) = recall(session.id()).unwrap();
+    assert_eq!(what, session.id());
+    assert_eq!(messages, later);
+    let (what, messages) = recall("old").unwrap();
+    assert_eq!(what, "old");
+    assert_eq!(messages[1], Message::user("legacy"));
+    let missing = recall("nothing").unwrap_err();
+    assert!(
+        missing.starts_with("no bookmark is named nothing, and no session nothing"),
+        "{missing}"
+    );
+    let listed = tokio::task::block_in_place(|| commands.sessions()).unwrap();
+    let lines: Vec<&str> = listed.lines().collect();
+    assert!(lines[0].contains("(this one)  kept"), "{listed}");
+    assert!(lines[1].starts_with("    bookmark b1  "), "{listed}");
+    assert!(lines[2].starts_with("old  saved  legacy"), "{listed}");
 }
 
 #[test]
