@@ -15,7 +15,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio_util::sync::CancellationToken;
 
 use super::ops::FrontDesk;
-use super::{AgentDeps, Conversation, TurnOutcome, compact, compaction, restore_plan, run_turn};
+use super::{AgentDeps, Conversation, TurnOutcome, compaction, restore_plan, run_turn};
 use crate::plan::PlanFlavour;
 use crate::protocol::op::{Op, OpReply, Submission, SubmissionId};
 use crate::protocol::{EventKind, Message, UsageTotals};
@@ -390,7 +390,7 @@ async fn compact_now(mut conversation: Conversation, deps: &AgentDeps) -> (Conve
     settings.keep_recent_tokens = settings.keep_recent_tokens.min(size / 2);
     let before = (conversation.messages().len(), size);
     let mut usage = UsageTotals::default();
-    compact::maybe_compact(
+    compaction::maybe_compact(
         &mut conversation,
         deps,
         settings,
@@ -687,8 +687,8 @@ mod tests {
         });
         let (actor, mut events) = agent_with_provider(provider, dir.path()).await;
         let failed = ask(&actor, "first").await;
-        assert_eq!(failed.status, TurnStatus::Failed);
-        let error = failed.error.unwrap();
+        assert_eq!(failed.status(), TurnStatus::Failed);
+        let error = failed.error().unwrap();
         assert!(error.contains("injected panic"), "{error}");
         let mut kinds = Vec::new();
         while let Some(event) = events.try_recv() {
@@ -706,8 +706,8 @@ mod tests {
                 .any(|k| matches!(k, crate::protocol::EventKind::TurnCompleted { .. }))
         );
         let next = ask(&actor, "second").await;
-        assert_eq!(next.status, TurnStatus::Completed, "{next:?}");
-        assert_eq!(next.final_text.as_deref(), Some("fine now"));
+        assert_eq!(next.status(), TurnStatus::Completed, "{next:?}");
+        assert_eq!(next.final_text(), Some("fine now"));
         let after = ractor::call_t!(actor, AgentMessage::Snapshot, CALL_MS)
             .unwrap()
             .unwrap();
@@ -733,11 +733,10 @@ mod tests {
         crate::agent::recover::fault::arm(&root, "before list_files");
 
         let failed = ask(&actor, "first").await;
-        assert_eq!(failed.status, TurnStatus::Failed);
+        assert_eq!(failed.status(), TurnStatus::Failed);
         assert!(
             failed
-                .error
-                .as_deref()
+                .error()
                 .unwrap()
                 .contains("injected panic at before list_files"),
             "{failed:?}"
@@ -780,8 +779,8 @@ mod tests {
         assert_eq!(answers, [false, true]);
 
         let next = ask(&actor, "second").await;
-        assert_eq!(next.status, TurnStatus::Completed, "{next:?}");
-        assert_eq!(next.final_text.as_deref(), Some("fine now"));
+        assert_eq!(next.status(), TurnStatus::Completed, "{next:?}");
+        assert_eq!(next.final_text(), Some("fine now"));
     }
 
     /// A panic in the actor's own handler fails the actor (its conversation
@@ -836,7 +835,7 @@ mod tests {
         let script = r#"{"turns": [{"text": "one"}, {"text": "two"}, {"text": "three"}]}"#;
         let (actor, mut events) = agent_with_events(script, dir.path()).await;
         for prompt in ["first request", "second request", "third request"] {
-            assert_eq!(ask(&actor, prompt).await.status, TurnStatus::Completed);
+            assert_eq!(ask(&actor, prompt).await.status(), TurnStatus::Completed);
         }
         let before = ractor::call_t!(actor, AgentMessage::Snapshot, CALL_MS)
             .unwrap()
@@ -878,7 +877,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let script = r#"{"turns": [{"text": "one"}, {"text": "two"}]}"#;
         let (actor, mut events) = agent_with_events(script, dir.path()).await;
-        assert_eq!(ask(&actor, "first").await.status, TurnStatus::Completed);
+        assert_eq!(ask(&actor, "first").await.status(), TurnStatus::Completed);
         let before = ractor::call_t!(actor, AgentMessage::Snapshot, CALL_MS)
             .unwrap()
             .unwrap();
@@ -897,10 +896,7 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(kept.messages(), before.messages());
-        assert_eq!(
-            ask(&actor, "second").await.final_text.as_deref(),
-            Some("two")
-        );
+        assert_eq!(ask(&actor, "second").await.final_text(), Some("two"));
     }
 
     #[tokio::test]
@@ -908,10 +904,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (actor, _events) =
             agent_with_events(r#"{"turns": [{"text": "from the first"}]}"#, dir.path()).await;
-        assert_eq!(
-            ask(&actor, "hi").await.final_text.as_deref(),
-            Some("from the first")
-        );
+        assert_eq!(ask(&actor, "hi").await.final_text(), Some("from the first"));
         let other =
             ScriptProvider::from_json("b", "second", r#"{"turns": [{"text": "from the second"}]}"#)
                 .unwrap();
@@ -921,7 +914,7 @@ mod tests {
             })
             .unwrap();
         assert_eq!(
-            ask(&actor, "again").await.final_text.as_deref(),
+            ask(&actor, "again").await.final_text(),
             Some("from the second")
         );
     }

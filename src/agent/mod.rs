@@ -13,7 +13,6 @@
 mod actor;
 pub mod asks;
 mod calls;
-mod compact;
 mod compaction;
 mod conversation;
 mod deps;

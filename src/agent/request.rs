@@ -92,7 +92,7 @@ pub(super) async fn request(
 pub(super) fn record_usage(deps: &AgentDeps, usage: &mut UsageTotals, completion: &Completion) {
     usage.record(completion.usage);
     deps.events.emit(EventKind::Usage {
-        identity: deps.ctx.identity.label().to_string(),
+        identity: deps.ctx.identity.clone(),
         prompt_tokens: completion.usage.prompt_tokens,
         cached_tokens: completion.usage.cached_tokens,
         completion_tokens: completion.usage.completion_tokens,

@@ -7,20 +7,24 @@
 //! interrupts. Whatever ends the turn, the conversation stays valid: every
 //! tool call has its result.
 
+use std::ops::ControlFlow;
+
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span, warn};
 
-use super::compact;
+use self::answer::{AfterAnswer, Answer, Ending, after_answer};
+use super::compaction;
 use super::compaction::Trigger;
 use super::loop_detect::{LoopDetector, Repetition, Verdict, signature};
 use super::request::{Asked, record_usage, request};
 use super::{AgentDeps, CompactionSettings, Conversation, calls, limits};
-use crate::plan::{restore, todo};
 use crate::protocol::op::TurnOutcome;
-use crate::protocol::{EventKind, Message, ToolCall, TurnStatus, UsageTotals};
+use crate::protocol::{EventKind, Message, ToolCall, UsageTotals};
 use crate::provider::{Completion, FinishReason, ProviderError, ToolChoice};
 use crate::text;
 use crate::tools::{ToolKind, ToolOutput};
+
+mod answer;
 
 /// Runs one user turn to its end.
 pub async fn run_turn(
@@ -42,20 +46,21 @@ pub async fn run_turn(
         // Through the session's gateway, the turn's totals are everything
         // asked during it: this loop's requests and every subagent's.
         if let (Some(before), Some(after)) = (before, deps.provider.usage_totals()) {
-            outcome.usage = after.since(before);
+            outcome = outcome.with_usage(after.since(before));
         }
+        let (status, usage) = (outcome.status(), outcome.usage());
         if let Some(journal) = &deps.journal {
             let (generation, messages) = (conversation.generation(), conversation.messages());
             journal
-                .turn_ended(generation, messages, turn, outcome.status, outcome.usage)
+                .turn_ended(generation, messages, turn, status, usage)
                 .await;
         }
         deps.events.emit(EventKind::TurnCompleted {
             turn,
-            status: outcome.status,
-            usage: outcome.usage,
+            status,
+            usage,
         });
-        info!(status = ?outcome.status, requests = outcome.usage.requests, "turn ended");
+        info!(?status, requests = usage.requests, "turn ended");
         outcome
     }
     .instrument(span)
@@ -67,129 +72,18 @@ async fn turn_steps(
     deps: &AgentDeps,
     cancel: &CancellationToken,
 ) -> TurnOutcome {
-    let mut usage = UsageTotals::default();
-    let mut ending = Ending::default();
-    let mut detector = LoopDetector::new(deps.settings.limits.loop_repeat_limit);
-    let outcome = |status, final_text, error, usage| TurnOutcome {
-        status,
-        final_text,
-        error,
-        usage,
-        looped: false,
-    };
-    let failed = |message: String, usage| {
-        warn!("{message}");
-        deps.events.emit(EventKind::Error {
-            message: message.clone(),
-        });
-        outcome(TurnStatus::Failed, None, Some(message), usage)
-    };
-    let looped = |message: String, usage| TurnOutcome {
-        looped: true,
-        ..failed(message, usage)
+    let mut state = TurnState {
+        usage: UsageTotals::default(),
+        ending: Ending::default(),
+        detector: LoopDetector::new(deps.settings.limits.loop_repeat_limit),
+        asked: Asked::TURN,
     };
     learn_window(conversation, deps, cancel).await;
-    // After a warned repetition of a call that worked, the next answer is
-    // asked for in text: the model has what it needs and keeps calling.
-    let mut asked = Asked::TURN;
     for step in 0..deps.settings.max_steps {
-        if cancel.is_cancelled() {
-            return outcome(TurnStatus::Interrupted, None, None, usage);
-        }
-        // A step boundary: what the last step added is on disk before the
-        // next request, so a crash loses at most the step in flight.
-        deps.journal_step(conversation).await;
-        let budget = compaction_budget(conversation, deps);
-        compact::maybe_compact(
-            conversation,
-            deps,
-            budget,
-            Trigger::Threshold,
-            cancel,
-            &mut usage,
-        )
-        .await;
-
-        let answered = request_fitting(conversation, deps, cancel, &mut usage, asked).await;
-        let tools_off = asked.tool_choice == ToolChoice::None;
-        asked = Asked::TURN;
-        let completion = match answered {
-            Some(Ok(completion)) => completion,
-            Some(Err(err)) => return failed(err.to_string(), usage),
-            None => return outcome(TurnStatus::Interrupted, None, None, usage),
-        };
-        record_usage(deps, &mut usage, &completion);
-
-        let Message::Assistant {
-            content,
-            tool_calls,
-        } = completion.message
-        else {
-            let message = "the provider returned a message that is not an assistant message";
-            return outcome(TurnStatus::Failed, None, Some(message.into()), usage);
-        };
-        let (content, tool_calls) = text_calls(deps, content, tool_calls);
-        let cut_off = completion.finish_reason == FinishReason::Length;
-        let (tool_calls, refusals) = calls::sanitize(tool_calls, cut_off);
-        let text = content.filter(|t| !t.trim().is_empty());
-        if let Some(text) = &text {
-            deps.events
-                .emit(EventKind::AssistantText { text: text.clone() });
-        }
-        // An assistant message needs content or tool calls to be valid on
-        // every wire format; an empty answer is kept as empty text.
-        let stored_content = match (&text, tool_calls.is_empty()) {
-            (None, true) => Some(String::new()),
-            _ => text.clone(),
-        };
-        conversation.push(Message::Assistant {
-            content: stored_content,
-            tool_calls: tool_calls.clone(),
-        });
-        let text_verdict = detector.observe_text(text.as_deref().unwrap_or(""));
-        if tools_off
-            && tool_calls.is_empty()
-            && let Some(message) = repeated_in_text(deps, text.as_deref(), &mut detector)
+        if let ControlFlow::Break(outcome) =
+            turn_step(conversation, deps, cancel, &mut state, step).await
         {
-            return looped(message, usage);
-        }
-
-        if tool_calls.is_empty() {
-            let answer = Answer {
-                text: text.as_deref(),
-                cut_off,
-                verdict: &text_verdict,
-            };
-            match after_answer(conversation, deps, answer, &mut ending).await {
-                AfterAnswer::Continue => continue,
-                AfterAnswer::Fail(message) => return failed(message, usage),
-                AfterAnswer::Looped(message) => return looped(message, usage),
-                AfterAnswer::Done => return outcome(TurnStatus::Completed, text, None, usage),
-            }
-        }
-
-        info!(step, calls = tool_calls.len(), "running tool calls");
-        // The calls are written before they run: a crash during one leaves
-        // a journal that says which call it interrupted.
-        deps.journal_calls(conversation).await;
-        let ran = run_tool_calls(
-            conversation,
-            deps,
-            &tool_calls,
-            &refusals,
-            &mut detector,
-            cancel,
-        )
-        .await;
-        if cancel.is_cancelled() {
-            return outcome(TurnStatus::Interrupted, None, None, usage);
-        }
-        if let Some(message) = ran.stop {
-            return looped(message, usage);
-        }
-        if ran.text_next {
-            info!("a repeated call already worked; asking for the next answer in text");
-            asked.tool_choice = ToolChoice::None;
+            return outcome;
         }
     }
     let message = format!(
@@ -200,109 +94,221 @@ async fn turn_steps(
         message: message.clone(),
     });
     warn!("{message}");
-    outcome(TurnStatus::MaxSteps, None, Some(message), usage)
+    TurnOutcome::MaxSteps {
+        message,
+        usage: state.usage,
+    }
 }
 
-/// What happens after an answer without tool calls.
-enum AfterAnswer {
-    /// The model gets another step (a note or a reminder was appended).
-    Continue,
-    /// The answer is final.
-    Done,
-    /// The turn fails with this message.
-    Fail(String),
-    /// The loop guard ends the turn with this message.
-    Looped(String),
+/// What a turn carries from one step to the next.
+struct TurnState {
+    usage: UsageTotals,
+    ending: Ending,
+    detector: LoopDetector,
+    /// After a warned repetition of a call that worked, the next answer is
+    /// asked for in text: the model has what it needs and keeps calling.
+    asked: Asked,
 }
 
-/// What the turn already did to get a final answer.
-#[derive(Default)]
-struct Ending {
-    /// The settle reminder was sent (once per user prompt).
-    reminded: bool,
-    /// Answers cut off at the output limit so far.
-    cut_off_answers: u32,
+impl TurnState {
+    fn interrupted(&self) -> ControlFlow<TurnOutcome> {
+        ControlFlow::Break(TurnOutcome::Interrupted { usage: self.usage })
+    }
+
+    /// Ends the turn as failed, saying why in an `error` event.
+    fn failed(&self, deps: &AgentDeps, message: String) -> ControlFlow<TurnOutcome> {
+        report(deps, &message);
+        ControlFlow::Break(TurnOutcome::Failed {
+            message,
+            usage: self.usage,
+        })
+    }
+
+    /// Ends the turn as stopped by the loop guard, saying why.
+    fn looped(&self, deps: &AgentDeps, message: String) -> ControlFlow<TurnOutcome> {
+        report(deps, &message);
+        ControlFlow::Break(TurnOutcome::Looped {
+            message,
+            usage: self.usage,
+        })
+    }
 }
 
-/// A text answer, as [`after_answer`] weighs it.
-struct Answer<'a> {
-    text: Option<&'a str>,
-    /// It ended at the output limit.
-    cut_off: bool,
-    /// The loop detector's word on it.
-    verdict: &'a Verdict,
+fn report(deps: &AgentDeps, message: &str) {
+    warn!("{message}");
+    deps.events.emit(EventKind::Error {
+        message: message.to_string(),
+    });
 }
 
-/// Decides whether a text answer ends the turn: a cut-off answer is
-/// continued (a few times), a repeated one is pointed out, a call written
-/// as text with misfit arguments is sent back, open plan items get their
-/// one reminder.
-async fn after_answer(
+/// One step: compact if needed, ask the model, record its answer, then
+/// either weigh a text answer or run the calls. `Break` ends the turn.
+async fn turn_step(
     conversation: &mut Conversation,
     deps: &AgentDeps,
-    answer: Answer<'_>,
-    ending: &mut Ending,
-) -> AfterAnswer {
-    if answer.cut_off {
-        ending.cut_off_answers += 1;
-        let message = format!(
-            "the answer was cut off at the model's output limit (max_output_tokens {})",
-            deps.settings.limits.max_output_tokens
-        );
-        if ending.cut_off_answers > MAX_CUT_OFF_CONTINUATIONS {
-            return AfterAnswer::Fail(format!("{message}, again; the answer is incomplete"));
-        }
-        deps.events.emit(EventKind::Error {
-            message: format!("{message}; asking the model to finish it"),
+    cancel: &CancellationToken,
+    state: &mut TurnState,
+    step: u32,
+) -> ControlFlow<TurnOutcome> {
+    if cancel.is_cancelled() {
+        return state.interrupted();
+    }
+    // A step boundary: what the last step added is on disk before the
+    // next request, so a crash loses at most the step in flight.
+    deps.journal_step(conversation).await;
+    let budget = compaction_budget(conversation, deps);
+    let usage = &mut state.usage;
+    compaction::maybe_compact(
+        conversation,
+        deps,
+        budget,
+        Trigger::Threshold,
+        cancel,
+        usage,
+    )
+    .await;
+
+    let answered = request_fitting(conversation, deps, cancel, usage, state.asked).await;
+    let tools_off = state.asked.tool_choice == ToolChoice::None;
+    state.asked = Asked::TURN;
+    let completion = match answered {
+        Some(Ok(completion)) => completion,
+        Some(Err(err)) => return state.failed(deps, err.to_string()),
+        None => return state.interrupted(),
+    };
+    record_usage(deps, &mut state.usage, &completion);
+    let Some(reply) = record_reply(conversation, deps, completion) else {
+        let message = "the provider returned a message that is not an assistant message";
+        return ControlFlow::Break(TurnOutcome::Failed {
+            message: message.into(),
+            usage: state.usage,
         });
-        conversation.push(Message::user(CUT_OFF_NOTE));
-        return AfterAnswer::Continue;
-    }
-    match answer.verdict {
-        Verdict::Stop(repetition) => return AfterAnswer::Looped(repetition.stop_message()),
-        Verdict::Warn(repetition) => {
-            conversation.push(Message::user(repetition.note(true, false)));
-            return AfterAnswer::Continue;
-        }
-        Verdict::Fine => {}
-    }
-    if let Some(note) = misfit_call_note(deps, answer.text) {
-        info!("the answer is a call written as text with misfit arguments; sending it back");
-        conversation.push(Message::user(note));
-        return AfterAnswer::Continue;
-    }
-    if !ending.reminded
-        && let Some(reminder) = settle_reminder(deps).await
+    };
+    let text_verdict = state
+        .detector
+        .observe_text(reply.text.as_deref().unwrap_or(""));
+    if tools_off
+        && reply.tool_calls.is_empty()
+        && let Some(message) = repeated_in_text(deps, reply.text.as_deref(), &mut state.detector)
     {
-        // Once per user prompt: the model gets one more turn to finish open
-        // items or record honestly why they are open.
-        ending.reminded = true;
-        info!("plan has open items; reminding the model before the turn ends");
-        conversation.push(Message::user(reminder));
-        return AfterAnswer::Continue;
+        return state.looped(deps, message);
     }
-    AfterAnswer::Done
+    if reply.tool_calls.is_empty() {
+        return answered_in_text(conversation, deps, reply, &text_verdict, state).await;
+    }
+    info!(step, calls = reply.tool_calls.len(), "running tool calls");
+    run_calls(conversation, deps, cancel, &reply, state).await
 }
 
-/// With `tool_call_fallback`, an answer that is only a call written as text
-/// whose arguments miss the tool's schema was meant as a call (Qwen2.5-Coder
-/// 0.5B on llama.cpp wrote `delegate` so, with an object for `context`): the
-/// note that tells the model, instead of taking the text as its answer.
-fn misfit_call_note(deps: &AgentDeps, text: Option<&str>) -> Option<String> {
-    if !deps.settings.limits.tool_call_fallback {
+/// The model's answer as recorded in the conversation.
+struct Reply {
+    /// Its text, when not blank.
+    text: Option<String>,
+    tool_calls: Vec<ToolCall>,
+    /// Why each refused call was refused (see [`calls::sanitize`]).
+    refusals: Vec<Option<String>>,
+    /// It ended at the output limit.
+    cut_off: bool,
+}
+
+/// Records the model's message (its text shown, calls written as text
+/// taken as calls, malformed calls refused); `None` when it is not an
+/// assistant message.
+fn record_reply(
+    conversation: &mut Conversation,
+    deps: &AgentDeps,
+    completion: Completion,
+) -> Option<Reply> {
+    let Message::Assistant {
+        content,
+        tool_calls,
+    } = completion.message
+    else {
         return None;
+    };
+    let (content, tool_calls) = text_calls(deps, content, tool_calls);
+    let cut_off = completion.finish_reason == FinishReason::Length;
+    let (tool_calls, refusals) = calls::sanitize(tool_calls, cut_off);
+    let text = content.filter(|t| !t.trim().is_empty());
+    if let Some(text) = &text {
+        deps.events
+            .emit(EventKind::AssistantText { text: text.clone() });
     }
-    let (name, problem) = calls::misfit_text_call(text?, deps.catalog.specs())?;
-    Some(format!(
-        "[Fido: your reply is a call to {name} written as text, and its arguments do not fit the tool ({problem}), so it was not run. Call {name} as a tool with fitting arguments, or give your answer in prose.]"
-    ))
+    // An assistant message needs content or tool calls to be valid on
+    // every wire format; an empty answer is kept as empty text.
+    let stored_content = match (&text, tool_calls.is_empty()) {
+        (None, true) => Some(String::new()),
+        _ => text.clone(),
+    };
+    conversation.push(Message::Assistant {
+        content: stored_content,
+        tool_calls: tool_calls.clone(),
+    });
+    Some(Reply {
+        text,
+        tool_calls,
+        refusals,
+        cut_off,
+    })
 }
 
-/// Answers cut off at the output limit the model may continue in one turn.
-const MAX_CUT_OFF_CONTINUATIONS: u32 = 2;
+/// An answer without calls: the turn's end, or one more step.
+async fn answered_in_text(
+    conversation: &mut Conversation,
+    deps: &AgentDeps,
+    reply: Reply,
+    verdict: &Verdict,
+    state: &mut TurnState,
+) -> ControlFlow<TurnOutcome> {
+    let answer = Answer {
+        text: reply.text.as_deref(),
+        cut_off: reply.cut_off,
+        verdict,
+    };
+    match after_answer(conversation, deps, answer, &mut state.ending).await {
+        AfterAnswer::Continue => ControlFlow::Continue(()),
+        AfterAnswer::Fail(message) => state.failed(deps, message),
+        AfterAnswer::Looped(message) => state.looped(deps, message),
+        AfterAnswer::Done => ControlFlow::Break(TurnOutcome::Completed {
+            final_text: reply.text,
+            usage: state.usage,
+        }),
+    }
+}
 
-/// What the model is told after an answer that hit the output limit.
-const CUT_OFF_NOTE: &str = "[Fido: your last answer was cut off at the output limit, so it is incomplete. Continue from where it stopped, more briefly.]";
+/// Runs the reply's calls; the turn ends when it is interrupted or the
+/// loop guard stops it.
+async fn run_calls(
+    conversation: &mut Conversation,
+    deps: &AgentDeps,
+    cancel: &CancellationToken,
+    reply: &Reply,
+    state: &mut TurnState,
+) -> ControlFlow<TurnOutcome> {
+    // The calls are written before they run: a crash during one leaves
+    // a journal that says which call it interrupted.
+    deps.journal_calls(conversation).await;
+    let ran = run_tool_calls(
+        conversation,
+        deps,
+        &reply.tool_calls,
+        &reply.refusals,
+        &mut state.detector,
+        cancel,
+    )
+    .await;
+    if cancel.is_cancelled() {
+        return state.interrupted();
+    }
+    if let Some(message) = ran.stop {
+        return state.looped(deps, message);
+    }
+    if ran.text_next {
+        info!("a repeated call already worked; asking for the next answer in text");
+        state.asked.tool_choice = ToolChoice::None;
+    }
+    ControlFlow::Continue(())
+}
 
 /// Asks the server for its context window, once per conversation.
 async fn learn_window(
@@ -369,7 +375,8 @@ async fn request_fitting(
         .keep_recent_tokens
         .min(conversation.estimated_tokens() / 3);
     let compacted =
-        compact::maybe_compact(conversation, deps, budget, Trigger::Overflow, cancel, usage).await;
+        compaction::maybe_compact(conversation, deps, budget, Trigger::Overflow, cancel, usage)
+            .await;
     if !compacted {
         return Some(result);
     }
@@ -488,31 +495,42 @@ async fn run_tool_calls(
             }
             _ => output,
         };
-        deps.events.emit(EventKind::ToolResult {
-            id: call.id.clone(),
-            name: text::summary(&call.name, 64),
-            ok: output.ok,
-            summary: text::summary(&output.content, 120),
-        });
-        if let Some(shown) = super::live::tool_output(call, &output) {
-            deps.events.emit(shown);
-        }
-        if output.ok
-            && deps.catalog.kind_of(&call.name) == Some(ToolKind::PlanState)
-            && let Some(plan) = &output.plan
-        {
-            deps.events.emit(EventKind::PlanUpdated {
-                plan: (**plan).clone(),
-            });
-        }
-        conversation.push(Message::Tool {
-            tool_call_id: call.id.clone(),
-            name: call.name.clone(),
-            content: output.content,
-            is_error: !output.ok,
-        });
+        record_result(conversation, deps, call, output);
     }
     CallsRan { stop, text_next }
+}
+
+/// A call's result: its events (the plan's too, for a plan tool), then
+/// the tool message.
+fn record_result(
+    conversation: &mut Conversation,
+    deps: &AgentDeps,
+    call: &ToolCall,
+    output: ToolOutput,
+) {
+    deps.events.emit(EventKind::ToolResult {
+        id: call.id.clone(),
+        name: text::summary(&call.name, 64),
+        ok: output.ok,
+        summary: text::summary(&output.content, 120),
+    });
+    if let Some(shown) = super::live::tool_output(call, &output) {
+        deps.events.emit(shown);
+    }
+    if output.ok
+        && deps.catalog.kind_of(&call.name) == Some(ToolKind::PlanState)
+        && let Some(plan) = &output.plan
+    {
+        deps.events.emit(EventKind::PlanUpdated {
+            plan: (**plan).clone(),
+        });
+    }
+    conversation.push(Message::Tool {
+        tool_call_id: call.id.clone(),
+        name: call.name.clone(),
+        content: output.content,
+        is_error: !output.ok,
+    });
 }
 
 fn emit_call(deps: &AgentDeps, call: &ToolCall) {
@@ -632,31 +650,4 @@ fn with_repeat_note(
     let note = repetition.note(unchanged, worked);
     output.content = format!("{}\n\n{note}", output.content);
     (output, worked)
-}
-
-/// The settle reminder when the workspace plan still has open items; never
-/// for a subagent, which does not own the plan.
-async fn settle_reminder(deps: &AgentDeps) -> Option<String> {
-    if deps.ctx.is_subagent() {
-        return None;
-    }
-    // The catalog advertises exactly one plan tool: it names the flavour.
-    let todo_flavour = deps.catalog.kind_of(todo::TOOL_NAME) == Some(ToolKind::PlanState);
-    let root = deps.tool_env.workspace.root.clone();
-    let plan = deps.tool_env.plan.clone();
-    // The state file's lock and read block: off the runtime.
-    let reminder = tokio::task::spawn_blocking(move || {
-        if todo_flavour {
-            return todo::reminder::settle_reminder_in(&root);
-        }
-        match plan.load() {
-            Ok(loaded) => restore::settle_reminder(&loaded.state),
-            Err(err) => {
-                warn!(error = %err, "cannot read the plan for the settle reminder");
-                None
-            }
-        }
-    })
-    .await;
-    reminder.unwrap_or(None)
 }

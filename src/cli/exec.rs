@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::oneshot;
 use tracing::{info, warn};
 
@@ -18,8 +18,9 @@ use super::fail;
 use super::preamble::run_configured;
 use crate::agent::AgentMessage;
 use crate::config::{Config, Overrides};
+use crate::protocol::EventKind;
+use crate::protocol::outcome::{EXIT_INTERRUPTED, TurnOutcome};
 use crate::protocol::{ApprovalPolicy, SandboxMode};
-use crate::protocol::{EventKind, TurnStatus};
 use crate::runtime::{Interaction, ResumeFrom, Runtime};
 
 /// How long an interrupted turn may take to wind down before Fido exits anyway.
@@ -127,55 +128,96 @@ async fn exec(config: Config, prompt: String, run: Run) -> ExitCode {
         resume,
     } = run;
     // Signals are watched from the start, so an early Ctrl+C is not lost.
-    let (mut sigint, mut sigterm) = match (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) {
-        (Ok(int), Ok(term)) => (int, term),
-        (Err(err), _) | (_, Err(err)) => {
-            return fail(&format!("cannot watch for signals: {err}"));
-        }
+    let mut signals = match Signals::watch() {
+        Ok(signals) => signals,
+        Err(err) => return fail(&format!("cannot watch for signals: {err}")),
     };
     let (sink, receiver) = crate::protocol::event_queue::channel();
     let printer = match spawn_printer(receiver, json) {
         Ok(printer) => printer,
         Err(err) => return fail(&format!("cannot start the event printer: {err}")),
     };
-    let interaction = Interaction {
-        user: None,
-        approver: None,
-        default_approval: ApprovalPolicy::Never,
+    let runtime = match start_runtime(&config, sink, resume, &mut signals).await {
+        Ok(runtime) => runtime,
+        Err(code) => return code,
     };
-    // Start-up can wait (for the plan's lock, for MCP servers): a signal
-    // then ends it at once, dropping what was started (each child process
-    // dies with its handle or with this process).
-    let session = tokio::select! {
-        started = Runtime::start(&config, interaction, sink, resume) => match started {
-            Ok(session) => session,
-            Err(message) => return fail(&message),
-        },
-        _ = sigint.recv() => return interrupted_during_start_up("SIGINT"),
-        _ = sigterm.recv() => return interrupted_during_start_up("SIGTERM"),
-    };
-    for warning in session
-        .instructions
-        .warnings
-        .iter()
-        .chain(session.mcp.warnings())
-    {
-        eprintln!("fido: warning: {warning}");
-    }
-    let actor = session.actor.clone();
-    let (reply_sender, mut reply) = oneshot::channel();
+    print_session_warnings(&runtime);
+    let actor = runtime.actor.clone();
+    let (reply_sender, reply) = oneshot::channel();
     if let Err(err) = actor.cast(AgentMessage::SubmitPrompt {
         prompt,
         reply: reply_sender.into(),
     }) {
         return fail(&format!("cannot start the turn: {err}"));
     }
+    let (outcome, interrupted) = wait_for_the_turn(&actor, reply, &mut signals).await;
+    // Every subagent is gone before Fido exits, whatever ended the turn.
+    runtime.shutdown().await;
+    // The printer ends when the last event sender (held by the agent) is gone.
+    let _ = tokio::time::timeout(Duration::from_secs(2), printer).await;
 
+    conclude(outcome, interrupted, json, last_message.as_deref()).await
+}
+
+/// SIGINT and SIGTERM, which both interrupt `fido exec`.
+struct Signals {
+    interrupt: Signal,
+    terminate: Signal,
+}
+
+impl Signals {
+    fn watch() -> std::io::Result<Signals> {
+        Ok(Signals {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+        })
+    }
+
+    /// The name of the next signal to arrive.
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.interrupt.recv() => "SIGINT",
+            _ = self.terminate.recv() => "SIGTERM",
+        }
+    }
+}
+
+/// Starts the session's runtime. Start-up can wait (for the plan's lock,
+/// for MCP servers): a signal then ends it at once with 130, dropping what
+/// was started (each child process dies with its handle or with this
+/// process).
+async fn start_runtime(
+    config: &Config,
+    sink: crate::agent::EventSink,
+    resume: Option<ResumeFrom>,
+    signals: &mut Signals,
+) -> Result<Runtime, ExitCode> {
+    let interaction = Interaction {
+        user: None,
+        approver: None,
+        default_approval: ApprovalPolicy::Never,
+    };
+    tokio::select! {
+        started = Runtime::start(config, interaction, sink, resume) => {
+            started.map_err(|message| fail(&message))
+        }
+        signal = signals.next() => {
+            info!("{signal} during start-up: exiting");
+            Err(ExitCode::from(EXIT_INTERRUPTED))
+        }
+    }
+}
+
+/// Waits for the turn's outcome; a signal interrupts the turn, which then
+/// has [`INTERRUPT_GRACE`] to wind down (`None` past it). Also says
+/// whether a signal arrived.
+async fn wait_for_the_turn(
+    actor: &ractor::ActorRef<AgentMessage>,
+    mut reply: oneshot::Receiver<TurnOutcome>,
+    signals: &mut Signals,
+) -> (Option<TurnOutcome>, bool) {
     let mut interrupted = false;
-    let outcome = loop {
+    loop {
         let deadline = async {
             if interrupted {
                 tokio::time::sleep(INTERRUPT_GRACE).await;
@@ -184,36 +226,48 @@ async fn exec(config: Config, prompt: String, run: Run) -> ExitCode {
             }
         };
         tokio::select! {
-            outcome = &mut reply => break outcome.ok(),
-            _ = sigint.recv() => {
-                info!("SIGINT: interrupting the turn");
-                interrupted = true;
-                let _ = actor.cast(AgentMessage::Interrupt);
-            }
-            _ = sigterm.recv() => {
-                info!("SIGTERM: interrupting the turn");
+            outcome = &mut reply => return (outcome.ok(), interrupted),
+            signal = signals.next() => {
+                info!("{signal}: interrupting the turn");
                 interrupted = true;
                 let _ = actor.cast(AgentMessage::Interrupt);
             }
             _ = deadline => {
                 warn!("the interrupted turn did not wind down in time; exiting");
-                break None;
+                return (None, interrupted);
             }
         }
-    };
-    // Every subagent is gone before Fido exits, whatever ended the turn.
-    session.shutdown().await;
-    // The printer ends when the last event sender (held by the agent) is gone.
-    let _ = tokio::time::timeout(Duration::from_secs(2), printer).await;
+    }
+}
 
+/// What the session's instructions and MCP servers warned of, on stderr.
+fn print_session_warnings(runtime: &Runtime) {
+    for warning in runtime
+        .instructions
+        .warnings
+        .iter()
+        .chain(runtime.mcp.warnings())
+    {
+        eprintln!("fido: warning: {warning}");
+    }
+}
+
+/// The exit code of how the turn ended (`None`: it never replied), after
+/// the final answer is written where it was asked for.
+async fn conclude(
+    outcome: Option<TurnOutcome>,
+    interrupted: bool,
+    json: bool,
+    last_message: Option<&std::path::Path>,
+) -> ExitCode {
     let Some(outcome) = outcome else {
         if interrupted {
-            return ExitCode::from(130);
+            return ExitCode::from(EXIT_INTERRUPTED);
         }
         // The reply port went with a failed agent (its `error` event said why).
         return fail("the agent stopped before the turn ended");
     };
-    let usage = outcome.usage;
+    let usage = outcome.usage();
     info!(
         requests = usage.requests,
         prompt_tokens = usage.prompt_tokens,
@@ -221,37 +275,25 @@ async fn exec(config: Config, prompt: String, run: Run) -> ExitCode {
         completion_tokens = usage.completion_tokens,
         "session usage"
     );
-    if interrupted && outcome.status != TurnStatus::Completed {
-        return ExitCode::from(130);
-    }
-    match outcome.status {
-        TurnStatus::Completed => {
-            let text = outcome.final_text.unwrap_or_default();
-            if let Some(path) = &last_message
-                && let Err(err) = tokio::fs::write(path, format!("{text}\n")).await
-            {
-                return fail(&format!(
-                    "cannot write the final answer to {}: {err}",
-                    path.display()
-                ));
-            }
-            if !json {
-                let mut stdout = std::io::stdout().lock();
-                let _ = writeln!(stdout, "{text}");
-                let _ = stdout.flush();
-            }
-            ExitCode::SUCCESS
+    // A failure was already reported as an event (printed below).
+    let code = outcome.exit_code(interrupted);
+    if let TurnOutcome::Completed { final_text, .. } = outcome {
+        let text = final_text.unwrap_or_default();
+        if let Some(path) = last_message
+            && let Err(err) = tokio::fs::write(path, format!("{text}\n")).await
+        {
+            return fail(&format!(
+                "cannot write the final answer to {}: {err}",
+                path.display()
+            ));
         }
-        TurnStatus::Interrupted => ExitCode::from(130),
-        // The error was already reported as an event (printed below).
-        TurnStatus::Failed | TurnStatus::MaxSteps => ExitCode::from(1),
+        if !json {
+            let mut stdout = std::io::stdout().lock();
+            let _ = writeln!(stdout, "{text}");
+            let _ = stdout.flush();
+        }
     }
-}
-
-/// A signal before the session was running: nothing to wind down.
-fn interrupted_during_start_up(signal: &str) -> ExitCode {
-    info!("{signal} during start-up: exiting");
-    ExitCode::from(130)
+    ExitCode::from(code)
 }
 
 /// Prints the events on a thread of its own: a slow or blocked stdout

@@ -50,22 +50,22 @@ async fn session(config: Config, resume: Option<ResumeFrom>) -> ExitCode {
         default_approval: ApprovalPolicy::OnRequest,
     };
     let desk_events = sink.clone();
-    let session = match Runtime::start(&config, interaction, sink, resume).await {
-        Ok(session) => session,
+    let runtime = match Runtime::start(&config, interaction, sink, resume).await {
+        Ok(runtime) => runtime,
         Err(message) => return fail(&message),
     };
     if let Err(err) = ui::terminal::check_interactive() {
-        session.shutdown().await;
+        runtime.shutdown().await;
         return fail(&err.to_string());
     }
     let mut local_commands = CliLocalCommands::new(&config);
-    local_commands.instruction_files = session.instructions.paths();
-    local_commands.journal = session.journal();
+    local_commands.instruction_files = runtime.instructions.paths();
+    local_commands.journal = runtime.journal();
     let local_commands = Arc::new(local_commands);
     let history = ui::PromptHistory::for_workspace(&config.workspace);
     let mut warnings = config.warnings.clone();
-    warnings.extend(session.instructions.warnings.iter().cloned());
-    warnings.extend(session.mcp.warnings().iter().cloned());
+    warnings.extend(runtime.instructions.warnings.iter().cloned());
+    warnings.extend(runtime.mcp.warnings().iter().cloned());
     let switcher = local_commands.clone();
     let desk = FrontDesk {
         events: desk_events,
@@ -73,18 +73,18 @@ async fn session(config: Config, resume: Option<ResumeFrom>) -> ExitCode {
         asks: Some(asks),
         switch_model: Some(Arc::new(move |model: &str| switcher.provider_for(model))),
     };
-    let engine = ops::serve(session.actor.clone(), desk);
+    let engine = ops::serve(runtime.actor.clone(), desk);
     let result = ui::run(UiSetup {
         engine,
         events: receiver,
         panic_is_caught: crate::agent::recover::panic_is_recoverable,
         warnings,
         history,
-        resumed: resumed_note(&session),
+        resumed: resumed_note(&runtime),
     })
     .await;
     // Every subagent is gone and a running turn is cancelled before exit.
-    session.shutdown().await;
+    runtime.shutdown().await;
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => fail(&err.to_string()),
@@ -100,16 +100,16 @@ fn saved_exists(workspace: &Path, name: &str) -> bool {
 }
 
 /// A resumed session's messages and the line that says so.
-fn resumed_note(session: &Runtime) -> Option<(Vec<crate::protocol::Message>, String)> {
-    if session.resumed.is_empty() {
+fn resumed_note(runtime: &Runtime) -> Option<(Vec<crate::protocol::Message>, String)> {
+    if runtime.resumed.is_empty() {
         return None;
     }
-    let id = session.id.as_deref().unwrap_or("?");
+    let id = runtime.id.as_deref().unwrap_or("?");
     let note = format!(
         "resumed session {id}: {} messages restored; the workspace plan was re-delivered to the model",
-        session.resumed.len()
+        runtime.resumed.len()
     );
-    Some((session.resumed.clone(), note))
+    Some((runtime.resumed.clone(), note))
 }
 
 /// Tracing into `<workspace>/.fido-state/logs/tui.log`; `RUST_LOG` is

@@ -13,7 +13,7 @@ pub use model::{PlanItem, PlanState, Status};
 
 pub use crate::protocol::ipc::PlanFlavour;
 pub use crate::protocol::plan::PlanSnapshot;
-pub use store::{PlanStore, PlanStoreError};
+pub use store::PlanStore;
 
 #[cfg(test)]
 mod tests {

@@ -16,7 +16,7 @@ pub const CLEARED_REASON: &str = "Plan cleared by the user.";
 use crate::store::state_file::{Contents, StateFile, StateLock};
 
 /// Errors of the plan file (lock, read, write).
-pub use crate::store::state_file::StateFileError as PlanStoreError;
+use crate::store::state_file::StateFileError;
 
 /// The result of reading the file.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,7 +43,7 @@ impl PlanStore {
     }
 
     /// Reads the plan (empty when there is no file).
-    pub fn load(&self) -> Result<Loaded, PlanStoreError> {
+    pub fn load(&self) -> Result<Loaded, StateFileError> {
         let lock = self.file.lock()?;
         self.read(&lock)
     }
@@ -53,7 +53,7 @@ impl PlanStore {
     pub fn update<E>(
         &self,
         change: impl FnOnce(&PlanState) -> Result<PlanState, E>,
-    ) -> Result<Result<(PlanState, Option<String>), E>, PlanStoreError> {
+    ) -> Result<Result<(PlanState, Option<String>), E>, StateFileError> {
         let lock = self.file.lock()?;
         let current = self.read(&lock)?;
         let next = match change(&current.state) {
@@ -70,7 +70,7 @@ impl PlanStore {
         &self,
         reason: String,
         items: Vec<PlanItem>,
-    ) -> Result<(PlanState, Option<String>), PlanStoreError> {
+    ) -> Result<(PlanState, Option<String>), StateFileError> {
         let now = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
         match self.update(|current| {
             Ok::<_, std::convert::Infallible>(current.successor(reason, items, now))
@@ -82,11 +82,11 @@ impl PlanStore {
 
     /// Starts a new, empty plan (`/plan clear`, `fido plan clear`); the
     /// version keeps counting.
-    pub fn clear(&self) -> Result<(PlanState, Option<String>), PlanStoreError> {
+    pub fn clear(&self) -> Result<(PlanState, Option<String>), StateFileError> {
         self.replace(CLEARED_REASON.into(), Vec::new())
     }
 
-    fn read(&self, lock: &StateLock) -> Result<Loaded, PlanStoreError> {
+    fn read(&self, lock: &StateLock) -> Result<Loaded, StateFileError> {
         Ok(match self.file.read::<PlanState>(lock, |_| Ok(()))? {
             Contents::Missing => Loaded {
                 state: PlanState::empty(),

@@ -5,8 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::UsageTotals;
-use super::schema::tool_args;
+use super::schema::{string_enum, tool_args};
+use super::{Identity, UsageTotals};
 
 tool_args! {
     /// What the subagent must do, from the `delegate` arguments.
@@ -20,7 +20,7 @@ tool_args! {
         pub scope: Option<Scope>,
         #[schema(values = ["read_only"])]
         #[serde(default)]
-        pub mode: Option<String>,
+        pub mode: Option<DelegateMode>,
         #[schema(values = ["findings"])]
         #[serde(default)]
         pub output_contract: Option<String>,
@@ -63,6 +63,17 @@ impl DelegateArgs {
     }
 }
 
+string_enum! {
+    /// What the subagent may do (`mode`). Only `read_only` runs today (the
+    /// schema offers only it): a `write` delegation is refused until write
+    /// delegation exists.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum DelegateMode {
+        ReadOnly = "read_only",
+        Write = "write",
+    }
+}
+
 tool_args! {
     #[derive(Debug, Clone, Default, PartialEq, Eq)]
     pub struct Scope {
@@ -81,36 +92,62 @@ pub struct AgentOffer {
     pub description: String,
 }
 
+/// The `role` of a subagent's identity: on the wire always `subagent`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubagentRole {
+    Subagent,
+}
+
+/// The `parent_role` of a subagent's identity: on the wire always `main`
+/// (a subagent never delegates).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParentRole {
+    Main,
+}
+
 /// Who produced a result. Assigned by the runner, never by the model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SubagentIdentity {
-    /// Always `subagent`.
-    pub role: String,
+    pub role: SubagentRole,
     pub agent_id: String,
-    /// Always `main`.
-    pub parent_role: String,
+    pub parent_role: ParentRole,
 }
 
 impl SubagentIdentity {
     pub fn new(agent_id: &str) -> Self {
         SubagentIdentity {
-            role: "subagent".into(),
+            role: SubagentRole::Subagent,
             agent_id: agent_id.into(),
-            parent_role: "main".into(),
+            parent_role: ParentRole::Main,
         }
     }
+}
+
+/// The `type` of a bootstrap result: always `subagent_bootstrap`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BootstrapKind {
+    SubagentBootstrap,
+}
+
+/// What the subagent's conversation starts from: always
+/// `forked_parent_messages`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContextMode {
+    ForkedParentMessages,
 }
 
 /// The tool result that answers the parent's `delegate` call inside the
 /// subagent's fork and tells the subagent who it is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SubagentBootstrap {
-    /// Always `subagent_bootstrap`.
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: BootstrapKind,
     pub identity: SubagentIdentity,
-    /// Always `forked_parent_messages`.
-    pub context_mode: String,
+    pub context_mode: ContextMode,
     /// Messages of the parent in the fork, system message included.
     pub forked_message_count: usize,
     pub task: String,
@@ -142,15 +179,79 @@ pub struct Finding {
     pub confidence: Confidence,
 }
 
+/// The stable code of why a delegation did not complete (`error.code`),
+/// and of a tool the read-only subagent was refused.
+///
+/// Reading is lenient: a code this build does not know (from a newer or a
+/// hostile peer) reads as `protocol_error`, so a bad code never fails the
+/// decoding of the whole result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DelegateErrorCode {
+    /// The time limit ran out.
+    Timeout,
+    /// Esc, `/cancel`, `fido cancel`, an interrupted turn or the shutdown.
+    Cancelled,
+    /// The subagent's or the session's token budget was spent.
+    BudgetExceeded,
+    /// The turn already started `delegate_max_per_turn` subagents.
+    DelegationLimit,
+    /// A subagent called `delegate`.
+    NestedDelegationForbidden,
+    /// The sandbox the settings require could not be put in force.
+    SandboxUnavailable,
+    /// The subagent's own turn failed on a model request.
+    ProviderError,
+    /// The subagent process could not be started.
+    SpawnFailed,
+    /// The subagent process (or the parent's run of it) died.
+    SubagentCrashed,
+    /// The subagent's loop guard stopped its model repeating itself.
+    ModelLoop,
+    /// The `delegate` call's arguments were refused.
+    InvalidArguments,
+    /// A mutating or interactive tool was refused to a subagent.
+    PermissionDenied,
+    /// No supervisor runs (no session, or it stopped).
+    Unavailable,
+    /// The child broke the IPC protocol; also any code not known here
+    /// (serde needs this catch-all last).
+    #[serde(other)]
+    ProtocolError,
+}
+
+impl DelegateErrorCode {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DelegateErrorCode::Timeout => "timeout",
+            DelegateErrorCode::Cancelled => "cancelled",
+            DelegateErrorCode::BudgetExceeded => "budget_exceeded",
+            DelegateErrorCode::DelegationLimit => "delegation_limit",
+            DelegateErrorCode::NestedDelegationForbidden => "nested_delegation_forbidden",
+            DelegateErrorCode::SandboxUnavailable => "sandbox_unavailable",
+            DelegateErrorCode::ProviderError => "provider_error",
+            DelegateErrorCode::SpawnFailed => "spawn_failed",
+            DelegateErrorCode::SubagentCrashed => "subagent_crashed",
+            DelegateErrorCode::ProtocolError => "protocol_error",
+            DelegateErrorCode::ModelLoop => "model_loop",
+            DelegateErrorCode::InvalidArguments => "invalid_arguments",
+            DelegateErrorCode::PermissionDenied => "permission_denied",
+            DelegateErrorCode::Unavailable => "unavailable",
+        }
+    }
+}
+
+impl std::fmt::Display for DelegateErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Why a delegation did not complete.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DelegateError {
-    /// Stable code: `timeout`, `cancelled`, `nested_delegation_forbidden`,
-    /// `sandbox_unavailable`, `spawn_failed`, `protocol_error`,
-    /// `subagent_crashed`, `provider_error`, `model_loop` (the subagent's
-    /// loop guard stopped its model repeating itself), `budget_exceeded`,
-    /// `delegation_limit`, `invalid_arguments`, …
-    pub code: String,
+    pub code: DelegateErrorCode,
     pub message: String,
 }
 
@@ -174,13 +275,19 @@ impl DelegateUsage {
     }
 }
 
+/// The `type` of a result: always `delegate_result`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResultKind {
+    DelegateResult,
+}
+
 /// The normalised final output of a subagent: the only thing the parent's
 /// conversation receives from it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DelegateResult {
-    /// Always `delegate_result`.
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: ResultKind,
     pub identity: SubagentIdentity,
     pub status: DelegateStatus,
     pub summary: String,
@@ -195,35 +302,44 @@ pub struct DelegateResult {
 }
 
 impl DelegateResult {
-    /// A failed result with no findings.
-    pub fn failed(agent_id: &str, code: &str, message: &str) -> Self {
+    /// A result with no findings yet, of `status`.
+    pub fn empty(agent_id: &str, status: DelegateStatus) -> Self {
         DelegateResult {
-            kind: "delegate_result".into(),
+            kind: ResultKind::DelegateResult,
             identity: SubagentIdentity::new(agent_id),
-            status: DelegateStatus::Failed,
-            summary: message.into(),
+            status,
+            summary: String::new(),
             findings: Vec::new(),
             recommended_next_steps: Vec::new(),
             tests_to_run: Vec::new(),
             uncertainties: Vec::new(),
-            error: Some(DelegateError {
-                code: code.into(),
-                message: message.into(),
-            }),
+            error: None,
             usage: None,
         }
     }
 
-    /// The seed's result for a subagent that calls `delegate`.
-    pub fn nested_forbidden(agent_id: &str) -> Self {
+    /// A failed result with no findings.
+    pub fn failed(agent_id: &str, code: DelegateErrorCode, message: &str) -> Self {
+        DelegateResult {
+            summary: message.into(),
+            error: Some(DelegateError {
+                code,
+                message: message.into(),
+            }),
+            ..DelegateResult::empty(agent_id, DelegateStatus::Failed)
+        }
+    }
+
+    /// The result for a subagent, `caller`, that calls `delegate`.
+    pub fn nested_forbidden(caller: &Identity) -> Self {
         DelegateResult {
             summary: "Nested delegation is not allowed.".into(),
             recommended_next_steps: vec![
                 "Continue the assigned task without calling delegate.".into(),
             ],
             ..DelegateResult::failed(
-                agent_id,
-                "nested_delegation_forbidden",
+                caller.label(),
+                DelegateErrorCode::NestedDelegationForbidden,
                 "A subagent cannot call delegate; no nested subagent was created.",
             )
         }
@@ -261,5 +377,95 @@ mod tests {
             serde_json::to_string(&DelegateUsage::default()).unwrap(),
             r#"{"requests":0,"prompt_tokens":0,"cached_tokens":0,"completion_tokens":0,"wall_ms":0}"#
         );
+    }
+
+    /// Every code keeps the wire string it had as a `String`, reads back
+    /// as itself, and `as_str` is that string.
+    #[test]
+    fn error_codes_keep_their_wire_strings() {
+        let codes = [
+            (DelegateErrorCode::Timeout, "timeout"),
+            (DelegateErrorCode::Cancelled, "cancelled"),
+            (DelegateErrorCode::BudgetExceeded, "budget_exceeded"),
+            (DelegateErrorCode::DelegationLimit, "delegation_limit"),
+            (
+                DelegateErrorCode::NestedDelegationForbidden,
+                "nested_delegation_forbidden",
+            ),
+            (DelegateErrorCode::SandboxUnavailable, "sandbox_unavailable"),
+            (DelegateErrorCode::ProviderError, "provider_error"),
+            (DelegateErrorCode::SpawnFailed, "spawn_failed"),
+            (DelegateErrorCode::SubagentCrashed, "subagent_crashed"),
+            (DelegateErrorCode::ProtocolError, "protocol_error"),
+            (DelegateErrorCode::ModelLoop, "model_loop"),
+            (DelegateErrorCode::InvalidArguments, "invalid_arguments"),
+            (DelegateErrorCode::PermissionDenied, "permission_denied"),
+            (DelegateErrorCode::Unavailable, "unavailable"),
+        ];
+        for (code, wire) in codes {
+            let json = format!("\"{wire}\"");
+            assert_eq!(serde_json::to_string(&code).unwrap(), json);
+            assert_eq!(
+                serde_json::from_str::<DelegateErrorCode>(&json).unwrap(),
+                code
+            );
+            assert_eq!(code.as_str(), wire);
+        }
+    }
+
+    /// A code this build does not know (a hostile or newer peer) does not
+    /// fail the result: it reads as `protocol_error`, the rest intact.
+    #[test]
+    fn an_unknown_error_code_reads_as_protocol_error() {
+        let hostile = RESULT.replace(r#""code":"timeout""#, r#""code":"rm -rf /\u001b[2J""#);
+        let result: DelegateResult = serde_json::from_str(&hostile).unwrap();
+        let error = result.error.unwrap();
+        assert_eq!(error.code, DelegateErrorCode::ProtocolError);
+        assert_eq!(error.message, "ran out of time");
+        assert_eq!(result.summary, "half done");
+        // A code that is not a string at all is still malformed.
+        let malformed = RESULT.replace(r#""code":"timeout""#, r#""code":7"#);
+        assert!(serde_json::from_str::<DelegateResult>(&malformed).is_err());
+    }
+
+    /// The constant tags are their one wire string, and nothing else reads.
+    #[test]
+    fn constant_tags_read_only_their_string() {
+        let bootstrap = SubagentBootstrap {
+            kind: BootstrapKind::SubagentBootstrap,
+            identity: SubagentIdentity::new("subagent-1"),
+            context_mode: ContextMode::ForkedParentMessages,
+            forked_message_count: 2,
+            task: "t".into(),
+            responsibility: "r".into(),
+        };
+        let line = serde_json::to_string(&bootstrap).unwrap();
+        assert_eq!(
+            line,
+            r#"{"type":"subagent_bootstrap","identity":{"role":"subagent","agent_id":"subagent-1","parent_role":"main"},"context_mode":"forked_parent_messages","forked_message_count":2,"task":"t","responsibility":"r"}"#
+        );
+        assert!(
+            serde_json::from_str::<SubagentBootstrap>(&line.replace("\"main\"", "\"root\""))
+                .is_err()
+        );
+        assert!(
+            serde_json::from_str::<DelegateResult>(&RESULT.replace("delegate_result", "other"))
+                .is_err()
+        );
+    }
+
+    /// `mode` is `read_only` or `write`; any other string is refused when
+    /// the arguments are read (the tool turns that into an error result).
+    #[test]
+    fn delegate_modes_are_read_only_and_write() {
+        let args = |mode: &str| {
+            serde_json::from_value::<DelegateArgs>(serde_json::json!({"task": "t", "mode": mode}))
+        };
+        assert_eq!(
+            args("read_only").unwrap().mode,
+            Some(DelegateMode::ReadOnly)
+        );
+        assert_eq!(args("write").unwrap().mode, Some(DelegateMode::Write));
+        assert!(args("admin").is_err());
     }
 }

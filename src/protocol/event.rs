@@ -83,14 +83,14 @@ pub enum EventKind {
     },
     /// A provider request finished; usage of that one request.
     Usage {
-        identity: String,
+        identity: super::Identity,
         prompt_tokens: u64,
         cached_tokens: u64,
         completion_tokens: u64,
     },
     /// Older turns were summarised or elided to fit the context budget.
     Compacted {
-        strategy: String,
+        strategy: CompactionStrategy,
         removed_messages: usize,
         estimated_tokens_before: usize,
         estimated_tokens_after: usize,
@@ -283,6 +283,27 @@ impl Serialize for SubagentPhase {
 impl<'de> Deserialize<'de> for SubagentPhase {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         String::deserialize(deserializer).map(SubagentPhase::from_wire)
+    }
+}
+
+/// How older turns are compacted (`compact_strategy`; on the wire the
+/// `strategy` of `compacted` events).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactionStrategy {
+    /// One model request writes a summary of the removed part.
+    Summarize,
+    /// The removed part is dropped with a short note.
+    Elide,
+}
+
+impl CompactionStrategy {
+    /// The name a strategy has in events and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompactionStrategy::Summarize => "summarize",
+            CompactionStrategy::Elide => "elide",
+        }
     }
 }
 

@@ -148,9 +148,8 @@ pub struct ForkFrame {
 /// blocking pool while the child starts).
 #[derive(Debug, Serialize)]
 pub struct ForkFrameRef<'a> {
-    /// Always `fork`.
     #[serde(rename = "type")]
-    pub kind: &'static str,
+    pub kind: ForkTag,
     pub version: u32,
     pub agent_id: &'a str,
     pub messages: &'a serde_json::value::RawValue,
@@ -165,6 +164,14 @@ pub struct ForkFrameRef<'a> {
     pub agents: &'a [super::delegate::AgentOffer],
     #[serde(skip_serializing_if = "Option::is_none")]
     pub process_limit: Option<u64>,
+}
+
+/// The `type` of a [`ForkFrameRef`]: always `fork`, the tag
+/// `ParentFrame::Fork` has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ForkTag {
+    Fork,
 }
 
 /// Child → parent.
@@ -332,7 +339,7 @@ mod tests {
         ];
         let encoded = serde_json::value::to_raw_value(&messages).unwrap();
         let borrowed = ForkFrameRef {
-            kind: "fork",
+            kind: ForkTag::Fork,
             version: PROTOCOL_VERSION,
             agent_id: "subagent-1",
             messages: &encoded,

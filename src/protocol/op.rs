@@ -18,36 +18,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
+use super::TurnStatus;
+pub use super::outcome::TurnOutcome;
 use super::plan::PlanSnapshot;
 use super::{ApprovalDecision, ApprovalPolicy, SandboxMode};
-use super::{TurnStatus, UsageTotals};
-
-/// How a turn ended.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TurnOutcome {
-    pub status: TurnStatus,
-    /// The model's final answer, when there is one.
-    pub final_text: Option<String>,
-    /// What went wrong, for `Failed` and `MaxSteps`.
-    pub error: Option<String>,
-    pub usage: UsageTotals,
-    /// The loop guard ended the turn (status `Failed`): the model kept
-    /// repeating itself. A subagent reports it as `model_loop`.
-    pub looped: bool,
-}
-
-impl TurnOutcome {
-    /// A turn that failed with `error` before it used anything.
-    pub fn failed(error: impl Into<String>) -> TurnOutcome {
-        TurnOutcome {
-            status: TurnStatus::Failed,
-            final_text: None,
-            error: Some(error.into()),
-            usage: UsageTotals::default(),
-            looped: false,
-        }
-    }
-}
 
 /// Which submission an answer belongs to: chosen by the front end, unique
 /// per [`OpSender`] and its clones.
@@ -143,8 +117,8 @@ impl OpReply {
     /// The reply to [`Op::SubmitPrompt`].
     pub fn turn_ended(outcome: &TurnOutcome) -> OpReply {
         OpReply::TurnEnded {
-            status: outcome.status,
-            error: outcome.error.clone(),
+            status: outcome.status(),
+            error: outcome.error().map(str::to_string),
         }
     }
 

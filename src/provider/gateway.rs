@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use super::{ChatRequest, Completion, CompletionFuture, NoticeSink, Provider, ProviderNotice};
 use super::{ProviderError, WindowFuture};
-use crate::protocol::UsageTotals;
+use crate::protocol::{Identity, UsageTotals};
 
 /// The gateway of one session.
 pub struct Gateway {
@@ -29,7 +29,7 @@ pub struct Gateway {
     slots: Semaphore,
     /// No new request starts before this instant (after a 429).
     not_before: Mutex<Option<Instant>>,
-    usage: Mutex<BTreeMap<String, UsageTotals>>,
+    usage: Mutex<BTreeMap<Identity, UsageTotals>>,
 }
 
 impl Gateway {
@@ -55,11 +55,11 @@ impl Gateway {
         })
     }
 
-    /// The provider as `identity` (`main`, or a subagent's id) uses it.
-    pub fn for_identity(self: &Arc<Self>, identity: &str) -> Arc<dyn Provider> {
+    /// The provider as `identity` uses it.
+    pub fn for_identity(self: &Arc<Self>, identity: Identity) -> Arc<dyn Provider> {
         Arc::new(AsIdentity {
             gateway: Arc::clone(self),
-            identity: identity.to_string(),
+            identity,
         })
     }
 
@@ -79,7 +79,7 @@ impl Gateway {
     /// shared back-off, then asks the provider; counts the usage.
     pub async fn complete_as(
         &self,
-        identity: &str,
+        identity: &Identity,
         request: ChatRequest<'_>,
         notices: NoticeSink<'_>,
     ) -> Result<Completion, ProviderError> {
@@ -90,7 +90,7 @@ impl Gateway {
     /// models; `None` or the session's own model: the session's provider).
     pub async fn complete_with(
         &self,
-        identity: &str,
+        identity: &Identity,
         model: Option<&str>,
         request: ChatRequest<'_>,
         notices: NoticeSink<'_>,
@@ -118,7 +118,7 @@ impl Gateway {
         let completion = provider.complete(request, &watch).await?;
         if let Ok(mut usage) = self.usage.lock() {
             usage
-                .entry(identity.to_string())
+                .entry(identity.clone())
                 .or_default()
                 .record(completion.usage);
         }
@@ -136,8 +136,8 @@ impl Gateway {
         totals
     }
 
-    /// Usage per identity, `main` and each subagent id.
-    pub fn usage_by_identity(&self) -> Vec<(String, UsageTotals)> {
+    /// Usage per identity, `main` first, then each subagent by id.
+    pub fn usage_by_identity(&self) -> Vec<(Identity, UsageTotals)> {
         self.usage
             .lock()
             .map(|usage| usage.iter().map(|(k, v)| (k.clone(), *v)).collect())
@@ -172,7 +172,7 @@ fn is_rate_limit(reason: &str) -> bool {
 /// The gateway as one identity's provider.
 struct AsIdentity {
     gateway: Arc<Gateway>,
-    identity: String,
+    identity: Identity,
 }
 
 impl Provider for AsIdentity {
@@ -222,7 +222,7 @@ mod tests {
         let gateway = Gateway::new(script(3), 2);
         let messages = [Message::user("hi")];
         for identity in ["main", "subagent-1", "main"] {
-            let provider = gateway.for_identity(identity);
+            let provider = gateway.for_identity(Identity::from_label(identity));
             let request = ChatRequest {
                 messages: &messages,
                 tools: &[],
@@ -233,13 +233,13 @@ mod tests {
         }
         let by_identity = gateway.usage_by_identity();
         assert_eq!(by_identity.len(), 2);
-        assert_eq!(by_identity[0].0, "main");
+        assert_eq!(by_identity[0].0, Identity::Main);
         assert_eq!(by_identity[0].1.requests, 2);
         assert_eq!(by_identity[1].1.requests, 1);
         assert_eq!(gateway.totals().requests, 3);
         assert_eq!(
             gateway
-                .for_identity("main")
+                .for_identity(Identity::Main)
                 .usage_totals()
                 .unwrap()
                 .requests,
@@ -263,7 +263,12 @@ mod tests {
             tool_choice: Default::default(),
         };
         let answer = gateway
-            .complete_with("sub-1", Some("small"), request(), &|_| {})
+            .complete_with(
+                &Identity::subagent("sub-1"),
+                Some("small"),
+                request(),
+                &|_| {},
+            )
             .await
             .unwrap();
         assert!(
@@ -272,7 +277,12 @@ mod tests {
             answer.message
         );
         let err = gateway
-            .complete_with("sub-1", Some("nope"), request(), &|_| {})
+            .complete_with(
+                &Identity::subagent("sub-1"),
+                Some("nope"),
+                request(),
+                &|_| {},
+            )
             .await
             .unwrap_err();
         assert!(
@@ -325,7 +335,7 @@ mod tests {
         let gateway = Gateway::new(counting.clone(), 2);
         let messages = [Message::user("hi")];
         let requests = (0..6).map(|i| {
-            let provider = gateway.for_identity(&format!("subagent-{i}"));
+            let provider = gateway.for_identity(Identity::subagent(format!("subagent-{i}")));
             let messages = &messages;
             async move {
                 let request = ChatRequest {
@@ -359,7 +369,7 @@ mod tests {
             tool_choice: Default::default(),
         };
         gateway
-            .complete_as("subagent-1", request, &|_| {})
+            .complete_as(&Identity::subagent("subagent-1"), request, &|_| {})
             .await
             .unwrap();
         assert!(start.elapsed() >= Duration::from_millis(200));

@@ -194,7 +194,7 @@ impl Parts {
         let supervisor = Arc::new(supervisor);
         env.delegator = Some(supervisor.clone());
         Ok(Parts {
-            provider: gateway.for_identity("main"),
+            provider: gateway.for_identity(crate::protocol::Identity::Main),
             catalog,
             tool_env: Arc::new(env),
             mcp,

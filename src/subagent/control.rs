@@ -40,15 +40,73 @@ pub fn run_dir(workspace: &Path) -> PathBuf {
     workspace.join(RUN_DIR)
 }
 
-/// Whether a peer of uid `peer` may use the socket of `owner`; the refusal
-/// is the message the peer reads.
-pub fn admit(peer: Option<u32>, owner: u32) -> Result<(), String> {
+/// Why a peer may not use the socket; the message is what the peer reads.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error(
+        "refused: this Fido control socket serves only uid {owner}, and the connecting process runs as uid {peer}"
+    )]
+    OtherUid { owner: u32, peer: u32 },
+    #[error("refused: the peer's credentials could not be read")]
+    NoCredentials,
+}
+
+/// Why the control socket could not be opened (one sentence).
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    #[error("cannot open the control socket: {0}")]
+    Task(#[from] tokio::task::JoinError),
+    #[error("cannot create {}: {source}", .path.display())]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot restrict {}: {source}", .path.display())]
+    Restrict {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot listen on the control socket {}: {source}", .path.display())]
+    Listen {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot set up the control socket: {0}")]
+    SetUp(#[source] std::io::Error),
+}
+
+/// Why a connection's request could not be read (its `error` reply).
+#[derive(Debug, thiserror::Error)]
+enum RequestError {
+    #[error("cannot read the request: {0}")]
+    Read(#[from] std::io::Error),
+    #[error("the request is longer than {MAX_REQUEST_BYTES} bytes")]
+    TooLong,
+    #[error("not a control request: {0}")]
+    Malformed(#[from] serde_json::Error),
+}
+
+/// Why a session's socket gave no reply.
+#[derive(Debug, thiserror::Error)]
+pub enum AskError {
+    #[error("cannot connect: {0}")]
+    Connect(#[source] std::io::Error),
+    #[error("cannot send the request: {0}")]
+    Send(#[source] std::io::Error),
+    #[error("cannot read the reply: {0}")]
+    Read(#[source] std::io::Error),
+    #[error("not a control reply: {0}")]
+    Malformed(#[source] serde_json::Error),
+    #[error("no answer within 3 s")]
+    NoAnswer,
+}
+
+/// Whether a peer of uid `peer` may use the socket of `owner`.
+pub fn admit(peer: Option<u32>, owner: u32) -> Result<(), Refusal> {
     match peer {
         Some(uid) if uid == owner => Ok(()),
-        Some(uid) => Err(format!(
-            "refused: this Fido control socket serves only uid {owner}, and the connecting process runs as uid {uid}"
-        )),
-        None => Err("refused: the peer's credentials could not be read".into()),
+        Some(peer) => Err(Refusal::OtherUid { owner, peer }),
+        None => Err(Refusal::NoCredentials),
     }
 }
 
@@ -64,7 +122,7 @@ impl ControlServer {
     pub async fn start(
         workspace: &Path,
         target: Arc<dyn ControlTarget>,
-    ) -> Result<ControlServer, String> {
+    ) -> Result<ControlServer, SocketError> {
         Self::start_for(workspace, target, nix::unistd::geteuid().as_raw()).await
     }
 
@@ -74,13 +132,11 @@ impl ControlServer {
         workspace: &Path,
         target: Arc<dyn ControlTarget>,
         owner: u32,
-    ) -> Result<ControlServer, String> {
+    ) -> Result<ControlServer, SocketError> {
         let dir = run_dir(workspace);
         let path = dir.join(format!("{}.sock", std::process::id()));
         let bind_path = path.clone();
-        let listener = tokio::task::spawn_blocking(move || bind(&dir, &bind_path))
-            .await
-            .map_err(|err| format!("cannot open the control socket: {err}"))??;
+        let listener = tokio::task::spawn_blocking(move || bind(&dir, &bind_path)).await??;
         info!(path = %path.display(), "control socket listening");
         let task = tokio::spawn(serve(listener, target, owner));
         Ok(ControlServer { path, task })
@@ -107,32 +163,37 @@ impl Drop for ControlServer {
 }
 
 /// Blocking: the directory (0700), the stale sweep, the socket (0600).
-fn bind(dir: &Path, path: &Path) -> Result<UnixListener, String> {
+fn bind(dir: &Path, path: &Path) -> Result<UnixListener, SocketError> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let restrict = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|source| {
+            SocketError::Restrict {
+                path: path.to_path_buf(),
+                source,
+            }
+        })
+    };
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+        .map_err(|source| SocketError::CreateDir {
+            path: dir.to_path_buf(),
+            source,
+        })?;
     // It may have existed with wider permissions.
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-        .map_err(|err| format!("cannot restrict {}: {err}", dir.display()))?;
+    restrict(dir, 0o700)?;
     remove_dead_sockets(dir);
     // Our own pid's socket is a leftover of a process before us.
     let _ = std::fs::remove_file(path);
-    let listener = std::os::unix::net::UnixListener::bind(path).map_err(|err| {
-        format!(
-            "cannot listen on the control socket {}: {err}",
-            path.display()
-        )
-    })?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .map_err(|err| format!("cannot restrict {}: {err}", path.display()))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|err| format!("cannot set up the control socket: {err}"))?;
-    UnixListener::from_std(listener)
-        .map_err(|err| format!("cannot set up the control socket: {err}"))
+    let listener =
+        std::os::unix::net::UnixListener::bind(path).map_err(|source| SocketError::Listen {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    restrict(path, 0o600)?;
+    listener.set_nonblocking(true).map_err(SocketError::SetUp)?;
+    UnixListener::from_std(listener).map_err(SocketError::SetUp)
 }
 
 /// The pid a socket file is named after (`<pid>.sock`).
@@ -197,13 +258,17 @@ async fn serve(listener: UnixListener, target: Arc<dyn ControlTarget>, owner: u3
 async fn answer(mut stream: UnixStream, target: &dyn ControlTarget, owner: u32) {
     let peer = stream.peer_cred().ok().map(|cred| cred.uid());
     let reply = match admit(peer, owner) {
-        Err(message) => {
+        Err(refusal) => {
             warn!(?peer, "refused a control connection from another uid");
-            ControlReply::Refused { message }
+            ControlReply::Refused {
+                message: refusal.to_string(),
+            }
         }
         Ok(()) => match read_request(&mut stream).await {
             Ok(request) => handle(request, target),
-            Err(message) => ControlReply::Error { message },
+            Err(err) => ControlReply::Error {
+                message: err.to_string(),
+            },
         },
     };
     let _ = write_line(&mut stream, &reply).await;
@@ -231,19 +296,14 @@ pub fn handle(request: ControlRequest, target: &dyn ControlTarget) -> ControlRep
     }
 }
 
-async fn read_request(stream: &mut UnixStream) -> Result<ControlRequest, String> {
+async fn read_request(stream: &mut UnixStream) -> Result<ControlRequest, RequestError> {
     let mut line = String::new();
     let mut reader = BufReader::new(stream.take(MAX_REQUEST_BYTES as u64 + 1));
-    reader
-        .read_line(&mut line)
-        .await
-        .map_err(|err| format!("cannot read the request: {err}"))?;
+    reader.read_line(&mut line).await?;
     if line.len() > MAX_REQUEST_BYTES {
-        return Err(format!(
-            "the request is longer than {MAX_REQUEST_BYTES} bytes"
-        ));
+        return Err(RequestError::TooLong);
     }
-    serde_json::from_str(line.trim_end()).map_err(|err| format!("not a control request: {err}"))
+    Ok(serde_json::from_str(line.trim_end())?)
 }
 
 async fn write_line<T: serde::Serialize>(
@@ -258,7 +318,7 @@ async fn write_line<T: serde::Serialize>(
 /// What one session's socket answered.
 pub struct SessionReply {
     pub socket: PathBuf,
-    pub reply: Result<ControlReply, String>,
+    pub reply: Result<ControlReply, AskError>,
 }
 
 /// Sends `request` to every live session of `workspace` (a socket nobody
@@ -280,13 +340,13 @@ pub async fn ask_all(workspace: &Path, request: &ControlRequest) -> Vec<SessionR
                 let _ = tokio::task::spawn_blocking(move || std::fs::remove_file(path)).await;
                 info!(socket = %socket.display(), "removed a stale control socket");
             }
-            Ok(Err(Asked::Failed(message))) => replies.push(SessionReply {
+            Ok(Err(Asked::Failed(err))) => replies.push(SessionReply {
                 socket,
-                reply: Err(message),
+                reply: Err(err),
             }),
             Err(_) => replies.push(SessionReply {
                 socket,
-                reply: Err("no answer within 3 s".into()),
+                reply: Err(AskError::NoAnswer),
             }),
         }
     }
@@ -296,7 +356,7 @@ pub async fn ask_all(workspace: &Path, request: &ControlRequest) -> Vec<SessionR
 enum Asked {
     /// Nobody listens: the session is gone.
     Stale,
-    Failed(String),
+    Failed(AskError),
 }
 
 async fn ask(socket: &Path, request: &ControlRequest) -> Result<ControlReply, Asked> {
@@ -310,18 +370,17 @@ async fn ask(socket: &Path, request: &ControlRequest) -> Result<ControlReply, As
         {
             return Err(Asked::Stale);
         }
-        Err(err) => return Err(Asked::Failed(format!("cannot connect: {err}"))),
+        Err(err) => return Err(Asked::Failed(AskError::Connect(err))),
     };
     write_line(&mut stream, request)
         .await
-        .map_err(|err| Asked::Failed(format!("cannot send the request: {err}")))?;
+        .map_err(|err| Asked::Failed(AskError::Send(err)))?;
     let mut line = String::new();
     BufReader::new(stream.take(1 << 20))
         .read_line(&mut line)
         .await
-        .map_err(|err| Asked::Failed(format!("cannot read the reply: {err}")))?;
-    serde_json::from_str(line.trim_end())
-        .map_err(|err| Asked::Failed(format!("not a control reply: {err}")))
+        .map_err(|err| Asked::Failed(AskError::Read(err)))?;
+    serde_json::from_str(line.trim_end()).map_err(|err| Asked::Failed(AskError::Malformed(err)))
 }
 
 #[cfg(test)]
@@ -332,7 +391,7 @@ mod tests {
     #[test]
     fn only_the_owner_uid_is_admitted() {
         assert_eq!(admit(Some(1000), 1000), Ok(()));
-        let refused = admit(Some(1001), 1000).unwrap_err();
+        let refused = admit(Some(1001), 1000).unwrap_err().to_string();
         assert!(refused.starts_with("refused:"), "{refused}");
         assert!(
             refused.contains("uid 1000") && refused.contains("uid 1001"),

@@ -8,7 +8,9 @@
 //! short "not run in this fork" result. The subagent instructions follow as
 //! the user turn that starts the subagent's work.
 
-use crate::protocol::delegate::{DelegateArgs, SubagentBootstrap, SubagentIdentity};
+use crate::protocol::delegate::{
+    BootstrapKind, ContextMode, DelegateArgs, SubagentBootstrap, SubagentIdentity,
+};
 use crate::protocol::{Message, ToolCall};
 
 pub const RESPONSIBILITY: &str = "Inspect only; return the final result to the parent. You are not the main agent, you may not delegate, and the parent will verify your claims.";
@@ -35,9 +37,9 @@ pub fn build_fork(
     let mut messages = parent.to_vec();
     let pending = pending_calls(parent);
     let bootstrap = SubagentBootstrap {
-        kind: "subagent_bootstrap".into(),
+        kind: BootstrapKind::SubagentBootstrap,
         identity: SubagentIdentity::new(agent_id),
-        context_mode: "forked_parent_messages".into(),
+        context_mode: ContextMode::ForkedParentMessages,
         forked_message_count: parent.len(),
         task: args.task.clone(),
         responsibility: RESPONSIBILITY.into(),

@@ -39,15 +39,36 @@ fn record_path(dir: &Path, parent_pid: i32, agent_id: &str) -> PathBuf {
     dir.join(format!("{parent_pid}-{agent_id}{SUFFIX}"))
 }
 
+/// Why a child could not be recorded for the sweep.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("pid out of range")]
+    PidOutOfRange,
+    #[error("cannot read the start time of pid {0}")]
+    StartTime(i32),
+    #[error("cannot create {}: {source}", .path.display())]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Encode(#[from] serde_json::Error),
+    #[error("cannot write {}: {source}", .path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
 /// Records the running child `child_pid` of this process. Blocking.
-pub fn record(dir: &Path, agent_id: &str, child_pid: u32) -> Result<(), String> {
+pub fn record(dir: &Path, agent_id: &str, child_pid: u32) -> Result<(), RecordError> {
     use std::os::unix::fs::DirBuilderExt;
     let parent_pid = std::process::id() as i32;
-    let child_pid = i32::try_from(child_pid).map_err(|_| "pid out of range".to_string())?;
+    let child_pid = i32::try_from(child_pid).map_err(|_| RecordError::PidOutOfRange)?;
     let (Some(parent_start), Some(child_start)) =
         (sweep::start_time(parent_pid), sweep::start_time(child_pid))
     else {
-        return Err(format!("cannot read the start time of pid {child_pid}"));
+        return Err(RecordError::StartTime(child_pid));
     };
     let record = ChildRecord {
         agent_id: agent_id.to_string(),
@@ -60,10 +81,13 @@ pub fn record(dir: &Path, agent_id: &str, child_pid: u32) -> Result<(), String> 
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
-    let text = serde_json::to_vec(&record).map_err(|err| err.to_string())?;
+        .map_err(|source| RecordError::CreateDir {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    let text = serde_json::to_vec(&record)?;
     let path = record_path(dir, parent_pid, agent_id);
-    write_unsynced(&path, &text).map_err(|err| format!("cannot write {}: {err}", path.display()))
+    write_unsynced(&path, &text).map_err(|source| RecordError::Write { path, source })
 }
 
 /// Writes `path` whole through a temp file and a rename, without fsync:

@@ -112,28 +112,48 @@ impl Profiles {
     }
 }
 
-fn read_profile(path: &Path) -> Result<Profile, String> {
+/// Why a profile file was not read (said in the session's warnings).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProfileError {
+    #[error("the file name must be NAME.md with NAME of letters, digits, `-` or `_` (at most 40)")]
+    BadName,
+    #[error("cannot read it: {0}")]
+    Read(String),
+    #[error("it is {0} bytes, more than {MAX_PROFILE_BYTES}")]
+    TooLarge(usize),
+    #[error("it is not UTF-8 text")]
+    NotUtf8,
+    #[error("it must start with `---` front matter (description at least)")]
+    NoFrontMatter,
+    #[error("the front matter has no closing `---` line")]
+    Unclosed,
+    #[error("front matter line {0}: expected `key: value`")]
+    NotKeyValue(usize),
+    #[error("`{key}` must be a positive whole number, not {value:?}")]
+    NotPositive { key: &'static str, value: String },
+    #[error("unknown front matter key `{0}`")]
+    UnknownKey(String),
+    #[error("the front matter needs a `description`")]
+    NoDescription,
+}
+
+fn read_profile(path: &Path) -> Result<Profile, ProfileError> {
     let name = path
         .file_stem()
         .and_then(|s| s.to_str())
         .filter(|n| is_profile_name(n))
-        .ok_or(
-            "the file name must be NAME.md with NAME of letters, digits, `-` or `_` (at most 40)",
-        )?
+        .ok_or(ProfileError::BadName)?
         .to_string();
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read it: {e}"))?;
+    let bytes = std::fs::read(path).map_err(|e| ProfileError::Read(e.to_string()))?;
     if bytes.len() > MAX_PROFILE_BYTES {
-        return Err(format!(
-            "it is {} bytes, more than {MAX_PROFILE_BYTES}",
-            bytes.len()
-        ));
+        return Err(ProfileError::TooLarge(bytes.len()));
     }
-    let text = String::from_utf8(bytes).map_err(|_| "it is not UTF-8 text".to_string())?;
+    let text = String::from_utf8(bytes).map_err(|_| ProfileError::NotUtf8)?;
     parse(&name, &text)
 }
 
 /// Parses one profile file's text.
-pub fn parse(name: &str, text: &str) -> Result<Profile, String> {
+pub fn parse(name: &str, text: &str) -> Result<Profile, ProfileError> {
     let (front, body) = split_front_matter(text)?;
     let mut profile = Profile {
         name: name.to_string(),
@@ -151,12 +171,15 @@ pub fn parse(name: &str, text: &str) -> Result<Profile, String> {
         }
         let (key, value) = line
             .split_once(':')
-            .ok_or_else(|| format!("front matter line {}: expected `key: value`", number + 2))?;
+            .ok_or(ProfileError::NotKeyValue(number + 2))?;
         let value = value.trim().trim_matches('"').trim();
         let number_of =
-            |what: &str| {
+            |key: &'static str| {
                 value.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| {
-                    format!("`{what}` must be a positive whole number, not {value:?}")
+                    ProfileError::NotPositive {
+                        key,
+                        value: value.to_string(),
+                    }
                 })
             };
         match key.trim() {
@@ -168,26 +191,24 @@ pub fn parse(name: &str, text: &str) -> Result<Profile, String> {
             }
             "timeout_ms" => profile.timeout_ms = Some(number_of("timeout_ms")?),
             "budget_tokens" => profile.budget_tokens = Some(number_of("budget_tokens")?),
-            other => return Err(format!("unknown front matter key `{other}`")),
+            other => return Err(ProfileError::UnknownKey(other.to_string())),
         }
     }
     if profile.description.is_empty() {
-        return Err("the front matter needs a `description`".into());
+        return Err(ProfileError::NoDescription);
     }
     Ok(profile)
 }
 
-fn split_front_matter(text: &str) -> Result<(&str, &str), String> {
+fn split_front_matter(text: &str) -> Result<(&str, &str), ProfileError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let Some(rest) = text
         .strip_prefix("---\n")
         .or_else(|| text.strip_prefix("---\r\n"))
     else {
-        return Err("it must start with `---` front matter (description at least)".into());
+        return Err(ProfileError::NoFrontMatter);
     };
-    let end = rest
-        .find("\n---")
-        .ok_or("the front matter has no closing `---` line")?;
+    let end = rest.find("\n---").ok_or(ProfileError::Unclosed)?;
     let body = rest[end + 4..].trim_start_matches(['\r', '\n']);
     Ok((&rest[..end], body))
 }
@@ -219,7 +240,7 @@ mod tests {
 
     #[test]
     fn bad_files_are_refused_with_a_reason() {
-        let err = |text: &str| parse("x", text).unwrap_err();
+        let err = |text: &str| parse("x", text).unwrap_err().to_string();
         assert!(err("no front matter").contains("must start with `---`"));
         assert!(err("---\ndescription: d\n").contains("no closing"));
         assert!(err("---\nmodel: m\n---\n").contains("needs a `description`"));

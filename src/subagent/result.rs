@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use crate::protocol::delegate::{
-    Confidence, DelegateResult, DelegateStatus, DelegateUsage, Finding, SubagentIdentity,
+    Confidence, DelegateResult, DelegateStatus, DelegateUsage, Finding,
 };
 use crate::text;
 
@@ -30,16 +30,8 @@ pub fn normalise(
 ) -> DelegateResult {
     let mut notes = Vec::new();
     let mut result = DelegateResult {
-        kind: "delegate_result".into(),
-        identity: SubagentIdentity::new(agent_id),
-        status: run_status,
-        summary: String::new(),
-        findings: Vec::new(),
-        recommended_next_steps: Vec::new(),
-        tests_to_run: Vec::new(),
-        uncertainties: Vec::new(),
-        error: None,
         usage: Some(usage),
+        ..DelegateResult::empty(agent_id, run_status)
     };
     match parse_object(final_text) {
         Some(object) => {

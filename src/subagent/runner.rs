@@ -31,7 +31,7 @@ use crate::plan::PlanStore;
 use crate::protocol::ipc::{
     ChildFrame, ChildStatus, ForkFrame, PROTOCOL_VERSION, ParentFrame, catalog_fingerprint,
 };
-use crate::protocol::{EventKind, Message, SubagentPhase, TurnStatus};
+use crate::protocol::{EventKind, Message, SubagentPhase};
 use crate::provider::{
     ChatRequest, Completion, CompletionFuture, NoticeSink, Provider, ProviderError,
 };
@@ -135,57 +135,17 @@ async fn serve(
 ) -> ExitCode {
     let (mut read, write) = stream.into_split();
     let (writer, writer_task) = spawn_writer(write);
-    let sandbox_warnings = sandbox
-        .as_ref()
-        .map(|report| report.warnings.clone())
-        .unwrap_or_default();
-    let (sandbox_error, sandbox_summary) = match &sandbox {
-        Ok(report) => (
-            None,
-            format!(
-                "landlock abi {:?}, fully enforced {}, network restricted {}, scoped {}, no_new_privs {}",
-                report.landlock_abi,
-                report.fully_enforced,
-                report.network_restricted,
-                report.scoped,
-                report.no_new_privs
-            ),
-        ),
-        Err(error) => (Some(error.clone()), String::new()),
-    };
-    let _ = writer
-        .send(ChildFrame::Hello {
-            version: PROTOCOL_VERSION,
-            pid: std::process::id(),
-            sandbox_error: sandbox_error.clone(),
-            sandbox_summary,
-            sandbox_warnings,
-        })
-        .await;
-    if let Some(error) = sandbox_error {
+    let _ = writer.send(hello(&sandbox)).await;
+    if let Err(error) = &sandbox {
         warn!(%agent_id, "sandbox not in force: {error}");
         drop(writer);
         let _ = tokio::time::timeout(Duration::from_secs(2), writer_task).await;
         return ExitCode::from(1);
     }
-
-    let fork = match tokio::time::timeout(
-        FORK_TIMEOUT,
-        read_frame::<_, ParentFrame>(&mut read, MAX_PARENT_FRAME),
-    )
-    .await
-    {
-        Ok(Ok(Some(ParentFrame::Fork(fork)))) => *fork,
-        Ok(Ok(Some(_))) => {
-            return protocol_failure("the first frame from the parent was not the fork");
-        }
-        Ok(Ok(None)) => return protocol_failure("the parent closed the socket before the fork"),
-        Ok(Err(err)) => return protocol_failure(&format!("bad fork frame: {err}")),
-        Err(_) => return protocol_failure("no fork arrived in time"),
+    let fork = match read_fork(&mut read, &agent_id).await {
+        Ok(fork) => fork,
+        Err(err) => return protocol_failure(&err.to_string()),
     };
-    if fork.version != PROTOCOL_VERSION || fork.agent_id != agent_id {
-        return protocol_failure("the fork is for another protocol version or agent");
-    }
 
     let cancel = CancellationToken::new();
     let pending: Pending = Arc::new(Mutex::new(HashMap::new()));
@@ -240,6 +200,75 @@ fn logged_catalog(
     catalog
 }
 
+/// The first frame: the protocol version, this pid and the sandbox's state.
+fn hello(sandbox: &Result<crate::sandbox::SandboxReport, String>) -> ChildFrame {
+    let sandbox_warnings = sandbox
+        .as_ref()
+        .map(|report| report.warnings.clone())
+        .unwrap_or_default();
+    let (sandbox_error, sandbox_summary) = match sandbox {
+        Ok(report) => (
+            None,
+            format!(
+                "landlock abi {:?}, fully enforced {}, network restricted {}, scoped {}, no_new_privs {}",
+                report.landlock_abi,
+                report.fully_enforced,
+                report.network_restricted,
+                report.scoped,
+                report.no_new_privs
+            ),
+        ),
+        Err(error) => (Some(error.clone()), String::new()),
+    };
+    ChildFrame::Hello {
+        version: PROTOCOL_VERSION,
+        pid: std::process::id(),
+        sandbox_error,
+        sandbox_summary,
+        sandbox_warnings,
+    }
+}
+
+/// Why the child got no fork it can run.
+#[derive(Debug, thiserror::Error)]
+enum ForkError {
+    #[error("the first frame from the parent was not the fork")]
+    NotFirst,
+    #[error("the parent closed the socket before the fork")]
+    Closed,
+    #[error("bad fork frame: {0}")]
+    Malformed(#[from] super::ipc::IpcError),
+    #[error("no fork arrived in time")]
+    Late,
+    #[error("the fork is for another protocol version or agent")]
+    NotOurs,
+}
+
+/// The parent's fork, the first frame it sends, for this protocol and
+/// agent.
+async fn read_fork(read: &mut OwnedReadHalf, agent_id: &str) -> Result<ForkFrame, ForkError> {
+    let frame = tokio::time::timeout(
+        FORK_TIMEOUT,
+        read_frame::<_, ParentFrame>(read, MAX_PARENT_FRAME),
+    )
+    .await
+    .map_err(|_| ForkError::Late)??;
+    let fork = match frame {
+        Some(ParentFrame::Fork(fork)) => *fork,
+        Some(
+            ParentFrame::ModelDone { .. }
+            | ParentFrame::ModelError { .. }
+            | ParentFrame::Cancel { .. }
+            | ParentFrame::McpResult { .. },
+        ) => return Err(ForkError::NotFirst),
+        None => return Err(ForkError::Closed),
+    };
+    if fork.version != PROTOCOL_VERSION || fork.agent_id != agent_id {
+        return Err(ForkError::NotOurs);
+    }
+    Ok(fork)
+}
+
 /// Runs the delegated turn and returns the `Final` frame.
 async fn run(
     mut fork: ForkFrame,
@@ -254,21 +283,13 @@ async fn run(
     if let Some(limit) = fork.process_limit
         && let Err(err) = crate::sandbox::child::limit_processes(limit)
     {
-        return ChildFrame::Final {
-            status: ChildStatus::Failed,
-            text: crate::sandbox::child::error_chain(&err),
-        };
+        return failed_final(crate::sandbox::child::error_chain(&err));
     }
     // Typed on the wire: a fork naming another plan tool does not parse.
     let flavour = fork.plan_tool;
     let workspace = match std::env::current_dir().and_then(|dir| Workspace::new(&dir)) {
         Ok(workspace) => workspace,
-        Err(err) => {
-            return ChildFrame::Final {
-                status: ChildStatus::Failed,
-                text: format!("cannot open the workspace: {err}"),
-            };
-        }
+        Err(err) => return failed_final(format!("cannot open the workspace: {err}")),
     };
     // The parent's MCP tools, byte for byte, called through the parent.
     let mcp_tools = crate::mcp::proxy::proxy_tools(std::mem::take(&mut fork.mcp_tools), mcp);
@@ -284,95 +305,89 @@ async fn run(
     });
     let deps = AgentDeps {
         provider,
-        tool_env: Arc::new(ToolEnv {
-            plan: PlanStore::new(workspace.root.join(DEFAULT_PLAN_FILE)),
-            workspace,
-            undo: UndoLog::disabled(),
-            limits: ToolLimits::default(),
-            user: None,
-            delegator: None,
-            // The whole process is sandboxed already: commands inherit it.
-            sandbox: Arc::new(shell),
-            approvals: crate::tools::approval::Approvals::new(
-                crate::protocol::SafetySettings {
-                    sandbox_mode: crate::protocol::SandboxMode::ReadOnly,
-                    approval_policy: crate::protocol::ApprovalPolicy::Never,
-                    network: false,
-                },
-                None,
-            ),
-        }),
+        tool_env: Arc::new(tool_env(workspace, shell)),
         catalog,
         ctx: InvocationContext {
-            identity: Identity::Subagent {
-                agent_id: agent_id.to_string(),
-            },
+            identity: Identity::subagent(agent_id),
             delegation_depth: 1,
         },
-        settings: AgentSettings {
-            max_steps: fork.max_steps,
-            // Elide, not summarise: a summary would cost the parent one more
-            // gateway request inside the subagent's step budget.
-            compaction: CompactionSettings {
-                threshold_tokens: CompactionSettings::DEFAULT_THRESHOLD_TOKENS,
-                keep_recent_tokens: CompactionSettings::DEFAULT_KEEP_RECENT_TOKENS,
-                strategy: CompactionStrategy::Elide,
-            },
-            limits: ModelLimits {
-                context_window: fork.context_window,
-                ..ModelLimits::default()
-            },
-        },
+        settings: agent_settings(&fork),
         events: event_sink,
         // The parent journals the session; a fork is private and short.
         journal: None,
     };
     let Some(mut conversation) = Conversation::from_messages(fork.messages) else {
-        return ChildFrame::Final {
-            status: ChildStatus::Failed,
-            text: "the fork does not start with a system message".into(),
-        };
+        return failed_final("the fork does not start with a system message".into());
     };
     info!(%agent_id, "subagent starts its turn");
     let outcome = run_turn(&mut conversation, &deps, fork.instructions, 1, cancel).await;
-    let last_text = || {
-        conversation
-            .messages()
-            .iter()
-            .rev()
-            .find_map(|m| match m {
-                Message::Assistant {
-                    content: Some(text),
-                    ..
-                } if !text.trim().is_empty() => Some(text.clone()),
-                _ => None,
-            })
-            .unwrap_or_default()
-    };
-    match outcome.status {
-        TurnStatus::Completed => ChildFrame::Final {
-            status: ChildStatus::Completed,
-            text: outcome.final_text.unwrap_or_default(),
-        },
-        TurnStatus::Interrupted | TurnStatus::MaxSteps => ChildFrame::Final {
-            status: ChildStatus::Partial,
-            text: last_text(),
-        },
-        // Stopped by the parent while a request failed: what it has is a
-        // partial result, not the failure.
-        TurnStatus::Failed if cancel.is_cancelled() => ChildFrame::Final {
-            status: ChildStatus::Partial,
-            text: last_text(),
-        },
-        TurnStatus::Failed => ChildFrame::Final {
-            status: if outcome.looped {
-                ChildStatus::Looped
-            } else {
-                ChildStatus::Failed
+    outcome.child_final(cancel.is_cancelled(), || last_text(&conversation))
+}
+
+/// The `Final` of a run that failed before its turn could start.
+fn failed_final(text: String) -> ChildFrame {
+    ChildFrame::Final {
+        status: ChildStatus::Failed,
+        text,
+    }
+}
+
+/// The subagent's tools' environment: read-only, no person to ask, no
+/// delegation, its commands in `shell`.
+fn tool_env(workspace: Workspace, shell: CommandSandbox) -> ToolEnv {
+    ToolEnv {
+        plan: PlanStore::new(workspace.root.join(DEFAULT_PLAN_FILE)),
+        workspace,
+        undo: UndoLog::disabled(),
+        limits: ToolLimits::default(),
+        user: None,
+        delegator: None,
+        // The whole process is sandboxed already: commands inherit it.
+        sandbox: Arc::new(shell),
+        approvals: crate::tools::approval::Approvals::new(
+            crate::protocol::SafetySettings {
+                sandbox_mode: crate::protocol::SandboxMode::ReadOnly,
+                approval_policy: crate::protocol::ApprovalPolicy::Never,
+                network: false,
             },
-            text: outcome.error.unwrap_or_default(),
+            None,
+        ),
+    }
+}
+
+/// The loop's settings from the fork's limits.
+fn agent_settings(fork: &ForkFrame) -> AgentSettings {
+    AgentSettings {
+        max_steps: fork.max_steps,
+        // Elide, not summarise: a summary would cost the parent one more
+        // gateway request inside the subagent's step budget.
+        compaction: CompactionSettings {
+            threshold_tokens: CompactionSettings::DEFAULT_THRESHOLD_TOKENS,
+            keep_recent_tokens: CompactionSettings::DEFAULT_KEEP_RECENT_TOKENS,
+            strategy: CompactionStrategy::Elide,
+        },
+        limits: ModelLimits {
+            context_window: fork.context_window,
+            ..ModelLimits::default()
         },
     }
+}
+
+/// The subagent's last non-blank assistant text: what a partial result
+/// carries.
+fn last_text(conversation: &Conversation) -> String {
+    conversation
+        .messages()
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            Message::Assistant {
+                content: Some(text),
+                ..
+            } if !text.trim().is_empty() => Some(text.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Completion, ProviderError>>>>>;

@@ -1,25 +1,24 @@
-//! Parent side of delegation: the `SupervisorActor` and the run of one
-//! subagent process (see the module docs of `crate::subagent` for the theory
-//! of operation).
+//! Parent side of delegation (see the module docs of `crate::subagent` for
+//! the theory of operation). This file holds the settings, what every run
+//! shares and the [`Supervisor`] handle the `delegate` tool calls; the
+//! actor is in [`actor`], one run's stages in [`run`], [`session`] and
+//! [`serve`].
 
-use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorRef};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
-use tracing::info;
 
 use super::control::ControlTarget;
 use super::fork::build_fork;
 use crate::agent::EventSink;
 use crate::plan::PlanFlavour;
 use crate::protocol::control::RunningAgent;
-use crate::protocol::delegate::DelegateArgs;
-use crate::protocol::delegate::DelegateResult;
+use crate::protocol::delegate::{DelegateArgs, DelegateErrorCode, DelegateResult};
 use crate::protocol::{EventKind, Message, SubagentPhase};
 use crate::provider::gateway::Gateway;
 use crate::sandbox::SandboxRequirement;
@@ -27,18 +26,20 @@ use crate::subagent::profiles::{Profile, Profiles};
 use crate::tools::ToolCatalog;
 use crate::tools::delegate::{DelegationFuture, DelegationRequest, Delegator};
 
+mod actor;
+mod child;
 mod io;
 mod keeper;
 mod progress;
 mod run;
 mod serve;
-mod session;
 
+pub use actor::{CancelTarget, SupervisorActor, SupervisorMessage, SupervisorState};
 use run::run;
 
 /// Time between SIGTERM and SIGKILL once the grace for a partial result has
 /// run out: short, the child already ignored `Cancel`. None for a child
-/// that ignores SIGTERM and has nothing below it (`Session::close`).
+/// that ignores SIGTERM and has nothing below it (`ChildLink::close`).
 const TERM_GRACE: Duration = Duration::from_millis(10);
 /// Longest wait for the child to connect and say `Hello`.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -237,269 +238,6 @@ pub struct Job {
     turn_cancel: CancellationToken,
 }
 
-/// Which subagents a cancel is for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CancelTarget {
-    All,
-    Agent(String),
-}
-
-pub enum SupervisorMessage {
-    /// Run a subagent; the reply is its normalised result. Past the
-    /// concurrency limit the job waits in call order.
-    Delegate {
-        job: Box<Job>,
-        reply: RpcReplyPort<DelegateResult>,
-    },
-    /// Cancel running or waiting subagents (Esc, `/cancel`): a running one
-    /// may still send a partial result.
-    Cancel(CancelTarget),
-    /// Kill every subagent now and reply once each one is reaped.
-    Shutdown(RpcReplyPort<()>),
-    /// Internal: a run ended and its process is reaped.
-    RunFinished { agent_id: String },
-}
-
-pub struct SupervisorActor;
-
-pub struct SupervisorState {
-    shared: Arc<Shared>,
-    /// Running subagents, in start order.
-    running: Vec<Running>,
-    /// Jobs waiting for a free slot, in call order.
-    waiting: VecDeque<Waiting>,
-    shutdown_waiters: Vec<RpcReplyPort<()>>,
-}
-
-struct Running {
-    agent_id: String,
-    cancel: CancellationToken,
-    kill_now: CancellationToken,
-}
-
-struct Waiting {
-    job: Box<Job>,
-    reply: RpcReplyPort<DelegateResult>,
-}
-
-impl Actor for SupervisorActor {
-    type Msg = SupervisorMessage;
-    type State = SupervisorState;
-    type Arguments = Arc<Shared>;
-
-    async fn pre_start(
-        &self,
-        _myself: ActorRef<Self::Msg>,
-        shared: Arc<Shared>,
-    ) -> Result<SupervisorState, ActorProcessingErr> {
-        Ok(SupervisorState {
-            shared,
-            running: Vec::new(),
-            waiting: VecDeque::new(),
-            shutdown_waiters: Vec::new(),
-        })
-    }
-
-    async fn handle(
-        &self,
-        myself: ActorRef<Self::Msg>,
-        message: SupervisorMessage,
-        state: &mut SupervisorState,
-    ) -> Result<(), ActorProcessingErr> {
-        // A panic here fails the actor; the keeper restarts it.
-        crate::agent::recover::supervised(state.handle(&myself, message)).await;
-        Ok(())
-    }
-
-    async fn post_stop(
-        &self,
-        _myself: ActorRef<Self::Msg>,
-        state: &mut SupervisorState,
-    ) -> Result<(), ActorProcessingErr> {
-        // A stop on purpose leaves the runs to end on their own (as the
-        // shutdown waits for them): only a failed actor kills them.
-        state.running.clear();
-        Ok(())
-    }
-}
-
-impl SupervisorState {
-    async fn handle(&mut self, myself: &ActorRef<SupervisorMessage>, message: SupervisorMessage) {
-        let state = self;
-        match message {
-            SupervisorMessage::Delegate { job, reply } => {
-                #[cfg(test)]
-                crate::agent::recover::fault::hit(
-                    &state.shared.settings.workspace,
-                    "supervisor handler",
-                );
-                if !state.shutdown_waiters.is_empty() {
-                    let _ = reply.send(cancelled_before_start(&job.agent_id));
-                } else if state.running.len() < state.shared.settings.concurrency as usize {
-                    state.start(myself, job, reply);
-                } else {
-                    info!(agent_id = %job.agent_id, waiting = state.waiting.len() + 1, "subagent waits for a free slot");
-                    state.waiting.push_back(Waiting { job, reply });
-                }
-            }
-            SupervisorMessage::Cancel(target) => state.cancel(&target),
-            SupervisorMessage::Shutdown(reply) => {
-                for waiting in state.waiting.drain(..) {
-                    let _ = waiting
-                        .reply
-                        .send(cancelled_before_start(&waiting.job.agent_id));
-                }
-                for running in &state.running {
-                    running.kill_now.cancel();
-                }
-                if state.running.is_empty() {
-                    let _ = reply.send(());
-                } else {
-                    state.shutdown_waiters.push(reply);
-                }
-            }
-            SupervisorMessage::RunFinished { agent_id } => {
-                state.running.retain(|r| r.agent_id != agent_id);
-                state.start_waiting(myself);
-                if state.running.is_empty() {
-                    for waiter in state.shutdown_waiters.drain(..) {
-                        let _ = waiter.send(());
-                    }
-                }
-            }
-        }
-    }
-}
-
-impl Drop for SupervisorState {
-    /// The actor failed (a stop on purpose emptied `running`): its runs
-    /// are killed and reaped, and each call gets its result from its own
-    /// task, instead of running on unaccounted for. Waiting calls get
-    /// theirs when their reply ports drop with the queue.
-    fn drop(&mut self) {
-        for running in &self.running {
-            tracing::warn!(agent_id = %running.agent_id, "the supervisor failed: stopping its subagent");
-            running.kill_now.cancel();
-        }
-    }
-}
-
-impl SupervisorState {
-    /// Starts waiting jobs while there are free slots; a job whose turn was
-    /// interrupted meanwhile gets its cancelled result without a process.
-    fn start_waiting(&mut self, myself: &ActorRef<SupervisorMessage>) {
-        while self.running.len() < self.shared.settings.concurrency as usize {
-            let Some(Waiting { job, reply }) = self.waiting.pop_front() else {
-                return;
-            };
-            if job.turn_cancel.is_cancelled() {
-                let _ = reply.send(cancelled_before_start(&job.agent_id));
-                continue;
-            }
-            self.start(myself, job, reply);
-        }
-    }
-
-    fn cancel(&mut self, target: &CancelTarget) {
-        let wanted = |agent_id: &str| match target {
-            CancelTarget::All => true,
-            CancelTarget::Agent(id) => id == agent_id,
-        };
-        for running in self.running.iter().filter(|r| wanted(&r.agent_id)) {
-            info!(agent_id = %running.agent_id, "cancelling the subagent");
-            running.cancel.cancel();
-        }
-        let (cancelled, kept) = std::mem::take(&mut self.waiting)
-            .into_iter()
-            .partition(|w| wanted(&w.job.agent_id));
-        self.waiting = kept;
-        for waiting in cancelled {
-            info!(agent_id = %waiting.job.agent_id, "cancelling a waiting subagent");
-            let _ = waiting
-                .reply
-                .send(cancelled_before_start(&waiting.job.agent_id));
-        }
-    }
-
-    /// Runs `job` in a task of its own; the reply is its result.
-    fn start(
-        &mut self,
-        myself: &ActorRef<SupervisorMessage>,
-        job: Box<Job>,
-        reply: RpcReplyPort<DelegateResult>,
-    ) {
-        let cancel = CancellationToken::new();
-        let kill_now = CancellationToken::new();
-        self.running.push(Running {
-            agent_id: job.agent_id.clone(),
-            cancel: cancel.clone(),
-            kill_now: kill_now.clone(),
-        });
-        let shared = self.shared.clone();
-        let myself = myself.clone();
-        tokio::spawn(async move {
-            let agent_id = job.agent_id.clone();
-            let plan_item = job.plan_item.clone();
-            let started = std::time::Instant::now();
-            // A panic in the run must not keep its slot forever: the
-            // child's group dies with the dropped run, and the call gets a
-            // failed result.
-            let result =
-                match crate::agent::recover::catch(run(*job, &shared, cancel, kill_now)).await {
-                    Ok(result) => result,
-                    Err(what) => crashed(&shared, &agent_id, plan_item, started, &what),
-                };
-            shared.forget_live(&agent_id);
-            // Free the slot before the caller sees the result, so the
-            // next waiting job starts at once.
-            let _ = myself.cast(SupervisorMessage::RunFinished { agent_id });
-            let _ = reply.send(result);
-        });
-    }
-}
-
-/// After the run of `agent_id` panicked with `what`: one `error` event, the
-/// subagent's last lifecycle event (`failed`), and the failed result.
-fn crashed(
-    shared: &Shared,
-    agent_id: &str,
-    plan_item: Option<String>,
-    started: std::time::Instant,
-    what: &str,
-) -> DelegateResult {
-    tracing::error!(%agent_id, panic = %what, "the subagent run panicked");
-    let message = format!(
-        "internal error in the parent's supervisor ({})",
-        crate::text::summary(what, 200)
-    );
-    shared.events.emit(EventKind::Error {
-        message: format!("subagent {agent_id}: {message}"),
-    });
-    shared.events.emit(EventKind::Subagent {
-        agent_id: agent_id.to_string(),
-        pid: None,
-        phase: SubagentPhase::Failed,
-        elapsed_ms: started.elapsed().as_millis() as u64,
-        detail: "subagent_crashed".into(),
-        tokens: 0,
-        plan_item,
-    });
-    DelegateResult::failed(agent_id, "subagent_crashed", &message)
-}
-
-/// The result of a job cancelled before its process was started.
-fn cancelled_before_start(agent_id: &str) -> DelegateResult {
-    let mut result = DelegateResult::failed(
-        agent_id,
-        "cancelled",
-        "the subagent was cancelled while it waited for a free slot; it never started",
-    );
-    result.recommended_next_steps = vec![
-        "Continue without this subagent, or delegate again if the work is still needed.".into(),
-    ];
-    result
-}
-
 /// The handle the `delegate` tool and the UI use.
 pub struct Supervisor {
     /// Watches the supervisor actor and restarts it when it fails.
@@ -612,7 +350,7 @@ impl Supervisor {
         (asked > limit).then(|| {
             let mut result = DelegateResult::failed(
                 agent_id,
-                "delegation_limit",
+                DelegateErrorCode::DelegationLimit,
                 &format!(
                     "this turn already started {limit} subagents (delegate_max_per_turn); no subagent was started for this call"
                 ),
@@ -655,7 +393,7 @@ impl Delegator for Supervisor {
                     None => {
                         return DelegateResult::failed(
                             &agent_id,
-                            "invalid_arguments",
+                            DelegateErrorCode::InvalidArguments,
                             &format!("there is no subagent profile {name:?}"),
                         );
                     }
@@ -702,12 +440,16 @@ impl Delegator for Supervisor {
             }) {
                 return DelegateResult::failed(
                     &agent_id,
-                    "unavailable",
+                    DelegateErrorCode::Unavailable,
                     "the subagent supervisor is not running",
                 );
             }
             receiver.await.unwrap_or_else(|_| {
-                DelegateResult::failed(&agent_id, "unavailable", "the subagent supervisor stopped")
+                DelegateResult::failed(
+                    &agent_id,
+                    DelegateErrorCode::Unavailable,
+                    "the subagent supervisor stopped",
+                )
             })
         })
     }
@@ -758,199 +500,4 @@ fn with_profile(instructions: String, profile: &Profile) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    use crate::agent::recover::fault;
-    use crate::protocol::EventKind;
-    use crate::provider::script::ScriptProvider;
-
-    /// A supervisor of one slot for `workspace` whose child program does
-    /// not exist (so a run that gets that far fails at once), and its events.
-    async fn supervisor(workspace: &std::path::Path) -> (Supervisor, crate::agent::EventReceiver) {
-        let settings = DelegationSettings {
-            concurrency: 1,
-            ..DelegationSettings::defaults(workspace.to_path_buf(), "/nonexistent/fido".into())
-        };
-        let provider =
-            ScriptProvider::from_json("s", "m", r#"{"turns": [{"text": "x"}]}"#).unwrap();
-        let (sink, events) = crate::protocol::event_queue::channel();
-        let supervisor = Supervisor::start(
-            settings,
-            Gateway::new(Arc::new(provider), 1),
-            ToolCatalog::standard(PlanFlavour::UpdatePlan),
-            sink,
-        )
-        .await
-        .unwrap();
-        (supervisor, events)
-    }
-
-    async fn delegate(supervisor: &Supervisor) -> DelegateResult {
-        let cancel = CancellationToken::new();
-        let request = DelegationRequest {
-            call_id: "call-1",
-            args: DelegateArgs::for_task("look around"),
-            parent_messages: &[Message::System {
-                content: "s".into(),
-            }],
-            cancel: &cancel,
-        };
-        tokio::time::timeout(Duration::from_secs(60), supervisor.delegate(request))
-            .await
-            .expect("the delegation never returned")
-    }
-
-    /// Waits for an `error` event that contains `wanted`.
-    async fn error_event(events: &mut crate::agent::EventReceiver, wanted: &str) -> String {
-        let found = tokio::time::timeout(Duration::from_secs(30), async {
-            while let Some(event) = events.recv().await {
-                if let EventKind::Error { message } = event.kind
-                    && message.contains(wanted)
-                {
-                    return message;
-                }
-            }
-            panic!("the events ended without an error naming {wanted:?}")
-        });
-        found.await.expect("no such error event")
-    }
-
-    /// A panic inside a run (its task is watched): that call alone fails
-    /// with `subagent_crashed`, an `error` event says so, and the slot is
-    /// free again: with one slot, the next delegation still runs.
-    #[tokio::test]
-    async fn a_panic_in_a_run_fails_that_call_and_frees_its_slot() {
-        let dir = tempfile::tempdir().unwrap();
-        let (supervisor, mut events) = supervisor(dir.path()).await;
-        fault::arm(dir.path(), "subagent run");
-        let crashed = delegate(&supervisor).await;
-        assert_eq!(crashed.error.unwrap().code, "subagent_crashed");
-        let message = error_event(&mut events, "injected panic at subagent run").await;
-        assert!(
-            message.contains("internal error in the parent's supervisor"),
-            "{message}"
-        );
-        assert!(supervisor.running_agents().is_empty());
-        let next = delegate(&supervisor).await;
-        let code = next.error.map(|e| e.code);
-        assert_ne!(code.as_deref(), Some("subagent_crashed"), "{code:?}");
-        assert_ne!(code.as_deref(), Some("unavailable"), "{code:?}");
-    }
-
-    /// A panic in the supervisor actor's handler fails the actor: the
-    /// call it was handling gets a failed result, the keeper restarts the
-    /// actor and says so, and delegation works again.
-    #[tokio::test]
-    async fn a_failed_supervisor_actor_is_restarted() {
-        let dir = tempfile::tempdir().unwrap();
-        let (supervisor, mut events) = supervisor(dir.path()).await;
-        fault::arm(dir.path(), "supervisor handler");
-        let lost = delegate(&supervisor).await;
-        assert_eq!(lost.error.unwrap().code, "unavailable");
-        let message = error_event(&mut events, "injected panic at supervisor handler").await;
-        assert!(message.contains("it was restarted"), "{message}");
-        let next = delegate(&supervisor).await;
-        let code = next.error.map(|e| e.code);
-        assert_ne!(code.as_deref(), Some("unavailable"), "{code:?}");
-        supervisor.shutdown(Duration::from_secs(5)).await;
-    }
-
-    /// The same panic seen from the parent's turn: the `delegate` call
-    /// gets its failed result, the turn goes on to its answer, and the
-    /// next prompt works.
-    #[tokio::test]
-    async fn a_turn_whose_run_panics_gets_its_result_and_the_next_prompt_works() {
-        use crate::agent::{AgentActor, AgentArguments, AgentDeps, AgentMessage, Conversation};
-        let dir = tempfile::tempdir().unwrap();
-        let (supervisor, mut supervisor_events) = supervisor(dir.path()).await;
-        let mut env = crate::tools::testing::env(dir.path());
-        env.delegator = Some(Arc::new(supervisor));
-        let script = r#"{"turns": [
-            {"tool_calls": [{"name": "delegate", "arguments": {"task": "look around"}}]},
-            {"text": "went on without it"},
-            {"text": "second answer"}
-        ]}"#;
-        let (sink, mut events) = crate::protocol::event_queue::channel();
-        let deps = Arc::new(AgentDeps {
-            provider: Arc::new(ScriptProvider::from_json("a", "m", script).unwrap()),
-            catalog: ToolCatalog::standard(PlanFlavour::UpdatePlan),
-            tool_env: Arc::new(env),
-            ctx: crate::tools::InvocationContext::main(),
-            settings: crate::agent::AgentSettings::for_tests(),
-            events: sink,
-            journal: None,
-        });
-        let arguments = AgentArguments {
-            deps,
-            conversation: Conversation::new("system".into()),
-            turns: 0,
-        };
-        let (agent, _) = Actor::spawn(None, AgentActor, arguments).await.unwrap();
-        fault::arm(dir.path(), "subagent run");
-        let ask = |prompt: &'static str| {
-            let agent = agent.clone();
-            async move {
-                ractor::call_t!(
-                    agent,
-                    |reply| AgentMessage::SubmitPrompt {
-                        prompt: prompt.into(),
-                        reply
-                    },
-                    60_000
-                )
-                .unwrap()
-            }
-        };
-        let first = ask("first").await;
-        assert_eq!(first.final_text.as_deref(), Some("went on without it"));
-        let mut delegate_result = None;
-        while let Some(event) = events.try_recv() {
-            if let EventKind::ToolResult { name, ok, .. } = event.kind
-                && name == "delegate"
-            {
-                delegate_result = Some(ok);
-            }
-        }
-        assert_eq!(
-            delegate_result,
-            Some(false),
-            "the call got its failed result"
-        );
-        error_event(&mut supervisor_events, "injected panic at subagent run").await;
-        let conversation = ractor::call_t!(agent, AgentMessage::Snapshot, 60_000)
-            .unwrap()
-            .unwrap();
-        assert!(conversation.unanswered_tool_calls().is_empty());
-        assert!(conversation.messages().iter().any(|m| matches!(m,
-                Message::Tool { content, .. } if content.contains("subagent_crashed"))),);
-        let second = ask("second").await;
-        assert_eq!(second.final_text.as_deref(), Some("second answer"));
-    }
-
-    #[test]
-    fn a_time_limit_is_kept_between_a_second_and_the_maximum() {
-        let settings = DelegationSettings {
-            max_timeout: Duration::from_secs(60),
-            default_timeout: Duration::from_secs(30),
-            ..DelegationSettings::defaults(std::env::temp_dir(), "fido".into())
-        };
-        let args = |timeout_ms: Option<u64>| DelegateArgs {
-            timeout_ms,
-            ..serde_json::from_value(serde_json::json!({"task": "t"})).unwrap()
-        };
-        assert_eq!(timeout_for(&args(Some(120)), None, &settings), MIN_TIMEOUT);
-        assert_eq!(
-            timeout_for(&args(Some(5_000)), None, &settings),
-            Duration::from_secs(5)
-        );
-        assert_eq!(
-            timeout_for(&args(Some(600_000)), None, &settings),
-            Duration::from_secs(60)
-        );
-        assert_eq!(
-            timeout_for(&args(None), None, &settings),
-            Duration::from_secs(30)
-        );
-    }
-}
+mod tests;

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool};
 use crate::protocol::Message;
 pub use crate::protocol::delegate::AgentOffer;
-use crate::protocol::delegate::{DelegateArgs, DelegateResult};
+use crate::protocol::delegate::{DelegateArgs, DelegateErrorCode, DelegateMode, DelegateResult};
 use crate::protocol::schema::{ToolArgs, string_enum_schema};
 
 /// One delegation, as handed to the supervisor.
@@ -56,24 +56,32 @@ impl Delegate {
         Delegate { agents }
     }
 
-    fn check_agent(&self, agent: Option<&str>) -> Result<(), String> {
+    fn check_agent(&self, agent: Option<&str>) -> Result<(), UnknownProfile> {
         let Some(name) = agent else {
             return Ok(());
         };
         if self.agents.iter().any(|a| a.name == name) {
             return Ok(());
         }
+        let name = name.to_string();
         let known: Vec<&str> = self.agents.iter().map(|a| a.name.as_str()).collect();
         Err(match known.as_slice() {
-            [] => format!(
-                "there is no subagent profile {name:?}: this session has none; leave `agent` out"
-            ),
-            _ => format!(
-                "there is no subagent profile {name:?}; the profiles are {}",
-                known.join(", ")
-            ),
+            [] => UnknownProfile::NoneOffered { name },
+            _ => UnknownProfile::NotOffered {
+                name,
+                known: known.join(", "),
+            },
         })
     }
+}
+
+/// A call named a profile the session does not offer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum UnknownProfile {
+    #[error("there is no subagent profile {name:?}: this session has none; leave `agent` out")]
+    NoneOffered { name: String },
+    #[error("there is no subagent profile {name:?}; the profiles are {known}")]
+    NotOffered { name: String, known: String },
 }
 
 /// The seed's facts (fork, identity, read-only rules, stable catalog,
@@ -120,18 +128,22 @@ impl TypedTool for Delegate {
             let invalid = |message: &str| {
                 output(&DelegateResult::failed(
                     "none",
-                    "invalid_arguments",
+                    DelegateErrorCode::InvalidArguments,
                     message,
                 ))
             };
             if args.task.trim().is_empty() {
                 return invalid("`task` must say what to investigate");
             }
-            if let Err(message) = self.check_agent(args.agent.as_deref()) {
-                return invalid(&message);
+            if let Err(unknown) = self.check_agent(args.agent.as_deref()) {
+                return invalid(&unknown.to_string());
             }
-            if args.mode.as_deref().is_some_and(|m| m != "read_only") {
-                return invalid("only mode \"read_only\" exists: subagents cannot write");
+            match args.mode {
+                None | Some(DelegateMode::ReadOnly) => {}
+                // Write delegation comes later; until then it is refused.
+                Some(DelegateMode::Write) => {
+                    return invalid("only mode \"read_only\" exists: subagents cannot write");
+                }
             }
             if args
                 .output_contract
@@ -143,7 +155,7 @@ impl TypedTool for Delegate {
             let Some(delegator) = &call.env.delegator else {
                 return output(&DelegateResult::failed(
                     "none",
-                    "unavailable",
+                    DelegateErrorCode::Unavailable,
                     "delegation needs a running session (fido or fido exec); nothing was started",
                 ));
             };
@@ -199,9 +211,48 @@ mod profile_tests {
         );
         assert!(with.check_agent(Some("reviewer")).is_ok());
         assert!(with.check_agent(None).is_ok());
-        let err = with.check_agent(Some("nope")).unwrap_err();
+        let err = with.check_agent(Some("nope")).unwrap_err().to_string();
         assert!(err.contains("the profiles are reviewer"), "{err}");
-        let err = Delegate::default().check_agent(Some("x")).unwrap_err();
+        let err = Delegate::default()
+            .check_agent(Some("x"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("has none"), "{err}");
+    }
+
+    /// `write` is refused as before (same code and text), an unknown mode
+    /// is an error result that names the modes, and `read_only` passes the
+    /// checks (here to the missing supervisor).
+    #[tokio::test]
+    async fn only_read_only_delegations_pass_the_mode_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = crate::tools::testing::env(dir.path());
+        let tool = Delegate::default();
+        let call = |mode: &str| {
+            let args = serde_json::json!({"task": "look", "mode": mode});
+            crate::tools::testing::call(&tool, &env, args)
+        };
+        let write = call("write").await;
+        assert!(!write.ok);
+        let details = write.details.unwrap();
+        assert_eq!(details["error"]["code"], "invalid_arguments");
+        assert_eq!(
+            details["error"]["message"],
+            "only mode \"read_only\" exists: subagents cannot write"
+        );
+        let unknown = call("admin").await;
+        assert!(!unknown.ok);
+        assert!(
+            unknown.content.contains("invalid arguments for delegate"),
+            "{}",
+            unknown.content
+        );
+        assert!(unknown.content.contains("read_only"), "{}", unknown.content);
+        let read_only = call("read_only").await;
+        assert_eq!(
+            read_only.details.unwrap()["error"]["code"],
+            "unavailable",
+            "past the checks, no supervisor runs here"
+        );
     }
 }

@@ -15,26 +15,13 @@
 
 use serde_json::json;
 
+use crate::protocol::delegate::DelegateErrorCode;
 use crate::protocol::{ApprovalPolicy, SafetySettings, SandboxMode};
 
 use super::{ToolKind, ToolOutput};
 
 /// Who is running the agent loop.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Identity {
-    Main,
-    Subagent { agent_id: String },
-}
-
-impl Identity {
-    /// `main`, or the subagent's id; used in events and usage accounting.
-    pub fn label(&self) -> &str {
-        match self {
-            Identity::Main => "main",
-            Identity::Subagent { agent_id } => agent_id,
-        }
-    }
-}
+pub use crate::protocol::Identity;
 
 /// Assigned by the runner when an agent loop starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,13 +67,13 @@ pub fn check(
         ToolKind::ReadOnly => Ok(()),
         ToolKind::Mutating if tool == SUBAGENT_SHELL && shell_confined => Ok(()),
         ToolKind::Mutating | ToolKind::Interactive | ToolKind::PlanState => Err(refusal(
-            "permission_denied",
+            DelegateErrorCode::PermissionDenied,
             &format!(
                 "{tool} is not available to a read-only subagent; nothing was changed. Inspect with list_files, read_file, ripgrep and bash_exec (read-only commands) and report your findings to the parent."
             ),
         )),
         ToolKind::Delegation => Err(super::delegate::output(
-            &crate::protocol::delegate::DelegateResult::nested_forbidden(ctx.identity.label()),
+            &crate::protocol::delegate::DelegateResult::nested_forbidden(&ctx.identity),
         )),
     }
 }
@@ -139,7 +126,7 @@ pub fn mcp_call_gate(settings: &SafetySettings) -> Gate {
     }
 }
 
-fn refusal(code: &str, message: &str) -> ToolOutput {
+fn refusal(code: DelegateErrorCode, message: &str) -> ToolOutput {
     let body = json!({
         "type": "tool_error",
         "status": "failed",

@@ -4,7 +4,9 @@ use std::borrow::Cow;
 use std::fs;
 
 use super::patch::missing_parents;
-use super::{Call, PathArgs, ToolEnv, ToolFuture, ToolKind, ToolOutput, TypedTool};
+use super::{
+    Call, PathArgs, ToolEnv, ToolFuture, ToolKind, ToolOutput, TypedTool, approved_file_change,
+};
 use crate::store::undo::UndoEntry;
 use crate::workspace::is_missing;
 
@@ -20,16 +22,9 @@ impl TypedTool for Mkdir {
     }
 
     fn run<'a>(&'a self, args: PathArgs, call: Call<'a>) -> ToolFuture<'a> {
-        Box::pin(async move {
-            let env = call.env;
-            let describe = || format!("create the directory {} (and missing parents)", args.path);
-            if let Err(refusal) = env
-                .approvals
-                .file_change(Self::NAME, &args.path, describe)
-                .await
-            {
-                return refusal;
-            }
+        let describe = format!("create the directory {} (and missing parents)", args.path);
+        let asked = (args.path.clone(), describe);
+        approved_file_change(Self::NAME, asked, args, call, |env, args| {
             run(env, &args.path)
         })
     }

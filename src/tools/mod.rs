@@ -238,6 +238,25 @@ fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolOut
     })
 }
 
+/// A file change by `tool` at `path`: asked of the person as the approval
+/// policy says (`describe` is what they read), then made by `change`,
+/// which gets the arguments back.
+fn approved_file_change<'a, A: Send + 'a>(
+    tool: &'static str,
+    (path, describe): (String, String),
+    args: A,
+    call: Call<'a>,
+    change: fn(&ToolEnv, &A) -> ToolOutput,
+) -> ToolFuture<'a> {
+    Box::pin(async move {
+        let env = call.env;
+        if let Err(refusal) = env.approvals.file_change(tool, &path, || describe).await {
+            return refusal;
+        }
+        change(env, &args)
+    })
+}
+
 tool_args! {
     /// The arguments of a tool whose one argument is a workspace path (that
     /// paths are workspace-relative is said once, in the system prompt).

@@ -8,7 +8,7 @@ use std::fs;
 
 use std::borrow::Cow;
 
-use super::{Call, ToolEnv, ToolFuture, ToolKind, ToolOutput, TypedTool};
+use super::{Call, ToolEnv, ToolFuture, ToolKind, ToolOutput, TypedTool, approved_file_change};
 use crate::protocol::schema::tool_args;
 use crate::workspace::{FinalLink, is_missing};
 
@@ -33,25 +33,13 @@ impl TypedTool for Rm {
     }
 
     fn run<'a>(&'a self, args: Args, call: Call<'a>) -> ToolFuture<'a> {
-        Box::pin(async move {
-            let env = call.env;
-            let describe = || {
-                let what = if args.recursive {
-                    " and everything in it"
-                } else {
-                    ""
-                };
-                format!("remove {}{what}", args.path)
-            };
-            if let Err(refusal) = env
-                .approvals
-                .file_change(Self::NAME, &args.path, describe)
-                .await
-            {
-                return refusal;
-            }
-            run(env, &args)
-        })
+        let what = if args.recursive {
+            " and everything in it"
+        } else {
+            ""
+        };
+        let asked = (args.path.clone(), format!("remove {}{what}", args.path));
+        approved_file_change(Self::NAME, asked, args, call, run)
     }
 }
 

@@ -5,7 +5,9 @@ use std::fs;
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 
-use super::{Call, PathArgs, ToolEnv, ToolFuture, ToolKind, ToolOutput, TypedTool};
+use super::{
+    Call, PathArgs, ToolEnv, ToolFuture, ToolKind, ToolOutput, TypedTool, approved_file_change,
+};
 use crate::store::undo::UndoEntry;
 use crate::workspace::{FinalLink, is_missing};
 
@@ -21,16 +23,9 @@ impl TypedTool for Rmdir {
     }
 
     fn run<'a>(&'a self, args: PathArgs, call: Call<'a>) -> ToolFuture<'a> {
-        Box::pin(async move {
-            let env = call.env;
-            let describe = || format!("remove the empty directory {}", args.path);
-            if let Err(refusal) = env
-                .approvals
-                .file_change(Self::NAME, &args.path, describe)
-                .await
-            {
-                return refusal;
-            }
+        let describe = format!("remove the empty directory {}", args.path);
+        let asked = (args.path.clone(), describe);
+        approved_file_change(Self::NAME, asked, args, call, |env, args| {
             run(env, &args.path)
         })
     }

@@ -356,8 +356,9 @@ fn assert_failed(result: &DelegateResult, expected_code: &str, cause: &str) {
         message(result).contains(cause),
         "the message should name {cause:?}: {result:#?}"
     );
-    assert_eq!(result.kind, "delegate_result");
-    assert_eq!(result.identity.role, "subagent");
+    let wire = serde_json::to_value(result).unwrap();
+    assert_eq!(wire["type"], "delegate_result");
+    assert_eq!(wire["identity"]["role"], "subagent");
     assert!(result.identity.agent_id.starts_with("subagent-"));
     if expected_code != "busy" {
         assert!(!result.recommended_next_steps.is_empty(), "{result:#?}");

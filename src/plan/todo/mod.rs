@@ -78,7 +78,7 @@ use crate::protocol::plan::TodoSnapshot;
 
 pub use engine::{CallResult, Op, apply_call};
 pub use state::{PlanRef, Task, TaskStatus, TodoState};
-pub use store::{TodoStore, TodoStoreError};
+pub use store::TodoStore;
 
 /// The tool's name.
 pub const TOOL_NAME: &str = "todo";
@@ -104,7 +104,7 @@ pub struct CallOutput {
 pub fn approve_plan(
     store: &TodoStore,
     markdown: &str,
-) -> Result<(approve::Approval, store::Loaded), TodoStoreError> {
+) -> Result<(approve::Approval, store::Loaded), crate::store::state_file::StateFileError> {
     let plan_id = approve::plan_id(markdown);
     store.update(|state| {
         let approval = approve::apply_plan_approval(state, &plan_id, markdown);
@@ -114,7 +114,10 @@ pub fn approve_plan(
 
 /// Runs one call against the saved state and saves the result (only when
 /// it changed), all under the store's lock.
-pub fn run_call(store: &TodoStore, args: &Value) -> Result<CallOutput, TodoStoreError> {
+pub fn run_call(
+    store: &TodoStore,
+    args: &Value,
+) -> Result<CallOutput, crate::store::state_file::StateFileError> {
     let (output, loaded) = store.update(|current| {
         let result = apply_call(current, args);
         let output = CallOutput {

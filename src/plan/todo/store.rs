@@ -18,7 +18,7 @@ use crate::store::state_file::{Contents, StateFile, StateLock};
 use crate::workspace::TODO_FILE;
 
 /// Errors of the todo file (lock, read, write).
-pub use crate::store::state_file::StateFileError as TodoStoreError;
+use crate::store::state_file::StateFileError;
 
 /// The result of reading the file.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,7 +52,7 @@ impl TodoStore {
     }
 
     /// Reads the state (empty when there is no file).
-    pub fn load(&self) -> Result<Loaded, TodoStoreError> {
+    pub fn load(&self) -> Result<Loaded, StateFileError> {
         let lock = self.file.lock()?;
         self.read(&lock)
     }
@@ -62,7 +62,7 @@ impl TodoStore {
     pub fn update<R>(
         &self,
         change: impl FnOnce(&TodoState) -> (TodoState, R),
-    ) -> Result<(R, Loaded), TodoStoreError> {
+    ) -> Result<(R, Loaded), StateFileError> {
         let lock = self.file.lock()?;
         let current = self.read(&lock)?;
         let (next, result) = change(&current.state);
@@ -82,7 +82,7 @@ impl TodoStore {
 
     /// A file that parses but breaks the state's invariants (duplicate
     /// ids, a bad counter, dangling dependencies) is set aside like bad JSON.
-    fn read(&self, lock: &StateLock) -> Result<Loaded, TodoStoreError> {
+    fn read(&self, lock: &StateLock) -> Result<Loaded, StateFileError> {
         Ok(
             match self.file.read::<TodoState>(lock, |state| state.check())? {
                 Contents::Missing => Loaded {

@@ -10,8 +10,8 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-use crate::protocol::Message;
 use crate::protocol::ipc::{ChildFrame, ParentFrame};
+use crate::protocol::{Identity, Message};
 use crate::provider::gateway::Gateway;
 use crate::provider::{ChatRequest, ProviderNotice, ToolChoice};
 use crate::subagent::ipc::{IpcError, MAX_CHILD_FRAME, read_frame, write_encoded, write_frame};
@@ -33,7 +33,7 @@ pub(super) struct GatewayOutcome {
 /// model its profile names, if any, and what the child's loop asked of
 /// the answer.
 pub(super) struct Requester {
-    pub agent_id: String,
+    pub identity: Identity,
     pub model: Option<String>,
     pub shape: RequestShape,
 }
@@ -60,7 +60,7 @@ pub(super) async fn gateway(
 ) {
     let notices = |_: ProviderNotice| {};
     let Requester {
-        agent_id,
+        identity,
         model,
         shape,
     } = requester;
@@ -73,7 +73,7 @@ pub(super) async fn gateway(
         tool_choice: shape.tool_choice,
     };
     let completion = provider
-        .complete_with(&agent_id, model.as_deref(), request, &notices)
+        .complete_with(&identity, model.as_deref(), request, &notices)
         .await;
     let (frame, usage) = match completion {
         Ok(completion) => (
@@ -280,9 +280,14 @@ pub(super) fn scrubbed_env() -> Vec<(String, String)> {
         .collect()
 }
 
-/// A tool name or `working`: escape sequences are removed whole first (so
-/// no parameter bytes are left behind), then anything but `[A-Za-z0-9_]`.
-pub(super) fn sanitize_phase(phase: &str) -> String {
+/// A phase of the child's, as the UI may show it: a tool name or
+/// `working`. Escape sequences are removed whole first (so no parameter
+/// bytes are left behind), then anything but `[A-Za-z0-9_]`.
+pub(super) fn sanitize_phase(phase: &str) -> SubagentPhase {
+    SubagentPhase::parse(&sanitized_phase_name(phase))
+}
+
+fn sanitized_phase_name(phase: &str) -> String {
     let clean: String = text::sanitize(phase, true)
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || *c == '_')

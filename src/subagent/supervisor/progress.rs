@@ -1,5 +1,5 @@
 //! A run's vocabulary, shared by the stages in [`super::run`],
-//! [`super::session`] and [`super::serve`]: the [`Stage`] it is in, why it
+//! [`super::child`] and [`super::serve`]: the [`Stage`] it is in, why it
 //! was stopped ([`StopReason`]), how a stage ended it ([`Ending`]), what
 //! stops it early ([`Stops`]) and its [`Progress`] (usage, live events).
 
@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use crate::protocol::EventKind;
-use crate::protocol::delegate::DelegateUsage;
+use crate::protocol::delegate::{DelegateErrorCode, DelegateUsage};
 use crate::protocol::ipc::ChildStatus;
 use crate::text;
 
@@ -39,11 +39,11 @@ pub(super) enum StopReason {
 }
 
 impl StopReason {
-    pub(super) fn code(self) -> &'static str {
+    pub(super) fn code(self) -> DelegateErrorCode {
         match self {
-            StopReason::Timeout => "timeout",
-            StopReason::Cancelled => "cancelled",
-            StopReason::Budget => "budget_exceeded",
+            StopReason::Timeout => DelegateErrorCode::Timeout,
+            StopReason::Cancelled => DelegateErrorCode::Cancelled,
+            StopReason::Budget => DelegateErrorCode::BudgetExceeded,
         }
     }
 
@@ -88,12 +88,18 @@ fn budget_message(job: &Job, usage: &DelegateUsage, what: &str) -> String {
 
 /// What a stage ended the run with.
 pub(super) enum Ending {
-    Final { status: ChildStatus, text: String },
-    Failed { code: &'static str, message: String },
+    Final {
+        status: ChildStatus,
+        text: String,
+    },
+    Failed {
+        code: DelegateErrorCode,
+        message: String,
+    },
 }
 
 impl Ending {
-    pub(super) fn failed(code: &'static str, message: impl Into<String>) -> Ending {
+    pub(super) fn failed(code: DelegateErrorCode, message: impl Into<String>) -> Ending {
         Ending::Failed {
             code,
             message: message.into(),
@@ -148,11 +154,10 @@ impl<'a> Progress<'a> {
     }
 
     /// A `subagent` event, also recorded for the control socket.
-    pub(super) fn emit(&self, phase: &str, detail: &str) {
+    pub(super) fn emit(&self, phase: SubagentPhase, detail: &str) {
         let job = self.job;
         let tokens = self.tokens.load(Ordering::Relaxed);
         let plan_item = job.plan_item.as_ref();
-        let phase = crate::protocol::SubagentPhase::parse(phase);
         self.shared.record_live(
             &job.agent_id,
             self.pid,

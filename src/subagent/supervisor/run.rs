@@ -1,19 +1,18 @@
 //! One subagent run, from spawn to reap, as an explicit sequence of stages
-//! ([`Stage`]): spawning and handshaking ([`super::session`]), running and
+//! ([`Stage`]): spawning and handshaking ([`super::child`]), running and
 //! cancelling ([`super::serve`]), terminating and reaped
-//! ([`Session::close`]). This file drives the stages and turns how the run
+//! ([`ChildLink::close`]). This file drives the stages and turns how the run
 //! ended into the `delegate_result`.
 
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::protocol::delegate::{DelegateError, DelegateResult, DelegateStatus, DelegateUsage};
-use crate::protocol::ipc::ChildStatus;
 use crate::subagent::result::normalise;
 use crate::text;
 
+use super::child::{ChildLink, ForkEncoding};
 use super::progress::{Ending, Progress, Stage, StopReason, Stops};
-use super::session::{ForkEncoding, Session};
 use super::*;
 
 /// Runs one subagent to its end and always reaps it.
@@ -29,7 +28,7 @@ pub(super) async fn run(
     if shared.session_budget_spent.is_cancelled() {
         return refused_for_budget(&progress);
     }
-    progress.emit("starting", "spawning a sandboxed process");
+    progress.emit(SubagentPhase::Starting, "spawning a sandboxed process");
     #[cfg(test)]
     crate::agent::recover::fault::hit(&shared.settings.workspace, "subagent run");
     let stops = Stops {
@@ -39,14 +38,13 @@ pub(super) async fn run(
         deadline: tokio::time::Instant::now() + job.timeout,
     };
     let fork = ForkEncoding::start(history);
-    let ending = match Session::open(&mut progress, &stops, fork).await {
-        Ok((mut session, history)) => {
-            progress.pid = Some(session.pid());
-            let sandbox = format!("pid {}, sandbox {}", session.pid(), shared.settings.sandbox);
-            progress.emit("starting", &sandbox);
-            let ending = session.serve(history, &mut progress, &stops).await;
-            session
-                .close(&mut progress, matches!(ending, Ending::Final { .. }))
+    let ending = match ChildLink::open(&mut progress, &stops, fork).await {
+        Ok((mut link, history)) => {
+            progress.pid = Some(link.pid());
+            let sandbox = format!("pid {}, sandbox {}", link.pid(), shared.settings.sandbox);
+            progress.emit(SubagentPhase::Starting, &sandbox);
+            let ending = link.serve(history, &mut progress, &stops).await;
+            link.close(&mut progress, matches!(ending, Ending::Final { .. }))
                 .await;
             ending
         }
@@ -64,11 +62,14 @@ pub(super) async fn run(
 fn refused_for_budget(progress: &Progress<'_>) -> DelegateResult {
     let mut result = DelegateResult::failed(
         &progress.job.agent_id,
-        "budget_exceeded",
+        DelegateErrorCode::BudgetExceeded,
         "the subagents of this session already used their token budget (delegate_session_budget_tokens); no subagent was started",
     );
     result.usage = Some(DelegateUsage::default());
-    progress.emit("failed", "budget_exceeded");
+    progress.emit(
+        SubagentPhase::Failed,
+        DelegateErrorCode::BudgetExceeded.as_str(),
+    );
     result
 }
 
@@ -84,26 +85,16 @@ fn conclude(progress: &Progress<'_>, ending: Ending) -> DelegateResult {
     let (job, stop, usage) = (progress.job, progress.stop, progress.usage);
     let mut result = match ending {
         Ending::Final { status, text } => {
-            let run_status = match (stop, status) {
-                (Some(_), _) | (None, ChildStatus::Partial) => DelegateStatus::Partial,
-                (None, ChildStatus::Failed | ChildStatus::Looped) => DelegateStatus::Failed,
-                (None, ChildStatus::Completed) => DelegateStatus::Completed,
-            };
+            let run_status = status.delegate_status(stop.is_some());
             let mut result = normalise(&job.agent_id, run_status, &text, usage);
             if let Some(reason) = stop {
                 result.error = Some(DelegateError {
-                    code: reason.code().into(),
+                    code: reason.code(),
                     message: reason.partial_message(job, &usage),
                 });
             } else if result.status == DelegateStatus::Failed && result.error.is_none() {
-                // The child's own turn failed: its loop guard, else (the
-                // gateway's errors reach it as failed requests) the provider.
-                let code = match status {
-                    ChildStatus::Looped => "model_loop",
-                    _ => "provider_error",
-                };
                 result.error = Some(DelegateError {
-                    code: code.into(),
+                    code: status.failure_code(),
                     message: text::summary(&text, 300),
                 });
             }
@@ -130,17 +121,14 @@ fn conclude(progress: &Progress<'_>, ending: Ending) -> DelegateResult {
 
 /// The run's last `subagent` event and log line.
 fn announce(progress: &Progress<'_>, result: &DelegateResult) {
-    let phase = match (progress.stop, result.status) {
-        (Some(StopReason::Cancelled), _) => "cancelled",
-        (_, DelegateStatus::Completed) => "completed",
-        (_, DelegateStatus::Partial) => "partial",
-        (_, DelegateStatus::Failed) => "failed",
-    };
+    let phase = result
+        .status
+        .final_phase(progress.stop == Some(StopReason::Cancelled));
     let detail = match &result.error {
         Some(error) => format!("{}: {}", error.code, error.message),
         None => crate::text::counted(result.findings.len(), "finding"),
     };
-    progress.emit(phase, &detail);
+    progress.emit(phase.clone(), &detail);
     let elapsed_ms = progress.started.elapsed().as_millis() as u64;
-    info!(agent_id = %progress.job.agent_id, phase, elapsed_ms, "subagent finished");
+    info!(agent_id = %progress.job.agent_id, %phase, elapsed_ms, "subagent finished");
 }

@@ -10,12 +10,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::protocol::ipc::{ChildFrame, ParentFrame, catalog_fingerprint};
-use crate::protocol::{EventKind, Message};
+use crate::protocol::{EventKind, Identity, Message};
 use crate::subagent::ipc::IpcError;
 
+use super::child::ChildLink;
 use super::io::*;
 use super::progress::{Ending, Progress, Stage, StopReason, Stops};
-use super::session::Session;
 use super::*;
 
 /// MCP calls of one subagent running at once.
@@ -24,7 +24,7 @@ const MAX_MCP_CALLS: usize = 16;
 /// What the loop decides after an event: go on, or end the run.
 type Flow = Result<(), Ending>;
 
-/// The serve loop's state besides the session.
+/// The serve loop's state besides the child link.
 struct Serving {
     /// The child's conversation while no request runs (the fork, then the
     /// fork's kept prefix and the child's tail); with the gateway while one
@@ -37,15 +37,15 @@ struct Serving {
     answers: mpsc::UnboundedSender<GatewayOutcome>,
     frames_seen: u32,
     requests: u32,
-    last_lifecycle: Option<(String, Instant)>,
+    last_lifecycle: Option<(SubagentPhase, Instant)>,
     /// What the child does now, for the usage events between phases.
-    phase_now: String,
+    phase_now: SubagentPhase,
     /// The child's MCP calls, run here and ended with the run.
     mcp_cancel: CancellationToken,
     mcp_calls: Vec<tokio::task::JoinHandle<()>>,
 }
 
-impl Session {
+impl ChildLink {
     /// Serves the child until it sends `Final`, fails, or is stopped; a
     /// stop sends `Cancel` and gives the child the grace to answer.
     pub(super) async fn serve(
@@ -78,15 +78,15 @@ impl Session {
                 _ = &mut deadline, if progress.stop.is_none() => Some(StopReason::Timeout),
                 _ = budget_spent.cancelled(), if progress.stop.is_none() => Some(StopReason::Budget),
                 _ = stops.cancel.cancelled(), if progress.stop.is_none() => Some(StopReason::Cancelled),
-                _ = &mut grace => break Ending::failed("timeout", "no partial result within the grace period"),
+                _ = &mut grace => break Ending::failed(DelegateErrorCode::Timeout, "no partial result within the grace period"),
                 _ = stops.turn_cancel.cancelled() => {
                     // The whole turn is interrupted: nobody waits for a partial.
                     progress.stopped(StopReason::Cancelled);
-                    break Ending::failed("cancelled", "the turn was interrupted");
+                    break Ending::failed(DelegateErrorCode::Cancelled, "the turn was interrupted");
                 }
                 _ = stops.kill_now.cancelled() => {
                     progress.stopped(StopReason::Cancelled);
-                    break Ending::failed("cancelled", "Fido is shutting down");
+                    break Ending::failed(DelegateErrorCode::Cancelled, "Fido is shutting down");
                 }
                 status = self.group.wait(), if self.exit.is_none() => {
                     self.exit = status.ok();
@@ -112,7 +112,7 @@ impl Session {
         progress.stopped(reason);
         progress.enter(Stage::Cancelling(reason));
         let cancel = ParentFrame::Cancel {
-            reason: reason.code().into(),
+            reason: reason.code().as_str().into(),
         };
         self.write(Outgoing::Frame(cancel))
     }
@@ -122,7 +122,7 @@ impl Session {
         match self.writer.send(outgoing) {
             Ok(()) | Err(Refused::Closed) => Ok(()),
             Err(Refused::Backlog) => Err(Ending::failed(
-                "protocol_error",
+                DelegateErrorCode::ProtocolError,
                 format!(
                     "the subagent stopped reading its socket ({WRITER_QUEUE} frames are waiting for it)"
                 ),
@@ -137,7 +137,7 @@ impl Session {
             _ => {
                 let status = describe_exit(self.exit);
                 Ending::failed(
-                    "subagent_crashed",
+                    DelegateErrorCode::SubagentCrashed,
                     format!("the subagent exited without a result ({status})"),
                 )
             }
@@ -153,7 +153,7 @@ impl Session {
         serving.frames_seen += 1;
         if serving.frames_seen > MAX_FRAMES {
             return Err(Ending::failed(
-                "protocol_error",
+                DelegateErrorCode::ProtocolError,
                 format!("the subagent flooded the parent with more than {MAX_FRAMES} frames"),
             ));
         }
@@ -179,7 +179,7 @@ impl Session {
                 self.on_model_request(request, serving, progress)
             }
             Some(Ok(ChildFrame::Lifecycle { phase, detail })) => {
-                serving.on_lifecycle(phase.as_str(), &detail, progress);
+                serving.on_lifecycle(&phase, &detail, progress);
                 Ok(())
             }
             Some(Ok(ChildFrame::Final { status, text })) => Err(Ending::Final { status, text }),
@@ -189,20 +189,20 @@ impl Session {
                 arguments,
             })) => serving.on_mcp_call(call_id, tool, arguments, &self.writer, progress),
             Some(Ok(other @ ChildFrame::Hello { .. })) => Err(Ending::failed(
-                "protocol_error",
+                DelegateErrorCode::ProtocolError,
                 format!(
                     "out-of-order {} frame from the subagent",
                     frame_name(&other)
                 ),
             )),
             Some(Err(e)) => Err(Ending::failed(
-                "protocol_error",
+                DelegateErrorCode::ProtocolError,
                 format!("bad frame from the subagent: {e}"),
             )),
             None => {
                 let status = self.reap_quickly().await;
                 Err(Ending::failed(
-                    "subagent_crashed",
+                    DelegateErrorCode::SubagentCrashed,
                     format!("the subagent exited without a result ({status})"),
                 ))
             }
@@ -229,14 +229,17 @@ impl Session {
         }
         serving.check_steps(job)?;
         serving.requests += 1;
-        serving.phase_now = "reasoning".into();
-        progress.emit("reasoning", &format!("model request {}", serving.requests));
+        serving.phase_now = SubagentPhase::Reasoning;
+        progress.emit(
+            SubagentPhase::Reasoning,
+            &format!("model request {}", serving.requests),
+        );
         // The child's conversation is the fork's first `fork_prefix`
         // messages and its tail: rebuilt in place, so a large fork is never
         // copied again.
         let Some(mut messages) = serving.history.take() else {
             return Err(Ending::failed(
-                "protocol_error",
+                DelegateErrorCode::ProtocolError,
                 "the subagent sent a model request while another was running",
             ));
         };
@@ -244,7 +247,7 @@ impl Session {
         serving.intact = request.fork_prefix;
         messages.extend(request.tail);
         let requester = Requester {
-            agent_id: job.agent_id.clone(),
+            identity: Identity::subagent(job.agent_id.clone()),
             model: job.model.clone(),
             shape: request.shape,
         };
@@ -279,9 +282,9 @@ impl Session {
         let spent = progress.charge(&usage);
         let job = progress.job;
         let tokens = progress.usage.budget_tokens();
-        progress.emit(&serving.phase_now, &format!("{tokens} tokens"));
+        progress.emit(serving.phase_now.clone(), &format!("{tokens} tokens"));
         progress.shared().events.emit(EventKind::Usage {
-            identity: job.agent_id.clone(),
+            identity: Identity::subagent(job.agent_id.clone()),
             prompt_tokens: usage.prompt_tokens,
             cached_tokens: usage.cached_tokens,
             completion_tokens: usage.completion_tokens,
@@ -315,7 +318,7 @@ impl Serving {
             frames_seen: 0,
             requests: 0,
             last_lifecycle: None,
-            phase_now: String::from("reasoning"),
+            phase_now: SubagentPhase::Reasoning,
             mcp_cancel: CancellationToken::new(),
             mcp_calls: Vec::new(),
         }
@@ -323,7 +326,7 @@ impl Serving {
 
     /// A request the parent must refuse ends the run.
     fn check_request(&self, request: &ChildRequest, catalog: &crate::tools::ToolCatalog) -> Flow {
-        let fail = |message: String| Err(Ending::failed("protocol_error", message));
+        let fail = |message: String| Err(Ending::failed(DelegateErrorCode::ProtocolError, message));
         let ours = catalog_fingerprint(catalog.specs());
         let (prefix, fork_len, intact) = (request.fork_prefix, self.fork_len, self.intact);
         // A request without a fingerprint is refused too: a missing field
@@ -359,7 +362,7 @@ impl Serving {
     fn check_steps(&self, job: &Job) -> Flow {
         if self.requests >= job.max_steps {
             return Err(Ending::failed(
-                "protocol_error",
+                DelegateErrorCode::ProtocolError,
                 format!(
                     "the subagent asked for more than {} model requests (max_steps)",
                     job.max_steps
@@ -371,15 +374,15 @@ impl Serving {
 
     /// A lifecycle frame becomes a sanitised event, at most one per phase
     /// change or per interval.
-    fn on_lifecycle(&mut self, phase: &str, detail: &str, progress: &Progress<'_>) {
-        let phase = sanitize_phase(phase);
+    fn on_lifecycle(&mut self, phase: &SubagentPhase, detail: &str, progress: &Progress<'_>) {
+        let phase = sanitize_phase(phase.as_str());
         self.phase_now.clone_from(&phase);
         let due = match &self.last_lifecycle {
             Some((last, at)) => *last != phase || at.elapsed() >= LIFECYCLE_INTERVAL,
             None => true,
         };
         if due {
-            progress.emit(&phase, detail);
+            progress.emit(phase.clone(), detail);
             self.last_lifecycle = Some((phase, Instant::now()));
         }
     }
@@ -395,7 +398,7 @@ impl Serving {
         self.mcp_calls.retain(|call| !call.is_finished());
         if self.mcp_calls.len() >= MAX_MCP_CALLS {
             return Err(Ending::failed(
-                "protocol_error",
+                DelegateErrorCode::ProtocolError,
                 format!("the subagent ran more than {MAX_MCP_CALLS} MCP calls at once"),
             ));
         }

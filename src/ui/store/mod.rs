@@ -22,7 +22,7 @@ pub use approval::PendingApproval;
 pub use transcript::{DEFAULT_CAP_BYTES, Transcript};
 use views::SUBAGENT_DETAIL_CHARS;
 pub use views::{
-    Activity, Entry, LiveAdoption, Notice, Phase, ScrollLimit, ScrollLimits, SessionInfo,
+    Activity, Entry, LiveAdoption, Notice, Phase, ScrollLimit, ScrollLimits, SessionHeader,
     SubagentView, ToolDetail, ToolResultView, TurnState, tokens,
 };
 
@@ -34,7 +34,7 @@ use crate::text::{sanitize, summary};
 
 #[derive(Debug, Clone)]
 pub struct Store {
-    pub session: SessionInfo,
+    pub session: SessionHeader,
     pub turn: TurnState,
     /// Number of the latest turn the agent started (0 before the first).
     pub turn_number: u32,
@@ -118,7 +118,7 @@ fn upsert(list: &mut Vec<SubagentView>, view: SubagentView) {
 impl Store {
     pub fn new(size: (u16, u16)) -> Store {
         Store {
-            session: SessionInfo::default(),
+            session: SessionHeader::default(),
             turn: TurnState::Idle,
             turn_number: 0,
             last_turn: None,
@@ -217,7 +217,7 @@ impl Store {
             session_id,
         } = event
         {
-            self.session = SessionInfo {
+            self.session = SessionHeader {
                 workspace: summary(workspace, 400),
                 provider: summary(provider, 40),
                 model: summary(model, 80),
@@ -304,7 +304,7 @@ impl Store {
         } = event
         {
             self.record_usage(
-                identity,
+                identity.label(),
                 crate::protocol::Usage {
                     prompt_tokens: *prompt_tokens,
                     cached_tokens: *cached_tokens,
@@ -324,10 +324,9 @@ impl Store {
         } = event
         {
             self.drop_live();
-            let how = if strategy == "summarize" {
-                "summarised"
-            } else {
-                "elided"
+            let how = match strategy {
+                crate::protocol::CompactionStrategy::Summarize => "summarised",
+                crate::protocol::CompactionStrategy::Elide => "elided",
             };
             self.push(Entry::Info(format!(
                 "context compacted: {removed_messages} older messages {how} (≈{} → {} tokens)",

@@ -10,8 +10,10 @@ use super::super::diff::DiffLine;
 /// Longest subagent detail kept (the bar cuts it further to fit).
 pub(super) const SUBAGENT_DETAIL_CHARS: usize = 200;
 
+/// What the header shows of the session (the journal's own record of it
+/// is `store::journal::SessionInfo`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SessionInfo {
+pub struct SessionHeader {
     pub workspace: String,
     pub provider: String,
     pub model: String,

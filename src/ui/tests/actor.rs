@@ -21,7 +21,7 @@ use crate::protocol::op::AskId;
 use crate::protocol::op::{
     Op, OpReply, OpSender, PlanCleared, Submission, SubmissionId, TurnOutcome, op_channel,
 };
-use crate::protocol::{ApprovalDecision, ApprovalRequest, Event, TurnStatus};
+use crate::protocol::{ApprovalDecision, ApprovalRequest, Event};
 use crate::ui::actor::{UiActor, UiArguments, UiExit, UiMessage};
 use crate::ui::store::{Entry, TurnState};
 
@@ -280,12 +280,8 @@ async fn a_prompt_is_submitted_interrupted_and_ctrl_c_twice_quits() {
     h.ctrl_c();
     assert!(matches!(h.next_asked().await, Asked::Interrupt));
     reply
-        .send(TurnOutcome {
-            status: TurnStatus::Interrupted,
-            final_text: None,
-            error: None,
+        .send(TurnOutcome::Interrupted {
             usage: Default::default(),
-            looped: false,
         })
         .unwrap();
     // The reply arrives through a spawned task; wait for the store to see it.

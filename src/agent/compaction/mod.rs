@@ -1,16 +1,20 @@
-//! The compaction step of an agent: plans the cut ([`compaction::plan`]),
+//! Compaction, the step of an agent: plans the cut ([`cut::plan`], pure),
 //! asks the model for the summary when the strategy wants one, and
 //! replaces the conversation's history.
 
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::compaction::{self, CompactionSettings, CompactionStrategy, Skip, Trigger};
+mod cut;
+
 use super::request::{record_usage, request_completion};
 use super::{AgentDeps, Conversation};
 use crate::plan::todo;
 use crate::protocol::{EventKind, Message, UsageTotals};
 use crate::tools::ToolKind;
+use cut::Skip;
+pub(super) use cut::Trigger;
+pub use cut::{CompactionSettings, CompactionStrategy};
 
 /// Compacts `conversation` if it has grown past the threshold (or at once,
 /// for [`Trigger::Overflow`]). Returns whether anything was removed.
@@ -23,7 +27,7 @@ pub(super) async fn maybe_compact(
     usage: &mut UsageTotals,
 ) -> bool {
     let before = conversation.estimated_tokens();
-    let cut = match compaction::plan(conversation.messages(), settings, trigger) {
+    let cut = match cut::plan(conversation.messages(), settings, trigger) {
         Ok(cut) => cut,
         Err(skip) => {
             log_skip(skip, before);
@@ -43,20 +47,22 @@ pub(super) async fn maybe_compact(
     let carried = if deps.catalog.kind_of(todo::TOOL_NAME) == Some(ToolKind::PlanState) {
         todo_state(removed, deps).await
     } else {
-        compaction::carried_state(removed, kept)
+        cut::carried_state(removed, kept)
     };
     let removed_messages = removed.len();
-    let history = compaction::compacted_history(messages, cut.index, summary.as_deref(), carried);
+    let history = cut::compacted_history(messages, cut.index, summary.as_deref(), carried);
     conversation.replace_history(history);
 
     let after = conversation.estimated_tokens();
-    let strategy = compaction::strategy_name(strategy);
     info!(
         before,
-        after, removed_messages, strategy, "compacted the conversation"
+        after,
+        removed_messages,
+        strategy = strategy.as_str(),
+        "compacted the conversation"
     );
     deps.events.emit(EventKind::Compacted {
-        strategy: strategy.into(),
+        strategy,
         removed_messages,
         estimated_tokens_before: before,
         estimated_tokens_after: after,
@@ -115,7 +121,7 @@ async fn summarize(
     usage: &mut UsageTotals,
 ) -> Option<String> {
     let mut request = conversation.clone();
-    request.push(Message::user(compaction::SUMMARY_REQUEST));
+    request.push(Message::user(cut::SUMMARY_REQUEST));
     match request_completion(&request, deps, cancel).await? {
         Ok(completion) => {
             record_usage(deps, usage, &completion);

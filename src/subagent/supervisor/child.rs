@@ -17,7 +17,7 @@ use tracing::{debug, info, warn};
 
 use crate::protocol::EventKind;
 use crate::protocol::Message;
-use crate::protocol::ipc::{ChildFrame, ForkFrameRef, PROTOCOL_VERSION};
+use crate::protocol::ipc::{ChildFrame, ForkFrameRef, ForkTag, PROTOCOL_VERSION};
 use crate::sandbox::process::ignores_signal;
 use crate::sandbox::{PrivateDir, ProcessGroup, sweep};
 use crate::subagent::ipc::{IpcError, encode_frame_in};
@@ -27,7 +27,7 @@ use super::progress::{Ending, Progress, Stage, StopReason, Stops};
 use super::*;
 
 /// A spawned, connected, handshaken child.
-pub(super) struct Session {
+pub(super) struct ChildLink {
     pub(super) group: ProcessGroup,
     pub(super) frames: mpsc::Receiver<Result<ChildFrame, IpcError>>,
     pub(super) writer: Writer,
@@ -67,26 +67,29 @@ impl ForkEncoding {
     /// The history, handed back, and its encoding.
     async fn finish(self) -> Result<(Vec<Message>, Box<RawValue>), Ending> {
         let failed = |e: &dyn std::fmt::Display| {
-            Ending::failed("spawn_failed", format!("cannot encode the fork: {e}"))
+            Ending::failed(
+                DelegateErrorCode::SpawnFailed,
+                format!("cannot encode the fork: {e}"),
+            )
         };
         let (history, encoded) = self.0.await.map_err(|e| failed(&e))?;
         Ok((history, encoded.map_err(|e| failed(&e))?))
     }
 }
 
-impl Session {
+impl ChildLink {
     /// Spawning, then handshaking: spawn, accept (peer pid checked),
     /// `Hello`, `Fork`. A failure has already reaped the child. Gives back
-    /// the fork's history with the session.
+    /// the fork's history with the link.
     pub(super) async fn open(
         progress: &mut Progress<'_>,
         stops: &Stops<'_>,
         fork: ForkEncoding,
-    ) -> Result<(Session, Vec<Message>), Ending> {
+    ) -> Result<(ChildLink, Vec<Message>), Ending> {
         let spawned = Spawned::start(progress).await?;
         progress.enter(Stage::Handshaking);
         let process_limit = spawned.process_limit;
-        let mut session = Session::accept(
+        let mut link = ChildLink::accept(
             spawned.group,
             spawned.listener,
             spawned.scratch,
@@ -94,15 +97,15 @@ impl Session {
             stops,
         )
         .await?;
-        if let Err(ending) = session.hello(progress, stops).await {
-            session.close(progress, false).await;
+        if let Err(ending) = link.hello(progress, stops).await {
+            link.close(progress, false).await;
             return Err(ending);
         }
         let process_limit = process_limit.await.ok().flatten();
-        match session.send_fork(progress, fork, process_limit).await {
-            Ok(history) => Ok((session, history)),
+        match link.send_fork(progress, fork, process_limit).await {
+            Ok(history) => Ok((link, history)),
             Err(ending) => {
-                session.close(progress, false).await;
+                link.close(progress, false).await;
                 Err(ending)
             }
         }
@@ -120,13 +123,13 @@ impl Session {
         scratch: PrivateDir,
         progress: &mut Progress<'_>,
         stops: &Stops<'_>,
-    ) -> Result<Session, Ending> {
+    ) -> Result<ChildLink, Ending> {
         let accepted = tokio::select! {
             accepted = tokio::time::timeout(HANDSHAKE_TIMEOUT, listener.accept()) => accepted,
             status = group.wait() => {
                 let status = describe_exit(status.ok());
                 let _ = group.terminate(TERM_GRACE).await;
-                return Err(Ending::failed("subagent_crashed", format!("the subagent exited before it connected ({status})")));
+                return Err(Ending::failed(DelegateErrorCode::SubagentCrashed, format!("the subagent exited before it connected ({status})")));
             }
             reason = stops.before_handshake() => {
                 let _ = group.terminate(TERM_GRACE).await;
@@ -139,7 +142,7 @@ impl Session {
             Ok(Err(e)) => {
                 let _ = group.terminate(TERM_GRACE).await;
                 return Err(Ending::failed(
-                    "spawn_failed",
+                    DelegateErrorCode::SpawnFailed,
                     format!("the IPC socket failed: {e}"),
                 ));
             }
@@ -147,7 +150,7 @@ impl Session {
                 let _ = group.terminate(TERM_GRACE).await;
                 let seconds = HANDSHAKE_TIMEOUT.as_secs();
                 return Err(Ending::failed(
-                    "spawn_failed",
+                    DelegateErrorCode::SpawnFailed,
                     format!("the subagent did not connect within {seconds} s"),
                 ));
             }
@@ -157,14 +160,14 @@ impl Session {
         if peer != i32::try_from(pid).ok() {
             let _ = group.terminate(TERM_GRACE).await;
             return Err(Ending::failed(
-                "protocol_error",
+                DelegateErrorCode::ProtocolError,
                 format!(
                     "a process other than the subagent (pid {peer:?}, expected {pid}) connected to its socket; refused"
                 ),
             ));
         }
         let stream = Arc::new(stream);
-        Ok(Session {
+        Ok(ChildLink {
             group,
             frames: spawn_reader(stream.clone()),
             writer: spawn_writer(stream),
@@ -188,20 +191,20 @@ impl Session {
             Ok(Some(Ok(frame))) => frame,
             Ok(Some(Err(e))) => {
                 return Err(Ending::failed(
-                    "protocol_error",
+                    DelegateErrorCode::ProtocolError,
                     format!("bad frame from the subagent: {e}"),
                 ));
             }
             Ok(None) => {
                 let status = self.reap_quickly().await;
                 return Err(Ending::failed(
-                    "subagent_crashed",
+                    DelegateErrorCode::SubagentCrashed,
                     format!("the subagent exited before its handshake ({status})"),
                 ));
             }
             Err(_) => {
                 return Err(Ending::failed(
-                    "protocol_error",
+                    DelegateErrorCode::ProtocolError,
                     "the subagent did not say hello in time",
                 ));
             }
@@ -233,7 +236,7 @@ impl Session {
         let encoded = encode_frame_in(
             Vec::with_capacity(room),
             &ForkFrameRef {
-                kind: "fork",
+                kind: ForkTag::Fork,
                 version: PROTOCOL_VERSION,
                 agent_id: &job.agent_id,
                 messages: &messages,
@@ -246,10 +249,15 @@ impl Session {
                 process_limit,
             },
         )
-        .map_err(|e| Ending::failed("spawn_failed", format!("cannot encode the fork: {e}")))?;
+        .map_err(|e| {
+            Ending::failed(
+                DelegateErrorCode::SpawnFailed,
+                format!("cannot encode the fork: {e}"),
+            )
+        })?;
         if self.writer.send(Outgoing::Encoded(encoded)).is_err() {
             return Err(Ending::failed(
-                "subagent_crashed",
+                DelegateErrorCode::SubagentCrashed,
                 "the subagent closed its socket before the fork",
             ));
         }
@@ -331,19 +339,19 @@ fn check_hello(frame: ChildFrame, progress: &Progress<'_>) -> Result<(), Ending>
     else {
         let name = frame_name(&frame);
         return Err(Ending::failed(
-            "protocol_error",
+            DelegateErrorCode::ProtocolError,
             format!("the subagent's first frame was {name}, not hello"),
         ));
     };
     if version != PROTOCOL_VERSION {
         return Err(Ending::failed(
-            "protocol_error",
+            DelegateErrorCode::ProtocolError,
             format!("the subagent speaks protocol {version}, this Fido {PROTOCOL_VERSION}"),
         ));
     }
     if let Some(error) = sandbox_error {
         return Err(Ending::failed(
-            "sandbox_unavailable",
+            DelegateErrorCode::SandboxUnavailable,
             format!(
                 "the read-only sandbox could not be enforced, so no subagent ran: {error}. Set sandbox = \"best_effort\" to run with the invocation guard only."
             ),
@@ -401,14 +409,14 @@ impl Spawned {
             .and_then(|created| created.map_err(|e| e.to_string()))
             .map_err(|e| {
                 Ending::failed(
-                    "spawn_failed",
+                    DelegateErrorCode::SpawnFailed,
                     format!("cannot create the scratch folder: {e}"),
                 )
             })?;
         let mut command = child_command(settings, &socket_name, &job.agent_id, scratch.path());
         let mut group = ProcessGroup::spawn(&mut command).map_err(|e| {
             Ending::failed(
-                "spawn_failed",
+                DelegateErrorCode::SpawnFailed,
                 format!("cannot start the subagent process: {e}"),
             )
         })?;
@@ -433,13 +441,21 @@ impl Spawned {
 
 /// The listener of the child's socket (abstract namespace, random name).
 fn listen(socket_name: &str) -> Result<Listener, Ending> {
-    let name = socket_name
-        .to_ns_name::<GenericNamespaced>()
-        .map_err(|e| Ending::failed("spawn_failed", format!("cannot name the IPC socket: {e}")))?;
+    let name = socket_name.to_ns_name::<GenericNamespaced>().map_err(|e| {
+        Ending::failed(
+            DelegateErrorCode::SpawnFailed,
+            format!("cannot name the IPC socket: {e}"),
+        )
+    })?;
     ListenerOptions::new()
         .name(name)
         .create_tokio()
-        .map_err(|e| Ending::failed("spawn_failed", format!("cannot open the IPC socket: {e}")))
+        .map_err(|e| {
+            Ending::failed(
+                DelegateErrorCode::SpawnFailed,
+                format!("cannot open the IPC socket: {e}"),
+            )
+        })
 }
 
 /// `fido __subagent` with its socket, identity, sandbox and scratch folder,

@@ -9,7 +9,8 @@
 //!
 //! This module plans (pure, tested without a model): [`plan`] decides the
 //! cut, [`compacted_history`] builds what replaces the removed part. The
-//! turn loop's `compact` step asks the model for the summary and applies it.
+//! compaction step (the parent module) asks the model for the summary and
+//! applies it.
 //!
 //! State results survive: the latest result of a state tool (the plan) that
 //! falls in the removed part is carried forward as the newest tool result,
@@ -22,13 +23,7 @@ use crate::protocol::Message;
 /// state and must never be compacted away.
 pub const STATE_TOOLS: &[&str] = &["update_plan", "todo"];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CompactionStrategy {
-    /// One model request writes a summary of the removed part.
-    Summarize,
-    /// The removed part is dropped with a short note.
-    Elide,
-}
+pub use crate::protocol::CompactionStrategy;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CompactionSettings {
@@ -49,7 +44,7 @@ pub(super) const SUMMARY_REQUEST: &str = "\
 
 /// Why compaction runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Trigger {
+pub(in crate::agent) enum Trigger {
     /// Before a request, when the estimate passes the threshold.
     Threshold,
     /// The server refused the request for its size: compact whatever can be
@@ -151,14 +146,6 @@ fn latest_request<'a>(removed: &'a [Message], kept: &[Message]) -> Option<&'a st
         return None;
     }
     removed.iter().rev().find_map(Message::person_prompt)
-}
-
-/// The name a strategy has in events and logs.
-pub(super) fn strategy_name(strategy: CompactionStrategy) -> &'static str {
-    match strategy {
-        CompactionStrategy::Summarize => "summarize",
-        CompactionStrategy::Elide => "elide",
-    }
 }
 
 /// Index of the first kept message: the newest messages worth at most

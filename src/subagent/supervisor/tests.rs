@@ -1,0 +1,198 @@
+//! The supervisor's own tests: a panicking run or actor, and time limits.
+
+use super::*;
+
+use crate::agent::recover::fault;
+use crate::protocol::EventKind;
+use crate::provider::script::ScriptProvider;
+
+/// A supervisor of one slot for `workspace` whose child program does
+/// not exist (so a run that gets that far fails at once), and its events.
+async fn supervisor(workspace: &std::path::Path) -> (Supervisor, crate::agent::EventReceiver) {
+    let settings = DelegationSettings {
+        concurrency: 1,
+        ..DelegationSettings::defaults(workspace.to_path_buf(), "/nonexistent/fido".into())
+    };
+    let provider = ScriptProvider::from_json("s", "m", r#"{"turns": [{"text": "x"}]}"#).unwrap();
+    let (sink, events) = crate::protocol::event_queue::channel();
+    let supervisor = Supervisor::start(
+        settings,
+        Gateway::new(Arc::new(provider), 1),
+        ToolCatalog::standard(PlanFlavour::UpdatePlan),
+        sink,
+    )
+    .await
+    .unwrap();
+    (supervisor, events)
+}
+
+async fn delegate(supervisor: &Supervisor) -> DelegateResult {
+    let cancel = CancellationToken::new();
+    let request = DelegationRequest {
+        call_id: "call-1",
+        args: DelegateArgs::for_task("look around"),
+        parent_messages: &[Message::System {
+            content: "s".into(),
+        }],
+        cancel: &cancel,
+    };
+    tokio::time::timeout(Duration::from_secs(60), supervisor.delegate(request))
+        .await
+        .expect("the delegation never returned")
+}
+
+/// Waits for an `error` event that contains `wanted`.
+async fn error_event(events: &mut crate::agent::EventReceiver, wanted: &str) -> String {
+    let found = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(event) = events.recv().await {
+            if let EventKind::Error { message } = event.kind
+                && message.contains(wanted)
+            {
+                return message;
+            }
+        }
+        panic!("the events ended without an error naming {wanted:?}")
+    });
+    found.await.expect("no such error event")
+}
+
+/// A panic inside a run (its task is watched): that call alone fails
+/// with `subagent_crashed`, an `error` event says so, and the slot is
+/// free again: with one slot, the next delegation still runs.
+#[tokio::test]
+async fn a_panic_in_a_run_fails_that_call_and_frees_its_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let (supervisor, mut events) = supervisor(dir.path()).await;
+    fault::arm(dir.path(), "subagent run");
+    let crashed = delegate(&supervisor).await;
+    assert_eq!(
+        crashed.error.unwrap().code,
+        DelegateErrorCode::SubagentCrashed
+    );
+    let message = error_event(&mut events, "injected panic at subagent run").await;
+    assert!(
+        message.contains("internal error in the parent's supervisor"),
+        "{message}"
+    );
+    assert!(supervisor.running_agents().is_empty());
+    let next = delegate(&supervisor).await;
+    let code = next.error.map(|e| e.code);
+    assert_ne!(code, Some(DelegateErrorCode::SubagentCrashed));
+    assert_ne!(code, Some(DelegateErrorCode::Unavailable));
+}
+
+/// A panic in the supervisor actor's handler fails the actor: the
+/// call it was handling gets a failed result, the keeper restarts the
+/// actor and says so, and delegation works again.
+#[tokio::test]
+async fn a_failed_supervisor_actor_is_restarted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (supervisor, mut events) = supervisor(dir.path()).await;
+    fault::arm(dir.path(), "supervisor handler");
+    let lost = delegate(&supervisor).await;
+    assert_eq!(lost.error.unwrap().code, DelegateErrorCode::Unavailable);
+    let message = error_event(&mut events, "injected panic at supervisor handler").await;
+    assert!(message.contains("it was restarted"), "{message}");
+    let next = delegate(&supervisor).await;
+    let code = next.error.map(|e| e.code);
+    assert_ne!(code, Some(DelegateErrorCode::Unavailable));
+    supervisor.shutdown(Duration::from_secs(5)).await;
+}
+
+/// The same panic seen from the parent's turn: the `delegate` call
+/// gets its failed result, the turn goes on to its answer, and the
+/// next prompt works.
+#[tokio::test]
+async fn a_turn_whose_run_panics_gets_its_result_and_the_next_prompt_works() {
+    use crate::agent::{AgentActor, AgentArguments, AgentDeps, AgentMessage, Conversation};
+    let dir = tempfile::tempdir().unwrap();
+    let (supervisor, mut supervisor_events) = supervisor(dir.path()).await;
+    let mut env = crate::tools::testing::env(dir.path());
+    env.delegator = Some(Arc::new(supervisor));
+    let script = r#"{"turns": [
+        {"tool_calls": [{"name": "delegate", "arguments": {"task": "look around"}}]},
+        {"text": "went on without it"},
+        {"text": "second answer"}
+    ]}"#;
+    let (sink, mut events) = crate::protocol::event_queue::channel();
+    let deps = Arc::new(AgentDeps {
+        provider: Arc::new(ScriptProvider::from_json("a", "m", script).unwrap()),
+        catalog: ToolCatalog::standard(PlanFlavour::UpdatePlan),
+        tool_env: Arc::new(env),
+        ctx: crate::tools::InvocationContext::main(),
+        settings: crate::agent::AgentSettings::for_tests(),
+        events: sink,
+        journal: None,
+    });
+    let arguments = AgentArguments {
+        deps,
+        conversation: Conversation::new("system".into()),
+        turns: 0,
+    };
+    let (agent, _) = Actor::spawn(None, AgentActor, arguments).await.unwrap();
+    fault::arm(dir.path(), "subagent run");
+    let ask = |prompt: &'static str| {
+        let agent = agent.clone();
+        async move {
+            ractor::call_t!(
+                agent,
+                |reply| AgentMessage::SubmitPrompt {
+                    prompt: prompt.into(),
+                    reply
+                },
+                60_000
+            )
+            .unwrap()
+        }
+    };
+    let first = ask("first").await;
+    assert_eq!(first.final_text(), Some("went on without it"));
+    let mut delegate_result = None;
+    while let Some(event) = events.try_recv() {
+        if let EventKind::ToolResult { name, ok, .. } = event.kind
+            && name == "delegate"
+        {
+            delegate_result = Some(ok);
+        }
+    }
+    assert_eq!(
+        delegate_result,
+        Some(false),
+        "the call got its failed result"
+    );
+    error_event(&mut supervisor_events, "injected panic at subagent run").await;
+    let conversation = ractor::call_t!(agent, AgentMessage::Snapshot, 60_000)
+        .unwrap()
+        .unwrap();
+    assert!(conversation.unanswered_tool_calls().is_empty());
+    assert!(conversation.messages().iter().any(|m| matches!(m,
+            Message::Tool { content, .. } if content.contains("subagent_crashed"))),);
+    let second = ask("second").await;
+    assert_eq!(second.final_text(), Some("second answer"));
+}
+
+#[test]
+fn a_time_limit_is_kept_between_a_second_and_the_maximum() {
+    let settings = DelegationSettings {
+        max_timeout: Duration::from_secs(60),
+        default_timeout: Duration::from_secs(30),
+        ..DelegationSettings::defaults(std::env::temp_dir(), "fido".into())
+    };
+    let args = |timeout_ms: Option<u64>| DelegateArgs {
+        timeout_ms,
+        ..serde_json::from_value(serde_json::json!({"task": "t"})).unwrap()
+    };
+    assert_eq!(timeout_for(&args(Some(120)), None, &settings), MIN_TIMEOUT);
+    assert_eq!(
+        timeout_for(&args(Some(5_000)), None, &settings),
+        Duration::from_secs(5)
+    );
+    assert_eq!(
+        timeout_for(&args(Some(600_000)), None, &settings),
+        Duration::from_secs(60)
+    );
+    assert_eq!(
+        timeout_for(&args(None), None, &settings),
+        Duration::from_secs(30)
+    );
+}
