@@ -2,7 +2,7 @@
 //! of a front end to the agent actor as it is ([`AgentMessage::Op`]); the
 //! actor answers the conversation's ops itself and leaves the rest to its
 //! [`FrontDesk`]: the local commands behind [`LocalCommands`] (the plan,
-//! undo and saved-conversation stores), the requests waiting for the
+//! undo and session stores), the requests waiting for the
 //! person ([`PendingAsks`]) and the model switcher. Answers go out as
 //! `op_replied` events with the submission's id.
 
@@ -56,7 +56,8 @@ pub trait LocalCommands: Send + Sync {
     fn recall(&self, _name: Option<&str>) -> Result<(String, Vec<Message>), String> {
         Err("/recall is not available here".into())
     }
-    /// `/sessions`: the saved conversations, one per line.
+    /// `/sessions`: the sessions, each with its bookmarks, and the
+    /// conversations earlier versions saved, one per line.
     fn sessions(&self) -> Result<String, String> {
         Err("/sessions is not available here".into())
     }

@@ -39,9 +39,9 @@ pub enum Action {
     Undo,
     /// `/suspend [NAME]`: bookmark the conversation.
     Suspend(Option<String>),
-    /// `/recall [NAME]`: bring back a saved conversation (the plan stays).
+    /// `/recall [NAME]`: bring back a bookmark or a session (the plan stays).
     Recall(Option<String>),
-    /// `/sessions`: list saved conversations.
+    /// `/sessions`: list the sessions and their bookmarks.
     Sessions,
     /// `/help`: every key and command, into the transcript.
     Help,

@@ -19,9 +19,7 @@ use std::time::{Duration, SystemTime};
 use nix::fcntl::{Flock, FlockArg};
 use serde::Serialize;
 
-pub use bookmark::{
-    Found, check_name as check_bookmark_name, find as find_bookmark, name_for as bookmark_name_for,
-};
+pub use bookmark::{Found, find as find_bookmark, name_for as bookmark_name_for};
 pub use read::{Bookmark, Replayed, replay, replay_to_bookmark};
 pub use writer::Journal;
 
