@@ -214,7 +214,7 @@ impl AgentState {
             Op::ShowPlan => desk.local(id, |c| OpReply::output(c.show())),
             Op::ClearPlan => desk.clear_plan(myself, id),
             Op::Undo => desk.local(id, |c| OpReply::info(c.undo())),
-            Op::Suspend => desk.suspend(myself, id),
+            Op::Suspend { name } => desk.suspend(myself, id, name),
             Op::Recall { name } => desk.recall(myself, id, name),
             Op::ListSessions => desk.local(id, |c| OpReply::output(c.sessions())),
             Op::Status => desk.local(id, |c| OpReply::Status(c.status())),

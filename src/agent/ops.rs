@@ -2,7 +2,7 @@
 //! of a front end to the agent actor as it is ([`AgentMessage::Op`]); the
 //! actor answers the conversation's ops itself and leaves the rest to its
 //! [`FrontDesk`]: the local commands behind [`LocalCommands`] (the plan,
-//! undo and saved-conversation stores), the requests waiting for the
+//! undo and session stores), the requests waiting for the
 //! person ([`PendingAsks`]) and the model switcher. Answers go out as
 //! `op_replied` events with the submission's id.
 
@@ -19,6 +19,7 @@ use crate::protocol::op::{
 };
 use crate::protocol::{EventKind, Message};
 use crate::provider::Provider;
+use crate::store::journal::Journal;
 
 /// Builds the provider for another model of the same endpoint (`/model`).
 /// It may block (a TLS client takes a moment), so it runs off the runtime.
@@ -44,16 +45,19 @@ pub trait LocalCommands: Send + Sync {
     fn undo(&self) -> Result<String, String> {
         Err("/undo is not available here".into())
     }
-    /// `/suspend`: saves the conversation; returns what to tell the user.
-    fn suspend(&self, _messages: &[Message]) -> Result<String, String> {
+    /// `/suspend [NAME]`: the session's journal and the name of the
+    /// bookmark about to go in it (`name` checked against the session's
+    /// bookmarks, or a generated one).
+    fn bookmark(&self, _name: Option<&str>) -> Result<(Arc<Journal>, String), String> {
         Err("/suspend is not available here".into())
     }
-    /// `/recall [NAME]`: the saved conversation's name and messages (the
-    /// newest when no name is given).
+    /// `/recall [NAME]`: what was recalled (a bookmark, a session) and its
+    /// messages (the newest session when no name is given).
     fn recall(&self, _name: Option<&str>) -> Result<(String, Vec<Message>), String> {
         Err("/recall is not available here".into())
     }
-    /// `/sessions`: the saved conversations, one per line.
+    /// `/sessions`: the sessions, each with its bookmarks, and the
+    /// conversations earlier versions saved, one per line.
     fn sessions(&self) -> Result<String, String> {
         Err("/sessions is not available here".into())
     }
@@ -149,19 +153,13 @@ impl FrontDesk {
         });
     }
 
-    /// `/suspend`: the conversation between turns, saved by the commands.
-    pub fn suspend(&self, agent: ActorRef<AgentMessage>, id: SubmissionId) {
+    /// `/suspend [NAME]`: the conversation between turns, bookmarked in
+    /// the session's journal.
+    pub fn suspend(&self, agent: ActorRef<AgentMessage>, id: SubmissionId, name: Option<String>) {
         let desk = self.clone();
         tokio::spawn(async move {
-            let reply = match snapshot(&agent).await {
-                Ok(messages) => {
-                    let commands = desk.commands.clone();
-                    OpReply::info(off_runtime(move || commands.suspend(&messages)).await)
-                }
-                Err(message) => OpReply::Failed {
-                    message: format!("/suspend: {message}"),
-                },
-            };
+            let commands = desk.commands.clone();
+            let reply = OpReply::info(bookmark(agent, commands, name).await);
             desk.reply(id, reply);
         });
     }
@@ -247,7 +245,7 @@ fn refuse(desk: &FrontDesk, submission: Submission) {
         | Op::ShowPlan
         | Op::ClearPlan
         | Op::Undo
-        | Op::Suspend
+        | Op::Suspend { .. }
         | Op::Recall { .. }
         | Op::ListSessions
         | Op::Status => failed(gone.into()),
@@ -296,6 +294,26 @@ async fn recall(
     ))
 }
 
+async fn bookmark(
+    agent: ActorRef<AgentMessage>,
+    commands: Arc<dyn LocalCommands>,
+    name: Option<String>,
+) -> Result<String, String> {
+    let conversation = match call(&agent, AGENT_WAIT, AgentMessage::Snapshot).await {
+        Ok(Some(conversation)) => conversation,
+        Ok(None) => return Err("/suspend: a turn is running; wait for it to end".into()),
+        Err(message) => return Err(format!("/suspend: {message}")),
+    };
+    let (journal, name) = off_runtime(move || commands.bookmark(name.as_deref())).await?;
+    journal
+        .bookmark(conversation.generation(), conversation.messages(), &name)
+        .await
+        .map_err(|err| format!("cannot write the bookmark to the session journal: {err}"))?;
+    Ok(format!(
+        "bookmarked as {name}; /recall {name} brings the conversation back to this point"
+    ))
+}
+
 async fn switch_model(
     desk: &FrontDesk,
     model: String,
@@ -312,14 +330,6 @@ async fn switch_model(
         .cast(AgentMessage::SwitchProvider { provider })
         .map_err(|_| "the agent is not running".to_string())?;
     Ok(model)
-}
-
-/// The conversation's messages between turns, or why not.
-async fn snapshot(agent: &ActorRef<AgentMessage>) -> Result<Vec<Message>, String> {
-    match call(agent, AGENT_WAIT, AgentMessage::Snapshot).await? {
-        Some(conversation) => Ok(conversation.messages().to_vec()),
-        None => Err("a turn is running; wait for it to end".into()),
-    }
 }
 
 #[cfg(test)]
@@ -399,7 +409,7 @@ mod tests {
         let prompt = "hi".to_string();
         let turn = engine.send(Op::SubmitPrompt { prompt }).unwrap();
         let compact = engine.send(Op::Compact).unwrap();
-        let suspend = engine.send(Op::Suspend).unwrap();
+        let suspend = engine.send(Op::Suspend { name: None }).unwrap();
         let gone = "the agent is not running".to_string();
         assert_eq!(
             reply_to(&mut events, turn).await,
@@ -417,7 +427,7 @@ mod tests {
     async fn a_snapshot_during_a_turn_and_a_model_that_cannot_be_built_say_why() {
         let (agent, _handle) = Actor::spawn(None, Busy, ()).await.unwrap();
         let (desk, mut events) = desk();
-        desk.suspend(agent.clone(), 7);
+        desk.suspend(agent.clone(), 7, None);
         assert_eq!(
             reply_to(&mut events, 7).await,
             OpReply::Failed {

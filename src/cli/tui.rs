@@ -23,7 +23,7 @@ use crate::plan::{PlanFlavour, PlanSnapshot, PlanStore};
 use crate::protocol::ApprovalPolicy;
 use crate::protocol::op::{PlanCleared, StatusInfo};
 use crate::runtime::{Interaction, ResumeFrom, Runtime};
-use crate::store::journal;
+use crate::store::journal::{self, Journal};
 use crate::ui::{self, UiSetup};
 use crate::workspace::LOGS_DIR;
 
@@ -60,7 +60,7 @@ async fn session(config: Config, resume: Option<ResumeFrom>) -> ExitCode {
     }
     let mut local_commands = CliLocalCommands::new(&config);
     local_commands.instruction_files = runtime.instructions.paths();
-    local_commands.session_id = runtime.id.clone();
+    local_commands.journal = runtime.journal();
     let local_commands = Arc::new(local_commands);
     let history = ui::PromptHistory::for_workspace(&config.workspace);
     let mut warnings = config.warnings.clone();
@@ -147,15 +147,15 @@ struct CliLocalCommands {
     todos: TodoStore,
     /// The AGENTS.md files in the system prompt, for `/status`.
     instruction_files: Vec<String>,
-    /// This session's journal id: `/suspend` copies name it.
-    session_id: Option<String>,
+    /// This session's journal, where `/suspend` bookmarks go.
+    journal: Option<Arc<Journal>>,
 }
 
 impl CliLocalCommands {
     fn new(config: &Config) -> Self {
         CliLocalCommands {
             instruction_files: Vec::new(),
-            session_id: None,
+            journal: None,
             config: Some(config.clone()),
             workspace: config.workspace.clone(),
             flavour: config.plan_tool,
@@ -211,45 +211,36 @@ impl LocalCommands for CliLocalCommands {
         }
     }
 
-    fn suspend(&self, messages: &[crate::protocol::Message]) -> Result<String, String> {
-        let info = crate::store::journal::SessionInfo {
-            workspace: self.workspace.display().to_string(),
-            provider: self
-                .config
-                .as_ref()
-                .map(|c| c.provider.name().to_string())
-                .unwrap_or_default(),
-            model: self
-                .config
-                .as_ref()
-                .map(|c| c.model.clone())
-                .unwrap_or_default(),
+    fn bookmark(&self, name: Option<&str>) -> Result<(Arc<Journal>, String), String> {
+        let Some(journal) = &self.journal else {
+            return Err("/suspend bookmarks the session journal, and this session has none (it could not be created; .fido-state/logs/tui.log says why)".into());
         };
-        journal::save_copy(&self.workspace, &info, messages, self.session_id.clone())
-            .map(|id| {
-                format!(
-                    "conversation saved as {id}; /recall {id} or `fido resume {id}` brings it back"
-                )
-            })
-            .map_err(|err| format!("cannot save the conversation: {err}"))
+        let name = journal::bookmark_name_for(journal.path(), name)?;
+        Ok((journal.clone(), name))
     }
 
     fn recall(
         &self,
         name: Option<&str>,
     ) -> Result<(String, Vec<crate::protocol::Message>), String> {
-        // A journaled session first; conversations saved by earlier
-        // versions (`NAME.json`) still load.
-        let pick = name.map_or(journal::Pick::Last, journal::Pick::Id);
-        match journal::load_messages(&self.workspace, pick) {
+        let Some(name) = name else {
+            // The newest journaled session, else the newest conversation
+            // saved by earlier versions.
+            return journal::load_messages(&self.workspace, journal::Pick::Last)
+                .or_else(|err| crate::store::saved::load(&self.workspace, None).map_err(|_| err));
+        };
+        // A bookmark first (newest session first), then a session id, then
+        // a conversation saved by earlier versions (`NAME.json`).
+        if let Some(found) = journal::find_bookmark(&self.workspace, name)? {
+            let what = format!("bookmark {name} of session {}", found.session);
+            return Ok((what, found.messages));
+        }
+        match journal::load_messages(&self.workspace, journal::Pick::Id(name)) {
             Ok(found) => Ok(found),
-            Err(err) => match name {
-                Some(name) if saved_exists(&self.workspace, name) => {
-                    crate::store::saved::load(&self.workspace, Some(name))
-                }
-                None => crate::store::saved::load(&self.workspace, None).map_err(|_| err),
-                Some(_) => Err(err),
-            },
+            Err(_) if saved_exists(&self.workspace, name) => {
+                crate::store::saved::load(&self.workspace, Some(name))
+            }
+            Err(err) => Err(format!("no bookmark is named {name}, and {err}")),
         }
     }
 
@@ -262,17 +253,21 @@ impl LocalCommands for CliLocalCommands {
             .map_err(|err| format!("cannot list the sessions: {err}"))?;
         let saved = crate::store::saved::list(&self.workspace)
             .map_err(|err| format!("cannot list saved conversations: {err}"))?;
-        let mut lines: Vec<String> = journaled
-            .iter()
-            .map(|s| {
-                let this = if Some(&s.id) == self.session_id.as_ref() {
-                    " (this one)"
-                } else {
-                    ""
-                };
-                format!("{}  {}{this}  {}", s.id, s.status, s.first_prompt)
-            })
-            .collect();
+        let this_id = self.journal.as_ref().map(|j| j.id());
+        let mut lines = Vec::new();
+        for s in &journaled {
+            let this = if this_id == Some(s.id.as_str()) {
+                " (this one)"
+            } else {
+                ""
+            };
+            lines.push(format!("{}  {}{this}  {}", s.id, s.status, s.first_prompt));
+            lines.extend(
+                s.bookmarks
+                    .iter()
+                    .map(|b| format!("    bookmark {}  {}", b.name, b.at)),
+            );
+        }
         lines.extend(
             saved
                 .iter()
@@ -323,344 +318,5 @@ impl CliLocalCommands {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
-    use ractor::ActorRef;
-    use ratatui::Terminal;
-    use ratatui::backend::TestBackend;
-    use tokio::sync::oneshot;
-
-    use ractor::Actor;
-
-    use super::*;
-    use crate::agent::AgentMessage;
-    use crate::plan::{PlanItem, PlanState, Status};
-    use crate::protocol::{Event, EventKind};
-    use crate::ui::store::Entry;
-    use crate::ui::{UiActor, UiArguments, UiMessage};
-
-    /// Longest wait for an actor's answer: a hung test fails instead.
-    const CALL_MS: u64 = 30_000;
-
-    /// The real agent on `env` (its model says "hello back"), served with
-    /// `commands` to a UI on a test backend; the engine's events reach the
-    /// UI through the terminal's forwarder.
-    async fn ui_with_agent(
-        env: crate::tools::ToolEnv,
-        commands: Arc<CliLocalCommands>,
-    ) -> (ActorRef<UiMessage>, ActorRef<AgentMessage>) {
-        use crate::agent::{AgentActor, AgentArguments, AgentDeps, Conversation};
-        use crate::provider::script::ScriptProvider;
-        use crate::tools::{InvocationContext, ToolCatalog};
-        let script = r#"{"turns": [{"text": "hello back"}]}"#;
-        let (events, receiver) = crate::protocol::event_queue::channel();
-        let deps = Arc::new(AgentDeps {
-            provider: Arc::new(ScriptProvider::from_json("t", "t", script).unwrap()),
-            tool_env: Arc::new(env),
-            ctx: InvocationContext::main(),
-            settings: crate::agent::AgentSettings::for_tests(),
-            events: events.clone(),
-            journal: None,
-            catalog: ToolCatalog::standard(PlanFlavour::UpdatePlan),
-        });
-        let arguments = AgentArguments {
-            deps,
-            conversation: Conversation::new("system".into()),
-            turns: 0,
-        };
-        let (agent, _) = Actor::spawn(None, AgentActor, arguments).await.unwrap();
-        let desk = FrontDesk {
-            commands,
-            ..FrontDesk::detached(events)
-        };
-        let (exit, _exited) = oneshot::channel();
-        let arguments = UiArguments {
-            terminal: Terminal::new(TestBackend::new(120, 30)).unwrap(),
-            engine: ops::serve(agent.clone(), desk),
-            exit,
-            history: Default::default(),
-        };
-        let (ui, _) = Actor::spawn(None, UiActor::new(), arguments).await.unwrap();
-        tokio::spawn(crate::ui::terminal::forward_events(receiver, ui.clone()));
-        (ui, agent)
-    }
-    fn saved_plan(store: &PlanStore) -> PlanState {
-        let item = |id: &str, status| PlanItem {
-            id: id.into(),
-            title: format!("Do {id}"),
-            status,
-            details: None,
-            dependencies: Vec::new(),
-            next_action: Some("go".into()),
-            evidence: Vec::new(),
-        };
-        let items = vec![item("a", Status::InProgress), item("b", Status::Pending)];
-        let saved = store.update(|current| {
-            Ok::<_, ()>(current.successor(
-                "two steps".into(),
-                items,
-                "2025-01-01T00:00:00.000Z".into(),
-            ))
-        });
-        saved.unwrap().unwrap().0
-    }
-
-    fn type_line(ui: &ActorRef<UiMessage>, text: &str) {
-        let keys = text
-            .chars()
-            .map(KeyCode::Char)
-            .chain([KeyCode::Enter])
-            .map(|code| KeyEvent::new(code, KeyModifiers::NONE));
-        for key in keys {
-            ui.cast(UiMessage::Terminal(TermEvent::Key(key))).unwrap();
-        }
-    }
-
-    #[tokio::test]
-    async fn plan_clear_typed_in_the_ui_empties_the_file_and_the_panel() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(".fido-plan.json");
-        let store = PlanStore::new(path.clone());
-        let before = saved_plan(&store);
-        let commands = Arc::new(CliLocalCommands {
-            instruction_files: Vec::new(),
-            session_id: None,
-            config: None,
-            workspace: dir.path().to_path_buf(),
-            flavour: PlanFlavour::UpdatePlan,
-            plans: PlanStore::new(path.clone()),
-            todos: TodoStore::in_workspace(dir.path()),
-        });
-        let env = crate::tools::testing::env(dir.path());
-        let (ui, _agent) = ui_with_agent(env, commands).await;
-        // As at start-up: the loaded plan arrives as an event.
-        ui.cast(UiMessage::Agent(Event::now(EventKind::PlanUpdated {
-            plan: PlanSnapshot::UpdatePlan(before.clone()),
-        })))
-        .unwrap();
-
-        type_line(&ui, "/plan");
-        let rendered = Entry::Local(super::super::plan::render(&before));
-        wait_for_entry(&ui, |e| *e == rendered).await;
-        let shown = ractor::call_t!(ui, UiMessage::Snapshot, CALL_MS).unwrap();
-        assert_eq!(shown.plan.as_ref().unwrap().items.len(), 2);
-        assert_eq!(shown.transcript.last(), Some(&rendered));
-
-        type_line(&ui, "/plan clear");
-        wait_for_entry(
-            &ui,
-            |e| matches!(e, Entry::Info(t) if t.starts_with("Plan cleared")),
-        )
-        .await;
-        let cleared = ractor::call_t!(ui, UiMessage::Snapshot, CALL_MS).unwrap();
-        let panel = cleared.plan.expect("an empty plan, not none");
-        assert!(panel.items.is_empty());
-        assert_eq!(panel.version, Some(before.version + 1));
-        let file = store.load().unwrap().state;
-        assert_eq!(file.version, before.version + 1);
-        assert!(file.items.is_empty());
-        assert_eq!(file.reason, "Plan cleared by the user.");
-        assert!(cleared.transcript.contains(&Entry::Info(format!(
-            "Plan cleared (version {}).",
-            file.version
-        ))));
-    }
-
-    #[test]
-    fn the_todo_flavour_shows_and_clears_its_own_state() {
-        let dir = tempfile::tempdir().unwrap();
-        let commands = CliLocalCommands {
-            instruction_files: Vec::new(),
-            session_id: None,
-            config: None,
-            workspace: dir.path().to_path_buf(),
-            flavour: PlanFlavour::Todo,
-            plans: PlanStore::new(dir.path().join(".fido-plan.json")),
-            todos: TodoStore::in_workspace(dir.path()),
-        };
-        for subject in ["Write the lexer", "Test the lexer"] {
-            let created = todo::run_call(
-                &commands.todos,
-                &serde_json::json!({"action": "create", "subject": subject}),
-            )
-            .unwrap();
-            assert!(created.ok, "{}", created.content);
-        }
-        let shown = commands.show().unwrap();
-        let (expected, envelope) = todo::format::list_view(&commands.todos.load().unwrap().state);
-        assert_eq!(shown, expected);
-        let view =
-            crate::ui::plan_view::PlanView::from_event(&PlanSnapshot::Todo(envelope)).unwrap();
-        assert_eq!(view.items.len(), 2);
-
-        let cleared = commands.clear().unwrap();
-        assert_eq!(cleared.message, "Cleared 2 tasks");
-        let view = crate::ui::plan_view::PlanView::from_event(&cleared.plan).unwrap();
-        assert!(view.items.is_empty());
-        assert_eq!(cleared.plan.flavour(), PlanFlavour::Todo);
-        assert!(
-            !dir.path().join(".fido-plan.json").exists(),
-            "the other flavour is untouched"
-        );
-    }
-
-    /// Polls the UI until its transcript holds an entry matching `wanted`.
-    async fn wait_for_entry(ui: &ActorRef<UiMessage>, wanted: impl Fn(&Entry) -> bool) -> Entry {
-        for _ in 0..500 {
-            let store = ractor::call_t!(ui, UiMessage::Snapshot, CALL_MS).unwrap();
-            if let Some(entry) = store.transcript.iter().rev().find(|e| wanted(e)) {
-                return entry.clone();
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!("the expected transcript entry never appeared");
-    }
-
-    #[tokio::test]
-    async fn undo_suspend_and_recall_from_the_ui_with_the_real_agent() {
-        use crate::protocol::{Message, ToolCall};
-        use crate::tools::{InvocationContext, ToolCatalog};
-
-        let dir = tempfile::tempdir().unwrap();
-        let env = crate::tools::testing::env(dir.path());
-        // A file change the journal can undo.
-        std::fs::write(dir.path().join("a.txt"), "before\n").unwrap();
-        let catalog = ToolCatalog::standard(PlanFlavour::UpdatePlan);
-        let patch = ToolCall {
-            id: "p".into(),
-            name: "patch".into(),
-            arguments: r#"{"path": "a.txt", "content": "after\n"}"#.into(),
-        };
-        let out = catalog
-            .invoke(
-                &patch,
-                &env,
-                &InvocationContext::main(),
-                &[],
-                &Default::default(),
-            )
-            .await;
-        assert!(out.ok, "{}", out.content);
-
-        let commands = Arc::new(CliLocalCommands {
-            instruction_files: Vec::new(),
-            session_id: None,
-            config: None,
-            workspace: dir.path().to_path_buf(),
-            flavour: PlanFlavour::UpdatePlan,
-            plans: PlanStore::new(dir.path().join(".fido-plan.json")),
-            todos: TodoStore::in_workspace(dir.path()),
-        });
-        let (ui, agent) = ui_with_agent(env, commands).await;
-
-        type_line(&ui, "/undo");
-        let undone = wait_for_entry(
-            &ui,
-            |e| matches!(e, Entry::Info(t) if t.starts_with("undone")),
-        )
-        .await;
-        assert!(
-            matches!(&undone, Entry::Info(t) if t.contains("a.txt")),
-            "{undone:?}"
-        );
-        assert_eq!(
-            std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
-            "before\n"
-        );
-
-        type_line(&ui, "say hello");
-        for _ in 0..500 {
-            let store = ractor::call_t!(ui, UiMessage::Snapshot, CALL_MS).unwrap();
-            if !store.turn.is_busy() && store.transcript.iter().any(|e| matches!(e, Entry::User(_)))
-            {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        type_line(&ui, "/suspend");
-        let saved = wait_for_entry(
-            &ui,
-            |e| matches!(e, Entry::Info(t) if t.starts_with("conversation saved")),
-        )
-        .await;
-        let Entry::Info(saved) = saved else {
-            unreachable!()
-        };
-        let name = saved
-            .split_whitespace()
-            .nth(3)
-            .unwrap()
-            .trim_end_matches(';')
-            .to_string();
-
-        // Replace the agent's history, then recall the saved one by name.
-        let empty = vec![Message::System {
-            content: "system".into(),
-        }];
-        ractor::call_t!(
-            agent,
-            |reply| AgentMessage::ReplaceHistory {
-                history: empty,
-                reply
-            },
-            CALL_MS
-        )
-        .unwrap()
-        .unwrap();
-        type_line(&ui, &format!("/recall {name}"));
-        let recalled = wait_for_entry(
-            &ui,
-            |e| matches!(e, Entry::Info(t) if t.starts_with("recalled")),
-        )
-        .await;
-        assert!(
-            matches!(&recalled, Entry::Info(t) if t.contains("recalled 2 messages")),
-            "{recalled:?}"
-        );
-        let conversation = ractor::call_t!(agent, AgentMessage::Snapshot, CALL_MS)
-            .unwrap()
-            .unwrap();
-        assert_eq!(conversation.messages()[1], Message::user("say hello"));
-
-        type_line(&ui, "/sessions");
-        wait_for_entry(
-            &ui,
-            |e| matches!(e, Entry::Local(t) if t.contains(&name) && t.contains("say hello")),
-        )
-        .await;
-    }
-
-    #[test]
-    fn model_builds_the_same_provider_with_another_model() {
-        let dir = tempfile::tempdir().unwrap();
-        let overrides = Overrides {
-            workspace: Some(dir.path().to_path_buf()),
-            values: Vec::new(),
-        };
-        let env = [
-            ("FIDO_PROVIDER".to_string(), "openai".to_string()),
-            (
-                "FIDO_BASE_URL".to_string(),
-                "http://127.0.0.1:9/v1".to_string(),
-            ),
-            ("FIDO_MODEL".to_string(), "first-model".to_string()),
-        ];
-        let config = Config::load_from(&overrides, &env).unwrap();
-        let commands = CliLocalCommands::new(&config);
-        let provider = commands.provider_for("second-model").unwrap();
-        assert_eq!(provider.model(), "second-model");
-        assert_eq!(provider.name(), "openai");
-        assert!(commands.provider_for("  ").is_err());
-        let status = commands.status();
-        assert_eq!(
-            status.sandbox_mode.map(|m| m.to_string()).as_deref(),
-            Some("workspace-write")
-        );
-        assert_eq!(
-            status.approval_policy.map(|p| p.to_string()).as_deref(),
-            Some("on-request")
-        );
-    }
-}
+#[path = "tui_tests.rs"]
+mod tests;

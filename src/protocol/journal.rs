@@ -20,7 +20,8 @@ pub enum JournalRecord {
         workspace: String,
         provider: String,
         model: String,
-        /// The session this one was saved from (`/suspend`), if any.
+        /// The session this one was copied from by the `/suspend` of
+        /// earlier versions, if any (read, never written any more).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         saved_from: Option<String>,
     },
@@ -39,4 +40,7 @@ pub enum JournalRecord {
     Resumed { at: String },
     /// The session's process ended cleanly.
     Ended { at: String },
+    /// `/suspend [NAME]`: a named point in the conversation, written after
+    /// the messages it marks; `/recall NAME` replays the journal up to it.
+    Bookmark { name: String, at: String },
 }

@@ -63,12 +63,17 @@ pub enum Op {
     ClearPlan,
     /// `/undo`: [`OpReply::Info`] saying what was reverted.
     Undo,
-    /// `/suspend`: [`OpReply::Info`] naming the saved conversation.
-    Suspend,
-    /// `/recall [NAME]`: [`OpReply::Info`] after the saved conversation (the
-    /// newest when no name is given) replaced the current one.
+    /// `/suspend [NAME]`: [`OpReply::Info`] naming the bookmark set in the
+    /// session's journal (`None`: a generated name).
+    Suspend {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
+    /// `/recall [NAME]`: [`OpReply::Info`] after the conversation of the
+    /// bookmark or session `NAME` (the newest session when no name is
+    /// given) replaced the current one.
     Recall { name: Option<String> },
-    /// `/sessions`: [`OpReply::Output`], one saved conversation per line.
+    /// `/sessions`: [`OpReply::Output`], one session (or bookmark) per line.
     ListSessions,
     /// `/status`: [`OpReply::Status`].
     Status,
@@ -242,7 +247,10 @@ mod tests {
             Op::ShowPlan,
             Op::ClearPlan,
             Op::Undo,
-            Op::Suspend,
+            Op::Suspend { name: None },
+            Op::Suspend {
+                name: Some("before-refactor".into()),
+            },
             Op::Recall { name: None },
             Op::Recall {
                 name: Some("20261201T120000-abcd".into()),
@@ -285,6 +293,18 @@ mod tests {
 
     /// The front end could run in another process: every op and every
     /// event of the UI protocol survives JSON unchanged.
+    /// `/suspend` without a name is the frame it was before it took one.
+    #[test]
+    fn a_suspend_without_a_name_keeps_its_earlier_frame() {
+        let plain = Op::Suspend { name: None };
+        assert_eq!(
+            serde_json::to_string(&plain).unwrap(),
+            r#"{"type":"suspend"}"#
+        );
+        let earlier: Op = serde_json::from_str(r#"{"type":"suspend"}"#).unwrap();
+        assert_eq!(earlier, plain);
+    }
+
     #[test]
     fn submissions_and_ui_protocol_events_round_trip_through_json() {
         for (id, op) in every_op().into_iter().enumerate() {

@@ -130,6 +130,12 @@ impl Runtime {
         })
     }
 
+    /// The session's journal (`None`: it could not be journaled), where
+    /// the TUI's `/suspend` puts its bookmarks.
+    pub fn journal(&self) -> Option<Arc<Journal>> {
+        self.journal.clone()
+    }
+
     /// Kills every subagent (waiting until each is reaped), then stops the
     /// agent.
     pub async fn shutdown(self) {

@@ -1,16 +1,16 @@
-//! Suspended conversations (`/suspend`, `/recall`): each one a JSON file
-//! under `.fido-state/sessions/`, written atomically. The plan is not part of
-//! a saved conversation: it describes the workspace, and a recall always
+//! Conversations that the `/suspend` of earlier versions saved, each one a
+//! JSON file under `.fido-state/sessions/`: `/recall NAME` and `/sessions`
+//! still read them; nothing writes them any more (`/suspend` now sets a
+//! bookmark in the session journal). The plan is not part of a saved
+//! conversation: it describes the workspace, and a recall always
 //! re-delivers the current one.
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use super::atomic::write_atomic;
 use crate::protocol::Message;
 use crate::workspace::SESSIONS_DIR;
 
@@ -33,26 +33,6 @@ pub struct SavedConversation {
 
 fn dir(workspace: &Path) -> PathBuf {
     workspace.join(SESSIONS_DIR)
-}
-
-/// Saves `messages` and returns the name to recall them by.
-pub fn suspend(workspace: &Path, messages: &[Message]) -> io::Result<String> {
-    let saved_at = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
-    let mut name = saved_at.replace([':', '.'], "-");
-    let dir = dir(workspace);
-    fs::create_dir_all(&dir)?;
-    let mut n = 1;
-    while dir.join(format!("{name}.json")).exists() {
-        n += 1;
-        name = format!("{}-{n}", saved_at.replace([':', '.'], "-"));
-    }
-    let file = SavedFile {
-        saved_at,
-        messages: messages.to_vec(),
-    };
-    let text = serde_json::to_vec_pretty(&file).map_err(io::Error::other)?;
-    write_atomic(&dir.join(format!("{name}.json")), &text, None)?;
-    Ok(name)
 }
 
 /// Saved conversations, newest first. Unreadable files are skipped.
@@ -107,7 +87,31 @@ pub fn load(workspace: &Path, name: Option<&str>) -> Result<(String, Vec<Message
 
 #[cfg(test)]
 mod tests {
+    use std::time::SystemTime;
+
     use super::*;
+    use crate::store::atomic::write_atomic;
+
+    /// Saves `messages` as earlier versions did; returns the name to recall
+    /// them by.
+    fn suspend(workspace: &Path, messages: &[Message]) -> io::Result<String> {
+        let saved_at = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+        let mut name = saved_at.replace([':', '.'], "-");
+        let dir = dir(workspace);
+        fs::create_dir_all(&dir)?;
+        let mut n = 1;
+        while dir.join(format!("{name}.json")).exists() {
+            n += 1;
+            name = format!("{}-{n}", saved_at.replace([':', '.'], "-"));
+        }
+        let file = SavedFile {
+            saved_at,
+            messages: messages.to_vec(),
+        };
+        let text = serde_json::to_vec_pretty(&file).map_err(io::Error::other)?;
+        write_atomic(&dir.join(format!("{name}.json")), &text, None)?;
+        Ok(name)
+    }
 
     #[test]
     fn suspend_list_and_load_round_trip() {

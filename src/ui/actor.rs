@@ -463,7 +463,7 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
         Action::ClearPlan => request(state, Op::ClearPlan),
         Action::Undo => request(state, Op::Undo),
         Action::Sessions => request(state, Op::ListSessions),
-        Action::Suspend => request(state, Op::Suspend),
+        Action::Suspend(name) => request(state, Op::Suspend { name }),
         Action::Recall(name) => request(state, Op::Recall { name }),
         Action::Answer(answer) => {
             if let Some(id) = state.question.take() {

@@ -37,11 +37,11 @@ pub enum Action {
     Approve(crate::protocol::ApprovalDecision),
     /// `/undo`: revert the last file change.
     Undo,
-    /// `/suspend`: save the conversation.
-    Suspend,
-    /// `/recall [NAME]`: bring back a saved conversation (the plan stays).
+    /// `/suspend [NAME]`: bookmark the conversation.
+    Suspend(Option<String>),
+    /// `/recall [NAME]`: bring back a bookmark or a session (the plan stays).
     Recall(Option<String>),
-    /// `/sessions`: list saved conversations.
+    /// `/sessions`: list the sessions and their bookmarks.
     Sessions,
     /// `/help`: every key and command, into the transcript.
     Help,
@@ -58,7 +58,7 @@ pub enum Action {
 }
 
 /// Local commands typed on the input line.
-const COMMANDS_HELP: &str = "local commands: /help, /status, /compact, /model NAME, /diff, /plan, /plan clear, /agents, /cancel ID|all, /undo, /suspend, /recall [NAME], /sessions, /quit";
+const COMMANDS_HELP: &str = "local commands: /help, /status, /compact, /model NAME, /diff, /plan, /plan clear, /agents, /cancel ID|all, /undo, /suspend [NAME], /recall [NAME], /sessions, /quit";
 
 /// A paste longer than this many lines (or [`FOLD_PASTE_CHARS`]) shows
 /// folded in the editor as one placeholder.
@@ -286,11 +286,12 @@ fn slash_command(store: &mut Store, command: &str) -> Option<Action> {
         ["plan"] => Some(Action::ShowPlan),
         ["plan", "clear"] if busy => wait_for_the_turn(store, "/plan clear"),
         ["plan", "clear"] => Some(Action::ClearPlan),
-        ["undo"] | ["suspend"] | ["recall", ..] if busy => {
+        ["undo"] | ["suspend", ..] | ["recall", ..] if busy => {
             wait_for_the_turn(store, &format!("/{}", words[0]))
         }
         ["undo"] => Some(Action::Undo),
-        ["suspend"] => Some(Action::Suspend),
+        ["suspend"] => Some(Action::Suspend(None)),
+        ["suspend", name] => Some(Action::Suspend(Some((*name).to_string()))),
         ["recall"] => Some(Action::Recall(None)),
         ["recall", name] => Some(Action::Recall(Some((*name).to_string()))),
         ["sessions"] => Some(Action::Sessions),

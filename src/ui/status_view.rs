@@ -34,7 +34,9 @@ Commands
   /agents               every subagent of the session: status, usage, result
   /cancel ID|all        cancel one running subagent, or all of them
   /undo                 revert the last file change
-  /suspend, /recall [NAME], /sessions   save, restore, list conversations
+  /suspend [NAME]       bookmark the conversation in the session journal
+  /recall [NAME]        bring back a bookmark or a session
+  /sessions             list sessions and their bookmarks
   /quit                 leave Fido";
 
 /// `/status`.

@@ -3,6 +3,8 @@
 //! Markdown is rendered (bold without asterisks, in bold), a patch shows
 //! coloured `+`/`-` lines, Alt+Enter makes a two-line prompt whose newline
 //! reaches the model, and a multi-line bracketed paste is kept.
+//! `/suspend NAME` bookmarks the session's journal and `/recall NAME`
+//! sends the model the conversation of that bookmark.
 //!
 //! Styles are read with `capture-pane -e`, which keeps the SGR sequences
 //! tmux would draw.
@@ -213,4 +215,60 @@ fn shift_enter_in_the_kitty_protocol_and_ctrl_j_make_new_lines() {
     let requests = server.model_requests();
     assert_eq!(last_user_text(&requests[0]), "one\ntwo\nthree");
     assert_conversation_invariants(&requests);
+}
+
+#[test]
+fn suspend_bookmarks_the_journal_and_recall_brings_that_point_back_to_the_model() {
+    let ws = tempfile::tempdir().unwrap();
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::text_turn("First answer ALPHA.")),
+        Reply::sse(sse::text_turn("Second answer BETA.")),
+        Reply::sse(sse::text_turn("Third answer GAMMA.")),
+    ]);
+    let tmux = launch(&server, ws.path());
+    tmux.type_line("first question");
+    tmux.wait_for("the first answer", |s| s.contains("First answer ALPHA."));
+    tmux.type_line("/suspend checkpoint");
+    tmux.wait_for("the bookmark", |s| s.contains("bookmarked as checkpoint"));
+    tmux.type_line("second question");
+    tmux.wait_for("the second answer", |s| s.contains("Second answer BETA."));
+    tmux.type_line("/suspend checkpoint");
+    tmux.wait_for("the refused duplicate", |s| {
+        s.contains("already has a bookmark named checkpoint")
+    });
+    tmux.type_line("/recall checkpoint");
+    tmux.wait_for("the recall", |s| {
+        s.contains("from bookmark checkpoint of session")
+    });
+    tmux.type_line("third question");
+    tmux.wait_for("the third answer", |s| s.contains("Third answer GAMMA."));
+    tmux.type_line("/sessions");
+    tmux.wait_for("the bookmark in the list", |s| {
+        s.contains("bookmark checkpoint")
+    });
+    quit(&tmux, ws.path());
+
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 3);
+    let sent = requests[2].body()["messages"].to_string();
+    assert!(sent.contains("First answer ALPHA."), "{sent}");
+    assert!(
+        !sent.contains("second question") && !sent.contains("Second answer BETA."),
+        "what came after the bookmark is gone: {sent}"
+    );
+    assert_eq!(last_user_text(&requests[2]), "third question");
+    // One journal, with the bookmark in it: no copy of the conversation.
+    let journals: Vec<_> = std::fs::read_dir(ws.path().join(".fido-state/sessions"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(journals.len(), 1, "{journals:?}");
+    let journal = std::fs::read_to_string(&journals[0]).unwrap();
+    assert_eq!(
+        journal
+            .matches(r#"{"type":"bookmark","name":"checkpoint","#)
+            .count(),
+        1,
+        "{journal}"
+    );
 }

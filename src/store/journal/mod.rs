@@ -7,6 +7,7 @@
 //! Everything here blocks (files, locks): call it off the async runtime.
 //! The [`Journal`] itself writes on its own thread.
 
+mod bookmark;
 mod read;
 mod writer;
 
@@ -18,14 +19,16 @@ use std::time::{Duration, SystemTime};
 use nix::fcntl::{Flock, FlockArg};
 use serde::Serialize;
 
-pub use read::{Replayed, replay};
+pub use bookmark::{Found, find as find_bookmark, name_for as bookmark_name_for};
+pub use read::{Bookmark, Replayed, replay, replay_to_bookmark};
 pub use writer::Journal;
 
 use crate::protocol::journal::{JOURNAL_VERSION, JournalRecord};
 use crate::protocol::{Message, UsageTotals};
 use crate::workspace::SESSIONS_DIR;
 
-/// The folder of journals (and of older `/suspend` files), in the workspace.
+/// The folder of journals (and of the `/suspend` files of earlier
+/// versions), in the workspace.
 pub fn dir(workspace: &Path) -> PathBuf {
     workspace.join(SESSIONS_DIR)
 }
@@ -96,38 +99,6 @@ pub fn resume(workspace: &Path, pick: Pick<'_>) -> Result<(Journal, Replayed), S
     Ok((journal, replayed))
 }
 
-/// Saves a copy of `messages` as a session of its own (`/suspend`), written
-/// atomically and already ended; returns its id.
-pub fn save_copy(
-    workspace: &Path,
-    info: &SessionInfo,
-    messages: &[Message],
-    saved_from: Option<String>,
-) -> io::Result<String> {
-    let dir = dir(workspace);
-    fs::create_dir_all(&dir)?;
-    let id = loop {
-        let id = new_id();
-        if !dir.join(format!("{id}.jsonl")).exists() {
-            break id;
-        }
-    };
-    let records = [
-        header(&id, info, saved_from),
-        JournalRecord::History {
-            messages: messages.to_vec(),
-        },
-        JournalRecord::Ended { at: now() },
-    ];
-    let mut bytes = Vec::new();
-    for record in &records {
-        serde_json::to_writer(&mut bytes, record).map_err(io::Error::other)?;
-        bytes.push(b'\n');
-    }
-    super::atomic::write_atomic(&dir.join(format!("{id}.jsonl")), &bytes, None)?;
-    Ok(id)
-}
-
 /// The messages of a journaled session (for `/recall`), read without
 /// taking it over.
 pub fn load_messages(workspace: &Path, pick: Pick<'_>) -> Result<(String, Vec<Message>), String> {
@@ -151,6 +122,10 @@ pub struct SessionSummary {
     pub status: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Its `/suspend` bookmarks, oldest first (the TUI's `/sessions`
+    /// lists them; `fido sessions --json` keeps its shape).
+    #[serde(skip)]
+    pub bookmarks: Vec<Bookmark>,
 }
 
 /// Every journal of the workspace, newest first. A journal that cannot be
@@ -184,6 +159,7 @@ fn summarise(path: &Path) -> SessionSummary {
             }
             .into(),
             error: None,
+            bookmarks: r.bookmarks,
         },
         Err(error) => SessionSummary {
             id,
@@ -193,6 +169,7 @@ fn summarise(path: &Path) -> SessionSummary {
             usage: UsageTotals::default(),
             status: if running { "running" } else { "unreadable" }.into(),
             error: Some(error),
+            bookmarks: Vec::new(),
         },
     }
 }

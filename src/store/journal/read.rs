@@ -23,10 +23,47 @@ pub struct Replayed {
     pub valid_len: u64,
     /// Why the tail was dropped, when it was.
     pub note: Option<String>,
+    /// The `/suspend` bookmarks replayed, oldest first.
+    pub bookmarks: Vec<Bookmark>,
+}
+
+/// A named point of a journal (`/suspend NAME`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bookmark {
+    pub name: String,
+    pub at: String,
+}
+
+/// Where a replay ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Until<'a> {
+    /// The last whole line.
+    End,
+    /// The bookmark of this name (its record included).
+    Bookmark(&'a str),
 }
 
 /// Replays `bytes`, the content of the journal `name` (for messages).
 pub fn replay(name: &str, bytes: &[u8]) -> Result<Replayed, String> {
+    replay_until(name, bytes, Until::End)
+}
+
+/// Replays `bytes` up to the bookmark `bookmark`: the conversation as it
+/// was when it was set. `Ok(None)`: the journal has no such bookmark.
+pub fn replay_to_bookmark(
+    name: &str,
+    bytes: &[u8],
+    bookmark: &str,
+) -> Result<Option<Replayed>, String> {
+    let replayed = replay_until(name, bytes, Until::Bookmark(bookmark))?;
+    let reached = replayed
+        .bookmarks
+        .last()
+        .is_some_and(|b| b.name == bookmark);
+    Ok(reached.then_some(replayed))
+}
+
+fn replay_until(name: &str, bytes: &[u8], until: Until<'_>) -> Result<Replayed, String> {
     let mut replayed: Option<Replayed> = None;
     let mut offset = 0usize;
     let mut line_no = 0usize;
@@ -57,6 +94,9 @@ pub fn replay(name: &str, bytes: &[u8]) -> Result<Replayed, String> {
         offset = next;
         if let Some(state) = replayed.as_mut() {
             state.valid_len = offset as u64;
+            if reached(state, until) {
+                break;
+            }
         }
     }
     let mut replayed = replayed.ok_or_else(|| empty(name))?;
@@ -71,10 +111,22 @@ pub fn replay(name: &str, bytes: &[u8]) -> Result<Replayed, String> {
         ));
     }
     // An unterminated but valid last line: appending starts on a new line.
-    if !bytes.ends_with(b"\n") && replayed.note.is_none() && !bytes.is_empty() {
+    if until == Until::End
+        && !bytes.ends_with(b"\n")
+        && replayed.note.is_none()
+        && !bytes.is_empty()
+    {
         replayed.valid_len = bytes.len() as u64;
     }
     Ok(replayed)
+}
+
+/// Whether the record just replayed is the bookmark the replay stops at.
+fn reached(state: &Replayed, until: Until<'_>) -> bool {
+    match until {
+        Until::End => false,
+        Until::Bookmark(wanted) => state.bookmarks.last().is_some_and(|b| b.name == wanted),
+    }
 }
 
 fn empty(name: &str) -> String {
@@ -109,6 +161,7 @@ fn apply(
         }
         JournalRecord::Resumed { .. } => replayed.ended = false,
         JournalRecord::Ended { .. } => replayed.ended = true,
+        JournalRecord::Bookmark { name, at } => replayed.bookmarks.push(Bookmark { name, at }),
     }
     Ok(())
 }
@@ -147,6 +200,7 @@ fn start(
         ended: false,
         valid_len: 0,
         note: None,
+        bookmarks: Vec::new(),
     });
     Ok(())
 }

@@ -11,11 +11,10 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use nix::fcntl::Flock;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Mutex, mpsc, oneshot};
 use tracing::warn;
 
 use crate::protocol::journal::JournalRecord;
@@ -95,15 +94,13 @@ impl Journal {
     /// Appends what the conversation gained since the last call (or its
     /// whole history when it was replaced) and waits until it is on disk.
     pub async fn record(&self, generation: u64, messages: &[Message]) {
-        let records = self.delta(generation, messages);
-        self.append(&records, true).await;
+        self.step(Some((generation, messages)), None, true).await;
     }
 
     /// Like [`Journal::record`], without the fsync: for records that the
     /// next step boundary makes durable anyway (the calls about to run).
     pub async fn record_unsynced(&self, generation: u64, messages: &[Message]) {
-        let records = self.delta(generation, messages);
-        self.append(&records, false).await;
+        self.step(Some((generation, messages)), None, false).await;
     }
 
     /// Like [`Journal::record`], then the end of a user turn.
@@ -115,86 +112,152 @@ impl Journal {
         status: TurnStatus,
         usage: UsageTotals,
     ) {
-        let mut records = self.delta(generation, messages);
-        records.push(JournalRecord::Turn {
+        let ended = JournalRecord::Turn {
             turn,
             status,
             usage,
-        });
-        self.append(&records, true).await;
+        };
+        self.step(Some((generation, messages)), Some(ended), true)
+            .await;
     }
 
     /// Records a plain event (`resumed`).
     pub async fn note(&self, record: JournalRecord) {
-        self.append(std::slice::from_ref(&record), true).await;
+        self.step(None, Some(record), true).await;
+    }
+
+    /// `/suspend`: brings the journal up to the conversation, then marks
+    /// that point with the bookmark `name`, in one batch on disk (fsynced)
+    /// before this returns. Unlike a step, a failure is the caller's to
+    /// report: the person asked for this bookmark.
+    pub async fn bookmark(
+        &self,
+        generation: u64,
+        messages: &[Message],
+        name: &str,
+    ) -> io::Result<()> {
+        let bookmark = JournalRecord::Bookmark {
+            name: name.to_string(),
+            at: now(),
+        };
+        self.write(Some((generation, messages)), Some(bookmark), true)
+            .await
     }
 
     /// Records that the session ended cleanly and closes the file: when
     /// this returns, the lock is released and nothing more is written.
     pub async fn close(&self) {
-        let ended = JournalRecord::Ended {
-            at: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+        let ended = JournalRecord::Ended { at: now() };
+        let closed = match self.enqueue(&[ended], true, true).await {
+            Ok(acknowledged) => acknowledged.await.unwrap_or_else(|_| Err(gone())),
+            Err(err) => Err(err),
         };
-        if let Err(err) = self.send(&[ended], true, true).await {
+        if let Err(err) = closed {
             warn!(path = %self.path.display(), error = %err, "cannot close the session journal");
         }
     }
 
-    /// The records that bring the journal up to the conversation.
-    fn delta(&self, generation: u64, messages: &[Message]) -> Vec<JournalRecord> {
-        let mut cursor = self.cursor.lock().unwrap_or_else(|p| p.into_inner());
-        let records = if cursor.generation == generation && cursor.len <= messages.len() {
-            messages[cursor.len..]
-                .iter()
-                .map(|message| JournalRecord::Message {
-                    message: message.clone(),
-                })
-                .collect()
-        } else {
-            vec![JournalRecord::History {
-                messages: messages.to_vec(),
-            }]
-        };
-        *cursor = Cursor {
-            generation,
-            len: messages.len(),
-        };
-        records
+    /// [`Journal::write`] for the session's own steps: a failure is warned
+    /// once and the session goes on.
+    async fn step(
+        &self,
+        conversation: Option<(u64, &[Message])>,
+        tail: Option<JournalRecord>,
+        sync: bool,
+    ) {
+        if let Err(err) = self.write(conversation, tail, sync).await
+            && !self.failed.swap(true, Ordering::Relaxed)
+        {
+            warn!(path = %self.path.display(), error = %err, "cannot write the session journal; a crash now would lose this session's latest steps");
+        }
     }
 
-    async fn append(&self, records: &[JournalRecord], sync: bool) {
-        if records.is_empty() {
-            return;
-        }
-        if let Err(err) = self.send(records, sync, false).await {
-            // The next step writes the whole history again, so one failed
-            // write never leaves a gap that a resume would miss.
-            *self.cursor.lock().unwrap_or_else(|p| p.into_inner()) = UNKNOWN;
-            if !self.failed.swap(true, Ordering::Relaxed) {
-                warn!(path = %self.path.display(), error = %err, "cannot write the session journal; a crash now would lose this session's latest steps");
+    /// Brings the journal up to `conversation` (when given), then appends
+    /// `tail`, and waits until the bytes are written. The batch is queued
+    /// while the cursor is held, so two writers (a step, a bookmark) never
+    /// land in another order than their cursors say.
+    async fn write(
+        &self,
+        conversation: Option<(u64, &[Message])>,
+        tail: Option<JournalRecord>,
+        sync: bool,
+    ) -> io::Result<()> {
+        let acknowledged = {
+            let mut cursor = self.cursor.lock().await;
+            let mut records = match conversation {
+                Some((generation, messages)) => delta(&mut cursor, generation, messages),
+                None => Vec::new(),
+            };
+            records.extend(tail);
+            if records.is_empty() {
+                return Ok(());
             }
+            let queued = self.enqueue(&records, sync, false).await;
+            if queued.is_err() {
+                *cursor = UNKNOWN;
+            }
+            queued?
+        };
+        let written = acknowledged.await.unwrap_or_else(|_| Err(gone()));
+        if written.is_err() {
+            // The next write carries the whole history again, so one failed
+            // write never leaves a gap that a resume would miss.
+            *self.cursor.lock().await = UNKNOWN;
         }
+        written
     }
 
-    async fn send(&self, records: &[JournalRecord], sync: bool, last: bool) -> io::Result<()> {
+    /// Hands a batch to the writer thread; the receiver gets its result.
+    async fn enqueue(
+        &self,
+        records: &[JournalRecord],
+        sync: bool,
+        last: bool,
+    ) -> io::Result<oneshot::Receiver<io::Result<()>>> {
         let mut bytes = Vec::new();
         for record in records {
             serde_json::to_writer(&mut bytes, record).map_err(io::Error::other)?;
             bytes.push(b'\n');
         }
         let (done, acknowledged) = oneshot::channel();
-        let gone = || io::Error::other("the journal writer has stopped");
-        self.sender
-            .send(Batch {
-                bytes,
-                sync,
-                last,
-                done,
-            })
-            .await
-            .map_err(|_| gone())?;
-        acknowledged.await.map_err(|_| gone())?
+        let batch = Batch {
+            bytes,
+            sync,
+            last,
+            done,
+        };
+        self.sender.send(batch).await.map_err(|_| gone())?;
+        Ok(acknowledged)
     }
+}
+
+/// The records that bring a journal at `cursor` up to the conversation.
+fn delta(cursor: &mut Cursor, generation: u64, messages: &[Message]) -> Vec<JournalRecord> {
+    let records = if cursor.generation == generation && cursor.len <= messages.len() {
+        messages[cursor.len..]
+            .iter()
+            .map(|message| JournalRecord::Message {
+                message: message.clone(),
+            })
+            .collect()
+    } else {
+        vec![JournalRecord::History {
+            messages: messages.to_vec(),
+        }]
+    };
+    *cursor = Cursor {
+        generation,
+        len: messages.len(),
+    };
+    records
+}
+
+fn gone() -> io::Error {
+    io::Error::other("the journal writer has stopped")
+}
+
+fn now() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
 /// The writer thread: each batch is written whole and acknowledged, then
