@@ -21,8 +21,6 @@ mod ruleset;
 pub mod seccomp;
 pub mod sweep;
 
-/// The probes under the name the integration tests import them by.
-pub use check as probe;
 pub use child::enter_child_sandbox;
 pub use command::{CommandPolicy, CommandSandbox, PrivateDir, credential_paths};
 pub use policy::{Enforcement, SandboxError, SandboxReport, SandboxRequirement};
