@@ -23,7 +23,7 @@
 //!    and cooperative cancel latency: `cancel_running()` until the result,
 //!    which the supervisor returns only after the reap; the real child
 //!    answers `Cancel` with a partial `Final`.
-//! 4. stubborn cancel: the fake child `tests/fixtures/fake_subagent.py`
+//! 4. stubborn cancel: the fake child `tests/fixtures/fake_subagent.py deaf`
 //!    ignoring `Cancel` and SIGTERM; time from `cancel_running()` until it
 //!    is reaped, minus the grace.
 //! 5. spawn/cancel cycles with the real child, cancelled in turn during the
@@ -109,7 +109,8 @@ async fn bench() -> BenchResult<()> {
         );
     }
     let scratch = tempfile::tempdir().map_err(|e| format!("cannot create a temp dir: {e}"))?;
-    let stubborn = fake_program(scratch.path(), "stubborn")?;
+    // Ignores SIGTERM outright (SIG_IGN), as the figure has always meant.
+    let stubborn = fake_program(scratch.path(), "deaf")?;
 
     // The floor's exec, measured while this process is still small: with
     // its threads and forks' worth of heap, a spawn from it measured 2-4 ms
