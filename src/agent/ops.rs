@@ -32,34 +32,52 @@ const AGENT_WAIT: Duration = Duration::from_secs(5);
 /// long as the longest model request).
 const COMPACT_WAIT: Duration = Duration::from_secs(600);
 
+/// Why a local command did nothing; shown to the person as one sentence.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommandError {
+    /// This front end has no such command (a subagent's, a test's).
+    #[error("/{0} is not available here")]
+    Unavailable(&'static str),
+    /// The store the command works on refused or failed; the sentence
+    /// says why.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<String> for CommandError {
+    fn from(message: String) -> CommandError {
+        CommandError::Failed(message)
+    }
+}
+
 /// The local commands (`/plan`, `/plan clear`, `/undo`, `/suspend`,
 /// `/recall`, `/sessions`, `/status`) on the session's stores: the same
 /// text and changes as the command line's. They run without a model turn,
 /// on the blocking pool. Errors are one sentence for the user.
 pub trait LocalCommands: Send + Sync {
     /// The current plan as text, exactly as `fido plan show` prints it.
-    fn show(&self) -> Result<String, String>;
+    fn show(&self) -> Result<String, CommandError>;
     /// Starts a new, empty plan, as `fido plan clear` does.
-    fn clear(&self) -> Result<PlanCleared, String>;
+    fn clear(&self) -> Result<PlanCleared, CommandError>;
     /// `/undo`: reverts the last file change of the file tools.
-    fn undo(&self) -> Result<String, String> {
-        Err("/undo is not available here".into())
+    fn undo(&self) -> Result<String, CommandError> {
+        Err(CommandError::Unavailable("undo"))
     }
     /// `/suspend [NAME]`: the session's journal and the name of the
     /// bookmark about to go in it (`name` checked against the session's
     /// bookmarks, or a generated one).
-    fn bookmark(&self, _name: Option<&str>) -> Result<(Arc<Journal>, String), String> {
-        Err("/suspend is not available here".into())
+    fn bookmark(&self, _name: Option<&str>) -> Result<(Arc<Journal>, String), CommandError> {
+        Err(CommandError::Unavailable("suspend"))
     }
     /// `/recall [NAME]`: what was recalled (a bookmark, a session) and its
     /// messages (the newest session when no name is given).
-    fn recall(&self, _name: Option<&str>) -> Result<(String, Vec<Message>), String> {
-        Err("/recall is not available here".into())
+    fn recall(&self, _name: Option<&str>) -> Result<(String, Vec<Message>), CommandError> {
+        Err(CommandError::Unavailable("recall"))
     }
     /// `/sessions`: the sessions, each with its bookmarks, and the
     /// conversations earlier versions saved, one per line.
-    fn sessions(&self) -> Result<String, String> {
-        Err("/sessions is not available here".into())
+    fn sessions(&self) -> Result<String, CommandError> {
+        Err(CommandError::Unavailable("sessions"))
     }
     /// `/status`: the settings it shows.
     fn status(&self) -> StatusInfo {
@@ -71,11 +89,11 @@ pub trait LocalCommands: Send + Sync {
 struct NoCommands;
 
 impl LocalCommands for NoCommands {
-    fn show(&self) -> Result<String, String> {
-        Err("/plan is not available here".into())
+    fn show(&self) -> Result<String, CommandError> {
+        Err(CommandError::Unavailable("plan"))
     }
-    fn clear(&self) -> Result<PlanCleared, String> {
-        Err("/plan clear is not available here".into())
+    fn clear(&self) -> Result<PlanCleared, CommandError> {
+        Err(CommandError::Unavailable("plan clear"))
     }
 }
 
@@ -126,7 +144,8 @@ impl FrontDesk {
         let desk = self.clone();
         tokio::spawn(async move {
             let commands = desk.commands.clone();
-            let reply = match off_runtime(move || commands.clear()).await {
+            let reply = match off_runtime(move || commands.clear().map_err(|e| e.to_string())).await
+            {
                 Ok(cleared) => {
                     // Fails only when the agent is gone, and with it the model.
                     let _ = agent.cast(AgentMessage::RestorePlan);
@@ -286,7 +305,8 @@ async fn recall(
     commands: Arc<dyn LocalCommands>,
     name: Option<String>,
 ) -> Result<String, String> {
-    let (name, history) = off_runtime(move || commands.recall(name.as_deref())).await?;
+    let (name, history) =
+        off_runtime(move || commands.recall(name.as_deref()).map_err(|e| e.to_string())).await?;
     let make = |reply| AgentMessage::ReplaceHistory { history, reply };
     let count = call(&agent, AGENT_WAIT, make).await??;
     Ok(format!(
@@ -304,7 +324,12 @@ async fn bookmark(
         Ok(None) => return Err("/suspend: a turn is running; wait for it to end".into()),
         Err(message) => return Err(format!("/suspend: {message}")),
     };
-    let (journal, name) = off_runtime(move || commands.bookmark(name.as_deref())).await?;
+    let (journal, name) = off_runtime(move || {
+        commands
+            .bookmark(name.as_deref())
+            .map_err(|e| e.to_string())
+    })
+    .await?;
     journal
         .bookmark(conversation.generation(), conversation.messages(), &name)
         .await

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use super::fail;
 use super::preamble::{ConfigWarnings, block_on, load_config};
 use crate::agent::asks::PendingAsks;
-use crate::agent::ops::{self, FrontDesk, LocalCommands};
+use crate::agent::ops::{self, CommandError, FrontDesk, LocalCommands};
 use crate::config::{Config, Overrides};
 use crate::plan::todo::{self, TodoStore};
 use crate::plan::{PlanFlavour, PlanSnapshot, PlanStore};
@@ -166,7 +166,7 @@ impl CliLocalCommands {
 }
 
 impl LocalCommands for CliLocalCommands {
-    fn show(&self) -> Result<String, String> {
+    fn show(&self) -> Result<String, CommandError> {
         let (text, warning) = match self.flavour {
             PlanFlavour::UpdatePlan => {
                 let loaded = self.plans.load().map_err(|err| err.to_string())?;
@@ -183,9 +183,9 @@ impl LocalCommands for CliLocalCommands {
         })
     }
 
-    fn clear(&self) -> Result<PlanCleared, String> {
+    fn clear(&self) -> Result<PlanCleared, CommandError> {
         match self.flavour {
-            PlanFlavour::UpdatePlan => self.clear_update_plan(),
+            PlanFlavour::UpdatePlan => Ok(self.clear_update_plan()?),
             PlanFlavour::Todo => {
                 let output = todo::run_call(&self.todos, &serde_json::json!({"action": "clear"}))
                     .map_err(|err| err.to_string())?;
@@ -200,20 +200,20 @@ impl LocalCommands for CliLocalCommands {
         }
     }
 
-    fn undo(&self) -> Result<String, String> {
+    fn undo(&self) -> Result<String, CommandError> {
         let workspace =
             crate::workspace::Workspace::new(&self.workspace).map_err(|e| e.to_string())?;
         let undo = crate::store::undo::UndoLog::new(&workspace.root);
         match undo.undo_last(&workspace) {
             Ok(Some(entry)) => Ok(format!("undone: {} of {}", entry.kind, entry.path)),
             Ok(None) => Ok("nothing to undo".into()),
-            Err(err) => Err(format!("cannot undo: {err}")),
+            Err(err) => Err(format!("cannot undo: {err}").into()),
         }
     }
 
-    fn bookmark(&self, name: Option<&str>) -> Result<(Arc<Journal>, String), String> {
+    fn bookmark(&self, name: Option<&str>) -> Result<(Arc<Journal>, String), CommandError> {
         let Some(journal) = &self.journal else {
-            return Err("/suspend bookmarks the session journal, and this session has none (it could not be created; .fido-state/logs/tui.log says why)".into());
+            return Err("/suspend bookmarks the session journal, and this session has none (it could not be created; .fido-state/logs/tui.log says why)".to_string().into());
         };
         let name = journal::bookmark_name_for(journal.path(), name)?;
         Ok((journal.clone(), name))
@@ -222,12 +222,15 @@ impl LocalCommands for CliLocalCommands {
     fn recall(
         &self,
         name: Option<&str>,
-    ) -> Result<(String, Vec<crate::protocol::Message>), String> {
+    ) -> Result<(String, Vec<crate::protocol::Message>), CommandError> {
         let Some(name) = name else {
             // The newest journaled session, else the newest conversation
             // saved by earlier versions.
-            return journal::load_messages(&self.workspace, journal::Pick::Last)
-                .or_else(|err| crate::store::saved::load(&self.workspace, None).map_err(|_| err));
+            return Ok(
+                journal::load_messages(&self.workspace, journal::Pick::Last).or_else(|err| {
+                    crate::store::saved::load(&self.workspace, None).map_err(|_| err)
+                })?,
+            );
         };
         // A bookmark first (newest session first), then a session id, then
         // a conversation saved by earlier versions (`NAME.json`).
@@ -238,9 +241,9 @@ impl LocalCommands for CliLocalCommands {
         match journal::load_messages(&self.workspace, journal::Pick::Id(name)) {
             Ok(found) => Ok(found),
             Err(_) if saved_exists(&self.workspace, name) => {
-                crate::store::saved::load(&self.workspace, Some(name))
+                Ok(crate::store::saved::load(&self.workspace, Some(name))?)
             }
-            Err(err) => Err(format!("no bookmark is named {name}, and {err}")),
+            Err(err) => Err(format!("no bookmark is named {name}, and {err}").into()),
         }
     }
 
@@ -248,7 +251,7 @@ impl LocalCommands for CliLocalCommands {
         self.status_info()
     }
 
-    fn sessions(&self) -> Result<String, String> {
+    fn sessions(&self) -> Result<String, CommandError> {
         let journaled = journal::list(&self.workspace)
             .map_err(|err| format!("cannot list the sessions: {err}"))?;
         let saved = crate::store::saved::list(&self.workspace)

@@ -346,7 +346,10 @@ fn suspend_without_a_session_journal_says_so() {
     let Err(refused) = commands.bookmark(Some("x")) else {
         panic!("a bookmark without a journal");
     };
-    assert!(refused.contains("this session has none"), "{refused}");
+    assert!(
+        refused.to_string().contains("this session has none"),
+        "{refused}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -388,7 +391,7 @@ async fn recall_takes_a_bookmark_then_a_session_id_then_an_older_saved_file() {
     let (what, messages) = recall("old").unwrap();
     assert_eq!(what, "old");
     assert_eq!(messages[1], Message::user("legacy"));
-    let missing = recall("nothing").unwrap_err();
+    let missing = recall("nothing").unwrap_err().to_string();
     assert!(
         missing.starts_with("no bookmark is named nothing, and no session nothing"),
         "{missing}"

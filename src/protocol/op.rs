@@ -124,18 +124,25 @@ impl OpReply {
     }
 
     /// A reply of [`OpReply::Info`], or the failure.
-    pub fn info(result: Result<String, String>) -> OpReply {
+    pub fn info(result: Result<String, impl std::fmt::Display>) -> OpReply {
         match result {
             Ok(text) => OpReply::Info { text },
-            Err(message) => OpReply::Failed { message },
+            Err(why) => OpReply::failed(why),
+        }
+    }
+
+    /// A [`OpReply::Failed`] saying `why`.
+    pub fn failed(why: impl std::fmt::Display) -> OpReply {
+        OpReply::Failed {
+            message: why.to_string(),
         }
     }
 
     /// A reply of [`OpReply::Output`], or the failure.
-    pub fn output(result: Result<String, String>) -> OpReply {
+    pub fn output(result: Result<String, impl std::fmt::Display>) -> OpReply {
         match result {
             Ok(text) => OpReply::Output { text },
-            Err(message) => OpReply::Failed { message },
+            Err(why) => OpReply::failed(why),
         }
     }
 }
@@ -285,9 +292,9 @@ mod tests {
                 instruction_files: vec!["AGENTS.md".into()],
             }),
             OpReply::Status(StatusInfo::default()),
-            OpReply::info(Ok("undone".into())),
-            OpReply::output(Ok("plan".into())),
-            OpReply::info(Err("cannot".into())),
+            OpReply::info(Ok::<_, String>("undone".into())),
+            OpReply::output(Ok::<_, String>("plan".into())),
+            OpReply::info(Err::<String, _>("cannot")),
         ]
     }
 

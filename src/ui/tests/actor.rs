@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::*;
-use crate::agent::ops::{FrontDesk, LocalCommands};
+use crate::agent::ops::{CommandError, FrontDesk, LocalCommands};
 use crate::protocol::event_queue::{EventReceiver, EventSink};
 use crate::protocol::op::AskId;
 use crate::protocol::op::{
@@ -110,7 +110,7 @@ fn answer_locally(desk: &FrontDesk, id: SubmissionId, op: &Op) {
         Op::Undo => desk.local(id, |c| OpReply::info(c.undo())),
         _ => desk.local(id, |c| match c.clear() {
             Ok(cleared) => OpReply::PlanCleared(Box::new(cleared)),
-            Err(message) => OpReply::Failed { message },
+            Err(why) => OpReply::failed(why),
         }),
     }
 }
@@ -169,18 +169,18 @@ struct FakeLocalCommands {
 }
 
 impl LocalCommands for FakeLocalCommands {
-    fn undo(&self) -> Result<String, String> {
+    fn undo(&self) -> Result<String, CommandError> {
         if let Some(gate) = self.undo_gate.lock().unwrap().take() {
             let _ = gate.recv();
         }
         Ok("undone: write of a.txt".into())
     }
 
-    fn show(&self) -> Result<String, String> {
+    fn show(&self) -> Result<String, CommandError> {
         Ok("Plan v1 · now · test\n  [ ] a — A (pending)\n".into())
     }
 
-    fn clear(&self) -> Result<PlanCleared, String> {
+    fn clear(&self) -> Result<PlanCleared, CommandError> {
         *self.cleared.lock().unwrap() += 1;
         Ok(PlanCleared {
             message: "Plan cleared (version 2).".into(),
