@@ -199,7 +199,7 @@ async fn start_runtime(
     };
     tokio::select! {
         started = Runtime::start(config, interaction, sink, resume) => {
-            started.map_err(|message| fail(&message))
+            started.map_err(|err| fail(&err.to_string()))
         }
         signal = signals.next() => {
             info!("{signal} during start-up: exiting");

@@ -52,7 +52,7 @@ async fn session(config: Config, resume: Option<ResumeFrom>) -> ExitCode {
     let desk_events = sink.clone();
     let runtime = match Runtime::start(&config, interaction, sink, resume).await {
         Ok(runtime) => runtime,
-        Err(message) => return fail(&message),
+        Err(err) => return fail(&err.to_string()),
     };
     if let Err(err) = ui::terminal::check_interactive() {
         runtime.shutdown().await;

@@ -68,17 +68,40 @@ pub struct Runtime {
     control: Option<ControlServer>,
 }
 
+/// Why a session could not start, by the stage that failed; each says
+/// why in one sentence for the person.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StartError {
+    /// The configured provider, or a model a profile names, cannot be built.
+    #[error("{0}")]
+    Provider(String),
+    /// The workspace or the command sandbox cannot be set up.
+    #[error("{0}")]
+    Tools(String),
+    /// The subagent supervisor cannot start.
+    #[error("{0}")]
+    Supervisor(String),
+    /// The journal cannot be opened, or the session it names resumed.
+    #[error("{0}")]
+    Journal(String),
+    /// The agent actor cannot start.
+    #[error("cannot start the agent: {0}")]
+    Agent(String),
+}
+
 impl Runtime {
-    /// Builds everything and starts the agent actor. Errors are one sentence.
+    /// Builds everything and starts the agent actor.
     pub async fn start(
         config: &Config,
         interaction: Interaction,
         events: EventSink,
         resume: Option<ResumeFrom>,
-    ) -> Result<Runtime, String> {
+    ) -> Result<Runtime, StartError> {
         let parts = Parts::build(config, interaction, &events).await?;
         let sandbox = parts.tool_env.sandbox.clone();
-        let (journal, replayed) = open_journal(config, &parts, resume, &events).await?;
+        let (journal, replayed) = open_journal(config, &parts, resume, &events)
+            .await
+            .map_err(StartError::Journal)?;
         let id = journal.as_ref().map(|j| j.id().to_string());
         let instructions = load_instructions(config).await;
         let (conversation, replayed) = first_conversation(
@@ -89,7 +112,8 @@ impl Runtime {
             instructions.clone(),
             events.clone(),
         )
-        .await?;
+        .await
+        .map_err(StartError::Journal)?;
         if let Some(journal) = &journal {
             journal
                 .record(conversation.generation(), conversation.messages())
@@ -113,7 +137,7 @@ impl Runtime {
             turns,
         })
         .await
-        .map_err(|e| format!("cannot start the agent: {e}"))?;
+        .map_err(|e| StartError::Agent(e.to_string()))?;
         sweep_dead_sessions(config).await;
         let control = open_control(config, &supervisor).await;
         Ok(Runtime {
@@ -171,26 +195,29 @@ impl Parts {
         config: &Config,
         interaction: Interaction,
         events: &EventSink,
-    ) -> Result<Parts, String> {
-        let provider = provider::build_provider(config)?;
+    ) -> Result<Parts, StartError> {
+        let provider = provider::build_provider(config).map_err(StartError::Provider)?;
         let profiles = Arc::new(load_profiles(config).await);
         // The one holder of the provider: the main agent and every
         // subagent ask through it (also for the models profiles name).
-        let models = profile_models(config, &profiles)?;
+        let models = profile_models(config, &profiles).map_err(StartError::Provider)?;
         let gateway = Gateway::with_models(provider, models, config.provider_concurrency);
         let approval = config
             .safety
             .approval_policy
             .unwrap_or(interaction.default_approval);
-        let mut env = tool_env(config, approval, interaction.approver)?;
+        let mut env =
+            tool_env(config, approval, interaction.approver).map_err(StartError::Tools)?;
         env.user = interaction.user;
         let mcp = start_mcp(config).await;
         let catalog = ToolCatalog::with_mcp(config.plan_tool, profiles.offers(), mcp.clone());
-        let settings = delegation_settings(config, profiles)?;
+        let settings = delegation_settings(config, profiles).map_err(StartError::Supervisor)?;
         let supervisor =
             Supervisor::start(settings, gateway.clone(), catalog.clone(), events.clone())
                 .await
-                .map_err(|e| format!("cannot start the subagent supervisor: {e}"))?;
+                .map_err(|e| {
+                    StartError::Supervisor(format!("cannot start the subagent supervisor: {e}"))
+                })?;
         let supervisor = Arc::new(supervisor);
         env.delegator = Some(supervisor.clone());
         Ok(Parts {
