@@ -81,7 +81,8 @@ pub fn summary(text: &str, max_chars: usize) -> String {
 
 /// `count` and `noun`, the noun plural unless the count is one:
 /// `1 finding`, `0 findings`, `3 findings` (nouns whose plural adds `s`).
-pub fn counted(count: usize, noun: &str) -> String {
+pub fn counted(count: impl Into<u64>, noun: &str) -> String {
+    let count: u64 = count.into();
     match count {
         1 => format!("1 {noun}"),
         _ => format!("{count} {noun}s"),
@@ -113,8 +114,8 @@ mod tests {
 
     #[test]
     fn counted_says_one_thing_in_the_singular() {
-        assert_eq!(super::counted(1, "finding"), "1 finding");
-        assert_eq!(super::counted(0, "finding"), "0 findings");
-        assert_eq!(super::counted(3, "finding"), "3 findings");
+        assert_eq!(super::counted(1u32, "finding"), "1 finding");
+        assert_eq!(super::counted(0u32, "finding"), "0 findings");
+        assert_eq!(super::counted(3u32, "finding"), "3 findings");
     }
 }

@@ -176,9 +176,9 @@ fn edit_file(env: &ToolEnv, path: &str, edits: &[Edit]) -> ToolOutput {
     // The lines come right after the path: the terminal UI reads them from
     // the first 120 characters of this text to number the diff's hunks.
     let mut message = format!(
-        "Edited {shown} {}: {count} edit{} (+{} −{} lines)",
+        "Edited {shown} {}: {} (+{} −{} lines)",
         applied.lines.describe(),
-        if count == 1 { "" } else { "s" },
+        crate::text::counted(count as u64, "edit"),
         applied.added,
         applied.removed
     );

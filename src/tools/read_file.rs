@@ -112,9 +112,9 @@ fn read(abs: &Path, shown: &str, window: Window, cancel: &CancellationToken) -> 
             "{shown} is not UTF-8 text ({size} bytes; line {line} is not valid UTF-8); its content is not shown."
         )),
         Ok(Outcome::PastEnd { lines }) => ToolOutput::error(format!(
-            "offset {} is past the end of `{shown}`, which has {lines} line{}",
+            "offset {} is past the end of `{shown}`, which has {}",
             window.offset,
-            if lines == 1 { "" } else { "s" }
+            crate::text::counted(lines as u64, "line")
         )),
         Ok(Outcome::Cancelled) => ToolOutput::error("cancelled"),
         Err(err) => ToolOutput::error(format!("cannot read `{shown}`: {err}")),

@@ -79,9 +79,8 @@ fn usage_line(usage: UsageTotals) -> String {
         .checked_div(usage.prompt_tokens)
         .unwrap_or(0);
     format!(
-        "{} request{} · {} in ({cached}% cached) · {} out",
-        usage.requests,
-        if usage.requests == 1 { "" } else { "s" },
+        "{} · {} in ({cached}% cached) · {} out",
+        crate::text::counted(usage.requests, "request"),
         tokens(usage.prompt_tokens),
         tokens(usage.completion_tokens)
     )

@@ -126,7 +126,7 @@ fn announce(progress: &Progress<'_>, result: &DelegateResult) {
         .final_phase(progress.stop == Some(StopReason::Cancelled));
     let detail = match &result.error {
         Some(error) => format!("{}: {}", error.code, error.message),
-        None => crate::text::counted(result.findings.len(), "finding"),
+        None => crate::text::counted(result.findings.len() as u64, "finding"),
     };
     progress.emit(phase.clone(), &detail);
     let elapsed_ms = progress.started.elapsed().as_millis() as u64;
