@@ -125,83 +125,80 @@ impl FrontDesk {
         self.events.emit(EventKind::OpReplied { id, reply });
     }
 
+    /// Answers submission `id` with what `work` comes to, in a task of its
+    /// own: the actor never waits for an answer.
+    fn reply_later<F>(&self, id: SubmissionId, work: impl FnOnce(FrontDesk) -> F)
+    where
+        F: std::future::Future<Output = OpReply> + Send + 'static,
+    {
+        let desk = self.clone();
+        let reply = work(self.clone());
+        tokio::spawn(async move { desk.reply(id, reply.await) });
+    }
+
     /// Runs a local command on the blocking pool; its answer is the reply.
     pub fn local(
         &self,
         id: SubmissionId,
         work: impl FnOnce(&dyn LocalCommands) -> OpReply + Send + 'static,
     ) {
-        let desk = self.clone();
-        tokio::spawn(async move {
-            let commands = desk.commands.clone();
-            let reply = off_runtime(move || Ok(work(commands.as_ref()))).await;
-            desk.reply(id, reply.unwrap_or_else(failed));
+        self.reply_later(id, |desk| async move {
+            off_runtime(move || Ok(work(desk.commands.as_ref())))
+                .await
+                .unwrap_or_else(OpReply::failed)
         });
     }
 
     /// `/plan clear`: the model gets the cleared plan on its next request.
     pub fn clear_plan(&self, agent: ActorRef<AgentMessage>, id: SubmissionId) {
-        let desk = self.clone();
-        tokio::spawn(async move {
-            let commands = desk.commands.clone();
-            let reply = match off_runtime(move || commands.clear().map_err(|e| e.to_string())).await
-            {
+        self.reply_later(id, |desk| async move {
+            let commands = desk.commands;
+            match off_runtime(move || commands.clear().map_err(|e| e.to_string())).await {
                 Ok(cleared) => {
                     // Fails only when the agent is gone, and with it the model.
                     let _ = agent.cast(AgentMessage::RestorePlan);
                     OpReply::PlanCleared(Box::new(cleared))
                 }
                 Err(message) => OpReply::Failed { message },
-            };
-            desk.reply(id, reply);
+            }
         });
     }
 
     /// `/compact`, in a task: the agent's `compacted` event says what was cut.
     pub fn compact(&self, agent: ActorRef<AgentMessage>, id: SubmissionId) {
-        let desk = self.clone();
-        tokio::spawn(async move {
+        self.reply_later(id, |_| async move {
             let asked = call(&agent, COMPACT_WAIT, |reply| AgentMessage::CompactNow {
                 reply,
             });
-            let reply = match asked.await.and_then(|compacted| compacted) {
+            match asked.await.and_then(|compacted| compacted) {
                 Ok(cut) => OpReply::Compacted { cut },
                 Err(message) => OpReply::Failed { message },
-            };
-            desk.reply(id, reply);
+            }
         });
     }
 
     /// `/suspend [NAME]`: the conversation between turns, bookmarked in
     /// the session's journal.
     pub fn suspend(&self, agent: ActorRef<AgentMessage>, id: SubmissionId, name: Option<String>) {
-        let desk = self.clone();
-        tokio::spawn(async move {
-            let commands = desk.commands.clone();
-            let reply = OpReply::info(bookmark(agent, commands, name).await);
-            desk.reply(id, reply);
+        self.reply_later(id, |desk| async move {
+            OpReply::info(bookmark(agent, desk.commands, name).await)
         });
     }
 
     /// `/recall [NAME]`: loads the conversation, then hands it to the agent.
     pub fn recall(&self, agent: ActorRef<AgentMessage>, id: SubmissionId, name: Option<String>) {
-        let desk = self.clone();
-        tokio::spawn(async move {
-            let commands = desk.commands.clone();
-            let reply = OpReply::info(recall(agent, commands, name).await);
-            desk.reply(id, reply);
+        self.reply_later(id, |desk| async move {
+            OpReply::info(recall(agent, desk.commands, name).await)
         });
     }
 
     /// `/model NAME`: builds the provider off the runtime, then hands it over.
     pub fn switch_model(&self, agent: ActorRef<AgentMessage>, id: SubmissionId, model: String) {
-        let desk = self.clone();
-        tokio::spawn(async move {
-            let reply = match switch_model(&desk, model, agent).await {
+        self.reply_later(id, |desk| async move {
+            match switch_model(&desk, model, agent).await {
                 Ok(model) => OpReply::ModelSwitched { model },
                 Err(message) => OpReply::Failed { message },
-            };
-            desk.reply(id, reply);
+            }
         });
     }
 
@@ -224,10 +221,6 @@ impl FrontDesk {
             None => tracing::warn!(id, "ignored an answer: nothing asks here"),
         }
     }
-}
-
-fn failed(message: String) -> OpReply {
-    OpReply::Failed { message }
 }
 
 /// Starts serving `agent`'s ops with `desk`, until the sender and its
@@ -267,7 +260,7 @@ fn refuse(desk: &FrontDesk, submission: Submission) {
         | Op::Suspend { .. }
         | Op::Recall { .. }
         | Op::ListSessions
-        | Op::Status => failed(gone.into()),
+        | Op::Status => OpReply::failed(gone),
     };
     desk.reply(submission.id, reply);
 }
