@@ -15,7 +15,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio_util::sync::CancellationToken;
 
 use super::ops::FrontDesk;
-use super::{AgentDeps, Conversation, TurnOutcome, compaction, restore_plan, run_turn};
+use super::{AgentDeps, Conversation, TurnOutcome, compaction, restore_plan_off_runtime, run_turn};
 use crate::plan::PlanFlavour;
 use crate::protocol::op::{Op, OpReply, Submission, SubmissionId};
 use crate::protocol::{EventKind, Message, UsageTotals};
@@ -290,12 +290,13 @@ impl AgentState {
     /// Appends the workspace plan to `conversation` and journals the step.
     async fn restore_into(&self, conversation: &mut Conversation) {
         let flavour = flavour_of(&self.deps);
-        restore_plan(
+        restore_plan_off_runtime(
             conversation,
             &self.deps.tool_env,
             flavour,
             &self.deps.events,
-        );
+        )
+        .await;
         self.deps.journal_step(conversation).await;
     }
 
@@ -303,7 +304,7 @@ impl AgentState {
         let Some(current) = self.conversation.take() else {
             return Err("a turn is running; interrupt it before recalling a conversation".into());
         };
-        let (conversation, recalled) = recall(current, history, &self.deps);
+        let (conversation, recalled) = recall(current, history, &self.deps).await;
         self.deps.journal_step(&conversation).await;
         self.conversation = Some(conversation);
         Ok(recalled)
@@ -409,7 +410,7 @@ async fn compact_now(mut conversation: Conversation, deps: &AgentDeps) -> (Conve
 /// The conversation after `/recall`: this session's system message (it never
 /// changes), the recalled history without its own system message and plan
 /// restores, a result for any call it left unanswered, then the current plan.
-fn recall(
+async fn recall(
     mut conversation: Conversation,
     history: Vec<Message>,
     deps: &AgentDeps,
@@ -421,12 +422,13 @@ fn recall(
     let recalled = kept.len();
     conversation.replace_history(kept);
     conversation.answer_unanswered("the conversation was suspended before this call ran");
-    restore_plan(
+    restore_plan_off_runtime(
         &mut conversation,
         &deps.tool_env,
         flavour_of(deps),
         &deps.events,
-    );
+    )
+    .await;
     (conversation, recalled)
 }
 

@@ -43,7 +43,7 @@ pub use turn::run_turn;
 pub use watch::spawn_watched;
 
 use crate::plan::{PlanFlavour, PlanSnapshot, restore, todo};
-use crate::protocol::EventKind;
+use crate::protocol::{EventKind, Message};
 use crate::tools::{ToolCatalog, ToolEnv};
 
 /// A new conversation for a session: the stable system prompt and, when the
@@ -67,19 +67,44 @@ pub fn start_conversation(
 /// matching call (nothing when no plan was ever saved), and publishes it.
 /// Used at start-up and after `/recall`: the plan describes the workspace,
 /// not the recalled transcript, so the current one is always re-delivered.
+/// Blocking: loading waits for the plan's lock; the actor calls
+/// [`restore_plan_off_runtime`].
 pub fn restore_plan(
     conversation: &mut Conversation,
     env: &ToolEnv,
     flavour: PlanFlavour,
     events: &EventSink,
 ) {
-    match flavour {
-        PlanFlavour::UpdatePlan => {}
-        PlanFlavour::Todo => {
-            restore_todo(conversation, env, events);
-            return;
-        }
+    for message in plan_restore(env, flavour, events) {
+        conversation.push(message);
     }
+}
+
+/// [`restore_plan`] with the plan loaded on the blocking pool, so a lock
+/// held by another process holds no runtime worker.
+pub async fn restore_plan_off_runtime(
+    conversation: &mut Conversation,
+    env: &std::sync::Arc<ToolEnv>,
+    flavour: PlanFlavour,
+    events: &EventSink,
+) {
+    let (env, events) = (env.clone(), events.clone());
+    match tokio::task::spawn_blocking(move || plan_restore(&env, flavour, &events)).await {
+        Ok(messages) => messages.into_iter().for_each(|m| conversation.push(m)),
+        Err(err) => tracing::warn!(error = %err, "the plan could not be restored"),
+    }
+}
+
+/// The messages that restore the workspace plan (none when no plan was
+/// ever saved); publishes it, and reports a plan that cannot be read.
+fn plan_restore(env: &ToolEnv, flavour: PlanFlavour, events: &EventSink) -> Vec<Message> {
+    match flavour {
+        PlanFlavour::UpdatePlan => restore_update_plan(env, flavour, events),
+        PlanFlavour::Todo => restore_todo(env, events),
+    }
+}
+
+fn restore_update_plan(env: &ToolEnv, flavour: PlanFlavour, events: &EventSink) -> Vec<Message> {
     match env.plan.load() {
         Ok(loaded) => {
             if let Some(warning) = loaded.warning {
@@ -87,26 +112,26 @@ pub fn restore_plan(
                 events.emit(EventKind::Error { message: warning });
             }
             let content = loaded.state.to_json_text();
-            for message in restore::restore_messages(flavour.tool_name(), &loaded.state, content) {
-                conversation.push(message);
-            }
+            let messages = restore::restore_messages(flavour.tool_name(), &loaded.state, content);
             if loaded.state.version > 0 {
                 events.emit(EventKind::PlanUpdated {
                     plan: PlanSnapshot::UpdatePlan(loaded.state),
                 });
             }
+            messages
         }
         Err(err) => {
             let message = format!("the saved plan cannot be read, so it was not restored: {err}");
             tracing::warn!("{message}");
             events.emit(EventKind::Error { message });
+            Vec::new()
         }
     }
 }
 
 /// The `todo` flavour's restore: the saved state as the result of an
 /// internal `list` call, published for the UI as its `list` envelope.
-fn restore_todo(conversation: &mut Conversation, env: &ToolEnv, events: &EventSink) {
+fn restore_todo(env: &ToolEnv, events: &EventSink) -> Vec<Message> {
     match todo::TodoStore::in_workspace(&env.workspace.root).load() {
         Ok(loaded) => {
             let restored = todo::reminder::restore(&loaded);
@@ -114,20 +139,19 @@ fn restore_todo(conversation: &mut Conversation, env: &ToolEnv, events: &EventSi
                 tracing::warn!("{warning}");
                 events.emit(EventKind::Error { message: warning });
             }
-            for message in restored.messages {
-                conversation.push(message);
-            }
             if let Some(envelope) = restored.details {
                 events.emit(EventKind::PlanUpdated {
                     plan: PlanSnapshot::Todo(envelope),
                 });
             }
+            restored.messages
         }
         Err(err) => {
             let message =
                 format!("the saved todo list cannot be read, so it was not restored: {err}");
             tracing::warn!("{message}");
             events.emit(EventKind::Error { message });
+            Vec::new()
         }
     }
 }
