@@ -7,6 +7,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod agent;
+pub mod changes;
 pub mod cli;
 pub mod config;
 pub mod mcp;

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::changes::ChangeSet;
 use super::schema::{string_enum, tool_args};
 use super::{Identity, UsageTotals};
 
@@ -18,7 +19,7 @@ tool_args! {
         pub context: Option<String>,
         #[serde(default)]
         pub scope: Option<Scope>,
-        #[schema(values = ["read_only"])]
+        #[schema(description = "read_only (default), or write: edit the claimed scope.paths in an isolated copy.")]
         #[serde(default)]
         pub mode: Option<DelegateMode>,
         #[schema(values = ["findings"])]
@@ -64,9 +65,8 @@ impl DelegateArgs {
 }
 
 string_enum! {
-    /// What the subagent may do (`mode`). Only `read_only` runs today (the
-    /// schema offers only it): a `write` delegation is refused until write
-    /// delegation exists.
+    /// What the subagent may do (`mode`): investigate, or (`write`) change
+    /// its claimed paths in a worktree of its own.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum DelegateMode {
         ReadOnly = "read_only",
@@ -77,6 +77,9 @@ string_enum! {
 tool_args! {
     #[derive(Debug, Clone, Default, PartialEq, Eq)]
     pub struct Scope {
+        /// A write delegation's claim: the workspace-relative files and
+        /// folders it may change.
+        #[schema(description = "Files and folders to look at; for mode write, the only ones it may change (its claim).")]
         #[serde(default)]
         pub paths: Vec<String>,
         #[serde(default)]
@@ -214,6 +217,13 @@ pub enum DelegateErrorCode {
     PermissionDenied,
     /// No supervisor runs (no session, or it stopped).
     Unavailable,
+    /// A write delegation the session's `delegate_write` policy (or the
+    /// person) refused.
+    WriteNotAllowed,
+    /// A write delegation whose claim overlaps a live write subagent's.
+    WriteConflict,
+    /// A write delegation outside a git repository.
+    NotAGitRepository,
     /// The child broke the IPC protocol; also any code not known here
     /// (serde needs this catch-all last).
     #[serde(other)]
@@ -238,6 +248,9 @@ impl DelegateErrorCode {
             DelegateErrorCode::InvalidArguments => "invalid_arguments",
             DelegateErrorCode::PermissionDenied => "permission_denied",
             DelegateErrorCode::Unavailable => "unavailable",
+            DelegateErrorCode::WriteNotAllowed => "write_not_allowed",
+            DelegateErrorCode::WriteConflict => "write_conflict",
+            DelegateErrorCode::NotAGitRepository => "not_a_git_repository",
         }
     }
 }
@@ -299,6 +312,9 @@ pub struct DelegateResult {
     pub error: Option<DelegateError>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<DelegateUsage>,
+    /// A write subagent's change set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<ChangeSet>,
 }
 
 impl DelegateResult {
@@ -315,6 +331,7 @@ impl DelegateResult {
             uncertainties: Vec::new(),
             error: None,
             usage: None,
+            changes: None,
         }
     }
 
@@ -401,6 +418,9 @@ mod tests {
             (DelegateErrorCode::InvalidArguments, "invalid_arguments"),
             (DelegateErrorCode::PermissionDenied, "permission_denied"),
             (DelegateErrorCode::Unavailable, "unavailable"),
+            (DelegateErrorCode::WriteNotAllowed, "write_not_allowed"),
+            (DelegateErrorCode::WriteConflict, "write_conflict"),
+            (DelegateErrorCode::NotAGitRepository, "not_a_git_repository"),
         ];
         for (code, wire) in codes {
             let json = format!("\"{wire}\"");

@@ -7,6 +7,7 @@
 //! `event_queue` (events out). The conversation is kept in a provider-neutral shape close to
 //! OpenAI's Chat Completions; each provider maps it to its own wire format.
 
+pub mod changes;
 pub mod control;
 pub mod delegate;
 mod event;

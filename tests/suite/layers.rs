@@ -12,6 +12,7 @@ use std::path::Path;
 
 const MODULES: &[&str] = &[
     "agent",
+    "changes",
     "cli",
     "config",
     "mcp",
@@ -41,6 +42,8 @@ const RANKS: &[(&str, u32)] = &[
     ("sandbox", 1),
     ("store", 1),
     ("plan", 2),
+    // Write delegation's worktrees and change sets: git, the undo journal.
+    ("changes", 2),
     ("tools", 3),
     ("agent", 4),
     ("config", 5),

@@ -34,7 +34,10 @@ use std::sync::{Mutex, MutexGuard};
 use serde::{Deserialize, Serialize};
 
 use crate::store::atomic::write_atomic;
+
+mod change_set;
 use crate::workspace::{FinalLink, PathError, Resolved, UNDO_DIR, Workspace, is_state_name};
+pub use change_set::SetFile;
 
 /// Most entries kept; recording one more drops the oldest.
 pub const MAX_ENTRIES: usize = 200;
@@ -53,6 +56,8 @@ pub enum UndoKind {
     Mkdir,
     /// An empty directory was removed.
     Rmdir,
+    /// A write subagent's change set was applied (`path` is its id).
+    ChangeSet,
 }
 
 impl fmt::Display for UndoKind {
@@ -63,6 +68,7 @@ impl fmt::Display for UndoKind {
             UndoKind::Rm => "rm",
             UndoKind::Mkdir => "mkdir",
             UndoKind::Rmdir => "rmdir",
+            UndoKind::ChangeSet => "change set",
         })
     }
 }
@@ -78,6 +84,8 @@ pub enum Before {
     EmptyDir { mode: u32 },
     /// The removed thing itself, kept in the journal's blob store.
     Stashed,
+    /// Each file of an applied change set, before and after.
+    ChangeSet(Vec<SetFile>),
 }
 
 /// One undoable change.
@@ -168,6 +176,7 @@ enum StoredBefore {
     File { mode: u32 },
     EmptyDir { mode: u32 },
     Stashed,
+    ChangeSet,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -233,10 +242,10 @@ impl UndoLog {
                 StoredBefore::File { mode }
             }
             Before::EmptyDir { mode } => StoredBefore::EmptyDir { mode },
-            Before::Stashed => {
+            Before::Stashed | Before::ChangeSet(_) => {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
-                    "a stashed entry is recorded by UndoLog::remove",
+                    "stashed entries and change sets have recorders of their own",
                 ));
             }
         };
@@ -328,6 +337,32 @@ impl UndoLog {
         drop_last(dir)
     }
 
+    /// Journals an applied change set `id` as one entry: each file before
+    /// and after. Called before the first file is written.
+    pub fn record_change_set(&self, id: &str, files: &[SetFile]) -> io::Result<()> {
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        for file in files {
+            check_path(&file.path)?;
+        }
+        let _guard = self.guard();
+        let mut lines = read_lines(dir)?;
+        let line_id = next_id(&lines);
+        change_set::store(&dir.join("blobs").join(line_id.to_string()), files)?;
+        let line = Line {
+            id: line_id,
+            kind: UndoKind::ChangeSet,
+            path: id.to_string(),
+            before: StoredBefore::ChangeSet,
+            created_dirs: Vec::new(),
+        };
+        append_line(dir, &line)?;
+        lines.push(line);
+        prune(dir, lines);
+        Ok(())
+    }
+
     /// Restores the state before the latest change and drops its entry.
     /// `Ok(None)` when there is nothing to undo.
     pub fn undo_last(&self, workspace: &Workspace) -> Result<Option<UndoEntry>, UndoError> {
@@ -342,8 +377,11 @@ impl UndoLog {
         let entry = load_entry(dir, line.clone()).map_err(UndoError::Journal)?;
         restore(workspace, dir, &line, &entry)?;
         write_lines(dir, &lines).map_err(UndoError::Journal)?;
-        if matches!(line.before, StoredBefore::File { .. }) {
-            let _ = fs::remove_file(dir.join("blobs").join(line.id.to_string()));
+        if matches!(
+            line.before,
+            StoredBefore::File { .. } | StoredBefore::ChangeSet
+        ) {
+            let _ = remove_any(&dir.join("blobs").join(line.id.to_string()));
         }
         Ok(Some(entry))
     }
@@ -364,6 +402,9 @@ fn restore(
     line: &Line,
     entry: &UndoEntry,
 ) -> Result<(), UndoError> {
+    if let Before::ChangeSet(files) = &entry.before {
+        return change_set::restore(workspace, &line.path, files);
+    }
     let at = Restoring {
         line,
         target: resolve(workspace, line.kind, &line.path)?.abs,
@@ -373,6 +414,7 @@ fn restore(
         Before::Absent => at.remove_what_was_created()?,
         Before::EmptyDir { mode } => at.recreate_dir(*mode)?,
         Before::Stashed => at.unstash(&dir.join("blobs").join(line.id.to_string()))?,
+        Before::ChangeSet(_) => {}
     }
     // Parents the change created go too, innermost first, when empty.
     for created in line.created_dirs.iter().rev() {
@@ -442,7 +484,11 @@ impl Restoring<'_> {
         };
         match self.line.kind {
             UndoKind::Mkdir => self.remove_created_dir(metadata.is_dir()),
-            UndoKind::Patch | UndoKind::Create | UndoKind::Rm | UndoKind::Rmdir => {
+            UndoKind::Patch
+            | UndoKind::Create
+            | UndoKind::Rm
+            | UndoKind::Rmdir
+            | UndoKind::ChangeSet => {
                 if metadata.is_dir() {
                     return Err(self.conflict("a directory is there now"));
                 }
@@ -586,6 +632,9 @@ fn load_entry(dir: &Path, line: Line) -> io::Result<UndoEntry> {
         },
         StoredBefore::EmptyDir { mode } => Before::EmptyDir { mode },
         StoredBefore::Stashed => Before::Stashed,
+        StoredBefore::ChangeSet => Before::ChangeSet(change_set::load(
+            &dir.join("blobs").join(line.id.to_string()),
+        )?),
     };
     Ok(UndoEntry {
         kind: line.kind,

@@ -1,0 +1,355 @@
+//! Applying a change set: a three-way merge onto the main checkout as it is
+//! now (the parent or the person may have edited since the base).
+//!
+//! Every file is decided before anything is written: the current file
+//! equals the base (take the subagent's), equals the subagent's (nothing
+//! to do), or both changed (`git merge-file`, clean or a conflict). One
+//! conflict, or one path that is unsafe to write, and nothing at all is
+//! written: the change set stays open with the conflicts named. A clean
+//! apply is journalled as one undoable edit first, then each file is
+//! written atomically.
+//!
+//! Whatever the patch says, an apply writes only inside the claim and the
+//! workspace: a path with `..`, an absolute path, `.git` or `.fido-*`, or
+//! a path whose folders in the main checkout include a symlink is refused.
+//! Symlinks and submodules are never written; they count as conflicts.
+
+use std::fs;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+use super::ChangesError;
+use super::claim::Claim;
+use super::git::Git;
+use super::store::{self, Entry, Record};
+use super::worktree::Layout;
+use crate::protocol::changes::{FileConflict, MergeState};
+use crate::store::atomic::write_atomic;
+use crate::store::undo::{SetFile, UndoLog};
+use crate::workspace::{STATE_PREFIX, Workspace};
+
+/// Bytes and permission bits of one side of a file.
+type Content = Option<(Vec<u8>, u32)>;
+
+/// One file's decision.
+enum Step {
+    /// Already as the subagent left it.
+    Same,
+    Write(SetFile),
+    Conflict(FileConflict),
+}
+
+/// Applies the open change set `id`. The record comes back with `merge`
+/// `applied` or `conflict` (then with its conflicts).
+pub fn apply(workspace: &Workspace, undo: &UndoLog, id: &str) -> Result<Record, ChangesError> {
+    let mut record = open_record(&workspace.root, id)?;
+    let claim = Claim::parse(&record.claim).map_err(|e| ChangesError::Unsafe(e.to_string()))?;
+    let git = Git::private(&Layout::new(&workspace.root, id).git_dir());
+    let mut writes = Vec::new();
+    let mut conflicts = Vec::new();
+    for entry in &record.entries {
+        for step in decide(workspace, &git, &claim, entry)? {
+            match step {
+                Step::Same => {}
+                Step::Write(file) => writes.push(file),
+                Step::Conflict(conflict) => conflicts.push(conflict),
+            }
+        }
+    }
+    if !conflicts.is_empty() {
+        record.set.merge = MergeState::Conflict;
+        record.set.conflicts = conflicts;
+        record.save(&workspace.root)?;
+        return Ok(record);
+    }
+    undo.record_change_set(id, &writes)?;
+    for file in &writes {
+        write_file(&workspace.root, file)?;
+    }
+    store::close(&workspace.root, &mut record, MergeState::Applied)?;
+    Ok(record)
+}
+
+/// Discards the open change set `id`: the main checkout is not touched.
+pub fn discard(workspace: &Path, id: &str) -> Result<Record, ChangesError> {
+    let mut record = open_record(workspace, id)?;
+    store::close(workspace, &mut record, MergeState::Discarded)?;
+    Ok(record)
+}
+
+fn open_record(workspace: &Path, id: &str) -> Result<Record, ChangesError> {
+    let record = Record::load(workspace, id)?;
+    if !record.set.merge.is_open() {
+        return Err(ChangesError::Closed {
+            id: id.to_string(),
+            state: record.set.merge,
+        });
+    }
+    Ok(record)
+}
+
+/// The steps of one entry: its path, and for a rename the removal of the
+/// old path.
+fn decide(
+    workspace: &Workspace,
+    git: &Git,
+    claim: &Claim,
+    entry: &Entry,
+) -> Result<Vec<Step>, ChangesError> {
+    let mut steps = Vec::new();
+    if let Some(from) = &entry.from {
+        let removal = Entry {
+            path: from.clone(),
+            from: None,
+            old: entry.old.clone(),
+            new: None,
+        };
+        steps.push(decide_one(workspace, git, claim, &removal)?);
+        let addition = Entry {
+            old: None,
+            from: None,
+            ..entry.clone()
+        };
+        steps.push(decide_one(workspace, git, claim, &addition)?);
+    } else {
+        steps.push(decide_one(workspace, git, claim, entry)?);
+    }
+    Ok(steps)
+}
+
+fn decide_one(
+    workspace: &Workspace,
+    git: &Git,
+    claim: &Claim,
+    entry: &Entry,
+) -> Result<Step, ChangesError> {
+    let conflict = |reason: &str| {
+        Ok(Step::Conflict(FileConflict {
+            path: entry.path.clone(),
+            reason: reason.to_string(),
+            hunks: Vec::new(),
+        }))
+    };
+    if !claim.covers(&entry.path) {
+        return Err(ChangesError::Unsafe(format!(
+            "{} lies outside the claim {}",
+            entry.path,
+            claim.display()
+        )));
+    }
+    let target = safe_target(&workspace.root, &entry.path)?;
+    let special = |side: &Option<(String, String)>| {
+        side.as_ref()
+            .is_some_and(|(mode, _)| !mode.starts_with("100"))
+    };
+    if special(&entry.old) || special(&entry.new) {
+        return conflict(
+            "a symlink or submodule: never applied; see the patch and apply it by hand",
+        );
+    }
+    let base = read_side(git, &entry.old)?;
+    let theirs = read_side(git, &entry.new)?;
+    let ours = match read_current(&target) {
+        Ok(ours) => ours,
+        Err(err) => return conflict(&err.to_string()),
+    };
+    let bytes = |c: &Content| c.as_ref().map(|(b, _)| b.clone());
+    if bytes(&ours) == bytes(&theirs) {
+        return Ok(Step::Same);
+    }
+    let write = |after: Content| {
+        Ok(Step::Write(SetFile {
+            path: entry.path.clone(),
+            before: ours.clone(),
+            after,
+        }))
+    };
+    if bytes(&ours) == bytes(&base) {
+        // The subagent's bytes; the person's mode unless the subagent's
+        // changed it.
+        let mode = match (&ours, &base, &theirs) {
+            (Some(o), Some(b), Some(t)) if b.1 == t.1 => o.1,
+            (_, _, Some(t)) => t.1,
+            _ => 0,
+        };
+        return write(theirs.as_ref().map(|t| (t.0.clone(), mode)));
+    }
+    let (Some(o), Some(b), Some(t)) = (&ours, &base, &theirs) else {
+        return conflict("created or deleted on one side and edited on the other since the base");
+    };
+    if [&o.0, &b.0, &t.0].iter().any(|bytes| bytes.contains(&0)) {
+        return conflict("a binary file changed both here and in the worktree");
+    }
+    match merge_file(git, &o.0, &b.0, &t.0)? {
+        Merged::Clean(merged) => write(Some((merged, t.1))),
+        Merged::Conflicts(hunks) => Ok(Step::Conflict(FileConflict {
+            path: entry.path.clone(),
+            reason: format!(
+                "{} overlap edits made here since the base",
+                crate::text::counted(hunks.len() as u64, "hunk")
+            ),
+            hunks,
+        })),
+    }
+}
+
+/// The absolute path of the workspace path `path`, refused unless every
+/// component is a plain name, none is `.git` or Fido's state, and no
+/// folder on the way is a symlink (in the main checkout as it is now).
+fn safe_target(root: &Path, path: &str) -> Result<PathBuf, ChangesError> {
+    let unsafe_path = |why: &str| ChangesError::Unsafe(format!("{path}: {why}"));
+    let mut target = root.to_path_buf();
+    let components: Vec<Component> = Path::new(path).components().collect();
+    if components.is_empty() {
+        return Err(unsafe_path("an empty path"));
+    }
+    for (n, component) in components.iter().enumerate() {
+        let Component::Normal(name) = component else {
+            return Err(unsafe_path("not a plain relative path"));
+        };
+        if *name == ".git"
+            || (n == 0 && name.as_encoded_bytes().starts_with(STATE_PREFIX.as_bytes()))
+        {
+            return Err(unsafe_path("the repository's or Fido's own files"));
+        }
+        target.push(name);
+        let last = n + 1 == components.len();
+        match fs::symlink_metadata(&target) {
+            Ok(meta) if meta.file_type().is_symlink() && !last => {
+                return Err(unsafe_path(
+                    "a folder on the way is a symlink; not followed",
+                ));
+            }
+            Ok(meta) if !meta.is_dir() && !last => {
+                return Err(unsafe_path("a folder on the way is a file"));
+            }
+            _ => {}
+        }
+    }
+    Ok(target)
+}
+
+fn read_side(git: &Git, side: &Option<(String, String)>) -> Result<Content, ChangesError> {
+    let Some((mode, id)) = side else {
+        return Ok(None);
+    };
+    let mut blobs = git.blobs(std::slice::from_ref(id))?;
+    let mode = if mode == "100755" { 0o755 } else { 0o644 };
+    Ok(blobs.pop().map(|bytes| (bytes, mode)))
+}
+
+/// The main checkout's file now: `None` when absent.
+fn read_current(target: &Path) -> io::Result<Content> {
+    use std::os::unix::fs::PermissionsExt;
+    match fs::symlink_metadata(target) {
+        Ok(meta) if meta.is_file() => Ok(Some((
+            fs::read(target)?,
+            meta.permissions().mode() & 0o7777,
+        ))),
+        Ok(meta) if meta.file_type().is_symlink() => Err(io::Error::other(
+            "a symlink is there in the main checkout; not followed",
+        )),
+        Ok(_) => Err(io::Error::other("a folder is there in the main checkout")),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
+enum Merged {
+    Clean(Vec<u8>),
+    /// The conflicting hunks' line ranges in the merged file.
+    Conflicts(Vec<String>),
+}
+
+/// `git merge-file` of ours, base and theirs, through temporary files in
+/// the private repository.
+fn merge_file(git: &Git, ours: &[u8], base: &[u8], theirs: &[u8]) -> Result<Merged, ChangesError> {
+    let dir = git.dir().join(format!("merge-{:016x}", fastrand::u64(..)));
+    fs::create_dir(&dir)?;
+    let paths = ["ours", "base", "theirs"].map(|n| dir.join(n));
+    let merged = (|| {
+        for (path, bytes) in paths.iter().zip([ours, base, theirs]) {
+            fs::write(path, bytes)?;
+        }
+        let mut args: Vec<std::ffi::OsString> = vec!["merge-file".into(), "-p".into()];
+        args.extend(paths.iter().map(|p| p.as_os_str().to_owned()));
+        Ok::<_, ChangesError>(git.status(&args)?)
+    })();
+    let _ = fs::remove_dir_all(&dir);
+    let (code, out) = merged?;
+    match code {
+        0 => Ok(Merged::Clean(out)),
+        1..=127 => Ok(Merged::Conflicts(conflict_ranges(&out))),
+        _ => Err(ChangesError::Unsafe(format!(
+            "git merge-file failed ({code})"
+        ))),
+    }
+}
+
+/// The line ranges of `<<<<<<<` … `>>>>>>>` blocks in merged output.
+fn conflict_ranges(merged: &[u8]) -> Vec<String> {
+    let mut ranges = Vec::new();
+    let mut start = None;
+    for (n, line) in merged.split(|b| *b == b'\n').enumerate() {
+        if line.starts_with(b"<<<<<<< ") {
+            start = Some(n + 1);
+        } else if line.starts_with(b">>>>>>> ")
+            && let Some(first) = start.take()
+        {
+            ranges.push(format!("{first}-{}", n + 1));
+        }
+    }
+    ranges
+}
+
+fn write_file(root: &Path, file: &SetFile) -> Result<(), ChangesError> {
+    let target = safe_target(root, &file.path)?;
+    match &file.after {
+        Some((bytes, mode)) => {
+            if let Some(parent) = target.parent() {
+                fs::create_dir_all(parent)?;
+            }
+            write_atomic(&target, bytes, Some(*mode))?;
+        }
+        None => match fs::remove_file(&target) {
+            Ok(()) => {}
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+            Err(err) => return Err(err.into()),
+        },
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsafe_targets_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::create_dir(root.join("src")).unwrap();
+        std::os::unix::fs::symlink("/tmp", root.join("out")).unwrap();
+        fs::write(root.join("file"), "x").unwrap();
+        assert!(safe_target(root, "src/a.rs").is_ok());
+        assert!(safe_target(root, "src/new/deep.rs").is_ok());
+        for bad in [
+            "../x",
+            "/etc/passwd",
+            "out/x",
+            ".git/config",
+            "src/.git/x",
+            ".fido-state/x",
+            "file/x",
+            "",
+        ] {
+            assert!(safe_target(root, bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn conflict_ranges_are_line_numbers() {
+        let merged = b"a\n<<<<<<< ours\nb\n=======\nc\n>>>>>>> theirs\nd\n";
+        assert_eq!(conflict_ranges(merged), ["2-6"]);
+    }
+}

@@ -1,0 +1,181 @@
+//! Write delegation's change sets (README: "Write-capable delegation").
+//!
+//! A write subagent works in a worktree of its own ([`worktree`]): a
+//! checkout of the parent's state at call time, under
+//! `.fido-state/changes/<id>/`, that the OS lets it write and nothing
+//! else. When it ends, the parent builds its change set ([`build`]): each
+//! changed file with its status and line counts, the claimed ones apart
+//! from those outside the claim, a full patch and a capped diff. The
+//! change set is then applied ([`apply`]: a three-way merge onto the main
+//! checkout, one undoable edit) or discarded, at once or later from
+//! `/changes` or `fido changes`, also after a restart ([`store`]).
+//!
+//! Every git write is the parent's ([`git`]), with hooks, fsmonitor and
+//! the worktree's attributes off. Nothing here ever writes the user's
+//! index, refs, stash, HEAD or `.git/worktrees`.
+//!
+//! All of it is blocking I/O and child processes: callers run it on the
+//! blocking pool.
+
+pub mod apply;
+pub mod build;
+pub mod claim;
+pub mod git;
+pub mod store;
+pub mod worktree;
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+pub use claim::{Claim, ClaimConflict, ClaimError, Claims, HeldClaim};
+pub use store::Record;
+pub use worktree::{Worktree, WriteRoots};
+
+use crate::protocol::changes::MergeState;
+
+/// Why a change-set operation did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum ChangesError {
+    #[error("{0} is not in a git repository: a write subagent works in a git worktree of it")]
+    NotARepository(String),
+    #[error(transparent)]
+    Git(git::GitError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("there is no change set {0:?}; `fido changes` lists them")]
+    Unknown(String),
+    #[error("change set {id} is {state} already")]
+    Closed { id: String, state: MergeState },
+    #[error("the change set record {path} is unreadable ({message}); it was left as it is")]
+    Corrupt { path: String, message: String },
+    #[error("refused: {0}")]
+    Unsafe(String),
+}
+
+/// What a write delegation started with, kept beside its worktree so that
+/// the orphan sweep of a later Fido can still build its change set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Start {
+    pub task: String,
+    pub claim: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_item: Option<String>,
+}
+
+const START_FILE: &str = "start.json";
+
+/// Makes the worktree of a write delegation `id` and notes its start.
+pub fn start(workspace: &Path, id: &str, start: &Start) -> Result<Worktree, ChangesError> {
+    let worktree = Worktree::create(workspace, id)?;
+    let json = serde_json::to_vec(start).map_err(std::io::Error::other)?;
+    if let Err(err) = std::fs::write(worktree.layout.dir.join(START_FILE), json) {
+        let _ = std::fs::remove_dir_all(&worktree.layout.dir);
+        return Err(err.into());
+    }
+    Ok(worktree)
+}
+
+/// Builds and saves the pending change set of a finished worktree, then
+/// removes the worktree itself (the private repository stays until the
+/// change set is applied or discarded).
+pub fn finish(
+    workspace: &Path,
+    worktree: &Worktree,
+    start: &Start,
+    diff_cap: usize,
+) -> Result<Record, ChangesError> {
+    let claim = Claim::parse(&start.claim).map_err(|e| ChangesError::Unsafe(e.to_string()))?;
+    let mut record = build::build(worktree, &claim, &start.task, diff_cap)?;
+    record.plan_item.clone_from(&start.plan_item);
+    if record.set.files.is_empty() && record.set.outside_claim.is_empty() {
+        // Nothing to review: closed as discarded at once.
+        store::close(workspace, &mut record, MergeState::Discarded)?;
+        return Ok(record);
+    }
+    record.save(workspace)?;
+    remove_tree(worktree);
+    let _ = std::fs::remove_file(worktree.layout.owner());
+    Ok(record)
+}
+
+/// Removes a worktree whose delegation never ran (refused, or failed
+/// before its child started): nothing of it is kept.
+pub fn abandon(worktree: &Worktree) {
+    if let Err(err) = std::fs::remove_dir_all(&worktree.layout.dir) {
+        tracing::warn!(path = %worktree.layout.dir.display(), error = %err, "cannot remove a worktree");
+    }
+}
+
+fn remove_tree(worktree: &Worktree) {
+    if let Err(err) = std::fs::remove_dir_all(worktree.layout.tree()) {
+        tracing::warn!(path = %worktree.layout.tree().display(), error = %err, "cannot remove a worktree");
+    }
+}
+
+/// At session start: the worktrees of write subagents whose Fido died.
+/// Each gets its change set built (kept pending) and its worktree
+/// removed. Returns the ids of the change sets kept.
+pub fn sweep_orphans(workspace: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(store::changes_dir(workspace)) else {
+        return Vec::new();
+    };
+    let mut kept = Vec::new();
+    for entry in entries.filter_map(Result::ok) {
+        let Ok(id) = entry.file_name().into_string() else {
+            continue;
+        };
+        if !store::valid_id(&id) || !build::has_tree(&entry.path()) || owner_alive(&entry.path()) {
+            continue;
+        }
+        match recover(workspace, &id) {
+            Ok(record) if record.set.merge.is_open() => kept.push(id),
+            Ok(_) => {}
+            Err(err) => {
+                tracing::warn!(%id, error = %err, "cannot recover an orphaned worktree; removing it");
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+    kept
+}
+
+/// Whether the Fido that made the worktree in `dir` still runs.
+fn owner_alive(dir: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(dir.join("owner")) else {
+        return false;
+    };
+    let Ok(pid) = text.trim().parse::<i32>() else {
+        return false;
+    };
+    pid != std::process::id() as i32
+        && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+}
+
+/// Builds the change set of the orphaned worktree `id`.
+fn recover(workspace: &Path, id: &str) -> Result<Record, ChangesError> {
+    let layout = worktree::Layout::new(workspace, id);
+    let start: Start = serde_json::from_slice(&std::fs::read(layout.dir.join(START_FILE))?)
+        .map_err(|e| ChangesError::Corrupt {
+            path: layout.dir.join(START_FILE).display().to_string(),
+            message: e.to_string(),
+        })?;
+    let repo = worktree::Repository::find(workspace)?;
+    let git = git::Git::private(&layout.git_dir());
+    let commit = git.line(["rev-parse", "HEAD"])?;
+    let tree = git.line(["rev-parse", "HEAD^{tree}"])?;
+    let worktree = Worktree {
+        id: id.to_string(),
+        layout,
+        repo,
+        base: worktree::Base { commit, tree },
+    };
+    finish(workspace, &worktree, &start, DEFAULT_DIFF_CAP)
+}
+
+/// Bytes of the diff a result carries, unless `delegate_diff_bytes` says
+/// otherwise.
+pub const DEFAULT_DIFF_CAP: usize = 32 * 1024;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,250 @@
+//! The change-set life cycle on real git repositories.
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use super::*;
+use crate::protocol::changes::{FileStatus, MergeState};
+use crate::store::undo::UndoLog;
+use crate::workspace::Workspace;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A repository with a commit, an uncommitted edit, a staged file, an
+/// untracked file and an ignored one.
+fn repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    git(root, &["init", "-q", "-b", "main"]);
+    fs::create_dir(root.join("src")).unwrap();
+    fs::write(
+        root.join("src/a.rs"),
+        "one\ntwo\nthree\nfour\nfive\nsix\nseven\n",
+    )
+    .unwrap();
+    fs::write(root.join("README.md"), "readme\n").unwrap();
+    fs::write(root.join(".gitignore"), "target/\n").unwrap();
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "first"]);
+    fs::write(root.join("README.md"), "readme, edited\n").unwrap();
+    fs::write(root.join("staged.txt"), "staged\n").unwrap();
+    git(root, &["add", "staged.txt"]);
+    fs::write(root.join("src/untracked.rs"), "new\n").unwrap();
+    fs::create_dir(root.join("target")).unwrap();
+    fs::write(root.join("target/out"), "ignored\n").unwrap();
+    dir
+}
+
+/// What a test compares to prove the user's repository was not touched.
+fn repository_state(root: &Path) -> (String, String, String, String, Vec<u8>) {
+    (
+        git(root, &["status", "--porcelain=v1", "--untracked-files=all"]),
+        git(root, &["for-each-ref"]),
+        git(root, &["worktree", "list", "--porcelain"]),
+        git(root, &["stash", "list"]),
+        fs::read(root.join(".git/index")).unwrap(),
+    )
+}
+
+fn start_for(root: &Path, id: &str, claim: &[&str]) -> (Worktree, Start) {
+    let start = Start {
+        task: "t".into(),
+        claim: claim.iter().map(|c| c.to_string()).collect(),
+        plan_item: None,
+    };
+    (super::start(root, id, &start).unwrap(), start)
+}
+
+#[test]
+fn the_base_is_the_parents_state_and_the_users_repository_is_untouched() {
+    let dir = repo();
+    let root = dir.path();
+    let before = repository_state(root);
+    let (worktree, _) = start_for(root, "subagent-1", &["src"]);
+    let tree = worktree.layout.tree();
+    assert_eq!(
+        fs::read_to_string(tree.join("README.md")).unwrap(),
+        "readme, edited\n"
+    );
+    assert_eq!(
+        fs::read_to_string(tree.join("staged.txt")).unwrap(),
+        "staged\n"
+    );
+    assert_eq!(
+        fs::read_to_string(tree.join("src/untracked.rs")).unwrap(),
+        "new\n"
+    );
+    assert!(!tree.join("target").exists(), "ignored files stay out");
+    assert!(!tree.join(".fido-state").exists(), "Fido's state stays out");
+    // Read-only git works in the worktree, on the base.
+    let log = git(&tree, &["log", "--format=%s", "-n", "2"]);
+    assert_eq!(log, "fido: the base of a write subagent\nfirst\n");
+    assert_eq!(git(&tree, &["status", "--porcelain"]), "");
+    assert_eq!(repository_state(root), before);
+}
+
+#[test]
+fn a_change_set_names_claimed_and_outside_files_and_applies_three_way() {
+    let dir = repo();
+    let root = dir.path();
+    let (worktree, start) = start_for(root, "subagent-2", &["src", "new"]);
+    let tree = worktree.layout.tree();
+    // The subagent: edits line 2, adds a file, deletes one, and writes
+    // outside its claim.
+    fs::write(
+        tree.join("src/a.rs"),
+        "one\nTWO\nthree\nfour\nfive\nsix\nseven\n",
+    )
+    .unwrap();
+    fs::create_dir(tree.join("new")).unwrap();
+    fs::write(tree.join("new/b.rs"), "b\n").unwrap();
+    fs::remove_file(tree.join("src/untracked.rs")).unwrap();
+    fs::write(tree.join("README.md"), "hijacked\n").unwrap();
+    let record = finish(root, &worktree, &start, DEFAULT_DIFF_CAP).unwrap();
+    assert!(
+        !tree.exists(),
+        "the worktree is gone once the change set is built"
+    );
+    let set = &record.set;
+    assert_eq!(set.merge, MergeState::Pending);
+    let files: Vec<(&str, FileStatus, u64, u64)> = set
+        .files
+        .iter()
+        .map(|f| (f.path.as_str(), f.status, f.added, f.removed))
+        .collect();
+    assert_eq!(
+        files,
+        [
+            ("new/b.rs", FileStatus::Added, 1, 0),
+            ("src/a.rs", FileStatus::Modified, 1, 1),
+            ("src/untracked.rs", FileStatus::Deleted, 0, 1),
+        ]
+    );
+    assert_eq!(set.outside_claim.len(), 1);
+    assert_eq!(set.outside_claim[0].path, "README.md");
+    assert!(set.diff.contains("+TWO"), "{}", set.diff);
+    assert!(!set.diff.contains("hijacked"));
+    let patch = fs::read_to_string(root.join(&set.patch)).unwrap();
+    assert!(patch.contains("+TWO") && !patch.contains("hijacked"));
+
+    // Meanwhile the person edits line 6 of the same file.
+    fs::write(
+        root.join("src/a.rs"),
+        "one\ntwo\nthree\nfour\nfive\nSIX\nseven\n",
+    )
+    .unwrap();
+    let before = fs::read(root.join("src/a.rs")).unwrap();
+    let workspace = Workspace::new(root).unwrap();
+    let undo = UndoLog::new(root);
+    let applied = apply::apply(&workspace, &undo, "subagent-2").unwrap();
+    assert_eq!(applied.set.merge, MergeState::Applied);
+    assert_eq!(
+        fs::read_to_string(root.join("src/a.rs")).unwrap(),
+        "one\nTWO\nthree\nfour\nfive\nSIX\nseven\n"
+    );
+    assert_eq!(fs::read_to_string(root.join("new/b.rs")).unwrap(), "b\n");
+    assert!(!root.join("src/untracked.rs").exists());
+    assert_eq!(
+        fs::read_to_string(root.join("README.md")).unwrap(),
+        "readme, edited\n"
+    );
+    assert!(
+        !worktree.layout.git_dir().exists(),
+        "the private repository goes"
+    );
+    // One undo restores every file byte for byte.
+    undo.undo_last(&workspace).unwrap().unwrap();
+    assert_eq!(fs::read(root.join("src/a.rs")).unwrap(), before);
+    assert!(!root.join("new").exists());
+    assert_eq!(
+        fs::read_to_string(root.join("src/untracked.rs")).unwrap(),
+        "new\n"
+    );
+    let again = apply::apply(&workspace, &undo, "subagent-2").unwrap_err();
+    assert!(again.to_string().contains("applied already"), "{again}");
+}
+
+#[test]
+fn a_conflict_writes_nothing_and_stays_open() {
+    let dir = repo();
+    let root = dir.path();
+    let (worktree, start) = start_for(root, "subagent-3", &["src"]);
+    let tree = worktree.layout.tree();
+    fs::write(
+        tree.join("src/a.rs"),
+        "one\nsubagent\nthree\nfour\nfive\nsix\nseven\n",
+    )
+    .unwrap();
+    fs::write(tree.join("src/c.rs"), "c\n").unwrap();
+    finish(root, &worktree, &start, DEFAULT_DIFF_CAP).unwrap();
+    fs::write(
+        root.join("src/a.rs"),
+        "one\nperson\nthree\nfour\nfive\nsix\nseven\n",
+    )
+    .unwrap();
+    let workspace = Workspace::new(root).unwrap();
+    let undo = UndoLog::new(root);
+    let record = apply::apply(&workspace, &undo, "subagent-3").unwrap();
+    assert_eq!(record.set.merge, MergeState::Conflict);
+    assert_eq!(record.set.conflicts.len(), 1);
+    assert_eq!(record.set.conflicts[0].path, "src/a.rs");
+    assert_eq!(record.set.conflicts[0].hunks, ["2-6"]);
+    assert!(
+        !root.join("src/c.rs").exists(),
+        "a conflict writes nothing at all"
+    );
+    assert_eq!(
+        fs::read_to_string(root.join("src/a.rs")).unwrap(),
+        "one\nperson\nthree\nfour\nfive\nsix\nseven\n"
+    );
+    assert!(undo.entries().unwrap().is_empty());
+    assert_eq!(store::open(root).len(), 1);
+    let discarded = apply::discard(root, "subagent-3").unwrap();
+    assert_eq!(discarded.set.merge, MergeState::Discarded);
+    assert!(store::open(root).is_empty());
+}
+
+#[test]
+fn outside_a_repository_there_is_no_worktree() {
+    let dir = tempfile::tempdir().unwrap();
+    let start = Start {
+        task: "t".into(),
+        claim: vec!["a".into()],
+        plan_item: None,
+    };
+    let err = super::start(dir.path(), "subagent-4", &start).unwrap_err();
+    assert!(matches!(err, ChangesError::NotARepository(_)), "{err}");
+    assert!(!dir.path().join(".fido-state/changes/subagent-4").exists());
+}
+
+#[test]
+fn an_orphaned_worktree_becomes_a_pending_change_set() {
+    let dir = repo();
+    let root = dir.path();
+    let (worktree, _) = start_for(root, "subagent-5", &["src"]);
+    fs::write(worktree.layout.tree().join("src/a.rs"), "rewritten\n").unwrap();
+    // A dead owner: a pid that cannot exist.
+    fs::write(worktree.layout.owner(), "2147483646").unwrap();
+    assert_eq!(sweep_orphans(root), ["subagent-5"]);
+    assert!(!worktree.layout.tree().exists());
+    let open = store::open(root);
+    assert_eq!(open.len(), 1);
+    assert_eq!(open[0].set.files[0].path, "src/a.rs");
+}

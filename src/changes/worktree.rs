@@ -1,0 +1,261 @@
+//! A write subagent's worktree: a private repository and a checkout of the
+//! base, both under `.fido-state/changes/<id>/`, made without touching the
+//! user's index, stash, branches, HEAD or `git worktree list`.
+//!
+//! The base is the parent's state at call time: the user's index is copied
+//! to the private repository, `git add -A` runs on that copy in the main
+//! checkout (new objects go to the private repository's object folder,
+//! which borrows the main one's through `objects/info/alternates`), and
+//! `write-tree` plus `commit-tree` make the base commit. Nothing is
+//! written to the user's `.git`. The private repository's `HEAD` is that
+//! commit, detached; its checkout is the subagent's workspace.
+//!
+//! The subagent can read its repository (so `git status`, `git diff`,
+//! `git log` and `git blame` work) but write only its `tree/`: the private
+//! repository, the user's `.git` and the main checkout stay read-only to
+//! it (see [`WriteRoots`]).
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::ChangesError;
+use super::git::{EMPTY_TREE, Git, GitError};
+
+/// The configuration of a private repository. The subagent cannot change
+/// it; the parent's git reads no other.
+const PRIVATE_CONFIG: &str = "[core]
+\trepositoryformatversion = 0
+\tbare = false
+\tautocrlf = false
+\tfilemode = true
+\thooksPath = /dev/null
+\tfsmonitor = false
+[gc]
+\tauto = 0
+";
+
+/// The paths of one change set's folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// `.fido-state/changes/<id>`.
+    pub dir: PathBuf,
+}
+
+impl Layout {
+    pub fn new(workspace: &Path, id: &str) -> Layout {
+        Layout {
+            dir: super::store::changes_dir(workspace).join(id),
+        }
+    }
+    /// The private repository.
+    pub fn git_dir(&self) -> PathBuf {
+        self.dir.join("git")
+    }
+    /// The checkout of the base the subagent works in.
+    pub fn tree(&self) -> PathBuf {
+        self.dir.join("tree")
+    }
+    pub fn record(&self) -> PathBuf {
+        self.dir.join("change.json")
+    }
+    pub fn patch(&self) -> PathBuf {
+        self.dir.join("patch")
+    }
+    /// The pid of the Fido that runs the subagent (for the orphan sweep).
+    pub fn owner(&self) -> PathBuf {
+        self.dir.join("owner")
+    }
+}
+
+/// Where the user's repository is, seen from the workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repository {
+    /// The top of the main checkout.
+    pub top: PathBuf,
+    /// The workspace inside it: `""` or `sub/dir/`.
+    pub prefix: String,
+    /// The main repository's object folder (the private one borrows it).
+    pub objects: PathBuf,
+    /// The main repository's index file.
+    pub index: PathBuf,
+}
+
+impl Repository {
+    /// The repository of `workspace`; `NotARepository` when there is none.
+    pub fn find(workspace: &Path) -> Result<Repository, ChangesError> {
+        let git = Git::user(workspace);
+        let out = git
+            .run([
+                "rev-parse",
+                "--show-toplevel",
+                "--show-prefix",
+                "--git-path",
+                "objects",
+                "--git-path",
+                "index",
+            ])
+            .map_err(|err| match err.code {
+                Some(128) => ChangesError::NotARepository(workspace.display().to_string()),
+                _ => ChangesError::Git(err),
+            })?;
+        let text = String::from_utf8_lossy(&out);
+        let lines: Vec<&str> = text.lines().collect();
+        let [top, prefix, objects, index] = lines[..] else {
+            return Err(ChangesError::NotARepository(
+                workspace.display().to_string(),
+            ));
+        };
+        Ok(Repository {
+            top: PathBuf::from(top),
+            prefix: prefix.to_string(),
+            objects: workspace.join(objects),
+            index: workspace.join(index),
+        })
+    }
+}
+
+/// The base of a write delegation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Base {
+    pub commit: String,
+    pub tree: String,
+}
+
+/// The subagent's view: where it works and what its sandbox lets it read
+/// and write besides the system.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteRoots {
+    /// Its workspace (the worktree, or the workspace's folder inside it).
+    pub workspace: PathBuf,
+    /// Writable: the worktree.
+    pub write: Vec<PathBuf>,
+    /// Readable: the worktree, the private repository and the main object
+    /// folder it borrows from.
+    pub read: Vec<PathBuf>,
+}
+
+/// A created worktree.
+#[derive(Debug, Clone)]
+pub struct Worktree {
+    pub id: String,
+    pub layout: Layout,
+    pub repo: Repository,
+    pub base: Base,
+}
+
+impl Worktree {
+    /// Takes the base of `workspace` and checks it out for `id`. On error
+    /// nothing of it is left.
+    pub fn create(workspace: &Path, id: &str) -> Result<Worktree, ChangesError> {
+        let repo = Repository::find(workspace)?;
+        let layout = Layout::new(workspace, id);
+        super::store::ensure_state_ignored(workspace);
+        let made = (|| {
+            init_private(&layout, &repo)?;
+            let base = snapshot(&layout, &repo)?;
+            checkout(&layout, &repo, &base)?;
+            fs::write(layout.owner(), std::process::id().to_string())?;
+            Ok(base)
+        })();
+        match made {
+            Ok(base) => Ok(Worktree {
+                id: id.to_string(),
+                layout,
+                repo,
+                base,
+            }),
+            Err(err) => {
+                let _ = fs::remove_dir_all(&layout.dir);
+                Err(err)
+            }
+        }
+    }
+
+    /// What the subagent's sandbox needs.
+    pub fn roots(&self) -> WriteRoots {
+        let tree = self.layout.tree();
+        WriteRoots {
+            workspace: tree.join(&self.repo.prefix),
+            write: vec![tree.clone()],
+            read: vec![tree, self.layout.git_dir(), self.repo.objects.clone()],
+        }
+    }
+
+    /// Git on the private repository and the worktree.
+    pub fn git(&self) -> Git {
+        Git::worktree(&self.layout.git_dir(), &self.layout.tree())
+    }
+}
+
+fn init_private(layout: &Layout, repo: &Repository) -> Result<(), ChangesError> {
+    let git_dir = layout.git_dir();
+    fs::create_dir_all(git_dir.join("objects/info"))?;
+    fs::create_dir_all(git_dir.join("refs/heads"))?;
+    fs::create_dir_all(git_dir.join("refs/tags"))?;
+    fs::write(git_dir.join("config"), PRIVATE_CONFIG)?;
+    fs::write(git_dir.join("HEAD"), format!("{EMPTY_TREE}\n"))?;
+    let objects = fs::canonicalize(&repo.objects)?;
+    fs::write(
+        git_dir.join("objects/info/alternates"),
+        format!("{}\n", objects.display()),
+    )?;
+    match fs::copy(&repo.index, git_dir.join("index")) {
+        Ok(_) => {}
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+        Err(err) => return Err(err.into()),
+    }
+    fs::create_dir_all(layout.tree())?;
+    Ok(())
+}
+
+/// The pathspec that keeps Fido's own state out of a snapshot.
+pub fn state_exclude(prefix: &str) -> String {
+    format!(":(top,exclude){prefix}{}*", crate::workspace::STATE_PREFIX)
+}
+
+/// HEAD plus the uncommitted and untracked, non-ignored files, as a commit
+/// in the private repository.
+fn snapshot(layout: &Layout, repo: &Repository) -> Result<Base, ChangesError> {
+    let git_dir = layout.git_dir();
+    let objects = git_dir.join("objects");
+    let git = Git::user(&repo.top)
+        .with("GIT_INDEX_FILE", git_dir.join("index"))
+        .with("GIT_OBJECT_DIRECTORY", &objects)
+        .with("GIT_ALTERNATE_OBJECT_DIRECTORIES", &repo.objects);
+    git.run(["add", "-A", "--", ".", &state_exclude(&repo.prefix)])?;
+    let tree = git.line(["write-tree"])?;
+    let head = git
+        .line(["rev-parse", "--verify", "-q", "HEAD^{commit}"])
+        .ok();
+    let mut args = vec!["commit-tree".to_string(), tree.clone()];
+    if let Some(head) = head.filter(|h| !h.is_empty()) {
+        args.extend(["-p".into(), head]);
+    }
+    args.extend(["-m".into(), "fido: the base of a write subagent".into()]);
+    let commit = git.line(&args)?;
+    fs::write(git_dir.join("HEAD"), format!("{commit}\n"))?;
+    Ok(Base { commit, tree })
+}
+
+/// Writes every file of the base into `tree/`, and the git link that lets
+/// the subagent's read-only git find its repository.
+fn checkout(layout: &Layout, repo: &Repository, _base: &Base) -> Result<(), ChangesError> {
+    let git = Git::worktree(&layout.git_dir(), &layout.tree());
+    // The empty tree that GIT_ATTR_SOURCE names must exist.
+    git.run_with_input(["hash-object", "-t", "tree", "-w", "--stdin"], Some(b""))?;
+    git.run(["checkout-index", "-a", "-f", "-u"])?;
+    let link = format!(
+        "gitdir: {}\n",
+        fs::canonicalize(layout.git_dir())?.display()
+    );
+    fs::write(layout.tree().join(".git"), link)?;
+    fs::create_dir_all(layout.tree().join(&repo.prefix))?;
+    Ok(())
+}
+
+impl From<GitError> for ChangesError {
+    fn from(err: GitError) -> Self {
+        ChangesError::Git(err)
+    }
+}
