@@ -392,6 +392,7 @@ impl Rig {
                 budget_tokens: None,
                 session_budget_tokens: None,
                 profiles: Arc::default(),
+                diff_bytes: fido::changes::DEFAULT_DIFF_CAP,
             },
             fido::provider::gateway::Gateway::new(Arc::new(provider), 4),
             ToolCatalog::standard(PlanFlavour::UpdatePlan),
@@ -425,6 +426,7 @@ impl Rig {
                     args: DelegateArgs::for_task("Find what main prints"),
                     parent_messages: &messages,
                     cancel: &cancel,
+                    tools: None,
                 })
                 .await;
             (result, started.elapsed())

@@ -137,6 +137,7 @@ async fn walls(
                         args: DelegateArgs::for_task("look"),
                         parent_messages: messages,
                         cancel,
+                        tools: None,
                     })
                     .await
             }

@@ -447,6 +447,7 @@ impl Rig {
                             args: DelegateArgs::for_task("look"),
                             parent_messages: &messages,
                             cancel: &cancel,
+                            tools: None,
                         })
                         .await
                 })

@@ -42,6 +42,10 @@ pub struct ExecArgs {
     /// workspace-write sandbox, never ask.
     #[arg(long, conflicts_with_all = ["sandbox", "approval", "dangerously_bypass_sandbox"])]
     full_auto: bool,
+    /// Let the model delegate write subagents (delegate_write = allow);
+    /// their change sets stay pending unless delegate_merge says otherwise.
+    #[arg(long)]
+    allow_write_delegation: bool,
     /// Run commands without any sandbox (danger-full-access).
     #[arg(long, conflicts_with = "sandbox")]
     dangerously_bypass_sandbox: bool,
@@ -76,6 +80,9 @@ impl ExecArgs {
         }
         if let Some(policy) = &self.approval {
             set("approval_policy", policy);
+        }
+        if self.allow_write_delegation {
+            set("delegate_write", "allow");
         }
         values
     }
@@ -196,6 +203,7 @@ async fn start_runtime(
         user: None,
         approver: None,
         default_approval: ApprovalPolicy::Never,
+        default_delegation: crate::protocol::changes::DelegationPolicy::HEADLESS,
     };
     tokio::select! {
         started = Runtime::start(config, interaction, sink, resume) => {

@@ -54,6 +54,13 @@ struct SubagentCommandLine {
     deny_read: Vec<PathBuf>,
     #[arg(long, value_name = "DIR")]
     scratch: Option<PathBuf>,
+    /// A write subagent's worktree: writable (repeatable).
+    #[arg(long, value_name = "DIR")]
+    write_root: Vec<PathBuf>,
+    /// Read-only besides the workspace: a write subagent's private
+    /// repository and the object folder it borrows (repeatable).
+    #[arg(long, value_name = "DIR")]
+    read_root: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -174,6 +181,8 @@ pub fn subagent_main() -> ExitCode {
         sandbox: line.sandbox,
         deny_read: line.deny_read,
         scratch: line.scratch,
+        write_roots: line.write_root,
+        read_roots: line.read_root,
     })
 }
 

@@ -48,6 +48,7 @@ async fn session(config: Config, resume: Option<ResumeFrom>) -> ExitCode {
         user: Some(asks.clone()),
         approver: Some(asks.clone()),
         default_approval: ApprovalPolicy::OnRequest,
+        default_delegation: crate::protocol::changes::DelegationPolicy::INTERACTIVE,
     };
     let desk_events = sink.clone();
     let runtime = match Runtime::start(&config, interaction, sink, resume).await {

@@ -110,6 +110,21 @@ pub(super) const KEYS: &[(&str, &str, Scope)] = &[
         Scope::Trusted,
     ),
     (
+        "delegate_write",
+        "never | ask | allow: whether a delegate call with mode write may run (default: ask in the terminal UI, never for fido exec)",
+        Scope::Trusted,
+    ),
+    (
+        "delegate_merge",
+        "ask | auto | manual: what happens to a write subagent's change set (default: ask in the terminal UI, manual for fido exec)",
+        Scope::Trusted,
+    ),
+    (
+        "delegate_diff_bytes",
+        "bytes of a change set's diff a delegate_result carries (the full patch is a file)",
+        Scope::Anywhere,
+    ),
+    (
         "delegate_timeout_ms",
         "default time limit of a subagent",
         Scope::Anywhere,

@@ -18,6 +18,7 @@ use serde::{Deserialize, Deserializer};
 use super::mcp::{self, McpServers};
 use super::{ConfigError, KEYS, MAX_DELEGATE_CONCURRENCY, ProviderKind, Scope};
 use crate::agent::CompactionStrategy;
+use crate::protocol::changes::{DelegateMerge, DelegateWrite};
 use crate::protocol::ipc::PlanFlavour;
 use crate::protocol::{ApprovalPolicy, SandboxMode};
 use crate::sandbox::SandboxRequirement;
@@ -52,6 +53,9 @@ pub(super) struct ConfigLayer {
     pub approval_policy: Option<Setting<ApprovalPolicy>>,
     pub network: Option<Setting<bool>>,
     pub writable_roots: Option<Setting<PathList>>,
+    pub delegate_write: Option<Setting<DelegateWrite>>,
+    pub delegate_merge: Option<Setting<DelegateMerge>>,
+    pub delegate_diff_bytes: Option<Setting<AtLeast<256>>>,
     pub delegate_timeout_ms: Option<Setting<Millis<1_000>>>,
     pub delegate_max_timeout_ms: Option<Setting<Millis<1_000>>>,
     pub delegate_grace_ms: Option<Setting<Millis<0>>>,
@@ -433,6 +437,26 @@ impl FromText for SandboxMode {
     fn from_text(text: &str) -> Result<Self, String> {
         SandboxMode::parse(text)
             .ok_or_else(|| "read-only, workspace-write or danger-full-access".into())
+    }
+}
+
+impl FromText for DelegateWrite {
+    fn from_text(text: &str) -> Result<Self, String> {
+        DelegateWrite::ALL
+            .iter()
+            .copied()
+            .find(|value| value.as_str() == text)
+            .ok_or_else(|| "never, ask or allow".into())
+    }
+}
+
+impl FromText for DelegateMerge {
+    fn from_text(text: &str) -> Result<Self, String> {
+        DelegateMerge::ALL
+            .iter()
+            .copied()
+            .find(|value| value.as_str() == text)
+            .ok_or_else(|| "ask, auto or manual".into())
     }
 }
 

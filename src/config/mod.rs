@@ -19,6 +19,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::agent::AgentSettings;
+use crate::protocol::changes::{DelegateMerge, DelegateWrite};
 use crate::protocol::ipc::PlanFlavour;
 use crate::protocol::{ApprovalPolicy, SandboxMode};
 use crate::provider::HttpPolicy;
@@ -175,6 +176,12 @@ pub struct SafetyConfig {
     /// `None`: the command's default (on-request in the TUI, never for
     /// `fido exec`).
     pub approval_policy: Option<ApprovalPolicy>,
+    /// `None`: the command's default (ask in the TUI, never for `fido
+    /// exec`).
+    pub delegate_write: Option<DelegateWrite>,
+    /// `None`: the command's default (ask in the TUI, manual for `fido
+    /// exec`).
+    pub delegate_merge: Option<DelegateMerge>,
     pub network: bool,
     /// Canonical extra folders commands may write.
     pub writable_roots: Vec<PathBuf>,
@@ -196,6 +203,8 @@ pub struct DelegationConfig {
     pub budget_tokens: Option<u64>,
     /// Budget of all subagents of the session together; `None`: unlimited.
     pub session_budget_tokens: Option<u64>,
+    /// Bytes of a change set's diff a result carries.
+    pub diff_bytes: usize,
 }
 
 /// Most subagents that may run at once, whatever the configuration says.

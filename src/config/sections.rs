@@ -86,6 +86,8 @@ pub(super) fn delegation_config(layers: &Layers) -> Result<DelegationConfig, Con
         max_per_turn: setting!(layers, delegate_max_per_turn)?.map_or(16, |n| n.0 as u32),
         budget_tokens: budget(setting!(layers, delegate_budget_tokens)?),
         session_budget_tokens: budget(setting!(layers, delegate_session_budget_tokens)?),
+        diff_bytes: setting!(layers, delegate_diff_bytes)?
+            .map_or(crate::changes::DEFAULT_DIFF_CAP, |n| n.0 as usize),
     })
 }
 
@@ -112,6 +114,8 @@ pub(super) fn safety_config(
     Ok(SafetyConfig {
         sandbox_mode: sandbox_mode.unwrap_or(SandboxMode::DEFAULT),
         approval_policy,
+        delegate_write: setting!(layers, delegate_write)?.copied(),
+        delegate_merge: setting!(layers, delegate_merge)?.copied(),
         network: network.unwrap_or(false),
         writable_roots,
     })

@@ -140,6 +140,29 @@ pub enum ApprovalRequest {
         /// The arguments as JSON, cut short.
         arguments: String,
     },
+    /// A `delegate` call with `mode: "write"` (`delegate_write = "ask"`).
+    WriteDelegation {
+        agent_id: String,
+        task: String,
+        /// The paths it may change.
+        claim: Vec<String>,
+        /// The commit its worktree starts from.
+        base: String,
+    },
+    /// A write subagent's change set to apply or discard
+    /// (`delegate_merge = "ask"`): approving applies it.
+    ChangeSet {
+        id: String,
+        task: String,
+        /// "3 files (+12 -4)".
+        summary: String,
+        /// One line per file: status, path, counts.
+        files: Vec<String>,
+        /// Files changed outside the claim (never applied).
+        outside_claim: Vec<String>,
+        /// The capped unified diff.
+        diff: String,
+    },
 }
 
 /// The person's answer to an [`ApprovalRequest`].

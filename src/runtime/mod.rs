@@ -9,6 +9,7 @@ pub mod policy;
 pub mod provider;
 mod tool_env;
 
+use crate::protocol::changes::DelegationPolicy;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,6 +47,9 @@ pub struct Interaction {
     pub user: Option<Arc<dyn UserChannel>>,
     pub approver: Option<Arc<dyn Approver>>,
     pub default_approval: ApprovalPolicy,
+    /// `delegate_write` and `delegate_merge` where the configuration is
+    /// silent.
+    pub default_delegation: DelegationPolicy,
 }
 
 pub struct Runtime {
@@ -206,8 +210,19 @@ impl Parts {
             .safety
             .approval_policy
             .unwrap_or(interaction.default_approval);
+        let delegation = DelegationPolicy {
+            write: config
+                .safety
+                .delegate_write
+                .unwrap_or(interaction.default_delegation.write),
+            merge: config
+                .safety
+                .delegate_merge
+                .unwrap_or(interaction.default_delegation.merge),
+        };
         let mut env =
             tool_env(config, approval, interaction.approver).map_err(StartError::Tools)?;
+        env.approvals = env.approvals.with_delegation(delegation);
         env.user = interaction.user;
         let mcp = start_mcp(config).await;
         let catalog = ToolCatalog::with_mcp(config.plan_tool, profiles.offers(), mcp.clone());
@@ -252,6 +267,7 @@ fn delegation_settings(
         max_per_turn: config.delegation.max_per_turn,
         budget_tokens: config.delegation.budget_tokens,
         session_budget_tokens: config.delegation.session_budget_tokens,
+        diff_bytes: config.delegation.diff_bytes,
         profiles,
     })
 }
@@ -281,12 +297,23 @@ async fn open_journal(
 }
 
 /// Kills the children of dead Fido processes in this workspace, then
-/// removes the folders they all left (off the runtime).
+/// removes the folders they all left and keeps their write subagents'
+/// change sets (off the runtime).
 async fn sweep_dead_sessions(config: &Config) {
     let run_dir = crate::subagent::control::run_dir(&config.workspace);
+    let workspace = config.workspace.clone();
     let _ = tokio::task::spawn_blocking(move || {
         crate::subagent::orphans::sweep(&run_dir);
         crate::sandbox::PrivateDir::remove_stale();
+        // After the kill above: a dead Fido's write subagents are gone, so
+        // their worktrees hold their last state.
+        let kept = crate::changes::sweep_orphans(&workspace);
+        if !kept.is_empty() {
+            tracing::info!(
+                ?kept,
+                "kept the change sets of a dead session's write subagents"
+            );
+        }
     })
     .await;
 }

@@ -57,6 +57,17 @@ use super::ruleset::{self, MIN_READ_ONLY_ABI};
 use super::seccomp::{SeccompPolicy, SeccompProgram};
 use std::path::{Path, PathBuf};
 
+/// What a child may touch besides the system: its scratch folder (its
+/// `TMPDIR`, writable), its workspace (readable), and for a write subagent
+/// its worktree (writable) and its private repository (readable).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ChildRoots<'a> {
+    pub scratch: Option<&'a Path>,
+    pub workspace: Option<&'a Path>,
+    pub write: &'a [PathBuf],
+    pub read: &'a [PathBuf],
+}
+
 /// Confines the calling process for good: single thread required; then
 /// `no_new_privs`, parent-death SIGKILL checked against `expected_parent`,
 /// rlimits and the read-only Landlock ruleset (see the module comment).
@@ -70,17 +81,25 @@ pub fn enter_child_sandbox(
     expected_parent: Pid,
     mode: SandboxRequirement,
     deny: &[PathBuf],
-    scratch: Option<&Path>,
-    workspace: Option<&Path>,
+    roots: &ChildRoots<'_>,
 ) -> Result<SandboxReport, SandboxError> {
-    confine_process(expected_parent, scratch.is_some())?;
-    // Compiled before the ruleset, while files can still be opened.
+    let writer = !roots.write.is_empty();
+    confine_process(expected_parent, roots.scratch.is_some(), writer)?;
+    // Compiled before the ruleset, while files can still be opened. Mode
+    // and owner changes stay refused to a write subagent too: Landlock
+    // does not cover them, so they would reach the main checkout.
     let seccomp = SeccompProgram::compile(SeccompPolicy {
         network: false,
         metadata_writes: false,
     });
-    let write_roots: Vec<PathBuf> = scratch.map(Path::to_path_buf).into_iter().collect();
-    let read_roots = workspace.map(read_roots).unwrap_or_default();
+    let write_roots: Vec<PathBuf> = roots
+        .scratch
+        .map(Path::to_path_buf)
+        .into_iter()
+        .chain(roots.write.iter().cloned())
+        .collect();
+    let mut read_roots = roots.workspace.map(read_roots).unwrap_or_default();
+    read_roots.extend(roots.read.iter().cloned());
     let deny = with_system_secrets(deny);
     let (applied, failure) =
         match ruleset::restrict_current_thread(&deny, &write_roots, &read_roots) {
@@ -122,7 +141,11 @@ pub fn enter_child_sandbox(
 /// capabilities, the parent-death signal (checked against
 /// `expected_parent`), rlimits (`scratched`: the subagent has a scratch
 /// folder) and the child subreaper.
-fn confine_process(expected_parent: Pid, scratched: bool) -> Result<(), SandboxError> {
+fn confine_process(
+    expected_parent: Pid,
+    scratched: bool,
+    writer: bool,
+) -> Result<(), SandboxError> {
     let threads = thread_count()?;
     if threads != 1 {
         return Err(SandboxError::MultiThreaded { threads });
@@ -140,7 +163,7 @@ fn confine_process(expected_parent: Pid, scratched: bool) -> Result<(), SandboxE
             actual: actual.as_raw(),
         });
     }
-    set_rlimits(scratched)?;
+    set_rlimits(scratched, writer)?;
     // Orphans of the commands (a `setsid` or double-forked process) are
     // re-parented to this process, so its sweep at the end finds them.
     prctl::set_child_subreaper(true).map_err(SandboxError::Subreaper)?;
@@ -308,8 +331,10 @@ fn user_task_count() -> Option<u64> {
 pub const SCRATCH_FILE_CAP: u64 = 256 * 1024 * 1024;
 
 /// `scratch`: the hard `RLIMIT_FSIZE` leaves room for the commands' files
-/// in the scratch folder; this process itself keeps a soft limit of 0.
-fn set_rlimits(scratch: bool) -> Result<(), SandboxError> {
+/// in the scratch folder; this process itself keeps a soft limit of 0,
+/// unless it is a write subagent (`writer`), whose file tools write its
+/// worktree.
+fn set_rlimits(scratch: bool, writer: bool) -> Result<(), SandboxError> {
     setrlimit(Resource::RLIMIT_CORE, 0, 0).map_err(|source| SandboxError::Rlimit {
         resource: "RLIMIT_CORE",
         source,
@@ -319,7 +344,8 @@ fn set_rlimits(scratch: bool) -> Result<(), SandboxError> {
     unsafe { signal(Signal::SIGXFSZ, SigHandler::SigIgn) }
         .map_err(SandboxError::SignalDisposition)?;
     let hard = if scratch { SCRATCH_FILE_CAP } else { 0 };
-    setrlimit(Resource::RLIMIT_FSIZE, 0, hard).map_err(|source| SandboxError::Rlimit {
+    let soft = if writer { hard } else { 0 };
+    setrlimit(Resource::RLIMIT_FSIZE, soft, hard).map_err(|source| SandboxError::Rlimit {
         resource: "RLIMIT_FSIZE",
         source,
     })?;
@@ -429,8 +455,13 @@ mod tests {
         // The test harness runs this test on a thread of its own (and this
         // test adds one more), so the process is never single-threaded here.
         let extra = std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_secs(1)));
-        let err = enter_child_sandbox(getppid(), SandboxRequirement::BestEffort, &[], None, None)
-            .unwrap_err();
+        let err = enter_child_sandbox(
+            getppid(),
+            SandboxRequirement::BestEffort,
+            &[],
+            &ChildRoots::default(),
+        )
+        .unwrap_err();
         assert!(
             matches!(err, SandboxError::MultiThreaded { threads } if threads >= 2),
             "{err}"

@@ -4,7 +4,7 @@
 
 use std::fs::{self, OpenOptions, Permissions};
 use std::io::{self, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 /// The name every temp file of the file `name` starts with: hidden, and for
@@ -56,12 +56,20 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: Option<u32>) -> io::Result<
         fastrand::u32(..)
     ));
     let written = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)?;
-        file.write_all(bytes)?;
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
         if let Some(mode) = mode {
+            options.mode(mode);
+        }
+        let mut file = options.open(&temp)?;
+        file.write_all(bytes)?;
+        // The mode is set at creation; a mode change follows only when the
+        // umask took bits away, so a process whose seccomp filter refuses
+        // mode changes (a write subagent) still writes with the usual
+        // modes.
+        if let Some(mode) = mode
+            && file.metadata()?.permissions().mode() & 0o7777 != mode & 0o7777
+        {
             file.set_permissions(Permissions::from_mode(mode))?;
         }
         file.sync_all()?;

@@ -9,11 +9,14 @@
 //! the user turn that starts the subagent's work.
 
 use crate::protocol::delegate::{
-    BootstrapKind, ContextMode, DelegateArgs, SubagentBootstrap, SubagentIdentity,
+    BootstrapKind, ContextMode, DelegateArgs, DelegateMode, SubagentBootstrap, SubagentIdentity,
 };
 use crate::protocol::{Message, ToolCall};
 
 pub const RESPONSIBILITY: &str = "Inspect only; return the final result to the parent. You are not the main agent, you may not delegate, and the parent will verify your claims.";
+
+/// A write subagent's responsibility, in its bootstrap.
+pub const WRITE_RESPONSIBILITY: &str = "Change only your claimed paths, in your own worktree; your changes return to the parent as a change set for review. You are not the main agent, you may not delegate, and the parent reviews, integrates and tests.";
 
 /// The result given to calls of the delegating message that the parent had
 /// not run yet when it forked.
@@ -42,7 +45,12 @@ pub fn build_fork(
         context_mode: ContextMode::ForkedParentMessages,
         forked_message_count: parent.len(),
         task: args.task.clone(),
-        responsibility: RESPONSIBILITY.into(),
+        responsibility: if is_write(args) {
+            WRITE_RESPONSIBILITY
+        } else {
+            RESPONSIBILITY
+        }
+        .into(),
     };
     let mut answered_delegate = false;
     for call in &pending {
@@ -79,8 +87,51 @@ pub fn build_fork(
     }
     Fork {
         messages,
-        instructions: instructions(agent_id, args, max_steps),
+        instructions: if is_write(args) {
+            write_instructions(agent_id, args, max_steps)
+        } else {
+            instructions(agent_id, args, max_steps)
+        },
     }
+}
+
+fn is_write(args: &DelegateArgs) -> bool {
+    args.mode == Some(DelegateMode::Write)
+}
+
+/// Why the parent delegated, or a default reason.
+fn reason(args: &DelegateArgs) -> &str {
+    args.context
+        .as_deref()
+        .filter(|c| !c.trim().is_empty())
+        .unwrap_or("No reason was given beyond the task: the main agent chose to delegate this bounded part so it can keep working on its own.")
+}
+
+fn write_instructions(agent_id: &str, args: &DelegateArgs, max_steps: u32) -> String {
+    let scope = args.scope.clone().unwrap_or_default();
+    format!(
+        "[Fido: subagent instructions]
+You are {agent_id}, a write subagent working for the main agent (see the subagent_bootstrap result above). Everything before it is the parent's conversation, forked for you; it is context, not your task.
+
+Task: {task}
+Why this was delegated: {why}
+Your claim, the only paths whose changes come back: {claim}
+Relevant symbols: {symbols}
+
+Rules:
+- Your workspace is an isolated copy of the parent's workspace, taken when the parent called you (a git worktree of its state then). Use paths relative to it. Nothing you do touches the user's files: your changes return to the parent as a change set, which the parent or the user reviews before it is applied.
+- Change only the claimed paths, with patch, mkdir, rm, rmdir and bash_exec. A change anywhere else is reported and never applied.
+- bash_exec may build and run tests in your workspace; only your workspace and $TMPDIR (a private scratch folder) can be written, and there is no network. Read-only git works (git status, git diff, git log, git blame); do not commit: the parent does every git write.
+- ask_user and the plan tool are refused for you, and calling delegate fails (nested delegation is forbidden).
+- You have at most {max_steps} model requests, a time limit and maybe a token budget. Make the smallest change that does the task, check it when you can, and stop.
+
+Final output: answer with ONE JSON object and nothing else:
+{{\"summary\": \"what you changed and how you checked it\", \"findings\": [{{\"file\": \"src/example.rs\", \"line\": 42, \"claim\": \"what you changed there\", \"confidence\": \"high|medium|low\"}}], \"recommended_next_steps\": [\"...\"], \"tests_to_run\": [\"...\"], \"uncertainties\": [\"...\"]}}",
+        task = args.task.trim(),
+        why = reason(args),
+        claim = if scope.paths.is_empty() { "none named".to_string() } else { scope.paths.join(", ") },
+        symbols = if scope.symbols.is_empty() { "none named".to_string() } else { scope.symbols.join(", ") },
+    )
 }
 
 /// Calls of the last assistant message that have no result yet, in order.

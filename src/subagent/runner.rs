@@ -35,6 +35,7 @@ use crate::protocol::{EventKind, Message, SubagentPhase};
 use crate::provider::{
     ChatRequest, Completion, CompletionFuture, NoticeSink, Provider, ProviderError,
 };
+use crate::sandbox::child::ChildRoots;
 use crate::sandbox::{CommandSandbox, SandboxRequirement, enter_child_sandbox};
 use crate::store::undo::UndoLog;
 use crate::tools::{Identity, InvocationContext, ToolCatalog, ToolEnv, ToolLimits, ToolOutput};
@@ -58,6 +59,12 @@ pub struct SubagentArgs {
     /// The private folder the parent made for this child's commands: the
     /// one place the sandbox lets them write (`TMPDIR`).
     pub scratch: Option<std::path::PathBuf>,
+    /// A write subagent's worktree, which it may write too; empty for a
+    /// read-only subagent.
+    pub write_roots: Vec<std::path::PathBuf>,
+    /// What a write subagent reads besides its workspace (its private
+    /// repository and the objects that borrows).
+    pub read_roots: Vec<std::path::PathBuf>,
 }
 
 /// Entry point of the child process.
@@ -85,8 +92,12 @@ pub fn main(args: SubagentArgs) -> ExitCode {
             Pid::from_raw(args.parent_pid),
             mode,
             &args.deny_read,
-            args.scratch.as_deref(),
-            std::env::current_dir().ok().as_deref(),
+            &ChildRoots {
+                scratch: args.scratch.as_deref(),
+                workspace: std::env::current_dir().ok().as_deref(),
+                write: &args.write_roots,
+                read: &args.read_roots,
+            },
         )
         .map_err(|err| crate::sandbox::child::error_chain(&err)),
         Err(err) => Err(err.to_string()),
@@ -106,7 +117,8 @@ pub fn main(args: SubagentArgs) -> ExitCode {
             Ok(stream) => stream,
             Err(err) => return fail(format!("socket: {err}")),
         };
-        serve(stream, args.agent_id, sandbox, args.scratch).await
+        let may_write = !args.write_roots.is_empty();
+        serve(stream, args.agent_id, sandbox, args.scratch, may_write).await
     });
     // Off the runtime, which has nothing left to run: no thread is started
     // for it while the parent waits for this process to exit.
@@ -132,6 +144,7 @@ async fn serve(
     agent_id: String,
     sandbox: Result<crate::sandbox::SandboxReport, String>,
     scratch: Option<std::path::PathBuf>,
+    write_mode: bool,
 ) -> ExitCode {
     let (mut read, write) = stream.into_split();
     let (writer, writer_task) = spawn_writer(write);
@@ -164,11 +177,12 @@ async fn serve(
 
     // The shell is offered only inside a fully enforced sandbox; else the
     // guard refuses bash_exec, as it refuses every other mutating tool.
-    let shell = match (&sandbox, scratch) {
+    let (shell, may_write) = match (&sandbox, scratch) {
         (Ok(report), Some(scratch)) if report.fully_enforced => {
-            CommandSandbox::subagent_shell(scratch)
+            (CommandSandbox::subagent_shell(scratch), write_mode)
         }
-        _ => CommandSandbox::unconfined(),
+        // A write subagent writes only inside a fully enforced sandbox.
+        _ => (CommandSandbox::unconfined(), false),
     };
     let outcome_frame = run(
         fork,
@@ -177,7 +191,7 @@ async fn serve(
         pending,
         mcp,
         &cancel,
-        shell,
+        (shell, may_write),
     )
     .await;
     let _ = writer.send(outcome_frame).await;
@@ -277,7 +291,7 @@ async fn run(
     pending: Pending,
     mcp: Arc<ParentMcp>,
     cancel: &CancellationToken,
-    shell: CommandSandbox,
+    (shell, may_write): (CommandSandbox, bool),
 ) -> ChildFrame {
     // Before anything runs a command: a fork bomb stops at the limit.
     if let Some(limit) = fork.process_limit
@@ -305,11 +319,12 @@ async fn run(
     });
     let deps = AgentDeps {
         provider,
-        tool_env: Arc::new(tool_env(workspace, shell)),
+        tool_env: Arc::new(tool_env(workspace, shell, may_write)),
         catalog,
         ctx: InvocationContext {
             identity: Identity::subagent(agent_id),
             delegation_depth: 1,
+            may_write,
         },
         settings: agent_settings(&fork),
         events: event_sink,
@@ -332,9 +347,15 @@ fn failed_final(text: String) -> ChildFrame {
     }
 }
 
-/// The subagent's tools' environment: read-only, no person to ask, no
-/// delegation, its commands in `shell`.
-fn tool_env(workspace: Workspace, shell: CommandSandbox) -> ToolEnv {
+/// The subagent's tools' environment: read-only (or, `may_write`, its
+/// worktree writable), no person to ask, no delegation, its commands in
+/// `shell`.
+fn tool_env(workspace: Workspace, shell: CommandSandbox, may_write: bool) -> ToolEnv {
+    let sandbox_mode = if may_write {
+        crate::protocol::SandboxMode::WorkspaceWrite
+    } else {
+        crate::protocol::SandboxMode::ReadOnly
+    };
     ToolEnv {
         plan: PlanStore::new(workspace.root.join(DEFAULT_PLAN_FILE)),
         workspace,
@@ -346,7 +367,7 @@ fn tool_env(workspace: Workspace, shell: CommandSandbox) -> ToolEnv {
         sandbox: Arc::new(shell),
         approvals: crate::tools::approval::Approvals::new(
             crate::protocol::SafetySettings {
-                sandbox_mode: crate::protocol::SandboxMode::ReadOnly,
+                sandbox_mode,
                 approval_policy: crate::protocol::ApprovalPolicy::Never,
                 network: false,
             },

@@ -33,6 +33,7 @@ mod keeper;
 mod progress;
 mod run;
 mod serve;
+mod write;
 
 pub use actor::{CancelTarget, SupervisorActor, SupervisorMessage, SupervisorState};
 use run::run;
@@ -76,6 +77,8 @@ pub struct DelegationSettings {
     pub session_budget_tokens: Option<u64>,
     /// The session's subagent profiles (`delegate`'s `agent`).
     pub profiles: Arc<Profiles>,
+    /// Bytes of a write subagent's diff its result carries.
+    pub diff_bytes: usize,
 }
 
 impl DelegationSettings {
@@ -96,6 +99,7 @@ impl DelegationSettings {
             budget_tokens: None,
             session_budget_tokens: None,
             profiles: Arc::default(),
+            diff_bytes: crate::changes::DEFAULT_DIFF_CAP,
         }
     }
 }
@@ -116,6 +120,8 @@ pub struct Shared {
     live: std::sync::Mutex<Vec<LiveAgent>>,
     /// The last `RLIMIT_NPROC` counted for a child.
     process_limit: Arc<std::sync::Mutex<Option<CountedLimit>>>,
+    /// The claims of the live write subagents.
+    claims: crate::changes::Claims,
 }
 
 /// What the control socket reports of one running subagent.
@@ -236,6 +242,8 @@ pub struct Job {
     /// The model its requests ask for (a profile's), else the session's.
     model: Option<String>,
     turn_cancel: CancellationToken,
+    /// A write subagent's worktree and sandbox roots.
+    write: Option<crate::changes::WriteRoots>,
 }
 
 /// The handle the `delegate` tool and the UI use.
@@ -266,6 +274,7 @@ impl Supervisor {
             session_budget_spent: CancellationToken::new(),
             live: Default::default(),
             process_limit: Default::default(),
+            claims: Default::default(),
         });
         let worker = keeper::WorkerSlot::default();
         let arguments = keeper::KeeperArguments {
@@ -402,6 +411,17 @@ impl Delegator for Supervisor {
             let max_steps = profile
                 .and_then(|p| p.max_steps)
                 .unwrap_or(self.settings.max_steps);
+            let write = match request.args.mode {
+                Some(crate::protocol::delegate::DelegateMode::Write) => {
+                    match write::prepare(&self.shared, &agent_id, &request.args, request.tools)
+                        .await
+                    {
+                        Ok(run) => Some(run),
+                        Err(refused) => return refused,
+                    }
+                }
+                Some(crate::protocol::delegate::DelegateMode::ReadOnly) | None => None,
+            };
             let mut fork = build_fork(
                 request.parent_messages,
                 request.call_id,
@@ -432,6 +452,7 @@ impl Delegator for Supervisor {
                     .map(|item| crate::text::summary(item, 40))
                     .filter(|item| !item.is_empty()),
                 turn_cancel: request.cancel.clone(),
+                write: write.as_ref().map(write::WriteRun::roots),
             };
             let (sender, receiver) = oneshot::channel();
             if !self.send(SupervisorMessage::Delegate {
@@ -444,13 +465,17 @@ impl Delegator for Supervisor {
                     "the subagent supervisor is not running",
                 );
             }
-            receiver.await.unwrap_or_else(|_| {
+            let mut result = receiver.await.unwrap_or_else(|_| {
                 DelegateResult::failed(
                     &agent_id,
                     DelegateErrorCode::Unavailable,
                     "the subagent supervisor stopped",
                 )
-            })
+            });
+            if let Some(run) = write {
+                write::conclude(&self.shared, run, &mut result, request.tools).await;
+            }
+            result
         })
     }
 

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use super::ToolOutput;
 use super::guard::{self, Gate};
+use crate::protocol::changes::DelegationPolicy;
 use crate::protocol::{ApprovalDecision, ApprovalRequest, SafetySettings, SandboxMode};
 
 pub type ApprovalFuture<'a> = Pin<Box<dyn Future<Output = Option<ApprovalDecision>> + Send + 'a>>;
@@ -24,6 +25,13 @@ pub type ApprovalFuture<'a> = Pin<Box<dyn Future<Output = Option<ApprovalDecisio
 pub trait Approver: Send + Sync {
     /// Shows `request` and waits; `None` when the UI is gone.
     fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> ApprovalFuture<'a>;
+}
+
+/// The person's review of a change set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Review {
+    Apply,
+    Discard { reason: Option<String> },
 }
 
 /// How an approved command runs.
@@ -38,6 +46,8 @@ pub enum RunAs {
 /// The session's approval state.
 pub struct Approvals {
     settings: SafetySettings,
+    /// `delegate_write` and `delegate_merge`.
+    delegation: DelegationPolicy,
     approver: Option<Arc<dyn Approver>>,
     /// Requests approved for the rest of the session.
     remembered: Mutex<HashSet<String>>,
@@ -47,6 +57,7 @@ impl Approvals {
     pub fn new(settings: SafetySettings, approver: Option<Arc<dyn Approver>>) -> Approvals {
         Approvals {
             settings,
+            delegation: DelegationPolicy::default(),
             approver,
             remembered: Mutex::new(HashSet::new()),
         }
@@ -54,6 +65,50 @@ impl Approvals {
 
     pub fn settings(&self) -> &SafetySettings {
         &self.settings
+    }
+
+    /// The same approvals with the session's write-delegation policies.
+    pub fn with_delegation(mut self, delegation: DelegationPolicy) -> Approvals {
+        self.delegation = delegation;
+        self
+    }
+
+    pub fn delegation(&self) -> DelegationPolicy {
+        self.delegation
+    }
+
+    /// Whether a write subagent may start: `delegate_write`, and the
+    /// person when it says ask. The refusal is the message for the model.
+    pub async fn write_delegation(&self, request: ApprovalRequest) -> Result<(), String> {
+        match guard::write_delegation_gate(self.delegation.write) {
+            Gate::Allow => return Ok(()),
+            Gate::Deny(reason) => return Err(reason),
+            Gate::Ask => {}
+        }
+        self.ask(request, "delegate:write".into())
+            .await
+            .map_err(|refusal| refusal.content)
+    }
+
+    /// What the person decided about a change set under
+    /// `delegate_merge = "ask"`; `None` when nobody answered (it stays
+    /// pending). "For the session" applies later clean ones unasked.
+    pub async fn review_change_set(&self, request: ApprovalRequest) -> Option<Review> {
+        const MEMO: &str = "delegate:merge";
+        if self.is_remembered(MEMO) {
+            return Some(Review::Apply);
+        }
+        let approver = self.approver.as_ref()?;
+        match approver.approve(&request).await? {
+            ApprovalDecision::Approved => Some(Review::Apply),
+            ApprovalDecision::ApprovedForSession => {
+                if let Ok(mut remembered) = self.remembered.lock() {
+                    remembered.insert(MEMO.into());
+                }
+                Some(Review::Apply)
+            }
+            ApprovalDecision::Denied { reason } => Some(Review::Discard { reason }),
+        }
     }
 
     /// Whether `bash_exec` may run `command`, and how.

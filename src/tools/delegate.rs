@@ -1,5 +1,6 @@
-//! `delegate`: one bounded, synchronous, read-only investigation in a
-//! subagent process. The tool only parses and checks the arguments; the
+//! `delegate`: one bounded, synchronous investigation (or, `mode: "write"`,
+//! one change in a worktree of its own) in a subagent process. The tool
+//! only parses and checks the arguments; the
 //! [`Delegator`] in the tool environment (the supervisor) runs the subagent.
 //! Inside a subagent the invocation guard answers first, with the
 //! `nested_delegation_forbidden` result, so no process and no provider
@@ -15,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool};
 use crate::protocol::Message;
 pub use crate::protocol::delegate::AgentOffer;
-use crate::protocol::delegate::{DelegateArgs, DelegateErrorCode, DelegateMode, DelegateResult};
+use crate::protocol::delegate::{DelegateArgs, DelegateErrorCode, DelegateResult};
 use crate::protocol::schema::{ToolArgs, string_enum_schema};
 
 /// One delegation, as handed to the supervisor.
@@ -27,6 +28,9 @@ pub struct DelegationRequest<'a> {
     pub parent_messages: &'a [Message],
     /// The parent turn's cancellation (Ctrl+C, SIGINT, SIGTERM).
     pub cancel: &'a CancellationToken,
+    /// The parent's tools: approvals, undo journal and workspace, which a
+    /// write delegation needs (`None` outside a session's tool call).
+    pub tools: Option<&'a super::ToolEnv>,
 }
 
 pub type DelegationFuture<'a> = Pin<Box<dyn Future<Output = DelegateResult> + Send + 'a>>;
@@ -88,7 +92,7 @@ enum UnknownProfile {
 /// nested-call failure, return path, parent's responsibility), said once.
 /// When to delegate is the system prompt's policy.
 const DESCRIPTION: &str = "\
-Run one bounded, synchronous, read-only subagent and return only its final normalized result. It works on a private fork (an independent snapshot) of your current messages, where a bootstrap tool result gives its identity (role: \"subagent\", a unique agent_id, parent_role: \"main\") and says its output is for the parent. That output becomes this call's delegate_result; its private tool calls and transcript never reach you. It cannot write files, use the network or ask the user (patch, mkdir, rm, rmdir, ask_user: permission_denied); its bash_exec runs read-only commands. delegate stays in its catalog only to keep the catalog stable and cacheable: a nested call returns the failed nested_delegation_forbidden result and starts nothing. timeout_ms, budget_tokens or a cancel give a partial or failed result. You remain responsible for verification and integration.";
+Run one bounded, synchronous subagent and return only its final normalized result. It works on a private fork (an independent snapshot) of your current messages, where a bootstrap tool result gives its identity (role: \"subagent\", a unique agent_id, parent_role: \"main\") and says its output is for the parent. That output becomes this call's delegate_result; its private tool calls and transcript never reach you. mode read_only (the default): it cannot write files, use the network or ask the user (patch, mkdir, rm, rmdir, ask_user: permission_denied); its bash_exec runs read-only commands. mode write: it works in an isolated copy of the workspace taken at call time, may change only its claim (scope.paths, required), and only claimed paths come back: its changes return in the result's changes as a change set for review, not as edits to the user's files. delegate stays in its catalog only to keep the catalog stable and cacheable: a nested call returns the failed nested_delegation_forbidden result and starts nothing. timeout_ms, budget_tokens or a cancel give a partial or failed result. You remain responsible for review, integration and tests.";
 
 impl TypedTool for Delegate {
     const NAME: &'static str = "delegate";
@@ -138,13 +142,6 @@ impl TypedTool for Delegate {
             if let Err(unknown) = self.check_agent(args.agent.as_deref()) {
                 return invalid(&unknown.to_string());
             }
-            match args.mode {
-                None | Some(DelegateMode::ReadOnly) => {}
-                // Write delegation comes later; until then it is refused.
-                Some(DelegateMode::Write) => {
-                    return invalid("only mode \"read_only\" exists: subagents cannot write");
-                }
-            }
             if args
                 .output_contract
                 .as_deref()
@@ -165,6 +162,7 @@ impl TypedTool for Delegate {
                     args,
                     parent_messages: call.conversation,
                     cancel: call.cancel,
+                    tools: Some(call.env),
                 })
                 .await;
             output(&result)
@@ -220,11 +218,11 @@ mod profile_tests {
         assert!(err.contains("has none"), "{err}");
     }
 
-    /// `write` is refused as before (same code and text), an unknown mode
-    /// is an error result that names the modes, and `read_only` passes the
-    /// checks (here to the missing supervisor).
+    /// An unknown mode is an error result that names the modes, and
+    /// `read_only` and `write` pass the checks (here to the missing
+    /// supervisor).
     #[tokio::test]
-    async fn only_read_only_delegations_pass_the_mode_check() {
+    async fn both_modes_pass_the_mode_check() {
         let dir = tempfile::tempdir().unwrap();
         let env = crate::tools::testing::env(dir.path());
         let tool = Delegate::default();
@@ -232,14 +230,6 @@ mod profile_tests {
             let args = serde_json::json!({"task": "look", "mode": mode});
             crate::tools::testing::call(&tool, &env, args)
         };
-        let write = call("write").await;
-        assert!(!write.ok);
-        let details = write.details.unwrap();
-        assert_eq!(details["error"]["code"], "invalid_arguments");
-        assert_eq!(
-            details["error"]["message"],
-            "only mode \"read_only\" exists: subagents cannot write"
-        );
         let unknown = call("admin").await;
         assert!(!unknown.ok);
         assert!(
@@ -248,11 +238,13 @@ mod profile_tests {
             unknown.content
         );
         assert!(unknown.content.contains("read_only"), "{}", unknown.content);
-        let read_only = call("read_only").await;
-        assert_eq!(
-            read_only.details.unwrap()["error"]["code"],
-            "unavailable",
-            "past the checks, no supervisor runs here"
-        );
+        for mode in ["read_only", "write"] {
+            let passed = call(mode).await;
+            assert_eq!(
+                passed.details.unwrap()["error"]["code"],
+                "unavailable",
+                "past the checks, no supervisor runs here"
+            );
+        }
     }
 }

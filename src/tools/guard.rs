@@ -15,6 +15,7 @@
 
 use serde_json::json;
 
+use crate::protocol::changes::DelegateWrite;
 use crate::protocol::delegate::DelegateErrorCode;
 use crate::protocol::{ApprovalPolicy, SafetySettings, SandboxMode};
 
@@ -28,6 +29,9 @@ pub use crate::protocol::Identity;
 pub struct InvocationContext {
     pub identity: Identity,
     pub delegation_depth: u32,
+    /// A write subagent: its file tools and shell may change its own
+    /// worktree (which its sandbox confines it to).
+    pub may_write: bool,
 }
 
 impl InvocationContext {
@@ -35,6 +39,7 @@ impl InvocationContext {
         InvocationContext {
             identity: Identity::Main,
             delegation_depth: 0,
+            may_write: false,
         }
     }
 
@@ -51,6 +56,15 @@ impl InvocationContext {
 /// network), so it cannot change anything the parent sees.
 pub const SUBAGENT_SHELL: &str = <super::bash_exec::BashExec as super::TypedTool>::NAME;
 
+/// The file tools a write subagent may run, inside its sandbox, on its
+/// worktree. Never an MCP tool: those run outside every sandbox.
+pub const WORKTREE_TOOLS: [&str; 4] = [
+    <super::patch::Patch as super::TypedTool>::NAME,
+    <super::mkdir::Mkdir as super::TypedTool>::NAME,
+    <super::rm::Rm as super::TypedTool>::NAME,
+    <super::rmdir::Rmdir as super::TypedTool>::NAME,
+];
+
 /// `Ok` when `ctx` may run a tool of `kind`; else the refusal to return.
 /// `shell_confined`: the commands run inside a subagent's enforced sandbox
 /// (only then may a subagent use [`SUBAGENT_SHELL`]).
@@ -66,6 +80,9 @@ pub fn check(
     match kind {
         ToolKind::ReadOnly => Ok(()),
         ToolKind::Mutating if tool == SUBAGENT_SHELL && shell_confined => Ok(()),
+        ToolKind::Mutating if ctx.may_write && shell_confined && WORKTREE_TOOLS.contains(&tool) => {
+            Ok(())
+        }
         ToolKind::Mutating | ToolKind::Interactive | ToolKind::PlanState => Err(refusal(
             DelegateErrorCode::PermissionDenied,
             &format!(
@@ -97,6 +114,17 @@ pub fn command_gate(settings: &SafetySettings, escalated: bool) -> Gate {
             "this session's approval_policy is never, so a command cannot run outside the {} sandbox. Run it without escalate (it may work within the sandbox), or tell the user what you need: they can allow it with approval_policy = \"on-request\" (the terminal UI's default) or sandbox_mode = \"danger-full-access\"",
             settings.sandbox_mode
         )),
+    }
+}
+
+/// A `delegate` call with `mode: "write"`, under `delegate_write`.
+pub fn write_delegation_gate(write: DelegateWrite) -> Gate {
+    match write {
+        DelegateWrite::Allow => Gate::Allow,
+        DelegateWrite::Ask => Gate::Ask,
+        DelegateWrite::Never => Gate::Deny(
+            "this session's delegate_write policy is never, so no subagent may write; nothing was started. Make the change yourself, delegate a read_only investigation, or tell the user: they can allow write delegation with `fido exec --allow-write-delegation`, FIDO_DELEGATE_WRITE=allow, or delegate_write = \"ask\" (the terminal UI's default) or \"allow\" in their config".to_string(),
+        ),
     }
 }
 
@@ -150,7 +178,31 @@ mod tests {
                 agent_id: "subagent-1".into(),
             },
             delegation_depth: 1,
+            may_write: false,
         }
+    }
+
+    #[test]
+    fn a_write_subagent_may_change_its_worktree_and_nothing_else() {
+        let writer = InvocationContext {
+            may_write: true,
+            ..subagent()
+        };
+        for tool in WORKTREE_TOOLS.into_iter().chain([SUBAGENT_SHELL]) {
+            assert!(
+                check(tool, ToolKind::Mutating, &writer, true).is_ok(),
+                "{tool}"
+            );
+            // Only inside a fully enforced sandbox.
+            assert!(
+                check(tool, ToolKind::Mutating, &writer, false).is_err(),
+                "{tool}"
+            );
+        }
+        assert!(check("mcp__fs__write", ToolKind::Mutating, &writer, true).is_err());
+        assert!(check("ask_user", ToolKind::Interactive, &writer, true).is_err());
+        assert!(check("update_plan", ToolKind::PlanState, &writer, true).is_err());
+        assert!(check("delegate", ToolKind::Delegation, &writer, true).is_err());
     }
 
     #[test]
@@ -207,6 +259,7 @@ mod tests {
         let ctx = InvocationContext {
             identity: Identity::Main,
             delegation_depth: 1,
+            may_write: false,
         };
         assert!(check("rm", ToolKind::Mutating, &ctx, true).is_err());
     }

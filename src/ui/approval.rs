@@ -31,6 +31,15 @@ fn summary(request: &ApprovalRequest) -> String {
         ApprovalRequest::McpCall { tool, server, .. } => {
             format!("approval needed to call {tool} (MCP server {server})")
         }
+        ApprovalRequest::WriteDelegation {
+            agent_id, claim, ..
+        } => format!(
+            "approval needed for write subagent {agent_id} on {}",
+            claim.join(", ")
+        ),
+        ApprovalRequest::ChangeSet { id, summary, .. } => {
+            format!("change set {id} to review: {summary}")
+        }
     }
 }
 
@@ -85,6 +94,10 @@ pub fn handle_key(store: &mut Store, key: KeyEvent) -> Option<ApprovalDecision> 
                 None
             }
             KeyCode::Esc => Some(ApprovalDecision::Denied { reason: None }),
+            KeyCode::Char('o' | 'O') => {
+                open_in_full(store);
+                None
+            }
             _ => None,
         }
     };
@@ -92,6 +105,20 @@ pub fn handle_key(store: &mut Store, key: KeyEvent) -> Option<ApprovalDecision> 
         answered(store, decision);
     }
     decision
+}
+
+/// `o` on a change set: its whole diff goes into the transcript (which
+/// scrolls), and the prompt stays for the answer.
+fn open_in_full(store: &mut Store) {
+    let Some(PendingApproval {
+        request: ApprovalRequest::ChangeSet { id, diff, .. },
+        ..
+    }) = &store.approval
+    else {
+        return;
+    };
+    let text = format!("change set {id}, in full:\n{diff}");
+    store.push(Entry::Info(text));
 }
 
 /// Clears the prompt and notes the answer in the transcript.

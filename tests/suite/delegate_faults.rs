@@ -149,6 +149,7 @@ impl Rig {
                 budget_tokens: None,
                 session_budget_tokens: None,
                 profiles: Arc::default(),
+                diff_bytes: fido::changes::DEFAULT_DIFF_CAP,
             },
             fido::provider::gateway::Gateway::new(Arc::new(provider), 4),
             ToolCatalog::standard(PlanFlavour::UpdatePlan),
@@ -182,6 +183,7 @@ impl Rig {
                     args: args(timeout_ms),
                     parent_messages: &messages,
                     cancel: &turn_cancel,
+                    tools: None,
                 })
                 .await
         })

@@ -20,3 +20,4 @@ mod todo;
 mod tool_cli;
 mod tui;
 mod tui_daily;
+mod write_delegation;

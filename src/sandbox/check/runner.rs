@@ -66,8 +66,11 @@ fn enter(targets: &ProbeTargets) -> Result<SandboxReport, crate::sandbox::Sandbo
                     targets.parent,
                     SandboxRequirement::Required,
                     &targets.deny,
-                    Some(&targets.scratch()),
-                    Some(&targets.dir),
+                    &crate::sandbox::child::ChildRoots {
+                        scratch: Some(&targets.scratch()),
+                        workspace: Some(&targets.dir),
+                        ..Default::default()
+                    },
                 )
             }),
         ProbeRole::Command(_) => Ok(command_report()),

@@ -29,7 +29,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
@@ -190,10 +190,12 @@ struct Line {
 }
 
 /// The undo journal of one workspace, or a disabled one that records nothing.
-#[derive(Debug)]
+/// Clones share the lock, so a clone handed to the blocking pool still
+/// serialises with the tools.
+#[derive(Debug, Clone)]
 pub struct UndoLog {
     dir: Option<PathBuf>,
-    lock: Mutex<()>,
+    lock: Arc<Mutex<()>>,
 }
 
 impl UndoLog {
@@ -202,7 +204,7 @@ impl UndoLog {
     pub fn new(workspace_root: &Path) -> UndoLog {
         UndoLog {
             dir: Some(workspace_root.join(UNDO_DIR)),
-            lock: Mutex::new(()),
+            lock: Arc::default(),
         }
     }
 
@@ -210,7 +212,7 @@ impl UndoLog {
     pub fn disabled() -> UndoLog {
         UndoLog {
             dir: None,
-            lock: Mutex::new(()),
+            lock: Arc::default(),
         }
     }
 

@@ -413,7 +413,7 @@ impl Spawned {
                     format!("cannot create the scratch folder: {e}"),
                 )
             })?;
-        let mut command = child_command(settings, &socket_name, &job.agent_id, scratch.path());
+        let mut command = child_command(settings, &socket_name, job, scratch.path());
         let mut group = ProcessGroup::spawn(&mut command).map_err(|e| {
             Ending::failed(
                 DelegateErrorCode::SpawnFailed,
@@ -463,9 +463,10 @@ fn listen(socket_name: &str) -> Result<Listener, Ending> {
 fn child_command(
     settings: &DelegationSettings,
     socket_name: &str,
-    agent_id: &str,
+    job: &Job,
     scratch: &std::path::Path,
 ) -> tokio::process::Command {
+    let agent_id = job.agent_id.as_str();
     let mut command = tokio::process::Command::new(&settings.program);
     command
         .arg("__subagent")
@@ -490,6 +491,21 @@ fn child_command(
         .envs(scrubbed_env())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
+    if let Some(roots) = &job.write {
+        for root in &roots.write {
+            command.arg("--write-root").arg(root);
+        }
+        for root in &roots.read {
+            command.arg("--read-root").arg(root);
+        }
+        // Its git never writes the private index, and never looks above
+        // the worktree for another repository.
+        let ceiling = roots.write.first().and_then(|tree| tree.parent());
+        command
+            .current_dir(&roots.workspace)
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .envs(ceiling.map(|dir| ("GIT_CEILING_DIRECTORIES", dir.as_os_str())));
+    }
     command
 }
 

@@ -35,6 +35,7 @@ async fn delegate(supervisor: &Supervisor) -> DelegateResult {
             content: "s".into(),
         }],
         cancel: &cancel,
+        tools: None,
     };
     tokio::time::timeout(Duration::from_secs(60), supervisor.delegate(request))
         .await

@@ -21,6 +21,8 @@ impl PendingApproval {
             ApprovalRequest::Command { .. } => "Run this command?",
             ApprovalRequest::FileChange { .. } => "Make this change?",
             ApprovalRequest::McpCall { .. } => "Call this MCP tool?",
+            ApprovalRequest::WriteDelegation { .. } => "Let a subagent write in its own worktree?",
+            ApprovalRequest::ChangeSet { .. } => "Apply this change set to your checkout?",
         }
     }
 
@@ -52,6 +54,25 @@ impl PendingApproval {
                 format!("{tool} {arguments}"),
                 format!("on MCP server {server}"),
             ],
+            ApprovalRequest::WriteDelegation {
+                agent_id,
+                task,
+                claim,
+                base,
+            } => vec![
+                format!("{agent_id}: {task}"),
+                format!("claim: {}", claim.join(", ")),
+                format!("base: {base} (HEAD plus your uncommitted changes)"),
+                "It writes only its own worktree; its changes come back for review.".into(),
+            ],
+            ApprovalRequest::ChangeSet {
+                id,
+                task,
+                summary,
+                files,
+                outside_claim,
+                diff,
+            } => change_set_body(id, task, summary, files, outside_claim, diff),
         }
     }
 
@@ -59,8 +80,52 @@ impl PendingApproval {
     pub fn hint(&self) -> &'static str {
         if self.typing_reason {
             "type why not (optional), Enter sends the denial · Esc denies without a reason"
+        } else if matches!(self.request, ApprovalRequest::ChangeSet { .. }) {
+            "y apply · a apply, and apply later clean ones · o open in full · n discard (with a reason) · Esc discard"
         } else {
             "y approve once · a approve for this session · n deny (with a reason) · Esc deny · Ctrl+C interrupt"
         }
     }
+}
+
+/// Lines of diff shown per file before it is folded.
+const FOLDED_LINES: usize = 12;
+
+/// A change set's prompt: the files, then each file's diff folded to its
+/// first lines (`o` shows it all).
+fn change_set_body(
+    id: &str,
+    task: &str,
+    summary: &str,
+    files: &[String],
+    outside_claim: &[String],
+    diff: &str,
+) -> Vec<String> {
+    let mut lines = vec![format!("{id}: {summary} · {task}")];
+    lines.extend(files.iter().map(|f| format!("  {f}")));
+    lines.extend(
+        outside_claim
+            .iter()
+            .map(|f| format!("  {f} (outside the claim: not applied)")),
+    );
+    for file in split_per_file(diff) {
+        let shown = file.len().min(FOLDED_LINES);
+        lines.extend(file[..shown].iter().map(|l| l.to_string()));
+        if file.len() > shown {
+            lines.push(format!("… {} more lines of this file", file.len() - shown));
+        }
+    }
+    lines
+}
+
+/// A unified diff's lines, grouped per `diff --git` header.
+fn split_per_file(diff: &str) -> Vec<Vec<&str>> {
+    let mut files: Vec<Vec<&str>> = Vec::new();
+    for line in diff.lines() {
+        match files.last_mut() {
+            Some(file) if !line.starts_with("diff --git ") => file.push(line),
+            _ => files.push(vec![line]),
+        }
+    }
+    files
 }

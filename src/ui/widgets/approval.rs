@@ -34,7 +34,10 @@ pub fn render(frame: &mut Frame, area: Rect, pending: &PendingApproval) {
     let inner_width = usize::from(area.width.saturating_sub(2));
     let room = usize::from(area.height.saturating_sub(3));
     let body = pending.body();
-    let is_diff = matches!(pending.request, ApprovalRequest::FileChange { .. });
+    let is_diff = matches!(
+        pending.request,
+        ApprovalRequest::FileChange { .. } | ApprovalRequest::ChangeSet { .. }
+    );
     let mut lines: Vec<Line> = body
         .iter()
         .take(room)

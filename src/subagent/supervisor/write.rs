@@ -1,0 +1,284 @@
+//! A write delegation's parent side, around the run: before it, the policy
+//! (`delegate_write`), the claim, the worktree and the person's approval;
+//! after it, the change set and the merge (`delegate_merge`). The run in
+//! between is any subagent's, in the worktree ([`Job::write`]).
+
+use std::path::PathBuf;
+
+use crate::changes::{self, Claim, HeldClaim, Start, Worktree};
+use crate::protocol::ApprovalRequest;
+use crate::protocol::changes::{ChangeSet, DelegateMerge, FileChange, MergeState};
+use crate::protocol::delegate::{DelegateArgs, DelegateErrorCode, DelegateResult};
+use crate::tools::ToolEnv;
+use crate::tools::approval::Review;
+
+use super::Shared;
+
+/// A write delegation that may run: its worktree, and its claim held
+/// until the change set is built.
+pub(super) struct WriteRun {
+    worktree: Worktree,
+    start: Start,
+    _claim: HeldClaim,
+}
+
+impl WriteRun {
+    pub(super) fn roots(&self) -> changes::WriteRoots {
+        self.worktree.roots()
+    }
+}
+
+fn refused(agent_id: &str, code: DelegateErrorCode, message: &str) -> DelegateResult {
+    DelegateResult::failed(agent_id, code, message)
+}
+
+/// Everything before a write subagent starts; `Err` is the call's failed
+/// result, and then nothing is left behind.
+pub(super) async fn prepare(
+    shared: &Shared,
+    agent_id: &str,
+    args: &DelegateArgs,
+    env: Option<&ToolEnv>,
+) -> Result<WriteRun, DelegateResult> {
+    let invalid = |message: &str| refused(agent_id, DelegateErrorCode::InvalidArguments, message);
+    let paths = args
+        .scope
+        .as_ref()
+        .map(|s| s.paths.clone())
+        .unwrap_or_default();
+    let claim = Claim::parse(&paths).map_err(|e| invalid(&e.to_string()))?;
+    let Some(env) = env else {
+        return Err(refused(
+            agent_id,
+            DelegateErrorCode::Unavailable,
+            "write delegation needs a session's tools (fido or fido exec); nothing was started",
+        ));
+    };
+    if let crate::tools::guard::Gate::Deny(reason) =
+        crate::tools::guard::write_delegation_gate(env.approvals.delegation().write)
+    {
+        return Err(refused(
+            agent_id,
+            DelegateErrorCode::WriteNotAllowed,
+            &reason,
+        ));
+    }
+    let held = shared.claims.hold(agent_id, &claim).map_err(|conflict| {
+        refused(
+            agent_id,
+            DelegateErrorCode::WriteConflict,
+            &conflict.to_string(),
+        )
+    })?;
+    let start = Start {
+        task: args.task.trim().to_string(),
+        claim: claim.paths().to_vec(),
+        plan_item: args.plan_item.clone(),
+    };
+    let worktree = make_worktree(shared, agent_id, &start).await?;
+    let request = ApprovalRequest::WriteDelegation {
+        agent_id: agent_id.to_string(),
+        task: crate::text::summary(&start.task, 300),
+        claim: claim.paths().to_vec(),
+        base: short(&worktree.base.commit),
+    };
+    if let Err(reason) = env.approvals.write_delegation(request).await {
+        let worktree = worktree.clone();
+        let _ = tokio::task::spawn_blocking(move || changes::abandon(&worktree)).await;
+        return Err(refused(
+            agent_id,
+            DelegateErrorCode::WriteNotAllowed,
+            &reason,
+        ));
+    }
+    Ok(WriteRun {
+        worktree,
+        start,
+        _claim: held,
+    })
+}
+
+async fn make_worktree(
+    shared: &Shared,
+    agent_id: &str,
+    start: &Start,
+) -> Result<Worktree, DelegateResult> {
+    let workspace = shared.settings.workspace.clone();
+    let (id, start) = (agent_id.to_string(), start.clone());
+    let made = tokio::task::spawn_blocking(move || changes::start(&workspace, &id, &start))
+        .await
+        .map_err(|e| changes::ChangesError::Io(std::io::Error::other(e.to_string())))
+        .and_then(|made| made);
+    made.map_err(|err| match err {
+        changes::ChangesError::NotARepository(_) => refused(
+            agent_id,
+            DelegateErrorCode::NotAGitRepository,
+            &format!("{err}; nothing was started. Make the change yourself, or delegate a read_only investigation"),
+        ),
+        other => refused(
+            agent_id,
+            DelegateErrorCode::SpawnFailed,
+            &format!("cannot make the write subagent's worktree: {other}"),
+        ),
+    })
+}
+
+fn short(commit: &str) -> String {
+    commit.chars().take(12).collect()
+}
+
+/// After the run, however it ended: builds the change set, merges it as
+/// `delegate_merge` says, and puts it in `result`.
+pub(super) async fn conclude(
+    shared: &Shared,
+    run: WriteRun,
+    result: &mut DelegateResult,
+    env: Option<&ToolEnv>,
+) {
+    let workspace = shared.settings.workspace.clone();
+    let cap = shared.settings.diff_bytes;
+    let WriteRun {
+        worktree, start, ..
+    } = run;
+    let built =
+        tokio::task::spawn_blocking(move || changes::finish(&workspace, &worktree, &start, cap))
+            .await;
+    let record = match built {
+        Ok(Ok(record)) => record,
+        Ok(Err(err)) => return note_failure(result, &err.to_string()),
+        Err(err) => return note_failure(result, &err.to_string()),
+    };
+    let mut set = record.set;
+    if set.merge == MergeState::Pending
+        && let Some(env) = env
+    {
+        merge(shared, &mut set, &record.task, env).await;
+    }
+    advise(result, &set);
+    result.changes = Some(set);
+}
+
+fn note_failure(result: &mut DelegateResult, message: &str) {
+    result.uncertainties.push(format!(
+        "Fido could not build this write subagent's change set: {message}. Its worktree is kept under .fido-state/changes/ for the next start's sweep."
+    ));
+}
+
+/// `delegate_merge`: apply at once, ask the person, or leave it pending.
+async fn merge(shared: &Shared, set: &mut ChangeSet, task: &str, env: &ToolEnv) {
+    if set.files.is_empty() {
+        return;
+    }
+    let review = match env.approvals.delegation().merge {
+        DelegateMerge::Manual => return,
+        DelegateMerge::Auto => Review::Apply,
+        DelegateMerge::Ask => match env
+            .approvals
+            .review_change_set(review_request(set, task))
+            .await
+        {
+            Some(review) => review,
+            None => return,
+        },
+    };
+    let workspace = shared.settings.workspace.clone();
+    let id = set.id.clone();
+    let outcome = match review {
+        Review::Apply => apply_now(env, id).await,
+        Review::Discard { reason } => {
+            let discarded =
+                tokio::task::spawn_blocking(move || changes::apply::discard(&workspace, &id)).await;
+            if let Some(reason) = reason {
+                set.conflicts.clear();
+                set.diff.push_str(&format!(
+                    "\n[the user discarded this change set: {reason}]\n"
+                ));
+            }
+            flatten(discarded)
+        }
+    };
+    match outcome {
+        Ok(record) => {
+            set.merge = record.set.merge;
+            set.conflicts = record.set.conflicts;
+        }
+        Err(message) => tracing::warn!(id = %set.id, %message, "the change set stays pending"),
+    }
+}
+
+async fn apply_now(env: &ToolEnv, id: String) -> Result<changes::Record, String> {
+    // The undo journal and the workspace are the session's own: the
+    // tools' mutex serialises this apply with their edits.
+    let workspace = env.workspace.clone();
+    let undo = env.undo.clone();
+    flatten(
+        tokio::task::spawn_blocking(move || changes::apply::apply(&workspace, &undo, &id)).await,
+    )
+}
+
+fn flatten(
+    joined: Result<Result<changes::Record, changes::ChangesError>, tokio::task::JoinError>,
+) -> Result<changes::Record, String> {
+    match joined {
+        Ok(Ok(record)) => Ok(record),
+        Ok(Err(err)) => Err(err.to_string()),
+        Err(err) => Err(err.to_string()),
+    }
+}
+
+fn review_request(set: &ChangeSet, task: &str) -> ApprovalRequest {
+    let line = |f: &FileChange| {
+        format!(
+            "{} {} +{} -{}",
+            f.status.as_str(),
+            f.path,
+            f.added,
+            f.removed
+        )
+    };
+    ApprovalRequest::ChangeSet {
+        id: set.id.clone(),
+        task: crate::text::summary(task, 200),
+        summary: set.summary(),
+        files: set.files.iter().map(line).collect(),
+        outside_claim: set.outside_claim.iter().map(|f| f.path.clone()).collect(),
+        diff: set.diff.clone(),
+    }
+}
+
+/// What the parent model should do next with the change set.
+fn advise(result: &mut DelegateResult, set: &ChangeSet) {
+    let program = std::env::current_exe().map_or_else(|_| PathBuf::from("fido"), |p| p);
+    let fido = program.display();
+    let step = match set.merge {
+        MergeState::Applied => format!(
+            "The change set {} is applied to the workspace ({}); review it, then build and test. The user can revert it as one edit with /undo.",
+            set.id,
+            set.summary()
+        ),
+        MergeState::Pending if set.files.is_empty() => format!(
+            "The subagent changed nothing inside its claim; {} is pending only for the files outside it, which are never applied. Discard it with `{fido} changes discard {}`.",
+            set.id, set.id
+        ),
+        MergeState::Pending => format!(
+            "Review the diff (full patch: {}), then apply it with bash_exec: `{fido} changes apply {}` (a three-way merge; nothing is written on a conflict), or drop it with `{fido} changes discard {}`.",
+            set.patch, set.id, set.id
+        ),
+        MergeState::Conflict => format!(
+            "Applying {} met edits made here since its base; nothing was written. Resolve by hand from the patch {} or discard it with `{fido} changes discard {}`.",
+            set.id, set.patch, set.id
+        ),
+        MergeState::Discarded => format!(
+            "The change set {} was discarded; nothing was applied.",
+            set.id
+        ),
+    };
+    result.recommended_next_steps.insert(0, step);
+    if !set.outside_claim.is_empty() {
+        let names: Vec<&str> = set.outside_claim.iter().map(|f| f.path.as_str()).collect();
+        result.uncertainties.push(format!(
+            "The subagent also changed files outside its claim, which are never applied: {}",
+            names.join(", ")
+        ));
+    }
+}
