@@ -36,15 +36,22 @@ pub struct ChangesArgs {
 enum ChangesCommand {
     /// Print a change set: its files, conflicts and full diff.
     Show {
+        /// The change set's id, as `fido changes` lists it.
         id: String,
         /// The change set as one JSON object, with its task and claim.
         #[arg(long)]
         json: bool,
     },
     /// Merge a change set into the checkout (`fido undo` reverts it).
-    Apply { id: String },
+    Apply {
+        /// The change set's id, as `fido changes` lists it.
+        id: String,
+    },
     /// Drop a change set; the checkout is not touched.
-    Discard { id: String },
+    Discard {
+        /// The change set's id, as `fido changes` lists it.
+        id: String,
+    },
 }
 
 /// A change set as `--json` prints it: the wire object plus what the
@@ -335,5 +342,22 @@ impl Paint {
 
     fn cyan(self, text: &str) -> String {
         self.with("36", text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_diff_is_coloured_on_a_terminal_and_never_carries_the_files_escapes() {
+        let patch = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n ctx\n-old\n+new \x1b]0;pwned\x07\x1b[2J\r\n";
+        let on = diff(patch, Paint { on: true });
+        assert_eq!(
+            on,
+            "\x1b[1m--- a/x\x1b[0m\n\x1b[1m+++ b/x\x1b[0m\n\x1b[36m@@ -1 +1 @@\x1b[0m\n ctx\n\x1b[31m-old\x1b[0m\n\x1b[32m+new \x1b[0m\n"
+        );
+        let off = diff(patch, Paint { on: false });
+        assert_eq!(off, "--- a/x\n+++ b/x\n@@ -1 +1 @@\n ctx\n-old\n+new \n");
     }
 }

@@ -24,7 +24,8 @@ pub(super) fn run(dir: Option<PathBuf>) -> ExitCode {
 /// Reverts the latest undoable change of the workspace at `root`; the text
 /// `/undo` and `fido undo` show for it.
 pub(super) fn undo_last(root: &Path) -> Result<String, String> {
-    let workspace = Workspace::new(root).map_err(|e| e.to_string())?;
+    let workspace =
+        Workspace::new(root).map_err(|e| format!("workspace {}: {e}", root.display()))?;
     let undo = UndoLog::new(&workspace.root);
     match undo.undo_last(&workspace) {
         Ok(Some(entry)) => Ok(format!("undone: {} of {}", entry.kind, entry.path)),
