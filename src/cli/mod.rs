@@ -5,6 +5,7 @@
 //! the person at the terminal and exit codes.
 
 mod agents;
+mod changes;
 mod exec;
 mod mcp;
 mod plan;
@@ -14,6 +15,7 @@ mod sessions;
 mod tool;
 mod trust;
 mod tui;
+mod undo;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -106,6 +108,10 @@ enum Command {
     Agents(agents::AgentsArgs),
     /// Cancel a running subagent (or --all) cooperatively; its parent goes on.
     Cancel(agents::CancelArgs),
+    /// List, show, apply or discard the change sets of write subagents.
+    Changes(changes::ChangesArgs),
+    /// Revert the latest undoable change in the workspace, as `/undo` does.
+    Undo,
     /// Prove what the subagent sandbox enforces on this machine.
     Sandbox {
         #[command(subcommand)]
@@ -152,6 +158,8 @@ pub fn main() -> ExitCode {
         Some(Command::Sessions(args)) => sessions::run(overrides.workspace.clone(), args),
         Some(Command::Agents(args)) => agents::agents(overrides.workspace.clone(), args),
         Some(Command::Cancel(args)) => agents::cancel(overrides.workspace.clone(), args),
+        Some(Command::Changes(args)) => changes::run(overrides.workspace.clone(), args),
+        Some(Command::Undo) => undo::run(overrides.workspace.clone()),
         Some(Command::Resume(args)) => tui::run(&overrides, Some(args.pick())),
         None => tui::run(&overrides, None),
     }

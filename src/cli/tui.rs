@@ -202,14 +202,7 @@ impl LocalCommands for CliLocalCommands {
     }
 
     fn undo(&self) -> Result<String, CommandError> {
-        let workspace =
-            crate::workspace::Workspace::new(&self.workspace).map_err(|e| e.to_string())?;
-        let undo = crate::store::undo::UndoLog::new(&workspace.root);
-        match undo.undo_last(&workspace) {
-            Ok(Some(entry)) => Ok(format!("undone: {} of {}", entry.kind, entry.path)),
-            Ok(None) => Ok("nothing to undo".into()),
-            Err(err) => Err(format!("cannot undo: {err}").into()),
-        }
+        Ok(super::undo::undo_last(&self.workspace)?)
     }
 
     fn bookmark(&self, name: Option<&str>) -> Result<(Arc<Journal>, String), CommandError> {

@@ -1,3 +1,4 @@
+mod changes_cli;
 mod delegate;
 mod delegate_faults;
 mod delegate_parallel;

@@ -1,0 +1,363 @@
+//! `fido changes [--json] [--all]`, `fido changes show|apply|discard ID`:
+//! the change sets of write subagents, reviewed from any terminal, also
+//! after the Fido that made them has ended (see `crate::changes`).
+//!
+//! Everything here is blocking file and git work; like `fido sessions`, it
+//! runs on the main thread without an async runtime.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use serde::Serialize;
+
+use super::{fail, init_logging};
+use crate::changes::worktree::Layout;
+use crate::changes::{ChangesError, Record, apply, store};
+use crate::protocol::changes::{ChangeSet, FileChange, FileConflict, FileKind, MergeState};
+use crate::store::undo::UndoLog;
+use crate::workspace::Workspace;
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct ChangesArgs {
+    #[command(subcommand)]
+    command: Option<ChangesCommand>,
+    /// One JSON array: each change set with its task and claim.
+    #[arg(long)]
+    json: bool,
+    /// Also list the applied and discarded change sets.
+    #[arg(long)]
+    all: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum ChangesCommand {
+    /// Print a change set: its files, conflicts and full diff.
+    Show {
+        /// The change set's id, as `fido changes` lists it.
+        id: String,
+        /// The change set as one JSON object, with its task and claim.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Merge a change set into the checkout (`fido undo` reverts it).
+    Apply {
+        /// The change set's id, as `fido changes` lists it.
+        id: String,
+    },
+    /// Drop a change set; the checkout is not touched.
+    Discard {
+        /// The change set's id, as `fido changes` lists it.
+        id: String,
+    },
+}
+
+/// A change set as `--json` prints it: the wire object plus what the
+/// subagent was asked and where it might write.
+#[derive(Serialize)]
+struct Listed<'a> {
+    #[serde(flatten)]
+    set: &'a ChangeSet,
+    task: &'a str,
+    claim: &'a [String],
+}
+
+impl<'a> From<&'a Record> for Listed<'a> {
+    fn from(record: &'a Record) -> Self {
+        Listed {
+            set: &record.set,
+            task: &record.task,
+            claim: &record.claim,
+        }
+    }
+}
+
+pub(super) fn run(dir: Option<PathBuf>, args: ChangesArgs) -> ExitCode {
+    init_logging();
+    let dir = dir.unwrap_or_else(|| PathBuf::from("."));
+    let workspace = match Workspace::new(&dir) {
+        Ok(workspace) => workspace,
+        Err(err) => return fail(&format!("workspace {}: {err}", dir.display())),
+    };
+    match args.command {
+        None => list(&workspace.root, args.json, args.all),
+        Some(ChangesCommand::Show { id, json }) => show(&workspace.root, &id, json),
+        Some(ChangesCommand::Apply { id }) => apply_one(&workspace, &id),
+        Some(ChangesCommand::Discard { id }) => discard_one(&workspace.root, &id),
+    }
+}
+
+fn list(root: &Path, json: bool, all: bool) -> ExitCode {
+    let records = if all {
+        store::list(root)
+    } else {
+        store::open(root)
+    };
+    if json {
+        let listed: Vec<Listed> = records.iter().map(Listed::from).collect();
+        return print_json(&listed);
+    }
+    if records.is_empty() {
+        println!(
+            "{}",
+            if all {
+                "no change sets"
+            } else {
+                "no pending change sets"
+            }
+        );
+    }
+    for record in &records {
+        println!("{}", line(record));
+    }
+    ExitCode::SUCCESS
+}
+
+/// One change set on one line: id, state, size, claim and task.
+fn line(record: &Record) -> String {
+    format!(
+        "{}  {:<9}  {}  claim: {}  {}",
+        record.set.id,
+        record.set.merge.as_str(),
+        record.set.summary(),
+        crate::text::summary(&record.claim.join(", "), 40),
+        crate::text::summary(&record.task, 60),
+    )
+}
+
+fn print_json<T: Serialize + ?Sized>(value: &T) -> ExitCode {
+    match serde_json::to_string(value) {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => fail(&format!("cannot print the change sets: {err}")),
+    }
+}
+
+fn show(root: &Path, id: &str, json: bool) -> ExitCode {
+    let record = match Record::load(root, id) {
+        Ok(record) => record,
+        Err(err) => return fail(&failure("show", id, &err)),
+    };
+    if json {
+        return print_json(&Listed::from(&record));
+    }
+    let paint = Paint::for_stdout();
+    print!("{}", describe(&record, paint));
+    let patch = match std::fs::read(Layout::new(root, id).patch()) {
+        Ok(patch) => patch,
+        Err(err) => return fail(&format!("cannot read the patch of {id}: {err}")),
+    };
+    print!("{}", diff(&String::from_utf8_lossy(&patch), paint));
+    ExitCode::SUCCESS
+}
+
+/// The header, files and conflicts of a change set.
+fn describe(record: &Record, paint: Paint) -> String {
+    let set = &record.set;
+    let mut out = paint.bold(&format!("change set {} · {}", set.id, set.merge));
+    out.push('\n');
+    out.push_str(&format!("base:  {}\n", set.base));
+    out.push_str(&format!("claim: {}\n", sanitized(&record.claim.join(", "))));
+    out.push_str(&format!("task:  {}\n", sanitized(&record.task)));
+    out.push_str(&format!("patch: {}\n", set.patch));
+    out.push('\n');
+    out.push_str(&paint.bold(&set.summary()));
+    out.push('\n');
+    for file in &set.files {
+        out.push_str(&file_line(file, ""));
+    }
+    if !set.outside_claim.is_empty() {
+        out.push('\n');
+        out.push_str(&paint.bold(&format!(
+            "outside the claim: {}, not applied",
+            crate::text::counted(set.outside_claim.len() as u64, "file")
+        )));
+        out.push('\n');
+        for file in &set.outside_claim {
+            out.push_str(&file_line(file, "  (not applied)"));
+        }
+    }
+    if !set.conflicts.is_empty() {
+        out.push('\n');
+        out.push_str(&paint.red(&crate::text::counted(
+            set.conflicts.len() as u64,
+            "conflict",
+        )));
+        out.push('\n');
+        out.push_str(&conflict_lines(&set.conflicts));
+    }
+    out.push('\n');
+    out
+}
+
+fn file_line(file: &FileChange, note: &str) -> String {
+    let path = match &file.from {
+        Some(from) => format!("{} → {}", sanitized(from), sanitized(&file.path)),
+        None => sanitized(&file.path),
+    };
+    let size = match file.kind {
+        FileKind::Text => format!("+{} -{}", file.added, file.removed),
+        FileKind::Binary => "binary".to_string(),
+        FileKind::Symlink => "symlink".to_string(),
+    };
+    format!("  {:<8}  {path}  {size}{note}\n", file.status.as_str())
+}
+
+fn conflict_lines(conflicts: &[FileConflict]) -> String {
+    let mut out = String::new();
+    for conflict in conflicts {
+        out.push_str(&format!(
+            "  {}: {}",
+            sanitized(&conflict.path),
+            sanitized(&conflict.reason)
+        ));
+        if !conflict.hunks.is_empty() {
+            out.push_str(&format!(" (lines {})", conflict.hunks.join(", ")));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The full patch, each line freed of terminal escapes (the file's bytes
+/// are the subagent's), coloured on a terminal.
+fn diff(patch: &str, paint: Paint) -> String {
+    let mut out = String::with_capacity(patch.len());
+    for line in patch.lines() {
+        let line = crate::text::sanitize(line, false);
+        let painted =
+            if line.starts_with("diff --git") || line.starts_with("+++") || line.starts_with("---")
+            {
+                paint.bold(&line)
+            } else if line.starts_with('+') {
+                paint.green(&line)
+            } else if line.starts_with('-') {
+                paint.red(&line)
+            } else if line.starts_with("@@") {
+                paint.cyan(&line)
+            } else {
+                line
+            };
+        out.push_str(&painted);
+        out.push('\n');
+    }
+    out
+}
+
+/// One line of text from the record, safe to print on a terminal.
+fn sanitized(text: &str) -> String {
+    crate::text::sanitize(text, true)
+}
+
+fn apply_one(workspace: &Workspace, id: &str) -> ExitCode {
+    let undo = UndoLog::new(&workspace.root);
+    let record = match apply::apply(workspace, &undo, id) {
+        Ok(record) => record,
+        Err(err) => return fail(&failure("apply", id, &err)),
+    };
+    match record.set.merge {
+        MergeState::Applied => {
+            println!(
+                "applied {id}: {}; `fido undo` reverts it",
+                crate::text::counted(record.set.files.len() as u64, "file")
+            );
+            ExitCode::SUCCESS
+        }
+        MergeState::Pending | MergeState::Discarded => fail(&format!(
+            "change set {id} is {} after the apply",
+            record.set.merge
+        )),
+        MergeState::Conflict => {
+            eprint!(
+                "fido: change set {id} conflicts with edits made since its base:\n{}",
+                conflict_lines(&record.set.conflicts)
+            );
+            eprintln!(
+                "nothing was written; the change set stays pending (`fido changes show {id}`, then apply or discard it)"
+            );
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn discard_one(root: &Path, id: &str) -> ExitCode {
+    match apply::discard(root, id) {
+        Ok(_) => {
+            println!("discarded {id}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => fail(&failure("discard", id, &err)),
+    }
+}
+
+/// The sentence for a failed `verb` of change set `id`: the error's own
+/// when it names the change set already.
+fn failure(verb: &str, id: &str, err: &ChangesError) -> String {
+    match err {
+        ChangesError::Unknown(_) | ChangesError::Closed { .. } => err.to_string(),
+        ChangesError::NotARepository(_)
+        | ChangesError::Git(_)
+        | ChangesError::Io(_)
+        | ChangesError::Corrupt { .. }
+        | ChangesError::Unsafe(_) => format!("cannot {verb} change set {id}: {err}"),
+    }
+}
+
+/// ANSI colour on a terminal only (and never under `NO_COLOR`).
+#[derive(Debug, Clone, Copy)]
+struct Paint {
+    on: bool,
+}
+
+impl Paint {
+    fn for_stdout() -> Paint {
+        Paint {
+            on: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+        }
+    }
+
+    fn with(self, code: &str, text: &str) -> String {
+        if self.on {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+
+    fn bold(self, text: &str) -> String {
+        self.with("1", text)
+    }
+
+    fn red(self, text: &str) -> String {
+        self.with("31", text)
+    }
+
+    fn green(self, text: &str) -> String {
+        self.with("32", text)
+    }
+
+    fn cyan(self, text: &str) -> String {
+        self.with("36", text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_diff_is_coloured_on_a_terminal_and_never_carries_the_files_escapes() {
+        let patch = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n ctx\n-old\n+new \x1b]0;pwned\x07\x1b[2J\r\n";
+        let on = diff(patch, Paint { on: true });
+        assert_eq!(
+            on,
+            "\x1b[1m--- a/x\x1b[0m\n\x1b[1m+++ b/x\x1b[0m\n\x1b[36m@@ -1 +1 @@\x1b[0m\n ctx\n\x1b[31m-old\x1b[0m\n\x1b[32m+new \x1b[0m\n"
+        );
+        let off = diff(patch, Paint { on: false });
+        assert_eq!(off, "--- a/x\n+++ b/x\n@@ -1 +1 @@\n ctx\n-old\n+new \n");
+    }
+}
