@@ -93,10 +93,29 @@ fn the_base_is_the_parents_state_and_the_users_repository_is_untouched() {
     );
     assert!(!tree.join("target").exists(), "ignored files stay out");
     assert!(!tree.join(".fido-state").exists(), "Fido's state stays out");
-    // Read-only git works in the worktree, on the base.
-    let log = git(&tree, &["log", "--format=%s", "-n", "2"]);
+    // Read-only git works in the worktree, on the base, with the
+    // environment the subagent gets.
+    let in_tree = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(tree.join("src"))
+            .envs(worktree.roots().git_env())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let log = in_tree(&["log", "--format=%s", "-n", "2"]);
     assert_eq!(log, "fido: the base of a write subagent\nfirst\n");
-    assert_eq!(git(&tree, &["status", "--porcelain"]), "");
+    assert_eq!(in_tree(&["status", "--porcelain"]), "");
+    assert!(
+        !tree.join(".git").exists(),
+        "no git link the subagent could rewrite"
+    );
     assert_eq!(repository_state(root), before);
 }
 

@@ -133,6 +133,25 @@ pub struct WriteRoots {
     /// Readable: the worktree, the private repository and the main object
     /// folder it borrows from.
     pub read: Vec<PathBuf>,
+    /// The private repository (read-only to the subagent).
+    pub git_dir: PathBuf,
+}
+
+impl WriteRoots {
+    /// The environment that points the subagent's git at its private
+    /// repository and worktree: read-only git works from any folder of
+    /// the worktree, never writes the private index, and never looks
+    /// above the worktree for another repository.
+    pub fn git_env(&self) -> Vec<(&'static str, std::ffi::OsString)> {
+        let tree = self.write.first().cloned().unwrap_or_default();
+        let ceiling = tree.parent().map(Path::to_path_buf).unwrap_or_default();
+        vec![
+            ("GIT_DIR", self.git_dir.clone().into_os_string()),
+            ("GIT_WORK_TREE", tree.into_os_string()),
+            ("GIT_OPTIONAL_LOCKS", "0".into()),
+            ("GIT_CEILING_DIRECTORIES", ceiling.into_os_string()),
+        ]
+    }
 }
 
 /// A created worktree.
@@ -179,6 +198,7 @@ impl Worktree {
             workspace: tree.join(&self.repo.prefix),
             write: vec![tree.clone()],
             read: vec![tree, self.layout.git_dir(), self.repo.objects.clone()],
+            git_dir: self.layout.git_dir(),
         }
     }
 
@@ -238,18 +258,16 @@ fn snapshot(layout: &Layout, repo: &Repository) -> Result<Base, ChangesError> {
     Ok(Base { commit, tree })
 }
 
-/// Writes every file of the base into `tree/`, and the git link that lets
-/// the subagent's read-only git find its repository.
+/// Writes every file of the base into `tree/`. No git link is written
+/// there: anything in `tree/` is the subagent's to rewrite, so its git
+/// finds the private repository through `GIT_DIR`, which the parent sets
+/// ([`WriteRoots::git_env`]), and the parent never reads a link from the
+/// worktree.
 fn checkout(layout: &Layout, repo: &Repository, _base: &Base) -> Result<(), ChangesError> {
     let git = Git::worktree(&layout.git_dir(), &layout.tree());
     // The empty tree that GIT_ATTR_SOURCE names must exist.
     git.run_with_input(["hash-object", "-t", "tree", "-w", "--stdin"], Some(b""))?;
     git.run(["checkout-index", "-a", "-f", "-u"])?;
-    let link = format!(
-        "gitdir: {}\n",
-        fs::canonicalize(layout.git_dir())?.display()
-    );
-    fs::write(layout.tree().join(".git"), link)?;
     fs::create_dir_all(layout.tree().join(&repo.prefix))?;
     Ok(())
 }

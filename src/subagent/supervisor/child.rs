@@ -498,13 +498,7 @@ fn child_command(
         for root in &roots.read {
             command.arg("--read-root").arg(root);
         }
-        // Its git never writes the private index, and never looks above
-        // the worktree for another repository.
-        let ceiling = roots.write.first().and_then(|tree| tree.parent());
-        command
-            .current_dir(&roots.workspace)
-            .env("GIT_OPTIONAL_LOCKS", "0")
-            .envs(ceiling.map(|dir| ("GIT_CEILING_DIRECTORIES", dir.as_os_str())));
+        command.current_dir(&roots.workspace).envs(roots.git_env());
     }
     command
 }
