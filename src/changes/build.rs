@@ -69,26 +69,7 @@ pub fn build(
         merge: MergeState::Pending,
         conflicts: Vec::new(),
     };
-    let mut entries = Vec::new();
-    for line in raw {
-        let (added, removed, binary) = counts
-            .iter()
-            .find(|(path, ..)| *path == line.path)
-            .map(|(_, a, r, b)| (*a, *r, *b))
-            .unwrap_or((0, 0, false));
-        let change = file_change(&line, prefix, added, removed, binary);
-        let inside = in_workspace(&line.path, prefix).is_some_and(|p| claim.covers(p))
-            && line
-                .from
-                .as_deref()
-                .is_none_or(|from| in_workspace(from, prefix).is_some_and(|p| claim.covers(p)));
-        if inside {
-            entries.push(entry(&line, prefix));
-            set.files.push(change);
-        } else {
-            set.outside_claim.push(change);
-        }
-    }
+    let entries = classify(&mut set, raw, &counts, prefix, claim);
     let pathspecs = claim_pathspecs(claim, prefix);
     write_patch(worktree, &git, &result_tree, &pathspecs)?;
     let (diff, truncated) = capped_diff(
@@ -112,6 +93,34 @@ pub fn build(
         plan_item: None,
         created_ms: super::store::now_ms(),
     })
+}
+
+/// Sorts the changed files into the claimed ones (with what an apply needs
+/// of each) and those outside the claim.
+fn classify(
+    set: &mut ChangeSet,
+    raw: Vec<RawLine>,
+    counts: &[(String, u64, u64, bool)],
+    prefix: &str,
+    claim: &Claim,
+) -> Vec<Entry> {
+    let claimed = |path: &str| in_workspace(path, prefix).is_some_and(|p| claim.covers(p));
+    let mut entries = Vec::new();
+    for line in raw {
+        let (added, removed, binary) = counts
+            .iter()
+            .find(|(path, ..)| *path == line.path)
+            .map(|(_, a, r, b)| (*a, *r, *b))
+            .unwrap_or((0, 0, false));
+        let change = file_change(&line, prefix, added, removed, binary);
+        if claimed(&line.path) && line.from.as_deref().is_none_or(claimed) {
+            entries.push(entry(&line, prefix));
+            set.files.push(change);
+        } else {
+            set.outside_claim.push(change);
+        }
+    }
+    entries
 }
 
 /// The tree of the worktree as it is now.

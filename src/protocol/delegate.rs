@@ -19,7 +19,6 @@ tool_args! {
         pub context: Option<String>,
         #[serde(default)]
         pub scope: Option<Scope>,
-        #[schema(description = "read_only (default), or write: edit the claimed scope.paths in an isolated copy.")]
         #[serde(default)]
         pub mode: Option<DelegateMode>,
         #[schema(values = ["findings"])]
@@ -79,7 +78,7 @@ tool_args! {
     pub struct Scope {
         /// A write delegation's claim: the workspace-relative files and
         /// folders it may change.
-        #[schema(description = "Files and folders to look at; for mode write, the only ones it may change (its claim).")]
+        #[schema(description = "For mode write: the files and folders it may change.")]
         #[serde(default)]
         pub paths: Vec<String>,
         #[serde(default)]

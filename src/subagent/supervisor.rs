@@ -352,6 +352,46 @@ impl Supervisor {
         ids
     }
 
+    /// Hands `job` to the supervisor actor and waits for its result.
+    async fn run_job(&self, job: Job) -> DelegateResult {
+        let agent_id = job.agent_id.clone();
+        let (sender, receiver) = oneshot::channel();
+        if !self.send(SupervisorMessage::Delegate {
+            job: Box::new(job),
+            reply: sender.into(),
+        }) {
+            return DelegateResult::failed(
+                &agent_id,
+                DelegateErrorCode::Unavailable,
+                "the subagent supervisor is not running",
+            );
+        }
+        receiver.await.unwrap_or_else(|_| {
+            DelegateResult::failed(
+                &agent_id,
+                DelegateErrorCode::Unavailable,
+                "the subagent supervisor stopped",
+            )
+        })
+    }
+
+    /// A write delegation's worktree and claim (`None` for a read-only
+    /// one); `Err` is the call's refusal.
+    async fn prepare_write(
+        &self,
+        agent_id: &str,
+        request: &DelegationRequest<'_>,
+    ) -> Result<Option<write::WriteRun>, DelegateResult> {
+        match request.args.mode {
+            Some(crate::protocol::delegate::DelegateMode::Write) => {
+                write::prepare(&self.shared, agent_id, &request.args, request.tools)
+                    .await
+                    .map(Some)
+            }
+            Some(crate::protocol::delegate::DelegateMode::ReadOnly) | None => Ok(None),
+        }
+    }
+
     /// The refusal of a call past `delegate_max_per_turn`, if this is one.
     fn over_turn_limit(&self, agent_id: &str) -> Option<DelegateResult> {
         let asked = self.asked_this_turn.fetch_add(1, Ordering::Relaxed) + 1;
@@ -411,16 +451,9 @@ impl Delegator for Supervisor {
             let max_steps = profile
                 .and_then(|p| p.max_steps)
                 .unwrap_or(self.settings.max_steps);
-            let write = match request.args.mode {
-                Some(crate::protocol::delegate::DelegateMode::Write) => {
-                    match write::prepare(&self.shared, &agent_id, &request.args, request.tools)
-                        .await
-                    {
-                        Ok(run) => Some(run),
-                        Err(refused) => return refused,
-                    }
-                }
-                Some(crate::protocol::delegate::DelegateMode::ReadOnly) | None => None,
+            let write = match self.prepare_write(&agent_id, &request).await {
+                Ok(write) => write,
+                Err(refused) => return refused,
             };
             let mut fork = build_fork(
                 request.parent_messages,
@@ -454,24 +487,8 @@ impl Delegator for Supervisor {
                 turn_cancel: request.cancel.clone(),
                 write: write.as_ref().map(write::WriteRun::roots),
             };
-            let (sender, receiver) = oneshot::channel();
-            if !self.send(SupervisorMessage::Delegate {
-                job: Box::new(job),
-                reply: sender.into(),
-            }) {
-                return DelegateResult::failed(
-                    &agent_id,
-                    DelegateErrorCode::Unavailable,
-                    "the subagent supervisor is not running",
-                );
-            }
-            let mut result = receiver.await.unwrap_or_else(|_| {
-                DelegateResult::failed(
-                    &agent_id,
-                    DelegateErrorCode::Unavailable,
-                    "the subagent supervisor stopped",
-                )
-            });
+            let mut result = self.run_job(job).await;
+            // Also when the run never started: its worktree is cleared up.
             if let Some(run) = write {
                 write::conclude(&self.shared, run, &mut result, request.tools).await;
             }

@@ -6,6 +6,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
+use crate::common::catalog::{advertised_fingerprint, child_catalogs};
 use crate::common::process::{exec_cmd_with_flags, run_in};
 use crate::common::sse;
 use crate::common::{FakeServer, Reply};
@@ -93,15 +94,12 @@ fn patch(id: &str, path: &str, old: &str, new: &str) -> Reply {
 
 const DONE: &str = r#"{"summary": "changed it", "findings": [], "recommended_next_steps": [], "tests_to_run": [], "uncertainties": []}"#;
 
-fn run(root: &Path, server: &FakeServer, flags: &[&str], env: &[(&str, &str)]) -> Vec<Value> {
+fn run(root: &Path, server: &FakeServer, flags: &[&str], env: &[(&str, &str)]) -> String {
     let cmd = exec_cmd_with_flags(root, server, flags, "go", env);
     let output = run_in(root, cmd, None, RUN_TIMEOUT);
-    assert!(
-        output.status.success(),
-        "stderr: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    crate::common::parse_events(&output.stdout)
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "stderr: {stderr}");
+    stderr
 }
 
 /// The `delegate_result` of call `id`, as the parent's last request saw it.
@@ -135,11 +133,15 @@ fn with_auto_merge_the_change_lands_and_one_undo_restores_it() {
     let before = std::fs::read(root.join("a.rs")).unwrap();
     let repository = repository_state(root);
     let server = one_writer("applied");
-    run(
-        root,
-        &server,
-        &["--allow-write-delegation"],
-        &[("FIDO_DELEGATE_MERGE", "auto")],
+    let env = [("FIDO_DELEGATE_MERGE", "auto"), ("RUST_LOG", "info")];
+    let stderr = run(root, &server, &["--allow-write-delegation"], &env);
+    // The write child built the parent's catalog byte for byte: the
+    // fingerprint it logged of its own is the one the parent advertised.
+    let requests = server.model_requests();
+    assert_eq!(
+        child_catalogs(&stderr),
+        [advertised_fingerprint(requests[0].body())],
+        "stderr: {stderr}"
     );
     let result = result_of(&server, "d1");
     assert_eq!(result["status"], "completed", "{result:#}");
@@ -364,4 +366,90 @@ fn disjoint_claims_run_in_parallel_and_overlapping_ones_conflict() {
             .unwrap()
             .contains("beta")
     );
+}
+
+/// The catalog does not depend on the write policies: `fido tool list`
+/// prints the same bytes under each of them.
+#[test]
+fn the_catalog_is_the_same_under_every_write_policy() {
+    let ws = repo();
+    let list = |write: &str, merge: &str| {
+        let output = Command::new(crate::common::process::fido_bin())
+            .args(["tool", "list", "-C"])
+            .arg(ws.path())
+            .env("FIDO_DELEGATE_WRITE", write)
+            .env("FIDO_DELEGATE_MERGE", merge)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        output.stdout
+    };
+    let never = list("never", "manual");
+    assert!(String::from_utf8_lossy(&never).contains("\"write\""));
+    assert_eq!(list("ask", "ask"), never);
+    assert_eq!(list("allow", "auto"), never);
+}
+
+/// SIGKILL of the parent while its write subagent runs: the main checkout,
+/// its index and its refs are byte-identical, no process is left, and the
+/// next Fido keeps the dead run's change set pending and removes its
+/// worktree.
+#[test]
+fn a_killed_parent_leaves_the_checkout_alone_and_the_next_fido_keeps_the_change_set() {
+    use crate::common::process::{assert_nothing_left, send_signal, wait_with_timeout};
+    let ws = repo();
+    let root = ws.path();
+    let before = repository_state(root);
+    let files_before: Vec<Vec<u8>> = ["a.rs", "b.rs"]
+        .iter()
+        .map(|f| std::fs::read(root.join(f)).unwrap())
+        .collect();
+    let sleep = json!({"command": "sleep 30"}).to_string();
+    let server = FakeServer::start(vec![
+        turn(&[delegate("d1", "Edit a", &["a.rs"])]),
+        patch("p1", "a.rs", "println!(\"a\")", "println!(\"killed\")"),
+        Reply::sse(sse::tool_call_turn(&[("s1", "bash_exec", &sleep)])),
+    ]);
+    let child = exec_cmd_with_flags(root, &server, &["--allow-write-delegation"], "go", &[])
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // The third request asked for the sleep: the patch has landed in the
+    // worktree and the subagent's shell is about to run.
+    server.wait_for_requests(3, RUN_TIMEOUT);
+    let changes = root.join(".fido-state/changes");
+    let id = std::fs::read_dir(&changes)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().into_string().unwrap())
+        .find(|name| name.starts_with("subagent-"))
+        .expect("a worktree exists while the subagent runs");
+    let tree = changes.join(&id).join("tree");
+    assert!(
+        std::fs::read_to_string(tree.join("a.rs"))
+            .unwrap()
+            .contains("killed")
+    );
+    send_signal(pid, libc::SIGKILL);
+    let output = wait_with_timeout(child, RUN_TIMEOUT);
+    assert!(!output.status.success());
+    assert_nothing_left(root);
+    assert_eq!(repository_state(root), before);
+    for (file, bytes) in ["a.rs", "b.rs"].iter().zip(&files_before) {
+        assert_eq!(&std::fs::read(root.join(file)).unwrap(), bytes, "{file}");
+    }
+    // The next Fido sweeps the orphan: pending change set, no worktree.
+    let next = FakeServer::start(vec![Reply::sse(sse::text_turn("hello"))]);
+    run(root, &next, &[], &[]);
+    assert!(!tree.exists(), "the dead run's worktree is removed");
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(changes.join(&id).join("change.json")).unwrap())
+            .unwrap();
+    assert_eq!(record["merge"], "pending");
+    assert_eq!(record["files"][0]["path"], "a.rs");
+    assert_eq!(repository_state(root)[1..], before[1..]);
 }
