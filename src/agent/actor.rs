@@ -217,6 +217,13 @@ impl AgentState {
             Op::Suspend { name } => desk.suspend(myself, id, name),
             Op::Recall { name } => desk.recall(myself, id, name),
             Op::ListSessions => desk.local(id, |c| OpReply::output(c.sessions())),
+            Op::Changes { verb, id: which } => {
+                desk.local(id, move |c| match c.changes(verb, which.as_deref()) {
+                    Ok((true, text)) => OpReply::Output { text },
+                    Ok((false, text)) => OpReply::Info { text },
+                    Err(err) => OpReply::failed(err),
+                })
+            }
             Op::Status => desk.local(id, |c| OpReply::Status(c.status())),
             Op::Approve { id, decision } => desk.approve(id, decision),
             Op::Answer { id, answer } => desk.answer(id, answer),

@@ -14,8 +14,8 @@ use ractor::ActorRef;
 use super::AgentMessage;
 use super::asks::PendingAsks;
 use crate::protocol::op::{
-    Op, OpReceiver, OpReply, OpSender, PlanCleared, StatusInfo, Submission, SubmissionId,
-    TurnOutcome, op_channel,
+    ChangesVerb, Op, OpReceiver, OpReply, OpSender, PlanCleared, StatusInfo, Submission,
+    SubmissionId, TurnOutcome, op_channel,
 };
 use crate::protocol::{EventKind, Message};
 use crate::provider::Provider;
@@ -82,6 +82,15 @@ pub trait LocalCommands: Send + Sync {
     /// `/status`: the settings it shows.
     fn status(&self) -> StatusInfo {
         StatusInfo::default()
+    }
+    /// `/changes`: the open change sets, one in full, or an apply or a
+    /// discard (`Ok` is what to show; `Output` when `true`).
+    fn changes(
+        &self,
+        _verb: ChangesVerb,
+        _id: Option<&str>,
+    ) -> Result<(bool, String), CommandError> {
+        Err(CommandError::Unavailable("changes"))
     }
 }
 
@@ -260,6 +269,7 @@ fn refuse(desk: &FrontDesk, submission: Submission) {
         | Op::Suspend { .. }
         | Op::Recall { .. }
         | Op::ListSessions
+        | Op::Changes { .. }
         | Op::Status => OpReply::failed(gone),
     };
     desk.reply(submission.id, reply);

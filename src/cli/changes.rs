@@ -5,6 +5,7 @@
 //! Everything here is blocking file and git work; like `fido sessions`, it
 //! runs on the main thread without an async runtime.
 
+use crate::protocol::op::ChangesVerb;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -307,6 +308,70 @@ fn failure(verb: &str, id: &str, err: &ChangesError) -> String {
     }
 }
 
+/// `/changes` in the terminal UI: the same text as `fido changes`, without
+/// colour (the transcript colours diffs itself). `Ok((true, _))` is output
+/// to show verbatim, `Ok((false, _))` one line of news.
+pub(super) fn for_tui(
+    workspace: &Workspace,
+    verb: ChangesVerb,
+    id: Option<&str>,
+) -> Result<(bool, String), String> {
+    let root = &workspace.root;
+    let id = || {
+        id.ok_or_else(|| {
+            format!(
+                "/changes {verb} needs the change set's id",
+                verb = verb.as_str()
+            )
+        })
+    };
+    match verb {
+        ChangesVerb::List => {
+            let records = store::open(root);
+            if records.is_empty() {
+                return Ok((false, "no pending change sets".into()));
+            }
+            Ok((
+                true,
+                records.iter().map(line).collect::<Vec<_>>().join("\n"),
+            ))
+        }
+        ChangesVerb::Show => {
+            let id = id()?;
+            let record = Record::load(root, id).map_err(|e| failure("show", id, &e))?;
+            let patch = std::fs::read(Layout::new(root, id).patch())
+                .map_err(|e| format!("cannot read the patch of {id}: {e}"))?;
+            let plain = Paint { on: false };
+            let text = describe(&record, plain) + &diff(&String::from_utf8_lossy(&patch), plain);
+            Ok((true, text))
+        }
+        ChangesVerb::Apply => {
+            let id = id()?;
+            let undo = UndoLog::new(root);
+            let record =
+                apply::apply(workspace, &undo, id).map_err(|e| failure("apply", id, &e))?;
+            match record.set.merge {
+                MergeState::Applied => Ok((
+                    false,
+                    format!(
+                        "applied {id}: {}; /undo reverts it",
+                        crate::text::counted(record.set.files.len() as u64, "file")
+                    ),
+                )),
+                MergeState::Pending | MergeState::Discarded | MergeState::Conflict => Err(format!(
+                    "change set {id} conflicts with edits made since its base; nothing was written and it stays pending:\n{}",
+                    conflict_lines(&record.set.conflicts)
+                )),
+            }
+        }
+        ChangesVerb::Discard => {
+            let id = id()?;
+            apply::discard(root, id).map_err(|e| failure("discard", id, &e))?;
+            Ok((false, format!("discarded {id}")))
+        }
+    }
+}
+
 /// ANSI colour on a terminal only (and never under `NO_COLOR`).
 #[derive(Debug, Clone, Copy)]
 struct Paint {
@@ -359,5 +424,67 @@ mod tests {
         );
         let off = diff(patch, Paint { on: false });
         assert_eq!(off, "--- a/x\n+++ b/x\n@@ -1 +1 @@\n ctx\n-old\n+new \n");
+    }
+
+    /// `/changes` in the TUI on a real change set: listed, shown in full,
+    /// applied (one file written), then no longer listed; an unknown id
+    /// and a missing one are clear failures.
+    #[test]
+    fn the_tui_lists_shows_and_applies_a_change_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(args)
+                .current_dir(root)
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@t")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@t")
+                .output()
+                .unwrap();
+            assert!(out.status.success());
+        };
+        git(&["init", "-q"]);
+        std::fs::write(root.join("a.txt"), "one\n").unwrap();
+        git(&["add", "-A"]);
+        git(&["commit", "-q", "-m", "c"]);
+        let start = crate::changes::Start {
+            task: "edit a".into(),
+            claim: vec!["a.txt".into()],
+            plan_item: None,
+        };
+        let worktree = crate::changes::start(root, "subagent-9", &start).unwrap();
+        std::fs::write(worktree.layout.tree().join("a.txt"), "two\n").unwrap();
+        crate::changes::finish(root, &worktree, &start, 4096).unwrap();
+        let workspace = Workspace::new(root).unwrap();
+        let run = |verb, id| for_tui(&workspace, verb, id);
+        let (output, list) = run(ChangesVerb::List, None).unwrap();
+        assert!(output && list.starts_with("subagent-9  pending"), "{list}");
+        let (_, shown) = run(ChangesVerb::Show, Some("subagent-9")).unwrap();
+        assert!(shown.contains("-one") && shown.contains("+two"), "{shown}");
+        assert!(
+            run(ChangesVerb::Apply, None)
+                .unwrap_err()
+                .contains("needs the change set's id")
+        );
+        assert!(
+            run(ChangesVerb::Apply, Some("nope"))
+                .unwrap_err()
+                .contains("no change set")
+        );
+        let (output, applied) = run(ChangesVerb::Apply, Some("subagent-9")).unwrap();
+        assert!(
+            !output && applied.starts_with("applied subagent-9: 1 file"),
+            "{applied}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join("a.txt")).unwrap(),
+            "two\n"
+        );
+        assert_eq!(
+            run(ChangesVerb::List, None).unwrap().1,
+            "no pending change sets"
+        );
     }
 }

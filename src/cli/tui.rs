@@ -167,6 +167,16 @@ impl CliLocalCommands {
 }
 
 impl LocalCommands for CliLocalCommands {
+    fn changes(
+        &self,
+        verb: crate::protocol::op::ChangesVerb,
+        id: Option<&str>,
+    ) -> Result<(bool, String), CommandError> {
+        let workspace =
+            crate::workspace::Workspace::new(&self.workspace).map_err(|e| e.to_string())?;
+        Ok(super::changes::for_tui(&workspace, verb, id)?)
+    }
+
     fn show(&self) -> Result<String, CommandError> {
         let (text, warning) = match self.flavour {
             PlanFlavour::UpdatePlan => {

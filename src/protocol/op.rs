@@ -75,6 +75,14 @@ pub enum Op {
     Recall { name: Option<String> },
     /// `/sessions`: [`OpReply::Output`], one session (or bookmark) per line.
     ListSessions,
+    /// `/changes [show|apply|discard ID]`: [`OpReply::Output`] (the open
+    /// change sets, or one in full) or [`OpReply::Info`] (applied,
+    /// discarded), or why not.
+    Changes {
+        verb: ChangesVerb,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+    },
     /// `/status`: [`OpReply::Status`].
     Status,
     /// The person's decision on the `approval_requested` event `id`. An
@@ -86,6 +94,17 @@ pub enum Op {
     /// The person's answer to the `question_asked` event `id` (`None`:
     /// dismissed). An unknown or stale id is ignored (logged).
     Answer { id: AskId, answer: Option<String> },
+}
+
+super::schema::string_enum! {
+    /// What `/changes` does with write subagents' change sets.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ChangesVerb {
+        List = "list",
+        Show = "show",
+        Apply = "apply",
+        Discard = "discard",
+    }
 }
 
 /// The answer to one [`Submission`], in an `op_replied` event.

@@ -463,6 +463,7 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
         Action::ClearPlan => request(state, Op::ClearPlan),
         Action::Undo => request(state, Op::Undo),
         Action::Sessions => request(state, Op::ListSessions),
+        Action::Changes(verb, id) => request(state, Op::Changes { verb, id }),
         Action::Suspend(name) => request(state, Op::Suspend { name }),
         Action::Recall(name) => request(state, Op::Recall { name }),
         Action::Answer(answer) => {

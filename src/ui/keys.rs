@@ -4,6 +4,7 @@
 //! Pure and synchronous: the caller passes `now`, so double-press timing is
 //! testable without a clock.
 
+use crate::protocol::op::ChangesVerb;
 use std::time::{Duration, Instant};
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
@@ -43,6 +44,8 @@ pub enum Action {
     Recall(Option<String>),
     /// `/sessions`: list the sessions and their bookmarks.
     Sessions,
+    /// `/changes [show|apply|discard ID]`: write subagents' change sets.
+    Changes(crate::protocol::op::ChangesVerb, Option<String>),
     /// `/help`: every key and command, into the transcript.
     Help,
     /// `/status`: model, provider, safety settings, instructions, usage.
@@ -58,7 +61,7 @@ pub enum Action {
 }
 
 /// Local commands typed on the input line.
-const COMMANDS_HELP: &str = "local commands: /help, /status, /compact, /model NAME, /diff, /plan, /plan clear, /agents, /cancel ID|all, /undo, /suspend [NAME], /recall [NAME], /sessions, /quit";
+const COMMANDS_HELP: &str = "local commands: /help, /status, /compact, /model NAME, /diff, /plan, /plan clear, /agents, /cancel ID|all, /undo, /changes [show|apply|discard ID], /suspend [NAME], /recall [NAME], /sessions, /quit";
 
 /// A paste longer than this many lines (or [`FOLD_PASTE_CHARS`]) shows
 /// folded in the editor as one placeholder.
@@ -295,6 +298,16 @@ fn slash_command(store: &mut Store, command: &str) -> Option<Action> {
         ["recall"] => Some(Action::Recall(None)),
         ["recall", name] => Some(Action::Recall(Some((*name).to_string()))),
         ["sessions"] => Some(Action::Sessions),
+        ["changes"] => Some(Action::Changes(ChangesVerb::List, None)),
+        ["changes", "apply" | "discard", _] if busy => wait_for_the_turn(store, "/changes"),
+        ["changes", verb, id] => match ChangesVerb::ALL.iter().find(|v| v.as_str() == *verb) {
+            Some(ChangesVerb::List) | None => notice(
+                store,
+                "/changes lists; /changes show|apply|discard ID works on one",
+                false,
+            ),
+            Some(verb) => Some(Action::Changes(*verb, Some((*id).to_string()))),
+        },
         ["help"] => Some(Action::Help),
         ["status"] => Some(Action::Status),
         ["diff"] => Some(Action::Diff),

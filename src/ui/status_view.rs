@@ -33,7 +33,9 @@ Commands
   /plan, /plan clear    print the plan, start a new one
   /agents               every subagent of the session: status, usage, result
   /cancel ID|all        cancel one running subagent, or all of them
-  /undo                 revert the last file change
+  /undo                 revert the last file change (or a whole change set)
+  /changes [show|apply|discard ID]
+                        write subagents' change sets: list, review, merge
   /suspend [NAME]       bookmark the conversation in the session journal
   /recall [NAME]        bring back a bookmark or a session
   /sessions             list sessions and their bookmarks
