@@ -75,6 +75,42 @@ impl Default for DelegationPolicy {
     }
 }
 
+/// A change set's state as the plan panel shows it: the subagent is still
+/// writing, or its change set's [`MergeState`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeSetState {
+    Running,
+    Pending,
+    Applied,
+    Conflict,
+    Discarded,
+}
+
+impl ChangeSetState {
+    /// How the plan panel says it.
+    pub fn label(self) -> &'static str {
+        match self {
+            ChangeSetState::Running => "running",
+            ChangeSetState::Pending => "pending review",
+            ChangeSetState::Applied => "applied",
+            ChangeSetState::Conflict => "conflict",
+            ChangeSetState::Discarded => "discarded",
+        }
+    }
+}
+
+impl From<MergeState> for ChangeSetState {
+    fn from(state: MergeState) -> Self {
+        match state {
+            MergeState::Pending => ChangeSetState::Pending,
+            MergeState::Applied => ChangeSetState::Applied,
+            MergeState::Conflict => ChangeSetState::Conflict,
+            MergeState::Discarded => ChangeSetState::Discarded,
+        }
+    }
+}
+
 /// How a file differs between the base and the subagent's worktree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -140,6 +140,14 @@ pub enum EventKind {
         id: super::op::SubmissionId,
         reply: super::op::OpReply,
     },
+    /// Live only: where a write subagent's change set stands, for the plan
+    /// item it serves (the `delegate_result` carries the change set).
+    ChangeSet {
+        id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        plan_item: Option<String>,
+        state: super::changes::ChangeSetState,
+    },
 }
 
 impl EventKind {
@@ -153,7 +161,8 @@ impl EventKind {
             | EventKind::ToolOutput { .. }
             | EventKind::ApprovalRequested { .. }
             | EventKind::QuestionAsked { .. }
-            | EventKind::OpReplied { .. } => true,
+            | EventKind::OpReplied { .. }
+            | EventKind::ChangeSet { .. } => true,
             EventKind::SessionStarted { .. }
             | EventKind::TurnStarted { .. }
             | EventKind::AssistantText { .. }

@@ -308,7 +308,8 @@ fn on_event<B: Backend>(state: &mut UiState<B>, kind: EventKind, now: Instant) -
         | EventKind::TurnCompleted { .. }
         | EventKind::Error { .. }
         | EventKind::AssistantDelta { .. }
-        | EventKind::ToolOutput { .. }) => state.store.apply(&kind, now),
+        | EventKind::ToolOutput { .. }
+        | EventKind::ChangeSet { .. }) => state.store.apply(&kind, now),
     }
 }
 

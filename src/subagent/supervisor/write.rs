@@ -6,9 +6,9 @@
 use std::path::PathBuf;
 
 use crate::changes::{self, Claim, HeldClaim, Start, Worktree};
-use crate::protocol::ApprovalRequest;
-use crate::protocol::changes::{ChangeSet, DelegateMerge, FileChange, MergeState};
+use crate::protocol::changes::{ChangeSet, ChangeSetState, DelegateMerge, FileChange, MergeState};
 use crate::protocol::delegate::{DelegateArgs, DelegateErrorCode, DelegateResult};
+use crate::protocol::{ApprovalRequest, EventKind};
 use crate::tools::ToolEnv;
 use crate::tools::approval::Review;
 
@@ -91,11 +91,22 @@ pub(super) async fn prepare(
             &reason,
         ));
     }
+    announce(shared, agent_id, &start, ChangeSetState::Running);
     Ok(WriteRun {
         worktree,
         start,
         _claim: held,
     })
+}
+
+/// Tells the UI where the change set of the plan item `start` serves
+/// stands.
+fn announce(shared: &Shared, id: &str, start: &Start, state: ChangeSetState) {
+    shared.events.emit(EventKind::ChangeSet {
+        id: id.to_string(),
+        plan_item: start.plan_item.clone(),
+        state,
+    });
 }
 
 async fn make_worktree(
@@ -140,6 +151,7 @@ pub(super) async fn conclude(
     let WriteRun {
         worktree, start, ..
     } = run;
+    let started = start.clone();
     let built =
         tokio::task::spawn_blocking(move || changes::finish(&workspace, &worktree, &start, cap))
             .await;
@@ -154,6 +166,7 @@ pub(super) async fn conclude(
     {
         merge(shared, &mut set, &record.task, env).await;
     }
+    announce(shared, &set.id, &started, set.merge.into());
     advise(result, &set);
     result.changes = Some(set);
 }

@@ -14,6 +14,7 @@
 use std::time::Instant;
 
 mod approval;
+mod changes;
 mod restore;
 mod transcript;
 mod views;
@@ -44,6 +45,8 @@ pub struct Store {
     /// Read it freely; change it only through the store's methods.
     pub transcript: Transcript,
     pub plan: Option<PlanView>,
+    /// Write subagents' change sets by the plan item they serve.
+    pub change_sets: changes::ChangeSets,
     /// This turn's subagents, in the order they first reported; kept with
     /// their outcome until the next prompt.
     pub subagents: Vec<SubagentView>,
@@ -125,6 +128,7 @@ impl Store {
             usage: UsageTotals::default(),
             transcript: Transcript::default(),
             plan: None,
+            change_sets: Default::default(),
             subagents: Vec::new(),
             session_agents: Vec::new(),
             subagent_focus: None,
@@ -170,6 +174,11 @@ impl Store {
             EventKind::ApprovalRequested { .. }
             | EventKind::QuestionAsked { .. }
             | EventKind::OpReplied { .. } => return false,
+            EventKind::ChangeSet {
+                id,
+                plan_item,
+                state,
+            } => self.change_set(id, plan_item.as_deref(), *state),
             EventKind::ToolOutput {
                 id,
                 name,
@@ -516,6 +525,7 @@ impl Store {
 
     pub fn set_plan(&mut self, plan: &crate::protocol::plan::PlanSnapshot, verb: &str) {
         self.plan = PlanView::from_event(plan);
+        changes::decorate(self.plan.as_mut(), &self.change_sets);
         let line = match &self.plan {
             Some(view) => format!("plan {verb}: {}", view.summary()),
             None => format!("plan {verb}: no plan"),
