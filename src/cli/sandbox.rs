@@ -55,6 +55,13 @@ pub struct CheckArgs {
     /// Internal: the parent's abstract UNIX socket name.
     #[arg(long, hide = true, requires = "probe_child")]
     probe_abstract: Option<String>,
+    /// Internal: a write subagent's worktree, writable to the probe child.
+    #[arg(long, hide = true, requires = "probe_child")]
+    write_root: Vec<PathBuf>,
+    /// Internal: what a write subagent probe child reads besides its
+    /// workspace.
+    #[arg(long, hide = true, requires = "probe_child")]
+    read_root: Vec<PathBuf>,
     /// Internal: stay sandboxed after the probes until stdin closes.
     #[arg(long, hide = true, requires = "probe_child")]
     probe_hold: bool,
@@ -87,6 +94,8 @@ fn probe_child(args: CheckArgs) -> ExitCode {
         abstract_name,
         parent: Pid::from_raw(parent),
         role,
+        write_roots: args.write_root,
+        read_roots: args.read_root,
     };
     let stdout = std::io::stdout();
     let stdin = std::io::stdin();
@@ -108,11 +117,11 @@ fn check(overrides: &Overrides) -> ExitCode {
         Ok(config) => config.safety.sandbox_mode,
         Err(code) => return code,
     };
-    let (subagent, commands) = match probe_every_role() {
+    let (subagent, commands, write) = match probe_every_role() {
         Ok(summaries) => summaries,
         Err(message) => return super::fail(&message),
     };
-    let text = check::report_text(&subagent, &commands, configured);
+    let text = check::report_text(&subagent, &commands, Some(&write), configured);
     let mut stdout = std::io::stdout().lock();
     if let Err(err) = stdout
         .write_all(text.as_bytes())
@@ -120,7 +129,9 @@ fn check(overrides: &Overrides) -> ExitCode {
     {
         return super::fail(&format!("cannot write the report: {}", error_chain(&err)));
     }
-    let required = std::iter::once(&subagent).chain(
+    // Write delegation is always there to be asked for: its sandbox is
+    // required as the subagent's is.
+    let required = [&subagent, &write].into_iter().chain(
         commands
             .iter()
             .filter(|(mode, _)| *mode == configured)
@@ -140,13 +151,19 @@ fn check(overrides: &Overrides) -> ExitCode {
     }
 }
 
-/// The subagent's run, then one per command mode.
-fn probe_every_role() -> Result<(Summary, Vec<(SandboxMode, Summary)>), String> {
+/// Every role's summary: the subagent's, the command modes', the write
+/// subagent's.
+type Summaries = (Summary, Vec<(SandboxMode, Summary)>, Summary);
+
+/// The subagent's run, then one per command mode, then the write
+/// subagent's.
+fn probe_every_role() -> Result<Summaries, String> {
     let runtime = super::preamble::runtime()?;
     let subagent = check::probe_role(ProbeRole::Subagent, &runtime)?;
     let mut commands = Vec::new();
     for mode in COMMAND_MODES {
         commands.push((mode, check::probe_role(ProbeRole::Command(mode), &runtime)?));
     }
-    Ok((subagent, commands))
+    let write = check::probe_role(ProbeRole::WriteSubagent, &runtime)?;
+    Ok((subagent, commands, write))
 }

@@ -37,6 +37,7 @@ mod runner;
 mod spawn;
 mod table;
 mod verdict;
+mod worktree;
 
 pub use escape::escape_marker;
 pub use fixture::{ORIGINAL_CONTENT, ProbeFixture, ProbeTargets, denied_paths};

@@ -38,7 +38,7 @@ struct ChildRun {
 /// from this (main) thread: the child's parent-death signal is tied to
 /// the thread that spawns it.
 pub fn probe_role(role: ProbeRole, runtime: &Runtime) -> Result<Summary, String> {
-    let fixture = ProbeFixture::create()
+    let fixture = ProbeFixture::for_role(role)
         .map_err(|err| format!("cannot prepare the probe directory: {err}"))?;
     let run = spawn_and_collect(&fixture, role, runtime)?;
     let mut summary = summarize(run.frames, run.status, run.garbage.len(), role, |results| {
@@ -64,7 +64,7 @@ fn spawn_and_collect(
         .targets(parent, role)
         .map_err(|err| format!("cannot read the probe listener's address: {err}"))?;
     let sandbox = match role {
-        ProbeRole::Subagent => None,
+        ProbeRole::Subagent | ProbeRole::WriteSubagent => None,
         ProbeRole::Command(mode) => Some(Arc::new(
             CommandSandbox::prepare(&CommandPolicy {
                 mode,
@@ -76,7 +76,7 @@ fn spawn_and_collect(
             .map_err(|err| format!("commands ({mode}): {}", error_chain(&err)))?,
         )),
     };
-    let args: Vec<OsString> = vec![
+    let mut args: Vec<OsString> = vec![
         "sandbox".into(),
         "check".into(),
         "--probe-child".into(),
@@ -91,6 +91,13 @@ fn spawn_and_collect(
         "--probe-abstract".into(),
         targets.abstract_name.into(),
     ];
+    for root in &targets.write_roots {
+        args.extend(["--write-root".into(), root.clone().into_os_string()]);
+    }
+    for root in &targets.read_roots {
+        args.extend(["--read-root".into(), root.clone().into_os_string()]);
+    }
+    let worktree = fixture.write_roots().cloned();
     // block_on runs on this (main) thread, so the child's parent-death
     // signal is tied to a thread that outlives it.
     runtime.block_on(async move {
@@ -102,6 +109,14 @@ fn spawn_and_collect(
             .stderr(Stdio::piped());
         if let Some(sandbox) = &sandbox {
             sandbox.apply(&mut command);
+        }
+        // A write subagent's child starts in its workspace with its git
+        // environment (and the PATH it finds git with).
+        if let Some(roots) = &worktree {
+            command
+                .current_dir(&roots.workspace)
+                .envs(std::env::var_os("PATH").map(|path| ("PATH", path)))
+                .envs(roots.git_env());
         }
         let group = ProcessGroup::spawn(&mut command)
             .map_err(|err| format!("cannot start the probe child: {err}"))?;

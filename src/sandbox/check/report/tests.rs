@@ -67,7 +67,7 @@ fn judge(frames: Vec<ProbeFrame>, status: ExitStatus, garbage: usize) -> Summary
 
 fn text(summary: &Summary) -> String {
     let commands = [(SandboxMode::WorkspaceWrite, judge_command(command_frames()))];
-    report_text(summary, &commands, SandboxMode::WorkspaceWrite)
+    report_text(summary, &commands, None, SandboxMode::WorkspaceWrite)
 }
 
 /// A passing run of a workspace-write command child.
