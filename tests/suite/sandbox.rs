@@ -162,6 +162,31 @@ fn sandbox_check_blocks_every_forbidden_probe_here() {
         "{stdout}"
     );
 
+    // The write subagent's own section, from its reviewed golden table:
+    // a real worktree of a real repository, every way out of it refused,
+    // its claim writable and its repository readable with git.
+    let write_lines: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.starts_with("write-subagent probe "))
+        .collect();
+    let write_golden: Vec<&str> = include_str!("../fixtures/sandbox_check_write_subagent.txt")
+        .lines()
+        .collect();
+    assert_eq!(write_lines, write_golden, "{stdout}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("write subagent: landlock ABI ")
+                && l.contains("ruleset fully enforced")
+                && l.contains("no_new_privs set")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("\nsummary (write subagent): 13/13 forbidden operations blocked, 2/2 controls allowed; write sandbox enforced\n"),
+        "{stdout}"
+    );
+
     // The probe child was reaped, its setsid'd process swept (no process
     // carries the marker of any of this check's fixtures) and the fixture
     // removed.
