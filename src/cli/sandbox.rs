@@ -121,7 +121,7 @@ fn check(overrides: &Overrides) -> ExitCode {
         Ok(summaries) => summaries,
         Err(message) => return super::fail(&message),
     };
-    let text = check::report_text(&subagent, &commands, Some(&write), configured);
+    let text = check::report_text(&subagent, &commands, write.as_ref().ok(), configured);
     let mut stdout = std::io::stdout().lock();
     if let Err(err) = stdout
         .write_all(text.as_bytes())
@@ -130,14 +130,19 @@ fn check(overrides: &Overrides) -> ExitCode {
         return super::fail(&format!("cannot write the report: {}", error_chain(&err)));
     }
     // Write delegation is always there to be asked for: its sandbox is
-    // required as the subagent's is.
-    let required = [&subagent, &write].into_iter().chain(
+    // required as the subagent's is, and unproven when it could not be
+    // probed (no git to make its worktree with, say).
+    let mut enforced = true;
+    if let Err(message) = &write {
+        eprintln!("fido: the write subagent's sandbox was not probed: {message}");
+        enforced = false;
+    }
+    let required = std::iter::once(&subagent).chain(write.as_ref().ok()).chain(
         commands
             .iter()
             .filter(|(mode, _)| *mode == configured)
             .map(|(_, summary)| summary),
     );
-    let mut enforced = true;
     for summary in required {
         if !summary.enforced() {
             enforced = false;
@@ -152,8 +157,13 @@ fn check(overrides: &Overrides) -> ExitCode {
 }
 
 /// Every role's summary: the subagent's, the command modes', the write
-/// subagent's.
-type Summaries = (Summary, Vec<(SandboxMode, Summary)>, Summary);
+/// subagent's (or why it could not be probed, which leaves the others'
+/// report whole).
+type Summaries = (
+    Summary,
+    Vec<(SandboxMode, Summary)>,
+    Result<Summary, String>,
+);
 
 /// The subagent's run, then one per command mode, then the write
 /// subagent's.
@@ -164,6 +174,6 @@ fn probe_every_role() -> Result<Summaries, String> {
     for mode in COMMAND_MODES {
         commands.push((mode, check::probe_role(ProbeRole::Command(mode), &runtime)?));
     }
-    let write = check::probe_role(ProbeRole::WriteSubagent, &runtime)?;
+    let write = check::probe_role(ProbeRole::WriteSubagent, &runtime);
     Ok((subagent, commands, write))
 }

@@ -13,7 +13,7 @@ use nix::unistd::Pid;
 use tokio::io::AsyncReadExt;
 use tokio::runtime::Runtime;
 
-use super::fixture::ProbeFixture;
+use super::fixture::{ProbeFixture, ProbeTargets};
 use super::report::{Summary, summarize};
 use super::table::ProbeRole;
 use super::verdict::ProbeFrame;
@@ -76,27 +76,7 @@ fn spawn_and_collect(
             .map_err(|err| format!("commands ({mode}): {}", error_chain(&err)))?,
         )),
     };
-    let mut args: Vec<OsString> = vec![
-        "sandbox".into(),
-        "check".into(),
-        "--probe-child".into(),
-        "--probe-as".into(),
-        role.as_str().into(),
-        "--parent-pid".into(),
-        parent.as_raw().to_string().into(),
-        "--probe-dir".into(),
-        targets.dir.into_os_string(),
-        "--probe-port".into(),
-        targets.tcp_port.to_string().into(),
-        "--probe-abstract".into(),
-        targets.abstract_name.into(),
-    ];
-    for root in &targets.write_roots {
-        args.extend(["--write-root".into(), root.clone().into_os_string()]);
-    }
-    for root in &targets.read_roots {
-        args.extend(["--read-root".into(), root.clone().into_os_string()]);
-    }
+    let args = child_args(role, parent, targets);
     let worktree = fixture.write_roots().cloned();
     // block_on runs on this (main) thread, so the child's parent-death
     // signal is tied to a thread that outlives it.
@@ -122,6 +102,33 @@ fn spawn_and_collect(
             .map_err(|err| format!("cannot start the probe child: {err}"))?;
         collect(group).await
     })
+}
+
+/// The probe child's command line: its role, its parent, the fixture and,
+/// for a write subagent, its roots as `fido __subagent` gets them.
+fn child_args(role: ProbeRole, parent: Pid, targets: ProbeTargets) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec![
+        "sandbox".into(),
+        "check".into(),
+        "--probe-child".into(),
+        "--probe-as".into(),
+        role.as_str().into(),
+        "--parent-pid".into(),
+        parent.as_raw().to_string().into(),
+        "--probe-dir".into(),
+        targets.dir.into_os_string(),
+        "--probe-port".into(),
+        targets.tcp_port.to_string().into(),
+        "--probe-abstract".into(),
+        targets.abstract_name.into(),
+    ];
+    for root in targets.write_roots {
+        args.extend(["--write-root".into(), root.into_os_string()]);
+    }
+    for root in targets.read_roots {
+        args.extend(["--read-root".into(), root.into_os_string()]);
+    }
+    args
 }
 
 /// Reads the child's output to the end (within [`CHILD_TIMEOUT`]), reaps

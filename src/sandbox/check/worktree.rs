@@ -121,13 +121,14 @@ impl WorktreeFixture {
         differs(&self.paths.main.join(MAIN_FILE), ORIGINAL_CONTENT)
     }
 
-    /// Whether the main `.git`'s file `name` no longer holds what it held.
-    pub fn main_git_changed(&self, name: &str) -> bool {
-        let before = match name {
-            "HEAD" => &self.head,
-            _ => &self.config,
-        };
-        differs(&self.paths.main_git().join(name), before)
+    /// Whether the main `HEAD` no longer holds what it held.
+    pub fn main_head_changed(&self) -> bool {
+        differs(&self.paths.main_git().join("HEAD"), &self.head)
+    }
+
+    /// Whether the main `.git/config` no longer holds what it held.
+    pub fn main_config_changed(&self) -> bool {
+        differs(&self.paths.main_git().join("config"), &self.config)
     }
 
     /// Whether anything is at `name` in the main `.git`.
@@ -139,7 +140,7 @@ impl WorktreeFixture {
     /// be listed any more).
     pub fn main_refs_changed(&self) -> bool {
         main_refs(&self.paths.main).map_or(true, |refs| refs != self.refs)
-            || self.main_git_changed("HEAD")
+            || self.main_head_changed()
     }
 
     /// Whether the private repository's configuration changed.

@@ -248,7 +248,7 @@ fn review_request(set: &ChangeSet, task: &str) -> ApprovalRequest {
 
 /// What the parent model should do next with the change set.
 fn advise(result: &mut DelegateResult, set: &ChangeSet) {
-    let program = std::env::current_exe().map_or_else(|_| PathBuf::from("fido"), |p| p);
+    let program = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("fido"));
     let fido = program.display();
     let step = match set.merge {
         MergeState::Applied => format!(

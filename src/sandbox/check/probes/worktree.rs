@@ -97,12 +97,12 @@ pub(in super::super) const WRITE_MAIN_CHECKOUT: Probe = Probe::new("write-main-c
 pub(in super::super) const WRITE_MAIN_HEAD: Probe = Probe::new("write-main-git-head", |t| {
     write_existing(&paths(t).main_git().join("HEAD"))
 })
-.with_side_effect(|f| seen(f, |w| w.main_git_changed("HEAD")));
+.with_side_effect(|f| seen(f, WorktreeFixture::main_head_changed));
 
 pub(in super::super) const WRITE_MAIN_CONFIG: Probe = Probe::new("write-main-git-config", |t| {
     write_existing(&paths(t).main_git().join("config"))
 })
-.with_side_effect(|f| seen(f, |w| w.main_git_changed("config")));
+.with_side_effect(|f| seen(f, WorktreeFixture::main_config_changed));
 
 pub(in super::super) const CREATE_MAIN_REF: Probe = Probe::new("create-main-git-ref", |t| {
     create_new(&paths(t).main_git().join(NEW_REF))
