@@ -1,8 +1,9 @@
 //! `fido sandbox check`: the command line of the probes in
 //! [`crate::sandbox::check`], which prove in real sandboxed children what
 //! this kernel enforces for subagents and for the main agent's commands.
-//! The report has one line per probe and one column per role. Exit 0 only
-//! when the subagent sandbox and the configured `sandbox_mode` are fully
+//! The report has one line per probe and one column per role, then the
+//! write subagent's section. Exit 0 only when the subagent and write
+//! subagent sandboxes and the configured `sandbox_mode` are fully
 //! enforced: every forbidden probe blocked, every control allowed.
 
 use std::io::Write;
@@ -24,9 +25,9 @@ const COMMAND_MODES: [SandboxMode; 2] = [SandboxMode::ReadOnly, SandboxMode::Wor
 #[derive(Debug, Subcommand)]
 pub enum SandboxCommand {
     /// Try forbidden operations in real sandboxed children (a subagent's,
-    /// and the main agent's commands in each mode) and report what this
-    /// kernel blocks; exit non-zero unless what the configuration requires
-    /// is enforced.
+    /// the main agent's commands in each mode, a write subagent's in a
+    /// worktree) and report what this kernel blocks; exit non-zero unless
+    /// what the configuration requires is enforced.
     Check(CheckArgs),
 }
 
