@@ -1,8 +1,9 @@
 //! `fido sandbox check`: the command line of the probes in
 //! [`crate::sandbox::check`], which prove in real sandboxed children what
 //! this kernel enforces for subagents and for the main agent's commands.
-//! The report has one line per probe and one column per role. Exit 0 only
-//! when the subagent sandbox and the configured `sandbox_mode` are fully
+//! The report has one line per probe and one column per role, then the
+//! write subagent's section. Exit 0 only when the subagent and write
+//! subagent sandboxes and the configured `sandbox_mode` are fully
 //! enforced: every forbidden probe blocked, every control allowed.
 
 use std::io::Write;
@@ -24,9 +25,9 @@ const COMMAND_MODES: [SandboxMode; 2] = [SandboxMode::ReadOnly, SandboxMode::Wor
 #[derive(Debug, Subcommand)]
 pub enum SandboxCommand {
     /// Try forbidden operations in real sandboxed children (a subagent's,
-    /// and the main agent's commands in each mode) and report what this
-    /// kernel blocks; exit non-zero unless what the configuration requires
-    /// is enforced.
+    /// the main agent's commands in each mode, a write subagent's in a
+    /// worktree) and report what this kernel blocks; exit non-zero unless
+    /// what the configuration requires is enforced.
     Check(CheckArgs),
 }
 
@@ -55,6 +56,13 @@ pub struct CheckArgs {
     /// Internal: the parent's abstract UNIX socket name.
     #[arg(long, hide = true, requires = "probe_child")]
     probe_abstract: Option<String>,
+    /// Internal: a write subagent's worktree, writable to the probe child.
+    #[arg(long, hide = true, requires = "probe_child")]
+    write_root: Vec<PathBuf>,
+    /// Internal: what a write subagent probe child reads besides its
+    /// workspace.
+    #[arg(long, hide = true, requires = "probe_child")]
+    read_root: Vec<PathBuf>,
     /// Internal: stay sandboxed after the probes until stdin closes.
     #[arg(long, hide = true, requires = "probe_child")]
     probe_hold: bool,
@@ -87,6 +95,8 @@ fn probe_child(args: CheckArgs) -> ExitCode {
         abstract_name,
         parent: Pid::from_raw(parent),
         role,
+        write_roots: args.write_root,
+        read_roots: args.read_root,
     };
     let stdout = std::io::stdout();
     let stdin = std::io::stdin();
@@ -108,11 +118,11 @@ fn check(overrides: &Overrides) -> ExitCode {
         Ok(config) => config.safety.sandbox_mode,
         Err(code) => return code,
     };
-    let (subagent, commands) = match probe_every_role() {
+    let (subagent, commands, write) = match probe_every_role() {
         Ok(summaries) => summaries,
         Err(message) => return super::fail(&message),
     };
-    let text = check::report_text(&subagent, &commands, configured);
+    let text = check::report_text(&subagent, &commands, write.as_ref().ok(), configured);
     let mut stdout = std::io::stdout().lock();
     if let Err(err) = stdout
         .write_all(text.as_bytes())
@@ -120,13 +130,20 @@ fn check(overrides: &Overrides) -> ExitCode {
     {
         return super::fail(&format!("cannot write the report: {}", error_chain(&err)));
     }
-    let required = std::iter::once(&subagent).chain(
+    // Write delegation is always there to be asked for: its sandbox is
+    // required as the subagent's is, and unproven when it could not be
+    // probed (no git to make its worktree with, say).
+    let mut enforced = true;
+    if let Err(message) = &write {
+        eprintln!("fido: the write subagent's sandbox was not probed: {message}");
+        enforced = false;
+    }
+    let required = std::iter::once(&subagent).chain(write.as_ref().ok()).chain(
         commands
             .iter()
             .filter(|(mode, _)| *mode == configured)
             .map(|(_, summary)| summary),
     );
-    let mut enforced = true;
     for summary in required {
         if !summary.enforced() {
             enforced = false;
@@ -140,13 +157,24 @@ fn check(overrides: &Overrides) -> ExitCode {
     }
 }
 
-/// The subagent's run, then one per command mode.
-fn probe_every_role() -> Result<(Summary, Vec<(SandboxMode, Summary)>), String> {
+/// Every role's summary: the subagent's, the command modes', the write
+/// subagent's (or why it could not be probed, which leaves the others'
+/// report whole).
+type Summaries = (
+    Summary,
+    Vec<(SandboxMode, Summary)>,
+    Result<Summary, String>,
+);
+
+/// The subagent's run, then one per command mode, then the write
+/// subagent's.
+fn probe_every_role() -> Result<Summaries, String> {
     let runtime = super::preamble::runtime()?;
     let subagent = check::probe_role(ProbeRole::Subagent, &runtime)?;
     let mut commands = Vec::new();
     for mode in COMMAND_MODES {
         commands.push((mode, check::probe_role(ProbeRole::Command(mode), &runtime)?));
     }
-    Ok((subagent, commands))
+    let write = check::probe_role(ProbeRole::WriteSubagent, &runtime);
+    Ok((subagent, commands, write))
 }

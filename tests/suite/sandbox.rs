@@ -162,6 +162,31 @@ fn sandbox_check_blocks_every_forbidden_probe_here() {
         "{stdout}"
     );
 
+    // The write subagent's own section, from its reviewed golden table:
+    // a real worktree of a real repository, every way out of it refused,
+    // its claim writable and its repository readable with git.
+    let write_lines: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.starts_with("write-subagent probe "))
+        .collect();
+    let write_golden: Vec<&str> = include_str!("../fixtures/sandbox_check_write_subagent.txt")
+        .lines()
+        .collect();
+    assert_eq!(write_lines, write_golden, "{stdout}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("write subagent: landlock ABI ")
+                && l.contains("ruleset fully enforced")
+                && l.contains("no_new_privs set")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("\nsummary (write subagent): 13/13 forbidden operations blocked, 2/2 controls allowed; write sandbox enforced\n"),
+        "{stdout}"
+    );
+
     // The probe child was reaped, its setsid'd process swept (no process
     // carries the marker of any of this check's fixtures) and the fixture
     // removed.
@@ -484,4 +509,96 @@ fn killing_the_parent_kills_the_sandboxed_child() {
     // SAFETY: killpg(2) on the group this test created; no memory involved.
     unsafe { libc::killpg(group, libc::SIGKILL) };
     assert_no_processes(ProcessFilter::Group(bash_pid), Duration::from_secs(5));
+}
+
+/// A write subagent's probe child, started as `fido sandbox check` starts
+/// it (in the worktree, with its git environment and roots), is confined
+/// as a write subagent: it may write files (its soft `RLIMIT_FSIZE` is the
+/// scratch cap, not 0), it works in the worktree, and every probe passes
+/// with the parent seeing nothing of the main repository changed.
+#[test]
+fn a_write_subagent_probe_child_is_confined_in_a_real_worktree() {
+    let fixture = ProbeFixture::for_role(ProbeRole::WriteSubagent).unwrap();
+    let roots = fixture.write_roots().unwrap().clone();
+    let targets = fixture
+        .targets(Pid::this(), ProbeRole::WriteSubagent)
+        .unwrap();
+    let mut cmd = std::process::Command::new(crate::common::process::fido_bin());
+    cmd.args([
+        "sandbox",
+        "check",
+        "--probe-child",
+        "--probe-as",
+        "write-subagent",
+    ])
+    .arg("--parent-pid")
+    .arg(std::process::id().to_string())
+    .arg("--probe-dir")
+    .arg(&targets.dir)
+    .arg("--probe-port")
+    .arg(targets.tcp_port.to_string())
+    .arg("--probe-abstract")
+    .arg(&targets.abstract_name)
+    .arg("--probe-hold");
+    for root in &roots.write {
+        cmd.arg("--write-root").arg(root);
+    }
+    for root in &roots.read {
+        cmd.arg("--read-root").arg(root);
+    }
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(roots.git_env())
+        .current_dir(&roots.workspace)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let stdin = child.stdin.take();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut next = || -> ProbeFrame {
+        let line = lines
+            .next()
+            .expect("the probe child stopped talking")
+            .unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not a probe frame ({e}): {line}"))
+    };
+    let ProbeFrame::Sandboxed { report } = next() else {
+        panic!("the write subagent probe child did not enter the sandbox");
+    };
+    assert!(report.fully_enforced && report.no_new_privs, "{report:?}");
+    let mut results: Vec<ProbeResult> = Vec::new();
+    loop {
+        match next() {
+            ProbeFrame::Probe(result) => results.push(result),
+            ProbeFrame::Holding { .. } => break,
+            other => panic!("unexpected frame {other:?}"),
+        }
+    }
+    // Looked at from outside while it is confined.
+    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap();
+    assert_eq!(cwd, std::fs::canonicalize(&roots.workspace).unwrap());
+    let cap = fido::sandbox::child::SCRATCH_FILE_CAP.to_string();
+    let fsize = proc_field(pid, "limits", "Max file size");
+    assert_eq!(
+        fsize.split_whitespace().collect::<Vec<_>>(),
+        ["Max", "file", "size", cap.as_str(), cap.as_str(), "bytes"]
+    );
+    assert_eq!(proc_field(pid, "status", "Seccomp:"), "Seccomp:\t2");
+
+    drop(stdin);
+    let output = wait_with_timeout(child, TIMEOUT);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    fixture.verify(&mut results);
+    let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
+    let (forbidden, controls) = ProbeRole::WriteSubagent.plan();
+    assert_eq!(names, [forbidden, controls].concat());
+    for result in &results {
+        assert!(result.verdict().passed(), "{}", result.line());
+    }
 }

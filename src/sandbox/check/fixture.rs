@@ -15,6 +15,7 @@ use nix::unistd::Pid;
 use super::escape::{escape_marker, kill_escaped};
 use super::table::{self, ProbeRole};
 use super::verdict::{Expect, ProbeResult};
+use super::worktree::WorktreeFixture;
 
 /// What every fixture file holds before the probes.
 pub const ORIGINAL_CONTENT: &[u8] = b"fido sandbox probe: original content\n";
@@ -45,6 +46,11 @@ pub struct ProbeTargets {
     pub deny: Vec<PathBuf>,
     /// Whose sandbox the child is in.
     pub role: ProbeRole,
+    /// A write subagent's worktree, which its sandbox lets it write
+    /// (empty for the other roles).
+    pub write_roots: Vec<PathBuf>,
+    /// What a write subagent reads besides its workspace.
+    pub read_roots: Vec<PathBuf>,
 }
 
 impl ProbeTargets {
@@ -73,6 +79,8 @@ pub struct ProbeFixture {
     pub(super) unix: UnixListener,
     abstract_name: String,
     pub(super) pathname: Option<UnixListener>,
+    /// The main checkout and its worktree, for a write subagent.
+    pub(super) worktree: Option<WorktreeFixture>,
 }
 
 impl ProbeFixture {
@@ -100,9 +108,30 @@ impl ProbeFixture {
             unix,
             abstract_name,
             pathname: None,
+            worktree: None,
         };
         fixture.fill()?;
         Ok(fixture)
+    }
+
+    /// [`ProbeFixture::create`], plus, for a write subagent, a main
+    /// checkout and a worktree of it made as a write delegation makes one.
+    pub fn for_role(role: ProbeRole) -> io::Result<ProbeFixture> {
+        let mut fixture = ProbeFixture::create()?;
+        match role {
+            ProbeRole::WriteSubagent => {
+                fixture.worktree = Some(WorktreeFixture::create(&fixture.dir)?);
+            }
+            ProbeRole::Subagent | ProbeRole::Command(_) => {}
+        }
+        Ok(fixture)
+    }
+
+    /// The write subagent's sandbox roots, where this fixture has a
+    /// worktree: its workspace, and its git environment
+    /// ([`crate::changes::WriteRoots::git_env`]).
+    pub fn write_roots(&self) -> Option<&crate::changes::WriteRoots> {
+        self.worktree.as_ref().map(|worktree| &worktree.roots)
     }
 
     /// The folders, the pathname listener, the shared file and what each
@@ -140,6 +169,14 @@ impl ProbeFixture {
             parent,
             deny: denied_paths(&self.dir),
             role,
+            write_roots: self
+                .write_roots()
+                .map(|roots| roots.write.clone())
+                .unwrap_or_default(),
+            read_roots: self
+                .write_roots()
+                .map(|roots| roots.read.clone())
+                .unwrap_or_default(),
         })
     }
 

@@ -23,6 +23,12 @@
 //! [`escape`]); any other error is inconclusive and fails the check, as
 //! does a skipped probe.
 //!
+//! A write subagent has a role of its own: its fixture adds a real git
+//! repository standing for the main checkout and a worktree of it made by
+//! [`crate::changes::start`] ([`worktree`]); its child enters the sandbox
+//! with that worktree's roots, in it, with its git environment, and tries
+//! every way out of the worktree. It prints in a section of its own.
+//!
 //! The probes are a table ([`table`]): each is one `const` in a file of
 //! [`probes`], with its operation, what it prepares in the fixture, the
 //! kernels that cannot deny it, what refuses it and the effect the parent
@@ -37,6 +43,7 @@ mod runner;
 mod spawn;
 mod table;
 mod verdict;
+mod worktree;
 
 pub use escape::escape_marker;
 pub use fixture::{ORIGINAL_CONTENT, ProbeFixture, ProbeTargets, denied_paths};
@@ -46,7 +53,7 @@ pub use runner::{run_child, run_probes};
 pub use spawn::probe_role;
 pub use table::{
     CHMOD_NOTE, CONTROL_PROBES, FORBIDDEN_PROBES, ProbeRole, SUBAGENT_CONTROLS, SUBAGENT_PROBES,
-    WORKSPACE_PROBES, mechanism,
+    WORKSPACE_PROBES, WRITE_SUBAGENT_CONTROLS, WRITE_SUBAGENT_PROBES, mechanism,
 };
 pub use verdict::{Expect, Outcome, ProbeFrame, ProbeResult, Verdict};
 

@@ -253,10 +253,12 @@ fn header(report: &SandboxReport) -> String {
 }
 
 /// The whole report: a header per role, one line per probe with a column
-/// per role, the notes, and a summary per role.
+/// per role, the notes, the write subagent's section, and a summary per
+/// role.
 pub fn report_text(
     subagent: &Summary,
     commands: &[(SandboxMode, Summary)],
+    write: Option<&Summary>,
     configured: SandboxMode,
 ) -> String {
     let mut out = format!("sandbox: {}\n", subagent.header);
@@ -276,11 +278,29 @@ pub fn report_text(
             notes.push(note);
         }
     }
-    for note in notes {
+    for note in &notes {
         out.push_str(note);
         out.push('\n');
     }
-    out.push_str(&summary_lines(subagent, commands, configured));
+    if let Some(write) = write {
+        out.push_str(&write_subagent_section(write, &notes));
+    }
+    out.push_str(&summary_lines(subagent, commands, write, configured));
+    out
+}
+
+/// The write subagent's own section: its sandbox, one line per probe (its
+/// probes are its own, so they get no column in the table above) and its
+/// notes not printed above (`printed`).
+fn write_subagent_section(write: &Summary, printed: &[&String]) -> String {
+    let mut out = format!("write subagent: {}\n", write.header);
+    for result in &write.results {
+        out.push_str(&format!("write-subagent {}\n", result.line()));
+    }
+    for note in write.notes.iter().filter(|note| !printed.contains(note)) {
+        out.push_str(note);
+        out.push('\n');
+    }
     out
 }
 
@@ -313,10 +333,12 @@ fn probe_lines(subagent: &Summary, commands: &[(SandboxMode, Summary)]) -> Strin
     out
 }
 
-/// A summary per command mode, then the subagent's, last.
+/// A summary per command mode, the write subagent's, then the
+/// subagent's, last.
 fn summary_lines(
     subagent: &Summary,
     commands: &[(SandboxMode, Summary)],
+    write: Option<&Summary>,
     configured: SandboxMode,
 ) -> String {
     let mut out = String::new();
@@ -335,6 +357,12 @@ fn summary_lines(
         out.push_str(
             "summary (commands, danger-full-access, configured): commands run without a sandbox\n",
         );
+    }
+    if let Some(write) = write {
+        out.push_str(&format!(
+            "summary (write subagent): {}\n",
+            write.line("write sandbox")
+        ));
     }
     out.push_str(&format!(
         "summary: {}\n",

@@ -73,6 +73,26 @@ fn enter(targets: &ProbeTargets) -> Result<SandboxReport, crate::sandbox::Sandbo
                     },
                 )
             }),
+        // As `fido __subagent` does with `--write-root` and `--read-root`,
+        // in the worktree its parent started it in.
+        ProbeRole::WriteSubagent => {
+            process_limit()
+                .map_or(Ok(()), limit_processes)
+                .and_then(|()| {
+                    let workspace = std::env::current_dir().ok();
+                    enter_child_sandbox(
+                        targets.parent,
+                        SandboxRequirement::Required,
+                        &targets.deny,
+                        &crate::sandbox::child::ChildRoots {
+                            scratch: Some(&targets.scratch()),
+                            workspace: workspace.as_deref(),
+                            write: &targets.write_roots,
+                            read: &targets.read_roots,
+                        },
+                    )
+                })
+        }
         ProbeRole::Command(_) => Ok(command_report()),
     }
 }

@@ -13,7 +13,7 @@ use nix::unistd::Pid;
 use tokio::io::AsyncReadExt;
 use tokio::runtime::Runtime;
 
-use super::fixture::ProbeFixture;
+use super::fixture::{ProbeFixture, ProbeTargets};
 use super::report::{Summary, summarize};
 use super::table::ProbeRole;
 use super::verdict::ProbeFrame;
@@ -38,7 +38,7 @@ struct ChildRun {
 /// from this (main) thread: the child's parent-death signal is tied to
 /// the thread that spawns it.
 pub fn probe_role(role: ProbeRole, runtime: &Runtime) -> Result<Summary, String> {
-    let fixture = ProbeFixture::create()
+    let fixture = ProbeFixture::for_role(role)
         .map_err(|err| format!("cannot prepare the probe directory: {err}"))?;
     let run = spawn_and_collect(&fixture, role, runtime)?;
     let mut summary = summarize(run.frames, run.status, run.garbage.len(), role, |results| {
@@ -64,7 +64,7 @@ fn spawn_and_collect(
         .targets(parent, role)
         .map_err(|err| format!("cannot read the probe listener's address: {err}"))?;
     let sandbox = match role {
-        ProbeRole::Subagent => None,
+        ProbeRole::Subagent | ProbeRole::WriteSubagent => None,
         ProbeRole::Command(mode) => Some(Arc::new(
             CommandSandbox::prepare(&CommandPolicy {
                 mode,
@@ -76,7 +76,38 @@ fn spawn_and_collect(
             .map_err(|err| format!("commands ({mode}): {}", error_chain(&err)))?,
         )),
     };
-    let args: Vec<OsString> = vec![
+    let args = child_args(role, parent, targets);
+    let worktree = fixture.write_roots().cloned();
+    // block_on runs on this (main) thread, so the child's parent-death
+    // signal is tied to a thread that outlives it.
+    runtime.block_on(async move {
+        let mut command = tokio::process::Command::new(exe);
+        command
+            .args(args)
+            .env_clear()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(sandbox) = &sandbox {
+            sandbox.apply(&mut command);
+        }
+        // A write subagent's child starts in its workspace with its git
+        // environment (and the PATH it finds git with).
+        if let Some(roots) = &worktree {
+            command
+                .current_dir(&roots.workspace)
+                .envs(std::env::var_os("PATH").map(|path| ("PATH", path)))
+                .envs(roots.git_env());
+        }
+        let group = ProcessGroup::spawn(&mut command)
+            .map_err(|err| format!("cannot start the probe child: {err}"))?;
+        collect(group).await
+    })
+}
+
+/// The probe child's command line: its role, its parent, the fixture and,
+/// for a write subagent, its roots as `fido __subagent` gets them.
+fn child_args(role: ProbeRole, parent: Pid, targets: ProbeTargets) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec![
         "sandbox".into(),
         "check".into(),
         "--probe-child".into(),
@@ -91,22 +122,13 @@ fn spawn_and_collect(
         "--probe-abstract".into(),
         targets.abstract_name.into(),
     ];
-    // block_on runs on this (main) thread, so the child's parent-death
-    // signal is tied to a thread that outlives it.
-    runtime.block_on(async move {
-        let mut command = tokio::process::Command::new(exe);
-        command
-            .args(args)
-            .env_clear()
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        if let Some(sandbox) = &sandbox {
-            sandbox.apply(&mut command);
-        }
-        let group = ProcessGroup::spawn(&mut command)
-            .map_err(|err| format!("cannot start the probe child: {err}"))?;
-        collect(group).await
-    })
+    for root in targets.write_roots {
+        args.extend(["--write-root".into(), root.into_os_string()]);
+    }
+    for root in targets.read_roots {
+        args.extend(["--read-root".into(), root.into_os_string()]);
+    }
+    args
 }
 
 /// Reads the child's output to the end (within [`CHILD_TIMEOUT`]), reaps

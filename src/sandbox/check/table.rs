@@ -9,7 +9,7 @@ use std::path::Path;
 
 use super::fixture::{ProbeFixture, ProbeTargets};
 use super::kernel::fork_bomb_note;
-use super::probes::{controls, files, processes, sockets};
+use super::probes::{controls, files, processes, sockets, worktree};
 use crate::protocol::SandboxMode;
 use crate::sandbox::policy::SandboxReport;
 
@@ -152,6 +152,28 @@ const SUBAGENT_CONTROL: [&Probe; 1] = [&controls::SCRATCH_WRITE];
 /// `read-only`.
 const WORKSPACE: [&Probe; 2] = [&controls::WRITE_WORKSPACE, &controls::WRITE_TMPDIR];
 
+/// Forbidden to a write subagent: everything of the main checkout and its
+/// `.git` outside its worktree, whatever way git or a link is pointed at
+/// them. The git commands first: the raw writes, should they get through,
+/// would leave the main repository unusable for them.
+const WRITE_SUBAGENT: [&Probe; 13] = [
+    &worktree::REWRITE_GIT_LINK,
+    &worktree::CHECKOUT_IN_MAIN,
+    &worktree::GIT_DIR_MAIN,
+    &worktree::CONFIG_HOOKS_PATH,
+    &worktree::CONFIG_FSMONITOR,
+    &worktree::WRITE_MAIN_CHECKOUT,
+    &worktree::WRITE_MAIN_HEAD,
+    &worktree::WRITE_MAIN_CONFIG,
+    &worktree::CREATE_MAIN_REF,
+    &worktree::CREATE_MAIN_OBJECT,
+    &worktree::CREATE_MAIN_HOOK,
+    &worktree::WRITE_THROUGH_ESCAPE_LINK,
+    &worktree::HARDLINK_MAIN_FILE,
+];
+/// What a write subagent must still be able to do.
+const WRITE_SUBAGENT_CONTROL: [&Probe; 2] = [&worktree::WRITE_CLAIMED, &worktree::GIT_READS];
+
 /// Probe names, in the order they run and print.
 pub const FORBIDDEN_PROBES: [&str; 18] = names(FORBIDDEN);
 pub const SUBAGENT_PROBES: [&str; 3] = names(SUBAGENT);
@@ -162,6 +184,11 @@ pub const SUBAGENT_CONTROLS: [&str; 1] = names(SUBAGENT_CONTROL);
 /// Writing in the workspace and in `$TMPDIR`: allowed to a
 /// `workspace-write` command, forbidden (the workspace) in `read-only`.
 pub const WORKSPACE_PROBES: [&str; 2] = names(WORKSPACE);
+/// Forbidden to a write subagent (its worktree's escapes).
+pub const WRITE_SUBAGENT_PROBES: [&str; 13] = names(WRITE_SUBAGENT);
+/// What a write subagent must still be able to do: write its claim, read
+/// its repository with git.
+pub const WRITE_SUBAGENT_CONTROLS: [&str; 2] = names(WRITE_SUBAGENT_CONTROL);
 
 const fn names<const N: usize>(probes: [&Probe; N]) -> [&'static str; N] {
     let mut out = [""; N];
@@ -181,6 +208,8 @@ pub fn all() -> impl Iterator<Item = &'static Probe> {
         .chain(CONTROLS)
         .chain(SUBAGENT_CONTROL)
         .chain(WORKSPACE)
+        .chain(WRITE_SUBAGENT)
+        .chain(WRITE_SUBAGENT_CONTROL)
 }
 
 /// The probe of this name.
@@ -206,6 +235,9 @@ pub enum ProbeRole {
     /// The main agent's commands in this mode: the parent confined the
     /// child between fork and exec, as `bash_exec` does.
     Command(SandboxMode),
+    /// A write subagent's: the child enters it itself, with the roots of
+    /// a real worktree, in it, with its git environment.
+    WriteSubagent,
 }
 
 impl ProbeRole {
@@ -232,6 +264,12 @@ impl ProbeRole {
                 forbidden.retain(|probe| *probe != files::CHMOD.name);
                 controls.extend(WORKSPACE_PROBES);
             }
+            // Its own probes only: the shared ones aim at the fixture
+            // folder, which is not its workspace.
+            ProbeRole::WriteSubagent => {
+                forbidden = WRITE_SUBAGENT_PROBES.to_vec();
+                controls = WRITE_SUBAGENT_CONTROLS.to_vec();
+            }
         }
         (forbidden, controls)
     }
@@ -240,6 +278,7 @@ impl ProbeRole {
     pub fn as_str(self) -> &'static str {
         match self {
             ProbeRole::Subagent => "subagent",
+            ProbeRole::WriteSubagent => "write-subagent",
             ProbeRole::Command(mode) => mode.as_str(),
         }
     }
@@ -247,6 +286,7 @@ impl ProbeRole {
     pub fn parse(value: &str) -> Option<ProbeRole> {
         match value {
             "subagent" => Some(ProbeRole::Subagent),
+            "write-subagent" => Some(ProbeRole::WriteSubagent),
             other => SandboxMode::parse(other).map(ProbeRole::Command),
         }
     }
@@ -268,7 +308,7 @@ mod tests {
         let names: Vec<&str> = all().map(|probe| probe.name).collect();
         let unique: BTreeSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 26);
+        assert_eq!(names.len(), 41);
         for name in names {
             assert_eq!(find(name).map(|probe| probe.name), Some(name));
         }

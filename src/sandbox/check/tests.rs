@@ -125,6 +125,80 @@ fn unsandboxed_probes_get_through_and_are_seen() {
     assert!(!scratch_dir(&dir).exists());
 }
 
+/// Unsandboxed, every write subagent probe gets through and the parent
+/// sees its effect on the main repository, the private configuration, the
+/// link's target or the worktree; the controls work.
+#[test]
+fn unsandboxed_write_subagent_probes_get_through_and_are_seen() {
+    let fixture = ProbeFixture::for_role(ProbeRole::WriteSubagent).unwrap();
+    let roots = fixture.write_roots().unwrap().clone();
+    let targets = fixture
+        .targets(Pid::this(), ProbeRole::WriteSubagent)
+        .unwrap();
+    assert_eq!(
+        (targets.write_roots.clone(), targets.read_roots.clone()),
+        (roots.write.clone(), roots.read.clone())
+    );
+    // The roots of a real worktree: the tree writable; the tree, the
+    // private repository and the main objects readable.
+    assert!(
+        roots
+            .workspace
+            .ends_with(".fido-state/changes/sandbox-check/tree")
+    );
+    assert!(roots.read[2].ends_with("main/.git/objects"), "{roots:?}");
+    let report = SandboxReport {
+        landlock_abi: Some(7),
+        fully_enforced: true,
+        network_restricted: true,
+        scoped: true,
+        no_new_privs: true,
+        warnings: Vec::new(),
+        not_covered: Vec::new(),
+    };
+    let mut results = run_probes(&targets, &report);
+    fixture.verify(&mut results);
+    let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
+    let expected: Vec<&str> = WRITE_SUBAGENT_PROBES
+        .iter()
+        .chain(WRITE_SUBAGENT_CONTROLS.iter())
+        .copied()
+        .collect();
+    assert_eq!(names, expected);
+    for result in &results {
+        match result.expect {
+            Expect::Blocked => {
+                assert_eq!(result.outcome, Outcome::Succeeded, "{}", result.name);
+                assert!(result.side_effect_seen, "{}", result.name);
+            }
+            Expect::Allowed => {
+                assert_eq!(result.verdict(), Verdict::ControlAllowed, "{}", result.name);
+            }
+        }
+    }
+}
+
+/// A fixture without a worktree cannot show that the main repository is
+/// unchanged: every write subagent probe counts as seen there.
+#[test]
+fn write_subagent_effects_count_as_seen_without_a_worktree() {
+    let fixture = ProbeFixture::create().unwrap();
+    let mut results: Vec<ProbeResult> = WRITE_SUBAGENT_PROBES
+        .iter()
+        .map(|name| ProbeResult {
+            name: (*name).to_owned(),
+            expect: Expect::Blocked,
+            outcome: Outcome::Failed {
+                errno: "EACCES".to_owned(),
+            },
+            side_effect_seen: false,
+            mechanism: None,
+        })
+        .collect();
+    fixture.verify(&mut results);
+    assert!(results.iter().all(|r| r.side_effect_seen));
+}
+
 /// Waits (a few seconds at most) until no live process has `marker`.
 fn wait_until_gone(marker: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(5);

@@ -6,6 +6,7 @@ pub(super) mod controls;
 pub(super) mod files;
 pub(super) mod processes;
 pub(super) mod sockets;
+pub(super) mod worktree;
 
 use crate::sandbox::policy::SandboxReport;
 

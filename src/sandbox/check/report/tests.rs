@@ -67,7 +67,7 @@ fn judge(frames: Vec<ProbeFrame>, status: ExitStatus, garbage: usize) -> Summary
 
 fn text(summary: &Summary) -> String {
     let commands = [(SandboxMode::WorkspaceWrite, judge_command(command_frames()))];
-    report_text(summary, &commands, SandboxMode::WorkspaceWrite)
+    report_text(summary, &commands, None, SandboxMode::WorkspaceWrite)
 }
 
 /// A passing run of a workspace-write command child.
@@ -231,4 +231,91 @@ fn a_refused_sandbox_fails_the_check() {
 
     let silent = judge(Vec::new(), ok(), 0);
     assert!(!silent.enforced());
+}
+
+/// A run of a write subagent child; `tweak` spoils it.
+fn write_frames(tweak: impl Fn(&str) -> Option<Outcome>) -> Vec<ProbeFrame> {
+    let mut frames = vec![ProbeFrame::Sandboxed {
+        report: report(true),
+    }];
+    let (forbidden, controls) = ProbeRole::WriteSubagent.plan();
+    for name in forbidden {
+        frames.push(probe(
+            name,
+            Expect::Blocked,
+            tweak(name).unwrap_or_else(eacces),
+        ));
+    }
+    for name in controls {
+        let outcome = tweak(name).unwrap_or(Outcome::Succeeded);
+        frames.push(probe(name, Expect::Allowed, outcome));
+    }
+    frames.push(ProbeFrame::Done);
+    frames
+}
+
+fn judge_write(frames: Vec<ProbeFrame>) -> Summary {
+    summarize(frames, ok(), 0, ProbeRole::WriteSubagent, |_| {})
+}
+
+#[test]
+fn the_write_subagent_has_a_section_and_a_summary_of_its_own() {
+    let subagent = judge(frames(|_| None), ok(), 0);
+    let commands = [(SandboxMode::WorkspaceWrite, judge_command(command_frames()))];
+    let write = judge_write(write_frames(|_| None));
+    assert!(write.enforced(), "{:?}", write.problems);
+    let text = report_text(
+        &subagent,
+        &commands,
+        Some(&write),
+        SandboxMode::WorkspaceWrite,
+    );
+    // The table of the other roles is the same as without it: no column.
+    let without = report_text(&subagent, &commands, None, SandboxMode::WorkspaceWrite);
+    let table = |text: &str| -> Vec<String> {
+        let lines = text.lines().filter(|l| l.starts_with("probe "));
+        lines.map(str::to_owned).collect()
+    };
+    assert_eq!(table(&text), table(&without));
+    assert!(
+        text.contains("\nwrite subagent: landlock ABI 7, ruleset fully enforced, no_new_privs set, TCP denied, signals and abstract sockets scoped, seccomp filter, capabilities cut\nwrite-subagent probe rewrite-worktree-git-link: blocked (EACCES, landlock)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nwrite-subagent probe git-status-and-log: allowed (control)\nsummary (commands, workspace-write, configured)"),
+        "{text}"
+    );
+    // Its note is the subagent's, printed once.
+    assert_eq!(
+        text.matches("note: not covered by landlock here").count(),
+        1,
+        "{text}"
+    );
+    let n = ProbeRole::Subagent.plan().0.len();
+    assert!(
+        text.ends_with(&format!("summary (write subagent): 13/13 forbidden operations blocked, 2/2 controls allowed; write sandbox enforced\nsummary: {n}/{n} forbidden operations blocked, 3/3 controls allowed; read-only sandbox enforced\n")),
+        "{text}"
+    );
+
+    // A redirect that got through, or git that cannot read its own
+    // repository, fails it.
+    let leaky = judge_write(write_frames(|name| {
+        (name == "rewrite-worktree-git-link").then_some(Outcome::Succeeded)
+    }));
+    assert!(!leaky.enforced());
+    let text = report_text(
+        &subagent,
+        &commands,
+        Some(&leaky),
+        SandboxMode::WorkspaceWrite,
+    );
+    assert!(
+        text.contains("write-subagent probe rewrite-worktree-git-link: ALLOWED\n"),
+        "{text}"
+    );
+    assert!(text.contains("summary (write subagent): 12/13 forbidden operations blocked"));
+    let blind = judge_write(write_frames(|name| {
+        (name == "git-status-and-log").then(eacces)
+    }));
+    assert!(!blind.enforced());
 }
