@@ -85,6 +85,9 @@ impl Approvals {
             Gate::Deny(reason) => return Err(reason),
             Gate::Ask => {}
         }
+        if self.approver.is_none() {
+            return Err("delegate_write is ask, and nobody can approve in a headless run; nothing was started. The user can allow write delegation with `fido exec --allow-write-delegation` or FIDO_DELEGATE_WRITE=allow".into());
+        }
         self.ask(request, "delegate:write".into())
             .await
             .map_err(|refusal| refusal.content)
@@ -265,6 +268,49 @@ mod tests {
             answers: Mutex::new(answers),
             asked: Mutex::new(Vec::new()),
         })
+    }
+
+    /// `delegate_write`: allow runs, never refuses saying how to allow it,
+    /// and ask asks the person once per session with `a`, and is refused
+    /// headless.
+    #[tokio::test]
+    async fn write_delegation_follows_delegate_write() {
+        use crate::protocol::changes::{DelegateWrite, DelegationPolicy};
+        let request = || ApprovalRequest::WriteDelegation {
+            agent_id: "subagent-1".into(),
+            task: "t".into(),
+            claim: vec!["src".into()],
+            base: "abc".into(),
+        };
+        let with = |write, approver: Option<Arc<dyn Approver>>| {
+            Approvals::new(
+                settings(SandboxMode::WorkspaceWrite, ApprovalPolicy::Never),
+                approver,
+            )
+            .with_delegation(DelegationPolicy {
+                write,
+                ..DelegationPolicy::HEADLESS
+            })
+        };
+        assert!(
+            with(DelegateWrite::Allow, None)
+                .write_delegation(request())
+                .await
+                .is_ok()
+        );
+        let never = with(DelegateWrite::Never, None)
+            .write_delegation(request())
+            .await;
+        assert!(never.unwrap_err().contains("--allow-write-delegation"));
+        let headless = with(DelegateWrite::Ask, None)
+            .write_delegation(request())
+            .await;
+        assert!(headless.unwrap_err().contains("headless"));
+        let person = scripted(vec![Some(ApprovalDecision::ApprovedForSession)]);
+        let asking = with(DelegateWrite::Ask, Some(person.clone()));
+        assert!(asking.write_delegation(request()).await.is_ok());
+        assert!(asking.write_delegation(request()).await.is_ok());
+        assert_eq!(person.asked.lock().unwrap().len(), 1, "a for the session");
     }
 
     #[tokio::test]

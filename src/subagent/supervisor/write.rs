@@ -264,6 +264,9 @@ fn advise(result: &mut DelegateResult, set: &ChangeSet) {
     let program = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("fido"));
     let fido = program.display();
     let step = match set.merge {
+        MergeState::Discarded if set.files.is_empty() && set.outside_claim.is_empty() => {
+            "The write subagent changed no file; there is nothing to review.".to_string()
+        }
         MergeState::Applied => format!(
             "The change set {} is applied to the workspace ({}); review it, then build and test. The user can revert it as one edit with /undo.",
             set.id,
