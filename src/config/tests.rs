@@ -135,6 +135,8 @@ const TRUSTED_ONLY: &[(&str, &str)] = &[
     ("approval_policy", "\"never\""),
     ("network", "true"),
     ("writable_roots", "[\"/\"]"),
+    ("delegate_write", "\"allow\""),
+    ("delegate_merge", "\"auto\""),
 ];
 
 fn trusted_only_changed(cfg: &Config, key: &str) -> bool {
@@ -149,6 +151,8 @@ fn trusted_only_changed(cfg: &Config, key: &str) -> bool {
         "approval_policy" => cfg.safety.approval_policy.is_some(),
         "network" => cfg.safety.network,
         "writable_roots" => !cfg.safety.writable_roots.is_empty(),
+        "delegate_write" => cfg.safety.delegate_write.is_some(),
+        "delegate_merge" => cfg.safety.delegate_merge.is_some(),
         other => panic!("no check for {other}"),
     }
 }
