@@ -393,9 +393,11 @@ fn apply_figure(runs: usize) -> Result<bool, String> {
             plain.push(g);
         }
     }
+    print_stages(&fido, &plain);
+    let total = |stages: &[[f64; 3]]| Sorted::new(stages.iter().map(|s| s[0] + s[1]).collect());
     Ok(compare(
-        &Sorted::new(fido),
-        &Sorted::new(plain),
+        &total(&fido),
+        &total(&plain),
         "change set + apply",
         &format!(
             "change set of {EDITED_FILES} edited files (one line in ~{SMALL_LINES}), repository of {SMALL_FILES} files: `changes::finish` + `apply::apply`"
@@ -404,9 +406,24 @@ fn apply_figure(runs: usize) -> Result<bool, String> {
     ))
 }
 
-/// One timed `finish` + `apply` in ms, the worktree and its edits made
+/// The medians of each stage, timed or not, of both sides.
+fn print_stages(fido: &[[f64; 3]], plain: &[[f64; 3]]) {
+    let median =
+        |stages: &[[f64; 3]], n: usize| Sorted::new(stages.iter().map(|s| s[n]).collect()).median();
+    println!(
+        "stages (medians): changes::finish {:.1} ms + apply::apply {:.1} ms; git diff {:.1} ms + git apply --3way {:.1} ms (untimed: git worktree remove {:.1} ms)",
+        median(fido, 0),
+        median(fido, 1),
+        median(plain, 0),
+        median(plain, 1),
+        median(plain, 2)
+    );
+}
+
+/// One `finish` and `apply`, timed apart, in ms (the third stage, for
+/// the git side's worktree removal, is 0), the worktree and its edits made
 /// before.
-fn fido_apply(root: &Path, edits: &[(PathBuf, String)], round: usize) -> Result<f64, String> {
+fn fido_apply(root: &Path, edits: &[(PathBuf, String)], round: usize) -> Result<[f64; 3], String> {
     let start = Start {
         task: "bench".into(),
         claim: vec!["src".into()],
@@ -420,9 +437,10 @@ fn fido_apply(root: &Path, edits: &[(PathBuf, String)], round: usize) -> Result<
     let began = Instant::now();
     let record = changes::finish(root, &worktree, &start, changes::DEFAULT_DIFF_CAP)
         .map_err(|e| format!("finish: {e}"))?;
+    let finished = began.elapsed();
     let applied =
         changes::apply::apply(&workspace, &undo, &id).map_err(|e| format!("apply: {e}"))?;
-    let elapsed = ms(began.elapsed());
+    let elapsed = [ms(finished), ms(began.elapsed() - finished), 0.0];
     if record.set.files.len() != edits.len() || applied.set.merge != MergeState::Applied {
         return Err(format!(
             "change set {id}: {} files, {:?}",
@@ -436,14 +454,15 @@ fn fido_apply(root: &Path, edits: &[(PathBuf, String)], round: usize) -> Result<
     Ok(elapsed)
 }
 
-/// One timed `git diff` + `git apply --3way` in ms, the worktree and its
-/// edits made before.
+/// One `git diff` to a patch file and one `git apply --3way`, timed
+/// apart, and the untimed `git worktree remove`, in ms; the worktree and
+/// its edits made before.
 fn git_apply(
     root: &Path,
     scratch: &Path,
     edits: &[(PathBuf, String)],
     round: usize,
-) -> Result<f64, String> {
+) -> Result<[f64; 3], String> {
     let dir = scratch.join(format!("apply-git-{round}"));
     let dir_arg = dir.to_string_lossy();
     git(root, &["worktree", "add", "--detach", &dir_arg, "HEAD"])?;
@@ -459,12 +478,14 @@ fn git_apply(
     if !diffed.success() {
         return Err(format!("git diff in {}: {diffed}", dir.display()));
     }
+    let diffed = began.elapsed();
     git(root, &["apply", "--3way", &patch.to_string_lossy()])?;
-    let elapsed = ms(began.elapsed());
+    let applied_ms = ms(began.elapsed() - diffed);
     let applied = check_and_reset(root, edits)?;
+    let removing = Instant::now();
     git(root, &["worktree", "remove", "--force", &dir_arg])?;
     if !applied {
         return Err("git apply --3way left the main checkout unedited".into());
     }
-    Ok(elapsed)
+    Ok([ms(diffed), applied_ms, ms(removing.elapsed())])
 }
