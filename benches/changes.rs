@@ -23,8 +23,10 @@
 //! `BENCH_RUNS_WORKTREE` (default 10) and `BENCH_RUNS_APPLY` (default 20)
 //! runs of each side, after one warm-up of each that is not counted.
 //! The targets are side-by-side ratios (Fido's median at most 1.5× git's),
-//! so they hold in the quick smoke too. Exit status: 0 when both hold and
-//! every run did its work, else 1. Uses the `git` on `PATH`.
+//! so they hold in the quick smoke too; `BENCH_ADVISORY` names targets
+//! (`worktree`, `change set + apply`) reported but not failing. Exit
+//! status: 0 when every other target holds and every run did its work,
+//! else 1. Uses the `git` on `PATH`.
 
 #[allow(dead_code)]
 mod support;
@@ -283,6 +285,12 @@ fn git_worktree(root: &Path, scratch: &Path, round: usize) -> Result<f64, String
     Ok(elapsed)
 }
 
+/// Whether `BENCH_ADVISORY` (comma-separated names, as in the delegate
+/// bench) names the target `name`: reported, but never failing the run.
+fn advisory(name: &str) -> bool {
+    std::env::var("BENCH_ADVISORY").is_ok_and(|list| list.split(',').any(|t| t.trim() == name))
+}
+
 /// Prints both sides, the table row and the verdict of the ratio target.
 fn compare(fido: &Sorted, plain: &Sorted, name: &str, what: &str, baseline: &str) -> bool {
     let ratio = fido.median() / plain.median();
@@ -303,15 +311,17 @@ fn compare(fido: &Sorted, plain: &Sorted, name: &str, what: &str, baseline: &str
         &format!("≤ {TARGET_RATIO}× git's median"),
         &format!("{:.1} ms: {baseline} ({ratio:.2}×)", plain.median()),
     );
-    support::steady_target(
-        &format!("{name}: Fido's median / git's ≤ {TARGET_RATIO}"),
-        ratio <= TARGET_RATIO,
-        &format!(
-            "{ratio:.2}× ({:.1} / {:.1} ms)",
-            fido.median(),
-            plain.median()
-        ),
-    )
+    let figure = format!(
+        "{ratio:.2}× ({:.1} / {:.1} ms)",
+        fido.median(),
+        plain.median()
+    );
+    let target = format!("{name}: Fido's median / git's ≤ {TARGET_RATIO}");
+    if ratio > TARGET_RATIO && advisory(name) {
+        println!("target: {target}: {figure} FAIL (advisory)");
+        return true;
+    }
+    support::steady_target(&target, ratio <= TARGET_RATIO, &figure)
 }
 
 /// The change-set repository and its edits: (path, edited text) of every
