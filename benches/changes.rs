@@ -295,9 +295,9 @@ fn advisory(name: &str) -> bool {
 fn compare(fido: &Sorted, plain: &Sorted, name: &str, what: &str, baseline: &str) -> bool {
     let ratio = fido.median() / plain.median();
     println!("{what}");
-    for (name, s) in [("  fido (ms)", fido), ("  git (ms)", plain)] {
+    for (side, s) in [("  fido (ms)", fido), ("  git (ms)", plain)] {
         println!(
-            "{name:<14} min {:>9.1}  median {:>9.1}  max {:>9.1}  n = {}",
+            "{side:<14} min {:>9.1}  median {:>9.1}  max {:>9.1}  n = {}",
             s.min(),
             s.median(),
             s.max(),
