@@ -30,6 +30,10 @@
 //!    handshake, after it, and while its model request is stalled; then the
 //!    orphan count: processes whose cmdline holds `__subagent` and whose
 //!    parent is this process or pid 1 (zombies counted too).
+//! 6. write start-up: interleaved read-only and write delegations (claim
+//!    `main.rs`) on a small git repository; the added start-up is the write
+//!    one's median time to its first model request minus the read-only
+//!    one's (the base snapshot and the worktree's checkout), ≤ 30 ms.
 //!
 //! Every run is checked (status, error code, child reaped); a wrong one
 //! ends the bench with exit status 1, and so does a missed target (FAIL).
@@ -76,6 +80,7 @@ const TARGET_FORK_10MB_MS: f64 = 60.0;
 const TARGET_RSS_MIB: f64 = 12.0;
 const TARGET_COOPERATIVE_P99_MS: f64 = 50.0;
 const TARGET_STUBBORN_OVER_GRACE_MS: f64 = 20.0;
+const TARGET_WRITE_STARTUP_ADDED_MS: f64 = 30.0;
 
 const FAKE_SUBAGENT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -345,10 +350,96 @@ async fn bench() -> BenchResult<()> {
         );
     }
 
+    // 6. A write subagent's start-up over a read-only one's.
+    write_startup(&fido, runs, &mut report).await?;
+
     report.print();
     if report.missed {
         return Err("a target was missed (FAIL above)".into());
     }
+    Ok(())
+}
+
+/// Interleaved runs of a read-only and a write delegation on a small git
+/// repository: the time to the child's first model request (the write one
+/// includes the base snapshot and the worktree's checkout), and the whole
+/// run (the write one includes building its empty change set).
+async fn write_startup(fido: &Path, runs: usize, report: &mut Report) -> BenchResult<()> {
+    let mut rig = Rig::start(fido, Duration::from_secs(2)).await?;
+    let root = rig.workspace.path().to_path_buf();
+    for args in [
+        &["init", "-q"][..],
+        &["add", "-A"],
+        &["commit", "-q", "-m", "c"],
+    ] {
+        let ok = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&root)
+            .env("GIT_AUTHOR_NAME", "b")
+            .env("GIT_AUTHOR_EMAIL", "b@b")
+            .env("GIT_COMMITTER_NAME", "b")
+            .env("GIT_COMMITTER_EMAIL", "b@b")
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            return Err(format!("git {args:?} failed"));
+        }
+    }
+    let mut env = support::tool_env(&root, fido::protocol::SandboxMode::WorkspaceWrite)?;
+    env.approvals = env
+        .approvals
+        .with_delegation(fido::protocol::changes::DelegationPolicy {
+            write: fido::protocol::changes::DelegateWrite::Allow,
+            merge: fido::protocol::changes::DelegateMerge::Manual,
+        });
+    rig.tools = Some(Arc::new(env));
+    let tiny = conversation(3, 0);
+    let (mut read_first, mut write_first, mut read_total, mut write_total) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for run in 0..=runs {
+        for write in [run % 2 == 0, run % 2 != 0] {
+            rig.write = write;
+            rig.server
+                .push_reply(Reply::sse(sse::text_turn(FINAL_JSON)));
+            let (total, first) = rig
+                .completed_run(&tiny)
+                .await
+                .map_err(|e| format!("start-up run {run} (write {write}): {e}"))?;
+            if run > 0 {
+                let (firsts, totals) = if write {
+                    (&mut write_first, &mut write_total)
+                } else {
+                    (&mut read_first, &mut read_total)
+                };
+                firsts.push(first);
+                totals.push(total);
+            }
+        }
+    }
+    let (read, written) = (Stats::of(&read_first), Stats::of(&write_first));
+    report.row("read-only: to first model request (ms)", &read);
+    report.row("write: to first model request (ms)", &written);
+    report.row("read-only run (ms)", &Stats::of(&read_total));
+    report.row("write run, empty change set (ms)", &Stats::of(&write_total));
+    let added = written.median - read.median;
+    report.time_target(
+        "write start-up added, p50",
+        added,
+        TARGET_WRITE_STARTUP_ADDED_MS,
+        "write minus read-only, medians",
+    );
+    support::table_row(
+        "delegate",
+        "added start-up of a write subagent over a read-only one (to its first model request), small git repository",
+        &format!(
+            "{added:.1} ms ({:.1} − {:.1} ms medians, n = {})",
+            written.median,
+            read.median,
+            write_first.len()
+        ),
+        &format!("≤ {TARGET_WRITE_STARTUP_ADDED_MS} ms"),
+        "—",
+    );
     Ok(())
 }
 
@@ -358,6 +449,10 @@ struct Rig {
     server: Arc<FakeServer>,
     supervisor: Arc<Supervisor>,
     events: fido::agent::EventReceiver,
+    /// The parent's tools, for write delegations.
+    tools: Option<Arc<fido::tools::ToolEnv>>,
+    /// The next delegations are write ones (claim `main.rs`).
+    write: bool,
 }
 
 impl Rig {
@@ -405,6 +500,8 @@ impl Rig {
             server,
             supervisor: Arc::new(supervisor),
             events,
+            tools: None,
+            write: false,
         })
     }
 
@@ -414,6 +511,15 @@ impl Rig {
     ) -> tokio::task::JoinHandle<(DelegateResult, Duration)> {
         let supervisor = self.supervisor.clone();
         let messages = messages.to_vec();
+        let tools = self.tools.clone();
+        let mut args = DelegateArgs::for_task("Find what main prints");
+        if self.write {
+            args.mode = Some(fido::protocol::delegate::DelegateMode::Write);
+            args.scope = Some(fido::protocol::delegate::Scope {
+                paths: vec!["main.rs".into()],
+                symbols: Vec::new(),
+            });
+        }
         tokio::spawn(async move {
             // Each delegation is a parent turn of its own (the cycles make
             // far more than delegate_max_per_turn).
@@ -423,10 +529,10 @@ impl Rig {
             let result = supervisor
                 .delegate(DelegationRequest {
                     call_id: "d1",
-                    args: DelegateArgs::for_task("Find what main prints"),
+                    args,
                     parent_messages: &messages,
                     cancel: &cancel,
-                    tools: None,
+                    tools: tools.as_deref(),
                 })
                 .await;
             (result, started.elapsed())
@@ -492,8 +598,17 @@ impl Rig {
     /// One delegation that completes; `(total ms, to first request ms)`.
     async fn completed_run(&mut self, messages: &[Message]) -> BenchResult<(f64, f64)> {
         self.drain();
+        let called = Instant::now();
         let task = self.spawn_delegate(messages);
         let (_, first) = self.wait_for(|phase, _| phase == "reasoning").await?;
+        // In the write start-up section (which gives the rig its tools),
+        // both kinds are timed from the call: a write delegation's
+        // worktree is made before its run (and the run's clock) starts.
+        let first = if self.tools.is_some() {
+            called.elapsed().as_secs_f64() * 1e3
+        } else {
+            first as f64
+        };
         let (result, elapsed) = Self::finish(task).await?;
         let (pid, _) = self
             .wait_for(|phase, pid| phase == "completed" && pid.is_some())
@@ -502,7 +617,7 @@ impl Rig {
             return Err(format!("unexpected result {result:?}"));
         }
         check_reaped(pid)?;
-        Ok((elapsed.as_secs_f64() * 1e3, first as f64))
+        Ok((elapsed.as_secs_f64() * 1e3, first))
     }
 
     /// The real child waits on a stalled request: its peak RSS (MiB), then

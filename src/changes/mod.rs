@@ -94,7 +94,7 @@ pub fn finish(
         return Ok(record);
     }
     record.save(workspace)?;
-    remove_tree(worktree);
+    store::remove_later(workspace, &worktree.layout.tree());
     let _ = std::fs::remove_file(worktree.layout.owner());
     Ok(record)
 }
@@ -107,16 +107,11 @@ pub fn abandon(worktree: &Worktree) {
     }
 }
 
-fn remove_tree(worktree: &Worktree) {
-    if let Err(err) = std::fs::remove_dir_all(worktree.layout.tree()) {
-        tracing::warn!(path = %worktree.layout.tree().display(), error = %err, "cannot remove a worktree");
-    }
-}
-
 /// At session start: the worktrees of write subagents whose Fido died.
 /// Each gets its change set built (kept pending) and its worktree
 /// removed. Returns the ids of the change sets kept.
 pub fn sweep_orphans(workspace: &Path) -> Vec<String> {
+    store::remove_trash(workspace);
     let Ok(entries) = std::fs::read_dir(store::changes_dir(workspace)) else {
         return Vec::new();
     };

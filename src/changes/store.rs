@@ -134,14 +134,59 @@ pub fn close(workspace: &Path, record: &mut Record, state: MergeState) -> Result
     record.save(workspace)?;
     let layout = Layout::new(workspace, &record.set.id);
     for dir in [layout.git_dir(), layout.tree()] {
-        match fs::remove_dir_all(&dir) {
-            Ok(()) => {}
-            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-            Err(err) => tracing::warn!(path = %dir.display(), error = %err, "cannot remove"),
-        }
+        remove_later(workspace, &dir);
     }
     let _ = fs::remove_file(layout.owner());
     Ok(())
+}
+
+/// The prefix of a folder on its way out (not a change set id).
+const TRASH_PREFIX: &str = ".trash-";
+
+/// Removes the folder `dir` off the caller's path: it is renamed into the
+/// change sets' folder at once (so it is gone from where it was), then
+/// deleted by a thread of its own. A worktree of thousands of files takes
+/// as long to delete as to check out; nobody should wait for that. What a
+/// process that exits first leaves is removed by the next start's sweep
+/// ([`remove_trash`]).
+pub fn remove_later(workspace: &Path, dir: &Path) {
+    let trash = changes_dir(workspace).join(format!("{TRASH_PREFIX}{:016x}", fastrand::u64(..)));
+    match fs::rename(dir, &trash) {
+        Ok(()) => {
+            let spawned = std::thread::Builder::new()
+                .name("fido-trash".into())
+                .spawn(move || remove_logged(&trash));
+            if let Err(err) = spawned {
+                tracing::warn!(error = %err, "cannot start the thread that removes a worktree");
+            }
+        }
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+        Err(_) => remove_logged(dir),
+    }
+}
+
+fn remove_logged(dir: &Path) {
+    if let Err(err) = fs::remove_dir_all(dir)
+        && err.kind() != io::ErrorKind::NotFound
+    {
+        tracing::warn!(path = %dir.display(), error = %err, "cannot remove");
+    }
+}
+
+/// Deletes what [`remove_later`] left behind (at session start).
+pub fn remove_trash(workspace: &Path) {
+    let Ok(entries) = fs::read_dir(changes_dir(workspace)) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        if entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with(TRASH_PREFIX)
+        {
+            remove_logged(&entry.path());
+        }
+    }
 }
 
 /// `.fido-state/.gitignore` ignores everything, so Fido's state (change

@@ -124,6 +124,7 @@ Rules:
 - bash_exec may build and run tests in your workspace; only your workspace and $TMPDIR (a private scratch folder) can be written, and there is no network. Read-only git works (git status, git diff, git log, git blame); do not commit: the parent does every git write.
 - ask_user and the plan tool are refused for you, and calling delegate fails (nested delegation is forbidden).
 - You have at most {max_steps} model requests, a time limit and maybe a token budget. Make the smallest change that does the task, check it when you can, and stop.
+- Begin now, yourself: read the claimed files with read_file, then change them with patch. Do not call delegate.
 
 Final output: answer with ONE JSON object and nothing else:
 {{\"summary\": \"what you changed and how you checked it\", \"findings\": [{{\"file\": \"src/example.rs\", \"line\": 42, \"claim\": \"what you changed there\", \"confidence\": \"high|medium|low\"}}], \"recommended_next_steps\": [\"...\"], \"tests_to_run\": [\"...\"], \"uncertainties\": [\"...\"]}}",
