@@ -82,6 +82,9 @@ pub(super) fn run(dir: Option<PathBuf>, args: ChangesArgs) -> ExitCode {
         Ok(workspace) => workspace,
         Err(err) => return fail(&format!("workspace {}: {err}", dir.display())),
     };
+    // A dead Fido's write subagents: their change sets are built and kept
+    // pending here too, not only when the next session starts.
+    crate::changes::sweep_orphans(&workspace.root);
     match args.command {
         None => list(&workspace.root, args.json, args.all),
         Some(ChangesCommand::Show { id, json }) => show(&workspace.root, &id, json),
