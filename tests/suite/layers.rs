@@ -41,9 +41,10 @@ const RANKS: &[(&str, u32)] = &[
     ("provider", 1),
     ("sandbox", 1),
     ("store", 1),
+    // Write delegation's worktrees and change sets, on git and the undo
+    // journal; the sandbox check makes a real worktree with it.
+    ("changes", 1),
     ("plan", 2),
-    // Write delegation's worktrees and change sets: git, the undo journal.
-    ("changes", 2),
     ("tools", 3),
     ("agent", 4),
     ("config", 5),
