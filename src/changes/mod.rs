@@ -173,4 +173,4 @@ fn recover(workspace: &Path, id: &str) -> Result<Record, ChangesError> {
 pub const DEFAULT_DIFF_CAP: usize = 32 * 1024;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

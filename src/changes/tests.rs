@@ -9,7 +9,8 @@ use crate::protocol::changes::{FileStatus, MergeState};
 use crate::store::undo::UndoLog;
 use crate::workspace::Workspace;
 
-fn git(dir: &Path, args: &[&str]) -> String {
+/// Runs git in `dir` with a fixed author; its stdout.
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .args(args)
         .current_dir(dir)

@@ -436,18 +436,7 @@ mod tests {
     fn the_tui_lists_shows_and_applies_a_change_set() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        let git = |args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .args(args)
-                .current_dir(root)
-                .env("GIT_AUTHOR_NAME", "t")
-                .env("GIT_AUTHOR_EMAIL", "t@t")
-                .env("GIT_COMMITTER_NAME", "t")
-                .env("GIT_COMMITTER_EMAIL", "t@t")
-                .output()
-                .unwrap();
-            assert!(out.status.success());
-        };
+        let git = |args: &[&str]| crate::changes::tests::git(root, args);
         git(&["init", "-q"]);
         std::fs::write(root.join("a.txt"), "one\n").unwrap();
         git(&["add", "-A"]);

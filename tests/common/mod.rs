@@ -23,3 +23,23 @@ pub use process::{
     parse_events, run_exec, run_with_timeout, wait_with_timeout,
 };
 pub use server::{FakeServer, RecordedRequest, Reply};
+
+/// Runs git in `dir` with a fixed author (for test repositories); its
+/// stdout. Panics with git's stderr when it fails.
+pub fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

@@ -7,29 +7,12 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use crate::common::catalog::{advertised_fingerprint, child_catalogs};
+use crate::common::git;
 use crate::common::process::{exec_cmd_with_flags, run_in};
 use crate::common::sse;
 use crate::common::{FakeServer, Reply};
 
 const RUN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// A git workspace with two committed source files and an uncommitted
 /// edit of one.
