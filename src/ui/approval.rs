@@ -107,6 +107,20 @@ pub fn handle_key(store: &mut Store, key: KeyEvent) -> Option<ApprovalDecision> 
     decision
 }
 
+/// What the answer to a change set's review did.
+fn reviewed(decision: &ApprovalDecision) -> String {
+    match decision {
+        ApprovalDecision::Approved => "apply the change set (a three-way merge)".into(),
+        ApprovalDecision::ApprovedForSession => {
+            "apply the change set, and later clean ones without asking".into()
+        }
+        ApprovalDecision::Denied {
+            reason: Some(reason),
+        } => format!("discard the change set: {reason}"),
+        ApprovalDecision::Denied { reason: None } => "discard the change set".into(),
+    }
+}
+
 /// `o` on a change set: its whole diff goes into the transcript (which
 /// scrolls), and the prompt stays for the answer.
 fn open_in_full(store: &mut Store) {
@@ -123,7 +137,17 @@ fn open_in_full(store: &mut Store) {
 
 /// Clears the prompt and notes the answer in the transcript.
 pub fn answered(store: &mut Store, decision: &ApprovalDecision) {
-    store.approval = None;
+    let review = matches!(
+        store.approval.take(),
+        Some(PendingApproval {
+            request: ApprovalRequest::ChangeSet { .. },
+            ..
+        })
+    );
+    if review {
+        store.push(Entry::Info(reviewed(decision)));
+        return;
+    }
     store.push(Entry::Info(match decision {
         ApprovalDecision::Approved => "approved once".to_string(),
         ApprovalDecision::ApprovedForSession => "approved for this session".to_string(),
@@ -230,5 +254,34 @@ mod tests {
             handle_key(&mut store, key(KeyCode::Char('a'))),
             Some(ApprovalDecision::ApprovedForSession)
         );
+    }
+
+    #[test]
+    fn a_change_set_opens_in_full_and_its_answer_says_apply_or_discard() {
+        let request = || ApprovalRequest::ChangeSet {
+            id: "subagent-1".into(),
+            task: "t".into(),
+            summary: "1 file (+1 -1)".into(),
+            files: vec!["modified a.rs +1 -1".into()],
+            outside_claim: Vec::new(),
+            diff: "diff --git a/a.rs b/a.rs\n-old\n+new\n".into(),
+        };
+        let mut store = Store::new((80, 24));
+        show(&mut store, request());
+        assert_eq!(handle_key(&mut store, key(KeyCode::Char('o'))), None);
+        assert!(store.approval.is_some(), "the prompt stays for the answer");
+        let text = format!("{:?}", &store.transcript[..]);
+        assert!(
+            text.contains("change set subagent-1, in full") && text.contains("+new"),
+            "{text}"
+        );
+        assert_eq!(
+            handle_key(&mut store, key(KeyCode::Char('y'))),
+            Some(ApprovalDecision::Approved)
+        );
+        assert!(format!("{:?}", &store.transcript[..]).contains("apply the change set"));
+        show(&mut store, request());
+        handle_key(&mut store, key(KeyCode::Esc));
+        assert!(format!("{:?}", &store.transcript[..]).contains("discard the change set"));
     }
 }
