@@ -92,9 +92,40 @@ pub fn apply(workspace: &Workspace, undo: &UndoLog, id: &str) -> Result<Record, 
         return Ok(record);
     }
     undo.record_change_set(id, &writes)?;
-    write_files(&workspace.root, &writes)?;
+    if let Err(err) = write_files(&workspace.root, &writes) {
+        roll_back(&workspace.root, undo, &writes);
+        return Err(err);
+    }
     store::close(&workspace.root, &mut record, MergeState::Applied)?;
     Ok(record)
+}
+
+/// A write failed (a full disk, say): every file that was written goes
+/// back to what it was, and the undo entry goes, so the change set stays
+/// open and the checkout is as it was. Best effort: a file that cannot be
+/// put back is logged, and its before-state is still in the journal.
+fn roll_back(root: &Path, undo: &UndoLog, writes: &[SetFile]) {
+    let mut restored = true;
+    for file in writes {
+        let Ok(target) = safe_target(root, &file.path) else {
+            continue;
+        };
+        let now = read_current(&target).ok().flatten().map(|(bytes, _)| bytes);
+        if now.as_ref() != file.after.as_ref().map(|(bytes, _)| bytes) {
+            continue;
+        }
+        let back = match &file.before {
+            Some((bytes, mode)) => write_atomic(&target, bytes, Some(*mode)),
+            None => fs::remove_file(&target),
+        };
+        if let Err(err) = back {
+            restored = false;
+            tracing::warn!(path = %file.path, error = %err, "cannot roll back a file of a failed apply");
+        }
+    }
+    if restored {
+        let _ = undo.discard_last();
+    }
 }
 
 /// Discards the open change set `id`: the main checkout is not touched.
@@ -404,6 +435,47 @@ mod tests {
         ] {
             assert!(safe_target(root, bad).is_err(), "{bad}");
         }
+    }
+
+    /// After a failed write: what was written goes back, what was not is
+    /// left alone, and the undo entry goes.
+    #[test]
+    fn a_failed_apply_is_rolled_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let undo = UndoLog::new(root);
+        let writes = vec![
+            SetFile {
+                path: "written.txt".into(),
+                before: Some((b"old\n".to_vec(), 0o644)),
+                after: Some((b"new\n".to_vec(), 0o644)),
+            },
+            SetFile {
+                path: "created.txt".into(),
+                before: None,
+                after: Some((b"made\n".to_vec(), 0o644)),
+            },
+            SetFile {
+                path: "not-reached.txt".into(),
+                before: Some((b"keep\n".to_vec(), 0o644)),
+                after: Some((b"never written\n".to_vec(), 0o644)),
+            },
+        ];
+        undo.record_change_set("subagent-1", &writes).unwrap();
+        fs::write(root.join("written.txt"), "new\n").unwrap();
+        fs::write(root.join("created.txt"), "made\n").unwrap();
+        fs::write(root.join("not-reached.txt"), "keep\n").unwrap();
+        roll_back(root, &undo, &writes);
+        assert_eq!(
+            fs::read_to_string(root.join("written.txt")).unwrap(),
+            "old\n"
+        );
+        assert!(!root.join("created.txt").exists());
+        assert_eq!(
+            fs::read_to_string(root.join("not-reached.txt")).unwrap(),
+            "keep\n"
+        );
+        assert!(undo.entries().unwrap().is_empty(), "the undo entry goes");
     }
 
     #[test]
