@@ -58,28 +58,19 @@ pub fn run_child(
 fn enter(targets: &ProbeTargets) -> Result<SandboxReport, crate::sandbox::SandboxError> {
     use crate::sandbox::child::{limit_processes, process_limit};
     match targets.role {
-        // The process limit a subagent gets with its fork, then the rest.
-        ProbeRole::Subagent => process_limit()
-            .map_or(Ok(()), limit_processes)
-            .and_then(|()| {
-                enter_child_sandbox(
-                    targets.parent,
-                    SandboxRequirement::Required,
-                    &targets.deny,
-                    &crate::sandbox::child::ChildRoots {
-                        scratch: Some(&targets.scratch()),
-                        workspace: Some(&targets.dir),
-                        ..Default::default()
-                    },
-                )
-            }),
-        // As `fido __subagent` does with `--write-root` and `--read-root`,
-        // in the worktree its parent started it in.
-        ProbeRole::WriteSubagent => {
+        // The process limit a subagent gets with its fork, then the rest,
+        // as `fido __subagent` enters it: a write subagent's child was
+        // started in its worktree, with its write and read roots (empty
+        // for a read-only one).
+        ProbeRole::Subagent | ProbeRole::WriteSubagent => {
+            let workspace = if targets.role == ProbeRole::WriteSubagent {
+                std::env::current_dir().ok()
+            } else {
+                Some(targets.dir.clone())
+            };
             process_limit()
                 .map_or(Ok(()), limit_processes)
                 .and_then(|()| {
-                    let workspace = std::env::current_dir().ok();
                     enter_child_sandbox(
                         targets.parent,
                         SandboxRequirement::Required,
