@@ -163,8 +163,11 @@ pub(super) async fn conclude(
     let mut set = record.set;
     if set.merge == MergeState::Pending
         && let Some(env) = env
+        && let Some(reason) = merge(shared, &mut set, &record.task, env).await
     {
-        merge(shared, &mut set, &record.task, env).await;
+        result.recommended_next_steps.push(format!(
+            "The user discarded the change set and said: {reason}"
+        ));
     }
     announce(shared, &set.id, &started, set.merge.into());
     advise(result, &set);
@@ -178,36 +181,28 @@ fn note_failure(result: &mut DelegateResult, message: &str) {
 }
 
 /// `delegate_merge`: apply at once, ask the person, or leave it pending.
-async fn merge(shared: &Shared, set: &mut ChangeSet, task: &str, env: &ToolEnv) {
+/// Returns the person's reason for a discard, for the model.
+async fn merge(shared: &Shared, set: &mut ChangeSet, task: &str, env: &ToolEnv) -> Option<String> {
     if set.files.is_empty() {
-        return;
+        return None;
     }
     let review = match env.approvals.delegation().merge {
-        DelegateMerge::Manual => return,
+        DelegateMerge::Manual => return None,
         DelegateMerge::Auto => Review::Apply,
-        DelegateMerge::Ask => match env
-            .approvals
-            .review_change_set(review_request(set, task))
-            .await
-        {
-            Some(review) => review,
-            None => return,
-        },
+        DelegateMerge::Ask => {
+            env.approvals
+                .review_change_set(review_request(set, task))
+                .await?
+        }
     };
     let workspace = shared.settings.workspace.clone();
     let id = set.id.clone();
-    let outcome = match review {
-        Review::Apply => apply_now(env, id).await,
+    let (outcome, reason) = match review {
+        Review::Apply => (apply_now(env, id).await, None),
         Review::Discard { reason } => {
             let discarded =
                 tokio::task::spawn_blocking(move || changes::apply::discard(&workspace, &id)).await;
-            if let Some(reason) = reason {
-                set.conflicts.clear();
-                set.diff.push_str(&format!(
-                    "\n[the user discarded this change set: {reason}]\n"
-                ));
-            }
-            flatten(discarded)
+            (flatten(discarded), reason)
         }
     };
     match outcome {
@@ -217,6 +212,7 @@ async fn merge(shared: &Shared, set: &mut ChangeSet, task: &str, env: &ToolEnv) 
         }
         Err(message) => tracing::warn!(id = %set.id, %message, "the change set stays pending"),
     }
+    reason.map(|reason| crate::text::sanitize(&reason, false))
 }
 
 async fn apply_now(env: &ToolEnv, id: String) -> Result<changes::Record, String> {
