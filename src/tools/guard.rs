@@ -89,9 +89,18 @@ pub fn check(
                 "{tool} is not available to a read-only subagent; nothing was changed. Inspect with list_files, read_file, ripgrep and bash_exec (read-only commands) and report your findings to the parent."
             ),
         )),
-        ToolKind::Delegation => Err(super::delegate::output(
-            &crate::protocol::delegate::DelegateResult::nested_forbidden(&ctx.identity),
-        )),
+        ToolKind::Delegation => {
+            let mut refused =
+                crate::protocol::delegate::DelegateResult::nested_forbidden(&ctx.identity);
+            if ctx.may_write {
+                // A small model copies the delegating call it sees at the
+                // end of its fork; say what to do instead.
+                refused.recommended_next_steps = vec![
+                    "You are the write subagent: do the task yourself now. Read your claimed files with read_file, then change them with patch.".into(),
+                ];
+            }
+            Err(super::delegate::output(&refused))
+        }
     }
 }
 
@@ -202,7 +211,12 @@ mod tests {
         assert!(check("mcp__fs__write", ToolKind::Mutating, &writer, true).is_err());
         assert!(check("ask_user", ToolKind::Interactive, &writer, true).is_err());
         assert!(check("update_plan", ToolKind::PlanState, &writer, true).is_err());
-        assert!(check("delegate", ToolKind::Delegation, &writer, true).is_err());
+        let nested = check("delegate", ToolKind::Delegation, &writer, true).unwrap_err();
+        assert!(
+            nested.content.contains("You are the write subagent"),
+            "{}",
+            nested.content
+        );
     }
 
     #[test]
