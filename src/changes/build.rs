@@ -38,25 +38,20 @@ pub fn build(
     let git = worktree.git();
     let result_tree = result_tree(worktree, &git)?;
     let base_tree = &worktree.base.tree;
-    let raw = parse_raw(&git.run([
+    // One diff-tree for both: its raw records, then its numstat ones; each
+    // parser skips the other's.
+    let listed = git.run([
         "diff-tree",
         "-r",
         "-z",
         "-M",
         "--raw",
-        base_tree,
-        &result_tree,
-    ])?);
-    let numstat = git.run([
-        "diff-tree",
-        "-r",
-        "-z",
-        "-M",
         "--numstat",
         base_tree,
         &result_tree,
     ])?;
-    let counts = parse_numstat(&numstat);
+    let raw = parse_raw(&listed);
+    let counts = parse_numstat(&listed);
     let prefix = worktree.repo.prefix.as_str();
     let mut set = ChangeSet {
         id: worktree.id.clone(),
@@ -71,15 +66,20 @@ pub fn build(
     };
     let entries = classify(&mut set, raw, &counts, prefix, claim);
     let pathspecs = claim_pathspecs(claim, prefix);
-    write_patch(worktree, &git, &result_tree, &pathspecs)?;
-    let (diff, truncated) = capped_diff(
-        &git,
-        base_tree,
-        &result_tree,
-        &pathspecs,
-        &set.files,
-        diff_cap,
-    )?;
+    let patch = write_patch(worktree, &git, &result_tree, &pathspecs)?;
+    let (diff, truncated) = if set.files.iter().all(|f| f.kind == FileKind::Text) {
+        // Text only: the full patch is the diff to show, cut.
+        cap_text(String::from_utf8_lossy(&patch).into_owned(), diff_cap)
+    } else {
+        capped_diff(
+            &git,
+            base_tree,
+            &result_tree,
+            &pathspecs,
+            &set.files,
+            diff_cap,
+        )?
+    };
     set.diff = diff;
     set.diff_truncated = truncated;
     Ok(Record {
@@ -288,19 +288,19 @@ fn diff_args<'a>(base: &'a str, result: &'a str, pathspecs: &'a [String]) -> Vec
 }
 
 /// The full patch of the claimed files (binary ones included), for `git
-/// apply` and for the record.
+/// apply` and for the record; its bytes.
 fn write_patch(
     worktree: &Worktree,
     git: &Git,
     result: &str,
     pathspecs: &[String],
-) -> Result<(), ChangesError> {
+) -> Result<Vec<u8>, ChangesError> {
     let mut args = diff_args(&worktree.base.tree, result, pathspecs);
     args.insert(1, "--binary");
     args.insert(1, "--full-index");
     let patch = git.run(&args)?;
     crate::store::atomic::write_atomic(&worktree.layout.patch(), &patch, Some(0o600))?;
-    Ok(())
+    Ok(patch)
 }
 
 /// The diff shown to the model and the person: text files only (binary
@@ -382,6 +382,25 @@ mod tests {
             vec![
                 ("src/a.rs".into(), 3, 1, false),
                 ("img.png".into(), 0, 0, true),
+                ("new.rs".into(), 5, 0, false)
+            ]
+        );
+    }
+
+    /// `--raw --numstat` in one output: each parser reads its own records.
+    #[test]
+    fn raw_and_numstat_are_read_from_one_output() {
+        let out = b":100644 100644 aaa bbb M\0src/a.rs\0:100644 100644 ddd eee R087\0old.rs\0new.rs\03\t1\tsrc/a.rs\x005\t0\t\0old.rs\0new.rs\0";
+        let raw = parse_raw(out);
+        assert_eq!(raw.len(), 2);
+        assert_eq!(
+            (raw[1].path.as_str(), raw[1].from.as_deref()),
+            ("new.rs", Some("old.rs"))
+        );
+        assert_eq!(
+            parse_numstat(out),
+            vec![
+                ("src/a.rs".into(), 3, 1, false),
                 ("new.rs".into(), 5, 0, false)
             ]
         );
