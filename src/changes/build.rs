@@ -390,7 +390,7 @@ mod tests {
     /// `--raw --numstat` in one output: each parser reads its own records.
     #[test]
     fn raw_and_numstat_are_read_from_one_output() {
-        let out = b":100644 100644 aaa bbb M\0src/a.rs\0:100644 100644 ddd eee R087\0old.rs\0new.rs\03\t1\tsrc/a.rs\x005\t0\t\0old.rs\0new.rs\0";
+        let out = b":100644 100644 aaa bbb M\0src/a.rs\0:100644 100644 ddd eee R087\0old.rs\0new.rs\x003\t1\tsrc/a.rs\x005\t0\t\0old.rs\0new.rs\0";
         let raw = parse_raw(out);
         assert_eq!(raw.len(), 2);
         assert_eq!(
