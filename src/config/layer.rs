@@ -442,21 +442,13 @@ impl FromText for SandboxMode {
 
 impl FromText for DelegateWrite {
     fn from_text(text: &str) -> Result<Self, String> {
-        DelegateWrite::ALL
-            .iter()
-            .copied()
-            .find(|value| value.as_str() == text)
-            .ok_or_else(|| "never, ask or allow".into())
+        DelegateWrite::parse(text).ok_or_else(|| "never, ask or allow".into())
     }
 }
 
 impl FromText for DelegateMerge {
     fn from_text(text: &str) -> Result<Self, String> {
-        DelegateMerge::ALL
-            .iter()
-            .copied()
-            .find(|value| value.as_str() == text)
-            .ok_or_else(|| "ask, auto or manual".into())
+        DelegateMerge::parse(text).ok_or_else(|| "ask, auto or manual".into())
     }
 }
 

@@ -35,18 +35,6 @@ string_enum! {
     }
 }
 
-impl std::fmt::Display for DelegateWrite {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::fmt::Display for DelegateMerge {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// The session's write-delegation policies, which the invocation guard
 /// reads (never the catalog).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,27 +99,16 @@ impl From<MergeState> for ChangeSetState {
     }
 }
 
-/// How a file differs between the base and the subagent's worktree.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FileStatus {
-    Added,
-    Modified,
-    Deleted,
-    Renamed,
-    /// Only the mode (the executable bit) changed.
-    Mode,
-}
-
-impl FileStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FileStatus::Added => "added",
-            FileStatus::Modified => "modified",
-            FileStatus::Deleted => "deleted",
-            FileStatus::Renamed => "renamed",
-            FileStatus::Mode => "mode",
-        }
+string_enum! {
+    /// How a file differs between the base and the subagent's worktree.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum FileStatus {
+        Added = "added",
+        Modified = "modified",
+        Deleted = "deleted",
+        Renamed = "renamed",
+        /// Only the mode (the executable bit) changed.
+        Mode = "mode",
     }
 }
 
@@ -159,38 +136,24 @@ pub struct FileChange {
     pub removed: u64,
 }
 
-/// Where a change set stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MergeState {
-    /// Built, not yet applied or discarded.
-    Pending,
-    /// Merged into the main checkout (one undoable edit).
-    Applied,
-    /// The last apply met edits it cannot merge; nothing was written.
-    Conflict,
-    Discarded,
+string_enum! {
+    /// Where a change set stands.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum MergeState {
+        /// Built, not yet applied or discarded.
+        Pending = "pending",
+        /// Merged into the main checkout (one undoable edit).
+        Applied = "applied",
+        /// The last apply met edits it cannot merge; nothing was written.
+        Conflict = "conflict",
+        Discarded = "discarded",
+    }
 }
 
 impl MergeState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MergeState::Pending => "pending",
-            MergeState::Applied => "applied",
-            MergeState::Conflict => "conflict",
-            MergeState::Discarded => "discarded",
-        }
-    }
-
     /// Whether it can still be applied or discarded.
     pub fn is_open(self) -> bool {
         matches!(self, MergeState::Pending | MergeState::Conflict)
-    }
-}
-
-impl std::fmt::Display for MergeState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

@@ -256,6 +256,17 @@ macro_rules! string_enum {
                     $($name::$variant => $text,)*
                 }
             }
+
+            /// The value that travels as `text`, if any.
+            pub fn parse(text: &str) -> Option<$name> {
+                Self::ALL.iter().copied().find(|value| value.as_str() == text)
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
         }
 
         impl $crate::protocol::schema::SchemaType for $name {
@@ -368,6 +379,9 @@ mod tests {
         assert_eq!(texts, ["slow", "full_ahead"]);
         for speed in Speed::ALL {
             assert_eq!(serde_json::to_value(speed).unwrap(), json!(speed.as_str()));
+            assert_eq!(Speed::parse(speed.as_str()), Some(*speed));
+            assert_eq!(speed.to_string(), speed.as_str());
         }
+        assert_eq!(Speed::parse("fast"), None);
     }
 }

@@ -300,13 +300,13 @@ fn slash_command(store: &mut Store, command: &str) -> Option<Action> {
         ["sessions"] => Some(Action::Sessions),
         ["changes"] => Some(Action::Changes(ChangesVerb::List, None)),
         ["changes", "apply" | "discard", _] if busy => wait_for_the_turn(store, "/changes"),
-        ["changes", verb, id] => match ChangesVerb::ALL.iter().find(|v| v.as_str() == *verb) {
+        ["changes", verb, id] => match ChangesVerb::parse(verb) {
             Some(ChangesVerb::List) | None => notice(
                 store,
                 "/changes lists; /changes show|apply|discard ID works on one",
                 false,
             ),
-            Some(verb) => Some(Action::Changes(*verb, Some((*id).to_string()))),
+            Some(verb) => Some(Action::Changes(verb, Some((*id).to_string()))),
         },
         ["help"] => Some(Action::Help),
         ["status"] => Some(Action::Status),
