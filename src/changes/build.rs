@@ -3,7 +3,6 @@
 //! then `diff-tree` between the base and that tree.
 
 use std::fs;
-use std::path::Path;
 
 use super::ChangesError;
 use super::claim::Claim;
@@ -343,11 +342,6 @@ pub fn cap_text(text: String, cap: usize) -> (String, bool) {
     }
     let end = text[..cut].rfind('\n').map_or(cut, |i| i + 1);
     (text[..end].to_string(), true)
-}
-
-/// Whether the folder exists and holds a worktree (for the orphan sweep).
-pub fn has_tree(dir: &Path) -> bool {
-    dir.join("tree").is_dir()
 }
 
 #[cfg(test)]

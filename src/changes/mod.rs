@@ -120,7 +120,8 @@ pub fn sweep_orphans(workspace: &Path) -> Vec<String> {
         let Ok(id) = entry.file_name().into_string() else {
             continue;
         };
-        if !store::valid_id(&id) || !build::has_tree(&entry.path()) || owner_alive(&entry.path()) {
+        let layout = worktree::Layout::new(workspace, &id);
+        if !store::valid_id(&id) || !layout.tree().is_dir() || owner_alive(&layout) {
             continue;
         }
         match recover(workspace, &id) {
@@ -135,9 +136,9 @@ pub fn sweep_orphans(workspace: &Path) -> Vec<String> {
     kept
 }
 
-/// Whether the Fido that made the worktree in `dir` still runs.
-fn owner_alive(dir: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(dir.join("owner")) else {
+/// Whether the Fido that made the worktree of `layout` still runs.
+fn owner_alive(layout: &worktree::Layout) -> bool {
+    let Ok(text) = std::fs::read_to_string(layout.owner()) else {
         return false;
     };
     let Ok(pid) = text.trim().parse::<i32>() else {
