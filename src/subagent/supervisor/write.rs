@@ -28,10 +28,6 @@ impl WriteRun {
     }
 }
 
-fn refused(agent_id: &str, code: DelegateErrorCode, message: &str) -> DelegateResult {
-    DelegateResult::failed(agent_id, code, message)
-}
-
 /// Everything before a write subagent starts; `Err` is the call's failed
 /// result, and then nothing is left behind.
 pub(super) async fn prepare(
@@ -40,7 +36,9 @@ pub(super) async fn prepare(
     args: &DelegateArgs,
     env: Option<&ToolEnv>,
 ) -> Result<WriteRun, DelegateResult> {
-    let invalid = |message: &str| refused(agent_id, DelegateErrorCode::InvalidArguments, message);
+    let invalid = |message: &str| {
+        DelegateResult::failed(agent_id, DelegateErrorCode::InvalidArguments, message)
+    };
     let paths = args
         .scope
         .as_ref()
@@ -48,7 +46,7 @@ pub(super) async fn prepare(
         .unwrap_or_default();
     let claim = Claim::parse(&paths).map_err(|e| invalid(&e.to_string()))?;
     let Some(env) = env else {
-        return Err(refused(
+        return Err(DelegateResult::failed(
             agent_id,
             DelegateErrorCode::Unavailable,
             "write delegation needs a session's tools (fido or fido exec); nothing was started",
@@ -57,14 +55,14 @@ pub(super) async fn prepare(
     if let crate::tools::guard::Gate::Deny(reason) =
         crate::tools::guard::write_delegation_gate(env.approvals.delegation().write)
     {
-        return Err(refused(
+        return Err(DelegateResult::failed(
             agent_id,
             DelegateErrorCode::WriteNotAllowed,
             &reason,
         ));
     }
     let held = shared.claims.hold(agent_id, &claim).map_err(|conflict| {
-        refused(
+        DelegateResult::failed(
             agent_id,
             DelegateErrorCode::WriteConflict,
             &conflict.to_string(),
@@ -85,7 +83,7 @@ pub(super) async fn prepare(
     if let Err(reason) = env.approvals.write_delegation(request).await {
         let worktree = worktree.clone();
         let _ = tokio::task::spawn_blocking(move || changes::abandon(&worktree)).await;
-        return Err(refused(
+        return Err(DelegateResult::failed(
             agent_id,
             DelegateErrorCode::WriteNotAllowed,
             &reason,
@@ -121,12 +119,12 @@ async fn make_worktree(
         .map_err(|e| changes::ChangesError::Io(std::io::Error::other(e.to_string())))
         .and_then(|made| made);
     made.map_err(|err| match err {
-        changes::ChangesError::NotARepository(_) => refused(
+        changes::ChangesError::NotARepository(_) => DelegateResult::failed(
             agent_id,
             DelegateErrorCode::NotAGitRepository,
             &format!("{err}; nothing was started. Make the change yourself, or delegate a read_only investigation"),
         ),
-        other => refused(
+        other => DelegateResult::failed(
             agent_id,
             DelegateErrorCode::SpawnFailed,
             &format!("cannot make the write subagent's worktree: {other}"),
