@@ -20,6 +20,7 @@
 //!    checkout. The worktrees and edits are made, and the main checkout
 //!    reset, outside the timed part.
 //!
+//! `BENCH_CHANGES_ONLY=worktree` or `apply` runs that figure alone.
 //! `BENCH_RUNS_WORKTREE` (default 10) and `BENCH_RUNS_APPLY` (default 20)
 //! runs of each side, after one warm-up of each that is not counted.
 //! The targets are side-by-side ratios (Fido's median at most 1.5× git's),
@@ -77,8 +78,10 @@ fn main() -> ExitCode {
 fn bench() -> Result<bool, String> {
     let worktree_runs = support::env_count("BENCH_RUNS_WORKTREE", DEFAULT_RUNS_WORKTREE)?;
     let apply_runs = support::env_count("BENCH_RUNS_APPLY", DEFAULT_RUNS_APPLY)?;
-    let worktree_ok = worktree_figure(worktree_runs)?;
-    let apply_ok = apply_figure(apply_runs)?;
+    let only = std::env::var("BENCH_CHANGES_ONLY").ok();
+    let runs = |figure: &str| only.as_deref().is_none_or(|name| name == figure);
+    let worktree_ok = !runs("worktree") || worktree_figure(worktree_runs)?;
+    let apply_ok = !runs("apply") || apply_figure(apply_runs)?;
     Ok(worktree_ok && apply_ok)
 }
 
