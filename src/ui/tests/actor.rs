@@ -676,6 +676,8 @@ async fn a_line_entered_as_the_turn_ends_is_sent_once_after_its_reply() {
     let store = h.store().await;
     let queued: Vec<&String> = store.typeahead.iter().collect();
     assert_eq!(queued, ["during the turn", "patch it"]);
+    // Time for an op the UI wrongly sent to reach the fake engine.
+    tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(h.asked.try_recv().is_err(), "nothing sent before the reply");
     reply.send(completed()).unwrap();
     let Asked::Submit { prompt, reply } = h.next_asked().await else {
@@ -717,6 +719,7 @@ async fn after_ctrl_c_the_queue_waits_for_enter() {
         .unwrap();
     let store = wait_until(&h, |s| s.turn == TurnState::Idle).await;
     assert_eq!(store.typeahead.len(), 1, "the queue stays");
+    tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(
         h.asked.try_recv().is_err(),
         "nothing sent after an interrupt"

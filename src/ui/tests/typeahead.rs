@@ -301,3 +301,19 @@ fn the_queued_view_at_60_and_100_columns() {
         snapshot(name, &terminal);
     }
 }
+
+#[test]
+fn a_tiny_terminal_keeps_the_draft_and_shows_the_newest_queued_line_if_it_can() {
+    for (size, queue_shown) in [((20, 6), true), ((20, 2), false), ((1, 1), false)] {
+        let store = queued_store(size);
+        let mut terminal = render(&store);
+        let rows = rows(terminal.backend().buffer());
+        let cursor = terminal.get_cursor_position().unwrap();
+        let cursor_row = &rows[usize::from(cursor.y)];
+        if size.0 > 1 {
+            assert!(cursor_row.starts_with("⋯ a draft"), "{rows:#?}");
+        }
+        let newest = rows.iter().any(|r| r.starts_with("↳ one more"));
+        assert_eq!(newest, queue_shown, "{size:?}: {rows:#?}");
+    }
+}
