@@ -527,7 +527,7 @@ fn request<B: Backend>(state: &mut UiState<B>, op: Op) {
     sent_request(state, op);
 }
 
-/// [`request`], returning the op's id when it was queued.
+/// [`request`], returning the op's id when the engine took it.
 fn sent_request<B: Backend>(state: &mut UiState<B>, op: Op) -> Option<SubmissionId> {
     match state.engine.send(op) {
         Ok(id) => {
