@@ -31,7 +31,7 @@ use super::history::{HistoryWriter, PromptHistory};
 use super::keys::{self, Action};
 use super::store::{Direction, Entry, Store};
 use super::{diff, git_diff, status_view, theme};
-use crate::protocol::op::{AskId, Op, OpReply, OpSender, SubmissionId};
+use crate::protocol::op::{AskId, ChangesVerb, Op, OpReply, OpSender, SubmissionId};
 use crate::protocol::{ApprovalRequest, Event, EventKind, TurnStatus};
 
 /// Shortest time between two frames for agent events: bursts within it
@@ -179,10 +179,10 @@ where
             )
         );
         let changed = match message {
-            UiMessage::Agent(event) => on_event(state, event.kind, now),
+            UiMessage::Agent(event) => on_event(&myself, state, event.kind, now),
             UiMessage::AgentBatch(events, applied) => {
                 let changed = events.into_iter().fold(false, |changed, event| {
-                    on_event(state, event.kind, now) | changed
+                    on_event(&myself, state, event.kind, now) | changed
                 });
                 // The forwarder may have stopped waiting; nothing to tell it.
                 let _ = applied.send(());
@@ -290,11 +290,19 @@ fn on_terminal<B: Backend>(
 
 /// One event of the engine: the UI protocol's requests and answers are
 /// the actor's; the others change the store.
-fn on_event<B: Backend>(state: &mut UiState<B>, kind: EventKind, now: Instant) -> bool {
+fn on_event<B: Backend>(
+    myself: &ActorRef<UiMessage>,
+    state: &mut UiState<B>,
+    kind: EventKind,
+    now: Instant,
+) -> bool {
     match kind {
         EventKind::ApprovalRequested { id, request } => show_approval(state, id, request),
         EventKind::QuestionAsked { id, question } => show_question(state, id, &question),
-        EventKind::OpReplied { id, reply } => on_reply(state, id, reply),
+        EventKind::OpReplied { id, reply } => {
+            let shown = on_reply(state, id, reply);
+            release_queued(myself, state, id) | shown
+        }
         kind @ (EventKind::SessionStarted { .. }
         | EventKind::TurnStarted { .. }
         | EventKind::AssistantText { .. }
@@ -383,6 +391,22 @@ fn on_reply<B: Backend>(state: &mut UiState<B>, id: SubmissionId, reply: OpReply
     true
 }
 
+/// The reply to `id` arrived: when the queue waited for it, the next
+/// queued line goes (a prompt, or a command that waited for the turn).
+fn release_queued<B: Backend>(
+    myself: &ActorRef<UiMessage>,
+    state: &mut UiState<B>,
+    id: SubmissionId,
+) -> bool {
+    if !state.store.typeahead.replied(id) {
+        return false;
+    }
+    if let Some(action) = keys::release_queued(&mut state.store) {
+        dispatch(myself, state, action);
+    }
+    true
+}
+
 /// `/diff` finished: the diff, or why there is none.
 fn diff_ready<B: Backend>(state: &mut UiState<B>, result: Result<String, String>) -> bool {
     state.store.push(match result {
@@ -461,12 +485,12 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
             state.store.push(Entry::Info(note.into()));
             request(state, Op::ShowPlan);
         }
-        Action::ClearPlan => request(state, Op::ClearPlan),
-        Action::Undo => request(state, Op::Undo),
+        Action::ClearPlan => request_alone(state, Op::ClearPlan),
+        Action::Undo => request_alone(state, Op::Undo),
         Action::Sessions => request(state, Op::ListSessions),
-        Action::Changes(verb, id) => request(state, Op::Changes { verb, id }),
-        Action::Suspend(name) => request(state, Op::Suspend { name }),
-        Action::Recall(name) => request(state, Op::Recall { name }),
+        Action::Changes(verb, id) => changes(state, verb, id),
+        Action::Suspend(name) => request_alone(state, Op::Suspend { name }),
+        Action::Recall(name) => request_alone(state, Op::Recall { name }),
         Action::Answer(answer) => {
             if let Some(id) = state.question.take() {
                 send(state, Op::Answer { id, answer });
@@ -482,7 +506,7 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
         Action::Compact => {
             let note = "/compact: compacting the conversation…";
             state.store.push(Entry::Info(note.into()));
-            request(state, Op::Compact);
+            request_alone(state, Op::Compact);
         }
         Action::Model(model) => request(state, Op::SwitchModel { model }),
         Action::Diff => diff(myself, state),
@@ -500,9 +524,38 @@ fn send<B: Backend>(state: &mut UiState<B>, op: Op) {
 /// Queues an op whose answer comes as an `op_replied` event; a refusal is
 /// an error in the transcript.
 fn request<B: Backend>(state: &mut UiState<B>, op: Op) {
+    sent_request(state, op);
+}
+
+/// [`request`], returning the op's id when the engine took it.
+fn sent_request<B: Backend>(state: &mut UiState<B>, op: Op) -> Option<SubmissionId> {
     match state.engine.send(op) {
-        Ok(id) => drop(state.awaiting.insert(id)),
-        Err(refused) => state.store.push(Entry::Error(refused.to_string())),
+        Ok(id) => {
+            state.awaiting.insert(id);
+            Some(id)
+        }
+        Err(refused) => {
+            state.store.push(Entry::Error(refused.to_string()));
+            None
+        }
+    }
+}
+
+/// A command that needs the conversation to itself (as a turn does):
+/// lines entered until its answer arrives wait in the queue.
+fn request_alone<B: Backend>(state: &mut UiState<B>, op: Op) {
+    if let Some(id) = sent_request(state, op) {
+        state.store.typeahead.wait_for(id);
+    }
+}
+
+/// `/changes`: listing and showing only read; applying and discarding
+/// change the workspace, so they wait like a turn.
+fn changes<B: Backend>(state: &mut UiState<B>, verb: ChangesVerb, id: Option<String>) {
+    let op = Op::Changes { verb, id };
+    match verb {
+        ChangesVerb::List | ChangesVerb::Show => request(state, op),
+        ChangesVerb::Apply | ChangesVerb::Discard => request_alone(state, op),
     }
 }
 
@@ -521,7 +574,10 @@ fn cancel_subagent<B: Backend>(state: &mut UiState<B>, agent_id: Option<String>)
 fn submit<B: Backend>(state: &mut UiState<B>, prompt: String) {
     state.store.begin_turn(&prompt);
     match state.engine.send(Op::SubmitPrompt { prompt }) {
-        Ok(id) => drop(state.awaiting.insert(id)),
+        Ok(id) => {
+            state.awaiting.insert(id);
+            state.store.typeahead.wait_for(id);
+        }
         Err(refused) => {
             let error = Some(refused.to_string());
             state.store.turn_replied(TurnStatus::Failed, error);

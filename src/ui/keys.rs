@@ -114,12 +114,16 @@ pub fn handle_key(store: &mut Store, key: KeyEvent, now: Instant) -> Option<Acti
     }
     match key.code {
         KeyCode::Enter => return enter(store),
+        // On an empty prompt with lines queued, Esc drops the newest of
+        // them before it means anything else.
+        KeyCode::Esc if queue_in_reach(store) => drop_last_queued(store),
         KeyCode::Esc => {
             // The focused subagent only; without one Esc does nothing.
             let focused = store.focused_subagent()?.agent_id.clone();
             return Some(Action::CancelSubagent(Some(focused)));
         }
         KeyCode::F(2) => store.plan_overlay = !store.plan_overlay,
+        KeyCode::Up if queue_in_reach(store) => edit_last_queued(store),
         // Inside a multi-line draft first, then through the history.
         KeyCode::Up if !store.input.up() => store.recall_history(Direction::Up),
         KeyCode::Down if !store.input.down() => store.recall_history(Direction::Down),
@@ -188,6 +192,8 @@ pub fn wheel(store: &mut Store, direction: Direction) {
 fn ctrl_c(store: &mut Store, now: Instant) -> Option<Action> {
     if store.turn.is_busy() {
         store.quit_armed_at = None;
+        // The queue stays, but waits for Enter once the turn is over.
+        store.typeahead.hold();
         store.turn = super::store::TurnState::Interrupting;
         store.set_notice("interrupting the turn…", false);
         return Some(Action::Interrupt);
@@ -255,22 +261,83 @@ fn answer_key(store: &mut Store, code: KeyCode) -> Option<Action> {
 fn enter(store: &mut Store) -> Option<Action> {
     let text = expand_pastes(store, store.input.text()).trim().to_string();
     if text.is_empty() {
-        return None;
+        // Nothing typed: the next queued line, when nothing runs.
+        if store.turn_open() {
+            return None;
+        }
+        return send_next_queued(store);
     }
     if let Some(command) = text.strip_prefix('/') {
         let action = slash_command(store, command)?;
         accept(store, &text);
         return Some(action);
     }
-    if store.turn.is_busy() {
-        store.set_notice(
-            "a turn is running: your input is kept; press Enter when it ends, or Ctrl+C to interrupt",
-            true,
-        );
-        return None;
+    if store.turn_open() {
+        return enqueue(store, text);
     }
     accept(store, &text);
     Some(Action::Submit(text))
+}
+
+/// The line entered leaves the editor for the history and the queue.
+fn enqueue(store: &mut Store, line: String) -> Option<Action> {
+    accept(store, &line);
+    store.typeahead.push(line);
+    None
+}
+
+/// Up and Esc reach the queue on an empty prompt.
+fn queue_in_reach(store: &Store) -> bool {
+    store.input.is_empty() && !store.typeahead.is_empty()
+}
+
+/// Up: the newest queued line back into the editor; Enter queues it again
+/// (or sends it, if the turn ended meanwhile).
+fn edit_last_queued(store: &mut Store) {
+    if let Some(line) = store.typeahead.take_last() {
+        store.history_pos = None;
+        store.input.insert_str(&line);
+    }
+}
+
+fn drop_last_queued(store: &mut Store) {
+    let Some(line) = store.typeahead.take_last() else {
+        return;
+    };
+    let shown = crate::text::short(&line.replace('\n', " "), 40);
+    let left = store.typeahead.len();
+    store.set_notice(
+        format!("dropped the queued message \"{shown}\" ({left} still queued)"),
+        false,
+    );
+}
+
+/// The op the queue waited for was answered: the next queued line, as an
+/// action to carry out now, unless Ctrl+C held the queue (then the person
+/// is told how to send it).
+pub fn release_queued(store: &mut Store) -> Option<Action> {
+    if store.typeahead.take_hold() {
+        store.queued_waiting_notice();
+        return None;
+    }
+    queued_action(store)
+}
+
+/// Enter on an empty prompt: the next queued line goes (after an
+/// interrupt, the way the queue starts again).
+fn send_next_queued(store: &mut Store) -> Option<Action> {
+    store.typeahead.take_hold();
+    queued_action(store)
+}
+
+/// The oldest queued line, as the action it asks for: a prompt, or a
+/// command that had to wait for the turn.
+fn queued_action(store: &mut Store) -> Option<Action> {
+    let line = store.typeahead.take_next()?;
+    match line.strip_prefix('/') {
+        Some(command) => slash_command(store, command),
+        None => Some(Action::Submit(line)),
+    }
 }
 
 /// The line entered leaves the editor for the history.
@@ -280,18 +347,19 @@ fn accept(store: &mut Store, text: &str) {
     store.remember(text);
 }
 
-/// A `/command`: its action, or `None` with a notice saying why not (the
-/// line then stays in the editor).
+/// A `/command`: its action; or `None`, either queued (a command that
+/// waits for the running turn) or with a notice saying why not (the line
+/// then stays in the editor).
 fn slash_command(store: &mut Store, command: &str) -> Option<Action> {
     let words: Vec<&str> = command.split_whitespace().collect();
-    let busy = store.turn.is_busy();
+    // Commands that need the conversation to themselves wait in the
+    // queue while a turn runs; the others run at once.
+    let busy = store.turn_open();
     match words.as_slice() {
         ["plan"] => Some(Action::ShowPlan),
-        ["plan", "clear"] if busy => wait_for_the_turn(store, "/plan clear"),
+        ["plan", "clear"] if busy => wait_for_the_turn(store, command),
         ["plan", "clear"] => Some(Action::ClearPlan),
-        ["undo"] | ["suspend", ..] | ["recall", ..] if busy => {
-            wait_for_the_turn(store, &format!("/{}", words[0]))
-        }
+        ["undo"] | ["suspend", ..] | ["recall", ..] if busy => wait_for_the_turn(store, command),
         ["undo"] => Some(Action::Undo),
         ["suspend"] => Some(Action::Suspend(None)),
         ["suspend", name] => Some(Action::Suspend(Some((*name).to_string()))),
@@ -299,7 +367,7 @@ fn slash_command(store: &mut Store, command: &str) -> Option<Action> {
         ["recall", name] => Some(Action::Recall(Some((*name).to_string()))),
         ["sessions"] => Some(Action::Sessions),
         ["changes"] => Some(Action::Changes(ChangesVerb::List, None)),
-        ["changes", "apply" | "discard", _] if busy => wait_for_the_turn(store, "/changes"),
+        ["changes", "apply" | "discard", _] if busy => wait_for_the_turn(store, command),
         ["changes", verb, id] => match ChangesVerb::parse(verb) {
             Some(ChangesVerb::List) | None => notice(
                 store,
@@ -311,7 +379,7 @@ fn slash_command(store: &mut Store, command: &str) -> Option<Action> {
         ["help"] => Some(Action::Help),
         ["status"] => Some(Action::Status),
         ["diff"] => Some(Action::Diff),
-        ["compact"] if busy => wait_for_the_turn(store, "/compact"),
+        ["compact"] if busy => wait_for_the_turn(store, command),
         ["compact"] => Some(Action::Compact),
         ["model", name] => Some(Action::Model((*name).to_string())),
         ["model"] => {
@@ -347,9 +415,10 @@ fn notice(store: &mut Store, text: impl Into<String>, warning: bool) -> Option<A
     None
 }
 
+/// A command that must not run during a turn is queued, to run when its
+/// turn comes.
 fn wait_for_the_turn(store: &mut Store, command: &str) -> Option<Action> {
-    let text = format!("a turn is running: wait for it to end (or Ctrl+C) before {command}");
-    notice(store, text, true)
+    enqueue(store, format!("/{command}"))
 }
 
 fn cancel_all(store: &mut Store) -> Option<Action> {

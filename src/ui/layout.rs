@@ -14,8 +14,9 @@
 //!                       │                   below the transcript when narrower;
 //!                       │                   over the whole body with F2)
 //! ─── rule ───                             (1 row)
-//! › input                                  (1 row, more for a multi-line
-//!                                           draft, up to a third of the screen)
+//! ↳ queued messages, › input              (1 row, more for a multi-line
+//!                                           draft and the queued messages, up
+//!                                           to a third of the screen)
 //! status / key hints                       (1 row)
 //! ```
 //!

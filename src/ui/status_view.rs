@@ -8,9 +8,11 @@ use crate::protocol::op::StatusInfo;
 /// Every key and command, one per line.
 pub const HELP: &str = "\
 Keys
-  Enter                 send the prompt (kept while a turn runs: type ahead)
+  Enter                 send the prompt (queued while a turn runs; on an
+                        empty prompt when idle, the next queued one)
   Alt+Enter, Shift+Enter, Ctrl+J   new line in the prompt
   Up / Down             move in a multi-line prompt, then walk the history
+                        (Up on an empty prompt edits the last queued one)
   Ctrl+A / Ctrl+E       start / end of the line
   Ctrl+K / Ctrl+U       delete to the end / start of the line
   Ctrl+W                delete the word before the cursor
@@ -20,8 +22,10 @@ Keys
   Ctrl+O                expand / fold diffs and command output
   F2, Ctrl+P            full-screen plan
   Alt+Up / Alt+Down     move the focus between running subagents
-  Esc                   cancel the focused subagent only (or dismiss a question)
-  Ctrl+C                interrupt the turn; twice when idle quits
+  Esc                   drop the last queued message (empty prompt), else
+                        cancel the focused subagent (or dismiss a question)
+  Ctrl+C                interrupt the turn (the queue waits for Enter);
+                        twice when idle quits
   Ctrl+D                quit on an empty prompt
   Shift+drag            select text to copy (the mouse wheel is captured)
 Commands

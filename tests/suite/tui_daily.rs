@@ -272,3 +272,64 @@ fn suspend_bookmarks_the_journal_and_recall_brings_that_point_back_to_the_model(
         "{journal}"
     );
 }
+
+/// Every user message of a recorded request, in order.
+fn user_texts(request: &crate::common::server::RecordedRequest) -> Vec<String> {
+    request
+        .messages()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str())
+        .map(String::from)
+        .collect()
+}
+
+/// Type-ahead: a message entered while the answer streams is queued (the
+/// prompt clears) and sent when the turn ends; one entered as the next
+/// answer appears goes after it. Each reaches the model once, unchanged,
+/// never glued to the next one.
+#[test]
+fn messages_entered_during_a_turn_are_queued_and_each_sent_once_unchanged() {
+    let ws = tempfile::tempdir().unwrap();
+    let words: String = (1..=30).map(|n| format!("word{n} ")).collect();
+    let slow = |text: &str| Reply::sse_with_delay(sse::text_turn(text), Duration::from_millis(60));
+    let server = FakeServer::start(vec![
+        slow(&format!("Streaming starts here. {words}THE-END")),
+        slow(&format!("Markdown it is. {words}SECOND-END")),
+        Reply::sse(sse::text_turn("Patched as asked.")),
+    ]);
+    let tmux = launch(&server, ws.path());
+    tmux.type_line("first question");
+    tmux.wait_for("the first streamed words", |s| {
+        s.contains("Streaming starts")
+    });
+    tmux.type_line("markdown please");
+    let screen = tmux.wait_for("the queued message", |s| {
+        s.contains("↳ markdown please") && s.contains("1 queued")
+    });
+    assert!(!screen.contains("THE-END"), "the turn was over:\n{screen}");
+    assert!(
+        screen.contains("Fido is working: Enter queues your message"),
+        "the prompt cleared:\n{screen}"
+    );
+    // Entered as the second answer appears: the turn may still be closing.
+    tmux.wait_for("the second answer", |s| s.contains("SECOND-END"));
+    tmux.type_line("patch it");
+    tmux.wait_for("the third answer", |s| {
+        s.contains("Patched as asked.") && s.contains("idle") && !s.contains("queued")
+    });
+    quit(&tmux, ws.path());
+
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 3, "one request per message");
+    assert_eq!(user_texts(&requests[0]), ["first question"]);
+    assert_eq!(
+        user_texts(&requests[1]),
+        ["first question", "markdown please"]
+    );
+    assert_eq!(
+        user_texts(&requests[2]),
+        ["first question", "markdown please", "patch it"]
+    );
+    assert_conversation_invariants(&requests);
+}

@@ -15,11 +15,13 @@ use std::time::Instant;
 
 mod approval;
 mod changes;
+mod queue;
 mod restore;
 mod transcript;
 mod views;
 
 pub use approval::PendingApproval;
+pub use queue::TypeAhead;
 pub use transcript::{DEFAULT_CAP_BYTES, Transcript};
 use views::SUBAGENT_DETAIL_CHARS;
 pub use views::{
@@ -55,6 +57,8 @@ pub struct Store {
     /// The agent id of the focused bar row (always a live subagent, or none).
     pub subagent_focus: Option<String>,
     pub input: InputBuffer,
+    /// Lines entered while a turn runs, sent one per turn end.
+    pub typeahead: TypeAhead,
     pub notice: Option<Notice>,
     /// Transcript lines scrolled up from the bottom (0: follow the tail).
     pub transcript_scroll: usize,
@@ -133,6 +137,7 @@ impl Store {
             session_agents: Vec::new(),
             subagent_focus: None,
             input: InputBuffer::default(),
+            typeahead: TypeAhead::default(),
             notice: None,
             transcript_scroll: 0,
             plan_scroll: 0,

@@ -645,3 +645,88 @@ async fn the_forwarder_hands_every_event_over_in_order_in_batches() {
     let expected: Vec<String> = (0..1_000).map(|n| format!("event {n}")).collect();
     assert_eq!(errors, expected);
 }
+
+fn completed() -> TurnOutcome {
+    TurnOutcome::Completed {
+        final_text: Some("done".into()),
+        usage: Default::default(),
+    }
+}
+
+fn event(kind: EventKind) -> UiMessage {
+    UiMessage::Agent(Event::now(kind))
+}
+
+/// The line entered as the answer finishes (after `turn_completed`, before
+/// the prompt's reply) is sent once, unchanged, when the reply arrives;
+/// the next line typed is a line of its own.
+#[tokio::test]
+async fn a_line_entered_as_the_turn_ends_is_sent_once_after_its_reply() {
+    let mut h = start().await;
+    h.type_line("markdown please");
+    let Asked::Submit { reply, .. } = h.next_asked().await else {
+        panic!("expected SubmitPrompt");
+    };
+    h.ui.cast(event(EventKind::TurnStarted { turn: 1 }))
+        .unwrap();
+    h.type_line("during the turn");
+    h.ui.cast(event(turn_completed(1, TurnStatus::Completed)))
+        .unwrap();
+    h.type_line("patch it");
+    let store = h.store().await;
+    let queued: Vec<&String> = store.typeahead.iter().collect();
+    assert_eq!(queued, ["during the turn", "patch it"]);
+    // Time for an op the UI wrongly sent to reach the fake engine.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(h.asked.try_recv().is_err(), "nothing sent before the reply");
+    reply.send(completed()).unwrap();
+    let Asked::Submit { prompt, reply } = h.next_asked().await else {
+        panic!("expected the first queued line");
+    };
+    assert_eq!(prompt, "during the turn");
+    let _ = h.store().await;
+    assert!(h.asked.try_recv().is_err(), "one line per turn end");
+    reply.send(completed()).unwrap();
+    let Asked::Submit {
+        prompt,
+        reply: _turn,
+    } = h.next_asked().await
+    else {
+        panic!("expected the second queued line");
+    };
+    assert_eq!(prompt, "patch it");
+    let store = h.store().await;
+    assert!(store.typeahead.is_empty() && store.input.is_empty());
+    assert!(h.asked.try_recv().is_err(), "each line is sent once");
+}
+
+/// After Ctrl+C the queue stays and nothing goes by itself; Enter on an
+/// empty prompt sends the next line.
+#[tokio::test]
+async fn after_ctrl_c_the_queue_waits_for_enter() {
+    let mut h = start().await;
+    h.type_line("long job");
+    let Asked::Submit { reply, .. } = h.next_asked().await else {
+        panic!("expected SubmitPrompt");
+    };
+    h.type_line("next job");
+    h.ctrl_c();
+    assert!(matches!(h.next_asked().await, Asked::Interrupt));
+    reply
+        .send(TurnOutcome::Interrupted {
+            usage: Default::default(),
+        })
+        .unwrap();
+    let store = wait_until(&h, |s| s.turn == TurnState::Idle).await;
+    assert_eq!(store.typeahead.len(), 1, "the queue stays");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        h.asked.try_recv().is_err(),
+        "nothing sent after an interrupt"
+    );
+    h.key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+    let Asked::Submit { prompt, .. } = h.next_asked().await else {
+        panic!("expected the queued line");
+    };
+    assert_eq!(prompt, "next job");
+}

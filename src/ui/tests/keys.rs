@@ -46,20 +46,14 @@ fn enter_submits_the_prompt_and_clears_the_line() {
 }
 
 #[test]
-fn enter_while_a_turn_runs_keeps_the_input() {
+fn enter_while_a_turn_runs_queues_the_input_and_clears_the_line() {
     let mut store = busy();
     let now = Instant::now();
     type_text(&mut store, "next question", now);
     assert_eq!(handle_key(&mut store, key(KeyCode::Enter), now), None);
-    assert_eq!(store.input.text(), "next question");
-    assert!(
-        store
-            .notice
-            .as_ref()
-            .unwrap()
-            .text
-            .contains("turn is running")
-    );
+    assert!(store.input.is_empty());
+    let queued: Vec<&String> = store.typeahead.iter().collect();
+    assert_eq!(queued, ["next question"]);
 }
 
 #[test]
@@ -154,7 +148,9 @@ fn plan_clear_waits_for_the_turn_and_unknown_commands_are_explained() {
     let mut store = busy();
     type_text(&mut store, "/plan clear", now);
     assert_eq!(handle_key(&mut store, key(KeyCode::Enter), now), None);
-    assert_eq!(store.input.text(), "/plan clear");
+    assert!(store.input.is_empty());
+    let queued: Vec<&String> = store.typeahead.iter().collect();
+    assert_eq!(queued, ["/plan clear"], "it runs when its turn comes");
     // /plan only reads, so it works during a turn.
     let mut store = busy();
     type_text(&mut store, "/plan", now);

@@ -1,6 +1,7 @@
 //! Tests of the UI: whole frames rendered into a `TestBackend` from a store
 //! fed with protocol events ([`snapshots`]), keys to actions ([`keys`]),
-//! and the real actor against a fake agent ([`actor`]).
+//! the real actor against a fake agent ([`actor`]), and type-ahead
+//! ([`typeahead`]).
 
 mod actor;
 mod daily;
@@ -10,6 +11,7 @@ mod long;
 mod patch_lines;
 mod random_sizes;
 mod snapshots;
+mod typeahead;
 
 use std::time::Instant;
 

@@ -1,13 +1,15 @@
 //! The prompt editor: a marker and the draft, wrapped by display width and
 //! scrolled so the cursor's row stays visible. It grows with a multi-line
 //! draft up to [`MAX_ROWS`] (and a third of the screen). While a turn runs
-//! the draft stays editable but Enter does not send it.
+//! Enter queues the draft; the [queued](super::queued) lines show above
+//! it, in the rows the draft leaves.
 
 use ratatui::Frame;
 use ratatui::layout::{Position, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
+use super::queued;
 use crate::ui::store::Store;
 use crate::ui::theme;
 use crate::ui::wrap::width;
@@ -19,8 +21,10 @@ const MARKER_WIDTH: usize = 2;
 
 const PLACEHOLDER: &str = "Ask Fido… (Enter sends, Alt+Enter new line, /help)";
 const SHORT_PLACEHOLDER: &str = "Ask Fido…";
-const BUSY_PLACEHOLDER: &str = "Fido is working: type ahead, Enter sends once the turn ends";
+const BUSY_PLACEHOLDER: &str = "Fido is working: Enter queues your message";
 const SHORT_BUSY_PLACEHOLDER: &str = "Fido is working…";
+const QUEUED_PLACEHOLDER: &str = "Enter sends the next queued message, Esc drops the last";
+const SHORT_QUEUED_PLACEHOLDER: &str = "Enter: next queued";
 
 /// One screen row of the draft: the chars `start..end` of the text.
 struct Row {
@@ -62,8 +66,13 @@ fn room(area_width: u16) -> usize {
 }
 
 /// Its measure: rows the draft takes at this width, at least one and at
-/// most [`MAX_ROWS`] (the layout may give it fewer).
+/// most [`MAX_ROWS`], plus the queued lines' (the layout may give it
+/// fewer).
 pub fn height(store: &Store, width: u16) -> u16 {
+    draft_height(store, width) + queued::height(store)
+}
+
+fn draft_height(store: &Store, width: u16) -> u16 {
     let chars: Vec<char> = store.input.text().chars().collect();
     rows(&chars, room(width)).len().clamp(1, MAX_ROWS) as u16
 }
@@ -82,9 +91,31 @@ fn cursor_place(chars: &[char], rows: &[Row], cursor: usize) -> (usize, usize) {
     (index, column)
 }
 
-/// Draws the editor and returns where the cursor goes.
+/// Draws the queued lines and the editor; returns where the cursor goes.
+/// The draft's rows come first; the queue gets the rows left above it,
+/// its newest lines last.
 pub fn render(frame: &mut Frame, area: Rect, store: &Store) -> Position {
-    let busy = store.turn.is_busy();
+    let draft_rows = draft_height(store, area.width).min(area.height).max(1);
+    let queue_rows = area.height.saturating_sub(draft_rows);
+    if queue_rows > 0 {
+        let lines = queued::lines(store, area.width);
+        let skip = lines.len().saturating_sub(usize::from(queue_rows));
+        let shown: Vec<_> = lines.into_iter().skip(skip).collect();
+        let used = shown.len() as u16;
+        let top = Rect::new(area.x, area.y + queue_rows - used, area.width, used);
+        frame.render_widget(Paragraph::new(shown), top);
+    }
+    let draft = Rect::new(
+        area.x,
+        area.y + queue_rows,
+        area.width,
+        draft_rows.min(area.height),
+    );
+    render_draft(frame, draft, store)
+}
+
+fn render_draft(frame: &mut Frame, area: Rect, store: &Store) -> Position {
+    let busy = store.turn_open();
     let marker = |first: bool| match (first, busy) {
         (false, _) => Span::raw("  "),
         (true, true) => Span::styled("⋯ ", theme::dim()),
@@ -95,6 +126,8 @@ pub fn render(frame: &mut Frame, area: Rect, store: &Store) -> Position {
     if input.is_empty() {
         let (long, short) = if busy {
             (BUSY_PLACEHOLDER, SHORT_BUSY_PLACEHOLDER)
+        } else if !store.typeahead.is_empty() {
+            (QUEUED_PLACEHOLDER, SHORT_QUEUED_PLACEHOLDER)
         } else {
             (PLACEHOLDER, SHORT_PLACEHOLDER)
         };

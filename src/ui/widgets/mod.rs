@@ -10,6 +10,7 @@ pub mod header;
 pub mod input_line;
 pub mod live;
 pub mod plan_panel;
+pub mod queued;
 pub mod status_line;
 pub mod subagent_bar;
 pub mod transcript;

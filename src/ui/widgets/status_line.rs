@@ -1,7 +1,8 @@
 //! The status line: a notice when there is one; else what the turn is
 //! doing (idle, thinking, streaming, running a tool, waiting for
-//! subagents) with its elapsed time, the keys that apply now (as many as
-//! fit), and session token usage on the right.
+//! subagents) with its elapsed time and how many lines are queued, the
+//! keys that apply now (as many as fit), and session token usage on the
+//! right.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -54,8 +55,16 @@ pub fn render(frame: &mut Frame, area: Rect, store: &Store) {
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
-/// `streaming · 12s`, `running bash_exec · 3s`, `idle`.
+/// `streaming · 12s`, `running bash_exec · 3s · 2 queued`, `idle`.
 fn state(store: &Store) -> String {
+    let state = activity(store);
+    match store.typeahead.len() {
+        0 => state,
+        queued => format!("{state} · {queued} queued"),
+    }
+}
+
+fn activity(store: &Store) -> String {
     let activity = match store.activity() {
         Activity::Idle => return "idle".into(),
         Activity::Thinking => "thinking".to_string(),
@@ -90,14 +99,23 @@ fn hints(store: &Store) -> Vec<(&'static str, &'static str)> {
     if store.transcript_scroll > 0 {
         hints.push(("End", "follow"));
     }
+    // Up and Esc reach the queue on an empty prompt (before a subagent).
+    let queue_keys = store.input.is_empty() && !store.typeahead.is_empty();
     if store.turn.is_busy() {
         hints.push(("Ctrl+C", "interrupt"));
-        if live > 0 {
+        if queue_keys {
+            hints.push(("↑", "edit queued"));
+            hints.push(("Esc", "drop queued"));
+        } else if live > 0 {
             hints.push(("Esc", "cancel subagent"));
         }
         if live > 1 {
             hints.push(("Alt+↑/↓", "focus"));
         }
+    } else if queue_keys {
+        hints.push(("Enter", "send next queued"));
+        hints.push(("↑", "edit queued"));
+        hints.push(("Esc", "drop queued"));
     } else {
         hints.push(("Enter", "send"));
         hints.push(("Alt+Enter", "new line"));
