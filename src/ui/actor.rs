@@ -307,6 +307,8 @@ fn on_event<B: Backend>(state: &mut UiState<B>, kind: EventKind, now: Instant) -
         | EventKind::Retrying { .. }
         | EventKind::TurnCompleted { .. }
         | EventKind::Error { .. }
+        | EventKind::HookStarted { .. }
+        | EventKind::HookFinished { .. }
         | EventKind::AssistantDelta { .. }
         | EventKind::ToolOutput { .. }
         | EventKind::ChangeSet { .. }) => state.store.apply(&kind, now),

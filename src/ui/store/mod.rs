@@ -15,6 +15,7 @@ use std::time::Instant;
 
 mod approval;
 mod changes;
+mod hook;
 mod restore;
 mod transcript;
 mod views;
@@ -213,6 +214,9 @@ impl Store {
                 self.finish_turn(*turn, *status);
             }
             EventKind::Error { message } => self.push(Entry::Error(sanitize(message, false))),
+            EventKind::HookStarted { .. } | EventKind::HookFinished { .. } => {
+                return self.hook(event);
+            }
         }
         true
     }
