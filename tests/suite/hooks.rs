@@ -1,0 +1,330 @@
+//! User hooks (`[[hooks.EVENT]]`) end to end: `fido exec --json` against
+//! the fake model server, with hook scripts that write what they saw to
+//! files outside the workspace.
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use serde_json::Value;
+
+use crate::common::process::pids_with;
+use crate::common::sse;
+use crate::common::{FakeServer, Reply, events_of, parse_events, run_exec};
+
+/// A workspace, and a folder beside it for the config and what hooks
+/// write.
+struct Setup {
+    ws: tempfile::TempDir,
+    out: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::write(ws.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
+        Setup {
+            ws,
+            out: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn out(&self, name: &str) -> PathBuf {
+        self.out.path().join(name)
+    }
+
+    /// Writes the user config with `hooks` (TOML) and returns its path.
+    fn user_config(&self, hooks: &str) -> String {
+        let path = self.out("config.toml");
+        std::fs::write(&path, hooks).unwrap();
+        path.display().to_string()
+    }
+
+    /// Runs `fido exec` with the user config `hooks`, `extra_env` on top.
+    fn run(&self, server: &FakeServer, hooks: &str, extra_env: &[(&str, &str)]) -> Output {
+        let config = self.user_config(hooks);
+        let mut env = vec![("FIDO_CONFIG", config.as_str())];
+        env.extend_from_slice(extra_env);
+        run_exec(self.ws.path(), server, "go", &env)
+    }
+}
+
+/// A `[[hooks.EVENT]]` table.
+fn hook(event: &str, matcher: Option<&str>, command: &str, timeout_ms: Option<u64>) -> String {
+    let mut table = format!("[[hooks.{event}]]\ncommand = {}\n", toml_string(command));
+    if let Some(matcher) = matcher {
+        table.push_str(&format!("matcher = {}\n", toml_string(matcher)));
+    }
+    if let Some(ms) = timeout_ms {
+        table.push_str(&format!("timeout_ms = {ms}\n"));
+    }
+    table
+}
+
+fn toml_string(text: &str) -> String {
+    serde_json::to_string(text).unwrap()
+}
+
+/// The content of the tool message answering `call_id`.
+fn tool_result(request: &Value, call_id: &str) -> String {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id)
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_else(|| panic!("no tool result for {call_id} in {request:#}"))
+        .to_string()
+}
+
+/// The user messages of a request, in order.
+fn user_messages(request: &Value) -> Vec<String> {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn finished<'a>(events: &'a [Value], event: &str) -> Vec<&'a Value> {
+    events_of(events, "hook_finished")
+        .into_iter()
+        .filter(|e| e["event"] == event)
+        .collect()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// read_file (call_1) then rm of notes.txt (call_2), then a text answer.
+fn read_then_rm() -> FakeServer {
+    FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&[
+            ("call_1", "read_file", r#"{"path": "notes.txt"}"#),
+            ("call_2", "rm", r#"{"path": "notes.txt"}"#),
+        ])),
+        Reply::sse(sse::text_turn("done")),
+    ])
+}
+
+#[test]
+fn a_pre_tool_use_hook_exiting_2_refuses_the_matched_call_and_the_model_reads_why() {
+    let setup = Setup::new();
+    let server = read_then_rm();
+    let guard = hook(
+        "PreToolUse",
+        Some("rm|rmdir"),
+        "cat > /dev/null; echo 'notes.txt is precious' >&2; exit 2",
+        None,
+    );
+    let output = setup.run(&server, &guard, &[]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    assert!(setup.ws.path().join("notes.txt").exists(), "rm did not run");
+
+    let requests = server.model_requests();
+    let next = requests[1].body();
+    assert!(
+        tool_result(next, "call_1").contains("alpha"),
+        "read_file is not matched"
+    );
+    let refused = tool_result(next, "call_2");
+    assert!(
+        refused.contains("hook_denied") && refused.contains("notes.txt is precious"),
+        "{refused}"
+    );
+    let events = parse_events(&output.stdout);
+    let pre = finished(&events, "PreToolUse");
+    assert_eq!(pre.len(), 1, "the matcher selects rm only: {events:#?}");
+    assert_eq!(pre[0]["decision"], "deny");
+    assert_eq!(pre[0]["status"], "exited");
+    assert_eq!(pre[0]["exit_code"], 2);
+    assert_eq!(events_of(&events, "hook_started").len(), 1);
+}
+
+#[test]
+fn a_json_permission_decision_deny_refuses_the_call() {
+    let setup = Setup::new();
+    let server = read_then_rm();
+    let reply = r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"json says no"}}"#;
+    let guard = hook("PreToolUse", Some("rm"), &format!("echo '{reply}'"), None);
+    let output = setup.run(&server, &guard, &[]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    assert!(setup.ws.path().join("notes.txt").exists(), "rm did not run");
+    let refused = tool_result(server.model_requests()[1].body(), "call_2");
+    assert!(refused.contains("json says no"), "{refused}");
+}
+
+#[test]
+fn a_post_tool_use_formatter_runs_after_patch_and_its_context_reaches_the_model() {
+    let setup = Setup::new();
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&[(
+            "call_1",
+            "patch",
+            r#"{"path": "notes.txt", "edits": [{"old_text": "beta", "new_text": "gamma"}]}"#,
+        )])),
+        Reply::sse(sse::text_turn("done")),
+    ]);
+    let formatter = hook(
+        "PostToolUse",
+        Some("patch"),
+        r#"echo "// formatted" >> notes.txt; echo '{"hookSpecificOutput":{"hookEventName":"PostToolUse","additionalContext":"the formatter reflowed notes.txt"}}'"#,
+        None,
+    );
+    let output = setup.run(&server, &formatter, &[]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    let notes = std::fs::read_to_string(setup.ws.path().join("notes.txt")).unwrap();
+    assert_eq!(notes, "alpha\ngamma\n// formatted\n");
+    let requests = server.model_requests();
+    let next = requests[1].body();
+    assert!(tool_result(next, "call_1").contains("notes.txt"));
+    let users = user_messages(next);
+    let last = users.last().unwrap();
+    assert!(
+        last.contains("PostToolUse") && last.contains("the formatter reflowed notes.txt"),
+        "{users:#?}"
+    );
+    // After the tool result: the last message of the request.
+    assert_eq!(
+        next["messages"].as_array().unwrap().last().unwrap()["role"],
+        "user"
+    );
+}
+
+#[test]
+fn a_hook_sees_the_protocol_fields_on_stdin_and_no_api_key_in_its_environment() {
+    let setup = Setup::new();
+    let server = read_then_rm();
+    let (stdin_file, env_file) = (setup.out("stdin.json"), setup.out("env.txt"));
+    let spy = hook(
+        "PreToolUse",
+        Some("read_file"),
+        &format!(
+            "cat > {}; env > {}",
+            stdin_file.display(),
+            env_file.display()
+        ),
+        None,
+    );
+    let output = setup.run(
+        &server,
+        &spy,
+        &[
+            ("OPENAI_API_KEY", "sk-openai-secret"),
+            ("MY_API_KEY", "sk-mine"),
+        ],
+    );
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    let env = std::fs::read_to_string(&env_file).unwrap();
+    for secret in ["test-key", "sk-openai-secret", "sk-mine"] {
+        assert!(!env.contains(secret), "{secret} reached the hook:\n{env}");
+    }
+    assert!(env.contains("FIDO_PROJECT_DIR="), "{env}");
+    let stdin: Value = serde_json::from_slice(&std::fs::read(&stdin_file).unwrap()).unwrap();
+    assert_eq!(stdin["hook_event_name"], "PreToolUse");
+    assert_eq!(stdin["tool_name"], "read_file");
+    assert_eq!(
+        stdin["tool_input"],
+        serde_json::json!({"path": "notes.txt"})
+    );
+    assert_eq!(stdin["tool_use_id"], "call_1");
+    let cwd = setup.ws.path().canonicalize().unwrap();
+    assert_eq!(stdin["cwd"], cwd.display().to_string());
+    assert!(
+        stdin["session_id"]
+            .as_str()
+            .is_some_and(|id| !id.is_empty()),
+        "{stdin}"
+    );
+    assert!(stdin["transcript_path"].as_str().is_some(), "{stdin}");
+}
+
+#[test]
+fn a_hung_hook_is_killed_with_its_group_and_the_turn_goes_on() {
+    let setup = Setup::new();
+    let server = read_then_rm();
+    let marker = "sleep 1000.25";
+    let hung = hook(
+        "PreToolUse",
+        Some("read_file"),
+        &format!("{marker} & {marker}"),
+        Some(300),
+    );
+    let output = setup.run(&server, &hung, &[]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    assert!(
+        pids_with(marker).is_empty(),
+        "left behind: {:?}",
+        pids_with(marker)
+    );
+    let events = parse_events(&output.stdout);
+    let pre = finished(&events, "PreToolUse");
+    assert_eq!(pre[0]["status"], "timed_out", "{pre:#?}");
+    assert_eq!(pre[0]["decision"], "none");
+    // A failed hook blocks nothing: the call ran.
+    assert!(tool_result(server.model_requests()[1].body(), "call_1").contains("alpha"));
+}
+
+#[test]
+fn a_crashing_or_flooding_hook_is_a_non_blocking_error_with_a_notice() {
+    let setup = Setup::new();
+    let server = read_then_rm();
+    let hooks = [
+        hook("PreToolUse", Some("read_file"), "kill -SEGV $$", None),
+        hook(
+            "PreToolUse",
+            Some("read_file"),
+            "head -c 5000000 /dev/zero | tr '\\0' x; head -c 5000000 /dev/zero >&2; exit 1",
+            None,
+        ),
+    ]
+    .concat();
+    let output = setup.run(&server, &hooks, &[]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    let events = parse_events(&output.stdout);
+    let pre = finished(&events, "PreToolUse");
+    assert_eq!(pre.len(), 2, "{pre:#?}");
+    assert_eq!(pre[0]["status"], "killed");
+    assert!(
+        pre[0]["message"].as_str().unwrap().contains("signal 11"),
+        "{pre:#?}"
+    );
+    assert_eq!(pre[1]["exit_code"], 1);
+    let flood = pre[1]["message"].as_str().unwrap();
+    assert!(flood.len() < 1000, "the notice is short: {flood}");
+    assert!(tool_result(server.model_requests()[1].body(), "call_1").contains("alpha"));
+}
+
+#[test]
+fn an_untrusted_workspace_hook_is_ignored_with_the_warning_and_a_trusted_one_runs() {
+    let setup = Setup::new();
+    let marker = setup.out("ran");
+    let table = hook(
+        "PreToolUse",
+        None,
+        &format!("touch {}", marker.display()),
+        None,
+    );
+    std::fs::write(setup.ws.path().join("fido.toml"), &table).unwrap();
+    let config_home = setup.out("xdg");
+    let xdg = config_home.display().to_string();
+    let server = read_then_rm();
+    let output = run_exec(setup.ws.path(), &server, "go", &[("XDG_CONFIG_HOME", &xdg)]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    assert!(!marker.exists(), "an untrusted workspace's hook ran");
+    assert!(
+        stderr(&output).contains("ignored: hooks."),
+        "{}",
+        stderr(&output)
+    );
+
+    fido::config::TrustStore::in_dir(&config_home.join("fido"))
+        .trust(setup.ws.path())
+        .unwrap();
+    let server = read_then_rm();
+    let output = run_exec(setup.ws.path(), &server, "go", &[("XDG_CONFIG_HOME", &xdg)]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    assert!(marker.exists(), "the trusted workspace's hook did not run");
+}
