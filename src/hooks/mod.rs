@@ -227,3 +227,6 @@ impl Hooks {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
