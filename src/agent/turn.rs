@@ -42,9 +42,15 @@ pub async fn run_turn(
         if let Some(delegator) = &deps.tool_env.delegator {
             delegator.begin_turn();
         }
-        conversation.push(Message::user(prompt));
         let before = deps.provider.usage_totals();
-        let mut outcome = turn_steps(conversation, deps, cancel).await;
+        let mut outcome = match super::hook_points::submit_prompt(conversation, deps, prompt).await
+        {
+            Ok(()) => turn_steps(conversation, deps, cancel).await,
+            Err(message) => TurnOutcome::Failed {
+                message,
+                usage: UsageTotals::default(),
+            },
+        };
         // Through the session's gateway, the turn's totals are everything
         // asked during it: this loop's requests and every subagent's.
         if let (Some(before), Some(after)) = (before, deps.provider.usage_totals()) {

@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::HookEvent;
+use crate::protocol::delegate::DelegateStatus;
 
 /// An event's own fields; `hook_event_name` is its tag.
 #[derive(Debug, Clone, Serialize)]
@@ -47,10 +48,11 @@ pub enum HookInput {
     SubagentStop {
         agent_id: String,
         task: String,
-        /// The `delegate_result` status: `completed`, `partial`, `failed`
-        /// or `cancelled`.
-        status: String,
-        stop_hook_active: bool,
+        /// The `delegate_result` status: `completed`, `partial` or
+        /// `failed`.
+        status: DelegateStatus,
+        /// The result's summary, cut short.
+        summary: String,
     },
     PreCompact {
         /// `auto` (the context grew past its budget) or `manual`.

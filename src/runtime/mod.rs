@@ -110,7 +110,7 @@ impl Runtime {
         let transcript = journal.as_ref().map(|j| j.path().to_path_buf());
         parts.tool_env.hooks.set_session(id.clone(), transcript);
         let instructions = load_instructions(config).await;
-        let (conversation, replayed) = first_conversation(
+        let (mut conversation, replayed) = first_conversation(
             replayed,
             parts.catalog.clone(),
             parts.tool_env.clone(),
@@ -120,6 +120,9 @@ impl Runtime {
         )
         .await
         .map_err(StartError::Journal)?;
+        let hooks = &parts.tool_env.hooks;
+        crate::agent::hook_points::session_started(hooks, &mut conversation, replayed.is_some())
+            .await;
         if let Some(journal) = &journal {
             journal
                 .record(conversation.generation(), conversation.messages())

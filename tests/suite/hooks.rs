@@ -328,3 +328,261 @@ fn an_untrusted_workspace_hook_is_ignored_with_the_warning_and_a_trusted_one_run
     assert!(output.status.success(), "stderr: {}", stderr(&output));
     assert!(marker.exists(), "the trusted workspace's hook did not run");
 }
+
+/// The `content` of every message of a request, by role.
+fn messages(request: &Value) -> Vec<(String, String)> {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let role = m["role"].as_str().unwrap_or("").to_string();
+            (role, m["content"].as_str().unwrap_or("").to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn session_start_and_user_prompt_submit_add_context_before_the_prompt_and_stop_runs() {
+    let setup = Setup::new();
+    let server = FakeServer::start(vec![Reply::sse(sse::text_turn("done"))]);
+    let (session, prompt, stop) = (
+        setup.out("session"),
+        setup.out("prompt.json"),
+        setup.out("stop.json"),
+    );
+    let hooks = [
+        hook(
+            "SessionStart",
+            None,
+            &format!("cat > {}; echo 'session note'", session.display()),
+            None,
+        ),
+        hook(
+            "UserPromptSubmit",
+            None,
+            &format!("cat > {}; echo 'branch is main'", prompt.display()),
+            None,
+        ),
+        hook(
+            "Stop",
+            Some("*"),
+            &format!("cat > {}", stop.display()),
+            None,
+        ),
+    ]
+    .concat();
+    let output = setup.run(&server, &hooks, &[]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    let first = messages(server.model_requests()[0].body());
+    assert_eq!(first.len(), 4, "{first:#?}");
+    assert_eq!(first[0].0, "system");
+    assert_eq!(
+        first[1],
+        (
+            "user".into(),
+            "[Fido: context from the user's SessionStart hook: session note]".into()
+        )
+    );
+    assert_eq!(
+        first[2],
+        (
+            "user".into(),
+            "[Fido: context from the user's UserPromptSubmit hook: branch is main]".into()
+        )
+    );
+    assert_eq!(first[3], ("user".into(), "go".into()));
+    let read = |path: &PathBuf| -> Value {
+        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+    };
+    assert_eq!(read(&session)["source"], "startup");
+    assert_eq!(read(&prompt)["prompt"], "go");
+    let stopped = read(&stop);
+    assert_eq!(stopped["hook_event_name"], "Stop");
+    assert_eq!(stopped["stop_hook_active"], false);
+    assert_eq!(stopped["last_assistant_message"], "done");
+}
+
+#[test]
+fn a_blocking_user_prompt_submit_hook_keeps_the_prompt_from_the_model() {
+    let setup = Setup::new();
+    let server = FakeServer::start(vec![Reply::sse(sse::text_turn("never asked"))]);
+    let guard = hook(
+        "UserPromptSubmit",
+        None,
+        "echo 'no prompts on fridays' >&2; exit 2",
+        None,
+    );
+    let output = setup.run(&server, &guard, &[]);
+    assert!(!output.status.success(), "a blocked prompt fails the run");
+    assert!(
+        server.model_requests().is_empty(),
+        "the prompt reached the model"
+    );
+    let events = parse_events(&output.stdout);
+    let errors = events_of(&events, "error");
+    assert!(
+        errors.iter().any(|e| e["message"]
+            .as_str()
+            .unwrap()
+            .contains("no prompts on fridays")),
+        "{events:#?}"
+    );
+}
+
+#[test]
+fn a_stop_hook_that_blocks_continues_the_turn_with_its_reason_at_most_three_times() {
+    let setup = Setup::new();
+    let flag = setup.out("blocked-once");
+    // Blocks once, then lets the turn end.
+    let once = hook(
+        "Stop",
+        None,
+        &format!(
+            "if [ -e {0} ]; then exit 0; fi; touch {0}; echo 'run the tests first' >&2; exit 2",
+            flag.display()
+        ),
+        None,
+    );
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::text_turn("done")),
+        Reply::sse(sse::text_turn("tests pass, done")),
+    ]);
+    let output = setup.run(&server, &once, &[]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 2);
+    let (role, last) = messages(requests[1].body()).pop().unwrap();
+    assert_eq!(role, "user");
+    assert!(
+        last.contains("Stop hook") && last.contains("run the tests first"),
+        "{last}"
+    );
+
+    // One that always blocks: three continuations, then the turn ends.
+    let always = hook("Stop", None, "echo 'never done' >&2; exit 2", None);
+    let replies = (0..6)
+        .map(|i| Reply::sse(sse::text_turn(&format!("answer {i}"))))
+        .collect();
+    let server = FakeServer::start(replies);
+    let output = setup.run(&server, &always, &[]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    assert_eq!(server.model_requests().len(), 4);
+    let events = parse_events(&output.stdout);
+    assert_eq!(finished(&events, "Stop").len(), 4);
+}
+
+#[test]
+fn a_pre_tool_use_ask_is_denied_in_a_headless_run() {
+    let setup = Setup::new();
+    let server = read_then_rm();
+    let ask = hook(
+        "PreToolUse",
+        Some("rm"),
+        r#"echo '{"decision":"ask","reason":"sure?"}'"#,
+        None,
+    );
+    let output = setup.run(&server, &ask, &[]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    assert!(setup.ws.path().join("notes.txt").exists(), "rm did not run");
+    let refused = tool_result(server.model_requests()[1].body(), "call_2");
+    assert!(refused.contains("PreToolUse hook asked"), "{refused}");
+}
+
+const FINAL_JSON: &str = r#"{"summary": "notes has alpha", "findings": [], "recommended_next_steps": [], "tests_to_run": [], "uncertainties": []}"#;
+
+#[test]
+fn tool_hooks_fire_for_the_parents_calls_and_not_a_subagents_and_subagent_hooks_run_in_the_parent()
+{
+    let setup = Setup::new();
+    let (pre_log, sub_log) = (setup.out("pre.log"), setup.out("sub.log"));
+    let hooks = [
+        hook(
+            "PreToolUse",
+            Some("read_file"),
+            &format!("cat >> {}; echo >> {0}", pre_log.display()),
+            None,
+        ),
+        hook(
+            "SubagentStart",
+            None,
+            &format!("cat >> {}; echo >> {0}", sub_log.display()),
+            None,
+        ),
+        hook(
+            "SubagentStop",
+            None,
+            &format!("cat >> {}; echo >> {0}", sub_log.display()),
+            None,
+        ),
+    ]
+    .concat();
+    let delegate = serde_json::json!({"task": "Read notes.txt"}).to_string();
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&[(
+            "p1",
+            "read_file",
+            r#"{"path": "notes.txt"}"#,
+        )])),
+        Reply::sse(sse::tool_call_turn(&[("d1", "delegate", &delegate)])),
+        Reply::sse(sse::tool_call_turn(&[(
+            "s1",
+            "read_file",
+            r#"{"path": "notes.txt"}"#,
+        )])),
+        Reply::sse(sse::text_turn(FINAL_JSON)),
+        Reply::sse(sse::text_turn("done")),
+    ]);
+    let output = setup.run(&server, &hooks, &[]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    assert_eq!(
+        server.model_requests().len(),
+        5,
+        "stderr: {}",
+        stderr(&output)
+    );
+    let lines = |path: &PathBuf| -> Vec<Value> {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let pre = lines(&pre_log);
+    let ids: Vec<&str> = pre
+        .iter()
+        .map(|p| p["tool_use_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["p1"], "the child's read_file (s1) ran no hook");
+    let sub = lines(&sub_log);
+    assert_eq!(sub.len(), 2, "{sub:#?}");
+    assert_eq!(sub[0]["hook_event_name"], "SubagentStart");
+    assert_eq!(sub[0]["task"], "Read notes.txt");
+    assert_eq!(sub[1]["hook_event_name"], "SubagentStop");
+    assert_eq!(sub[1]["agent_id"], sub[0]["agent_id"]);
+    assert_eq!(sub[1]["status"], "completed");
+    assert_eq!(sub[1]["summary"], "notes has alpha");
+}
+
+#[test]
+fn a_pre_tool_use_hook_on_delegate_vetoes_the_delegation() {
+    let setup = Setup::new();
+    let veto = hook(
+        "PreToolUse",
+        Some("delegate"),
+        "echo 'no subagents today' >&2; exit 2",
+        None,
+    );
+    let delegate = serde_json::json!({"task": "Read notes.txt"}).to_string();
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&[("d1", "delegate", &delegate)])),
+        Reply::sse(sse::text_turn("done")),
+    ]);
+    let output = setup.run(&server, &veto, &[]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 2, "no subagent asked the model");
+    let refused = tool_result(requests[1].body(), "d1");
+    assert!(refused.contains("no subagents today"), "{refused}");
+}

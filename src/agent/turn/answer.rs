@@ -5,7 +5,7 @@
 use tracing::{info, warn};
 
 use super::super::loop_detect::Verdict;
-use super::super::{AgentDeps, Conversation, calls};
+use super::super::{AgentDeps, Conversation, calls, hook_points};
 use crate::plan::{restore, todo};
 use crate::protocol::{EventKind, Message};
 use crate::tools::ToolKind;
@@ -29,6 +29,8 @@ pub(super) struct Ending {
     reminded: bool,
     /// Answers cut off at the output limit so far.
     cut_off_answers: u32,
+    /// Times a Stop hook kept the turn going.
+    stop_continuations: u32,
 }
 
 /// A text answer, as [`after_answer`] weighs it.
@@ -86,6 +88,13 @@ pub(super) async fn after_answer(
         ending.reminded = true;
         info!("plan has open items; reminding the model before the turn ends");
         conversation.push(Message::user(reminder));
+        return AfterAnswer::Continue;
+    }
+    let continuations = ending.stop_continuations;
+    if let Some(note) = hook_points::stop_blocked(deps, answer.text, continuations).await {
+        ending.stop_continuations += 1;
+        info!("a Stop hook keeps the turn going");
+        conversation.push(Message::user(note));
         return AfterAnswer::Continue;
     }
     AfterAnswer::Done
