@@ -339,7 +339,7 @@ fn request_tool(request: &ApprovalRequest) -> String {
         | ApprovalRequest::McpCall { tool, .. }
         | ApprovalRequest::HookAsk { tool, .. } => tool.clone(),
         ApprovalRequest::WriteDelegation { .. } | ApprovalRequest::ChangeSet { .. } => {
-            "delegate".to_string()
+            <super::delegate::Delegate as super::TypedTool>::NAME.to_string()
         }
     }
 }

@@ -292,6 +292,11 @@ fn a_crashing_or_flooding_hook_is_a_non_blocking_error_with_a_notice() {
         "{pre:#?}"
     );
     assert_eq!(pre[1]["exit_code"], 1);
+    assert!(
+        stderr(&output).contains("failed (ignored)"),
+        "{}",
+        stderr(&output)
+    );
     let flood = pre[1]["message"].as_str().unwrap();
     assert!(flood.len() < 1000, "the notice is short: {flood}");
     assert!(tool_result(server.model_requests()[1].body(), "call_1").contains("alpha"));
@@ -585,4 +590,30 @@ fn a_pre_tool_use_hook_on_delegate_vetoes_the_delegation() {
     assert_eq!(requests.len(), 2, "no subagent asked the model");
     let refused = tool_result(requests[1].body(), "d1");
     assert!(refused.contains("no subagents today"), "{refused}");
+}
+
+#[test]
+fn a_pre_compact_hook_runs_before_an_automatic_compaction() {
+    let setup = Setup::new();
+    crate::common::compaction::write_big_file(setup.ws.path());
+    let server = FakeServer::start(crate::common::compaction::read_big_then_small(
+        "notes.txt",
+        "the summary",
+    ));
+    let seen = setup.out("compact.json");
+    let spy = hook(
+        "PreCompact",
+        None,
+        &format!("cat > {}", seen.display()),
+        None,
+    );
+    let mut env = crate::common::compaction::SMALL_CONTEXT.to_vec();
+    env.push(("FIDO_COMPACT_STRATEGY", "summarize"));
+    let output = setup.run(&server, &spy, &env);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    let events = parse_events(&output.stdout);
+    assert!(!events_of(&events, "compacted").is_empty(), "{events:#?}");
+    let stdin: Value = serde_json::from_slice(&std::fs::read(&seen).unwrap()).unwrap();
+    assert_eq!(stdin["hook_event_name"], "PreCompact");
+    assert_eq!(stdin["trigger"], "auto");
 }
