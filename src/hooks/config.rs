@@ -181,11 +181,12 @@ fn matcher(event: HookEvent, key: &str, text: &str) -> Result<Option<Regex>, Hoo
         .map_err(|err| HookConfigError::Invalid {
             key: key.into(),
             value: format!("{text:?}"),
-            expected: format!("a regular expression ({})", first_line(&err.to_string())),
+            expected: format!("a regular expression ({})", last_line(&err.to_string())),
         })
 }
 
-fn first_line(text: &str) -> String {
+/// The regex crate's error ends with the one line that says what is wrong.
+fn last_line(text: &str) -> String {
     text.lines().last().unwrap_or(text).trim().to_string()
 }
 

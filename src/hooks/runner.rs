@@ -94,14 +94,16 @@ pub async fn run_command(command: &str, cwd: &Path, stdin: Vec<u8>, timeout: Dur
     if let Err(err) = group.kill() {
         tracing::warn!(error = %err, "cannot kill a hook's process group");
     }
-    let reaped = group.wait().await;
+    if let Err(err) = group.wait().await {
+        tracing::warn!(error = %err, "cannot reap a hook");
+    }
     if let Some(writer) = writer {
         writer.abort();
     }
-    let (status, code) = match (waited, reaped) {
-        (Err(_elapsed), _) => (HookStatus::TimedOut, None),
-        (Ok(Ok(exit)), _) => classify(exit),
-        (Ok(Err(err)), _) => return spawn_failed(format!("cannot wait for it: {err}"), started),
+    let (status, code) = match waited {
+        Err(_elapsed) => (HookStatus::TimedOut, None),
+        Ok(Ok(exit)) => classify(exit),
+        Ok(Err(err)) => return spawn_failed(format!("cannot wait for it: {err}"), started),
     };
     HookRun {
         status,

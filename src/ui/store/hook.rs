@@ -17,3 +17,55 @@ impl Store {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use crate::protocol::EventKind;
+    use crate::protocol::hook::{HookDecision, HookStatus};
+    use crate::ui::store::{Entry, Store};
+
+    fn finished(status: HookStatus, exit_code: Option<i32>, decision: HookDecision) -> EventKind {
+        EventKind::HookFinished {
+            event: "PreToolUse".into(),
+            command: "./guard.sh".into(),
+            status,
+            exit_code,
+            decision,
+            elapsed_ms: 5,
+            message: Some("frozen".into()),
+        }
+    }
+
+    #[test]
+    fn the_transcript_gets_one_line_for_a_blocking_or_failing_hook_only() {
+        let mut store = Store::new((80, 24));
+        let now = Instant::now();
+        let started = EventKind::HookStarted {
+            event: "PreToolUse".into(),
+            command: "./guard.sh".into(),
+        };
+        assert!(!store.apply(&started, now));
+        assert!(!store.apply(
+            &finished(HookStatus::Exited, Some(0), HookDecision::None),
+            now
+        ));
+        assert!(store.transcript.is_empty());
+        assert!(store.apply(
+            &finished(HookStatus::Exited, Some(2), HookDecision::Deny),
+            now
+        ));
+        assert!(store.apply(
+            &finished(HookStatus::Killed, Some(11), HookDecision::None),
+            now
+        ));
+        assert_eq!(
+            &store.transcript[..],
+            [
+                Entry::Info("PreToolUse hook `./guard.sh` blocked: frozen".into()),
+                Entry::Error("PreToolUse hook `./guard.sh` failed (ignored): frozen".into()),
+            ]
+        );
+    }
+}
