@@ -83,7 +83,7 @@ pub(super) fn workspace_root(given: Option<&Path>) -> Result<PathBuf, ConfigErro
 /// The one warning about an untrusted workspace file's ignored keys.
 fn untrusted_warning(file: &Path, workspace: &Path, ignored: &[String]) -> String {
     format!(
-        "{} is not trusted, so these keys were ignored: {}. An untrusted repository could use them to send your API key elsewhere, weaken the sandbox or run commands with your rights. If you trust this folder, run `fido trust {}`.",
+        "{} is not trusted, so these keys were ignored: {}. An untrusted repository could use them to send your API key elsewhere or weaken the sandbox. If you trust this folder, run `fido trust {}`.",
         file.display(),
         ignored.join(", "),
         workspace.display()
