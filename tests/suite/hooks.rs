@@ -617,3 +617,101 @@ fn a_pre_compact_hook_runs_before_an_automatic_compaction() {
     assert_eq!(stdin["hook_event_name"], "PreCompact");
     assert_eq!(stdin["trigger"], "auto");
 }
+
+#[test]
+fn in_the_terminal_a_hooks_ask_is_the_approval_prompt_and_a_failing_hook_one_line() {
+    use super::tui::{Tmux, start_fido};
+    let setup = Setup::new();
+    let hooks = [
+        hook(
+            "PreToolUse",
+            Some("read_file"),
+            r#"echo '{"decision":"ask","reason":"secrets nearby"}'"#,
+            None,
+        ),
+        hook("Stop", None, "echo broken >&2; exit 1", None),
+    ]
+    .concat();
+    let config = setup.user_config(&hooks);
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&[(
+            "c1",
+            "read_file",
+            r#"{"path": "notes.txt"}"#,
+        )])),
+        Reply::sse(sse::text_turn("read it all")),
+    ]);
+    let tmux = Tmux::for_model(&server.base_url(), &[("FIDO_CONFIG", config)]);
+    start_fido(&tmux, setup.ws.path());
+    tmux.type_line("read the notes");
+    let screen = tmux.wait_for("the hook's approval prompt", |s| {
+        s.contains("A hook asks: run this tool call?") && s.contains("y approve once")
+    });
+    assert!(screen.contains("hook: secrets nearby"), "{screen}");
+    tmux.keys(&["y"]);
+    // The Stop hook runs last: its notice marks the end of the turn.
+    tmux.wait_for("the Stop hook's notice", |s| {
+        s.contains("read it all")
+            && s.contains("Stop hook `echo broken >&2; exit 1` failed (ignored)")
+    });
+    // The turn ends right after it; a Ctrl+C during it would interrupt.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let requests = server.model_requests();
+    assert!(tool_result(requests[1].body(), "c1").contains("alpha"));
+    tmux.keys(&["C-c", "C-c"]);
+    tmux.wait_for("the shell again", |s| !s.contains("read it all"));
+    tmux.assert_fido_gone(setup.ws.path());
+}
+
+#[test]
+fn permission_request_hooks_approve_or_deny_what_the_policy_would_ask_in_a_headless_run() {
+    let setup = Setup::new();
+    let seen = setup.out("permission.json");
+    let hooks = [
+        hook(
+            "PermissionRequest",
+            Some("bash_exec"),
+            &format!(
+                r#"cat > {}; echo '{{"hookSpecificOutput":{{"hookEventName":"PermissionRequest","decision":{{"behavior":"allow"}}}}}}'"#,
+                seen.display()
+            ),
+            None,
+        ),
+        hook(
+            "PermissionRequest",
+            Some("rm"),
+            "echo 'keep the notes' >&2; exit 2",
+            None,
+        ),
+    ]
+    .concat();
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&[
+            ("c1", "bash_exec", r#"{"command": "echo hi > ran.txt"}"#),
+            ("c2", "rm", r#"{"path": "notes.txt"}"#),
+        ])),
+        Reply::sse(sse::text_turn("done")),
+    ]);
+    let output = setup.run(&server, &hooks, &[("FIDO_APPROVAL_POLICY", "untrusted")]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    assert!(
+        setup.ws.path().join("ran.txt").exists(),
+        "the hook approved the command"
+    );
+    assert!(
+        setup.ws.path().join("notes.txt").exists(),
+        "the hook denied rm"
+    );
+    let next = server.model_requests()[1].body().clone();
+    let refused = tool_result(&next, "c2");
+    assert!(
+        refused.contains("hook_denied") && refused.contains("keep the notes"),
+        "{refused}"
+    );
+    let stdin: Value = serde_json::from_slice(&std::fs::read(&seen).unwrap()).unwrap();
+    assert_eq!(stdin["hook_event_name"], "PermissionRequest");
+    assert_eq!(stdin["tool_name"], "bash_exec");
+    assert_eq!(stdin["tool_use_id"], "c1");
+    assert_eq!(stdin["request"]["type"], "command");
+    assert_eq!(stdin["request"]["command"], "echo hi > ran.txt");
+}
