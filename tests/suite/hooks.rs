@@ -9,7 +9,9 @@ use serde_json::Value;
 
 use crate::common::process::pids_with;
 use crate::common::sse;
-use crate::common::{FakeServer, Reply, events_of, parse_events, run_exec};
+use crate::common::{
+    FakeServer, Reply, assert_conversation_invariants, events_of, parse_events, run_exec,
+};
 
 /// A workspace, and a folder beside it for the config and what hooks
 /// write.
@@ -173,7 +175,13 @@ fn a_post_tool_use_formatter_runs_after_patch_and_its_context_reaches_the_model(
         r#"echo "// formatted" >> notes.txt; echo '{"hookSpecificOutput":{"hookEventName":"PostToolUse","additionalContext":"the formatter reflowed notes.txt"}}'"#,
         None,
     );
-    let output = setup.run(&server, &formatter, &[]);
+    let lint = hook(
+        "PostToolUse",
+        Some("patch"),
+        "echo 'lint: gamma is not a word' >&2; exit 2",
+        None,
+    );
+    let output = setup.run(&server, &(formatter + &lint), &[]);
     assert!(output.status.success(), "stderr: {}", stderr(&output));
     let notes = std::fs::read_to_string(setup.ws.path().join("notes.txt")).unwrap();
     assert_eq!(notes, "alpha\ngamma\n// formatted\n");
@@ -186,6 +194,11 @@ fn a_post_tool_use_formatter_runs_after_patch_and_its_context_reaches_the_model(
         last.contains("PostToolUse") && last.contains("the formatter reflowed notes.txt"),
         "{users:#?}"
     );
+    assert!(
+        last.contains("objected") && last.contains("lint: gamma is not a word"),
+        "{users:#?}"
+    );
+    assert_conversation_invariants(&requests);
     // After the tool result: the last message of the request.
     assert_eq!(
         next["messages"].as_array().unwrap().last().unwrap()["role"],
@@ -397,6 +410,7 @@ fn session_start_and_user_prompt_submit_add_context_before_the_prompt_and_stop_r
         )
     );
     assert_eq!(first[3], ("user".into(), "go".into()));
+    assert_conversation_invariants(&server.model_requests());
     let read = |path: &PathBuf| -> Value {
         serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
     };
