@@ -3,10 +3,12 @@
 //! PreCompact. What a hook adds for the model enters the conversation as a
 //! user message where it happened, never the cached prefix.
 
-use super::{AgentDeps, Conversation};
+use tokio_util::sync::CancellationToken;
+
+use super::{AgentDeps, Conversation, TurnOutcome};
 use crate::hooks::{HookInput, HookOutcome, Hooks};
 use crate::protocol::hook::HookDecision;
-use crate::protocol::{EventKind, Message};
+use crate::protocol::{EventKind, Message, UsageTotals};
 
 /// Continuations a Stop hook may force in one user turn: a hook that
 /// always blocks would otherwise keep the model working forever.
@@ -26,19 +28,21 @@ pub async fn session_started(hooks: &Hooks, conversation: &mut Conversation, res
 }
 
 /// UserPromptSubmit, then the prompt: added context goes before it. A
-/// block keeps the prompt from the model; `Err` says why, for the user.
+/// block keeps the prompt from the model: `Err` is how the turn ends
+/// instead (failed, saying why; or interrupted during the hook).
 pub(super) async fn submit_prompt(
     conversation: &mut Conversation,
     deps: &AgentDeps,
     prompt: String,
-) -> Result<(), String> {
-    let outcome = deps
-        .tool_env
-        .hooks
-        .run(HookInput::UserPromptSubmit {
-            prompt: prompt.clone(),
-        })
-        .await;
+    cancel: &CancellationToken,
+) -> Result<(), TurnOutcome> {
+    let input = HookInput::UserPromptSubmit {
+        prompt: prompt.clone(),
+    };
+    let usage = UsageTotals::default();
+    let Some(outcome) = run_interruptible(&deps.tool_env.hooks, input, cancel).await else {
+        return Err(TurnOutcome::Interrupted { usage });
+    };
     if outcome.decision == HookDecision::Deny {
         let message = format!(
             "a UserPromptSubmit hook blocked the prompt, so it was not sent: {}",
@@ -47,7 +51,7 @@ pub(super) async fn submit_prompt(
         deps.events.emit(EventKind::Error {
             message: message.clone(),
         });
-        return Err(message);
+        return Err(TurnOutcome::Failed { message, usage });
     }
     push_context(conversation, "UserPromptSubmit", &outcome);
     conversation.push(Message::user(prompt));
@@ -61,15 +65,13 @@ pub(super) async fn stop_blocked(
     deps: &AgentDeps,
     last_text: Option<&str>,
     continuations: u32,
+    cancel: &CancellationToken,
 ) -> Option<String> {
-    let outcome = deps
-        .tool_env
-        .hooks
-        .run(HookInput::Stop {
-            stop_hook_active: continuations > 0,
-            last_assistant_message: last_text.map(str::to_string),
-        })
-        .await;
+    let input = HookInput::Stop {
+        stop_hook_active: continuations > 0,
+        last_assistant_message: last_text.map(str::to_string),
+    };
+    let outcome = run_interruptible(&deps.tool_env.hooks, input, cancel).await?;
     if outcome.decision != HookDecision::Deny {
         return None;
     }
@@ -97,6 +99,19 @@ pub(super) async fn before_compaction(deps: &AgentDeps, manual: bool) {
             trigger: trigger.into(),
         })
         .await;
+}
+
+/// Runs the hooks of `input`, or stops them (killing their processes)
+/// when the person interrupts the turn: `None`.
+async fn run_interruptible(
+    hooks: &Hooks,
+    input: HookInput,
+    cancel: &CancellationToken,
+) -> Option<HookOutcome> {
+    tokio::select! {
+        outcome = hooks.run(input) => Some(outcome),
+        _ = cancel.cancelled() => None,
+    }
 }
 
 fn push_context(conversation: &mut Conversation, event: &str, outcome: &HookOutcome) {

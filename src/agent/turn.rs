@@ -43,13 +43,10 @@ pub async fn run_turn(
             delegator.begin_turn();
         }
         let before = deps.provider.usage_totals();
-        let mut outcome = match super::hook_points::submit_prompt(conversation, deps, prompt).await
-        {
+        let submitted = super::hook_points::submit_prompt(conversation, deps, prompt, cancel).await;
+        let mut outcome = match submitted {
             Ok(()) => turn_steps(conversation, deps, cancel).await,
-            Err(message) => TurnOutcome::Failed {
-                message,
-                usage: UsageTotals::default(),
-            },
+            Err(kept_back) => kept_back,
         };
         // Through the session's gateway, the turn's totals are everything
         // asked during it: this loop's requests and every subagent's.
@@ -202,7 +199,8 @@ async fn turn_step(
         return state.looped(deps, message);
     }
     if reply.tool_calls.is_empty() {
-        return answered_in_text(conversation, deps, reply, &text_verdict, state).await;
+        let answer = (reply, &text_verdict, cancel);
+        return answered_in_text(conversation, deps, answer, state).await;
     }
     info!(step, calls = reply.tool_calls.len(), "running tool calls");
     run_calls(conversation, deps, cancel, &reply, state).await
@@ -264,14 +262,14 @@ fn record_reply(
 async fn answered_in_text(
     conversation: &mut Conversation,
     deps: &AgentDeps,
-    reply: Reply,
-    verdict: &Verdict,
+    (reply, verdict, cancel): (Reply, &Verdict, &CancellationToken),
     state: &mut TurnState,
 ) -> ControlFlow<TurnOutcome> {
     let answer = Answer {
         text: reply.text.as_deref(),
         cut_off: reply.cut_off,
         verdict,
+        cancel,
     };
     match after_answer(conversation, deps, answer, &mut state.ending).await {
         AfterAnswer::Continue => ControlFlow::Continue(()),

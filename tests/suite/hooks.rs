@@ -729,3 +729,45 @@ fn permission_request_hooks_approve_or_deny_what_the_policy_would_ask_in_a_headl
     assert_eq!(stdin["request"]["type"], "command");
     assert_eq!(stdin["request"]["command"], "echo hi > ran.txt");
 }
+
+#[test]
+fn sigint_during_a_running_hook_kills_it_and_exits_130() {
+    use crate::common::exec_cmd;
+    use crate::common::process::{send_signal, wait_in, wait_until};
+    let setup = Setup::new();
+    let started = setup.out("started");
+    let marker = "sleep 1000.75";
+    let slow = hook(
+        "UserPromptSubmit",
+        None,
+        &format!("touch {}; {marker}", started.display()),
+        None,
+    );
+    let config = setup.user_config(&slow);
+    let server = FakeServer::start(vec![Reply::sse(sse::text_turn("never asked"))]);
+    let child = exec_cmd(setup.ws.path(), &server, "go", &[("FIDO_CONFIG", &config)])
+        .spawn()
+        .unwrap();
+    let fido = child.id();
+    wait_until(
+        "the hook to start",
+        std::time::Duration::from_secs(20),
+        || started.exists(),
+    );
+    let interrupted_at = std::time::Instant::now();
+    send_signal(fido, libc::SIGINT);
+    let output = wait_in(setup.ws.path(), child, std::time::Duration::from_secs(20));
+    assert_eq!(
+        output.status.code(),
+        Some(130),
+        "stderr: {}",
+        stderr(&output)
+    );
+    assert!(interrupted_at.elapsed() < std::time::Duration::from_secs(10));
+    assert!(
+        pids_with(marker).is_empty(),
+        "left behind: {:?}",
+        pids_with(marker)
+    );
+    assert!(server.model_requests().is_empty());
+}

@@ -2,6 +2,7 @@
 //! repeated one pointed out, a call written as text with misfit arguments
 //! sent back, and open plan items get their one reminder.
 
+use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::super::loop_detect::Verdict;
@@ -40,6 +41,8 @@ pub(super) struct Answer<'a> {
     pub(super) cut_off: bool,
     /// The loop detector's word on it.
     pub(super) verdict: &'a Verdict,
+    /// The turn's; an interrupt stops a Stop hook that is running.
+    pub(super) cancel: &'a CancellationToken,
 }
 
 /// Decides whether a text answer ends the turn: a cut-off answer is
@@ -91,7 +94,8 @@ pub(super) async fn after_answer(
         return AfterAnswer::Continue;
     }
     let continuations = ending.stop_continuations;
-    if let Some(note) = hook_points::stop_blocked(deps, answer.text, continuations).await {
+    let stop = hook_points::stop_blocked(deps, answer.text, continuations, answer.cancel);
+    if let Some(note) = stop.await {
         ending.stop_continuations += 1;
         info!("a Stop hook keeps the turn going");
         conversation.push(Message::user(note));
