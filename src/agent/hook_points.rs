@@ -91,14 +91,12 @@ pub(super) async fn stop_blocked(
 
 /// PreCompact, before older turns are cut (`manual`: `/compact`). What it
 /// decides does not stop the compaction: the context must shrink.
-pub(super) async fn before_compaction(deps: &AgentDeps, manual: bool) {
+pub(super) async fn before_compaction(deps: &AgentDeps, manual: bool, cancel: &CancellationToken) {
     let trigger = if manual { "manual" } else { "auto" };
-    deps.tool_env
-        .hooks
-        .run(HookInput::PreCompact {
-            trigger: trigger.into(),
-        })
-        .await;
+    let input = HookInput::PreCompact {
+        trigger: trigger.into(),
+    };
+    run_interruptible(&deps.tool_env.hooks, input, cancel).await;
 }
 
 /// Runs the hooks of `input`, or stops them (killing their processes)
