@@ -136,7 +136,12 @@ pub struct Hooks {
 }
 
 impl Hooks {
+    /// The session's hooks; without any, the same as [`Hooks::none`]
+    /// (no clone of `events` kept for nothing).
     pub fn new(config: HooksConfig, workspace: PathBuf, events: EventSink) -> Hooks {
+        if config.is_empty() {
+            return Hooks::none();
+        }
         let facts = SessionFacts {
             cwd: workspace.display().to_string(),
             ..SessionFacts::default()
