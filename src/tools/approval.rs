@@ -8,6 +8,11 @@
 //! a clear denial. A denial is a normal failed tool result that carries the
 //! person's reason, so the model hears it. "Approve for the session" is
 //! remembered per exact command (or tool and path) for this session only.
+//!
+//! The user's hooks come first: a call a PreToolUse hook allowed
+//! ([`CallScope::preapproved`]) is not asked about, and PermissionRequest
+//! hooks may answer before the person is asked. Neither ever lets a
+//! command leave the sandbox: an escalation is always the person's call.
 
 use std::collections::HashSet;
 use std::future::Future;
