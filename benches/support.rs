@@ -439,6 +439,7 @@ pub fn tool_env(
             },
             None,
         ),
+        hooks: std::sync::Arc::new(fido::hooks::Hooks::none()),
     })
 }
 

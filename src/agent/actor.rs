@@ -402,7 +402,7 @@ async fn compact_now(mut conversation: Conversation, deps: &AgentDeps) -> (Conve
         &mut conversation,
         deps,
         settings,
-        compaction::Trigger::Threshold,
+        compaction::Trigger::Manual,
         &CancellationToken::new(),
         &mut usage,
     )

@@ -16,6 +16,7 @@ mod calls;
 mod compaction;
 mod conversation;
 mod deps;
+pub mod hook_points;
 
 pub mod instructions;
 pub mod limits;

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span, warn};
 
 use self::answer::{AfterAnswer, Answer, Ending, after_answer};
+use self::tool_hooks::HookNotes;
 use super::compaction;
 use super::compaction::Trigger;
 use super::loop_detect::{LoopDetector, Repetition, Verdict, signature};
@@ -25,6 +26,7 @@ use crate::text;
 use crate::tools::{ToolKind, ToolOutput};
 
 mod answer;
+mod tool_hooks;
 
 /// Runs one user turn to its end.
 pub async fn run_turn(
@@ -40,9 +42,12 @@ pub async fn run_turn(
         if let Some(delegator) = &deps.tool_env.delegator {
             delegator.begin_turn();
         }
-        conversation.push(Message::user(prompt));
         let before = deps.provider.usage_totals();
-        let mut outcome = turn_steps(conversation, deps, cancel).await;
+        let submitted = super::hook_points::submit_prompt(conversation, deps, prompt, cancel).await;
+        let mut outcome = match submitted {
+            Ok(()) => turn_steps(conversation, deps, cancel).await,
+            Err(kept_back) => kept_back,
+        };
         // Through the session's gateway, the turn's totals are everything
         // asked during it: this loop's requests and every subagent's.
         if let (Some(before), Some(after)) = (before, deps.provider.usage_totals()) {
@@ -194,7 +199,8 @@ async fn turn_step(
         return state.looped(deps, message);
     }
     if reply.tool_calls.is_empty() {
-        return answered_in_text(conversation, deps, reply, &text_verdict, state).await;
+        let answer = (reply, &text_verdict, cancel);
+        return answered_in_text(conversation, deps, answer, state).await;
     }
     info!(step, calls = reply.tool_calls.len(), "running tool calls");
     run_calls(conversation, deps, cancel, &reply, state).await
@@ -256,14 +262,14 @@ fn record_reply(
 async fn answered_in_text(
     conversation: &mut Conversation,
     deps: &AgentDeps,
-    reply: Reply,
-    verdict: &Verdict,
+    (reply, verdict, cancel): (Reply, &Verdict, &CancellationToken),
     state: &mut TurnState,
 ) -> ControlFlow<TurnOutcome> {
     let answer = Answer {
         text: reply.text.as_deref(),
         cut_off: reply.cut_off,
         verdict,
+        cancel,
     };
     match after_answer(conversation, deps, answer, &mut state.ending).await {
         AfterAnswer::Continue => ControlFlow::Continue(()),
@@ -449,6 +455,7 @@ async fn run_tool_calls(
 ) -> CallsRan {
     let mut stop: Option<String> = None;
     let mut text_next = false;
+    let notes = HookNotes::default();
     // Results of the delegations run together, by call index.
     let mut delegated: Vec<Option<ToolOutput>> = Vec::new();
     for (index, call) in calls.iter().enumerate() {
@@ -478,13 +485,14 @@ async fn run_tool_calls(
         } else if cancel.is_cancelled() {
             ToolOutput::error("cancelled by the user before it ran")
         } else if is_delegation(deps, call) && delegated.is_empty() {
-            delegated = run_delegations(conversation, deps, calls, refusals, index, cancel).await;
+            delegated =
+                run_delegations(conversation, deps, (calls, refusals), index, cancel, &notes).await;
             delegated
                 .get_mut(index)
                 .and_then(Option::take)
                 .unwrap_or_else(|| ToolOutput::error("the delegation returned no result"))
         } else {
-            invoke(conversation, deps, call, cancel).await
+            invoke(conversation, deps, call, cancel, &notes).await
         };
         // A warned repetition ran (delegations included): its result says so.
         let output = match &verdict {
@@ -497,6 +505,7 @@ async fn run_tool_calls(
         };
         record_result(conversation, deps, call, output);
     }
+    notes.record(conversation);
     CallsRan { stop, text_next }
 }
 
@@ -555,10 +564,10 @@ fn is_delegation(deps: &AgentDeps, call: &ToolCall) -> bool {
 async fn run_delegations(
     conversation: &Conversation,
     deps: &AgentDeps,
-    calls: &[ToolCall],
-    refusals: &[Option<String>],
+    (calls, refusals): (&[ToolCall], &[Option<String>]),
     first: usize,
     cancel: &CancellationToken,
+    notes: &HookNotes,
 ) -> Vec<Option<ToolOutput>> {
     let batch: Vec<usize> = (first..calls.len())
         .filter(|&i| is_delegation(deps, &calls[i]))
@@ -573,7 +582,7 @@ async fn run_delegations(
     let outputs = futures_util::future::join_all(
         batch
             .iter()
-            .map(|&i| invoke(conversation, deps, &calls[i], cancel)),
+            .map(|&i| invoke(conversation, deps, &calls[i], cancel, notes)),
     )
     .await;
     let mut by_index: Vec<Option<ToolOutput>> = vec![None; calls.len()];
@@ -583,19 +592,24 @@ async fn run_delegations(
     by_index
 }
 
+/// Invokes `call` through the user's tool hooks.
 async fn invoke(
     conversation: &Conversation,
     deps: &AgentDeps,
     call: &ToolCall,
     cancel: &CancellationToken,
+    notes: &HookNotes,
 ) -> ToolOutput {
-    let invocation = deps.catalog.invoke(
-        call,
-        &deps.tool_env,
-        &deps.ctx,
-        conversation.messages(),
-        cancel,
-    );
+    let invocation = tool_hooks::hooked(deps, call, notes, |scope| {
+        let invocation = deps.catalog.invoke(
+            call,
+            &deps.tool_env,
+            &deps.ctx,
+            conversation.messages(),
+            cancel,
+        );
+        crate::tools::approval::in_call(scope, invocation)
+    });
     tokio::select! {
         output = invocation => output,
         // Dropping the invocation kills what it started (process groups

@@ -322,7 +322,8 @@ fn spawn_printer(
 }
 
 /// Prints events: with `--json` every event as one line on stdout; errors
-/// also as one sentence on stderr, for the person watching. Blocking.
+/// and hooks that blocked or failed also as one sentence on stderr, for the
+/// person watching. Blocking.
 fn print_events(mut receiver: crate::agent::EventReceiver, json: bool) {
     while let Some(event) = receiver.blocking_recv() {
         // Streaming text and tool output are for the live UI; the --json
@@ -343,6 +344,9 @@ fn print_events(mut receiver: crate::agent::EventReceiver, json: bool) {
         }
         if let EventKind::Error { message } = &event.kind {
             eprintln!("fido: {message}");
+        }
+        if let Some(notice) = crate::protocol::hook::HookNotice::of(&event.kind) {
+            eprintln!("fido: {}", notice.text());
         }
     }
 }

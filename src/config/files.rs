@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::layer::{self, Layers};
 use super::{ConfigError, TrustStore, mcp};
+use crate::hooks::HooksConfig;
 
 /// The config files' layers (the user file, then the workspace's
 /// `fido.toml`) and what reading them found out.
@@ -17,6 +18,7 @@ pub(super) struct Files {
     /// About an untrusted workspace file's ignored keys.
     pub(super) warnings: Vec<String>,
     pub(super) mcp_servers: mcp::McpServers,
+    pub(super) hooks: HooksConfig,
 }
 
 impl Files {
@@ -31,11 +33,13 @@ impl Files {
             workspace_trusted: false,
             warnings: Vec::new(),
             mcp_servers: mcp::McpServers::new(),
+            hooks: HooksConfig::default(),
         };
         if let Some(user_file) = &files.user_config_file
             && user_file.exists()
         {
-            let (source, layer, _) = layer::file_layer(user_file, true, &mut files.mcp_servers)?;
+            let (source, layer, _) =
+                layer::file_layer(user_file, true, &mut files.mcp_servers, &mut files.hooks)?;
             files.layers.push(source, layer);
         }
         if let Some(dir) = &files.config_dir {
@@ -44,8 +48,12 @@ impl Files {
         let workspace_file = workspace.join("fido.toml");
         if workspace_file.exists() {
             let trusted = files.workspace_trusted;
-            let (source, layer, ignored) =
-                layer::file_layer(&workspace_file, trusted, &mut files.mcp_servers)?;
+            let (source, layer, ignored) = layer::file_layer(
+                &workspace_file,
+                trusted,
+                &mut files.mcp_servers,
+                &mut files.hooks,
+            )?;
             files.layers.push(source, layer);
             if !ignored.is_empty() {
                 let warning = untrusted_warning(&workspace_file, workspace, &ignored);

@@ -18,6 +18,8 @@ use serde::{Deserialize, Deserializer};
 use super::mcp::{self, McpServers};
 use super::{ConfigError, KEYS, MAX_DELEGATE_CONCURRENCY, ProviderKind, Scope};
 use crate::agent::CompactionStrategy;
+use crate::hooks::config as hook_config;
+use crate::hooks::{HookConfigError, HooksConfig};
 use crate::protocol::changes::{DelegateMerge, DelegateWrite};
 use crate::protocol::ipc::PlanFlavour;
 use crate::protocol::{ApprovalPolicy, SandboxMode};
@@ -197,18 +199,20 @@ impl ConfigLayer {
 /// A config file's layer. With `trusted` false (a workspace file of a
 /// folder nobody trusted) only [`Scope::Anywhere`] keys are taken; the
 /// others are returned, to be named in one warning. `[mcp_servers]` goes
-/// to `mcp_servers`, from trusted files only.
+/// to `mcp_servers` and `[[hooks.EVENT]]` to `hooks`, from trusted files
+/// only (both run commands with the user's rights).
 pub(super) fn file_layer(
     path: &Path,
     trusted: bool,
     mcp_servers: &mut McpServers,
+    hooks: &mut HooksConfig,
 ) -> Result<(Source, ConfigLayer, Vec<String>), ConfigError> {
     let shown = path.display().to_string();
     let mut texts = toml::Table::new();
     let mut ignored = Vec::new();
     for (raw_key, raw_value) in read_table(path, &shown)? {
         let key = normalise_key(&raw_key);
-        let scope = if key == mcp::KEY {
+        let scope = if key == mcp::KEY || key == hook_config::KEY {
             Scope::Trusted
         } else {
             check_known(&key, &shown)?
@@ -217,6 +221,8 @@ pub(super) fn file_layer(
             ignored.push(key);
         } else if key == mcp::KEY {
             mcp::read_layer(&shown, raw_value, mcp_servers)?;
+        } else if key == hook_config::KEY {
+            hook_config::read_layer(raw_value, hooks).map_err(|err| hook_error(&shown, err))?;
         } else {
             let text = file_text(&shown, &key, raw_value)?;
             texts.insert(key, toml::Value::String(text));
@@ -251,6 +257,27 @@ pub(super) fn command_line_layer(values: &[(String, String)]) -> Result<ConfigLa
         texts.insert(key, toml::Value::String(value.clone()));
     }
     ConfigLayer::from_table(&source, texts)
+}
+
+/// A hook table's error as the config's, naming the file.
+fn hook_error(shown: &str, err: HookConfigError) -> ConfigError {
+    match err {
+        HookConfigError::UnknownKey { key, known } => ConfigError::UnknownKey {
+            source_name: shown.to_string(),
+            key,
+            known,
+        },
+        HookConfigError::Invalid {
+            key,
+            value,
+            expected,
+        } => ConfigError::Invalid {
+            source_name: shown.to_string(),
+            key,
+            value,
+            expected,
+        },
+    }
 }
 
 fn read_table(path: &Path, shown: &str) -> Result<toml::Table, ConfigError> {

@@ -19,6 +19,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::agent::AgentSettings;
+use crate::hooks::HooksConfig;
 use crate::protocol::changes::{DelegateMerge, DelegateWrite};
 use crate::protocol::ipc::PlanFlavour;
 use crate::protocol::{ApprovalPolicy, SandboxMode};
@@ -167,6 +168,8 @@ pub struct Config {
     pub warnings: Vec<String>,
     /// The MCP servers to start, sorted by name (trusted layers only).
     pub mcp_servers: Vec<McpServerConfig>,
+    /// The user's hooks (trusted layers only), in the order they run.
+    pub hooks: HooksConfig,
 }
 
 /// The main agent's safety settings.
@@ -292,6 +295,7 @@ impl Config {
             workspace_trusted: files.workspace_trusted,
             warnings: files.warnings,
             mcp_servers: files.mcp_servers.into_values().collect(),
+            hooks: files.hooks,
             workspace,
         })
     }

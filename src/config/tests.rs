@@ -284,3 +284,51 @@ fn safety_values_are_checked() {
 fn api_key_debug_hides_the_key() {
     assert_eq!(format!("{:?}", ApiKey("secret".into())), "ApiKey(…)");
 }
+
+#[test]
+fn hooks_come_from_the_user_file_and_a_trusted_workspace_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".config/fido")).unwrap();
+    std::fs::write(
+        home.path().join(".config/fido/config.toml"),
+        "[[hooks.Stop]]\ncommand = \"user-stop\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("fido.toml"),
+        "[[hooks.PreToolUse]]\nmatcher = \"patch\"\ncommand = \"ws-guard\"\n",
+    )
+    .unwrap();
+    let commands = |cfg: &Config| -> Vec<String> {
+        cfg.hooks.hooks.iter().map(|h| h.command.clone()).collect()
+    };
+    let cfg = Config::load_from(&overrides(dir.path()), &env(&[], home.path())).unwrap();
+    assert_eq!(commands(&cfg), ["user-stop"]);
+    assert_eq!(cfg.warnings.len(), 1, "{:?}", cfg.warnings);
+    assert!(
+        cfg.warnings[0].contains("ignored: hooks."),
+        "{:?}",
+        cfg.warnings
+    );
+
+    TrustStore::in_dir(&home.path().join(".config/fido"))
+        .trust(dir.path())
+        .unwrap();
+    let cfg = Config::load_from(&overrides(dir.path()), &env(&[], home.path())).unwrap();
+    assert_eq!(commands(&cfg), ["user-stop", "ws-guard"]);
+    assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
+
+    std::fs::write(
+        dir.path().join("fido.toml"),
+        "[[hooks.PreToolUse]]\ncommand = \"c\"\nwhen = 1\n",
+    )
+    .unwrap();
+    let err = Config::load_from(&overrides(dir.path()), &env(&[], home.path()))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("fido.toml") && err.contains("hooks.PreToolUse[0].when"),
+        "{err}"
+    );
+}

@@ -223,6 +223,8 @@ pub enum DelegateErrorCode {
     WriteConflict,
     /// A write delegation outside a git repository.
     NotAGitRepository,
+    /// A user hook (PreToolUse or PermissionRequest) refused the call.
+    HookDenied,
     /// The child broke the IPC protocol; also any code not known here
     /// (serde needs this catch-all last).
     #[serde(other)]
@@ -250,6 +252,7 @@ impl DelegateErrorCode {
             DelegateErrorCode::WriteNotAllowed => "write_not_allowed",
             DelegateErrorCode::WriteConflict => "write_conflict",
             DelegateErrorCode::NotAGitRepository => "not_a_git_repository",
+            DelegateErrorCode::HookDenied => "hook_denied",
         }
     }
 }

@@ -109,6 +109,22 @@ pub enum EventKind {
     },
     /// Something went wrong that the user must know about.
     Error { message: String },
+    /// A user hook (`[[hooks.EVENT]]`) started; `command` is sanitised
+    /// and cut short.
+    HookStarted { event: String, command: String },
+    /// A user hook ended: how (`exit_code` when it exited), what it
+    /// decided, and, when it blocked or failed, why (sanitised, short).
+    HookFinished {
+        event: String,
+        command: String,
+        status: super::hook::HookStatus,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        decision: super::hook::HookDecision,
+        elapsed_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
     /// Live display only (never printed by `fido exec --json`, see
     /// [`EventKind::is_live_only`]): a fragment of assistant text as it
     /// streams. `assistant_text` with the whole message still follows; a
@@ -174,7 +190,9 @@ impl EventKind {
             | EventKind::Compacted { .. }
             | EventKind::Retrying { .. }
             | EventKind::TurnCompleted { .. }
-            | EventKind::Error { .. } => false,
+            | EventKind::Error { .. }
+            | EventKind::HookStarted { .. }
+            | EventKind::HookFinished { .. } => false,
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod control;
 pub mod delegate;
 mod event;
 pub mod event_queue;
+pub mod hook;
 mod identity;
 pub mod ipc;
 pub mod journal;

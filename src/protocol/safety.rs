@@ -163,6 +163,14 @@ pub enum ApprovalRequest {
         /// The capped unified diff.
         diff: String,
     },
+    /// A tool call a user hook (PreToolUse) wants the person to approve.
+    HookAsk {
+        tool: String,
+        /// The arguments as JSON, cut short.
+        arguments: String,
+        /// The hook's reason, if it gave one.
+        reason: Option<String>,
+    },
 }
 
 /// The person's answer to an [`ApprovalRequest`].

@@ -107,8 +107,10 @@ impl Runtime {
             .await
             .map_err(StartError::Journal)?;
         let id = journal.as_ref().map(|j| j.id().to_string());
+        let transcript = journal.as_ref().map(|j| j.path().to_path_buf());
+        parts.tool_env.hooks.set_session(id.clone(), transcript);
         let instructions = load_instructions(config).await;
-        let (conversation, replayed) = first_conversation(
+        let (mut conversation, replayed) = first_conversation(
             replayed,
             parts.catalog.clone(),
             parts.tool_env.clone(),
@@ -118,6 +120,9 @@ impl Runtime {
         )
         .await
         .map_err(StartError::Journal)?;
+        let hooks = &parts.tool_env.hooks;
+        crate::agent::hook_points::session_started(hooks, &mut conversation, replayed.is_some())
+            .await;
         if let Some(journal) = &journal {
             journal
                 .record(conversation.generation(), conversation.messages())
@@ -222,7 +227,16 @@ impl Parts {
         };
         let mut env =
             tool_env(config, approval, interaction.approver).map_err(StartError::Tools)?;
-        env.approvals = env.approvals.with_delegation(delegation);
+        let hooks = Arc::new(crate::hooks::Hooks::new(
+            config.hooks.clone(),
+            config.workspace.clone(),
+            events.clone(),
+        ));
+        env.approvals = env
+            .approvals
+            .with_delegation(delegation)
+            .with_hooks(hooks.clone());
+        env.hooks = hooks;
         env.user = interaction.user;
         let mcp = start_mcp(config).await;
         let catalog = ToolCatalog::with_mcp(config.plan_tool, profiles.offers(), mcp.clone());

@@ -41,5 +41,6 @@ pub fn tool_env(
         delegator: None,
         sandbox: Arc::new(sandbox),
         approvals: Approvals::new(settings, approver),
+        hooks: Arc::new(crate::hooks::Hooks::none()),
     })
 }

@@ -22,6 +22,6 @@ pub mod seccomp;
 pub mod sweep;
 
 pub use child::enter_child_sandbox;
-pub use command::{CommandPolicy, CommandSandbox, PrivateDir, credential_paths};
+pub use command::{CommandPolicy, CommandSandbox, PrivateDir, credential_paths, scrub_credentials};
 pub use policy::{Enforcement, SandboxError, SandboxReport, SandboxRequirement};
 pub use process::ProcessGroup;

@@ -373,6 +373,8 @@ fn tool_env(workspace: Workspace, shell: CommandSandbox, may_write: bool) -> Too
             },
             None,
         ),
+        // The parent's hooks run for the parent's calls only (README).
+        hooks: Arc::new(crate::hooks::Hooks::none()),
     }
 }
 

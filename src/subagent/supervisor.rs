@@ -33,6 +33,7 @@ mod keeper;
 mod progress;
 mod run;
 mod serve;
+mod subagent_hooks;
 mod write;
 
 pub use actor::{CancelTarget, SupervisorActor, SupervisorMessage, SupervisorState};
@@ -487,11 +488,15 @@ impl Delegator for Supervisor {
                 turn_cancel: request.cancel.clone(),
                 write: write.as_ref().map(write::WriteRun::roots),
             };
+            let hooks = request.tools.map(|tools| tools.hooks.as_ref());
+            let task = crate::text::summary(&request.args.task, 500);
+            subagent_hooks::started(hooks, &agent_id, &task).await;
             let mut result = self.run_job(job).await;
             // Also when the run never started: its worktree is cleared up.
             if let Some(run) = write {
                 write::conclude(&self.shared, run, &mut result, request.tools).await;
             }
+            subagent_hooks::stopped(hooks, &agent_id, task, &result).await;
             result
         })
     }

@@ -8,6 +8,11 @@
 //! a clear denial. A denial is a normal failed tool result that carries the
 //! person's reason, so the model hears it. "Approve for the session" is
 //! remembered per exact command (or tool and path) for this session only.
+//!
+//! The user's hooks come first: a call a PreToolUse hook allowed
+//! ([`CallScope::preapproved`]) is not asked about, and PermissionRequest
+//! hooks may answer before the person is asked. Neither ever lets a
+//! command leave the sandbox: an escalation is always the person's call.
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -16,8 +21,39 @@ use std::sync::{Arc, Mutex};
 
 use super::ToolOutput;
 use super::guard::{self, Gate};
+use crate::hooks::{HookInput, Hooks};
 use crate::protocol::changes::DelegationPolicy;
+use crate::protocol::hook::HookDecision;
 use crate::protocol::{ApprovalDecision, ApprovalRequest, SafetySettings, SandboxMode};
+
+tokio::task_local! {
+    /// The tool call being run, set by the agent around each invocation:
+    /// the approvals of a call are asked from inside the tool, which knows
+    /// its request but not the call a hook needs to see.
+    static CALL: CallScope;
+}
+
+/// The call whose approvals are asked while it runs.
+#[derive(Debug, Clone)]
+pub struct CallScope {
+    pub tool_name: String,
+    /// The arguments as the model sent them.
+    pub arguments: String,
+    pub tool_use_id: String,
+    /// A PreToolUse hook allowed it (or the person approved what a hook
+    /// asked about): its approval prompts are skipped, except escalation
+    /// out of the sandbox, which only the person grants.
+    pub preapproved: bool,
+}
+
+/// Runs `invocation` as the call `scope` describes.
+pub async fn in_call<F: Future>(scope: CallScope, invocation: F) -> F::Output {
+    CALL.scope(scope, invocation).await
+}
+
+fn current_call() -> Option<CallScope> {
+    CALL.try_with(CallScope::clone).ok()
+}
 
 pub type ApprovalFuture<'a> = Pin<Box<dyn Future<Output = Option<ApprovalDecision>> + Send + 'a>>;
 
@@ -51,6 +87,8 @@ pub struct Approvals {
     approver: Option<Arc<dyn Approver>>,
     /// Requests approved for the rest of the session.
     remembered: Mutex<HashSet<String>>,
+    /// The user's PermissionRequest hooks run before a person is asked.
+    hooks: Option<Arc<Hooks>>,
 }
 
 impl Approvals {
@@ -60,7 +98,30 @@ impl Approvals {
             delegation: DelegationPolicy::default(),
             approver,
             remembered: Mutex::new(HashSet::new()),
+            hooks: None,
         }
+    }
+
+    /// The same approvals, running the session's PermissionRequest hooks.
+    pub fn with_hooks(mut self, hooks: Arc<Hooks>) -> Approvals {
+        self.hooks = Some(hooks);
+        self
+    }
+
+    /// A PreToolUse hook answered `ask`: the person approves the call, as
+    /// any other approval (denied in a headless run).
+    pub async fn hook_ask(
+        &self,
+        tool: &str,
+        arguments: &str,
+        reason: Option<String>,
+    ) -> Result<(), ToolOutput> {
+        let request = ApprovalRequest::HookAsk {
+            tool: tool.to_string(),
+            arguments: crate::text::summary(arguments, 500),
+            reason: reason.map(|r| crate::text::summary(&r, 300)),
+        };
+        self.ask(request, format!("hook:{tool}:{arguments}")).await
     }
 
     pub fn settings(&self) -> &SafetySettings {
@@ -190,11 +251,29 @@ impl Approvals {
         if self.is_remembered(&memo) {
             return Ok(());
         }
+        // Leaving the sandbox is the person's call alone.
+        let escalation = matches!(
+            request,
+            ApprovalRequest::Command {
+                escalated: true,
+                ..
+            }
+        );
+        if !escalation {
+            let call = current_call();
+            if call.as_ref().is_some_and(|call| call.preapproved) {
+                return Ok(());
+            }
+            match self.permission_hooks(call, &request).await {
+                PermissionVerdict::Allow => return Ok(()),
+                PermissionVerdict::Deny(reason) => {
+                    return Err(guard::hook_refusal("PermissionRequest", &reason));
+                }
+                PermissionVerdict::Ask => {}
+            }
+        }
         let Some(approver) = &self.approver else {
-            return Err(denied(&format!(
-                "approval_policy {} requires the user's approval, and nobody can approve in a headless run. Nothing was run or changed; the user can allow it with `fido exec --approval never` (or --full-auto), or run the session in the terminal UI",
-                self.settings.approval_policy
-            )));
+            return Err(denied(&headless_refusal(&request, &self.settings)));
         };
         match approver.approve(&request).await {
             Some(ApprovalDecision::Approved) => Ok(()),
@@ -211,11 +290,77 @@ impl Approvals {
         }
     }
 
+    /// What the PermissionRequest hooks say about `request` (`Ask`: ask
+    /// the person, as without hooks).
+    async fn permission_hooks(
+        &self,
+        call: Option<CallScope>,
+        request: &ApprovalRequest,
+    ) -> PermissionVerdict {
+        let Some(hooks) = &self.hooks else {
+            return PermissionVerdict::Ask;
+        };
+        let call = call.unwrap_or_else(|| CallScope {
+            tool_name: request_tool(request),
+            arguments: String::new(),
+            tool_use_id: String::new(),
+            preapproved: false,
+        });
+        let outcome = hooks
+            .run(HookInput::PermissionRequest {
+                tool_input: HookInput::tool_input(&call.arguments),
+                tool_name: call.tool_name,
+                tool_use_id: call.tool_use_id,
+                request: serde_json::to_value(request).unwrap_or_default(),
+            })
+            .await;
+        match outcome.decision {
+            HookDecision::Allow => PermissionVerdict::Allow,
+            HookDecision::Deny => PermissionVerdict::Deny(outcome.reason_text()),
+            HookDecision::None | HookDecision::Ask => PermissionVerdict::Ask,
+        }
+    }
+
     fn is_remembered(&self, memo: &str) -> bool {
         self.remembered
             .lock()
             .map(|remembered| remembered.contains(memo))
             .unwrap_or(false)
+    }
+}
+
+/// What the PermissionRequest hooks decided.
+enum PermissionVerdict {
+    Allow,
+    Deny(String),
+    Ask,
+}
+
+/// The tool a request is about, when no call is in scope.
+fn request_tool(request: &ApprovalRequest) -> String {
+    match request {
+        ApprovalRequest::Command { .. } => super::guard::SUBAGENT_SHELL.to_string(),
+        ApprovalRequest::FileChange { tool, .. }
+        | ApprovalRequest::McpCall { tool, .. }
+        | ApprovalRequest::HookAsk { tool, .. } => tool.clone(),
+        ApprovalRequest::WriteDelegation { .. } | ApprovalRequest::ChangeSet { .. } => {
+            <super::delegate::Delegate as super::TypedTool>::NAME.to_string()
+        }
+    }
+}
+
+/// Why a request is refused in a headless run, with how to allow it.
+fn headless_refusal(request: &ApprovalRequest, settings: &SafetySettings) -> String {
+    match request {
+        ApprovalRequest::HookAsk { .. } => "a PreToolUse hook asked for the user's approval of this call, and nobody can approve in a headless run. Nothing was run or changed".into(),
+        ApprovalRequest::Command { .. }
+        | ApprovalRequest::FileChange { .. }
+        | ApprovalRequest::McpCall { .. }
+        | ApprovalRequest::WriteDelegation { .. }
+        | ApprovalRequest::ChangeSet { .. } => format!(
+            "approval_policy {} requires the user's approval, and nobody can approve in a headless run. Nothing was run or changed; the user can allow it with `fido exec --approval never` (or --full-auto), or run the session in the terminal UI",
+            settings.approval_policy
+        ),
     }
 }
 

@@ -54,9 +54,6 @@ const GRACE: Duration = Duration::from_secs(1);
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
 /// How long output is still read after a terminated run.
 const DRAIN_AFTER_KILL: Duration = Duration::from_millis(200);
-/// Environment variables never passed to commands (provider credentials);
-/// so is every other variable whose name ends in `_API_KEY`.
-const SCRUBBED_ENV: &[&str] = &["FIDO_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
 /// What a command's output says when the sandbox refused it something.
 const SANDBOX_SYMPTOMS: &[&str] = &[
     "permission denied",
@@ -206,7 +203,7 @@ impl Run<'_> {
                 .stderr(Stdio::from(writer_for_stderr))
                 .env("PAGER", "cat")
                 .env("GIT_PAGER", "cat");
-            scrub_credentials(&mut command);
+            crate::sandbox::scrub_credentials(&mut command);
             self.sandbox.apply(&mut command);
             // The command (with our copies of the write end) is dropped at
             // the end of this block, so the pipe reaches EOF when the
@@ -346,22 +343,6 @@ impl Run<'_> {
         Some(format!(
             "note: this may have been refused by the sandbox ({mode}: {allowed}{network}, no credential files). {how}"
         ))
-    }
-}
-
-/// Removes API keys from the command's environment.
-fn scrub_credentials(command: &mut Command) {
-    for key in SCRUBBED_ENV {
-        command.env_remove(key);
-    }
-    for (key, _) in std::env::vars_os() {
-        if key
-            .to_string_lossy()
-            .to_ascii_uppercase()
-            .ends_with("_API_KEY")
-        {
-            command.env_remove(key);
-        }
     }
 }
 

@@ -163,6 +163,17 @@ pub fn mcp_call_gate(settings: &SafetySettings) -> Gate {
     }
 }
 
+/// A call a user hook refused (`event`: the hook's event): the model reads
+/// the hook's reason, and that nothing ran.
+pub fn hook_refusal(event: &str, reason: &str) -> ToolOutput {
+    refusal(
+        DelegateErrorCode::HookDenied,
+        &format!(
+            "a {event} hook of the user refused this call, so nothing was run or changed. The hook said: {reason}"
+        ),
+    )
+}
+
 fn refusal(code: DelegateErrorCode, message: &str) -> ToolOutput {
     let body = json!({
         "type": "tool_error",

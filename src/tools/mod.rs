@@ -152,6 +152,9 @@ pub struct ToolEnv {
     pub sandbox: Arc<crate::sandbox::CommandSandbox>,
     /// Asks the person before commands and file changes, as the policy says.
     pub approvals: approval::Approvals,
+    /// The user's hooks; none inside a subagent, whose calls its sandbox
+    /// confines instead.
+    pub hooks: Arc<crate::hooks::Hooks>,
 }
 
 /// One invocation, as handed to a tool: the raw arguments and the call.

@@ -31,6 +31,7 @@ pub(crate) fn env(root: &Path) -> ToolEnv {
             },
             None,
         ),
+        hooks: std::sync::Arc::new(crate::hooks::Hooks::none()),
     }
 }
 

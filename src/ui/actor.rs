@@ -315,6 +315,8 @@ fn on_event<B: Backend>(
         | EventKind::Retrying { .. }
         | EventKind::TurnCompleted { .. }
         | EventKind::Error { .. }
+        | EventKind::HookStarted { .. }
+        | EventKind::HookFinished { .. }
         | EventKind::AssistantDelta { .. }
         | EventKind::ToolOutput { .. }
         | EventKind::ChangeSet { .. }) => state.store.apply(&kind, now),

@@ -40,6 +40,9 @@ fn summary(request: &ApprovalRequest) -> String {
         ApprovalRequest::ChangeSet { id, summary, .. } => {
             format!("change set {id} to review: {summary}")
         }
+        ApprovalRequest::HookAsk { tool, .. } => {
+            format!("a hook asks for approval of {tool}")
+        }
     }
 }
 

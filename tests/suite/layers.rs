@@ -15,6 +15,7 @@ const MODULES: &[&str] = &[
     "changes",
     "cli",
     "config",
+    "hooks",
     "mcp",
     "plan",
     "protocol",
@@ -45,6 +46,9 @@ const RANKS: &[(&str, u32)] = &[
     // journal; the sandbox check makes a real worktree with it.
     ("changes", 1),
     ("plan", 2),
+    // User hooks: config types, the runner (process groups) and the
+    // events it reports; the tools' approvals and the agent call them.
+    ("hooks", 2),
     ("tools", 3),
     ("agent", 4),
     ("config", 5),

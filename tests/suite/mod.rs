@@ -5,6 +5,7 @@ mod delegate_parallel;
 mod exec;
 mod fake_server;
 mod fuzz_regressions;
+mod hooks;
 mod layers;
 mod local_models;
 mod mcp;

@@ -366,7 +366,7 @@ fn the_subagent_bar_shows_a_live_subagent_and_esc_cancels_only_it() {
 }
 
 /// Starts fido in `ws` inside `tmux` and waits for the ready header.
-fn start_fido(tmux: &Tmux, ws: &Path) {
+pub(super) fn start_fido(tmux: &Tmux, ws: &Path) {
     tmux.type_line("echo shell-ready-$((40+2))");
     tmux.wait_for("the shell", |s| s.contains("shell-ready-42"));
     tmux.type_line(&format!(

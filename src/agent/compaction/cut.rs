@@ -47,6 +47,9 @@ pub(super) const SUMMARY_REQUEST: &str = "\
 pub(in crate::agent) enum Trigger {
     /// Before a request, when the estimate passes the threshold.
     Threshold,
+    /// `/compact`: as [`Trigger::Threshold`] (the caller sets the threshold
+    /// to 0); PreCompact hooks are told it was asked for.
+    Manual,
     /// The server refused the request for its size: compact whatever can be
     /// removed, without a summary request (it would be refused too).
     Overflow,
@@ -81,7 +84,11 @@ pub(super) fn plan(
     trigger: Trigger,
 ) -> Result<Cut, Skip> {
     let before: usize = messages.iter().map(Message::estimated_tokens).sum();
-    if trigger == Trigger::Threshold && before <= settings.threshold_tokens {
+    let weighed = match trigger {
+        Trigger::Threshold | Trigger::Manual => true,
+        Trigger::Overflow => false,
+    };
+    if weighed && before <= settings.threshold_tokens {
         return Err(Skip::NotNeeded);
     }
     let index = cut_index(messages, settings.keep_recent_tokens).ok_or(Skip::NothingToRemove)?;
@@ -89,11 +96,11 @@ pub(super) fn plan(
         .iter()
         .map(Message::estimated_tokens)
         .sum();
-    if trigger == Trigger::Threshold && removed_tokens * 10 < before {
+    if weighed && removed_tokens * 10 < before {
         return Err(Skip::MostlyNewestTurn { removed_tokens });
     }
     let strategy = match trigger {
-        Trigger::Threshold => settings.strategy,
+        Trigger::Threshold | Trigger::Manual => settings.strategy,
         // The summary request would be refused for its size too.
         Trigger::Overflow => CompactionStrategy::Elide,
     };

@@ -2,10 +2,11 @@
 //! repeated one pointed out, a call written as text with misfit arguments
 //! sent back, and open plan items get their one reminder.
 
+use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::super::loop_detect::Verdict;
-use super::super::{AgentDeps, Conversation, calls};
+use super::super::{AgentDeps, Conversation, calls, hook_points};
 use crate::plan::{restore, todo};
 use crate::protocol::{EventKind, Message};
 use crate::tools::ToolKind;
@@ -29,6 +30,8 @@ pub(super) struct Ending {
     reminded: bool,
     /// Answers cut off at the output limit so far.
     cut_off_answers: u32,
+    /// Times a Stop hook kept the turn going.
+    stop_continuations: u32,
 }
 
 /// A text answer, as [`after_answer`] weighs it.
@@ -38,6 +41,8 @@ pub(super) struct Answer<'a> {
     pub(super) cut_off: bool,
     /// The loop detector's word on it.
     pub(super) verdict: &'a Verdict,
+    /// The turn's; an interrupt stops a Stop hook that is running.
+    pub(super) cancel: &'a CancellationToken,
 }
 
 /// Decides whether a text answer ends the turn: a cut-off answer is
@@ -86,6 +91,14 @@ pub(super) async fn after_answer(
         ending.reminded = true;
         info!("plan has open items; reminding the model before the turn ends");
         conversation.push(Message::user(reminder));
+        return AfterAnswer::Continue;
+    }
+    let continuations = ending.stop_continuations;
+    let stop = hook_points::stop_blocked(deps, answer.text, continuations, answer.cancel);
+    if let Some(note) = stop.await {
+        ending.stop_continuations += 1;
+        info!("a Stop hook keeps the turn going");
+        conversation.push(Message::user(note));
         return AfterAnswer::Continue;
     }
     AfterAnswer::Done

@@ -23,6 +23,7 @@ impl PendingApproval {
             ApprovalRequest::McpCall { .. } => "Call this MCP tool?",
             ApprovalRequest::WriteDelegation { .. } => "Let a subagent write in its own worktree?",
             ApprovalRequest::ChangeSet { .. } => "Apply this change set to your checkout?",
+            ApprovalRequest::HookAsk { .. } => "A hook asks: run this tool call?",
         }
     }
 
@@ -73,6 +74,15 @@ impl PendingApproval {
                 outside_claim,
                 diff,
             } => change_set_body(id, task, summary, files, outside_claim, diff),
+            ApprovalRequest::HookAsk {
+                tool,
+                arguments,
+                reason,
+            } => {
+                let mut lines = vec![format!("{tool} {arguments}")];
+                lines.extend(reason.iter().map(|why| format!("hook: {why}")));
+                lines
+            }
         }
     }
 

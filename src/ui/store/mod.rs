@@ -15,6 +15,7 @@ use std::time::Instant;
 
 mod approval;
 mod changes;
+mod hook;
 mod queue;
 mod restore;
 mod transcript;
@@ -218,6 +219,9 @@ impl Store {
                 self.finish_turn(*turn, *status);
             }
             EventKind::Error { message } => self.push(Entry::Error(sanitize(message, false))),
+            EventKind::HookStarted { .. } | EventKind::HookFinished { .. } => {
+                return self.hook(event);
+            }
         }
         true
     }

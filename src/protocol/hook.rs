@@ -1,0 +1,185 @@
+//! The wire words of user hooks in the event stream (`hook_started`,
+//! `hook_finished`): how a hook ended and what it decided.
+
+use serde::{Deserialize, Serialize};
+
+/// How a hook's process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookStatus {
+    /// It exited; `exit_code` says with what.
+    Exited,
+    /// It ran past its `timeout_ms`; its process group was killed.
+    TimedOut,
+    /// A signal ended it (a crash, or something killed it).
+    Killed,
+    /// It could not be started.
+    SpawnFailed,
+}
+
+/// What a hook decided: `none` lets things go on as they would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookDecision {
+    #[default]
+    None,
+    Allow,
+    Ask,
+    /// Refused or blocked (exit 2, or a `deny` / `block` reply).
+    Deny,
+}
+
+impl HookDecision {
+    /// The stronger of two decisions of hooks of one event: deny beats
+    /// ask beats allow beats none.
+    pub fn strongest(self, other: HookDecision) -> HookDecision {
+        if other.rank() > self.rank() {
+            other
+        } else {
+            self
+        }
+    }
+
+    fn rank(self) -> u8 {
+        match self {
+            HookDecision::None => 0,
+            HookDecision::Allow => 1,
+            HookDecision::Ask => 2,
+            HookDecision::Deny => 3,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookDecision::None => "none",
+            HookDecision::Allow => "allow",
+            HookDecision::Ask => "ask",
+            HookDecision::Deny => "deny",
+        }
+    }
+}
+
+/// The one line a person is shown about a hook: when it blocked something
+/// or failed; a hook that ran quietly and let things go on shows nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookNotice {
+    Blocked(String),
+    /// It failed; that blocked nothing.
+    Failed(String),
+}
+
+impl HookNotice {
+    /// The notice of a `hook_finished` event, if it calls for one.
+    pub fn of(event: &super::EventKind) -> Option<HookNotice> {
+        let super::EventKind::HookFinished {
+            event,
+            command,
+            status,
+            exit_code,
+            decision,
+            message,
+            ..
+        } = event
+        else {
+            return None;
+        };
+        let summary = crate::text::summary;
+        let (event, command) = (summary(event, 40), summary(command, 60));
+        let why = message
+            .as_deref()
+            .map(|m| format!(": {}", summary(m, 160)))
+            .unwrap_or_default();
+        if !matches!((status, exit_code), (HookStatus::Exited, Some(0 | 2))) {
+            return Some(HookNotice::Failed(format!(
+                "{event} hook `{command}` failed (ignored){why}"
+            )));
+        }
+        match decision {
+            HookDecision::Deny => Some(HookNotice::Blocked(format!(
+                "{event} hook `{command}` blocked{why}"
+            ))),
+            HookDecision::None | HookDecision::Allow | HookDecision::Ask => None,
+        }
+    }
+
+    pub fn text(&self) -> &str {
+        match self {
+            HookNotice::Blocked(text) | HookNotice::Failed(text) => text,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::EventKind;
+
+    fn finished(status: HookStatus, exit_code: Option<i32>, decision: HookDecision) -> EventKind {
+        EventKind::HookFinished {
+            event: "PreToolUse".into(),
+            command: "./guard.sh".into(),
+            status,
+            exit_code,
+            decision,
+            elapsed_ms: 3,
+            message: Some("no".into()),
+        }
+    }
+
+    #[test]
+    fn a_block_and_a_failure_are_one_line_and_a_quiet_hook_nothing() {
+        assert_eq!(
+            HookNotice::of(&finished(HookStatus::Exited, Some(2), HookDecision::Deny)),
+            Some(HookNotice::Blocked(
+                "PreToolUse hook `./guard.sh` blocked: no".into()
+            ))
+        );
+        assert_eq!(
+            HookNotice::of(&finished(HookStatus::TimedOut, None, HookDecision::None)),
+            Some(HookNotice::Failed(
+                "PreToolUse hook `./guard.sh` failed (ignored): no".into()
+            ))
+        );
+        assert_eq!(
+            HookNotice::of(&finished(HookStatus::Exited, Some(0), HookDecision::Allow)),
+            None
+        );
+    }
+
+    /// The `--json` lines of the hook events.
+    #[test]
+    fn the_hook_events_keep_their_wire_format() {
+        let started = EventKind::HookStarted {
+            event: "Stop".into(),
+            command: "make lint".into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&started).unwrap(),
+            r#"{"type":"hook_started","event":"Stop","command":"make lint"}"#
+        );
+        let timed_out = EventKind::HookFinished {
+            event: "Stop".into(),
+            command: "make lint".into(),
+            status: HookStatus::TimedOut,
+            exit_code: None,
+            decision: HookDecision::None,
+            elapsed_ms: 60000,
+            message: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&timed_out).unwrap(),
+            r#"{"type":"hook_finished","event":"Stop","command":"make lint","status":"timed_out","decision":"none","elapsed_ms":60000}"#
+        );
+        let line =
+            serde_json::to_string(&finished(HookStatus::Exited, Some(2), HookDecision::Deny))
+                .unwrap();
+        assert_eq!(
+            line,
+            r#"{"type":"hook_finished","event":"PreToolUse","command":"./guard.sh","status":"exited","exit_code":2,"decision":"deny","elapsed_ms":3,"message":"no"}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<EventKind>(&line).unwrap(),
+            finished(HookStatus::Exited, Some(2), HookDecision::Deny)
+        );
+    }
+}
