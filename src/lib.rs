@@ -11,6 +11,7 @@ pub mod changes;
 pub mod cli;
 pub mod config;
 pub mod mcp;
+pub mod net;
 pub mod plan;
 pub mod protocol;
 pub mod provider;
