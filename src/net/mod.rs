@@ -7,6 +7,10 @@
 //! can apply the same rules and the same private-address check.
 
 pub mod address;
+pub mod fetch;
+mod resolve;
 pub mod rules;
+#[cfg(test)]
+pub(crate) mod testing;
 
 pub use rules::{HostRule, Listing, NetRules, Target};
