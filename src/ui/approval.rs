@@ -31,6 +31,9 @@ fn summary(request: &ApprovalRequest) -> String {
         ApprovalRequest::McpCall { tool, server, .. } => {
             format!("approval needed to call {tool} (MCP server {server})")
         }
+        ApprovalRequest::Browse { host, .. } => {
+            format!("approval needed to browse {host}")
+        }
         ApprovalRequest::WriteDelegation {
             agent_id, claim, ..
         } => format!(
