@@ -439,6 +439,7 @@ pub fn tool_env(
             },
             None,
         ),
+        web: None,
     })
 }
 

@@ -98,7 +98,10 @@ async fn every_hop_is_admitted_and_a_refused_one_is_never_sent() {
     let err = get(&server, "/a", &FetchLimits::default())
         .await
         .unwrap_err();
-    assert_eq!(err, FetchError::Refused("example.com:80 is not listed".into()));
+    assert_eq!(
+        err,
+        FetchError::Refused("example.com:80 is not listed".into())
+    );
     assert_eq!(server.requests().len(), 1, "only the first hop was sent");
 }
 

@@ -373,6 +373,7 @@ fn tool_env(workspace: Workspace, shell: CommandSandbox, may_write: bool) -> Too
             },
             None,
         ),
+        web: None,
     }
 }
 

@@ -15,6 +15,7 @@
 pub mod approval;
 pub mod ask_user;
 pub mod bash_exec;
+pub mod browse_url;
 #[cfg(test)]
 mod catalog_tests;
 pub mod delegate;
@@ -30,6 +31,7 @@ pub mod rmdir;
 pub(crate) mod testing;
 pub mod todo;
 pub mod update_plan;
+pub mod web;
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -152,6 +154,9 @@ pub struct ToolEnv {
     pub sandbox: Arc<crate::sandbox::CommandSandbox>,
     /// Asks the person before commands and file changes, as the policy says.
     pub approvals: approval::Approvals,
+    /// Where `browse_url` fetches (the parent's browser, or the link to
+    /// it in a subagent); `None`: browsing is not available.
+    pub web: Option<Arc<dyn web::Web>>,
 }
 
 /// One invocation, as handed to a tool: the raw arguments and the call.
@@ -339,6 +344,7 @@ impl ToolCatalog {
             Box::new(list_files::ListFiles),
             Box::new(read_file::ReadFile),
             Box::new(ripgrep::Ripgrep),
+            Box::new(browse_url::BrowseUrl),
             Box::new(patch::Patch),
             Box::new(mkdir::Mkdir),
             Box::new(rm::Rm),

@@ -31,6 +31,7 @@ pub(crate) fn env(root: &Path) -> ToolEnv {
             },
             None,
         ),
+        web: None,
     }
 }
 
