@@ -81,7 +81,9 @@ pub enum ChildStatus {
 }
 
 /// Bumped on any incompatible change; both sides check it first.
-/// 2: `ChildStatus::Looped`.
+/// 2: `ChildStatus::Looped`. (`Browse` and `BrowseResult` were added
+/// without a bump: new frames only, which an older child never sends, and
+/// the child is always the parent's own binary.)
 pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Parent → child.
@@ -104,6 +106,12 @@ pub enum ParentFrame {
     Cancel { reason: String },
     /// The result of the child's `McpCall` `call_id`, as the tool result.
     McpResult {
+        call_id: u64,
+        ok: bool,
+        content: String,
+    },
+    /// The result of the child's `Browse` `call_id`, as the tool result.
+    BrowseResult {
         call_id: u64,
         ok: bool,
         content: String,
@@ -223,6 +231,14 @@ pub enum ChildFrame {
         call_id: u64,
         tool: String,
         arguments: String,
+    },
+    /// Run `browse_url` for the child: the parent fetches (the child has
+    /// no network) under its own host lists and approval policy.
+    Browse {
+        call_id: u64,
+        url: String,
+        /// Bytes of text wanted at most; the parent bounds it again.
+        max_bytes: usize,
     },
 }
 
