@@ -44,7 +44,7 @@ impl TypedTool for BrowseUrl {
 
     fn description(&self) -> Cow<'static, str> {
         format!(
-            "Fetch an http(s) URL and return it as text: HTML as Markdown (scripts and styles dropped), other text as is; binary content is refused. Shows the final URL after redirects, the status and the content type. At most {DEFAULT_MAX_BYTES} bytes of text unless `max_bytes` says otherwise (up to {HARD_MAX_BYTES}). Hosts the user has not listed need their approval."
+            "Fetch an http(s) URL as text (HTML as Markdown; binary refused) with its final URL, status and content type. Up to {DEFAULT_MAX_BYTES} bytes, or max_bytes (at most {HARD_MAX_BYTES}). Unlisted hosts need the user's approval."
         )
         .into()
     }
