@@ -235,6 +235,28 @@ mod tests {
     }
 
     #[test]
+    fn a_browse_request_names_the_host_and_the_url() {
+        let request = ApprovalRequest::Browse {
+            host: "docs.example.com:443".into(),
+            url: "https://docs.example.com/guide".into(),
+        };
+        let mut store = Store::new((80, 24));
+        show(&mut store, request.clone());
+        let pending = store.approval.clone().unwrap();
+        assert_eq!(pending.title(), "Allow browsing this host?");
+        assert_eq!(pending.body()[0], "browse_url wants docs.example.com:443");
+        assert_eq!(pending.body()[1], "url: https://docs.example.com/guide");
+        assert_eq!(
+            summary(&request),
+            "approval needed to browse docs.example.com:443"
+        );
+        assert_eq!(
+            handle_key(&mut store, key(KeyCode::Char('a'))),
+            Some(ApprovalDecision::ApprovedForSession)
+        );
+    }
+
+    #[test]
     fn an_mcp_call_shows_the_tool_its_arguments_and_its_server() {
         let request = ApprovalRequest::McpCall {
             tool: "mcp__fs__write".into(),

@@ -613,8 +613,8 @@ fn the_prompt_and_the_tools_on_the_wire_fit_a_small_window() {
     assert_eq!(request.body()["tools"].as_array().map(Vec::len), Some(12));
     let tokens = (system.len() + tools.len()) * 10 / 35;
     assert!(
-        // 2,500 until browse_url joined the catalog (about 100 tokens).
-        tokens <= 2_600,
+        // 2,500 until browse_url joined the catalog (about 120 tokens).
+        tokens <= 2_650,
         "about {tokens} tokens: system prompt {} bytes, tools {} bytes",
         system.len(),
         tools.len()
