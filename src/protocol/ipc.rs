@@ -289,6 +289,33 @@ mod tests {
         assert!(serde_json::from_str::<ChildFrame>(bad).is_err());
     }
 
+    /// The browse frames as they go on the wire, and back.
+    #[test]
+    fn browse_frames_keep_their_wire_format() {
+        let call = ChildFrame::Browse {
+            call_id: 7,
+            url: "https://example.com/".into(),
+            max_bytes: 1000,
+        };
+        let text = serde_json::to_string(&call).unwrap();
+        assert_eq!(
+            text,
+            r#"{"type":"browse","call_id":7,"url":"https://example.com/","max_bytes":1000}"#
+        );
+        assert_eq!(serde_json::from_str::<ChildFrame>(&text).unwrap(), call);
+        let result = ParentFrame::BrowseResult {
+            call_id: 7,
+            ok: false,
+            content: "Error: no".into(),
+        };
+        let text = serde_json::to_string(&result).unwrap();
+        assert_eq!(
+            text,
+            r#"{"type":"browse_result","call_id":7,"ok":false,"content":"Error: no"}"#
+        );
+        assert_eq!(serde_json::from_str::<ParentFrame>(&text).unwrap(), result);
+    }
+
     /// The child's lifecycle frames, byte for byte (recorded when `phase`
     /// was a `String`): the parent sanitises the phase, so the frame keeps
     /// whatever the child sent.

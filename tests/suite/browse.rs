@@ -130,3 +130,28 @@ fn an_unlisted_host_is_refused_headless_with_the_line_that_allows_it() {
     assert!(address.contains("names an IP address"), "{address}");
     assert!(page_requests(&server).is_empty());
 }
+
+#[test]
+fn a_subagents_browse_url_of_an_unlisted_host_is_refused_by_the_parents_policy() {
+    let server = FakeServer::start(vec![
+        call("d1", "delegate", json!({"task": "read the docs page"})),
+        call(
+            "s1",
+            "browse_url",
+            json!({"url": "https://docs.example.com/guide"}),
+        ),
+        Reply::sse(sse::text_turn(FINAL_JSON)),
+        Reply::sse(sse::text_turn("done")),
+    ]);
+    let output = exec(&server, "");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 4, "{stderr}");
+    let refused = tool_result(requests[2].body(), "s1");
+    assert!(refused.starts_with("Error: "), "{refused}");
+    assert!(
+        refused.contains("network_allow = [\"docs.example.com\"]"),
+        "{refused}"
+    );
+}
