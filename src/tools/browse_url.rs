@@ -20,10 +20,6 @@ pub const DEFAULT_MAX_BYTES: usize = 100_000;
 pub const HARD_MAX_BYTES: usize = 400_000;
 /// How much of a body without a content type is checked for NUL bytes.
 const SNIFF_BYTES: usize = 8 * 1024;
-/// Elements whose content is not text a reader sees.
-const SKIPPED_TAGS: [&str; 9] = [
-    "script", "style", "noscript", "template", "iframe", "svg", "canvas", "object", "embed",
-];
 
 pub struct BrowseUrl;
 
@@ -88,14 +84,8 @@ pub async fn render(fetched: Fetched, max_bytes: usize) -> ToolOutput {
         ContentKind::Text => String::from_utf8_lossy(&body.bytes).into_owned(),
         ContentKind::Html => {
             let html = String::from_utf8_lossy(&body.bytes).into_owned();
-            match tokio::task::spawn_blocking(move || markdown(&html)).await {
-                Ok(Ok(markdown)) => markdown,
-                Ok(Err(err)) => {
-                    return ToolOutput::error(format!(
-                        "cannot read the HTML of {}: {err}",
-                        fetched.url
-                    ));
-                }
+            match super::html::readable(html).await {
+                Ok(text) => text,
                 Err(err) => {
                     return ToolOutput::error(format!(
                         "cannot read the HTML of {}: {err}",
@@ -160,13 +150,6 @@ fn sniff(bytes: &[u8]) -> ContentKind {
     } else {
         ContentKind::Text
     }
-}
-
-fn markdown(html: &str) -> std::io::Result<String> {
-    htmd::HtmlToMarkdown::builder()
-        .skip_tags(SKIPPED_TAGS.to_vec())
-        .build()
-        .convert(html)
 }
 
 /// `text` cut to at most `max_bytes` on a character boundary, with a note

@@ -20,6 +20,7 @@ pub mod browse_url;
 mod catalog_tests;
 pub mod delegate;
 pub mod guard;
+mod html;
 pub mod list_files;
 pub mod mkdir;
 pub mod patch;
