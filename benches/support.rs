@@ -440,6 +440,7 @@ pub fn tool_env(
             None,
         ),
         hooks: std::sync::Arc::new(fido::hooks::Hooks::none()),
+        web: None,
     })
 }
 

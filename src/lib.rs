@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod hooks;
 pub mod mcp;
+pub mod net;
 pub mod plan;
 pub mod protocol;
 pub mod provider;

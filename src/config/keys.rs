@@ -14,6 +14,10 @@ pub(super) enum Scope {
     Trusted,
 }
 
+/// The keys whose lists are `,`-separated (their entries hold `:`); a
+/// file's list of strings is joined so.
+pub(super) const COMMA_LISTS: &[&str] = &["network_allow", "network_deny"];
+
 /// Every key Fido understands, with a one-line meaning (shown on errors)
 /// and whether an untrusted workspace file may set it.
 pub(super) const KEYS: &[(&str, &str, Scope)] = &[
@@ -102,6 +106,16 @@ pub(super) const KEYS: &[(&str, &str, Scope)] = &[
     (
         "network",
         "true | false: whether sandboxed commands may use the network",
+        Scope::Trusted,
+    ),
+    (
+        "network_allow",
+        "hosts browse_url may fetch without asking: HOST or HOST:PORT, `*.` for subdomains (a list, or `,`-separated)",
+        Scope::Trusted,
+    ),
+    (
+        "network_deny",
+        "hosts browse_url never fetches, even if allowed (a list, or `,`-separated)",
         Scope::Trusted,
     ),
     (

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
+use super::keys::COMMA_LISTS;
 use super::mcp::{self, McpServers};
 use super::{ConfigError, KEYS, MAX_DELEGATE_CONCURRENCY, ProviderKind, Scope};
 use crate::agent::CompactionStrategy;
@@ -54,6 +55,8 @@ pub(super) struct ConfigLayer {
     pub sandbox_mode: Option<Setting<SandboxMode>>,
     pub approval_policy: Option<Setting<ApprovalPolicy>>,
     pub network: Option<Setting<bool>>,
+    pub network_allow: Option<Setting<HostList>>,
+    pub network_deny: Option<Setting<HostList>>,
     pub writable_roots: Option<Setting<PathList>>,
     pub delegate_write: Option<Setting<DelegateWrite>>,
     pub delegate_merge: Option<Setting<DelegateMerge>>,
@@ -314,7 +317,8 @@ fn check_known(key: &str, source_name: &str) -> Result<Scope, ConfigError> {
 }
 
 /// A TOML value as the text the other layers give; a list of strings is
-/// `:`-joined (for `writable_roots`).
+/// `:`-joined (for `writable_roots`), or `,`-joined for the keys whose
+/// entries hold `:` ([`COMMA_LISTS`]).
 fn file_text(shown: &str, key: &str, raw: toml::Value) -> Result<String, ConfigError> {
     let bad = |other: &toml::Value| ConfigError::Invalid {
         source_name: shown.to_string(),
@@ -335,7 +339,8 @@ fn file_text(shown: &str, key: &str, raw: toml::Value) -> Result<String, ConfigE
                     other => return Err(bad(other)),
                 }
             }
-            Ok(parts.join(":"))
+            let separator = if COMMA_LISTS.contains(&key) { "," } else { ":" };
+            Ok(parts.join(separator))
         }
         other @ (toml::Value::Datetime(_) | toml::Value::Table(_)) => Err(bad(&other)),
     }
@@ -414,6 +419,18 @@ impl FromText for PathList {
     fn from_text(text: &str) -> Result<Self, String> {
         let parts = text.split(':').filter(|part| !part.trim().is_empty());
         Ok(PathList(parts.map(str::to_string).collect()))
+    }
+}
+
+/// Host rules (`network_allow`, `network_deny`), `,`- or space-separated.
+#[derive(Debug, Clone)]
+pub(super) struct HostList(pub Vec<crate::net::HostRule>);
+
+impl FromText for HostList {
+    fn from_text(text: &str) -> Result<Self, String> {
+        crate::net::rules::parse_list(text)
+            .map(HostList)
+            .map_err(|why| format!("a list of HOST or HOST:PORT (`*.` for subdomains): {why}"))
     }
 }
 
@@ -555,5 +572,10 @@ mod tests {
         assert!(matches!(OnOff::from_text(" no "), Ok(OnOff(false))));
         let roots = PathList::from_text("/a: :b:").unwrap();
         assert_eq!(roots.0, ["/a", "b"]);
+        let hosts = HostList::from_text("example.com, *.example.org:8443 [::1]:9").unwrap();
+        let shown: Vec<String> = hosts.0.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["example.com", "*.example.org:8443", "[::1]:9"]);
+        let err = HostList::from_text("example.com:x").unwrap_err();
+        assert!(err.contains("`example.com:x`"), "{err}");
     }
 }

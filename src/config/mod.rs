@@ -186,6 +186,9 @@ pub struct SafetyConfig {
     /// exec`).
     pub delegate_merge: Option<DelegateMerge>,
     pub network: bool,
+    /// `network_allow` and `network_deny`: the hosts `browse_url` may
+    /// fetch without asking, and those it never fetches.
+    pub network_rules: crate::net::NetRules,
     /// Canonical extra folders commands may write.
     pub writable_roots: Vec<PathBuf>,
 }

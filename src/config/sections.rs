@@ -117,6 +117,10 @@ pub(super) fn safety_config(
         delegate_write: setting!(layers, delegate_write)?.copied(),
         delegate_merge: setting!(layers, delegate_merge)?.copied(),
         network: network.unwrap_or(false),
+        network_rules: crate::net::NetRules {
+            allow: setting!(layers, network_allow)?.map_or_else(Vec::new, |l| l.0.clone()),
+            deny: setting!(layers, network_deny)?.map_or_else(Vec::new, |l| l.0.clone()),
+        },
         writable_roots,
     })
 }

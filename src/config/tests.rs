@@ -134,6 +134,8 @@ const TRUSTED_ONLY: &[(&str, &str)] = &[
     ("sandbox_mode", "\"danger-full-access\""),
     ("approval_policy", "\"never\""),
     ("network", "true"),
+    ("network_allow", "[\"example.com\", \"127.0.0.1:8080\"]"),
+    ("network_deny", "[\"*.example.org\"]"),
     ("writable_roots", "[\"/\"]"),
     ("delegate_write", "\"allow\""),
     ("delegate_merge", "\"auto\""),
@@ -150,6 +152,8 @@ fn trusted_only_changed(cfg: &Config, key: &str) -> bool {
         "sandbox_mode" => cfg.safety.sandbox_mode != SandboxMode::DEFAULT,
         "approval_policy" => cfg.safety.approval_policy.is_some(),
         "network" => cfg.safety.network,
+        "network_allow" => !cfg.safety.network_rules.allow.is_empty(),
+        "network_deny" => !cfg.safety.network_rules.deny.is_empty(),
         "writable_roots" => !cfg.safety.writable_roots.is_empty(),
         "delegate_write" => cfg.safety.delegate_write.is_some(),
         "delegate_merge" => cfg.safety.delegate_merge.is_some(),
@@ -331,4 +335,51 @@ fn hooks_come_from_the_user_file_and_a_trusted_workspace_only() {
         err.contains("fido.toml") && err.contains("hooks.PreToolUse[0].when"),
         "{err}"
     );
+}
+
+#[test]
+fn host_lists_keep_their_ports_from_a_file_and_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".config/fido")).unwrap();
+    std::fs::write(
+        home.path().join(".config/fido/config.toml"),
+        "network_allow = [\"localhost:8080\", \"*.example.org\", \"[::1]:9\"]\n",
+    )
+    .unwrap();
+    let cfg = Config::load_from(
+        &overrides(dir.path()),
+        &env(
+            &[("FIDO_NETWORK_DENY", "a.example.org, b.example.org:81")],
+            home.path(),
+        ),
+    )
+    .unwrap();
+    let shown = |rules: &[crate::net::HostRule]| -> Vec<String> {
+        rules.iter().map(ToString::to_string).collect()
+    };
+    let rules = &cfg.safety.network_rules;
+    assert_eq!(
+        shown(&rules.allow),
+        ["localhost:8080", "*.example.org", "[::1]:9"]
+    );
+    assert_eq!(shown(&rules.deny), ["a.example.org", "b.example.org:81"]);
+    let err = Config::load_from(
+        &overrides(dir.path()),
+        &env(&[("FIDO_NETWORK_DENY", "http://x")], home.path()),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("FIDO_NETWORK_DENY") && err.contains("HOST:PORT"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_host_lists_are_empty_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let cfg = Config::load_from(&overrides(dir.path()), &env(&[], home.path())).unwrap();
+    assert_eq!(cfg.safety.network_rules, crate::net::NetRules::default());
 }

@@ -81,7 +81,9 @@ pub enum ChildStatus {
 }
 
 /// Bumped on any incompatible change; both sides check it first.
-/// 2: `ChildStatus::Looped`.
+/// 2: `ChildStatus::Looped`. (`Browse` and `BrowseResult` were added
+/// without a bump: new frames only, which an older child never sends, and
+/// the child is always the parent's own binary.)
 pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Parent → child.
@@ -104,6 +106,12 @@ pub enum ParentFrame {
     Cancel { reason: String },
     /// The result of the child's `McpCall` `call_id`, as the tool result.
     McpResult {
+        call_id: u64,
+        ok: bool,
+        content: String,
+    },
+    /// The result of the child's `Browse` `call_id`, as the tool result.
+    BrowseResult {
         call_id: u64,
         ok: bool,
         content: String,
@@ -224,6 +232,14 @@ pub enum ChildFrame {
         tool: String,
         arguments: String,
     },
+    /// Run `browse_url` for the child: the parent fetches (the child has
+    /// no network) under its own host lists and approval policy.
+    Browse {
+        call_id: u64,
+        url: String,
+        /// Bytes of text wanted at most; the parent bounds it again.
+        max_bytes: usize,
+    },
 }
 
 /// A fingerprint of a tool catalog as serialised (64-bit FNV-1a, hex):
@@ -271,6 +287,33 @@ mod tests {
         }
         let bad = r#"{"type":"final","status":"done","text":"x"}"#;
         assert!(serde_json::from_str::<ChildFrame>(bad).is_err());
+    }
+
+    /// The browse frames as they go on the wire, and back.
+    #[test]
+    fn browse_frames_keep_their_wire_format() {
+        let call = ChildFrame::Browse {
+            call_id: 7,
+            url: "https://example.com/".into(),
+            max_bytes: 1000,
+        };
+        let text = serde_json::to_string(&call).unwrap();
+        assert_eq!(
+            text,
+            r#"{"type":"browse","call_id":7,"url":"https://example.com/","max_bytes":1000}"#
+        );
+        assert_eq!(serde_json::from_str::<ChildFrame>(&text).unwrap(), call);
+        let result = ParentFrame::BrowseResult {
+            call_id: 7,
+            ok: false,
+            content: "Error: no".into(),
+        };
+        let text = serde_json::to_string(&result).unwrap();
+        assert_eq!(
+            text,
+            r#"{"type":"browse_result","call_id":7,"ok":false,"content":"Error: no"}"#
+        );
+        assert_eq!(serde_json::from_str::<ParentFrame>(&text).unwrap(), result);
     }
 
     /// The child's lifecycle frames, byte for byte (recorded when `phase`

@@ -140,6 +140,14 @@ pub enum ApprovalRequest {
         /// The arguments as JSON, cut short.
         arguments: String,
     },
+    /// A `browse_url` fetch from a host in neither `network_allow` nor
+    /// `network_deny`; "for the session" covers the host and port.
+    Browse {
+        /// `HOST:PORT`.
+        host: String,
+        /// The URL of the hop that reaches it.
+        url: String,
+    },
     /// A `delegate` call with `mode: "write"` (`delegate_write = "ask"`).
     WriteDelegation {
         agent_id: String,

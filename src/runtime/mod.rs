@@ -241,12 +241,19 @@ impl Parts {
         let mcp = start_mcp(config).await;
         let catalog = ToolCatalog::with_mcp(config.plan_tool, profiles.offers(), mcp.clone());
         let settings = delegation_settings(config, profiles).map_err(StartError::Supervisor)?;
-        let supervisor =
-            Supervisor::start(settings, gateway.clone(), catalog.clone(), events.clone())
-                .await
-                .map_err(|e| {
-                    StartError::Supervisor(format!("cannot start the subagent supervisor: {e}"))
-                })?;
+        // The children's browse_url runs here, under the session's policy.
+        let web = env.web.clone();
+        let supervisor = Supervisor::start_with_web(
+            settings,
+            gateway.clone(),
+            catalog.clone(),
+            events.clone(),
+            web,
+        )
+        .await
+        .map_err(|e| {
+            StartError::Supervisor(format!("cannot start the subagent supervisor: {e}"))
+        })?;
         let supervisor = Arc::new(supervisor);
         env.delegator = Some(supervisor.clone());
         Ok(Parts {

@@ -9,6 +9,7 @@ use crate::sandbox::CommandSandbox;
 use crate::store::undo::UndoLog;
 use crate::tools::ToolEnv;
 use crate::tools::approval::{Approvals, Approver};
+use crate::tools::web::Browser;
 use crate::workspace::Workspace;
 
 /// The tool environment of a session in the configured workspace, with
@@ -32,6 +33,10 @@ pub fn tool_env(
         approval_policy: approval,
         network: config.safety.network,
     };
+    let browser = Browser::new(
+        config.safety.network_rules.clone(),
+        Approvals::new(settings.clone(), approver.clone()),
+    );
     Ok(ToolEnv {
         undo: UndoLog::new(&workspace.root),
         plan: PlanStore::new(config.plan_file.clone()),
@@ -42,5 +47,6 @@ pub fn tool_env(
         sandbox: Arc::new(sandbox),
         approvals: Approvals::new(settings, approver),
         hooks: Arc::new(crate::hooks::Hooks::none()),
+        web: Some(Arc::new(browser)),
     })
 }

@@ -38,7 +38,10 @@ use crate::provider::{
 use crate::sandbox::child::ChildRoots;
 use crate::sandbox::{CommandSandbox, SandboxRequirement, enter_child_sandbox};
 use crate::store::undo::UndoLog;
-use crate::tools::{Identity, InvocationContext, ToolCatalog, ToolEnv, ToolLimits, ToolOutput};
+use crate::tools::web::{BrowseRequest, Web};
+use crate::tools::{
+    Identity, InvocationContext, ToolCatalog, ToolEnv, ToolFuture, ToolLimits, ToolOutput,
+};
 use crate::workspace::{DEFAULT_PLAN_FILE, Workspace};
 
 /// Longest wait for the fork after `Hello`.
@@ -273,7 +276,8 @@ async fn read_fork(read: &mut OwnedReadHalf, agent_id: &str) -> Result<ForkFrame
             ParentFrame::ModelDone { .. }
             | ParentFrame::ModelError { .. }
             | ParentFrame::Cancel { .. }
-            | ParentFrame::McpResult { .. },
+            | ParentFrame::McpResult { .. }
+            | ParentFrame::BrowseResult { .. },
         ) => return Err(ForkError::NotFirst),
         None => return Err(ForkError::Closed),
     };
@@ -305,7 +309,9 @@ async fn run(
         Ok(workspace) => workspace,
         Err(err) => return failed_final(format!("cannot open the workspace: {err}")),
     };
-    // The parent's MCP tools, byte for byte, called through the parent.
+    // The parent's MCP tools, byte for byte, called through the parent;
+    // browse_url too is run by the parent.
+    let web: Arc<dyn Web> = mcp.clone();
     let mcp_tools = crate::mcp::proxy::proxy_tools(std::mem::take(&mut fork.mcp_tools), mcp);
     let agents = std::mem::take(&mut fork.agents);
     let catalog = logged_catalog(agent_id, flavour, agents, mcp_tools);
@@ -319,7 +325,7 @@ async fn run(
     });
     let deps = AgentDeps {
         provider,
-        tool_env: Arc::new(tool_env(workspace, shell, may_write)),
+        tool_env: Arc::new(tool_env(workspace, (shell, may_write), web)),
         catalog,
         ctx: InvocationContext {
             identity: Identity::subagent(agent_id),
@@ -349,8 +355,12 @@ fn failed_final(text: String) -> ChildFrame {
 
 /// The subagent's tools' environment: read-only (or, `may_write`, its
 /// worktree writable), no person to ask, no delegation, its commands in
-/// `shell`.
-fn tool_env(workspace: Workspace, shell: CommandSandbox, may_write: bool) -> ToolEnv {
+/// `shell`, its web pages fetched by the parent through `web`.
+fn tool_env(
+    workspace: Workspace,
+    (shell, may_write): (CommandSandbox, bool),
+    web: Arc<dyn Web>,
+) -> ToolEnv {
     let sandbox_mode = if may_write {
         crate::protocol::SandboxMode::WorkspaceWrite
     } else {
@@ -375,6 +385,7 @@ fn tool_env(workspace: Workspace, shell: CommandSandbox, may_write: bool) -> Too
         ),
         // The parent's hooks run for the parent's calls only (README).
         hooks: Arc::new(crate::hooks::Hooks::none()),
+        web: Some(web),
     }
 }
 
@@ -473,7 +484,8 @@ impl Provider for GatewayProvider {
 
 type McpPending = Arc<Mutex<HashMap<u64, oneshot::Sender<ToolOutput>>>>;
 
-/// The child's way to the MCP servers: every call is run by the parent.
+/// The child's way to the MCP servers and the web: every call is run by
+/// the parent.
 struct ParentMcp {
     writer: mpsc::Sender<ChildFrame>,
     pending: McpPending,
@@ -499,6 +511,37 @@ impl McpLink for ParentMcp {
             receiver
                 .await
                 .unwrap_or_else(|_| ToolOutput::error("the parent closed the connection"))
+        })
+    }
+}
+
+impl Web for ParentMcp {
+    fn browse<'a>(
+        &'a self,
+        request: BrowseRequest,
+        cancel: &'a CancellationToken,
+    ) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let call_id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            let (sender, receiver) = oneshot::channel();
+            if let Ok(mut pending) = self.pending.lock() {
+                pending.insert(call_id, sender);
+            }
+            let frame = ChildFrame::Browse {
+                call_id,
+                url: request.url,
+                max_bytes: request.max_bytes,
+            };
+            if self.writer.send(frame).await.is_err() {
+                return ToolOutput::error("the parent is gone");
+            }
+            // A cancelled turn stops waiting; the parent's fetch ends with
+            // the run.
+            tokio::select! {
+                result = receiver => result
+                    .unwrap_or_else(|_| ToolOutput::error("the parent closed the connection")),
+                _ = cancel.cancelled() => ToolOutput::error("cancelled"),
+            }
         })
     }
 }
@@ -533,11 +576,18 @@ async fn dispatch(
                 request_id,
                 message,
             })) => answer(&pending, request_id, Err(ProviderError::Api { message })),
-            Ok(Some(ParentFrame::McpResult {
-                call_id,
-                ok,
-                content,
-            })) => {
+            Ok(Some(
+                ParentFrame::McpResult {
+                    call_id,
+                    ok,
+                    content,
+                }
+                | ParentFrame::BrowseResult {
+                    call_id,
+                    ok,
+                    content,
+                },
+            )) => {
                 let waiter = mcp.lock().ok().and_then(|mut p| p.remove(&call_id));
                 if let Some(waiter) = waiter {
                     let _ = waiter.send(ToolOutput {

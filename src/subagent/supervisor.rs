@@ -123,6 +123,9 @@ pub struct Shared {
     process_limit: Arc<std::sync::Mutex<Option<CountedLimit>>>,
     /// The claims of the live write subagents.
     claims: crate::changes::Claims,
+    /// The parent's web access, which runs the children's `browse_url`
+    /// calls (`None`: refused).
+    web: Option<Arc<dyn crate::tools::web::Web>>,
 }
 
 /// What the control socket reports of one running subagent.
@@ -260,11 +263,23 @@ pub struct Supervisor {
 }
 
 impl Supervisor {
+    /// A supervisor whose children cannot browse.
     pub async fn start(
         settings: DelegationSettings,
         provider: Arc<Gateway>,
         catalog: Arc<ToolCatalog>,
         events: EventSink,
+    ) -> Result<Supervisor, ractor::SpawnErr> {
+        Supervisor::start_with_web(settings, provider, catalog, events, None).await
+    }
+
+    /// A supervisor whose children's `browse_url` calls `web` runs.
+    pub async fn start_with_web(
+        settings: DelegationSettings,
+        provider: Arc<Gateway>,
+        catalog: Arc<ToolCatalog>,
+        events: EventSink,
+        web: Option<Arc<dyn crate::tools::web::Web>>,
     ) -> Result<Supervisor, ractor::SpawnErr> {
         let shared = Arc::new(Shared {
             settings: settings.clone(),
@@ -276,6 +291,7 @@ impl Supervisor {
             live: Default::default(),
             process_limit: Default::default(),
             claims: Default::default(),
+            web,
         });
         let worker = keeper::WorkerSlot::default();
         let arguments = keeper::KeeperArguments {

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use super::ToolOutput;
 use super::guard::{self, Gate};
 use crate::hooks::{HookInput, Hooks};
+use crate::net::Target;
 use crate::protocol::changes::DelegationPolicy;
 use crate::protocol::hook::HookDecision;
 use crate::protocol::{ApprovalDecision, ApprovalRequest, SafetySettings, SandboxMode};
@@ -247,6 +248,29 @@ impl Approvals {
         self.ask(request, format!("mcp:{tool}")).await
     }
 
+    /// Whether `browse_url` may fetch `url` from `host`, which is in
+    /// neither host list; "for the session" covers the host and port.
+    /// Headless, the refusal says how to list the host.
+    pub async fn browse(&self, host: &Target, url: &str) -> Result<(), ToolOutput> {
+        match guard::browse_gate(&self.settings, host) {
+            Gate::Allow => return Ok(()),
+            Gate::Deny(reason) => return Err(denied(&reason)),
+            Gate::Ask => {}
+        }
+        let memo = format!("browse:{host}");
+        if self.approver.is_none() && !self.is_remembered(&memo) {
+            return Err(denied(&format!(
+                "{host} is not in network_allow, and nobody can approve browsing it in a headless run, so nothing was fetched. Tell the user what you wanted to read: they can allow the host with {} in a trusted fido.toml or their user config",
+                guard::allow_hint(host)
+            )));
+        }
+        let request = ApprovalRequest::Browse {
+            host: host.to_string(),
+            url: crate::text::short(url, 500),
+        };
+        self.ask(request, memo).await
+    }
+
     async fn ask(&self, request: ApprovalRequest, memo: String) -> Result<(), ToolOutput> {
         if self.is_remembered(&memo) {
             return Ok(());
@@ -346,6 +370,9 @@ fn request_tool(request: &ApprovalRequest) -> String {
         ApprovalRequest::WriteDelegation { .. } | ApprovalRequest::ChangeSet { .. } => {
             <super::delegate::Delegate as super::TypedTool>::NAME.to_string()
         }
+        ApprovalRequest::Browse { .. } => {
+            <super::browse_url::BrowseUrl as super::TypedTool>::NAME.to_string()
+        }
     }
 }
 
@@ -356,6 +383,7 @@ fn headless_refusal(request: &ApprovalRequest, settings: &SafetySettings) -> Str
         ApprovalRequest::Command { .. }
         | ApprovalRequest::FileChange { .. }
         | ApprovalRequest::McpCall { .. }
+        | ApprovalRequest::Browse { .. }
         | ApprovalRequest::WriteDelegation { .. }
         | ApprovalRequest::ChangeSet { .. } => format!(
             "approval_policy {} requires the user's approval, and nobody can approve in a headless run. Nothing was run or changed; the user can allow it with `fido exec --approval never` (or --full-auto), or run the session in the terminal UI",
@@ -485,6 +513,48 @@ mod tests {
             None,
         );
         assert!(never.mcp_call("mcp__fs__write", "fs", "{}").await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn browsing_asks_per_host_and_port_and_headless_says_how_to_allow() {
+        let person = scripted(vec![
+            Some(ApprovalDecision::ApprovedForSession),
+            Some(ApprovalDecision::Denied {
+                reason: Some("not that one".into()),
+            }),
+        ]);
+        let approvals = Approvals::new(
+            settings(SandboxMode::WorkspaceWrite, ApprovalPolicy::OnRequest),
+            Some(person.clone()),
+        );
+        let docs = Target::new("docs.example.com", 443);
+        for path in ["a", "b"] {
+            let url = format!("https://docs.example.com/{path}");
+            assert!(approvals.browse(&docs, &url).await.is_ok());
+        }
+        let other = Target::new("docs.example.com", 8443);
+        let out = approvals
+            .browse(&other, "https://docs.example.com:8443/")
+            .await;
+        assert!(out.unwrap_err().content.contains("not that one"));
+        let asked = person.asked.lock().unwrap().clone();
+        assert_eq!(asked.len(), 2);
+        assert!(matches!(
+            &asked[0],
+            ApprovalRequest::Browse { host, url } if host == "docs.example.com:443" && url == "https://docs.example.com/a"
+        ));
+
+        let headless = Approvals::new(
+            settings(SandboxMode::WorkspaceWrite, ApprovalPolicy::OnRequest),
+            None,
+        );
+        let out = headless.browse(&docs, "https://docs.example.com/").await;
+        let message = out.unwrap_err().content;
+        assert!(message.contains("headless"), "{message}");
+        assert!(
+            message.contains("network_allow = [\"docs.example.com\"]"),
+            "{message}"
+        );
     }
 
     #[tokio::test]

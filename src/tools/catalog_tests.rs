@@ -106,6 +106,7 @@ fn every_typed_schema_is_exactly_what_its_args_parse() {
         check_schema(&super::list_files::ListFiles),
         check_schema(&super::read_file::ReadFile),
         check_schema(&super::ripgrep::Ripgrep),
+        check_schema(&super::browse_url::BrowseUrl),
         check_schema(&super::patch::Patch),
         check_schema(&super::mkdir::Mkdir),
         check_schema(&super::rm::Rm),
@@ -134,10 +135,11 @@ fn every_typed_schema_is_exactly_what_its_args_parse() {
 }
 
 /// Each tool file without its tests.
-const SOURCES: [(&str, &str); 14] = [
+const SOURCES: [(&str, &str); 16] = [
     ("approval.rs", include_str!("approval.rs")),
     ("ask_user.rs", include_str!("ask_user.rs")),
     ("bash_exec.rs", include_str!("bash_exec.rs")),
+    ("browse_url.rs", include_str!("browse_url.rs")),
     ("delegate.rs", include_str!("delegate.rs")),
     ("guard.rs", include_str!("guard.rs")),
     ("list_files.rs", include_str!("list_files.rs")),
@@ -149,6 +151,7 @@ const SOURCES: [(&str, &str); 14] = [
     ("rm.rs", include_str!("rm.rs")),
     ("rmdir.rs", include_str!("rmdir.rs")),
     ("update_plan.rs", include_str!("update_plan.rs")),
+    ("web.rs", include_str!("web.rs")),
 ];
 
 /// The text of `source` before its tests.

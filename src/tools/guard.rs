@@ -15,6 +15,7 @@
 
 use serde_json::json;
 
+use crate::net::Target;
 use crate::protocol::changes::DelegateWrite;
 use crate::protocol::delegate::DelegateErrorCode;
 use crate::protocol::{ApprovalPolicy, SafetySettings, SandboxMode};
@@ -174,6 +175,29 @@ pub fn hook_refusal(event: &str, reason: &str) -> ToolOutput {
     )
 }
 
+/// A `browse_url` hop to a host in neither `network_allow` nor
+/// `network_deny`: the policies that ask the person before a command ask
+/// here too; `never` refuses, saying how to list the host.
+pub fn browse_gate(settings: &SafetySettings, host: &Target) -> Gate {
+    match settings.approval_policy {
+        ApprovalPolicy::Untrusted | ApprovalPolicy::OnRequest => Gate::Ask,
+        ApprovalPolicy::Never => Gate::Deny(format!(
+            "{host} is not in network_allow and this session's approval_policy is never, so nothing was fetched. Tell the user what you wanted to read: they can allow the host with {} in a trusted fido.toml or their user config",
+            allow_hint(host)
+        )),
+    }
+}
+
+/// The `network_allow` line that would list `host`.
+pub fn allow_hint(host: &Target) -> String {
+    let listed = match (host.ip(), host.port) {
+        (Some(std::net::IpAddr::V6(ip)), 80 | 443) => format!("[{ip}]"),
+        (_, 80 | 443) => host.host.clone(),
+        _ => host.to_string(),
+    };
+    format!("network_allow = [\"{listed}\"]")
+}
+
 fn refusal(code: DelegateErrorCode, message: &str) -> ToolOutput {
     let body = json!({
         "type": "tool_error",
@@ -277,6 +301,46 @@ mod tests {
         assert_eq!(gate(ApprovalPolicy::Untrusted), Gate::Ask);
         assert_eq!(gate(ApprovalPolicy::OnRequest), Gate::Allow);
         assert_eq!(gate(ApprovalPolicy::Never), Gate::Allow);
+    }
+
+    #[test]
+    fn browsing_an_unlisted_host_asks_unless_never_which_says_how_to_list_it() {
+        let gate = |policy, host: &str, port| {
+            browse_gate(
+                &SafetySettings {
+                    sandbox_mode: SandboxMode::WorkspaceWrite,
+                    approval_policy: policy,
+                    network: false,
+                },
+                &Target::new(host, port),
+            )
+        };
+        assert_eq!(
+            gate(ApprovalPolicy::Untrusted, "example.com", 443),
+            Gate::Ask
+        );
+        assert_eq!(
+            gate(ApprovalPolicy::OnRequest, "example.com", 443),
+            Gate::Ask
+        );
+        let Gate::Deny(reason) = gate(ApprovalPolicy::Never, "example.com", 443) else {
+            panic!("never must refuse")
+        };
+        assert!(
+            reason.contains("network_allow = [\"example.com\"]"),
+            "{reason}"
+        );
+        let Gate::Deny(reason) = gate(ApprovalPolicy::Never, "example.com", 8080) else {
+            panic!("never must refuse")
+        };
+        assert!(
+            reason.contains("network_allow = [\"example.com:8080\"]"),
+            "{reason}"
+        );
+        assert_eq!(
+            allow_hint(&Target::new("[::1]", 80)),
+            "network_allow = [\"[::1]\"]"
+        );
     }
 
     #[test]

@@ -15,10 +15,12 @@
 pub mod approval;
 pub mod ask_user;
 pub mod bash_exec;
+pub mod browse_url;
 #[cfg(test)]
 mod catalog_tests;
 pub mod delegate;
 pub mod guard;
+mod html;
 pub mod list_files;
 pub mod mkdir;
 pub mod patch;
@@ -30,6 +32,7 @@ pub mod rmdir;
 pub(crate) mod testing;
 pub mod todo;
 pub mod update_plan;
+pub mod web;
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -155,6 +158,9 @@ pub struct ToolEnv {
     /// The user's hooks; none inside a subagent, whose calls its sandbox
     /// confines instead.
     pub hooks: Arc<crate::hooks::Hooks>,
+    /// Where `browse_url` fetches (the parent's browser, or the link to
+    /// it in a subagent); `None`: browsing is not available.
+    pub web: Option<Arc<dyn web::Web>>,
 }
 
 /// One invocation, as handed to a tool: the raw arguments and the call.
@@ -342,6 +348,7 @@ impl ToolCatalog {
             Box::new(list_files::ListFiles),
             Box::new(read_file::ReadFile),
             Box::new(ripgrep::Ripgrep),
+            Box::new(browse_url::BrowseUrl),
             Box::new(patch::Patch),
             Box::new(mkdir::Mkdir),
             Box::new(rm::Rm),

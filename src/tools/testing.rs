@@ -32,6 +32,7 @@ pub(crate) fn env(root: &Path) -> ToolEnv {
             None,
         ),
         hooks: std::sync::Arc::new(crate::hooks::Hooks::none()),
+        web: None,
     }
 }
 

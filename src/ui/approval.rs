@@ -31,6 +31,9 @@ fn summary(request: &ApprovalRequest) -> String {
         ApprovalRequest::McpCall { tool, server, .. } => {
             format!("approval needed to call {tool} (MCP server {server})")
         }
+        ApprovalRequest::Browse { host, .. } => {
+            format!("approval needed to browse {host}")
+        }
         ApprovalRequest::WriteDelegation {
             agent_id, claim, ..
         } => format!(
@@ -232,6 +235,28 @@ mod tests {
         };
         assert_eq!(patch.body()[0], "patch a.txt");
         assert!(patch.body().contains(&"+new".to_string()));
+    }
+
+    #[test]
+    fn a_browse_request_names_the_host_and_the_url() {
+        let request = ApprovalRequest::Browse {
+            host: "docs.example.com:443".into(),
+            url: "https://docs.example.com/guide".into(),
+        };
+        let mut store = Store::new((80, 24));
+        show(&mut store, request.clone());
+        let pending = store.approval.clone().unwrap();
+        assert_eq!(pending.title(), "Allow browsing this host?");
+        assert_eq!(pending.body()[0], "browse_url wants docs.example.com:443");
+        assert_eq!(pending.body()[1], "url: https://docs.example.com/guide");
+        assert_eq!(
+            summary(&request),
+            "approval needed to browse docs.example.com:443"
+        );
+        assert_eq!(
+            handle_key(&mut store, key(KeyCode::Char('a'))),
+            Some(ApprovalDecision::ApprovedForSession)
+        );
     }
 
     #[test]

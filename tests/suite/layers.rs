@@ -17,6 +17,7 @@ const MODULES: &[&str] = &[
     "config",
     "hooks",
     "mcp",
+    "net",
     "plan",
     "protocol",
     "provider",
@@ -42,6 +43,9 @@ const RANKS: &[(&str, u32)] = &[
     ("provider", 1),
     ("sandbox", 1),
     ("store", 1),
+    // Fido's own network access: the host rules, the private-address
+    // check and the fetcher (tools use it; a command proxy will too).
+    ("net", 1),
     // Write delegation's worktrees and change sets, on git and the undo
     // journal; the sandbox check makes a real worktree with it.
     ("changes", 1),

@@ -597,7 +597,8 @@ fn a_subagent_compacts_by_the_window_the_parent_learned() {
 }
 
 /// What the system prompt and the tools cost on every request, as the first
-/// request carries them: about 2,300 tokens on Qwen2.5's tokenizer, leaving
+/// request carries them: about 2,300 tokens on Qwen2.5's tokenizer (before
+/// browse_url joined the catalog), leaving
 /// half of a 4k window for work. Bytes / 3.5 overestimates that tokenizer
 /// (measured 3.8 bytes per token on this text; see src/agent/prompt.rs).
 #[test]
@@ -609,10 +610,11 @@ fn the_prompt_and_the_tools_on_the_wire_fit_a_small_window() {
     let request = &server.model_requests()[0];
     let system = request.messages()[0]["content"].as_str().unwrap();
     let tools = request.body()["tools"].to_string();
-    assert_eq!(request.body()["tools"].as_array().map(Vec::len), Some(11));
+    assert_eq!(request.body()["tools"].as_array().map(Vec::len), Some(12));
     let tokens = (system.len() + tools.len()) * 10 / 35;
     assert!(
-        tokens <= 2_500,
+        // 2,500 until browse_url joined the catalog (about 120 tokens).
+        tokens <= 2_650,
         "about {tokens} tokens: system prompt {} bytes, tools {} bytes",
         system.len(),
         tools.len()

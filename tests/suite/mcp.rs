@@ -167,9 +167,9 @@ fn mcp_tools_join_the_catalog_after_the_builtin_ones_in_a_fixed_order() {
         .iter()
         .flat_map(|server| FIXTURE_TOOLS.map(|tool| format!("mcp__{server}__{tool}")))
         .collect();
-    assert_eq!(names[..11].last(), Some(&"delegate"), "built-ins first");
-    assert_eq!(names[11..], mcp, "servers by name, tools as listed");
-    let echo = &tools[11]["function"];
+    assert_eq!(names[..12].last(), Some(&"delegate"), "built-ins first");
+    assert_eq!(names[12..], mcp, "servers by name, tools as listed");
+    let echo = &tools[12]["function"];
     assert_eq!(
         echo["description"],
         "Echoes the text back. (MCP server alpha)"
@@ -536,7 +536,7 @@ fn servers_start_concurrently_and_a_late_one_fails_within_its_startup_timeout() 
     let tools: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(
         tools.as_array().unwrap().len(),
-        11 + 3 * FIXTURE_TOOLS.len()
+        12 + 3 * FIXTURE_TOOLS.len()
     );
     let log = stderr(&output);
     assert!(

@@ -1,3 +1,4 @@
+mod browse;
 mod changes_cli;
 mod delegate;
 mod delegate_faults;

@@ -27,10 +27,11 @@ fn json_out(output: &Output) -> Value {
     })
 }
 
-const CATALOG_ORDER: [&str; 11] = [
+const CATALOG_ORDER: [&str; 12] = [
     "list_files",
     "read_file",
     "ripgrep",
+    "browse_url",
     "patch",
     "mkdir",
     "rm",

@@ -126,6 +126,28 @@ pub(super) async fn mcp_call(
     let _ = writer.0.send(Outgoing::Frame(result)).await;
 }
 
+/// Runs a subagent's `browse_url` with the parent's web access (its host
+/// lists and approval policy) and writes the result back to the child.
+pub(super) async fn browse_call(
+    web: Option<Arc<dyn crate::tools::web::Web>>,
+    call_id: u64,
+    request: crate::tools::web::BrowseRequest,
+    writer: Writer,
+    cancel: tokio_util::sync::CancellationToken,
+) {
+    let output = match web {
+        Some(web) => web.browse(request, &cancel).await,
+        None => crate::tools::ToolOutput::error("browse_url is not available in this session"),
+    };
+    let result = ParentFrame::BrowseResult {
+        call_id,
+        ok: output.ok,
+        content: output.content,
+    };
+    // As for MCP calls: waits for room in the child's queue.
+    let _ = writer.0.send(Outgoing::Frame(result)).await;
+}
+
 /// A frame for the writer task: most are encoded there; the fork is
 /// encoded once from borrowed parts by its sender.
 pub(super) enum Outgoing {
@@ -307,6 +329,7 @@ pub(super) fn frame_name(frame: &ChildFrame) -> &'static str {
         ChildFrame::Lifecycle { .. } => "lifecycle",
         ChildFrame::Final { .. } => "final",
         ChildFrame::McpCall { .. } => "mcp_call",
+        ChildFrame::Browse { .. } => "browse",
     }
 }
 

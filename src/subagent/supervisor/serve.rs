@@ -18,7 +18,7 @@ use super::io::*;
 use super::progress::{Ending, Progress, Stage, StopReason, Stops};
 use super::*;
 
-/// MCP calls of one subagent running at once.
+/// MCP and browse calls of one subagent running at once.
 const MAX_MCP_CALLS: usize = 16;
 
 /// What the loop decides after an event: go on, or end the run.
@@ -40,7 +40,7 @@ struct Serving {
     last_lifecycle: Option<(SubagentPhase, Instant)>,
     /// What the child does now, for the usage events between phases.
     phase_now: SubagentPhase,
-    /// The child's MCP calls, run here and ended with the run.
+    /// The child's MCP and browse calls, run here and ended with the run.
     mcp_cancel: CancellationToken,
     mcp_calls: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -188,6 +188,18 @@ impl ChildLink {
                 tool,
                 arguments,
             })) => serving.on_mcp_call(call_id, tool, arguments, &self.writer, progress),
+            Some(Ok(ChildFrame::Browse {
+                call_id,
+                url,
+                max_bytes,
+            })) => {
+                let request = crate::tools::web::BrowseRequest {
+                    url,
+                    // The child is not trusted with the bound.
+                    max_bytes: max_bytes.clamp(1, crate::tools::browse_url::HARD_MAX_BYTES),
+                };
+                serving.on_browse(call_id, request, &self.writer, progress)
+            }
             Some(Ok(other @ ChildFrame::Hello { .. })) => Err(Ending::failed(
                 DelegateErrorCode::ProtocolError,
                 format!(
@@ -387,6 +399,39 @@ impl Serving {
         }
     }
 
+    /// A child's `browse_url`: run here, counted with its MCP calls.
+    fn on_browse(
+        &mut self,
+        call_id: u64,
+        request: crate::tools::web::BrowseRequest,
+        writer: &Writer,
+        progress: &Progress<'_>,
+    ) -> Flow {
+        self.check_proxied_calls()?;
+        let web = progress.shared().web.clone();
+        let call = browse_call(
+            web,
+            call_id,
+            request,
+            writer.clone(),
+            self.mcp_cancel.clone(),
+        );
+        self.mcp_calls.push(tokio::spawn(call));
+        Ok(())
+    }
+
+    /// Too many MCP and browse calls at once end the run.
+    fn check_proxied_calls(&mut self) -> Flow {
+        self.mcp_calls.retain(|call| !call.is_finished());
+        if self.mcp_calls.len() >= MAX_MCP_CALLS {
+            return Err(Ending::failed(
+                DelegateErrorCode::ProtocolError,
+                format!("the subagent ran more than {MAX_MCP_CALLS} MCP or browse calls at once"),
+            ));
+        }
+        Ok(())
+    }
+
     fn on_mcp_call(
         &mut self,
         call_id: u64,
@@ -395,13 +440,7 @@ impl Serving {
         writer: &Writer,
         progress: &Progress<'_>,
     ) -> Flow {
-        self.mcp_calls.retain(|call| !call.is_finished());
-        if self.mcp_calls.len() >= MAX_MCP_CALLS {
-            return Err(Ending::failed(
-                DelegateErrorCode::ProtocolError,
-                format!("the subagent ran more than {MAX_MCP_CALLS} MCP calls at once"),
-            ));
-        }
+        self.check_proxied_calls()?;
         let catalog = progress.shared().catalog.clone();
         let call = mcp_call(
             catalog,

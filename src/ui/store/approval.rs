@@ -21,6 +21,7 @@ impl PendingApproval {
             ApprovalRequest::Command { .. } => "Run this command?",
             ApprovalRequest::FileChange { .. } => "Make this change?",
             ApprovalRequest::McpCall { .. } => "Call this MCP tool?",
+            ApprovalRequest::Browse { .. } => "Allow browsing this host?",
             ApprovalRequest::WriteDelegation { .. } => "Let a subagent write in its own worktree?",
             ApprovalRequest::ChangeSet { .. } => "Apply this change set to your checkout?",
             ApprovalRequest::HookAsk { .. } => "A hook asks: run this tool call?",
@@ -54,6 +55,12 @@ impl PendingApproval {
             } => vec![
                 format!("{tool} {arguments}"),
                 format!("on MCP server {server}"),
+            ],
+            ApprovalRequest::Browse { host, url } => vec![
+                format!("browse_url wants {host}"),
+                format!("url: {url}"),
+                "It is not in network_allow: y allows this fetch, a this host for the session."
+                    .into(),
             ],
             ApprovalRequest::WriteDelegation {
                 agent_id,
