@@ -1,14 +1,18 @@
 //! An applied change set in the undo journal: one entry for all its
-//! files. Its blob is a folder: `manifest.json` lists each file with its
-//! mode before and after (`null`: absent), and `before-N` / `after-N` hold
-//! the bytes.
+//! files. Its blob is a folder: `pack` holds the bytes of every file, its
+//! before then its after, one after another, and `manifest.json` lists
+//! each file with its mode and length before and after (`null`: absent).
+//! One pack written and synced once, rather than a file per side, keeps
+//! recording a change set of a hundred files from costing more than the
+//! apply itself. Folders written before the pack (`before-N` / `after-N`
+//! files, no lengths in the manifest) are still read.
 //!
 //! Undo checks every file first: each must still be exactly what the apply
 //! wrote. If one changed since, the undo is refused and nothing is
 //! restored, so no later edit is ever lost; the message names the file.
 
 use std::fs;
-use std::io;
+use std::io::{self, Write};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -32,24 +36,32 @@ struct ManifestLine {
     path: String,
     before: Option<u32>,
     after: Option<u32>,
+    /// The lengths in `pack`; absent in folders written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    lengths: Option<[u64; 2]>,
 }
 
-/// Writes `files` into the blob folder `dir`.
+const PACK: &str = "pack";
+
+/// Writes `files` into the blob folder `dir`: the pack, synced, before the
+/// manifest that makes the entry readable.
 pub(super) fn store(dir: &Path, files: &[SetFile]) -> io::Result<()> {
     fs::create_dir_all(dir)?;
+    let mut pack = io::BufWriter::new(fs::File::create(dir.join(PACK))?);
     let mut manifest = Vec::with_capacity(files.len());
-    for (n, file) in files.iter().enumerate() {
-        for (side, content) in [("before", &file.before), ("after", &file.after)] {
-            if let Some((bytes, _)) = content {
-                fs::write(dir.join(format!("{side}-{n}")), bytes)?;
-            }
+    let length = |side: &Option<(Vec<u8>, u32)>| side.as_ref().map_or(0, |(b, _)| b.len() as u64);
+    for file in files {
+        for (bytes, _) in file.before.iter().chain(file.after.iter()) {
+            pack.write_all(bytes)?;
         }
         manifest.push(ManifestLine {
             path: file.path.clone(),
             before: file.before.as_ref().map(|(_, mode)| *mode),
             after: file.after.as_ref().map(|(_, mode)| *mode),
+            lengths: Some([length(&file.before), length(&file.after)]),
         });
     }
+    pack.into_inner().map_err(|e| e.into_error())?.sync_all()?;
     let json = serde_json::to_vec(&manifest).map_err(io::Error::other)?;
     write_atomic(&dir.join("manifest.json"), &json, Some(0o600))
 }
@@ -58,23 +70,45 @@ pub(super) fn store(dir: &Path, files: &[SetFile]) -> io::Result<()> {
 pub(super) fn load(dir: &Path) -> io::Result<Vec<SetFile>> {
     let manifest: Vec<ManifestLine> =
         serde_json::from_slice(&fs::read(dir.join("manifest.json"))?).map_err(io::Error::other)?;
-    let read = |side: &str, n: usize, mode: Option<u32>| -> io::Result<Option<(Vec<u8>, u32)>> {
-        match mode {
-            Some(mode) => Ok(Some((fs::read(dir.join(format!("{side}-{n}")))?, mode))),
-            None => Ok(None),
-        }
+    let packed = manifest.iter().all(|line| line.lengths.is_some());
+    let pack = if packed {
+        fs::read(dir.join(PACK))?
+    } else {
+        Vec::new()
     };
-    manifest
-        .into_iter()
-        .enumerate()
-        .map(|(n, line)| {
-            Ok(SetFile {
-                before: read("before", n, line.before)?,
-                after: read("after", n, line.after)?,
-                path: line.path,
-            })
-        })
-        .collect()
+    let mut offset = 0usize;
+    let mut take = |len: u64| -> io::Result<Vec<u8>> {
+        let end = usize::try_from(len)
+            .ok()
+            .and_then(|len| offset.checked_add(len))
+            .filter(|end| *end <= pack.len())
+            .ok_or_else(|| {
+                io::Error::other("the change set's pack is shorter than its manifest")
+            })?;
+        let bytes = pack[offset..end].to_vec();
+        offset = end;
+        Ok(bytes)
+    };
+    let mut files = Vec::with_capacity(manifest.len());
+    for (n, line) in manifest.into_iter().enumerate() {
+        let mut side = |name: &str, mode: Option<u32>, len: Option<u64>| -> io::Result<_> {
+            let Some(mode) = mode else { return Ok(None) };
+            let bytes = match len {
+                Some(len) => take(len)?,
+                None => fs::read(dir.join(format!("{name}-{n}")))?,
+            };
+            Ok(Some((bytes, mode)))
+        };
+        let [before_len, after_len] = line
+            .lengths
+            .map_or([None, None], |[b, a]| [Some(b), Some(a)]);
+        files.push(SetFile {
+            before: side("before", line.before, before_len)?,
+            after: side("after", line.after, after_len)?,
+            path: line.path,
+        });
+    }
+    Ok(files)
 }
 
 /// Puts every file of the change set `id` back as it was before the
@@ -209,5 +243,48 @@ mod tests {
             .mode();
         assert_eq!(mode & 0o777, 0o755);
         assert!(undo.undo_last(&workspace).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_pack_round_trips_and_a_short_one_is_an_error_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = vec![
+            SetFile {
+                path: "a".into(),
+                before: Some((b"one".to_vec(), 0o644)),
+                after: None,
+            },
+            SetFile {
+                path: "b".into(),
+                before: None,
+                after: Some((b"two, longer".to_vec(), 0o755)),
+            },
+            SetFile {
+                path: "c".into(),
+                before: Some((Vec::new(), 0o600)),
+                after: Some((b"3".to_vec(), 0o600)),
+            },
+        ];
+        store(dir.path(), &files).unwrap();
+        assert_eq!(load(dir.path()).unwrap(), files);
+        fs::write(dir.path().join(PACK), b"one, two").unwrap();
+        let err = load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("shorter than its manifest"), "{err}");
+    }
+
+    #[test]
+    fn a_folder_written_before_the_pack_still_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("before-0"), "old").unwrap();
+        fs::write(dir.path().join("after-1"), "new").unwrap();
+        fs::write(
+            dir.path().join("manifest.json"),
+            r#"[{"path":"a","before":420,"after":null},{"path":"b","before":null,"after":493}]"#,
+        )
+        .unwrap();
+        let files = load(dir.path()).unwrap();
+        assert_eq!(files[0].before, Some((b"old".to_vec(), 0o644)));
+        assert_eq!(files[0].after, None);
+        assert_eq!(files[1].after, Some((b"new".to_vec(), 0o755)));
     }
 }
