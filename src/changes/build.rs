@@ -37,21 +37,23 @@ pub fn build(
     let git = worktree.git();
     let result_tree = result_tree(worktree, &git)?;
     let base_tree = &worktree.base.tree;
-    // One diff-tree for both: its raw records, then its numstat ones; each
-    // parser skips the other's.
-    let listed = git.run([
-        "diff-tree",
-        "-r",
-        "-z",
-        "-M",
-        "--raw",
-        "--numstat",
-        base_tree,
-        &result_tree,
-    ])?;
+    let prefix = worktree.repo.prefix.as_str();
+    let pathspecs = claim_pathspecs(claim, prefix);
+    // The listing and the patch are two git processes that need nothing of
+    // each other: run side by side, the change set waits for the slower.
+    let (listed, patch) = std::thread::scope(|scope| {
+        let patch = scope.spawn(|| write_patch(worktree, &git, &result_tree, &pathspecs));
+        let listed = list_changes(&git, base_tree, &result_tree);
+        let patch = patch.join().unwrap_or_else(|_| {
+            Err(ChangesError::Io(std::io::Error::other(
+                "the thread writing the patch panicked",
+            )))
+        });
+        (listed, patch)
+    });
+    let (listed, patch) = (listed?, patch?);
     let raw = parse_raw(&listed);
     let counts = parse_numstat(&listed);
-    let prefix = worktree.repo.prefix.as_str();
     let mut set = ChangeSet {
         id: worktree.id.clone(),
         base: worktree.base.commit.clone(),
@@ -64,8 +66,6 @@ pub fn build(
         conflicts: Vec::new(),
     };
     let entries = classify(&mut set, raw, &counts, prefix, claim);
-    let pathspecs = claim_pathspecs(claim, prefix);
-    let patch = write_patch(worktree, &git, &result_tree, &pathspecs)?;
     let (diff, truncated) = if set.files.iter().all(|f| f.kind == FileKind::Text) {
         // Text only: the full patch is the diff to show, cut.
         cap_text(String::from_utf8_lossy(&patch).into_owned(), diff_cap)
@@ -92,6 +92,21 @@ pub fn build(
         plan_item: None,
         created_ms: super::store::now_ms(),
     })
+}
+
+/// Every changed file between the base and the result: one diff-tree for
+/// its raw records and its numstat ones; each parser skips the other's.
+fn list_changes(git: &Git, base_tree: &str, result_tree: &str) -> Result<Vec<u8>, ChangesError> {
+    Ok(git.run([
+        "diff-tree",
+        "-r",
+        "-z",
+        "-M",
+        "--raw",
+        "--numstat",
+        base_tree,
+        result_tree,
+    ])?)
 }
 
 /// Sorts the changed files into the claimed ones (with what an apply needs
