@@ -35,6 +35,7 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::netns::ProxyRoute;
 use super::pidns::PidNamespace;
 use super::policy::{Enforcement, SandboxError};
 use super::ruleset::{self, MIN_READ_ONLY_ABI, RulesetSpec};
@@ -111,6 +112,9 @@ pub struct CommandSandbox {
     /// A subagent's shell: each command in a PID namespace of its own, so
     /// nothing it starts outlives it (`sandbox::pidns`).
     pid_namespace: Option<PidNamespace>,
+    /// `network = "allowlist"`: the proxy the commands' connections go
+    /// through (`sandbox::netns`).
+    proxy: Option<ProxyRoute>,
 }
 
 impl CommandSandbox {
@@ -166,6 +170,7 @@ impl CommandSandbox {
             parent,
             file_size_cap: None,
             pid_namespace: None,
+            proxy: None,
         })
     }
 
@@ -203,6 +208,7 @@ impl CommandSandbox {
             parent: std::process::id() as libc::pid_t,
             file_size_cap: None,
             pid_namespace: None,
+            proxy: None,
         }
     }
 
@@ -212,6 +218,19 @@ impl CommandSandbox {
 
     pub fn network(&self) -> bool {
         self.network
+    }
+
+    /// Routes the commands' network through the allowlist proxy
+    /// (`network = "allowlist"`): an error where this kernel cannot keep
+    /// the commands from going around it.
+    pub fn with_proxy(mut self, route: ProxyRoute) -> Result<CommandSandbox, SandboxError> {
+        self.proxy = Some(route);
+        Ok(self)
+    }
+
+    /// The allowlist proxy the commands' network goes through, if any.
+    pub fn proxy(&self) -> Option<&ProxyRoute> {
+        self.proxy.as_ref()
     }
 
     /// Removes the session's private temporary directory and what the
