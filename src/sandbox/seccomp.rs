@@ -14,7 +14,15 @@
 //! refused outright: a process can still make a `socketpair` or use the
 //! sockets it inherited (the subagent's IPC connection), but it cannot
 //! reach anything new: no host, no `ssh-agent`, no Docker socket. Refused
-//! calls fail with `EPERM`. The program is compiled once, in the parent;
+//! calls fail with `EPERM`.
+//!
+//! Behind the allowlist proxy (`network = "allowlist"`, `sandbox::netns`)
+//! a command must reach `127.0.0.1:port` over TCP: `socket(2)` is allowed
+//! for TCP stream sockets of `AF_INET` and `AF_INET6` only (no UDP, no raw
+//! socket, no new UNIX socket: a `socketpair` still works) and `connect`
+//! is allowed; where it may connect is Landlock's port rule and the
+//! network namespace's business, which see the address. `bind`, `listen`
+//! and `accept` stay refused. The program is compiled once, in the parent;
 //! applying it is one `prctl`, safe to do between `fork` and `exec`.
 
 use std::collections::BTreeMap;
@@ -61,13 +69,72 @@ const METADATA_DENIED: &[i64] = &[
     libc::SYS_fchownat,
 ];
 
+/// Which sockets a filter lets a process make and use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SocketAccess {
+    /// No new socket but `AF_UNIX` (and socketpairs), no `connect`,
+    /// `bind`, `listen` or `accept`.
+    Off,
+    /// TCP stream sockets and `connect` (to the allowlist proxy), still
+    /// no `bind`, `listen` or `accept`, no other socket.
+    ProxiedTcp,
+    /// Every socket and call.
+    On,
+}
+
 /// What a filter refuses besides [`ALWAYS_DENIED`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SeccompPolicy {
-    /// Sockets to anything new allowed (`socket`, `connect`, `bind`, …).
-    pub network: bool,
+    /// Which sockets are allowed.
+    pub network: SocketAccess,
     /// Mode and owner changes allowed (`chmod`, `chown` and their kin).
     pub metadata_writes: bool,
+}
+
+/// A rule that matches when every `(argument, comparison, value)` holds
+/// (on the argument's low 32 bits: `socket(2)` takes `int`s).
+fn rule(conditions: &[(u8, SeccompCmpOp, u64)]) -> Result<SeccompRule, SandboxError> {
+    conditions
+        .iter()
+        .map(|(arg, op, value)| {
+            SeccompCondition::new(*arg, SeccompCmpArgLen::Dword, op.clone(), *value)
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .and_then(SeccompRule::new)
+        .map_err(|err| SandboxError::Seccomp(err.to_string()))
+}
+
+/// The `socket(2)` calls refused behind the proxy: any family but
+/// `AF_UNIX`, `AF_INET` and `AF_INET6`; `AF_UNIX` itself (a new one could
+/// connect to `ssh-agent`, since `connect` is allowed); and an `AF_INET`
+/// or `AF_INET6` socket that is not a TCP stream (its type, with or
+/// without `SOCK_NONBLOCK`/`SOCK_CLOEXEC`, is not `SOCK_STREAM`, or its
+/// protocol is neither 0 nor TCP).
+fn not_tcp_stream() -> Result<Vec<SeccompRule>, SandboxError> {
+    use SeccompCmpOp::{Eq, Ne};
+    let stream = libc::SOCK_STREAM as u64;
+    let nonblock = libc::SOCK_NONBLOCK as u64;
+    let cloexec = libc::SOCK_CLOEXEC as u64;
+    let mut rules = vec![rule(&[
+        (0, Ne, libc::AF_INET as u64),
+        (0, Ne, libc::AF_INET6 as u64),
+    ])?];
+    for family in [libc::AF_INET, libc::AF_INET6] {
+        let family = family as u64;
+        rules.push(rule(&[
+            (0, Eq, family),
+            (1, Ne, stream),
+            (1, Ne, stream | nonblock),
+            (1, Ne, stream | cloexec),
+            (1, Ne, stream | nonblock | cloexec),
+        ])?);
+        rules.push(rule(&[
+            (0, Eq, family),
+            (2, Ne, 0),
+            (2, Ne, libc::IPPROTO_TCP as u64),
+        ])?);
+    }
+    Ok(rules)
 }
 
 /// A compiled filter, ready to apply in a forked child.
@@ -90,19 +157,21 @@ impl SeccompProgram {
                 rules.insert(*nr, Vec::new());
             }
         }
-        if !policy.network {
-            for nr in NETWORK_DENIED {
-                rules.insert(*nr, Vec::new());
+        match policy.network {
+            SocketAccess::Off => {
+                for nr in NETWORK_DENIED {
+                    rules.insert(*nr, Vec::new());
+                }
+                let not_unix = rule(&[(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)])?;
+                rules.insert(libc::SYS_socket, vec![not_unix]);
             }
-            let not_unix = SeccompCondition::new(
-                0,
-                SeccompCmpArgLen::Dword,
-                SeccompCmpOp::Ne,
-                libc::AF_UNIX as u64,
-            )
-            .and_then(|condition| SeccompRule::new(vec![condition]))
-            .map_err(|err| SandboxError::Seccomp(err.to_string()))?;
-            rules.insert(libc::SYS_socket, vec![not_unix]);
+            SocketAccess::ProxiedTcp => {
+                for nr in NETWORK_DENIED.iter().filter(|nr| **nr != libc::SYS_connect) {
+                    rules.insert(*nr, Vec::new());
+                }
+                rules.insert(libc::SYS_socket, not_tcp_stream()?);
+            }
+            SocketAccess::On => {}
         }
         let filter = SeccompFilter::new(
             rules,
@@ -163,7 +232,7 @@ mod tests {
     }
 
     const OFFLINE_READ_ONLY: SeccompPolicy = SeccompPolicy {
-        network: false,
+        network: SocketAccess::Off,
         metadata_writes: false,
     };
 
@@ -200,7 +269,7 @@ mod tests {
         let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600, "the refused chmod changed nothing");
         let writing = SeccompPolicy {
-            network: false,
+            network: SocketAccess::Off,
             metadata_writes: true,
         };
         assert_eq!(metadata_changes(writing, &file), [0; 3]);
@@ -243,7 +312,7 @@ mod tests {
     #[test]
     fn the_online_filter_keeps_sockets() {
         let program = SeccompProgram::compile(SeccompPolicy {
-            network: true,
+            network: SocketAccess::On,
             metadata_writes: true,
         })
         .unwrap();
