@@ -309,6 +309,58 @@ mod tests {
         drop(listener);
     }
 
+    /// `socket(2)` with raw arguments on a thread with the filter: the errno
+    /// (0: it made one).
+    fn socket_errno(domain: i32, kind: i32, protocol: i32) -> i32 {
+        // SAFETY: a socket call; the descriptor is closed at once.
+        let fd = unsafe { libc::socket(domain, kind, protocol) };
+        if fd < 0 {
+            return std::io::Error::last_os_error().raw_os_error().unwrap_or(-1);
+        }
+        // SAFETY: the descriptor just made.
+        unsafe { libc::close(fd) };
+        0
+    }
+
+    #[test]
+    fn the_proxied_filter_keeps_tcp_connect_only() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let target = listener.local_addr().unwrap();
+        let program = SeccompProgram::compile(SeccompPolicy {
+            network: SocketAccess::ProxiedTcp,
+            metadata_writes: true,
+        })
+        .unwrap();
+        std::thread::spawn(move || {
+            nix::sys::prctl::set_no_new_privs().unwrap();
+            program.apply().unwrap();
+            std::net::TcpStream::connect(target).unwrap();
+            let stream = libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+            assert_eq!(socket_errno(libc::AF_INET6, stream, libc::IPPROTO_TCP), 0);
+            let refused = [
+                (libc::AF_INET, libc::SOCK_DGRAM, 0),
+                (libc::AF_INET6, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0),
+                (libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_ICMP),
+                (libc::AF_INET, libc::SOCK_STREAM, libc::IPPROTO_MPTCP),
+                (libc::AF_INET, libc::SOCK_STREAM | 0x4000, 0),
+                (libc::AF_PACKET, libc::SOCK_RAW, 0),
+                (libc::AF_NETLINK, libc::SOCK_RAW, 0),
+                (libc::AF_UNIX, libc::SOCK_STREAM, 0),
+            ];
+            for (domain, kind, protocol) in refused {
+                let errno = socket_errno(domain, kind, protocol);
+                assert_eq!(errno, libc::EPERM, "socket({domain}, {kind:#x}, {protocol})");
+            }
+            let bind = std::net::TcpListener::bind("127.0.0.1:0").unwrap_err();
+            assert_eq!(errno(&bind), Some(libc::EPERM));
+            // A socketpair needs no new socket(2): it still works.
+            UnixStream::pair().unwrap();
+        })
+        .join()
+        .unwrap();
+        let _accepted = listener.accept().unwrap();
+    }
+
     #[test]
     fn the_online_filter_keeps_sockets() {
         let program = SeccompProgram::compile(SeccompPolicy {
