@@ -383,5 +383,34 @@ unsafe fn send_descriptor(bridge: libc::c_int, fd: libc::c_int) -> bool {
     }
 }
 
+/// The proxy's side of [`send_descriptor`]: one descriptor from a message
+/// of the bridge; `None` when the bridge is closed or the message held no
+/// descriptor. Blocking.
+pub(crate) fn receive_descriptor(bridge: &OwnedFd) -> Option<OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let mut payload = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: payload.as_mut_ptr().cast(),
+        iov_len: payload.len(),
+    };
+    // SAFETY: a recvmsg into this frame's locals; a descriptor the kernel
+    // passed is this process's to own.
+    unsafe {
+        let mut control: OneDescriptor = std::mem::zeroed();
+        let mut message: libc::msghdr = std::mem::zeroed();
+        message.msg_iov = &mut iov;
+        message.msg_iovlen = 1;
+        message.msg_control = (&mut control as *mut OneDescriptor).cast();
+        message.msg_controllen = size_of::<OneDescriptor>() as _;
+        let received = libc::recvmsg(bridge.as_raw_fd(), &mut message, libc::MSG_CMSG_CLOEXEC);
+        let one = libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as usize;
+        let passed = received == 1
+            && control.header.cmsg_len as usize == one
+            && control.header.cmsg_level == libc::SOL_SOCKET
+            && control.header.cmsg_type == libc::SCM_RIGHTS;
+        passed.then(|| OwnedFd::from_raw_fd(control.fd))
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -349,7 +349,11 @@ mod tests {
             ];
             for (domain, kind, protocol) in refused {
                 let errno = socket_errno(domain, kind, protocol);
-                assert_eq!(errno, libc::EPERM, "socket({domain}, {kind:#x}, {protocol})");
+                assert_eq!(
+                    errno,
+                    libc::EPERM,
+                    "socket({domain}, {kind:#x}, {protocol})"
+                );
             }
             let bind = std::net::TcpListener::bind("127.0.0.1:0").unwrap_err();
             assert_eq!(errno(&bind), Some(libc::EPERM));

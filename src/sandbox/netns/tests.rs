@@ -1,122 +1,20 @@
-//! Real commands through [`CommandSandbox::apply`] behind a fake proxy: a
-//! thread that takes descriptors from the bridge (and connections on its
-//! own listener, for the port-only fallback) and answers each with
-//! `HTTP/1.1 200 OK`.
+//! Real commands through [`CommandSandbox::apply`] behind a fake proxy:
+//! `fido sandbox check`'s stand-in, threads that take descriptors from the
+//! bridge (and connections on its own listener, for the port-only
+//! fallback) and answer each with `HTTP/1.1 200 OK`.
 
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::net::{Ipv4Addr, TcpListener};
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::*;
 use crate::protocol::SandboxMode;
 use crate::sandbox::SandboxError;
+use crate::sandbox::check::ProxyStandIn as FakeProxy;
 use crate::sandbox::pidns::tests::{running, skip_unless_ci};
 use crate::sandbox::{CommandPolicy, CommandSandbox, ProcessGroup};
-
-/// The proxy's stand-in: what it served, by way of the bridge and by its
-/// own listener.
-struct FakeProxy {
-    route: ProxyRoute,
-    bridged: Arc<AtomicUsize>,
-    direct: Arc<AtomicUsize>,
-}
-
-const ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
-
-/// Reads a request head and answers it.
-fn answer(mut stream: TcpStream) {
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-    let mut head = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        match stream.read(&mut buf) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => head.extend_from_slice(&buf[..n]),
-        }
-    }
-    let _ = stream.write_all(ANSWER);
-}
-
-/// One descriptor from a message of the bridge; `None` at its end.
-fn receive_descriptor(bridge: &OwnedFd) -> Option<OwnedFd> {
-    let mut payload = [0u8; 1];
-    let mut iov = libc::iovec {
-        iov_base: payload.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    // SAFETY: a recvmsg into this frame's locals.
-    unsafe {
-        let mut control: OneDescriptor = std::mem::zeroed();
-        let mut message: libc::msghdr = std::mem::zeroed();
-        message.msg_iov = &mut iov;
-        message.msg_iovlen = 1;
-        message.msg_control = (&mut control as *mut OneDescriptor).cast();
-        message.msg_controllen = size_of::<OneDescriptor>() as _;
-        let got = libc::recvmsg(bridge.as_raw_fd(), &mut message, libc::MSG_CMSG_CLOEXEC);
-        if got != 1 || control.header.cmsg_type != libc::SCM_RIGHTS {
-            return None;
-        }
-        Some(OwnedFd::from_raw_fd(control.fd))
-    }
-}
-
-impl FakeProxy {
-    fn start() -> FakeProxy {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let mut pair = [0; 2];
-        // SAFETY: socketpair into a local array.
-        let rc = unsafe {
-            libc::socketpair(
-                libc::AF_UNIX,
-                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-                0,
-                pair.as_mut_ptr(),
-            )
-        };
-        assert_eq!(rc, 0);
-        // SAFETY: both descriptors were just made and are owned here.
-        let (ours, theirs) =
-            unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
-        let bridged = Arc::new(AtomicUsize::new(0));
-        let direct = Arc::new(AtomicUsize::new(0));
-        let count = Arc::clone(&bridged);
-        // Ends when the last sending end is closed (the route and keepers).
-        std::thread::spawn(move || {
-            while let Some(fd) = receive_descriptor(&ours) {
-                count.fetch_add(1, Ordering::SeqCst);
-                answer(TcpStream::from(fd));
-            }
-        });
-        let count = Arc::clone(&direct);
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                count.fetch_add(1, Ordering::SeqCst);
-                answer(stream);
-            }
-        });
-        FakeProxy {
-            route: ProxyRoute {
-                port,
-                bridge: Arc::new(theirs),
-            },
-            bridged,
-            direct,
-        }
-    }
-
-    fn served(&self) -> (usize, usize) {
-        (
-            self.bridged.load(Ordering::SeqCst),
-            self.direct.load(Ordering::SeqCst),
-        )
-    }
-}
 
 fn forced_port_only() -> NetworkConfinement {
     NetworkConfinement::PortOnly {
@@ -151,7 +49,7 @@ fn sandbox(
     };
     let sandbox = CommandSandbox::prepare(&policy)
         .unwrap()
-        .with_proxy_confined(proxy.route.clone(), confinement)
+        .with_proxy_confined(proxy.route(), confinement)
         .unwrap();
     assert!(sandbox.proxy().is_some());
     (Arc::new(sandbox), workspace)
@@ -207,14 +105,14 @@ for args in [(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP),
 
 #[tokio::test]
 async fn the_proxy_port_reaches_the_proxy_and_no_other_way_out_works() {
-    let proxy = FakeProxy::start();
+    let proxy = FakeProxy::start().unwrap();
     let other = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     other.set_nonblocking(true).unwrap();
     let other_port = other.local_addr().unwrap().port();
     for confinement in confinements() {
         let before = proxy.served();
         let (sandbox, _workspace) = sandbox(&proxy, confinement.clone());
-        let mut command = bash(&sandbox, proxy.route.port, WAYS_OUT);
+        let mut command = bash(&sandbox, proxy.route().port, WAYS_OUT);
         command.env("OTHER", other_port.to_string());
         let out = output(command).await;
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -251,11 +149,11 @@ async fn curl_goes_through_the_proxy() {
         eprintln!("skipped: no curl here");
         return;
     }
-    let proxy = FakeProxy::start();
+    let proxy = FakeProxy::start().unwrap();
     for confinement in confinements() {
         let (sandbox, _workspace) = sandbox(&proxy, confinement.clone());
         let script = "curl -sS --max-time 10 http://example.test/";
-        let out = output(bash(&sandbox, proxy.route.port, script)).await;
+        let out = output(bash(&sandbox, proxy.route().port, script)).await;
         assert_eq!(out.stdout, b"ok", "{confinement}: {out:?}");
     }
 }
@@ -266,13 +164,13 @@ async fn a_command_in_the_namespace_sees_only_loopback() {
         skip_unless_ci(&reason);
         return;
     }
-    let proxy = FakeProxy::start();
+    let proxy = FakeProxy::start().unwrap();
     let (sandbox, _workspace) = sandbox(&proxy, NetworkConfinement::Namespace);
     // The user is itself inside; /proc/net/dev lists the namespace's
     // own interfaces.
     let script =
         "readlink /proc/self/ns/net; id -u; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '";
-    let out = output(bash(&sandbox, proxy.route.port, script)).await;
+    let out = output(bash(&sandbox, proxy.route().port, script)).await;
     let ours = std::fs::read_link("/proc/self/ns/net").unwrap();
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
@@ -286,12 +184,12 @@ async fn a_command_in_the_namespace_sees_only_loopback() {
 
 #[tokio::test]
 async fn the_exit_code_and_the_signal_of_the_command_are_mirrored() {
-    let proxy = FakeProxy::start();
+    let proxy = FakeProxy::start().unwrap();
     for confinement in confinements() {
         let (sandbox, _workspace) = sandbox(&proxy, confinement.clone());
-        let out = output(bash(&sandbox, proxy.route.port, "exit 7")).await;
+        let out = output(bash(&sandbox, proxy.route().port, "exit 7")).await;
         assert_eq!(out.status.code(), Some(7), "{confinement}");
-        let out = output(bash(&sandbox, proxy.route.port, "kill -TERM $$")).await;
+        let out = output(bash(&sandbox, proxy.route().port, "kill -TERM $$")).await;
         assert_eq!(out.status.signal(), Some(libc::SIGTERM), "{confinement}");
     }
 }
@@ -319,12 +217,12 @@ async fn nothing_is_left_behind_when_the_group_or_the_keeper_is_killed() {
         skip_unless_ci(&reason);
         return;
     }
-    let proxy = FakeProxy::start();
+    let proxy = FakeProxy::start().unwrap();
     let (sandbox, _workspace) = sandbox(&proxy, NetworkConfinement::Namespace);
     // The group killed: keeper and command both go.
     let sleeper = ["sleep", "303.25"];
     let mut group =
-        ProcessGroup::spawn(&mut bash(&sandbox, proxy.route.port, "exec sleep 303.25")).unwrap();
+        ProcessGroup::spawn(&mut bash(&sandbox, proxy.route().port, "exec sleep 303.25")).unwrap();
     wait_running(&sleeper);
     let keeper = group.pid();
     assert!(std::path::Path::new(&format!("/proc/{keeper}")).exists());
@@ -334,14 +232,14 @@ async fn nothing_is_left_behind_when_the_group_or_the_keeper_is_killed() {
     assert_gone(&sleeper, "the command outlived its killed group");
     // The keeper alone killed: the command follows it.
     let sleeper = ["sleep", "303.5"];
-    let mut command = bash(&sandbox, proxy.route.port, "exec sleep 303.5");
+    let mut command = bash(&sandbox, proxy.route().port, "exec sleep 303.5");
     let mut child = command.spawn().unwrap();
     wait_running(&sleeper);
     child.start_kill().unwrap();
     child.wait().await.unwrap();
     assert_gone(&sleeper, "the command outlived its keeper");
     // A command that ends: its keeper ends with it.
-    let out = output(bash(&sandbox, proxy.route.port, "echo $PPID")).await;
+    let out = output(bash(&sandbox, proxy.route().port, "echo $PPID")).await;
     let keeper = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     assert!(!keeper.is_empty() && keeper != "0", "{out:?}");
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -368,8 +266,8 @@ fn the_control_message_has_the_kernels_layout() {
 
 #[test]
 fn the_allowlist_does_not_apply_without_a_sandbox_or_to_a_subagent() {
-    let proxy = FakeProxy::start();
-    let unconfined = CommandSandbox::unconfined().with_proxy(proxy.route.clone());
+    let proxy = FakeProxy::start().unwrap();
+    let unconfined = CommandSandbox::unconfined().with_proxy(proxy.route());
     assert!(matches!(
         unconfined,
         Err(SandboxError::AllowlistNotApplicable { .. })
@@ -377,7 +275,7 @@ fn the_allowlist_does_not_apply_without_a_sandbox_or_to_a_subagent() {
     // The shell's scratch folder goes with it.
     let scratch = tempfile::tempdir().unwrap();
     let shell = CommandSandbox::subagent_shell(scratch.path().join("scratch"));
-    let shell = shell.with_proxy(proxy.route.clone());
+    let shell = shell.with_proxy(proxy.route());
     assert!(matches!(
         shell,
         Err(SandboxError::AllowlistNotApplicable { .. })
