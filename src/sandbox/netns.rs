@@ -160,7 +160,7 @@ impl ProxyConfinement {
                 // The command talks to the proxy's own listener; the
                 // bridge is not its business.
                 NetworkConfinement::PortOnly { .. } => {
-                    libc::close(bridge);
+                    close_unless_stdio(bridge);
                     Ok(())
                 }
                 NetworkConfinement::Namespace => self.enter_namespace(bridge),
@@ -182,7 +182,7 @@ impl ProxyConfinement {
                 -1 => Err(io::Error::last_os_error()),
                 0 => {
                     libc::close(listener);
-                    libc::close(bridge);
+                    close_unless_stdio(bridge);
                     die_with_keeper(read_end, write_end)?;
                     // The user namespace gave this process every
                     // capability in it; it keeps what any sandboxed
@@ -193,6 +193,16 @@ impl ProxyConfinement {
                 command => keep(command, listener, bridge, write_end),
             }
         }
+    }
+}
+
+/// Closes `fd` in this forked process unless it is a standard stream (a
+/// Fido started with a closed stdin could have its bridge at 0; the
+/// spawner has put the command's own stdio there by now).
+unsafe fn close_unless_stdio(fd: libc::c_int) {
+    if fd > libc::STDERR_FILENO {
+        // SAFETY: closing this process's copy of the descriptor.
+        unsafe { libc::close(fd) };
     }
 }
 
