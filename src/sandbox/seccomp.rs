@@ -22,7 +22,8 @@
 //! socket, no new UNIX socket: a `socketpair` still works) and `connect`
 //! is allowed; where it may connect is Landlock's port rule and the
 //! network namespace's business, which see the address. `bind`, `listen`
-//! and `accept` stay refused. The program is compiled once, in the parent;
+//! and `accept` stay refused, and so do sends with `MSG_FASTOPEN`, which
+//! connect without passing Landlock's connect check. The program is compiled once, in the parent;
 //! applying it is one `prctl`, safe to do between `fork` and `exec`.
 
 use std::collections::BTreeMap;
@@ -137,6 +138,21 @@ fn not_tcp_stream() -> Result<Vec<SeccompRule>, SandboxError> {
     Ok(rules)
 }
 
+/// The sends that carry `MSG_FASTOPEN`: TCP Fast Open connects from
+/// `sendto`/`sendmsg` without the `connect` check Landlock's port rule
+/// hangs on (on this kernel a fast-open `sendto` reached a port the rule
+/// refuses), so behind the proxy they are refused; `connect` then `write`
+/// is the way.
+fn fast_open() -> Result<[(i64, Vec<SeccompRule>); 3], SandboxError> {
+    let flag = libc::MSG_FASTOPEN as u64;
+    let with_flag = |arg: u8| rule(&[(arg, SeccompCmpOp::MaskedEq(flag), flag)]).map(|r| vec![r]);
+    Ok([
+        (libc::SYS_sendto, with_flag(3)?),
+        (libc::SYS_sendmsg, with_flag(2)?),
+        (libc::SYS_sendmmsg, with_flag(3)?),
+    ])
+}
+
 /// A compiled filter, ready to apply in a forked child.
 #[derive(Debug, Clone)]
 pub struct SeccompProgram {
@@ -170,6 +186,7 @@ impl SeccompProgram {
                     rules.insert(*nr, Vec::new());
                 }
                 rules.insert(libc::SYS_socket, not_tcp_stream()?);
+                rules.extend(fast_open()?);
             }
             SocketAccess::On => {}
         }
@@ -224,6 +241,7 @@ impl SeccompProgram {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::mem::size_of;
     use std::net::UdpSocket;
     use std::os::unix::net::{UnixListener, UnixStream};
 
@@ -355,6 +373,31 @@ mod tests {
                     "socket({domain}, {kind:#x}, {protocol})"
                 );
             }
+            // TCP Fast Open would connect without `connect`.
+            // SAFETY: a socket call and a sendto from a local buffer.
+            let fast_open = unsafe {
+                let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+                let addr = libc::sockaddr_in {
+                    sin_family: libc::AF_INET as libc::sa_family_t,
+                    sin_port: target.port().to_be(),
+                    sin_addr: libc::in_addr {
+                        s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
+                    },
+                    sin_zero: [0; 8],
+                };
+                let sent = libc::sendto(
+                    fd,
+                    b"x".as_ptr().cast(),
+                    1,
+                    libc::MSG_FASTOPEN,
+                    (&addr as *const libc::sockaddr_in).cast(),
+                    size_of::<libc::sockaddr_in>() as libc::socklen_t,
+                );
+                let errno = std::io::Error::last_os_error().raw_os_error();
+                libc::close(fd);
+                (sent, errno)
+            };
+            assert_eq!(fast_open, (-1, Some(libc::EPERM)));
             let bind = std::net::TcpListener::bind("127.0.0.1:0").unwrap_err();
             assert_eq!(errno(&bind), Some(libc::EPERM));
             // A socketpair needs no new socket(2): it still works.

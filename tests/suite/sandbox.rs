@@ -194,6 +194,7 @@ fn sandbox_check_blocks_every_forbidden_probe_here() {
     let allowlist = format!(
         "commands (network = \"allowlist\"): {confinement}\n\
          allowlist probe tcp-connect: blocked (EACCES, landlock)\n\
+         allowlist probe tcp-fast-open: blocked (EPERM, seccomp)\n\
          allowlist probe tcp-bind: blocked (EPERM, seccomp)\n\
          allowlist probe udp-send: blocked (EPERM, seccomp)\n\
          allowlist probe dns-lookup: blocked (EPERM, seccomp)\n\
@@ -201,7 +202,7 @@ fn sandbox_check_blocks_every_forbidden_probe_here() {
     );
     assert!(stdout.contains(&allowlist), "{stdout}");
     assert!(
-        stdout.contains("\nsummary (commands, network = \"allowlist\"): 4/4 forbidden operations blocked, 1/1 controls allowed; allowlist confinement enforced\n"),
+        stdout.contains("\nsummary (commands, network = \"allowlist\"): 5/5 forbidden operations blocked, 1/1 controls allowed; allowlist confinement enforced\n"),
         "{stdout}"
     );
 

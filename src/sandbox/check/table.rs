@@ -173,9 +173,11 @@ const WRITE_SUBAGENT: [&Probe; 13] = [
 ];
 /// Forbidden to a command behind the allowlist proxy: every way to the
 /// network but the proxy (a direct TCP connection to the parent's loopback
-/// listener, a TCP listener of its own, UDP, the system's resolver).
-const ALLOWLIST: [&Probe; 4] = [
+/// listener, also by TCP Fast Open, a TCP listener of its own, UDP, the
+/// system's resolver).
+const ALLOWLIST: [&Probe; 5] = [
     &sockets::TCP_CONNECT,
+    &sockets::TCP_FAST_OPEN,
     &sockets::TCP_BIND,
     &sockets::UDP_SEND,
     &sockets::DNS_LOOKUP,
@@ -202,7 +204,7 @@ pub const WRITE_SUBAGENT_PROBES: [&str; 13] = names(WRITE_SUBAGENT);
 /// its repository with git.
 pub const WRITE_SUBAGENT_CONTROLS: [&str; 2] = names(WRITE_SUBAGENT_CONTROL);
 /// Forbidden to a command behind the allowlist proxy.
-pub const ALLOWLIST_PROBES: [&str; 4] = names(ALLOWLIST);
+pub const ALLOWLIST_PROBES: [&str; 5] = names(ALLOWLIST);
 /// What a command behind the allowlist proxy must still be able to do.
 pub const ALLOWLIST_CONTROLS: [&str; 1] = names(ALLOWLIST_CONTROL);
 
@@ -342,7 +344,7 @@ mod tests {
         let names: Vec<&str> = all().map(|probe| probe.name).collect();
         let unique: BTreeSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 43);
+        assert_eq!(names.len(), 44);
         for name in names {
             assert_eq!(find(name).map(|probe| probe.name), Some(name));
         }

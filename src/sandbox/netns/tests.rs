@@ -100,6 +100,13 @@ for args in [(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP),
         print("made", args)
     except OSError as e:
         print(errno.errorcode[e.errno])
+import os
+# TCP Fast Open connects without connect(2), past the Landlock port rule.
+try:
+    socket.socket().sendto(b"x", socket.MSG_FASTOPEN, ("127.0.0.1", int(os.environ["OTHER"])))
+    print("fast-open-sent")
+except OSError as e:
+    print(errno.errorcode[e.errno])
 '
 "#;
 
@@ -116,7 +123,7 @@ async fn the_proxy_port_reaches_the_proxy_and_no_other_way_out_works() {
         command.env("OTHER", other_port.to_string());
         let out = output(command).await;
         let stdout = String::from_utf8_lossy(&out.stdout);
-        let expected = "HTTP/1.1 200 OK\nok\nEPERM\nEPERM\nEPERM\nEPERM\nEPERM\n";
+        let expected = "HTTP/1.1 200 OK\nok\nEPERM\nEPERM\nEPERM\nEPERM\nEPERM\nEPERM\n";
         assert_eq!(
             stdout,
             expected,

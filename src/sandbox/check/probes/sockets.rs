@@ -115,3 +115,42 @@ pub(in super::super) const DNS_LOOKUP: Probe = Probe::new("dns-lookup", |_| {
     socket.send_to(QUERY, server).map(drop)
 })
 .refused_by(RefusedBy::SeccompOnEperm);
+
+/// A TCP Fast Open send to the parent's loopback listener: it connects
+/// from `sendto` without `connect(2)`, past Landlock's port rule, so the
+/// seccomp filter refuses it behind the allowlist proxy.
+pub(in super::super) const TCP_FAST_OPEN: Probe = Probe::new("tcp-fast-open", |t| {
+    let address = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: t.tcp_port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(Ipv4Addr::LOCALHOST).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: a socket, a sendto from a constant buffer to the stack
+    // address above, and its close.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let sent = libc::sendto(
+            fd,
+            b"x".as_ptr().cast(),
+            1,
+            libc::MSG_FASTOPEN,
+            (&address as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
+        let result = if sent < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        };
+        libc::close(fd);
+        result
+    }
+})
+.refused_by(RefusedBy::SeccompOnEperm)
+.with_side_effect(|f| f.tcp.accept().is_ok());

@@ -365,12 +365,12 @@ fn the_allowlist_has_a_section_and_a_summary_of_its_own() {
         SandboxMode::WorkspaceWrite,
     );
     assert!(
-        text.contains("\ncommands (network = \"allowlist\"): a network namespace per command\nallowlist probe tcp-connect: blocked (EPERM, seccomp)\nallowlist probe tcp-bind: blocked (EPERM, seccomp)\nallowlist probe udp-send: blocked (EPERM, seccomp)\nallowlist probe dns-lookup: blocked (EPERM, seccomp)\nallowlist probe proxy-connect: allowed (control)\n"),
+        text.contains("\ncommands (network = \"allowlist\"): a network namespace per command\nallowlist probe tcp-connect: blocked (EPERM, seccomp)\nallowlist probe tcp-fast-open: blocked (EPERM, seccomp)\nallowlist probe tcp-bind: blocked (EPERM, seccomp)\nallowlist probe udp-send: blocked (EPERM, seccomp)\nallowlist probe dns-lookup: blocked (EPERM, seccomp)\nallowlist probe proxy-connect: allowed (control)\n"),
         "{text}"
     );
     let n = ProbeRole::Subagent.plan().0.len();
     assert!(
-        text.ends_with(&format!("summary (commands, network = \"allowlist\"): 4/4 forbidden operations blocked, 1/1 controls allowed; allowlist confinement enforced\nsummary: {n}/{n} forbidden operations blocked, 3/3 controls allowed; read-only sandbox enforced\n")),
+        text.ends_with(&format!("summary (commands, network = \"allowlist\"): 5/5 forbidden operations blocked, 1/1 controls allowed; allowlist confinement enforced\nsummary: {n}/{n} forbidden operations blocked, 3/3 controls allowed; read-only sandbox enforced\n")),
         "{text}"
     );
     // A direct connection that got through, or a proxy out of reach,
