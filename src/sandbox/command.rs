@@ -239,8 +239,7 @@ impl CommandSandbox {
     }
 
     /// [`Self::with_proxy`] with the confinement given rather than tried
-    /// (tests and `fido sandbox check` take the fallback on a kernel that
-    /// has namespaces). The ruleset and the filter are built anew: TCP
+    /// (so tests take the fallback on a kernel that has namespaces). The ruleset and the filter are built anew: TCP
     /// connect to the proxy's port only, TCP sockets but no other.
     pub fn with_proxy_confined(
         mut self,
