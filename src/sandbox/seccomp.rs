@@ -340,6 +340,34 @@ mod tests {
         0
     }
 
+    /// A TCP Fast Open `sendto` to `127.0.0.1:port`; the errno (0: sent).
+    fn fast_open_errno(port: u16) -> i32 {
+        let addr = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: port.to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        // SAFETY: a socket call, a sendto from a constant buffer to the
+        // stack address above, and its close.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+            let sent = libc::sendto(
+                fd,
+                b"x".as_ptr().cast(),
+                1,
+                libc::MSG_FASTOPEN,
+                (&addr as *const libc::sockaddr_in).cast(),
+                size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            );
+            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(-1);
+            libc::close(fd);
+            if sent < 0 { errno } else { 0 }
+        }
+    }
+
     #[test]
     fn the_proxied_filter_keeps_tcp_connect_only() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -374,30 +402,7 @@ mod tests {
                 );
             }
             // TCP Fast Open would connect without `connect`.
-            // SAFETY: a socket call and a sendto from a local buffer.
-            let fast_open = unsafe {
-                let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
-                let addr = libc::sockaddr_in {
-                    sin_family: libc::AF_INET as libc::sa_family_t,
-                    sin_port: target.port().to_be(),
-                    sin_addr: libc::in_addr {
-                        s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
-                    },
-                    sin_zero: [0; 8],
-                };
-                let sent = libc::sendto(
-                    fd,
-                    b"x".as_ptr().cast(),
-                    1,
-                    libc::MSG_FASTOPEN,
-                    (&addr as *const libc::sockaddr_in).cast(),
-                    size_of::<libc::sockaddr_in>() as libc::socklen_t,
-                );
-                let errno = std::io::Error::last_os_error().raw_os_error();
-                libc::close(fd);
-                (sent, errno)
-            };
-            assert_eq!(fast_open, (-1, Some(libc::EPERM)));
+            assert_eq!(fast_open_errno(target.port()), libc::EPERM);
             let bind = std::net::TcpListener::bind("127.0.0.1:0").unwrap_err();
             assert_eq!(errno(&bind), Some(libc::EPERM));
             // A socketpair needs no new socket(2): it still works.
