@@ -63,6 +63,9 @@ pub struct CheckArgs {
     /// workspace.
     #[arg(long, hide = true, requires = "probe_child")]
     read_root: Vec<PathBuf>,
+    /// Internal: the allowlist proxy's port, for a command behind it.
+    #[arg(long, hide = true, requires = "probe_child")]
+    probe_proxy_port: Option<u16>,
     /// Internal: stay sandboxed after the probes until stdin closes.
     #[arg(long, hide = true, requires = "probe_child")]
     probe_hold: bool,
@@ -97,6 +100,7 @@ fn probe_child(args: CheckArgs) -> ExitCode {
         role,
         write_roots: args.write_root,
         read_roots: args.read_root,
+        proxy_port: args.probe_proxy_port,
     };
     let stdout = std::io::stdout();
     let stdin = std::io::stdin();
@@ -118,11 +122,17 @@ fn check(overrides: &Overrides) -> ExitCode {
         Ok(config) => config.safety.sandbox_mode,
         Err(code) => return code,
     };
-    let (subagent, commands, write) = match probe_every_role() {
+    let (subagent, commands, write, allowlist) = match probe_every_role() {
         Ok(summaries) => summaries,
         Err(message) => return super::fail(&message),
     };
-    let text = check::report_text(&subagent, &commands, write.as_ref().ok(), configured);
+    let text = check::report_text(
+        &subagent,
+        &commands,
+        write.as_ref().ok(),
+        Some(allowlist.as_ref().map_err(String::as_str)),
+        configured,
+    );
     let mut stdout = std::io::stdout().lock();
     if let Err(err) = stdout
         .write_all(text.as_bytes())
@@ -158,16 +168,19 @@ fn check(overrides: &Overrides) -> ExitCode {
 }
 
 /// Every role's summary: the subagent's, the command modes', the write
-/// subagent's (or why it could not be probed, which leaves the others'
-/// report whole).
+/// subagent's and the allowlist's (or why each of these two could not be
+/// probed, which leaves the others' report whole).
 type Summaries = (
     Summary,
     Vec<(SandboxMode, Summary)>,
     Result<Summary, String>,
+    Result<Summary, String>,
 );
 
 /// The subagent's run, then one per command mode, then the write
-/// subagent's.
+/// subagent's, then a command's behind the allowlist proxy. The allowlist
+/// is reported but does not decide the exit code: it applies only where
+/// `network = "allowlist"` is configured.
 fn probe_every_role() -> Result<Summaries, String> {
     let runtime = super::preamble::runtime()?;
     let subagent = check::probe_role(ProbeRole::Subagent, &runtime)?;
@@ -176,5 +189,6 @@ fn probe_every_role() -> Result<Summaries, String> {
         commands.push((mode, check::probe_role(ProbeRole::Command(mode), &runtime)?));
     }
     let write = check::probe_role(ProbeRole::WriteSubagent, &runtime);
-    Ok((subagent, commands, write))
+    let allowlist = check::probe_role(ProbeRole::Allowlist, &runtime);
+    Ok((subagent, commands, write, allowlist))
 }

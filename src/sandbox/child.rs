@@ -54,7 +54,7 @@ use nix::unistd::{Pid, getppid};
 use super::caps;
 use super::policy::{Enforcement, SandboxError, SandboxReport, SandboxRequirement};
 use super::ruleset::{self, MIN_READ_ONLY_ABI};
-use super::seccomp::{SeccompPolicy, SeccompProgram};
+use super::seccomp::{SeccompPolicy, SeccompProgram, SocketAccess};
 use std::path::{Path, PathBuf};
 
 /// What a child may touch besides the system: its scratch folder (its
@@ -89,7 +89,7 @@ pub fn enter_child_sandbox(
     // and owner changes stay refused to a write subagent too: Landlock
     // does not cover them, so they would reach the main checkout.
     let seccomp = SeccompProgram::compile(SeccompPolicy {
-        network: false,
+        network: SocketAccess::Off,
         metadata_writes: false,
     });
     let write_roots: Vec<PathBuf> = roots

@@ -35,10 +35,11 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::netns::{NetworkConfinement, ProxyConfinement, ProxyRoute};
 use super::pidns::PidNamespace;
 use super::policy::{Enforcement, SandboxError};
-use super::ruleset::{self, MIN_READ_ONLY_ABI, RulesetSpec};
-use super::seccomp::{SeccompPolicy, SeccompProgram};
+use super::ruleset::{self, MIN_READ_ONLY_ABI, NETWORK_ABI, RulesetSpec};
+use super::seccomp::{SeccompPolicy, SeccompProgram, SocketAccess};
 use crate::protocol::SandboxMode;
 
 /// Makes this process non-dumpable, so that processes of the same user
@@ -102,6 +103,8 @@ pub struct CommandSandbox {
     mode: SandboxMode,
     network: bool,
     ruleset: Option<OwnedFd>,
+    /// What `ruleset` was built from, to build it anew for the proxy.
+    spec: Option<RulesetSpec>,
     seccomp: Option<SeccompProgram>,
     tmpdir: Option<PrivateDir>,
     parent: libc::pid_t,
@@ -111,6 +114,9 @@ pub struct CommandSandbox {
     /// A subagent's shell: each command in a PID namespace of its own, so
     /// nothing it starts outlives it (`sandbox::pidns`).
     pid_namespace: Option<PidNamespace>,
+    /// `network = "allowlist"`: the proxy the commands' connections go
+    /// through, and how they are kept to it (`sandbox::netns`).
+    proxy: Option<ProxyConfinement>,
 }
 
 impl CommandSandbox {
@@ -139,6 +145,7 @@ impl CommandSandbox {
             write_roots,
             read_roots: Vec::new(),
             network: policy.network,
+            connect_port: None,
         };
         let built = ruleset::build(&spec)?;
         match (built.applied.enforcement, built.applied.abi) {
@@ -158,14 +165,20 @@ impl CommandSandbox {
             mode: policy.mode,
             network: policy.network,
             ruleset,
+            spec: Some(spec),
             seccomp: Some(SeccompProgram::compile(SeccompPolicy {
-                network: policy.network,
+                network: if policy.network {
+                    SocketAccess::On
+                } else {
+                    SocketAccess::Off
+                },
                 metadata_writes: policy.mode == SandboxMode::WorkspaceWrite,
             })?),
             tmpdir,
             parent,
             file_size_cap: None,
             pid_namespace: None,
+            proxy: None,
         })
     }
 
@@ -198,11 +211,13 @@ impl CommandSandbox {
             mode: SandboxMode::DangerFullAccess,
             network: true,
             ruleset: None,
+            spec: None,
             seccomp: None,
             tmpdir: None,
             parent: std::process::id() as libc::pid_t,
             file_size_cap: None,
             pid_namespace: None,
+            proxy: None,
         }
     }
 
@@ -212,6 +227,69 @@ impl CommandSandbox {
 
     pub fn network(&self) -> bool {
         self.network
+    }
+
+    /// Routes the commands' network through the allowlist proxy
+    /// (`network = "allowlist"`): an error where this kernel cannot keep
+    /// the commands from going around it. Tries the namespaces once, here
+    /// (blocking: a fork and a wait), not per command.
+    pub fn with_proxy(self, route: ProxyRoute) -> Result<CommandSandbox, SandboxError> {
+        let confinement = super::netns::network_confinement();
+        self.with_proxy_confined(route, confinement)
+    }
+
+    /// [`Self::with_proxy`] with the confinement given rather than tried
+    /// (so tests take the fallback on a kernel that has namespaces). The ruleset and the filter are built anew: TCP
+    /// connect to the proxy's port only, TCP sockets but no other.
+    pub fn with_proxy_confined(
+        mut self,
+        route: ProxyRoute,
+        confinement: NetworkConfinement,
+    ) -> Result<CommandSandbox, SandboxError> {
+        if self.is_subagent_shell() {
+            return Err(SandboxError::AllowlistNotApplicable {
+                what: "a subagent's commands, which have no network",
+            });
+        }
+        let Some(spec) = &self.spec else {
+            return Err(SandboxError::AllowlistNotApplicable {
+                what: "danger-full-access, which has no sandbox",
+            });
+        };
+        let spec = RulesetSpec {
+            network: false,
+            connect_port: Some(route.port),
+            ..spec.clone()
+        };
+        let built = ruleset::build(&spec)?;
+        let abi = built.applied.abi.unwrap_or(0);
+        if let NetworkConfinement::PortOnly { reason } = &confinement
+            && !built.applied.network_restricted
+        {
+            return Err(SandboxError::AllowlistUnenforceable {
+                reason: reason.clone(),
+                abi,
+                required: NETWORK_ABI,
+            });
+        }
+        self.ruleset = built.created.into();
+        self.spec = Some(spec);
+        self.seccomp = Some(SeccompProgram::compile(SeccompPolicy {
+            network: SocketAccess::ProxiedTcp,
+            metadata_writes: self.mode == SandboxMode::WorkspaceWrite,
+        })?);
+        self.proxy = Some(ProxyConfinement::new(route, confinement));
+        Ok(self)
+    }
+
+    /// The allowlist proxy the commands' network goes through, if any.
+    pub fn proxy(&self) -> Option<&ProxyRoute> {
+        self.proxy.as_ref().map(ProxyConfinement::route)
+    }
+
+    /// How the commands are kept to the allowlist proxy, if they have one.
+    pub fn network_confinement(&self) -> Option<&NetworkConfinement> {
+        self.proxy.as_ref().map(ProxyConfinement::confinement)
     }
 
     /// Removes the session's private temporary directory and what the
@@ -270,6 +348,11 @@ impl CommandSandbox {
             if let Some(namespace) = &self.pid_namespace {
                 // From here on in PID 1 of the command's namespace.
                 namespace.enter()?;
+            }
+            if let Some(proxy) = &self.proxy {
+                // From here on in the command's network namespace, whose
+                // only way out is the proxy (or the keeper never returns).
+                proxy.enter()?;
             }
             let no_core = libc::rlimit {
                 rlim_cur: 0,

@@ -14,6 +14,7 @@ pub mod caps;
 pub mod check;
 pub mod child;
 pub mod command;
+pub mod netns;
 pub mod pidns;
 pub mod policy;
 pub mod process;

@@ -36,8 +36,45 @@ use std::io;
 /// `uid_map` and `gid_map` lines that map the user to itself.
 #[derive(Debug, Clone)]
 pub struct PidNamespace {
+    mapping: SelfMapping,
+}
+
+/// The `uid_map` and `gid_map` lines that map this process's user to
+/// itself in a new user namespace, prepared before the fork (also for the
+/// network namespace of `sandbox::netns`).
+#[derive(Debug, Clone)]
+pub(super) struct SelfMapping {
     uid_map: Vec<u8>,
     gid_map: Vec<u8>,
+}
+
+impl SelfMapping {
+    pub(super) fn for_current_user() -> SelfMapping {
+        // SAFETY: getuid and getgid cannot fail.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        SelfMapping {
+            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+        }
+    }
+
+    /// Maps the user to itself in the user namespace just unshared, so
+    /// `id` and `ls -l` look the same inside. Under a subagent's Landlock
+    /// ruleset `/proc` is not writable: the user then shows as the
+    /// overflow uid (65534) inside, while the kernel still checks files
+    /// against the real one, so access is unchanged.
+    ///
+    /// # Safety
+    /// Only between fork and exec (open/write/close on prepared memory).
+    pub(super) unsafe fn write(&self) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            if write_file(SETGROUPS, b"deny") {
+                write_file(GID_MAP, &self.gid_map);
+            }
+            write_file(UID_MAP, &self.uid_map);
+        }
+    }
 }
 
 /// How the commands of a subagent are contained on this kernel.
@@ -79,11 +116,8 @@ const GID_MAP: &CStr = c"/proc/self/gid_map";
 impl PidNamespace {
     /// The set-up for this process's user.
     pub fn for_current_user() -> PidNamespace {
-        // SAFETY: getuid and getgid cannot fail.
-        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         PidNamespace {
-            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
-            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+            mapping: SelfMapping::for_current_user(),
         }
     }
 
@@ -117,15 +151,7 @@ impl PidNamespace {
         // SAFETY: plain syscalls on prepared memory.
         unsafe {
             if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID) == 0 {
-                // The user is itself inside, so `id` and `ls -l` look the
-                // same. Under a subagent's Landlock ruleset `/proc` is not
-                // writable: the user then shows as the overflow uid (65534)
-                // inside, while the kernel still checks files against the
-                // real one, so access is unchanged.
-                if write_file(SETGROUPS, b"deny") {
-                    write_file(GID_MAP, &self.gid_map);
-                }
-                write_file(UID_MAP, &self.uid_map);
+                self.mapping.write();
                 return true;
             }
             libc::unshare(libc::CLONE_NEWPID) == 0
@@ -151,6 +177,25 @@ unsafe fn write_file(path: &CStr, bytes: &[u8]) -> bool {
 /// sandboxed process, then goes on to exec the command.
 unsafe fn pid_one(read_end: libc::c_int, write_end: libc::c_int) -> io::Result<()> {
     // SAFETY: plain syscalls on stack memory.
+    unsafe { die_with_keeper(read_end, write_end)? };
+    // A new user namespace gives its first process every capability inside
+    // it; what it executes keeps Docker's default set, as every sandboxed
+    // process does (`sandbox::caps`; both calls are plain syscalls).
+    super::caps::drop_from_bounding_set();
+    super::caps::drop_from_own_sets()
+}
+
+/// In the keeper's child: arms the parent-death signal, then checks the
+/// pipe whose write end only the keeper holds (a hang-up means the keeper
+/// died before the signal was armed, and the child exits).
+///
+/// # Safety
+/// Only between fork and exec (plain syscalls on stack memory).
+pub(super) unsafe fn die_with_keeper(
+    read_end: libc::c_int,
+    write_end: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: the caller's contract.
     unsafe {
         libc::close(write_end);
         if libc::prctl(
@@ -174,11 +219,7 @@ unsafe fn pid_one(read_end: libc::c_int, write_end: libc::c_int) -> io::Result<(
         }
         libc::close(read_end);
     }
-    // A new user namespace gives its first process every capability inside
-    // it; what it executes keeps Docker's default set, as every sandboxed
-    // process does (`sandbox::caps`; both calls are plain syscalls).
-    super::caps::drop_from_bounding_set();
-    super::caps::drop_from_own_sets()
+    Ok(())
 }
 
 /// The keeper: holds the pipe, waits for PID 1 and ends as it ended.
@@ -200,6 +241,18 @@ unsafe fn keep(pid_one: libc::pid_t, write_end: libc::c_int) -> ! {
                 libc::_exit(127);
             }
         }
+        end_as(status)
+    }
+}
+
+/// Ends the calling keeper as its child ended (`status` from `waitpid`):
+/// the same exit code, or the same signal.
+///
+/// # Safety
+/// Only in a keeper (a forked process that only waits and exits).
+pub(super) unsafe fn end_as(status: libc::c_int) -> ! {
+    // SAFETY: the caller's contract; plain syscalls.
+    unsafe {
         if libc::WIFSIGNALED(status) {
             let signal = libc::WTERMSIG(status);
             libc::signal(signal, libc::SIG_DFL);
@@ -250,7 +303,7 @@ pub fn containment() -> Containment {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use std::os::unix::process::CommandExt;
     use std::time::{Duration, Instant};
@@ -264,7 +317,7 @@ mod tests {
     /// Without a PID namespace a test cannot run: under `CI=true` that is a
     /// failure (so CI's count of passed tests is true), elsewhere it says
     /// why and the caller returns.
-    fn skip_unless_ci(reason: &str) {
+    pub(in crate::sandbox) fn skip_unless_ci(reason: &str) {
         assert_ne!(
             std::env::var("CI").as_deref(),
             Ok("true"),
@@ -274,7 +327,7 @@ mod tests {
     }
 
     /// Processes whose command line is exactly `words`.
-    fn running(words: &[&str]) -> Vec<i32> {
+    pub(in crate::sandbox) fn running(words: &[&str]) -> Vec<i32> {
         let wanted: Vec<u8> = words
             .iter()
             .flat_map(|w| [w.as_bytes(), b"\0"].concat())

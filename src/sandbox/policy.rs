@@ -165,6 +165,20 @@ pub enum SandboxError {
         #[source]
         source: std::io::Error,
     },
+    /// `network = "allowlist"` where nothing can keep the commands to
+    /// the proxy: no network namespace and a Landlock without TCP rules.
+    #[error(
+        "the network allowlist cannot be enforced on this kernel ({reason}; landlock ABI {abi}, TCP rules need {required}): use network = false or network = true"
+    )]
+    AllowlistUnenforceable {
+        reason: String,
+        abi: i32,
+        required: i32,
+    },
+    /// `network = "allowlist"` for a sandbox whose commands it cannot
+    /// apply to.
+    #[error("the network allowlist does not apply to {what}")]
+    AllowlistNotApplicable { what: &'static str },
     /// The kernel accepted the ruleset but did not enforce all of it.
     #[error("the landlock ruleset was {enforcement} (ABI {abi:?})")]
     NotEnforced {
@@ -220,6 +234,14 @@ mod tests {
                 actual: 1,
             },
             SandboxError::LandlockUnavailable,
+            SandboxError::AllowlistUnenforceable {
+                reason: "no unprivileged user namespace".to_owned(),
+                abi: 3,
+                required: 4,
+            },
+            SandboxError::AllowlistNotApplicable {
+                what: "a subagent's commands",
+            },
             SandboxError::LandlockTooOld {
                 abi: 2,
                 required: 3,

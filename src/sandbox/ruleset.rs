@@ -10,7 +10,7 @@
 //! [`crate::sandbox::child`] for why the child is single-threaded here.
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus, NetPort,
     PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
@@ -105,6 +105,9 @@ pub(crate) struct RulesetSpec {
     pub read_roots: Vec<PathBuf>,
     /// TCP bind and connect stay allowed (not handled by the ruleset).
     pub network: bool,
+    /// The one TCP port a connection may go to (the allowlist proxy's,
+    /// `sandbox::netns`), when `network` is off; bind stays denied.
+    pub connect_port: Option<u16>,
 }
 
 /// A ruleset built in this process and not yet applied, with what it
@@ -134,8 +137,17 @@ pub(crate) fn build(spec: &RulesetSpec) -> Result<BuiltRuleset, SandboxError> {
     if !scopes.is_empty() {
         ruleset = ruleset.scope(scopes).map_err(SandboxError::Landlock)?;
     }
-    // No NetPort rule: every TCP port is denied for bind and connect.
+    // No NetPort rule but the proxy's: every other TCP port is denied for
+    // bind and connect.
     let mut created = ruleset.create().map_err(SandboxError::Landlock)?;
+    if let Some(port) = spec
+        .connect_port
+        .filter(|_| net.contains(AccessNet::ConnectTcp))
+    {
+        created = created
+            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+            .map_err(SandboxError::Landlock)?;
+    }
     let read = AccessFs::from_read(abi);
     if spec.read_roots.is_empty() {
         add_beneath_except(&mut created, Path::new("/"), read, abi, &spec.deny)?;

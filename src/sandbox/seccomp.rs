@@ -14,7 +14,16 @@
 //! refused outright: a process can still make a `socketpair` or use the
 //! sockets it inherited (the subagent's IPC connection), but it cannot
 //! reach anything new: no host, no `ssh-agent`, no Docker socket. Refused
-//! calls fail with `EPERM`. The program is compiled once, in the parent;
+//! calls fail with `EPERM`.
+//!
+//! Behind the allowlist proxy (`network = "allowlist"`, `sandbox::netns`)
+//! a command must reach `127.0.0.1:port` over TCP: `socket(2)` is allowed
+//! for TCP stream sockets of `AF_INET` and `AF_INET6` only (no UDP, no raw
+//! socket, no new UNIX socket: a `socketpair` still works) and `connect`
+//! is allowed; where it may connect is Landlock's port rule and the
+//! network namespace's business, which see the address. `bind`, `listen`
+//! and `accept` stay refused, and so do sends with `MSG_FASTOPEN`, which
+//! connect without passing Landlock's connect check. The program is compiled once, in the parent;
 //! applying it is one `prctl`, safe to do between `fork` and `exec`.
 
 use std::collections::BTreeMap;
@@ -61,13 +70,87 @@ const METADATA_DENIED: &[i64] = &[
     libc::SYS_fchownat,
 ];
 
+/// Which sockets a filter lets a process make and use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SocketAccess {
+    /// No new socket but `AF_UNIX` (and socketpairs), no `connect`,
+    /// `bind`, `listen` or `accept`.
+    Off,
+    /// TCP stream sockets and `connect` (to the allowlist proxy), still
+    /// no `bind`, `listen` or `accept`, no other socket.
+    ProxiedTcp,
+    /// Every socket and call.
+    On,
+}
+
 /// What a filter refuses besides [`ALWAYS_DENIED`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SeccompPolicy {
-    /// Sockets to anything new allowed (`socket`, `connect`, `bind`, …).
-    pub network: bool,
+    /// Which sockets are allowed.
+    pub network: SocketAccess,
     /// Mode and owner changes allowed (`chmod`, `chown` and their kin).
     pub metadata_writes: bool,
+}
+
+/// A rule that matches when every `(argument, comparison, value)` holds
+/// (on the argument's low 32 bits: `socket(2)` takes `int`s).
+fn rule(conditions: &[(u8, SeccompCmpOp, u64)]) -> Result<SeccompRule, SandboxError> {
+    conditions
+        .iter()
+        .map(|(arg, op, value)| {
+            SeccompCondition::new(*arg, SeccompCmpArgLen::Dword, op.clone(), *value)
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .and_then(SeccompRule::new)
+        .map_err(|err| SandboxError::Seccomp(err.to_string()))
+}
+
+/// The `socket(2)` calls refused behind the proxy: any family but
+/// `AF_UNIX`, `AF_INET` and `AF_INET6`; `AF_UNIX` itself (a new one could
+/// connect to `ssh-agent`, since `connect` is allowed); and an `AF_INET`
+/// or `AF_INET6` socket that is not a TCP stream (its type, with or
+/// without `SOCK_NONBLOCK`/`SOCK_CLOEXEC`, is not `SOCK_STREAM`, or its
+/// protocol is neither 0 nor TCP).
+fn not_tcp_stream() -> Result<Vec<SeccompRule>, SandboxError> {
+    use SeccompCmpOp::{Eq, Ne};
+    let stream = libc::SOCK_STREAM as u64;
+    let nonblock = libc::SOCK_NONBLOCK as u64;
+    let cloexec = libc::SOCK_CLOEXEC as u64;
+    let mut rules = vec![rule(&[
+        (0, Ne, libc::AF_INET as u64),
+        (0, Ne, libc::AF_INET6 as u64),
+    ])?];
+    for family in [libc::AF_INET, libc::AF_INET6] {
+        let family = family as u64;
+        rules.push(rule(&[
+            (0, Eq, family),
+            (1, Ne, stream),
+            (1, Ne, stream | nonblock),
+            (1, Ne, stream | cloexec),
+            (1, Ne, stream | nonblock | cloexec),
+        ])?);
+        rules.push(rule(&[
+            (0, Eq, family),
+            (2, Ne, 0),
+            (2, Ne, libc::IPPROTO_TCP as u64),
+        ])?);
+    }
+    Ok(rules)
+}
+
+/// The sends that carry `MSG_FASTOPEN`: TCP Fast Open connects from
+/// `sendto`/`sendmsg` without the `connect` check Landlock's port rule
+/// hangs on (on this kernel a fast-open `sendto` reached a port the rule
+/// refuses), so behind the proxy they are refused; `connect` then `write`
+/// is the way.
+fn fast_open() -> Result<[(i64, Vec<SeccompRule>); 3], SandboxError> {
+    let flag = libc::MSG_FASTOPEN as u64;
+    let with_flag = |arg: u8| rule(&[(arg, SeccompCmpOp::MaskedEq(flag), flag)]).map(|r| vec![r]);
+    Ok([
+        (libc::SYS_sendto, with_flag(3)?),
+        (libc::SYS_sendmsg, with_flag(2)?),
+        (libc::SYS_sendmmsg, with_flag(3)?),
+    ])
 }
 
 /// A compiled filter, ready to apply in a forked child.
@@ -90,19 +173,22 @@ impl SeccompProgram {
                 rules.insert(*nr, Vec::new());
             }
         }
-        if !policy.network {
-            for nr in NETWORK_DENIED {
-                rules.insert(*nr, Vec::new());
+        match policy.network {
+            SocketAccess::Off => {
+                for nr in NETWORK_DENIED {
+                    rules.insert(*nr, Vec::new());
+                }
+                let not_unix = rule(&[(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)])?;
+                rules.insert(libc::SYS_socket, vec![not_unix]);
             }
-            let not_unix = SeccompCondition::new(
-                0,
-                SeccompCmpArgLen::Dword,
-                SeccompCmpOp::Ne,
-                libc::AF_UNIX as u64,
-            )
-            .and_then(|condition| SeccompRule::new(vec![condition]))
-            .map_err(|err| SandboxError::Seccomp(err.to_string()))?;
-            rules.insert(libc::SYS_socket, vec![not_unix]);
+            SocketAccess::ProxiedTcp => {
+                for nr in NETWORK_DENIED.iter().filter(|nr| **nr != libc::SYS_connect) {
+                    rules.insert(*nr, Vec::new());
+                }
+                rules.insert(libc::SYS_socket, not_tcp_stream()?);
+                rules.extend(fast_open()?);
+            }
+            SocketAccess::On => {}
         }
         let filter = SeccompFilter::new(
             rules,
@@ -155,6 +241,7 @@ impl SeccompProgram {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::mem::size_of;
     use std::net::UdpSocket;
     use std::os::unix::net::{UnixListener, UnixStream};
 
@@ -163,7 +250,7 @@ mod tests {
     }
 
     const OFFLINE_READ_ONLY: SeccompPolicy = SeccompPolicy {
-        network: false,
+        network: SocketAccess::Off,
         metadata_writes: false,
     };
 
@@ -200,7 +287,7 @@ mod tests {
         let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600, "the refused chmod changed nothing");
         let writing = SeccompPolicy {
-            network: false,
+            network: SocketAccess::Off,
             metadata_writes: true,
         };
         assert_eq!(metadata_changes(writing, &file), [0; 3]);
@@ -240,10 +327,96 @@ mod tests {
         drop(listener);
     }
 
+    /// `socket(2)` with raw arguments on a thread with the filter: the errno
+    /// (0: it made one).
+    fn socket_errno(domain: i32, kind: i32, protocol: i32) -> i32 {
+        // SAFETY: a socket call; the descriptor is closed at once.
+        let fd = unsafe { libc::socket(domain, kind, protocol) };
+        if fd < 0 {
+            return std::io::Error::last_os_error().raw_os_error().unwrap_or(-1);
+        }
+        // SAFETY: the descriptor just made.
+        unsafe { libc::close(fd) };
+        0
+    }
+
+    /// A TCP Fast Open `sendto` to `127.0.0.1:port`; the errno (0: sent).
+    fn fast_open_errno(port: u16) -> i32 {
+        let addr = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: port.to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        // SAFETY: a socket call, a sendto from a constant buffer to the
+        // stack address above, and its close.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+            let sent = libc::sendto(
+                fd,
+                b"x".as_ptr().cast(),
+                1,
+                libc::MSG_FASTOPEN,
+                (&addr as *const libc::sockaddr_in).cast(),
+                size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            );
+            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(-1);
+            libc::close(fd);
+            if sent < 0 { errno } else { 0 }
+        }
+    }
+
+    #[test]
+    fn the_proxied_filter_keeps_tcp_connect_only() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let target = listener.local_addr().unwrap();
+        let program = SeccompProgram::compile(SeccompPolicy {
+            network: SocketAccess::ProxiedTcp,
+            metadata_writes: true,
+        })
+        .unwrap();
+        std::thread::spawn(move || {
+            nix::sys::prctl::set_no_new_privs().unwrap();
+            program.apply().unwrap();
+            std::net::TcpStream::connect(target).unwrap();
+            let stream = libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+            assert_eq!(socket_errno(libc::AF_INET6, stream, libc::IPPROTO_TCP), 0);
+            let refused = [
+                (libc::AF_INET, libc::SOCK_DGRAM, 0),
+                (libc::AF_INET6, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0),
+                (libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_ICMP),
+                (libc::AF_INET, libc::SOCK_STREAM, libc::IPPROTO_MPTCP),
+                (libc::AF_INET, libc::SOCK_STREAM | 0x4000, 0),
+                (libc::AF_PACKET, libc::SOCK_RAW, 0),
+                (libc::AF_NETLINK, libc::SOCK_RAW, 0),
+                (libc::AF_UNIX, libc::SOCK_STREAM, 0),
+            ];
+            for (domain, kind, protocol) in refused {
+                let errno = socket_errno(domain, kind, protocol);
+                assert_eq!(
+                    errno,
+                    libc::EPERM,
+                    "socket({domain}, {kind:#x}, {protocol})"
+                );
+            }
+            // TCP Fast Open would connect without `connect`.
+            assert_eq!(fast_open_errno(target.port()), libc::EPERM);
+            let bind = std::net::TcpListener::bind("127.0.0.1:0").unwrap_err();
+            assert_eq!(errno(&bind), Some(libc::EPERM));
+            // A socketpair needs no new socket(2): it still works.
+            UnixStream::pair().unwrap();
+        })
+        .join()
+        .unwrap();
+        let _accepted = listener.accept().unwrap();
+    }
+
     #[test]
     fn the_online_filter_keeps_sockets() {
         let program = SeccompProgram::compile(SeccompPolicy {
-            network: true,
+            network: SocketAccess::On,
             metadata_writes: true,
         })
         .unwrap();

@@ -187,6 +187,25 @@ fn sandbox_check_blocks_every_forbidden_probe_here() {
         "{stdout}"
     );
 
+    // A command behind the allowlist proxy: confined as this kernel
+    // allows, it reaches the parent's stand-in for the proxy and nothing
+    // else.
+    let confinement = fido::sandbox::netns::network_confinement();
+    let allowlist = format!(
+        "commands (network = \"allowlist\"): {confinement}\n\
+         allowlist probe tcp-connect: blocked (EACCES, landlock)\n\
+         allowlist probe tcp-fast-open: blocked (EPERM, seccomp)\n\
+         allowlist probe tcp-bind: blocked (EPERM, seccomp)\n\
+         allowlist probe udp-send: blocked (EPERM, seccomp)\n\
+         allowlist probe dns-lookup: blocked (EPERM, seccomp)\n\
+         allowlist probe proxy-connect: allowed (control)\n"
+    );
+    assert!(stdout.contains(&allowlist), "{stdout}");
+    assert!(
+        stdout.contains("\nsummary (commands, network = \"allowlist\"): 5/5 forbidden operations blocked, 1/1 controls allowed; allowlist confinement enforced\n"),
+        "{stdout}"
+    );
+
     // The probe child was reaped, its setsid'd process swept (no process
     // carries the marker of any of this check's fixtures) and the fixture
     // removed.

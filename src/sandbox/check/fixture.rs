@@ -51,6 +51,9 @@ pub struct ProbeTargets {
     pub write_roots: Vec<PathBuf>,
     /// What a write subagent reads besides its workspace.
     pub read_roots: Vec<PathBuf>,
+    /// The allowlist proxy's port (its stand-in's), for a command behind
+    /// it.
+    pub proxy_port: Option<u16>,
 }
 
 impl ProbeTargets {
@@ -122,7 +125,7 @@ impl ProbeFixture {
             ProbeRole::WriteSubagent => {
                 fixture.worktree = Some(WorktreeFixture::create(&fixture.dir)?);
             }
-            ProbeRole::Subagent | ProbeRole::Command(_) => {}
+            ProbeRole::Subagent | ProbeRole::Command(_) | ProbeRole::Allowlist => {}
         }
         Ok(fixture)
     }
@@ -177,6 +180,7 @@ impl ProbeFixture {
                 .write_roots()
                 .map(|roots| roots.read.clone())
                 .unwrap_or_default(),
+            proxy_port: None,
         })
     }
 

@@ -29,11 +29,19 @@
 //! with that worktree's roots, in it, with its git environment, and tries
 //! every way out of the worktree. It prints in a section of its own.
 //!
+//! A command behind the allowlist proxy (`network = "allowlist"`) has a
+//! role of its own too: the parent starts a stand-in for the proxy
+//! ([`allowlist`]) and confines the child with its route, as `bash_exec`
+//! would; the child must reach the stand-in through it and nothing else
+//! on the network. Its section says which confinement this kernel gives
+//! (`sandbox::netns`).
+//!
 //! The probes are a table ([`table`]): each is one `const` in a file of
 //! [`probes`], with its operation, what it prepares in the fixture, the
 //! kernels that cannot deny it, what refuses it and the effect the parent
 //! looks for; listing its name in the table makes it run.
 
+mod allowlist;
 mod escape;
 mod fixture;
 mod kernel;
@@ -45,6 +53,7 @@ mod table;
 mod verdict;
 mod worktree;
 
+pub use allowlist::{ProxyStandIn, STAND_IN_ANSWER};
 pub use escape::escape_marker;
 pub use fixture::{ORIGINAL_CONTENT, ProbeFixture, ProbeTargets, denied_paths};
 pub use kernel::fork_bomb_note;
@@ -52,8 +61,9 @@ pub use report::{Summary, report_text};
 pub use runner::{run_child, run_probes};
 pub use spawn::probe_role;
 pub use table::{
-    CHMOD_NOTE, CONTROL_PROBES, FORBIDDEN_PROBES, ProbeRole, SUBAGENT_CONTROLS, SUBAGENT_PROBES,
-    WORKSPACE_PROBES, WRITE_SUBAGENT_CONTROLS, WRITE_SUBAGENT_PROBES, mechanism,
+    ALLOWLIST_CONTROLS, ALLOWLIST_PROBES, CHMOD_NOTE, CONTROL_PROBES, FORBIDDEN_PROBES, ProbeRole,
+    SUBAGENT_CONTROLS, SUBAGENT_PROBES, WORKSPACE_PROBES, WRITE_SUBAGENT_CONTROLS,
+    WRITE_SUBAGENT_PROBES, mechanism,
 };
 pub use verdict::{Expect, Outcome, ProbeFrame, ProbeResult, Verdict};
 

@@ -253,12 +253,14 @@ fn header(report: &SandboxReport) -> String {
 }
 
 /// The whole report: a header per role, one line per probe with a column
-/// per role, the notes, the write subagent's section, and a summary per
-/// role.
+/// per role, the notes, the write subagent's section, the allowlist's
+/// (`None`: not probed; `Err`: why it cannot be had here), and a summary
+/// per role.
 pub fn report_text(
     subagent: &Summary,
     commands: &[(SandboxMode, Summary)],
     write: Option<&Summary>,
+    allowlist: Option<Result<&Summary, &str>>,
     configured: SandboxMode,
 ) -> String {
     let mut out = format!("sandbox: {}\n", subagent.header);
@@ -285,9 +287,36 @@ pub fn report_text(
     if let Some(write) = write {
         out.push_str(&write_subagent_section(write, &notes));
     }
-    out.push_str(&summary_lines(subagent, commands, write, configured));
+    if let Some(allowlist) = allowlist {
+        out.push_str(&allowlist_section(allowlist, &notes));
+    }
+    out.push_str(&summary_lines(
+        subagent, commands, write, allowlist, configured,
+    ));
     out
 }
+
+/// The allowlist's section: how this kernel keeps a command to the proxy
+/// (`sandbox::netns`), one line per probe and its notes not printed
+/// above (`printed`); or why it cannot be had here.
+fn allowlist_section(allowlist: Result<&Summary, &str>, printed: &[&String]) -> String {
+    let summary = match allowlist {
+        Ok(summary) => summary,
+        Err(error) => return format!("{ALLOWLIST}: cannot be enforced here: {error}\n"),
+    };
+    let mut out = format!("{ALLOWLIST}: {}\n", summary.header);
+    for result in &summary.results {
+        out.push_str(&format!("allowlist {}\n", result.line()));
+    }
+    for note in summary.notes.iter().filter(|note| !printed.contains(note)) {
+        out.push_str(note);
+        out.push('\n');
+    }
+    out
+}
+
+/// How the allowlist's lines begin.
+const ALLOWLIST: &str = "commands (network = \"allowlist\")";
 
 /// The write subagent's own section: its sandbox, one line per probe (its
 /// probes are its own, so they get no column in the table above) and its
@@ -333,12 +362,13 @@ fn probe_lines(subagent: &Summary, commands: &[(SandboxMode, Summary)]) -> Strin
     out
 }
 
-/// A summary per command mode, the write subagent's, then the
-/// subagent's, last.
+/// A summary per command mode, the allowlist's, the write subagent's,
+/// then the subagent's, last.
 fn summary_lines(
     subagent: &Summary,
     commands: &[(SandboxMode, Summary)],
     write: Option<&Summary>,
+    allowlist: Option<Result<&Summary, &str>>,
     configured: SandboxMode,
 ) -> String {
     let mut out = String::new();
@@ -357,6 +387,16 @@ fn summary_lines(
         out.push_str(
             "summary (commands, danger-full-access, configured): commands run without a sandbox\n",
         );
+    }
+    match allowlist {
+        Some(Ok(summary)) => out.push_str(&format!(
+            "summary (commands, network = \"allowlist\"): {}\n",
+            summary.line("allowlist confinement")
+        )),
+        Some(Err(_)) => out.push_str(
+            "summary (commands, network = \"allowlist\"): allowlist confinement NOT available on this kernel\n",
+        ),
+        None => {}
     }
     if let Some(write) = write {
         out.push_str(&format!(

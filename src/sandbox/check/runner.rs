@@ -84,7 +84,7 @@ fn enter(targets: &ProbeTargets) -> Result<SandboxReport, crate::sandbox::Sandbo
                     )
                 })
         }
-        ProbeRole::Command(_) => Ok(command_report()),
+        ProbeRole::Command(_) | ProbeRole::Allowlist => Ok(command_report()),
     }
 }
 

@@ -13,10 +13,12 @@ use nix::unistd::Pid;
 use tokio::io::AsyncReadExt;
 use tokio::runtime::Runtime;
 
+use super::allowlist::ProxyStandIn;
 use super::fixture::{ProbeFixture, ProbeTargets};
 use super::report::{Summary, summarize};
 use super::table::ProbeRole;
 use super::verdict::ProbeFrame;
+use crate::protocol::SandboxMode;
 use crate::sandbox::child::error_chain;
 use crate::sandbox::{CommandPolicy, CommandSandbox, ProcessGroup};
 
@@ -40,7 +42,19 @@ struct ChildRun {
 pub fn probe_role(role: ProbeRole, runtime: &Runtime) -> Result<Summary, String> {
     let fixture = ProbeFixture::for_role(role)
         .map_err(|err| format!("cannot prepare the probe directory: {err}"))?;
-    let run = spawn_and_collect(&fixture, role, runtime)?;
+    let stand_in = match role {
+        ProbeRole::Allowlist => Some(
+            ProxyStandIn::start()
+                .map_err(|err| format!("cannot start the proxy's stand-in: {err}"))?,
+        ),
+        ProbeRole::Subagent | ProbeRole::WriteSubagent | ProbeRole::Command(_) => None,
+    };
+    let mut targets = fixture
+        .targets(Pid::this(), role)
+        .map_err(|err| format!("cannot read the probe listener's address: {err}"))?;
+    targets.proxy_port = stand_in.as_ref().map(|stand_in| stand_in.route().port);
+    let sandbox = command_sandbox(role, &targets, stand_in.as_ref())?;
+    let run = spawn_and_collect(&fixture, targets, sandbox.clone(), runtime)?;
     let mut summary = summarize(run.frames, run.status, run.garbage.len(), role, |results| {
         fixture.verify(results)
     });
@@ -49,34 +63,60 @@ pub fn probe_role(role: ProbeRole, runtime: &Runtime) -> Result<Summary, String>
         .into_iter()
         .chain(run.stderr.lines().map(str::to_owned))
         .collect();
+    let confinement = sandbox
+        .as_ref()
+        .and_then(|sandbox| sandbox.network_confinement());
+    if let (Some(stand_in), Some(confinement)) = (&stand_in, confinement) {
+        // Its own line says how this kernel confines it.
+        summary.header = confinement.to_string();
+        summary.problems.extend(stand_in.misrouted(confinement));
+    }
     Ok(summary)
+}
+
+/// The sandbox the parent confines a command child with, as `bash_exec`
+/// would (`None`: a subagent's child enters its own).
+fn command_sandbox(
+    role: ProbeRole,
+    targets: &ProbeTargets,
+    stand_in: Option<&ProxyStandIn>,
+) -> Result<Option<Arc<CommandSandbox>>, String> {
+    let mode = match role {
+        ProbeRole::Subagent | ProbeRole::WriteSubagent => return Ok(None),
+        ProbeRole::Command(mode) => mode,
+        ProbeRole::Allowlist => SandboxMode::WorkspaceWrite,
+    };
+    let prepared = CommandSandbox::prepare(&CommandPolicy {
+        mode,
+        network: false,
+        workspace: targets.workspace(),
+        writable_roots: Vec::new(),
+        deny: targets.deny.clone(),
+    });
+    let sandbox = match stand_in {
+        Some(stand_in) => prepared.and_then(|sandbox| sandbox.with_proxy(stand_in.route())),
+        None => prepared,
+    };
+    let what = match role {
+        ProbeRole::Allowlist => "commands (network = \"allowlist\")".to_owned(),
+        ProbeRole::Subagent | ProbeRole::WriteSubagent | ProbeRole::Command(_) => {
+            format!("commands ({mode})")
+        }
+    };
+    sandbox
+        .map(|sandbox| Some(Arc::new(sandbox)))
+        .map_err(|err| format!("{what}: {}", error_chain(&err)))
 }
 
 fn spawn_and_collect(
     fixture: &ProbeFixture,
-    role: ProbeRole,
+    targets: ProbeTargets,
+    sandbox: Option<Arc<CommandSandbox>>,
     runtime: &Runtime,
 ) -> Result<ChildRun, String> {
     let exe = std::env::current_exe()
         .map_err(|err| format!("cannot find the fido binary to re-execute: {err}"))?;
-    let parent = Pid::this();
-    let targets = fixture
-        .targets(parent, role)
-        .map_err(|err| format!("cannot read the probe listener's address: {err}"))?;
-    let sandbox = match role {
-        ProbeRole::Subagent | ProbeRole::WriteSubagent => None,
-        ProbeRole::Command(mode) => Some(Arc::new(
-            CommandSandbox::prepare(&CommandPolicy {
-                mode,
-                network: false,
-                workspace: targets.workspace(),
-                writable_roots: Vec::new(),
-                deny: targets.deny.clone(),
-            })
-            .map_err(|err| format!("commands ({mode}): {}", error_chain(&err)))?,
-        )),
-    };
-    let args = child_args(role, parent, targets);
+    let args = child_args(targets);
     let worktree = fixture.write_roots().cloned();
     // block_on runs on this (main) thread, so the child's parent-death
     // signal is tied to a thread that outlives it.
@@ -104,17 +144,18 @@ fn spawn_and_collect(
     })
 }
 
-/// The probe child's command line: its role, its parent, the fixture and,
-/// for a write subagent, its roots as `fido __subagent` gets them.
-fn child_args(role: ProbeRole, parent: Pid, targets: ProbeTargets) -> Vec<OsString> {
+/// The probe child's command line: its role, its parent, the fixture,
+/// for a write subagent its roots as `fido __subagent` gets them, and
+/// behind the allowlist proxy its port.
+fn child_args(targets: ProbeTargets) -> Vec<OsString> {
     let mut args: Vec<OsString> = vec![
         "sandbox".into(),
         "check".into(),
         "--probe-child".into(),
         "--probe-as".into(),
-        role.as_str().into(),
+        targets.role.as_str().into(),
         "--parent-pid".into(),
-        parent.as_raw().to_string().into(),
+        targets.parent.as_raw().to_string().into(),
         "--probe-dir".into(),
         targets.dir.into_os_string(),
         "--probe-port".into(),
@@ -127,6 +168,9 @@ fn child_args(role: ProbeRole, parent: Pid, targets: ProbeTargets) -> Vec<OsStri
     }
     for root in targets.read_roots {
         args.extend(["--read-root".into(), root.into_os_string()]);
+    }
+    if let Some(port) = targets.proxy_port {
+        args.extend(["--probe-proxy-port".into(), port.to_string().into()]);
     }
     args
 }

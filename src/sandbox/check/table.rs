@@ -171,6 +171,20 @@ const WRITE_SUBAGENT: [&Probe; 13] = [
     &worktree::WRITE_THROUGH_ESCAPE_LINK,
     &worktree::HARDLINK_MAIN_FILE,
 ];
+/// Forbidden to a command behind the allowlist proxy: every way to the
+/// network but the proxy (a direct TCP connection to the parent's loopback
+/// listener, also by TCP Fast Open, a TCP listener of its own, UDP, the
+/// system's resolver).
+const ALLOWLIST: [&Probe; 5] = [
+    &sockets::TCP_CONNECT,
+    &sockets::TCP_FAST_OPEN,
+    &sockets::TCP_BIND,
+    &sockets::UDP_SEND,
+    &sockets::DNS_LOOKUP,
+];
+/// What a command behind the allowlist proxy must still be able to do:
+/// reach the proxy.
+const ALLOWLIST_CONTROL: [&Probe; 1] = [&sockets::PROXY_CONNECT];
 /// What a write subagent must still be able to do.
 const WRITE_SUBAGENT_CONTROL: [&Probe; 2] = [&worktree::WRITE_CLAIMED, &worktree::GIT_READS];
 
@@ -189,6 +203,10 @@ pub const WRITE_SUBAGENT_PROBES: [&str; 13] = names(WRITE_SUBAGENT);
 /// What a write subagent must still be able to do: write its claim, read
 /// its repository with git.
 pub const WRITE_SUBAGENT_CONTROLS: [&str; 2] = names(WRITE_SUBAGENT_CONTROL);
+/// Forbidden to a command behind the allowlist proxy.
+pub const ALLOWLIST_PROBES: [&str; 5] = names(ALLOWLIST);
+/// What a command behind the allowlist proxy must still be able to do.
+pub const ALLOWLIST_CONTROLS: [&str; 1] = names(ALLOWLIST_CONTROL);
 
 const fn names<const N: usize>(probes: [&Probe; N]) -> [&'static str; N] {
     let mut out = [""; N];
@@ -210,6 +228,13 @@ pub fn all() -> impl Iterator<Item = &'static Probe> {
         .chain(WORKSPACE)
         .chain(WRITE_SUBAGENT)
         .chain(WRITE_SUBAGENT_CONTROL)
+        // The allowlist's own: the others are in every sandbox's list.
+        .chain(
+            ALLOWLIST
+                .into_iter()
+                .filter(|probe| !FORBIDDEN.iter().any(|f| f.name == probe.name)),
+        )
+        .chain(ALLOWLIST_CONTROL)
 }
 
 /// The probe of this name.
@@ -238,6 +263,10 @@ pub enum ProbeRole {
     /// A write subagent's: the child enters it itself, with the roots of
     /// a real worktree, in it, with its git environment.
     WriteSubagent,
+    /// A `workspace-write` command behind the allowlist proxy
+    /// (`network = "allowlist"`): the parent confined the child with a
+    /// stand-in proxy's route.
+    Allowlist,
 }
 
 impl ProbeRole {
@@ -270,6 +299,11 @@ impl ProbeRole {
                 forbidden = WRITE_SUBAGENT_PROBES.to_vec();
                 controls = WRITE_SUBAGENT_CONTROLS.to_vec();
             }
+            // Its network only: the rest is the workspace-write command's.
+            ProbeRole::Allowlist => {
+                forbidden = ALLOWLIST_PROBES.to_vec();
+                controls = ALLOWLIST_CONTROLS.to_vec();
+            }
         }
         (forbidden, controls)
     }
@@ -279,6 +313,7 @@ impl ProbeRole {
         match self {
             ProbeRole::Subagent => "subagent",
             ProbeRole::WriteSubagent => "write-subagent",
+            ProbeRole::Allowlist => "allowlist",
             ProbeRole::Command(mode) => mode.as_str(),
         }
     }
@@ -287,6 +322,7 @@ impl ProbeRole {
         match value {
             "subagent" => Some(ProbeRole::Subagent),
             "write-subagent" => Some(ProbeRole::WriteSubagent),
+            "allowlist" => Some(ProbeRole::Allowlist),
             other => SandboxMode::parse(other).map(ProbeRole::Command),
         }
     }
@@ -308,7 +344,7 @@ mod tests {
         let names: Vec<&str> = all().map(|probe| probe.name).collect();
         let unique: BTreeSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 41);
+        assert_eq!(names.len(), 44);
         for name in names {
             assert_eq!(find(name).map(|probe| probe.name), Some(name));
         }

@@ -216,6 +216,48 @@ fn shell_messages_map_to_errnos() {
     assert_eq!(errno_name(&shell_error("odd\n")), "the shell failed: odd");
 }
 
+/// Unsandboxed, every allowlist probe gets through: the direct
+/// connection reaches the fixture's listener, the proxy's stand-in answers
+/// on its own port.
+#[test]
+fn unsandboxed_allowlist_probes_get_through() {
+    let fixture = ProbeFixture::for_role(ProbeRole::Allowlist).unwrap();
+    let stand_in = ProxyStandIn::start().unwrap();
+    let mut targets = fixture.targets(Pid::this(), ProbeRole::Allowlist).unwrap();
+    targets.proxy_port = Some(stand_in.route().port);
+    let report = super::kernel::command_report();
+    let mut results = run_probes(&targets, &report);
+    fixture.verify(&mut results);
+    let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
+    let expected: Vec<&str> = ALLOWLIST_PROBES
+        .iter()
+        .chain(ALLOWLIST_CONTROLS.iter())
+        .copied()
+        .collect();
+    assert_eq!(names, expected);
+    for result in &results {
+        match (result.name.as_str(), result.expect) {
+            // Without a network the resolver may be unreachable; never
+            // refused by a sandbox here.
+            ("dns-lookup", _) => assert!(!result.verdict().passed(), "{result:?}"),
+            (_, Expect::Blocked) => assert_eq!(result.verdict(), Verdict::Allowed, "{result:?}"),
+            (_, Expect::Allowed) => assert_eq!(result.verdict(), Verdict::ControlAllowed),
+        }
+    }
+    // The direct connection and the fast-open one both reached the
+    // fixture's listener.
+    assert!(
+        results[0].side_effect_seen && results[1].side_effect_seen,
+        "{results:?}"
+    );
+    assert_eq!(stand_in.served(), (0, 1));
+    assert!(
+        stand_in
+            .misrouted(&crate::sandbox::netns::NetworkConfinement::Namespace)
+            .is_some()
+    );
+}
+
 #[test]
 fn plans_hold_the_new_probes_where_they_apply() {
     let (forbidden, controls) = ProbeRole::Subagent.plan();

@@ -1,11 +1,15 @@
 //! Forbidden network and socket operations: the parent's loopback TCP
-//! listener, a UDP datagram, and its UNIX listeners (abstract and pathname).
+//! listener, a UDP datagram, and its UNIX listeners (abstract and pathname);
+//! behind the allowlist proxy, a DNS query, and the proxy itself (a
+//! control).
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{self as unix, UnixStream};
 use std::time::Duration;
 
+use super::super::allowlist::STAND_IN_ANSWER;
 use super::super::fixture::ProbeTargets;
 use super::super::table::{Probe, RefusedBy};
 use super::needs;
@@ -64,3 +68,89 @@ pub(in super::super) const UNIX_PATHNAME_CONNECT: Probe =
             .as_ref()
             .is_some_and(|listener| listener.accept().is_ok())
     });
+
+/// Behind the allowlist proxy: a request to the proxy's port on
+/// 127.0.0.1 is answered by the parent's stand-in
+/// ([`crate::sandbox::check::allowlist`]), which only a connection that
+/// reached it can read.
+pub(in super::super) const PROXY_CONNECT: Probe = Probe::new("proxy-connect", |t| {
+    let port = t
+        .proxy_port
+        .ok_or_else(|| io::Error::other("no proxy port given"))?;
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    stream.write_all(b"GET http://fido-sandbox-check.invalid/ HTTP/1.1\r\nHost: fido-sandbox-check.invalid\r\n\r\n")?;
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer)?;
+    if answer == STAND_IN_ANSWER {
+        Ok(())
+    } else {
+        Err(io::Error::other("the proxy's stand-in did not answer"))
+    }
+});
+
+/// The resolver of `/etc/resolv.conf` (its first `nameserver`), port 53.
+fn resolver() -> SocketAddr {
+    let conf = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+    let server = conf
+        .lines()
+        .filter_map(|line| line.strip_prefix("nameserver"))
+        .find_map(|rest| rest.trim().parse::<IpAddr>().ok())
+        .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    SocketAddr::new(server, 53)
+}
+
+/// A DNS query for `example.com` (type A) to the system's resolver: name
+/// resolution must go through the proxy, which resolves for the command.
+pub(in super::super) const DNS_LOOKUP: Probe = Probe::new("dns-lookup", |_| {
+    const QUERY: &[u8] =
+        b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03com\x00\x00\x01\x00\x01";
+    let server = resolver();
+    let local: SocketAddr = match server {
+        SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+        SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
+    };
+    let socket = std::net::UdpSocket::bind(local)?;
+    socket.send_to(QUERY, server).map(drop)
+})
+.refused_by(RefusedBy::SeccompOnEperm);
+
+/// A TCP Fast Open send to the parent's loopback listener: it connects
+/// from `sendto` without `connect(2)`, past Landlock's port rule, so the
+/// seccomp filter refuses it behind the allowlist proxy.
+pub(in super::super) const TCP_FAST_OPEN: Probe = Probe::new("tcp-fast-open", |t| {
+    let address = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: t.tcp_port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(Ipv4Addr::LOCALHOST).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: a socket, a sendto from a constant buffer to the stack
+    // address above, and its close.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let sent = libc::sendto(
+            fd,
+            b"x".as_ptr().cast(),
+            1,
+            libc::MSG_FASTOPEN,
+            (&address as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
+        let result = if sent < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        };
+        libc::close(fd);
+        result
+    }
+})
+.refused_by(RefusedBy::SeccompOnEperm)
+.with_side_effect(|f| f.tcp.accept().is_ok());

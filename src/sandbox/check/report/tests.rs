@@ -67,7 +67,7 @@ fn judge(frames: Vec<ProbeFrame>, status: ExitStatus, garbage: usize) -> Summary
 
 fn text(summary: &Summary) -> String {
     let commands = [(SandboxMode::WorkspaceWrite, judge_command(command_frames()))];
-    report_text(summary, &commands, None, SandboxMode::WorkspaceWrite)
+    report_text(summary, &commands, None, None, SandboxMode::WorkspaceWrite)
 }
 
 /// A passing run of a workspace-write command child.
@@ -268,10 +268,17 @@ fn the_write_subagent_has_a_section_and_a_summary_of_its_own() {
         &subagent,
         &commands,
         Some(&write),
+        None,
         SandboxMode::WorkspaceWrite,
     );
     // The table of the other roles is the same as without it: no column.
-    let without = report_text(&subagent, &commands, None, SandboxMode::WorkspaceWrite);
+    let without = report_text(
+        &subagent,
+        &commands,
+        None,
+        None,
+        SandboxMode::WorkspaceWrite,
+    );
     let table = |text: &str| -> Vec<String> {
         let lines = text.lines().filter(|l| l.starts_with("probe "));
         lines.map(str::to_owned).collect()
@@ -307,6 +314,7 @@ fn the_write_subagent_has_a_section_and_a_summary_of_its_own() {
         &subagent,
         &commands,
         Some(&leaky),
+        None,
         SandboxMode::WorkspaceWrite,
     );
     assert!(
@@ -318,4 +326,89 @@ fn the_write_subagent_has_a_section_and_a_summary_of_its_own() {
         (name == "git-status-and-log").then(eacces)
     }));
     assert!(!blind.enforced());
+}
+
+/// A run of a command child behind the allowlist proxy; `tweak` spoils it.
+fn allowlist_frames(tweak: impl Fn(&str) -> Option<Outcome>) -> Vec<ProbeFrame> {
+    let eperm = || Outcome::Failed {
+        errno: "EPERM".to_owned(),
+    };
+    let mut frames = vec![ProbeFrame::Sandboxed {
+        report: report(true),
+    }];
+    let (forbidden, controls) = ProbeRole::Allowlist.plan();
+    for name in forbidden {
+        let outcome = tweak(name).unwrap_or_else(eperm);
+        frames.push(probe(name, Expect::Blocked, outcome));
+    }
+    for name in controls {
+        let outcome = tweak(name).unwrap_or(Outcome::Succeeded);
+        frames.push(probe(name, Expect::Allowed, outcome));
+    }
+    frames.push(ProbeFrame::Done);
+    frames
+}
+
+#[test]
+fn the_allowlist_has_a_section_and_a_summary_of_its_own() {
+    let subagent = judge(frames(|_| None), ok(), 0);
+    let commands = [(SandboxMode::WorkspaceWrite, judge_command(command_frames()))];
+    let judge_allowlist = |frames| summarize(frames, ok(), 0, ProbeRole::Allowlist, |_| {});
+    let mut allowlist = judge_allowlist(allowlist_frames(|_| None));
+    allowlist.header = "a network namespace per command".to_owned();
+    assert!(allowlist.enforced(), "{:?}", allowlist.problems);
+    let text = report_text(
+        &subagent,
+        &commands,
+        None,
+        Some(Ok(&allowlist)),
+        SandboxMode::WorkspaceWrite,
+    );
+    assert!(
+        text.contains("\ncommands (network = \"allowlist\"): a network namespace per command\nallowlist probe tcp-connect: blocked (EPERM, seccomp)\nallowlist probe tcp-fast-open: blocked (EPERM, seccomp)\nallowlist probe tcp-bind: blocked (EPERM, seccomp)\nallowlist probe udp-send: blocked (EPERM, seccomp)\nallowlist probe dns-lookup: blocked (EPERM, seccomp)\nallowlist probe proxy-connect: allowed (control)\n"),
+        "{text}"
+    );
+    let n = ProbeRole::Subagent.plan().0.len();
+    assert!(
+        text.ends_with(&format!("summary (commands, network = \"allowlist\"): 5/5 forbidden operations blocked, 1/1 controls allowed; allowlist confinement enforced\nsummary: {n}/{n} forbidden operations blocked, 3/3 controls allowed; read-only sandbox enforced\n")),
+        "{text}"
+    );
+    // A direct connection that got through, or a proxy out of reach,
+    // fails it; a kernel that cannot have it says so.
+    let leaky = judge_allowlist(allowlist_frames(|name| {
+        (name == "dns-lookup").then_some(Outcome::Succeeded)
+    }));
+    assert!(!leaky.enforced());
+    let cut_off = judge_allowlist(allowlist_frames(|name| {
+        (name == "proxy-connect").then(eacces)
+    }));
+    assert!(!cut_off.enforced());
+    let text = report_text(
+        &subagent,
+        &commands,
+        None,
+        Some(Ok(&cut_off)),
+        SandboxMode::WorkspaceWrite,
+    );
+    assert!(
+        text.contains(
+            "allowlist probe proxy-connect: FAILED (EACCES, a control the sandbox must allow)\n"
+        ),
+        "{text}"
+    );
+    let text = report_text(
+        &subagent,
+        &commands,
+        None,
+        Some(Err("no user namespace and landlock ABI 3")),
+        SandboxMode::WorkspaceWrite,
+    );
+    assert!(
+        text.contains("\ncommands (network = \"allowlist\"): cannot be enforced here: no user namespace and landlock ABI 3\nsummary (commands, workspace-write, configured)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nsummary (commands, network = \"allowlist\"): allowlist confinement NOT available on this kernel\n"),
+        "{text}"
+    );
 }
