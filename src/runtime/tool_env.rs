@@ -31,7 +31,7 @@ pub fn tool_env(
     let settings = SafetySettings {
         sandbox_mode: config.safety.sandbox_mode,
         approval_policy: approval,
-        network: config.safety.network,
+        network: config.safety.network.is_direct(),
     };
     let browser = Browser::new(
         config.safety.network_rules.clone(),
