@@ -440,6 +440,7 @@ pub fn tool_env(
             None,
         ),
         web: None,
+        proxy: None,
     })
 }
 

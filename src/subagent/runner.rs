@@ -384,6 +384,8 @@ fn tool_env(
             None,
         ),
         web: Some(web),
+        // A subagent has no network at all, not even through the proxy.
+        proxy: None,
     }
 }
 

@@ -40,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::approval::RunAs;
 use super::{Call, ToolFuture, ToolKind, ToolLimits, ToolOutput, TypedTool};
+use crate::net::proxy::{self, Proxy};
 use crate::protocol::schema::tool_args;
 use crate::protocol::{ApprovalPolicy, SandboxMode};
 use crate::sandbox::CommandSandbox;
@@ -129,9 +130,9 @@ impl TypedTool for BashExec {
                     args.justification.as_deref(),
                 )
                 .await;
-            let sandbox = match approved {
-                Ok(RunAs::Sandboxed) => Arc::clone(&env.sandbox),
-                Ok(RunAs::Unsandboxed) => Arc::new(CommandSandbox::unconfined()),
+            let (sandbox, proxy) = match approved {
+                Ok(RunAs::Sandboxed) => (Arc::clone(&env.sandbox), env.proxy.clone()),
+                Ok(RunAs::Unsandboxed) => (Arc::new(CommandSandbox::unconfined()), None),
                 Err(refusal) => return refusal,
             };
             let run = Run {
@@ -140,6 +141,7 @@ impl TypedTool for BashExec {
                 timeout,
                 cap: env.limits.bash_output_cap,
                 sandbox,
+                proxy,
                 escalation_allowed: env.approvals.settings().approval_policy
                     != ApprovalPolicy::Never,
             };
@@ -182,40 +184,41 @@ struct Run<'a> {
     timeout: Duration,
     cap: usize,
     sandbox: Arc<CommandSandbox>,
+    /// The allowlist proxy the sandbox routes the command through.
+    proxy: Option<Arc<Proxy>>,
     /// The policy lets the model ask for an escalated run.
     escalation_allowed: bool,
 }
 
 impl Run<'_> {
     async fn execute(self, cancel: &CancellationToken) -> ToolOutput {
+        let started = tokio::time::Instant::now();
+        let mut output = self.run(cancel).await;
+        self.add_blocked(&mut output, started);
+        output
+    }
+
+    /// The proxy's refusals during the run, one line each: curl, for one,
+    /// says only "CONNECT tunnel failed, response 403" for an HTTPS host.
+    fn add_blocked(&self, output: &mut ToolOutput, started: tokio::time::Instant) {
+        let Some(proxy) = &self.proxy else {
+            return;
+        };
+        for line in proxy.blocked_since(started) {
+            output.content.push('\n');
+            output.content.push_str(&line);
+        }
+    }
+
+    async fn run(&self, cancel: &CancellationToken) -> ToolOutput {
         let (reader, writer) = match nix::unistd::pipe2(OFlag::O_CLOEXEC) {
             Ok(pair) => pair,
             Err(err) => return ToolOutput::error(format!("cannot create a pipe: {err}")),
         };
-        let spawned = {
-            let writer_for_stderr = match writer.try_clone() {
-                Ok(clone) => clone,
-                Err(err) => return ToolOutput::error(format!("cannot create a pipe: {err}")),
-            };
-            let mut command = Command::new("bash");
-            command
-                .arg("-c")
-                .arg(self.command)
-                .current_dir(&self.cwd)
-                .stdout(Stdio::from(writer))
-                .stderr(Stdio::from(writer_for_stderr))
-                .env("PAGER", "cat")
-                .env("GIT_PAGER", "cat");
-            scrub_credentials(&mut command);
-            self.sandbox.apply(&mut command);
-            // The command (with our copies of the write end) is dropped at
-            // the end of this block, so the pipe reaches EOF when the
-            // group's processes are gone.
-            ProcessGroup::spawn(&mut command)
-        };
+        let spawned = self.spawn(writer);
         let mut group = match spawned {
             Ok(group) => group,
-            Err(err) => return ToolOutput::error(format!("cannot start bash: {err}")),
+            Err(refusal) => return refusal,
         };
         let mut receiver = match pipe::Receiver::from_owned_fd(reader) {
             Ok(receiver) => receiver,
@@ -265,6 +268,32 @@ impl Run<'_> {
             drain(&mut receiver, &mut buf, &mut capture, drain_for).await;
         }
         self.result(ending, &capture)
+    }
+
+    /// Starts `bash -c COMMAND` in the sandbox, its output into `writer`.
+    fn spawn(&self, writer: std::os::fd::OwnedFd) -> Result<ProcessGroup, ToolOutput> {
+        let writer_for_stderr = writer
+            .try_clone()
+            .map_err(|err| ToolOutput::error(format!("cannot create a pipe: {err}")))?;
+        let mut command = Command::new("bash");
+        command
+            .arg("-c")
+            .arg(self.command)
+            .current_dir(&self.cwd)
+            .stdout(Stdio::from(writer))
+            .stderr(Stdio::from(writer_for_stderr))
+            .env("PAGER", "cat")
+            .env("GIT_PAGER", "cat");
+        scrub_credentials(&mut command);
+        if let Some(route) = self.sandbox.proxy() {
+            proxy::route_command(&mut command, route.port);
+        }
+        self.sandbox.apply(&mut command);
+        // The command (with our copies of the write end) is dropped on
+        // return, so the pipe reaches EOF when the group's processes are
+        // gone.
+        ProcessGroup::spawn(&mut command)
+            .map_err(|err| ToolOutput::error(format!("cannot start bash: {err}")))
     }
 
     fn result(&self, ending: Ending, capture: &Capture) -> ToolOutput {
@@ -333,6 +362,8 @@ impl Run<'_> {
         };
         let network = if self.sandbox.network() {
             ""
+        } else if self.sandbox.proxy().is_some() {
+            ", network only to the hosts of network_allow"
         } else {
             ", no network"
         };

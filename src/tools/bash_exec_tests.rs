@@ -215,3 +215,81 @@ async fn background_jobs_do_not_hang_and_are_killed() {
     );
     assert_group_gone(first_line_pid(&out.content)).await;
 }
+
+/// A session whose commands go through an allowlist proxy listing only
+/// `allow`, headless. The sandbox is otherwise open: the confinement
+/// that leaves the proxy as the only way out is the sandbox's business;
+/// this is about what the command is told and what the model hears.
+fn proxied(allow: &str) -> (tempfile::TempDir, ToolEnv) {
+    use crate::net::proxy::{Proxy, ProxyLimits};
+    let (dir, mut env) = setup();
+    let rules = crate::net::NetRules {
+        allow: crate::net::rules::parse_list(allow).unwrap(),
+        deny: Vec::new(),
+    };
+    let headless = crate::tools::approval::Approvals::new(env.approvals.settings().clone(), None);
+    let browser = crate::tools::web::Browser::new(rules, headless);
+    let proxy = Proxy::start(Arc::new(browser), ProxyLimits::default()).unwrap();
+    let sandbox = CommandSandbox::unconfined().with_proxy(proxy.route());
+    env.sandbox = Arc::new(sandbox.unwrap());
+    env.proxy = Some(Arc::new(proxy));
+    (dir, env)
+}
+
+#[tokio::test]
+async fn a_proxied_command_is_pointed_at_the_proxy() {
+    let (_dir, env) = proxied("");
+    let port = env.proxy.as_ref().unwrap().port();
+    let out = call(
+        &BashExec,
+        &env,
+        json!({"command": "env | grep -i '_proxy=' | sort"}),
+    )
+    .await;
+    let url = format!("http://127.0.0.1:{port}");
+    let expected: Vec<String> = [
+        "ALL_PROXY",
+        "HTTPS_PROXY",
+        "HTTP_PROXY",
+        "all_proxy",
+        "http_proxy",
+        "https_proxy",
+    ]
+    .iter()
+    .map(|name| format!("{name}={url}"))
+    .collect();
+    assert_eq!(
+        out.content,
+        format!("{}\nexit code: 0", expected.join("\n"))
+    );
+}
+
+#[tokio::test]
+async fn the_proxys_refusals_during_a_command_end_its_output() {
+    use crate::net::testing::{Answer, TestServer};
+    let listed = TestServer::start(vec![("/page", Answer::page("text/plain", "the page"))]).await;
+    let other = TestServer::start(Vec::new()).await;
+    let (_dir, env) = proxied(&format!("127.0.0.1:{}", listed.addr.port()));
+    let blocked = format!("127.0.0.1:{}", other.addr.port());
+    let command = format!(
+        "curl -s http://{blocked}/; echo; curl -sS https://{blocked}/ 2>&1; curl -s {}",
+        listed.url("/page")
+    );
+    let out = call(&BashExec, &env, json!({ "command": command })).await;
+    let line = format!("blocked by network allowlist: {blocked} (add it to network_allow)");
+    assert!(
+        out.content.starts_with(&format!("{line}\n")),
+        "{}",
+        out.content
+    );
+    assert!(out.content.contains("response 403"), "{}", out.content);
+    assert!(out.content.contains("the page"), "{}", out.content);
+    assert!(
+        out.content.ends_with(&format!("exit code: 0\n{line}")),
+        "{}",
+        out.content
+    );
+    assert!(other.requests().is_empty());
+    let later = call(&BashExec, &env, json!({"command": "true"})).await;
+    assert_eq!(later.content, "(no output)\nexit code: 0");
+}

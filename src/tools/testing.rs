@@ -32,6 +32,7 @@ pub(crate) fn env(root: &Path) -> ToolEnv {
             None,
         ),
         web: None,
+        proxy: None,
     }
 }
 
