@@ -1,7 +1,10 @@
 //! The latency the allowlist proxy adds to a command's request: a tiny
 //! HTTP GET to a loopback server over a fresh connection each time,
 //! direct, through the proxy as plain HTTP (absolute form) and through a
-//! CONNECT tunnel, interleaved so all three see the same machine load.
+//! CONNECT tunnel, interleaved so all see the same machine load. Beside
+//! them, the same GET by `browse_url`'s fetcher (`net::fetch`: the gate,
+//! a client per hop, the filtering resolver), the network part of the
+//! tool, over the direct one.
 //!
 //! `cargo bench --bench proxy` (`BENCH_RUNS`, default 300 each). Prints
 //! min / p50 / p99 / max of each and the p50 each way adds; exits non-zero
@@ -70,6 +73,21 @@ enum Way {
     Connect,
 }
 
+/// One GET of `url` by `browse_url`'s fetcher, in ms.
+fn browse(runtime: &tokio::runtime::Runtime, gate: &Browser, url: &str) -> Result<f64, String> {
+    let limits = fido::net::fetch::FetchLimits::default();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let start = Instant::now();
+    let fetched = runtime
+        .block_on(fido::net::fetch::fetch(url, gate, &limits, &cancel))
+        .map_err(|e| format!("browse: {e}"))?;
+    let elapsed = start.elapsed().as_secs_f64() * 1000.0;
+    match fetched.body {
+        Some(body) if body.bytes == b"ok" => Ok(elapsed),
+        _ => Err("browse: not the answer".into()),
+    }
+}
+
 /// One request over a fresh connection and its whole answer, in ms.
 fn request(way: Way, origin: SocketAddr, proxy: SocketAddr) -> Result<f64, String> {
     let io = |e: std::io::Error| e.to_string();
@@ -107,7 +125,8 @@ fn request(way: Way, origin: SocketAddr, proxy: SocketAddr) -> Result<f64, Strin
     Ok(elapsed)
 }
 
-fn start_proxy(origin: SocketAddr) -> Result<Proxy, String> {
+/// The session's browser with only `origin` listed, nobody to ask.
+fn gate(origin: SocketAddr) -> Result<Arc<Browser>, String> {
     let rules = NetRules {
         allow: fido::net::rules::parse_list(&origin.to_string())?,
         deny: Vec::new(),
@@ -117,32 +136,69 @@ fn start_proxy(origin: SocketAddr) -> Result<Proxy, String> {
         approval_policy: ApprovalPolicy::Never,
         network: false,
     };
-    let gate = Browser::new(rules, Approvals::new(settings, None));
-    Proxy::start(Arc::new(gate), ProxyLimits::default()).map_err(|e| format!("proxy: {e}"))
+    Ok(Arc::new(Browser::new(
+        rules,
+        Approvals::new(settings, None),
+    )))
 }
 
 fn bench() -> Result<bool, String> {
     let runs = support::env_count("BENCH_RUNS", DEFAULT_RUNS)?;
     let runtime = support::runtime()?;
     let origin = origin()?;
+    let gate = gate(origin)?;
     let proxy = {
         let _entered = runtime.enter();
-        start_proxy(origin)?
+        Proxy::start(gate.clone(), ProxyLimits::default()).map_err(|e| format!("proxy: {e}"))?
     };
     let proxy_addr = SocketAddr::from(([127, 0, 0, 1], proxy.port()));
+    let url = format!("http://{origin}/");
     let ways = [Way::Direct, Way::Plain, Way::Connect];
-    let mut times: [Vec<f64>; 3] = Default::default();
+    let mut times: [Vec<f64>; 4] = Default::default();
     for round in 0..runs + 10 {
+        let mut ms = [0.0; 4];
         for (i, way) in ways.iter().enumerate() {
-            let ms = request(*way, origin, proxy_addr)?;
-            // The first ten rounds warm up.
-            if round >= 10 {
-                times[i].push(ms);
+            ms[i] = request(*way, origin, proxy_addr)?;
+        }
+        ms[3] = browse(&runtime, &gate, &url)?;
+        // The first ten rounds warm up.
+        if round >= 10 {
+            for (kept, ms) in times.iter_mut().zip(ms) {
+                kept.push(ms);
             }
         }
     }
-    let [direct, plain, connect] = times.map(Sorted::new);
+    let [direct, plain, connect, browsed] = times.map(Sorted::new);
+    report_browse(&direct, &browsed);
     report(&direct, &plain, &connect)
+}
+
+/// `browse_url`'s fetch over the direct GET: reported, no target (the
+/// tool's own budget is its 30 s fetch limit).
+fn report_browse(direct: &Sorted, browsed: &Sorted) {
+    let added = browsed.median() - direct.median();
+    println!(
+        "browse_url fetch    n={} min {:.3} ms  p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms",
+        browsed.len(),
+        browsed.min(),
+        browsed.median(),
+        browsed.quantile(0.99),
+        browsed.max()
+    );
+    support::table_row(
+        "proxy",
+        "the same GET by `browse_url`'s fetcher (gate, a client per hop, filtering resolver): added at p50 over the direct GET",
+        &format!(
+            "+{added:.3} ms ({:.3} → {:.3} ms p50; p99 {:.3} → {:.3}, n = {})",
+            direct.median(),
+            browsed.median(),
+            direct.quantile(0.99),
+            browsed.quantile(0.99),
+            browsed.len()
+        ),
+        "— (reported)",
+        &format!("{:.3} ms: the same GET direct", direct.median()),
+    );
 }
 
 fn report(direct: &Sorted, plain: &Sorted, connect: &Sorted) -> Result<bool, String> {
