@@ -441,6 +441,7 @@ pub fn tool_env(
         ),
         hooks: std::sync::Arc::new(fido::hooks::Hooks::none()),
         web: None,
+        proxy: None,
     })
 }
 

@@ -105,17 +105,17 @@ pub(super) const KEYS: &[(&str, &str, Scope)] = &[
     ),
     (
         "network",
-        "true | false: whether sandboxed commands may use the network",
+        "true | false | allowlist: whether sandboxed commands may use the network (allowlist: only the hosts of network_allow, through Fido's proxy)",
         Scope::Trusted,
     ),
     (
         "network_allow",
-        "hosts browse_url may fetch without asking: HOST or HOST:PORT, `*.` for subdomains (a list, or `,`-separated)",
+        "hosts browse_url (and commands, with network = allowlist) may reach without asking: HOST or HOST:PORT, `*.` for subdomains (a list, or `,`-separated)",
         Scope::Trusted,
     ),
     (
         "network_deny",
-        "hosts browse_url never fetches, even if allowed (a list, or `,`-separated)",
+        "hosts browse_url and commands never reach, even if allowed (a list, or `,`-separated)",
         Scope::Trusted,
     ),
     (

@@ -17,7 +17,7 @@ use serde::{Deserialize, Deserializer};
 
 use super::keys::COMMA_LISTS;
 use super::mcp::{self, McpServers};
-use super::{ConfigError, KEYS, MAX_DELEGATE_CONCURRENCY, ProviderKind, Scope};
+use super::{ConfigError, KEYS, MAX_DELEGATE_CONCURRENCY, NetworkAccess, ProviderKind, Scope};
 use crate::agent::CompactionStrategy;
 use crate::hooks::config as hook_config;
 use crate::hooks::{HookConfigError, HooksConfig};
@@ -54,7 +54,7 @@ pub(super) struct ConfigLayer {
     pub sandbox: Option<Setting<SandboxRequirement>>,
     pub sandbox_mode: Option<Setting<SandboxMode>>,
     pub approval_policy: Option<Setting<ApprovalPolicy>>,
-    pub network: Option<Setting<bool>>,
+    pub network: Option<Setting<NetworkAccess>>,
     pub network_allow: Option<Setting<HostList>>,
     pub network_deny: Option<Setting<HostList>>,
     pub writable_roots: Option<Setting<PathList>>,
@@ -392,6 +392,20 @@ impl FromText for bool {
             "true" | "1" | "yes" => Ok(true),
             "false" | "0" | "no" => Ok(false),
             _ => Err("true or false".into()),
+        }
+    }
+}
+
+/// A flag (`true` / `false`, as for any flag) or `allowlist`.
+impl FromText for NetworkAccess {
+    fn from_text(text: &str) -> Result<Self, String> {
+        match text.trim() {
+            "allowlist" => Ok(NetworkAccess::Allowlist),
+            other => match bool::from_text(other) {
+                Ok(true) => Ok(NetworkAccess::On),
+                Ok(false) => Ok(NetworkAccess::Off),
+                Err(_) => Err("true, false or \"allowlist\"".into()),
+            },
         }
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::files::resolve_relative;
 use super::layer::{AtLeast, Layers, PathList, setting};
-use super::{ConfigError, DelegationConfig, SafetyConfig};
+use super::{ConfigError, DelegationConfig, NetworkAccess, SafetyConfig};
 use crate::agent::{AgentSettings, CompactionSettings, CompactionStrategy, ModelLimits};
 use crate::protocol::SandboxMode;
 use crate::provider::HttpPolicy;
@@ -116,7 +116,7 @@ pub(super) fn safety_config(
         approval_policy,
         delegate_write: setting!(layers, delegate_write)?.copied(),
         delegate_merge: setting!(layers, delegate_merge)?.copied(),
-        network: network.unwrap_or(false),
+        network: network.unwrap_or(NetworkAccess::Off),
         network_rules: crate::net::NetRules {
             allow: setting!(layers, network_allow)?.map_or_else(Vec::new, |l| l.0.clone()),
             deny: setting!(layers, network_deny)?.map_or_else(Vec::new, |l| l.0.clone()),

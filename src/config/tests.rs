@@ -151,7 +151,7 @@ fn trusted_only_changed(cfg: &Config, key: &str) -> bool {
         "sandbox" => cfg.delegation.sandbox != SandboxRequirement::Required,
         "sandbox_mode" => cfg.safety.sandbox_mode != SandboxMode::DEFAULT,
         "approval_policy" => cfg.safety.approval_policy.is_some(),
-        "network" => cfg.safety.network,
+        "network" => cfg.safety.network != NetworkAccess::Off,
         "network_allow" => !cfg.safety.network_rules.allow.is_empty(),
         "network_deny" => !cfg.safety.network_rules.deny.is_empty(),
         "writable_roots" => !cfg.safety.writable_roots.is_empty(),
@@ -268,7 +268,7 @@ fn safety_values_are_checked() {
     for (var, value, needle) in [
         ("FIDO_SANDBOX_MODE", "off", "workspace-write"),
         ("FIDO_APPROVAL_POLICY", "sometimes", "on-request"),
-        ("FIDO_NETWORK", "maybe", "true or false"),
+        ("FIDO_NETWORK", "maybe", "true, false or \"allowlist\""),
         ("FIDO_WRITABLE_ROOTS", "/no/such/dir", "/no/such/dir"),
     ] {
         let err = Config::load_from(&overrides(dir.path()), &env(&[(var, value)], home.path()))
@@ -382,4 +382,52 @@ fn the_host_lists_are_empty_by_default() {
     let home = tempfile::tempdir().unwrap();
     let cfg = Config::load_from(&overrides(dir.path()), &env(&[], home.path())).unwrap();
     assert_eq!(cfg.safety.network_rules, crate::net::NetRules::default());
+}
+
+#[test]
+fn network_is_a_flag_or_allowlist_and_off_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let load = |pairs: &[(&str, &str)]| {
+        Config::load_from(&overrides(dir.path()), &env(pairs, home.path()))
+    };
+    assert_eq!(load(&[]).unwrap().safety.network, NetworkAccess::Off);
+    for (text, access) in [
+        ("allowlist", NetworkAccess::Allowlist),
+        ("true", NetworkAccess::On),
+        ("yes", NetworkAccess::On),
+        ("false", NetworkAccess::Off),
+        ("0", NetworkAccess::Off),
+    ] {
+        let cfg = load(&[("FIDO_NETWORK", text)]).unwrap();
+        assert_eq!(cfg.safety.network, access, "{text}");
+    }
+    let err = load(&[("FIDO_NETWORK", "proxy")]).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "environment variable FIDO_NETWORK: `network` = \"proxy\" is not valid: expected true, false or \"allowlist\""
+    );
+
+    std::fs::create_dir_all(home.path().join(".config/fido")).unwrap();
+    let file = home.path().join(".config/fido/config.toml");
+    for (line, access) in [
+        ("network = \"allowlist\"\n", NetworkAccess::Allowlist),
+        ("network = true\n", NetworkAccess::On),
+        ("network = false\n", NetworkAccess::Off),
+    ] {
+        std::fs::write(&file, line).unwrap();
+        assert_eq!(load(&[]).unwrap().safety.network, access, "{line}");
+    }
+    std::fs::write(&file, "network = 3\n").unwrap();
+    let err = load(&[]).unwrap_err().to_string();
+    assert!(err.contains("true, false or \"allowlist\""), "{err}");
+}
+
+#[test]
+fn an_untrusted_workspace_cannot_open_the_network_by_allowlist() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("fido.toml"), "network = \"allowlist\"\n").unwrap();
+    let cfg = Config::load_from(&overrides(dir.path()), &env(&[], home.path())).unwrap();
+    assert_eq!(cfg.safety.network, NetworkAccess::Off);
 }

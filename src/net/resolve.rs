@@ -42,7 +42,7 @@ impl Resolve for FilteringResolver {
 }
 
 /// The addresses that may be connected to, and those refused.
-fn keep_reachable(
+pub(super) fn keep_reachable(
     resolved: Vec<SocketAddr>,
     allow_private: bool,
 ) -> (Vec<SocketAddr>, Vec<SocketAddr>) {
@@ -51,7 +51,7 @@ fn keep_reachable(
         .partition(|addr| allow_private || !is_private(addr.ip()))
 }
 
-fn refusal_message(host: &str, refused: &[SocketAddr]) -> String {
+pub(super) fn refusal_message(host: &str, refused: &[SocketAddr]) -> String {
     if refused.is_empty() {
         return format!("{host} did not resolve to any address");
     }

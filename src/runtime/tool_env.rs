@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
-use crate::config::Config;
+use crate::config::{Config, NetworkAccess};
+use crate::net::proxy::{Proxy, ProxyLimits};
 use crate::plan::PlanStore;
-use crate::protocol::{ApprovalPolicy, SafetySettings};
+use crate::protocol::{ApprovalPolicy, SafetySettings, SandboxMode};
 use crate::sandbox::CommandSandbox;
 use crate::store::undo::UndoLog;
 use crate::tools::ToolEnv;
@@ -31,12 +32,13 @@ pub fn tool_env(
     let settings = SafetySettings {
         sandbox_mode: config.safety.sandbox_mode,
         approval_policy: approval,
-        network: config.safety.network,
+        network: config.safety.network.is_direct(),
     };
-    let browser = Browser::new(
+    let browser = Arc::new(Browser::new(
         config.safety.network_rules.clone(),
         Approvals::new(settings.clone(), approver.clone()),
-    );
+    ));
+    let (sandbox, proxy) = route_through_proxy(config, sandbox, &browser)?;
     Ok(ToolEnv {
         undo: UndoLog::new(&workspace.root),
         plan: PlanStore::new(config.plan_file.clone()),
@@ -47,6 +49,74 @@ pub fn tool_env(
         sandbox: Arc::new(sandbox),
         approvals: Approvals::new(settings, approver),
         hooks: Arc::new(crate::hooks::Hooks::none()),
-        web: Some(Arc::new(browser)),
+        web: Some(browser),
+        proxy,
     })
+}
+
+/// With `network = "allowlist"` in a sandboxed mode, the session's proxy
+/// and the sandbox that routes commands through it. The proxy admits hosts
+/// by the browser's gate, so a host the person allows for `browse_url` is
+/// allowed for commands too, and the other way round. Without a sandboxed
+/// mode there is nothing to route: commands reach the network directly.
+fn route_through_proxy(
+    config: &Config,
+    sandbox: CommandSandbox,
+    browser: &Arc<Browser>,
+) -> Result<(CommandSandbox, Option<Arc<Proxy>>), String> {
+    match (config.safety.network, config.safety.sandbox_mode) {
+        (NetworkAccess::Allowlist, SandboxMode::ReadOnly | SandboxMode::WorkspaceWrite) => {}
+        (NetworkAccess::Off | NetworkAccess::On, _)
+        | (NetworkAccess::Allowlist, SandboxMode::DangerFullAccess) => return Ok((sandbox, None)),
+    }
+    let proxy = Proxy::start(browser.clone(), ProxyLimits::default())
+        .map_err(|err| format!("network = \"allowlist\": cannot start the proxy: {err}"))?;
+    let sandbox = sandbox.with_proxy(proxy.route()).map_err(|err| {
+        format!(
+            "network = \"allowlist\": {}; set network = false or true",
+            crate::sandbox::child::error_chain(&err)
+        )
+    })?;
+    Ok((sandbox, Some(Arc::new(proxy))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Overrides;
+
+    fn env_with(pairs: &[(&str, &str)], workspace: &std::path::Path) -> ToolEnv {
+        let mut env: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        env.push(("HOME".into(), workspace.join("home").display().to_string()));
+        let overrides = Overrides {
+            workspace: Some(workspace.to_path_buf()),
+            values: vec![],
+        };
+        let config = Config::load_from(&overrides, &env).unwrap();
+        tool_env(&config, ApprovalPolicy::Never, None).unwrap()
+    }
+
+    #[tokio::test]
+    async fn only_an_allowlist_in_a_sandboxed_mode_starts_the_proxy() {
+        let dir = tempfile::tempdir().unwrap();
+        let allowlist = ("FIDO_NETWORK", "allowlist");
+        for mode in ["workspace-write", "read-only"] {
+            let env = env_with(&[allowlist, ("FIDO_SANDBOX_MODE", mode)], dir.path());
+            let proxy = env.proxy.as_ref().expect("a proxy");
+            assert_eq!(env.sandbox.proxy().map(|r| r.port), Some(proxy.port()));
+            assert!(!env.sandbox.network(), "{mode}: direct network");
+        }
+        for pairs in [
+            vec![allowlist, ("FIDO_SANDBOX_MODE", "danger-full-access")],
+            vec![("FIDO_NETWORK", "true")],
+            vec![],
+        ] {
+            let env = env_with(&pairs, dir.path());
+            assert!(env.proxy.is_none(), "{pairs:?}");
+            assert!(env.sandbox.proxy().is_none(), "{pairs:?}");
+        }
+    }
 }

@@ -386,6 +386,8 @@ fn tool_env(
         // The parent's hooks run for the parent's calls only (README).
         hooks: Arc::new(crate::hooks::Hooks::none()),
         web: Some(web),
+        // A subagent has no network at all, not even through the proxy.
+        proxy: None,
     }
 }
 

@@ -40,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::approval::RunAs;
 use super::{Call, ToolFuture, ToolKind, ToolLimits, ToolOutput, TypedTool};
+use crate::net::proxy::{self, Proxy};
 use crate::protocol::schema::tool_args;
 use crate::protocol::{ApprovalPolicy, SandboxMode};
 use crate::sandbox::CommandSandbox;
@@ -126,9 +127,9 @@ impl TypedTool for BashExec {
                     args.justification.as_deref(),
                 )
                 .await;
-            let sandbox = match approved {
-                Ok(RunAs::Sandboxed) => Arc::clone(&env.sandbox),
-                Ok(RunAs::Unsandboxed) => Arc::new(CommandSandbox::unconfined()),
+            let (sandbox, proxy) = match approved {
+                Ok(RunAs::Sandboxed) => (Arc::clone(&env.sandbox), env.proxy.clone()),
+                Ok(RunAs::Unsandboxed) => (Arc::new(CommandSandbox::unconfined()), None),
                 Err(refusal) => return refusal,
             };
             let run = Run {
@@ -137,6 +138,7 @@ impl TypedTool for BashExec {
                 timeout,
                 cap: env.limits.bash_output_cap,
                 sandbox,
+                proxy,
                 escalation_allowed: env.approvals.settings().approval_policy
                     != ApprovalPolicy::Never,
             };
@@ -179,40 +181,41 @@ struct Run<'a> {
     timeout: Duration,
     cap: usize,
     sandbox: Arc<CommandSandbox>,
+    /// The allowlist proxy the sandbox routes the command through.
+    proxy: Option<Arc<Proxy>>,
     /// The policy lets the model ask for an escalated run.
     escalation_allowed: bool,
 }
 
 impl Run<'_> {
     async fn execute(self, cancel: &CancellationToken) -> ToolOutput {
+        let started = tokio::time::Instant::now();
+        let mut output = self.run(cancel).await;
+        self.add_blocked(&mut output, started);
+        output
+    }
+
+    /// The proxy's refusals during the run, one line each: curl, for one,
+    /// says only "CONNECT tunnel failed, response 403" for an HTTPS host.
+    fn add_blocked(&self, output: &mut ToolOutput, started: tokio::time::Instant) {
+        let Some(proxy) = &self.proxy else {
+            return;
+        };
+        for line in proxy.blocked_since(started) {
+            output.content.push('\n');
+            output.content.push_str(&line);
+        }
+    }
+
+    async fn run(&self, cancel: &CancellationToken) -> ToolOutput {
         let (reader, writer) = match nix::unistd::pipe2(OFlag::O_CLOEXEC) {
             Ok(pair) => pair,
             Err(err) => return ToolOutput::error(format!("cannot create a pipe: {err}")),
         };
-        let spawned = {
-            let writer_for_stderr = match writer.try_clone() {
-                Ok(clone) => clone,
-                Err(err) => return ToolOutput::error(format!("cannot create a pipe: {err}")),
-            };
-            let mut command = Command::new("bash");
-            command
-                .arg("-c")
-                .arg(self.command)
-                .current_dir(&self.cwd)
-                .stdout(Stdio::from(writer))
-                .stderr(Stdio::from(writer_for_stderr))
-                .env("PAGER", "cat")
-                .env("GIT_PAGER", "cat");
-            crate::sandbox::scrub_credentials(&mut command);
-            self.sandbox.apply(&mut command);
-            // The command (with our copies of the write end) is dropped at
-            // the end of this block, so the pipe reaches EOF when the
-            // group's processes are gone.
-            ProcessGroup::spawn(&mut command)
-        };
+        let spawned = self.spawn(writer);
         let mut group = match spawned {
             Ok(group) => group,
-            Err(err) => return ToolOutput::error(format!("cannot start bash: {err}")),
+            Err(refusal) => return refusal,
         };
         let mut receiver = match pipe::Receiver::from_owned_fd(reader) {
             Ok(receiver) => receiver,
@@ -262,6 +265,32 @@ impl Run<'_> {
             drain(&mut receiver, &mut buf, &mut capture, drain_for).await;
         }
         self.result(ending, &capture)
+    }
+
+    /// Starts `bash -c COMMAND` in the sandbox, its output into `writer`.
+    fn spawn(&self, writer: std::os::fd::OwnedFd) -> Result<ProcessGroup, ToolOutput> {
+        let writer_for_stderr = writer
+            .try_clone()
+            .map_err(|err| ToolOutput::error(format!("cannot create a pipe: {err}")))?;
+        let mut command = Command::new("bash");
+        command
+            .arg("-c")
+            .arg(self.command)
+            .current_dir(&self.cwd)
+            .stdout(Stdio::from(writer))
+            .stderr(Stdio::from(writer_for_stderr))
+            .env("PAGER", "cat")
+            .env("GIT_PAGER", "cat");
+        crate::sandbox::scrub_credentials(&mut command);
+        if let Some(route) = self.sandbox.proxy() {
+            proxy::route_command(&mut command, route.port);
+        }
+        self.sandbox.apply(&mut command);
+        // The command (with our copies of the write end) is dropped on
+        // return, so the pipe reaches EOF when the group's processes are
+        // gone.
+        ProcessGroup::spawn(&mut command)
+            .map_err(|err| ToolOutput::error(format!("cannot start bash: {err}")))
     }
 
     fn result(&self, ending: Ending, capture: &Capture) -> ToolOutput {
@@ -330,6 +359,8 @@ impl Run<'_> {
         };
         let network = if self.sandbox.network() {
             ""
+        } else if self.sandbox.proxy().is_some() {
+            ", network only to the hosts of network_allow"
         } else {
             ", no network"
         };
@@ -450,219 +481,5 @@ impl Capture {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::tools::ToolEnv;
-    use crate::tools::testing::{call, call_with, env};
-    use serde_json::json;
-    use std::time::Instant;
-
-    fn setup() -> (tempfile::TempDir, ToolEnv) {
-        let dir = tempfile::tempdir().unwrap();
-        let env = env(dir.path());
-        (dir, env)
-    }
-
-    /// Live (non-zombie) processes whose process group is `pgid`.
-    fn group_members(pgid: u32) -> Vec<u32> {
-        let mut members = Vec::new();
-        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                continue;
-            };
-            // Fields after the parenthesised name: state, ppid, pgrp, …
-            let rest: Vec<&str> = stat
-                .rsplit(')')
-                .next()
-                .unwrap()
-                .split_whitespace()
-                .collect();
-            if rest[2] == pgid.to_string() && rest[0] != "Z" && rest[0] != "X" {
-                members.push(pid);
-            }
-        }
-        members
-    }
-
-    async fn assert_group_gone(pgid: u32) {
-        let start = Instant::now();
-        loop {
-            let members = group_members(pgid);
-            if members.is_empty() {
-                return;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(5),
-                "processes left in group {pgid}: {members:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    fn first_line_pid(content: &str) -> u32 {
-        content.lines().next().unwrap().trim().parse().unwrap()
-    }
-
-    #[tokio::test]
-    async fn interleaved_output_keeps_its_order_and_exit_code() {
-        let (_dir, env) = setup();
-        let out = call(
-            &BashExec,
-            &env,
-            json!({"command": "for i in 1 2 3; do echo out$i; echo err$i >&2; done"}),
-        )
-        .await;
-        assert!(out.ok, "{}", out.content);
-        assert_eq!(
-            out.content,
-            "out1\nerr1\nout2\nerr2\nout3\nerr3\nexit code: 0"
-        );
-        let out = call(&BashExec, &env, json!({"command": "echo nope >&2; exit 3"})).await;
-        assert!(!out.ok);
-        assert_eq!(out.content, "nope\nexit code: 3");
-        let out = call(&BashExec, &env, json!({"command": "true"})).await;
-        assert_eq!(out.content, "(no output)\nexit code: 0");
-        let out = call(&BashExec, &env, json!({"command": "kill -9 $$"})).await;
-        assert!(!out.ok);
-        assert!(out.content.contains("killed by SIGKILL"), "{}", out.content);
-    }
-
-    #[tokio::test]
-    async fn runs_in_cwd_without_credentials_and_sanitizes() {
-        let (dir, env) = setup();
-        std::fs::create_dir(dir.path().join("sub")).unwrap();
-        let out = call(
-            &BashExec,
-            &env,
-            json!({"command": "basename \"$PWD\"; echo \"key=${FIDO_API_KEY:-unset}\"; printf '\\033[31mred\\033[0m\\n'", "cwd": "sub"}),
-        )
-        .await;
-        assert_eq!(out.content, "sub\nkey=unset\nred\nexit code: 0");
-        for (args, expected) in [
-            (
-                json!({"command": "ls", "cwd": "../"}),
-                "outside the workspace",
-            ),
-            (json!({"command": "ls", "cwd": "missing"}), "does not exist"),
-            (json!({"command": "  "}), "empty"),
-            (json!({"command": "ls", "timeout_ms": 0}), "at least 1"),
-            (json!({"cmd": "ls"}), "invalid arguments"),
-        ] {
-            let out = call(&BashExec, &env, args.clone()).await;
-            assert!(!out.ok, "{args}");
-            assert!(out.content.contains(expected), "{args}: {}", out.content);
-        }
-    }
-
-    #[tokio::test]
-    async fn output_cap_keeps_head_and_tail() {
-        let (_dir, mut env) = setup();
-        env.limits.bash_output_cap = 100;
-        let out = call(&BashExec, &env, json!({"command": "seq 1 10000"})).await;
-        assert!(out.ok);
-        assert!(out.content.starts_with("1\n2\n3\n"), "{}", out.content);
-        assert!(
-            out.content.ends_with("9999\n10000\nexit code: 0"),
-            "{}",
-            out.content
-        );
-        assert!(out.content.contains("bytes of output elided"));
-        assert!(out.content.len() < 200);
-    }
-
-    #[test]
-    fn capture_cuts_on_char_boundaries() {
-        let mut capture = Capture::new(10);
-        capture.push("ééééééééééééé".as_bytes());
-        let text = capture.render();
-        assert!(!text.contains('\u{fffd}'), "{text}");
-        assert_eq!(text, "éé\n[… 18 bytes of output elided …]\néé");
-        let mut small = Capture::new(10);
-        small.push(b"abc");
-        small.push(b"def");
-        assert_eq!(small.render(), "abcdef");
-    }
-
-    #[tokio::test]
-    async fn timeout_kills_the_whole_group_quickly() {
-        let (_dir, env) = setup();
-        let out = call(
-            &BashExec,
-            &env,
-            json!({"command": "echo $$; sleep 100", "timeout_ms": 300}),
-        )
-        .await;
-        // The command sleeps 100 s: the timeout ended it, as it says.
-        assert!(!out.ok);
-        assert!(
-            out.content.contains("timed out after 300ms"),
-            "{}",
-            out.content
-        );
-        assert_group_gone(first_line_pid(&out.content)).await;
-    }
-
-    #[tokio::test]
-    async fn timeout_kills_a_group_that_ignores_sigterm() {
-        let (_dir, env) = setup();
-        let out = call(
-            &BashExec,
-            &env,
-            json!({"command": "trap '' TERM; echo $$; sleep 100 & sleep 100; wait", "timeout_ms": 200}),
-        )
-        .await;
-        assert!(!out.ok);
-        assert!(out.content.contains("timed out"), "{}", out.content);
-        assert_group_gone(first_line_pid(&out.content)).await;
-    }
-
-    #[tokio::test]
-    async fn cancel_stops_the_command() {
-        let (_dir, env) = setup();
-        let cancel = CancellationToken::new();
-        let trigger = cancel.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            trigger.cancel();
-        });
-        let out = call_with(
-            &BashExec,
-            &env,
-            json!({"command": "echo $$; sleep 100"}),
-            &cancel,
-        )
-        .await;
-        assert!(!out.ok);
-        assert!(out.content.contains("cancelled"), "{}", out.content);
-        assert_group_gone(first_line_pid(&out.content)).await;
-    }
-
-    #[tokio::test]
-    async fn background_jobs_do_not_hang_and_are_killed() {
-        let (_dir, env) = setup();
-        let start = Instant::now();
-        let out = call(
-            &BashExec,
-            &env,
-            json!({"command": "echo $$; sleep 100 & echo started"}),
-        )
-        .await;
-        assert!(out.ok, "{}", out.content);
-        // The background sleep runs 100 s: a call that returned before it
-        // ended did not wait for it (how fast is the benches' business).
-        assert!(
-            start.elapsed() < Duration::from_secs(90),
-            "{:?}",
-            start.elapsed()
-        );
-        assert!(
-            out.content.ends_with("started\nexit code: 0"),
-            "{}",
-            out.content
-        );
-        assert_group_gone(first_line_pid(&out.content)).await;
-    }
-}
+#[path = "bash_exec_tests.rs"]
+mod tests;

@@ -161,6 +161,10 @@ pub struct ToolEnv {
     /// Where `browse_url` fetches (the parent's browser, or the link to
     /// it in a subagent); `None`: browsing is not available.
     pub web: Option<Arc<dyn web::Web>>,
+    /// The session's allowlist proxy (`network = "allowlist"`), whose
+    /// refusals `bash_exec` adds to a command's output. Dropping the last
+    /// reference stops it.
+    pub proxy: Option<Arc<crate::net::proxy::Proxy>>,
 }
 
 /// One invocation, as handed to a tool: the raw arguments and the call.

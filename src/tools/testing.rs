@@ -33,6 +33,7 @@ pub(crate) fn env(root: &Path) -> ToolEnv {
         ),
         hooks: std::sync::Arc::new(crate::hooks::Hooks::none()),
         web: None,
+        proxy: None,
     }
 }
 

@@ -1,3 +1,4 @@
+mod allowlist;
 mod browse;
 mod changes_cli;
 mod delegate;

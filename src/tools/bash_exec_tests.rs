@@ -1,0 +1,295 @@
+//! `bash_exec`'s unit tests: output order, limits, timeouts, cancellation,
+//! and the processes a command leaves.
+
+use super::*;
+use crate::tools::ToolEnv;
+use crate::tools::testing::{call, call_with, env};
+use serde_json::json;
+use std::time::Instant;
+
+fn setup() -> (tempfile::TempDir, ToolEnv) {
+    let dir = tempfile::tempdir().unwrap();
+    let env = env(dir.path());
+    (dir, env)
+}
+
+/// Live (non-zombie) processes whose process group is `pgid`.
+fn group_members(pgid: u32) -> Vec<u32> {
+    let mut members = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // Fields after the parenthesised name: state, ppid, pgrp, …
+        let rest: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        if rest[2] == pgid.to_string() && rest[0] != "Z" && rest[0] != "X" {
+            members.push(pid);
+        }
+    }
+    members
+}
+
+async fn assert_group_gone(pgid: u32) {
+    let start = Instant::now();
+    loop {
+        let members = group_members(pgid);
+        if members.is_empty() {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "processes left in group {pgid}: {members:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn first_line_pid(content: &str) -> u32 {
+    content.lines().next().unwrap().trim().parse().unwrap()
+}
+
+#[tokio::test]
+async fn interleaved_output_keeps_its_order_and_exit_code() {
+    let (_dir, env) = setup();
+    let out = call(
+        &BashExec,
+        &env,
+        json!({"command": "for i in 1 2 3; do echo out$i; echo err$i >&2; done"}),
+    )
+    .await;
+    assert!(out.ok, "{}", out.content);
+    assert_eq!(
+        out.content,
+        "out1\nerr1\nout2\nerr2\nout3\nerr3\nexit code: 0"
+    );
+    let out = call(&BashExec, &env, json!({"command": "echo nope >&2; exit 3"})).await;
+    assert!(!out.ok);
+    assert_eq!(out.content, "nope\nexit code: 3");
+    let out = call(&BashExec, &env, json!({"command": "true"})).await;
+    assert_eq!(out.content, "(no output)\nexit code: 0");
+    let out = call(&BashExec, &env, json!({"command": "kill -9 $$"})).await;
+    assert!(!out.ok);
+    assert!(out.content.contains("killed by SIGKILL"), "{}", out.content);
+}
+
+#[tokio::test]
+async fn runs_in_cwd_without_credentials_and_sanitizes() {
+    let (dir, env) = setup();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    let out = call(
+        &BashExec,
+        &env,
+        json!({"command": "basename \"$PWD\"; echo \"key=${FIDO_API_KEY:-unset}\"; printf '\\033[31mred\\033[0m\\n'", "cwd": "sub"}),
+    )
+    .await;
+    assert_eq!(out.content, "sub\nkey=unset\nred\nexit code: 0");
+    for (args, expected) in [
+        (
+            json!({"command": "ls", "cwd": "../"}),
+            "outside the workspace",
+        ),
+        (json!({"command": "ls", "cwd": "missing"}), "does not exist"),
+        (json!({"command": "  "}), "empty"),
+        (json!({"command": "ls", "timeout_ms": 0}), "at least 1"),
+        (json!({"cmd": "ls"}), "invalid arguments"),
+    ] {
+        let out = call(&BashExec, &env, args.clone()).await;
+        assert!(!out.ok, "{args}");
+        assert!(out.content.contains(expected), "{args}: {}", out.content);
+    }
+}
+
+#[tokio::test]
+async fn output_cap_keeps_head_and_tail() {
+    let (_dir, mut env) = setup();
+    env.limits.bash_output_cap = 100;
+    let out = call(&BashExec, &env, json!({"command": "seq 1 10000"})).await;
+    assert!(out.ok);
+    assert!(out.content.starts_with("1\n2\n3\n"), "{}", out.content);
+    assert!(
+        out.content.ends_with("9999\n10000\nexit code: 0"),
+        "{}",
+        out.content
+    );
+    assert!(out.content.contains("bytes of output elided"));
+    assert!(out.content.len() < 200);
+}
+
+#[test]
+fn capture_cuts_on_char_boundaries() {
+    let mut capture = Capture::new(10);
+    capture.push("ééééééééééééé".as_bytes());
+    let text = capture.render();
+    assert!(!text.contains('\u{fffd}'), "{text}");
+    assert_eq!(text, "éé\n[… 18 bytes of output elided …]\néé");
+    let mut small = Capture::new(10);
+    small.push(b"abc");
+    small.push(b"def");
+    assert_eq!(small.render(), "abcdef");
+}
+
+#[tokio::test]
+async fn timeout_kills_the_whole_group_quickly() {
+    let (_dir, env) = setup();
+    let out = call(
+        &BashExec,
+        &env,
+        json!({"command": "echo $$; sleep 100", "timeout_ms": 300}),
+    )
+    .await;
+    // The command sleeps 100 s: the timeout ended it, as it says.
+    assert!(!out.ok);
+    assert!(
+        out.content.contains("timed out after 300ms"),
+        "{}",
+        out.content
+    );
+    assert_group_gone(first_line_pid(&out.content)).await;
+}
+
+#[tokio::test]
+async fn timeout_kills_a_group_that_ignores_sigterm() {
+    let (_dir, env) = setup();
+    let out = call(
+        &BashExec,
+        &env,
+        json!({"command": "trap '' TERM; echo $$; sleep 100 & sleep 100; wait", "timeout_ms": 200}),
+    )
+    .await;
+    assert!(!out.ok);
+    assert!(out.content.contains("timed out"), "{}", out.content);
+    assert_group_gone(first_line_pid(&out.content)).await;
+}
+
+#[tokio::test]
+async fn cancel_stops_the_command() {
+    let (_dir, env) = setup();
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        trigger.cancel();
+    });
+    let out = call_with(
+        &BashExec,
+        &env,
+        json!({"command": "echo $$; sleep 100"}),
+        &cancel,
+    )
+    .await;
+    assert!(!out.ok);
+    assert!(out.content.contains("cancelled"), "{}", out.content);
+    assert_group_gone(first_line_pid(&out.content)).await;
+}
+
+#[tokio::test]
+async fn background_jobs_do_not_hang_and_are_killed() {
+    let (_dir, env) = setup();
+    let start = Instant::now();
+    let out = call(
+        &BashExec,
+        &env,
+        json!({"command": "echo $$; sleep 100 & echo started"}),
+    )
+    .await;
+    assert!(out.ok, "{}", out.content);
+    // The background sleep runs 100 s: a call that returned before it
+    // ended did not wait for it (how fast is the benches' business).
+    assert!(
+        start.elapsed() < Duration::from_secs(90),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(
+        out.content.ends_with("started\nexit code: 0"),
+        "{}",
+        out.content
+    );
+    assert_group_gone(first_line_pid(&out.content)).await;
+}
+
+/// A session whose commands go through an allowlist proxy listing only
+/// `allow`, headless. The sandbox is otherwise open: the confinement
+/// that leaves the proxy as the only way out is the sandbox's business;
+/// this is about what the command is told and what the model hears.
+fn proxied(allow: &str) -> (tempfile::TempDir, ToolEnv) {
+    use crate::net::proxy::{Proxy, ProxyLimits};
+    let (dir, mut env) = setup();
+    let rules = crate::net::NetRules {
+        allow: crate::net::rules::parse_list(allow).unwrap(),
+        deny: Vec::new(),
+    };
+    let headless = crate::tools::approval::Approvals::new(env.approvals.settings().clone(), None);
+    let browser = crate::tools::web::Browser::new(rules, headless);
+    let proxy = Proxy::start(Arc::new(browser), ProxyLimits::default()).unwrap();
+    let sandbox = CommandSandbox::unconfined().with_proxy(proxy.route());
+    env.sandbox = Arc::new(sandbox.unwrap());
+    env.proxy = Some(Arc::new(proxy));
+    (dir, env)
+}
+
+#[tokio::test]
+async fn a_proxied_command_is_pointed_at_the_proxy() {
+    let (_dir, env) = proxied("");
+    let port = env.proxy.as_ref().unwrap().port();
+    let out = call(
+        &BashExec,
+        &env,
+        json!({"command": "env | grep -i '_proxy=' | sort"}),
+    )
+    .await;
+    let url = format!("http://127.0.0.1:{port}");
+    let expected: Vec<String> = [
+        "ALL_PROXY",
+        "HTTPS_PROXY",
+        "HTTP_PROXY",
+        "all_proxy",
+        "http_proxy",
+        "https_proxy",
+    ]
+    .iter()
+    .map(|name| format!("{name}={url}"))
+    .collect();
+    assert_eq!(
+        out.content,
+        format!("{}\nexit code: 0", expected.join("\n"))
+    );
+}
+
+#[tokio::test]
+async fn the_proxys_refusals_during_a_command_end_its_output() {
+    use crate::net::testing::{Answer, TestServer};
+    let listed = TestServer::start(vec![("/page", Answer::page("text/plain", "the page"))]).await;
+    let other = TestServer::start(Vec::new()).await;
+    let (_dir, env) = proxied(&format!("127.0.0.1:{}", listed.addr.port()));
+    let blocked = format!("127.0.0.1:{}", other.addr.port());
+    let command = format!(
+        "curl -s http://{blocked}/; echo; curl -sS https://{blocked}/ 2>&1; curl -s {}",
+        listed.url("/page")
+    );
+    let out = call(&BashExec, &env, json!({ "command": command })).await;
+    let line = format!("blocked by network allowlist: {blocked} (add it to network_allow)");
+    assert!(
+        out.content.starts_with(&format!("{line}\n")),
+        "{}",
+        out.content
+    );
+    assert!(out.content.contains("response 403"), "{}", out.content);
+    assert!(out.content.contains("the page"), "{}", out.content);
+    assert!(
+        out.content.ends_with(&format!("exit code: 0\n{line}")),
+        "{}",
+        out.content
+    );
+    assert!(other.requests().is_empty());
+    let later = call(&BashExec, &env, json!({"command": "true"})).await;
+    assert_eq!(later.content, "(no output)\nexit code: 0");
+}
