@@ -134,7 +134,7 @@ fn gate(origin: SocketAddr) -> Result<Arc<Browser>, String> {
     let settings = SafetySettings {
         sandbox_mode: SandboxMode::WorkspaceWrite,
         approval_policy: ApprovalPolicy::Never,
-        network: false,
+        network: fido::protocol::NetworkAccess::Off,
     };
     Ok(Arc::new(Browser::new(
         rules,

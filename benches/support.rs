@@ -435,7 +435,7 @@ pub fn tool_env(
             SafetySettings {
                 sandbox_mode: mode,
                 approval_policy: ApprovalPolicy::Never,
-                network: false,
+                network: fido::protocol::NetworkAccess::Off,
             },
             None,
         ),

@@ -570,7 +570,7 @@ mod tests {
         let settings = SafetySettings {
             sandbox_mode: SandboxMode::ReadOnly,
             approval_policy: ApprovalPolicy::OnRequest,
-            network: false,
+            network: crate::protocol::NetworkAccess::Off,
         };
         env.approvals = crate::tools::approval::Approvals::new(settings, Some(asks.clone()));
         let deps = Arc::new(super::super::AgentDeps {

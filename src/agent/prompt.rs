@@ -7,7 +7,7 @@
 //! update.
 
 use super::instructions::ProjectInstructions;
-use crate::protocol::{ApprovalPolicy, SafetySettings, SandboxMode};
+use crate::protocol::{ApprovalPolicy, NetworkAccess, SafetySettings, SandboxMode};
 use crate::tools::ToolCatalog;
 
 const INSTRUCTIONS: &str = "\
@@ -43,10 +43,12 @@ Delegation (delegate): only a bounded, read-only investigation independent of yo
 
 /// What the session's commands may do, stated as it is enforced.
 fn safety_section(safety: &SafetySettings) -> String {
-    let network = if safety.network {
-        "may use the network"
-    } else {
-        "have no network"
+    let network = match safety.network {
+        NetworkAccess::On => "may use the network",
+        NetworkAccess::Off => "have no network",
+        NetworkAccess::Allowlist => {
+            "reach only the hosts the user allowed, through the proxy in $HTTPS_PROXY (a refusal says \"blocked by network allowlist\")"
+        }
     };
     let sandbox = match safety.sandbox_mode {
         SandboxMode::ReadOnly => format!(
@@ -117,7 +119,7 @@ mod tests {
         SafetySettings {
             sandbox_mode: mode,
             approval_policy: policy,
-            network: false,
+            network: NetworkAccess::Off,
         }
     }
 
@@ -144,13 +146,22 @@ mod tests {
             }
         }
         let open = SafetySettings {
-            network: true,
+            network: NetworkAccess::On,
             ..default_safety()
         };
         let open = system_prompt(&catalog, &open, &ProjectInstructions::default());
         assert!(open.contains("may use the network") && !open.contains("have no network"));
         let closed = system_prompt(&catalog, &default_safety(), &ProjectInstructions::default());
         assert!(closed.contains("have no network") && !closed.contains("may use the network"));
+        let listed = SafetySettings {
+            network: NetworkAccess::Allowlist,
+            ..default_safety()
+        };
+        let listed = system_prompt(&catalog, &listed, &ProjectInstructions::default());
+        assert!(
+            listed.contains("only the hosts the user allowed")
+                && !listed.contains("have no network")
+        );
     }
 
     #[test]
@@ -216,7 +227,11 @@ mod tests {
         let tool_bytes: usize = catalog.specs().iter().map(|s| wire_tool(s).len()).sum();
         for mode in SandboxMode::ALL {
             for policy in ApprovalPolicy::ALL {
-                for network in [false, true] {
+                for network in [
+                    NetworkAccess::Off,
+                    NetworkAccess::On,
+                    NetworkAccess::Allowlist,
+                ] {
                     let safety = SafetySettings {
                         network,
                         ..safety(mode, policy)

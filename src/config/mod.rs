@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use crate::agent::AgentSettings;
 use crate::hooks::HooksConfig;
+pub use crate::protocol::NetworkAccess;
 use crate::protocol::changes::{DelegateMerge, DelegateWrite};
 use crate::protocol::ipc::PlanFlavour;
 use crate::protocol::{ApprovalPolicy, SandboxMode};
@@ -192,43 +193,6 @@ pub struct SafetyConfig {
     pub network_rules: crate::net::NetRules,
     /// Canonical extra folders commands may write.
     pub writable_roots: Vec<PathBuf>,
-}
-
-/// `network`: what the main agent's sandboxed commands may reach.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NetworkAccess {
-    /// `false` (the default): no network at all.
-    Off,
-    /// `true`: the network, unfiltered.
-    On,
-    /// `"allowlist"`: only what `network_allow` lists (or the person
-    /// approves), through Fido's proxy (`net::proxy`).
-    Allowlist,
-}
-
-impl NetworkAccess {
-    /// The config spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NetworkAccess::Off => "false",
-            NetworkAccess::On => "true",
-            NetworkAccess::Allowlist => "allowlist",
-        }
-    }
-
-    /// Whether commands reach the network directly (`true`).
-    pub fn is_direct(self) -> bool {
-        match self {
-            NetworkAccess::On => true,
-            NetworkAccess::Off | NetworkAccess::Allowlist => false,
-        }
-    }
-}
-
-impl fmt::Display for NetworkAccess {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// Limits of `delegate`.

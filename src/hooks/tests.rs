@@ -25,7 +25,7 @@ fn untrusted(approver: Option<Arc<dyn Approver>>) -> Approvals {
     let settings = SafetySettings {
         sandbox_mode: SandboxMode::WorkspaceWrite,
         approval_policy: ApprovalPolicy::Untrusted,
-        network: false,
+        network: crate::protocol::NetworkAccess::Off,
     };
     Approvals::new(settings, approver)
 }

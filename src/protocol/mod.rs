@@ -27,4 +27,6 @@ pub mod schema;
 pub use event::{CompactionStrategy, Event, EventKind, SubagentPhase, TurnStatus, UsageTotals};
 pub use identity::Identity;
 pub use message::{Message, RESTORE_CALL_ID, ToolCall, ToolSpec, Usage};
-pub use safety::{ApprovalDecision, ApprovalPolicy, ApprovalRequest, SafetySettings, SandboxMode};
+pub use safety::{
+    ApprovalDecision, ApprovalPolicy, ApprovalRequest, NetworkAccess, SafetySettings, SandboxMode,
+};

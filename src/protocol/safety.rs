@@ -107,8 +107,76 @@ impl fmt::Display for ApprovalPolicy {
 pub struct SafetySettings {
     pub sandbox_mode: SandboxMode,
     pub approval_policy: ApprovalPolicy,
-    /// Commands may use the network (`network = true`).
-    pub network: bool,
+    /// What commands may reach (`network`).
+    pub network: NetworkAccess,
+}
+
+/// `network`: what the main agent's sandboxed commands may reach.
+/// On the wire as in the config: `false`, `true` or `"allowlist"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NetworkAccess {
+    /// `false` (the default): no network at all.
+    #[default]
+    Off,
+    /// `true`: the network, unfiltered.
+    On,
+    /// `"allowlist"`: only what `network_allow` lists (or the person
+    /// approves), through Fido's proxy (`net::proxy`).
+    Allowlist,
+}
+
+impl NetworkAccess {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetworkAccess::Off => "false",
+            NetworkAccess::On => "true",
+            NetworkAccess::Allowlist => "allowlist",
+        }
+    }
+
+    /// Whether commands reach the network directly (`true`).
+    pub fn is_direct(self) -> bool {
+        match self {
+            NetworkAccess::On => true,
+            NetworkAccess::Off | NetworkAccess::Allowlist => false,
+        }
+    }
+}
+
+impl fmt::Display for NetworkAccess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for NetworkAccess {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            NetworkAccess::Off => serializer.serialize_bool(false),
+            NetworkAccess::On => serializer.serialize_bool(true),
+            NetworkAccess::Allowlist => serializer.serialize_str("allowlist"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for NetworkAccess {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Wire {
+            Flag(bool),
+            Word(String),
+        }
+        match Wire::deserialize(deserializer)? {
+            Wire::Flag(false) => Ok(NetworkAccess::Off),
+            Wire::Flag(true) => Ok(NetworkAccess::On),
+            Wire::Word(word) if word == "allowlist" => Ok(NetworkAccess::Allowlist),
+            Wire::Word(word) => Err(serde::de::Error::custom(format!(
+                "network: expected true, false or \"allowlist\", not {word:?}"
+            ))),
+        }
+    }
 }
 
 /// What the guard asks the person to approve. Sent by the invocation guard
@@ -192,4 +260,23 @@ pub enum ApprovalDecision {
     ApprovedForSession,
     /// `n` or Esc, with the reason the person typed, if any.
     Denied { reason: Option<String> },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NetworkAccess;
+
+    #[test]
+    fn network_access_keeps_the_boolean_wire_form_and_adds_allowlist() {
+        for (access, wire) in [
+            (NetworkAccess::Off, "false"),
+            (NetworkAccess::On, "true"),
+            (NetworkAccess::Allowlist, "\"allowlist\""),
+        ] {
+            assert_eq!(serde_json::to_string(&access).unwrap(), wire);
+            assert_eq!(serde_json::from_str::<NetworkAccess>(wire).unwrap(), access);
+        }
+        let err = serde_json::from_str::<NetworkAccess>("\"some\"").unwrap_err();
+        assert!(err.to_string().contains("expected true, false"), "{err}");
+    }
 }

@@ -32,7 +32,7 @@ pub fn tool_env(
     let settings = SafetySettings {
         sandbox_mode: config.safety.sandbox_mode,
         approval_policy: approval,
-        network: config.safety.network.is_direct(),
+        network: config.safety.network,
     };
     let browser = Arc::new(Browser::new(
         config.safety.network_rules.clone(),

@@ -379,7 +379,7 @@ fn tool_env(
             crate::protocol::SafetySettings {
                 sandbox_mode,
                 approval_policy: crate::protocol::ApprovalPolicy::Never,
-                network: false,
+                network: crate::protocol::NetworkAccess::Off,
             },
             None,
         ),

@@ -417,7 +417,7 @@ mod tests {
         SafetySettings {
             sandbox_mode: mode,
             approval_policy: policy,
-            network: false,
+            network: crate::protocol::NetworkAccess::Off,
         }
     }
 

@@ -217,9 +217,9 @@ async fn background_jobs_do_not_hang_and_are_killed() {
 }
 
 /// A session whose commands go through an allowlist proxy listing only
-/// `allow`, headless. The sandbox is otherwise open: the confinement
-/// that leaves the proxy as the only way out is the sandbox's business;
-/// this is about what the command is told and what the model hears.
+/// `allow`, headless, in a workspace-write sandbox routed through it (the
+/// confinement itself is tested in `sandbox::netns`; this is about what
+/// the command is told and what the model hears).
 fn proxied(allow: &str) -> (tempfile::TempDir, ToolEnv) {
     use crate::net::proxy::{Proxy, ProxyLimits};
     let (dir, mut env) = setup();
@@ -230,8 +230,15 @@ fn proxied(allow: &str) -> (tempfile::TempDir, ToolEnv) {
     let headless = crate::tools::approval::Approvals::new(env.approvals.settings().clone(), None);
     let browser = crate::tools::web::Browser::new(rules, headless);
     let proxy = Proxy::start(Arc::new(browser), ProxyLimits::default()).unwrap();
-    let sandbox = CommandSandbox::unconfined().with_proxy(proxy.route());
-    env.sandbox = Arc::new(sandbox.unwrap());
+    let policy = crate::sandbox::CommandPolicy {
+        mode: crate::protocol::SandboxMode::WorkspaceWrite,
+        network: false,
+        workspace: dir.path().to_path_buf(),
+        writable_roots: Vec::new(),
+        deny: Vec::new(),
+    };
+    let sandbox = CommandSandbox::prepare(&policy).unwrap();
+    env.sandbox = Arc::new(sandbox.with_proxy(proxy.route()).unwrap());
     env.proxy = Some(Arc::new(proxy));
     (dir, env)
 }

@@ -58,7 +58,7 @@ impl Setup {
         let settings = SafetySettings {
             sandbox_mode: SandboxMode::WorkspaceWrite,
             approval_policy: self.policy,
-            network: false,
+            network: crate::protocol::NetworkAccess::Off,
         };
         let browser = Browser::new(rules, Approvals::new(settings, self.approver));
         env.web = Some(Arc::new(browser.with_limits(self.limits)));

@@ -295,7 +295,7 @@ mod tests {
             mcp_call_gate(&SafetySettings {
                 sandbox_mode: SandboxMode::WorkspaceWrite,
                 approval_policy: policy,
-                network: false,
+                network: crate::protocol::NetworkAccess::Off,
             })
         };
         assert_eq!(gate(ApprovalPolicy::Untrusted), Gate::Ask);
@@ -310,7 +310,7 @@ mod tests {
                 &SafetySettings {
                     sandbox_mode: SandboxMode::WorkspaceWrite,
                     approval_policy: policy,
-                    network: false,
+                    network: crate::protocol::NetworkAccess::Off,
                 },
                 &Target::new(host, port),
             )

@@ -27,7 +27,7 @@ pub(crate) fn env(root: &Path) -> ToolEnv {
             crate::protocol::SafetySettings {
                 sandbox_mode: crate::protocol::SandboxMode::DangerFullAccess,
                 approval_policy: crate::protocol::ApprovalPolicy::Never,
-                network: true,
+                network: crate::protocol::NetworkAccess::On,
             },
             None,
         ),

@@ -32,7 +32,7 @@ fn approvals(policy: ApprovalPolicy, approver: Option<Arc<dyn Approver>>) -> App
     let settings = SafetySettings {
         sandbox_mode: SandboxMode::WorkspaceWrite,
         approval_policy: policy,
-        network: false,
+        network: crate::protocol::NetworkAccess::Off,
     };
     Approvals::new(settings, approver)
 }

@@ -189,7 +189,7 @@ async fn the_approval_prompt_numbers_and_colours_its_diff_like_the_transcript() 
         crate::protocol::SafetySettings {
             sandbox_mode: crate::protocol::SandboxMode::WorkspaceWrite,
             approval_policy: crate::protocol::ApprovalPolicy::Untrusted,
-            network: false,
+            network: crate::protocol::NetworkAccess::Off,
         },
         Some(recorder.clone()),
     );
