@@ -15,7 +15,7 @@ use nix::unistd::Pid;
 
 use super::preamble::{ConfigWarnings, load_config};
 use crate::config::Overrides;
-use crate::protocol::SandboxMode;
+use crate::protocol::{NetworkAccess, SandboxMode};
 use crate::sandbox::check::{self, ProbeRole, ProbeTargets, Summary};
 use crate::sandbox::child::error_chain;
 
@@ -118,8 +118,8 @@ fn probe_child(args: CheckArgs) -> ExitCode {
 
 fn check(overrides: &Overrides) -> ExitCode {
     super::init_logging();
-    let configured = match load_config(overrides, ConfigWarnings::Keep) {
-        Ok(config) => config.safety.sandbox_mode,
+    let (configured, network) = match load_config(overrides, ConfigWarnings::Keep) {
+        Ok(config) => (config.safety.sandbox_mode, config.safety.network),
         Err(code) => return code,
     };
     let (subagent, commands, write, allowlist) = match probe_every_role() {
@@ -160,10 +160,33 @@ fn check(overrides: &Overrides) -> ExitCode {
             summary.print_child_output();
         }
     }
+    if allowlist_configured(network, configured) {
+        match &allowlist {
+            Ok(summary) if summary.enforced() => {}
+            Ok(summary) => {
+                enforced = false;
+                summary.print_child_output();
+            }
+            Err(message) => {
+                eprintln!("fido: network = \"allowlist\" is configured, but {message}");
+                enforced = false;
+            }
+        }
+    }
     if enforced {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    }
+}
+
+/// Whether the configuration routes commands through the allowlist proxy,
+/// so that its confinement must hold for the check to pass.
+fn allowlist_configured(network: NetworkAccess, mode: SandboxMode) -> bool {
+    match (network, mode) {
+        (NetworkAccess::Allowlist, SandboxMode::ReadOnly | SandboxMode::WorkspaceWrite) => true,
+        (NetworkAccess::Allowlist, SandboxMode::DangerFullAccess)
+        | (NetworkAccess::Off | NetworkAccess::On, _) => false,
     }
 }
 
