@@ -2,50 +2,13 @@
 //! commands are pointed at the session's proxy; a subagent's commands are
 //! not (a subagent keeps no network at all).
 
-use std::process::{Output, Stdio};
+use serde_json::json;
 
-use serde_json::{Value, json};
-
-use crate::common::process::{RUN_TIMEOUT, run_in};
 use crate::common::sse;
-use crate::common::{FakeServer, Reply, fido_cmd_with_home};
+use crate::common::turns::{call, exec_with_config, tool_result};
+use crate::common::{FakeServer, Reply};
 
 const FINAL_JSON: &str = r#"{"summary": "looked", "findings": [], "recommended_next_steps": ["none"], "tests_to_run": [], "uncertainties": []}"#;
-
-/// `fido exec --json` against `server` with `config` as the user config.
-fn exec(server: &FakeServer, config: &str) -> Output {
-    let ws = tempfile::tempdir().unwrap();
-    let home = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(home.path().join("fido")).unwrap();
-    std::fs::write(home.path().join("fido/config.toml"), config).unwrap();
-    let mut cmd = fido_cmd_with_home(home.path());
-    cmd.arg("-C")
-        .arg(ws.path())
-        .args(["exec", "--json", "--", "go"])
-        .env("FIDO_PROVIDER", "openai")
-        .env("FIDO_BASE_URL", server.base_url())
-        .env("FIDO_MODEL", "test-model")
-        .env("FIDO_API_KEY", "secret-test-key")
-        .env("NO_PROXY", "*")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    run_in(ws.path(), cmd, None, RUN_TIMEOUT)
-}
-
-fn call(id: &str, name: &str, args: Value) -> Reply {
-    Reply::sse(sse::tool_call_turn(&[(id, name, &args.to_string())]))
-}
-
-fn tool_result(request: &Value, call_id: &str) -> String {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id)
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_else(|| panic!("no tool result for {call_id} in {request:#}"))
-        .to_string()
-}
 
 #[test]
 fn the_main_agents_commands_go_to_the_proxy_and_a_subagents_get_no_network() {
@@ -64,7 +27,7 @@ fn the_main_agents_commands_go_to_the_proxy_and_a_subagents_get_no_network() {
     ] {
         server.push_reply(reply);
     }
-    let output = exec(&server, "network = \"allowlist\"\n");
+    let output = exec_with_config(&server, "network = \"allowlist\"\n", &[("NO_PROXY", "*")]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     let requests = server.model_requests();
@@ -142,7 +105,7 @@ fn a_confined_command_reaches_a_listed_host_through_the_proxy_and_nothing_else()
         "network = \"allowlist\"\nsandbox_mode = \"workspace-write\"\nnetwork_allow = [\"{}\"]\n",
         server.addr()
     );
-    let output = exec(&server, &config);
+    let output = exec_with_config(&server, &config, &[("NO_PROXY", "*")]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     let requests = server.model_requests();

@@ -3,52 +3,15 @@
 //! subagent, whose call the parent runs; an unlisted host is refused in a
 //! headless run with the line that would allow it.
 
-use std::process::{Output, Stdio};
-
 use serde_json::{Value, json};
 
-use crate::common::process::{RUN_TIMEOUT, run_in};
 use crate::common::sse;
-use crate::common::{FakeServer, Reply, fido_cmd_with_home};
+use crate::common::turns::{call, exec_with_config, tool_result};
+use crate::common::{FakeServer, Reply};
 
 const FINAL_JSON: &str = r#"{"summary": "read the page", "findings": [], "recommended_next_steps": ["none"], "tests_to_run": [], "uncertainties": []}"#;
 
 const PAGE: &str = r#"{"page": "the docs say 42"}"#;
-
-/// `fido exec --json` against `server` with `config` as the user config.
-fn exec(server: &FakeServer, config: &str) -> Output {
-    let ws = tempfile::tempdir().unwrap();
-    let home = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(home.path().join("fido")).unwrap();
-    std::fs::write(home.path().join("fido/config.toml"), config).unwrap();
-    let mut cmd = fido_cmd_with_home(home.path());
-    cmd.arg("-C")
-        .arg(ws.path())
-        .args(["exec", "--json", "--", "go"])
-        .env("FIDO_PROVIDER", "openai")
-        .env("FIDO_BASE_URL", server.base_url())
-        .env("FIDO_MODEL", "test-model")
-        .env("FIDO_API_KEY", "secret-test-key")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    run_in(ws.path(), cmd, None, RUN_TIMEOUT)
-}
-
-fn call(id: &str, name: &str, args: Value) -> Reply {
-    Reply::sse(sse::tool_call_turn(&[(id, name, &args.to_string())]))
-}
-
-/// The tool result for `call_id` in a recorded request.
-fn tool_result(request: &Value, call_id: &str) -> String {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id)
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_else(|| panic!("no tool result for {call_id} in {request:#}"))
-        .to_string()
-}
 
 /// The page requests the fake server saw.
 fn page_requests(server: &FakeServer) -> Vec<crate::common::server::RecordedRequest> {
@@ -76,7 +39,7 @@ fn a_subagents_browse_url_is_fetched_by_the_parent() {
     ] {
         server.push_reply(reply);
     }
-    let output = exec(&server, &allow_the_server(&server));
+    let output = exec_with_config(&server, &allow_the_server(&server), &[]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     let requests = server.model_requests();
@@ -114,7 +77,7 @@ fn an_unlisted_host_is_refused_headless_with_the_line_that_allows_it() {
         ),
         Reply::sse(sse::text_turn("done")),
     ]);
-    let output = exec(&server, "");
+    let output = exec_with_config(&server, "", &[]);
     assert!(
         output.status.success(),
         "{}",
@@ -143,7 +106,7 @@ fn a_subagents_browse_url_of_an_unlisted_host_is_refused_by_the_parents_policy()
         Reply::sse(sse::text_turn(FINAL_JSON)),
         Reply::sse(sse::text_turn("done")),
     ]);
-    let output = exec(&server, "");
+    let output = exec_with_config(&server, "", &[]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     let requests = server.model_requests();

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::common::process::pids_with;
 use crate::common::sse;
+use crate::common::turns::tool_result;
 use crate::common::{
     FakeServer, Reply, assert_conversation_invariants, events_of, parse_events, run_exec,
 };
@@ -64,18 +65,6 @@ fn hook(event: &str, matcher: Option<&str>, command: &str, timeout_ms: Option<u6
 
 fn toml_string(text: &str) -> String {
     serde_json::to_string(text).unwrap()
-}
-
-/// The content of the tool message answering `call_id`.
-fn tool_result(request: &Value, call_id: &str) -> String {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id)
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_else(|| panic!("no tool result for {call_id} in {request:#}"))
-        .to_string()
 }
 
 /// The user messages of a request, in order.

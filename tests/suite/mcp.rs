@@ -14,6 +14,7 @@ use crate::common::catalog::{advertised_fingerprint, child_catalogs};
 use crate::common::process::RUN_TIMEOUT;
 use crate::common::process::run_in;
 use crate::common::sse;
+use crate::common::turns::{call, tool_result};
 use crate::common::{FakeServer, Reply, fido_cmd_with_home};
 
 fn fixture() -> PathBuf {
@@ -118,22 +119,6 @@ fn processes_with(marker: &str) -> Vec<u32> {
 
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-fn call(id: &str, name: &str, args: Value) -> Reply {
-    Reply::sse(sse::tool_call_turn(&[(id, name, &args.to_string())]))
-}
-
-/// The tool result for `call_id` in a recorded request.
-fn tool_result(request: &Value, call_id: &str) -> String {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id)
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_else(|| panic!("no tool result for {call_id} in {request:#}"))
-        .to_string()
 }
 
 fn tool_names(request: &Value) -> Vec<String> {
