@@ -235,16 +235,22 @@ unsafe fn bring_loopback_up() -> io::Result<()> {
     }
 }
 
-/// A non-blocking TCP listener on `127.0.0.1:port`.
-unsafe fn listen_on_loopback(port: u16) -> io::Result<libc::c_int> {
-    let address = libc::sockaddr_in {
+/// `127.0.0.1:port` as the socket calls take it (built on the stack: no
+/// allocation, so it serves between fork and exec).
+pub(crate) fn loopback_address(port: u16) -> libc::sockaddr_in {
+    libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
         sin_port: port.to_be(),
         sin_addr: libc::in_addr {
             s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
         },
         sin_zero: [0; 8],
-    };
+    }
+}
+
+/// A non-blocking TCP listener on `127.0.0.1:port`.
+unsafe fn listen_on_loopback(port: u16) -> io::Result<libc::c_int> {
+    let address = loopback_address(port);
     // SAFETY: plain syscalls on the stack address above.
     unsafe {
         let flags = libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK;

@@ -342,14 +342,7 @@ mod tests {
 
     /// A TCP Fast Open `sendto` to `127.0.0.1:port`; the errno (0: sent).
     fn fast_open_errno(port: u16) -> i32 {
-        let addr = libc::sockaddr_in {
-            sin_family: libc::AF_INET as libc::sa_family_t,
-            sin_port: port.to_be(),
-            sin_addr: libc::in_addr {
-                s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
-            },
-            sin_zero: [0; 8],
-        };
+        let addr = crate::sandbox::netns::loopback_address(port);
         // SAFETY: a socket call, a sendto from a constant buffer to the
         // stack address above, and its close.
         unsafe {

@@ -120,14 +120,7 @@ pub(in super::super) const DNS_LOOKUP: Probe = Probe::new("dns-lookup", |_| {
 /// from `sendto` without `connect(2)`, past Landlock's port rule, so the
 /// seccomp filter refuses it behind the allowlist proxy.
 pub(in super::super) const TCP_FAST_OPEN: Probe = Probe::new("tcp-fast-open", |t| {
-    let address = libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: t.tcp_port.to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from(Ipv4Addr::LOCALHOST).to_be(),
-        },
-        sin_zero: [0; 8],
-    };
+    let address = crate::sandbox::netns::loopback_address(t.tcp_port);
     // SAFETY: a socket, a sendto from a constant buffer to the stack
     // address above, and its close.
     unsafe {
