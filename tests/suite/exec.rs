@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::common::compaction;
 use crate::common::process::wait_in;
@@ -24,18 +24,8 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-/// The tool message answering `call_id` in a recorded request.
-fn tool_result<'a>(request: &'a Value, call_id: &str) -> &'a str {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id)
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_else(|| panic!("no tool result for {call_id} in {request:#}"))
-}
-
 use crate::common::process::pids_with as processes_with;
+use crate::common::turns::tool_result;
 
 fn assert_gone(marker: &str) {
     let deadline = Instant::now() + Duration::from_secs(5);
