@@ -207,7 +207,10 @@ impl Hooks {
                 .reason
                 .as_deref()
                 .map(|r| crate::text::summary(r, 200)),
-            (None, HookDecision::None | HookDecision::Allow | HookDecision::Ask) => None,
+            (None, HookDecision::None | HookDecision::Allow | HookDecision::Ask) => reply
+                .notice
+                .as_deref()
+                .map(|n| crate::text::summary(n, 200)),
         };
         if let Some(failure) = &reply.failure {
             tracing::warn!(event, command = %command, "a hook failed (non-blocking): {failure}");

@@ -27,6 +27,8 @@ pub struct Reply {
     pub reason: Option<String>,
     /// Text added to the conversation for the model.
     pub context: Option<String>,
+    /// `systemMessage`: a line for the person, never the model.
+    pub notice: Option<String>,
     /// It failed (a non-blocking error), saying how.
     pub failure: Option<String>,
 }
@@ -119,6 +121,7 @@ fn json_reply(value: &Value) -> Reply {
         (value.get("decision"), text(value.get("reason")))
     };
     let context = text(specific.and_then(|s| s.get("additionalContext")));
+    let notice = text(value.get("systemMessage"));
     let decision = match word.map(|w| w.as_str().unwrap_or("?")) {
         None => HookDecision::None,
         Some("allow" | "approve") => HookDecision::Allow,
@@ -127,6 +130,7 @@ fn json_reply(value: &Value) -> Reply {
         Some(other) => {
             return Reply {
                 context,
+                notice,
                 failure: Some(format!(
                     "replied with the unknown decision {:?} (expected allow, deny, ask, block or approve); it was ignored",
                     crate::text::summary(other, 40)
@@ -139,6 +143,7 @@ fn json_reply(value: &Value) -> Reply {
         decision,
         reason,
         context,
+        notice,
         failure: None,
     }
 }
@@ -190,7 +195,7 @@ mod tests {
 
     #[test]
     fn both_reply_shapes_map_onto_allow_deny_ask() {
-        let claude = r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"not today","additionalContext":"see CONTRIBUTING"}}"#;
+        let claude = r#"{"systemMessage":"guard ran","hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"not today","additionalContext":"see CONTRIBUTING"}}"#;
         let reply = interpret(HookEvent::PreToolUse, &ran(0, claude, ""));
         assert_eq!(
             reply,
@@ -198,6 +203,7 @@ mod tests {
                 decision: HookDecision::Deny,
                 reason: Some("not today".into()),
                 context: Some("see CONTRIBUTING".into()),
+                notice: Some("guard ran".into()),
                 failure: None,
             }
         );

@@ -59,11 +59,14 @@ impl HookDecision {
     }
 }
 
-/// The one line a person is shown about a hook: when it blocked something
-/// or failed; a hook that ran quietly and let things go on shows nothing.
+/// The one line a person is shown about a hook: when it blocked something,
+/// failed, or let things go on with a message for the person
+/// (`systemMessage`); a hook that ran quietly shows nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HookNotice {
     Blocked(String),
+    /// It let things go on and had something to say.
+    Said(String),
     /// It failed; that blocked nothing.
     Failed(String),
 }
@@ -98,13 +101,42 @@ impl HookNotice {
             HookDecision::Deny => Some(HookNotice::Blocked(format!(
                 "{event} hook `{command}` blocked{why}"
             ))),
-            HookDecision::None | HookDecision::Allow | HookDecision::Ask => None,
+            HookDecision::None | HookDecision::Allow | HookDecision::Ask => {
+                message.as_deref().map(|m| {
+                    HookNotice::Said(format!("{event} hook `{command}`: {}", summary(m, 160)))
+                })
+            }
         }
     }
 
     pub fn text(&self) -> &str {
         match self {
-            HookNotice::Blocked(text) | HookNotice::Failed(text) => text,
+            HookNotice::Blocked(text) | HookNotice::Said(text) | HookNotice::Failed(text) => text,
+        }
+    }
+}
+
+/// A `hook_finished` of `./guard.sh` for PreToolUse, for the tests of
+/// what it shows.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{HookDecision, HookStatus};
+    use crate::protocol::EventKind;
+
+    pub(crate) fn finished(
+        status: HookStatus,
+        exit_code: Option<i32>,
+        decision: HookDecision,
+        message: Option<&str>,
+    ) -> EventKind {
+        EventKind::HookFinished {
+            event: "PreToolUse".into(),
+            command: "./guard.sh".into(),
+            status,
+            exit_code,
+            decision,
+            elapsed_ms: 3,
+            message: message.map(str::to_string),
         }
     }
 }
@@ -115,19 +147,11 @@ mod tests {
     use crate::protocol::EventKind;
 
     fn finished(status: HookStatus, exit_code: Option<i32>, decision: HookDecision) -> EventKind {
-        EventKind::HookFinished {
-            event: "PreToolUse".into(),
-            command: "./guard.sh".into(),
-            status,
-            exit_code,
-            decision,
-            elapsed_ms: 3,
-            message: Some("no".into()),
-        }
+        testing::finished(status, exit_code, decision, Some("no"))
     }
 
     #[test]
-    fn a_block_and_a_failure_are_one_line_and_a_quiet_hook_nothing() {
+    fn a_block_a_failure_and_a_message_are_one_line_and_a_quiet_hook_nothing() {
         assert_eq!(
             HookNotice::of(&finished(HookStatus::Exited, Some(2), HookDecision::Deny)),
             Some(HookNotice::Blocked(
@@ -140,10 +164,13 @@ mod tests {
                 "PreToolUse hook `./guard.sh` failed (ignored): no".into()
             ))
         );
+        // A hook that goes on shows its systemMessage, and nothing without.
         assert_eq!(
             HookNotice::of(&finished(HookStatus::Exited, Some(0), HookDecision::Allow)),
-            None
+            Some(HookNotice::Said("PreToolUse hook `./guard.sh`: no".into()))
         );
+        let quiet = testing::finished(HookStatus::Exited, Some(0), HookDecision::None, None);
+        assert_eq!(HookNotice::of(&quiet), None);
     }
 
     /// The `--json` lines of the hook events.

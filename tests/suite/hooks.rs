@@ -148,6 +148,36 @@ fn a_json_permission_decision_deny_refuses_the_call() {
 }
 
 #[test]
+fn a_system_message_is_shown_to_the_person_and_never_reaches_the_model() {
+    let setup = Setup::new();
+    let server = read_then_rm();
+    let reply = r#"{"systemMessage":"checked by the house guard"}"#;
+    let guard = hook(
+        "PreToolUse",
+        Some("read_file"),
+        &format!("echo '{reply}'"),
+        None,
+    );
+    let output = setup.run(&server, &guard, &[]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    assert!(
+        stderr(&output).contains("PreToolUse hook `echo"),
+        "stderr: {}",
+        stderr(&output)
+    );
+    assert!(stderr(&output).contains(": checked by the house guard"));
+    let events = parse_events(&output.stdout);
+    let pre = finished(&events, "PreToolUse");
+    assert_eq!(pre.len(), 1, "{events:#?}");
+    assert_eq!(pre[0]["decision"], "none");
+    assert_eq!(pre[0]["message"], "checked by the house guard");
+    // The call ran, and the model never saw the message.
+    assert!(!setup.ws.path().join("notes.txt").exists(), "rm ran");
+    let next = server.model_requests()[1].body().to_string();
+    assert!(!next.contains("house guard"), "{next}");
+}
+
+#[test]
 fn a_post_tool_use_formatter_runs_after_patch_and_its_context_reaches_the_model() {
     let setup = Setup::new();
     let server = FakeServer::start(vec![

@@ -1,5 +1,6 @@
-//! User hooks in the transcript: one line when a hook blocks something or
-//! fails ([`HookNotice`]); hooks that run quietly are not shown.
+//! User hooks in the transcript: one line when a hook blocks something,
+//! fails or has a message for the person ([`HookNotice`]); hooks that run
+//! quietly are not shown.
 
 use super::{Entry, Store};
 use crate::protocol::EventKind;
@@ -10,7 +11,7 @@ impl Store {
     pub(super) fn hook(&mut self, event: &EventKind) -> bool {
         let entry = match HookNotice::of(event) {
             None => return false,
-            Some(HookNotice::Blocked(text)) => Entry::Info(text),
+            Some(HookNotice::Blocked(text) | HookNotice::Said(text)) => Entry::Info(text),
             Some(HookNotice::Failed(text)) => Entry::Error(text),
         };
         self.push(entry);
@@ -27,19 +28,11 @@ mod tests {
     use crate::ui::store::{Entry, Store};
 
     fn finished(status: HookStatus, exit_code: Option<i32>, decision: HookDecision) -> EventKind {
-        EventKind::HookFinished {
-            event: "PreToolUse".into(),
-            command: "./guard.sh".into(),
-            status,
-            exit_code,
-            decision,
-            elapsed_ms: 5,
-            message: Some("frozen".into()),
-        }
+        crate::protocol::hook::testing::finished(status, exit_code, decision, Some("frozen"))
     }
 
     #[test]
-    fn the_transcript_gets_one_line_for_a_blocking_or_failing_hook_only() {
+    fn the_transcript_gets_one_line_for_a_blocking_failing_or_speaking_hook_only() {
         let mut store = Store::new((80, 24));
         let now = Instant::now();
         let started = EventKind::HookStarted {
@@ -47,10 +40,13 @@ mod tests {
             command: "./guard.sh".into(),
         };
         assert!(!store.apply(&started, now));
-        assert!(!store.apply(
-            &finished(HookStatus::Exited, Some(0), HookDecision::None),
-            now
-        ));
+        let quiet = crate::protocol::hook::testing::finished(
+            HookStatus::Exited,
+            Some(0),
+            HookDecision::None,
+            None,
+        );
+        assert!(!store.apply(&quiet, now));
         assert!(store.transcript.is_empty());
         assert!(store.apply(
             &finished(HookStatus::Exited, Some(2), HookDecision::Deny),
@@ -60,11 +56,16 @@ mod tests {
             &finished(HookStatus::Killed, Some(11), HookDecision::None),
             now
         ));
+        assert!(store.apply(
+            &finished(HookStatus::Exited, Some(0), HookDecision::Allow),
+            now
+        ));
         assert_eq!(
             &store.transcript[..],
             [
                 Entry::Info("PreToolUse hook `./guard.sh` blocked: frozen".into()),
                 Entry::Error("PreToolUse hook `./guard.sh` failed (ignored): frozen".into()),
+                Entry::Info("PreToolUse hook `./guard.sh`: frozen".into()),
             ]
         );
     }
