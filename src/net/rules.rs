@@ -35,6 +35,16 @@ impl Target {
     pub fn ip(&self) -> Option<IpAddr> {
         self.host.parse().ok()
     }
+
+    /// As a `network_allow` entry would name it: without the port for 80
+    /// and 443, which a bare host means.
+    pub fn listed(&self) -> String {
+        match (self.ip(), self.port) {
+            (Some(IpAddr::V6(ip)), 80 | 443) => format!("[{ip}]"),
+            (_, 80 | 443) => self.host.clone(),
+            _ => self.to_string(),
+        }
+    }
 }
 
 impl fmt::Display for Target {

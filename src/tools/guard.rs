@@ -190,12 +190,7 @@ pub fn browse_gate(settings: &SafetySettings, host: &Target) -> Gate {
 
 /// The `network_allow` line that would list `host`.
 pub fn allow_hint(host: &Target) -> String {
-    let listed = match (host.ip(), host.port) {
-        (Some(std::net::IpAddr::V6(ip)), 80 | 443) => format!("[{ip}]"),
-        (_, 80 | 443) => host.host.clone(),
-        _ => host.to_string(),
-    };
-    format!("network_allow = [\"{listed}\"]")
+    format!("network_allow = [\"{}\"]", host.listed())
 }
 
 fn refusal(code: DelegateErrorCode, message: &str) -> ToolOutput {

@@ -89,18 +89,8 @@ pub fn route_command(command: &mut tokio::process::Command, port: u16) {
 pub fn blocked_line(target: &Target) -> String {
     format!(
         "blocked by network allowlist: {} (add it to network_allow)",
-        listed_form(target)
+        target.listed()
     )
-}
-
-/// `target` as a `network_allow` entry would name it: without the port
-/// for 80 and 443, which a bare host means.
-fn listed_form(target: &Target) -> String {
-    match (target.ip(), target.port) {
-        (Some(std::net::IpAddr::V6(ip)), 80 | 443) => format!("[{ip}]"),
-        (_, 80 | 443) => target.host.clone(),
-        _ => target.to_string(),
-    }
 }
 
 /// A running proxy; dropping it stops the listener, the bridge and every

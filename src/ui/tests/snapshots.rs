@@ -13,7 +13,7 @@ use crate::ui::keys::handle_key;
 use crate::ui::store::Store;
 use crate::ui::widgets::{SUBAGENT_ACCENT, SUBAGENT_TEXT};
 
-fn snapshot(name: &str, terminal: &Terminal<TestBackend>) {
+pub(super) fn snapshot(name: &str, terminal: &Terminal<TestBackend>) {
     insta::with_settings!({
         snapshot_path => "../snapshots",
         prepend_module_to_snapshot => false,

@@ -5,9 +5,8 @@
 use std::time::Instant;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
 
+use super::snapshots::snapshot;
 use super::*;
 use crate::protocol::TurnStatus;
 use crate::ui::keys::{Action, handle_key, release_queued};
@@ -245,16 +244,6 @@ fn the_status_line_and_the_placeholder_say_what_enter_does() {
         text.contains("Enter sends the next queued message"),
         "{text}"
     );
-}
-
-fn snapshot(name: &str, terminal: &Terminal<TestBackend>) {
-    insta::with_settings!({
-        snapshot_path => "../snapshots",
-        prepend_module_to_snapshot => false,
-        omit_expression => true,
-    }, {
-        insta::assert_snapshot!(name, terminal.backend().to_string());
-    });
 }
 
 /// Five lines queued (one long, one of two lines) and a draft.
