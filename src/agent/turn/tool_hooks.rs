@@ -9,7 +9,7 @@ use std::future::Future;
 use std::sync::{Mutex, PoisonError};
 
 use super::super::{AgentDeps, Conversation};
-use crate::hooks::HookInput;
+use crate::hooks::{HookEvent, HookInput, HookOutcome};
 use crate::protocol::hook::HookDecision;
 use crate::protocol::{Message, ToolCall};
 use crate::tools::ToolOutput;
@@ -50,13 +50,19 @@ where
     Fut: Future<Output = ToolOutput>,
 {
     let hooks = &deps.tool_env.hooks;
-    let pre = hooks
-        .run(HookInput::PreToolUse {
-            tool_name: call.name.clone(),
-            tool_input: HookInput::tool_input(&call.arguments),
-            tool_use_id: call.id.clone(),
-        })
-        .await;
+    // Without a matching hook the call pays for no input: parsing the
+    // arguments (and, after it, copying the output) is skipped.
+    let pre = if hooks.any(HookEvent::PreToolUse, Some(&call.name)) {
+        hooks
+            .run(HookInput::PreToolUse {
+                tool_name: call.name.clone(),
+                tool_input: HookInput::tool_input(&call.arguments),
+                tool_use_id: call.id.clone(),
+            })
+            .await
+    } else {
+        HookOutcome::default()
+    };
     add_context(notes, "PreToolUse", call, pre.context_text());
     let preapproved = match pre.decision {
         HookDecision::Deny => return guard::hook_refusal("PreToolUse", &pre.reason_text()),
@@ -87,9 +93,11 @@ where
 /// PostToolUse: the call already ran, so a block is an objection the model
 /// reads after the result.
 async fn after_call(deps: &AgentDeps, call: &ToolCall, output: &ToolOutput, notes: &HookNotes) {
-    let post = deps
-        .tool_env
-        .hooks
+    let hooks = &deps.tool_env.hooks;
+    if !hooks.any(HookEvent::PostToolUse, Some(&call.name)) {
+        return;
+    }
+    let post = hooks
         .run(HookInput::PostToolUse {
             tool_name: call.name.clone(),
             tool_input: HookInput::tool_input(&call.arguments),
