@@ -14,6 +14,7 @@ pub mod hooks;
 pub mod mcp;
 pub mod net;
 pub mod plan;
+pub mod procfs;
 pub mod protocol;
 pub mod provider;
 pub mod runtime;

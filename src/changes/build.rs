@@ -1,6 +1,8 @@
 //! Building a change set from a worktree: `git add -A` on a copy of the
-//! private index (only files whose stat changed are hashed), `write-tree`,
-//! then `diff-tree` between the base and that tree.
+//! private index (only files whose stat changed are hashed), then, side by
+//! side, `write-tree` (the result tree the record keeps) and two
+//! `diff-index --cached` between the base and that index (the listing and
+//! the patch), which need no tree written.
 
 use std::fs;
 
@@ -35,22 +37,20 @@ pub fn build(
     diff_cap: usize,
 ) -> Result<Record, ChangesError> {
     let git = worktree.git();
-    let result_tree = result_tree(worktree, &git)?;
+    let indexed = result_index(worktree, &git)?;
     let base_tree = &worktree.base.tree;
     let prefix = worktree.repo.prefix.as_str();
     let pathspecs = claim_pathspecs(claim, prefix);
-    // The listing and the patch are two git processes that need nothing of
-    // each other: run side by side, the change set waits for the slower.
-    let (listed, patch) = std::thread::scope(|scope| {
-        let patch = scope.spawn(|| write_patch(worktree, &git, &result_tree, &pathspecs));
-        let listed = list_changes(&git, base_tree, &result_tree);
-        let patch = patch.join().unwrap_or_else(|_| {
-            Err(ChangesError::Io(std::io::Error::other(
-                "the thread writing the patch panicked",
-            )))
-        });
-        (listed, patch)
+    // Writing the tree, listing the changes and writing the patch are three
+    // git processes that only read the result index: run side by side, the
+    // change set waits for the slowest.
+    let (result_tree, listed, patch) = std::thread::scope(|scope| {
+        let tree = scope.spawn(|| indexed.line(["write-tree"]).map_err(ChangesError::from));
+        let patch = scope.spawn(|| write_patch(worktree, &indexed, &pathspecs));
+        let listed = list_changes(&indexed, base_tree);
+        (joined(tree), listed, joined(patch))
     });
+    let result_tree = result_tree?;
     let (listed, patch) = (listed?, patch?);
     let raw = parse_raw(&listed);
     let counts = parse_numstat(&listed);
@@ -94,18 +94,30 @@ pub fn build(
     })
 }
 
-/// Every changed file between the base and the result: one diff-tree for
-/// its raw records and its numstat ones; each parser skips the other's.
-fn list_changes(git: &Git, base_tree: &str, result_tree: &str) -> Result<Vec<u8>, ChangesError> {
-    Ok(git.run([
-        "diff-tree",
+/// What a thread of [`build`] returned; a panic becomes an error.
+fn joined<T>(
+    handle: std::thread::ScopedJoinHandle<'_, Result<T, ChangesError>>,
+) -> Result<T, ChangesError> {
+    handle.join().unwrap_or_else(|_| {
+        Err(ChangesError::Io(std::io::Error::other(
+            "a thread building the change set panicked",
+        )))
+    })
+}
+
+/// Every changed file between the base and the result index: one
+/// diff-index for its raw records and its numstat ones; each parser skips
+/// the other's.
+fn list_changes(indexed: &Git, base_tree: &str) -> Result<Vec<u8>, ChangesError> {
+    Ok(indexed.run([
+        "diff-index",
+        "--cached",
         "-r",
         "-z",
         "-M",
         "--raw",
         "--numstat",
         base_tree,
-        result_tree,
     ])?)
 }
 
@@ -137,8 +149,9 @@ fn classify(
     entries
 }
 
-/// The tree of the worktree as it is now.
-fn result_tree(worktree: &Worktree, git: &Git) -> Result<String, ChangesError> {
+/// Git on a copy of the private index that holds the worktree as it is
+/// now (the user's index and the private one stay as they were).
+fn result_index(worktree: &Worktree, git: &Git) -> Result<Git, ChangesError> {
     let git_dir = worktree.layout.git_dir();
     let index = git_dir.join("result-index");
     match fs::copy(git_dir.join("index"), &index) {
@@ -154,7 +167,7 @@ fn result_tree(worktree: &Worktree, git: &Git) -> Result<String, ChangesError> {
         ".",
         &state_exclude(&worktree.repo.prefix),
     ])?;
-    Ok(git.line(["write-tree"])?)
+    Ok(git)
 }
 
 /// `path` relative to the workspace, when it lies inside it.
@@ -305,14 +318,14 @@ fn diff_args<'a>(base: &'a str, result: &'a str, pathspecs: &'a [String]) -> Vec
 /// apply` and for the record; its bytes.
 fn write_patch(
     worktree: &Worktree,
-    git: &Git,
-    result: &str,
+    indexed: &Git,
     pathspecs: &[String],
 ) -> Result<Vec<u8>, ChangesError> {
-    let mut args = diff_args(&worktree.base.tree, result, pathspecs);
-    args.insert(1, "--binary");
-    args.insert(1, "--full-index");
-    let patch = git.run(&args)?;
+    let mut args = vec!["diff-index", "--cached", "--full-index", "--binary"];
+    args.extend(["-r", "-p", "-M", "--no-ext-diff", "--no-textconv"]);
+    args.extend([worktree.base.tree.as_str(), "--"]);
+    args.extend(pathspecs.iter().map(String::as_str));
+    let patch = indexed.run(&args)?;
     crate::store::atomic::write_atomic(&worktree.layout.patch(), &patch, Some(0o600))?;
     Ok(patch)
 }

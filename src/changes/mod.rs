@@ -121,7 +121,7 @@ pub fn sweep_orphans(workspace: &Path) -> Vec<String> {
             continue;
         };
         let layout = worktree::Layout::new(workspace, &id);
-        if !store::valid_id(&id) || !layout.tree().is_dir() || owner_alive(&layout) {
+        if !store::valid_id(&id) || !layout.tree().is_dir() || worktree::owner_alive(&layout) {
             continue;
         }
         match recover(workspace, &id) {
@@ -134,18 +134,6 @@ pub fn sweep_orphans(workspace: &Path) -> Vec<String> {
         }
     }
     kept
-}
-
-/// Whether the Fido that made the worktree of `layout` still runs.
-fn owner_alive(layout: &worktree::Layout) -> bool {
-    let Ok(text) = std::fs::read_to_string(layout.owner()) else {
-        return false;
-    };
-    let Ok(pid) = text.trim().parse::<i32>() else {
-        return false;
-    };
-    pid != std::process::id() as i32
-        && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
 }
 
 /// Builds the change set of the orphaned worktree `id`.

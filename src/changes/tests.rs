@@ -268,3 +268,26 @@ fn an_orphaned_worktree_becomes_a_pending_change_set() {
     assert_eq!(open.len(), 1);
     assert_eq!(open[0].set.files[0].path, "src/a.rs");
 }
+
+/// The owner file names this process by pid and start time: the sweep
+/// keeps the worktree while that process runs, and sweeps it once the pid
+/// belongs to another start (a reused pid).
+#[test]
+fn an_owner_is_its_pid_and_start_time_so_a_reused_pid_is_no_owner() {
+    let dir = repo();
+    let root = dir.path();
+    let (worktree, _) = start_for(root, "subagent-6", &["src"]);
+    let stamp = fs::read_to_string(worktree.layout.owner()).unwrap();
+    let me = std::process::id() as i32;
+    let start = crate::procfs::start_time(me).unwrap();
+    assert_eq!(stamp, format!("{me} {start}\n"));
+    assert!(sweep_orphans(root).is_empty());
+    assert!(
+        worktree.layout.tree().is_dir(),
+        "a live owner's worktree stays"
+    );
+    fs::write(worktree.layout.owner(), format!("{me} {}\n", start + 1)).unwrap();
+    fs::write(worktree.layout.tree().join("src/a.rs"), "rewritten\n").unwrap();
+    assert_eq!(sweep_orphans(root), ["subagent-6"]);
+    assert!(!worktree.layout.tree().exists());
+}

@@ -62,9 +62,43 @@ impl Layout {
     pub fn patch(&self) -> PathBuf {
         self.dir.join("patch")
     }
-    /// The pid of the Fido that runs the subagent (for the orphan sweep).
+    /// `PID START`: the Fido that runs the subagent, its pid and start
+    /// time (for the orphan sweep, [`owner_alive`]).
     pub fn owner(&self) -> PathBuf {
         self.dir.join("owner")
+    }
+}
+
+/// What the owner file of a worktree made by this process holds.
+fn owner_stamp() -> String {
+    let pid = std::process::id();
+    match crate::procfs::start_time(pid as i32) {
+        Some(start) => format!("{pid} {start}\n"),
+        None => format!("{pid}\n"),
+    }
+}
+
+/// Whether the Fido that made the worktree of `layout` still runs. A pid
+/// with its start time is checked exactly, so a pid the kernel has given to
+/// another process since does not keep a dead run's worktree. A bare pid
+/// (written by an older Fido) counts as alive while any process has it,
+/// except this one: a session sweeps at its start, before it makes any
+/// worktree.
+pub fn owner_alive(layout: &Layout) -> bool {
+    let Ok(text) = fs::read_to_string(layout.owner()) else {
+        return false;
+    };
+    let mut fields = text.split_whitespace();
+    let Some(Ok(pid)) = fields.next().map(str::parse::<i32>) else {
+        return false;
+    };
+    match fields.next().map(str::parse::<u64>) {
+        Some(Ok(start)) => crate::procfs::is_running(pid, start),
+        Some(Err(_)) => false,
+        None => {
+            pid != std::process::id() as i32
+                && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+        }
     }
 }
 
@@ -174,7 +208,7 @@ impl Worktree {
             init_private(&layout, &repo)?;
             let base = snapshot(&layout, &repo)?;
             checkout(&layout, &repo, &base)?;
-            fs::write(layout.owner(), std::process::id().to_string())?;
+            fs::write(layout.owner(), owner_stamp())?;
             Ok(base)
         })();
         match made {

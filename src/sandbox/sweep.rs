@@ -20,6 +20,11 @@
 
 use std::collections::HashMap;
 
+/// The start time of `pid` (the one reader of `/proc` stat is
+/// [`crate::procfs`]).
+pub use crate::procfs::start_time;
+use crate::procfs::stat;
+
 /// A process found in the tree: its pid and its start time (clock ticks
 /// after boot), which tells it apart from a later process with its pid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,25 +141,6 @@ pub fn kill_all(found: &[Descendant]) -> usize {
 /// Kills every descendant of `root`; how many were killed. Blocking.
 pub fn kill_descendants(root: i32) -> usize {
     kill_all(&descendants(root))
-}
-
-/// The start time of `pid` (clock ticks after boot), `None` when no such
-/// process exists. Blocking: reads `/proc`.
-pub fn start_time(pid: i32) -> Option<u64> {
-    stat(pid).map(|(_, start)| start)
-}
-
-/// Parent pid and start time from `/proc/PID/stat`.
-fn stat(pid: i32) -> Option<(i32, u64)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is in parentheses and may contain anything, so the
-    // fields are counted from the last `)`.
-    let rest = &text[text.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // After the name: state (3), ppid (4), …, starttime (22).
-    let ppid = fields.get(1)?.parse().ok()?;
-    let start_time = fields.get(19)?.parse().ok()?;
-    Some((ppid, start_time))
 }
 
 #[cfg(test)]

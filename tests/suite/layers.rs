@@ -19,6 +19,7 @@ const MODULES: &[&str] = &[
     "mcp",
     "net",
     "plan",
+    "procfs",
     "protocol",
     "provider",
     "runtime",
@@ -39,6 +40,9 @@ const RANKS: &[(&str, u32)] = &[
     ("text", 0),
     ("workspace", 0),
     ("protocol", 0),
+    // What `/proc` says of a process (its start time tells a reused pid
+    // apart); the sweep, the orphan records and change sets share it.
+    ("procfs", 0),
     // Services on the protocol alone.
     ("provider", 1),
     ("sandbox", 1),
