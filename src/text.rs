@@ -1,6 +1,7 @@
 //! Small text helpers for anything shown to a person or put in an event:
 //! stripping terminal escape sequences and control characters, and cutting
-//! text short on a character boundary.
+//! text short on a character boundary; and the short forms of counts and
+//! durations that the UI and the engine's command output share.
 
 /// Removes ANSI escape sequences (CSI, OSC and two-byte escapes) and control
 /// characters other than newline and tab; newlines and tabs become spaces
@@ -89,6 +90,26 @@ pub fn counted(count: impl Into<u64>, noun: &str) -> String {
     }
 }
 
+/// Token counts for people: `950`, `1.8k`.
+pub fn tokens(n: impl Into<u64>) -> String {
+    let n: u64 = n.into();
+    if n < 1000 {
+        n.to_string()
+    } else {
+        format!("{:.1}k", n as f64 / 1000.0)
+    }
+}
+
+/// An elapsed time for people, in whole seconds: `42s`, `3m05s`.
+pub fn elapsed(ms: u64) -> String {
+    let secs = ms / 1000;
+    if secs < 60 {
+        format!("{secs}s")
+    } else {
+        format!("{}m{:02}s", secs / 60, secs % 60)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,5 +138,13 @@ mod tests {
         assert_eq!(super::counted(1u32, "finding"), "1 finding");
         assert_eq!(super::counted(0u32, "finding"), "0 findings");
         assert_eq!(super::counted(3u32, "finding"), "3 findings");
+    }
+
+    #[test]
+    fn tokens_and_elapsed_times_read_short() {
+        assert_eq!(super::tokens(950u64), "950");
+        assert_eq!(super::tokens(2_500u64), "2.5k");
+        assert_eq!(super::elapsed(4_999), "4s");
+        assert_eq!(super::elapsed(185_000), "3m05s");
     }
 }

@@ -225,6 +225,8 @@ impl AgentState {
                 })
             }
             Op::Status => desk.local(id, |c| OpReply::Status(c.status())),
+            Op::ListAgents => desk.list_agents(id, &self.session_agents()),
+            Op::Diff => desk.diff(id, self.deps.tool_env.workspace.root.clone()),
             Op::Approve { id, decision } => desk.approve(id, decision),
             Op::Answer { id, answer } => desk.answer(id, answer),
         }
@@ -272,6 +274,17 @@ impl AgentState {
                 None => delegator.cancel_running(),
             }
         }
+    }
+
+    /// Every subagent of the session, from the supervisor's record; none
+    /// without a supervisor (a subagent's own engine, a test's).
+    fn session_agents(&self) -> Vec<crate::protocol::control::SessionAgent> {
+        self.deps
+            .tool_env
+            .delegator
+            .as_ref()
+            .map(|delegator| delegator.session_agents())
+            .unwrap_or_default()
     }
 
     async fn turn_finished(&mut self, mut conversation: Conversation, outcome: TurnOutcome) {

@@ -3,8 +3,13 @@
 //! actor answers the conversation's ops itself and leaves the rest to its
 //! [`FrontDesk`]: the local commands behind [`LocalCommands`] (the plan,
 //! undo and session stores), the requests waiting for the
-//! person ([`PendingAsks`]) and the model switcher. Answers go out as
-//! `op_replied` events with the submission's id.
+//! person ([`PendingAsks`]), the model switcher, `/agents` (the text of
+//! the supervisor's record, [`agents`]) and `/diff` (the workspace's `git
+//! diff`, [`git_diff`]). Answers go out as `op_replied` events with the
+//! submission's id.
+
+pub mod agents;
+pub mod git_diff;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +18,7 @@ use ractor::ActorRef;
 
 use super::AgentMessage;
 use super::asks::PendingAsks;
+use crate::protocol::control::SessionAgent;
 use crate::protocol::op::{
     ChangesVerb, Op, OpReceiver, OpReply, OpSender, PlanCleared, StatusInfo, Submission,
     SubmissionId, TurnOutcome, op_channel,
@@ -211,6 +217,26 @@ impl FrontDesk {
         });
     }
 
+    /// `/agents`: every subagent of the session, as the supervisor's
+    /// record has them (none for an agent without a supervisor).
+    pub fn list_agents(&self, id: SubmissionId, agents: &[SessionAgent]) {
+        let text = agents::agents_text(agents);
+        self.reply(id, OpReply::Output { text });
+    }
+
+    /// `/diff`: the `git diff` of `workspace`, in a task of its own.
+    pub fn diff(&self, id: SubmissionId, workspace: std::path::PathBuf) {
+        self.reply_later(id, |_| async move {
+            match git_diff::workspace_diff(workspace).await {
+                Ok(text) if text.trim().is_empty() => OpReply::Info {
+                    text: "/diff: no changes to tracked files".into(),
+                },
+                Ok(text) => OpReply::Diff { text },
+                Err(message) => OpReply::Failed { message },
+            }
+        });
+    }
+
     /// `Op::Approve`: an agent nobody asks for approval ignores it.
     pub fn approve(
         &self,
@@ -270,7 +296,9 @@ fn refuse(desk: &FrontDesk, submission: Submission) {
         | Op::Recall { .. }
         | Op::ListSessions
         | Op::Changes { .. }
-        | Op::Status => OpReply::failed(gone),
+        | Op::Status
+        | Op::ListAgents
+        | Op::Diff => OpReply::failed(gone),
     };
     desk.reply(submission.id, reply);
 }
@@ -548,6 +576,47 @@ mod tests {
             }
         );
         assert!(dir.path().join("db").is_dir(), "the approved change ran");
+    }
+
+    /// `/diff` through the real agent: the `git diff` of the agent's own
+    /// workspace, a sentence outside a repository or with no change.
+    #[tokio::test]
+    async fn diff_answers_with_the_workspaces_git_diff() {
+        let dir = tempfile::tempdir().unwrap();
+        let (events, mut receiver) = channel();
+        let agent = asking_agent(dir.path(), &events, &PendingAsks::new(events.clone())).await;
+        let engine = serve(agent, FrontDesk::detached(events));
+        let outside = engine.send(Op::Diff).unwrap();
+        let reply = reply_to(&mut receiver, outside).await;
+        assert!(
+            matches!(&reply, OpReply::Failed { message } if message.starts_with("git diff failed")),
+            "{reply:?}"
+        );
+        let git = |args: &[&str]| {
+            let status = std::process::Command::new("git")
+                .arg("-C")
+                .arg(dir.path())
+                .args(args)
+                .status()
+                .unwrap();
+            assert!(status.success(), "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        std::fs::write(dir.path().join("a.txt"), "one\n").unwrap();
+        git(&["add", "a.txt"]);
+        let unchanged = engine.send(Op::Diff).unwrap();
+        let text = "/diff: no changes to tracked files".to_string();
+        assert_eq!(
+            reply_to(&mut receiver, unchanged).await,
+            OpReply::Info { text }
+        );
+        std::fs::write(dir.path().join("a.txt"), "two\n").unwrap();
+        let changed = engine.send(Op::Diff).unwrap();
+        let reply = reply_to(&mut receiver, changed).await;
+        assert!(
+            matches!(&reply, OpReply::Diff { text } if text.contains("-one\n+two")),
+            "{reply:?}"
+        );
     }
 
     /// An agent whose model asks a question, then makes a directory, in a

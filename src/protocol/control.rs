@@ -46,6 +46,26 @@ pub struct RunningAgent {
     pub plan_item: Option<String>,
 }
 
+/// One subagent of the session as the TUI's `/agents` shows it: the ones
+/// that ended stay, with how they ended. In-process only (the engine's
+/// answer to `Op::ListAgents` is the text built from these).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionAgent {
+    pub agent_id: String,
+    /// The last phase it reported: a final one once it ended normally.
+    pub phase: SubagentPhase,
+    /// Its run has not ended yet.
+    pub running: bool,
+    /// So far while it runs; at its end once it ended.
+    pub elapsed_ms: u64,
+    /// Prompt + completion tokens used.
+    pub tokens: u64,
+    pub plan_item: Option<String>,
+    /// Its last lifecycle detail, sanitised: what it is doing while it
+    /// runs, its one-line result once it ended.
+    pub detail: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ControlReply {

@@ -85,6 +85,13 @@ pub enum Op {
     },
     /// `/status`: [`OpReply::Status`].
     Status,
+    /// `/agents`: [`OpReply::Output`], every subagent of the session in
+    /// start order (status, elapsed time, tokens, plan item, one-line
+    /// result), from the engine's own record of them.
+    ListAgents,
+    /// `/diff`: [`OpReply::Diff`], the workspace's `git diff` (run by the
+    /// engine), [`OpReply::Info`] when no tracked file changed, or why not.
+    Diff,
     /// The person's decision on the `approval_requested` event `id`. An
     /// unknown or stale id is ignored (logged).
     Approve {
@@ -127,8 +134,10 @@ pub enum OpReply {
     Status(StatusInfo),
     /// A line for the transcript (`/undo`, `/suspend`, `/recall`).
     Info { text: String },
-    /// Output shown verbatim (`/plan`, `/sessions`).
+    /// Output shown verbatim (`/plan`, `/sessions`, `/agents`).
     Output { text: String },
+    /// `/diff`: the output of `git diff`, which the front end colours.
+    Diff { text: String },
     /// Why the op did nothing: one sentence for the person.
     Failed { message: String },
 }
@@ -283,6 +292,8 @@ mod tests {
             },
             Op::ListSessions,
             Op::Status,
+            Op::ListAgents,
+            Op::Diff,
             Op::Approve {
                 id: 3,
                 decision: ApprovalDecision::Denied {
@@ -313,6 +324,9 @@ mod tests {
             OpReply::Status(StatusInfo::default()),
             OpReply::info(Ok::<_, String>("undone".into())),
             OpReply::output(Ok::<_, String>("plan".into())),
+            OpReply::Diff {
+                text: "--- a/a.txt\n+++ b/a.txt\n-one\n+two\n".into(),
+            },
             OpReply::info(Err::<String, _>("cannot")),
         ]
     }
@@ -365,6 +379,20 @@ mod tests {
             let back: crate::protocol::Event = serde_json::from_str(&line).unwrap();
             assert_eq!(back, event, "{line}");
         }
+    }
+
+    #[test]
+    fn agents_and_diff_ops_have_snake_case_frames() {
+        let frames = [(Op::ListAgents, "list_agents"), (Op::Diff, "diff")];
+        for (op, name) in frames {
+            let line = serde_json::to_string(&op).unwrap();
+            assert_eq!(line, format!(r#"{{"type":"{name}"}}"#));
+        }
+        let reply = OpReply::Diff { text: "+a".into() };
+        assert_eq!(
+            serde_json::to_string(&reply).unwrap(),
+            r#"{"kind":"diff","text":"+a"}"#
+        );
     }
 
     #[test]

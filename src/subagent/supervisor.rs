@@ -2,7 +2,7 @@
 //! the theory of operation). This file holds the settings, what every run
 //! shares and the [`Supervisor`] handle the `delegate` tool calls; the
 //! actor is in [`actor`], one run's stages in [`run`], [`session`] and
-//! [`serve`].
+//! [`serve`], the session's record of its subagents in [`record`].
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -31,6 +31,7 @@ mod child;
 mod io;
 mod keeper;
 mod progress;
+mod record;
 mod run;
 mod serve;
 mod subagent_hooks;
@@ -116,9 +117,10 @@ pub struct Shared {
     /// Cancelled once the session's subagent budget is spent: every
     /// running child stops with `budget_exceeded`.
     session_budget_spent: CancellationToken,
-    /// The running subagents as their last lifecycle event described them
-    /// (for the control socket's `fido agents`), in start order.
-    live: std::sync::Mutex<Vec<LiveAgent>>,
+    /// Every subagent of the session as its last lifecycle event described
+    /// it, in start order: the running ones for the control socket's `fido
+    /// agents`, all of them for `/agents`.
+    record: record::SessionRecord,
     /// The last `RLIMIT_NPROC` counted for a child.
     process_limit: Arc<std::sync::Mutex<Option<CountedLimit>>>,
     /// The claims of the live write subagents.
@@ -126,16 +128,6 @@ pub struct Shared {
     /// The parent's web access, which runs the children's `browse_url`
     /// calls (`None`: refused).
     web: Option<Arc<dyn crate::tools::web::Web>>,
-}
-
-/// What the control socket reports of one running subagent.
-struct LiveAgent {
-    agent_id: String,
-    child_pid: Option<u32>,
-    phase: SubagentPhase,
-    started: std::time::Instant,
-    tokens: u64,
-    plan_item: Option<String>,
 }
 
 /// An `RLIMIT_NPROC` (`None`: `/proc` could not be counted) and when it
@@ -167,47 +159,19 @@ impl Shared {
         })
     }
 
-    fn live(&self) -> std::sync::MutexGuard<'_, Vec<LiveAgent>> {
-        // A panic while holding the lock left plain data; keep using it.
-        self.live
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Records a lifecycle event of `agent_id` (a final phase forgets it).
-    fn record_live(
-        &self,
-        agent_id: &str,
-        child_pid: Option<u32>,
-        phase: &SubagentPhase,
-        started: std::time::Instant,
-        tokens: u64,
-        plan_item: Option<&String>,
-    ) {
-        let mut live = self.live();
-        if phase.is_final() {
-            live.retain(|agent| agent.agent_id != agent_id);
-            return;
-        }
-        match live.iter_mut().find(|agent| agent.agent_id == agent_id) {
-            Some(agent) => {
-                agent.child_pid = child_pid.or(agent.child_pid);
-                agent.phase.clone_from(phase);
-                agent.tokens = tokens;
-            }
-            None => live.push(LiveAgent {
-                agent_id: agent_id.to_string(),
-                child_pid,
-                phase: phase.clone(),
-                started,
-                tokens,
-                plan_item: plan_item.cloned(),
-            }),
-        }
-    }
-
-    fn forget_live(&self, agent_id: &str) {
-        self.live().retain(|agent| agent.agent_id != agent_id);
+    /// Records a lifecycle event of a subagent and emits it as a
+    /// `subagent` event: the record and the events say the same.
+    fn announce(&self, lifecycle: record::Lifecycle<'_>) {
+        self.record.note(&lifecycle);
+        self.events.emit(EventKind::Subagent {
+            agent_id: lifecycle.agent_id.to_string(),
+            pid: lifecycle.child_pid,
+            elapsed_ms: lifecycle.started.elapsed().as_millis() as u64,
+            phase: lifecycle.phase,
+            detail: lifecycle.detail,
+            tokens: lifecycle.tokens,
+            plan_item: lifecycle.plan_item.cloned(),
+        });
     }
 
     /// Counts `tokens` against the session budget; `true` once it is spent.
@@ -288,7 +252,7 @@ impl Supervisor {
             events,
             session_tokens: AtomicU64::new(0),
             session_budget_spent: CancellationToken::new(),
-            live: Default::default(),
+            record: Default::default(),
             process_limit: Default::default(),
             claims: Default::default(),
             web,
@@ -337,20 +301,7 @@ impl Supervisor {
     /// The subagents running now (spawned, not yet finished), in start
     /// order, as the control socket reports them.
     pub fn running_agents(&self) -> Vec<RunningAgent> {
-        let parent_pid = std::process::id();
-        self.shared
-            .live()
-            .iter()
-            .map(|agent| RunningAgent {
-                agent_id: agent.agent_id.clone(),
-                parent_pid,
-                child_pid: agent.child_pid,
-                phase: agent.phase.clone(),
-                elapsed_ms: agent.started.elapsed().as_millis() as u64,
-                tokens: agent.tokens,
-                plan_item: agent.plan_item.clone(),
-            })
-            .collect()
+        self.shared.record.running(std::process::id())
     }
 
     /// Cancels the running subagent `agent_id` (or every one, `None`)
@@ -358,9 +309,10 @@ impl Supervisor {
     pub fn cancel_running_agents(&self, agent_id: Option<&str>) -> Vec<String> {
         let ids: Vec<String> = self
             .shared
-            .live()
-            .iter()
-            .map(|agent| agent.agent_id.clone())
+            .record
+            .running(std::process::id())
+            .into_iter()
+            .map(|agent| agent.agent_id)
             .filter(|id| agent_id.is_none_or(|wanted| wanted == id))
             .collect();
         for id in &ids {
@@ -529,6 +481,10 @@ impl Delegator for Supervisor {
 
     fn begin_turn(&self) {
         self.asked_this_turn.store(0, Ordering::Relaxed);
+    }
+
+    fn session_agents(&self) -> Vec<crate::protocol::control::SessionAgent> {
+        self.shared.record.session()
     }
 }
 

@@ -46,6 +46,10 @@ pub trait Delegator: Send + Sync {
     fn cancel_agent(&self, agent_id: &str);
     /// A new parent turn starts: the per-turn count of subagents restarts.
     fn begin_turn(&self) {}
+    /// Every subagent started in this session, in start order (`/agents`).
+    fn session_agents(&self) -> Vec<crate::protocol::control::SessionAgent> {
+        Vec::new()
+    }
 }
 
 /// The `delegate` tool, with the subagent profiles of the session (fixed at

@@ -30,7 +30,7 @@ use super::frame::Screen;
 use super::history::{HistoryWriter, PromptHistory};
 use super::keys::{self, Action};
 use super::store::{Direction, Entry, Store};
-use super::{diff, git_diff, status_view, theme};
+use super::{diff, status_view, theme};
 use crate::protocol::op::{AskId, ChangesVerb, Op, OpReply, OpSender, SubmissionId};
 use crate::protocol::{ApprovalRequest, Event, EventKind, TurnStatus};
 
@@ -60,8 +60,6 @@ pub enum UiMessage {
     Local(Result<String, String>),
     /// A resumed session's messages, shown as its transcript, and a note.
     Restored(Vec<crate::protocol::Message>, String),
-    /// `/diff` finished: the diff text, or why there is none.
-    DiffReady(Result<String, String>),
     /// A copy of the store (tests, debugging).
     Snapshot(RpcReplyPort<Store>),
     /// Internal: draw the frame scheduled after a change.
@@ -203,7 +201,6 @@ where
             }
             UiMessage::Local(Ok(text)) => push(state, Entry::Info(text)),
             UiMessage::Local(Err(message)) => push(state, Entry::Error(message)),
-            UiMessage::DiffReady(result) => diff_ready(state, result),
             UiMessage::Snapshot(reply) => {
                 let _ = reply.send(state.store.clone());
                 false
@@ -388,6 +385,7 @@ fn on_reply<B: Backend>(state: &mut UiState<B>, id: SubmissionId, reply: OpReply
         }
         OpReply::Info { text } => store.push(Entry::Info(text)),
         OpReply::Output { text } => store.push(Entry::Local(text)),
+        OpReply::Diff { text } => store.push(Entry::Diff(diff::from_git(&text))),
         OpReply::Failed { message } => store.push(Entry::Error(message)),
     }
     true
@@ -406,18 +404,6 @@ fn release_queued<B: Backend>(
     if let Some(action) = keys::release_queued(&mut state.store) {
         dispatch(myself, state, action);
     }
-    true
-}
-
-/// `/diff` finished: the diff, or why there is none.
-fn diff_ready<B: Backend>(state: &mut UiState<B>, result: Result<String, String>) -> bool {
-    state.store.push(match result {
-        Ok(text) if text.trim().is_empty() => {
-            Entry::Info("/diff: no changes to tracked files".into())
-        }
-        Ok(text) => Entry::Diff(diff::from_git(&text)),
-        Err(message) => Entry::Error(message),
-    });
     true
 }
 
@@ -478,10 +464,7 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
         Action::Submit(prompt) => submit(state, prompt),
         Action::Interrupt => send(state, Op::Interrupt),
         Action::CancelSubagent(agent_id) => cancel_subagent(state, agent_id),
-        Action::Agents => {
-            let text = status_view::agents(&state.store);
-            state.store.push(Entry::Local(text));
-        }
+        Action::Agents => request(state, Op::ListAgents),
         Action::ShowPlan => {
             let note = "/plan (local; not sent to the model)";
             state.store.push(Entry::Info(note.into()));
@@ -511,7 +494,7 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
             request_alone(state, Op::Compact);
         }
         Action::Model(model) => request(state, Op::SwitchModel { model }),
-        Action::Diff => diff(myself, state),
+        Action::Diff => request(state, Op::Diff),
         Action::Quit => stop(myself, state, UiExit::Quit),
     }
 }
@@ -585,14 +568,4 @@ fn submit<B: Backend>(state: &mut UiState<B>, prompt: String) {
             state.store.turn_replied(TurnStatus::Failed, error);
         }
     }
-}
-
-/// `/diff`: the workspace's git diff, read off the handler.
-fn diff<B: Backend>(myself: &ActorRef<UiMessage>, state: &UiState<B>) {
-    let workspace = std::path::PathBuf::from(&state.store.session.workspace);
-    let ui = myself.clone();
-    tokio::spawn(async move {
-        let result = git_diff::workspace_diff(workspace).await;
-        let _ = ui.cast(UiMessage::DiffReady(result));
-    });
 }

@@ -25,7 +25,8 @@ pub enum Action {
     /// `/cancel ID`) or all of them (`None`: `/cancel all`); the parent
     /// turn goes on with their cancelled results.
     CancelSubagent(Option<String>),
-    /// `/agents`: every subagent of the session, into the transcript.
+    /// `/agents`: every subagent of the session as the engine lists it
+    /// (`Op::ListAgents`), into the transcript.
     Agents,
     /// `/plan`: print the plan into the transcript.
     ShowPlan,
@@ -54,7 +55,8 @@ pub enum Action {
     Compact,
     /// `/model NAME`: use this model from the next request on.
     Model(String),
-    /// `/diff`: the workspace's `git diff`, coloured.
+    /// `/diff`: the workspace's `git diff` as the engine runs it
+    /// (`Op::Diff`), coloured.
     Diff,
     /// Leave Fido (`/quit`, Ctrl+C twice when idle, Ctrl+D on empty input).
     Quit,

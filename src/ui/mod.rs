@@ -27,7 +27,6 @@ pub mod actor;
 pub mod approval;
 pub mod diff;
 pub mod frame;
-pub mod git_diff;
 pub mod history;
 pub mod input;
 pub mod keys;

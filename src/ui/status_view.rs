@@ -1,5 +1,6 @@
 //! The text of `/help` and `/status`, built from the store and the
-//! configuration the local commands report.
+//! configuration the local commands report. (`/agents` is the engine's
+//! text, shown as it comes.)
 
 use super::store::{Store, tokens};
 use crate::protocol::UsageTotals;
@@ -90,46 +91,4 @@ fn usage_line(usage: UsageTotals) -> String {
         tokens(usage.prompt_tokens),
         tokens(usage.completion_tokens)
     )
-}
-
-/// `/agents`: every subagent of the session, in start order: status,
-/// elapsed time, tokens, the plan item, and a one-line result (or what it
-/// is doing now).
-pub fn agents(store: &Store) -> String {
-    if store.session_agents.is_empty() {
-        return "no subagent has run in this session".into();
-    }
-    let running = store.session_agents.iter().filter(|s| s.is_live()).count();
-    let mut lines = vec![format!(
-        "{} subagent{} this session, {running} running",
-        store.session_agents.len(),
-        if store.session_agents.len() == 1 {
-            ""
-        } else {
-            "s"
-        },
-    )];
-    for view in &store.session_agents {
-        let status = if view.is_live() {
-            format!("running ({})", view.phase.label())
-        } else if view.frozen {
-            "stopped with its turn".to_string()
-        } else {
-            view.phase.label()
-        };
-        let mut line = format!(
-            "  {:<18} {status} · {} · {} tok",
-            view.agent_id,
-            super::widgets::subagent_bar::format_elapsed(view.shown_elapsed_ms()),
-            tokens(view.tokens)
-        );
-        if let Some(item) = &view.plan_item {
-            line.push_str(&format!(" · plan: {item}"));
-        }
-        if !view.detail.is_empty() {
-            line.push_str(&format!(" · {}", crate::text::summary(&view.detail, 100)));
-        }
-        lines.push(line);
-    }
-    lines.join("\n")
 }

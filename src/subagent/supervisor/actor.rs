@@ -223,7 +223,7 @@ impl SupervisorState {
                     Ok(result) => result,
                     Err(what) => crashed(&shared, &agent_id, plan_item, started, &what),
                 };
-            shared.forget_live(&agent_id);
+            shared.record.ended(&agent_id);
             // Free the slot before the caller sees the result, so the
             // next waiting job starts at once.
             let _ = myself.cast(SupervisorMessage::RunFinished { agent_id });
@@ -249,14 +249,14 @@ fn crashed(
     shared.events.emit(EventKind::Error {
         message: format!("subagent {agent_id}: {message}"),
     });
-    shared.events.emit(EventKind::Subagent {
-        agent_id: agent_id.to_string(),
-        pid: None,
+    shared.announce(super::record::Lifecycle {
+        agent_id,
+        child_pid: None,
         phase: SubagentPhase::Failed,
-        elapsed_ms: started.elapsed().as_millis() as u64,
-        detail: DelegateErrorCode::SubagentCrashed.as_str().into(),
+        started,
         tokens: 0,
-        plan_item,
+        plan_item: plan_item.as_ref(),
+        detail: DelegateErrorCode::SubagentCrashed.as_str().into(),
     });
     DelegateResult::failed(agent_id, DelegateErrorCode::SubagentCrashed, &message)
 }

@@ -9,7 +9,6 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
-use crate::protocol::EventKind;
 use crate::protocol::delegate::{DelegateErrorCode, DelegateUsage};
 use crate::protocol::ipc::ChildStatus;
 use crate::text;
@@ -153,27 +152,17 @@ impl<'a> Progress<'a> {
         self.stop = Some(reason);
     }
 
-    /// A `subagent` event, also recorded for the control socket.
+    /// A `subagent` event, also in the session's record of its subagents.
     pub(super) fn emit(&self, phase: SubagentPhase, detail: &str) {
         let job = self.job;
-        let tokens = self.tokens.load(Ordering::Relaxed);
-        let plan_item = job.plan_item.as_ref();
-        self.shared.record_live(
-            &job.agent_id,
-            self.pid,
-            &phase,
-            self.started,
-            tokens,
-            plan_item,
-        );
-        self.shared.events.emit(EventKind::Subagent {
-            agent_id: job.agent_id.clone(),
-            pid: self.pid,
+        self.shared.announce(record::Lifecycle {
+            agent_id: &job.agent_id,
+            child_pid: self.pid,
             phase,
-            elapsed_ms: self.started.elapsed().as_millis() as u64,
+            started: self.started,
+            tokens: self.tokens.load(Ordering::Relaxed),
+            plan_item: job.plan_item.as_ref(),
             detail: text::summary(detail, 100),
-            tokens,
-            plan_item: job.plan_item.clone(),
         });
     }
 

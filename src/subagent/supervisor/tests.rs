@@ -105,32 +105,16 @@ async fn a_failed_supervisor_actor_is_restarted() {
 /// next prompt works.
 #[tokio::test]
 async fn a_turn_whose_run_panics_gets_its_result_and_the_next_prompt_works() {
-    use crate::agent::{AgentActor, AgentArguments, AgentDeps, AgentMessage, Conversation};
+    use crate::agent::AgentMessage;
     let dir = tempfile::tempdir().unwrap();
     let (supervisor, mut supervisor_events) = supervisor(dir.path()).await;
-    let mut env = crate::tools::testing::env(dir.path());
-    env.delegator = Some(Arc::new(supervisor));
     let script = r#"{"turns": [
         {"tool_calls": [{"name": "delegate", "arguments": {"task": "look around"}}]},
         {"text": "went on without it"},
         {"text": "second answer"}
     ]}"#;
     let (sink, mut events) = crate::protocol::event_queue::channel();
-    let deps = Arc::new(AgentDeps {
-        provider: Arc::new(ScriptProvider::from_json("a", "m", script).unwrap()),
-        catalog: ToolCatalog::standard(PlanFlavour::UpdatePlan),
-        tool_env: Arc::new(env),
-        ctx: crate::tools::InvocationContext::main(),
-        settings: crate::agent::AgentSettings::for_tests(),
-        events: sink,
-        journal: None,
-    });
-    let arguments = AgentArguments {
-        deps,
-        conversation: Conversation::new("system".into()),
-        turns: 0,
-    };
-    let (agent, _) = Actor::spawn(None, AgentActor, arguments).await.unwrap();
+    let agent = delegating_agent(dir.path(), supervisor, script, sink).await;
     fault::arm(dir.path(), "subagent run");
     let ask = |prompt: &'static str| {
         let agent = agent.clone();
@@ -170,6 +154,106 @@ async fn a_turn_whose_run_panics_gets_its_result_and_the_next_prompt_works() {
             Message::Tool { content, .. } if content.contains("subagent_crashed"))),);
     let second = ask("second").await;
     assert_eq!(second.final_text(), Some("second answer"));
+}
+
+/// `/agents` through the real engine: the agent's front desk answers
+/// `Op::ListAgents` from the supervisor's record, which keeps every
+/// subagent of the session after it ended, in start order, with how it
+/// ended (here a run that panicked and one whose program is missing).
+#[tokio::test]
+async fn slash_agents_lists_the_sessions_ended_subagents_from_the_record() {
+    use crate::agent::ops;
+    use crate::protocol::TurnStatus;
+    use crate::protocol::op::{Op, OpReply};
+    let dir = tempfile::tempdir().unwrap();
+    let (supervisor, _supervisor_events) = supervisor(dir.path()).await;
+    let script = r#"{"turns": [
+        {"tool_calls": [
+            {"name": "delegate", "arguments": {"task": "look", "plan_item": "lexer"}},
+            {"name": "delegate", "arguments": {"task": "look again"}}
+        ]},
+        {"text": "went on without them"}
+    ]}"#;
+    let (sink, mut events) = crate::protocol::event_queue::channel();
+    let agent = delegating_agent(dir.path(), supervisor, script, sink.clone()).await;
+    let engine = ops::serve(agent, ops::FrontDesk::detached(sink));
+    let mut reply_to = async |id| loop {
+        let event = tokio::time::timeout(Duration::from_secs(60), events.recv())
+            .await
+            .expect("an event within 60 s")
+            .expect("an open queue");
+        if let EventKind::OpReplied { id: of, reply } = event.kind
+            && of == id
+        {
+            return reply;
+        }
+    };
+    let before = engine.send(Op::ListAgents).unwrap();
+    assert_eq!(
+        reply_to(before).await,
+        OpReply::Output {
+            text: "no subagent has run in this session".into()
+        }
+    );
+    fault::arm(dir.path(), "subagent run");
+    let prompt = "delegate twice".to_string();
+    let turn = engine.send(Op::SubmitPrompt { prompt }).unwrap();
+    let ended = reply_to(turn).await;
+    assert!(
+        matches!(
+            ended,
+            OpReply::TurnEnded {
+                status: TurnStatus::Completed,
+                ..
+            }
+        ),
+        "{ended:?}"
+    );
+    let list = engine.send(Op::ListAgents).unwrap();
+    let OpReply::Output { text } = reply_to(list).await else {
+        panic!("/agents answers with its text")
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(lines[0], "2 subagents this session, 0 running");
+    for line in &lines[1..] {
+        assert!(line.starts_with("  subagent-"), "{text}");
+        assert!(line.contains(" failed · "), "{text}");
+    }
+    assert!(
+        lines[1].ends_with(" · 0 tok · plan: lexer · subagent_crashed"),
+        "{text}"
+    );
+    assert!(lines[2].contains(" · 0 tok · spawn_failed: "), "{text}");
+}
+
+/// The real agent in `workspace`, delegating to `supervisor`, its model
+/// playing `script`, its events going to `events`.
+async fn delegating_agent(
+    workspace: &std::path::Path,
+    supervisor: Supervisor,
+    script: &str,
+    events: crate::agent::EventSink,
+) -> ActorRef<crate::agent::AgentMessage> {
+    use crate::agent::{AgentActor, AgentArguments, AgentDeps, Conversation};
+    let mut env = crate::tools::testing::env(workspace);
+    env.delegator = Some(Arc::new(supervisor));
+    let deps = Arc::new(AgentDeps {
+        provider: Arc::new(ScriptProvider::from_json("a", "m", script).unwrap()),
+        catalog: ToolCatalog::standard(PlanFlavour::UpdatePlan),
+        tool_env: Arc::new(env),
+        ctx: crate::tools::InvocationContext::main(),
+        settings: crate::agent::AgentSettings::for_tests(),
+        events,
+        journal: None,
+    });
+    let arguments = AgentArguments {
+        deps,
+        conversation: Conversation::new("system".into()),
+        turns: 0,
+    };
+    let (agent, _) = Actor::spawn(None, AgentActor, arguments).await.unwrap();
+    agent
 }
 
 #[test]

@@ -53,8 +53,6 @@ pub struct Store {
     /// This turn's subagents, in the order they first reported; kept with
     /// their outcome until the next prompt.
     pub subagents: Vec<SubagentView>,
-    /// Every subagent of the session, in start order (`/agents`).
-    pub session_agents: Vec<SubagentView>,
     /// The agent id of the focused bar row (always a live subagent, or none).
     pub subagent_focus: Option<String>,
     pub input: InputBuffer,
@@ -135,7 +133,6 @@ impl Store {
             plan: None,
             change_sets: Default::default(),
             subagents: Vec::new(),
-            session_agents: Vec::new(),
             subagent_focus: None,
             input: InputBuffer::default(),
             typeahead: TypeAhead::default(),
@@ -306,7 +303,6 @@ impl Store {
                 frozen: false,
                 received_at: now,
             };
-            upsert(&mut self.session_agents, view.clone());
             upsert(&mut self.subagents, view);
             self.refocus();
         }
@@ -575,7 +571,7 @@ impl Store {
         self.approval = None;
         self.turn = TurnState::Idle;
         self.drop_live();
-        for subagent in self.subagents.iter_mut().chain(&mut self.session_agents) {
+        for subagent in &mut self.subagents {
             if subagent.is_ticking() {
                 subagent.frozen = true;
             }

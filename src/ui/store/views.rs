@@ -139,15 +139,7 @@ pub enum Activity {
     Interrupting,
 }
 
-/// Token counts for people: `950`, `1.8k`.
-pub fn tokens(n: impl Into<u64>) -> String {
-    let n: u64 = n.into();
-    if n < 1000 {
-        n.to_string()
-    } else {
-        format!("{:.1}k", n as f64 / 1000.0)
-    }
-}
+pub use crate::text::tokens;
 
 /// A transient message on the status line.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -76,7 +76,7 @@ fn fake_engine(
     let (engine, mut ops) = op_channel();
     let (events, receiver) = crate::protocol::event_queue::channel();
     let desk = FrontDesk {
-        commands,
+        commands: commands.clone(),
         ..FrontDesk::detached(events.clone())
     };
     tokio::spawn(async move {
@@ -93,8 +93,8 @@ fn fake_engine(
                 Op::CancelSubagent { agent_id } => Asked::CancelSubagent(agent_id),
                 Op::Answer { id, answer } => Asked::Answer { id, answer },
                 Op::Approve { id, decision } => Asked::Approve { id, decision },
-                local @ (Op::ShowPlan | Op::ClearPlan | Op::Undo) => {
-                    answer_locally(&desk, id, &local);
+                local @ (Op::ShowPlan | Op::ClearPlan | Op::Undo | Op::ListAgents | Op::Diff) => {
+                    answer_locally(&desk, &commands, id, &local);
                     Asked::Local(local)
                 }
                 _ => Asked::Other,
@@ -104,10 +104,12 @@ fn fake_engine(
     (engine, receiver)
 }
 
-fn answer_locally(desk: &FrontDesk, id: SubmissionId, op: &Op) {
+fn answer_locally(desk: &FrontDesk, fake: &FakeLocalCommands, id: SubmissionId, op: &Op) {
     match op {
         Op::ShowPlan => desk.local(id, |c| OpReply::output(c.show())),
         Op::Undo => desk.local(id, |c| OpReply::info(c.undo())),
+        Op::ListAgents => desk.list_agents(id, &fake.agents.lock().unwrap()),
+        Op::Diff => desk.diff(id, fake.workspace.lock().unwrap().clone()),
         _ => desk.local(id, |c| match c.clear() {
             Ok(cleared) => OpReply::PlanCleared(Box::new(cleared)),
             Err(why) => OpReply::failed(why),
@@ -166,6 +168,10 @@ struct FakeLocalCommands {
     /// While set, `/undo` blocks its thread until a message arrives, as
     /// file work on a slow or locked disk would.
     undo_gate: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
+    /// The engine's record of the session's subagents (`/agents`).
+    agents: Mutex<Vec<crate::protocol::control::SessionAgent>>,
+    /// The engine's workspace (`/diff`).
+    workspace: Mutex<std::path::PathBuf>,
 }
 
 impl LocalCommands for FakeLocalCommands {
@@ -592,18 +598,21 @@ async fn help_lists_the_keys_and_diff_shows_the_workspace_changes_coloured() {
             .unwrap();
         assert!(status.success());
     };
+    // The engine's workspace, which the engine diffs (the UI reads none).
+    *h.plan.workspace.lock().unwrap() = repo.path().to_path_buf();
+    h.type_line("/diff");
+    let error = wait_until(&h, |s| matches!(s.transcript.last(), Some(Entry::Error(_)))).await;
+    let Some(Entry::Error(message)) = error.transcript.last() else {
+        unreachable!()
+    };
+    assert!(message.starts_with("git diff failed"), "{message}");
     git(&["init", "-q"]);
     std::fs::write(repo.path().join("a.txt"), "old\n").unwrap();
     git(&["add", "a.txt"]);
+    h.type_line("/diff");
+    let none = Entry::Info("/diff: no changes to tracked files".into());
+    wait_until(&h, |s| s.transcript.last() == Some(&none)).await;
     std::fs::write(repo.path().join("a.txt"), "new\n").unwrap();
-    h.ui.cast(UiMessage::Agent(Event::now(EventKind::SessionStarted {
-        workspace: repo.path().display().to_string(),
-        provider: "openai".into(),
-        model: "test-model".into(),
-        tools: Vec::new(),
-        session_id: None,
-    })))
-    .unwrap();
     h.type_line("/diff");
     let store = wait_until(&h, |s| matches!(s.transcript.last(), Some(Entry::Diff(_)))).await;
     let Some(Entry::Diff(lines)) = store.transcript.last() else {
@@ -615,6 +624,58 @@ async fn help_lists_the_keys_and_diff_shows_the_workspace_changes_coloured() {
         "{lines:?}"
     );
     assert!(lines.contains(&DiffLine::Added("new".into())), "{lines:?}");
+}
+
+/// `/agents` asks the engine, and its answer (built from the engine's
+/// record, here three subagents) is shown as it comes, whatever the
+/// subagent bar holds.
+#[tokio::test]
+async fn slash_agents_shows_the_engines_list_of_the_session() {
+    use crate::protocol::control::SessionAgent;
+    let mut h = start().await;
+    let agent = |id: &str, phase: &str, elapsed_ms: u64, tokens: u64| SessionAgent {
+        agent_id: id.into(),
+        phase: phase.into(),
+        running: false,
+        elapsed_ms,
+        tokens,
+        plan_item: None,
+        detail: String::new(),
+    };
+    let mut a = agent("subagent-a", "completed", 4_000, 2_500);
+    a.plan_item = Some("i1".into());
+    a.detail = "3 findings".into();
+    *h.plan.agents.lock().unwrap() = vec![
+        a,
+        agent("subagent-b", "cancelled", 2_000, 40),
+        agent("subagent-c", "reasoning", 1_000, 10),
+    ];
+    h.type_line("/agents");
+    assert!(matches!(h.next_asked().await, Asked::Local(Op::ListAgents)));
+    let store = wait_until(&h, |s| matches!(s.transcript.last(), Some(Entry::Local(_)))).await;
+    let Some(Entry::Local(text)) = store.transcript.last() else {
+        unreachable!()
+    };
+    assert!(
+        text.starts_with("3 subagents this session, 0 running"),
+        "{text}"
+    );
+    assert!(
+        text.contains("subagent-a         completed · 4s · 2.5k tok · plan: i1 · 3 findings"),
+        "{text}"
+    );
+    assert!(
+        text.contains("subagent-b         cancelled · 2s · 40 tok"),
+        "{text}"
+    );
+    assert!(
+        text.contains("subagent-c         stopped with its turn"),
+        "{text}"
+    );
+    h.plan.agents.lock().unwrap().clear();
+    h.type_line("/agents");
+    let none = Entry::Local("no subagent has run in this session".into());
+    wait_until(&h, |s| s.transcript.last() == Some(&none)).await;
 }
 
 #[tokio::test]

@@ -58,14 +58,7 @@ fn icon(phase: &Phase) -> &'static str {
     }
 }
 
-pub fn format_elapsed(ms: u64) -> String {
-    let secs = ms / 1000;
-    if secs < 60 {
-        format!("{secs}s")
-    } else {
-        format!("{}m{:02}s", secs / 60, secs % 60)
-    }
-}
+pub use crate::text::elapsed as format_elapsed;
 
 /// The bar's lines for at most `room` rows.
 fn lines(store: &Store, max: usize, room: usize) -> Vec<Line<'static>> {

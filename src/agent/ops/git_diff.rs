@@ -1,5 +1,7 @@
-//! `/diff`: the workspace's `git diff`, run as a child process off the UI
-//! handler. The child is owned: it is awaited (reaped) on every path, and
+//! `/diff` (`Op::Diff`): the workspace's `git diff`, run by the engine's
+//! front desk as a child process in a task of its own, never in the agent
+//! actor's handler, so a front end in another process gets the same
+//! answer. The child is owned: it is awaited (reaped) on every path, and
 //! killed when it outlives [`TIMEOUT`] or its future is dropped.
 
 use std::path::PathBuf;
