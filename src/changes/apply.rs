@@ -25,7 +25,7 @@ use super::git::Git;
 use super::store::{self, Entry, Record};
 use super::worktree::Layout;
 use crate::protocol::changes::{FileConflict, MergeState};
-use crate::store::atomic::write_atomic;
+use crate::store::atomic::{Staged, stage, sync_dir, write_atomic};
 use crate::store::undo::{SetFile, UndoLog};
 use crate::workspace::{STATE_PREFIX, Workspace};
 
@@ -91,8 +91,8 @@ pub fn apply(workspace: &Workspace, undo: &UndoLog, id: &str) -> Result<Record, 
         record.save(&workspace.root)?;
         return Ok(record);
     }
-    undo.record_change_set(id, &writes)?;
-    if let Err(err) = write_files(&workspace.root, &writes) {
+    let staged = stage_recorded(&workspace.root, undo, id, &writes)?;
+    if let Err(err) = put_in_place(&workspace.root, staged, &writes) {
         roll_back(&workspace.root, undo, &writes);
         return Err(err);
     }
@@ -364,21 +364,49 @@ fn conflict_ranges(merged: &[u8]) -> Vec<String> {
     ranges
 }
 
-/// How many threads write a change set's files: each write ends with
-/// fsyncs, and the fsyncs of parallel writers share the file system's
-/// journal commits (one at a time, 100 files cost 200 commits).
+/// How many threads stage a change set's files: each ends with an fsync,
+/// and the fsyncs of parallel writers share the file system's journal
+/// commits.
 const WRITERS: usize = 8;
 
-/// Writes every file (the undo record is already durable, so their order
-/// does not matter); the first error, once every writer is done.
-fn write_files(root: &Path, files: &[SetFile]) -> Result<(), ChangesError> {
+/// Stages every new file (synced temp files beside their targets) while
+/// the undo entry is recorded: both are durable before any file of the
+/// checkout changes. On an error nothing has changed and no entry is left.
+fn stage_recorded(
+    root: &Path,
+    undo: &UndoLog,
+    id: &str,
+    files: &[SetFile],
+) -> Result<Vec<Option<Staged>>, ChangesError> {
+    let (staged, recorded) = std::thread::scope(|scope| {
+        let recording = scope.spawn(|| undo.record_change_set(id, files));
+        let staged = stage_files(root, files);
+        let recorded = recording
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("the undo record's thread panicked")));
+        (staged, recorded)
+    });
+    match (staged, recorded) {
+        (Ok(staged), Ok(())) => Ok(staged),
+        (Err(err), Ok(())) => {
+            let _ = undo.discard_last();
+            Err(err)
+        }
+        (_, Err(err)) => Err(err.into()),
+    }
+}
+
+/// Each file's staged new bytes (`None`: a removal), in order, written by
+/// [`WRITERS`] threads; the first error, once every writer is done (the
+/// staged files of a failed call are removed as they drop).
+fn stage_files(root: &Path, files: &[SetFile]) -> Result<Vec<Option<Staged>>, ChangesError> {
     let per_writer = files.len().div_ceil(WRITERS).max(1);
-    let results: Vec<Result<(), ChangesError>> = std::thread::scope(|scope| {
+    std::thread::scope(|scope| {
         let writers: Vec<_> = files
             .chunks(per_writer)
-            .map(|part| scope.spawn(move || part.iter().try_for_each(|f| write_file(root, f))))
+            .map(|part| scope.spawn(move || part.iter().map(|f| stage_file(root, f)).collect()))
             .collect();
-        writers
+        let parts: Vec<Result<Vec<_>, ChangesError>> = writers
             .into_iter()
             .map(|writer| {
                 writer.join().unwrap_or_else(|_| {
@@ -387,25 +415,52 @@ fn write_files(root: &Path, files: &[SetFile]) -> Result<(), ChangesError> {
                     )))
                 })
             })
-            .collect()
-    });
-    results.into_iter().collect()
+            .collect();
+        let mut staged = Vec::with_capacity(files.len());
+        for part in parts {
+            staged.extend(part?);
+        }
+        Ok(staged)
+    })
 }
 
-fn write_file(root: &Path, file: &SetFile) -> Result<(), ChangesError> {
+fn stage_file(root: &Path, file: &SetFile) -> Result<Option<Staged>, ChangesError> {
     let target = safe_target(root, &file.path)?;
-    match &file.after {
-        Some((bytes, mode)) => {
-            if let Some(parent) = target.parent() {
-                fs::create_dir_all(parent)?;
-            }
-            write_atomic(&target, bytes, Some(*mode))?;
+    let Some((bytes, mode)) = &file.after else {
+        return Ok(None);
+    };
+    if let Some(parent) = target.parent() {
+        fs::create_dir_all(parent)?;
+    }
+    Ok(Some(stage(&target, bytes, Some(*mode))?))
+}
+
+/// Renames every staged file over its target and removes the removed
+/// ones, then syncs each folder once, which makes it durable.
+fn put_in_place(
+    root: &Path,
+    staged: Vec<Option<Staged>>,
+    files: &[SetFile],
+) -> Result<(), ChangesError> {
+    let mut folders = std::collections::BTreeSet::new();
+    for (file, staged) in files.iter().zip(staged) {
+        let target = safe_target(root, &file.path)?;
+        match staged {
+            Some(staged) => staged.commit()?,
+            None => match fs::remove_file(&target) {
+                Ok(()) => {}
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                Err(err) => return Err(err.into()),
+            },
         }
-        None => match fs::remove_file(&target) {
-            Ok(()) => {}
-            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-            Err(err) => return Err(err.into()),
-        },
+        if let Some(parent) = target.parent() {
+            folders.insert(parent.to_path_buf());
+        }
+    }
+    for folder in folders {
+        if let Err(err) = sync_dir(&folder) {
+            tracing::warn!(path = %folder.display(), error = %err, "cannot sync a folder of an applied change set");
+        }
     }
     Ok(())
 }
@@ -439,6 +494,44 @@ mod tests {
 
     /// After a failed write: what was written goes back, what was not is
     /// left alone, and the undo entry goes.
+    /// A file that cannot be staged (its folder is a file) fails the apply
+    /// before anything changed: every other file as it was, no temp file
+    /// left, no undo entry.
+    #[test]
+    fn a_staging_failure_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::write(root.join("a.txt"), "old\n").unwrap();
+        fs::write(root.join("blocked"), "a file, not a folder\n").unwrap();
+        let undo = UndoLog::new(root);
+        let writes: Vec<SetFile> = (0..20)
+            .map(|n| SetFile {
+                path: if n == 13 {
+                    "blocked/b.txt".into()
+                } else {
+                    format!("f{n}.txt")
+                },
+                before: None,
+                after: Some((b"new\n".to_vec(), 0o644)),
+            })
+            .chain([SetFile {
+                path: "a.txt".into(),
+                before: Some((b"old\n".to_vec(), 0o644)),
+                after: Some((b"new\n".to_vec(), 0o644)),
+            }])
+            .collect();
+        assert!(stage_recorded(root, &undo, "subagent-1", &writes).is_err());
+        let mut names: Vec<String> = fs::read_dir(root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| !name.starts_with(".fido-state"))
+            .collect();
+        names.sort();
+        assert_eq!(names, ["a.txt", "blocked"]);
+        assert_eq!(fs::read_to_string(root.join("a.txt")).unwrap(), "old\n");
+        assert!(undo.entries().unwrap().is_empty(), "no undo entry");
+    }
+
     #[test]
     fn a_failed_apply_is_rolled_back() {
         let dir = tempfile::tempdir().unwrap();

@@ -21,6 +21,7 @@ pub mod apply;
 pub mod build;
 pub mod claim;
 pub mod git;
+pub mod listing;
 pub mod store;
 pub mod worktree;
 

@@ -46,7 +46,6 @@ pub struct Record {
     /// The workspace inside the repository: `""` or `sub/dir/`.
     pub prefix: String,
     pub base_tree: String,
-    pub result_tree: String,
     pub entries: Vec<Entry>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan_item: Option<String>,

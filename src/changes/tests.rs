@@ -291,3 +291,42 @@ fn an_owner_is_its_pid_and_start_time_so_a_reused_pid_is_no_owner() {
     assert_eq!(sweep_orphans(root), ["subagent-6"]);
     assert!(!worktree.layout.tree().exists());
 }
+
+/// The patch file is git's own patch of the claimed files, whether Fido
+/// cut it from its one listing or (a type change makes two sections of one
+/// file) asked git for it: compared with `diff-index` of the result index,
+/// limited to the claim.
+#[test]
+fn the_patch_is_gits_own_for_the_claimed_files() {
+    let dir = repo();
+    let root = dir.path();
+    for (id, type_change) in [("subagent-7", false), ("subagent-8", true)] {
+        let (worktree, start) = start_for(root, id, &["src"]);
+        let tree = worktree.layout.tree();
+        fs::write(tree.join("src/a.rs"), "one\nTWO\n").unwrap();
+        fs::write(tree.join("src/bin.dat"), [0u8, 159, 146, 150]).unwrap();
+        fs::write(tree.join("README.md"), "outside\n").unwrap();
+        if type_change {
+            fs::remove_file(tree.join("src/untracked.rs")).unwrap();
+            std::os::unix::fs::symlink("a.rs", tree.join("src/untracked.rs")).unwrap();
+        }
+        let record = finish(root, &worktree, &start, DEFAULT_DIFF_CAP).unwrap();
+        let patch = fs::read(root.join(&record.set.patch)).unwrap();
+        let git_dir = worktree.layout.git_dir();
+        let expected = Command::new("git")
+            .args(["diff-index", "--cached", "--full-index", "--binary", "-r"])
+            .args(["-p", "-M", &record.base_tree, "--", ":(top,literal)src"])
+            .env("GIT_DIR", &git_dir)
+            .env("GIT_INDEX_FILE", git_dir.join("result-index"))
+            .output()
+            .unwrap();
+        assert!(expected.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&patch),
+            String::from_utf8_lossy(&expected.stdout)
+        );
+        let sections = patch.windows(11).filter(|w| w == b"diff --git ").count();
+        assert_eq!(sections, if type_change { 4 } else { 2 }, "{id}");
+        assert_eq!(record.set.outside_claim[0].path, "README.md");
+    }
+}

@@ -5,7 +5,7 @@
 use std::fs::{self, OpenOptions, Permissions};
 use std::io::{self, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The name every temp file of the file `name` starts with: hidden, and for
 /// `.fido-*` state files still a `.fido-*` name, so a temp file never shows
@@ -38,6 +38,48 @@ pub fn remove_stale_temps(path: &Path) -> usize {
 /// directory, synced, then renamed over it. `mode` sets the permission
 /// bits; `None` keeps those of an existing file (else the default).
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: Option<u32>) -> io::Result<()> {
+    stage(path, bytes, mode)?.commit()?;
+    if let Some(parent) = path.parent() {
+        // Makes the rename durable; a failure here loses nothing visible.
+        let _ = sync_dir(parent);
+    }
+    Ok(())
+}
+
+/// New bytes for a file, synced to a temp file beside it and not yet in
+/// its place: [`Staged::commit`] renames it over the file, dropping it
+/// unused removes it. Several files staged first, then committed, cost
+/// one wait for the disk instead of one per file.
+#[derive(Debug)]
+pub struct Staged {
+    temp: Option<PathBuf>,
+    path: PathBuf,
+}
+
+impl Staged {
+    /// Puts the new bytes in place (a rename: atomic). Durable once the
+    /// folder is synced ([`sync_dir`]).
+    pub fn commit(mut self) -> io::Result<()> {
+        let Some(temp) = self.temp.take() else {
+            return Ok(());
+        };
+        fs::rename(&temp, &self.path).inspect_err(|_| {
+            let _ = fs::remove_file(&temp);
+        })
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if let Some(temp) = self.temp.take() {
+            let _ = fs::remove_file(temp);
+        }
+    }
+}
+
+/// Writes `bytes` to a synced temp file beside `path` (see [`Staged`]);
+/// `mode` as for [`write_atomic`].
+pub fn stage(path: &Path, bytes: &[u8], mode: Option<u32>) -> io::Result<Staged> {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -55,31 +97,30 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: Option<u32>) -> io::Result<
         std::process::id(),
         fastrand::u32(..)
     ));
-    let written = (|| {
-        let mut options = OpenOptions::new();
-        options.write(true).create_new(true);
-        if let Some(mode) = mode {
-            options.mode(mode);
-        }
-        let mut file = options.open(&temp)?;
-        file.write_all(bytes)?;
-        // The mode is set at creation; a mode change follows only when the
-        // umask took bits away, so a process whose seccomp filter refuses
-        // mode changes (a write subagent) still writes with the usual
-        // modes.
-        if let Some(mode) = mode
-            && file.metadata()?.permissions().mode() & 0o7777 != mode & 0o7777
-        {
-            file.set_permissions(Permissions::from_mode(mode))?;
-        }
-        file.sync_all()?;
-        fs::rename(&temp, path)
-    })();
-    if written.is_err() {
-        let _ = fs::remove_file(&temp);
-    } else if let Ok(dir) = fs::File::open(parent) {
-        // Makes the rename durable; a failure here loses nothing visible.
-        let _ = dir.sync_all();
+    let staged = Staged {
+        temp: Some(temp.clone()),
+        path: path.to_path_buf(),
+    };
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    if let Some(mode) = mode {
+        options.mode(mode);
     }
-    written
+    let mut file = options.open(&temp)?;
+    file.write_all(bytes)?;
+    // The mode is set at creation; a mode change follows only when the
+    // umask took bits away, so a process whose seccomp filter refuses mode
+    // changes (a write subagent) still writes with the usual modes.
+    if let Some(mode) = mode
+        && file.metadata()?.permissions().mode() & 0o7777 != mode & 0o7777
+    {
+        file.set_permissions(Permissions::from_mode(mode))?;
+    }
+    file.sync_all()?;
+    Ok(staged)
+}
+
+/// Syncs the folder `dir`, which makes the renames in it durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    fs::File::open(dir)?.sync_all()
 }
