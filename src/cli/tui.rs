@@ -219,7 +219,8 @@ impl LocalCommands for CliLocalCommands {
         let Some(journal) = &self.journal else {
             return Err("/suspend bookmarks the session journal, and this session has none (it could not be created; .fido-state/logs/tui.log says why)".to_string().into());
         };
-        let name = journal::bookmark_name_for(journal.path(), name)?;
+        let name =
+            journal::bookmark_name_for(journal.path(), name).map_err(|err| err.to_string())?;
         Ok((journal.clone(), name))
     }
 
@@ -230,15 +231,17 @@ impl LocalCommands for CliLocalCommands {
         let Some(name) = name else {
             // The newest journaled session, else the newest conversation
             // saved by earlier versions.
-            return Ok(
-                journal::load_messages(&self.workspace, journal::Pick::Last).or_else(|err| {
+            return Ok(journal::load_messages(&self.workspace, journal::Pick::Last)
+                .map_err(|err| err.to_string())
+                .or_else(|err| {
                     crate::store::saved::load(&self.workspace, None).map_err(|_| err)
-                })?,
-            );
+                })?);
         };
         // A bookmark first (newest session first), then a session id, then
         // a conversation saved by earlier versions (`NAME.json`).
-        if let Some(found) = journal::find_bookmark(&self.workspace, name)? {
+        if let Some(found) =
+            journal::find_bookmark(&self.workspace, name).map_err(|err| err.to_string())?
+        {
             let what = format!("bookmark {name} of session {}", found.session);
             return Ok((what, found.messages));
         }

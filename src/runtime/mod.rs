@@ -74,7 +74,7 @@ pub struct Runtime {
 
 /// Why a session could not start, by the stage that failed; each says
 /// why in one sentence for the person.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum StartError {
     /// The configured provider, or a model a profile names, cannot be built.
     #[error("{0}")]
@@ -86,8 +86,8 @@ pub enum StartError {
     #[error("{0}")]
     Supervisor(String),
     /// The journal cannot be opened, or the session it names resumed.
-    #[error("{0}")]
-    Journal(String),
+    #[error(transparent)]
+    Journal(#[from] journal::SessionJournalError),
     /// The agent actor cannot start.
     #[error("cannot start the agent: {0}")]
     Agent(String),
@@ -103,9 +103,7 @@ impl Runtime {
     ) -> Result<Runtime, StartError> {
         let parts = Parts::build(config, interaction, &events).await?;
         let sandbox = parts.tool_env.sandbox.clone();
-        let (journal, replayed) = open_journal(config, &parts, resume, &events)
-            .await
-            .map_err(StartError::Journal)?;
+        let (journal, replayed) = open_journal(config, &parts, resume, &events).await?;
         let id = journal.as_ref().map(|j| j.id().to_string());
         let transcript = journal.as_ref().map(|j| j.path().to_path_buf());
         parts.tool_env.hooks.set_session(id.clone(), transcript);
@@ -118,8 +116,7 @@ impl Runtime {
             instructions.clone(),
             events.clone(),
         )
-        .await
-        .map_err(StartError::Journal)?;
+        .await?;
         let hooks = &parts.tool_env.hooks;
         crate::agent::hook_points::session_started(hooks, &mut conversation, replayed.is_some())
             .await;
@@ -300,7 +297,7 @@ async fn open_journal(
     parts: &Parts,
     resume: Option<ResumeFrom>,
     events: &EventSink,
-) -> Result<(Option<Arc<Journal>>, Option<Replayed>), String> {
+) -> Result<(Option<Arc<Journal>>, Option<Replayed>), journal::SessionJournalError> {
     let info = SessionInfo {
         workspace: config.workspace.display().to_string(),
         provider: parts.provider.name().to_string(),
@@ -362,7 +359,7 @@ async fn first_conversation(
     flavour: PlanFlavour,
     instructions: ProjectInstructions,
     events: EventSink,
-) -> Result<(Conversation, Option<Replayed>), String> {
+) -> Result<(Conversation, Option<Replayed>), journal::SessionJournalError> {
     tokio::task::spawn_blocking(move || {
         let conversation = match &replayed {
             Some(replayed) => journal::resumed_conversation(replayed, &tool_env, flavour, &events)?,
@@ -371,7 +368,7 @@ async fn first_conversation(
         Ok((conversation, replayed))
     })
     .await
-    .map_err(|err| format!("cannot build the conversation: {err}"))?
+    .map_err(journal::SessionJournalError::Conversation)?
 }
 
 /// Starts the configured MCP servers (all at once) and logs how long it took.
