@@ -22,6 +22,7 @@ use crate::plan::todo::{self, TodoStore};
 use crate::plan::{PlanFlavour, PlanSnapshot, PlanStore};
 use crate::protocol::ApprovalPolicy;
 use crate::protocol::op::{PlanCleared, StatusInfo};
+use crate::provider::SwitchError;
 use crate::runtime::{Interaction, ResumeFrom, Runtime};
 use crate::store::journal::{self, Journal};
 use crate::ui::{self, UiSetup};
@@ -301,18 +302,20 @@ impl CliLocalCommands {
         }
     }
 
-    fn provider_for(&self, model: &str) -> Result<Arc<dyn crate::provider::Provider>, String> {
+    fn provider_for(&self, model: &str) -> Result<Arc<dyn crate::provider::Provider>, SwitchError> {
         let Some(config) = &self.config else {
-            return Err("/model is not available here".into());
+            return Err(SwitchError::Unavailable);
         };
         let model = model.trim();
         if model.is_empty() || model.chars().any(char::is_control) {
-            return Err("/model needs a model name, e.g. /model gpt-4.1".into());
+            return Err(SwitchError::NoModelName);
         }
         let mut config = config.clone();
         config.model = model.to_string();
-        crate::runtime::provider::build_provider(&config)
-            .map_err(|err| format!("cannot switch to {model}: {err}"))
+        crate::runtime::provider::build_provider(&config).map_err(|source| SwitchError::Build {
+            model: model.to_string(),
+            source,
+        })
     }
 
     fn clear_update_plan(&self) -> Result<PlanCleared, String> {

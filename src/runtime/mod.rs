@@ -29,6 +29,7 @@ use crate::mcp::McpHub;
 use crate::plan::PlanFlavour;
 use crate::protocol::ApprovalPolicy;
 use crate::protocol::EventKind;
+use crate::provider::BuildError;
 use crate::provider::gateway::Gateway;
 use crate::store::journal::{Journal, Replayed, SessionInfo};
 use crate::subagent::control::ControlServer;
@@ -76,9 +77,17 @@ pub struct Runtime {
 /// why in one sentence for the person.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    /// The configured provider, or a model a profile names, cannot be built.
-    #[error("{0}")]
-    Provider(String),
+    /// The configured provider cannot be built.
+    #[error(transparent)]
+    Provider(#[from] BuildError),
+    /// The provider for the model a subagent profile names cannot be built.
+    #[error("subagent profile {profile}: model {model}: {source}")]
+    ProfileModel {
+        profile: String,
+        model: String,
+        #[source]
+        source: BuildError,
+    },
     /// The workspace or the command sandbox cannot be set up.
     #[error("{0}")]
     Tools(String),
@@ -202,11 +211,11 @@ impl Parts {
         interaction: Interaction,
         events: &EventSink,
     ) -> Result<Parts, StartError> {
-        let provider = provider::build_provider(config).map_err(StartError::Provider)?;
+        let provider = provider::build_provider(config)?;
         let profiles = Arc::new(load_profiles(config).await);
         // The one holder of the provider: the main agent and every
         // subagent ask through it (also for the models profiles name).
-        let models = profile_models(config, &profiles).map_err(StartError::Provider)?;
+        let models = profile_models(config, &profiles)?;
         let gateway = Gateway::with_models(provider, models, config.provider_concurrency);
         let approval = config
             .safety
@@ -398,11 +407,11 @@ pub async fn load_profiles(config: &Config) -> Profiles {
 }
 
 /// A provider for every other model the profiles name: the same endpoint
-/// and key, another model. Errors are one sentence.
+/// and key, another model.
 fn profile_models(
     config: &Config,
     profiles: &Profiles,
-) -> Result<std::collections::BTreeMap<String, Arc<dyn crate::provider::Provider>>, String> {
+) -> Result<std::collections::BTreeMap<String, Arc<dyn crate::provider::Provider>>, StartError> {
     let mut models = std::collections::BTreeMap::new();
     for profile in profiles.profiles.values() {
         let Some(model) = profile.model.as_ref().filter(|m| **m != config.model) else {
@@ -413,8 +422,12 @@ fn profile_models(
         }
         let mut other = config.clone();
         other.model = model.clone();
-        let provider = provider::build_provider(&other)
-            .map_err(|e| format!("subagent profile {}: model {model}: {e}", profile.name))?;
+        let provider =
+            provider::build_provider(&other).map_err(|source| StartError::ProfileModel {
+                profile: profile.name.clone(),
+                model: model.clone(),
+                source,
+            })?;
         models.insert(model.clone(), provider);
     }
     Ok(models)
