@@ -249,7 +249,8 @@ impl LocalCommands for CliLocalCommands {
         match journal::load_messages(&self.workspace, journal::Pick::Id(name)) {
             Ok(found) => Ok(found),
             Err(_) if saved_exists(&self.workspace, name) => {
-                Ok(crate::store::saved::load(&self.workspace, Some(name))?)
+                Ok(crate::store::saved::load(&self.workspace, Some(name))
+                    .map_err(|err| err.to_string())?)
             }
             Err(err) => Err(format!("no bookmark is named {name}, and {err}").into()),
         }
