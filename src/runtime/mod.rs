@@ -17,7 +17,7 @@ use ractor::ActorRef;
 use tokio::task::JoinHandle;
 
 pub use journal::ResumeFrom;
-pub use tool_env::tool_env;
+pub use tool_env::{ToolEnvError, tool_env};
 
 use crate::agent::ProjectInstructions;
 use crate::agent::{
@@ -89,8 +89,8 @@ pub enum StartError {
         source: BuildError,
     },
     /// The workspace or the command sandbox cannot be set up.
-    #[error("{0}")]
-    Tools(String),
+    #[error(transparent)]
+    Tools(#[from] ToolEnvError),
     /// The subagent supervisor cannot start.
     #[error("{0}")]
     Supervisor(String),
@@ -231,8 +231,7 @@ impl Parts {
                 .delegate_merge
                 .unwrap_or(interaction.default_delegation.merge),
         };
-        let mut env =
-            tool_env(config, approval, interaction.approver).map_err(StartError::Tools)?;
+        let mut env = tool_env(config, approval, interaction.approver)?;
         let hooks = Arc::new(crate::hooks::Hooks::new(
             config.hooks.clone(),
             config.workspace.clone(),
