@@ -58,7 +58,7 @@ pub(super) async fn prepare(
         return Err(DelegateResult::failed(
             agent_id,
             DelegateErrorCode::WriteNotAllowed,
-            &reason,
+            &reason.to_string(),
         ));
     }
     let held = shared.claims.hold(agent_id, &claim).map_err(|conflict| {
@@ -86,7 +86,7 @@ pub(super) async fn prepare(
         return Err(DelegateResult::failed(
             agent_id,
             DelegateErrorCode::WriteNotAllowed,
-            &reason,
+            &reason.to_string(),
         ));
     }
     announce(shared, agent_id, &start, ChangeSetState::Running);
