@@ -91,15 +91,18 @@ pub enum StartError {
     /// The workspace or the command sandbox cannot be set up.
     #[error(transparent)]
     Tools(#[from] ToolEnvError),
+    /// The binary the subagents run as cannot be found.
+    #[error("cannot find the fido binary to run subagents: {0}")]
+    ChildProgram(#[source] std::io::Error),
     /// The subagent supervisor cannot start.
-    #[error("{0}")]
-    Supervisor(String),
+    #[error("cannot start the subagent supervisor: {0}")]
+    Supervisor(#[source] ractor::SpawnErr),
     /// The journal cannot be opened, or the session it names resumed.
     #[error(transparent)]
     Journal(#[from] journal::SessionJournalError),
     /// The agent actor cannot start.
     #[error("cannot start the agent: {0}")]
-    Agent(String),
+    Agent(#[source] ractor::SpawnErr),
 }
 
 impl Runtime {
@@ -152,7 +155,7 @@ impl Runtime {
             turns,
         })
         .await
-        .map_err(|e| StartError::Agent(e.to_string()))?;
+        .map_err(StartError::Agent)?;
         sweep_dead_sessions(config).await;
         let control = open_control(config, &supervisor).await;
         Ok(Runtime {
@@ -245,7 +248,7 @@ impl Parts {
         env.user = interaction.user;
         let mcp = start_mcp(config).await;
         let catalog = ToolCatalog::with_mcp(config.plan_tool, profiles.offers(), mcp.clone());
-        let settings = delegation_settings(config, profiles).map_err(StartError::Supervisor)?;
+        let settings = delegation_settings(config, profiles)?;
         // The children's browse_url runs here, under the session's policy.
         let web = env.web.clone();
         let supervisor = Supervisor::start_with_web(
@@ -256,9 +259,7 @@ impl Parts {
             web,
         )
         .await
-        .map_err(|e| {
-            StartError::Supervisor(format!("cannot start the subagent supervisor: {e}"))
-        })?;
+        .map_err(StartError::Supervisor)?;
         let supervisor = Arc::new(supervisor);
         env.delegator = Some(supervisor.clone());
         Ok(Parts {
@@ -275,10 +276,10 @@ impl Parts {
 fn delegation_settings(
     config: &Config,
     profiles: Arc<Profiles>,
-) -> Result<DelegationSettings, String> {
+) -> Result<DelegationSettings, StartError> {
     let program = std::env::current_exe()
         .map(|fido| crate::subagent::child_program(&fido))
-        .map_err(|e| format!("cannot find the fido binary to run subagents: {e}"))?;
+        .map_err(StartError::ChildProgram)?;
     Ok(DelegationSettings {
         default_timeout: config.delegation.default_timeout,
         max_timeout: config.delegation.max_timeout,
