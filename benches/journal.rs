@@ -128,20 +128,20 @@ fn resume_time(root: &std::path::Path) -> Result<bool, String> {
     let dir = root.join("big");
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let id = write_big_session(&dir)?;
-    let bytes = std::fs::metadata(journal::find(&dir, Pick::Id(&id))?)
-        .map_err(|e| e.to_string())?
-        .len();
+    let found = journal::find(&dir, Pick::Id(&id)).map_err(|e| e.to_string())?;
+    let bytes = std::fs::metadata(found).map_err(|e| e.to_string())?.len();
     let mut times = Vec::with_capacity(RESUMES);
     let mut messages = 0;
     for _ in 0..RESUMES {
         let start = Instant::now();
-        let (journal, replayed) = journal::resume(&dir, Pick::Id(&id))?;
+        let (journal, replayed) =
+            journal::resume(&dir, Pick::Id(&id)).map_err(|e| e.to_string())?;
         times.push(start.elapsed().as_secs_f64() * 1000.0);
         messages = replayed.messages.len();
         drop(journal);
         // The writer thread releases the lock as it ends.
         let deadline = Instant::now() + Duration::from_secs(5);
-        while journal::is_running(&journal::find(&dir, Pick::Id(&id))?) {
+        while journal::is_running(&journal::find(&dir, Pick::Id(&id)).map_err(|e| e.to_string())?) {
             if Instant::now() > deadline {
                 return Err("the journal lock was not released".into());
             }

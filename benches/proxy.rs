@@ -128,7 +128,7 @@ fn request(way: Way, origin: SocketAddr, proxy: SocketAddr) -> Result<f64, Strin
 /// The session's browser with only `origin` listed, nobody to ask.
 fn gate(origin: SocketAddr) -> Result<Arc<Browser>, String> {
     let rules = NetRules {
-        allow: fido::net::rules::parse_list(&origin.to_string())?,
+        allow: fido::net::rules::parse_list(&origin.to_string()).map_err(|e| e.to_string())?,
         deny: Vec::new(),
     };
     let settings = SafetySettings {

@@ -29,7 +29,8 @@ use crate::store::journal::Journal;
 
 /// Builds the provider for another model of the same endpoint (`/model`).
 /// It may block (a TLS client takes a moment), so it runs off the runtime.
-pub type ModelSwitcher = Arc<dyn Fn(&str) -> Result<Arc<dyn Provider>, String> + Send + Sync>;
+pub type ModelSwitcher =
+    Arc<dyn Fn(&str) -> Result<Arc<dyn Provider>, crate::provider::SwitchError> + Send + Sync>;
 
 /// Longest wait for the agent's answer between turns (a snapshot, a
 /// recalled history): a hung agent gives an error instead of a silent UI.
@@ -430,7 +431,10 @@ mod tests {
         let (events, receiver) = channel();
         let mut desk = FrontDesk::detached(events);
         desk.switch_model = Some(Arc::new(|model: &str| {
-            Err(format!("no model {model} here"))
+            Err(crate::provider::SwitchError::Build {
+                model: model.to_string(),
+                source: crate::provider::BuildError::NoAnthropicKey,
+            })
         }));
         (desk, receiver)
     }
@@ -494,7 +498,7 @@ mod tests {
         assert_eq!(
             reply_to(&mut events, 8).await,
             OpReply::Failed {
-                message: "no model gpt-x here".into()
+                message: "cannot switch to gpt-x: no API key for Anthropic: set FIDO_API_KEY or ANTHROPIC_API_KEY".into()
             }
         );
         agent.stop(None);

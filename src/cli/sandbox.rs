@@ -16,7 +16,7 @@ use nix::unistd::Pid;
 use super::preamble::{ConfigWarnings, load_config};
 use crate::config::Overrides;
 use crate::protocol::{NetworkAccess, SandboxMode};
-use crate::sandbox::check::{self, ProbeRole, ProbeTargets, Summary};
+use crate::sandbox::check::{self, ProbeError, ProbeRole, ProbeTargets, Summary};
 use crate::sandbox::child::error_chain;
 
 /// The command modes that have a sandbox to probe.
@@ -126,11 +126,12 @@ fn check(overrides: &Overrides) -> ExitCode {
         Ok(summaries) => summaries,
         Err(message) => return super::fail(&message),
     };
+    let allowlist_unprobed = allowlist.as_ref().map_err(ToString::to_string);
     let text = check::report_text(
         &subagent,
         &commands,
         write.as_ref().ok(),
-        Some(allowlist.as_ref().map_err(String::as_str)),
+        Some(allowlist_unprobed.as_ref().copied().map_err(String::as_str)),
         configured,
     );
     let mut stdout = std::io::stdout().lock();
@@ -196,8 +197,8 @@ fn allowlist_configured(network: NetworkAccess, mode: SandboxMode) -> bool {
 type Summaries = (
     Summary,
     Vec<(SandboxMode, Summary)>,
-    Result<Summary, String>,
-    Result<Summary, String>,
+    Result<Summary, ProbeError>,
+    Result<Summary, ProbeError>,
 );
 
 /// The subagent's run, then one per command mode, then the write
@@ -206,10 +207,11 @@ type Summaries = (
 /// `network = "allowlist"` is configured.
 fn probe_every_role() -> Result<Summaries, String> {
     let runtime = super::preamble::runtime()?;
-    let subagent = check::probe_role(ProbeRole::Subagent, &runtime)?;
+    let probe = |role| check::probe_role(role, &runtime).map_err(|err| err.to_string());
+    let subagent = probe(ProbeRole::Subagent)?;
     let mut commands = Vec::new();
     for mode in COMMAND_MODES {
-        commands.push((mode, check::probe_role(ProbeRole::Command(mode), &runtime)?));
+        commands.push((mode, probe(ProbeRole::Command(mode))?));
     }
     let write = check::probe_role(ProbeRole::WriteSubagent, &runtime);
     let allowlist = check::probe_role(ProbeRole::Allowlist, &runtime);

@@ -65,7 +65,7 @@ fn list(config: &Config, catalog: &ToolCatalog) -> ExitCode {
 async fn call(config: &Config, catalog: &ToolCatalog, name: String, args: String) -> ExitCode {
     let env = match tool_env(config, ApprovalPolicy::Never, None) {
         Ok(env) => env,
-        Err(message) => return fail(&message),
+        Err(err) => return fail(&err.to_string()),
     };
     let call = ToolCall {
         id: "cli-call".into(),

@@ -22,6 +22,7 @@ use crate::plan::todo::{self, TodoStore};
 use crate::plan::{PlanFlavour, PlanSnapshot, PlanStore};
 use crate::protocol::ApprovalPolicy;
 use crate::protocol::op::{PlanCleared, StatusInfo};
+use crate::provider::SwitchError;
 use crate::runtime::{Interaction, ResumeFrom, Runtime};
 use crate::store::journal::{self, Journal};
 use crate::ui::{self, UiSetup};
@@ -219,7 +220,8 @@ impl LocalCommands for CliLocalCommands {
         let Some(journal) = &self.journal else {
             return Err("/suspend bookmarks the session journal, and this session has none (it could not be created; .fido-state/logs/tui.log says why)".to_string().into());
         };
-        let name = journal::bookmark_name_for(journal.path(), name)?;
+        let name =
+            journal::bookmark_name_for(journal.path(), name).map_err(|err| err.to_string())?;
         Ok((journal.clone(), name))
     }
 
@@ -230,22 +232,25 @@ impl LocalCommands for CliLocalCommands {
         let Some(name) = name else {
             // The newest journaled session, else the newest conversation
             // saved by earlier versions.
-            return Ok(
-                journal::load_messages(&self.workspace, journal::Pick::Last).or_else(|err| {
+            return Ok(journal::load_messages(&self.workspace, journal::Pick::Last)
+                .map_err(|err| err.to_string())
+                .or_else(|err| {
                     crate::store::saved::load(&self.workspace, None).map_err(|_| err)
-                })?,
-            );
+                })?);
         };
         // A bookmark first (newest session first), then a session id, then
         // a conversation saved by earlier versions (`NAME.json`).
-        if let Some(found) = journal::find_bookmark(&self.workspace, name)? {
+        if let Some(found) =
+            journal::find_bookmark(&self.workspace, name).map_err(|err| err.to_string())?
+        {
             let what = format!("bookmark {name} of session {}", found.session);
             return Ok((what, found.messages));
         }
         match journal::load_messages(&self.workspace, journal::Pick::Id(name)) {
             Ok(found) => Ok(found),
             Err(_) if saved_exists(&self.workspace, name) => {
-                Ok(crate::store::saved::load(&self.workspace, Some(name))?)
+                Ok(crate::store::saved::load(&self.workspace, Some(name))
+                    .map_err(|err| err.to_string())?)
             }
             Err(err) => Err(format!("no bookmark is named {name}, and {err}").into()),
         }
@@ -298,18 +303,20 @@ impl CliLocalCommands {
         }
     }
 
-    fn provider_for(&self, model: &str) -> Result<Arc<dyn crate::provider::Provider>, String> {
+    fn provider_for(&self, model: &str) -> Result<Arc<dyn crate::provider::Provider>, SwitchError> {
         let Some(config) = &self.config else {
-            return Err("/model is not available here".into());
+            return Err(SwitchError::Unavailable);
         };
         let model = model.trim();
         if model.is_empty() || model.chars().any(char::is_control) {
-            return Err("/model needs a model name, e.g. /model gpt-4.1".into());
+            return Err(SwitchError::NoModelName);
         }
         let mut config = config.clone();
         config.model = model.to_string();
-        crate::runtime::provider::build_provider(&config)
-            .map_err(|err| format!("cannot switch to {model}: {err}"))
+        crate::runtime::provider::build_provider(&config).map_err(|source| SwitchError::Build {
+            model: model.to_string(),
+            source,
+        })
     }
 
     fn clear_update_plan(&self) -> Result<PlanCleared, String> {

@@ -423,7 +423,10 @@ fn model_builds_the_same_provider_with_another_model() {
     let provider = commands.provider_for("second-model").unwrap();
     assert_eq!(provider.model(), "second-model");
     assert_eq!(provider.name(), "openai");
-    assert!(commands.provider_for("  ").is_err());
+    assert!(matches!(
+        commands.provider_for("  "),
+        Err(SwitchError::NoModelName)
+    ));
     let status = commands.status();
     assert_eq!(
         status.sandbox_mode.map(|m| m.to_string()).as_deref(),

@@ -132,7 +132,7 @@ impl McpHub {
                 ToolOutput::error(content::result_text(&result, cap))
             }
             Ok(result) => ToolOutput::ok(content::result_text(&result, cap)),
-            Err(message) => ToolOutput::error(message),
+            Err(err) => ToolOutput::error(err.to_string()),
         }
     }
 

@@ -34,6 +34,40 @@ struct Inner {
     retired: Vec<Arc<Connection>>,
 }
 
+/// Why a call to a server's tool failed; the sentence is the tool result
+/// the model reads.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// It never started, or is out of restarts.
+    #[error("MCP server {server} unavailable: {reason}")]
+    Unavailable { server: String, reason: String },
+    #[error("MCP server {server} unavailable: Fido is shutting down")]
+    ShuttingDown { server: String },
+    /// It had crashed, and starting it again failed.
+    #[error("MCP server {server} unavailable: its restart failed: {source}")]
+    RestartFailed {
+        server: String,
+        #[source]
+        source: McpError,
+    },
+    /// It crashed (or sent garbage) during the call; `next` says what the
+    /// model may expect of the next call.
+    #[error("MCP server {server}: {source}. The call may or may not have taken effect; {next}")]
+    Crashed {
+        server: String,
+        #[source]
+        source: McpError,
+        next: String,
+    },
+    /// The call failed, and the server runs on.
+    #[error("MCP server {server}: {source}")]
+    Failed {
+        server: String,
+        #[source]
+        source: McpError,
+    },
+}
+
 /// A server and the tools it listed at session start.
 pub struct McpServer {
     pub config: McpServerConfig,
@@ -98,7 +132,7 @@ impl McpServer {
         tool: &str,
         arguments: serde_json::Map<String, Value>,
         cancel: &CancellationToken,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, CallError> {
         let name = &self.config.name;
         let connection = self.connection().await?;
         match connection
@@ -106,18 +140,23 @@ impl McpServer {
             .await
         {
             Ok(result) => Ok(result),
-            Err(err @ (McpError::Crashed(_) | McpError::Malformed(_))) => {
+            Err(source @ (McpError::Crashed(_) | McpError::Malformed(_))) => {
                 // Stopped now, restarted (if it may be) on the next call.
                 connection.stop();
                 let next = self.next_step().await;
                 if connection.first_report() {
-                    warn!("MCP server {name} failed: {err}; {next}");
+                    warn!("MCP server {name} failed: {source}; {next}");
                 }
-                Err(format!(
-                    "MCP server {name}: {err}. The call may or may not have taken effect; {next}"
-                ))
+                Err(CallError::Crashed {
+                    server: name.clone(),
+                    source,
+                    next,
+                })
             }
-            Err(err) => Err(format!("MCP server {name}: {err}")),
+            Err(source) => Err(CallError::Failed {
+                server: name.clone(),
+                source,
+            }),
         }
     }
 
@@ -140,7 +179,7 @@ impl McpServer {
     }
 
     /// The live connection, restarting a crashed server if it may be.
-    async fn connection(&self) -> Result<Arc<Connection>, String> {
+    async fn connection(&self) -> Result<Arc<Connection>, CallError> {
         let name = &self.config.name;
         let mut inner = self.inner.lock().await;
         let reason = match &inner.state {
@@ -161,12 +200,15 @@ impl McpServer {
             },
             State::Crashed(reason) => reason.clone(),
             State::Failed(reason) | State::Unavailable(reason) => {
-                return Err(format!("MCP server {name} unavailable: {reason}"));
+                return Err(CallError::Unavailable {
+                    server: name.clone(),
+                    reason: reason.clone(),
+                });
             }
             State::Stopped => {
-                return Err(format!(
-                    "MCP server {name} unavailable: Fido is shutting down"
-                ));
+                return Err(CallError::ShuttingDown {
+                    server: name.clone(),
+                });
             }
         };
         if inner.restarts >= self.config.max_restarts {
@@ -177,7 +219,10 @@ impl McpServer {
             // Already said in the crash's warning.
             info!("MCP server {name} is unavailable for the rest of the session: {reason}");
             inner.state = State::Unavailable(reason.clone());
-            return Err(format!("MCP server {name} unavailable: {reason}"));
+            return Err(CallError::Unavailable {
+                server: name.clone(),
+                reason,
+            });
         }
         inner.restarts += 1;
         info!(
@@ -195,11 +240,12 @@ impl McpServer {
                 inner.state = State::Running(connection.clone());
                 Ok(connection)
             }
-            Err(err) => {
-                inner.state = State::Crashed(err.to_string());
-                Err(format!(
-                    "MCP server {name} unavailable: its restart failed: {err}"
-                ))
+            Err(source) => {
+                inner.state = State::Crashed(source.to_string());
+                Err(CallError::RestartFailed {
+                    server: name.clone(),
+                    source,
+                })
             }
         }
     }

@@ -104,12 +104,41 @@ impl HostRule {
     }
 }
 
-impl FromStr for HostRule {
-    type Err = String;
+/// Why the text of a rule is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{text}` is not HOST or HOST:PORT: {why}")]
+pub struct HostRuleError {
+    /// The rule as written (trimmed).
+    pub text: String,
+    pub why: BadRule,
+}
 
-    fn from_str(text: &str) -> Result<HostRule, String> {
+/// What is wrong with a rule's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BadRule {
+    #[error("an unclosed `[`")]
+    UnclosedBracket,
+    #[error("text after `]` that is not `:PORT`")]
+    AfterBracket,
+    #[error("the port must be a number from 1 to 65535")]
+    Port,
+    #[error("`*.` must be followed by a domain name")]
+    Subdomains,
+    #[error("a host is a name, `*.` and a name, or an IP address")]
+    Host,
+}
+
+impl FromStr for HostRule {
+    type Err = HostRuleError;
+
+    fn from_str(text: &str) -> Result<HostRule, HostRuleError> {
         let text = text.trim();
-        let bad = |why: &str| Err(format!("`{text}` is not HOST or HOST:PORT: {why}"));
+        let bad = |why| {
+            Err(HostRuleError {
+                text: text.to_string(),
+                why,
+            })
+        };
         let (host, port) = match split_port(text) {
             Ok(parts) => parts,
             Err(why) => return bad(why),
@@ -118,7 +147,7 @@ impl FromStr for HostRule {
             None => Ports::Web,
             Some(port) => match port.parse::<u16>() {
                 Ok(port) if port > 0 => Ports::Exact(port),
-                _ => return bad("the port must be a number from 1 to 65535"),
+                _ => return bad(BadRule::Port),
             },
         };
         let host = normalise_host(host);
@@ -126,13 +155,13 @@ impl FromStr for HostRule {
             HostPattern::Address(ip)
         } else if let Some(suffix) = host.strip_prefix("*.") {
             if !is_name(suffix) || suffix.parse::<IpAddr>().is_ok() {
-                return bad("`*.` must be followed by a domain name");
+                return bad(BadRule::Subdomains);
             }
             HostPattern::Subdomains(format!(".{suffix}"))
         } else if is_name(&host) {
             HostPattern::Name(host)
         } else {
-            return bad("a host is a name, `*.` and a name, or an IP address");
+            return bad(BadRule::Host);
         };
         Ok(HostRule {
             host: pattern,
@@ -157,16 +186,16 @@ impl fmt::Display for HostRule {
 }
 
 /// `HOST` and the optional `PORT` of a rule's text.
-fn split_port(text: &str) -> Result<(&str, Option<&str>), &'static str> {
+fn split_port(text: &str) -> Result<(&str, Option<&str>), BadRule> {
     if let Some(rest) = text.strip_prefix('[') {
         let Some((host, after)) = rest.split_once(']') else {
-            return Err("an unclosed `[`");
+            return Err(BadRule::UnclosedBracket);
         };
         return match after {
             "" => Ok((host, None)),
             _ => match after.strip_prefix(':') {
                 Some(port) => Ok((host, Some(port))),
-                None => Err("text after `]` that is not `:PORT`"),
+                None => Err(BadRule::AfterBracket),
             },
         };
     }
@@ -228,7 +257,7 @@ impl NetRules {
 }
 
 /// A list's text: rules separated by commas or white space.
-pub fn parse_list(text: &str) -> Result<Vec<HostRule>, String> {
+pub fn parse_list(text: &str) -> Result<Vec<HostRule>, HostRuleError> {
     text.split(|c: char| c == ',' || c.is_whitespace())
         .filter(|part| !part.is_empty())
         .map(str::parse)
@@ -319,7 +348,13 @@ mod tests {
             assert!(text.parse::<HostRule>().is_err(), "{text:?} was accepted");
         }
         let err = "a/b".parse::<HostRule>().unwrap_err();
-        assert!(err.contains("`a/b`"), "{err}");
+        assert_eq!(err.why, BadRule::Host);
+        assert_eq!(
+            err.to_string(),
+            "`a/b` is not HOST or HOST:PORT: a host is a name, `*.` and a name, or an IP address"
+        );
+        let err = "[::1]8080".parse::<HostRule>().unwrap_err();
+        assert_eq!(err.why, BadRule::AfterBracket);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! the new file, never a torn one. A corrupt file is never overwritten
 //! silently: it is moved aside to `<file>.corrupt-<timestamp>` and reported.
 
+use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 
 use super::model::{PlanItem, PlanState};
@@ -87,20 +88,22 @@ impl PlanStore {
     }
 
     fn read(&self, lock: &StateLock) -> Result<Loaded, StateFileError> {
-        Ok(match self.file.read::<PlanState>(lock, |_| Ok(()))? {
-            Contents::Missing => Loaded {
-                state: PlanState::empty(),
-                warning: None,
+        Ok(
+            match self.file.read::<PlanState, Infallible>(lock, |_| Ok(()))? {
+                Contents::Missing => Loaded {
+                    state: PlanState::empty(),
+                    warning: None,
+                },
+                Contents::Valid(state) => Loaded {
+                    state,
+                    warning: None,
+                },
+                Contents::SetAside { warning } => Loaded {
+                    state: PlanState::empty(),
+                    warning: Some(warning),
+                },
             },
-            Contents::Valid(state) => Loaded {
-                state,
-                warning: None,
-            },
-            Contents::SetAside { warning } => Loaded {
-                state: PlanState::empty(),
-                warning: Some(warning),
-            },
-        })
+        )
     }
 }
 

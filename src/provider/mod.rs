@@ -19,6 +19,7 @@
 //! - Cancellation is dropping the future: the HTTP request is aborted at once.
 
 pub mod anthropic;
+mod build_error;
 pub mod gateway;
 mod http;
 pub mod limits;
@@ -33,6 +34,8 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use crate::protocol::{Message, ToolSpec, Usage};
+
+pub use build_error::{BuildError, SwitchError};
 
 /// What one provider request is made of. Borrowed: building it copies nothing.
 #[derive(Debug, Clone, Copy)]

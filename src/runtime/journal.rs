@@ -10,8 +10,33 @@ use crate::config::Config;
 use crate::plan::PlanFlavour;
 use crate::protocol::EventKind;
 use crate::protocol::journal::JournalRecord;
-use crate::store::journal::{self, Journal, Pick, Replayed, SessionInfo};
+use crate::store::journal::{self, Journal, JournalError, Pick, Replayed, SessionInfo};
 use crate::tools::ToolEnv;
+
+/// Why a session could not continue from its journal.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionJournalError {
+    /// The session `--resume` names cannot be found, read or taken over.
+    #[error(transparent)]
+    Resume(#[from] JournalError),
+    /// The blocking task that opens the journal died.
+    #[error("the journal task failed: {0}")]
+    Task(#[source] tokio::task::JoinError),
+    /// The blocking task that rebuilds the conversation died.
+    #[error("cannot build the conversation: {0}")]
+    Conversation(#[source] tokio::task::JoinError),
+    /// The replayed messages do not start with a system prompt.
+    #[error("session {0} has no system prompt")]
+    NoSystemPrompt(String),
+}
+
+/// Why the blocking half of [`open`] did not open a journal.
+enum NotOpened {
+    /// A new journal: the session runs unjournaled.
+    Create(std::io::Error),
+    /// The session to resume: the session does not start.
+    Resume(JournalError),
+}
 
 /// Which earlier session to continue.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,7 +52,7 @@ pub async fn open(
     config: &Config,
     info: SessionInfo,
     resume: Option<ResumeFrom>,
-) -> Result<(Option<Arc<Journal>>, Option<Replayed>), String> {
+) -> Result<(Option<Arc<Journal>>, Option<Replayed>), SessionJournalError> {
     let workspace = config.workspace.clone();
     let days = config.session_retention_days;
     let opened = tokio::task::spawn_blocking(move || {
@@ -39,7 +64,7 @@ pub async fn open(
         match &resume {
             None => journal::create(&workspace, &info, None)
                 .map(|journal| (journal, None))
-                .map_err(|err| (false, format!("cannot create the session journal: {err}"))),
+                .map_err(NotOpened::Create),
             Some(from) => {
                 let pick = match from {
                     ResumeFrom::Id(id) => Pick::Id(id),
@@ -47,12 +72,12 @@ pub async fn open(
                 };
                 journal::resume(&workspace, pick)
                     .map(|(journal, replayed)| (journal, Some(replayed)))
-                    .map_err(|message| (true, message))
+                    .map_err(NotOpened::Resume)
             }
         }
     })
     .await
-    .map_err(|e| format!("the journal task failed: {e}"))?;
+    .map_err(SessionJournalError::Task)?;
     match opened {
         Ok((journal, replayed)) => {
             if replayed.is_some() {
@@ -60,9 +85,11 @@ pub async fn open(
             }
             Ok((Some(Arc::new(journal)), replayed))
         }
-        Err((true, message)) => Err(message),
-        Err((false, message)) => {
-            warn!("{message}; this session is not journaled and cannot be resumed");
+        Err(NotOpened::Resume(err)) => Err(err.into()),
+        Err(NotOpened::Create(err)) => {
+            warn!(
+                "cannot create the session journal: {err}; this session is not journaled and cannot be resumed"
+            );
             Ok((None, None))
         }
     }
@@ -76,9 +103,9 @@ pub fn resumed_conversation(
     env: &ToolEnv,
     flavour: PlanFlavour,
     events: &EventSink,
-) -> Result<Conversation, String> {
+) -> Result<Conversation, SessionJournalError> {
     let mut conversation = Conversation::from_messages(replayed.messages.clone())
-        .ok_or_else(|| format!("session {} has no system prompt", replayed.id))?;
+        .ok_or_else(|| SessionJournalError::NoSystemPrompt(replayed.id.clone()))?;
     conversation.answer_unanswered("the session ended before this call finished");
     if let Some(note) = &replayed.note {
         events.emit(EventKind::Error {

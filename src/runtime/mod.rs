@@ -17,7 +17,7 @@ use ractor::ActorRef;
 use tokio::task::JoinHandle;
 
 pub use journal::ResumeFrom;
-pub use tool_env::tool_env;
+pub use tool_env::{ToolEnvError, tool_env};
 
 use crate::agent::ProjectInstructions;
 use crate::agent::{
@@ -29,6 +29,7 @@ use crate::mcp::McpHub;
 use crate::plan::PlanFlavour;
 use crate::protocol::ApprovalPolicy;
 use crate::protocol::EventKind;
+use crate::provider::BuildError;
 use crate::provider::gateway::Gateway;
 use crate::store::journal::{Journal, Replayed, SessionInfo};
 use crate::subagent::control::ControlServer;
@@ -74,23 +75,34 @@ pub struct Runtime {
 
 /// Why a session could not start, by the stage that failed; each says
 /// why in one sentence for the person.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    /// The configured provider, or a model a profile names, cannot be built.
-    #[error("{0}")]
-    Provider(String),
+    /// The configured provider cannot be built.
+    #[error(transparent)]
+    Provider(#[from] BuildError),
+    /// The provider for the model a subagent profile names cannot be built.
+    #[error("subagent profile {profile}: model {model}: {source}")]
+    ProfileModel {
+        profile: String,
+        model: String,
+        #[source]
+        source: BuildError,
+    },
     /// The workspace or the command sandbox cannot be set up.
-    #[error("{0}")]
-    Tools(String),
+    #[error(transparent)]
+    Tools(#[from] ToolEnvError),
+    /// The binary the subagents run as cannot be found.
+    #[error("cannot find the fido binary to run subagents: {0}")]
+    ChildProgram(#[source] std::io::Error),
     /// The subagent supervisor cannot start.
-    #[error("{0}")]
-    Supervisor(String),
+    #[error("cannot start the subagent supervisor: {0}")]
+    Supervisor(#[source] ractor::SpawnErr),
     /// The journal cannot be opened, or the session it names resumed.
-    #[error("{0}")]
-    Journal(String),
+    #[error(transparent)]
+    Journal(#[from] journal::SessionJournalError),
     /// The agent actor cannot start.
     #[error("cannot start the agent: {0}")]
-    Agent(String),
+    Agent(#[source] ractor::SpawnErr),
 }
 
 impl Runtime {
@@ -103,9 +115,7 @@ impl Runtime {
     ) -> Result<Runtime, StartError> {
         let parts = Parts::build(config, interaction, &events).await?;
         let sandbox = parts.tool_env.sandbox.clone();
-        let (journal, replayed) = open_journal(config, &parts, resume, &events)
-            .await
-            .map_err(StartError::Journal)?;
+        let (journal, replayed) = open_journal(config, &parts, resume, &events).await?;
         let id = journal.as_ref().map(|j| j.id().to_string());
         let transcript = journal.as_ref().map(|j| j.path().to_path_buf());
         parts.tool_env.hooks.set_session(id.clone(), transcript);
@@ -118,8 +128,7 @@ impl Runtime {
             instructions.clone(),
             events.clone(),
         )
-        .await
-        .map_err(StartError::Journal)?;
+        .await?;
         let hooks = &parts.tool_env.hooks;
         crate::agent::hook_points::session_started(hooks, &mut conversation, replayed.is_some())
             .await;
@@ -146,7 +155,7 @@ impl Runtime {
             turns,
         })
         .await
-        .map_err(|e| StartError::Agent(e.to_string()))?;
+        .map_err(StartError::Agent)?;
         sweep_dead_sessions(config).await;
         let control = open_control(config, &supervisor).await;
         Ok(Runtime {
@@ -205,11 +214,11 @@ impl Parts {
         interaction: Interaction,
         events: &EventSink,
     ) -> Result<Parts, StartError> {
-        let provider = provider::build_provider(config).map_err(StartError::Provider)?;
+        let provider = provider::build_provider(config)?;
         let profiles = Arc::new(load_profiles(config).await);
         // The one holder of the provider: the main agent and every
         // subagent ask through it (also for the models profiles name).
-        let models = profile_models(config, &profiles).map_err(StartError::Provider)?;
+        let models = profile_models(config, &profiles)?;
         let gateway = Gateway::with_models(provider, models, config.provider_concurrency);
         let approval = config
             .safety
@@ -225,8 +234,7 @@ impl Parts {
                 .delegate_merge
                 .unwrap_or(interaction.default_delegation.merge),
         };
-        let mut env =
-            tool_env(config, approval, interaction.approver).map_err(StartError::Tools)?;
+        let mut env = tool_env(config, approval, interaction.approver)?;
         let hooks = Arc::new(crate::hooks::Hooks::new(
             config.hooks.clone(),
             config.workspace.clone(),
@@ -240,7 +248,7 @@ impl Parts {
         env.user = interaction.user;
         let mcp = start_mcp(config).await;
         let catalog = ToolCatalog::with_mcp(config.plan_tool, profiles.offers(), mcp.clone());
-        let settings = delegation_settings(config, profiles).map_err(StartError::Supervisor)?;
+        let settings = delegation_settings(config, profiles)?;
         // The children's browse_url runs here, under the session's policy.
         let web = env.web.clone();
         let supervisor = Supervisor::start_with_web(
@@ -251,9 +259,7 @@ impl Parts {
             web,
         )
         .await
-        .map_err(|e| {
-            StartError::Supervisor(format!("cannot start the subagent supervisor: {e}"))
-        })?;
+        .map_err(StartError::Supervisor)?;
         let supervisor = Arc::new(supervisor);
         env.delegator = Some(supervisor.clone());
         Ok(Parts {
@@ -270,10 +276,10 @@ impl Parts {
 fn delegation_settings(
     config: &Config,
     profiles: Arc<Profiles>,
-) -> Result<DelegationSettings, String> {
+) -> Result<DelegationSettings, StartError> {
     let program = std::env::current_exe()
         .map(|fido| crate::subagent::child_program(&fido))
-        .map_err(|e| format!("cannot find the fido binary to run subagents: {e}"))?;
+        .map_err(StartError::ChildProgram)?;
     Ok(DelegationSettings {
         default_timeout: config.delegation.default_timeout,
         max_timeout: config.delegation.max_timeout,
@@ -300,7 +306,7 @@ async fn open_journal(
     parts: &Parts,
     resume: Option<ResumeFrom>,
     events: &EventSink,
-) -> Result<(Option<Arc<Journal>>, Option<Replayed>), String> {
+) -> Result<(Option<Arc<Journal>>, Option<Replayed>), journal::SessionJournalError> {
     let info = SessionInfo {
         workspace: config.workspace.display().to_string(),
         provider: parts.provider.name().to_string(),
@@ -362,7 +368,7 @@ async fn first_conversation(
     flavour: PlanFlavour,
     instructions: ProjectInstructions,
     events: EventSink,
-) -> Result<(Conversation, Option<Replayed>), String> {
+) -> Result<(Conversation, Option<Replayed>), journal::SessionJournalError> {
     tokio::task::spawn_blocking(move || {
         let conversation = match &replayed {
             Some(replayed) => journal::resumed_conversation(replayed, &tool_env, flavour, &events)?,
@@ -371,7 +377,7 @@ async fn first_conversation(
         Ok((conversation, replayed))
     })
     .await
-    .map_err(|err| format!("cannot build the conversation: {err}"))?
+    .map_err(journal::SessionJournalError::Conversation)?
 }
 
 /// Starts the configured MCP servers (all at once) and logs how long it took.
@@ -401,11 +407,11 @@ pub async fn load_profiles(config: &Config) -> Profiles {
 }
 
 /// A provider for every other model the profiles name: the same endpoint
-/// and key, another model. Errors are one sentence.
+/// and key, another model.
 fn profile_models(
     config: &Config,
     profiles: &Profiles,
-) -> Result<std::collections::BTreeMap<String, Arc<dyn crate::provider::Provider>>, String> {
+) -> Result<std::collections::BTreeMap<String, Arc<dyn crate::provider::Provider>>, StartError> {
     let mut models = std::collections::BTreeMap::new();
     for profile in profiles.profiles.values() {
         let Some(model) = profile.model.as_ref().filter(|m| **m != config.model) else {
@@ -416,8 +422,12 @@ fn profile_models(
         }
         let mut other = config.clone();
         other.model = model.clone();
-        let provider = provider::build_provider(&other)
-            .map_err(|e| format!("subagent profile {}: model {model}: {e}", profile.name))?;
+        let provider =
+            provider::build_provider(&other).map_err(|source| StartError::ProfileModel {
+                profile: profile.name.clone(),
+                model: model.clone(),
+                source,
+            })?;
         models.insert(model.clone(), provider);
     }
     Ok(models)

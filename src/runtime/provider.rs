@@ -4,37 +4,33 @@
 use std::sync::Arc;
 
 use crate::config::{Config, ProviderKind, is_loopback_url};
-use crate::provider::Provider;
 use crate::provider::anthropic::AnthropicProvider;
 use crate::provider::openai::OpenAiProvider;
 use crate::provider::script::ScriptProvider;
+use crate::provider::{BuildError, Provider};
 
 /// Builds the configured provider, or says in one sentence why not.
-pub fn build_provider(config: &Config) -> Result<Arc<dyn Provider>, String> {
+pub fn build_provider(config: &Config) -> Result<Arc<dyn Provider>, BuildError> {
     let key = config.api_key.as_ref().map(|k| k.expose().to_string());
     let limits = &config.agent.limits;
     let provider: Arc<dyn Provider> = match config.provider {
         ProviderKind::OpenAi => {
             if key.is_none() && !is_loopback_url(&config.base_url) {
-                return Err(format!(
-                    "no API key for {}: set FIDO_API_KEY (or OPENAI_API_KEY), or point FIDO_BASE_URL at a local OpenAI-compatible server such as llama-server (http://127.0.0.1:8080/v1), or use FIDO_PROVIDER=script",
-                    config.base_url
-                ));
+                return Err(BuildError::NoOpenAiKey {
+                    base_url: config.base_url.clone(),
+                });
             }
             let provider = OpenAiProvider::new(
                 config.base_url.clone(),
                 key,
                 config.model.clone(),
                 config.http,
-            )
-            .map_err(|e| e.to_string())?;
+            )?;
             Arc::new(provider.with_max_output_tokens(limits.max_output_tokens))
         }
         ProviderKind::Anthropic => {
             if key.is_none() && !is_loopback_url(&config.base_url) {
-                return Err(
-                    "no API key for Anthropic: set FIDO_API_KEY or ANTHROPIC_API_KEY".into(),
-                );
+                return Err(BuildError::NoAnthropicKey);
             }
             let max_tokens = config.anthropic_max_tokens.min(limits.max_output_tokens);
             let provider = AnthropicProvider::new(
@@ -43,8 +39,7 @@ pub fn build_provider(config: &Config) -> Result<Arc<dyn Provider>, String> {
                 config.model.clone(),
                 config.http,
                 max_tokens,
-            )
-            .map_err(|e| e.to_string())?;
+            )?;
             Arc::new(provider)
         }
         ProviderKind::Script => {
@@ -52,7 +47,7 @@ pub fn build_provider(config: &Config) -> Result<Arc<dyn Provider>, String> {
                 Some(path) => ScriptProvider::load(path),
                 None => ScriptProvider::demo(),
             };
-            Arc::new(script.map_err(|e| e.to_string())?)
+            Arc::new(script?)
         }
     };
     Ok(provider)
@@ -81,7 +76,8 @@ mod tests {
     fn remote_openai_without_key_is_refused_but_loopback_is_fine() {
         let dir = tempfile::tempdir().unwrap();
         let err = build_provider(&config(&[], dir.path())).err().unwrap();
-        assert!(err.contains("no API key"), "{err}");
+        assert!(matches!(err, BuildError::NoOpenAiKey { .. }), "{err}");
+        assert!(err.to_string().starts_with("no API key for "), "{err}");
         let local = config(&[("FIDO_BASE_URL", "http://127.0.0.1:9/v1")], dir.path());
         assert!(build_provider(&local).is_ok());
     }

@@ -1,17 +1,48 @@
 //! The tools' environment in the configured workspace.
 
+use std::io;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::config::{Config, NetworkAccess};
 use crate::net::proxy::{Proxy, ProxyLimits};
 use crate::plan::PlanStore;
 use crate::protocol::{ApprovalPolicy, SafetySettings, SandboxMode};
-use crate::sandbox::CommandSandbox;
+use crate::sandbox::child::error_chain;
+use crate::sandbox::{CommandSandbox, SandboxError};
 use crate::store::undo::UndoLog;
 use crate::tools::ToolEnv;
 use crate::tools::approval::{Approvals, Approver};
 use crate::tools::web::Browser;
 use crate::workspace::Workspace;
+
+/// Why the tools of a session cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolEnvError {
+    /// The workspace folder cannot be opened.
+    #[error("workspace {}: {source}", path.display())]
+    Workspace {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// The command sandbox of the configured mode cannot be had here.
+    #[error(
+        "sandbox_mode {mode}: {}; set sandbox_mode = \"danger-full-access\" to run commands without a sandbox",
+        error_chain(.source)
+    )]
+    Sandbox {
+        mode: SandboxMode,
+        #[source]
+        source: SandboxError,
+    },
+    /// `network = "allowlist"`: the proxy cannot listen.
+    #[error("network = \"allowlist\": cannot start the proxy: {0}")]
+    Proxy(#[source] io::Error),
+    /// `network = "allowlist"`: commands cannot be kept to the proxy.
+    #[error("network = \"allowlist\": {}; set network = false or true", error_chain(.0))]
+    ProxySandbox(#[source] SandboxError),
+}
 
 /// The tool environment of a session in the configured workspace, with
 /// the approval policy `approval` and the person `approver` (if any).
@@ -19,16 +50,19 @@ pub fn tool_env(
     config: &Config,
     approval: ApprovalPolicy,
     approver: Option<Arc<dyn Approver>>,
-) -> Result<ToolEnv, String> {
-    let workspace = Workspace::new(&config.workspace)
-        .map_err(|err| format!("workspace {}: {err}", config.workspace.display()))?;
-    let sandbox = CommandSandbox::prepare(&super::policy::command_policy(config)).map_err(|err| {
-        format!(
-            "sandbox_mode {}: {}; set sandbox_mode = \"danger-full-access\" to run commands without a sandbox",
-            config.safety.sandbox_mode,
-            crate::sandbox::child::error_chain(&err)
-        )
-    })?;
+) -> Result<ToolEnv, ToolEnvError> {
+    let workspace =
+        Workspace::new(&config.workspace).map_err(|source| ToolEnvError::Workspace {
+            path: config.workspace.clone(),
+            source,
+        })?;
+    let sandbox =
+        CommandSandbox::prepare(&super::policy::command_policy(config)).map_err(|source| {
+            ToolEnvError::Sandbox {
+                mode: config.safety.sandbox_mode,
+                source,
+            }
+        })?;
     let settings = SafetySettings {
         sandbox_mode: config.safety.sandbox_mode,
         approval_policy: approval,
@@ -63,20 +97,17 @@ fn route_through_proxy(
     config: &Config,
     sandbox: CommandSandbox,
     browser: &Arc<Browser>,
-) -> Result<(CommandSandbox, Option<Arc<Proxy>>), String> {
+) -> Result<(CommandSandbox, Option<Arc<Proxy>>), ToolEnvError> {
     match (config.safety.network, config.safety.sandbox_mode) {
         (NetworkAccess::Allowlist, SandboxMode::ReadOnly | SandboxMode::WorkspaceWrite) => {}
         (NetworkAccess::Off | NetworkAccess::On, _)
         | (NetworkAccess::Allowlist, SandboxMode::DangerFullAccess) => return Ok((sandbox, None)),
     }
-    let proxy = Proxy::start(browser.clone(), ProxyLimits::default())
-        .map_err(|err| format!("network = \"allowlist\": cannot start the proxy: {err}"))?;
-    let sandbox = sandbox.with_proxy(proxy.route()).map_err(|err| {
-        format!(
-            "network = \"allowlist\": {}; set network = false or true",
-            crate::sandbox::child::error_chain(&err)
-        )
-    })?;
+    let proxy =
+        Proxy::start(browser.clone(), ProxyLimits::default()).map_err(ToolEnvError::Proxy)?;
+    let sandbox = sandbox
+        .with_proxy(proxy.route())
+        .map_err(ToolEnvError::ProxySandbox)?;
     Ok((sandbox, Some(Arc::new(proxy))))
 }
 

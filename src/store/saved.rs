@@ -21,6 +21,29 @@ struct SavedFile {
     messages: Vec<Message>,
 }
 
+/// Why a saved conversation could not be recalled.
+#[derive(Debug, thiserror::Error)]
+pub enum SavedError {
+    #[error("cannot list saved conversations: {0}")]
+    List(#[source] io::Error),
+    #[error("there is no suspended conversation to recall (use /suspend first)")]
+    NothingSaved,
+    #[error("{0:?} is not the name of a saved conversation")]
+    BadName(String),
+    #[error("cannot read the saved conversation {name}: {source}")]
+    Read {
+        name: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the saved conversation {name} is not valid: {source}")]
+    Invalid {
+        name: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
 /// One saved conversation, for listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SavedConversation {
@@ -64,25 +87,28 @@ pub fn list(workspace: &Path) -> io::Result<Vec<SavedConversation>> {
 }
 
 /// The messages of the named conversation, or of the newest when `name`
-/// is `None`. Errors are one sentence.
-pub fn load(workspace: &Path, name: Option<&str>) -> Result<(String, Vec<Message>), String> {
+/// is `None`.
+pub fn load(workspace: &Path, name: Option<&str>) -> Result<(String, Vec<Message>), SavedError> {
     let name = match name {
         Some(name) => name.trim_end_matches(".json").to_string(),
         None => list(workspace)
-            .map_err(|e| format!("cannot list saved conversations: {e}"))?
+            .map_err(SavedError::List)?
             .first()
             .map(|s| s.name.clone())
-            .ok_or("there is no suspended conversation to recall (use /suspend first)")?,
+            .ok_or(SavedError::NothingSaved)?,
     };
     if name.contains('/') || name.contains("..") {
-        return Err(format!("{name:?} is not the name of a saved conversation"));
+        return Err(SavedError::BadName(name));
     }
     let path = dir(workspace).join(format!("{name}.json"));
-    let bytes =
-        fs::read(&path).map_err(|e| format!("cannot read the saved conversation {name}: {e}"))?;
-    let file: SavedFile = serde_json::from_slice(&bytes)
-        .map_err(|e| format!("the saved conversation {name} is not valid: {e}"))?;
-    Ok((name, file.messages))
+    let bytes = match fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(source) => return Err(SavedError::Read { name, source }),
+    };
+    match serde_json::from_slice::<SavedFile>(&bytes) {
+        Ok(file) => Ok((name, file.messages)),
+        Err(source) => Err(SavedError::Invalid { name, source }),
+    }
 }
 
 #[cfg(test)]
@@ -117,7 +143,10 @@ mod tests {
     fn suspend_list_and_load_round_trip() {
         let dir = tempfile::tempdir().unwrap();
         assert!(list(dir.path()).unwrap().is_empty());
-        assert!(load(dir.path(), None).unwrap_err().contains("no suspended"));
+        assert!(matches!(
+            load(dir.path(), None),
+            Err(SavedError::NothingSaved)
+        ));
         let messages = vec![
             Message::System {
                 content: "s".into(),
@@ -133,12 +162,18 @@ mod tests {
         assert_eq!(listed[1].preview, "fix the parser please");
         assert_eq!(load(dir.path(), Some(&first)).unwrap().1, messages);
         assert_eq!(load(dir.path(), None).unwrap().0, second);
-        assert!(load(dir.path(), Some("../../etc/passwd")).is_err());
+        assert!(matches!(
+            load(dir.path(), Some("../../etc/passwd")),
+            Err(SavedError::BadName(_))
+        ));
         std::fs::write(dir.path().join(".fido-state/sessions/bad.json"), "{").unwrap();
+        let invalid = load(dir.path(), Some("bad")).unwrap_err();
+        assert!(matches!(invalid, SavedError::Invalid { .. }), "{invalid}");
         assert!(
-            load(dir.path(), Some("bad"))
-                .unwrap_err()
-                .contains("not valid")
+            invalid
+                .to_string()
+                .starts_with("the saved conversation bad is not valid: "),
+            "{invalid}"
         );
         assert_eq!(
             list(dir.path()).unwrap().len(),

@@ -158,10 +158,10 @@ impl StateFile {
 
     /// Reads and parses the file; `check` may reject a parsed value (the
     /// store's own invariants), which sets the file aside like bad JSON.
-    pub fn read<T: DeserializeOwned>(
+    pub fn read<T: DeserializeOwned, E: std::fmt::Display>(
         &self,
         _lock: &StateLock,
-        check: impl FnOnce(&T) -> Result<(), String>,
+        check: impl FnOnce(&T) -> Result<(), E>,
     ) -> Result<Contents<T>, StateFileError> {
         if leaves_its_directory(&self.path) {
             return Err(StateFileError::OutsideLink {
@@ -187,7 +187,7 @@ impl StateFile {
         };
         match check(&value) {
             Ok(()) => Ok(Contents::Valid(value)),
-            Err(problem) => self.set_aside(&problem),
+            Err(problem) => self.set_aside(&problem.to_string()),
         }
     }
 

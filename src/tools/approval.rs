@@ -20,7 +20,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use super::ToolOutput;
-use super::guard::{self, Gate};
+use super::guard::{self, Gate, WriteRefused};
 use crate::hooks::{HookInput, Hooks};
 use crate::net::Target;
 use crate::protocol::changes::DelegationPolicy;
@@ -141,18 +141,18 @@ impl Approvals {
 
     /// Whether a write subagent may start: `delegate_write`, and the
     /// person when it says ask. The refusal is the message for the model.
-    pub async fn write_delegation(&self, request: ApprovalRequest) -> Result<(), String> {
+    pub async fn write_delegation(&self, request: ApprovalRequest) -> Result<(), WriteRefused> {
         match guard::write_delegation_gate(self.delegation.write) {
             Gate::Allow => return Ok(()),
-            Gate::Deny(reason) => return Err(reason),
+            Gate::Deny(reason) => return Err(WriteRefused::Policy(reason)),
             Gate::Ask => {}
         }
         if self.approver.is_none() {
-            return Err("delegate_write is ask, and nobody can approve in a headless run; nothing was started. The user can allow write delegation with `fido exec --allow-write-delegation` or FIDO_DELEGATE_WRITE=allow".into());
+            return Err(WriteRefused::Headless);
         }
         self.ask(request, "delegate:write".into())
             .await
-            .map_err(|refusal| refusal.content)
+            .map_err(|refusal| WriteRefused::Person(refusal.content))
     }
 
     /// What the person decided about a change set under
@@ -474,11 +474,14 @@ mod tests {
         let never = with(DelegateWrite::Never, None)
             .write_delegation(request())
             .await;
-        assert!(never.unwrap_err().contains("--allow-write-delegation"));
+        let never = never.unwrap_err();
+        assert!(matches!(never, WriteRefused::Policy(_)), "{never}");
+        assert!(never.to_string().contains("--allow-write-delegation"));
         let headless = with(DelegateWrite::Ask, None)
             .write_delegation(request())
             .await;
-        assert!(headless.unwrap_err().contains("headless"));
+        assert_eq!(headless, Err(WriteRefused::Headless));
+        assert!(WriteRefused::Headless.to_string().contains("headless"));
         let person = scripted(vec![Some(ApprovalDecision::ApprovedForSession)]);
         let asking = with(DelegateWrite::Ask, Some(person.clone()));
         assert!(asking.write_delegation(request()).await.is_ok());

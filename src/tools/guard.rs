@@ -115,6 +115,22 @@ pub enum Gate {
     Deny(String),
 }
 
+/// Why a write subagent may not start; each is the sentence for the model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WriteRefused {
+    /// `delegate_write` refuses it.
+    #[error("{0}")]
+    Policy(String),
+    /// `delegate_write` is ask, and nobody is there to answer.
+    #[error(
+        "delegate_write is ask, and nobody can approve in a headless run; nothing was started. The user can allow write delegation with `fido exec --allow-write-delegation` or FIDO_DELEGATE_WRITE=allow"
+    )]
+    Headless,
+    /// The person (or a hook) refused it; the refusal as told to the model.
+    #[error("{0}")]
+    Person(String),
+}
+
 /// A `bash_exec` command, run in the sandbox or (`escalated`) outside it.
 pub fn command_gate(settings: &SafetySettings, escalated: bool) -> Gate {
     match (settings.approval_policy, escalated) {

@@ -30,9 +30,21 @@ const BLOCKS: [&str; 16] = [
     "header", "footer",
 ];
 
+/// Why a page could not be converted.
+#[derive(Debug, thiserror::Error)]
+pub enum HtmlError {
+    #[error("cannot start the HTML converter: {0}")]
+    Thread(#[source] std::io::Error),
+    #[error("the HTML converter stopped")]
+    Stopped,
+    /// The parser refused the page.
+    #[error(transparent)]
+    Parse(std::io::Error),
+}
+
 /// `html` as Markdown (or plain text, see the module), converted on a
 /// thread of its own.
-pub async fn readable(html: String) -> Result<String, String> {
+pub async fn readable(html: String) -> Result<String, HtmlError> {
     let (sender, receiver) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
         .name("fido-html".into())
@@ -40,22 +52,18 @@ pub async fn readable(html: String) -> Result<String, String> {
         .spawn(move || {
             let _ = sender.send(convert(&html));
         })
-        .map_err(|err| format!("cannot start the HTML converter: {err}"))?;
-    receiver
-        .await
-        .map_err(|_| "the HTML converter stopped".to_string())?
+        .map_err(HtmlError::Thread)?;
+    receiver.await.map_err(|_| HtmlError::Stopped)?
 }
 
-fn convert(html: &str) -> Result<String, String> {
+fn convert(html: &str) -> Result<String, HtmlError> {
     if estimated_depth(html) > MAX_MARKDOWN_DEPTH {
         return Ok(too_deep(&stripped(html)));
     }
     let converter = htmd::HtmlToMarkdown::builder()
         .skip_tags(SKIPPED_TAGS.to_vec())
         .build();
-    let tree = converter
-        .html_to_tree(html)
-        .map_err(|err| err.to_string())?;
+    let tree = converter.html_to_tree(html).map_err(HtmlError::Parse)?;
     if depth(&tree) <= MAX_MARKDOWN_DEPTH {
         return Ok(converter.tree_to_markdown(&tree));
     }

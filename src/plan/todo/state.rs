@@ -158,33 +158,46 @@ impl TodoState {
     /// Checks a state read from disk: the reference skips snapshots with
     /// invalid task shapes, duplicate ids, invalid counters or dangling
     /// dependencies instead of installing them partially.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), StateCheckError> {
         if self.next_id < 1 {
-            return Err(format!("nextId {} is not a positive id", self.next_id));
+            return Err(StateCheckError::NextIdNotPositive(self.next_id));
         }
         let mut ids = BTreeSet::new();
         for task in &self.tasks {
             if task.id < 1 {
-                return Err(format!("task id {} is not a positive id", task.id));
+                return Err(StateCheckError::IdNotPositive(task.id));
             }
             if !ids.insert(task.id) {
-                return Err(format!("task id {} is used twice", task.id));
+                return Err(StateCheckError::IdTwice(task.id));
             }
             if task.id >= self.next_id {
-                return Err(format!(
-                    "task id {} is not below nextId {}",
-                    task.id, self.next_id
-                ));
+                return Err(StateCheckError::IdNotBelowNext {
+                    id: task.id,
+                    next_id: self.next_id,
+                });
             }
         }
         for task in &self.tasks {
-            if let Some(dep) = task.blocked_by.iter().find(|d| !ids.contains(d)) {
-                return Err(format!(
-                    "task {} is blocked by #{dep}, which does not exist",
-                    task.id
-                ));
+            if let Some(&dep) = task.blocked_by.iter().find(|d| !ids.contains(d)) {
+                return Err(StateCheckError::MissingBlocker { task: task.id, dep });
             }
         }
         Ok(())
     }
+}
+
+/// Why a todo state read from disk is not installed (the file is set
+/// aside with this sentence).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StateCheckError {
+    #[error("nextId {0} is not a positive id")]
+    NextIdNotPositive(TaskId),
+    #[error("task id {0} is not a positive id")]
+    IdNotPositive(TaskId),
+    #[error("task id {0} is used twice")]
+    IdTwice(TaskId),
+    #[error("task id {id} is not below nextId {next_id}")]
+    IdNotBelowNext { id: TaskId, next_id: TaskId },
+    #[error("task {task} is blocked by #{dep}, which does not exist")]
+    MissingBlocker { task: TaskId, dep: TaskId },
 }

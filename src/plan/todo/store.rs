@@ -84,7 +84,7 @@ impl TodoStore {
     /// ids, a bad counter, dangling dependencies) is set aside like bad JSON.
     fn read(&self, lock: &StateLock) -> Result<Loaded, StateFileError> {
         Ok(
-            match self.file.read::<TodoState>(lock, |state| state.check())? {
+            match self.file.read::<TodoState, _>(lock, TodoState::check)? {
                 Contents::Missing => Loaded {
                     state: TodoState::empty(),
                     saved: false,

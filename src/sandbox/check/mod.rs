@@ -59,7 +59,7 @@ pub use fixture::{ORIGINAL_CONTENT, ProbeFixture, ProbeTargets, denied_paths};
 pub use kernel::fork_bomb_note;
 pub use report::{Summary, report_text};
 pub use runner::{run_child, run_probes};
-pub use spawn::probe_role;
+pub use spawn::{ProbeError, probe_role};
 pub use table::{
     ALLOWLIST_CONTROLS, ALLOWLIST_PROBES, CHMOD_NOTE, CONTROL_PROBES, FORBIDDEN_PROBES, ProbeRole,
     SUBAGENT_CONTROLS, SUBAGENT_PROBES, WORKSPACE_PROBES, WRITE_SUBAGENT_CONTROLS,

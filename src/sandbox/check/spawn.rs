@@ -5,6 +5,7 @@
 //! always reaped and the fixture removed.
 
 use std::ffi::OsString;
+use std::io;
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,12 +21,42 @@ use super::table::ProbeRole;
 use super::verdict::ProbeFrame;
 use crate::protocol::SandboxMode;
 use crate::sandbox::child::error_chain;
-use crate::sandbox::{CommandPolicy, CommandSandbox, ProcessGroup};
+use crate::sandbox::{CommandPolicy, CommandSandbox, ProcessGroup, SandboxError};
 
 /// How long the probe child may take.
 const CHILD_TIMEOUT: Duration = Duration::from_secs(30);
 /// SIGTERM → SIGKILL grace for a probe child that ran over.
 const KILL_GRACE: Duration = Duration::from_millis(500);
+
+/// Why a role could not be probed (its report is not had).
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("cannot prepare the probe directory: {0}")]
+    Fixture(#[source] io::Error),
+    #[error("cannot start the proxy's stand-in: {0}")]
+    StandIn(#[source] io::Error),
+    #[error("cannot read the probe listener's address: {0}")]
+    Listener(#[source] io::Error),
+    /// The sandbox the parent confines the child with cannot be set up.
+    #[error("{what}: {}", error_chain(.source))]
+    Sandbox {
+        what: String,
+        #[source]
+        source: SandboxError,
+    },
+    #[error("cannot find the fido binary to re-execute: {0}")]
+    Exe(#[source] io::Error),
+    #[error("cannot start the probe child: {0}")]
+    Spawn(#[source] io::Error),
+    #[error("cannot wait for the probe child {pid}: {source}")]
+    Wait {
+        pid: u32,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the probe child {pid} did not finish within {secs}s and was killed")]
+    Timeout { pid: u32, secs: u64 },
+}
 
 /// What came back from the probe child.
 struct ChildRun {
@@ -39,19 +70,15 @@ struct ChildRun {
 /// One role's run on a fresh fixture, judged. `runtime` must be driven
 /// from this (main) thread: the child's parent-death signal is tied to
 /// the thread that spawns it.
-pub fn probe_role(role: ProbeRole, runtime: &Runtime) -> Result<Summary, String> {
-    let fixture = ProbeFixture::for_role(role)
-        .map_err(|err| format!("cannot prepare the probe directory: {err}"))?;
+pub fn probe_role(role: ProbeRole, runtime: &Runtime) -> Result<Summary, ProbeError> {
+    let fixture = ProbeFixture::for_role(role).map_err(ProbeError::Fixture)?;
     let stand_in = match role {
-        ProbeRole::Allowlist => Some(
-            ProxyStandIn::start()
-                .map_err(|err| format!("cannot start the proxy's stand-in: {err}"))?,
-        ),
+        ProbeRole::Allowlist => Some(ProxyStandIn::start().map_err(ProbeError::StandIn)?),
         ProbeRole::Subagent | ProbeRole::WriteSubagent | ProbeRole::Command(_) => None,
     };
     let mut targets = fixture
         .targets(Pid::this(), role)
-        .map_err(|err| format!("cannot read the probe listener's address: {err}"))?;
+        .map_err(ProbeError::Listener)?;
     targets.proxy_port = stand_in.as_ref().map(|stand_in| stand_in.route().port);
     let sandbox = command_sandbox(role, &targets, stand_in.as_ref())?;
     let run = spawn_and_collect(&fixture, targets, sandbox.clone(), runtime)?;
@@ -80,7 +107,7 @@ fn command_sandbox(
     role: ProbeRole,
     targets: &ProbeTargets,
     stand_in: Option<&ProxyStandIn>,
-) -> Result<Option<Arc<CommandSandbox>>, String> {
+) -> Result<Option<Arc<CommandSandbox>>, ProbeError> {
     let mode = match role {
         ProbeRole::Subagent | ProbeRole::WriteSubagent => return Ok(None),
         ProbeRole::Command(mode) => mode,
@@ -105,7 +132,7 @@ fn command_sandbox(
     };
     sandbox
         .map(|sandbox| Some(Arc::new(sandbox)))
-        .map_err(|err| format!("{what}: {}", error_chain(&err)))
+        .map_err(|source| ProbeError::Sandbox { what, source })
 }
 
 fn spawn_and_collect(
@@ -113,9 +140,8 @@ fn spawn_and_collect(
     targets: ProbeTargets,
     sandbox: Option<Arc<CommandSandbox>>,
     runtime: &Runtime,
-) -> Result<ChildRun, String> {
-    let exe = std::env::current_exe()
-        .map_err(|err| format!("cannot find the fido binary to re-execute: {err}"))?;
+) -> Result<ChildRun, ProbeError> {
+    let exe = std::env::current_exe().map_err(ProbeError::Exe)?;
     let args = child_args(targets);
     let worktree = fixture.write_roots().cloned();
     // block_on runs on this (main) thread, so the child's parent-death
@@ -138,8 +164,7 @@ fn spawn_and_collect(
                 .envs(std::env::var_os("PATH").map(|path| ("PATH", path)))
                 .envs(roots.git_env());
         }
-        let group = ProcessGroup::spawn(&mut command)
-            .map_err(|err| format!("cannot start the probe child: {err}"))?;
+        let group = ProcessGroup::spawn(&mut command).map_err(ProbeError::Spawn)?;
         collect(group).await
     })
 }
@@ -177,7 +202,7 @@ fn child_args(targets: ProbeTargets) -> Vec<OsString> {
 
 /// Reads the child's output to the end (within [`CHILD_TIMEOUT`]), reaps
 /// it and leaves nothing of its group behind.
-async fn collect(mut group: ProcessGroup) -> Result<ChildRun, String> {
+async fn collect(mut group: ProcessGroup) -> Result<ChildRun, ProbeError> {
     let pid = group.pid();
     tracing::debug!(pid, "probe child started");
     let mut stdout = group.child_mut().stdout.take();
@@ -202,13 +227,13 @@ async fn collect(mut group: ProcessGroup) -> Result<ChildRun, String> {
     .await;
     let result = match collected {
         Ok((out, err, Ok(status))) => Ok((out, err, status)),
-        Ok((_, _, Err(err))) => Err(format!("cannot wait for the probe child {pid}: {err}")),
+        Ok((_, _, Err(source))) => Err(ProbeError::Wait { pid, source }),
         Err(_) => {
             let _ = group.terminate(KILL_GRACE).await;
-            Err(format!(
-                "the probe child {pid} did not finish within {}s and was killed",
-                CHILD_TIMEOUT.as_secs()
-            ))
+            Err(ProbeError::Timeout {
+                pid,
+                secs: CHILD_TIMEOUT.as_secs(),
+            })
         }
     };
     if group.group_alive() {

@@ -5,8 +5,9 @@
 use std::fs;
 use std::path::Path;
 
+use super::error::{BookmarkNameError, JournalError};
 use super::read::{Bookmark, replay_to_bookmark};
-use super::{id_of, journals};
+use super::{id_of, journals, read_journal};
 use crate::protocol::Message;
 use crate::protocol::journal::JournalRecord;
 
@@ -34,16 +35,15 @@ pub struct Found {
 }
 
 /// Why `name` cannot name a bookmark, if it cannot.
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), BookmarkNameError> {
     if name.is_empty() || name.chars().count() > MAX_NAME {
-        return Err(format!(
-            "a bookmark name has 1 to {MAX_NAME} characters; {name:?} does not"
-        ));
+        return Err(BookmarkNameError::Length {
+            name: name.to_string(),
+            max: MAX_NAME,
+        });
     }
     if !name.chars().all(is_name_char) {
-        return Err(format!(
-            "a bookmark name is letters, digits, '-', '_' and '.'; {name:?} is not"
-        ));
+        return Err(BookmarkNameError::Characters(name.to_string()));
     }
     Ok(())
 }
@@ -54,16 +54,14 @@ fn is_name_char(c: char) -> bool {
 
 /// The name the next bookmark of the journal at `path` gets: `requested`
 /// once checked and free in that session, or a generated one.
-pub fn name_for(path: &Path, requested: Option<&str>) -> Result<String, String> {
+pub fn name_for(path: &Path, requested: Option<&str>) -> Result<String, JournalError> {
     let taken = bookmarks_of(path)?;
     let is_taken = |name: &str| taken.iter().any(|b| b.name == name);
     match requested {
         Some(name) => {
             check_name(name)?;
             if is_taken(name) {
-                return Err(format!(
-                    "this session already has a bookmark named {name}; choose another name"
-                ));
+                return Err(JournalError::BookmarkTaken(name.to_string()));
             }
             Ok(name.to_string())
         }
@@ -93,9 +91,8 @@ fn generated(is_taken: impl Fn(&str) -> bool) -> String {
 /// The bookmarks of the journal at `path`, oldest first. Only its
 /// bookmark records matter here: a session that has no message yet (or
 /// a torn last line) can still be bookmarked.
-fn bookmarks_of(path: &Path) -> Result<Vec<Bookmark>, String> {
-    let bytes = fs::read(path)
-        .map_err(|e| format!("cannot read the journal of session {}: {e}", id_of(path)))?;
+fn bookmarks_of(path: &Path) -> Result<Vec<Bookmark>, JournalError> {
+    let bytes = read_journal(path, &id_of(path))?;
     Ok(bytes
         .split(|&b| b == b'\n')
         .filter_map(|line| {
@@ -110,11 +107,11 @@ fn bookmarks_of(path: &Path) -> Result<Vec<Bookmark>, String> {
 /// The bookmark `name` in the workspace's journals, newest session first:
 /// the conversation replayed up to it. `Ok(None)`: no journal has one.
 /// A journal that cannot be read is skipped (`/sessions` shows why).
-pub fn find(workspace: &Path, name: &str) -> Result<Option<Found>, String> {
+pub fn find(workspace: &Path, name: &str) -> Result<Option<Found>, JournalError> {
     if check_name(name).is_err() {
         return Ok(None);
     }
-    let mut all = journals(workspace).map_err(|e| format!("cannot list the sessions: {e}"))?;
+    let mut all = journals(workspace).map_err(JournalError::List)?;
     all.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
     let marker = marker(name)?;
     for (path, _) in all {
@@ -138,12 +135,12 @@ pub fn find(workspace: &Path, name: &str) -> Result<Option<Found>, String> {
 }
 
 /// The start of the bookmark record `name`, exactly as the writer puts it.
-fn marker(name: &str) -> Result<Vec<u8>, String> {
+fn marker(name: &str) -> Result<Vec<u8>, JournalError> {
     let record = JournalRecord::Bookmark {
         name: name.to_string(),
         at: String::new(),
     };
-    let mut text = serde_json::to_vec(&record).map_err(|e| e.to_string())?;
+    let mut text = serde_json::to_vec(&record).map_err(JournalError::BookmarkRecord)?;
     // Up to the `at` field, whose value differs.
     let cut = text.len().saturating_sub(br#","at":""}"#.len());
     text.truncate(cut);

@@ -8,6 +8,7 @@
 //! The [`Journal`] itself writes on its own thread.
 
 mod bookmark;
+mod error;
 mod read;
 mod writer;
 
@@ -20,6 +21,7 @@ use nix::fcntl::{Flock, FlockArg};
 use serde::Serialize;
 
 pub use bookmark::{Found, find as find_bookmark, name_for as bookmark_name_for};
+pub use error::{BookmarkNameError, JournalError, ReplayError};
 pub use read::{Bookmark, Replayed, replay, replay_to_bookmark};
 pub use writer::Journal;
 
@@ -73,39 +75,56 @@ pub fn create(
 /// Opens an existing session to continue it: replays it, drops a torn last
 /// line from the file, takes its lock and records that it was resumed.
 /// The returned journal already holds all of `Replayed::messages`.
-pub fn resume(workspace: &Path, pick: Pick<'_>) -> Result<(Journal, Replayed), String> {
+pub fn resume(workspace: &Path, pick: Pick<'_>) -> Result<(Journal, Replayed), JournalError> {
     let path = find(workspace, pick)?;
     let id = id_of(&path);
     let file = OpenOptions::new()
         .read(true)
         .append(true)
         .open(&path)
-        .map_err(|e| format!("cannot open the journal of session {id}: {e}"))?;
-    let file = lock(file, FlockArg::LockExclusiveNonblock).map_err(|_| {
-        format!("session {id} is in use by another Fido process; end that one first")
+        .map_err(|source| JournalError::Open {
+            session: id.clone(),
+            source,
+        })?;
+    let file = lock(file, FlockArg::LockExclusiveNonblock).map_err(|_| JournalError::InUse {
+        session: id.clone(),
     })?;
-    let bytes =
-        fs::read(&path).map_err(|e| format!("cannot read the journal of session {id}: {e}"))?;
+    let bytes = read_journal(&path, &id)?;
     let replayed = replay(&id, &bytes)?;
     if replayed.valid_len < bytes.len() as u64 {
         file.set_len(replayed.valid_len)
-            .map_err(|e| format!("cannot drop the torn line of session {id}: {e}"))?;
+            .map_err(|source| JournalError::DropTornLine {
+                session: id.clone(),
+                source,
+            })?;
     } else if !bytes.ends_with(b"\n") {
-        io::Write::write_all(&mut &*file, b"\n")
-            .map_err(|e| format!("cannot write to the journal of session {id}: {e}"))?;
+        io::Write::write_all(&mut &*file, b"\n").map_err(|source| JournalError::Write {
+            session: id.clone(),
+            source,
+        })?;
     }
     let journal = Journal::start(id, path, file, Some((0, replayed.messages.len())))
-        .map_err(|e| format!("cannot start the journal writer: {e}"))?;
+        .map_err(JournalError::StartWriter)?;
     Ok((journal, replayed))
+}
+
+/// The bytes of the journal of session `id` at `path`.
+fn read_journal(path: &Path, id: &str) -> Result<Vec<u8>, JournalError> {
+    fs::read(path).map_err(|source| JournalError::Read {
+        session: id.to_string(),
+        source,
+    })
 }
 
 /// The messages of a journaled session (for `/recall`), read without
 /// taking it over.
-pub fn load_messages(workspace: &Path, pick: Pick<'_>) -> Result<(String, Vec<Message>), String> {
+pub fn load_messages(
+    workspace: &Path,
+    pick: Pick<'_>,
+) -> Result<(String, Vec<Message>), JournalError> {
     let path = find(workspace, pick)?;
     let id = id_of(&path);
-    let bytes =
-        fs::read(&path).map_err(|e| format!("cannot read the journal of session {id}: {e}"))?;
+    let bytes = read_journal(&path, &id)?;
     Ok((id.clone(), replay(&id, &bytes)?.messages))
 }
 
@@ -142,9 +161,10 @@ pub fn list(workspace: &Path) -> io::Result<Vec<SessionSummary>> {
 fn summarise(path: &Path) -> SessionSummary {
     let id = id_of(path);
     let running = is_running(path);
-    let replayed = fs::read(path)
-        .map_err(|e| format!("cannot read it: {e}"))
-        .and_then(|bytes| replay(&id, &bytes));
+    let replayed = match fs::read(path) {
+        Ok(bytes) => replay(&id, &bytes).map_err(|e| e.to_string()),
+        Err(e) => Err(format!("cannot read it: {e}")),
+    };
     match replayed {
         Ok(r) => SessionSummary {
             id,
@@ -215,18 +235,18 @@ fn header(id: &str, info: &SessionInfo, saved_from: Option<String>) -> JournalRe
 }
 
 /// The journal file `pick` names.
-pub fn find(workspace: &Path, pick: Pick<'_>) -> Result<PathBuf, String> {
-    let all = journals(workspace).map_err(|e| format!("cannot list the sessions: {e}"))?;
+pub fn find(workspace: &Path, pick: Pick<'_>) -> Result<PathBuf, JournalError> {
+    let all = journals(workspace).map_err(JournalError::List)?;
     match pick {
         Pick::Last => all
             .into_iter()
             .filter(|(path, _)| !is_running(path))
             .max_by_key(|(_, modified)| *modified)
             .map(|(path, _)| path)
-            .ok_or_else(|| "there is no earlier session in this workspace to resume".into()),
+            .ok_or(JournalError::NoEarlierSession),
         Pick::Id(wanted) => {
             if wanted.is_empty() || !wanted.chars().all(is_id_char) {
-                return Err(format!("{wanted:?} is not a session id"));
+                return Err(JournalError::NotAnId(wanted.to_string()));
             }
             let matching: Vec<PathBuf> = all
                 .into_iter()
@@ -235,13 +255,11 @@ pub fn find(workspace: &Path, pick: Pick<'_>) -> Result<PathBuf, String> {
                 .collect();
             match matching.as_slice() {
                 [one] => Ok(one.clone()),
-                [] => Err(format!(
-                    "no session {wanted} in this workspace (`fido sessions` lists them)"
-                )),
-                _ => Err(format!(
-                    "{wanted} matches {} sessions; give more of the id",
-                    matching.len()
-                )),
+                [] => Err(JournalError::NoSuchSession(wanted.to_string())),
+                _ => Err(JournalError::Ambiguous {
+                    wanted: wanted.to_string(),
+                    count: matching.len(),
+                }),
             }
         }
     }

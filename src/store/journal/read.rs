@@ -2,6 +2,7 @@
 //! line (the process died while writing it) is dropped with a note; any
 //! other line that does not parse is an error naming it, never a silent cut.
 
+use super::error::ReplayError;
 use crate::protocol::journal::{JOURNAL_VERSION, JournalRecord};
 use crate::protocol::{Message, TurnStatus, UsageTotals};
 
@@ -44,7 +45,7 @@ enum Until<'a> {
 }
 
 /// Replays `bytes`, the content of the journal `name` (for messages).
-pub fn replay(name: &str, bytes: &[u8]) -> Result<Replayed, String> {
+pub fn replay(name: &str, bytes: &[u8]) -> Result<Replayed, ReplayError> {
     replay_until(name, bytes, Until::End)
 }
 
@@ -54,7 +55,7 @@ pub fn replay_to_bookmark(
     name: &str,
     bytes: &[u8],
     bookmark: &str,
-) -> Result<Option<Replayed>, String> {
+) -> Result<Option<Replayed>, ReplayError> {
     let replayed = replay_until(name, bytes, Until::Bookmark(bookmark))?;
     let reached = replayed
         .bookmarks
@@ -63,7 +64,7 @@ pub fn replay_to_bookmark(
     Ok(reached.then_some(replayed))
 }
 
-fn replay_until(name: &str, bytes: &[u8], until: Until<'_>) -> Result<Replayed, String> {
+fn replay_until(name: &str, bytes: &[u8], until: Until<'_>) -> Result<Replayed, ReplayError> {
     let mut replayed: Option<Replayed> = None;
     let mut offset = 0usize;
     let mut line_no = 0usize;
@@ -85,10 +86,12 @@ fn replay_until(name: &str, bytes: &[u8], until: Until<'_>) -> Result<Replayed, 
                 break;
             }
             Err(_) if line.iter().all(u8::is_ascii_whitespace) => {}
-            Err(err) => {
-                return Err(format!(
-                    "the journal of session {name} is corrupt at line {line_no}: {err}; it was not loaded (repair or remove that line)"
-                ));
+            Err(source) => {
+                return Err(ReplayError::Corrupt {
+                    session: name.to_string(),
+                    line: line_no,
+                    source,
+                });
             }
         }
         offset = next;
@@ -101,14 +104,14 @@ fn replay_until(name: &str, bytes: &[u8], until: Until<'_>) -> Result<Replayed, 
     }
     let mut replayed = replayed.ok_or_else(|| empty(name))?;
     if replayed.messages.is_empty() {
-        return Err(format!(
-            "the journal of session {name} holds no conversation"
-        ));
+        return Err(ReplayError::NoConversation {
+            session: name.to_string(),
+        });
     }
     if !matches!(replayed.messages.first(), Some(Message::System { .. })) {
-        return Err(format!(
-            "the journal of session {name} does not start with a system prompt"
-        ));
+        return Err(ReplayError::NoSystemPrompt {
+            session: name.to_string(),
+        });
     }
     // An unterminated but valid last line: appending starts on a new line.
     if until == Until::End
@@ -129,8 +132,10 @@ fn reached(state: &Replayed, until: Until<'_>) -> bool {
     }
 }
 
-fn empty(name: &str) -> String {
-    format!("the journal of session {name} has no session header")
+fn empty(name: &str) -> ReplayError {
+    ReplayError::NoHeader {
+        session: name.to_string(),
+    }
 }
 
 fn apply(
@@ -138,15 +143,16 @@ fn apply(
     record: JournalRecord,
     name: &str,
     line_no: usize,
-) -> Result<(), String> {
+) -> Result<(), ReplayError> {
     let Some(replayed) = state.as_mut() else {
         return start(state, record, name, line_no);
     };
     match record {
         JournalRecord::Session { .. } => {
-            return Err(format!(
-                "the journal of session {name} has a second session header at line {line_no}"
-            ));
+            return Err(ReplayError::SecondHeader {
+                session: name.to_string(),
+                line: line_no,
+            });
         }
         JournalRecord::Message { message } => replayed.messages.push(message),
         JournalRecord::History { messages } => replayed.messages = messages,
@@ -171,7 +177,7 @@ fn start(
     record: JournalRecord,
     name: &str,
     line_no: usize,
-) -> Result<(), String> {
+) -> Result<(), ReplayError> {
     let JournalRecord::Session {
         version,
         id,
@@ -180,14 +186,17 @@ fn start(
         ..
     } = record
     else {
-        return Err(format!(
-            "the journal of session {name} does not start with a session header (line {line_no})"
-        ));
+        return Err(ReplayError::HeaderNotFirst {
+            session: name.to_string(),
+            line: line_no,
+        });
     };
     if version > JOURNAL_VERSION {
-        return Err(format!(
-            "the journal of session {name} has format version {version}; this Fido reads up to {JOURNAL_VERSION}"
-        ));
+        return Err(ReplayError::NewerVersion {
+            session: name.to_string(),
+            version,
+            supported: JOURNAL_VERSION,
+        });
     }
     *state = Some(Replayed {
         id,

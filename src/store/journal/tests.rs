@@ -137,12 +137,23 @@ fn a_corrupt_line_in_the_middle_is_an_error_naming_it() {
     let system = r#"{"type":"message","message":{"role":"system","content":"s"}}"#;
     let text = format!("{header}\n{system}\nnot json\n{system}\n");
     let err = replay("x", text.as_bytes()).unwrap_err();
-    assert!(err.contains("corrupt at line 3"), "{err}");
+    assert!(matches!(err, ReplayError::Corrupt { line: 3, .. }), "{err}");
+    assert!(err.to_string().contains("corrupt at line 3"), "{err}");
     let err = replay("x", system.as_bytes()).unwrap_err();
-    assert!(err.contains("session header"), "{err}");
+    assert!(
+        matches!(err, ReplayError::HeaderNotFirst { line: 1, .. }),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "the journal of session x does not start with a session header (line 1)"
+    );
     let future = header.replace("\"version\":1", "\"version\":99");
     let err = replay("x", format!("{future}\n{system}\n").as_bytes()).unwrap_err();
-    assert!(err.contains("version 99"), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "the journal of session x has format version 99; this Fido reads up to 1"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -158,7 +169,14 @@ async fn a_running_session_is_listed_as_running_and_cannot_be_resumed_twice() {
     let err = tokio::task::block_in_place(|| resume(dir.path(), Pick::Id(live.id())))
         .err()
         .unwrap();
-    assert!(err.contains("in use by another Fido process"), "{err}");
+    assert!(matches!(err, JournalError::InUse { .. }), "{err}");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "session {} is in use by another Fido process; end that one first",
+            live.id()
+        )
+    );
     let last = tokio::task::block_in_place(|| find(dir.path(), Pick::Last)).unwrap();
     assert_eq!(id_of(&last), done_id, "--last skips the running session");
 
@@ -199,20 +217,15 @@ fn ids_are_checked_and_prefixes_must_be_unique() {
     for name in ["20261201T100000-aaaa", "20261201T100000-aaab"] {
         fs::write(sessions.join(format!("{name}.jsonl")), "").unwrap();
     }
-    assert!(
-        find(dir.path(), Pick::Id("../x"))
-            .unwrap_err()
-            .contains("not a session id")
+    let refused = |id| find(dir.path(), Pick::Id(id)).unwrap_err().to_string();
+    assert_eq!(refused("../x"), r#""../x" is not a session id"#);
+    assert_eq!(
+        refused("2026"),
+        "2026 matches 2 sessions; give more of the id"
     );
-    assert!(
-        find(dir.path(), Pick::Id("2026"))
-            .unwrap_err()
-            .contains("matches 2")
-    );
-    assert!(
-        find(dir.path(), Pick::Id("nope"))
-            .unwrap_err()
-            .contains("no session nope")
+    assert_eq!(
+        refused("nope"),
+        "no session nope in this workspace (`fido sessions` lists them)"
     );
     assert!(find(dir.path(), Pick::Id("20261201T100000-aaab")).is_ok());
 }

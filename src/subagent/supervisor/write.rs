@@ -58,7 +58,7 @@ pub(super) async fn prepare(
         return Err(DelegateResult::failed(
             agent_id,
             DelegateErrorCode::WriteNotAllowed,
-            &reason,
+            &reason.to_string(),
         ));
     }
     let held = shared.claims.hold(agent_id, &claim).map_err(|conflict| {
@@ -86,7 +86,7 @@ pub(super) async fn prepare(
         return Err(DelegateResult::failed(
             agent_id,
             DelegateErrorCode::WriteNotAllowed,
-            &reason,
+            &reason.to_string(),
         ));
     }
     announce(shared, agent_id, &start, ChangeSetState::Running);
@@ -208,12 +208,25 @@ async fn merge(shared: &Shared, set: &mut ChangeSet, task: &str, env: &ToolEnv) 
             set.merge = record.set.merge;
             set.conflicts = record.set.conflicts;
         }
-        Err(message) => tracing::warn!(id = %set.id, %message, "the change set stays pending"),
+        Err(error) => {
+            tracing::warn!(id = %set.id, message = %error, "the change set stays pending");
+        }
     }
     reason.map(|reason| crate::text::sanitize(&reason, false))
 }
 
-async fn apply_now(env: &ToolEnv, id: String) -> Result<changes::Record, String> {
+/// Why applying or discarding a change set at once failed (it stays
+/// pending).
+#[derive(Debug, thiserror::Error)]
+enum MergeError {
+    #[error(transparent)]
+    Changes(#[from] changes::ChangesError),
+    /// The blocking task died.
+    #[error(transparent)]
+    Task(#[from] tokio::task::JoinError),
+}
+
+async fn apply_now(env: &ToolEnv, id: String) -> Result<changes::Record, MergeError> {
     // The undo journal and the workspace are the session's own: the
     // tools' mutex serialises this apply with their edits.
     let workspace = env.workspace.clone();
@@ -225,12 +238,8 @@ async fn apply_now(env: &ToolEnv, id: String) -> Result<changes::Record, String>
 
 fn flatten(
     joined: Result<Result<changes::Record, changes::ChangesError>, tokio::task::JoinError>,
-) -> Result<changes::Record, String> {
-    match joined {
-        Ok(Ok(record)) => Ok(record),
-        Ok(Err(err)) => Err(err.to_string()),
-        Err(err) => Err(err.to_string()),
-    }
+) -> Result<changes::Record, MergeError> {
+    Ok(joined??)
 }
 
 fn review_request(set: &ChangeSet, task: &str) -> ApprovalRequest {

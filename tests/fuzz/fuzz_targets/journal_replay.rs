@@ -13,7 +13,7 @@ fuzz_target!(|bytes: &[u8]| {
         Ok(replayed) => replayed,
         Err(message) => {
             assert!(
-                message.contains("fuzz"),
+                message.to_string().contains("fuzz"),
                 "an error that does not name the session"
             );
             return;
