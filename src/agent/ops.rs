@@ -381,7 +381,8 @@ async fn switch_model(
     };
     let provider = tokio::task::spawn_blocking(move || switch(&model))
         .await
-        .map_err(|err| format!("cannot switch the model: {err}"))??;
+        .map_err(|err| format!("cannot switch the model: {err}"))?
+        .map_err(|err| err.to_string())?;
     let model = provider.model().to_string();
     agent
         .cast(AgentMessage::SwitchProvider { provider })

@@ -38,10 +38,3 @@ pub enum SwitchError {
         source: BuildError,
     },
 }
-
-/// The op reply that reports a failed switch carries its sentence.
-impl From<SwitchError> for String {
-    fn from(error: SwitchError) -> String {
-        error.to_string()
-    }
-}
