@@ -4,8 +4,6 @@
 //! changed files with their counts and gives the patch of each
 //! ([`listing`]). No tree is written: nothing reads one.
 
-use std::fs;
-
 use super::ChangesError;
 use super::claim::Claim;
 use super::git::Git;
@@ -140,11 +138,7 @@ fn classify(
 fn result_index(worktree: &Worktree, git: &Git) -> Result<Git, ChangesError> {
     let git_dir = worktree.layout.git_dir();
     let index = git_dir.join("result-index");
-    match fs::copy(git_dir.join("index"), &index) {
-        Ok(_) => {}
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
-        Err(err) => return Err(err.into()),
-    }
+    super::worktree::copy_index(&git_dir.join("index"), &index)?;
     let git = git.clone().with("GIT_INDEX_FILE", &index);
     git.run([
         "add",

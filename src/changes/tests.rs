@@ -330,3 +330,26 @@ fn the_patch_is_gits_own_for_the_claimed_files() {
         assert_eq!(record.set.outside_claim[0].path, "README.md");
     }
 }
+
+/// A copy of an index keeps the original's modification time, which git
+/// compares every entry with to tell a racily clean file (see
+/// `worktree::copy_index`); a missing index copies to nothing.
+#[test]
+fn an_index_copy_keeps_the_originals_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (from, to) = (dir.path().join("index"), dir.path().join("copy"));
+    fs::write(&from, "DIRC").unwrap();
+    let then = std::time::UNIX_EPOCH + std::time::Duration::new(1_600_000_000, 123_456_789);
+    fs::File::options()
+        .write(true)
+        .open(&from)
+        .unwrap()
+        .set_modified(then)
+        .unwrap();
+    worktree::copy_index(&from, &to).unwrap();
+    assert_eq!(fs::read(&to).unwrap(), b"DIRC");
+    assert_eq!(fs::metadata(&to).unwrap().modified().unwrap(), then);
+    let missing = dir.path().join("none");
+    worktree::copy_index(&missing, &dir.path().join("copy2")).unwrap();
+    assert!(!dir.path().join("copy2").exists());
+}

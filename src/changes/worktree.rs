@@ -254,13 +254,27 @@ fn init_private(layout: &Layout, repo: &Repository) -> Result<(), ChangesError> 
         git_dir.join("objects/info/alternates"),
         format!("{}\n", objects.display()),
     )?;
-    match fs::copy(&repo.index, git_dir.join("index")) {
-        Ok(_) => {}
-        Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-        Err(err) => return Err(err.into()),
-    }
+    copy_index(&repo.index, &git_dir.join("index"))?;
     fs::create_dir_all(layout.tree())?;
     Ok(())
+}
+
+/// Copies the index `from` (none is fine: an empty one) with its
+/// modification time. Git trusts an entry's stat data only while the file
+/// is older than the index ("racy git"); a copy stamped now would make an
+/// edit that kept the size, in the same instant as the index was written,
+/// look unchanged.
+pub(super) fn copy_index(from: &Path, to: &Path) -> io::Result<()> {
+    let modified = match fs::metadata(from) {
+        Ok(meta) => meta.modified()?,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(err) => return Err(err),
+    };
+    fs::copy(from, to)?;
+    fs::File::options()
+        .write(true)
+        .open(to)?
+        .set_modified(modified)
 }
 
 /// The pathspec that keeps Fido's own state out of a snapshot.
