@@ -70,6 +70,7 @@ enum Step {
 /// Applies the open change set `id`. The record comes back with `merge`
 /// `applied` or `conflict` (then with its conflicts).
 pub fn apply(workspace: &Workspace, undo: &UndoLog, id: &str) -> Result<Record, ChangesError> {
+    let _lock = store::lock(&workspace.root, id)?;
     let mut record = open_record(&workspace.root, id)?;
     let claim = Claim::parse(&record.claim).map_err(|e| ChangesError::Unsafe(e.to_string()))?;
     let git = Git::private(&Layout::new(&workspace.root, id).git_dir());
@@ -130,6 +131,7 @@ fn roll_back(root: &Path, undo: &UndoLog, writes: &[SetFile]) {
 
 /// Discards the open change set `id`: the main checkout is not touched.
 pub fn discard(workspace: &Path, id: &str) -> Result<Record, ChangesError> {
+    let _lock = store::lock(workspace, id)?;
     let mut record = open_record(workspace, id)?;
     store::close(workspace, &mut record, MergeState::Discarded)?;
     Ok(record)

@@ -22,6 +22,7 @@ pub mod build;
 pub mod claim;
 pub mod git;
 pub mod listing;
+mod stake;
 pub mod store;
 pub mod worktree;
 
@@ -52,6 +53,12 @@ pub enum ChangesError {
     Corrupt { path: String, message: String },
     #[error("refused: {0}")]
     Unsafe(String),
+    /// A live write subagent of another Fido holds part of the claim.
+    #[error(transparent)]
+    Claimed(#[from] ClaimConflict),
+    /// Another Fido held the claims lock too long.
+    #[error(transparent)]
+    Busy(#[from] crate::store::state_file::StateFileError),
 }
 
 /// What a write delegation started with, kept beside its worktree so that
@@ -68,13 +75,9 @@ const START_FILE: &str = "start.json";
 
 /// Makes the worktree of a write delegation `id` and notes its start.
 pub fn start(workspace: &Path, id: &str, start: &Start) -> Result<Worktree, ChangesError> {
-    let worktree = Worktree::create(workspace, id)?;
-    let json = serde_json::to_vec(start).map_err(std::io::Error::other)?;
-    if let Err(err) = std::fs::write(worktree.layout.dir.join(START_FILE), json) {
-        let _ = std::fs::remove_dir_all(&worktree.layout.dir);
-        return Err(err.into());
-    }
-    Ok(worktree)
+    let repo = worktree::Repository::find(workspace)?;
+    stake::stake(workspace, id, start)?;
+    Worktree::create(workspace, repo, id)
 }
 
 /// Builds and saves the pending change set of a finished worktree, then
@@ -122,7 +125,10 @@ pub fn sweep_orphans(workspace: &Path) -> Vec<String> {
             continue;
         };
         let layout = worktree::Layout::new(workspace, &id);
-        if !store::valid_id(&id) || !layout.tree().is_dir() || worktree::owner_alive(&layout) {
+        if !store::valid_id(&id)
+            || !layout.tree().is_dir()
+            || worktree::owner(&layout) != worktree::Owner::Gone
+        {
             continue;
         }
         match recover(workspace, &id) {

@@ -15,6 +15,7 @@ use super::ChangesError;
 use super::worktree::Layout;
 use crate::protocol::changes::{ChangeSet, MergeState};
 use crate::store::atomic::write_atomic;
+use crate::store::state_file::{StateFile, StateLock};
 use crate::workspace::STATE_DIR;
 
 /// The change sets' folder, relative to the workspace.
@@ -92,6 +93,18 @@ impl Record {
             message: err.to_string(),
         })
     }
+}
+
+/// Takes the lock of change set `id`: one apply or discard at a time, also
+/// across Fido processes (a TUI and `fido changes apply` in another
+/// terminal). The record must exist, so that no folder is made for an
+/// unknown id. Blocking.
+pub fn lock(workspace: &Path, id: &str) -> Result<StateLock, ChangesError> {
+    let record = Layout::new(workspace, id).record();
+    if !valid_id(id) || !record.is_file() {
+        return Err(ChangesError::Unknown(id.to_string()));
+    }
+    Ok(StateFile::new(record, "change set").lock()?)
 }
 
 /// Every readable record, oldest first; unreadable ones are skipped with

@@ -353,3 +353,101 @@ fn an_index_copy_keeps_the_originals_time() {
     worktree::copy_index(&missing, &dir.path().join("copy2")).unwrap();
     assert!(!dir.path().join("copy2").exists());
 }
+
+/// A write subagent of another live Fido (here a real process named by
+/// its pid and start time in the owner file) keeps its claimed paths from
+/// this one's; a disjoint claim runs, and once that process has ended its
+/// claim holds nothing.
+#[test]
+fn another_fidos_live_claim_is_refused_across_processes() {
+    let dir = repo();
+    let root = dir.path();
+    let mut other = Reaped(Command::new("sleep").arg("30").spawn().unwrap());
+    let pid = other.0.id() as i32;
+    let layout = worktree::Layout::new(root, "subagent-x");
+    fs::create_dir_all(layout.tree()).unwrap();
+    let theirs = serde_json::json!({"task": "t", "claim": ["src"]});
+    fs::write(layout.dir.join(START_FILE), theirs.to_string()).unwrap();
+    let start_time = crate::procfs::start_time(pid).unwrap();
+    fs::write(layout.owner(), format!("{pid} {start_time}\n")).unwrap();
+
+    let ours = |id: &str, claim: &[&str]| {
+        let start = Start {
+            task: "t".into(),
+            claim: claim.iter().map(|c| c.to_string()).collect(),
+            plan_item: None,
+        };
+        super::start(root, id, &start)
+    };
+    let refused = ours("subagent-y", &["src/a.rs"]).unwrap_err();
+    let ChangesError::Claimed(conflict) = &refused else {
+        panic!("{refused}");
+    };
+    assert_eq!(conflict.paths, ["src/a.rs"]);
+    assert_eq!(
+        conflict.other,
+        format!("subagent-x (of another Fido, pid {pid})")
+    );
+    assert!(!worktree::Layout::new(root, "subagent-y").dir.exists());
+    assert!(
+        ours("subagent-z", &["README.md"]).is_ok(),
+        "a disjoint claim"
+    );
+    assert!(
+        sweep_orphans(root).is_empty(),
+        "a live owner's worktree stays"
+    );
+
+    other.0.kill().unwrap();
+    other.0.wait().unwrap();
+    assert!(
+        ours("subagent-w", &["src"]).is_ok(),
+        "a dead Fido holds nothing"
+    );
+}
+
+/// A child process killed and reaped however the test ends.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// An apply waits for the change set's lock (another process applying or
+/// discarding it) and changes nothing while it waits.
+#[test]
+fn an_apply_waits_for_the_change_sets_lock() {
+    let dir = repo();
+    let root = dir.path();
+    let (worktree, start) = start_for(root, "subagent-l", &["src"]);
+    fs::write(worktree.layout.tree().join("src/a.rs"), "locked\n").unwrap();
+    finish(root, &worktree, &start, DEFAULT_DIFF_CAP).unwrap();
+    let held = store::lock(root, "subagent-l").unwrap();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let workspace = Workspace::new(root).unwrap();
+    let applying = std::thread::spawn(move || {
+        let undo = UndoLog::new(&workspace.root);
+        let applied = apply::apply(&workspace, &undo, "subagent-l");
+        let _ = sender.send(());
+        applied
+    });
+    let waited = receiver.recv_timeout(std::time::Duration::from_millis(300));
+    assert!(waited.is_err(), "the apply ran while the lock was held");
+    assert_ne!(
+        fs::read_to_string(root.join("src/a.rs")).unwrap(),
+        "locked\n"
+    );
+    drop(held);
+    let applied = applying.join().unwrap().unwrap();
+    assert_eq!(applied.set.merge, MergeState::Applied);
+    assert_eq!(
+        fs::read_to_string(root.join("src/a.rs")).unwrap(),
+        "locked\n"
+    );
+    let unknown = store::lock(root, "subagent-none");
+    assert!(matches!(unknown, Err(ChangesError::Unknown(_))));
+    assert!(!worktree::Layout::new(root, "subagent-none").dir.exists());
+}

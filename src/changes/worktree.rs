@@ -63,14 +63,14 @@ impl Layout {
         self.dir.join("patch")
     }
     /// `PID START`: the Fido that runs the subagent, its pid and start
-    /// time (for the orphan sweep, [`owner_alive`]).
+    /// time (for the orphan sweep and other Fidos' claims, [`owner`]).
     pub fn owner(&self) -> PathBuf {
         self.dir.join("owner")
     }
 }
 
 /// What the owner file of a worktree made by this process holds.
-fn owner_stamp() -> String {
+pub(super) fn owner_stamp() -> String {
     let pid = std::process::id();
     match crate::procfs::start_time(pid as i32) {
         Some(start) => format!("{pid} {start}\n"),
@@ -78,27 +78,40 @@ fn owner_stamp() -> String {
     }
 }
 
-/// Whether the Fido that made the worktree of `layout` still runs. A pid
-/// with its start time is checked exactly, so a pid the kernel has given to
-/// another process since does not keep a dead run's worktree. A bare pid
-/// (written by an older Fido) counts as alive while any process has it,
-/// except this one: a session sweeps at its start, before it makes any
-/// worktree.
-pub fn owner_alive(layout: &Layout) -> bool {
+/// Who runs the write subagent of a worktree, by its owner file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// No owner file, or a process that has ended.
+    Gone,
+    ThisProcess,
+    /// Another Fido that still runs: its pid.
+    Another(i32),
+}
+
+/// The owner of the worktree of `layout`. A pid with its start time is
+/// checked exactly, so a pid the kernel has given to another process since
+/// is no owner. A bare pid (written by an older Fido) counts while any
+/// process has it, except this one: a session sweeps at its start, before
+/// it makes any worktree.
+pub fn owner(layout: &Layout) -> Owner {
     let Ok(text) = fs::read_to_string(layout.owner()) else {
-        return false;
+        return Owner::Gone;
     };
     let mut fields = text.split_whitespace();
     let Some(Ok(pid)) = fields.next().map(str::parse::<i32>) else {
-        return false;
+        return Owner::Gone;
     };
-    match fields.next().map(str::parse::<u64>) {
-        Some(Ok(start)) => crate::procfs::is_running(pid, start),
-        Some(Err(_)) => false,
-        None => {
-            pid != std::process::id() as i32
-                && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
-        }
+    let me = std::process::id() as i32;
+    let alive = match fields.next().map(str::parse::<u64>) {
+        Some(Ok(start)) if crate::procfs::is_running(pid, start) => true,
+        Some(_) => false,
+        None if pid == me => return Owner::Gone,
+        None => nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok(),
+    };
+    match (alive, pid == me) {
+        (false, _) => Owner::Gone,
+        (true, true) => Owner::ThisProcess,
+        (true, false) => Owner::Another(pid),
     }
 }
 
@@ -198,17 +211,15 @@ pub struct Worktree {
 }
 
 impl Worktree {
-    /// Takes the base of `workspace` and checks it out for `id`. On error
-    /// nothing of it is left.
-    pub fn create(workspace: &Path, id: &str) -> Result<Worktree, ChangesError> {
-        let repo = Repository::find(workspace)?;
+    /// Takes the base of `workspace` (in `repo`) and checks it out for
+    /// `id`. On error nothing of its folder is left.
+    pub fn create(workspace: &Path, repo: Repository, id: &str) -> Result<Worktree, ChangesError> {
         let layout = Layout::new(workspace, id);
         super::store::ensure_state_ignored(workspace);
         let made = (|| {
             init_private(&layout, &repo)?;
             let base = snapshot(&layout, &repo)?;
             checkout(&layout, &repo, &base)?;
-            fs::write(layout.owner(), owner_stamp())?;
             Ok(base)
         })();
         match made {

@@ -307,7 +307,9 @@ fn failure(verb: &str, id: &str, err: &ChangesError) -> String {
         | ChangesError::Git(_)
         | ChangesError::Io(_)
         | ChangesError::Corrupt { .. }
-        | ChangesError::Unsafe(_) => format!("cannot {verb} change set {id}: {err}"),
+        | ChangesError::Unsafe(_)
+        | ChangesError::Claimed(_)
+        | ChangesError::Busy(_) => format!("cannot {verb} change set {id}: {err}"),
     }
 }
 

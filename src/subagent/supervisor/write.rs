@@ -124,6 +124,11 @@ async fn make_worktree(
             DelegateErrorCode::NotAGitRepository,
             &format!("{err}; nothing was started. Make the change yourself, or delegate a read_only investigation"),
         ),
+        changes::ChangesError::Claimed(conflict) => DelegateResult::failed(
+            agent_id,
+            DelegateErrorCode::WriteConflict,
+            &conflict.to_string(),
+        ),
         other => DelegateResult::failed(
             agent_id,
             DelegateErrorCode::SpawnFailed,
