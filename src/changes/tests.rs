@@ -451,3 +451,38 @@ fn an_apply_waits_for_the_change_sets_lock() {
     assert!(matches!(unknown, Err(ChangesError::Unknown(_))));
     assert!(!worktree::Layout::new(root, "subagent-none").dir.exists());
 }
+
+/// A repository without a commit yet: the base is a root commit of the
+/// files as they are, and the worktree holds them.
+#[test]
+fn a_repository_without_a_commit_gets_a_root_base() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    git(root, &["init", "-q", "-b", "main"]);
+    fs::write(root.join("a.txt"), "first\n").unwrap();
+    let (worktree, start) = start_for(root, "subagent-u", &["a.txt"]);
+    assert_eq!(worktree.repo.head, None);
+    let private = worktree.layout.git_dir();
+    let parents = git(
+        root,
+        &[
+            &format!("--git-dir={}", private.display()),
+            "rev-list",
+            "--parents",
+            "-n",
+            "1",
+            "HEAD",
+        ],
+    );
+    assert_eq!(
+        parents.trim(),
+        worktree.base.commit,
+        "a root commit: no parent"
+    );
+    let tree = worktree.layout.tree();
+    assert_eq!(fs::read_to_string(tree.join("a.txt")).unwrap(), "first\n");
+    fs::write(tree.join("a.txt"), "second\n").unwrap();
+    let record = finish(root, &worktree, &start, DEFAULT_DIFF_CAP).unwrap();
+    assert_eq!(record.set.files[0].path, "a.txt");
+    assert_eq!(record.set.files[0].status, FileStatus::Modified);
+}

@@ -126,38 +126,44 @@ pub struct Repository {
     pub objects: PathBuf,
     /// The main repository's index file.
     pub index: PathBuf,
+    /// The commit `HEAD` names; `None` before the first commit.
+    pub head: Option<String>,
 }
 
 impl Repository {
     /// The repository of `workspace`; `NotARepository` when there is none.
+    /// One git process: `rev-parse` exits 1 (with the paths printed) when
+    /// `HEAD` names no commit yet, 128 outside a repository.
     pub fn find(workspace: &Path) -> Result<Repository, ChangesError> {
-        let git = Git::user(workspace);
-        let out = git
-            .run([
-                "rev-parse",
-                "--show-toplevel",
-                "--show-prefix",
-                "--git-path",
-                "objects",
-                "--git-path",
-                "index",
-            ])
-            .map_err(|err| match err.code {
-                Some(128) => ChangesError::NotARepository(workspace.display().to_string()),
-                _ => ChangesError::Git(err),
-            })?;
+        let not_a_repository = || ChangesError::NotARepository(workspace.display().to_string());
+        let (code, out) = Git::user(workspace).status([
+            "rev-parse",
+            "--show-toplevel",
+            "--show-prefix",
+            "--git-path",
+            "objects",
+            "--git-path",
+            "index",
+            "--verify",
+            "-q",
+            "HEAD^{commit}",
+        ])?;
         let text = String::from_utf8_lossy(&out);
         let lines: Vec<&str> = text.lines().collect();
-        let [top, prefix, objects, index] = lines[..] else {
-            return Err(ChangesError::NotARepository(
-                workspace.display().to_string(),
-            ));
+        let (paths, head) = match (code, &lines[..]) {
+            (0, [paths @ .., head]) if paths.len() == 4 => (paths, Some(head.to_string())),
+            (1, paths) if paths.len() == 4 => (paths, None),
+            _ => return Err(not_a_repository()),
+        };
+        let [top, prefix, objects, index] = paths else {
+            return Err(not_a_repository());
         };
         Ok(Repository {
             top: PathBuf::from(top),
             prefix: prefix.to_string(),
             objects: workspace.join(objects),
             index: workspace.join(index),
+            head,
         })
     }
 }
@@ -218,9 +224,7 @@ impl Worktree {
         super::store::ensure_state_ignored(workspace);
         let made = (|| {
             init_private(&layout, &repo)?;
-            let base = snapshot(&layout, &repo)?;
-            checkout(&layout, &repo, &base)?;
-            Ok(base)
+            snapshot(&layout, &repo)
         })();
         match made {
             Ok(base) => Ok(Worktree {
@@ -297,36 +301,57 @@ pub fn state_exclude(prefix: &str) -> String {
 /// in the private repository.
 fn snapshot(layout: &Layout, repo: &Repository) -> Result<Base, ChangesError> {
     let git_dir = layout.git_dir();
-    let objects = git_dir.join("objects");
     let git = Git::user(&repo.top)
         .with("GIT_INDEX_FILE", git_dir.join("index"))
-        .with("GIT_OBJECT_DIRECTORY", &objects)
+        .with("GIT_OBJECT_DIRECTORY", git_dir.join("objects"))
         .with("GIT_ALTERNATE_OBJECT_DIRECTORIES", &repo.objects);
-    git.run(["add", "-A", "--", ".", &state_exclude(&repo.prefix)])?;
-    let tree = git.line(["write-tree"])?;
-    let head = git
-        .line(["rev-parse", "--verify", "-q", "HEAD^{commit}"])
-        .ok();
-    let mut args = vec!["commit-tree".to_string(), tree.clone()];
-    if let Some(head) = head.filter(|h| !h.is_empty()) {
-        args.extend(["-p".into(), head]);
-    }
-    args.extend(["-m".into(), "fido: the base of a write subagent".into()]);
-    let commit = git.line(&args)?;
-    fs::write(git_dir.join("HEAD"), format!("{commit}\n"))?;
-    Ok(Base { commit, tree })
+    let private = Git::worktree(&git_dir, &layout.tree());
+    // Git processes that need nothing of each other run side by side: the
+    // empty tree (for the checkout) beside the snapshot, the base commit
+    // beside the checkout.
+    std::thread::scope(|scope| {
+        let empty_tree = scope.spawn(|| {
+            private.run_with_input(["hash-object", "-t", "tree", "-w", "--stdin"], Some(b""))
+        });
+        git.run(["add", "-A", "--", ".", &state_exclude(&repo.prefix)])?;
+        let tree = git.line(["write-tree"])?;
+        joined(empty_tree)?;
+        let checkout = scope.spawn(|| checkout(layout, repo, &private));
+        let commit = commit_tree(&git, &tree, repo.head.as_deref())?;
+        joined(checkout)?;
+        fs::write(git_dir.join("HEAD"), format!("{commit}\n"))?;
+        Ok(Base { commit, tree })
+    })
 }
 
-/// Writes every file of the base into `tree/`. No git link is written
-/// there: anything in `tree/` is the subagent's to rewrite, so its git
-/// finds the private repository through `GIT_DIR`, which the parent sets
-/// ([`WriteRoots::git_env`]), and the parent never reads a link from the
-/// worktree.
-fn checkout(layout: &Layout, repo: &Repository, _base: &Base) -> Result<(), ChangesError> {
-    let git = Git::worktree(&layout.git_dir(), &layout.tree());
-    // The empty tree that GIT_ATTR_SOURCE names must exist.
-    git.run_with_input(["hash-object", "-t", "tree", "-w", "--stdin"], Some(b""))?;
-    git.run(["checkout-index", "-a", "-f", "-u"])?;
+/// The base commit: `tree` on top of `head`.
+fn commit_tree(git: &Git, tree: &str, head: Option<&str>) -> Result<String, GitError> {
+    let mut args = vec!["commit-tree", tree];
+    if let Some(head) = head {
+        args.extend(["-p", head]);
+    }
+    args.extend(["-m", "fido: the base of a write subagent"]);
+    git.line(&args)
+}
+
+/// What a thread of [`snapshot`] returned; a panic becomes an error.
+fn joined<T, E: Into<ChangesError>>(
+    handle: std::thread::ScopedJoinHandle<'_, Result<T, E>>,
+) -> Result<T, ChangesError> {
+    match handle.join() {
+        Ok(done) => done.map_err(Into::into),
+        Err(_) => Err(io::Error::other("a git thread of the snapshot panicked").into()),
+    }
+}
+
+/// Writes every file of the base (the private index, once the snapshot
+/// wrote it) into `tree/`; the empty tree that `GIT_ATTR_SOURCE` names
+/// must exist. No git link is written there: anything in `tree/` is the
+/// subagent's to rewrite, so its git finds the private repository through
+/// `GIT_DIR`, which the parent sets ([`WriteRoots::git_env`]), and the
+/// parent never reads a link from the worktree.
+fn checkout(layout: &Layout, repo: &Repository, private: &Git) -> Result<(), ChangesError> {
+    private.run(["checkout-index", "-a", "-f", "-u"])?;
     fs::create_dir_all(layout.tree().join(&repo.prefix))?;
     Ok(())
 }
