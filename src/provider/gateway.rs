@@ -325,7 +325,8 @@ mod tests {
         }
     }
 
-    #[tokio::test]
+    /// On paused time, the requests' 30 ms holds cost no wall time.
+    #[tokio::test(start_paused = true)]
     async fn no_more_requests_than_provider_concurrency_are_in_flight() {
         let counting = Arc::new(Counting {
             script: script(6),
@@ -334,6 +335,7 @@ mod tests {
         });
         let gateway = Gateway::new(counting.clone(), 2);
         let messages = [Message::user("hi")];
+        let started = Instant::now();
         let requests = (0..6).map(|i| {
             let provider = gateway.for_identity(Identity::subagent(format!("subagent-{i}")));
             let messages = &messages;
@@ -352,9 +354,12 @@ mod tests {
         let most = counting.most.load(std::sync::atomic::Ordering::SeqCst);
         assert_eq!(most, 2, "the gateway let {most} requests in at once");
         assert_eq!(gateway.totals().requests, 6);
+        // Two at a time all along: three rounds of 30 ms.
+        assert_eq!(started.elapsed(), Duration::from_millis(90));
     }
 
-    #[tokio::test]
+    /// On paused time: the request waits exactly the longest back-off.
+    #[tokio::test(start_paused = true)]
     async fn a_rate_limit_holds_back_every_new_request() {
         let gateway = Gateway::new(script(1), 4);
         gateway.back_off(Duration::from_millis(200));
@@ -372,7 +377,7 @@ mod tests {
             .complete_as(&Identity::subagent("subagent-1"), request, &|_| {})
             .await
             .unwrap();
-        assert!(start.elapsed() >= Duration::from_millis(200));
+        assert_eq!(start.elapsed(), Duration::from_millis(200));
         assert!(is_rate_limit("HTTP 429 Too Many Requests"));
         assert!(!is_rate_limit("HTTP 503"));
     }

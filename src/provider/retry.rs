@@ -241,8 +241,11 @@ mod tests {
         assert_eq!(rec.retries(), vec![1, 2]);
     }
 
-    #[tokio::test]
+    /// On paused time: the clock moves only by the waits, so the whole
+    /// call lasts the delays it announced.
+    #[tokio::test(start_paused = true)]
     async fn gives_up_after_max_retries() {
+        let started = Instant::now();
         let rec = Recorder::new();
         let sink = rec.sink();
         let mut count = 0;
@@ -261,12 +264,20 @@ mod tests {
         }
         assert_eq!(rec.retries(), vec![1, 2, 3]);
         // Each wait is the one announced: 1, 2, 4 ms at most, with full
-        // jitter (how long the sleeps take is the benches' business).
+        // jitter.
         let caps = [1, 2, 4].map(Duration::from_millis);
         let delays = rec.delays();
         assert!(
             delays.iter().zip(caps).all(|(delay, cap)| *delay <= cap),
             "{delays:?}"
+        );
+        // Tokio's timers fire on whole milliseconds: each wait is its delay
+        // rounded up to one.
+        let (waited, announced) = (started.elapsed(), delays.iter().sum::<Duration>());
+        let tick = Duration::from_millis(delays.len() as u64);
+        assert!(
+            waited >= announced && waited <= announced + tick,
+            "{waited:?} {delays:?}"
         );
     }
 
@@ -290,7 +301,7 @@ mod tests {
         assert!(rec.retries().is_empty());
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn honours_retry_after() {
         let rec = Recorder::new();
         let sink = rec.sink();
@@ -307,7 +318,7 @@ mod tests {
         })
         .await;
         assert!(result.is_ok());
-        assert!(started.elapsed() >= Duration::from_millis(30));
+        assert_eq!(started.elapsed(), Duration::from_millis(30));
         let notices = rec.0.lock().unwrap().clone();
         assert!(matches!(
             notices.as_slice(),
@@ -315,8 +326,9 @@ mod tests {
         ));
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn long_retry_after_gives_up_at_once() {
+        let started = Instant::now();
         let rec = Recorder::new();
         let sink = rec.sink();
         let mut count = 0;
@@ -332,8 +344,9 @@ mod tests {
         .await;
         assert_eq!(count, 1);
         assert!(matches!(result, Err(ProviderError::RateLimited { .. })));
-        // No retry was announced, so none was waited for.
+        // No retry was announced, and none was waited for.
         assert!(rec.retries().is_empty());
+        assert_eq!(started.elapsed(), Duration::ZERO);
     }
 
     #[tokio::test]
