@@ -130,6 +130,43 @@ pub fn list(workspace: &Path) -> Vec<Record> {
     records
 }
 
+/// What [`changed`] last saw of each record: its file's modification time
+/// and its merge state.
+pub type Seen = std::collections::HashMap<String, (std::time::SystemTime, MergeState)>;
+
+/// The records whose merge state changed since `seen` was filled (new
+/// ones included), and `seen` brought up to date. A closed record is read
+/// again only when its file changed; an open one at every call, since two
+/// writes can share a timestamp. Blocking.
+pub fn changed(workspace: &Path, seen: &mut Seen) -> Vec<Record> {
+    let Ok(entries) = fs::read_dir(changes_dir(workspace)) else {
+        return Vec::new();
+    };
+    let ids = entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter(|id| valid_id(id));
+    let mut moved = Vec::new();
+    for id in ids {
+        let path = Layout::new(workspace, &id).record();
+        let Ok(modified) = fs::metadata(&path).and_then(|meta| meta.modified()) else {
+            continue;
+        };
+        let before = seen.get(&id).copied();
+        if before.is_some_and(|(time, state)| time == modified && !state.is_open()) {
+            continue;
+        }
+        let Ok(record) = Record::load(workspace, &id) else {
+            continue;
+        };
+        seen.insert(id, (modified, record.set.merge));
+        if before.map(|(_, state)| state) != Some(record.set.merge) {
+            moved.push(record);
+        }
+    }
+    moved
+}
+
 /// The change sets still open (pending or in conflict).
 pub fn open(workspace: &Path) -> Vec<Record> {
     list(workspace)

@@ -4,6 +4,7 @@
 //! command line ([`crate::cli`]) starts one [`Runtime`] per session and
 //! talks to it through the agent's ops and events.
 
+mod change_watch;
 pub mod journal;
 pub mod policy;
 pub mod provider;
@@ -71,6 +72,8 @@ pub struct Runtime {
     /// `fido agents` / `fido cancel` reach the supervisor through it
     /// (`None`: it could not be opened; the session runs without).
     control: Option<ControlServer>,
+    /// Tells the front end when a change set moves outside its delegation.
+    change_watch: JoinHandle<()>,
 }
 
 /// Why a session could not start, by the stage that failed; each says
@@ -140,6 +143,7 @@ impl Runtime {
         let turns = replayed.as_ref().map_or(0, |r| r.turns);
         let resumed = replayed.map(|r| r.messages).unwrap_or_default();
         let supervisor = parts.supervisor.clone();
+        let watch_events = events.clone();
         let deps = Arc::new(AgentDeps {
             provider: parts.provider,
             catalog: parts.catalog,
@@ -158,6 +162,7 @@ impl Runtime {
         .map_err(StartError::Agent)?;
         sweep_dead_sessions(config).await;
         let control = open_control(config, &supervisor).await;
+        let change_watch = change_watch::start(config.workspace.clone(), watch_events).await;
         Ok(Runtime {
             id,
             resumed,
@@ -169,6 +174,7 @@ impl Runtime {
             actor_handle,
             supervisor,
             control,
+            change_watch,
         })
     }
 
@@ -181,6 +187,7 @@ impl Runtime {
     /// Kills every subagent (waiting until each is reaped), then stops the
     /// agent.
     pub async fn shutdown(self) {
+        self.change_watch.abort();
         if let Some(control) = self.control {
             control.stop().await;
         }
