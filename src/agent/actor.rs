@@ -370,7 +370,10 @@ async fn turn_task(
     let run = run_turn(&mut conversation, &deps, prompt, turn, &cancel);
     let outcome = match super::recover::catch(run).await {
         Ok(outcome) => outcome,
-        Err(what) => super::recover::after_panic(&mut conversation, &deps.events, turn, &what),
+        Err(panicked) => {
+            let what = &panicked.message;
+            super::recover::after_panic(&mut conversation, &deps.events, turn, what)
+        }
     };
     (conversation, outcome)
 }
@@ -385,7 +388,7 @@ async fn compact_watched(
     let before = conversation.clone();
     match super::recover::catch(compact_now(conversation, deps)).await {
         Ok((conversation, compacted)) => (conversation, Ok(compacted)),
-        Err(what) => {
+        Err(super::recover::Panicked { message: what }) => {
             tracing::error!(panic = %what, "compaction panicked; the conversation is kept");
             let message = format!(
                 "internal error in /compact ({}); the conversation is unchanged",

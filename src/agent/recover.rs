@@ -57,15 +57,22 @@ pub async fn supervised<F: Future>(future: F) -> F::Output {
     Flagged(Box::pin(future)).await
 }
 
-/// Runs `future`, turning a panic inside it into its message.
-pub async fn catch<F: Future>(future: F) -> Result<F::Output, String> {
+/// A panic caught by [`catch`]: its message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Panicked {
+    pub message: String,
+}
+
+/// Runs `future`, turning a panic inside it into a [`Panicked`].
+pub async fn catch<F: Future>(future: F) -> Result<F::Output, Panicked> {
     let caught = Flagged(Box::pin(AssertUnwindSafe(future).catch_unwind())).await;
-    caught.map_err(|panic| {
-        panic
+    caught.map_err(|panic| Panicked {
+        message: panic
             .downcast_ref::<&str>()
             .map(|s| (*s).to_string())
             .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".into())
+            .unwrap_or_else(|| "unknown panic".into()),
     })
 }
 

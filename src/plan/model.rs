@@ -80,8 +80,18 @@ fn diff(before: &[PlanItem], after: &[PlanItem]) -> PlanChanges {
 /// What the model must send, for error messages.
 pub const EXPECTED_SHAPE: &str = r#"{"reason": "why the plan changed", "items": [{"id": "inspect", "title": "Read the parser", "status": "pending" | "in_progress" | "blocked" | "done", "details"?: "…", "dependencies"?: ["other-id"], "next_action"?: "…" (required unless done), "evidence"?: ["cargo test: 12 passed"] (required for done)}]}"#;
 
+/// Why `update_plan`'s arguments were refused: one sentence for the
+/// model, naming what to send instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Rejected(pub String);
+
 /// Validates the raw `update_plan` arguments into `(reason, items)`.
-pub fn validate(args: &Value) -> Result<(String, Vec<PlanItem>), String> {
+pub fn validate(args: &Value) -> Result<(String, Vec<PlanItem>), Rejected> {
+    checked(args).map_err(Rejected)
+}
+
+fn checked(args: &Value) -> Result<(String, Vec<PlanItem>), String> {
     let Some(object) = args.as_object() else {
         return Err(format!("the arguments must be an object: {EXPECTED_SHAPE}"));
     };

@@ -317,7 +317,7 @@ mod tests {
         ]});
         let result = store
             .update(|current| {
-                let (reason, items) = model::validate(&bad)?;
+                let (reason, items) = model::validate(&bad).map_err(|r| r.0)?;
                 Ok::<_, String>(current.successor(reason, items, NOW.into()))
             })
             .unwrap();
@@ -532,7 +532,7 @@ mod tests {
             let (_dir, store) = setup();
             let result = store
                 .update(|current| {
-                    let (reason, items) = model::validate(&args)?;
+                    let (reason, items) = model::validate(&args).map_err(|r| r.0)?;
                     Ok::<_, String>(current.successor(reason, items, NOW.into()))
                 })
                 .unwrap();

@@ -47,7 +47,7 @@ fn accept(args: &Value) -> (String, Vec<PlanItem>) {
 fn reject(args: &Value) -> String {
     match validate(args) {
         Ok(valid) => panic!("expected {args} to be rejected, got {valid:?}"),
-        Err(message) => {
+        Err(Rejected(message)) => {
             assert!(!message.trim().is_empty(), "empty error for {args}");
             message
         }

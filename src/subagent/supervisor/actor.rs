@@ -218,11 +218,12 @@ impl SupervisorState {
             // A panic in the run must not keep its slot forever: the
             // child's group dies with the dropped run, and the call gets a
             // failed result.
-            let result =
-                match crate::agent::recover::catch(run(*job, &shared, cancel, kill_now)).await {
-                    Ok(result) => result,
-                    Err(what) => crashed(&shared, &agent_id, plan_item, started, &what),
-                };
+            let result = match crate::agent::recover::catch(run(*job, &shared, cancel, kill_now))
+                .await
+            {
+                Ok(result) => result,
+                Err(panicked) => crashed(&shared, &agent_id, plan_item, started, &panicked.message),
+            };
             shared.record.ended(&agent_id);
             // Free the slot before the caller sees the result, so the
             // next waiting job starts at once.
