@@ -63,8 +63,14 @@ pub enum Reach {
     Approved,
 }
 
+/// Why a hop may not be fetched: one sentence for the model, written by
+/// the gate (the browse tool's rules and the person's answer).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct HopRefused(pub String);
+
 pub type GateFuture<'a> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Reach, String>> + Send + 'a>>;
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Reach, HopRefused>> + Send + 'a>>;
 
 /// Decides whether a hop may be fetched; `Err` is the refusal, told to the
 /// model. Called for the first URL and for every redirect.
@@ -148,7 +154,7 @@ async fn follow(
         let reach = gate
             .admit(&target, url.as_str())
             .await
-            .map_err(FetchError::Refused)?;
+            .map_err(|refused| FetchError::Refused(refused.0))?;
         let started = Instant::now();
         let deadline = started + left;
         let response = send(&url, &target, reach, limits, deadline).await?;

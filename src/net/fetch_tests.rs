@@ -18,9 +18,9 @@ impl HopGate for TestGate {
     fn admit<'a>(&'a self, target: &'a Target, _url: &'a str) -> GateFuture<'a> {
         let verdict = match self.rules.listing(target) {
             Listing::Allowed => Ok(Reach::Listed),
-            Listing::Denied => Err(format!("{target} is denied")),
+            Listing::Denied => Err(HopRefused(format!("{target} is denied"))),
             Listing::Unlisted if self.approved.contains(&target.host) => Ok(Reach::Approved),
-            Listing::Unlisted => Err(format!("{target} is not listed")),
+            Listing::Unlisted => Err(HopRefused(format!("{target} is not listed"))),
         };
         Box::pin(std::future::ready(verdict))
     }

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::approval::Approvals;
 use super::browse_url::render;
 use super::{ToolFuture, ToolOutput};
-use crate::net::fetch::{self, FetchLimits, GateFuture, HopGate, Reach};
+use crate::net::fetch::{self, FetchLimits, GateFuture, HopGate, HopRefused, Reach};
 use crate::net::{Listing, NetRules, Target};
 
 /// One `browse_url` call's request.
@@ -75,20 +75,20 @@ impl HopGate for Browser {
     fn admit<'a>(&'a self, target: &'a Target, url: &'a str) -> GateFuture<'a> {
         Box::pin(async move {
             match self.rules.listing(target) {
-                Listing::Denied => Err(format!(
+                Listing::Denied => Err(HopRefused(format!(
                     "{target} is in network_deny, so browse_url may not fetch {url}"
-                )),
+                ))),
                 Listing::Allowed => Ok(Reach::Listed),
-                Listing::Unlisted if target.ip().is_some() => Err(format!(
+                Listing::Unlisted if target.ip().is_some() => Err(HopRefused(format!(
                     "{url} names an IP address, which browse_url fetches only when it is listed: the user can allow it with {} in a trusted fido.toml or their user config",
                     super::guard::allow_hint(target)
-                )),
+                ))),
                 Listing::Unlisted => self
                     .approvals
                     .browse(target, url)
                     .await
                     .map(|()| Reach::Approved)
-                    .map_err(|refusal| strip_error(refusal.content)),
+                    .map_err(|refusal| HopRefused(strip_error(refusal.content))),
             }
         })
     }

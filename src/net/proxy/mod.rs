@@ -32,7 +32,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::Target;
-use super::fetch::{HopGate, Reach};
+use super::fetch::{HopGate, HopRefused, Reach};
 use crate::sandbox::netns::ProxyRoute;
 
 /// The proxy's bounds.
@@ -166,7 +166,7 @@ impl Proxy {
 const MAX_REMEMBERED: usize = 1024;
 
 /// One target's admission, made once: how it may be reached, or why not.
-type Decision = OnceCell<Result<Reach, String>>;
+type Decision = OnceCell<Result<Reach, HopRefused>>;
 
 /// What every client task shares.
 pub(super) struct Shared {
@@ -193,7 +193,7 @@ impl Shared {
 
     /// Whether `target` may be reached, and how (a listed host may be an
     /// IP address or resolve to a private one).
-    async fn admit(&self, target: &Target, url: &str) -> Result<Reach, String> {
+    async fn admit(&self, target: &Target, url: &str) -> Result<Reach, HopRefused> {
         let cell = self.decisions.lock().ok().and_then(|mut decisions| {
             if decisions.len() >= MAX_REMEMBERED && !decisions.contains_key(target) {
                 return None;

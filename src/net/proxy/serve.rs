@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::http::{self, HeadError, Refusal, Request};
 use super::{Shared, blocked_line};
 use crate::net::Target;
-use crate::net::fetch::Reach;
+use crate::net::fetch::{HopRefused, Reach};
 use crate::net::resolve::{keep_reachable, refusal_message};
 
 /// A client connection: accepted on the port, or received on the bridge.
@@ -105,7 +105,7 @@ async fn open(shared: &Shared, request: &Request) -> Result<TcpStream, Refusal> 
     let target = request.target();
     let reach = match shared.admit(target, &request.url()).await {
         Ok(reach) => reach,
-        Err(why) => return Err(blocked(shared, target, &why)),
+        Err(HopRefused(why)) => return Err(blocked(shared, target, &why)),
     };
     let addresses = match addresses(target, reach).await {
         Ok(addresses) => addresses,
