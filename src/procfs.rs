@@ -17,6 +17,13 @@ pub fn is_running(pid: i32, start: u64) -> bool {
     start_time(pid) == Some(start)
 }
 
+/// The command name of `pid` (`/proc/PID/comm`: the executable's file
+/// name, at most 15 bytes), `None` when no such process exists.
+pub fn command_name(pid: i32) -> Option<String> {
+    let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    Some(name.trim_end_matches('\n').to_string())
+}
+
 /// Parent pid and start time from `/proc/PID/stat`.
 pub fn stat(pid: i32) -> Option<(i32, u64)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -41,7 +48,10 @@ mod tests {
         assert_eq!(ppid, nix::unistd::getppid().as_raw());
         assert!(is_running(me, start));
         assert!(!is_running(me, start + 1));
+        // The test binary is named after the crate: `fido-<hash>`.
+        assert!(command_name(me).unwrap().starts_with("fido"));
         // No process has the largest pid the kernel can hand out.
         assert_eq!(start_time(i32::MAX), None);
+        assert_eq!(command_name(i32::MAX), None);
     }
 }

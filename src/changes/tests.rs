@@ -354,15 +354,24 @@ fn an_index_copy_keeps_the_originals_time() {
     assert!(!dir.path().join("copy2").exists());
 }
 
-/// A write subagent of another live Fido (here a real process named by
-/// its pid and start time in the owner file) keeps its claimed paths from
-/// this one's; a disjoint claim runs, and once that process has ended its
-/// claim holds nothing.
+/// A write subagent of another live Fido (here a real process called
+/// `fido`, named by its pid and start time in the owner file) keeps its
+/// claimed paths from this one's; a disjoint claim runs, and once that
+/// process has ended its claim holds nothing. The same owner file naming a
+/// live process that is no Fido holds nothing either.
 #[test]
 fn another_fidos_live_claim_is_refused_across_processes() {
     let dir = repo();
     let root = dir.path();
-    let mut other = Reaped(Command::new("sleep").arg("30").spawn().unwrap());
+    let bin = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink("/usr/bin/sleep", bin.path().join("fido")).unwrap();
+    let mut other = Reaped(
+        Command::new(bin.path().join("fido"))
+            .arg("30")
+            .spawn()
+            .unwrap(),
+    );
+    let mut stranger = Reaped(Command::new("sleep").arg("30").spawn().unwrap());
     let pid = other.0.id() as i32;
     let layout = worktree::Layout::new(root, "subagent-x");
     fs::create_dir_all(layout.tree()).unwrap();
@@ -397,6 +406,17 @@ fn another_fidos_live_claim_is_refused_across_processes() {
         sweep_orphans(root).is_empty(),
         "a live owner's worktree stays"
     );
+
+    let stranger_pid = stranger.0.id() as i32;
+    let stranger_start = crate::procfs::start_time(stranger_pid).unwrap();
+    fs::write(layout.owner(), format!("{stranger_pid} {stranger_start}\n")).unwrap();
+    assert_eq!(
+        worktree::owner(&layout),
+        worktree::Owner::Gone,
+        "not a Fido"
+    );
+    fs::write(layout.owner(), format!("{pid} {start_time}\n")).unwrap();
+    stranger.0.kill().unwrap();
 
     other.0.kill().unwrap();
     other.0.wait().unwrap();

@@ -92,7 +92,9 @@ pub enum Owner {
 /// checked exactly, so a pid the kernel has given to another process since
 /// is no owner. A bare pid (written by an older Fido) counts while any
 /// process has it, except this one: a session sweeps at its start, before
-/// it makes any worktree.
+/// it makes any worktree. Another process counts only when it is a Fido
+/// (its command name): an owner file planted in a repository, naming
+/// `init`, holds no claim.
 pub fn owner(layout: &Layout) -> Owner {
     let Ok(text) = fs::read_to_string(layout.owner()) else {
         return Owner::Gone;
@@ -108,10 +110,12 @@ pub fn owner(layout: &Layout) -> Owner {
         None if pid == me => return Owner::Gone,
         None => nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok(),
     };
+    let is_fido = || crate::procfs::command_name(pid).is_some_and(|name| name.starts_with("fido"));
     match (alive, pid == me) {
         (false, _) => Owner::Gone,
         (true, true) => Owner::ThisProcess,
-        (true, false) => Owner::Another(pid),
+        (true, false) if is_fido() => Owner::Another(pid),
+        (true, false) => Owner::Gone,
     }
 }
 
