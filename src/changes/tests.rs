@@ -412,9 +412,13 @@ fn another_fidos_live_claim_is_refused_across_processes() {
     fs::write(layout.owner(), format!("{stranger_pid} {stranger_start}\n")).unwrap();
     assert_eq!(
         worktree::owner(&layout),
-        worktree::Owner::Gone,
-        "not a Fido"
+        worktree::Owner::Stranger(stranger_pid)
     );
+    assert!(
+        ours("subagent-v", &["src"]).is_ok(),
+        "a stranger holds nothing"
+    );
+    assert!(sweep_orphans(root).is_empty(), "nor is its folder swept");
     fs::write(layout.owner(), format!("{pid} {start_time}\n")).unwrap();
     stranger.0.kill().unwrap();
 

@@ -86,15 +86,18 @@ pub enum Owner {
     ThisProcess,
     /// Another Fido that still runs: its pid.
     Another(i32),
+    /// A live process that is no Fido (its command name): an owner file
+    /// planted in a repository may name `init`. It holds no claim, and the
+    /// sweep leaves its folder alone (a Fido installed under another name
+    /// keeps its worktree).
+    Stranger(i32),
 }
 
 /// The owner of the worktree of `layout`. A pid with its start time is
 /// checked exactly, so a pid the kernel has given to another process since
 /// is no owner. A bare pid (written by an older Fido) counts while any
 /// process has it, except this one: a session sweeps at its start, before
-/// it makes any worktree. Another process counts only when it is a Fido
-/// (its command name): an owner file planted in a repository, naming
-/// `init`, holds no claim.
+/// it makes any worktree.
 pub fn owner(layout: &Layout) -> Owner {
     let Ok(text) = fs::read_to_string(layout.owner()) else {
         return Owner::Gone;
@@ -115,7 +118,7 @@ pub fn owner(layout: &Layout) -> Owner {
         (false, _) => Owner::Gone,
         (true, true) => Owner::ThisProcess,
         (true, false) if is_fido() => Owner::Another(pid),
-        (true, false) => Owner::Gone,
+        (true, false) => Owner::Stranger(pid),
     }
 }
 
