@@ -59,6 +59,19 @@ impl Claim {
             .collect()
     }
 
+    /// The conflict with `held`, a live claim of the subagent `other`, when
+    /// the two overlap (the whole workspace named `.`).
+    pub fn conflict_with(&self, other: String, held: &Claim) -> Option<ClaimConflict> {
+        let paths = self.overlap(held);
+        (!paths.is_empty()).then(|| ClaimConflict {
+            other,
+            paths: paths
+                .into_iter()
+                .map(|p| if p.is_empty() { ".".into() } else { p })
+                .collect(),
+        })
+    }
+
     /// For messages: `src/a.rs, docs/` (the whole workspace is `.`).
     pub fn display(&self) -> String {
         self.paths
@@ -128,15 +141,8 @@ impl Claims {
     pub fn hold(&self, agent_id: &str, claim: &Claim) -> Result<HeldClaim, ClaimConflict> {
         let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
         for (other, held) in live.iter() {
-            let paths = claim.overlap(held);
-            if !paths.is_empty() {
-                return Err(ClaimConflict {
-                    other: other.clone(),
-                    paths: paths
-                        .into_iter()
-                        .map(|p| if p.is_empty() { ".".into() } else { p })
-                        .collect(),
-                });
+            if let Some(conflict) = claim.conflict_with(other.clone(), held) {
+                return Err(conflict);
             }
         }
         live.push((agent_id.to_string(), claim.clone()));

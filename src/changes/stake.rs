@@ -53,12 +53,6 @@ fn conflict_with(workspace: &Path, id: &str, claim: &Claim) -> Option<ClaimConfl
         return None;
     };
     let start: Start = serde_json::from_slice(&fs::read(layout.dir.join(START_FILE)).ok()?).ok()?;
-    let paths = claim.overlap(&Claim::parse(&start.claim).ok()?);
-    (!paths.is_empty()).then(|| ClaimConflict {
-        other: format!("{id} (of another Fido, pid {pid})"),
-        paths: paths
-            .into_iter()
-            .map(|p| if p.is_empty() { ".".into() } else { p })
-            .collect(),
-    })
+    let theirs = Claim::parse(&start.claim).ok()?;
+    claim.conflict_with(format!("{id} (of another Fido, pid {pid})"), &theirs)
 }
