@@ -19,11 +19,11 @@ use std::fs;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-use super::ChangesError;
 use super::claim::Claim;
 use super::git::Git;
 use super::store::{self, Entry, Record};
 use super::worktree::Layout;
+use super::{ChangesError, joined};
 use crate::protocol::changes::{FileConflict, MergeState};
 use crate::store::atomic::{Staged, stage, sync_dir, write_atomic};
 use crate::store::undo::{SetFile, UndoLog};
@@ -93,7 +93,7 @@ pub fn apply(workspace: &Workspace, undo: &UndoLog, id: &str) -> Result<Record, 
         return Ok(record);
     }
     let staged = stage_recorded(&workspace.root, undo, id, &writes)?;
-    if let Err(err) = put_in_place(&workspace.root, staged, &writes) {
+    if let Err(err) = put_in_place(staged) {
         roll_back(&workspace.root, undo, &writes);
         return Err(err);
     }
@@ -379,14 +379,11 @@ fn stage_recorded(
     undo: &UndoLog,
     id: &str,
     files: &[SetFile],
-) -> Result<Vec<Option<Staged>>, ChangesError> {
+) -> Result<Vec<StagedFile>, ChangesError> {
     let (staged, recorded) = std::thread::scope(|scope| {
         let recording = scope.spawn(|| undo.record_change_set(id, files));
         let staged = stage_files(root, files);
-        let recorded = recording
-            .join()
-            .unwrap_or_else(|_| Err(io::Error::other("the undo record's thread panicked")));
-        (staged, recorded)
+        (staged, joined(recording, "the undo record's thread"))
     });
     match (staged, recorded) {
         (Ok(staged), Ok(())) => Ok(staged),
@@ -394,14 +391,17 @@ fn stage_recorded(
             let _ = undo.discard_last();
             Err(err)
         }
-        (_, Err(err)) => Err(err.into()),
+        (_, Err(err)) => Err(err),
     }
 }
 
-/// Each file's staged new bytes (`None`: a removal), in order, written by
-/// [`WRITERS`] threads; the first error, once every writer is done (the
-/// staged files of a failed call are removed as they drop).
-fn stage_files(root: &Path, files: &[SetFile]) -> Result<Vec<Option<Staged>>, ChangesError> {
+/// A file of the checkout and its staged new bytes (`None`: a removal).
+type StagedFile = (PathBuf, Option<Staged>);
+
+/// Each file staged, in order, by [`WRITERS`] threads; the first error,
+/// once every writer is done (the staged files of a failed call are
+/// removed as they drop).
+fn stage_files(root: &Path, files: &[SetFile]) -> Result<Vec<StagedFile>, ChangesError> {
     let per_writer = files.len().div_ceil(WRITERS).max(1);
     std::thread::scope(|scope| {
         let writers: Vec<_> = files
@@ -410,13 +410,7 @@ fn stage_files(root: &Path, files: &[SetFile]) -> Result<Vec<Option<Staged>>, Ch
             .collect();
         let parts: Vec<Result<Vec<_>, ChangesError>> = writers
             .into_iter()
-            .map(|writer| {
-                writer.join().unwrap_or_else(|_| {
-                    Err(ChangesError::Io(io::Error::other(
-                        "a writer thread panicked",
-                    )))
-                })
-            })
+            .map(|writer| joined(writer, "a writer thread"))
             .collect();
         let mut staged = Vec::with_capacity(files.len());
         for part in parts {
@@ -426,27 +420,23 @@ fn stage_files(root: &Path, files: &[SetFile]) -> Result<Vec<Option<Staged>>, Ch
     })
 }
 
-fn stage_file(root: &Path, file: &SetFile) -> Result<Option<Staged>, ChangesError> {
+fn stage_file(root: &Path, file: &SetFile) -> Result<StagedFile, ChangesError> {
     let target = safe_target(root, &file.path)?;
     let Some((bytes, mode)) = &file.after else {
-        return Ok(None);
+        return Ok((target, None));
     };
     if let Some(parent) = target.parent() {
         fs::create_dir_all(parent)?;
     }
-    Ok(Some(stage(&target, bytes, Some(*mode))?))
+    let staged = stage(&target, bytes, Some(*mode))?;
+    Ok((target, Some(staged)))
 }
 
 /// Renames every staged file over its target and removes the removed
 /// ones, then syncs each folder once, which makes it durable.
-fn put_in_place(
-    root: &Path,
-    staged: Vec<Option<Staged>>,
-    files: &[SetFile],
-) -> Result<(), ChangesError> {
+fn put_in_place(staged: Vec<StagedFile>) -> Result<(), ChangesError> {
     let mut folders = std::collections::BTreeSet::new();
-    for (file, staged) in files.iter().zip(staged) {
-        let target = safe_target(root, &file.path)?;
+    for (target, staged) in staged {
         match staged {
             Some(staged) => staged.commit()?,
             None => match fs::remove_file(&target) {

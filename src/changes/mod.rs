@@ -61,6 +61,18 @@ pub enum ChangesError {
     Busy(#[from] crate::store::state_file::StateFileError),
 }
 
+/// What a scoped thread returned; its panic becomes an error naming
+/// `what` ran there.
+fn joined<T, E: Into<ChangesError>>(
+    handle: std::thread::ScopedJoinHandle<'_, Result<T, E>>,
+    what: &str,
+) -> Result<T, ChangesError> {
+    match handle.join() {
+        Ok(done) => done.map_err(Into::into),
+        Err(_) => Err(std::io::Error::other(format!("{what} panicked")).into()),
+    }
+}
+
 /// What a write delegation started with, kept beside its worktree so that
 /// the orphan sweep of a later Fido can still build its change set.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -19,8 +19,8 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::ChangesError;
 use super::git::{EMPTY_TREE, Git, GitError};
+use super::{ChangesError, joined};
 
 /// The configuration of a private repository. The subagent cannot change
 /// it; the parent's git reads no other.
@@ -322,10 +322,10 @@ fn snapshot(layout: &Layout, repo: &Repository) -> Result<Base, ChangesError> {
         });
         git.run(["add", "-A", "--", ".", &state_exclude(&repo.prefix)])?;
         let tree = git.line(["write-tree"])?;
-        joined(empty_tree)?;
+        joined(empty_tree, "a git thread of the snapshot")?;
         let checkout = scope.spawn(|| checkout(layout, repo, &private));
         let commit = commit_tree(&git, &tree, repo.head.as_deref())?;
-        joined(checkout)?;
+        joined(checkout, "a git thread of the snapshot")?;
         fs::write(git_dir.join("HEAD"), format!("{commit}\n"))?;
         Ok(Base { commit, tree })
     })
@@ -339,16 +339,6 @@ fn commit_tree(git: &Git, tree: &str, head: Option<&str>) -> Result<String, GitE
     }
     args.extend(["-m", "fido: the base of a write subagent"]);
     git.line(&args)
-}
-
-/// What a thread of [`snapshot`] returned; a panic becomes an error.
-fn joined<T, E: Into<ChangesError>>(
-    handle: std::thread::ScopedJoinHandle<'_, Result<T, E>>,
-) -> Result<T, ChangesError> {
-    match handle.join() {
-        Ok(done) => done.map_err(Into::into),
-        Err(_) => Err(io::Error::other("a git thread of the snapshot panicked").into()),
-    }
 }
 
 /// Writes every file of the base (the private index, once the snapshot
