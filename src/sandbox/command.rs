@@ -38,6 +38,7 @@ use std::sync::Arc;
 use super::netns::{NetworkConfinement, ProxyConfinement, ProxyRoute};
 use super::pidns::PidNamespace;
 use super::policy::{Enforcement, SandboxError};
+use super::protect::{self, Mechanism, ReadOnlyBinds};
 use super::ruleset::{self, MIN_READ_ONLY_ABI, NETWORK_ABI, RulesetSpec};
 use super::seccomp::{SeccompPolicy, SeccompProgram, SocketAccess};
 use crate::protocol::SandboxMode;
@@ -117,6 +118,30 @@ pub struct CommandSandbox {
     /// `network = "allowlist"`: the proxy the commands' connections go
     /// through, and how they are kept to it (`sandbox::netns`).
     proxy: Option<ProxyConfinement>,
+    /// `workspace-write`: how the protected paths of the workspace are
+    /// kept read-only (`sandbox::protect`).
+    protection: Option<Protection>,
+}
+
+/// The protected paths of one workspace, and how they are kept.
+#[derive(Debug, Clone)]
+struct Protection {
+    workspace: PathBuf,
+    mechanism: Mechanism,
+}
+
+/// What one command's confinement adds to the session's, prepared before
+/// its fork.
+#[derive(Debug, Default)]
+struct PerCommand {
+    /// The protected paths to bind read-only in its mount namespace.
+    binds: Option<ReadOnlyBinds>,
+    /// Landlock's per-entry fallback: the ruleset built for the workspace
+    /// as it is now, instead of the session's.
+    ruleset: Option<OwnedFd>,
+    /// The fallback ruleset could not be built: the command must not
+    /// start.
+    failed: bool,
 }
 
 impl CommandSandbox {
@@ -132,6 +157,8 @@ impl CommandSandbox {
             SandboxMode::WorkspaceWrite => Some(PrivateDir::create()?),
             SandboxMode::ReadOnly | SandboxMode::DangerFullAccess => None,
         };
+        let protection = (policy.mode == SandboxMode::WorkspaceWrite)
+            .then(|| Protection::prepare(&policy.workspace));
         let mut write_roots = Vec::new();
         if policy.mode == SandboxMode::WorkspaceWrite {
             write_roots.push(policy.workspace.clone());
@@ -143,6 +170,7 @@ impl CommandSandbox {
         let spec = RulesetSpec {
             deny: policy.deny.clone(),
             write_roots,
+            write_except: Vec::new(),
             read_roots: Vec::new(),
             network: policy.network,
             connect_port: None,
@@ -179,6 +207,7 @@ impl CommandSandbox {
             file_size_cap: None,
             pid_namespace: None,
             proxy: None,
+            protection,
         })
     }
 
@@ -218,6 +247,7 @@ impl CommandSandbox {
             file_size_cap: None,
             pid_namespace: None,
             proxy: None,
+            protection: None,
         }
     }
 
@@ -287,6 +317,23 @@ impl CommandSandbox {
         self.proxy.as_ref().map(ProxyConfinement::route)
     }
 
+    /// The same sandbox keeping the protected paths by `mechanism` rather
+    /// than the one this kernel was found to allow (so tests and
+    /// `fido sandbox check` take the fallback on a kernel with
+    /// namespaces). Nothing changes outside `workspace-write`.
+    pub fn with_protection(mut self, mechanism: Mechanism) -> CommandSandbox {
+        if let Some(protection) = &mut self.protection {
+            protection.mechanism = mechanism;
+        }
+        self
+    }
+
+    /// How the workspace's protected paths are kept read-only
+    /// (`workspace-write` only).
+    pub fn protection(&self) -> Option<&Mechanism> {
+        self.protection.as_ref().map(|p| &p.mechanism)
+    }
+
     /// How the commands are kept to the allowlist proxy, if they have one.
     pub fn network_confinement(&self) -> Option<&NetworkConfinement> {
         self.proxy.as_ref().map(ProxyConfinement::confinement)
@@ -317,15 +364,54 @@ impl CommandSandbox {
             }
         }
         let sandbox = Arc::clone(self);
+        let extra = self.per_command();
         // SAFETY: `confine` makes only async-signal-safe syscalls on memory
         // prepared before the fork (see the module comment).
         unsafe {
-            command.pre_exec(move || sandbox.confine());
+            command.pre_exec(move || sandbox.confine(&extra));
+        }
+    }
+
+    /// What this command adds: the protected paths as they are now (a few
+    /// `lstat`s and opens).
+    fn per_command(&self) -> PerCommand {
+        let Some(protection) = &self.protection else {
+            return PerCommand::default();
+        };
+        let paths = protect::protected_paths(&protection.workspace);
+        if protection.mechanism.uses_namespace() {
+            return PerCommand {
+                binds: Some(ReadOnlyBinds::prepare(&paths)),
+                ..PerCommand::default()
+            };
+        }
+        let Some(spec) = &self.spec else {
+            return PerCommand::default();
+        };
+        let spec = RulesetSpec {
+            write_except: paths,
+            ..spec.clone()
+        };
+        match ruleset::build(&spec) {
+            Ok(built) => PerCommand {
+                ruleset: built.created.into(),
+                ..PerCommand::default()
+            },
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot build the ruleset that protects .git and Fido's files");
+                PerCommand {
+                    failed: true,
+                    ..PerCommand::default()
+                }
+            }
         }
     }
 
     /// Runs in the forked child, before exec. No allocation.
-    fn confine(&self) -> std::io::Result<()> {
+    fn confine(&self, extra: &PerCommand) -> std::io::Result<()> {
+        if extra.failed {
+            return Err(std::io::Error::from_raw_os_error(libc::EPERM));
+        }
         let check = |rc: libc::c_int| {
             if rc == 0 {
                 Ok(())
@@ -354,6 +440,12 @@ impl CommandSandbox {
                 // only way out is the proxy (or the keeper never returns).
                 proxy.enter()?;
             }
+            if let Some(binds) = &extra.binds {
+                // From here on in a mount namespace where the protected
+                // paths are read-only (before Landlock, which forbids
+                // mounting).
+                binds.enter()?;
+            }
             let no_core = libc::rlimit {
                 rlim_cur: 0,
                 rlim_max: 0,
@@ -366,7 +458,7 @@ impl CommandSandbox {
                 };
                 check(libc::setrlimit(libc::RLIMIT_FSIZE, &room))?;
             }
-            let Some(ruleset) = &self.ruleset else {
+            let Some(ruleset) = extra.ruleset.as_ref().or(self.ruleset.as_ref()) else {
                 return Ok(());
             };
             super::caps::drop_from_bounding_set();
@@ -381,6 +473,24 @@ impl CommandSandbox {
         match &self.seccomp {
             Some(program) => program.apply(),
             None => Ok(()),
+        }
+    }
+}
+
+impl Protection {
+    /// Finds how this kernel keeps protected paths (a fork and a wait,
+    /// once per session), and makes `.fido-state/` so that it is there to
+    /// protect from the first command on.
+    fn prepare(workspace: &Path) -> Protection {
+        let state = workspace.join(crate::workspace::STATE_DIR);
+        if let Err(err) = std::fs::create_dir(&state)
+            && err.kind() != std::io::ErrorKind::AlreadyExists
+        {
+            tracing::warn!(error = %err, "cannot create .fido-state");
+        }
+        Protection {
+            workspace: workspace.to_path_buf(),
+            mechanism: protect::mechanism(),
         }
     }
 }

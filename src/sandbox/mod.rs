@@ -18,6 +18,7 @@ pub mod netns;
 pub mod pidns;
 pub mod policy;
 pub mod process;
+pub mod protect;
 mod ruleset;
 pub mod seccomp;
 pub mod sweep;

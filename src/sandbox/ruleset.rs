@@ -101,6 +101,10 @@ pub(crate) struct RulesetSpec {
     pub deny: Vec<PathBuf>,
     /// Readable and writable, beneath each (besides `/dev/null`).
     pub write_roots: Vec<PathBuf>,
+    /// Beneath `write_roots`, never writable (readable as anything else):
+    /// the protected paths where no mount namespace keeps them read-only
+    /// (`sandbox::protect`).
+    pub write_except: Vec<PathBuf>,
     /// Readable beneath each; empty: everything (`/`) is.
     pub read_roots: Vec<PathBuf>,
     /// TCP bind and connect stay allowed (not handled by the ruleset).
@@ -157,8 +161,14 @@ pub(crate) fn build(spec: &RulesetSpec) -> Result<BuiltRuleset, SandboxError> {
     }
     let dev_null: BitFlags<AccessFs> = (AccessFs::ReadFile | AccessFs::WriteFile) & fs;
     add_rule(&mut created, Path::new("/dev/null"), dev_null, abi)?;
+    let write_deny: Vec<PathBuf> = spec
+        .deny
+        .iter()
+        .chain(&spec.write_except)
+        .cloned()
+        .collect();
     for root in &spec.write_roots {
-        add_beneath_except(&mut created, root, fs, abi, &spec.deny)?;
+        add_beneath_except(&mut created, root, fs, abi, &write_deny)?;
     }
     let kernel_abi = (!fs.is_empty()).then(|| abi_number(abi));
     let enforcement = if fs.is_empty() {

@@ -350,10 +350,18 @@ impl Run<'_> {
         if !SANDBOX_SYMPTOMS.iter().any(|s| lower.contains(s)) {
             return None;
         }
-        let allowed = match mode {
-            SandboxMode::ReadOnly if self.sandbox.is_subagent_shell() => "writes only in $TMPDIR",
-            SandboxMode::ReadOnly => "writes nowhere",
-            SandboxMode::WorkspaceWrite | SandboxMode::DangerFullAccess => {
+        let allowed = match (mode, self.sandbox.protection()) {
+            (SandboxMode::ReadOnly, _) if self.sandbox.is_subagent_shell() => {
+                "writes only in $TMPDIR"
+            }
+            (SandboxMode::ReadOnly, _) => "writes nowhere",
+            (_, Some(mechanism)) if !mechanism.uses_namespace() => {
+                "writes only in the workspace's existing top-level entries and $TMPDIR, never in the protected .git, .fido, .fido-state or fido.toml"
+            }
+            (_, Some(_)) => {
+                "writes only in the workspace and $TMPDIR, never in the protected .git, .fido, .fido-state or fido.toml (read-only file system)"
+            }
+            (SandboxMode::WorkspaceWrite | SandboxMode::DangerFullAccess, None) => {
                 "writes only in the workspace and $TMPDIR"
             }
         };
@@ -483,3 +491,7 @@ impl Capture {
 #[cfg(test)]
 #[path = "bash_exec_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "bash_exec_protect_tests.rs"]
+mod protect_tests;

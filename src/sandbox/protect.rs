@@ -1,0 +1,321 @@
+//! Protected paths: under `workspace-write`, the main agent's commands
+//! cannot write the workspace's `.git` (and the git directory a `.git`
+//! file names), `.fido-state/`, `.fido/` or `fido.toml`. Fido and git
+//! later read or run what is there outside the sandbox (git's config and
+//! hooks, Fido's change-set records, hooks and MCP servers in
+//! `fido.toml`), so writing them would be a way out.
+//!
+//! Landlock only allows: it cannot take a folder back out of the writable
+//! workspace. So each command gets a mount namespace of its own, made
+//! between fork and exec, in which every protected path is bind-mounted
+//! onto itself read-only:
+//!
+//! 1. `unshare(CLONE_NEWNS)` where the process may (root with
+//!    `CAP_SYS_ADMIN`), else `unshare(CLONE_NEWUSER | CLONE_NEWNS)` with
+//!    the user mapped to itself;
+//! 2. every mount becomes a slave, so nothing done here reaches the
+//!    user's namespace;
+//! 3. each protected path is bound onto itself and the bind remounted
+//!    read-only; then the path must still be the inode seen before the
+//!    fork, else a concurrent process swapped it, and the command does not
+//!    start (it fails closed). Once bound, the path is a mount point in
+//!    the command's namespace: the command itself cannot rename it.
+//!
+//! The Landlock ruleset applied afterwards denies every mount operation,
+//! so the command cannot undo the binds; a read-only mount refuses writes,
+//! creation, removal and renames inside it (`EROFS`), a mount point cannot
+//! be renamed or removed (`EBUSY`), and neither a symlink (resolved to the
+//! same mount) nor a hard link (no link across mounts) reaches around it.
+//!
+//! A protected path that does not exist cannot be bound. `.fido-state/`
+//! is made before the first command; a `fido.toml` or `.fido/` that a
+//! command creates carries no trust (workspace trust follows content,
+//! README "Workspace trust"), and a `.git` it creates (`git init`) is
+//! protected from the next command on.
+//!
+//! Where no mount namespace can be made, the fallback is Landlock alone:
+//! write access is granted entry by entry beneath the workspace, leaving
+//! out the protected paths (see [`super::ruleset`]), so creating a new
+//! entry at the top of the workspace needs an approved escalation too.
+//! [`Mechanism`] says which one is in force; it is shown at start-up and
+//! by `fido sandbox check`.
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use super::pidns::SelfMapping;
+
+/// The names at the top of the workspace that commands may not write.
+pub const PROTECTED_NAMES: [&str; 4] = [".git", ".fido-state", ".fido", "fido.toml"];
+
+/// How protected paths are kept read-only on this kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mechanism {
+    /// A mount namespace per command (the process may make one).
+    MountNamespace,
+    /// A user and mount namespace per command.
+    UserAndMountNamespace,
+    /// Landlock write rules per entry, leaving the protected paths out;
+    /// new top-level entries need an escalation. The reason says why no
+    /// namespace could be made.
+    LandlockPerEntry { reason: String },
+}
+
+impl Mechanism {
+    /// Whether commands get a mount namespace of their own.
+    pub fn uses_namespace(&self) -> bool {
+        !matches!(self, Mechanism::LandlockPerEntry { .. })
+    }
+}
+
+impl std::fmt::Display for Mechanism {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mechanism::MountNamespace => {
+                f.write_str("read-only bind mounts in a mount namespace per command")
+            }
+            Mechanism::UserAndMountNamespace => {
+                f.write_str("read-only bind mounts in a user and mount namespace per command")
+            }
+            Mechanism::LandlockPerEntry { reason } => write!(
+                f,
+                "landlock write rules per workspace entry, so a new top-level entry needs an escalation ({reason})"
+            ),
+        }
+    }
+}
+
+/// Which mechanism this kernel allows: a child that tries the namespaces
+/// and reports. Blocking (a fork and a wait).
+pub fn mechanism() -> Mechanism {
+    // SAFETY: the child makes only async-signal-safe syscalls and exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: as above, in the forked child.
+        unsafe {
+            let code = if libc::unshare(libc::CLONE_NEWNS) == 0 {
+                0
+            } else if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) == 0 {
+                1
+            } else {
+                2
+            };
+            libc::_exit(code);
+        }
+    }
+    if pid < 0 {
+        return Mechanism::LandlockPerEntry {
+            reason: format!("cannot test namespaces: {}", io::Error::last_os_error()),
+        };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child forked above.
+    let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+    match (
+        waited == pid,
+        libc::WIFEXITED(status),
+        libc::WEXITSTATUS(status),
+    ) {
+        (true, true, 0) => Mechanism::MountNamespace,
+        (true, true, 1) => Mechanism::UserAndMountNamespace,
+        _ => Mechanism::LandlockPerEntry {
+            reason: "this kernel allows no mount namespace here".into(),
+        },
+    }
+}
+
+/// The protected paths of `workspace` that exist now, canonical: the
+/// [`PROTECTED_NAMES`] and, for a `.git` file or link, the git directory
+/// it names and that directory's common directory. Blocking (a few
+/// `lstat`s and small reads).
+pub fn protected_paths(workspace: &Path) -> Vec<PathBuf> {
+    let mut paths = Vec::new();
+    for name in PROTECTED_NAMES {
+        let path = workspace.join(name);
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.file_type().is_symlink() {
+            // A link's target is what git and Fido would read.
+            paths.extend(std::fs::canonicalize(&path));
+            continue;
+        }
+        if name == ".git" && meta.is_file() {
+            paths.extend(linked_git_dirs(workspace, &path));
+        }
+        paths.push(path);
+    }
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
+/// The git directory a `.git` file names (`gitdir: DIR`), and the common
+/// directory a linked worktree's git directory names (`commondir`), where
+/// the repository's config and hooks are.
+fn linked_git_dirs(workspace: &Path, dot_git: &Path) -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string(dot_git) else {
+        return Vec::new();
+    };
+    let Some(named) = text.lines().find_map(|line| line.strip_prefix("gitdir:")) else {
+        return Vec::new();
+    };
+    let Ok(git_dir) = std::fs::canonicalize(workspace.join(named.trim())) else {
+        return Vec::new();
+    };
+    let common = std::fs::read_to_string(git_dir.join("commondir"))
+        .ok()
+        .and_then(|rel| std::fs::canonicalize(git_dir.join(rel.trim())).ok());
+    std::iter::once(git_dir).chain(common).collect()
+}
+
+/// One path to bind read-only, prepared before the fork.
+#[derive(Debug)]
+struct Bind {
+    path: CString,
+    /// Its device and inode when prepared: the child checks that what it
+    /// made read-only is still that, else a concurrent rename moved it.
+    dev: libc::dev_t,
+    ino: libc::ino_t,
+    /// The mount flags the kernel keeps locked in a user namespace
+    /// (`nosuid`, `nodev`, `noexec`, atime), which a remount must repeat.
+    locked: libc::c_ulong,
+}
+
+/// The binds of one command, prepared before the fork.
+#[derive(Debug)]
+pub struct ReadOnlyBinds {
+    binds: Vec<Bind>,
+    mapping: SelfMapping,
+}
+
+impl ReadOnlyBinds {
+    /// Looks at each of `paths` for the child to bind. A path that
+    /// vanished or is neither a folder nor a file is left out. Blocking.
+    pub fn prepare(paths: &[PathBuf]) -> ReadOnlyBinds {
+        ReadOnlyBinds {
+            binds: paths.iter().filter_map(|path| Bind::look(path)).collect(),
+            mapping: SelfMapping::for_current_user(),
+        }
+    }
+
+    /// How many paths will be bound.
+    pub fn len(&self) -> usize {
+        self.binds.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.binds.is_empty()
+    }
+
+    /// Steps 1–3 of the module comment, in the forked child.
+    ///
+    /// # Safety
+    /// Only between fork and exec, in a single-threaded child: plain
+    /// syscalls on memory prepared before the fork.
+    pub unsafe fn enter(&self) -> io::Result<()> {
+        if self.binds.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: the caller's contract.
+        unsafe {
+            if libc::unshare(libc::CLONE_NEWNS) != 0 {
+                check(libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS))?;
+                self.mapping.write();
+            }
+            let flags = libc::MS_REC | libc::MS_SLAVE;
+            check(libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                flags,
+                std::ptr::null(),
+            ))?;
+            for bind in &self.binds {
+                bind.mount_read_only()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Bind {
+    fn look(path: &Path) -> Option<Bind> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::symlink_metadata(path).ok()?;
+        if !meta.is_dir() && !meta.is_file() {
+            return None;
+        }
+        Some(Bind {
+            path: CString::new(path.as_os_str().as_bytes()).ok()?,
+            dev: meta.dev(),
+            ino: meta.ino(),
+            locked: locked_flags(path)?,
+        })
+    }
+
+    /// Binds the path onto itself, remounts the bind read-only, and checks
+    /// that the path is still the one prepared (`EBUSY` if not).
+    ///
+    /// # Safety
+    /// Only between fork and exec (plain syscalls on prepared memory).
+    unsafe fn mount_read_only(&self) -> io::Result<()> {
+        // SAFETY: the caller's contract.
+        unsafe {
+            check(libc::mount(
+                self.path.as_ptr(),
+                self.path.as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND | libc::MS_REC,
+                std::ptr::null(),
+            ))?;
+            let flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | self.locked;
+            check(libc::mount(
+                std::ptr::null(),
+                self.path.as_ptr(),
+                std::ptr::null(),
+                flags,
+                std::ptr::null(),
+            ))?;
+            let mut stat = std::mem::MaybeUninit::<libc::stat>::zeroed();
+            check(libc::lstat(self.path.as_ptr(), stat.as_mut_ptr()))?;
+            let stat = stat.assume_init();
+            if stat.st_dev != self.dev || stat.st_ino != self.ino {
+                return Err(io::Error::from_raw_os_error(libc::EBUSY));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The flags of the mount `path` is on that a remount in a user
+/// namespace must keep.
+fn locked_flags(path: &Path) -> Option<libc::c_ulong> {
+    let stat = nix::sys::statvfs::statvfs(path).ok()?;
+    let flags = stat.flags();
+    use nix::sys::statvfs::FsFlags;
+    let pairs = [
+        (FsFlags::ST_NOSUID, libc::MS_NOSUID),
+        (FsFlags::ST_NODEV, libc::MS_NODEV),
+        (FsFlags::ST_NOEXEC, libc::MS_NOEXEC),
+        (FsFlags::ST_NOATIME, libc::MS_NOATIME),
+        (FsFlags::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (FsFlags::ST_RELATIME, libc::MS_RELATIME),
+    ];
+    Some(
+        pairs
+            .iter()
+            .filter(|(st, _)| flags.contains(*st))
+            .fold(0, |acc, (_, ms)| acc | ms),
+    )
+}
+
+fn check(rc: libc::c_int) -> io::Result<()> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}

@@ -1,0 +1,274 @@
+//! Protected paths under `workspace-write`: a real `bash_exec` command in
+//! a real git repository tries every way we know to write `.git`,
+//! `.fido-state/`, `.fido/` and `fido.toml`, and each file is compared
+//! byte for byte afterwards. The same attacks run with the namespace and
+//! with Landlock's per-entry fallback.
+
+use super::*;
+use crate::sandbox::protect::Mechanism;
+use crate::tools::ToolEnv;
+use crate::tools::testing::{call, env};
+use serde_json::json;
+use std::path::Path;
+
+/// A git repository with a commit, a trusted-looking `fido.toml`, a
+/// `.fido/` folder and Fido's state folder, in a session whose commands
+/// run in `workspace-write` with `mechanism`.
+fn repository(mechanism: Mechanism) -> (tempfile::TempDir, ToolEnv) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(&root)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(root.join("README.md"), "hello\n").unwrap();
+    std::fs::create_dir(root.join("src")).unwrap();
+    std::fs::write(root.join("src/lib.rs"), "\n").unwrap();
+    git(&["add", "README.md", "src"]);
+    git(&["commit", "-q", "-m", "first"]);
+    std::fs::write(root.join("fido.toml"), "model = \"m\"\n").unwrap();
+    std::fs::create_dir(root.join(".fido")).unwrap();
+    std::fs::write(root.join(".fido/keep"), "kept\n").unwrap();
+    let mut env = env(&root);
+    env.approvals = crate::tools::approval::Approvals::new(
+        crate::protocol::SafetySettings {
+            sandbox_mode: crate::protocol::SandboxMode::WorkspaceWrite,
+            approval_policy: crate::protocol::ApprovalPolicy::OnRequest,
+            network: crate::protocol::NetworkAccess::Off,
+        },
+        None,
+    );
+    let policy = crate::sandbox::CommandPolicy {
+        mode: crate::protocol::SandboxMode::WorkspaceWrite,
+        network: false,
+        workspace: root.clone(),
+        writable_roots: Vec::new(),
+        deny: Vec::new(),
+    };
+    let sandbox = CommandSandbox::prepare(&policy).unwrap();
+    env.sandbox = Arc::new(sandbox.with_protection(mechanism));
+    (dir, env)
+}
+
+/// Every file beneath the protected paths, with its bytes (and each
+/// folder, with an empty content), sorted.
+fn protected_contents(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for name in crate::sandbox::protect::PROTECTED_NAMES {
+        collect(root, &root.join(name), &mut out);
+    }
+    out.sort();
+    out
+}
+
+fn collect(root: &Path, path: &Path, out: &mut Vec<(String, Vec<u8>)>) {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return;
+    };
+    let shown = path.strip_prefix(root).unwrap().display().to_string();
+    if meta.is_dir() {
+        out.push((format!("{shown}/"), Vec::new()));
+        for entry in std::fs::read_dir(path).unwrap().flatten() {
+            collect(root, &entry.path(), out);
+        }
+    } else {
+        out.push((shown, std::fs::read(path).unwrap_or_default()));
+    }
+}
+
+/// Ways a command has tried to change what git or Fido later read or run.
+const ATTACKS: &[&str] = &[
+    "echo '[core]\n\tfsmonitor = touch /tmp/pwned' >> .git/config",
+    "echo 'touch /tmp/pwned' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit",
+    "mkdir -p .git/info; echo '* filter=x' > .git/info/attributes",
+    "git config core.fsmonitor 'touch /tmp/pwned'",
+    "git config --local core.hooksPath /tmp",
+    "mv .git .git-old && mkdir .git && echo '[core]' > .git/config",
+    "rm -rf .git",
+    "rm -f .git/HEAD; echo x > .git/HEAD",
+    "ln -s .git/config cfg && echo evil >> cfg",
+    "ln .git/config hardlink && echo evil >> hardlink",
+    "cd .git && echo evil >> config",
+    "echo '[[hooks.SessionStart]]' >> fido.toml",
+    "printf 'sandbox_mode = \"danger-full-access\"\\n' > fido.toml",
+    "rm -f fido.toml; echo 'network = true' > fido.toml",
+    "mv fido.toml moved.toml",
+    "mkdir -p .fido/agents && echo evil > .fido/agents/x.md",
+    "rm -rf .fido",
+    "echo evil > .fido-state/record.json",
+    "mkdir -p .fido-state/changes/x",
+    "mv .fido-state gone",
+    "umount -l .git; echo evil >> .git/config",
+    "unshare -rm sh -c 'umount -l .git; echo evil >> .git/config'",
+    "python3 -c \"import os; os.rename('.git', 'g')\"",
+];
+
+async fn attacks_change_nothing(mechanism: Mechanism) {
+    let (dir, env) = repository(mechanism.clone());
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let before = protected_contents(&root);
+    assert!(before.len() > 10, "{before:?}");
+    let mtime = std::fs::metadata(root.join(".git/config"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    // Landlock has no right for time stamps: only a read-only mount
+    // keeps them.
+    let touch = "touch -d 2000-01-01 .git/config";
+    let attacks = ATTACKS
+        .iter()
+        .copied()
+        .chain(mechanism.uses_namespace().then_some(touch));
+    for attack in attacks {
+        let command = format!("echo started; {attack}");
+        let out = call(&BashExec, &env, json!({ "command": command })).await;
+        assert!(
+            out.content.starts_with("started\n"),
+            "{mechanism}: `{attack}` did not run:\n{}",
+            out.content
+        );
+        assert_eq!(
+            protected_contents(&root),
+            before,
+            "{mechanism}: `{attack}` changed a protected path:\n{}",
+            out.content
+        );
+    }
+    let after = std::fs::metadata(root.join(".git/config"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    assert_eq!(mtime, after, "{mechanism}: a time stamp changed");
+}
+
+/// What a command may still do: write in the workspace, read git's state.
+async fn the_workspace_stays_writable(mechanism: Mechanism) {
+    let (dir, env) = repository(mechanism.clone());
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let out = call(
+        &BashExec,
+        &env,
+        json!({"command": "echo changed > README.md && mkdir -p src/a && echo new > src/a/b && git status --porcelain && git log --oneline | wc -l && cat .git/HEAD"}),
+    )
+    .await;
+    assert!(out.ok, "{}", out.content);
+    assert_eq!(
+        std::fs::read_to_string(root.join("README.md")).unwrap(),
+        "changed\n"
+    );
+    assert!(out.content.contains(" M README.md"), "{}", out.content);
+    assert!(out.content.contains("ref: refs/heads/"), "{}", out.content);
+    assert_eq!(
+        std::fs::read_to_string(root.join("src/a/b")).unwrap(),
+        "new\n"
+    );
+}
+
+fn namespace() -> Option<Mechanism> {
+    let mechanism = crate::sandbox::protect::mechanism();
+    if mechanism.uses_namespace() {
+        return Some(mechanism);
+    }
+    assert_ne!(
+        std::env::var("CI").as_deref(),
+        Ok("true"),
+        "no mount namespace under CI=true: {mechanism}"
+    );
+    eprintln!("skipped: {mechanism}");
+    None
+}
+
+fn per_entry() -> Mechanism {
+    Mechanism::LandlockPerEntry {
+        reason: "forced by the test".into(),
+    }
+}
+
+#[tokio::test]
+async fn commands_cannot_change_protected_paths_in_a_mount_namespace() {
+    if let Some(mechanism) = namespace() {
+        attacks_change_nothing(mechanism).await;
+    }
+}
+
+#[tokio::test]
+async fn commands_cannot_change_protected_paths_with_the_landlock_fallback() {
+    attacks_change_nothing(per_entry()).await;
+}
+
+#[tokio::test]
+async fn commands_still_write_the_workspace_in_a_mount_namespace() {
+    if let Some(mechanism) = namespace() {
+        the_workspace_stays_writable(mechanism).await;
+    }
+}
+
+#[tokio::test]
+async fn commands_still_write_the_workspace_with_the_landlock_fallback() {
+    the_workspace_stays_writable(per_entry()).await;
+}
+
+#[tokio::test]
+async fn a_new_top_level_file_needs_no_escalation_in_a_mount_namespace() {
+    let Some(mechanism) = namespace() else {
+        return;
+    };
+    let (dir, env) = repository(mechanism);
+    let out = call(&BashExec, &env, json!({"command": "echo n > notes.md"})).await;
+    assert!(out.ok, "{}", out.content);
+    assert!(dir.path().join("notes.md").exists());
+}
+
+#[tokio::test]
+async fn a_refused_commit_names_the_protected_paths_and_the_way_out() {
+    let Some(mechanism) = namespace() else {
+        return;
+    };
+    let (_dir, env) = repository(mechanism);
+    let out = call(
+        &BashExec,
+        &env,
+        json!({"command": "echo x >> README.md && git -c user.name=t -c user.email=t@t commit -qam change"}),
+    )
+    .await;
+    assert!(!out.ok, "{}", out.content);
+    assert!(out.content.contains("protected .git"), "{}", out.content);
+    assert!(out.content.contains("escalate: true"), "{}", out.content);
+}
+
+/// A `.git` file naming a git directory inside the workspace (as a
+/// submodule's or a worktree's does): that directory is protected too.
+#[tokio::test]
+async fn the_git_directory_a_git_file_names_is_protected() {
+    let Some(mechanism) = namespace() else {
+        return;
+    };
+    let (dir, env) = repository(mechanism);
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::rename(root.join(".git"), root.join("real-git")).unwrap();
+    std::fs::write(root.join(".git"), "gitdir: real-git\n").unwrap();
+    let config = std::fs::read(root.join("real-git/config")).unwrap();
+    let out = call(
+        &BashExec,
+        &env,
+        json!({"command": "git config core.fsmonitor evil; echo evil >> real-git/config; echo 'gitdir: /tmp' > .git"}),
+    )
+    .await;
+    assert_eq!(
+        std::fs::read(root.join("real-git/config")).unwrap(),
+        config,
+        "{}",
+        out.content
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join(".git")).unwrap(),
+        "gitdir: real-git\n"
+    );
+}
