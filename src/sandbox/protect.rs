@@ -46,9 +46,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::pidns::SelfMapping;
-
-/// The names at the top of the workspace that commands may not write.
-pub const PROTECTED_NAMES: [&str; 4] = [".git", ".fido-state", ".fido", "fido.toml"];
+pub use crate::workspace::{PROTECTED_NAMES, protected_paths};
 
 /// How protected paths are kept read-only on this kernel.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,51 +122,6 @@ pub fn mechanism() -> Mechanism {
             reason: "this kernel allows no mount namespace here".into(),
         },
     }
-}
-
-/// The protected paths of `workspace` that exist now, canonical: the
-/// [`PROTECTED_NAMES`] and, for a `.git` file or link, the git directory
-/// it names and that directory's common directory. Blocking (a few
-/// `lstat`s and small reads).
-pub fn protected_paths(workspace: &Path) -> Vec<PathBuf> {
-    let mut paths = Vec::new();
-    for name in PROTECTED_NAMES {
-        let path = workspace.join(name);
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
-            continue;
-        };
-        if meta.file_type().is_symlink() {
-            // A link's target is what git and Fido would read.
-            paths.extend(std::fs::canonicalize(&path));
-            continue;
-        }
-        if name == ".git" && meta.is_file() {
-            paths.extend(linked_git_dirs(workspace, &path));
-        }
-        paths.push(path);
-    }
-    paths.sort();
-    paths.dedup();
-    paths
-}
-
-/// The git directory a `.git` file names (`gitdir: DIR`), and the common
-/// directory a linked worktree's git directory names (`commondir`), where
-/// the repository's config and hooks are.
-fn linked_git_dirs(workspace: &Path, dot_git: &Path) -> Vec<PathBuf> {
-    let Ok(text) = std::fs::read_to_string(dot_git) else {
-        return Vec::new();
-    };
-    let Some(named) = text.lines().find_map(|line| line.strip_prefix("gitdir:")) else {
-        return Vec::new();
-    };
-    let Ok(git_dir) = std::fs::canonicalize(workspace.join(named.trim())) else {
-        return Vec::new();
-    };
-    let common = std::fs::read_to_string(git_dir.join("commondir"))
-        .ok()
-        .and_then(|rel| std::fs::canonicalize(git_dir.join(rel.trim())).ok());
-    std::iter::once(git_dir).chain(common).collect()
 }
 
 /// One path to bind read-only, prepared before the fork.

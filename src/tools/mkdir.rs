@@ -8,7 +8,7 @@ use super::{
     Call, PathArgs, ToolEnv, ToolFuture, ToolKind, ToolOutput, TypedTool, approved_file_change,
 };
 use crate::store::undo::UndoEntry;
-use crate::workspace::is_missing;
+use crate::workspace::{FinalLink, is_missing};
 
 pub struct Mkdir;
 
@@ -31,7 +31,7 @@ impl TypedTool for Mkdir {
 }
 
 fn run(env: &ToolEnv, path: &str) -> ToolOutput {
-    let resolved = match env.workspace.resolve(path) {
+    let resolved = match env.workspace.resolve_for_change(path, FinalLink::Follow) {
         Ok(resolved) => resolved,
         Err(err) => return ToolOutput::error(err.to_string()),
     };

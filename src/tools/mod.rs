@@ -24,6 +24,8 @@ mod html;
 pub mod list_files;
 pub mod mkdir;
 pub mod patch;
+#[cfg(test)]
+mod protected_tests;
 pub mod read_file;
 pub mod ripgrep;
 pub mod rm;

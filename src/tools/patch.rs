@@ -14,7 +14,7 @@ use super::{Call, ToolEnv, ToolFuture, ToolKind, ToolOutput, TypedTool};
 use crate::protocol::schema::tool_args;
 use crate::store::atomic::write_atomic;
 use crate::store::undo::UndoEntry;
-use crate::workspace::is_missing;
+use crate::workspace::{FinalLink, is_missing};
 
 mod fuzzy;
 
@@ -114,7 +114,7 @@ fn edit_file(env: &ToolEnv, path: &str, edits: &[Edit]) -> ToolOutput {
     if edits.is_empty() {
         return ToolOutput::error("`edits` is empty; give at least one {old_text, new_text}");
     }
-    let resolved = match env.workspace.resolve(path) {
+    let resolved = match env.workspace.resolve_for_change(path, FinalLink::Follow) {
         Ok(resolved) => resolved,
         Err(err) => return ToolOutput::error(err.to_string()),
     };
@@ -190,7 +190,7 @@ fn edit_file(env: &ToolEnv, path: &str, edits: &[Edit]) -> ToolOutput {
 }
 
 fn write_file(env: &ToolEnv, path: &str, content: &str) -> ToolOutput {
-    let resolved = match env.workspace.resolve(path) {
+    let resolved = match env.workspace.resolve_for_change(path, FinalLink::Follow) {
         Ok(resolved) => resolved,
         Err(err) => return ToolOutput::error(err.to_string()),
     };

@@ -44,7 +44,10 @@ impl TypedTool for Rm {
 }
 
 fn run(env: &ToolEnv, args: &Args) -> ToolOutput {
-    let resolved = match env.workspace.resolve_with(&args.path, FinalLink::Keep) {
+    let resolved = match env
+        .workspace
+        .resolve_for_change(&args.path, FinalLink::Keep)
+    {
         Ok(resolved) => resolved,
         Err(err) => return ToolOutput::error(err.to_string()),
     };

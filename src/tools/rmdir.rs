@@ -32,7 +32,7 @@ impl TypedTool for Rmdir {
 }
 
 fn run(env: &ToolEnv, path: &str) -> ToolOutput {
-    let resolved = match env.workspace.resolve_with(path, FinalLink::Keep) {
+    let resolved = match env.workspace.resolve_for_change(path, FinalLink::Keep) {
         Ok(resolved) => resolved,
         Err(err) => return ToolOutput::error(err.to_string()),
     };

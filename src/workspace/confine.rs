@@ -17,6 +17,10 @@ pub enum PathError {
     DanglingSymlink { path: String, link: String },
     #[error("`{path}`: `.fido-*` files are Fido's own state and cannot be changed with file tools")]
     FidoState { path: String },
+    #[error(
+        "`{path}` is protected: file tools and commands cannot change .git, .fido/, .fido-state/ or fido.toml, which git and Fido read outside the sandbox; ask the user to make this change"
+    )]
+    Protected { path: String },
     #[error("cannot resolve `{path}`: {source}")]
     Io {
         path: String,
@@ -64,6 +68,26 @@ impl Workspace {
     /// Resolves a path a tool received, following a final symlink.
     pub fn resolve(&self, path: &str) -> Result<Resolved, PathError> {
         self.resolve_with(path, FinalLink::Follow)
+    }
+
+    /// Resolves a path a tool is about to change (write, create, remove),
+    /// refusing the protected paths ([`super::is_protected`]) as written
+    /// and where it leads.
+    pub fn resolve_for_change(
+        &self,
+        path: &str,
+        final_link: FinalLink,
+    ) -> Result<Resolved, PathError> {
+        let resolved = self.resolve_with(path, final_link)?;
+        let lexical = self.root.join(self.relative_of(path)?);
+        if super::is_protected(&self.root, &lexical)
+            || super::is_protected(&self.root, &resolved.abs)
+        {
+            return Err(PathError::Protected {
+                path: resolved.shown,
+            });
+        }
+        Ok(resolved)
     }
 
     /// Resolves a path a tool received; see the invariants of

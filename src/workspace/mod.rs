@@ -18,12 +18,14 @@
 //! refused: where it points cannot be checked until it exists.
 
 mod confine;
+mod protected;
 mod state_names;
 
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
 pub use confine::{FinalLink, PathError, Resolved, is_missing};
+pub use protected::{PROTECTED_NAMES, is_protected, protected_paths};
 pub use state_names::{
     DEFAULT_PLAN_FILE, HISTORY_FILE, LOGS_DIR, RUN_DIR, SESSIONS_DIR, STATE_DIR, STATE_PREFIX,
     TODO_FILE, UNDO_DIR, is_state_name,

@@ -1,0 +1,77 @@
+//! The protected paths of a workspace: what git and Fido later read or
+//! run outside the sandbox, so that no sandboxed party may change it
+//! (README "Protected paths"). The command sandbox keeps them read-only
+//! (`sandbox::protect`); the file tools refuse to change them
+//! ([`super::Workspace::resolve_for_change`]).
+
+use std::path::{Path, PathBuf};
+
+/// The names at the top of the workspace that commands may not write.
+pub const PROTECTED_NAMES: [&str; 4] = [".git", ".fido-state", ".fido", "fido.toml"];
+
+/// The protected paths of `workspace` that exist now, canonical: the
+/// [`PROTECTED_NAMES`] and, for a `.git` file or link, the git directory
+/// it names and that directory's common directory. Blocking (a few
+/// `lstat`s and small reads).
+pub fn protected_paths(workspace: &Path) -> Vec<PathBuf> {
+    let mut paths = Vec::new();
+    for name in PROTECTED_NAMES {
+        let path = workspace.join(name);
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.file_type().is_symlink() {
+            // A link's target is what git and Fido would read.
+            paths.extend(std::fs::canonicalize(&path));
+            continue;
+        }
+        if name == ".git" && meta.is_file() {
+            paths.extend(linked_git_dirs(workspace, &path));
+        }
+        paths.push(path);
+    }
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
+/// The git directory a `.git` file names (`gitdir: DIR`), and the common
+/// directory a linked worktree's git directory names (`commondir`), where
+/// the repository's config and hooks are.
+fn linked_git_dirs(workspace: &Path, dot_git: &Path) -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string(dot_git) else {
+        return Vec::new();
+    };
+    let Some(named) = text.lines().find_map(|line| line.strip_prefix("gitdir:")) else {
+        return Vec::new();
+    };
+    let Ok(git_dir) = std::fs::canonicalize(workspace.join(named.trim())) else {
+        return Vec::new();
+    };
+    let common = std::fs::read_to_string(git_dir.join("commondir"))
+        .ok()
+        .and_then(|rel| std::fs::canonicalize(git_dir.join(rel.trim())).ok());
+    std::iter::once(git_dir).chain(common).collect()
+}
+
+/// Whether `abs`, a path inside the canonical `root`, is or lies beneath a
+/// protected path: a `.git` at any depth (a nested repository's too), the
+/// top-level `.fido`, `.fido-state` and `fido.toml`, or the git directory
+/// a top-level `.git` file names.
+pub fn is_protected(root: &Path, abs: &Path) -> bool {
+    let Ok(inside) = abs.strip_prefix(root) else {
+        return false;
+    };
+    if inside.components().any(|c| c.as_os_str() == ".git") {
+        return true;
+    }
+    let top = inside.components().next().map(|c| c.as_os_str());
+    if top.is_some_and(|top| PROTECTED_NAMES.iter().any(|name| top == *name)) {
+        return true;
+    }
+    let dot_git = root.join(".git");
+    dot_git.is_file()
+        && linked_git_dirs(root, &dot_git)
+            .iter()
+            .any(|dir| abs.starts_with(dir))
+}
