@@ -255,6 +255,7 @@ fn print_session_warnings(runtime: &Runtime) {
         .warnings
         .iter()
         .chain(runtime.mcp.warnings())
+        .chain(&runtime.sandbox_warnings())
     {
         eprintln!("fido: warning: {warning}");
     }

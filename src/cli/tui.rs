@@ -68,6 +68,7 @@ async fn session(config: Config, resume: Option<ResumeFrom>) -> ExitCode {
     let mut warnings = config.warnings.clone();
     warnings.extend(runtime.instructions.warnings.iter().cloned());
     warnings.extend(runtime.mcp.warnings().iter().cloned());
+    warnings.extend(runtime.sandbox_warnings());
     let switcher = local_commands.clone();
     let desk = FrontDesk {
         events: desk_events,

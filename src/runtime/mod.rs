@@ -178,6 +178,23 @@ impl Runtime {
         })
     }
 
+    /// What the command sandbox warns of at start: protected paths kept
+    /// by Landlock's per-entry fallback (new top-level entries then need
+    /// an escalation). Where a namespace keeps them, a log line says so.
+    pub fn sandbox_warnings(&self) -> Vec<String> {
+        use crate::sandbox::protect::Mechanism;
+        match self.sandbox.protection() {
+            Some(mechanism @ Mechanism::LandlockPerEntry { .. }) => vec![format!(
+                ".git, .fido, .fido-state and fido.toml are kept read-only to commands by {mechanism}"
+            )],
+            Some(mechanism) => {
+                tracing::info!(%mechanism, ".git, .fido, .fido-state and fido.toml are read-only to commands");
+                Vec::new()
+            }
+            None => Vec::new(),
+        }
+    }
+
     /// The session's journal (`None`: it could not be journaled), where
     /// the TUI's `/suspend` puts its bookmarks.
     pub fn journal(&self) -> Option<Arc<Journal>> {

@@ -93,6 +93,12 @@ pub fn probe_role(role: ProbeRole, runtime: &Runtime) -> Result<Summary, ProbeEr
     let confinement = sandbox
         .as_ref()
         .and_then(|sandbox| sandbox.network_confinement());
+    let protection = sandbox.as_ref().and_then(|sandbox| sandbox.protection());
+    if let (ProbeRole::Command(_), Some(mechanism)) = (role, protection) {
+        summary.header.push_str(&format!(
+            "; .git, .fido, .fido-state and fido.toml kept by {mechanism}"
+        ));
+    }
     if let (Some(stand_in), Some(confinement)) = (&stand_in, confinement) {
         // Its own line says how this kernel confines it.
         summary.header = confinement.to_string();

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use super::fixture::{ProbeFixture, ProbeTargets};
 use super::kernel::fork_bomb_note;
-use super::probes::{controls, files, processes, sockets, worktree};
+use super::probes::{controls, files, processes, protected, sockets, worktree};
 use crate::protocol::SandboxMode;
 use crate::sandbox::policy::SandboxReport;
 
@@ -47,6 +47,10 @@ pub enum RefusedBy {
     SeccompOnEperm,
     /// Always the same mechanism, whatever the errno.
     Always(&'static str),
+    /// A protected path: the read-only bind mount when the errno is
+    /// EROFS or EBUSY (a mount point), else Landlock (its per-entry
+    /// fallback, or a sandbox that writes nowhere).
+    ProtectedPath,
 }
 
 impl RefusedBy {
@@ -56,6 +60,10 @@ impl RefusedBy {
             RefusedBy::SeccompOnEperm if errno == "EPERM" => "seccomp",
             RefusedBy::SeccompOnEperm => "landlock",
             RefusedBy::Always(name) => name,
+            RefusedBy::ProtectedPath if errno == "EROFS" || errno == "EBUSY" => {
+                "read-only bind mount"
+            }
+            RefusedBy::ProtectedPath => "landlock",
         }
     }
 }
@@ -117,7 +125,7 @@ impl Probe {
 }
 
 /// Forbidden in every sandbox, in the order they run and print.
-const FORBIDDEN: [&Probe; 18] = [
+const FORBIDDEN: [&Probe; 24] = [
     &files::WRITE_EXISTING,
     &files::CREATE,
     &files::UNLINK,
@@ -136,6 +144,12 @@ const FORBIDDEN: [&Probe; 18] = [
     &files::READ_CREDENTIALS,
     &processes::READ_PARENT_ENVIRON,
     &processes::PTRACE_PARENT,
+    &protected::WRITE_GIT_CONFIG,
+    &protected::CREATE_GIT_HOOK,
+    &protected::RENAME_GIT,
+    &protected::WRITE_FIDO_STATE,
+    &protected::WRITE_FIDO_DIR,
+    &protected::WRITE_FIDO_TOML,
 ];
 /// Forbidden to a subagent only (the fork bomb last: it is left out where
 /// `RLIMIT_NPROC` cannot apply).
@@ -189,7 +203,7 @@ const ALLOWLIST_CONTROL: [&Probe; 1] = [&sockets::PROXY_CONNECT];
 const WRITE_SUBAGENT_CONTROL: [&Probe; 2] = [&worktree::WRITE_CLAIMED, &worktree::GIT_READS];
 
 /// Probe names, in the order they run and print.
-pub const FORBIDDEN_PROBES: [&str; 18] = names(FORBIDDEN);
+pub const FORBIDDEN_PROBES: [&str; 24] = names(FORBIDDEN);
 pub const SUBAGENT_PROBES: [&str; 3] = names(SUBAGENT);
 pub const CONTROL_PROBES: [&str; 2] = names(CONTROLS);
 /// What a subagent's commands must still be able to do: write in the
@@ -344,7 +358,7 @@ mod tests {
         let names: Vec<&str> = all().map(|probe| probe.name).collect();
         let unique: BTreeSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 44);
+        assert_eq!(names.len(), 50);
         for name in names {
             assert_eq!(find(name).map(|probe| probe.name), Some(name));
         }
@@ -361,6 +375,12 @@ mod tests {
         // The file-size guard, whichever probe ran into it.
         assert_eq!(mechanism("create", "EFBIG"), "rlimit");
         assert_eq!(mechanism("no-such-probe", "EPERM"), "landlock");
+        assert_eq!(
+            mechanism("write-git-config", "EROFS"),
+            "read-only bind mount"
+        );
+        assert_eq!(mechanism("rename-git", "EBUSY"), "read-only bind mount");
+        assert_eq!(mechanism("write-fido-toml", "EACCES"), "landlock");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 pub(super) mod controls;
 pub(super) mod files;
 pub(super) mod processes;
+pub(super) mod protected;
 pub(super) mod sockets;
 pub(super) mod worktree;
 
