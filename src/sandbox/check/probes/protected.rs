@@ -13,6 +13,7 @@ const GIT_CONFIG: &str = "workspace/.git/config";
 const GIT_HOOK: &str = "workspace/.git/hooks/pre-commit";
 const GIT_DIR: &str = "workspace/.git";
 const GIT_MOVED: &str = "workspace/.git-moved";
+const MOVED_HOOK: &str = "workspace/.git-moved/hooks/pre-commit";
 const STATE_RECORD: &str = "workspace/.fido-state/record.json";
 const FIDO_PROFILE: &str = "workspace/.fido/agents/evil.md";
 const FIDO_TOML: &str = "workspace/fido.toml";
@@ -56,7 +57,8 @@ pub(in super::super) const CREATE_GIT_HOOK: Probe =
         .with_setup(protected_tree)
         .refused_by(RefusedBy::ProtectedPath)
         .with_refusal_errno("EROFS")
-        .with_side_effect(|f| f.exists(GIT_HOOK));
+        // Where it would be once `rename-git`, unsandboxed, moved `.git`.
+        .with_side_effect(|f| f.exists(GIT_HOOK) || f.exists(MOVED_HOOK));
 
 pub(in super::super) const RENAME_GIT: Probe = Probe::new("rename-git", |t| {
     std::fs::rename(t.dir.join(GIT_DIR), t.dir.join(GIT_MOVED))
