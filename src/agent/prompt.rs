@@ -55,7 +55,7 @@ fn safety_section(safety: &SafetySettings) -> String {
             "Sandbox (read-only): commands may read files but not credentials (~/.ssh, Fido's config), write nowhere, and {network}."
         ),
         SandboxMode::WorkspaceWrite => format!(
-            "Sandbox (workspace-write): commands may write only in the workspace and $TMPDIR, never in .git, .fido, .fido-state or fido.toml (so `git commit` needs escalation), cannot read credentials (~/.ssh, Fido's config), and {network}; \"Permission denied\" or \"Read-only file system\" may mean the sandbox stopped one."
+            "Sandbox (workspace-write): commands may write only in the workspace and $TMPDIR, cannot read credentials (~/.ssh, Fido's config), and {network}; \"Permission denied\" may mean the sandbox stopped one."
         ),
         SandboxMode::DangerFullAccess => {
             "Sandbox (danger-full-access): commands run unsandboxed, with the user's full rights. Be careful.".to_string()
