@@ -1,10 +1,14 @@
 //! The cost of the command sandbox per `bash_exec`: `true` run through the
-//! real tool, unconfined (`danger-full-access`) and in `workspace-write`,
-//! interleaved so that both see the same machine load.
+//! real tool, unconfined (`danger-full-access`), in `workspace-write`
+//! without protected paths, and in `workspace-write` as sessions run it
+//! (a git repository, `fido.toml`, `.fido/` and `.fido-state/` bound
+//! read-only in a mount namespace per command), interleaved so that all
+//! see the same machine load.
 //!
 //! `cargo bench --bench sandbox` (`BENCH_RUNS`, default 300 each). Prints
-//! min / p50 / p99 / max of each and the p50 difference; exits non-zero
-//! when the sandbox adds more than the target at p50.
+//! min / p50 / p99 / max of each and the p50 differences; exits non-zero
+//! when the sandbox adds more than its target at p50, or the protected
+//! paths more than theirs.
 
 #[path = "support.rs"]
 #[allow(dead_code)]
@@ -21,6 +25,8 @@ use tokio_util::sync::CancellationToken;
 const DEFAULT_RUNS: usize = 300;
 /// What the sandbox may add to one command at p50.
 const TARGET_ADDED_P50: Duration = Duration::from_millis(2);
+/// What the protected paths may add to a sandboxed command at p50.
+const TARGET_PROTECTED_P50: Duration = Duration::from_millis(1);
 
 fn main() -> ExitCode {
     match bench() {
@@ -48,11 +54,40 @@ async fn time(catalog: &ToolCatalog, call: &ToolCall, env: &ToolEnv) -> (f64, bo
     (start.elapsed().as_secs_f64() * 1000.0, out.ok)
 }
 
-fn bench() -> Result<bool, String> {
-    let runs = support::env_count("BENCH_RUNS", DEFAULT_RUNS)?;
+/// A workspace as sessions have it: a git repository with a commit,
+/// `fido.toml`, `.fido/`.
+fn workspace() -> Result<tempfile::TempDir, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let plain = support::tool_env(dir.path(), SandboxMode::DangerFullAccess)?;
-    let sandboxed = support::tool_env(dir.path(), SandboxMode::WorkspaceWrite)?;
+    let root = dir.path();
+    std::fs::create_dir_all(root.join(".fido/agents")).map_err(|e| e.to_string())?;
+    std::fs::write(root.join("fido.toml"), "model = \"m\"\n").map_err(|e| e.to_string())?;
+    let status = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(root)
+        .status()
+        .map_err(|e| format!("git init: {e}"))?;
+    if !status.success() {
+        return Err("git init failed".into());
+    }
+    Ok(dir)
+}
+
+/// The three series: no sandbox, the sandbox without protected paths,
+/// the sandbox as sessions run it.
+fn measure(runs: usize, root: &std::path::Path) -> Result<[Sorted; 3], String> {
+    let plain = support::tool_env(root, SandboxMode::DangerFullAccess)?;
+    let protected = support::tool_env(root, SandboxMode::WorkspaceWrite)?;
+    let mut unprotected = support::tool_env(root, SandboxMode::WorkspaceWrite)?;
+    let bare = fido::sandbox::CommandSandbox::prepare(&fido::sandbox::CommandPolicy {
+        mode: SandboxMode::WorkspaceWrite,
+        network: false,
+        workspace: unprotected.workspace.root.clone(),
+        writable_roots: Vec::new(),
+        deny: Vec::new(),
+    })
+    .map_err(|e| e.to_string())?;
+    unprotected.sandbox = std::sync::Arc::new(bare.without_protection());
+    let envs = [plain, unprotected, protected];
     let catalog = ToolCatalog::standard(fido::plan::PlanFlavour::UpdatePlan);
     let call = ToolCall {
         id: "bench".into(),
@@ -60,46 +95,55 @@ fn bench() -> Result<bool, String> {
         arguments: r#"{"command": "true"}"#.into(),
     };
     let runtime = support::runtime()?;
-    let (plain_ms, sandboxed_ms) = runtime.block_on(async {
-        let mut plain_ms = Vec::with_capacity(runs);
-        let mut sandboxed_ms = Vec::with_capacity(runs);
+    let series = runtime.block_on(async {
+        let mut series: [Vec<(f64, bool)>; 3] = Default::default();
         // Warm-up, then interleaved.
         for _ in 0..10 {
-            time(&catalog, &call, &plain).await;
-            time(&catalog, &call, &sandboxed).await;
+            for env in &envs {
+                time(&catalog, &call, env).await;
+            }
         }
         for _ in 0..runs {
-            plain_ms.push(time(&catalog, &call, &plain).await);
-            sandboxed_ms.push(time(&catalog, &call, &sandboxed).await);
+            for (env, out) in envs.iter().zip(series.iter_mut()) {
+                out.push(time(&catalog, &call, env).await);
+            }
         }
-        (plain_ms, sandboxed_ms)
+        series
     });
-    if plain_ms.iter().chain(&sandboxed_ms).any(|(_, ok)| !ok) {
+    if series.iter().flatten().any(|(_, ok)| !ok) {
         return Err("`true` failed in a run".into());
     }
-    let plain = Sorted::new(plain_ms.into_iter().map(|(ms, _)| ms).collect());
-    let sandboxed = Sorted::new(sandboxed_ms.into_iter().map(|(ms, _)| ms).collect());
-    let row = |name: &str, s: &Sorted| {
-        let p99 = if s.len() >= 100 {
-            format!("{:.2}", s.quantile(0.99))
-        } else {
-            "n/a (n < 100)".into()
-        };
-        println!(
-            "{name:<28} n={} min {:.2} ms  p50 {:.2} ms  p99 {p99} ms  max {:.2} ms",
-            s.len(),
-            s.min(),
-            s.median(),
-            s.max()
-        );
-    };
+    Ok(series.map(|runs| Sorted::new(runs.into_iter().map(|(ms, _)| ms).collect())))
+}
+
+fn row(name: &str, s: &Sorted) {
+    println!(
+        "{name:<34} n={} min {:.2} ms  p50 {:.2} ms  p99 {} ms  max {:.2} ms",
+        s.len(),
+        s.min(),
+        s.median(),
+        p99_of(s),
+        s.max()
+    );
+}
+
+fn bench() -> Result<bool, String> {
+    let runs = support::env_count("BENCH_RUNS", DEFAULT_RUNS)?;
+    let dir = workspace()?;
+    let [plain, unprotected, sandboxed] = measure(runs, dir.path())?;
     row("bash_exec `true`, no sandbox", &plain);
+    row("bash_exec `true`, no protected paths", &unprotected);
     row("bash_exec `true`, sandboxed", &sandboxed);
     let added = sandboxed.median() - plain.median();
     let target = TARGET_ADDED_P50.as_secs_f64() * 1000.0;
     println!(
         "added by the sandbox at p50: {added:.2} ms (ratio {:.2}x; target <= {target:.1} ms)",
         sandboxed.median() / plain.median()
+    );
+    let protection = sandboxed.median() - unprotected.median();
+    let protection_target = TARGET_PROTECTED_P50.as_secs_f64() * 1000.0;
+    println!(
+        "added by the protected paths at p50: {protection:.2} ms (target <= {protection_target:.1} ms)"
     );
     support::table_row(
         "sandbox",
@@ -115,13 +159,33 @@ fn bench() -> Result<bool, String> {
         &format!("≤ {target:.0} ms added"),
         &format!("{:.2} ms: the same command with no sandbox", plain.median()),
     );
-    Ok(support::wall_clock_target(
+    support::table_row(
+        "sandbox",
+        "the same: added by the protected paths (mount namespace, read-only binds) at p50",
+        &format!(
+            "+{protection:.2} ms ({:.2} → {:.2} ms p50, n = {})",
+            unprotected.median(),
+            sandboxed.median(),
+            plain.len()
+        ),
+        &format!("≤ {protection_target:.0} ms added"),
+        &format!("{:.2} ms: the sandbox without them", unprotected.median()),
+    );
+    let sandbox_ok = support::wall_clock_target(
         "added by the sandbox at p50",
         added,
         support::Bound::AtMost,
         target,
         "ms",
-    ))
+    );
+    let protection_ok = support::wall_clock_target(
+        "added by the protected paths at p50",
+        protection,
+        support::Bound::AtMost,
+        protection_target,
+        "ms",
+    );
+    Ok(sandbox_ok && protection_ok)
 }
 
 fn p99_of(s: &Sorted) -> String {

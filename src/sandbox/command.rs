@@ -328,6 +328,13 @@ impl CommandSandbox {
         self
     }
 
+    /// The same sandbox without protected paths: only to measure what
+    /// keeping them costs (`benches/sandbox.rs`).
+    pub fn without_protection(mut self) -> CommandSandbox {
+        self.protection = None;
+        self
+    }
+
     /// How the workspace's protected paths are kept read-only
     /// (`workspace-write` only).
     pub fn protection(&self) -> Option<&Mechanism> {
