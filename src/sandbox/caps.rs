@@ -9,8 +9,9 @@
 //! plain syscalls without allocation, safe between `fork` and `exec`; for
 //! a process without capabilities (not root) they change nothing.
 
-/// Capabilities kept (Docker's default set): enough for root to own,
-/// chmod and chown its files and drop privileges.
+/// Capabilities kept (Docker's default set less `CAP_MKNOD`: a device
+/// node made in the workspace could reach the user's terminal or disk):
+/// enough for root to own, chmod and chown its files and drop privileges.
 const KEPT: &[u32] = &[
     0,  // CAP_CHOWN
     1,  // CAP_DAC_OVERRIDE
@@ -22,7 +23,6 @@ const KEPT: &[u32] = &[
     8,  // CAP_SETPCAP
     10, // CAP_NET_BIND_SERVICE
     18, // CAP_SYS_CHROOT
-    27, // CAP_MKNOD
     29, // CAP_AUDIT_WRITE
     31, // CAP_SETFCAP
 ];

@@ -428,6 +428,11 @@ impl CommandSandbox {
         };
         // SAFETY: plain syscalls with constant or stack arguments.
         unsafe {
+            // Its own session, with no controlling terminal, before any
+            // keeper forks (`ProcessGroup::spawn` leaves it at that).
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
             check(libc::prctl(
                 libc::PR_SET_PDEATHSIG,
                 libc::SIGKILL as libc::c_ulong,

@@ -1,9 +1,11 @@
 //! Process groups: the one place that spawns a group and signals it.
 //!
 //! Theory of operation (after nextest's runner and watchexec's supervisor):
-//! a [`ProcessGroup`] is a child spawned as the leader of its own process
-//! group (`process_group(0)`, so pgid = pid); whatever it starts stays in
-//! that group unless it deliberately leaves it. Every signal goes to the
+//! a [`ProcessGroup`] is a child spawned as the leader of its own session
+//! and process group (`setsid`, so pgid = sid = pid), with no controlling
+//! terminal: nothing it runs can open `/dev/tty` or type into the user's
+//! terminal. Whatever it starts stays in that group unless it deliberately
+//! leaves it. Every signal goes to the
 //! whole group with `killpg`, and "no such process" (ESRCH) counts as done.
 //! Termination is SIGTERM to the group, a grace period raced against the
 //! leader's exit and the group's emptiness, then SIGKILL to the group and a
@@ -63,7 +65,20 @@ impl ProcessGroup {
     /// [`ProcessGroup::spawn`] with the given stdin (a pipe for a server
     /// that reads requests from it).
     pub fn spawn_with_stdin(command: &mut Command, stdin: Stdio) -> io::Result<ProcessGroup> {
-        command.process_group(0).stdin(stdin).kill_on_drop(false);
+        // SAFETY: getsid cannot fail for the calling process.
+        let fido_session = unsafe { libc::getsid(0) };
+        // SAFETY: getsid and setsid are async-signal-safe syscalls.
+        unsafe {
+            command.pre_exec(move || {
+                // A sandbox's confinement made the session already, before
+                // it forked a keeper (`CommandSandbox::apply`).
+                if libc::getsid(0) == fido_session && libc::setsid() == -1 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        command.stdin(stdin).kill_on_drop(false);
         let child = command.spawn()?;
         let Some(pid) = child.id() else {
             return Err(io::Error::other("spawned child has no pid"));

@@ -167,8 +167,11 @@ pub(crate) fn build(spec: &RulesetSpec) -> Result<BuiltRuleset, SandboxError> {
         .chain(&spec.write_except)
         .cloned()
         .collect();
+    // Never a device node, nor an ioctl on one: a copy of `/dev/tty` made
+    // in a writable folder would reach the user's terminal.
+    let devices = AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev;
     for root in &spec.write_roots {
-        add_beneath_except(&mut created, root, fs, abi, &write_deny)?;
+        add_beneath_except(&mut created, root, fs & !devices, abi, &write_deny)?;
     }
     let kernel_abi = (!fs.is_empty()).then(|| abi_number(abi));
     let enforcement = if fs.is_empty() {

@@ -153,6 +153,32 @@ fn fast_open() -> Result<[(i64, Vec<SeccompRule>); 3], SandboxError> {
     ])
 }
 
+/// Device nodes and terminal injection, refused in every sandboxed
+/// process: `mknod`/`mknodat` of a character or block device (a copy of
+/// `/dev/tty` made in the workspace would reach the user's terminal), and
+/// the `ioctl`s that type into a terminal (`TIOCSTI`) or drive the Linux
+/// console (`TIOCLINUX`). FIFOs and sockets stay allowed.
+fn devices_and_terminals() -> Result<Vec<(i64, Vec<SeccompRule>)>, SandboxError> {
+    use SeccompCmpOp::{Eq, MaskedEq};
+    let format = libc::S_IFMT as u64;
+    let device = |arg: u8| -> Result<Vec<SeccompRule>, SandboxError> {
+        Ok(vec![
+            rule(&[(arg, MaskedEq(format), libc::S_IFCHR as u64)])?,
+            rule(&[(arg, MaskedEq(format), libc::S_IFBLK as u64)])?,
+        ])
+    };
+    let terminal = vec![
+        rule(&[(1, Eq, libc::TIOCSTI)])?,
+        rule(&[(1, Eq, libc::TIOCLINUX)])?,
+    ];
+    Ok(vec![
+        #[cfg(target_arch = "x86_64")]
+        (libc::SYS_mknod, device(1)?),
+        (libc::SYS_mknodat, device(2)?),
+        (libc::SYS_ioctl, terminal),
+    ])
+}
+
 /// A compiled filter, ready to apply in a forked child.
 #[derive(Debug, Clone)]
 pub struct SeccompProgram {
@@ -168,6 +194,7 @@ impl SeccompProgram {
         for nr in ALWAYS_DENIED {
             rules.insert(*nr, Vec::new());
         }
+        rules.extend(devices_and_terminals()?);
         if !policy.metadata_writes {
             for nr in METADATA_DENIED {
                 rules.insert(*nr, Vec::new());
@@ -293,6 +320,58 @@ mod tests {
         assert_eq!(metadata_changes(writing, &file), [0; 3]);
         let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o777);
+    }
+
+    /// Device nodes and terminal injection are refused by every filter;
+    /// FIFOs are not. `TIOCSTI` is tried on a real pseudo-terminal: without
+    /// the filter it types (as root) or fails with EIO where the kernel
+    /// turned it off, never with EPERM.
+    #[test]
+    fn every_filter_refuses_device_nodes_and_terminal_injection() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        // SAFETY: opens a new pseudo-terminal master; checked below.
+        let master = unsafe { libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY) };
+        assert!(master >= 0, "{}", std::io::Error::last_os_error());
+        // SAFETY: a descriptor just opened and owned here alone.
+        let pty = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(master) };
+        let program = SeccompProgram::compile(SeccompPolicy {
+            network: SocketAccess::On,
+            metadata_writes: true,
+        })
+        .unwrap();
+        std::thread::spawn(move || {
+            nix::sys::prctl::set_no_new_privs().unwrap();
+            program.apply().unwrap();
+            let mknod = |name: &str, kind: libc::mode_t| {
+                let path =
+                    std::ffi::CString::new(root.join(name).into_os_string().into_encoded_bytes())
+                        .unwrap();
+                // SAFETY: a plain syscall on a valid C string.
+                let rc = unsafe { libc::mknod(path.as_ptr(), kind | 0o600, libc::makedev(5, 0)) };
+                if rc == 0 {
+                    0
+                } else {
+                    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+                }
+            };
+            assert_eq!(mknod("tty", libc::S_IFCHR), libc::EPERM);
+            assert_eq!(mknod("disk", libc::S_IFBLK), libc::EPERM);
+            assert_eq!(mknod("fifo", libc::S_IFIFO), 0);
+            let byte = b'y';
+            // SAFETY: an ioctl on an open descriptor with a valid pointer.
+            let rc = unsafe { libc::ioctl(pty.as_raw_fd(), libc::TIOCSTI, &byte) };
+            assert_eq!(rc, -1);
+            assert_eq!(
+                std::io::Error::last_os_error().raw_os_error(),
+                Some(libc::EPERM)
+            );
+        })
+        .join()
+        .unwrap();
+        assert!(!dir.path().join("tty").exists());
+        assert!(dir.path().join("fifo").exists());
     }
 
     /// The filter on one thread of the test process (seccomp filters are

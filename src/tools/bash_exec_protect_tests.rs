@@ -272,3 +272,58 @@ async fn the_git_directory_a_git_file_names_is_protected() {
         "gitdir: real-git\n"
     );
 }
+
+/// A command leads a session of its own, with no controlling terminal,
+/// and cannot make a device node (a copy of `/dev/tty` would reach the
+/// user's terminal); FIFOs still work.
+#[tokio::test]
+async fn a_command_has_no_terminal_and_makes_no_device_node() {
+    let (dir, env) = repository(crate::sandbox::protect::mechanism());
+    let out = call(
+        &BashExec,
+        &env,
+        json!({"command": "echo \"$$ $(cut -d' ' -f6,7 /proc/$$/stat)\"; (: < /dev/tty) 2>/dev/null && echo has-tty; mknod tty c 5 0; mknod disk b 8 0; python3 -c 'import os,stat; os.mknod(\"t2\", stat.S_IFCHR | 0o600, os.makedev(5, 0))'; mkfifo fifo && echo fifo-made"}),
+    )
+    .await;
+    let first = out.content.lines().next().unwrap_or_default();
+    let fields: Vec<&str> = first.split(' ').collect();
+    assert_eq!(fields.len(), 3, "{}", out.content);
+    assert_eq!(
+        fields[0], fields[1],
+        "bash leads no session: {}",
+        out.content
+    );
+    assert_eq!(fields[2], "0", "a controlling terminal: {}", out.content);
+    assert!(!out.content.contains("has-tty"), "{}", out.content);
+    assert!(out.content.contains("fifo-made"), "{}", out.content);
+    for name in ["tty", "disk", "t2"] {
+        assert!(
+            !dir.path().join(name).exists(),
+            "{name} was made: {}",
+            out.content
+        );
+    }
+}
+
+/// Outside any sandbox too (`danger-full-access`), a command leads its
+/// own session.
+#[tokio::test]
+async fn an_unsandboxed_command_leads_its_own_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = env(dir.path());
+    let out = call(
+        &BashExec,
+        &env,
+        json!({"command": "echo \"$$ $(cut -d' ' -f6 /proc/$$/stat)\""}),
+    )
+    .await;
+    let fields: Vec<&str> = out
+        .content
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split(' ')
+        .collect();
+    assert_eq!(fields.len(), 2, "{}", out.content);
+    assert_eq!(fields[0], fields[1], "{}", out.content);
+}
