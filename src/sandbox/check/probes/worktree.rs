@@ -6,12 +6,12 @@
 //!
 //! Its git commands run as a write subagent's do, with the environment of
 //! [`crate::changes::WriteRoots::git_env`] (set here explicitly, so that
-//! the probes do the same outside the sandbox, in the tests).
+//! the probes do the same outside the sandbox, in the tests), through
+//! Fido's one git runner ([`crate::git::Git`]).
 
 use std::fs::OpenOptions;
 use std::io::{self, ErrorKind, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use super::super::fixture::{ESCAPED_CONTENT, ProbeFixture, ProbeTargets};
 use super::super::table::Probe;
@@ -197,27 +197,21 @@ enum GitDir {
 /// `HEAD`, so it went no further), the errno of opening `witness`, that
 /// `HEAD`, tells why; any other failure is no refusal.
 fn git(p: &WorktreePaths, args: &[&str], dir: GitDir, witness: Option<&Path>) -> io::Result<()> {
-    let mut command = Command::new("git");
-    command
-        .args(args)
-        .current_dir(p.tree())
-        .env_clear()
-        .envs(std::env::var_os("PATH").map(|path| ("PATH", path)))
-        .envs(p.git_env())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    let mut git = crate::git::Git::new(&p.tree());
+    for (key, value) in p.git_env() {
+        git = git.with(key, value);
+    }
     match dir {
         GitDir::Own => {}
         GitDir::Unset => {
-            command.env_remove("GIT_DIR").env_remove("GIT_WORK_TREE");
+            git = git.without("GIT_DIR").without("GIT_WORK_TREE");
         }
         GitDir::Main => {
-            command.env("GIT_DIR", p.main_git());
+            git = git.with("GIT_DIR", p.main_git());
         }
     }
-    let output = command.output()?;
-    if output.status.success() {
+    let output = git.output(args, None).map_err(|e| io::Error::other(e.to_string()))?;
+    if output.code == Some(0) {
         return Ok(());
     }
     let stderr = String::from_utf8_lossy(&output.stderr);
