@@ -22,6 +22,7 @@ pub mod build;
 pub mod claim;
 pub mod git;
 pub mod listing;
+pub mod nested;
 mod stake;
 pub mod store;
 pub mod worktree;
@@ -180,5 +181,7 @@ fn recover(workspace: &Path, id: &str) -> Result<Record, ChangesError> {
 /// otherwise.
 pub const DEFAULT_DIFF_CAP: usize = 32 * 1024;
 
+#[cfg(test)]
+mod nested_tests;
 #[cfg(test)]
 pub(crate) mod tests;

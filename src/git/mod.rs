@@ -404,7 +404,11 @@ mod tests {
     /// Whether `pid` is gone or a zombie (killed, not yet reaped by init).
     fn ended(pid: &str) -> bool {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"));
-        stat.map_or(true, |s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
+        stat.map_or(true, |s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'))
+        })
     }
 
     fn wait_ended(pid: &str) -> bool {
@@ -438,7 +442,10 @@ mod tests {
     fn a_git_past_its_time_is_stopped_with_its_group() {
         let dir = tempfile::tempdir().unwrap();
         let pid_file = dir.path().join("pid");
-        let alias = format!("alias.slow=!sleep 30 & echo $! > '{}'; wait", pid_file.display());
+        let alias = format!(
+            "alias.slow=!sleep 30 & echo $! > '{}'; wait",
+            pid_file.display()
+        );
         let started = std::time::Instant::now();
         let err = Git::new(dir.path())
             .with_timeout(Duration::from_millis(500))

@@ -82,8 +82,12 @@ pub fn run(
         let exited = wait_unreaped(&child);
         // The leader is a zombie: the group id is still its own.
         kill_group(pgid);
-        let stdout = stdout.map(|t| t.join().unwrap_or_default()).unwrap_or_default();
-        let stderr = stderr.map(|t| t.join().unwrap_or_default()).unwrap_or_default();
+        let stdout = stdout
+            .map(|t| t.join().unwrap_or_default())
+            .unwrap_or_default();
+        let stderr = stderr
+            .map(|t| t.join().unwrap_or_default())
+            .unwrap_or_default();
         if let Some(writer) = writer {
             // A git that exits before reading its input is no error here.
             let _ = writer.join();

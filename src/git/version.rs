@@ -58,7 +58,10 @@ pub fn installed() -> Result<Version, VersionError> {
                 .line(["--version"])
                 .map_err(|e| VersionError::Unknown(e.to_string()))?;
             parse(&out).ok_or_else(|| {
-                VersionError::Unknown(format!("`git --version` said {:?}", crate::text::summary(&out, 80)))
+                VersionError::Unknown(format!(
+                    "`git --version` said {:?}",
+                    crate::text::summary(&out, 80)
+                ))
             })
         })
         .clone()
@@ -85,8 +88,14 @@ mod tests {
     #[test]
     fn versions_are_read_from_what_git_prints() {
         assert_eq!(parse("git version 2.47.3\n"), Some(Version(2, 47, 3)));
-        assert_eq!(parse("git version 2.39.3 (Apple Git-146)"), Some(Version(2, 39, 3)));
-        assert_eq!(parse("git version 2.45.0.windows.1"), Some(Version(2, 45, 0)));
+        assert_eq!(
+            parse("git version 2.39.3 (Apple Git-146)"),
+            Some(Version(2, 39, 3))
+        );
+        assert_eq!(
+            parse("git version 2.45.0.windows.1"),
+            Some(Version(2, 45, 0))
+        );
         assert_eq!(parse("git version 2.42"), Some(Version(2, 42, 0)));
         assert_eq!(parse("git version 2.43.0-rc1"), Some(Version(2, 43, 0)));
         assert_eq!(parse("hub version 2.14"), None);

@@ -101,7 +101,10 @@ mod tests {
         std::fs::write(lib.join("f.txt"), "lib\n").unwrap();
         git(&lib, &["add", "f.txt"]);
         let identity = ["-c", "user.name=t", "-c", "user.email=t@t"];
-        git(&lib, &[&identity[..], &["commit", "-q", "-m", "lib"]].concat());
+        git(
+            &lib,
+            &[&identity[..], &["commit", "-q", "-m", "lib"]].concat(),
+        );
         git(&root, &["add", "a.txt", ".gitattributes", "vendor/lib"]);
         let planted = format!(
             "[core]\n\tfsmonitor = \"{}\"\n[diff]\n\texternal = \"{}\"\n[diff \"x\"]\n\ttextconv = \"{}; cat\"\n",
@@ -114,7 +117,10 @@ mod tests {
         append(&lib.join(".git/config"), &filter);
         std::fs::write(lib.join(".git/info/attributes"), "* filter=x\n").unwrap();
         let old = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
-        let file = std::fs::File::options().write(true).open(lib.join("f.txt")).unwrap();
+        let file = std::fs::File::options()
+            .write(true)
+            .open(lib.join("f.txt"))
+            .unwrap();
         file.set_modified(old).unwrap();
         std::fs::write(root.join("a.txt"), "two\n").unwrap();
         let diff = workspace_diff(root.clone()).await.unwrap();

@@ -210,7 +210,9 @@ fn git(p: &WorktreePaths, args: &[&str], dir: GitDir, witness: Option<&Path>) ->
             git = git.with("GIT_DIR", p.main_git());
         }
     }
-    let output = git.output(args, None).map_err(|e| io::Error::other(e.to_string()))?;
+    let output = git
+        .output(args, None)
+        .map_err(|e| io::Error::other(e.to_string()))?;
     if output.code == Some(0) {
         return Ok(());
     }
