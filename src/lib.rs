@@ -10,6 +10,7 @@ pub mod agent;
 pub mod changes;
 pub mod cli;
 pub mod config;
+pub mod git;
 pub mod hooks;
 pub mod mcp;
 pub mod net;

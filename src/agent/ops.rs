@@ -598,13 +598,7 @@ mod tests {
             "{reply:?}"
         );
         let git = |args: &[&str]| {
-            let status = std::process::Command::new("git")
-                .arg("-C")
-                .arg(dir.path())
-                .args(args)
-                .status()
-                .unwrap();
-            assert!(status.success(), "git {args:?}");
+            crate::git::Git::new(dir.path()).run(args).unwrap();
         };
         git(&["init", "-q"]);
         std::fs::write(dir.path().join("a.txt"), "one\n").unwrap();

@@ -6,8 +6,11 @@
 
 use super::ChangesError;
 use super::claim::Claim;
+use std::ffi::OsString;
+
 use super::git::Git;
 use super::listing::{self, Counts, RawLine};
+use super::nested::{self, Found, Refused};
 use super::store::{Entry, Record};
 use super::worktree::{Worktree, state_exclude};
 use crate::protocol::changes::{ChangeSet, FileChange, FileKind, FileStatus, MergeState};
@@ -24,7 +27,7 @@ pub fn build(
     diff_cap: usize,
 ) -> Result<Record, ChangesError> {
     let git = worktree.git();
-    let indexed = result_index(worktree, &git)?;
+    let (indexed, found) = result_index(worktree, &git)?;
     let base_tree = &worktree.base.tree;
     let prefix = worktree.repo.prefix.as_str();
     let pathspecs = claim_pathspecs(claim, prefix);
@@ -58,7 +61,11 @@ pub fn build(
     } else {
         capped_diff(&indexed, base_tree, &pathspecs, &set.files, diff_cap)?
     };
-    set.diff = diff;
+    let refused: Vec<Refused> = found
+        .iter()
+        .map(|f| f.refusal(workspace_path(&f.entry.to_string_lossy(), prefix)))
+        .collect();
+    set.diff = refusal_note(&refused) + &diff;
     set.diff_truncated = truncated;
     Ok(Record {
         set,
@@ -69,6 +76,7 @@ pub fn build(
         entries,
         plan_item: None,
         created_ms: super::store::now_ms(),
+        refused,
     })
 }
 
@@ -134,20 +142,30 @@ fn classify(
 }
 
 /// Git on a copy of the private index that holds the worktree as it is
-/// now (the user's index and the private one stay as they were).
-fn result_index(worktree: &Worktree, git: &Git) -> Result<Git, ChangesError> {
+/// now (the user's index and the private one stay as they were), and the
+/// `.git` entries refused. No nested repository is entered ([`nested`]):
+/// gitlinks are hidden before `add`, and folders with a `.git` of the
+/// subagent's are left out.
+fn result_index(worktree: &Worktree, git: &Git) -> Result<(Git, Vec<Found>), ChangesError> {
     let git_dir = worktree.layout.git_dir();
     let index = git_dir.join("result-index");
     super::worktree::copy_index(&git_dir.join("index"), &index)?;
     let git = git.clone().with("GIT_INDEX_FILE", &index);
-    git.run([
-        "add",
-        "-A",
-        "--",
-        ".",
-        &state_exclude(&worktree.repo.prefix),
-    ])?;
-    Ok(git)
+    nested::hide_gitlinks(&git)?;
+    let found = nested::find(&worktree.layout.tree())?;
+    let mut args: Vec<OsString> = ["add", "-A", "--", "."].map(OsString::from).to_vec();
+    args.push(state_exclude(&worktree.repo.prefix).into());
+    args.extend(found.iter().map(Found::exclude));
+    git.run(&args)?;
+    Ok((git, found))
+}
+
+/// One line per refused path, for the top of the diff shown.
+fn refusal_note(refused: &[Refused]) -> String {
+    refused
+        .iter()
+        .map(|r| format!("refused {}: {}\n", r.path, r.reason))
+        .collect()
 }
 
 /// `path` relative to the workspace, when it lies inside it.

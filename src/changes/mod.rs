@@ -22,6 +22,7 @@ pub mod build;
 pub mod claim;
 pub mod git;
 pub mod listing;
+pub mod nested;
 mod stake;
 pub mod store;
 pub mod worktree;
@@ -85,8 +86,11 @@ pub struct Start {
 
 const START_FILE: &str = "start.json";
 
-/// Makes the worktree of a write delegation `id` and notes its start.
+/// Makes the worktree of a write delegation `id` and notes its start;
+/// refused where the installed git is older than the hardening needs
+/// ([`crate::git::version`]).
 pub fn start(workspace: &Path, id: &str, start: &Start) -> Result<Worktree, ChangesError> {
+    crate::git::version::required().map_err(|e| ChangesError::Unsafe(e.to_string()))?;
     let repo = worktree::Repository::find(workspace)?;
     stake::stake(workspace, id, start)?;
     Worktree::create(workspace, repo, id)
@@ -180,5 +184,7 @@ fn recover(workspace: &Path, id: &str) -> Result<Record, ChangesError> {
 /// otherwise.
 pub const DEFAULT_DIFF_CAP: usize = 32 * 1024;
 
+#[cfg(test)]
+mod nested_tests;
 #[cfg(test)]
 pub(crate) mod tests;

@@ -51,6 +51,10 @@ pub struct Record {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan_item: Option<String>,
     pub created_ms: u64,
+    /// Paths of the worktree left out of the change set, and why
+    /// ([`super::nested`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<super::nested::Refused>,
 }
 
 pub fn now_ms() -> u64 {

@@ -320,6 +320,9 @@ fn snapshot(layout: &Layout, repo: &Repository) -> Result<Base, ChangesError> {
         let empty_tree = scope.spawn(|| {
             private.run_with_input(["hash-object", "-t", "tree", "-w", "--stdin"], Some(b""))
         });
+        // The user's gitlinks are taken as the index has them, never
+        // entered ([`super::nested`]).
+        super::nested::hide_gitlinks(&git)?;
         git.run(["add", "-A", "--", ".", &state_exclude(&repo.prefix)])?;
         let tree = git.line(["write-tree"])?;
         joined(empty_tree, "a git thread of the snapshot")?;

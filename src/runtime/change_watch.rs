@@ -63,7 +63,6 @@ fn announce(events: &EventSink, record: Record) {
 #[cfg(test)]
 mod tests {
     use std::path::Path;
-    use std::process::Command;
 
     use super::*;
     use crate::changes::{self, Start};
@@ -71,13 +70,7 @@ mod tests {
     use crate::protocol::event_queue::{EventReceiver, channel};
 
     fn git(dir: &Path, args: &[&str]) {
-        let status = Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-            .args(args)
-            .current_dir(dir)
-            .status()
-            .unwrap();
-        assert!(status.success(), "git {args:?}");
+        crate::git::Git::new(dir).run(args).unwrap();
     }
 
     /// A pending change set for the plan item `i1`, built by the real

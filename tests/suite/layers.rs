@@ -15,6 +15,7 @@ const MODULES: &[&str] = &[
     "changes",
     "cli",
     "config",
+    "git",
     "hooks",
     "mcp",
     "net",
@@ -43,6 +44,8 @@ const RANKS: &[(&str, u32)] = &[
     // What `/proc` says of a process (its start time tells a reused pid
     // apart); the sweep, the orphan records and change sets share it.
     ("procfs", 0),
+    // The one hardened git runner every git process of Fido goes through.
+    ("git", 0),
     // Services on the protocol alone.
     ("provider", 1),
     ("sandbox", 1),

@@ -204,7 +204,7 @@ fn sandbox_check_blocks_every_forbidden_probe_here() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("\nsummary (write subagent): 13/13 forbidden operations blocked, 2/2 controls allowed; write sandbox enforced\n"),
+        stdout.contains("\nsummary (write subagent): 14/14 forbidden operations blocked, 2/2 controls allowed; write sandbox enforced\n"),
         "{stdout}"
     );
 

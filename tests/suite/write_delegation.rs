@@ -436,3 +436,142 @@ fn a_killed_parent_leaves_the_checkout_alone_and_the_next_fido_keeps_the_change_
     assert_eq!(record["files"][0]["path"], "a.rs");
     assert_eq!(repository_state(root)[1..], before[1..]);
 }
+
+/// [`repo`] with an untracked clone at `vendor/lib` (a repository with a
+/// commit, which the base snapshot records as a gitlink).
+fn repo_with_clone() -> tempfile::TempDir {
+    let dir = repo();
+    let lib = dir.path().join("vendor/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    git(&lib, &["init", "-q", "-b", "main"]);
+    std::fs::write(lib.join("f.txt"), "lib\n").unwrap();
+    git(&lib, &["add", "-A"]);
+    git(&lib, &["commit", "-q", "-m", "lib"]);
+    dir
+}
+
+/// What the write subagent runs in its worktree: a repository built by
+/// hand in the gitlink's folder, `HEAD` the gitlink's commit, a clean
+/// filter (writing `marker`) selected for every file, and a file whose
+/// stat data no longer matches its index entry.
+fn plant_nested_repository(marker: &Path) -> String {
+    format!(
+        r#"set -e
+commit=$(git ls-files -s vendor/lib | cut -d' ' -f2)
+mkdir -p vendor/lib/.git/objects vendor/lib/.git/refs/heads vendor/lib/.git/info
+cd vendor/lib
+printf '[core]\n\trepositoryformatversion = 0\n\tbare = false\n' > .git/config
+printf 'ref: refs/heads/main\n' > .git/HEAD
+printf 'lib\n' > f.txt
+env -u GIT_DIR -u GIT_WORK_TREE git add f.txt
+printf '[filter "x"]\n\tclean = "touch {marker}; cat"\n' >> .git/config
+printf '* filter=x\n' > .git/info/attributes
+printf '%s\n' "$commit" > .git/HEAD
+touch -d 2001-01-01 f.txt
+echo "a repository by hand at $commit""#,
+        marker = marker.display()
+    )
+}
+
+/// The nested-repository escape, through the real binary, under
+/// `delegate_merge` `manual` and `auto`: building (and applying) the
+/// change set never runs the child's filter; the result names the
+/// refused `.git`; the claimed edit still comes back.
+#[test]
+fn a_repository_the_child_builds_in_a_gitlink_folder_never_runs_in_the_parent() {
+    for merge in ["manual", "auto"] {
+        let ws = repo_with_clone();
+        let root = ws.path();
+        let outside = tempfile::tempdir().unwrap();
+        let marker = outside.path().join("filter-ran");
+        let script = json!({"command": plant_nested_repository(&marker)}).to_string();
+        let server = FakeServer::start(vec![
+            turn(&[delegate("d1", "Edit a", &["a.rs"])]),
+            Reply::sse(sse::tool_call_turn(&[("s1", "bash_exec", &script)])),
+            patch("p1", "a.rs", "println!(\"a\")", "println!(\"nested\")"),
+            Reply::sse(sse::text_turn(DONE)),
+            Reply::sse(sse::text_turn("ok")),
+        ]);
+        let env = [("FIDO_DELEGATE_MERGE", merge)];
+        run(root, &server, &["--allow-write-delegation"], &env);
+        let requests = server.model_requests();
+        let planted = requests[2].body().to_string();
+        // The script's output (not its text): the gitlink's commit id.
+        let built = planted
+            .match_indices("by hand at ")
+            .any(|(at, m)| planted[at + m.len()..].starts_with(|c: char| c.is_ascii_hexdigit()));
+        assert!(built, "{merge}: the child could not build it: {planted}");
+        let result = result_of(&server, "d1");
+        assert!(
+            !marker.exists(),
+            "{merge}: the child's filter ran in the parent"
+        );
+        let changes = &result["changes"];
+        let expected = if merge == "auto" {
+            "applied"
+        } else {
+            "pending"
+        };
+        assert_eq!(changes["merge"], expected, "{result:#}");
+        assert_eq!(changes["files"][0]["path"], "a.rs", "{result:#}");
+        assert_eq!(changes["files"].as_array().unwrap().len(), 1, "{result:#}");
+        let diff = changes["diff"].as_str().unwrap();
+        assert!(
+            diff.starts_with("refused vendor/lib/.git: a nested repository"),
+            "{diff}"
+        );
+        if merge == "manual" {
+            let id = changes["id"].as_str().unwrap();
+            let workspace = fido::workspace::Workspace::new(root).unwrap();
+            let undo = fido::store::undo::UndoLog::new(root);
+            fido::changes::apply::apply(&workspace, &undo, id).unwrap();
+            assert!(!marker.exists(), "the child's filter ran at the apply");
+        }
+        assert!(
+            std::fs::read_to_string(root.join("a.rs"))
+                .unwrap()
+                .contains("nested")
+        );
+        crate::common::process::assert_nothing_left(root);
+    }
+}
+
+/// Below git 2.42 (here a `git` on `PATH` that says it is 2.41.0 and
+/// passes everything else to the real one), write delegation is refused
+/// with the version found and the one needed; nothing is started.
+#[test]
+fn write_delegation_is_refused_with_a_git_older_than_the_hardening_needs() {
+    let ws = repo();
+    let bin = tempfile::tempdir().unwrap();
+    let real = git(ws.path(), &["--exec-path"]);
+    let wrapper = format!(
+        "#!/bin/sh\nfor a; do [ \"$a\" = --version ] && {{ echo 'git version 2.41.0'; exit 0; }}; done\nexec '{}/git' \"$@\"\n",
+        real.trim()
+    );
+    let fake = bin.path().join("git");
+    std::fs::write(&fake, wrapper).unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap()
+    );
+    let server = FakeServer::start(vec![
+        turn(&[delegate("d1", "Edit a", &["a.rs"])]),
+        Reply::sse(sse::text_turn("ok")),
+    ]);
+    run(
+        ws.path(),
+        &server,
+        &["--allow-write-delegation"],
+        &[("PATH", &path)],
+    );
+    let result = result_of(&server, "d1");
+    assert_eq!(result["status"], "failed", "{result:#}");
+    let message = result["error"]["message"].as_str().unwrap();
+    assert!(message.contains("git 2.41.0 is too old"), "{message}");
+    assert!(message.contains("git 2.42.0 or later"), "{message}");
+    assert_eq!(server.model_requests().len(), 2, "no subagent request");
+    let changes = ws.path().join(".fido-state/changes");
+    assert!(!changes.exists() || std::fs::read_dir(&changes).unwrap().next().is_none());
+}

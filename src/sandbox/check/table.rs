@@ -170,7 +170,7 @@ const WORKSPACE: [&Probe; 2] = [&controls::WRITE_WORKSPACE, &controls::WRITE_TMP
 /// `.git` outside its worktree, whatever way git or a link is pointed at
 /// them. The git commands first: the raw writes, should they get through,
 /// would leave the main repository unusable for them.
-const WRITE_SUBAGENT: [&Probe; 13] = [
+const WRITE_SUBAGENT: [&Probe; 14] = [
     &worktree::REWRITE_GIT_LINK,
     &worktree::CHECKOUT_IN_MAIN,
     &worktree::GIT_DIR_MAIN,
@@ -184,6 +184,7 @@ const WRITE_SUBAGENT: [&Probe; 13] = [
     &worktree::CREATE_MAIN_HOOK,
     &worktree::WRITE_THROUGH_ESCAPE_LINK,
     &worktree::HARDLINK_MAIN_FILE,
+    &worktree::NESTED_REPOSITORY,
 ];
 /// Forbidden to a command behind the allowlist proxy: every way to the
 /// network but the proxy (a direct TCP connection to the parent's loopback
@@ -213,7 +214,7 @@ pub const SUBAGENT_CONTROLS: [&str; 1] = names(SUBAGENT_CONTROL);
 /// `workspace-write` command, forbidden (the workspace) in `read-only`.
 pub const WORKSPACE_PROBES: [&str; 2] = names(WORKSPACE);
 /// Forbidden to a write subagent (its worktree's escapes).
-pub const WRITE_SUBAGENT_PROBES: [&str; 13] = names(WRITE_SUBAGENT);
+pub const WRITE_SUBAGENT_PROBES: [&str; 14] = names(WRITE_SUBAGENT);
 /// What a write subagent must still be able to do: write its claim, read
 /// its repository with git.
 pub const WRITE_SUBAGENT_CONTROLS: [&str; 2] = names(WRITE_SUBAGENT_CONTROL);
@@ -358,7 +359,7 @@ mod tests {
         let names: Vec<&str> = all().map(|probe| probe.name).collect();
         let unique: BTreeSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 50);
+        assert_eq!(names.len(), 51);
         for name in names {
             assert_eq!(find(name).map(|probe| probe.name), Some(name));
         }

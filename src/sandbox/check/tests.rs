@@ -12,6 +12,7 @@ use super::fixture::scratch_dir;
 use super::kernel::command_namespace;
 use super::probes::controls::{SCRATCH_FILE, shell_error};
 use super::runner::errno_name;
+use super::worktree::WorktreePaths;
 use super::*;
 use crate::sandbox::policy::SandboxReport;
 
@@ -167,6 +168,12 @@ fn unsandboxed_write_subagent_probes_get_through_and_are_seen() {
     assert_eq!(names, expected);
     for result in &results {
         match result.expect {
+            // Planted unsandboxed too; the parent's git never entered it.
+            Expect::Blocked if result.name == "nested-repository-in-worktree" => {
+                let errno = "ENOEXEC".to_owned();
+                assert_eq!(result.verdict(), Verdict::Blocked { errno }, "{result:?}");
+                assert!(!WorktreePaths::of(fixture.dir()).nested_marker().exists());
+            }
             Expect::Blocked => {
                 assert_eq!(result.outcome, Outcome::Succeeded, "{}", result.name);
                 assert!(result.side_effect_seen, "{}", result.name);

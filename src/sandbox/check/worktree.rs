@@ -32,6 +32,12 @@ const CHANGE_ID: &str = "sandbox-check";
 /// The object folder the object probe writes in (made beforehand, so that
 /// only the file's creation is tried).
 pub(super) const OBJECT_DIR: &str = "objects/ab";
+/// An untracked clone in the main checkout, which the base records as a
+/// gitlink: where the nested-repository probe builds its repository.
+pub(super) const NESTED: &str = "vendor/lib";
+/// What the nested repository's filter writes, in the probe directory,
+/// should the parent's git ever run it.
+pub(super) const NESTED_MARKER: &str = "nested-filter-ran";
 
 /// Where the main checkout and the worktree are, from the probe directory:
 /// the parent and the child find them by the same rule.
@@ -68,6 +74,11 @@ impl WorktreePaths {
         self.layout.git_dir()
     }
 
+    /// Where the nested-repository probe's filter would leave its mark.
+    pub fn nested_marker(&self) -> PathBuf {
+        self.main.parent().unwrap_or(&self.main).join(NESTED_MARKER)
+    }
+
     /// The environment a write subagent's commands get
     /// ([`WriteRoots::git_env`]).
     pub fn git_env(&self) -> Vec<(&'static str, OsString)> {
@@ -86,6 +97,10 @@ impl WorktreePaths {
 #[derive(Debug)]
 pub(super) struct WorktreeFixture {
     pub roots: WriteRoots,
+    /// The worktree and its start, to build its change set as a
+    /// delegation's end does.
+    worktree: changes::Worktree,
+    start: Start,
     paths: WorktreePaths,
     head: Vec<u8>,
     config: Vec<u8>,
@@ -108,6 +123,8 @@ impl WorktreeFixture {
         let main_git = paths.main_git();
         Ok(WorktreeFixture {
             roots: worktree.roots(),
+            worktree,
+            start,
             head: std::fs::read(main_git.join("HEAD"))?,
             config: std::fs::read(main_git.join("config"))?,
             private_config: std::fs::read(paths.git_dir().join("config"))?,
@@ -153,6 +170,22 @@ impl WorktreeFixture {
         differs(&self.paths.link_target, ORIGINAL_CONTENT)
     }
 
+    /// Whether the parent, building the worktree's change set as a
+    /// delegation's end does, ran a program the probe child planted in a
+    /// nested repository (its mark is there afterwards).
+    pub fn nested_filter_ran(&self) -> bool {
+        let built = changes::Claim::parse(&self.start.claim)
+            .map_err(|e| e.to_string())
+            .and_then(|claim| {
+                changes::build::build(&self.worktree, &claim, &self.start.task, 1024)
+                    .map_err(|e| e.to_string())
+            });
+        if let Err(err) = built {
+            tracing::debug!(error = %err, "the probe worktree's change set was not built");
+        }
+        self.paths.nested_marker().exists()
+    }
+
     /// Whether anything is at `name` in the worktree.
     pub fn tree_has(&self, name: &str) -> bool {
         std::fs::symlink_metadata(self.paths.tree().join(name)).is_ok()
@@ -187,6 +220,15 @@ fn make_main(paths: &WorktreePaths) -> io::Result<()> {
         "fido sandbox check",
     ])
     .map_err(other)?;
+    // The untracked clone, made after the commit: the base records it as
+    // a gitlink.
+    let nested = paths.main.join(NESTED);
+    std::fs::create_dir_all(&nested)?;
+    std::fs::write(nested.join("f.txt"), ORIGINAL_CONTENT)?;
+    let git = Git::new(&nested);
+    git.run(["init", "-q"]).map_err(other)?;
+    git.run(["add", "f.txt"]).map_err(other)?;
+    git.run(["commit", "-q", "-m", "nested"]).map_err(other)?;
     // Where the hook and object probes create their files: the folders
     // exist, so only the sandbox can refuse the file.
     std::fs::create_dir_all(paths.main_git().join("hooks"))?;

@@ -6,17 +6,17 @@
 //!
 //! Its git commands run as a write subagent's do, with the environment of
 //! [`crate::changes::WriteRoots::git_env`] (set here explicitly, so that
-//! the probes do the same outside the sandbox, in the tests).
+//! the probes do the same outside the sandbox, in the tests), through
+//! Fido's one git runner ([`crate::git::Git`]).
 
 use std::fs::OpenOptions;
 use std::io::{self, ErrorKind, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use super::super::fixture::{ESCAPED_CONTENT, ProbeFixture, ProbeTargets};
-use super::super::table::Probe;
+use super::super::table::{Probe, RefusedBy};
 use super::super::worktree::{
-    CLAIM, ESCAPE_LINK, MAIN_FILE, OBJECT_DIR, WorktreeFixture, WorktreePaths,
+    CLAIM, ESCAPE_LINK, MAIN_FILE, NESTED, OBJECT_DIR, WorktreeFixture, WorktreePaths,
 };
 use super::controls::shell_error;
 
@@ -136,6 +136,21 @@ pub(in super::super) const HARDLINK_MAIN_FILE: Probe = Probe::new("hardlink-main
 .with_refusal_errno("EXDEV")
 .with_side_effect(|f| seen(f, |w| w.tree_has(HARDLINK_NAME) || w.main_file_changed()));
 
+/// A repository built by hand in a gitlink's folder of the worktree, with
+/// a clean filter that would leave a mark: the child may write there, so
+/// planting it succeeds; what is probed is the parent's git, which must
+/// never enter it. The child cannot see that, so once it has planted the
+/// repository it reports `ENOEXEC` (nothing it planted ran), and the
+/// parent decides: it builds the worktree's change set as a delegation's
+/// end does and looks for the mark ([`WorktreeFixture::nested_filter_ran`]).
+pub(in super::super) const NESTED_REPOSITORY: Probe =
+    Probe::new("nested-repository-in-worktree", plant_nested_repository)
+        .refused_by(RefusedBy::Always(
+            "fido git: nested repositories never entered",
+        ))
+        .with_refusal_errno("ENOEXEC")
+        .with_side_effect(|f| seen(f, WorktreeFixture::nested_filter_ran));
+
 pub(in super::super) const WRITE_CLAIMED: Probe = Probe::new("write-claimed-file", |t| {
     let file = paths(t).tree().join(CLAIM).join(CLAIMED_FILE);
     std::fs::write(&file, ESCAPED_CONTENT)?;
@@ -163,6 +178,55 @@ fn rewrite_git_link(t: &ProbeTargets) -> io::Result<()> {
         .map_err(|err| io::Error::other(format!("cannot write the git link: {err}")))?;
     let args = ["update-ref", "refs/heads/probe-link", "HEAD"];
     git(&p, &args, GitDir::Unset, Some(&p.main_git().join("HEAD")))
+}
+
+/// The nested repository: `HEAD` the gitlink's commit, an index whose
+/// entry's stat data no longer matches its file, and a clean filter for
+/// every file, in its own configuration.
+fn plant_nested_repository(t: &ProbeTargets) -> io::Result<()> {
+    let p = paths(t);
+    let mut git = crate::git::Git::new(&p.tree());
+    for (key, value) in p.git_env() {
+        git = git.with(key, value);
+    }
+    let listed = git
+        .line(["ls-files", "-s", "--", NESTED])
+        .map_err(io::Error::other)?;
+    let commit = listed
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned();
+    let folder = p.tree().join(NESTED);
+    let dot_git = folder.join(".git");
+    for dir in ["objects", "refs/heads", "info"] {
+        std::fs::create_dir_all(dot_git.join(dir))?;
+    }
+    std::fs::write(
+        dot_git.join("config"),
+        "[core]\n\trepositoryformatversion = 0\n",
+    )?;
+    std::fs::write(dot_git.join("HEAD"), "ref: refs/heads/main\n")?;
+    std::fs::write(folder.join("f.txt"), ESCAPED_CONTENT)?;
+    crate::git::Git::new(&folder)
+        .run(["add", "f.txt"])
+        .map_err(io::Error::other)?;
+    let filter = format!(
+        "[filter \"x\"]\n\tclean = \"touch '{}'; cat\"\n",
+        p.nested_marker().display()
+    );
+    let mut config = OpenOptions::new()
+        .append(true)
+        .open(dot_git.join("config"))?;
+    config.write_all(filter.as_bytes())?;
+    std::fs::write(dot_git.join("info/attributes"), "* filter=x\n")?;
+    std::fs::write(dot_git.join("HEAD"), format!("{commit}\n"))?;
+    let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+    OpenOptions::new()
+        .write(true)
+        .open(folder.join("f.txt"))?
+        .set_modified(old)?;
+    Err(io::Error::from_raw_os_error(libc::ENOEXEC))
 }
 
 fn write_existing(path: &Path) -> io::Result<()> {
@@ -197,27 +261,23 @@ enum GitDir {
 /// `HEAD`, so it went no further), the errno of opening `witness`, that
 /// `HEAD`, tells why; any other failure is no refusal.
 fn git(p: &WorktreePaths, args: &[&str], dir: GitDir, witness: Option<&Path>) -> io::Result<()> {
-    let mut command = Command::new("git");
-    command
-        .args(args)
-        .current_dir(p.tree())
-        .env_clear()
-        .envs(std::env::var_os("PATH").map(|path| ("PATH", path)))
-        .envs(p.git_env())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    let mut git = crate::git::Git::new(&p.tree());
+    for (key, value) in p.git_env() {
+        git = git.with(key, value);
+    }
     match dir {
         GitDir::Own => {}
         GitDir::Unset => {
-            command.env_remove("GIT_DIR").env_remove("GIT_WORK_TREE");
+            git = git.without("GIT_DIR").without("GIT_WORK_TREE");
         }
         GitDir::Main => {
-            command.env("GIT_DIR", p.main_git());
+            git = git.with("GIT_DIR", p.main_git());
         }
     }
-    let output = command.output()?;
-    if output.status.success() {
+    let output = git
+        .output(args, None)
+        .map_err(|e| io::Error::other(e.to_string()))?;
+    if output.code == Some(0) {
         return Ok(());
     }
     let stderr = String::from_utf8_lossy(&output.stderr);

@@ -300,7 +300,7 @@ fn the_write_subagent_has_a_section_and_a_summary_of_its_own() {
     );
     let n = ProbeRole::Subagent.plan().0.len();
     assert!(
-        text.ends_with(&format!("summary (write subagent): 13/13 forbidden operations blocked, 2/2 controls allowed; write sandbox enforced\nsummary: {n}/{n} forbidden operations blocked, 3/3 controls allowed; read-only sandbox enforced\n")),
+        text.ends_with(&format!("summary (write subagent): 14/14 forbidden operations blocked, 2/2 controls allowed; write sandbox enforced\nsummary: {n}/{n} forbidden operations blocked, 3/3 controls allowed; read-only sandbox enforced\n")),
         "{text}"
     );
 
@@ -321,7 +321,7 @@ fn the_write_subagent_has_a_section_and_a_summary_of_its_own() {
         text.contains("write-subagent probe rewrite-worktree-git-link: ALLOWED\n"),
         "{text}"
     );
-    assert!(text.contains("summary (write subagent): 12/13 forbidden operations blocked"));
+    assert!(text.contains("summary (write subagent): 13/14 forbidden operations blocked"));
     let blind = judge_write(write_frames(|name| {
         (name == "git-status-and-log").then(eacces)
     }));
