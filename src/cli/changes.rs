@@ -99,6 +99,7 @@ fn list(root: &Path, json: bool, all: bool) -> ExitCode {
     } else {
         store::open(root)
     };
+    let records: Vec<Record> = records.into_iter().map(marked).collect();
     if json {
         let listed: Vec<Listed> = records.iter().map(Listed::from).collect();
         return print_json(&listed);
@@ -119,16 +120,37 @@ fn list(root: &Path, json: bool, all: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// One change set on one line: id, state, size, claim and task.
+/// One change set on one line: id, state, size, claim and task, and the
+/// control files it touches.
 fn line(record: &Record) -> String {
-    format!(
+    let mut line = format!(
         "{}  {:<9}  {}  claim: {}  {}",
         record.set.id,
         record.set.merge.as_str(),
         record.set.summary(),
         crate::text::summary(&record.claim.join(", "), 40),
         crate::text::summary(&record.task, 60),
-    )
+    );
+    let control = control_files(&record.set);
+    if !control.is_empty() {
+        line.push_str(&format!(
+            "  touches control files: {}",
+            sanitized(&control.join(", "))
+        ));
+    }
+    line
+}
+
+/// `record` with its control files marked from its files, whatever the
+/// record says (one written before Fido marked them counts too).
+fn marked(mut record: Record) -> Record {
+    record.set.control_files = control_files(&record.set);
+    record
+}
+
+/// The control files a change set touches, from its files.
+fn control_files(set: &ChangeSet) -> Vec<String> {
+    crate::changes::control::control_files(&set.files)
 }
 
 fn print_json<T: Serialize + ?Sized>(value: &T) -> ExitCode {
@@ -143,7 +165,7 @@ fn print_json<T: Serialize + ?Sized>(value: &T) -> ExitCode {
 
 fn show(root: &Path, id: &str, json: bool) -> ExitCode {
     let record = match Record::load(root, id) {
-        Ok(record) => record,
+        Ok(record) => marked(record),
         Err(err) => return fail(&failure("show", id, &err)),
     };
     if json {
@@ -171,8 +193,21 @@ fn describe(record: &Record, paint: Paint) -> String {
     out.push('\n');
     out.push_str(&paint.bold(&set.summary()));
     out.push('\n');
-    for file in &set.files {
-        out.push_str(&file_line(file, ""));
+    let control = control_files(set);
+    if !control.is_empty() {
+        out.push_str(&paint.red(&format!(
+            "touches control files: {} (they configure Fido or git: read them before you apply)",
+            sanitized(&control.join(", "))
+        )));
+        out.push('\n');
+    }
+    for file in crate::changes::control::control_first(&set.files) {
+        let touches =
+            !crate::changes::control::control_files(std::slice::from_ref(file)).is_empty();
+        out.push_str(&file_line(
+            file,
+            if touches { "  (control file)" } else { "" },
+        ));
     }
     if !set.outside_claim.is_empty() {
         out.push('\n');

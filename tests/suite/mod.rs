@@ -1,6 +1,7 @@
 mod allowlist;
 mod browse;
 mod changes_cli;
+mod control_files;
 mod delegate;
 mod delegate_faults;
 mod delegate_parallel;
