@@ -23,6 +23,7 @@ mod shape;
 mod startup;
 mod todo;
 mod tool_cli;
+mod trust;
 mod tui;
 mod tui_daily;
 mod write_delegation;
