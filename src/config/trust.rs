@@ -310,6 +310,39 @@ mod tests {
         );
     }
 
+    /// A `fido.toml` that is a symlink or a hard link counts by what it
+    /// reads as: an edit of the file it links to (one a change set may
+    /// touch under another name) untrusts, and so does a link that starts
+    /// to point elsewhere or dangles.
+    #[test]
+    fn links_count_by_what_fido_toml_reads_as() {
+        let config = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(ws.path()).unwrap();
+        std::fs::create_dir(root.join("conf")).unwrap();
+        let real = root.join("conf/real.toml");
+        let hook = "[[hooks.Stop]]\ncommand = \"true\"\n";
+        std::fs::write(&real, hook).unwrap();
+        std::os::unix::fs::symlink("conf/real.toml", root.join("fido.toml")).unwrap();
+        let store = TrustStore::in_dir(config.path());
+        store.trust(&root).unwrap();
+        let changed = || match store.trust_of(&root, &Fingerprint::read(&root).unwrap()) {
+            Ok(Trust::Changed(changes)) => changes,
+            other => panic!("{other:?}"),
+        };
+        std::fs::write(&real, hook.replace("true", "touch x")).unwrap();
+        assert_eq!(changed(), ["hooks.Stop (changed)"]);
+        std::fs::remove_file(&real).unwrap();
+        assert!(changed().contains(&"fido.toml (removed)".to_string()));
+
+        std::fs::remove_file(root.join("fido.toml")).unwrap();
+        std::fs::write(&real, hook).unwrap();
+        std::fs::hard_link(&real, root.join("fido.toml")).unwrap();
+        store.trust(&root).unwrap();
+        std::fs::write(&real, hook.replace("true", "false")).unwrap();
+        assert_eq!(changed(), ["hooks.Stop (changed)"]);
+    }
+
     /// What an older Fido wrote (a path, no fingerprint) trusts nothing
     /// now; trusting again moves the folder to the new list, and an older
     /// Fido still reads the record (and trusts nothing new from it).
