@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::tui::{Tmux, start_fido};
 use crate::common::process::{exec_cmd_with_flags, run_in};
 use crate::common::{FakeServer, Reply, fido_cmd, git, sse};
 
@@ -243,4 +244,67 @@ fn fido_changes_marks_every_kind_of_control_file_and_lists_them_first() {
     );
     let listed: Value = serde_json::from_str(&fido_ok(root, &["changes", "--json"])).unwrap();
     assert_eq!(listed[0]["control_files"].as_array().unwrap().len(), 3);
+}
+
+/// In the terminal UI (`delegate_merge = "ask"`, its default) the review
+/// of such a change set names the control files above the files, lists
+/// `.gitattributes` before `a.rs`, marked, and shows its diff first;
+/// Esc discards it and the checkout stays as it was.
+#[test]
+fn the_terminal_review_names_control_files_and_shows_them_first() {
+    let ws = repo();
+    let root = ws.path();
+    // In a folder that git lists after a.rs: the review reorders.
+    fs::create_dir(root.join("z")).unwrap();
+    fs::write(root.join("z/.gitattributes"), "*.rs text\n").unwrap();
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "z"]);
+    let delegate = json!({"task": "tidy", "mode": "write", "scope": {"paths": ["a.rs", "z"]}});
+    let server = FakeServer::start(vec![
+        call("d1", "delegate", delegate),
+        patch("p1", "a.rs", "fn a() {}", "fn a() { /* tidy */ }"),
+        patch(
+            "p2",
+            "z/.gitattributes",
+            "*.rs text",
+            "*.rs text filter=tidy",
+        ),
+        Reply::sse(sse::text_turn(DONE)),
+        Reply::sse(sse::text_turn("Discarded, as you said.")),
+    ]);
+    let allow = [("FIDO_DELEGATE_WRITE", "allow".to_string())];
+    let tmux = Tmux::for_model(&server.base_url(), &allow);
+    start_fido(&tmux, root);
+    tmux.type_line("tidy up");
+    let screen = tmux.wait_for("the review", |s| {
+        s.contains("Apply this change set") && s.contains("(control file)")
+    });
+    assert!(
+        screen.contains("touches control files: z/.gitattributes"),
+        "{screen}"
+    );
+    let at = |needle: &str| {
+        screen
+            .find(needle)
+            .unwrap_or_else(|| panic!("no {needle:?} in\n{screen}"))
+    };
+    assert!(
+        at("modified z/.gitattributes +1 -1  (control file)") < at("modified a.rs +1 -1"),
+        "{screen}"
+    );
+    assert!(
+        at("diff --git a/z/.gitattributes") < at("diff --git a/a.rs"),
+        "{screen}"
+    );
+    tmux.keys(&["Escape"]);
+    tmux.wait_for("the answer", |s| s.contains("Discarded, as you said."));
+    assert_eq!(
+        fs::read_to_string(root.join("a.rs")).unwrap(),
+        "fn a() {}\n"
+    );
+    tmux.keys(&["C-c", "C-c"]);
+    tmux.wait_for("the shell again", |s| {
+        !s.contains("Discarded, as you said.")
+    });
+    tmux.assert_fido_gone(root);
 }
