@@ -99,7 +99,10 @@ fn list(root: &Path, json: bool, all: bool) -> ExitCode {
     } else {
         store::open(root)
     };
-    let records: Vec<Record> = records.into_iter().map(marked).collect();
+    let records: Vec<Record> = records
+        .into_iter()
+        .map(|record| marked(root, record))
+        .collect();
     if json {
         let listed: Vec<Listed> = records.iter().map(Listed::from).collect();
         return print_json(&listed);
@@ -131,7 +134,7 @@ fn line(record: &Record) -> String {
         crate::text::summary(&record.claim.join(", "), 40),
         crate::text::summary(&record.task, 60),
     );
-    let control = control_files(&record.set);
+    let control = &record.set.control_files;
     if !control.is_empty() {
         line.push_str(&format!(
             "  touches control files: {}",
@@ -141,16 +144,12 @@ fn line(record: &Record) -> String {
     line
 }
 
-/// `record` with its control files marked from its files, whatever the
-/// record says (one written before Fido marked them counts too).
-fn marked(mut record: Record) -> Record {
-    record.set.control_files = control_files(&record.set);
+/// `record` with its control files marked from its files and what the
+/// checkout's control files link to, whatever the record says (one
+/// written before Fido marked them counts too).
+fn marked(root: &Path, mut record: Record) -> Record {
+    record.set.control_files = crate::changes::control::touched(root, &record.set.files);
     record
-}
-
-/// The control files a change set touches, from its files.
-fn control_files(set: &ChangeSet) -> Vec<String> {
-    crate::changes::control::control_files(&set.files)
 }
 
 fn print_json<T: Serialize + ?Sized>(value: &T) -> ExitCode {
@@ -165,7 +164,7 @@ fn print_json<T: Serialize + ?Sized>(value: &T) -> ExitCode {
 
 fn show(root: &Path, id: &str, json: bool) -> ExitCode {
     let record = match Record::load(root, id) {
-        Ok(record) => marked(record),
+        Ok(record) => marked(root, record),
         Err(err) => return fail(&failure("show", id, &err)),
     };
     if json {
@@ -193,7 +192,7 @@ fn describe(record: &Record, paint: Paint) -> String {
     out.push('\n');
     out.push_str(&paint.bold(&set.summary()));
     out.push('\n');
-    let control = control_files(set);
+    let control = &set.control_files;
     if !control.is_empty() {
         out.push_str(&paint.red(&format!(
             "touches control files: {} (they configure Fido or git: read them before you apply)",
@@ -201,9 +200,8 @@ fn describe(record: &Record, paint: Paint) -> String {
         )));
         out.push('\n');
     }
-    for file in crate::changes::control::control_first(&set.files) {
-        let touches =
-            !crate::changes::control::control_files(std::slice::from_ref(file)).is_empty();
+    for file in crate::changes::control::control_first(&set.files, control) {
+        let touches = crate::changes::control::touches(file, control);
         out.push_str(&file_line(
             file,
             if touches { "  (control file)" } else { "" },
@@ -367,7 +365,10 @@ pub(super) fn for_tui(
     };
     match verb {
         ChangesVerb::List => {
-            let records = store::open(root);
+            let records: Vec<Record> = store::open(root)
+                .into_iter()
+                .map(|record| marked(root, record))
+                .collect();
             if records.is_empty() {
                 return Ok((false, "no pending change sets".into()));
             }
@@ -379,6 +380,7 @@ pub(super) fn for_tui(
         ChangesVerb::Show => {
             let id = id()?;
             let record = Record::load(root, id).map_err(|e| failure("show", id, &e))?;
+            let record = marked(root, record);
             let patch = std::fs::read(Layout::new(root, id).patch())
                 .map_err(|e| format!("cannot read the patch of {id}: {e}"))?;
             let plain = Paint { on: false };

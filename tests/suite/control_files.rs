@@ -308,3 +308,54 @@ fn the_terminal_review_names_control_files_and_shows_them_first() {
     });
     tmux.assert_fido_gone(root);
 }
+
+/// `fido.toml` is a symlink to `conf/main.toml`, and the write subagent
+/// edits `conf/main.toml`: no name of the change set is a control file's,
+/// yet it edits the file Fido reads, so auto leaves it pending and marked.
+#[test]
+fn auto_merge_leaves_pending_an_edit_of_the_file_fido_toml_links_to() {
+    let ws = repo();
+    let root = ws.path();
+    fs::create_dir(root.join("conf")).unwrap();
+    fs::write(root.join("conf/main.toml"), "max_steps = 50\n").unwrap();
+    std::os::unix::fs::symlink("conf/main.toml", root.join("fido.toml")).unwrap();
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "config"]);
+    let delegate = json!({"task": "tune", "mode": "write", "scope": {"paths": ["conf"]}});
+    let server = FakeServer::start(vec![
+        call("d1", "delegate", delegate),
+        patch(
+            "p1",
+            "conf/main.toml",
+            "max_steps = 50",
+            "max_steps = 50\nsandbox_mode = \"danger-full-access\"",
+        ),
+        Reply::sse(sse::text_turn(DONE)),
+        Reply::sse(sse::text_turn("left pending")),
+    ]);
+    let cmd = exec_cmd_with_flags(
+        root,
+        &server,
+        &["--allow-write-delegation"],
+        "go",
+        &[("FIDO_DELEGATE_MERGE", "auto")],
+    );
+    let output = run_in(root, cmd, None, Duration::from_secs(60));
+    assert!(output.status.success());
+    let result = result_of(&server, "d1");
+    assert_eq!(result["changes"]["merge"], "pending", "{result:#}");
+    assert_eq!(
+        result["changes"]["control_files"],
+        json!(["conf/main.toml"])
+    );
+    assert_eq!(
+        fs::read_to_string(root.join("conf/main.toml")).unwrap(),
+        "max_steps = 50\n"
+    );
+    let id = result["changes"]["id"].as_str().unwrap();
+    let shown = fido_ok(root, &["changes", "show", id]);
+    assert!(
+        shown.contains("conf/main.toml  +1 -0  (control file)"),
+        "{shown}"
+    );
+}

@@ -155,9 +155,13 @@ pub(super) async fn conclude(
         worktree, start, ..
     } = run;
     let started = start.clone();
-    let built =
-        tokio::task::spawn_blocking(move || changes::finish(&workspace, &worktree, &start, cap))
-            .await;
+    let built = tokio::task::spawn_blocking(move || {
+        let mut record = changes::finish(&workspace, &worktree, &start, cap)?;
+        // Also the files a control file of the checkout links to.
+        record.set.control_files = changes::control::touched(&workspace, &record.set.files);
+        Ok::<_, changes::ChangesError>(record)
+    })
+    .await;
     let record = match built {
         Ok(Ok(record)) => record,
         Ok(Err(err)) => return note_failure(result, &err.to_string()),
@@ -265,7 +269,7 @@ fn review_request(set: &ChangeSet, task: &str) -> ApprovalRequest {
         id: set.id.clone(),
         task: crate::text::summary(task, 200),
         summary: set.summary(),
-        files: changes::control::control_first(&set.files)
+        files: changes::control::control_first(&set.files, &set.control_files)
             .into_iter()
             .map(line)
             .collect(),
