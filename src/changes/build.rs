@@ -53,8 +53,10 @@ pub fn build(
         diff_truncated: false,
         merge: MergeState::Pending,
         conflicts: Vec::new(),
+        control_files: Vec::new(),
     };
     let entries = classify(&mut set, listing.raw, &listing.counts, &claimed, prefix);
+    set.control_files = super::control::control_files(&set.files);
     let (diff, truncated) = if set.files.iter().all(|f| f.kind == FileKind::Text) {
         // Text only: the full patch is the diff to show, cut.
         cap_text(String::from_utf8_lossy(&patch).into_owned(), diff_cap)

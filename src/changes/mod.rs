@@ -20,6 +20,7 @@
 pub mod apply;
 pub mod build;
 pub mod claim;
+pub mod control;
 pub mod git;
 pub mod listing;
 pub mod nested;

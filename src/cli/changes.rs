@@ -99,6 +99,10 @@ fn list(root: &Path, json: bool, all: bool) -> ExitCode {
     } else {
         store::open(root)
     };
+    let records: Vec<Record> = records
+        .into_iter()
+        .map(|record| marked(root, record))
+        .collect();
     if json {
         let listed: Vec<Listed> = records.iter().map(Listed::from).collect();
         return print_json(&listed);
@@ -119,16 +123,33 @@ fn list(root: &Path, json: bool, all: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// One change set on one line: id, state, size, claim and task.
+/// One change set on one line: id, state, size, claim and task, and the
+/// control files it touches.
 fn line(record: &Record) -> String {
-    format!(
+    let mut line = format!(
         "{}  {:<9}  {}  claim: {}  {}",
         record.set.id,
         record.set.merge.as_str(),
         record.set.summary(),
         crate::text::summary(&record.claim.join(", "), 40),
         crate::text::summary(&record.task, 60),
-    )
+    );
+    let control = &record.set.control_files;
+    if !control.is_empty() {
+        line.push_str(&format!(
+            "  touches control files: {}",
+            sanitized(&control.join(", "))
+        ));
+    }
+    line
+}
+
+/// `record` with its control files marked from its files and what the
+/// checkout's control files link to, whatever the record says (one
+/// written before Fido marked them counts too).
+fn marked(root: &Path, mut record: Record) -> Record {
+    record.set.control_files = crate::changes::control::touched(root, &record.set.files);
+    record
 }
 
 fn print_json<T: Serialize + ?Sized>(value: &T) -> ExitCode {
@@ -143,7 +164,7 @@ fn print_json<T: Serialize + ?Sized>(value: &T) -> ExitCode {
 
 fn show(root: &Path, id: &str, json: bool) -> ExitCode {
     let record = match Record::load(root, id) {
-        Ok(record) => record,
+        Ok(record) => marked(root, record),
         Err(err) => return fail(&failure("show", id, &err)),
     };
     if json {
@@ -171,8 +192,20 @@ fn describe(record: &Record, paint: Paint) -> String {
     out.push('\n');
     out.push_str(&paint.bold(&set.summary()));
     out.push('\n');
-    for file in &set.files {
-        out.push_str(&file_line(file, ""));
+    let control = &set.control_files;
+    if !control.is_empty() {
+        out.push_str(&paint.red(&format!(
+            "touches control files: {} (they configure Fido or git: read them before you apply)",
+            sanitized(&control.join(", "))
+        )));
+        out.push('\n');
+    }
+    for file in crate::changes::control::control_first(&set.files, control) {
+        let touches = crate::changes::control::touches(file, control);
+        out.push_str(&file_line(
+            file,
+            if touches { "  (control file)" } else { "" },
+        ));
     }
     if !set.outside_claim.is_empty() {
         out.push('\n');
@@ -332,7 +365,10 @@ pub(super) fn for_tui(
     };
     match verb {
         ChangesVerb::List => {
-            let records = store::open(root);
+            let records: Vec<Record> = store::open(root)
+                .into_iter()
+                .map(|record| marked(root, record))
+                .collect();
             if records.is_empty() {
                 return Ok((false, "no pending change sets".into()));
             }
@@ -344,6 +380,7 @@ pub(super) fn for_tui(
         ChangesVerb::Show => {
             let id = id()?;
             let record = Record::load(root, id).map_err(|e| failure("show", id, &e))?;
+            let record = marked(root, record);
             let patch = std::fs::read(Layout::new(root, id).patch())
                 .map_err(|e| format!("cannot read the patch of {id}: {e}"))?;
             let plain = Paint { on: false };

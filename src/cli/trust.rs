@@ -1,5 +1,6 @@
 //! `fido trust [DIR]` and `fido trust --revoke [DIR]`: record or remove a
-//! folder whose `fido.toml` is read in full (see `config::trust`).
+//! folder whose `fido.toml` is read in full, with what its `fido.toml` and
+//! `.fido/` say now (see `config::trust`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,7 +8,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::fail;
-use crate::config::{TrustStore, user_config_dir};
+use crate::config::{Fingerprint, TrustStore, user_config_dir};
 
 #[derive(Debug, Args)]
 pub struct TrustArgs {
@@ -37,14 +38,26 @@ pub(super) fn run(workspace: Option<PathBuf>, args: TrustArgs) -> ExitCode {
             Err(err) => fail(&err.to_string()),
         };
     }
-    match store.trust(&folder) {
-        Ok(path) => {
+    match store.trust_recording(&folder) {
+        Ok((path, recorded)) => {
             println!(
                 "trusted: {} (its fido.toml is now read in full; undo with `fido trust --revoke`)",
                 path.display()
             );
+            println!("{}", recorded_line(&recorded));
             ExitCode::SUCCESS
         }
         Err(err) => fail(&err.to_string()),
     }
+}
+
+/// What was recorded, and that a change of it untrusts the folder.
+fn recorded_line(recorded: &Fingerprint) -> String {
+    if recorded.is_empty() {
+        return "recorded: no fido.toml and no .fido/; if one appears, the folder is untrusted until you run `fido trust` again".into();
+    }
+    format!(
+        "recorded: {}; if any of them changes, the folder is untrusted until you run `fido trust` again",
+        crate::text::sanitize(&recorded.names().join(", "), true)
+    )
 }

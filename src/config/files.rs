@@ -4,7 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
+use super::fingerprint::{Fingerprint, WORKSPACE_FILE};
 use super::layer::{self, Layers};
+use super::trust::Trust;
 use super::{ConfigError, TrustStore, mcp};
 use crate::hooks::HooksConfig;
 
@@ -42,24 +44,31 @@ impl Files {
                 layer::file_layer(user_file, true, &mut files.mcp_servers, &mut files.hooks)?;
             files.layers.push(source, layer);
         }
-        if let Some(dir) = &files.config_dir {
-            files.workspace_trusted = TrustStore::in_dir(dir).is_trusted(workspace)?;
-        }
-        let workspace_file = workspace.join("fido.toml");
-        if workspace_file.exists() {
-            let trusted = files.workspace_trusted;
-            let (source, layer, ignored) = layer::file_layer(
-                &workspace_file,
-                trusted,
+        // One reading of fido.toml is both what trust is checked against
+        // and what is used.
+        let table = workspace_table(workspace)?;
+        let now = Fingerprint::of(workspace, table.as_ref());
+        let trust = match &files.config_dir {
+            Some(dir) => TrustStore::in_dir(dir).trust_of(workspace, &now)?,
+            None => Trust::Untrusted,
+        };
+        files.workspace_trusted = trust == Trust::Trusted;
+        let workspace_file = workspace.join(WORKSPACE_FILE);
+        let mut ignored = Vec::new();
+        if let Some(table) = table {
+            let shown = workspace_file.display().to_string();
+            let (source, layer, skipped) = layer::table_layer(
+                shown,
+                table,
+                files.workspace_trusted,
                 &mut files.mcp_servers,
                 &mut files.hooks,
             )?;
             files.layers.push(source, layer);
-            if !ignored.is_empty() {
-                let warning = untrusted_warning(&workspace_file, workspace, &ignored);
-                files.warnings.push(warning);
-            }
+            ignored = skipped;
         }
+        let warning = trust_warning(&trust, &workspace_file, workspace, &ignored, &now);
+        files.warnings.extend(warning);
         Ok(files)
     }
 }
@@ -78,6 +87,59 @@ pub(super) fn workspace_root(given: Option<&Path>) -> Result<PathBuf, ConfigErro
         });
     }
     Ok(workspace)
+}
+
+/// The workspace's `fido.toml` as a table, `None` when there is none.
+pub(super) fn workspace_table(workspace: &Path) -> Result<Option<toml::Table>, ConfigError> {
+    let file = workspace.join(WORKSPACE_FILE);
+    if !file.exists() {
+        return Ok(None);
+    }
+    layer::read_table(&file, &file.display().to_string()).map(Some)
+}
+
+/// The one warning, if any, about the workspace's trust: what an untrusted
+/// file had ignored, or why a folder trusted before is not trusted now
+/// (what changed, or an older Fido's record) and how to trust it again.
+fn trust_warning(
+    trust: &Trust,
+    file: &Path,
+    workspace: &Path,
+    ignored: &[String],
+    now: &Fingerprint,
+) -> Option<String> {
+    let ignoring = if ignored.is_empty() {
+        String::new()
+    } else {
+        format!(" (ignored: {})", ignored.join(", "))
+    };
+    let profiles = if now.names().contains(&".fido/") {
+        " and its .fido/ is not read"
+    } else {
+        ""
+    };
+    let why = match trust {
+        Trust::Trusted => return None,
+        Trust::Untrusted if ignored.is_empty() => return None,
+        Trust::Untrusted => return Some(untrusted_warning(file, workspace, ignored)),
+        Trust::Legacy if now.is_empty() => return None,
+        Trust::Changed(changes) => format!(
+            "what you trusted in {} changed since `fido trust`: {}",
+            workspace.display(),
+            changes.join(", ")
+        ),
+        Trust::Legacy => format!(
+            "{} was trusted by an older Fido, which recorded the folder but not what it trusted",
+            workspace.display()
+        ),
+    };
+    // Part names come from the file: no control character reaches a
+    // terminal.
+    let warning = format!(
+        "{why}. Until you trust it again, its fido.toml is read as untrusted{ignoring}{profiles}. Review fido.toml and .fido/, then run `fido trust {}`.",
+        workspace.display()
+    );
+    Some(crate::text::sanitize(&warning, true))
 }
 
 /// The one warning about an untrusted workspace file's ignored keys.

@@ -211,9 +211,22 @@ pub(super) fn file_layer(
     hooks: &mut HooksConfig,
 ) -> Result<(Source, ConfigLayer, Vec<String>), ConfigError> {
     let shown = path.display().to_string();
+    let table = read_table(path, &shown)?;
+    table_layer(shown, table, trusted, mcp_servers, hooks)
+}
+
+/// [`file_layer`] of a file's table, already read (so that what was
+/// trusted and what is used are the same reading).
+pub(super) fn table_layer(
+    shown: String,
+    table: toml::Table,
+    trusted: bool,
+    mcp_servers: &mut McpServers,
+    hooks: &mut HooksConfig,
+) -> Result<(Source, ConfigLayer, Vec<String>), ConfigError> {
     let mut texts = toml::Table::new();
     let mut ignored = Vec::new();
-    for (raw_key, raw_value) in read_table(path, &shown)? {
+    for (raw_key, raw_value) in table {
         let key = normalise_key(&raw_key);
         let scope = if key == mcp::KEY || key == hook_config::KEY {
             Scope::Trusted
@@ -283,7 +296,7 @@ fn hook_error(shown: &str, err: HookConfigError) -> ConfigError {
     }
 }
 
-fn read_table(path: &Path, shown: &str) -> Result<toml::Table, ConfigError> {
+pub(super) fn read_table(path: &Path, shown: &str) -> Result<toml::Table, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
         path: shown.to_string(),
         source,
@@ -296,7 +309,7 @@ fn read_table(path: &Path, shown: &str) -> Result<toml::Table, ConfigError> {
 }
 
 /// `FIDO_MAX_STEPS` and `MAX_STEPS` are `max_steps`.
-fn normalise_key(key: &str) -> String {
+pub(super) fn normalise_key(key: &str) -> String {
     let lower = key.trim().to_ascii_lowercase();
     lower.strip_prefix("fido_").unwrap_or(&lower).to_string()
 }

@@ -12,7 +12,8 @@
 //!
 //! Files: `keys` (the key table and each key's scope), `layer` (one layer,
 //! typed), `files` (where the files are, and reading them), `sections` (the
-//! builders of the sections below from the layers), `mcp`, `trust`.
+//! builders of the sections below from the layers), `mcp`, `trust` and
+//! `fingerprint` (what trust records of a workspace).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -34,14 +35,16 @@ use layer::{Source, setting};
 use sections::{agent_settings, delegation_config, http_policy, safety_config, tool_limits};
 
 mod files;
+pub mod fingerprint;
 mod keys;
 mod layer;
 pub mod mcp;
 mod sections;
 pub mod trust;
 pub use files::user_config_dir;
+pub use fingerprint::Fingerprint;
 pub use mcp::McpServerConfig;
-pub use trust::{TrustError, TrustStore};
+pub use trust::{Trust, TrustError, TrustStore};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {

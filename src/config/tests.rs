@@ -328,6 +328,13 @@ fn hooks_come_from_the_user_file_and_a_trusted_workspace_only() {
         "[[hooks.PreToolUse]]\ncommand = \"c\"\nwhen = 1\n",
     )
     .unwrap();
+    // The change untrusts the folder (its hooks are ignored); trusted
+    // again, the bad hook is an error.
+    let cfg = Config::load_from(&overrides(dir.path()), &env(&[], home.path())).unwrap();
+    assert_eq!(commands(&cfg), ["user-stop"]);
+    TrustStore::in_dir(&home.path().join(".config/fido"))
+        .trust(dir.path())
+        .unwrap();
     let err = Config::load_from(&overrides(dir.path()), &env(&[], home.path()))
         .unwrap_err()
         .to_string();
@@ -430,4 +437,76 @@ fn an_untrusted_workspace_cannot_open_the_network_by_allowlist() {
     std::fs::write(dir.path().join("fido.toml"), "network = \"allowlist\"\n").unwrap();
     let cfg = Config::load_from(&overrides(dir.path()), &env(&[], home.path())).unwrap();
     assert_eq!(cfg.safety.network, NetworkAccess::Off);
+}
+
+/// Trust follows content: a trusted file whose hook command changes by one
+/// byte is read as untrusted, with one warning naming the hook and the
+/// command that trusts it again; a change of `model` alone keeps trust.
+#[test]
+fn a_changed_hook_untrusts_the_workspace_with_one_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let file = dir.path().join("fido.toml");
+    let hook = "[[hooks.PreToolUse]]\ncommand = \"ws-guard\"\n";
+    std::fs::write(&file, format!("model = \"a\"\n{hook}")).unwrap();
+    TrustStore::in_dir(&home.path().join(".config/fido"))
+        .trust(dir.path())
+        .unwrap();
+    let load = || Config::load_from(&overrides(dir.path()), &env(&[], home.path())).unwrap();
+    std::fs::write(&file, format!("model = \"b\"\n{hook}")).unwrap();
+    let cfg = load();
+    assert!(
+        cfg.workspace_trusted && cfg.warnings.is_empty(),
+        "{:?}",
+        cfg.warnings
+    );
+    assert_eq!(cfg.hooks.hooks.len(), 1);
+
+    std::fs::write(
+        &file,
+        format!("model = \"b\"\n{}", hook.replace("guard", "guarD")),
+    )
+    .unwrap();
+    let cfg = load();
+    assert!(!cfg.workspace_trusted);
+    assert!(cfg.hooks.hooks.is_empty(), "the changed hook is not read");
+    assert_eq!(cfg.model, "b", "safe keys still apply");
+    assert_eq!(cfg.warnings.len(), 1, "{:?}", cfg.warnings);
+    let warning = &cfg.warnings[0];
+    let workspace = cfg.workspace.display();
+    assert!(
+        warning.contains("hooks.PreToolUse (changed)")
+            && warning.contains("(ignored: hooks)")
+            && warning.contains(&format!("`fido trust {workspace}`")),
+        "{warning}"
+    );
+}
+
+/// A folder an older Fido trusted by path alone is not trusted: one
+/// warning says why and how to trust it again.
+#[test]
+fn an_older_fidos_trust_is_not_trust_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("fido.toml"),
+        "sandbox_mode = \"read-only\"\n",
+    )
+    .unwrap();
+    let config_dir = home.path().join(".config/fido");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let old = serde_json::json!({ "trusted": [root] });
+    std::fs::write(config_dir.join("trust.json"), old.to_string()).unwrap();
+    let cfg = Config::load_from(&overrides(dir.path()), &env(&[], home.path())).unwrap();
+    assert!(!cfg.workspace_trusted);
+    assert_eq!(cfg.safety.sandbox_mode, SandboxMode::WorkspaceWrite);
+    assert_eq!(cfg.warnings.len(), 1, "{:?}", cfg.warnings);
+    assert!(
+        cfg.warnings[0].contains("trusted by an older Fido")
+            && cfg.warnings[0].contains("(ignored: sandbox_mode)")
+            && cfg.warnings[0].contains("fido trust "),
+        "{:?}",
+        cfg.warnings
+    );
 }

@@ -192,6 +192,12 @@ pub struct ChangeSet {
     pub merge: MergeState,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conflicts: Vec<FileConflict>,
+    /// The control files among `files` (`fido.toml`, `.fido/`,
+    /// `AGENTS.md`, `.gitattributes`, `.gitmodules`, at any depth): a
+    /// change set that touches one is never applied without a person's
+    /// review (README: "Write-capable delegation").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub control_files: Vec<String>,
 }
 
 impl ChangeSet {
@@ -218,6 +224,15 @@ mod tests {
         assert_eq!(set.summary(), "1 file (+2 -1)");
         assert!(set.merge.is_open());
         assert!(!MergeState::Applied.is_open());
+        assert!(set.control_files.is_empty());
+    }
+
+    #[test]
+    fn control_files_travel_only_when_there_are_some() {
+        let line = r#"{"id":"subagent-2","base":"abc","files":[{"path":"fido.toml","status":"modified","kind":"text","added":1,"removed":0}],"outside_claim":[],"patch":"p","diff":"d","diff_truncated":false,"merge":"pending","control_files":["fido.toml"]}"#;
+        let set: ChangeSet = serde_json::from_str(line).unwrap();
+        assert_eq!(set.control_files, ["fido.toml"]);
+        assert_eq!(serde_json::to_string(&set).unwrap(), line);
     }
 
     #[test]

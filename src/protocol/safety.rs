@@ -238,6 +238,10 @@ pub enum ApprovalRequest {
         outside_claim: Vec<String>,
         /// The capped unified diff.
         diff: String,
+        /// The control files it touches (listed first in `files`): never
+        /// applied unasked, not even after "apply later ones".
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        control_files: Vec<String>,
     },
     /// A tool call a user hook (PreToolUse) wants the person to approve.
     HookAsk {

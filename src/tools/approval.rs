@@ -160,7 +160,13 @@ impl Approvals {
     /// pending). "For the session" applies later clean ones unasked.
     pub async fn review_change_set(&self, request: ApprovalRequest) -> Option<Review> {
         const MEMO: &str = "delegate:merge";
-        if self.is_remembered(MEMO) {
+        // "Apply later ones" never covers control files: each such change
+        // set is asked about (README: "Write-capable delegation").
+        let touches_control = matches!(
+            &request,
+            ApprovalRequest::ChangeSet { control_files, .. } if !control_files.is_empty()
+        );
+        if self.is_remembered(MEMO) && !touches_control {
             return Some(Review::Apply);
         }
         let approver = self.approver.as_ref()?;
@@ -441,6 +447,43 @@ mod tests {
             answers: Mutex::new(answers),
             asked: Mutex::new(Vec::new()),
         })
+    }
+
+    /// "Apply later ones" (`a` on a change set) applies later clean change
+    /// sets unasked, but never one that touches control files: the person
+    /// is asked about each of those.
+    #[tokio::test]
+    async fn apply_later_ones_never_covers_control_files() {
+        let request = |control_files: Vec<String>| ApprovalRequest::ChangeSet {
+            id: "subagent-1".into(),
+            task: "t".into(),
+            summary: "1 file (+1 -0)".into(),
+            files: vec!["modified x +1 -0".into()],
+            outside_claim: Vec::new(),
+            diff: String::new(),
+            control_files,
+        };
+        let person = scripted(vec![
+            Some(ApprovalDecision::ApprovedForSession),
+            Some(ApprovalDecision::Denied { reason: None }),
+        ]);
+        let approvals = Approvals::new(
+            settings(SandboxMode::WorkspaceWrite, ApprovalPolicy::OnRequest),
+            Some(person.clone()),
+        );
+        let first = approvals.review_change_set(request(Vec::new())).await;
+        assert!(matches!(first, Some(Review::Apply)));
+        let clean = approvals.review_change_set(request(Vec::new())).await;
+        assert!(matches!(clean, Some(Review::Apply)));
+        assert_eq!(person.asked.lock().unwrap().len(), 1, "a for the session");
+        let control = approvals
+            .review_change_set(request(vec!["fido.toml".into()]))
+            .await;
+        assert!(
+            matches!(control, Some(Review::Discard { .. })),
+            "asked again"
+        );
+        assert_eq!(person.asked.lock().unwrap().len(), 2);
     }
 
     /// `delegate_write`: allow runs, never refuses saying how to allow it,

@@ -40,6 +40,15 @@ fn summary(request: &ApprovalRequest) -> String {
             "approval needed for write subagent {agent_id} on {}",
             claim.join(", ")
         ),
+        ApprovalRequest::ChangeSet {
+            id,
+            summary,
+            control_files,
+            ..
+        } if !control_files.is_empty() => format!(
+            "change set {id} to review: {summary}; it touches control files: {}",
+            control_files.join(", ")
+        ),
         ApprovalRequest::ChangeSet { id, summary, .. } => {
             format!("change set {id} to review: {summary}")
         }
@@ -293,6 +302,7 @@ mod tests {
             files: vec!["modified a.rs +1 -1".into()],
             outside_claim: Vec::new(),
             diff: "diff --git a/a.rs b/a.rs\n-old\n+new\n".into(),
+            control_files: Vec::new(),
         };
         let mut store = Store::new((80, 24));
         show(&mut store, request());

@@ -1,6 +1,7 @@
 mod allowlist;
 mod browse;
 mod changes_cli;
+mod control_files;
 mod delegate;
 mod delegate_faults;
 mod delegate_parallel;
@@ -22,6 +23,7 @@ mod shape;
 mod startup;
 mod todo;
 mod tool_cli;
+mod trust;
 mod tui;
 mod tui_daily;
 mod write_delegation;

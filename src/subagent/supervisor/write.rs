@@ -155,9 +155,13 @@ pub(super) async fn conclude(
         worktree, start, ..
     } = run;
     let started = start.clone();
-    let built =
-        tokio::task::spawn_blocking(move || changes::finish(&workspace, &worktree, &start, cap))
-            .await;
+    let built = tokio::task::spawn_blocking(move || {
+        let mut record = changes::finish(&workspace, &worktree, &start, cap)?;
+        // Also the files a control file of the checkout links to.
+        record.set.control_files = changes::control::touched(&workspace, &record.set.files);
+        Ok::<_, changes::ChangesError>(record)
+    })
+    .await;
     let record = match built {
         Ok(Ok(record)) => record,
         Ok(Err(err)) => return note_failure(result, &err.to_string()),
@@ -191,6 +195,12 @@ async fn merge(shared: &Shared, set: &mut ChangeSet, task: &str, env: &ToolEnv) 
     }
     let review = match env.approvals.delegation().merge {
         DelegateMerge::Manual => return None,
+        // Control files configure what runs outside the sandbox: a person
+        // reads them first (README: "Write-capable delegation").
+        DelegateMerge::Auto if !set.control_files.is_empty() => {
+            tracing::info!(id = %set.id, files = ?set.control_files, "touches control files: left pending");
+            return None;
+        }
         DelegateMerge::Auto => Review::Apply,
         DelegateMerge::Ask => {
             env.approvals
@@ -249,21 +259,23 @@ fn flatten(
 
 fn review_request(set: &ChangeSet, task: &str) -> ApprovalRequest {
     let line = |f: &FileChange| {
-        format!(
-            "{} {} +{} -{}",
-            f.status.as_str(),
-            f.path,
-            f.added,
-            f.removed
-        )
+        let path = match &f.from {
+            Some(from) => format!("{from} → {}", f.path),
+            None => f.path.clone(),
+        };
+        format!("{} {path} +{} -{}", f.status.as_str(), f.added, f.removed)
     };
     ApprovalRequest::ChangeSet {
         id: set.id.clone(),
         task: crate::text::summary(task, 200),
         summary: set.summary(),
-        files: set.files.iter().map(line).collect(),
+        files: changes::control::control_first(&set.files, &set.control_files)
+            .into_iter()
+            .map(line)
+            .collect(),
         outside_claim: set.outside_claim.iter().map(|f| f.path.clone()).collect(),
         diff: set.diff.clone(),
+        control_files: set.control_files.clone(),
     }
 }
 
@@ -283,6 +295,11 @@ fn advise(result: &mut DelegateResult, set: &ChangeSet) {
         MergeState::Pending if set.files.is_empty() => format!(
             "The subagent changed nothing inside its claim; {} is pending only for the files outside it, which are never applied. Discard it with `{fido} changes discard {}`.",
             set.id, set.id
+        ),
+        MergeState::Pending if !set.control_files.is_empty() => format!(
+            "The change set {id} touches control files: {}; it was not applied, because they configure Fido or git. Do not apply it yourself: tell the user to review it with `{fido} changes show {id}`, then apply it with `{fido} changes apply {id}` or drop it with `{fido} changes discard {id}`.",
+            set.control_files.join(", "),
+            id = set.id
         ),
         MergeState::Pending => format!(
             "Review the diff (full patch: {}), then apply it with bash_exec: `{fido} changes apply {}` (a three-way merge; nothing is written on a conflict), or drop it with `{fido} changes discard {}`.",

@@ -80,7 +80,11 @@ impl PendingApproval {
                 files,
                 outside_claim,
                 diff,
-            } => change_set_body(id, task, summary, files, outside_claim, diff),
+                control_files,
+            } => {
+                let head = format!("{id}: {summary} · {task}");
+                change_set_body(head, files, outside_claim, diff, control_files)
+            }
             ApprovalRequest::HookAsk {
                 tool,
                 arguments,
@@ -108,24 +112,47 @@ impl PendingApproval {
 /// Lines of diff shown per file before it is folded.
 const FOLDED_LINES: usize = 12;
 
-/// A change set's prompt: the files, then each file's diff folded to its
-/// first lines (`o` shows it all).
+/// A change set's prompt: the files (those that touch control files
+/// first, marked), then each file's diff folded to its first lines (`o`
+/// shows it all), the control files' first.
 fn change_set_body(
-    id: &str,
-    task: &str,
-    summary: &str,
+    head: String,
     files: &[String],
     outside_claim: &[String],
     diff: &str,
+    control_files: &[String],
 ) -> Vec<String> {
-    let mut lines = vec![format!("{id}: {summary} · {task}")];
-    lines.extend(files.iter().map(|f| format!("  {f}")));
+    let mut lines = vec![head];
+    if !control_files.is_empty() {
+        lines.push(format!(
+            "touches control files: {} (they configure Fido or git: read them before you apply)",
+            control_files.join(", ")
+        ));
+    }
+    // The lines are "status path +a -r" or "status from → path +a -r".
+    let names_control = |text: &str| {
+        control_files
+            .iter()
+            .any(|path| text.contains(&format!(" {path} ")))
+    };
+    lines.extend(files.iter().map(|f| {
+        let mark = if names_control(f) {
+            "  (control file)"
+        } else {
+            ""
+        };
+        format!("  {f}{mark}")
+    }));
     lines.extend(
         outside_claim
             .iter()
             .map(|f| format!("  {f} (outside the claim: not applied)")),
     );
-    for file in split_per_file(diff) {
+    let (control, rest): (Vec<_>, Vec<_>) = split_per_file(diff).into_iter().partition(|file| {
+        file.first()
+            .is_some_and(|header| diff_names_control(header, control_files))
+    });
+    for file in control.into_iter().chain(rest) {
         let shown = file.len().min(FOLDED_LINES);
         lines.extend(file[..shown].iter().map(|l| l.to_string()));
         if file.len() > shown {
@@ -133,6 +160,14 @@ fn change_set_body(
         }
     }
     lines
+}
+
+/// Whether a `diff --git a/X b/Y` header names one of `control_files`.
+fn diff_names_control(header: &str, control_files: &[String]) -> bool {
+    header.starts_with("diff --git ")
+        && control_files.iter().any(|path| {
+            header.ends_with(&format!(" b/{path}")) || header.contains(&format!(" a/{path} "))
+        })
 }
 
 /// A unified diff's lines, grouped per `diff --git` header.
@@ -145,4 +180,48 @@ fn split_per_file(diff: &str) -> Vec<Vec<&str>> {
         }
     }
     files
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_change_set_touching_control_files_says_so_and_shows_them_first() {
+        let request = |control_files: Vec<String>| {
+            PendingApproval {
+            request: ApprovalRequest::ChangeSet {
+                id: "subagent-1".into(),
+                task: "t".into(),
+                summary: "2 files (+2 -0)".into(),
+                files: vec![
+                    "modified fido.toml +1 -0".into(),
+                    "modified a.rs +1 -0".into(),
+                ],
+                outside_claim: Vec::new(),
+                diff: "diff --git a/a.rs b/a.rs\n+a\ndiff --git a/fido.toml b/fido.toml\n+[[hooks.Stop]]\n"
+                    .into(),
+                control_files,
+            },
+            typing_reason: false,
+        }
+        };
+        let body = request(vec!["fido.toml".into()]).body();
+        assert_eq!(
+            body,
+            [
+                "subagent-1: 2 files (+2 -0) · t",
+                "touches control files: fido.toml (they configure Fido or git: read them before you apply)",
+                "  modified fido.toml +1 -0  (control file)",
+                "  modified a.rs +1 -0",
+                "diff --git a/fido.toml b/fido.toml",
+                "+[[hooks.Stop]]",
+                "diff --git a/a.rs b/a.rs",
+                "+a",
+            ]
+        );
+        let plain = request(Vec::new()).body();
+        assert_eq!(plain[1], "  modified fido.toml +1 -0");
+        assert_eq!(plain[3], "diff --git a/a.rs b/a.rs", "git's order kept");
+    }
 }
