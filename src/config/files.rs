@@ -48,12 +48,16 @@ impl Files {
         let workspace_file = workspace.join("fido.toml");
         if workspace_file.exists() {
             let trusted = files.workspace_trusted;
-            let (source, layer, ignored) = layer::file_layer(
+            let (source, mut layer, ignored) = layer::file_layer(
                 &workspace_file,
                 trusted,
                 &mut files.mcp_servers,
                 &mut files.hooks,
             )?;
+            let shown = workspace_file.display().to_string();
+            files
+                .warnings
+                .extend(layer::drop_user_file_keys(&mut layer, &shown));
             files.layers.push(source, layer);
             if !ignored.is_empty() {
                 let warning = untrusted_warning(&workspace_file, workspace, &ignored);

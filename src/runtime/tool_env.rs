@@ -81,6 +81,7 @@ pub fn tool_env(
         user: None,
         delegator: None,
         sandbox: Arc::new(sandbox),
+        env_policy: config.env_policy.clone(),
         approvals: Approvals::new(settings, approver),
         hooks: Arc::new(crate::hooks::Hooks::none()),
         web: Some(browser),

@@ -375,6 +375,9 @@ fn tool_env(
         delegator: None,
         // The whole process is sandboxed already: commands inherit it.
         sandbox: Arc::new(shell),
+        // Its process started with the few variables of a subagent and no
+        // `env_passthrough`; its commands get no more.
+        env_policy: crate::sandbox::EnvPolicy::default(),
         approvals: crate::tools::approval::Approvals::new(
             crate::protocol::SafetySettings {
                 sandbox_mode,

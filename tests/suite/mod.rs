@@ -4,6 +4,7 @@ mod changes_cli;
 mod delegate;
 mod delegate_faults;
 mod delegate_parallel;
+mod env_policy;
 mod exec;
 mod fake_server;
 mod fuzz_regressions;
