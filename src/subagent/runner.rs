@@ -367,7 +367,7 @@ fn tool_env(
         crate::protocol::SandboxMode::ReadOnly
     };
     ToolEnv {
-        plan: PlanStore::new(workspace.root.join(DEFAULT_PLAN_FILE)),
+        plan: PlanStore::new(&workspace.root, workspace.root.join(DEFAULT_PLAN_FILE)),
         workspace,
         undo: UndoLog::disabled(),
         limits: ToolLimits::default(),

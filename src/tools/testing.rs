@@ -14,7 +14,7 @@ use crate::workspace::{DEFAULT_PLAN_FILE, Workspace};
 pub(crate) fn env(root: &Path) -> ToolEnv {
     let workspace = Workspace::new(root).unwrap();
     let undo = UndoLog::new(&workspace.root);
-    let plan = crate::plan::PlanStore::new(workspace.root.join(DEFAULT_PLAN_FILE));
+    let plan = crate::plan::PlanStore::new(&workspace.root, workspace.root.join(DEFAULT_PLAN_FILE));
     ToolEnv {
         workspace,
         undo,
