@@ -73,6 +73,7 @@ fn configs(python: &str) -> Vec<McpServerConfig> {
             command: python.into(),
             args: vec![fixture().display().to_string()],
             env: Default::default(),
+            env_policy: Default::default(),
             cwd: None,
             read_only: true,
             startup_timeout: Duration::from_secs(20),

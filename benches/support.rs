@@ -425,12 +425,13 @@ pub fn tool_env(
     .map_err(|e| format!("{mode}: {e}"))?;
     Ok(fido::tools::ToolEnv {
         undo: fido::store::undo::UndoLog::new(&workspace.root),
-        plan: fido::plan::PlanStore::new(workspace.root.join(".fido-plan.json")),
+        plan: fido::plan::PlanStore::new(&workspace.root, workspace.root.join(".fido-plan.json")),
         workspace,
         limits: fido::tools::ToolLimits::default(),
         user: None,
         delegator: None,
         sandbox: std::sync::Arc::new(sandbox),
+        env_policy: fido::sandbox::EnvPolicy::default(),
         approvals: fido::tools::approval::Approvals::new(
             SafetySettings {
                 sandbox_mode: mode,

@@ -513,7 +513,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let actor = agent(dir.path()).await;
         // A plan saved in the workspace after the conversation was suspended.
-        let store = crate::plan::PlanStore::new(dir.path().join(".fido-plan.json"));
+        let store = crate::plan::PlanStore::new(dir.path(), dir.path().join(".fido-plan.json"));
         let now = "2026-01-01T00:00:00.000Z".to_string();
         store
             .update(|s| Ok::<_, ()>(s.successor("current".into(), Vec::new(), now)))
@@ -591,7 +591,7 @@ mod tests {
         let before = ractor::call_t!(actor, AgentMessage::Snapshot, CALL_MS)
             .unwrap()
             .unwrap();
-        let store = crate::plan::PlanStore::new(dir.path().join(".fido-plan.json"));
+        let store = crate::plan::PlanStore::new(dir.path(), dir.path().join(".fido-plan.json"));
         let now = "2026-01-01T00:00:00.000Z".to_string();
         store
             .update(|s| {

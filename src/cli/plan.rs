@@ -139,7 +139,7 @@ fn approve_todo(config: &Config, file: &std::path::Path) -> ExitCode {
 }
 
 fn update_plan_command(config: &Config, command: PlanCommand) -> ExitCode {
-    let store = PlanStore::new(config.plan_file.clone());
+    let store = PlanStore::new(&config.workspace, config.plan_file.clone());
     match command {
         PlanCommand::Show { json } => {
             let loaded = match store.load() {

@@ -162,7 +162,7 @@ impl CliLocalCommands {
             config: Some(config.clone()),
             workspace: config.workspace.clone(),
             flavour: config.plan_tool,
-            plans: PlanStore::new(config.plan_file.clone()),
+            plans: PlanStore::new(&config.workspace, config.plan_file.clone()),
             todos: TodoStore::in_workspace(&config.workspace),
         }
     }

@@ -93,7 +93,7 @@ fn type_line(ui: &ActorRef<UiMessage>, text: &str) {
 async fn plan_clear_typed_in_the_ui_empties_the_file_and_the_panel() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(".fido-plan.json");
-    let store = PlanStore::new(path.clone());
+    let store = PlanStore::new(dir.path(), path.clone());
     let before = saved_plan(&store);
     let commands = Arc::new(CliLocalCommands {
         instruction_files: Vec::new(),
@@ -101,7 +101,7 @@ async fn plan_clear_typed_in_the_ui_empties_the_file_and_the_panel() {
         config: None,
         workspace: dir.path().to_path_buf(),
         flavour: PlanFlavour::UpdatePlan,
-        plans: PlanStore::new(path.clone()),
+        plans: PlanStore::new(dir.path(), path.clone()),
         todos: TodoStore::in_workspace(dir.path()),
     });
     let env = crate::tools::testing::env(dir.path());
@@ -148,7 +148,7 @@ fn the_todo_flavour_shows_and_clears_its_own_state() {
         config: None,
         workspace: dir.path().to_path_buf(),
         flavour: PlanFlavour::Todo,
-        plans: PlanStore::new(dir.path().join(".fido-plan.json")),
+        plans: PlanStore::new(dir.path(), dir.path().join(".fido-plan.json")),
         todos: TodoStore::in_workspace(dir.path()),
     };
     for subject in ["Write the lexer", "Test the lexer"] {
@@ -226,7 +226,7 @@ async fn undo_suspend_and_recall_from_the_ui_with_the_real_agent() {
         config: None,
         workspace: dir.path().to_path_buf(),
         flavour: PlanFlavour::UpdatePlan,
-        plans: PlanStore::new(dir.path().join(".fido-plan.json")),
+        plans: PlanStore::new(dir.path(), dir.path().join(".fido-plan.json")),
         todos: TodoStore::in_workspace(dir.path()),
     });
     let (ui, agent) = ui_with_agent(env, commands).await;
@@ -334,7 +334,7 @@ fn commands_in(dir: &std::path::Path, journal: Option<Arc<Journal>>) -> CliLocal
         config: None,
         workspace: dir.to_path_buf(),
         flavour: PlanFlavour::UpdatePlan,
-        plans: PlanStore::new(dir.join(".fido-plan.json")),
+        plans: PlanStore::new(dir, dir.join(".fido-plan.json")),
         todos: TodoStore::in_workspace(dir),
     }
 }

@@ -57,13 +57,17 @@ impl Files {
         let mut ignored = Vec::new();
         if let Some(table) = table {
             let shown = workspace_file.display().to_string();
-            let (source, layer, skipped) = layer::table_layer(
+            let (source, mut layer, skipped) = layer::table_layer(
                 shown,
                 table,
                 files.workspace_trusted,
                 &mut files.mcp_servers,
                 &mut files.hooks,
             )?;
+            let shown = workspace_file.display().to_string();
+            files
+                .warnings
+                .extend(layer::drop_user_file_keys(&mut layer, &shown));
             files.layers.push(source, layer);
             ignored = skipped;
         }

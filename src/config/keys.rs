@@ -12,11 +12,16 @@ pub(super) enum Scope {
     /// Read from a workspace file only once the folder is trusted
     /// (`fido trust`); the user file, the environment and flags always.
     Trusted,
+    /// Read from the user config file only: a workspace `fido.toml`,
+    /// trusted or not, never sets it, and neither do the environment and
+    /// the command line, which a repository's scripts or `.env` loaders
+    /// may set for you.
+    UserFile,
 }
 
 /// The keys whose lists are `,`-separated (their entries hold `:`); a
 /// file's list of strings is joined so.
-pub(super) const COMMA_LISTS: &[&str] = &["network_allow", "network_deny"];
+pub(super) const COMMA_LISTS: &[&str] = &["network_allow", "network_deny", "env_passthrough"];
 
 /// Every key Fido understands, with a one-line meaning (shown on errors)
 /// and whether an untrusted workspace file may set it.
@@ -117,6 +122,11 @@ pub(super) const KEYS: &[(&str, &str, Scope)] = &[
         "network_deny",
         "hosts browse_url and commands never reach, even if allowed (a list, or `,`-separated)",
         Scope::Trusted,
+    ),
+    (
+        "env_passthrough",
+        "environment variables commands, hooks and MCP servers get although they look like secrets (a list of names; user config file only)",
+        Scope::UserFile,
     ),
     (
         "writable_roots",

@@ -57,6 +57,7 @@ pub(super) struct ConfigLayer {
     pub network: Option<Setting<NetworkAccess>>,
     pub network_allow: Option<Setting<HostList>>,
     pub network_deny: Option<Setting<HostList>>,
+    pub env_passthrough: Option<Setting<NameList>>,
     pub writable_roots: Option<Setting<PathList>>,
     pub delegate_write: Option<Setting<DelegateWrite>>,
     pub delegate_merge: Option<Setting<DelegateMerge>>,
@@ -249,13 +250,30 @@ pub(super) fn table_layer(
     Ok((source, layer, ignored))
 }
 
+/// Takes out of a workspace file's layer the keys only the user config
+/// file may set ([`Scope::UserFile`]), trusted or not; the warning that
+/// says so, if it set any.
+pub(super) fn drop_user_file_keys(layer: &mut ConfigLayer, shown: &str) -> Option<String> {
+    layer.env_passthrough.take().map(|_| {
+        format!(
+            "{shown} sets env_passthrough, which only your user config file may set (a repository must not choose which of your secrets its commands see); it was ignored."
+        )
+    })
+}
+
 /// The `FIDO_*` variables of every key (an empty one is unset).
 pub(super) fn environment_layer(
     env_get: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ConfigLayer, ConfigError> {
     let mut texts = toml::Table::new();
-    for (key, _, _) in KEYS {
+    for (key, _, scope) in KEYS {
         if let Some(text) = env_get(&format!("FIDO_{}", key.to_ascii_uppercase())) {
+            if *scope == Scope::UserFile {
+                return Err(ConfigError::UserFileOnly {
+                    source_name: Source::Environment.name(key),
+                    key: key.to_string(),
+                });
+            }
             texts.insert(key.to_string(), toml::Value::String(text));
         }
     }
@@ -269,7 +287,12 @@ pub(super) fn command_line_layer(values: &[(String, String)]) -> Result<ConfigLa
     let mut texts = toml::Table::new();
     for (key, value) in values {
         let key = normalise_key(key);
-        check_known(&key, "command line")?;
+        if check_known(&key, "command line")? == Scope::UserFile {
+            return Err(ConfigError::UserFileOnly {
+                source_name: source.name(&key),
+                key,
+            });
+        }
         texts.insert(key, toml::Value::String(value.clone()));
     }
     ConfigLayer::from_table(&source, texts)
@@ -446,6 +469,32 @@ impl FromText for PathList {
     fn from_text(text: &str) -> Result<Self, String> {
         let parts = text.split(':').filter(|part| !part.trim().is_empty());
         Ok(PathList(parts.map(str::to_string).collect()))
+    }
+}
+
+/// Names of environment variables (`env_passthrough`), `,`- or
+/// space-separated (a file's list of strings is joined so), each letters,
+/// digits and `_`, not starting with a digit.
+#[derive(Debug, Clone)]
+pub(super) struct NameList(pub Vec<String>);
+
+impl FromText for NameList {
+    fn from_text(text: &str) -> Result<Self, String> {
+        let names = text.split(|c: char| c == ',' || c.is_whitespace());
+        let names: Vec<String> = names
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+            .collect();
+        let bad = names.iter().find(|name| {
+            name.starts_with(|c: char| c.is_ascii_digit())
+                || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        });
+        match bad {
+            Some(name) => Err(format!(
+                "a list of environment variable names (letters, digits and `_`, not starting with a digit); `{name}` is not one"
+            )),
+            None => Ok(NameList(names)),
+        }
     }
 }
 

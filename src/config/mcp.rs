@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::ConfigError;
+use crate::sandbox::EnvPolicy;
 
 /// The key of the table in a config file.
 pub const KEY: &str = "mcp_servers";
@@ -24,6 +25,9 @@ pub struct McpServerConfig {
     pub args: Vec<String>,
     /// Added to the scrubbed environment the server starts with.
     pub env: BTreeMap<String, String>,
+    /// Which of Fido's variables the server gets: the user config's
+    /// `env_passthrough`, set for every server once the layers are read.
+    pub env_policy: EnvPolicy,
     /// Working directory; relative to the workspace, which is the default.
     pub cwd: Option<PathBuf>,
     /// Its tools only read: subagents may call them, and the main agent
@@ -114,6 +118,7 @@ fn parse_server(
         command,
         args: strings(shown, &key("args"), table.remove("args"))?,
         env: env_table(shown, &key("env"), table.remove("env"))?,
+        env_policy: EnvPolicy::default(),
         cwd: match table.remove("cwd") {
             None => None,
             Some(toml::Value::String(dir)) => Some(PathBuf::from(dir)),

@@ -26,13 +26,15 @@ use crate::protocol::changes::{DelegateMerge, DelegateWrite};
 use crate::protocol::ipc::PlanFlavour;
 use crate::protocol::{ApprovalPolicy, SandboxMode};
 use crate::provider::HttpPolicy;
-use crate::sandbox::SandboxRequirement;
+use crate::sandbox::{EnvPolicy, SandboxRequirement};
 use crate::tools::ToolLimits;
 use crate::workspace::DEFAULT_PLAN_FILE;
 use files::{Files, inside_workspace, resolve_relative, workspace_root};
 use keys::{KEYS, Scope};
 use layer::{Source, setting};
-use sections::{agent_settings, delegation_config, http_policy, safety_config, tool_limits};
+use sections::{
+    agent_settings, delegation_config, env_policy, http_policy, safety_config, tool_limits,
+};
 
 mod files;
 pub mod fingerprint;
@@ -84,6 +86,10 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "{source_name}: `{key}` can be set only in your user config file ($FIDO_CONFIG, else ~/.config/fido/config.toml)"
+    )]
+    UserFileOnly { source_name: String, key: String },
     #[error(transparent)]
     Trust(#[from] TrustError),
     #[error("workspace {path}: {source}")]
@@ -174,6 +180,9 @@ pub struct Config {
     pub mcp_servers: Vec<McpServerConfig>,
     /// The user's hooks (trusted layers only), in the order they run.
     pub hooks: HooksConfig,
+    /// Which of Fido's variables commands, hooks and MCP servers get
+    /// (`env_passthrough`, user config file only).
+    pub env_policy: EnvPolicy,
 }
 
 /// The main agent's safety settings.
@@ -280,6 +289,11 @@ impl Config {
         let delegation = delegation_config(layers)?;
         let provider_concurrency = setting!(layers, provider_concurrency)?;
         let retention_days = setting!(layers, session_retention_days)?;
+        let env_policy = env_policy(layers)?;
+        let mut mcp_servers: Vec<McpServerConfig> = files.mcp_servers.into_values().collect();
+        for server in &mut mcp_servers {
+            server.env_policy = env_policy.clone();
+        }
         Ok(Config {
             provider,
             model: model.unwrap_or_else(|| provider.default_model(&base_url).to_string()),
@@ -302,8 +316,9 @@ impl Config {
             home: env_get("HOME").map(PathBuf::from),
             workspace_trusted: files.workspace_trusted,
             warnings: files.warnings,
-            mcp_servers: files.mcp_servers.into_values().collect(),
+            mcp_servers,
             hooks: files.hooks,
+            env_policy,
             workspace,
         })
     }

@@ -11,7 +11,7 @@ use super::{ConfigError, DelegationConfig, NetworkAccess, SafetyConfig};
 use crate::agent::{AgentSettings, CompactionSettings, CompactionStrategy, ModelLimits};
 use crate::protocol::SandboxMode;
 use crate::provider::HttpPolicy;
-use crate::sandbox::SandboxRequirement;
+use crate::sandbox::{EnvPolicy, SandboxRequirement};
 use crate::tools::ToolLimits;
 
 pub(super) fn http_policy(layers: &Layers) -> Result<HttpPolicy, ConfigError> {
@@ -123,4 +123,12 @@ pub(super) fn safety_config(
         },
         writable_roots,
     })
+}
+
+/// The environment policy: the names of `env_passthrough`, if any.
+pub(super) fn env_policy(layers: &Layers) -> Result<EnvPolicy, ConfigError> {
+    let names = setting!(layers, env_passthrough)?;
+    Ok(EnvPolicy::with_passthrough(
+        names.map(|list| list.0.clone()).unwrap_or_default(),
+    ))
 }

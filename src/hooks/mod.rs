@@ -30,6 +30,7 @@ use reply::Reply;
 use crate::protocol::EventKind;
 use crate::protocol::event_queue::EventSink;
 use crate::protocol::hook::HookDecision;
+use crate::sandbox::EnvPolicy;
 
 /// The events a hook can be configured for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,6 +131,8 @@ impl HookOutcome {
 pub struct Hooks {
     config: HooksConfig,
     workspace: PathBuf,
+    /// Which of Fido's variables the hooks get.
+    env_policy: EnvPolicy,
     facts: Mutex<SessionFacts>,
     /// Where `hook_started` / `hook_finished` go.
     events: Option<EventSink>,
@@ -138,7 +141,12 @@ pub struct Hooks {
 impl Hooks {
     /// The session's hooks; without any, the same as [`Hooks::none`]
     /// (no clone of `events` kept for nothing).
-    pub fn new(config: HooksConfig, workspace: PathBuf, events: EventSink) -> Hooks {
+    pub fn new(
+        config: HooksConfig,
+        workspace: PathBuf,
+        env_policy: EnvPolicy,
+        events: EventSink,
+    ) -> Hooks {
         if config.is_empty() {
             return Hooks::none();
         }
@@ -149,6 +157,7 @@ impl Hooks {
         Hooks {
             config,
             workspace,
+            env_policy,
             facts: Mutex::new(facts),
             events: Some(events),
         }
@@ -159,6 +168,7 @@ impl Hooks {
         Hooks {
             config: HooksConfig::default(),
             workspace: PathBuf::from("."),
+            env_policy: EnvPolicy::default(),
             facts: Mutex::new(SessionFacts::default()),
             events: None,
         }
@@ -199,7 +209,14 @@ impl Hooks {
             event: event.into(),
             command: command.clone(),
         });
-        let ran = runner::run_command(&hook.command, &self.workspace, stdin, hook.timeout).await;
+        let ran = runner::run_command(
+            &hook.command,
+            &self.workspace,
+            &self.env_policy,
+            stdin,
+            hook.timeout,
+        )
+        .await;
         let reply = reply::interpret(hook.event, &ran);
         let message = match (&reply.failure, reply.decision) {
             (Some(failure), _) => Some(failure.clone()),

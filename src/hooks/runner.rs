@@ -1,6 +1,6 @@
 //! Runs one hook command: `sh -c COMMAND` in the workspace, with the
-//! user's rights and environment minus the API keys, as the leader of a
-//! process group of its own.
+//! user's rights and environment minus its secrets (the session's
+//! [`EnvPolicy`]), as the leader of a process group of its own.
 //!
 //! Nothing a hook does can hold a turn past its timeout or leave a
 //! process behind: its stdin is written by a task of its own (a hook that
@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 
 use crate::protocol::hook::HookStatus;
 use crate::sandbox::ProcessGroup;
+use crate::sandbox::env::{EnvPolicy, Inherit};
 
 /// Bytes of stdout, and of stderr, kept of one hook.
 pub const OUTPUT_CAP: usize = 64 * 1024;
@@ -64,9 +65,16 @@ pub struct HookRun {
 }
 
 /// Runs `command` with `stdin` written to it, for at most `timeout`.
-pub async fn run_command(command: &str, cwd: &Path, stdin: Vec<u8>, timeout: Duration) -> HookRun {
+pub async fn run_command(
+    command: &str,
+    cwd: &Path,
+    env_policy: &EnvPolicy,
+    stdin: Vec<u8>,
+    timeout: Duration,
+) -> HookRun {
     let started = Instant::now();
     let mut shell = Command::new("sh");
+    env_policy.apply(&mut shell, Inherit::All);
     shell
         .arg("-c")
         .arg(command)
@@ -74,7 +82,6 @@ pub async fn run_command(command: &str, cwd: &Path, stdin: Vec<u8>, timeout: Dur
         .env("FIDO_PROJECT_DIR", cwd)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    crate::sandbox::scrub_credentials(&mut shell);
     let mut group = match ProcessGroup::spawn_with_stdin(&mut shell, Stdio::piped()) {
         Ok(group) => group,
         Err(err) => return spawn_failed(err.to_string(), started),
@@ -173,6 +180,7 @@ mod tests {
         run_command(
             command,
             &dir,
+            &EnvPolicy::default(),
             b"{\"a\":1}\n".to_vec(),
             Duration::from_millis(timeout_ms),
         )
@@ -230,7 +238,14 @@ mod tests {
         // leaves a sleeper behind in its group.
         let stdin = vec![b' '; 1 << 20];
         let command = format!("sleep 1000 & echo $! > {path}; exit 0");
-        let ran = run_command(&command, &dir, stdin, Duration::from_secs(20)).await;
+        let ran = run_command(
+            &command,
+            &dir,
+            &EnvPolicy::default(),
+            stdin,
+            Duration::from_secs(20),
+        )
+        .await;
         assert_eq!((ran.status, ran.code), (HookStatus::Exited, Some(0)));
         assert!(ran.elapsed < Duration::from_secs(5), "{:?}", ran.elapsed);
         let pid: i32 = std::fs::read_to_string(&path)
@@ -262,6 +277,7 @@ mod tests {
         let ran = run_command(
             "true",
             Path::new("/no/such/dir"),
+            &EnvPolicy::default(),
             Vec::new(),
             Duration::from_secs(5),
         )

@@ -44,7 +44,12 @@ fn hooks(text: &str) -> Arc<Hooks> {
     let mut config = HooksConfig::default();
     config::read_layer(table["hooks"].clone(), &mut config).unwrap();
     let (sink, _events) = channel();
-    Arc::new(Hooks::new(config, std::env::temp_dir(), sink))
+    Arc::new(Hooks::new(
+        config,
+        std::env::temp_dir(),
+        crate::sandbox::EnvPolicy::default(),
+        sink,
+    ))
 }
 
 #[tokio::test]

@@ -1,5 +1,5 @@
 //! One MCP server process: spawned as the leader of its own process group
-//! with a scrubbed environment and a parent-death signal, its stderr copied
+//! with a short environment without secrets and a parent-death signal, its stderr copied
 //! into the log, its stdout checked line by line on the way to the client
 //! (a line that is not JSON-RPC is reported, not silently skipped), and a
 //! reaper task that owns the group until the server exits or is stopped.
@@ -17,12 +17,14 @@ use tracing::{debug, info};
 
 use crate::config::McpServerConfig;
 use crate::sandbox::ProcessGroup;
+use crate::sandbox::env::Inherit;
 
-/// The variables a server inherits from Fido; everything else (API keys
-/// above all) is left out. The server's own `env` is added on top.
-const INHERITED_ENV: &[&str] = &[
+/// The variables a server inherits from Fido, besides those of
+/// `env_passthrough`; everything else (API keys above all) is left out.
+/// The server's own `env` is added on top.
+const INHERITED_ENV: Inherit = Inherit::Only(&[
     "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SHELL",
-];
+]);
 
 /// Longest line a server may write to stdout (a single JSON-RPC message).
 const MAX_LINE: u64 = 16 * 1024 * 1024;
@@ -116,15 +118,10 @@ pub fn spawn(
     workspace: &Path,
 ) -> std::io::Result<(ServerProcess, Pipes)> {
     let mut command = Command::new(&config.command);
+    config.env_policy.apply(&mut command, INHERITED_ENV);
     command
         .args(&config.args)
         .current_dir(config.working_dir(workspace))
-        .env_clear()
-        .envs(
-            INHERITED_ENV
-                .iter()
-                .filter_map(|key| std::env::var(key).ok().map(|value| (*key, value))),
-        )
         .envs(&config.env)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

@@ -1,7 +1,8 @@
 //! Persistence of the plan in `.fido-plan.json` (config `PLAN_FILE`).
 //!
-//! Every change happens under an exclusive advisory lock on a sidecar lock
-//! file, reads the current file afresh (another Fido process may have
+//! Every change happens under an exclusive advisory lock on a file under
+//! the workspace's `.fido-state/locks/` (never beside the plan, in the
+//! user's checkout), reads the current file afresh (another Fido process may have
 //! written it), and replaces it atomically: temp file in the same directory,
 //! fsync, rename, fsync of the directory. A crash leaves either the old or
 //! the new file, never a torn one. A corrupt file is never overwritten
@@ -33,9 +34,10 @@ pub struct PlanStore {
 }
 
 impl PlanStore {
-    pub fn new(path: PathBuf) -> Self {
+    /// The plan file `path` of the workspace at `workspace`.
+    pub fn new(workspace: &Path, path: PathBuf) -> Self {
         PlanStore {
-            file: StateFile::new(path, "plan"),
+            file: StateFile::in_workspace(workspace, path, "plan"),
         }
     }
 
@@ -126,8 +128,14 @@ mod tests {
 
     fn setup() -> (tempfile::TempDir, PlanStore) {
         let dir = tempfile::tempdir().unwrap();
-        let store = PlanStore::new(dir.path().join(".fido-plan.json"));
+        let store = PlanStore::new(dir.path(), dir.path().join(".fido-plan.json"));
         (dir, store)
+    }
+
+    /// Another store of the same plan file (in its folder's workspace).
+    fn same_file(store: &PlanStore) -> PlanStore {
+        let path = store.path().to_path_buf();
+        PlanStore::new(path.parent().unwrap(), path.clone())
     }
 
     fn items(spec: &[(&str, Status)]) -> Vec<PlanItem> {
@@ -279,7 +287,7 @@ mod tests {
         assert_eq!(second.changes.status_changed.len(), 1);
         assert_file_holds(&store, &second);
         // A fresh store on the same path reads what the first one wrote.
-        let other = PlanStore::new(store.path().to_path_buf());
+        let other = same_file(&store);
         assert_eq!(other.load().unwrap().state, second);
     }
 
@@ -435,7 +443,8 @@ mod tests {
     #[test]
     fn a_missing_directory_is_created() {
         let dir = tempfile::tempdir().unwrap();
-        let store = PlanStore::new(dir.path().join("nested/deeper/.fido-plan.json"));
+        let plan = dir.path().join("nested/deeper/.fido-plan.json");
+        let store = PlanStore::new(dir.path(), plan);
         assert_eq!(store.load().unwrap().state.version, 0);
         let state = save(&store, "r", items(&[("a", Status::Pending)]));
         assert_file_holds(&store, &state);
@@ -453,7 +462,8 @@ mod tests {
         }
         store.update(|_| Err::<PlanState, _>(())).unwrap().ok();
         store.load().unwrap();
-        let expected: BTreeSet<String> = [".fido-plan.json", ".fido-plan.json.lock"]
+        // The lock is under .fido-state/, never beside the plan.
+        let expected: BTreeSet<String> = [".fido-plan.json", ".fido-state"]
             .into_iter()
             .map(String::from)
             .collect();
@@ -465,7 +475,7 @@ mod tests {
         let (_dir, store) = setup();
         let held = store.file.lock().unwrap();
         let writer = {
-            let store = PlanStore::new(store.path().to_path_buf());
+            let store = same_file(&store);
             thread::spawn(move || save(&store, "late", items(&[("a", Status::Pending)])))
         };
         thread::sleep(Duration::from_millis(200));
@@ -485,7 +495,7 @@ mod tests {
         let writers: Vec<_> = ["left", "right"]
             .into_iter()
             .map(|name| {
-                let store = PlanStore::new(store.path().to_path_buf());
+                let store = same_file(&store);
                 let start = Arc::clone(&start);
                 thread::spawn(move || {
                     start.wait();

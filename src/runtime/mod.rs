@@ -262,6 +262,7 @@ impl Parts {
         let hooks = Arc::new(crate::hooks::Hooks::new(
             config.hooks.clone(),
             config.workspace.clone(),
+            config.env_policy.clone(),
             events.clone(),
         ));
         env.approvals = env

@@ -75,12 +75,13 @@ pub fn tool_env(
     let (sandbox, proxy) = route_through_proxy(config, sandbox, &browser)?;
     Ok(ToolEnv {
         undo: UndoLog::new(&workspace.root),
-        plan: PlanStore::new(config.plan_file.clone()),
+        plan: PlanStore::new(&config.workspace, config.plan_file.clone()),
         workspace,
         limits: config.tools.clone(),
         user: None,
         delegator: None,
         sandbox: Arc::new(sandbox),
+        env_policy: config.env_policy.clone(),
         approvals: Approvals::new(settings, approver),
         hooks: Arc::new(crate::hooks::Hooks::none()),
         web: Some(browser),

@@ -601,27 +601,6 @@ impl Drop for PrivateDir {
     }
 }
 
-/// Environment variables never passed to commands or hooks (provider
-/// credentials); so is every other variable whose name ends in `_API_KEY`.
-const SCRUBBED_ENV: &[&str] = &["FIDO_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
-
-/// Removes API keys from `command`'s environment: the main agent's
-/// commands and the user's hooks both run without them.
-pub fn scrub_credentials(command: &mut tokio::process::Command) {
-    for key in SCRUBBED_ENV {
-        command.env_remove(key);
-    }
-    for (key, _) in std::env::vars_os() {
-        if key
-            .to_string_lossy()
-            .to_ascii_uppercase()
-            .ends_with("_API_KEY")
-        {
-            command.env_remove(key);
-        }
-    }
-}
-
 #[cfg(test)]
 mod stale_tests {
     use super::*;

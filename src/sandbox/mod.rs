@@ -14,6 +14,7 @@ pub mod caps;
 pub mod check;
 pub mod child;
 pub mod command;
+pub mod env;
 pub mod netns;
 pub mod pidns;
 pub mod policy;
@@ -24,6 +25,7 @@ pub mod seccomp;
 pub mod sweep;
 
 pub use child::enter_child_sandbox;
-pub use command::{CommandPolicy, CommandSandbox, PrivateDir, credential_paths, scrub_credentials};
+pub use command::{CommandPolicy, CommandSandbox, PrivateDir, credential_paths};
+pub use env::EnvPolicy;
 pub use policy::{Enforcement, SandboxError, SandboxReport, SandboxRequirement};
 pub use process::ProcessGroup;

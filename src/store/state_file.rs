@@ -1,8 +1,14 @@
 //! A JSON state file in the workspace (`.fido-plan.json`, `.fido-todo.json`)
 //! kept by Fido's rules, shared by every store:
 //!
-//! - every read-modify-write happens under an exclusive advisory lock on a
-//!   sidecar `<file>.lock`, so two Fido processes never interleave. The
+//! - every read-modify-write happens under an exclusive advisory lock, so
+//!   two Fido processes never interleave. The lock of a file in the
+//!   checkout (the plan, the todo list) is `.fido-state/locks/<its path in
+//!   the workspace>.lock`, out of the user's way (`.fido-state/` ignores
+//!   itself); a file already under `.fido-state/` has a sidecar
+//!   `<file>.lock`. Neither lock is opened through a symlink, nor is it
+//!   anything but a regular file: a repository may hold a `.fido-state/` of
+//!   its own, and writing the pid would truncate a link's target. The
 //!   wait for it is bounded (5 s): a lock held longer is the clear error
 //!   `plan file locked by pid N for more than 5 s`, never a hang. The
 //!   holder writes its pid into the lock file for that message. These are
@@ -28,7 +34,14 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::atomic::{remove_stale_temps, write_atomic};
-use crate::workspace::normalise_lexically;
+use crate::workspace::{STATE_DIR, normalise_lexically};
+
+/// The folder of `.fido-state/` that holds the locks of the checkout's
+/// state files.
+const LOCKS_DIR: &str = "locks";
+/// The longest lock name kept whole; a longer one keeps its end (two
+/// files sharing a lock only take turns more often).
+const MAX_LOCK_NAME: usize = 200;
 
 /// The longest wait for another process's lock.
 pub const LOCK_WAIT: Duration = Duration::from_secs(5);
@@ -87,6 +100,11 @@ pub struct StateLock(#[allow(dead_code)] Flock<File>);
 #[derive(Debug, Clone)]
 pub struct StateFile {
     path: PathBuf,
+    /// The file every process that changes `path` locks.
+    lock_path: PathBuf,
+    /// The workspace's `.fido-state/`, for a file in the checkout: made
+    /// (ignoring itself) before its lock is.
+    state_dir: Option<PathBuf>,
     /// What the file holds, for the warning (`plan`, `todo list`).
     what: &'static str,
     /// The longest wait for another process's lock.
@@ -94,8 +112,25 @@ pub struct StateFile {
 }
 
 impl StateFile {
+    /// A file under `.fido-state/`, locked by its sidecar `<file>.lock`.
     pub fn new(path: PathBuf, what: &'static str) -> Self {
         StateFile {
+            lock_path: sidecar(&path, ".lock"),
+            state_dir: None,
+            path,
+            what,
+            lock_wait: LOCK_WAIT,
+        }
+    }
+
+    /// A file of the checkout of `workspace` (the plan, the todo list),
+    /// locked by a file under its `.fido-state/locks/` named after its
+    /// path in the workspace, so every process finds the same lock.
+    pub fn in_workspace(workspace: &Path, path: PathBuf, what: &'static str) -> Self {
+        let state_dir = workspace.join(STATE_DIR);
+        StateFile {
+            lock_path: state_dir.join(LOCKS_DIR).join(lock_name(workspace, &path)),
+            state_dir: Some(state_dir),
             path,
             what,
             lock_wait: LOCK_WAIT,
@@ -115,21 +150,20 @@ impl StateFile {
     /// Takes the exclusive lock, waiting at most the lock wait while
     /// another process holds it. Blocking: call off the async runtime.
     pub fn lock(&self) -> Result<StateLock, StateFileError> {
-        let lock_path = sidecar(&self.path, ".lock");
+        let lock_path = &self.lock_path;
         let error = |source: io::Error| StateFileError::Lock {
             path: lock_path.display().to_string(),
             source,
         };
-        if let Some(dir) = lock_path.parent() {
-            fs::create_dir_all(dir).map_err(error)?;
+        if let Some(state_dir) = &self.state_dir {
+            make_state_dir(state_dir).map_err(error)?;
         }
-        let mut file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&lock_path)
-            .map_err(error)?;
+        if let Some(dir) = lock_path.parent() {
+            fs::create_dir_all(dir)
+                .and_then(|()| refuse_link(dir))
+                .map_err(error)?;
+        }
+        let mut file = open_lock(lock_path).map_err(error)?;
         let start = Instant::now();
         loop {
             match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
@@ -144,7 +178,7 @@ impl StateFile {
                     if start.elapsed() >= self.lock_wait {
                         return Err(StateFileError::Busy {
                             what: self.what,
-                            holder: holder(&lock_path),
+                            holder: holder(lock_path),
                             waited: self.lock_wait,
                         });
                     }
@@ -236,6 +270,77 @@ impl StateFile {
                 self.what
             ),
         })
+    }
+}
+
+/// The lock's name for `path` in `workspace`: its path there, with `%`
+/// and `/` escaped (`nested%2Fplan.json.lock`).
+fn lock_name(workspace: &Path, path: &Path) -> String {
+    let relative = path.strip_prefix(workspace).unwrap_or(path);
+    let escaped = relative
+        .to_string_lossy()
+        .replace('%', "%25")
+        .replace('/', "%2F");
+    let mut start = escaped.len().saturating_sub(MAX_LOCK_NAME);
+    while !escaped.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("{}.lock", &escaped[start..])
+}
+
+/// Makes the workspace's `.fido-state/` (a real folder, not a link) and
+/// its `.gitignore` of `*`, so that nothing in it shows in `git status`.
+fn make_state_dir(dir: &Path) -> io::Result<()> {
+    match fs::create_dir(dir) {
+        Err(err) if err.kind() != io::ErrorKind::AlreadyExists => return Err(err),
+        _ => {}
+    }
+    refuse_link(dir)?;
+    let ignore = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(dir.join(".gitignore"));
+    match ignore {
+        Ok(mut file) => file.write_all(b"*\n"),
+        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(err) => Err(err),
+    }
+}
+
+/// An error unless `dir` is a folder itself, not a symlink to one.
+fn refuse_link(dir: &Path) -> io::Result<()> {
+    if fs::symlink_metadata(dir)?.is_dir() {
+        return Ok(());
+    }
+    Err(io::Error::other(format!(
+        "`{}` is not a folder (a symlink?); Fido keeps its locks only in a real one: remove it",
+        dir.display()
+    )))
+}
+
+/// Opens (creating) a lock file, never through a symlink, and only a
+/// regular file (a FIFO would not even block the open: `O_NONBLOCK`).
+fn open_lock(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|err| match err.raw_os_error() {
+            Some(libc::ELOOP) => io::Error::other(
+                "the lock file is a symlink; Fido does not follow it: remove the link",
+            ),
+            _ => err,
+        })?;
+    if file.metadata()?.is_file() {
+        Ok(file)
+    } else {
+        Err(io::Error::other(
+            "the lock file is not a regular file: remove it",
+        ))
     }
 }
 
@@ -341,5 +446,63 @@ mod tests {
             .collect();
         expected.sort();
         assert_eq!(left, expected);
+    }
+
+    #[test]
+    fn a_checkout_files_lock_is_under_fido_state_which_ignores_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let plan = StateFile::in_workspace(root, root.join(".fido-plan.json"), "plan");
+        let nested = root.join("docs/100%/plan.json");
+        let nested = StateFile::in_workspace(root, nested, "plan");
+        for file in [&plan, &nested] {
+            let lock = file.lock().unwrap();
+            file.write(&lock, &serde_json::json!({"reason": "r"}))
+                .unwrap();
+        }
+        let mut top: Vec<String> = fs::read_dir(root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        top.sort();
+        assert_eq!(top, [".fido-plan.json", ".fido-state", "docs"]);
+        let docs: Vec<_> = fs::read_dir(root.join("docs/100%")).unwrap().collect();
+        assert_eq!(docs.len(), 1, "{docs:?}");
+        let locks = root.join(".fido-state/locks");
+        assert!(locks.join(".fido-plan.json.lock").is_file());
+        assert!(locks.join("docs%2F100%25%2Fplan.json.lock").is_file());
+        let ignore = fs::read_to_string(root.join(".fido-state/.gitignore")).unwrap();
+        assert_eq!(ignore, "*\n");
+    }
+
+    #[test]
+    fn a_planted_link_for_a_lock_is_refused_and_its_target_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("profile");
+        fs::write(&target, "precious\n").unwrap();
+        let root = dir.path().join("ws");
+        // The old sidecar name, as a repository could commit it: no longer
+        // opened at all.
+        fs::create_dir_all(root.join(".fido-state/locks")).unwrap();
+        std::os::unix::fs::symlink(&target, root.join(".fido-plan.json.lock")).unwrap();
+        let plan = StateFile::in_workspace(&root, root.join(".fido-plan.json"), "plan");
+        drop(plan.lock().unwrap());
+        assert_eq!(fs::read_to_string(&target).unwrap(), "precious\n");
+        // The lock's own name, planted as a link: refused, by name.
+        let lock = root.join(".fido-state/locks/.fido-plan.json.lock");
+        fs::remove_file(&lock).unwrap();
+        std::os::unix::fs::symlink(&target, &lock).unwrap();
+        let err = plan.lock().err().unwrap().to_string();
+        assert!(err.contains("the lock file is a symlink"), "{err}");
+        assert_eq!(fs::read_to_string(&target).unwrap(), "precious\n");
+        // A .fido-state that is a link out of the workspace: nothing is
+        // made in its target.
+        fs::remove_dir_all(root.join(".fido-state")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join(".fido-state")).unwrap();
+        let err = plan.lock().err().unwrap().to_string();
+        assert!(err.contains("is not a folder (a symlink?)"), "{err}");
+        let left: Vec<_> = fs::read_dir(outside.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "{left:?}");
     }
 }

@@ -367,7 +367,7 @@ fn tool_env(
         crate::protocol::SandboxMode::ReadOnly
     };
     ToolEnv {
-        plan: PlanStore::new(workspace.root.join(DEFAULT_PLAN_FILE)),
+        plan: PlanStore::new(&workspace.root, workspace.root.join(DEFAULT_PLAN_FILE)),
         workspace,
         undo: UndoLog::disabled(),
         limits: ToolLimits::default(),
@@ -375,6 +375,9 @@ fn tool_env(
         delegator: None,
         // The whole process is sandboxed already: commands inherit it.
         sandbox: Arc::new(shell),
+        // Its process started with the few variables of a subagent and no
+        // `env_passthrough`; its commands get no more.
+        env_policy: crate::sandbox::EnvPolicy::default(),
         approvals: crate::tools::approval::Approvals::new(
             crate::protocol::SafetySettings {
                 sandbox_mode,

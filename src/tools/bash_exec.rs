@@ -22,8 +22,9 @@
 //! sandboxed command that fails with a permission error gets one more
 //! line saying the sandbox may be the cause and how to ask for more.
 //!
-//! API keys in Fido's environment are removed from the command's: only
-//! the model gateway holds keys.
+//! The command gets Fido's environment without its secrets, as the
+//! session's [`EnvPolicy`] says (README, "Secrets"): only the model
+//! gateway holds keys.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -44,6 +45,7 @@ use crate::net::proxy::{self, Proxy};
 use crate::protocol::schema::tool_args;
 use crate::protocol::{ApprovalPolicy, SandboxMode};
 use crate::sandbox::CommandSandbox;
+use crate::sandbox::env::{EnvPolicy, Inherit};
 use crate::sandbox::process::ProcessGroup;
 use crate::text::sanitize;
 use crate::workspace::{Workspace, is_missing};
@@ -139,6 +141,7 @@ impl TypedTool for BashExec {
                 cap: env.limits.bash_output_cap,
                 sandbox,
                 proxy,
+                env_policy: &env.env_policy,
                 escalation_allowed: env.approvals.settings().approval_policy
                     != ApprovalPolicy::Never,
             };
@@ -183,6 +186,8 @@ struct Run<'a> {
     sandbox: Arc<CommandSandbox>,
     /// The allowlist proxy the sandbox routes the command through.
     proxy: Option<Arc<Proxy>>,
+    /// Which of Fido's variables the command gets (escalated or not).
+    env_policy: &'a EnvPolicy,
     /// The policy lets the model ask for an escalated run.
     escalation_allowed: bool,
 }
@@ -273,6 +278,7 @@ impl Run<'_> {
             .try_clone()
             .map_err(|err| ToolOutput::error(format!("cannot create a pipe: {err}")))?;
         let mut command = Command::new("bash");
+        self.env_policy.apply(&mut command, Inherit::All);
         command
             .arg("-c")
             .arg(self.command)
@@ -281,7 +287,6 @@ impl Run<'_> {
             .stderr(Stdio::from(writer_for_stderr))
             .env("PAGER", "cat")
             .env("GIT_PAGER", "cat");
-        crate::sandbox::scrub_credentials(&mut command);
         if let Some(route) = self.sandbox.proxy() {
             proxy::route_command(&mut command, route.port);
         }

@@ -14,7 +14,7 @@ use crate::workspace::{DEFAULT_PLAN_FILE, Workspace};
 pub(crate) fn env(root: &Path) -> ToolEnv {
     let workspace = Workspace::new(root).unwrap();
     let undo = UndoLog::new(&workspace.root);
-    let plan = crate::plan::PlanStore::new(workspace.root.join(DEFAULT_PLAN_FILE));
+    let plan = crate::plan::PlanStore::new(&workspace.root, workspace.root.join(DEFAULT_PLAN_FILE));
     ToolEnv {
         workspace,
         undo,
@@ -23,6 +23,7 @@ pub(crate) fn env(root: &Path) -> ToolEnv {
         limits: ToolLimits::default(),
         user: None,
         sandbox: std::sync::Arc::new(crate::sandbox::CommandSandbox::unconfined()),
+        env_policy: crate::sandbox::EnvPolicy::default(),
         approvals: crate::tools::approval::Approvals::new(
             crate::protocol::SafetySettings {
                 sandbox_mode: crate::protocol::SandboxMode::DangerFullAccess,

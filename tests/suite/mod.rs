@@ -5,6 +5,7 @@ mod control_files;
 mod delegate;
 mod delegate_faults;
 mod delegate_parallel;
+mod env_policy;
 mod exec;
 mod fake_server;
 mod fuzz_regressions;

@@ -571,10 +571,16 @@ fn killing_a_writer_at_any_instant_leaves_old_or_new_state() {
     );
 }
 
+/// The lock of the plan of `ws`: under `.fido-state/`, not in the checkout.
+pub(super) fn plan_lock(ws: &Path) -> std::path::PathBuf {
+    ws.join(".fido-state/locks/.fido-plan.json.lock")
+}
+
 /// A python3 process that holds the plan lock of `ws` until killed (it
 /// holds the lock itself, so killing it releases it and leaves nothing).
 pub(super) fn hold_plan_lock(ws: &Path) -> std::process::Child {
-    let lock = ws.join(".fido-plan.json.lock");
+    let lock = plan_lock(ws);
+    std::fs::create_dir_all(lock.parent().unwrap()).unwrap();
     let mut holder = std::process::Command::new("python3")
         .arg("-c")
         .arg(
@@ -602,7 +608,7 @@ pub(super) fn hold_plan_lock(ws: &Path) -> std::process::Child {
 /// model was asked, its `update_plan` call has started and waits for the
 /// lock (before that, the start's restore of the plan opens it too).
 pub(super) fn wait_until_waiting_for_the_lock(pid: u32, ws: &Path) {
-    let lock = ws.join(".fido-plan.json.lock");
+    let lock = plan_lock(ws);
     let lock = lock.canonicalize().unwrap_or(lock);
     wait_until(
         "fido to open the plan lock",
@@ -787,4 +793,68 @@ fn a_full_disk_during_a_plan_write_is_a_clear_error_and_the_old_plan_stays() {
         .collect();
     let second = call(Value::Array(items));
     assert_refused_and_kept(ws, &second, "No space left on device", &before);
+}
+
+/// `fido exec` (which reads the plan at start and updates it) and `fido
+/// tool call update_plan` leave nothing in a fresh repository but the
+/// plan itself: the lock is under `.fido-state/`, which ignores itself.
+#[test]
+fn exec_and_update_plan_leave_only_the_plan_in_a_fresh_repository() {
+    let ws = tempfile::tempdir().unwrap();
+    crate::common::git(ws.path(), &["init", "-q"]);
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&[(
+            "p1",
+            "update_plan",
+            &plan_args("Start", three_items("pending")),
+        )])),
+        Reply::sse(sse::text_turn("planned")),
+        // The settle reminder's turn: items are open.
+        Reply::sse(sse::text_turn("still planned")),
+    ]);
+    let output = run_exec(ws.path(), &server, "plan it", &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let output = tool_call(
+        ws.path(),
+        "update_plan",
+        &plan_args("Again", three_items("pending")),
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let status = crate::common::git(
+        ws.path(),
+        &[
+            "status",
+            "--porcelain=v1",
+            "--untracked-files=all",
+            "--ignored=no",
+        ],
+    );
+    assert_eq!(status, "?? .fido-plan.json\n");
+    assert!(plan_lock(ws.path()).is_file());
+}
+
+/// The lock another process takes is the one under `.fido-state/`: while
+/// it is held, an update waits, then says so; once it is free, the update
+/// goes through.
+#[test]
+fn a_process_holding_the_plan_lock_under_fido_state_keeps_updates_waiting() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut holder = hold_plan_lock(ws.path());
+    let args = plan_args("Locked out", three_items("pending"));
+    let output = tool_call(ws.path(), "update_plan", &args);
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        printed.contains("plan file locked by another process for more than 5 s"),
+        "{printed}\n{}",
+        stderr(&output)
+    );
+    assert!(
+        !ws.path().join(PLAN_FILE).exists(),
+        "written under a held lock"
+    );
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let output = tool_call(ws.path(), "update_plan", &args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(saved_plan(ws.path())["version"], 1);
 }

@@ -160,12 +160,12 @@ fn sandbox_check_blocks_every_forbidden_probe_here() {
         stdout.contains("\nnote: a workspace-write command may change the mode of a file it owns outside the workspace"),
         "{stdout}"
     );
-    // The golden table's own counts: 24 forbidden operations for every
-    // sandbox (18, and 6 on the protected paths), one fewer in
-    // workspace-write (chmod is n/a), one more in read-only
-    // (write-workspace), two more for a subagent (three with the fork
-    // bomb).
-    let commands = 24;
+    // The golden table's own counts: 25 forbidden operations for every
+    // sandbox (18, 6 on the protected paths and the secret in the
+    // environment), one fewer in workspace-write (chmod is n/a), one more
+    // in read-only (write-workspace), two more for a subagent (three with
+    // the fork bomb).
+    let commands = 25;
     let writing = commands - 1;
     assert!(
         stdout.contains(&format!("summary (commands, workspace-write, configured): {writing}/{writing} forbidden operations blocked, 4/4 controls allowed; sandbox enforced")),

@@ -49,11 +49,7 @@ fn sigint_during_start_up_ends_exec_while_the_plan_lock_is_held() {
     let child = exec_cmd(&root, &server, "hello", &[]).spawn().unwrap();
     let pid = child.id();
     // Start-up opened the lock file and is polling for the lock.
-    wait_until_open(
-        pid,
-        &root.join(".fido-plan.json.lock"),
-        Duration::from_secs(30),
-    );
+    wait_until_open(pid, &super::plan::plan_lock(&root), Duration::from_secs(30));
     send_signal(pid, libc::SIGINT);
     let output = wait_with_timeout(child, Duration::from_secs(30));
     // The lock is still held: whatever ended fido, it was not the lock.

@@ -28,9 +28,8 @@ fn repo() -> tempfile::TempDir {
     dir
 }
 
-/// `git status`, without the lines of Fido's own plan files at the
-/// workspace root (`.fido-plan.json.lock` exists once any Fido ran here;
-/// `.fido-state/` ignores itself).
+/// `git status`, without the lines of Fido's own plan file at the
+/// workspace root (`.fido-state/`, which holds its lock, ignores itself).
 fn status(root: &Path) -> String {
     git(root, &["status", "--porcelain=v1", "--untracked-files=all"])
         .lines()

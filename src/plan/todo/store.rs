@@ -11,7 +11,7 @@
 //! silently: it is moved aside to `<file>.corrupt-<timestamp>` and reported,
 //! and the state starts empty.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::state::TodoState;
 use crate::store::state_file::{Contents, StateFile, StateLock};
@@ -36,15 +36,11 @@ pub struct TodoStore {
 }
 
 impl TodoStore {
-    pub fn new(path: PathBuf) -> Self {
-        TodoStore {
-            file: StateFile::new(path, "todo list"),
-        }
-    }
-
     /// The store of the workspace at `root`.
     pub fn in_workspace(root: &Path) -> Self {
-        TodoStore::new(root.join(TODO_FILE))
+        TodoStore {
+            file: StateFile::in_workspace(root, root.join(TODO_FILE), "todo list"),
+        }
     }
 
     pub fn path(&self) -> &Path {

@@ -1,8 +1,9 @@
 //! The parent's side of a role's run: a fresh fixture, the probe child
 //! re-executed from this binary as `fido sandbox check --probe-child …`
 //! (hidden arguments, nextest's `__double-spawn` idea) in its own process
-//! group with an empty environment, its frames read back, and the child
-//! always reaped and the fixture removed.
+//! group with the environment its role's children get from Fido
+//! (`sandbox::env`) plus a canary secret, its frames read back, and the
+//! child always reaped and the fixture removed.
 
 use std::ffi::OsString;
 use std::io;
@@ -16,11 +17,13 @@ use tokio::runtime::Runtime;
 
 use super::allowlist::ProxyStandIn;
 use super::fixture::{ProbeFixture, ProbeTargets};
+use super::probes::environment::canary;
 use super::report::{Summary, summarize};
 use super::table::ProbeRole;
 use super::verdict::ProbeFrame;
 use crate::protocol::SandboxMode;
 use crate::sandbox::child::error_chain;
+use crate::sandbox::env::{EnvPolicy, Inherit, SUBAGENT_ENV};
 use crate::sandbox::{CommandPolicy, CommandSandbox, ProcessGroup, SandboxError};
 
 /// How long the probe child may take.
@@ -148,27 +151,31 @@ fn spawn_and_collect(
     runtime: &Runtime,
 ) -> Result<ChildRun, ProbeError> {
     let exe = std::env::current_exe().map_err(ProbeError::Exe)?;
+    let inherit = match targets.role {
+        ProbeRole::Subagent | ProbeRole::WriteSubagent => SUBAGENT_ENV,
+        ProbeRole::Command(_) | ProbeRole::Allowlist => Inherit::All,
+    };
     let args = child_args(targets);
     let worktree = fixture.write_roots().cloned();
     // block_on runs on this (main) thread, so the child's parent-death
     // signal is tied to a thread that outlives it.
     runtime.block_on(async move {
         let mut command = tokio::process::Command::new(exe);
+        // What `bash_exec`, or the supervisor for a subagent, gives its
+        // child, from an environment holding a secret.
+        let parent = std::env::vars_os().chain([canary()]);
+        EnvPolicy::default().apply_from(&mut command, inherit, parent);
         command
             .args(args)
-            .env_clear()
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         if let Some(sandbox) = &sandbox {
             sandbox.apply(&mut command);
         }
         // A write subagent's child starts in its workspace with its git
-        // environment (and the PATH it finds git with).
+        // environment.
         if let Some(roots) = &worktree {
-            command
-                .current_dir(&roots.workspace)
-                .envs(std::env::var_os("PATH").map(|path| ("PATH", path)))
-                .envs(roots.git_env());
+            command.current_dir(&roots.workspace).envs(roots.git_env());
         }
         let group = ProcessGroup::spawn(&mut command).map_err(ProbeError::Spawn)?;
         collect(group).await

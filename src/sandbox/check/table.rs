@@ -9,7 +9,7 @@ use std::path::Path;
 
 use super::fixture::{ProbeFixture, ProbeTargets};
 use super::kernel::fork_bomb_note;
-use super::probes::{controls, files, processes, protected, sockets, worktree};
+use super::probes::{controls, environment, files, processes, protected, sockets, worktree};
 use crate::protocol::SandboxMode;
 use crate::sandbox::policy::SandboxReport;
 
@@ -125,7 +125,7 @@ impl Probe {
 }
 
 /// Forbidden in every sandbox, in the order they run and print.
-const FORBIDDEN: [&Probe; 24] = [
+const FORBIDDEN: [&Probe; 25] = [
     &files::WRITE_EXISTING,
     &files::CREATE,
     &files::UNLINK,
@@ -150,6 +150,7 @@ const FORBIDDEN: [&Probe; 24] = [
     &protected::WRITE_FIDO_STATE,
     &protected::WRITE_FIDO_DIR,
     &protected::WRITE_FIDO_TOML,
+    &environment::SECRET_ENV,
 ];
 /// Forbidden to a subagent only (the fork bomb last: it is left out where
 /// `RLIMIT_NPROC` cannot apply).
@@ -204,7 +205,7 @@ const ALLOWLIST_CONTROL: [&Probe; 1] = [&sockets::PROXY_CONNECT];
 const WRITE_SUBAGENT_CONTROL: [&Probe; 2] = [&worktree::WRITE_CLAIMED, &worktree::GIT_READS];
 
 /// Probe names, in the order they run and print.
-pub const FORBIDDEN_PROBES: [&str; 24] = names(FORBIDDEN);
+pub const FORBIDDEN_PROBES: [&str; 25] = names(FORBIDDEN);
 pub const SUBAGENT_PROBES: [&str; 3] = names(SUBAGENT);
 pub const CONTROL_PROBES: [&str; 2] = names(CONTROLS);
 /// What a subagent's commands must still be able to do: write in the
@@ -382,6 +383,7 @@ mod tests {
         );
         assert_eq!(mechanism("rename-git", "EBUSY"), "read-only bind mount");
         assert_eq!(mechanism("write-fido-toml", "EACCES"), "landlock");
+        assert_eq!(mechanism("secret-env", "ENOENT"), "env policy");
     }
 
     #[test]

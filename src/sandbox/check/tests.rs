@@ -86,6 +86,16 @@ fn unsandboxed_probes_get_through_and_are_seen() {
         .collect();
     assert_eq!(names, expected);
     for result in &results {
+        // This process holds no canary: only a parent that gives its child
+        // one (`spawn`) can show the probe getting through, which the
+        // probe's own tests do.
+        if result.name == "secret-env" {
+            assert_eq!(
+                result.line(),
+                "probe secret-env: blocked (ENOENT, env policy)"
+            );
+            continue;
+        }
         if contained && result.name == "setsid-escape" {
             assert_eq!(
                 result.line(),

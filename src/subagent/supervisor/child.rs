@@ -18,6 +18,7 @@ use tracing::{debug, info, warn};
 use crate::protocol::EventKind;
 use crate::protocol::Message;
 use crate::protocol::ipc::{ChildFrame, ForkFrameRef, ForkTag, PROTOCOL_VERSION};
+use crate::sandbox::env::{EnvPolicy, SUBAGENT_ENV};
 use crate::sandbox::process::ignores_signal;
 use crate::sandbox::{PrivateDir, ProcessGroup, sweep};
 use crate::subagent::ipc::{IpcError, encode_frame_in};
@@ -459,7 +460,7 @@ fn listen(socket_name: &str) -> Result<Listener, Ending> {
 }
 
 /// `fido __subagent` with its socket, identity, sandbox and scratch folder,
-/// in the workspace, with a scrubbed environment.
+/// in the workspace, with the environment of [`SUBAGENT_ENV`].
 fn child_command(
     settings: &DelegationSettings,
     socket_name: &str,
@@ -468,6 +469,9 @@ fn child_command(
 ) -> tokio::process::Command {
     let agent_id = job.agent_id.as_str();
     let mut command = tokio::process::Command::new(&settings.program);
+    // Never a variable of `env_passthrough`: a subagent is confined more
+    // than the main agent's commands.
+    EnvPolicy::default().apply(&mut command, SUBAGENT_ENV);
     command
         .arg("__subagent")
         .arg("--socket")
@@ -487,8 +491,6 @@ fn child_command(
                 .flat_map(|path| [std::ffi::OsStr::new("--deny-read"), path.as_os_str()]),
         )
         .current_dir(&settings.workspace)
-        .env_clear()
-        .envs(scrubbed_env())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     if let Some(roots) = &job.write {

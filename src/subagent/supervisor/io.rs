@@ -294,14 +294,6 @@ impl StderrLog {
     }
 }
 
-/// The environment of a subagent: nothing secret, just enough to run.
-pub(super) fn scrubbed_env() -> Vec<(String, String)> {
-    ["PATH", "LANG", "LC_ALL", "RUST_LOG"]
-        .iter()
-        .filter_map(|key| std::env::var(key).ok().map(|v| (key.to_string(), v)))
-        .collect()
-}
-
 /// A phase of the child's, as the UI may show it: a tool name or
 /// `working`. Escape sequences are removed whole first (so no parameter
 /// bytes are left behind), then anything but `[A-Za-z0-9_]`.

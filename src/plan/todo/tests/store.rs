@@ -13,7 +13,7 @@ use crate::plan::todo::reminder::{RESTORE_ARGUMENTS, restore};
 use crate::plan::todo::state::TodoState;
 use crate::plan::todo::{TodoStore, run_call};
 use crate::protocol::Message;
-use crate::workspace::TODO_FILE;
+use crate::workspace::{STATE_DIR, TODO_FILE};
 
 fn setup() -> (tempfile::TempDir, TodoStore) {
     let dir = tempfile::tempdir().unwrap();
@@ -83,7 +83,8 @@ fn reads_no_ops_and_rejections_never_write() {
     );
     assert_eq!(
         names(dir.path()),
-        [TODO_FILE.to_string(), format!("{TODO_FILE}.lock")]
+        // The lock is under .fido-state/, never beside the file.
+        [TODO_FILE.to_string(), STATE_DIR.to_string()]
             .into_iter()
             .collect(),
         "no temp files left behind"
@@ -229,7 +230,7 @@ fn a_todo_file_linked_out_of_the_workspace_is_refused_and_its_target_kept() {
     assert!(fs::symlink_metadata(store.path()).unwrap().is_symlink());
     assert_eq!(
         names(dir.path()),
-        BTreeSet::from([TODO_FILE.to_owned(), format!("{TODO_FILE}.lock")])
+        BTreeSet::from([TODO_FILE.to_owned(), STATE_DIR.to_owned()])
     );
 }
 

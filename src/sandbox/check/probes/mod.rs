@@ -3,6 +3,7 @@
 //! [`super::table`] decides which run, and in what order.
 
 pub(super) mod controls;
+pub(super) mod environment;
 pub(super) mod files;
 pub(super) mod processes;
 pub(super) mod protected;
