@@ -360,7 +360,7 @@ mod tests {
         let names: Vec<&str> = all().map(|probe| probe.name).collect();
         let unique: BTreeSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 51);
+        assert_eq!(names.len(), 52);
         for name in names {
             assert_eq!(find(name).map(|probe| probe.name), Some(name));
         }
