@@ -266,40 +266,45 @@ pub(super) unsafe fn end_as(status: libc::c_int) -> ! {
 /// Which containment the commands of a subagent get here: a child that
 /// tries the namespaces and reports. Blocking (a fork and a wait).
 pub fn containment() -> Containment {
+    let attempts = [libc::CLONE_NEWUSER | libc::CLONE_NEWPID, libc::CLONE_NEWPID];
+    match first_unshare_allowed(&attempts) {
+        Ok(Some(0)) => Containment::UserAndPidNamespace,
+        Ok(Some(_)) => Containment::PidNamespace,
+        Ok(None) => Containment::Subreaper {
+            reason: "this kernel allows no user or PID namespace here".into(),
+        },
+        Err(err) => Containment::Subreaper {
+            reason: format!("cannot test namespaces: {err}"),
+        },
+    }
+}
+
+/// The index of the first of `attempts` (sets of `unshare` flags) that a
+/// forked child may make here, tried in order; `None` for none. Blocking
+/// (a fork and a wait); the test leaves this process as it was.
+pub(super) fn first_unshare_allowed(attempts: &[libc::c_int]) -> io::Result<Option<usize>> {
+    // At most a few attempts: their index is the child's exit code.
+    let attempts = &attempts[..attempts.len().min(100)];
     // SAFETY: the child makes only async-signal-safe syscalls and exits.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
         // SAFETY: as above, in the forked child.
         unsafe {
-            let code = if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID) == 0 {
-                0
-            } else if libc::unshare(libc::CLONE_NEWPID) == 0 {
-                1
-            } else {
-                2
-            };
-            libc::_exit(code);
+            let found = attempts.iter().position(|flags| libc::unshare(*flags) == 0);
+            libc::_exit(found.unwrap_or(attempts.len()) as libc::c_int);
         }
     }
     if pid < 0 {
-        return Containment::Subreaper {
-            reason: format!("cannot test namespaces: {}", io::Error::last_os_error()),
-        };
+        return Err(io::Error::last_os_error());
     }
     let mut status = 0;
     // SAFETY: waits for the child forked above.
     let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
-    match (
-        waited == pid,
-        libc::WIFEXITED(status),
-        libc::WEXITSTATUS(status),
-    ) {
-        (true, true, 0) => Containment::UserAndPidNamespace,
-        (true, true, 1) => Containment::PidNamespace,
-        _ => Containment::Subreaper {
-            reason: "this kernel allows no user or PID namespace here".into(),
-        },
+    if waited != pid || !libc::WIFEXITED(status) {
+        return Ok(None);
     }
+    let code = libc::WEXITSTATUS(status) as usize;
+    Ok((code < attempts.len()).then_some(code))
 }
 
 #[cfg(test)]

@@ -88,38 +88,15 @@ impl std::fmt::Display for Mechanism {
 /// Which mechanism this kernel allows: a child that tries the namespaces
 /// and reports. Blocking (a fork and a wait).
 pub fn mechanism() -> Mechanism {
-    // SAFETY: the child makes only async-signal-safe syscalls and exits.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        // SAFETY: as above, in the forked child.
-        unsafe {
-            let code = if libc::unshare(libc::CLONE_NEWNS) == 0 {
-                0
-            } else if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) == 0 {
-                1
-            } else {
-                2
-            };
-            libc::_exit(code);
-        }
-    }
-    if pid < 0 {
-        return Mechanism::LandlockPerEntry {
-            reason: format!("cannot test namespaces: {}", io::Error::last_os_error()),
-        };
-    }
-    let mut status = 0;
-    // SAFETY: waits for the child forked above.
-    let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
-    match (
-        waited == pid,
-        libc::WIFEXITED(status),
-        libc::WEXITSTATUS(status),
-    ) {
-        (true, true, 0) => Mechanism::MountNamespace,
-        (true, true, 1) => Mechanism::UserAndMountNamespace,
-        _ => Mechanism::LandlockPerEntry {
+    let attempts = [libc::CLONE_NEWNS, libc::CLONE_NEWUSER | libc::CLONE_NEWNS];
+    match super::pidns::first_unshare_allowed(&attempts) {
+        Ok(Some(0)) => Mechanism::MountNamespace,
+        Ok(Some(_)) => Mechanism::UserAndMountNamespace,
+        Ok(None) => Mechanism::LandlockPerEntry {
             reason: "this kernel allows no mount namespace here".into(),
+        },
+        Err(err) => Mechanism::LandlockPerEntry {
+            reason: format!("cannot test namespaces: {err}"),
         },
     }
 }
