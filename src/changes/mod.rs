@@ -177,6 +177,7 @@ fn recover(workspace: &Path, id: &str) -> Result<Record, ChangesError> {
         layout,
         repo,
         base: worktree::Base { commit, tree },
+        git_wall: None,
     };
     finish(workspace, &worktree, &start, DEFAULT_DIFF_CAP)
 }

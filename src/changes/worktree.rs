@@ -221,6 +221,11 @@ pub struct Worktree {
     pub layout: Layout,
     pub repo: Repository,
     pub base: Base,
+    /// The sandbox of the git that reads the child's tree, set by the
+    /// caller that can build one (`sandbox::git_wall`): a second wall
+    /// should a filter slip past the first (nested repositories never
+    /// entered, a child's `.git` refused).
+    pub git_wall: Option<crate::git::PreExec>,
 }
 
 impl Worktree {
@@ -239,6 +244,7 @@ impl Worktree {
                 layout,
                 repo,
                 base,
+                git_wall: None,
             }),
             Err(err) => {
                 let _ = fs::remove_dir_all(&layout.dir);
@@ -260,7 +266,7 @@ impl Worktree {
 
     /// Git on the private repository and the worktree.
     pub fn git(&self) -> Git {
-        Git::worktree(&self.layout.git_dir(), &self.layout.tree())
+        Git::worktree(&self.layout.git_dir(), &self.layout.tree()).confined(self.git_wall.clone())
     }
 }
 

@@ -72,6 +72,18 @@ pub struct GitOutput {
     pub stderr: Vec<u8>,
 }
 
+/// A confinement a git process enters between fork and exec, prepared
+/// before the fork (plain syscalls, no allocation): the sandbox that
+/// boxes the git reading a write subagent's tree (`sandbox::git_wall`).
+#[derive(Clone)]
+pub struct PreExec(pub std::sync::Arc<dyn Fn() -> std::io::Result<()> + Send + Sync>);
+
+impl std::fmt::Debug for PreExec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PreExec")
+    }
+}
+
 /// How to run git for one repository and work tree.
 #[derive(Debug, Clone)]
 pub struct Git {
@@ -81,6 +93,7 @@ pub struct Git {
     /// Attributes from the empty tree only (private repositories).
     private_attributes: bool,
     timeout: Option<Duration>,
+    confine: Option<PreExec>,
 }
 
 impl Git {
@@ -93,7 +106,14 @@ impl Git {
             config: Vec::new(),
             private_attributes: false,
             timeout: None,
+            confine: None,
         }
+    }
+
+    /// The same git, entering `confine` between fork and exec.
+    pub fn confined(mut self, confine: Option<PreExec>) -> Git {
+        self.confine = confine;
+        self
     }
 
     /// Git in the user's checkout at `cwd`: its repository's configuration
@@ -195,6 +215,13 @@ impl Git {
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .current_dir(&self.cwd);
         process::own_group(&mut command);
+        if let Some(confine) = self.confine.clone() {
+            // SAFETY: the hook makes only async-signal-safe syscalls on
+            // memory prepared before the fork (its contract, see PreExec).
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut command, move || (confine.0)());
+            }
+        }
         command
     }
 

@@ -15,6 +15,7 @@ pub mod check;
 pub mod child;
 pub mod command;
 pub mod env;
+pub mod git_wall;
 pub mod netns;
 pub mod pidns;
 pub mod policy;

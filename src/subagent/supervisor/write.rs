@@ -152,10 +152,17 @@ pub(super) async fn conclude(
     let workspace = shared.settings.workspace.clone();
     let cap = shared.settings.diff_bytes;
     let WriteRun {
-        worktree, start, ..
+        mut worktree,
+        start,
+        ..
     } = run;
     let started = start.clone();
+    let deny = shared.settings.deny_read.clone();
     let built = tokio::task::spawn_blocking(move || {
+        // The git that reads the child's tree runs boxed (a second wall).
+        let wall = crate::sandbox::git_wall::git_wall(&worktree.layout.dir, deny)
+            .map_err(|err| changes::ChangesError::Unsafe(format!("cannot box git: {err}")))?;
+        worktree.git_wall = Some(wall);
         let mut record = changes::finish(&workspace, &worktree, &start, cap)?;
         // Also the files a control file of the checkout links to.
         record.set.control_files = changes::control::touched(&workspace, &record.set.files);
