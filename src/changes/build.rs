@@ -153,7 +153,9 @@ fn result_index(worktree: &Worktree, git: &Git) -> Result<(Git, Vec<Found>), Cha
     let index = git_dir.join("result-index");
     super::worktree::copy_index(&git_dir.join("index"), &index)?;
     let git = git.clone().with("GIT_INDEX_FILE", &index);
-    nested::hide_gitlinks(&git)?;
+    // The copy keeps the private index's skip-worktree bits: the base's
+    // gitlinks were hidden when it was taken (`worktree::snapshot`), and
+    // a gitlink the child made is a `.git` of its own, left out below.
     let found = nested::find(&worktree.layout.tree())?;
     let mut args: Vec<OsString> = ["add", "-A", "--", "."].map(OsString::from).to_vec();
     args.push(state_exclude(&worktree.repo.prefix).into());

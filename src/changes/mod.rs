@@ -128,10 +128,16 @@ pub fn abandon(worktree: &Worktree) {
     }
 }
 
+/// The box for the git that reads a worktree's tree, given the change
+/// set's folder (`sandbox::git_wall`); `None` where it cannot be had.
+pub type GitWall<'a> = &'a dyn Fn(&Path) -> Option<crate::git::PreExec>;
+
 /// At session start: the worktrees of write subagents whose Fido died.
-/// Each gets its change set built (kept pending) and its worktree
-/// removed. Returns the ids of the change sets kept.
-pub fn sweep_orphans(workspace: &Path) -> Vec<String> {
+/// Each gets its change set built (kept pending) by a git boxed by `wall`,
+/// and its worktree removed; where no box can be had, the worktree is
+/// left for later, never built unboxed. Returns the ids of the change
+/// sets kept.
+pub fn sweep_orphans(workspace: &Path, wall: GitWall<'_>) -> Vec<String> {
     store::remove_trash(workspace);
     let Ok(entries) = std::fs::read_dir(store::changes_dir(workspace)) else {
         return Vec::new();
@@ -148,7 +154,11 @@ pub fn sweep_orphans(workspace: &Path) -> Vec<String> {
         {
             continue;
         }
-        match recover(workspace, &id) {
+        let Some(boxed) = wall(&layout.dir) else {
+            tracing::warn!(%id, "cannot box git here; a dead session's worktree is left as it is");
+            continue;
+        };
+        match recover(workspace, &id, boxed) {
             Ok(record) if record.set.merge.is_open() => kept.push(id),
             Ok(_) => {}
             Err(err) => {
@@ -161,7 +171,7 @@ pub fn sweep_orphans(workspace: &Path) -> Vec<String> {
 }
 
 /// Builds the change set of the orphaned worktree `id`.
-fn recover(workspace: &Path, id: &str) -> Result<Record, ChangesError> {
+fn recover(workspace: &Path, id: &str, wall: crate::git::PreExec) -> Result<Record, ChangesError> {
     let layout = worktree::Layout::new(workspace, id);
     let start: Start = serde_json::from_slice(&std::fs::read(layout.dir.join(START_FILE))?)
         .map_err(|e| ChangesError::Corrupt {
@@ -177,7 +187,7 @@ fn recover(workspace: &Path, id: &str) -> Result<Record, ChangesError> {
         layout,
         repo,
         base: worktree::Base { commit, tree },
-        git_wall: None,
+        git_wall: Some(wall),
     };
     finish(workspace, &worktree, &start, DEFAULT_DIFF_CAP)
 }

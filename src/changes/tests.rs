@@ -262,7 +262,7 @@ fn an_orphaned_worktree_becomes_a_pending_change_set() {
     fs::write(worktree.layout.tree().join("src/a.rs"), "rewritten\n").unwrap();
     // A dead owner: a pid that cannot exist.
     fs::write(worktree.layout.owner(), "2147483646").unwrap();
-    assert_eq!(sweep_orphans(root), ["subagent-5"]);
+    assert_eq!(sweep_orphans(root, &no_box), ["subagent-5"]);
     assert!(!worktree.layout.tree().exists());
     let open = store::open(root);
     assert_eq!(open.len(), 1);
@@ -281,14 +281,14 @@ fn an_owner_is_its_pid_and_start_time_so_a_reused_pid_is_no_owner() {
     let me = std::process::id() as i32;
     let start = crate::procfs::start_time(me).unwrap();
     assert_eq!(stamp, format!("{me} {start}\n"));
-    assert!(sweep_orphans(root).is_empty());
+    assert!(sweep_orphans(root, &no_box).is_empty());
     assert!(
         worktree.layout.tree().is_dir(),
         "a live owner's worktree stays"
     );
     fs::write(worktree.layout.owner(), format!("{me} {}\n", start + 1)).unwrap();
     fs::write(worktree.layout.tree().join("src/a.rs"), "rewritten\n").unwrap();
-    assert_eq!(sweep_orphans(root), ["subagent-6"]);
+    assert_eq!(sweep_orphans(root, &no_box), ["subagent-6"]);
     assert!(!worktree.layout.tree().exists());
 }
 
@@ -403,7 +403,7 @@ fn another_fidos_live_claim_is_refused_across_processes() {
         "a disjoint claim"
     );
     assert!(
-        sweep_orphans(root).is_empty(),
+        sweep_orphans(root, &no_box).is_empty(),
         "a live owner's worktree stays"
     );
 
@@ -418,7 +418,10 @@ fn another_fidos_live_claim_is_refused_across_processes() {
         ours("subagent-v", &["src"]).is_ok(),
         "a stranger holds nothing"
     );
-    assert!(sweep_orphans(root).is_empty(), "nor is its folder swept");
+    assert!(
+        sweep_orphans(root, &no_box).is_empty(),
+        "nor is its folder swept"
+    );
     fs::write(layout.owner(), format!("{pid} {start_time}\n")).unwrap();
     stranger.0.kill().unwrap();
 
@@ -509,4 +512,10 @@ fn a_repository_without_a_commit_gets_a_root_base() {
     let record = finish(root, &worktree, &start, DEFAULT_DIFF_CAP).unwrap();
     assert_eq!(record.set.files[0].path, "a.txt");
     assert_eq!(record.set.files[0].status, FileStatus::Modified);
+}
+
+/// A box that confines nothing, for the sweep's own logic (the box itself
+/// is tested in `sandbox::git_wall`).
+fn no_box(_: &Path) -> Option<crate::git::PreExec> {
+    Some(crate::git::PreExec(std::sync::Arc::new(|| Ok(()))))
 }

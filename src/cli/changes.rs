@@ -84,7 +84,7 @@ pub(super) fn run(dir: Option<PathBuf>, args: ChangesArgs) -> ExitCode {
     };
     // A dead Fido's write subagents: their change sets are built and kept
     // pending here too, not only when the next session starts.
-    crate::changes::sweep_orphans(&workspace.root);
+    crate::changes::sweep_orphans(&workspace.root, &crate::sandbox::git_wall::for_change_set);
     match args.command {
         None => list(&workspace.root, args.json, args.all),
         Some(ChangesCommand::Show { id, json }) => show(&workspace.root, &id, json),

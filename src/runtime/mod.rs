@@ -359,7 +359,8 @@ async fn sweep_dead_sessions(config: &Config) {
         crate::sandbox::PrivateDir::remove_stale();
         // After the kill above: a dead Fido's write subagents are gone, so
         // their worktrees hold their last state.
-        let kept = crate::changes::sweep_orphans(&workspace);
+        let kept =
+            crate::changes::sweep_orphans(&workspace, &crate::sandbox::git_wall::for_change_set);
         if !kept.is_empty() {
             tracing::info!(
                 ?kept,

@@ -40,6 +40,17 @@ pub fn git_wall(write_root: &Path, deny: Vec<PathBuf>) -> Result<PreExec, Sandbo
     Ok(PreExec(Arc::new(move || enter(&ruleset, &seccomp))))
 }
 
+/// The box for the git of the change set in `folder`, reading all but
+/// the credential paths below `$HOME`; `None` (logged) where this kernel
+/// cannot enforce it. Blocking.
+pub fn for_change_set(folder: &Path) -> Option<PreExec> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let deny = super::credential_paths(home.as_deref(), &[]);
+    git_wall(folder, deny)
+        .map_err(|err| tracing::warn!(error = %err, "cannot box the git of a change set"))
+        .ok()
+}
+
 /// Between fork and exec: plain syscalls on prepared memory.
 fn enter(ruleset: &OwnedFd, seccomp: &SeccompProgram) -> std::io::Result<()> {
     super::caps::drop_from_bounding_set();
