@@ -31,6 +31,7 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 fn expected_errno(probe: &str) -> &'static str {
     match probe {
         "setsid-escape" => "ESRCH",
+        "open-terminal" => "ENXIO",
         "ptrace-parent"
         | "signal-parent"
         | "abstract-unix-connect"
@@ -38,6 +39,10 @@ fn expected_errno(probe: &str) -> &'static str {
         | "tcp-bind"
         | "udp-send"
         | "unix-pathname-connect"
+        | "make-char-device"
+        | "make-block-device"
+        | "type-into-terminal"
+        | "drive-console"
         | "chmod" => "EPERM",
         "fork-bomb" => "EAGAIN",
         _ => "EACCES",
@@ -160,12 +165,12 @@ fn sandbox_check_blocks_every_forbidden_probe_here() {
         stdout.contains("\nnote: a workspace-write command may change the mode of a file it owns outside the workspace"),
         "{stdout}"
     );
-    // The golden table's own counts: 25 forbidden operations for every
-    // sandbox (18, 6 on the protected paths and the secret in the
-    // environment), one fewer in workspace-write (chmod is n/a), one more
+    // The golden table's own counts: 30 forbidden operations for every
+    // sandbox (18, 6 on the protected paths, the secret in the
+    // environment and 5 on the terminal and devices), one fewer in workspace-write (chmod is n/a), one more
     // in read-only (write-workspace), two more for a subagent (three with
     // the fork bomb).
-    let commands = 25;
+    let commands = 30;
     let writing = commands - 1;
     assert!(
         stdout.contains(&format!("summary (commands, workspace-write, configured): {writing}/{writing} forbidden operations blocked, 4/4 controls allowed; sandbox enforced")),

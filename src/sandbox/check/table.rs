@@ -9,7 +9,9 @@ use std::path::Path;
 
 use super::fixture::{ProbeFixture, ProbeTargets};
 use super::kernel::fork_bomb_note;
-use super::probes::{controls, environment, files, processes, protected, sockets, worktree};
+use super::probes::{
+    controls, environment, files, processes, protected, sockets, terminal, worktree,
+};
 use crate::protocol::SandboxMode;
 use crate::sandbox::policy::SandboxReport;
 
@@ -125,7 +127,7 @@ impl Probe {
 }
 
 /// Forbidden in every sandbox, in the order they run and print.
-const FORBIDDEN: [&Probe; 25] = [
+const FORBIDDEN: [&Probe; 30] = [
     &files::WRITE_EXISTING,
     &files::CREATE,
     &files::UNLINK,
@@ -151,6 +153,11 @@ const FORBIDDEN: [&Probe; 25] = [
     &protected::WRITE_FIDO_DIR,
     &protected::WRITE_FIDO_TOML,
     &environment::SECRET_ENV,
+    &terminal::OWN_SESSION,
+    &terminal::MAKE_CHAR_DEVICE,
+    &terminal::MAKE_BLOCK_DEVICE,
+    &terminal::TYPE_INTO_TERMINAL,
+    &terminal::DRIVE_CONSOLE,
 ];
 /// Forbidden to a subagent only (the fork bomb last: it is left out where
 /// `RLIMIT_NPROC` cannot apply).
@@ -205,7 +212,7 @@ const ALLOWLIST_CONTROL: [&Probe; 1] = [&sockets::PROXY_CONNECT];
 const WRITE_SUBAGENT_CONTROL: [&Probe; 2] = [&worktree::WRITE_CLAIMED, &worktree::GIT_READS];
 
 /// Probe names, in the order they run and print.
-pub const FORBIDDEN_PROBES: [&str; 25] = names(FORBIDDEN);
+pub const FORBIDDEN_PROBES: [&str; 30] = names(FORBIDDEN);
 pub const SUBAGENT_PROBES: [&str; 3] = names(SUBAGENT);
 pub const CONTROL_PROBES: [&str; 2] = names(CONTROLS);
 /// What a subagent's commands must still be able to do: write in the
@@ -360,7 +367,7 @@ mod tests {
         let names: Vec<&str> = all().map(|probe| probe.name).collect();
         let unique: BTreeSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 52);
+        assert_eq!(names.len(), 57);
         for name in names {
             assert_eq!(find(name).map(|probe| probe.name), Some(name));
         }

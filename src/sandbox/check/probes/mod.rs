@@ -8,6 +8,7 @@ pub(super) mod files;
 pub(super) mod processes;
 pub(super) mod protected;
 pub(super) mod sockets;
+pub(super) mod terminal;
 pub(super) mod worktree;
 
 use crate::sandbox::policy::SandboxReport;

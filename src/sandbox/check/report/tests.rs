@@ -108,7 +108,7 @@ fn a_clean_run_is_enforced() {
         "{text}"
     );
     assert!(
-        text.contains("summary (commands, workspace-write, configured): 24/24 forbidden operations blocked, 4/4 controls allowed; sandbox enforced\n"),
+        text.contains("summary (commands, workspace-write, configured): 29/29 forbidden operations blocked, 4/4 controls allowed; sandbox enforced\n"),
         "{text}"
     );
     assert!(
