@@ -19,6 +19,11 @@
 //!   the session's private `TMPDIR` and the trusted `writable_roots`;
 //! - `danger-full-access`: no ruleset, no filter.
 //!
+//! In both sandboxed modes each command also leads a session of its own
+//! (no controlling terminal) and runs as PID 1 of a PID namespace of its
+//! own where the kernel allows one ([`super::pidns`]): whatever it starts,
+//! `setsid` and double forks included, ends when it ends or is killed.
+//!
 //! In both sandboxed modes TCP bind/connect are denied by Landlock and
 //! other sockets by seccomp unless `network = true`, and signals and
 //! abstract UNIX sockets are scoped to the sandbox. `/proc/<fido>/environ`
@@ -112,8 +117,8 @@ pub struct CommandSandbox {
     /// A subagent's shell: the soft `RLIMIT_FSIZE` its commands raise to
     /// the hard limit the subagent was given (see [`Self::subagent_shell`]).
     file_size_cap: Option<libc::rlim_t>,
-    /// A subagent's shell: each command in a PID namespace of its own, so
-    /// nothing it starts outlives it (`sandbox::pidns`).
+    /// Each command in a PID namespace of its own, so nothing it starts
+    /// outlives it (`sandbox::pidns`); not in `danger-full-access`.
     pid_namespace: Option<PidNamespace>,
     /// `network = "allowlist"`: the proxy the commands' connections go
     /// through, and how they are kept to it (`sandbox::netns`).
@@ -205,7 +210,7 @@ impl CommandSandbox {
             tmpdir,
             parent,
             file_size_cap: None,
-            pid_namespace: None,
+            pid_namespace: Some(PidNamespace::for_commands()),
             proxy: None,
             protection,
         })
@@ -443,10 +448,6 @@ impl CommandSandbox {
             if libc::getppid() != self.parent {
                 return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
             }
-            if let Some(namespace) = &self.pid_namespace {
-                // From here on in PID 1 of the command's namespace.
-                namespace.enter()?;
-            }
             if let Some(proxy) = &self.proxy {
                 // From here on in the command's network namespace, whose
                 // only way out is the proxy (or the keeper never returns).
@@ -457,6 +458,13 @@ impl CommandSandbox {
                 // paths are read-only (before Landlock, which forbids
                 // mounting).
                 binds.enter()?;
+            }
+            if let Some(namespace) = &self.pid_namespace {
+                // Last, as the keeper drops capabilities for its child
+                // (the mounts above may need them): from here on in PID 1
+                // of the command's namespace, and what it starts ends
+                // with it (`sandbox::pidns`).
+                namespace.enter()?;
             }
             let no_core = libc::rlimit {
                 rlim_cur: 0,

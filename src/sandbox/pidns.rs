@@ -15,19 +15,25 @@
 //!    alone (that needs `CAP_SYS_ADMIN`). Where neither is allowed it goes
 //!    on without a namespace, and the subagent's subreaper sweep
 //!    (`sandbox::sweep`) is what remains;
-//! 2. the keeper forks: the new process is PID 1 of the namespace and goes
-//!    on to exec the command. When PID 1 exits, the kernel kills every
-//!    process of the namespace;
+//! 2. the keeper forks: the new process is PID 1 of the namespace, a
+//!    small init that never execs. When PID 1 exits, the kernel kills
+//!    every process of the namespace;
 //! 3. PID 1 dies with the keeper (`PR_SET_PDEATHSIG`). It arms that signal,
 //!    then checks a pipe whose write end only the keeper holds: a hang-up
 //!    means the keeper died before the signal was armed, and PID 1 exits;
-//! 4. the keeper closes every other descriptor (so the spawner's exec
+//! 4. PID 1 forks the command's process (PID 2), which goes on to exec the
+//!    command: as PID 2 the command keeps ordinary signal semantics (the
+//!    kernel shields a namespace's init from the signals it has no handler
+//!    for, so a command as PID 1 would survive `kill $$`). PID 1 closes
+//!    every other descriptor, reaps whatever is re-parented to it, and once
+//!    PID 2 has ended writes its wait status to a second pipe and exits;
+//! 5. the keeper closes every other descriptor (so the spawner's exec
 //!    status pipe reaches EOF when the command execs), waits for PID 1 and
-//!    ends the way it ended: the same exit code, or the same signal.
+//!    ends the way the command ended (the status PID 1 sent; PID 1's own
+//!    where it sent none): the same exit code, or the same signal.
 //!
-//! A signal to the process group reaches both. SIGTERM to PID 1 from
-//! outside its namespace is ignored unless the command handles it, but the
-//! keeper dies of it, and the parent-death signal then kills PID 1.
+//! A signal to the process group reaches the keeper and the command. PID
+//! 1 takes none it has no handler for, but dies with the keeper.
 
 use std::ffi::CStr;
 use std::io;
@@ -37,6 +43,11 @@ use std::io;
 #[derive(Debug, Clone)]
 pub struct PidNamespace {
     mapping: SelfMapping,
+    /// Try a PID namespace alone before a user and PID namespace: the main
+    /// agent's commands, so that where Fido may make one (root, with
+    /// `CAP_SYS_ADMIN`) its commands keep their access to files of users
+    /// a new user namespace would not map.
+    plain_first: bool,
 }
 
 /// The `uid_map` and `gid_map` lines that map this process's user to
@@ -118,6 +129,16 @@ impl PidNamespace {
     pub fn for_current_user() -> PidNamespace {
         PidNamespace {
             mapping: SelfMapping::for_current_user(),
+            plain_first: false,
+        }
+    }
+
+    /// The set-up for the main agent's commands: a PID namespace alone
+    /// where this process may make one, else with a user namespace.
+    pub fn for_commands() -> PidNamespace {
+        PidNamespace {
+            plain_first: true,
+            ..PidNamespace::for_current_user()
         }
     }
 
@@ -138,10 +159,21 @@ impl PidNamespace {
                 return Err(io::Error::last_os_error());
             }
             let [read_end, write_end] = pipe;
+            let mut status_pipe = [0 as libc::c_int; 2];
+            if libc::pipe2(status_pipe.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let [status_read, status_write] = status_pipe;
             match libc::fork() {
                 -1 => Err(io::Error::last_os_error()),
-                0 => pid_one(read_end, write_end),
-                pid_one => keep(pid_one, write_end),
+                0 => {
+                    libc::close(status_read);
+                    pid_one(read_end, write_end, status_write)
+                }
+                pid_one => {
+                    libc::close(status_write);
+                    keep(pid_one, write_end, status_read)
+                }
             }
         }
     }
@@ -150,6 +182,9 @@ impl PidNamespace {
     unsafe fn unshare(&self) -> bool {
         // SAFETY: plain syscalls on prepared memory.
         unsafe {
+            if self.plain_first && libc::unshare(libc::CLONE_NEWPID) == 0 {
+                return true;
+            }
             if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID) == 0 {
                 self.mapping.write();
                 return true;
@@ -173,16 +208,78 @@ unsafe fn write_file(path: &CStr, bytes: &[u8]) -> bool {
     }
 }
 
-/// PID 1: dies with the keeper, keeps no more capabilities than any
-/// sandboxed process, then goes on to exec the command.
-unsafe fn pid_one(read_end: libc::c_int, write_end: libc::c_int) -> io::Result<()> {
+/// PID 1: dies with the keeper and forks the command's process, which
+/// keeps no more capabilities than any sandboxed process and goes on to
+/// exec the command; PID 1 itself stays as the namespace's init.
+unsafe fn pid_one(
+    read_end: libc::c_int,
+    write_end: libc::c_int,
+    status_write: libc::c_int,
+) -> io::Result<()> {
     // SAFETY: plain syscalls on stack memory.
-    unsafe { die_with_keeper(read_end, write_end)? };
-    // A new user namespace gives its first process every capability inside
-    // it; what it executes keeps Docker's default set, as every sandboxed
-    // process does (`sandbox::caps`; both calls are plain syscalls).
-    super::caps::drop_from_bounding_set();
-    super::caps::drop_from_own_sets()
+    unsafe {
+        die_with_keeper(read_end, write_end)?;
+        match libc::fork() {
+            -1 => Err(io::Error::last_os_error()),
+            // A new user namespace gives its first process every
+            // capability inside it; what the command executes keeps
+            // Docker's default set, as every sandboxed process does
+            // (`sandbox::caps`; both calls are plain syscalls). The status
+            // pipe closes on exec.
+            0 => {
+                super::caps::drop_from_bounding_set();
+                super::caps::drop_from_own_sets()
+            }
+            command => init(command, status_write),
+        }
+    }
+}
+
+/// The namespace's init: reaps everything re-parented to it until the
+/// command's process has ended, sends the keeper its wait status, exits.
+unsafe fn init(command: libc::pid_t, status_write: libc::c_int) -> ! {
+    // SAFETY: plain syscalls on stack memory; the process only waits and
+    // exits from here on.
+    unsafe {
+        close_all_but(status_write, status_write);
+        let status = wait_for(command, -1);
+        libc::write(
+            status_write,
+            (&raw const status).cast(),
+            std::mem::size_of::<libc::c_int>(),
+        );
+        libc::_exit(0)
+    }
+}
+
+/// Waits (`waitpid(reap, …)`) until `pid` has ended; its wait status.
+unsafe fn wait_for(pid: libc::pid_t, reap: libc::pid_t) -> libc::c_int {
+    // SAFETY: waitpid writes only into `status`.
+    unsafe {
+        let mut status = 0;
+        loop {
+            let rc = libc::waitpid(reap, &mut status, 0);
+            if rc == pid {
+                return status;
+            }
+            if rc == -1 && *libc::__errno_location() != libc::EINTR {
+                libc::_exit(127);
+            }
+        }
+    }
+}
+
+/// Closes every descriptor but stdio, `a` and `b` (both above 2).
+unsafe fn close_all_but(a: libc::c_int, b: libc::c_int) {
+    let (low, high) = (a.min(b) as libc::c_uint, a.max(b) as libc::c_uint);
+    // SAFETY: close_range on descriptor ranges of this process.
+    unsafe {
+        libc::close_range(3, low.saturating_sub(1), 0);
+        if high > low + 1 {
+            libc::close_range(low + 1, high - 1, 0);
+        }
+        libc::close_range(high.saturating_add(1), libc::c_uint::MAX, 0);
+    }
 }
 
 /// In the keeper's child: arms the parent-death signal, then checks the
@@ -222,26 +319,21 @@ pub(super) unsafe fn die_with_keeper(
     Ok(())
 }
 
-/// The keeper: holds the pipe, waits for PID 1 and ends as it ended.
-unsafe fn keep(pid_one: libc::pid_t, write_end: libc::c_int) -> ! {
+/// The keeper: holds the pipe, waits for PID 1 and ends as the command
+/// ended (as PID 1 did, where it sent no status).
+unsafe fn keep(pid_one: libc::pid_t, write_end: libc::c_int, status_read: libc::c_int) -> ! {
     // SAFETY: plain syscalls on stack memory; the process only waits and
     // exits from here on.
     unsafe {
-        // Every descriptor but stdio and the pipe: the spawner's exec status
-        // pipe among them, which must reach EOF when PID 1 execs.
-        libc::close_range(3, (write_end - 1) as libc::c_uint, 0);
-        libc::close_range((write_end + 1) as libc::c_uint, libc::c_uint::MAX, 0);
-        let mut status = 0;
-        loop {
-            let rc = libc::waitpid(pid_one, &mut status, 0);
-            if rc == pid_one {
-                break;
-            }
-            if rc == -1 && *libc::__errno_location() != libc::EINTR {
-                libc::_exit(127);
-            }
-        }
-        end_as(status)
+        // Every descriptor but stdio and the pipes: the spawner's exec
+        // status pipe among them, which must reach EOF when the command
+        // execs.
+        close_all_but(write_end, status_read);
+        let own = wait_for(pid_one, pid_one);
+        let mut command: libc::c_int = 0;
+        let size = std::mem::size_of::<libc::c_int>();
+        let read = libc::read(status_read, (&raw mut command).cast(), size);
+        end_as(if read == size as isize { command } else { own })
     }
 }
 

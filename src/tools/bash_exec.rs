@@ -13,8 +13,11 @@
 //!   terminated (SIGTERM, a grace period, SIGKILL) and the output so far is
 //!   returned with a failed result.
 //!
-//! No process of the group outlives the tool. A process that deliberately
-//! leaves the group (`setsid`) is beyond its reach.
+//! No process of the group outlives the tool. In a sandboxed mode the
+//! command is PID 1 of a PID namespace of its own (`sandbox::pidns`), so a
+//! process that leaves the group (`setsid`, a double fork) ends with it
+//! too; in `danger-full-access`, and for a command approved to run outside
+//! the sandbox, such a process is beyond its reach.
 //!
 //! Before anything runs, the session's approval policy is asked
 //! ([`super::approval`]); then the command starts inside the session's

@@ -300,3 +300,60 @@ async fn the_proxys_refusals_during_a_command_end_its_output() {
     let later = call(&BashExec, &env, json!({"command": "true"})).await;
     assert_eq!(later.content, "(no output)\nexit code: 0");
 }
+
+/// In a sandboxed mode, what a command starts ends with it, also a
+/// process that left its group and session (`setsid`, `set -m`, a double
+/// fork): the command is PID 1 of a namespace of its own.
+#[tokio::test]
+async fn a_sandboxed_commands_escaped_processes_end_with_it() {
+    if !crate::sandbox::pidns::containment().uses_namespace() {
+        // CI's machines have one: there, a skip would hide a regression.
+        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "no PID namespace");
+        eprintln!("skipped: no PID namespace here");
+        return;
+    }
+    let (dir, mut env) = setup();
+    let policy = crate::sandbox::CommandPolicy {
+        mode: crate::protocol::SandboxMode::WorkspaceWrite,
+        network: false,
+        workspace: std::fs::canonicalize(dir.path()).unwrap(),
+        writable_roots: Vec::new(),
+        deny: Vec::new(),
+    };
+    env.sandbox = Arc::new(CommandSandbox::prepare(&policy).unwrap());
+    let marker = format!("307.{}", fastrand::u32(1000..9999));
+    let command = format!(
+        "setsid sleep {marker} </dev/null >/dev/null 2>&1 & (set -m; sleep {marker} </dev/null >/dev/null 2>&1 &); ( ( sleep {marker} </dev/null >/dev/null 2>&1 & ) & ); sleep 0.2; echo started"
+    );
+    let out = call(&BashExec, &env, json!({ "command": command })).await;
+    assert!(out.ok, "{}", out.content);
+    let start = Instant::now();
+    loop {
+        let left = processes_running(&marker);
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "left behind: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Live processes whose command line holds `needle`.
+fn processes_running(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let zombie = state.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'));
+        if !zombie && String::from_utf8_lossy(&cmdline).contains(needle) {
+            found.push(pid);
+        }
+    }
+    found
+}

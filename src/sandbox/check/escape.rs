@@ -48,8 +48,10 @@ pub(super) fn marked_processes(marker: &str) -> Vec<i32> {
         .collect()
 }
 
-/// The session id of `pid` (field 6 of `/proc/PID/stat`).
-fn session_of(pid: i32) -> Option<i32> {
+/// The session id of `pid` (field 6 of `/proc/PID/stat`), or of this
+/// process for `"self"` (right in a PID namespace of its own too, where
+/// `/proc` is still the parent's).
+fn session_of(pid: impl std::fmt::Display) -> Option<i32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(3)?.parse().ok()
@@ -96,7 +98,7 @@ pub(super) fn setsid_escape(marker: &str) -> io::Result<()> {
         return gone_with_the_namespace(marker);
     }
     let me = std::process::id() as i32;
-    let escaped = wait_for_escape(marker, me)?;
+    let escaped = wait_for_escape(marker)?;
     let tree = sweep::descendants(me);
     if !tree.iter().any(|d| d.pid == escaped) {
         // Re-parented elsewhere: out of reach of this process's sweep.
@@ -112,9 +114,33 @@ pub(super) fn setsid_escape(marker: &str) -> io::Result<()> {
     Err(io::Error::from_raw_os_error(libc::ESRCH))
 }
 
+/// The marker of the command probe's escaped process.
+pub fn command_escape_marker(dir: &Path) -> String {
+    escape_marker(dir).replacen("escape", "command-escape", 1)
+}
+
+/// The setsid probe of a main-agent command: the probe child is the
+/// command, confined by its parent, and starts the escape itself.
+/// `Err(ESRCH)`: it is PID 1 of a namespace of its own, so the escaped
+/// process ends with it (the parent checks it is gone once the child has
+/// exited); `Ok`: nothing will end it.
+pub(super) fn command_setsid_escape(marker: &str) -> io::Result<()> {
+    run_escape_script(marker, false)?;
+    wait_for_escape(marker)?;
+    if std::process::id() == 1 {
+        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+    }
+    Ok(())
+}
+
 /// Runs the escape script, in a PID namespace of its own where the sandbox
 /// allows one.
 fn start_escape(marker: &str) -> io::Result<()> {
+    run_escape_script(marker, command_namespace().is_some())
+}
+
+/// Runs the escape script, in a PID namespace of its own if `namespace`.
+fn run_escape_script(marker: &str, namespace: bool) -> io::Result<()> {
     // The outer shell backgrounds `setsid sh`, whose `sh` waits on a sleep
     // (`; :` keeps it from exec'ing the sleep), and exits at once.
     let mut command = std::process::Command::new("sh");
@@ -128,8 +154,7 @@ fn start_escape(marker: &str) -> io::Result<()> {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    let namespace =
-        command_namespace().map(|_| crate::sandbox::pidns::PidNamespace::for_current_user());
+    let namespace = namespace.then(crate::sandbox::pidns::PidNamespace::for_current_user);
     if let Some(namespace) = namespace {
         use std::os::unix::process::CommandExt;
         // SAFETY: `enter` is made for the spot between fork and exec.
@@ -149,13 +174,12 @@ fn start_escape(marker: &str) -> io::Result<()> {
 /// The marked process once it is in a session of its own. The forked
 /// shell carries the marker before `setsid` has run; one that never gets
 /// there is killed by the parent, by its marker.
-fn wait_for_escape(marker: &str, me: i32) -> io::Result<i32> {
+fn wait_for_escape(marker: &str) -> io::Result<i32> {
     let deadline = Instant::now() + ESCAPE_WAIT;
+    let mine = session_of("self");
     loop {
         let marked = marked_processes(marker);
-        if let Some(pid) = marked
-            .iter()
-            .find(|pid| session_of(**pid) != session_of(me))
+        if let Some(pid) = marked.iter().find(|pid| session_of(**pid) != mine)
         {
             return Ok(*pid);
         }

@@ -173,6 +173,9 @@ const SUBAGENT_CONTROL: [&Probe; 1] = [&controls::SCRATCH_WRITE];
 /// Allowed to a `workspace-write` command, forbidden (the workspace) in
 /// `read-only`.
 const WORKSPACE: [&Probe; 2] = [&controls::WRITE_WORKSPACE, &controls::WRITE_TMPDIR];
+/// Forbidden to a sandboxed command where the kernel gives it a PID
+/// namespace: leaving something running behind it.
+const COMMAND: [&Probe; 1] = [&processes::COMMAND_SETSID_ESCAPE];
 
 /// Forbidden to a write subagent: everything of the main checkout and its
 /// `.git` outside its worktree, whatever way git or a link is pointed at
@@ -221,6 +224,8 @@ pub const SUBAGENT_CONTROLS: [&str; 1] = names(SUBAGENT_CONTROL);
 /// Writing in the workspace and in `$TMPDIR`: allowed to a
 /// `workspace-write` command, forbidden (the workspace) in `read-only`.
 pub const WORKSPACE_PROBES: [&str; 2] = names(WORKSPACE);
+/// Forbidden to a sandboxed command where it gets a PID namespace.
+pub const COMMAND_PROBES: [&str; 1] = names(COMMAND);
 /// Forbidden to a write subagent (its worktree's escapes).
 pub const WRITE_SUBAGENT_PROBES: [&str; 14] = names(WRITE_SUBAGENT);
 /// What a write subagent must still be able to do: write its claim, read
@@ -249,6 +254,7 @@ pub fn all() -> impl Iterator<Item = &'static Probe> {
         .chain(CONTROLS)
         .chain(SUBAGENT_CONTROL)
         .chain(WORKSPACE)
+        .chain(COMMAND)
         .chain(WRITE_SUBAGENT)
         .chain(WRITE_SUBAGENT_CONTROL)
         // The allowlist's own: the others are in every sandbox's list.
@@ -310,10 +316,14 @@ impl ProbeRole {
                 controls.extend(SUBAGENT_CONTROLS);
             }
             ProbeRole::Command(SandboxMode::DangerFullAccess) => {}
-            ProbeRole::Command(SandboxMode::ReadOnly) => forbidden.push(WORKSPACE_PROBES[0]),
+            ProbeRole::Command(SandboxMode::ReadOnly) => {
+                forbidden.push(WORKSPACE_PROBES[0]);
+                forbidden.extend(command_containment());
+            }
             ProbeRole::Command(SandboxMode::WorkspaceWrite) => {
                 // [`CHMOD_NOTE`]: not blockable here, so not a probe.
                 forbidden.retain(|probe| *probe != files::CHMOD.name);
+                forbidden.extend(command_containment());
                 controls.extend(WORKSPACE_PROBES);
             }
             // Its own probes only: the shared ones aim at the fixture
@@ -351,6 +361,18 @@ impl ProbeRole {
     }
 }
 
+/// The containment probe of a sandboxed command, where this kernel gives
+/// commands a PID namespace (elsewhere the containment line says there is
+/// none). The parent tries the namespaces; the probe child is PID 1 of
+/// its own when it got one (from inside a sandbox, the try would fail).
+fn command_containment() -> Vec<&'static str> {
+    if std::process::id() == 1 || super::kernel::command_namespace().is_some() {
+        COMMAND_PROBES.to_vec()
+    } else {
+        Vec::new()
+    }
+}
+
 /// Why a `workspace-write` command is not probed for `chmod` outside the
 /// workspace: nothing on this kernel can refuse it without refusing it in
 /// the workspace too.
@@ -367,7 +389,7 @@ mod tests {
         let names: Vec<&str> = all().map(|probe| probe.name).collect();
         let unique: BTreeSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 57);
+        assert_eq!(names.len(), 58);
         for name in names {
             assert_eq!(find(name).map(|probe| probe.name), Some(name));
         }

@@ -245,8 +245,11 @@ async fn nothing_is_left_behind_when_the_group_or_the_keeper_is_killed() {
     child.start_kill().unwrap();
     child.wait().await.unwrap();
     assert_gone(&sleeper, "the command outlived its keeper");
-    // A command that ends: its keeper ends with it.
-    let out = output(bash(&sandbox, proxy.route().port, "echo $PPID")).await;
+    // A command that ends: its keeper ends with it (its parent as this
+    // process's `/proc` names it: the keeper, or the init of the
+    // command's PID namespace, whose keepers end before it is reaped).
+    let script = "read -r _ _ _ ppid _ < /proc/self/stat; echo $ppid";
+    let out = output(bash(&sandbox, proxy.route().port, script)).await;
     let keeper = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     assert!(!keeper.is_empty() && keeper != "0", "{out:?}");
     let deadline = Instant::now() + Duration::from_secs(5);
