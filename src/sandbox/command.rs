@@ -20,7 +20,7 @@
 //! - `danger-full-access`: no ruleset, no filter.
 //!
 //! In both sandboxed modes each command also leads a session of its own
-//! (no controlling terminal) and runs as PID 1 of a PID namespace of its
+//! (no controlling terminal) and runs in a PID namespace of its
 //! own where the kernel allows one ([`super::pidns`]): whatever it starts,
 //! `setsid` and double forks included, ends when it ends or is killed.
 //!
@@ -461,7 +461,7 @@ impl CommandSandbox {
             }
             if let Some(namespace) = &self.pid_namespace {
                 // Last, as the keeper drops capabilities for its child
-                // (the mounts above may need them): from here on in PID 1
+                // (the mounts above may need them): from here on in PID 2
                 // of the command's namespace, and what it starts ends
                 // with it (`sandbox::pidns`).
                 namespace.enter()?;

@@ -1,6 +1,7 @@
-//! A PID namespace for each command of a subagent's shell: when the
-//! command ends, everything it started dies with it, also a process that
-//! called `setsid`, double-forked or was `nohup`ed.
+//! A PID namespace for each sandboxed command (the main agent's, and a
+//! subagent's shell's): when the command ends, everything it started dies
+//! with it, also a process that called `setsid`, double-forked or was
+//! `nohup`ed.
 //!
 //! Theory of operation, between fork and exec ([`enter`], called from the
 //! command sandbox's `pre_exec`; raw syscalls on memory prepared before the

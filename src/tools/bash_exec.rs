@@ -14,7 +14,7 @@
 //!   returned with a failed result.
 //!
 //! No process of the group outlives the tool. In a sandboxed mode the
-//! command is PID 1 of a PID namespace of its own (`sandbox::pidns`), so a
+//! command runs in a PID namespace of its own (`sandbox::pidns`), so a
 //! process that leaves the group (`setsid`, a double fork) ends with it
 //! too; in `danger-full-access`, and for a command approved to run outside
 //! the sandbox, such a process is beyond its reach.

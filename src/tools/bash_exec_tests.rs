@@ -308,7 +308,11 @@ async fn the_proxys_refusals_during_a_command_end_its_output() {
 async fn a_sandboxed_commands_escaped_processes_end_with_it() {
     if !crate::sandbox::pidns::containment().uses_namespace() {
         // CI's machines have one: there, a skip would hide a regression.
-        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "no PID namespace");
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "no PID namespace"
+        );
         eprintln!("skipped: no PID namespace here");
         return;
     }
@@ -350,7 +354,10 @@ fn processes_running(needle: &str) -> Vec<u32> {
         };
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let zombie = state.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'));
+        let zombie = state
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z'));
         if !zombie && String::from_utf8_lossy(&cmdline).contains(needle) {
             found.push(pid);
         }

@@ -121,13 +121,13 @@ pub fn command_escape_marker(dir: &Path) -> String {
 
 /// The setsid probe of a main-agent command: the probe child is the
 /// command, confined by its parent, and starts the escape itself.
-/// `Err(ESRCH)`: it is PID 1 of a namespace of its own, so the escaped
+/// `Err(ESRCH)`: it runs in a PID namespace of its own, so the escaped
 /// process ends with it (the parent checks it is gone once the child has
 /// exited); `Ok`: nothing will end it.
 pub(super) fn command_setsid_escape(marker: &str) -> io::Result<()> {
     run_escape_script(marker, false)?;
     wait_for_escape(marker)?;
-    if std::process::id() == 1 {
+    if super::kernel::in_own_pid_namespace() {
         return Err(io::Error::from_raw_os_error(libc::ESRCH));
     }
     Ok(())
@@ -179,8 +179,7 @@ fn wait_for_escape(marker: &str) -> io::Result<i32> {
     let mine = session_of("self");
     loop {
         let marked = marked_processes(marker);
-        if let Some(pid) = marked.iter().find(|pid| session_of(**pid) != mine)
-        {
+        if let Some(pid) = marked.iter().find(|pid| session_of(**pid) != mine) {
             return Ok(*pid);
         }
         if Instant::now() >= deadline {

@@ -15,6 +15,14 @@ pub(super) fn command_namespace() -> Option<Containment> {
     kind.uses_namespace().then(|| kind.clone())
 }
 
+/// Whether this process runs in a PID namespace of its own, as a
+/// sandboxed command does: there its init is 1 and the command 2, numbers
+/// that outside are the host's init and kernel thread daemon, never a
+/// command's.
+pub(super) fn in_own_pid_namespace() -> bool {
+    std::process::id() <= 2
+}
+
 /// What a command probe child can see of the sandbox its parent put it
 /// in (the parent built the ruleset for this kernel's best ABI and fails
 /// before the spawn when it cannot).

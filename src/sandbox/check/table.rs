@@ -363,10 +363,10 @@ impl ProbeRole {
 
 /// The containment probe of a sandboxed command, where this kernel gives
 /// commands a PID namespace (elsewhere the containment line says there is
-/// none). The parent tries the namespaces; the probe child is PID 1 of
-/// its own when it got one (from inside a sandbox, the try would fail).
+/// none). The parent tries the namespaces; the probe child sees it is in
+/// one of its own when it got one (from inside a sandbox, the try would fail).
 fn command_containment() -> Vec<&'static str> {
-    if std::process::id() == 1 || super::kernel::command_namespace().is_some() {
+    if super::kernel::in_own_pid_namespace() || super::kernel::command_namespace().is_some() {
         COMMAND_PROBES.to_vec()
     } else {
         Vec::new()

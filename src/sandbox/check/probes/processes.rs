@@ -9,7 +9,7 @@ use nix::unistd::Pid;
 use super::super::escape::{
     command_escape_marker, command_setsid_escape, escape_marker, kill_escaped, setsid_escape,
 };
-use super::super::kernel::{command_namespace, ptrace_mechanism};
+use super::super::kernel::{command_namespace, in_own_pid_namespace, ptrace_mechanism};
 use super::super::table::{Probe, RefusedBy};
 use super::sockets::no_scopes;
 
@@ -21,7 +21,7 @@ pub(in super::super) const SIGNAL_PARENT: Probe = Probe::new("signal-parent", |t
 .refused_by(RefusedBy::Always("landlock scope"))
 // A command in a PID namespace of its own sees no process outside it.
 .with_refusal_errno("ESRCH")
-.with_seen_by_child(|_| (std::process::id() == 1).then(|| "PID namespace".to_owned()));
+.with_seen_by_child(|_| (in_own_pid_namespace()).then(|| "PID namespace".to_owned()));
 
 pub(in super::super) const READ_PARENT_ENVIRON: Probe = Probe::new("read-parent-environ", |t| {
     let mut byte = [0u8; 1];
@@ -45,15 +45,16 @@ pub(in super::super) const SETSID_ESCAPE: Probe =
         // Found alive after the child's sweep: reported, then killed.
         .with_side_effect(|f| kill_escaped(&escape_marker(f.dir())) > 0);
 
-/// A main-agent command's own escape: a sandboxed command is PID 1 of a
+/// A main-agent command's own escape: a sandboxed command runs in a
 /// PID namespace of its own, so what it starts ends with it.
-pub(in super::super) const COMMAND_SETSID_ESCAPE: Probe = Probe::new("command-setsid-escape", |t| {
-    command_setsid_escape(&command_escape_marker(&t.dir))
-})
-.refused_by(RefusedBy::Always("PID namespace"))
-.with_refusal_errno("ESRCH")
-// Found alive once the command has exited: reported, then killed.
-.with_side_effect(|f| kill_escaped(&command_escape_marker(f.dir())) > 0);
+pub(in super::super) const COMMAND_SETSID_ESCAPE: Probe =
+    Probe::new("command-setsid-escape", |t| {
+        command_setsid_escape(&command_escape_marker(&t.dir))
+    })
+    .refused_by(RefusedBy::Always("PID namespace"))
+    .with_refusal_errno("ESRCH")
+    // Found alive once the command has exited: reported, then killed.
+    .with_side_effect(|f| kill_escaped(&command_escape_marker(f.dir())) > 0);
 
 pub(in super::super) const FORK_BOMB: Probe = Probe::new("fork-bomb", |_| fork_bomb())
     .refused_by(RefusedBy::Always("rlimit"))
