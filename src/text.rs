@@ -105,12 +105,15 @@ pub fn for_log(text: &str, max_chars: usize) -> String {
 /// escapes. Outside strings JSON text is ASCII, so every such character is
 /// inside a string, and the result parses to the same value.
 pub fn json_for_terminal(json: &str) -> Cow<'_, str> {
-    if !json.chars().any(acts_on_terminal) {
+    // JSON escapes C0 controls in strings itself; raw ones are the layout
+    // of pretty-printed JSON (newlines, indents).
+    let left_raw = |c: char| c as u32 >= 0x7f && acts_on_terminal(c);
+    if !json.chars().any(left_raw) {
         return Cow::Borrowed(json);
     }
     let mut out = String::with_capacity(json.len() + 16);
     for c in json.chars() {
-        if acts_on_terminal(c) {
+        if left_raw(c) {
             let mut units = [0u16; 2];
             for unit in c.encode_utf16(&mut units) {
                 out.push_str(&format!("\\u{unit:04x}"));
@@ -287,5 +290,12 @@ mod tests {
         );
         let back: serde_json::Value = serde_json::from_str(&shown).unwrap();
         assert_eq!(back, value);
+        let pretty = serde_json::to_string_pretty(&value).unwrap();
+        let shown = json_for_terminal(&pretty);
+        assert_eq!(shown.lines().count(), 3, "{shown}");
+        assert!(
+            !shown.chars().any(|c| c.is_control() && c != '\n'),
+            "{shown}"
+        );
     }
 }

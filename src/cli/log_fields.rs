@@ -9,8 +9,9 @@ use tracing_subscriber::fmt::format::debug_fn;
 
 /// Longest message a log line shows, in characters.
 const MESSAGE_CHARS: usize = 1000;
-/// Longest value of any other field, in characters.
-const VALUE_CHARS: usize = 200;
+/// Longest value of any other field, in characters: a backstop above the
+/// 200 that a site quoting the model caps at itself.
+const VALUE_CHARS: usize = 300;
 
 /// The field formatter of every log Fido writes.
 pub fn escaped() -> impl for<'writer> FormatFields<'writer> + 'static {
