@@ -62,7 +62,7 @@ fn show_todo(config: &Config, json: bool) -> ExitCode {
         Err(err) => return fail(&err.to_string()),
     };
     if let Some(warning) = &loaded.warning {
-        eprintln!("fido: {}", escape(&warning));
+        eprintln!("fido: {}", escape(warning));
     }
     let (text, envelope) = todo::format::list_view(&loaded.state);
     if json {
@@ -82,7 +82,7 @@ fn clear_todo(config: &Config) -> ExitCode {
     match todo::run_call(&store, &serde_json::json!({"action": "clear"})) {
         Ok(output) => {
             if let Some(warning) = &output.warning {
-                eprintln!("fido: {}", escape(&warning));
+                eprintln!("fido: {}", escape(warning));
             }
             println!("{}", escape(&output.content));
             ExitCode::SUCCESS
@@ -111,7 +111,7 @@ fn approve_todo(config: &Config, file: &std::path::Path) -> ExitCode {
         Err(err) => return fail(&err.to_string()),
     };
     if let Some(warning) = &loaded.warning {
-        eprintln!("fido: {}", escape(&warning));
+        eprintln!("fido: {}", escape(warning));
     }
     let title = todo::sanitize::display(
         approval
@@ -157,7 +157,7 @@ fn update_plan_command(config: &Config, command: PlanCommand) -> ExitCode {
                 Err(err) => return fail(&err.to_string()),
             };
             if let Some(warning) = &loaded.warning {
-                eprintln!("fido: {}", escape(&warning));
+                eprintln!("fido: {}", escape(warning));
             }
             if json {
                 println!("{}", json_for_terminal(&loaded.state.to_json_text()));
