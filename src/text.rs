@@ -1,7 +1,10 @@
 //! Small text helpers for anything shown to a person or put in an event:
-//! stripping terminal escape sequences and control characters, and cutting
+//! stripping terminal escape sequences and control characters, showing them
+//! escaped instead (for a terminal or a log outside the TUI), and cutting
 //! text short on a character boundary; and the short forms of counts and
 //! durations that the UI and the engine's command output share.
+
+use std::borrow::Cow;
 
 /// Removes ANSI escape sequences (CSI, OSC and two-byte escapes) and control
 /// characters other than newline and tab; newlines and tabs become spaces
@@ -62,6 +65,101 @@ fn skip_osc(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
             _ => {}
         }
     }
+}
+
+/// Shows every character a terminal would act on, other than newline and
+/// tab, as a visible escape: C0 controls and DEL as `\x1b`, carriage
+/// return as `\r`, C1 controls, bidirectional overrides and invisible
+/// format characters as `\u{9b}`. Unlike [`sanitize`], nothing is lost and
+/// nothing acts, whether or not the output is a terminal.
+pub fn escape(text: &str) -> Cow<'_, str> {
+    escape_where(text, |c| c != '\n' && c != '\t' && acts_on_terminal(c))
+}
+
+/// [`escape`] for one line: newlines and tabs are escaped too (`\n`,
+/// `\t`), so the text cannot start a line of its own (a file name in a
+/// listing, a value in a log line).
+pub fn escape_line(text: &str) -> Cow<'_, str> {
+    escape_where(text, acts_on_terminal)
+}
+
+/// A value quoted in a log line: [`escape_line`], cut to `max_chars`
+/// characters with the size of the whole (`… (5242880 bytes)`).
+pub fn for_log(text: &str, max_chars: usize) -> String {
+    // Only the head is escaped: a 5 MB value costs its first characters.
+    let head_end = text
+        .char_indices()
+        .nth(max_chars)
+        .map_or(text.len(), |(at, _)| at);
+    let escaped = escape_line(&text[..head_end]);
+    if head_end == text.len() && escaped.chars().count() <= max_chars {
+        return escaped.into_owned();
+    }
+    let mut out: String = escaped.chars().take(max_chars).collect();
+    out.push_str(&format!("… ({} bytes)", text.len()));
+    out
+}
+
+/// JSON text for a terminal: the characters JSON leaves raw in strings but
+/// a terminal acts on (DEL, C1 controls, bidirectional overrides) as `\u`
+/// escapes. Outside strings JSON text is ASCII, so every such character is
+/// inside a string, and the result parses to the same value.
+pub fn json_for_terminal(json: &str) -> Cow<'_, str> {
+    // JSON escapes C0 controls in strings itself; raw ones are the layout
+    // of pretty-printed JSON (newlines, indents).
+    let left_raw = |c: char| c as u32 >= 0x7f && acts_on_terminal(c);
+    if !json.chars().any(left_raw) {
+        return Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if left_raw(c) {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Whether a terminal acts on `c` or shows it as nothing: C0 and C1
+/// controls, DEL, bidirectional marks, overrides and isolates, zero-width
+/// and invisible format characters, line and paragraph separators.
+fn acts_on_terminal(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061c}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{2028}'..='\u{202e}'
+                | '\u{2060}'..='\u{2069}'
+                | '\u{feff}'
+                | '\u{fff9}'..='\u{fffb}'
+        )
+}
+
+fn escape_where(text: &str, escaped: impl Fn(char) -> bool) -> Cow<'_, str> {
+    if !text.chars().any(&escaped) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if !escaped(c) {
+            out.push(c);
+            continue;
+        }
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x80 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// Cuts `text` to at most `max_chars` characters, ending with `…` when cut.
@@ -146,5 +244,58 @@ mod tests {
         assert_eq!(super::tokens(2_500u64), "2.5k");
         assert_eq!(super::elapsed(4_999), "4s");
         assert_eq!(super::elapsed(185_000), "3m05s");
+    }
+
+    #[test]
+    fn escape_shows_what_would_act_and_keeps_the_rest() {
+        let raw = "a\u{1b}]52;c;cm0gLXJmIH4vKg==\u{7}b\u{9b}2J\r\u{202e}txt.exe\u{7f}\né\tz";
+        assert_eq!(
+            escape(raw),
+            "a\\x1b]52;c;cm0gLXJmIH4vKg==\\x07b\\u{9b}2J\\r\\u{202e}txt.exe\\x7f\né\tz"
+        );
+        assert!(matches!(escape("plain\ttext\n"), Cow::Borrowed(_)));
+        assert_eq!(
+            escape_line("a\nsrc/x.rs:1:forged\t"),
+            "a\\nsrc/x.rs:1:forged\\t"
+        );
+    }
+
+    #[test]
+    fn log_values_are_escaped_and_capped_with_their_size() {
+        let big = "\u{1b}".repeat(5 * 1024 * 1024);
+        let logged = for_log(&big, 200);
+        assert!(logged.starts_with("\\x1b\\x1b"));
+        assert!(
+            logged.ends_with("… (5242880 bytes)"),
+            "{}",
+            &logged[logged.len() - 40..]
+        );
+        assert!(logged.chars().count() < 230);
+        assert_eq!(for_log("short", 200), "short");
+    }
+
+    #[test]
+    fn json_for_a_terminal_escapes_c1_and_bidi_and_parses_the_same() {
+        let value = serde_json::json!({"text": "x\u{9b}31m\u{202e}y\u{7f}\u{1b}"});
+        let plain = serde_json::to_string(&value).unwrap();
+        assert!(
+            plain.contains('\u{9b}'),
+            "serde_json leaves C1 raw: {plain}"
+        );
+        let shown = json_for_terminal(&plain);
+        assert!(!shown.chars().any(|c| c.is_control()), "{shown}");
+        assert!(
+            shown.contains("\\u009b") && shown.contains("\\u202e"),
+            "{shown}"
+        );
+        let back: serde_json::Value = serde_json::from_str(&shown).unwrap();
+        assert_eq!(back, value);
+        let pretty = serde_json::to_string_pretty(&value).unwrap();
+        let shown = json_for_terminal(&pretty);
+        assert_eq!(shown.lines().count(), 3, "{shown}");
+        assert!(
+            !shown.chars().any(|c| c.is_control() && c != '\n'),
+            "{shown}"
+        );
     }
 }

@@ -43,10 +43,12 @@ pub fn sanitize(calls: Vec<ToolCall>, cut_off: bool) -> (Vec<ToolCall>, Vec<Opti
                 )),
             };
             if refusal.is_some() {
+                // The model's text: escaped and capped (5 MB of bad
+                // arguments are one short warning).
                 warn!(
-                    id = %call.id,
-                    name = %call.name,
-                    original = %call.arguments,
+                    id = %text::for_log(&call.id, 100),
+                    name = %text::for_log(&call.name, 100),
+                    original = %text::for_log(&call.arguments, 200),
                     "invalid tool-call arguments; replaying {{}} instead"
                 );
                 call.arguments = "{}".into();

@@ -10,6 +10,7 @@ use clap::Args;
 use super::fail;
 use crate::protocol::control::{ControlReply, ControlRequest, RunningAgent};
 use crate::subagent::control::{SessionReply, ask_all};
+use crate::text::{escape, escape_line, for_log, json_for_terminal};
 
 #[derive(Debug, Args)]
 pub struct AgentsArgs {
@@ -49,25 +50,40 @@ pub(super) fn agents(dir: Option<PathBuf>, args: AgentsArgs) -> ExitCode {
             Ok(ControlReply::Agents { agents: some, .. }) => agents.extend(some),
             Ok(ControlReply::Refused { message }) | Ok(ControlReply::Error { message }) => {
                 failed = true;
-                eprintln!("fido: {}: {message}", socket.display());
+                eprintln!(
+                    "fido: {}: {}",
+                    escape_line(&socket.display().to_string()),
+                    escape(&message.to_string())
+                );
             }
             Ok(other) => {
                 failed = true;
-                eprintln!("fido: {}: unexpected reply {other:?}", socket.display());
+                eprintln!(
+                    "fido: {}: unexpected reply {}",
+                    escape_line(&socket.display().to_string()),
+                    for_log(&format!("{other:?}"), 200)
+                );
             }
             Err(message) => {
                 failed = true;
-                eprintln!("fido: {}: {message}", socket.display());
+                eprintln!(
+                    "fido: {}: {}",
+                    escape_line(&socket.display().to_string()),
+                    escape(&message.to_string())
+                );
             }
         }
     }
     if args.json {
         match serde_json::to_string(&agents) {
-            Ok(text) => println!("{text}"),
+            Ok(text) => println!("{}", json_for_terminal(&text)),
             Err(err) => return fail(&format!("cannot print the agents: {err}")),
         }
     } else if agents.is_empty() {
-        println!("no subagent is running in {}", workspace.display());
+        println!(
+            "no subagent is running in {}",
+            escape_line(&workspace.display().to_string())
+        );
     } else {
         println!(
             "{:<18} {:>10} {:>9}  {:<16} {:>8} {:>8}  PLAN ITEM",
@@ -76,13 +92,13 @@ pub(super) fn agents(dir: Option<PathBuf>, args: AgentsArgs) -> ExitCode {
         for agent in &agents {
             println!(
                 "{:<18} {:>10} {:>9}  {:<16} {:>8} {:>8}  {}",
-                agent.agent_id,
+                escape_line(&agent.agent_id),
                 agent.parent_pid,
                 agent.child_pid.map_or("-".into(), |pid| pid.to_string()),
                 crate::text::summary(agent.phase.as_str(), 16),
                 crate::ui::widgets::subagent_bar::format_elapsed(agent.elapsed_ms),
                 agent.tokens,
-                agent.plan_item.as_deref().unwrap_or("-"),
+                escape_line(agent.plan_item.as_deref().unwrap_or("-")),
             );
         }
     }
@@ -115,21 +131,34 @@ pub(super) fn cancel(dir: Option<PathBuf>, args: CancelArgs) -> ExitCode {
                 for id in agent_ids {
                     cancelled += 1;
                     println!(
-                        "cancelling {id} (fido pid {parent_pid}); its parent records the result and goes on"
+                        "cancelling {} (fido pid {parent_pid}); its parent records the result and goes on",
+                        escape_line(&id)
                     );
                 }
             }
             Ok(ControlReply::Refused { message }) | Ok(ControlReply::Error { message }) => {
                 failed = true;
-                eprintln!("fido: {}: {message}", socket.display());
+                eprintln!(
+                    "fido: {}: {}",
+                    escape_line(&socket.display().to_string()),
+                    escape(&message.to_string())
+                );
             }
             Ok(other) => {
                 failed = true;
-                eprintln!("fido: {}: unexpected reply {other:?}", socket.display());
+                eprintln!(
+                    "fido: {}: unexpected reply {}",
+                    escape_line(&socket.display().to_string()),
+                    for_log(&format!("{other:?}"), 200)
+                );
             }
             Err(message) => {
                 failed = true;
-                eprintln!("fido: {}: {message}", socket.display());
+                eprintln!(
+                    "fido: {}: {}",
+                    escape_line(&socket.display().to_string()),
+                    escape(&message.to_string())
+                );
             }
         }
     }

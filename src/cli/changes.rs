@@ -131,8 +131,8 @@ fn line(record: &Record) -> String {
         record.set.id,
         record.set.merge.as_str(),
         record.set.summary(),
-        crate::text::summary(&record.claim.join(", "), 40),
-        crate::text::summary(&record.task, 60),
+        summarized(&record.claim.join(", "), 40),
+        summarized(&record.task, 60),
     );
     let control = &record.set.control_files;
     if !control.is_empty() {
@@ -155,7 +155,7 @@ fn marked(root: &Path, mut record: Record) -> Record {
 fn print_json<T: Serialize + ?Sized>(value: &T) -> ExitCode {
     match serde_json::to_string(value) {
         Ok(text) => {
-            println!("{text}");
+            println!("{}", crate::text::json_for_terminal(&text));
             ExitCode::SUCCESS
         }
         Err(err) => fail(&format!("cannot print the change sets: {err}")),
@@ -260,12 +260,12 @@ fn conflict_lines(conflicts: &[FileConflict]) -> String {
     out
 }
 
-/// The full patch, each line freed of terminal escapes (the file's bytes
-/// are the subagent's), coloured on a terminal.
+/// The full patch, each line's control characters shown escaped (the
+/// file's bytes are the subagent's), coloured on a terminal.
 fn diff(patch: &str, paint: Paint) -> String {
     let mut out = String::with_capacity(patch.len());
     for line in patch.lines() {
-        let line = crate::text::sanitize(line, false);
+        let line = crate::text::escape(line).into_owned();
         let painted =
             if line.starts_with("diff --git") || line.starts_with("+++") || line.starts_with("---")
             {
@@ -285,9 +285,17 @@ fn diff(patch: &str, paint: Paint) -> String {
     out
 }
 
-/// One line of text from the record, safe to print on a terminal.
+/// The start of a text from the record on one line: its runs of
+/// whitespace (newlines too) folded into one space, escaped.
+fn summarized(text: &str, max_chars: usize) -> String {
+    let folded = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    crate::text::short(&sanitized(&folded), max_chars)
+}
+
+/// One line of text from the record, safe to print on a terminal: its
+/// newlines and control characters shown escaped.
 fn sanitized(text: &str) -> String {
-    crate::text::sanitize(text, true)
+    crate::text::escape_line(text).into_owned()
 }
 
 fn apply_one(workspace: &Workspace, id: &str) -> ExitCode {
@@ -462,10 +470,13 @@ mod tests {
         let on = diff(patch, Paint { on: true });
         assert_eq!(
             on,
-            "\x1b[1m--- a/x\x1b[0m\n\x1b[1m+++ b/x\x1b[0m\n\x1b[36m@@ -1 +1 @@\x1b[0m\n ctx\n\x1b[31m-old\x1b[0m\n\x1b[32m+new \x1b[0m\n"
+            "\x1b[1m--- a/x\x1b[0m\n\x1b[1m+++ b/x\x1b[0m\n\x1b[36m@@ -1 +1 @@\x1b[0m\n ctx\n\x1b[31m-old\x1b[0m\n\x1b[32m+new \\x1b]0;pwned\\x07\\x1b[2J\x1b[0m\n"
         );
         let off = diff(patch, Paint { on: false });
-        assert_eq!(off, "--- a/x\n+++ b/x\n@@ -1 +1 @@\n ctx\n-old\n+new \n");
+        assert_eq!(
+            off,
+            "--- a/x\n+++ b/x\n@@ -1 +1 @@\n ctx\n-old\n+new \\x1b]0;pwned\\x07\\x1b[2J\n"
+        );
     }
 
     /// `/changes` in the TUI on a real change set: listed, shown in full,

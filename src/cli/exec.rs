@@ -257,7 +257,7 @@ fn print_session_warnings(runtime: &Runtime) {
         .chain(runtime.mcp.warnings())
         .chain(&runtime.sandbox_warnings())
     {
-        eprintln!("fido: warning: {warning}");
+        eprintln!("fido: warning: {}", crate::text::escape(warning));
     }
 }
 
@@ -297,8 +297,11 @@ async fn conclude(
             ));
         }
         if !json {
+            // The model's text: a terminal must not act on it (OSC 52 sets
+            // the clipboard, CSI moves the cursor); the file above keeps it
+            // exact.
             let mut stdout = std::io::stdout().lock();
-            let _ = writeln!(stdout, "{text}");
+            let _ = writeln!(stdout, "{}", crate::text::escape(&text));
             let _ = stdout.flush();
         }
     }
@@ -322,7 +325,8 @@ fn spawn_printer(
     Ok(done)
 }
 
-/// Prints events: with `--json` every event as one line on stdout; errors
+/// Prints events: with `--json` every event as one line on stdout (with
+/// JSON's escapes also for the C1 and bidi characters it leaves raw); errors
 /// and hooks that blocked or failed also as one sentence on stderr, for the
 /// person watching. Blocking.
 fn print_events(mut receiver: crate::agent::EventReceiver, json: bool) {
@@ -337,6 +341,7 @@ fn print_events(mut receiver: crate::agent::EventReceiver, json: bool) {
                 Ok(line) => {
                     let mut stdout = std::io::stdout().lock();
                     // A closed stdout (e.g. `| head`) must not stop the agent.
+                    let line = crate::text::json_for_terminal(&line);
                     let _ = writeln!(stdout, "{line}");
                     let _ = stdout.flush();
                 }
@@ -344,10 +349,10 @@ fn print_events(mut receiver: crate::agent::EventReceiver, json: bool) {
             }
         }
         if let EventKind::Error { message } = &event.kind {
-            eprintln!("fido: {message}");
+            eprintln!("fido: {}", crate::text::escape(message));
         }
         if let Some(notice) = crate::protocol::hook::HookNotice::of(&event.kind) {
-            eprintln!("fido: {}", notice.text());
+            eprintln!("fido: {}", crate::text::escape(notice.text()));
         }
     }
 }

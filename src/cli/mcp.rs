@@ -29,7 +29,7 @@ pub fn run(overrides: &Overrides, command: McpCommand) -> ExitCode {
         hub.shutdown().await;
         if json {
             match serde_json::to_string_pretty(&status) {
-                Ok(text) => println!("{text}"),
+                Ok(text) => println!("{}", crate::text::json_for_terminal(&text)),
                 Err(err) => return fail(&format!("cannot print the servers: {err}")),
             }
         } else {
@@ -50,7 +50,10 @@ fn render(status: &Value, trusted: bool) -> String {
         };
         return format!("no MCP servers configured; add [mcp_servers.NAME] to your config{hint}\n");
     }
-    let text = |value: &Value, key: &str| value[key].as_str().unwrap_or("").to_string();
+    // What a server says of itself and its tools, on one line each, escaped.
+    let text = |value: &Value, key: &str| {
+        crate::text::escape_line(value[key].as_str().unwrap_or("")).into_owned()
+    };
     let mut out = String::new();
     for server in servers {
         let state = match server["state"].as_str() {
@@ -75,7 +78,7 @@ fn render(status: &Value, trusted: bool) -> String {
             out.push_str(&format!(
                 "  {}  {}\n",
                 text(tool, "name"),
-                crate::text::summary(&text(tool, "description"), 80)
+                crate::text::short(&text(tool, "description"), 80)
             ));
         }
     }

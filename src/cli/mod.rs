@@ -7,6 +7,7 @@
 mod agents;
 mod changes;
 mod exec;
+mod log_fields;
 mod mcp;
 mod plan;
 mod preamble;
@@ -219,7 +220,7 @@ fn overrides(global: &GlobalArgs) -> Result<Overrides, String> {
 
 /// Prints one clear sentence and returns exit code 1.
 fn fail(message: &str) -> ExitCode {
-    eprintln!("fido: {message}");
+    eprintln!("fido: {}", crate::text::escape(message));
     ExitCode::from(1)
 }
 
@@ -231,6 +232,7 @@ fn init_logging() {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .fmt_fields(log_fields::escaped())
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)

@@ -12,6 +12,7 @@ use super::{fail, init_logging};
 use crate::config::{Config, Overrides};
 use crate::plan::todo::{self, TodoStore};
 use crate::plan::{PlanFlavour, PlanSnapshot, PlanState, PlanStore, Status};
+use crate::text::{escape, escape_line, json_for_terminal};
 
 #[derive(Debug, Subcommand)]
 pub enum PlanCommand {
@@ -61,13 +62,16 @@ fn show_todo(config: &Config, json: bool) -> ExitCode {
         Err(err) => return fail(&err.to_string()),
     };
     if let Some(warning) = &loaded.warning {
-        eprintln!("fido: {warning}");
+        eprintln!("fido: {}", escape(warning));
     }
     let (text, envelope) = todo::format::list_view(&loaded.state);
     if json {
-        println!("{}", PlanSnapshot::Todo(envelope).to_json());
+        println!(
+            "{}",
+            json_for_terminal(&PlanSnapshot::Todo(envelope).to_json().to_string())
+        );
     } else {
-        println!("{text}");
+        println!("{}", escape(&text));
     }
     ExitCode::SUCCESS
 }
@@ -78,9 +82,9 @@ fn clear_todo(config: &Config) -> ExitCode {
     match todo::run_call(&store, &serde_json::json!({"action": "clear"})) {
         Ok(output) => {
             if let Some(warning) = &output.warning {
-                eprintln!("fido: {warning}");
+                eprintln!("fido: {}", escape(warning));
             }
-            println!("{}", output.content);
+            println!("{}", escape(&output.content));
             ExitCode::SUCCESS
         }
         Err(err) => fail(&err.to_string()),
@@ -107,7 +111,7 @@ fn approve_todo(config: &Config, file: &std::path::Path) -> ExitCode {
         Err(err) => return fail(&err.to_string()),
     };
     if let Some(warning) = &loaded.warning {
-        eprintln!("fido: {warning}");
+        eprintln!("fido: {}", escape(warning));
     }
     let title = todo::sanitize::display(
         approval
@@ -123,18 +127,24 @@ fn approve_todo(config: &Config, file: &std::path::Path) -> ExitCode {
         .filter(|t| t.is_plan_item())
         .count();
     if !approval.changed {
-        println!("Plan already approved: {title}; nothing changed.");
+        println!(
+            "Plan already approved: {}; nothing changed.",
+            escape_line(&title)
+        );
     } else {
         let carried = match approval.carried {
             0 => String::new(),
             n => format!("; {n} unchanged items kept their status"),
         };
-        println!("Plan approved: {title} ({items} plan items{carried})");
+        println!(
+            "Plan approved: {} ({items} plan items{carried})",
+            escape_line(&title)
+        );
         if items == 0 {
             eprintln!("fido: the plan has no actionable items (bullets or prose sections)");
         }
     }
-    println!("{}", todo::format::list_view(&loaded.state).0);
+    println!("{}", escape(&todo::format::list_view(&loaded.state).0));
     ExitCode::SUCCESS
 }
 
@@ -147,19 +157,19 @@ fn update_plan_command(config: &Config, command: PlanCommand) -> ExitCode {
                 Err(err) => return fail(&err.to_string()),
             };
             if let Some(warning) = &loaded.warning {
-                eprintln!("fido: {warning}");
+                eprintln!("fido: {}", escape(warning));
             }
             if json {
-                println!("{}", loaded.state.to_json_text());
+                println!("{}", json_for_terminal(&loaded.state.to_json_text()));
             } else {
-                print!("{}", render(&loaded.state));
+                print!("{}", escape(&render(&loaded.state)));
             }
             ExitCode::SUCCESS
         }
         PlanCommand::Clear => match store.clear() {
             Ok((state, warning)) => {
                 if let Some(warning) = warning {
-                    eprintln!("fido: {warning}");
+                    eprintln!("fido: {}", escape(&warning));
                 }
                 println!("Plan cleared (version {}).", state.version);
                 ExitCode::SUCCESS
@@ -170,7 +180,9 @@ fn update_plan_command(config: &Config, command: PlanCommand) -> ExitCode {
     }
 }
 
-/// The plan as text for a person: every item with every field.
+/// The plan as text for a person: every item with every field, each on
+/// its own line (a field's newlines and control characters shown escaped:
+/// the plan file is the repository's, a title cannot forge an item).
 pub fn render(state: &PlanState) -> String {
     if state.version == 0 {
         return "No plan yet.\n".into();
@@ -178,8 +190,8 @@ pub fn render(state: &PlanState) -> String {
     let mut out = format!(
         "Plan v{} · {} · {}\n",
         state.version,
-        state.updated_at.as_deref().unwrap_or("never updated"),
-        state.reason
+        escape_line(state.updated_at.as_deref().unwrap_or("never updated")),
+        escape_line(&state.reason)
     );
     if state.items.is_empty() {
         out.push_str("  (empty)\n");
@@ -193,24 +205,24 @@ pub fn render(state: &PlanState) -> String {
         };
         out.push_str(&format!(
             "  {mark} {} — {} ({})\n",
-            item.id,
-            item.title,
+            escape_line(&item.id),
+            escape_line(&item.title),
             item.status.as_str()
         ));
         if let Some(details) = &item.details {
-            out.push_str(&format!("      details: {details}\n"));
+            out.push_str(&format!("      details: {}\n", escape_line(details)));
         }
         if !item.dependencies.is_empty() {
             out.push_str(&format!(
                 "      depends on: {}\n",
-                item.dependencies.join(", ")
+                escape_line(&item.dependencies.join(", "))
             ));
         }
         if let Some(next) = &item.next_action {
-            out.push_str(&format!("      next: {next}\n"));
+            out.push_str(&format!("      next: {}\n", escape_line(next)));
         }
         for evidence in &item.evidence {
-            out.push_str(&format!("      evidence: {evidence}\n"));
+            out.push_str(&format!("      evidence: {}\n", escape_line(evidence)));
         }
     }
     out

@@ -59,7 +59,7 @@ pub(super) fn block_on<F: Future>(future: F) -> Result<F::Output, String> {
 /// Tells the person what the configuration ignored, before anything runs.
 fn print_config_warnings(config: &Config) {
     for warning in &config.warnings {
-        eprintln!("fido: warning: {warning}");
+        eprintln!("fido: warning: {}", crate::text::escape(warning));
     }
 }
 

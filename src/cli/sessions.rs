@@ -9,6 +9,7 @@ use clap::Args;
 use super::fail;
 use crate::runtime::ResumeFrom;
 use crate::store::journal::{self, SessionSummary};
+use crate::text::escape_line;
 
 #[derive(Debug, Args)]
 pub struct SessionsArgs {
@@ -55,7 +56,7 @@ pub(super) fn run(workspace: Option<PathBuf>, args: SessionsArgs) -> ExitCode {
     for session in &sessions {
         if args.json {
             match serde_json::to_string(session) {
-                Ok(line) => println!("{line}"),
+                Ok(line) => println!("{}", crate::text::json_for_terminal(&line)),
                 Err(err) => return fail(&format!("cannot print session {}: {err}", session.id)),
             }
         } else {
@@ -63,7 +64,10 @@ pub(super) fn run(workspace: Option<PathBuf>, args: SessionsArgs) -> ExitCode {
         }
     }
     if sessions.is_empty() && !args.json {
-        eprintln!("no sessions in {} yet", workspace.display());
+        eprintln!(
+            "no sessions in {} yet",
+            crate::text::escape(&workspace.display().to_string())
+        );
     }
     ExitCode::SUCCESS
 }
@@ -77,13 +81,16 @@ fn line(s: &SessionSummary) -> String {
         Some(error) => error.clone(),
         None => s.first_prompt.clone(),
     };
+    // The journal's text (the first prompt, an error) on this one line,
+    // escaped: the journal may hold anything the model or a file said.
+    let what = what.split_whitespace().collect::<Vec<_>>().join(" ");
     format!(
         "{}  {:<11}  {}  {} turns  {} tokens  {}",
-        s.id,
-        s.status,
-        s.started_at.get(..16).unwrap_or(&s.started_at),
+        escape_line(&s.id),
+        escape_line(&s.status),
+        escape_line(s.started_at.get(..16).unwrap_or(&s.started_at)),
         s.turns,
         tokens,
-        what
+        escape_line(&what)
     )
 }

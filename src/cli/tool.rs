@@ -35,11 +35,11 @@ pub fn run(overrides: &Overrides, command: ToolCommand) -> ExitCode {
     run_configured(overrides, |config| async move {
         let mcp = crate::runtime::start_mcp(&config).await;
         for warning in mcp.warnings() {
-            eprintln!("fido: warning: {warning}");
+            eprintln!("fido: warning: {}", crate::text::escape(warning));
         }
         let profiles = crate::runtime::load_profiles(&config).await;
         for warning in &profiles.warnings {
-            eprintln!("fido: warning: {warning}");
+            eprintln!("fido: warning: {}", crate::text::escape(warning));
         }
         let catalog = ToolCatalog::with_mcp(config.plan_tool, profiles.offers(), mcp.clone());
         let code = match command {
@@ -55,7 +55,7 @@ fn list(config: &Config, catalog: &ToolCatalog) -> ExitCode {
     let tools = advertised_tools(config.provider, catalog.specs());
     match serde_json::to_string_pretty(&tools) {
         Ok(text) => {
-            println!("{text}");
+            println!("{}", crate::text::json_for_terminal(&text));
             ExitCode::SUCCESS
         }
         Err(err) => fail(&format!("cannot print the catalog: {err}")),
@@ -88,7 +88,7 @@ async fn call(config: &Config, catalog: &ToolCatalog, name: String, args: String
         "content": output.content,
         "details": output.details_json(),
     });
-    println!("{printed}");
+    println!("{}", crate::text::json_for_terminal(&printed.to_string()));
     if output.ok {
         ExitCode::SUCCESS
     } else {

@@ -28,11 +28,11 @@ pub(super) fn run(workspace: Option<PathBuf>, args: TrustArgs) -> ExitCode {
     if args.revoke {
         return match store.revoke(&folder) {
             Ok((path, true)) => {
-                println!("no longer trusted: {}", path.display());
+                println!("no longer trusted: {}", shown(&path));
                 ExitCode::SUCCESS
             }
             Ok((path, false)) => {
-                println!("was not trusted: {}", path.display());
+                println!("was not trusted: {}", shown(&path));
                 ExitCode::SUCCESS
             }
             Err(err) => fail(&err.to_string()),
@@ -42,7 +42,7 @@ pub(super) fn run(workspace: Option<PathBuf>, args: TrustArgs) -> ExitCode {
         Ok((path, recorded)) => {
             println!(
                 "trusted: {} (its fido.toml is now read in full; undo with `fido trust --revoke`)",
-                path.display()
+                shown(&path)
             );
             println!("{}", recorded_line(&recorded));
             ExitCode::SUCCESS
@@ -58,6 +58,11 @@ fn recorded_line(recorded: &Fingerprint) -> String {
     }
     format!(
         "recorded: {}; if any of them changes, the folder is untrusted until you run `fido trust` again",
-        crate::text::sanitize(&recorded.names().join(", "), true)
+        crate::text::escape_line(&recorded.names().join(", "))
     )
+}
+
+/// A folder's path on one line, escaped: a folder's name can hold anything.
+fn shown(path: &std::path::Path) -> String {
+    crate::text::escape_line(&path.display().to_string()).into_owned()
 }

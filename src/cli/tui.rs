@@ -132,6 +132,7 @@ fn init_file_logging(workspace: &Path) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .fmt_fields(super::log_fields::escaped())
         .with_writer(Mutex::new(file))
         .with_ansi(false)
         .try_init();

@@ -30,7 +30,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::http;
-use super::sse::SseEvent;
+use super::sse::{SseEvent, repair_lone_surrogates};
 use super::streaming::{
     Answer, StreamAccumulator, StreamingProvider, WindowSource, WireCodec, completion,
     secret_header,
@@ -350,8 +350,9 @@ impl MessagesStreamAccumulator {
         if self.done || data.is_empty() {
             return Ok(Vec::new());
         }
+        let repaired = repair_lone_surrogates(data);
         let value: Value =
-            serde_json::from_str(data).map_err(|e| ProviderError::MalformedStream {
+            serde_json::from_str(&repaired).map_err(|e| ProviderError::MalformedStream {
                 detail: format!("{e}: {}", http::shorten(data)),
             })?;
         let kind = value

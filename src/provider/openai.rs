@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::http;
-use super::sse::SseEvent;
+use super::sse::{SseEvent, repair_lone_surrogates};
 use super::streaming::{
     Answer, StreamAccumulator, StreamingProvider, WindowSource, WireCodec, completion,
     secret_header,
@@ -408,8 +408,9 @@ impl ChatStreamAccumulator {
             self.done = true;
             return Ok(Vec::new());
         }
+        let repaired = repair_lone_surrogates(data);
         let chunk: Chunk =
-            serde_json::from_str(data).map_err(|e| ProviderError::MalformedStream {
+            serde_json::from_str(&repaired).map_err(|e| ProviderError::MalformedStream {
                 detail: format!("{e}: {}", http::shorten(data)),
             })?;
         self.push_chunk(chunk)
@@ -421,9 +422,12 @@ impl ChatStreamAccumulator {
         &mut self,
         body: &[u8],
     ) -> Result<Vec<ProviderNotice>, ProviderError> {
+        let text = String::from_utf8_lossy(body);
         let mut value: Value =
-            serde_json::from_slice(body).map_err(|e| ProviderError::MalformedStream {
-                detail: format!("{e}: {}", http::shorten(&String::from_utf8_lossy(body))),
+            serde_json::from_str(&repair_lone_surrogates(&text)).map_err(|e| {
+                ProviderError::MalformedStream {
+                    detail: format!("{e}: {}", http::shorten(&text)),
+                }
             })?;
         if let Some(choices) = value.get_mut("choices").and_then(Value::as_array_mut) {
             for choice in choices {

@@ -14,6 +14,8 @@
 //!   not exceed the limit ([`DEFAULT_EVENT_LIMIT`] unless set otherwise); past
 //!   it the decoder returns [`SseError::EventTooLarge`] instead of growing.
 
+use std::borrow::Cow;
+
 /// Largest pending event the decoder accepts by default (16 MiB).
 pub const DEFAULT_EVENT_LIMIT: usize = 16 * 1024 * 1024;
 
@@ -176,6 +178,69 @@ impl SseDecoder {
     }
 }
 
+/// The JSON text of an event with every unpaired UTF-16 surrogate escape
+/// (`\ud800` without its low half, a lone `\udc80`) made `\ufffd`: JSON
+/// allows them, Rust strings cannot hold them, and serde_json refuses the
+/// whole event. So a lone surrogate costs one character, as invalid UTF-8
+/// does, not the turn. Outside strings valid JSON has no backslash, so
+/// escapes are found without tracking strings.
+pub fn repair_lone_surrogates(json: &str) -> Cow<'_, str> {
+    let bytes = json.as_bytes();
+    let mut repaired: Option<String> = None;
+    let mut copied = 0;
+    let mut at = 0;
+    while at < bytes.len() {
+        if bytes[at] != b'\\' {
+            at += 1;
+            continue;
+        }
+        let Some(unit) = escaped_unit(bytes, at) else {
+            // `\"`, `\\` and the like: the escaped character is skipped.
+            at += 2;
+            continue;
+        };
+        let lone = match unit {
+            0xd800..=0xdbff => !matches!(escaped_unit(bytes, at + 6), Some(0xdc00..=0xdfff)),
+            0xdc00..=0xdfff => true,
+            _ => false,
+        };
+        if !lone {
+            // A pair is passed over whole, so its low half is not lone.
+            at += if (0xd800..=0xdbff).contains(&unit) {
+                12
+            } else {
+                6
+            };
+            continue;
+        }
+        let out = repaired.get_or_insert_with(|| String::with_capacity(json.len()));
+        out.push_str(&json[copied..at]);
+        out.push_str("\\ufffd");
+        at += 6;
+        copied = at;
+    }
+    match repaired {
+        Some(mut out) => {
+            out.push_str(&json[copied..]);
+            Cow::Owned(out)
+        }
+        None => Cow::Borrowed(json),
+    }
+}
+
+/// The code unit of a `\uXXXX` escape starting at `at`, if there is one.
+fn escaped_unit(bytes: &[u8], at: usize) -> Option<u16> {
+    let escape = bytes.get(at..at + 6)?;
+    if escape[0] != b'\\' || escape[1] != b'u' {
+        return None;
+    }
+    let hex = std::str::from_utf8(&escape[2..]).ok()?;
+    if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    u16::from_str_radix(hex, 16).ok()
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -320,5 +385,28 @@ mod tests {
         for _ in 0..100 {
             assert_eq!(decoder.feed(b"data: 01234\n\n").unwrap().len(), 1);
         }
+    }
+
+    #[test]
+    fn lone_surrogates_become_replacement_characters() {
+        // (event, its text once repaired, whether serde_json refuses it as is)
+        let cases = [
+            (r#"{"t":"a\ud800b"}"#, "a\u{fffd}b", true),
+            (r#"{"t":"a\udc80"}"#, "a\u{fffd}", true),
+            (r#"{"t":"\uD83D\uDC15 \uDBFF"}"#, "🐕 \u{fffd}", true),
+            (r#"{"t":"\ud800\ud800\udc00"}"#, "\u{fffd}𐀀", true),
+            (r#"{"t":"\\ud800 \u00e9"}"#, "\\ud800 é", false),
+        ];
+        for (json, text, refused) in cases {
+            let as_is = serde_json::from_str::<serde_json::Value>(json);
+            assert_eq!(as_is.is_err(), refused, "{json}");
+            let repaired = repair_lone_surrogates(json);
+            let value: serde_json::Value = serde_json::from_str(&repaired).unwrap();
+            assert_eq!(value["t"], text, "{json}");
+        }
+        assert!(matches!(
+            repair_lone_surrogates(r#"{"t":"\ud83d\udc15"}"#),
+            Cow::Borrowed(_)
+        ));
     }
 }

@@ -196,7 +196,8 @@ impl Listing {
             }
             let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
             listing.unexpanded |= is_dir && entry.depth() == depth;
-            let mut line = workspace.display(entry.path());
+            // A name with a newline would make lines of its own: escaped.
+            let mut line = crate::text::escape_line(&workspace.display(entry.path())).into_owned();
             if is_dir {
                 line.push('/');
             }

@@ -4,11 +4,21 @@
 //! `.fido-*` are invisible), the ripgrep crates for matching and searching,
 //! binary files skipped at their first NUL byte. Output is bounded by
 //! `max_matches` and by `limits.read_max_bytes`, each with a note.
+//!
+//! Memory is bounded too: a line longer than [`PIECE_BYTES`] is searched in
+//! pieces of that size (as `read_file` never holds a whole giant line), the
+//! searcher has a heap limit, and a long line is shown cut around its match
+//! with a note. File names are escaped, so a name cannot forge a line.
 
 use std::borrow::Cow;
-use std::io;
-use std::path::PathBuf;
+use std::cell::RefCell;
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
+use grep_matcher::Matcher;
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use ignore::WalkBuilder;
@@ -26,6 +36,15 @@ const MAX_MATCHES: usize = 1000;
 const MAX_CONTEXT: usize = 10;
 /// Longest line shown, in characters.
 const MAX_LINE_CHARS: usize = 500;
+/// Characters shown before the match when a long line is cut around it.
+const LEAD_CHARS: usize = 100;
+/// Longest stretch of one line the searcher holds: a longer line is
+/// searched in pieces of this many bytes (a match across two pieces is
+/// missed), so a 500 MB one-line file costs about this, not 500 MB.
+const PIECE_BYTES: usize = 1 << 20;
+/// The searcher's heap limit: the line it matches and its before-context
+/// lines, a piece at most each; past it the file is not searched further.
+const HEAP_LIMIT: usize = (MAX_CONTEXT + 2) * PIECE_BYTES;
 
 pub struct Ripgrep;
 
@@ -163,8 +182,14 @@ impl Search {
             Ok(walk) => walk,
             Err(refusal) => return refusal,
         };
+        // No BOM sniffing: the offsets the sink gets are the file's own
+        // (plus the pieces' breaks), which the line numbers are mended
+        // from. A UTF-16 file has NUL bytes and is skipped as binary, as
+        // `read_file` refuses it.
         let mut searcher = SearcherBuilder::new()
             .line_number(true)
+            .bom_sniffing(false)
+            .heap_limit(Some(HEAP_LIMIT))
             .binary_detection(BinaryDetection::quit(0))
             .before_context(self.context)
             .after_context(self.context)
@@ -189,13 +214,23 @@ impl Search {
             if !entry.file_type().is_some_and(|t| t.is_file()) {
                 continue;
             }
+            let breaks = Rc::new(RefCell::new(Vec::new()));
+            let reader = match open_regular(entry.path()) {
+                Ok(file) => Pieces::new(file, breaks.clone(), cancel.clone()),
+                Err(_) => {
+                    unreadable += 1;
+                    continue;
+                }
+            };
             let mut sink = FileSink {
                 results: &mut results,
-                path: workspace.display(entry.path()),
+                matcher: &self.matcher,
+                path: crate::text::escape_line(&workspace.display(entry.path())).into_owned(),
+                breaks,
                 started: false,
             };
             if searcher
-                .search_path(&self.matcher, entry.path(), &mut sink)
+                .search_reader(&self.matcher, reader, &mut sink)
                 .is_err()
             {
                 unreadable += 1;
@@ -268,15 +303,92 @@ impl Results {
     }
 }
 
+/// Opens a regular file without waiting on it: a FIFO or device swapped in
+/// after the walk saw a file is refused, not read.
+fn open_regular(path: &Path) -> io::Result<File> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    Ok(file)
+}
+
+/// A file as the searcher reads it: a newline is added after every
+/// [`PIECE_BYTES`] bytes without one, at offsets (in what it gives out)
+/// recorded in `breaks`, so no line the searcher holds is longer. Ends
+/// the search with an error once the call is cancelled.
+struct Pieces<R> {
+    inner: R,
+    /// Bytes since the last newline.
+    run: usize,
+    /// Bytes given out so far, added newlines included.
+    given: u64,
+    breaks: Rc<RefCell<Vec<u64>>>,
+    cancel: CancellationToken,
+}
+
+impl<R: Read> Pieces<R> {
+    fn new(inner: R, breaks: Rc<RefCell<Vec<u64>>>, cancel: CancellationToken) -> Self {
+        Pieces {
+            inner,
+            run: 0,
+            given: 0,
+            breaks,
+            cancel,
+        }
+    }
+}
+
+impl<R: Read> Read for Pieces<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.cancel.is_cancelled() {
+            return Err(io::Error::other("cancelled"));
+        }
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if self.run == PIECE_BYTES {
+            buf[0] = b'\n';
+            self.breaks.borrow_mut().push(self.given);
+            self.given += 1;
+            self.run = 0;
+            return Ok(1);
+        }
+        let room = buf.len().min(PIECE_BYTES - self.run);
+        let read = self.inner.read(&mut buf[..room])?;
+        self.run = match buf[..read].iter().rposition(|&b| b == b'\n') {
+            Some(at) => read - at - 1,
+            None => self.run + read,
+        };
+        self.given += read as u64;
+        Ok(read)
+    }
+}
+
 /// Prints one file's matches into [`Results`].
 struct FileSink<'a> {
     results: &'a mut Results,
+    matcher: &'a grep_regex::RegexMatcher,
     path: String,
+    /// Where [`Pieces`] added newlines to this file.
+    breaks: Rc<RefCell<Vec<u64>>>,
     started: bool,
 }
 
+/// A line as the searcher reported it.
+struct Found<'b> {
+    separator: char,
+    number: Option<u64>,
+    /// Its offset in what [`Pieces`] gave out.
+    offset: u64,
+    bytes: &'b [u8],
+}
+
 impl FileSink<'_> {
-    fn line(&mut self, separator: char, number: Option<u64>, bytes: &[u8]) -> bool {
+    fn line(&mut self, found: Found<'_>, focus: usize) -> bool {
         if !self.started {
             self.started = true;
             if self.results.separate_files
@@ -286,13 +398,66 @@ impl FileSink<'_> {
                 return false;
             }
         }
-        let text = String::from_utf8_lossy(bytes);
-        let text = text.trim_end_matches(['\n', '\r']);
-        let text = short(&sanitize(text, false), MAX_LINE_CHARS);
-        let number = number.unwrap_or(0);
+        let (number, piece) = self.mended(&found);
+        let bytes = trim_line_end(found.bytes);
+        let text = excerpt(bytes, focus, piece);
+        let separator = found.separator;
         let line = format!("{}{separator}{number}{separator}{text}", self.path);
         self.results.push(&line)
     }
+
+    /// The line's number in the file (the searcher counted the added
+    /// newlines too), and whether it is a piece of a longer line.
+    fn mended(&self, found: &Found<'_>) -> (u64, bool) {
+        let breaks = self.breaks.borrow();
+        let before = breaks.partition_point(|&at| at < found.offset) as u64;
+        let end = found.offset + found.bytes.len() as u64;
+        let piece = before > 0 && breaks[before as usize - 1] + 1 == found.offset
+            || found.bytes.ends_with(b"\n") && breaks.binary_search(&(end - 1)).is_ok();
+        let number = found.number.unwrap_or(0).saturating_sub(before);
+        (number, piece)
+    }
+}
+
+fn trim_line_end(bytes: &[u8]) -> &[u8] {
+    let mut end = bytes.len();
+    while end > 0 && matches!(bytes[end - 1], b'\n' | b'\r') {
+        end -= 1;
+    }
+    &bytes[..end]
+}
+
+/// The text shown of a line: whole up to [`MAX_LINE_CHARS`] characters;
+/// a longer one from a little before `focus` (the match's byte offset),
+/// with notes of what was cut.
+fn excerpt(line: &[u8], focus: usize, piece: bool) -> String {
+    let head = &line[..line.len().min(4 * MAX_LINE_CHARS + 4)];
+    if !piece && head.len() == line.len() {
+        let text = String::from_utf8_lossy(line);
+        if text.chars().count() <= MAX_LINE_CHARS {
+            return sanitize(&text, false);
+        }
+    }
+    // Start on a character boundary, `LEAD_CHARS` bytes or so before.
+    let mut from = focus.min(line.len()).saturating_sub(LEAD_CHARS);
+    while from > 0 && from < line.len() && line[from] & 0xc0 == 0x80 {
+        from += 1;
+    }
+    let window = &line[from..line.len().min(from + 4 * MAX_LINE_CHARS)];
+    let text: String = String::from_utf8_lossy(window)
+        .chars()
+        .take(MAX_LINE_CHARS)
+        .collect();
+    let lead = match from {
+        0 => String::new(),
+        from => format!("[… {from} bytes] "),
+    };
+    let cut = if piece {
+        format!(" [… line cut: longer than {PIECE_BYTES} bytes, searched in pieces]")
+    } else {
+        format!(" [… line cut: {} bytes]", line.len())
+    };
+    format!("{lead}{}{cut}", sanitize(&text, false))
 }
 
 impl Sink for FileSink<'_> {
@@ -304,11 +469,27 @@ impl Sink for FileSink<'_> {
             return Ok(false);
         }
         self.results.matches += 1;
-        Ok(self.line(':', mat.line_number(), mat.bytes()))
+        let focus = match self.matcher.find(mat.bytes()) {
+            Ok(Some(found)) => found.start(),
+            _ => 0,
+        };
+        let found = Found {
+            separator: ':',
+            number: mat.line_number(),
+            offset: mat.absolute_byte_offset(),
+            bytes: mat.bytes(),
+        };
+        Ok(self.line(found, focus))
     }
 
     fn context(&mut self, _searcher: &Searcher, ctx: &SinkContext<'_>) -> Result<bool, io::Error> {
-        Ok(self.line('-', ctx.line_number(), ctx.bytes()))
+        let found = Found {
+            separator: '-',
+            number: ctx.line_number(),
+            offset: ctx.absolute_byte_offset(),
+            bytes: ctx.bytes(),
+        };
+        Ok(self.line(found, 0))
     }
 
     fn context_break(&mut self, _searcher: &Searcher) -> Result<bool, io::Error> {
@@ -435,7 +616,11 @@ mod tests {
         env.limits.read_max_bytes = 64 * 1024;
         let out = call(&Ripgrep, &env, json!({"pattern": "x+", "path": "long.txt"})).await;
         assert!(out.content.chars().count() < 600);
-        assert!(out.content.ends_with('…'));
+        assert!(
+            out.content.ends_with(" [… line cut: 2000 bytes]"),
+            "{}",
+            out.content
+        );
     }
 
     #[tokio::test]
@@ -458,5 +643,66 @@ mod tests {
             assert!(!out.ok, "{args}");
             assert!(out.content.contains(expected), "{args}: {}", out.content);
         }
+    }
+
+    #[tokio::test]
+    async fn a_name_cannot_forge_a_match() {
+        let dir = tree();
+        // A folder `a<newline>src` holding `x.rs:1:forged`.
+        fs::create_dir(dir.path().join("a\nsrc")).unwrap();
+        fs::write(dir.path().join("a\nsrc/x.rs:1:forged"), "needle\n").unwrap();
+        let env = env(dir.path());
+        let out = call(
+            &Ripgrep,
+            &env,
+            json!({"pattern": "needle", "path": "a\nsrc"}),
+        )
+        .await;
+        assert_eq!(out.content, "a\\nsrc/x.rs:1:forged:1:needle");
+        assert!(!out.content.lines().any(|line| line.starts_with("src/x.rs")));
+    }
+
+    #[tokio::test]
+    async fn a_long_line_is_shown_around_its_match_with_a_note() {
+        let dir = tree();
+        let line = format!("{}needle{}", "y".repeat(5000), "z".repeat(5000));
+        fs::write(dir.path().join("long.txt"), format!("{line}\n")).unwrap();
+        let env = env(dir.path());
+        let out = call(
+            &Ripgrep,
+            &env,
+            json!({"pattern": "needle", "path": "long.txt"}),
+        )
+        .await;
+        let shown = out
+            .content
+            .strip_prefix("long.txt:1:[… 4900 bytes] ")
+            .unwrap();
+        assert!(
+            shown.starts_with(&format!("{}needle", "y".repeat(100))),
+            "{shown}"
+        );
+        assert!(shown.ends_with(" [… line cut: 10006 bytes]"), "{shown}");
+    }
+
+    #[tokio::test]
+    async fn a_giant_line_is_searched_in_pieces_with_true_line_numbers() {
+        let dir = tree();
+        let mut giant = "x".repeat(3 * PIECE_BYTES);
+        giant.replace_range(2 * PIECE_BYTES + 10..2 * PIECE_BYTES + 16, "needle");
+        fs::write(dir.path().join("giant.txt"), format!("{giant}\nneedle\n")).unwrap();
+        let env = env(dir.path());
+        let out = call(
+            &Ripgrep,
+            &env,
+            json!({"pattern": "needle", "path": "giant.txt"}),
+        )
+        .await;
+        let lines: Vec<&str> = out.content.lines().collect();
+        assert_eq!(lines.len(), 2, "{}", out.content);
+        assert!(lines[0].starts_with("giant.txt:1:"), "{}", lines[0]);
+        assert!(lines[0].contains("needle") && lines[0].contains("searched in pieces"));
+        assert!(lines[0].chars().count() < 700);
+        assert_eq!(lines[1], "giant.txt:2:needle");
     }
 }
