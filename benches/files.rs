@@ -121,7 +121,12 @@ async fn read_bench(
         }
     }
     let (calls, bare) = (Sorted::new(calls), Sorted::new(bare));
-    report("read_file", &calls, &bare, "a bare read of the file by path");
+    report(
+        "read_file",
+        &calls,
+        &bare,
+        "a bare read of the file by path",
+    );
     support::table_row(
         "files",
         &format!("`read_file` of a {LINES}-line file four folders deep, end to end"),
@@ -174,7 +179,9 @@ async fn patch_bench(
     report("patch", &calls, &bare, "a bare atomic write");
     support::table_row(
         "files",
-        &format!("`patch`, one edit in a {LINES}-line file four folders deep, end to end with the undo entry and the atomic write"),
+        &format!(
+            "`patch`, one edit in a {LINES}-line file four folders deep, end to end with the undo entry and the atomic write"
+        ),
         &support::spread(&calls, 2, "ms"),
         &format!("≤ {TARGET_PATCH_ADDED_P50_MS} ms p50 over the bare write"),
         &format!(
@@ -205,7 +212,10 @@ fn report(tool: &str, calls: &Sorted, bare: &Sorted, limit: &str) {
         "{:<36}{:>9}{:>9}{:>9}{:>9}",
         "", "min", "median", "p99", "max"
     );
-    for (name, s) in [(format!("{tool} call (ms)"), calls), (format!("{limit} (ms)"), bare)] {
+    for (name, s) in [
+        (format!("{tool} call (ms)"), calls),
+        (format!("{limit} (ms)"), bare),
+    ] {
         println!(
             "{name:<36}{:>9.3}{:>9.3}{:>9}{:>9.3}",
             s.min(),
