@@ -2,10 +2,12 @@
 //! blocking work needs, the hop to the blocking pool, and the sentences
 //! for places that are not regular files.
 
+use std::io;
+
 use super::{ToolEnv, ToolOutput};
 use crate::store::undo::UndoLog;
 use crate::workspace::Workspace;
-use crate::workspace::beneath::{Kind, odd_file_message};
+use crate::workspace::beneath::{Kind, odd_file_message, odd_kind};
 
 /// The workspace and the undo log, owned, so the file work can run on the
 /// blocking pool (clones of the log share its lock).
@@ -40,4 +42,12 @@ pub(crate) async fn off_runtime<T: Send + 'static>(
 pub(crate) fn refuse_odd(shown: &str, kind: Kind) -> Option<ToolOutput> {
     kind.odd_name()
         .map(|what| ToolOutput::error(odd_file_message(shown, what)))
+}
+
+/// The answer to a failed open for reading: the odd-file refusal when
+/// that is why, else `cannot read` with the error.
+pub(crate) fn open_failed(shown: &str, err: &io::Error) -> ToolOutput {
+    odd_kind(err)
+        .and_then(|kind| refuse_odd(shown, kind))
+        .unwrap_or_else(|| ToolOutput::error(format!("cannot read `{shown}`: {err}")))
 }

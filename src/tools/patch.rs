@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::os::fd::AsFd;
 
-use super::file_work::{FileEnv, off_runtime, refuse_odd};
+use super::file_work::{FileEnv, off_runtime, open_failed, refuse_odd};
 use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool, guard};
 use crate::protocol::schema::tool_args;
 use crate::store::atomic::write_atomic_at;
@@ -147,7 +147,7 @@ fn read_text(place: &Place) -> Result<Option<(Vec<u8>, u32)>, ToolOutput> {
     let mut opened = match beneath::open_read_at(entry.dir, entry.name) {
         Ok(opened) => opened,
         Err(err) if is_missing(&err) => return Ok(None),
-        Err(err) => return Err(ToolOutput::error(format!("cannot read `{shown}`: {err}"))),
+        Err(err) => return Err(open_failed(shown, &err)),
     };
     if opened.kind == Kind::Dir {
         return Err(directory());

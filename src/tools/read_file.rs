@@ -12,7 +12,7 @@ use std::io::{self, BufRead, BufReader, Read};
 
 use tokio_util::sync::CancellationToken;
 
-use super::file_work::refuse_odd;
+use super::file_work::{open_failed, refuse_odd};
 use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool};
 use crate::protocol::schema::tool_args;
 use crate::workspace::beneath::{self, Kind};
@@ -120,7 +120,7 @@ fn read(
     let opened = match beneath::open_read_at(entry.dir, entry.name) {
         Ok(opened) => opened,
         Err(err) if is_missing(&err) => return missing(),
-        Err(err) => return ToolOutput::error(format!("cannot read `{shown}`: {err}")),
+        Err(err) => return open_failed(shown, &err),
     };
     if opened.kind == Kind::Dir {
         return directory();

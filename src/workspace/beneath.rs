@@ -166,11 +166,42 @@ pub struct Opened {
     pub size: u64,
 }
 
-/// Opens the entry `name` of `dir` to read: no symlink followed, no
-/// controlling terminal taken, non-blocking (a FIFO without a writer
-/// opens at once), then `fstat`. Blocking mode is restored for a regular
-/// file only; anything else is returned for the caller to refuse.
+/// Why an odd file was not opened, inside an `io::Error`
+/// ([`odd_kind`] reads it back).
+#[derive(Debug)]
+struct OddFile(Kind);
+
+impl std::fmt::Display for OddFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.odd_name().unwrap_or("not a regular file"))
+    }
+}
+
+impl std::error::Error for OddFile {}
+
+/// The kind of odd file an error of [`open_read_at`] refused, if that is
+/// why it failed.
+pub fn odd_kind(err: &io::Error) -> Option<Kind> {
+    err.get_ref()
+        .and_then(|inner| inner.downcast_ref::<OddFile>())
+        .map(|odd| odd.0)
+}
+
+/// Opens the entry `name` of `dir` to read. An odd file (FIFO, socket,
+/// device) is refused from its `lstat` before any open, so no device
+/// driver runs ([`odd_kind`] says which). Else: no symlink followed, no
+/// controlling terminal taken, non-blocking (a FIFO swapped in meanwhile
+/// still opens at once), then `fstat`, whose answer is returned for the
+/// caller to check; blocking mode is restored for a file or folder.
 pub fn open_read_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Opened> {
+    if let Ok(stat) = stat_at(dir, name)
+        && stat.kind.odd_name().is_some()
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            OddFile(stat.kind),
+        ));
+    }
     let flags = OFlag::O_RDONLY
         | OFlag::O_NONBLOCK
         | OFlag::O_NOFOLLOW
@@ -297,13 +328,13 @@ mod tests {
     }
 
     #[test]
-    fn a_fifo_opens_at_once_and_says_what_it_is() {
+    fn a_fifo_is_refused_at_once_and_named() {
         let dir = tempfile::tempdir().unwrap();
         nix::unistd::mkfifo(&dir.path().join("p"), Mode::from_bits_truncate(0o600)).unwrap();
         let root = open_root(dir.path()).unwrap();
-        let opened = open_read_at(root.as_fd(), OsStr::new("p")).unwrap();
-        assert_eq!(opened.kind, Kind::Fifo);
-        assert_eq!(opened.kind.odd_name(), Some("a FIFO (named pipe)"));
+        let err = open_read_at(root.as_fd(), OsStr::new("p")).unwrap_err();
+        assert_eq!(odd_kind(&err), Some(Kind::Fifo));
+        assert_eq!(Kind::Fifo.odd_name(), Some("a FIFO (named pipe)"));
     }
 
     #[test]

@@ -430,3 +430,92 @@ fn steps_of(path: &Path, link: &str) -> Vec<Step> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn setup() -> (tempfile::TempDir, Workspace) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ws");
+        std::fs::create_dir_all(root.join("real/deep")).unwrap();
+        std::fs::write(root.join("real/f.txt"), "x").unwrap();
+        let ws = Workspace::new(&root).unwrap();
+        (dir, ws)
+    }
+
+    #[test]
+    fn plain_paths_name_their_entry() {
+        let (_dir, ws) = setup();
+        let place = ws.locate("real/f.txt", FinalLink::Follow).unwrap();
+        assert_eq!(place.rel(), "real/f.txt");
+        assert!(place.entry().is_some());
+        assert!(ws.locate(".", FinalLink::Follow).unwrap().is_root());
+        let new = ws.locate("real/a/b/new.txt", FinalLink::Follow).unwrap();
+        assert!(new.entry().is_none());
+        assert_eq!(new.missing_dirs().unwrap(), ["real/a", "real/a/b"]);
+        let blocked = ws.locate("real/f.txt/sub/x", FinalLink::Follow).unwrap();
+        assert_eq!(blocked.missing_dirs().unwrap_err(), "real/f.txt");
+    }
+
+    #[test]
+    fn symlinks_inside_are_followed_absolute_relative_and_through_dot_dot() {
+        let (_dir, ws) = setup();
+        symlink(ws.root.join("real"), ws.root.join("abs")).unwrap();
+        symlink("real/deep/..", ws.root.join("rel")).unwrap();
+        symlink("../f.txt", ws.root.join("real/deep/up")).unwrap();
+        for path in ["abs/f.txt", "rel/f.txt", "real/deep/up", "abs/deep/up"] {
+            let place = ws.locate(path, FinalLink::Follow).unwrap();
+            assert_eq!(place.rel(), "real/f.txt", "{path}");
+        }
+        // Kept, the final link is the entry itself.
+        let kept = ws.locate("real/deep/up", FinalLink::Keep).unwrap();
+        assert_eq!(kept.rel(), "real/deep/up");
+    }
+
+    #[test]
+    fn links_that_leave_dangle_or_loop_are_refused() {
+        let (dir, ws) = setup();
+        std::fs::create_dir(dir.path().join("outside")).unwrap();
+        symlink(dir.path().join("outside"), ws.root.join("out")).unwrap();
+        symlink("../..", ws.root.join("real/up2")).unwrap();
+        symlink("nowhere", ws.root.join("dangling")).unwrap();
+        symlink("loop", ws.root.join("loop")).unwrap();
+        let escape = |path| {
+            matches!(
+                ws.locate(path, FinalLink::Follow),
+                Err(PathError::SymlinkEscape { .. })
+            )
+        };
+        assert!(escape("out/x"));
+        assert!(escape("real/up2/x"));
+        assert!(matches!(
+            ws.locate("dangling", FinalLink::Follow),
+            Err(PathError::DanglingSymlink { .. })
+        ));
+        assert!(ws.locate("dangling", FinalLink::Keep).is_ok());
+        assert!(matches!(
+            ws.locate("loop/x", FinalLink::Follow),
+            Err(PathError::Io { .. })
+        ));
+    }
+
+    #[test]
+    fn state_and_protected_paths_are_refused_through_links() {
+        let (_dir, ws) = setup();
+        std::fs::create_dir(ws.root.join(".git")).unwrap();
+        std::fs::write(ws.root.join(".fido-plan.json"), "{}").unwrap();
+        symlink(".fido-plan.json", ws.root.join("plan")).unwrap();
+        symlink(".git", ws.root.join("g")).unwrap();
+        assert!(matches!(
+            ws.locate("plan", FinalLink::Follow),
+            Err(PathError::FidoState { .. })
+        ));
+        assert!(ws.locate("g/config", FinalLink::Follow).is_ok());
+        assert!(matches!(
+            ws.locate_for_change("g/config", FinalLink::Follow),
+            Err(PathError::Protected { .. })
+        ));
+    }
+}
