@@ -82,10 +82,10 @@ async fn invoke_in(
 /// writes' fsyncs then cost nothing, so thousands of calls fit in seconds.
 fn fast_tempdir() -> tempfile::TempDir {
     let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        if let Ok(dir) = tempfile::tempdir_in(shm) {
-            return dir;
-        }
+    if shm.is_dir()
+        && let Ok(dir) = tempfile::tempdir_in(shm)
+    {
+        return dir;
     }
     tempfile::tempdir().unwrap()
 }
