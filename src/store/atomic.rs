@@ -1,11 +1,22 @@
 //! Atomic file replacement, the one way Fido rewrites a file: a temp file
 //! in the same directory, fsync, rename over the target, fsync of the
 //! directory. A crash at any instant leaves the old or the new content.
+//!
+//! Two forms: by path, for Fido's own state files, and `*_at` for the
+//! entry of a directory held open, for the file tools, whose paths a
+//! concurrent process may change under them (`workspace::beneath`).
 
+use std::ffi::{OsStr, OsString};
 use std::fs::{self, OpenOptions, Permissions};
 use std::io::{self, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
+
+use crate::workspace::beneath;
 
 /// The name every temp file of the file `name` starts with: hidden, and for
 /// `.fido-*` state files still a `.fido-*` name, so a temp file never shows
@@ -52,27 +63,56 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: Option<u32>) -> io::Result<
 /// one wait for the disk instead of one per file.
 #[derive(Debug)]
 pub struct Staged {
-    temp: Option<PathBuf>,
-    path: PathBuf,
+    spot: Option<Spot>,
+}
+
+/// Where a staged temp file is: by path, or by name in a directory held
+/// open (then the rename stays in that directory, whatever happens to the
+/// path that led there).
+#[derive(Debug)]
+enum Spot {
+    Path {
+        temp: PathBuf,
+        path: PathBuf,
+    },
+    At {
+        dir: OwnedFd,
+        temp: OsString,
+        name: OsString,
+    },
+}
+
+impl Spot {
+    fn commit(&self) -> io::Result<()> {
+        match self {
+            Spot::Path { temp, path } => fs::rename(temp, path),
+            Spot::At { dir, temp, name } => beneath::rename_at(dir.as_fd(), temp, name),
+        }
+    }
+
+    fn remove_temp(&self) {
+        let _ = match self {
+            Spot::Path { temp, .. } => fs::remove_file(temp),
+            Spot::At { dir, temp, .. } => beneath::unlink_at(dir.as_fd(), temp, false),
+        };
+    }
 }
 
 impl Staged {
     /// Puts the new bytes in place (a rename: atomic). Durable once the
     /// folder is synced ([`sync_dir`]).
     pub fn commit(mut self) -> io::Result<()> {
-        let Some(temp) = self.temp.take() else {
+        let Some(spot) = self.spot.take() else {
             return Ok(());
         };
-        fs::rename(&temp, &self.path).inspect_err(|_| {
-            let _ = fs::remove_file(&temp);
-        })
+        spot.commit().inspect_err(|_| spot.remove_temp())
     }
 }
 
 impl Drop for Staged {
     fn drop(&mut self) {
-        if let Some(temp) = self.temp.take() {
-            let _ = fs::remove_file(temp);
+        if let Some(spot) = self.spot.take() {
+            spot.remove_temp();
         }
     }
 }
@@ -91,22 +131,35 @@ pub fn stage(path: &Path, bytes: &[u8], mode: Option<u32>) -> io::Result<Staged>
             .ok()
             .map(|m| m.permissions().mode() & 0o7777)
     });
-    let temp = parent.join(format!(
-        "{}{}-{:08x}",
-        temp_prefix(&name.to_string_lossy()),
-        std::process::id(),
-        fastrand::u32(..)
-    ));
+    let temp = parent.join(temp_name(name));
     let staged = Staged {
-        temp: Some(temp.clone()),
-        path: path.to_path_buf(),
+        spot: Some(Spot::Path {
+            temp: temp.clone(),
+            path: path.to_path_buf(),
+        }),
     };
     let mut options = OpenOptions::new();
     options.write(true).create_new(true);
     if let Some(mode) = mode {
         options.mode(mode);
     }
-    let mut file = options.open(&temp)?;
+    fill(options.open(&temp)?, bytes, mode)?;
+    Ok(staged)
+}
+
+/// A fresh temp file name for the file `name`.
+fn temp_name(name: &OsStr) -> OsString {
+    format!(
+        "{}{}-{:08x}",
+        temp_prefix(&name.to_string_lossy()),
+        std::process::id(),
+        fastrand::u32(..)
+    )
+    .into()
+}
+
+/// Writes and syncs a new temp file.
+fn fill(mut file: fs::File, bytes: &[u8], mode: Option<u32>) -> io::Result<()> {
     file.write_all(bytes)?;
     // The mode is set at creation; a mode change follows only when the
     // umask took bits away, so a process whose seccomp filter refuses mode
@@ -116,8 +169,47 @@ pub fn stage(path: &Path, bytes: &[u8], mode: Option<u32>) -> io::Result<Staged>
     {
         file.set_permissions(Permissions::from_mode(mode))?;
     }
-    file.sync_all()?;
+    file.sync_all()
+}
+
+/// [`stage`] for the entry `name` of the directory `dir` held open: the
+/// temp file is created in `dir` (`O_EXCL`, no symlink followed) and the
+/// commit renames it within `dir`. `mode` is the new file's (the caller
+/// read the old one's from its own handle); `None` takes the default.
+pub fn stage_at(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    bytes: &[u8],
+    mode: Option<u32>,
+) -> io::Result<Staged> {
+    let temp = temp_name(name);
+    let flags =
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let create_mode = Mode::from_bits_truncate(mode.unwrap_or(0o666));
+    let fd = nix::fcntl::openat(dir, temp.as_os_str(), flags, create_mode)?;
+    let staged = Staged {
+        spot: Some(Spot::At {
+            dir: dir.try_clone_to_owned()?,
+            temp,
+            name: name.to_os_string(),
+        }),
+    };
+    fill(fs::File::from(fd), bytes, mode)?;
     Ok(staged)
+}
+
+/// [`write_atomic`] for the entry `name` of the directory `dir` held
+/// open ([`stage_at`]), the rename made durable by a sync of `dir`.
+pub fn write_atomic_at(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    bytes: &[u8],
+    mode: Option<u32>,
+) -> io::Result<()> {
+    stage_at(dir, name, bytes, mode)?.commit()?;
+    // Makes the rename durable; a failure here loses nothing visible.
+    let _ = beneath::sync_dir_at(dir);
+    Ok(())
 }
 
 /// Syncs the folder `dir`, which makes the renames in it durable.

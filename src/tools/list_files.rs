@@ -8,6 +8,8 @@
 
 use std::borrow::Cow;
 use std::fs;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
 use ignore::WalkBuilder;
@@ -15,7 +17,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool};
 use crate::protocol::schema::tool_args;
-use crate::workspace::{Workspace, is_missing, is_state_name};
+use crate::workspace::beneath::{self, Kind};
+use crate::workspace::{FinalLink, Place, Workspace, is_missing, is_state_name};
 
 const DEFAULT_DEPTH: usize = 3;
 const MAX_DEPTH: usize = 25;
@@ -75,21 +78,14 @@ impl TypedTool for ListFiles {
                 return ToolOutput::error("depth and limit must be at least 1");
             }
             let path = args.path.unwrap_or_else(|| ".".to_string());
-            let resolved = match call.env.workspace.resolve(&path) {
-                Ok(resolved) => resolved,
-                Err(err) => return ToolOutput::error(err.to_string()),
-            };
             let workspace = call.env.workspace.clone();
             let cancel = call.cancel.clone();
             let listing = tokio::task::spawn_blocking(move || {
-                list(
-                    &workspace,
-                    &resolved.abs,
-                    &resolved.shown,
-                    depth.min(MAX_DEPTH),
-                    limit.min(MAX_LIMIT),
-                    &cancel,
-                )
+                let shape = Shape {
+                    depth: depth.min(MAX_DEPTH),
+                    limit: limit.min(MAX_LIMIT),
+                };
+                list(&workspace, &path, shape, &cancel)
             });
             listing
                 .await
@@ -98,38 +94,62 @@ impl TypedTool for ListFiles {
     }
 }
 
-fn list(
-    workspace: &Workspace,
-    abs: &Path,
-    shown: &str,
+#[derive(Debug, Clone, Copy)]
+struct Shape {
     depth: usize,
     limit: usize,
-    cancel: &CancellationToken,
-) -> ToolOutput {
-    if let Some(answer) = not_a_directory(abs, shown) {
-        return answer;
-    }
-    let Some(listing) = Listing::walk(workspace, abs, depth, limit, cancel) else {
+}
+
+/// Lists the folder at `path`. Its handle is taken beneath the workspace
+/// (see `workspace::beneath`) and the walk starts from that handle's
+/// `/proc/self/fd` path, so swapping a folder on the way for a symlink
+/// cannot make the listing's root a folder outside.
+fn list(workspace: &Workspace, path: &str, shape: Shape, cancel: &CancellationToken) -> ToolOutput {
+    let place = match workspace.locate(path, FinalLink::Follow) {
+        Ok(place) => place,
+        Err(err) => return ToolOutput::error(err.to_string()),
+    };
+    let shown = place.shown.as_str();
+    let dir = match open_listed(&place) {
+        Ok(dir) => dir,
+        Err(answer) => return answer,
+    };
+    let real = workspace.root.join(place.rel());
+    let start = beneath::fd_path(dir.as_fd()).unwrap_or_else(|| real.clone());
+    let Some(listing) = Listing::walk(workspace, (&start, &real), shape, cancel) else {
         return ToolOutput::error("cancelled");
     };
     if listing.lines.is_empty() {
-        return nothing_to_show(abs, shown);
+        return nothing_to_show(&start, shown);
     }
-    ToolOutput::ok(listing.render(depth))
+    ToolOutput::ok(listing.render(shape.depth))
 }
 
-/// The answer when `abs` is not a directory that can be listed.
-fn not_a_directory(abs: &Path, shown: &str) -> Option<ToolOutput> {
-    match fs::metadata(abs) {
-        Ok(metadata) if metadata.is_dir() => None,
-        Ok(metadata) => Some(ToolOutput::ok(format!(
-            "{shown} is a file ({} bytes); use read_file to read it.",
-            metadata.len()
-        ))),
-        Err(err) if is_missing(&err) => Some(ToolOutput::error(format!(
+/// The handle of the folder to list, or the answer when it is none.
+fn open_listed(place: &Place) -> Result<OwnedFd, ToolOutput> {
+    let shown = &place.shown;
+    let cannot = |err: io::Error| ToolOutput::error(format!("cannot list `{shown}`: {err}"));
+    let missing = || {
+        ToolOutput::error(format!(
             "`{shown}` does not exist; list its parent directory to see what is there"
+        ))
+    };
+    if let Some(root) = place.root_dir() {
+        return root.try_clone_to_owned().map_err(cannot);
+    }
+    let Some(entry) = place.entry() else {
+        return Err(missing());
+    };
+    match beneath::stat_at(entry.dir, entry.name) {
+        Ok(stat) if stat.kind == Kind::Dir => {
+            beneath::open_subdir(entry.dir, entry.name).map_err(cannot)
+        }
+        Ok(stat) => Err(ToolOutput::ok(format!(
+            "{shown} is a file ({} bytes); use read_file to read it.",
+            stat.size
         ))),
-        Err(err) => Some(ToolOutput::error(format!("cannot list `{shown}`: {err}"))),
+        Err(err) if is_missing(&err) => Err(missing()),
+        Err(err) => Err(cannot(err)),
     }
 }
 
@@ -163,16 +183,16 @@ struct Listing {
 }
 
 impl Listing {
-    /// Walks `abs` in tree order; `None` when cancelled.
+    /// Walks `start` in tree order, naming entries as under `real` (the
+    /// folder's workspace path); `None` when cancelled.
     fn walk(
         workspace: &Workspace,
-        abs: &Path,
-        depth: usize,
-        limit: usize,
+        (start, real): (&Path, &Path),
+        Shape { depth, limit }: Shape,
         cancel: &CancellationToken,
     ) -> Option<Listing> {
         let mut listing = Listing::default();
-        let walk = walker(abs)
+        let walk = walker(start)
             .max_depth(Some(depth))
             .sort_by_file_name(|a, b| a.cmp(b))
             .build();
@@ -196,8 +216,10 @@ impl Listing {
             }
             let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
             listing.unexpanded |= is_dir && entry.depth() == depth;
+            let below = entry.path().strip_prefix(start).unwrap_or(entry.path());
             // A name with a newline would make lines of its own: escaped.
-            let mut line = crate::text::escape_line(&workspace.display(entry.path())).into_owned();
+            let mut line =
+                crate::text::escape_line(&workspace.display(&real.join(below))).into_owned();
             if is_dir {
                 line.push('/');
             }

@@ -1,13 +1,13 @@
 //! `mkdir`: create a directory and any missing parents (undoable).
 
 use std::borrow::Cow;
-use std::fs;
+use std::os::fd::AsFd;
 
-use super::patch::missing_parents;
-use super::{
-    Call, PathArgs, ToolEnv, ToolFuture, ToolKind, ToolOutput, TypedTool, approved_file_change,
-};
+use super::file_work::FileEnv;
+use super::patch::in_the_way;
+use super::{Call, PathArgs, ToolFuture, ToolKind, ToolOutput, TypedTool, approved_file_change};
 use crate::store::undo::UndoEntry;
+use crate::workspace::beneath::{self, Kind};
 use crate::workspace::{FinalLink, is_missing};
 
 pub struct Mkdir;
@@ -30,36 +30,44 @@ impl TypedTool for Mkdir {
     }
 }
 
-fn run(env: &ToolEnv, path: &str) -> ToolOutput {
-    let resolved = match env.workspace.resolve_for_change(path, FinalLink::Follow) {
-        Ok(resolved) => resolved,
+/// Creates the folders one at a time through the handle of each parent
+/// (see `workspace::beneath`).
+fn run(files: &FileEnv, path: &str) -> ToolOutput {
+    let place = match files.workspace.locate_for_change(path, FinalLink::Follow) {
+        Ok(place) => place,
         Err(err) => return ToolOutput::error(err.to_string()),
     };
-    let shown = &resolved.shown;
-    match fs::metadata(&resolved.abs) {
-        Ok(metadata) if metadata.is_dir() => {
-            return ToolOutput::ok(format!("{shown}/ already exists."));
-        }
-        Ok(_) => {
-            return ToolOutput::error(format!(
-                "a file already exists at `{shown}`; choose another name or remove the file first"
-            ));
-        }
-        Err(err) if is_missing(&err) => {}
-        Err(err) => return ToolOutput::error(format!("cannot create `{shown}`: {err}")),
+    let shown = &place.shown;
+    let exists = || ToolOutput::ok(format!("{shown}/ already exists."));
+    if place.is_root() {
+        return exists();
     }
-    let parents = match missing_parents(env, &resolved.abs) {
+    if let Some(entry) = place.entry() {
+        match beneath::stat_at(entry.dir, entry.name) {
+            Ok(stat) if stat.kind == Kind::Dir => return exists(),
+            Ok(_) => {
+                return ToolOutput::error(format!(
+                    "a file already exists at `{shown}`; choose another name or remove the file first"
+                ));
+            }
+            Err(err) if is_missing(&err) => {}
+            Err(err) => return ToolOutput::error(format!("cannot create `{shown}`: {err}")),
+        }
+    }
+    let parents = match place.missing_dirs() {
         Ok(parents) => parents,
-        Err(message) => return ToolOutput::error(message),
+        Err(file) => return ToolOutput::error(in_the_way(&file, &place.rel())),
     };
-    let undo_path = env.workspace.display(&resolved.abs);
-    if let Err(err) = env.undo.record(UndoEntry::mkdir(undo_path, parents)) {
+    if let Err(err) = files.undo.record(UndoEntry::mkdir(place.rel(), parents)) {
         return ToolOutput::error(format!(
             "could not record the undo entry ({err}), so `{shown}` was not created"
         ));
     }
-    if let Err(err) = fs::create_dir_all(&resolved.abs) {
-        let _ = env.undo.discard_last();
+    let made = place
+        .create_dirs()
+        .and_then(|dir| beneath::make_dir_at(dir.as_fd(), place.name()));
+    if let Err(err) = made {
+        let _ = files.undo.discard_last();
         return ToolOutput::error(format!("cannot create `{shown}`: {err}"));
     }
     ToolOutput::ok(format!("Created directory {shown}/"))
@@ -70,6 +78,7 @@ mod tests {
     use super::*;
     use crate::tools::testing::{call, env};
     use serde_json::json;
+    use std::fs;
 
     #[tokio::test]
     async fn creates_parents_and_undo_removes_them() {

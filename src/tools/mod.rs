@@ -19,6 +19,7 @@ pub mod browse_url;
 #[cfg(test)]
 mod catalog_tests;
 pub mod delegate;
+mod file_work;
 pub mod guard;
 mod html;
 pub mod list_files;
@@ -257,20 +258,23 @@ fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolOut
 
 /// A file change by `tool` at `path`: asked of the person as the approval
 /// policy says (`describe` is what they read), then made by `change`,
-/// which gets the arguments back.
-fn approved_file_change<'a, A: Send + 'a>(
+/// which gets the arguments back, on the blocking pool.
+fn approved_file_change<'a, A: Send + 'static>(
     tool: &'static str,
     (path, describe): (String, String),
     args: A,
     call: Call<'a>,
-    change: fn(&ToolEnv, &A) -> ToolOutput,
+    change: fn(&file_work::FileEnv, &A) -> ToolOutput,
 ) -> ToolFuture<'a> {
     Box::pin(async move {
         let env = call.env;
         if let Err(refusal) = env.approvals.file_change(tool, &path, || describe).await {
             return refusal;
         }
-        change(env, &args)
+        let files = file_work::FileEnv::of(env);
+        file_work::off_runtime(tool, move || change(&files, &args))
+            .await
+            .unwrap_or_else(|failed| failed)
     })
 }
 

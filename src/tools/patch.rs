@@ -6,15 +6,15 @@
 //! if that fails the file is not touched; only UTF-8 text is edited.
 
 use std::borrow::Cow;
-use std::fs::{self};
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::os::fd::AsFd;
 
-use super::{Call, ToolEnv, ToolFuture, ToolKind, ToolOutput, TypedTool};
+use super::file_work::{FileEnv, off_runtime, open_failed, refuse_odd};
+use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool, guard};
 use crate::protocol::schema::tool_args;
-use crate::store::atomic::write_atomic;
+use crate::store::atomic::write_atomic_at;
 use crate::store::undo::UndoEntry;
-use crate::workspace::{FinalLink, is_missing};
+use crate::workspace::beneath::{self, Kind};
+use crate::workspace::{FinalLink, Place, is_missing};
 
 mod fuzzy;
 
@@ -59,45 +59,66 @@ impl TypedTool for Patch {
     fn run<'a>(&'a self, args: Args, call: Call<'a>) -> ToolFuture<'a> {
         Box::pin(async move {
             let env = call.env;
+            let files = FileEnv::of(env);
+            // The diff is read and built only when someone will see it,
+            // and like all file work off the runtime's workers.
+            let (diff, args) = match guard::file_change_gate(env.approvals.settings()) {
+                guard::Gate::Ask => {
+                    let reader = files.clone();
+                    match off_runtime(Self::NAME, move || (preview(&reader, &args), args)).await {
+                        Ok(done) => done,
+                        Err(failed) => return failed,
+                    }
+                }
+                guard::Gate::Allow | guard::Gate::Deny(_) => (String::new(), args),
+            };
             if let Err(refusal) = env
                 .approvals
-                .file_change(Self::NAME, &args.path, || preview(env, &args))
+                .file_change(Self::NAME, &args.path, || diff)
                 .await
             {
                 return refusal;
             }
-            match (args.edits, args.content) {
-                (Some(_), Some(_)) => ToolOutput::error(
-                    "pass either `edits` or `content`, not both; nothing was changed",
-                ),
-                (None, None) => ToolOutput::error(
-                    "pass `edits` (replacements in an existing file) or `content` (the whole file); nothing was changed",
-                ),
-                (Some(edits), None) => edit_file(env, &args.path, &edits),
-                (None, Some(content)) => write_file(env, &args.path, &content),
-            }
+            off_runtime(Self::NAME, move || change(&files, args))
+                .await
+                .unwrap_or_else(|failed| failed)
         })
+    }
+}
+
+fn change(files: &FileEnv, args: Args) -> ToolOutput {
+    match (args.edits, args.content) {
+        (Some(_), Some(_)) => {
+            ToolOutput::error("pass either `edits` or `content`, not both; nothing was changed")
+        }
+        (None, None) => ToolOutput::error(
+            "pass `edits` (replacements in an existing file) or `content` (the whole file); nothing was changed",
+        ),
+        (Some(edits), None) => edit_file(files, &args.path, &edits),
+        (None, Some(content)) => write_file(files, &args.path, &content),
     }
 }
 
 /// The unified diff the patch would make, for the approval prompt; a
 /// sentence instead when it would not apply.
-fn preview(env: &ToolEnv, args: &Args) -> String {
-    let resolved = match env.workspace.resolve(&args.path) {
-        Ok(resolved) => resolved,
+fn preview(files: &FileEnv, args: &Args) -> String {
+    let place = match files.workspace.locate(&args.path, FinalLink::Follow) {
+        Ok(place) => place,
         Err(err) => return format!("(will fail: {err})"),
     };
-    let before = fs::read(&resolved.abs)
-        .ok()
-        .and_then(|bytes| as_text(&bytes).map(str::to_owned));
+    let before = match read_text(&place) {
+        Ok(Some((bytes, _))) => as_text(&bytes).map(str::to_owned),
+        Ok(None) => None,
+        Err(refusal) => return format!("(will fail: {})", refusal.content),
+    };
     let after = match (&args.edits, &args.content) {
         (Some(edits), None) => match before
             .as_deref()
-            .map(|text| apply(text, edits, &resolved.shown))
+            .map(|text| apply(text, edits, &place.shown))
         {
             Some(Ok(applied)) => applied.text,
             Some(Err(message)) => return format!("(will fail: {message})"),
-            None => return format!("(will fail: cannot read `{}` as text)", resolved.shown),
+            None => return format!("(will fail: cannot read `{}` as text)", place.shown),
         },
         (None, Some(content)) => content.clone(),
         (Some(_), Some(_)) | (None, None) => return "(will fail: bad arguments)".to_string(),
@@ -106,40 +127,67 @@ fn preview(env: &ToolEnv, args: &Args) -> String {
     similar::TextDiff::from_lines(&before, &after)
         .unified_diff()
         .context_radius(3)
-        .header(&resolved.shown, &resolved.shown)
+        .header(&place.shown, &place.shown)
         .to_string()
 }
 
-fn edit_file(env: &ToolEnv, path: &str, edits: &[Edit]) -> ToolOutput {
+/// The bytes and permission bits of the regular file at `place`, read
+/// through the handle of its folder; `None` when nothing is there. A
+/// folder, an odd file (a FIFO, a socket, a device) and a file over
+/// [`MAX_FILE_BYTES`] are refused.
+fn read_text(place: &Place) -> Result<Option<(Vec<u8>, u32)>, ToolOutput> {
+    let shown = &place.shown;
+    let directory = || ToolOutput::error(format!("`{shown}` is a directory, not a file"));
+    if place.is_root() {
+        return Err(directory());
+    }
+    let Some(entry) = place.entry() else {
+        return Ok(None);
+    };
+    let mut opened = match beneath::open_read_at(entry.dir, entry.name) {
+        Ok(opened) => opened,
+        Err(err) if is_missing(&err) => return Ok(None),
+        Err(err) => return Err(open_failed(shown, &err)),
+    };
+    if opened.kind == Kind::Dir {
+        return Err(directory());
+    }
+    if let Some(refusal) = refuse_odd(shown, opened.kind) {
+        return Err(refusal);
+    }
+    let too_big = |size: u64| {
+        ToolOutput::error(format!(
+            "`{shown}` is {size} bytes, more than patch handles ({MAX_FILE_BYTES}); edit it with bash_exec (e.g. sed) instead; nothing was changed"
+        ))
+    };
+    if opened.size > MAX_FILE_BYTES {
+        return Err(too_big(opened.size));
+    }
+    // The bytes read decide: the size said may be stale or a lie.
+    match beneath::read_capped(&mut opened.file, MAX_FILE_BYTES) {
+        Ok(Some(bytes)) => Ok(Some((bytes, opened.mode))),
+        Ok(None) => Err(too_big(MAX_FILE_BYTES + 1)),
+        Err(err) => Err(ToolOutput::error(format!("cannot read `{shown}`: {err}"))),
+    }
+}
+
+fn edit_file(files: &FileEnv, path: &str, edits: &[Edit]) -> ToolOutput {
     if edits.is_empty() {
         return ToolOutput::error("`edits` is empty; give at least one {old_text, new_text}");
     }
-    let resolved = match env.workspace.resolve_for_change(path, FinalLink::Follow) {
-        Ok(resolved) => resolved,
+    let place = match files.workspace.locate_for_change(path, FinalLink::Follow) {
+        Ok(place) => place,
         Err(err) => return ToolOutput::error(err.to_string()),
     };
-    let shown = &resolved.shown;
-    let metadata = match fs::metadata(&resolved.abs) {
-        Ok(metadata) => metadata,
-        Err(err) if is_missing(&err) => {
+    let shown = &place.shown;
+    let (bytes, mode) = match read_text(&place) {
+        Ok(Some(found)) => found,
+        Ok(None) => {
             return ToolOutput::error(format!(
                 "`{shown}` does not exist. To create it, call patch with `content` instead of `edits`."
             ));
         }
-        Err(err) => return ToolOutput::error(format!("cannot read `{shown}`: {err}")),
-    };
-    if metadata.is_dir() {
-        return ToolOutput::error(format!("`{shown}` is a directory, not a file"));
-    }
-    if metadata.len() > MAX_FILE_BYTES {
-        return ToolOutput::error(format!(
-            "`{shown}` is {} bytes, more than patch handles ({MAX_FILE_BYTES}); edit it with bash_exec (e.g. sed) instead",
-            metadata.len()
-        ));
-    }
-    let bytes = match fs::read(&resolved.abs) {
-        Ok(bytes) => bytes,
-        Err(err) => return ToolOutput::error(format!("cannot read `{shown}`: {err}")),
+        Err(refusal) => return refusal,
     };
     let Some(text) = as_text(&bytes) else {
         return ToolOutput::error(format!(
@@ -156,21 +204,8 @@ fn edit_file(env: &ToolEnv, path: &str, edits: &[Edit]) -> ToolOutput {
             "No change to {shown}: the edits leave the text as it was."
         ));
     }
-    let mode = metadata.permissions().mode() & 0o7777;
-    let undo_path = env.workspace.display(&resolved.abs);
-    if let Err(err) = env
-        .undo
-        .record(UndoEntry::patch(undo_path, bytes.clone(), mode))
-    {
-        return ToolOutput::error(format!(
-            "could not record the undo entry ({err}), so `{shown}` was not changed"
-        ));
-    }
-    if let Err(err) = write_atomic(&resolved.abs, applied.text.as_bytes(), Some(mode)) {
-        let _ = env.undo.discard_last();
-        return ToolOutput::error(format!(
-            "could not write `{shown}`: {err}; it was not changed"
-        ));
+    if let Err(message) = replace(files, &place, bytes.clone(), applied.text.as_bytes(), mode) {
+        return ToolOutput::error(message);
     }
     let count = edits.len();
     // The lines come right after the path: the terminal UI reads them from
@@ -189,32 +224,48 @@ fn edit_file(env: &ToolEnv, path: &str, edits: &[Edit]) -> ToolOutput {
     ToolOutput::ok(message)
 }
 
-fn write_file(env: &ToolEnv, path: &str, content: &str) -> ToolOutput {
-    let resolved = match env.workspace.resolve_for_change(path, FinalLink::Follow) {
-        Ok(resolved) => resolved,
+/// Journals the old bytes, then replaces the file's content through the
+/// handle of its folder (temp file, fsync, rename in that folder).
+fn replace(
+    files: &FileEnv,
+    place: &Place,
+    before: Vec<u8>,
+    after: &[u8],
+    mode: u32,
+) -> Result<(), String> {
+    let shown = &place.shown;
+    let Some(entry) = place.entry() else {
+        return Err(format!("`{shown}` does not exist"));
+    };
+    if let Err(err) = files
+        .undo
+        .record(UndoEntry::patch(place.rel(), before, mode))
+    {
+        return Err(format!(
+            "could not record the undo entry ({err}), so `{shown}` was not changed"
+        ));
+    }
+    if let Err(err) = write_atomic_at(entry.dir, entry.name, after, Some(mode)) {
+        let _ = files.undo.discard_last();
+        return Err(format!(
+            "could not write `{shown}`: {err}; it was not changed"
+        ));
+    }
+    Ok(())
+}
+
+fn write_file(files: &FileEnv, path: &str, content: &str) -> ToolOutput {
+    let place = match files.workspace.locate_for_change(path, FinalLink::Follow) {
+        Ok(place) => place,
         Err(err) => return ToolOutput::error(err.to_string()),
     };
-    let shown = &resolved.shown;
-    if resolved.is_root(&env.workspace) {
+    let shown = &place.shown;
+    if place.is_root() {
         return ToolOutput::error("`path` must name a file, not the workspace root");
     }
     let lines = content.lines().count();
-    let undo_path = env.workspace.display(&resolved.abs);
-    match fs::metadata(&resolved.abs) {
-        Ok(metadata) if metadata.is_dir() => {
-            ToolOutput::error(format!("`{shown}` is a directory, not a file"))
-        }
-        Ok(metadata) => {
-            if metadata.len() > MAX_FILE_BYTES {
-                return ToolOutput::error(format!(
-                    "`{shown}` is {} bytes, more than patch handles ({MAX_FILE_BYTES}); nothing was changed",
-                    metadata.len()
-                ));
-            }
-            let before = match fs::read(&resolved.abs) {
-                Ok(bytes) => bytes,
-                Err(err) => return ToolOutput::error(format!("cannot read `{shown}`: {err}")),
-            };
+    match read_text(&place) {
+        Ok(Some((before, mode))) => {
             if as_text(&before).is_none() {
                 return ToolOutput::error(format!(
                     "`{shown}` is not UTF-8 text ({} bytes); patch does not overwrite binary files. Remove it with rm first if you mean to replace it.",
@@ -222,71 +273,50 @@ fn write_file(env: &ToolEnv, path: &str, content: &str) -> ToolOutput {
                 ));
             }
             let old_lines = String::from_utf8_lossy(&before).lines().count();
-            let mode = metadata.permissions().mode() & 0o7777;
-            if let Err(err) = env.undo.record(UndoEntry::patch(undo_path, before, mode)) {
-                return ToolOutput::error(format!(
-                    "could not record the undo entry ({err}), so `{shown}` was not changed"
-                ));
-            }
-            if let Err(err) = write_atomic(&resolved.abs, content.as_bytes(), Some(mode)) {
-                let _ = env.undo.discard_last();
-                return ToolOutput::error(format!(
-                    "could not write `{shown}`: {err}; it was not changed"
-                ));
+            if let Err(message) = replace(files, &place, before, content.as_bytes(), mode) {
+                return ToolOutput::error(message);
             }
             ToolOutput::ok(format!(
                 "Overwrote {shown}: {lines} lines (was {old_lines})."
             ))
         }
-        Err(err) if is_missing(&err) => {
-            let created_dirs = match missing_parents(env, &resolved.abs) {
-                Ok(dirs) => dirs,
-                Err(message) => return ToolOutput::error(message),
-            };
-            if let Err(err) = env.undo.record(UndoEntry::create(undo_path, created_dirs)) {
-                return ToolOutput::error(format!(
-                    "could not record the undo entry ({err}), so `{shown}` was not created"
-                ));
-            }
-            let written = match resolved.abs.parent() {
-                Some(parent) => fs::create_dir_all(parent),
-                None => Ok(()),
-            }
-            .and_then(|()| write_atomic(&resolved.abs, content.as_bytes(), None));
-            if let Err(err) = written {
-                let _ = env.undo.discard_last();
-                return ToolOutput::error(format!("could not create `{shown}`: {err}"));
-            }
-            ToolOutput::ok(format!("Created {shown}: {lines} lines."))
-        }
-        Err(err) => ToolOutput::error(format!("cannot write `{shown}`: {err}")),
+        Ok(None) => match create(files, &place, content) {
+            Ok(()) => ToolOutput::ok(format!("Created {shown}: {lines} lines.")),
+            Err(message) => ToolOutput::error(message),
+        },
+        Err(refusal) => refusal,
     }
 }
 
-/// The directories `create_dir_all(abs.parent())` would create, outermost
-/// first, workspace-relative; an error message when a file is in the way.
-pub(crate) fn missing_parents(env: &ToolEnv, abs: &Path) -> Result<Vec<String>, String> {
-    let mut missing = Vec::new();
-    let mut current = abs.parent();
-    while let Some(dir) = current {
-        match fs::metadata(dir) {
-            Ok(metadata) if metadata.is_dir() => break,
-            Ok(_) => {
-                return Err(format!(
-                    "`{}` is a file, so `{}` cannot be created inside it",
-                    env.workspace.display(dir),
-                    env.workspace.display(abs)
-                ));
-            }
-            Err(_) => missing.push(env.workspace.display(dir)),
-        }
-        if dir == env.workspace.root {
-            break;
-        }
-        current = dir.parent();
+/// Creates the file with its missing folders, each through the handle of
+/// its parent; journalled first.
+fn create(files: &FileEnv, place: &Place, content: &str) -> Result<(), String> {
+    let shown = &place.shown;
+    let created_dirs = place
+        .missing_dirs()
+        .map_err(|file| in_the_way(&file, &place.rel()))?;
+    if let Err(err) = files
+        .undo
+        .record(UndoEntry::create(place.rel(), created_dirs))
+    {
+        return Err(format!(
+            "could not record the undo entry ({err}), so `{shown}` was not created"
+        ));
     }
-    missing.reverse();
-    Ok(missing)
+    let written = place
+        .create_dirs()
+        .and_then(|dir| write_atomic_at(dir.as_fd(), place.name(), content.as_bytes(), None));
+    if let Err(err) = written {
+        let _ = files.undo.discard_last();
+        return Err(format!("could not create `{shown}`: {err}"));
+    }
+    Ok(())
+}
+
+/// The refusal when the file `file` stands where a folder of `target`
+/// should be created.
+pub(crate) fn in_the_way(file: &str, target: &str) -> String {
+    format!("`{file}` is a file, so `{target}` cannot be created inside it")
 }
 
 /// The file's text, when it is UTF-8 without NUL bytes.
@@ -514,8 +544,11 @@ fn line_delta(old: &str, new: &str) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::ToolEnv;
     use crate::tools::testing::{call, env};
     use serde_json::json;
+    use std::fs;
+    use std::os::unix::fs::PermissionsExt;
 
     fn setup() -> (tempfile::TempDir, ToolEnv) {
         let dir = tempfile::tempdir().unwrap();

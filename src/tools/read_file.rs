@@ -7,15 +7,16 @@
 //! described, never dumped.
 
 use std::borrow::Cow;
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
-use std::path::Path;
 
 use tokio_util::sync::CancellationToken;
 
+use super::file_work::{open_failed, refuse_odd};
 use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool};
 use crate::protocol::schema::tool_args;
-use crate::workspace::is_missing;
+use crate::workspace::beneath::{self, Kind};
+use crate::workspace::{FinalLink, Workspace, is_missing};
 
 const DEFAULT_LIMIT: usize = 2000;
 /// Longest line shown whole; longer ones are cut with a marker.
@@ -59,22 +60,22 @@ impl TypedTool for ReadFile {
                     "offset and limit must be at least 1 (lines are numbered from 1)",
                 );
             }
-            let resolved = match call.env.workspace.resolve(&args.path) {
-                Ok(resolved) => resolved,
-                Err(err) => return ToolOutput::error(err.to_string()),
+            let workspace = call.env.workspace.clone();
+            let window = Window {
+                offset,
+                limit,
+                max_bytes: call.env.limits.read_max_bytes,
             };
-            let max_bytes = call.env.limits.read_max_bytes;
             let cancel = call.cancel.clone();
-            tokio::task::spawn_blocking(move || {
-                let window = Window {
-                    offset,
-                    limit,
-                    max_bytes,
-                };
-                read(&resolved.abs, &resolved.shown, window, &cancel)
-            })
-            .await
-            .unwrap_or_else(|err| ToolOutput::error(format!("read_file failed: {err}")))
+            let reading =
+                tokio::task::spawn_blocking(move || read(&workspace, &args.path, window, &cancel));
+            // A cancel answers at once; the reader stops at its next
+            // buffer (it checks the same token), so no thread keeps going.
+            tokio::select! {
+                read = reading => read
+                    .unwrap_or_else(|err| ToolOutput::error(format!("read_file failed: {err}"))),
+                () = call.cancel.cancelled() => ToolOutput::error("cancelled"),
+            }
         })
     }
 }
@@ -86,23 +87,49 @@ struct Window {
     max_bytes: usize,
 }
 
-fn read(abs: &Path, shown: &str, window: Window, cancel: &CancellationToken) -> ToolOutput {
-    let metadata = match fs::metadata(abs) {
-        Ok(metadata) => metadata,
-        Err(err) if is_missing(&err) => {
-            return ToolOutput::error(format!(
-                "`{shown}` does not exist; use list_files or ripgrep to find the right path"
-            ));
-        }
-        Err(err) => return ToolOutput::error(format!("cannot read `{shown}`: {err}")),
+/// Reads the window of the file at `path`, opened through the handle of
+/// its folder (see `workspace::beneath`): non-blocking, checked with
+/// `fstat` before a byte is read.
+fn read(
+    workspace: &Workspace,
+    path: &str,
+    window: Window,
+    cancel: &CancellationToken,
+) -> ToolOutput {
+    let place = match workspace.locate(path, FinalLink::Follow) {
+        Ok(place) => place,
+        Err(err) => return ToolOutput::error(err.to_string()),
     };
-    if metadata.is_dir() {
-        return ToolOutput::error(format!(
+    let shown = &place.shown;
+    let directory = || {
+        ToolOutput::error(format!(
             "`{shown}` is a directory; use list_files to see what is in it"
-        ));
+        ))
+    };
+    let missing = || {
+        ToolOutput::error(format!(
+            "`{shown}` does not exist; use list_files or ripgrep to find the right path"
+        ))
+    };
+    if place.is_root() {
+        return directory();
     }
-    let size = metadata.len();
-    match read_lines(abs, window, cancel) {
+    let Some(entry) = place.entry() else {
+        return missing();
+    };
+    let opened = match beneath::open_read_at(entry.dir, entry.name) {
+        Ok(opened) => opened,
+        Err(err) if is_missing(&err) => return missing(),
+        Err(err) => return open_failed(shown, &err),
+    };
+    if opened.kind == Kind::Dir {
+        return directory();
+    }
+    if let Some(refusal) = refuse_odd(shown, opened.kind) {
+        return refusal;
+    }
+    let size = opened.size;
+    match read_lines(opened.file, window, cancel) {
         Ok(Outcome::Lines(text)) => ToolOutput::ok(text),
         Ok(Outcome::Empty) => ToolOutput::ok(format!("{shown} is empty (0 bytes).")),
         Ok(Outcome::Binary) => ToolOutput::ok(format!(
@@ -116,7 +143,7 @@ fn read(abs: &Path, shown: &str, window: Window, cancel: &CancellationToken) -> 
             window.offset,
             crate::text::counted(lines as u64, "line")
         )),
-        Ok(Outcome::Cancelled) => ToolOutput::error("cancelled"),
+        Err(_) if cancel.is_cancelled() => ToolOutput::error("cancelled"),
         Err(err) => ToolOutput::error(format!("cannot read `{shown}`: {err}")),
     }
 }
@@ -127,11 +154,10 @@ enum Outcome {
     Binary,
     NotUtf8 { line: usize },
     PastEnd { lines: usize },
-    Cancelled,
 }
 
-fn read_lines(abs: &Path, window: Window, cancel: &CancellationToken) -> io::Result<Outcome> {
-    let mut file = File::open(abs)?;
+/// The window's lines; an error (`Interrupted`) once `cancel` is set.
+fn read_lines(mut file: File, window: Window, cancel: &CancellationToken) -> io::Result<Outcome> {
     let mut head = Vec::with_capacity(SNIFF_BYTES);
     (&mut file)
         .take(SNIFF_BYTES as u64)
@@ -145,10 +171,7 @@ fn read_lines(abs: &Path, window: Window, cancel: &CancellationToken) -> io::Res
     let mut number = 0usize;
     // Skip to the window.
     while number + 1 < window.offset {
-        if cancel.is_cancelled() {
-            return Ok(Outcome::Cancelled);
-        }
-        match read_line_capped(&mut reader, &mut line, 0)? {
+        match read_line_capped(&mut reader, &mut line, 0, cancel)? {
             Some(_) => number += 1,
             None => return Ok(Outcome::PastEnd { lines: number }),
         }
@@ -165,7 +188,7 @@ fn read_lines(abs: &Path, window: Window, cancel: &CancellationToken) -> io::Res
             }
             break;
         }
-        let Some(skipped) = read_line_capped(&mut reader, &mut line, cap)? else {
+        let Some(skipped) = read_line_capped(&mut reader, &mut line, cap, cancel)? else {
             if shown == 0 {
                 return Ok(Outcome::PastEnd { lines: number });
             }
@@ -244,16 +267,21 @@ fn render_line(number: usize, line: &[u8], skipped: usize) -> Option<String> {
 
 /// Reads one line (without its `\n`) into `line`, keeping at most `cap`
 /// bytes and skipping the rest of the line. Returns the number of bytes
-/// skipped, or `None` at end of file.
+/// skipped, or `None` at end of file. `cancel` is checked at every buffer,
+/// so a line of gigabytes stops as promptly as a short one.
 fn read_line_capped(
     reader: &mut impl BufRead,
     line: &mut Vec<u8>,
     cap: usize,
+    cancel: &CancellationToken,
 ) -> io::Result<Option<usize>> {
     line.clear();
     let mut skipped = 0usize;
     let mut any = false;
     loop {
+        if cancel.is_cancelled() {
+            return Err(io::Error::new(io::ErrorKind::Interrupted, "cancelled"));
+        }
         let buf = match reader.fill_buf() {
             Ok(buf) => buf,
             Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
@@ -285,6 +313,7 @@ mod tests {
     use crate::tools::ToolEnv;
     use crate::tools::testing::{call, env};
     use serde_json::json;
+    use std::fs;
 
     fn setup() -> (tempfile::TempDir, ToolEnv) {
         let dir = tempfile::tempdir().unwrap();

@@ -4,12 +4,12 @@
 //! `store::undo`), so undo restores it exactly. A symlink is removed
 //! itself, never its target. The workspace root is never removed.
 
-use std::fs;
-
 use std::borrow::Cow;
 
-use super::{Call, ToolEnv, ToolFuture, ToolKind, ToolOutput, TypedTool, approved_file_change};
+use super::file_work::FileEnv;
+use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool, approved_file_change};
 use crate::protocol::schema::tool_args;
+use crate::workspace::beneath::{self, Kind};
 use crate::workspace::{FinalLink, is_missing};
 
 pub struct Rm;
@@ -43,42 +43,44 @@ impl TypedTool for Rm {
     }
 }
 
-fn run(env: &ToolEnv, args: &Args) -> ToolOutput {
-    let resolved = match env
+/// Removes the entry through the handle of its folder (see
+/// `workspace::beneath`): a folder swapped for a symlink meanwhile cannot
+/// send the removal outside.
+fn run(files: &FileEnv, args: &Args) -> ToolOutput {
+    let place = match files
         .workspace
-        .resolve_for_change(&args.path, FinalLink::Keep)
+        .locate_for_change(&args.path, FinalLink::Keep)
     {
-        Ok(resolved) => resolved,
+        Ok(place) => place,
         Err(err) => return ToolOutput::error(err.to_string()),
     };
-    let shown = &resolved.shown;
-    if resolved.is_root(&env.workspace) {
+    let shown = &place.shown;
+    if place.is_root() {
         return ToolOutput::error(
             "refusing to remove the workspace root; name a file or directory inside it",
         );
     }
-    let metadata = match fs::symlink_metadata(&resolved.abs) {
-        Ok(metadata) => metadata,
-        Err(err) if is_missing(&err) => {
-            return ToolOutput::error(format!("`{shown}` does not exist; nothing was removed"));
-        }
+    let missing = || ToolOutput::error(format!("`{shown}` does not exist; nothing was removed"));
+    let Some(entry) = place.entry() else {
+        return missing();
+    };
+    let stat = match beneath::stat_at(entry.dir, entry.name) {
+        Ok(stat) => stat,
+        Err(err) if is_missing(&err) => return missing(),
         Err(err) => return ToolOutput::error(format!("cannot remove `{shown}`: {err}")),
     };
-    let what = if metadata.is_dir() {
-        if !args.recursive {
+    let what = match stat.kind {
+        Kind::Dir if !args.recursive => {
             return ToolOutput::error(format!(
                 "`{shown}` is a directory; pass recursive: true to remove it and everything in it (or use rmdir if it is empty)"
             ));
         }
-        "directory"
-    } else if metadata.file_type().is_symlink() {
-        "symlink"
-    } else {
-        "file"
+        Kind::Dir => "directory",
+        Kind::Symlink => "symlink",
+        _ => "file",
     };
-    let undo_path = env.workspace.display(&resolved.abs);
-    match env.undo.remove(&undo_path, &resolved.abs) {
-        Ok(()) if metadata.is_dir() => {
+    match files.undo.remove_at(&place.rel(), entry.dir, entry.name) {
+        Ok(()) if stat.kind == Kind::Dir => {
             ToolOutput::ok(format!("Removed directory {shown}/ and its contents."))
         }
         Ok(()) => ToolOutput::ok(format!("Removed {what} {shown}.")),
@@ -93,6 +95,7 @@ mod tests {
     use super::*;
     use crate::tools::testing::{call, env};
     use serde_json::json;
+    use std::fs;
     use std::os::unix::fs::symlink;
 
     #[tokio::test]

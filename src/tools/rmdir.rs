@@ -1,14 +1,12 @@
 //! `rmdir`: remove an empty directory (undoable).
 
 use std::borrow::Cow;
-use std::fs;
 use std::io;
-use std::os::unix::fs::PermissionsExt;
 
-use super::{
-    Call, PathArgs, ToolEnv, ToolFuture, ToolKind, ToolOutput, TypedTool, approved_file_change,
-};
+use super::file_work::FileEnv;
+use super::{Call, PathArgs, ToolFuture, ToolKind, ToolOutput, TypedTool, approved_file_change};
 use crate::store::undo::UndoEntry;
+use crate::workspace::beneath::{self, Kind};
 use crate::workspace::{FinalLink, is_missing};
 
 pub struct Rmdir;
@@ -31,45 +29,47 @@ impl TypedTool for Rmdir {
     }
 }
 
-fn run(env: &ToolEnv, path: &str) -> ToolOutput {
-    let resolved = match env.workspace.resolve_for_change(path, FinalLink::Keep) {
-        Ok(resolved) => resolved,
+/// Removes the folder through the handle of its parent (see
+/// `workspace::beneath`).
+fn run(files: &FileEnv, path: &str) -> ToolOutput {
+    let place = match files.workspace.locate_for_change(path, FinalLink::Keep) {
+        Ok(place) => place,
         Err(err) => return ToolOutput::error(err.to_string()),
     };
-    let shown = &resolved.shown;
-    if resolved.is_root(&env.workspace) {
+    let shown = &place.shown;
+    if place.is_root() {
         return ToolOutput::error("refusing to remove the workspace root");
     }
-    let metadata = match fs::symlink_metadata(&resolved.abs) {
-        Ok(metadata) => metadata,
-        Err(err) if is_missing(&err) => {
-            return ToolOutput::error(format!("`{shown}` does not exist"));
-        }
+    let missing = || ToolOutput::error(format!("`{shown}` does not exist"));
+    let Some(entry) = place.entry() else {
+        return missing();
+    };
+    let stat = match beneath::stat_at(entry.dir, entry.name) {
+        Ok(stat) => stat,
+        Err(err) if is_missing(&err) => return missing(),
         Err(err) => return ToolOutput::error(format!("cannot remove `{shown}`: {err}")),
     };
-    if !metadata.is_dir() {
+    if stat.kind != Kind::Dir {
         return ToolOutput::error(format!(
             "`{shown}` is not a directory; use rm to remove a file or symlink"
         ));
     }
-    let entries = match fs::read_dir(&resolved.abs) {
-        Ok(entries) => entries.count(),
+    let entries = match beneath::list_at(entry.dir, entry.name) {
+        Ok(names) => names.len(),
         Err(err) => return ToolOutput::error(format!("cannot read `{shown}`: {err}")),
     };
     if entries > 0 {
         return ToolOutput::error(not_empty(shown, entries));
     }
-    let mode = metadata.permissions().mode() & 0o7777;
-    let undo_path = env.workspace.display(&resolved.abs);
-    if let Err(err) = env.undo.record(UndoEntry::rmdir(undo_path, mode)) {
+    if let Err(err) = files.undo.record(UndoEntry::rmdir(place.rel(), stat.mode)) {
         return ToolOutput::error(format!(
             "could not record the undo entry ({err}), so `{shown}` was not removed"
         ));
     }
-    match fs::remove_dir(&resolved.abs) {
+    match beneath::unlink_at(entry.dir, entry.name, true) {
         Ok(()) => ToolOutput::ok(format!("Removed empty directory {shown}/")),
         Err(err) => {
-            let _ = env.undo.discard_last();
+            let _ = files.undo.discard_last();
             if err.kind() == io::ErrorKind::DirectoryNotEmpty {
                 ToolOutput::error(not_empty(shown, 1))
             } else {
@@ -91,6 +91,7 @@ mod tests {
     use super::*;
     use crate::tools::testing::{call, env};
     use serde_json::json;
+    use std::fs;
 
     #[tokio::test]
     async fn removes_empty_dirs_undoably() {

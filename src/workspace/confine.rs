@@ -155,7 +155,7 @@ impl Workspace {
 
     /// The lexically normalised, workspace-relative form of `path`, refusing
     /// anything outside the root and any `.fido-*` component.
-    fn relative_of(&self, path: &str) -> Result<PathBuf, PathError> {
+    pub(super) fn relative_of(&self, path: &str) -> Result<PathBuf, PathError> {
         let written = Path::new(path);
         let relative = if written.is_absolute() {
             let normal = normalise_lexically(written);

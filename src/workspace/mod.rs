@@ -17,7 +17,9 @@
 //! when they name something inside the root. A dangling symlink on the way is
 //! refused: where it points cannot be checked until it exists.
 
+pub mod beneath;
 mod confine;
+mod place;
 mod protected;
 mod state_names;
 
@@ -25,6 +27,7 @@ use std::io;
 use std::path::{Component, Path, PathBuf};
 
 pub use confine::{FinalLink, PathError, Resolved, is_missing};
+pub use place::{Entry, Place};
 pub use protected::{PROTECTED_NAMES, is_protected, protected_paths};
 pub use state_names::{
     DEFAULT_PLAN_FILE, HISTORY_FILE, LOGS_DIR, RUN_DIR, SESSIONS_DIR, STATE_DIR, STATE_PREFIX,

@@ -10,6 +10,7 @@ mod exec;
 mod fake_server;
 mod fuzz_regressions;
 mod hooks;
+mod hostile_files;
 mod hostile_output;
 mod layers;
 mod local_models;

@@ -24,9 +24,11 @@
 //! One Fido process owns a workspace at a time; a mutex serialises tools of
 //! that process. There is no redo.
 
+use std::ffi::OsStr;
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -36,8 +38,11 @@ use serde::{Deserialize, Serialize};
 use crate::store::atomic::write_atomic;
 
 mod change_set;
+use crate::workspace::beneath::{self, Kind};
 use crate::workspace::{FinalLink, PathError, Resolved, UNDO_DIR, Workspace, is_state_name};
 pub use change_set::SetFile;
+/// The journal's own paths are absolute: no directory handle for them.
+use nix::fcntl::AT_FDCWD as AT_CWD;
 
 /// Most entries kept; recording one more drops the oldest.
 pub const MAX_ENTRIES: usize = 200;
@@ -268,29 +273,39 @@ impl UndoLog {
     /// `path`), keeping it in the journal so `undo_last` can put it back.
     /// A disabled log just removes it. On error nothing was removed.
     pub fn remove(&self, path: &str, abs: &Path) -> io::Result<()> {
+        let (Some(parent), Some(name)) = (abs.parent(), abs.file_name()) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("`{}` names no entry", abs.display()),
+            ));
+        };
+        let dir = beneath::open_root(parent)?;
+        self.remove_at(path, dir.as_fd(), name)
+    }
+
+    /// [`UndoLog::remove`] for the entry `name` of the directory `dir`
+    /// held open: the entry moves into the journal by a rename from that
+    /// directory, so no path swapped meanwhile leads it elsewhere.
+    pub fn remove_at(&self, path: &str, dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
         check_path(path)?;
-        let metadata = fs::symlink_metadata(abs)?;
-        let Some(dir) = &self.dir else {
-            return if metadata.is_dir() {
-                fs::remove_dir_all(abs)
-            } else {
-                fs::remove_file(abs)
-            };
+        let stat = beneath::stat_at(dir, name)?;
+        let Some(journal_dir) = &self.dir else {
+            return beneath::remove_tree_at(dir, name);
         };
         let _guard = self.guard();
-        let mut lines = read_lines(dir)?;
+        let mut lines = read_lines(journal_dir)?;
         let id = next_id(&lines);
-        let blobs = dir.join("blobs");
+        let blobs = journal_dir.join("blobs");
         fs::create_dir_all(&blobs)?;
         let blob = blobs.join(id.to_string());
-        let moved = match fs::rename(abs, &blob) {
+        let moved = match nix::fcntl::renameat(dir, name, AT_CWD, &blob) {
             Ok(()) => true,
-            Err(err) if err.kind() == io::ErrorKind::CrossesDevices => {
+            Err(nix::errno::Errno::EXDEV) => {
                 // Another file system: keep a copy, remove after journalling.
-                copy_single(abs, &metadata, &blob)?;
+                copy_single_at(dir, name, stat.kind, &blob)?;
                 false
             }
-            Err(err) => return Err(err),
+            Err(err) => return Err(err.into()),
         };
         let line = Line {
             id,
@@ -299,21 +314,21 @@ impl UndoLog {
             before: StoredBefore::Stashed,
             created_dirs: Vec::new(),
         };
-        if let Err(err) = append_line(dir, &line) {
+        if let Err(err) = append_line(journal_dir, &line) {
             if moved {
                 // Put it back: without a journal line it would be lost.
-                fs::rename(&blob, abs)?;
+                nix::fcntl::renameat(AT_CWD, &blob, dir, name)?;
             } else {
                 let _ = remove_any(&blob);
             }
             return Err(err);
         }
-        if !moved && let Err(err) = fs::remove_file(abs) {
-            let _ = drop_last(dir);
+        if !moved && let Err(err) = beneath::unlink_at(dir, name, false) {
+            let _ = drop_last(journal_dir);
             return Err(err);
         }
         lines.push(line);
-        prune(dir, lines);
+        prune(journal_dir, lines);
         Ok(())
     }
 
@@ -646,17 +661,20 @@ fn load_entry(dir: &Path, line: Line) -> io::Result<UndoEntry> {
     })
 }
 
-/// Copies a file or symlink (not a directory) to `to`.
-fn copy_single(from: &Path, metadata: &fs::Metadata, to: &Path) -> io::Result<()> {
-    if metadata.file_type().is_symlink() {
-        std::os::unix::fs::symlink(fs::read_link(from)?, to)
-    } else if metadata.is_file() {
-        fs::copy(from, to).map(|_| ())
-    } else {
-        Err(io::Error::new(
+/// Copies the file or symlink (not a directory) `name` of `dir` to `to`.
+fn copy_single_at(dir: BorrowedFd<'_>, name: &OsStr, kind: Kind, to: &Path) -> io::Result<()> {
+    match kind {
+        Kind::Symlink => std::os::unix::fs::symlink(beneath::read_link_at(dir, name)?, to),
+        Kind::File => {
+            let mut opened = beneath::open_read_at(dir, name)?;
+            let mut copy = File::create(to)?;
+            io::copy(&mut opened.file, &mut copy)?;
+            copy.set_permissions(fs::Permissions::from_mode(opened.mode))
+        }
+        _ => Err(io::Error::new(
             io::ErrorKind::CrossesDevices,
             "it is on another file system than the undo journal, so it cannot be kept for undo",
-        ))
+        )),
     }
 }
 

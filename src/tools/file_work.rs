@@ -1,0 +1,53 @@
+//! What the file tools share: the owned part of the environment their
+//! blocking work needs, the hop to the blocking pool, and the sentences
+//! for places that are not regular files.
+
+use std::io;
+
+use super::{ToolEnv, ToolOutput};
+use crate::store::undo::UndoLog;
+use crate::workspace::Workspace;
+use crate::workspace::beneath::{Kind, odd_file_message, odd_kind};
+
+/// The workspace and the undo log, owned, so the file work can run on the
+/// blocking pool (clones of the log share its lock).
+#[derive(Clone)]
+pub(crate) struct FileEnv {
+    pub workspace: Workspace,
+    pub undo: UndoLog,
+}
+
+impl FileEnv {
+    pub fn of(env: &ToolEnv) -> FileEnv {
+        FileEnv {
+            workspace: env.workspace.clone(),
+            undo: env.undo.clone(),
+        }
+    }
+}
+
+/// Runs the blocking `work` of `tool` on the blocking pool, never on a
+/// runtime worker (a slow disk or a huge tree would stall every task).
+pub(crate) async fn off_runtime<T: Send + 'static>(
+    tool: &str,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ToolOutput> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|err| ToolOutput::error(format!("{tool} failed: {err}")))
+}
+
+/// The refusal for an entry that is no regular file or folder (a FIFO, a
+/// socket, a device), else `None`.
+pub(crate) fn refuse_odd(shown: &str, kind: Kind) -> Option<ToolOutput> {
+    kind.odd_name()
+        .map(|what| ToolOutput::error(odd_file_message(shown, what)))
+}
+
+/// The answer to a failed open for reading: the odd-file refusal when
+/// that is why, else `cannot read` with the error.
+pub(crate) fn open_failed(shown: &str, err: &io::Error) -> ToolOutput {
+    odd_kind(err)
+        .and_then(|kind| refuse_odd(shown, kind))
+        .unwrap_or_else(|| ToolOutput::error(format!("cannot read `{shown}`: {err}")))
+}
