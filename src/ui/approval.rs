@@ -24,8 +24,13 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 pub use gate::{GRACE, Gate, Route};
 
 use super::input::InputBuffer;
+use super::marks;
 use super::store::{Entry, PendingApproval, Store};
 use crate::protocol::{ApprovalDecision, ApprovalRequest};
+
+/// The longest quote of a command in the transcript's note (the prompt
+/// shows all of it).
+const SUMMARY_CHARS: usize = 200;
 
 /// One line for the transcript, when the request appears.
 fn summary(request: &ApprovalRequest) -> String {
@@ -38,7 +43,8 @@ fn summary(request: &ApprovalRequest) -> String {
             } else {
                 ""
             };
-            format!("approval needed to run{how}: {command}")
+            let shown = crate::text::short(&marks::inline(command), SUMMARY_CHARS);
+            format!("approval needed to run{how}: {shown}")
         }
         ApprovalRequest::FileChange { tool, path, .. } => {
             format!("approval needed for {tool} {path}")

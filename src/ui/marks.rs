@@ -108,6 +108,18 @@ pub fn marked_lines(text: &str) -> Vec<Vec<Piece>> {
     lines
 }
 
+/// `text` marked on one line (a newline is its `⏎` only), for a note
+/// that quotes it.
+pub fn inline(text: &str) -> String {
+    marked_lines(text)
+        .iter()
+        .flatten()
+        .map(|piece| match piece {
+            Piece::Text(text) | Piece::Mark(text) => text.as_str(),
+        })
+        .collect()
+}
+
 fn push_text(line: &mut Vec<Piece>, text: &str) {
     match line.last_mut() {
         Some(Piece::Text(last)) => last.push_str(text),
@@ -217,6 +229,11 @@ mod tests {
         let wide = shown("日本語テキスト", 5);
         assert!(wide.iter().all(|row| width(row) <= 5), "{wide:?}");
         assert_eq!(wide.concat(), "日本語テキスト");
+    }
+
+    #[test]
+    fn inline_keeps_one_line() {
+        assert_eq!(inline("a\nb   \u{1b}"), "a⏎b   ␛");
     }
 
     #[test]

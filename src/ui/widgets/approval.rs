@@ -211,7 +211,7 @@ fn render_full(frame: &mut Frame, body: Rect, pending: &PendingApproval) {
         (plan.top + 1).min(end),
         plan.rows.len()
     );
-    let heading = format!("{} {place}", title(pending, inner));
+    let heading = format!("{} — {place}", title(pending, inner));
     let heading = if width(&heading) + 2 <= inner {
         heading
     } else {
@@ -248,10 +248,7 @@ fn footer(pending: &PendingApproval, inner: usize, more: Option<usize>) -> Vec<L
         lines.push(Line::styled(tail(&text, inner), bold()));
     }
     let hint = match more {
-        Some(more) => Line::styled(
-            truncate(&format!("… {more} more — o: full view"), inner),
-            bold().fg(Color::Yellow),
-        ),
+        Some(more) => Line::styled(more_note(more, inner + 2), bold().fg(Color::Yellow)),
         None if pending.gate.shows_ready() || pending.typing_reason() => {
             Line::styled(truncate(pending.hint(), inner), bold())
         }
