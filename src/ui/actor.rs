@@ -66,6 +66,8 @@ pub enum UiMessage {
     Frame,
     /// Internal: advance on-screen clocks.
     Tick,
+    /// Internal: the approval prompt's grace period may be over.
+    ApprovalWake,
 }
 
 /// Why the actor stopped, sent once on its exit port.
@@ -121,6 +123,8 @@ pub struct UiState<B: Backend> {
     question: Option<AskId>,
     /// The id of the approval request on screen, which its decision carries.
     approval: Option<AskId>,
+    /// An [`UiMessage::ApprovalWake`] is on its way.
+    approval_wake_scheduled: bool,
     history: Option<HistoryWriter>,
 }
 
@@ -157,6 +161,7 @@ where
             tick_scheduled: false,
             question: None,
             approval: None,
+            approval_wake_scheduled: false,
             history: args.history.writer,
         };
         draw(&mut state).map_err(|message| -> ActorProcessingErr { message.into() })?;
@@ -213,6 +218,10 @@ where
                 state.tick_scheduled = false;
                 state.store.tick(now)
             }
+            UiMessage::ApprovalWake => {
+                state.approval_wake_scheduled = false;
+                super::approval::poll(&mut state.store, now)
+            }
         };
         if changed {
             schedule_frame(&myself, state, keyed, now);
@@ -221,8 +230,28 @@ where
             state.tick_scheduled = true;
             myself.send_after(TICK, || UiMessage::Tick);
         }
+        schedule_approval_wake(&myself, state, now);
         Ok(())
     }
+}
+
+/// While an approval prompt waits out its grace period, a wake at its
+/// end, so the prompt shows itself ready when it is (keys typed meanwhile
+/// move the end: the wake then finds it not ready and schedules another).
+fn schedule_approval_wake<B: Backend>(
+    myself: &ActorRef<UiMessage>,
+    state: &mut UiState<B>,
+    now: Instant,
+) {
+    let Some(at) = super::approval::wake_at(&state.store) else {
+        return;
+    };
+    if state.approval_wake_scheduled {
+        return;
+    }
+    state.approval_wake_scheduled = true;
+    let delay = at.saturating_duration_since(now);
+    myself.send_after(delay, || UiMessage::ApprovalWake);
 }
 
 /// Draws the frame scheduled after a change; a second scheduled frame (a
@@ -263,6 +292,7 @@ fn on_terminal<B: Backend>(
             true
         }
         crossterm::event::Event::Paste(text) => {
+            state.store.now = now;
             keys::handle_paste(&mut state.store, &text);
             true
         }
@@ -294,7 +324,7 @@ fn on_event<B: Backend>(
     now: Instant,
 ) -> bool {
     match kind {
-        EventKind::ApprovalRequested { id, request } => show_approval(state, id, request),
+        EventKind::ApprovalRequested { id, request } => show_approval(state, id, request, now),
         EventKind::QuestionAsked { id, question } => show_question(state, id, &question),
         EventKind::OpReplied { id, reply } => {
             let shown = on_reply(state, id, reply);
@@ -323,7 +353,12 @@ fn on_event<B: Backend>(
 /// The guard asks for approval: the prompt, which y/a/n/Esc answer. A
 /// newer request replaces an unanswered one still on screen (denied); one
 /// that went with its turn needs no answer.
-fn show_approval<B: Backend>(state: &mut UiState<B>, id: AskId, request: ApprovalRequest) -> bool {
+fn show_approval<B: Backend>(
+    state: &mut UiState<B>,
+    id: AskId,
+    request: ApprovalRequest,
+    now: Instant,
+) -> bool {
     if let Some(previous) = state.approval.replace(id)
         && state.store.approval.is_some()
     {
@@ -336,6 +371,8 @@ fn show_approval<B: Backend>(state: &mut UiState<B>, id: AskId, request: Approva
             },
         );
     }
+    // Its keys wait for a quiet moment from now on.
+    state.store.now = now;
     super::approval::show(&mut state.store, request);
     true
 }

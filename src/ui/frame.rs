@@ -22,6 +22,15 @@ use super::widgets::plan_panel::{self, PlanLines};
 use super::widgets::transcript::{self, LineCache};
 use super::widgets::{approval, header, input_line, status_line, subagent_bar};
 
+/// The body: the transcript and the plan panel, wherever it is.
+fn body(areas: &Areas) -> ratatui::layout::Rect {
+    match areas.plan {
+        Some(plan) if areas.transcript.height == 0 => plan,
+        Some(plan) => areas.transcript.union(plan),
+        None => areas.transcript,
+    }
+}
+
 /// The rendered lines kept from one frame to the next.
 #[derive(Debug, Default)]
 pub struct Screen {
@@ -101,6 +110,7 @@ impl Screen {
         }
         store.seen_lines = total;
         store.scroll_limits = self.limits(store, &areas, total);
+        approval::settle(store, body(&areas));
         areas
     }
 
@@ -138,15 +148,15 @@ impl Screen {
         }
         if areas.transcript.height > 0 {
             transcript::render(frame, areas.transcript, store, &mut self.transcript);
-            if let Some(pending) = &store.approval {
-                let area = approval::area_for(areas.transcript, pending);
-                approval::render(frame, area, pending);
-            }
         }
         if let Some(plan) = areas.plan {
             let overlay = areas.placement == PlanPlacement::Overlay;
             let (view, scroll) = (store.plan.as_ref(), store.plan_scroll);
             plan_panel::render(frame, plan, view, overlay, scroll, &mut self.plan);
+        }
+        // Over the whole body, plan included: nothing hides the request.
+        if let Some(pending) = &store.approval {
+            approval::render(frame, body(&areas), pending);
         }
         if let Some(rule) = areas.rule {
             let line = "─".repeat(usize::from(rule.width));

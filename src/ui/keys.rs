@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
+use super::approval::Outcome;
 use super::store::{Direction, Store};
 
 /// A second Ctrl+C within this window quits (when no turn runs).
@@ -89,12 +90,10 @@ pub fn handle_key(store: &mut Store, key: KeyEvent, now: Instant) -> Option<Acti
     if is_ctrl_c {
         return ctrl_c(store, now);
     }
-    if store.approval.is_some() {
-        // Only plain keys answer: Ctrl+A must not approve anything.
-        if ctrl || key.modifiers.contains(KeyModifiers::ALT) {
-            return None;
-        }
-        return super::approval::handle_key(store, key).map(Action::Approve);
+    // A prompt takes only deliberate keys; the rest are typing, for the
+    // input line as if no prompt were on screen.
+    if let Outcome::Taken(decision) = super::approval::on_key(store, key, now) {
+        return decision.map(Action::Approve);
     }
     if ctrl {
         return ctrl_key(store, key.code);
@@ -155,6 +154,7 @@ fn follow(store: &mut Store) {
 /// large paste shows as one `[paste #N …]` placeholder, put back in place
 /// when the prompt is sent.
 pub fn handle_paste(store: &mut Store, text: &str) {
+    super::approval::on_paste(store, store.now);
     store.quit_armed_at = None;
     store.notice = None;
     let text = text.replace("\r\n", "\n").replace('\r', "\n");

@@ -32,6 +32,7 @@ pub mod input;
 pub mod keys;
 pub mod layout;
 pub mod markdown;
+pub mod marks;
 pub mod plan_view;
 pub mod status_view;
 pub mod store;

@@ -277,7 +277,10 @@ fn the_terminal_review_names_control_files_and_shows_them_first() {
     start_fido(&tmux, root);
     tmux.type_line("tidy up");
     let screen = tmux.wait_for("the review", |s| {
-        s.contains("Apply this change set") && s.contains("(control file)")
+        // Its keys answer once it shows them (after a quiet moment).
+        s.contains("Apply this change set")
+            && s.contains("(control file)")
+            && s.contains("Esc discard")
     });
     assert!(
         screen.contains("touches control files: z/.gitattributes"),

@@ -28,5 +28,6 @@ mod todo;
 mod tool_cli;
 mod trust;
 mod tui;
+mod tui_approval;
 mod tui_daily;
 mod write_delegation;

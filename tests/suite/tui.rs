@@ -408,7 +408,10 @@ fn untrusted_approval_prompts_run_on_y_and_deny_with_a_reason_on_n() {
     assert!(!ws.path().join("ran.txt").exists(), "ran before approval");
     tmux.keys(&["y"]);
     let screen = tmux.wait_for("the escalation prompt", |s| {
-        s.contains("OUTSIDE the sandbox") && s.contains("why: stale cache")
+        // Its keys answer once it shows them (after a quiet moment).
+        s.contains("OUTSIDE the sandbox")
+            && s.contains("why: stale cache")
+            && s.contains("y approve once")
     });
     assert!(screen.contains("$ rm -rf build-cache"), "{screen}");
     assert_eq!(

@@ -1,17 +1,66 @@
 //! The approval request on screen, as the store keeps it and the prompt
 //! widget shows it; the keys that answer it are in [`crate::ui::approval`].
 
+use std::time::Instant;
+
+use super::views::ScrollLimit;
 use crate::protocol::ApprovalRequest;
+use crate::ui::approval::Gate;
+use crate::ui::input::InputBuffer;
 
 /// An approval request waiting for the person.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingApproval {
     pub request: ApprovalRequest,
-    /// `n` was pressed: the input line now takes the reason.
-    pub typing_reason: bool,
+    /// `n` was pressed: the reason typed so far. It is edited in the
+    /// prompt, so a draft on the input line stays there.
+    pub reason: Option<InputBuffer>,
+    /// Keys answer only after a quiet moment on screen.
+    pub gate: Gate,
+    /// The full view is open, scrolled this many rows down from its top.
+    pub full_view: Option<usize>,
+    /// Every row of the request has been on screen (the box held it
+    /// whole, or the full view reached its end): `y` and `a` count only
+    /// then.
+    pub seen_whole: bool,
+    /// The full view's page and end, as the last frame measured them.
+    pub full_view_limit: ScrollLimit,
 }
 
 impl PendingApproval {
+    /// A request that appeared at `now`.
+    pub fn new(request: ApprovalRequest, now: Instant) -> PendingApproval {
+        PendingApproval {
+            request,
+            reason: None,
+            gate: Gate::new(now),
+            full_view: None,
+            seen_whole: false,
+            full_view_limit: ScrollLimit::default(),
+        }
+    }
+
+    /// `n` was pressed: the reason is being typed.
+    pub fn typing_reason(&self) -> bool {
+        self.reason.is_some()
+    }
+
+    /// The title when the terminal is too narrow for [`Self::title`].
+    pub fn short_title(&self) -> &'static str {
+        match &self.request {
+            ApprovalRequest::Command {
+                escalated: true, ..
+            } => "Run OUTSIDE sandbox?",
+            ApprovalRequest::Command { .. } => "Run this command?",
+            ApprovalRequest::FileChange { .. } => "Make this change?",
+            ApprovalRequest::McpCall { .. } => "Call MCP tool?",
+            ApprovalRequest::Browse { .. } => "Browse this host?",
+            ApprovalRequest::WriteDelegation { .. } => "Subagent writes?",
+            ApprovalRequest::ChangeSet { .. } => "Apply change set?",
+            ApprovalRequest::HookAsk { .. } => "Hook asks: run?",
+        }
+    }
+
     /// The title of the prompt.
     pub fn title(&self) -> &'static str {
         match &self.request {
@@ -28,8 +77,19 @@ impl PendingApproval {
         }
     }
 
-    /// The lines of the prompt's body: what would run or change.
+    /// The lines of the prompt's body: what would run or change (a
+    /// change set's diff folded per file). Raw: the widget marks what
+    /// would not show and cuts rows to its width.
     pub fn body(&self) -> Vec<String> {
+        self.lines(true)
+    }
+
+    /// The lines of the full view: the body, nothing folded.
+    pub fn full_body(&self) -> Vec<String> {
+        self.lines(false)
+    }
+
+    fn lines(&self, fold: bool) -> Vec<String> {
         match &self.request {
             ApprovalRequest::Command {
                 command,
@@ -83,7 +143,7 @@ impl PendingApproval {
                 control_files,
             } => {
                 let head = format!("{id}: {summary} · {task}");
-                change_set_body(head, files, outside_claim, diff, control_files)
+                change_set_body(head, files, outside_claim, diff, control_files, fold)
             }
             ApprovalRequest::HookAsk {
                 tool,
@@ -97,14 +157,44 @@ impl PendingApproval {
         }
     }
 
-    /// The keys that apply now.
+    /// The keys that apply now: none until the prompt is ready; `y` and
+    /// `a` only once all of the request has been on screen.
     pub fn hint(&self) -> &'static str {
-        if self.typing_reason {
+        let review = matches!(self.request, ApprovalRequest::ChangeSet { .. });
+        if self.typing_reason() {
             "type why not (optional), Enter sends the denial · Esc denies without a reason"
-        } else if matches!(self.request, ApprovalRequest::ChangeSet { .. }) {
-            "y apply · a apply, and apply later clean ones · o open in full · n discard (with a reason) · Esc discard"
+        } else if !self.gate.shows_ready() {
+            "keys answer after a moment without typing · what you type goes to the input line"
+        } else if self.full_view.is_some() {
+            match (self.seen_whole, review) {
+                (true, true) => {
+                    "↑↓ PgUp PgDn Home End scroll · o/Esc back · y apply · a apply, and later clean ones · n discard"
+                }
+                (true, false) => {
+                    "↑↓ PgUp PgDn Home End scroll · o/Esc back · y approve once · a approve for this session · n deny"
+                }
+                (false, true) => {
+                    "↑↓ PgUp PgDn Home End scroll · o/Esc back · End: read to the end before y/a · n discard"
+                }
+                (false, false) => {
+                    "↑↓ PgUp PgDn Home End scroll · o/Esc back · End: read to the end before y/a · n deny"
+                }
+            }
         } else {
-            "y approve once · a approve for this session · n deny (with a reason) · Esc deny · Ctrl+C interrupt"
+            match (self.seen_whole, review) {
+                (true, true) => {
+                    "y apply · a apply, and apply later clean ones · o full view · n discard (with a reason) · Esc discard"
+                }
+                (true, false) => {
+                    "y approve once · a approve for this session · n deny (with a reason) · Esc deny · o full view"
+                }
+                (false, true) => {
+                    "o full view (read it all before y/a) · n discard (with a reason) · Esc discard"
+                }
+                (false, false) => {
+                    "o full view (read it all before y/a) · n deny (with a reason) · Esc deny"
+                }
+            }
         }
     }
 }
@@ -113,14 +203,15 @@ impl PendingApproval {
 const FOLDED_LINES: usize = 12;
 
 /// A change set's prompt: the files (those that touch control files
-/// first, marked), then each file's diff folded to its first lines (`o`
-/// shows it all), the control files' first.
+/// first, marked), then each file's diff, the control files' first,
+/// folded to its first lines when `fold` (the full view shows it all).
 fn change_set_body(
     head: String,
     files: &[String],
     outside_claim: &[String],
     diff: &str,
     control_files: &[String],
+    fold: bool,
 ) -> Vec<String> {
     let mut lines = vec![head];
     if !control_files.is_empty() {
@@ -153,7 +244,11 @@ fn change_set_body(
             .is_some_and(|header| diff_names_control(header, control_files))
     });
     for file in control.into_iter().chain(rest) {
-        let shown = file.len().min(FOLDED_LINES);
+        let shown = if fold {
+            file.len().min(FOLDED_LINES)
+        } else {
+            file.len()
+        };
         lines.extend(file[..shown].iter().map(|l| l.to_string()));
         if file.len() > shown {
             lines.push(format!("… {} more lines of this file", file.len() - shown));
@@ -189,8 +284,7 @@ mod tests {
     #[test]
     fn a_change_set_touching_control_files_says_so_and_shows_them_first() {
         let request = |control_files: Vec<String>| {
-            PendingApproval {
-            request: ApprovalRequest::ChangeSet {
+            PendingApproval::new(ApprovalRequest::ChangeSet {
                 id: "subagent-1".into(),
                 task: "t".into(),
                 summary: "2 files (+2 -0)".into(),
@@ -202,9 +296,7 @@ mod tests {
                 diff: "diff --git a/a.rs b/a.rs\n+a\ndiff --git a/fido.toml b/fido.toml\n+[[hooks.Stop]]\n"
                     .into(),
                 control_files,
-            },
-            typing_reason: false,
-        }
+            }, Instant::now())
         };
         let body = request(vec!["fido.toml".into()]).body();
         assert_eq!(

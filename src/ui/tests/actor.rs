@@ -259,6 +259,18 @@ impl Harness {
         ractor::call_t!(self.ui, UiMessage::Snapshot, CALL_MS).unwrap()
     }
 
+    /// Waits until the approval prompt on screen shows itself ready.
+    async fn wait_until_ready(&self) {
+        for _ in 0..300 {
+            let store = self.store().await;
+            if store.approval.is_some_and(|p| p.gate.shows_ready()) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the approval prompt never became ready");
+    }
+
     async fn next_asked(&mut self) -> Asked {
         tokio::time::timeout(Duration::from_secs(5), self.asked.recv())
             .await
@@ -498,6 +510,13 @@ async fn approval_requests_are_answered_by_their_id() {
             decision: ApprovalDecision::Denied { reason: None }
         }
     ));
+    // A key at once is typing, for the input line; the prompt shows
+    // itself ready by itself once the grace period has passed.
+    h.key(KeyEvent::new(KeyCode::Char('y'), KeyModifiers::NONE));
+    let store = h.store().await;
+    assert_eq!(store.input.text(), "y");
+    assert!(!store.approval.unwrap().gate.shows_ready());
+    h.wait_until_ready().await;
     h.key(KeyEvent::new(KeyCode::Char('y'), KeyModifiers::NONE));
     assert!(matches!(
         h.next_asked().await,
@@ -506,7 +525,41 @@ async fn approval_requests_are_answered_by_their_id() {
             decision: ApprovalDecision::Approved
         }
     ));
-    assert!(h.store().await.approval.is_none());
+    let store = h.store().await;
+    assert!(store.approval.is_none());
+    assert_eq!(store.input.text(), "y", "the typed key was kept");
+}
+
+/// The approval prompt draws itself ready at the end of its grace
+/// period, with no key or event to wake it.
+#[tokio::test]
+async fn the_approval_prompt_redraws_when_it_becomes_ready() {
+    let h = start().await;
+    h.ui.cast(UiMessage::Agent(Event::now(EventKind::ApprovalRequested {
+        id: 1,
+        request: ApprovalRequest::Command {
+            command: "make".into(),
+            cwd: ".".into(),
+            justification: None,
+            escalated: false,
+        },
+    })))
+    .unwrap();
+    let shown = std::time::Instant::now();
+    // The prompt's first frame, well within the grace period.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let frames = h.frames.load(Ordering::SeqCst);
+    h.wait_until_ready().await;
+    let waited = shown.elapsed();
+    assert!(waited >= crate::ui::approval::GRACE, "{waited:?}");
+    assert!(waited < crate::ui::approval::GRACE * 3, "{waited:?}");
+    for _ in 0..100 {
+        if h.frames.load(Ordering::SeqCst) > frames {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no frame drew the prompt ready");
 }
 
 /// Answers to ops this UI never sent, or got already, change nothing.

@@ -4,6 +4,7 @@
 //! ([`typeahead`]).
 
 mod actor;
+mod approval;
 mod daily;
 mod editor;
 mod keys;
