@@ -164,7 +164,7 @@ fn read_text(place: &Place) -> Result<Option<(Vec<u8>, u32)>, ToolOutput> {
         return Err(too_big(opened.size));
     }
     // The bytes read decide: the size said may be stale or a lie.
-    match beneath::read_capped(&mut opened.file, MAX_FILE_BYTES) {
+    match beneath::read_capped(&mut opened, MAX_FILE_BYTES) {
         Ok(Some(bytes)) => Ok(Some((bytes, opened.mode))),
         Ok(None) => Err(too_big(MAX_FILE_BYTES + 1)),
         Err(err) => Err(ToolOutput::error(format!("cannot read `{shown}`: {err}"))),

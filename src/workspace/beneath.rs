@@ -224,12 +224,14 @@ pub fn open_read_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Opened> {
     })
 }
 
-/// Reads `file` to its end, or `None` once more than `cap` bytes came:
+/// Reads the opened file to its end, or `None` once more than `cap` bytes came:
 /// the bytes actually read decide, never the size metadata claims (a
 /// device or a growing file has none that holds).
-pub fn read_capped(file: &mut File, cap: u64) -> io::Result<Option<Vec<u8>>> {
-    let mut bytes = Vec::new();
-    file.take(cap + 1).read_to_end(&mut bytes)?;
+pub fn read_capped(opened: &mut Opened, cap: u64) -> io::Result<Option<Vec<u8>>> {
+    // The claimed size only sizes the buffer (one read for most files).
+    let hint = opened.size.min(cap) + 1;
+    let mut bytes = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
+    (&mut opened.file).take(cap + 1).read_to_end(&mut bytes)?;
     Ok((bytes.len() as u64 <= cap).then_some(bytes))
 }
 
@@ -343,10 +345,10 @@ mod tests {
         std::fs::write(dir.path().join("f"), "0123456789").unwrap();
         let root = open_root(dir.path()).unwrap();
         let mut opened = open_read_at(root.as_fd(), OsStr::new("f")).unwrap();
-        assert_eq!(read_capped(&mut opened.file, 9).unwrap(), None);
+        assert_eq!(read_capped(&mut opened, 9).unwrap(), None);
         let mut opened = open_read_at(root.as_fd(), OsStr::new("f")).unwrap();
         assert_eq!(
-            read_capped(&mut opened.file, 10).unwrap().as_deref(),
+            read_capped(&mut opened, 10).unwrap().as_deref(),
             Some(&b"0123456789"[..])
         );
     }
