@@ -156,7 +156,7 @@ impl Screen {
         }
         // Over the whole body, plan included: nothing hides the request.
         if let Some(pending) = &store.approval {
-            approval::render(frame, body(&areas), pending);
+            approval::render(frame, body(areas), pending);
         }
         if let Some(rule) = areas.rule {
             let line = "─".repeat(usize::from(rule.width));

@@ -82,7 +82,9 @@ pub fn marked_lines(text: &str) -> Vec<Vec<Piece>> {
             chars.next();
             run += 1;
         }
-        let line = lines.last_mut().expect("never empty");
+        let Some(line) = lines.last_mut() else {
+            break;
+        };
         match c {
             '\n' => {
                 if run >= NEWLINE_RUN {
