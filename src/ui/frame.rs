@@ -36,6 +36,7 @@ fn body(areas: &Areas) -> ratatui::layout::Rect {
 pub struct Screen {
     transcript: LineCache,
     plan: PlanLines,
+    approval: approval::RowCache,
 }
 
 /// The widgets' measures of one store, for the layout.
@@ -74,6 +75,7 @@ impl Screen {
         Screen {
             transcript: LineCache::with_budget(budget),
             plan: PlanLines::default(),
+            approval: approval::RowCache::default(),
         }
     }
 
@@ -110,7 +112,7 @@ impl Screen {
         }
         store.seen_lines = total;
         store.scroll_limits = self.limits(store, &areas, total);
-        approval::settle(store, body(&areas));
+        approval::settle(store, body(&areas), &mut self.approval);
         areas
     }
 
@@ -156,7 +158,7 @@ impl Screen {
         }
         // Over the whole body, plan included: nothing hides the request.
         if let Some(pending) = &store.approval {
-            approval::render(frame, body(areas), pending);
+            approval::render(frame, body(areas), pending, &mut self.approval);
         }
         if let Some(rule) = areas.rule {
             let line = "─".repeat(usize::from(rule.width));

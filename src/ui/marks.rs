@@ -103,7 +103,7 @@ pub fn marked_lines(text: &str) -> Vec<Vec<Piece>> {
             c => match mark_of(c) {
                 Some(mark) if run > 1 => line.push(Piece::Mark(format!("{mark}×{run}"))),
                 Some(mark) => line.push(Piece::Mark(mark)),
-                None => push_text(line, &c.to_string().repeat(run)),
+                None => push_text(line, c, run),
             },
         }
     }
@@ -122,10 +122,12 @@ pub fn inline(text: &str) -> String {
         .collect()
 }
 
-fn push_text(line: &mut Vec<Piece>, text: &str) {
-    match line.last_mut() {
-        Some(Piece::Text(last)) => last.push_str(text),
-        _ => line.push(Piece::Text(text.to_string())),
+fn push_text(line: &mut Vec<Piece>, c: char, run: usize) {
+    if !matches!(line.last(), Some(Piece::Text(_))) {
+        line.push(Piece::Text(String::new()));
+    }
+    if let Some(Piece::Text(last)) = line.last_mut() {
+        last.extend(std::iter::repeat_n(c, run));
     }
 }
 

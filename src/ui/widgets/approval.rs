@@ -61,6 +61,52 @@ pub fn body_rows(pending: &PendingApproval, full: bool, width: usize) -> Vec<Lin
     rows
 }
 
+/// The rows of the request on screen, kept from frame to frame: a
+/// 10,000-line patch is marked and cut once per width, not per frame.
+#[derive(Debug, Default)]
+pub struct RowCache {
+    /// The box's rows, then the full view's.
+    slots: [Option<Slot>; 2],
+}
+
+#[derive(Debug)]
+struct Slot {
+    request: ApprovalRequest,
+    width: usize,
+    rows: Vec<Line<'static>>,
+    /// The box holds the whole request (a change set's diff unfolded).
+    unfolded: bool,
+}
+
+impl RowCache {
+    /// The rows of `pending` at `width` (the full view's when `full`),
+    /// and whether they are the whole request.
+    fn rows(
+        &mut self,
+        pending: &PendingApproval,
+        full: bool,
+        width: usize,
+    ) -> (&[Line<'static>], bool) {
+        let slot = &mut self.slots[usize::from(full)];
+        let fresh = slot
+            .as_ref()
+            .is_some_and(|s| s.width == width && s.request == pending.request);
+        if !fresh {
+            let unfolded = full
+                || !matches!(pending.request, ApprovalRequest::ChangeSet { .. })
+                || pending.body() == pending.full_body();
+            *slot = Some(Slot {
+                request: pending.request.clone(),
+                width,
+                rows: body_rows(pending, full, width),
+                unfolded,
+            });
+        }
+        let slot = slot.as_ref().expect("filled above");
+        (&slot.rows, slot.unfolded)
+    }
+}
+
 /// The rows below the request: the reason being typed, then the keys.
 fn footer_rows(pending: &PendingApproval) -> usize {
     1 + usize::from(pending.typing_reason())
@@ -70,25 +116,31 @@ fn footer_rows(pending: &PendingApproval) -> usize {
 struct BoxPlan {
     area: Rect,
     bordered: bool,
-    rows: Vec<Line<'static>>,
-    /// Rows of the request in the box.
+    /// Rows of the request in the box, of `total`.
     shown: usize,
+    total: usize,
 }
 
 impl BoxPlan {
     fn more(&self) -> usize {
-        self.rows.len() - self.shown
+        self.total - self.shown
     }
 }
 
-fn plan_box(body: Rect, pending: &PendingApproval) -> BoxPlan {
+/// The width inside the box or the full view over `body`.
+fn inner_width(body: Rect) -> usize {
+    usize::from(
+        body.width
+            .saturating_sub(if bordered(body) { 2 } else { 0 }),
+    )
+}
+
+fn plan_box(body: Rect, pending: &PendingApproval, rows: usize) -> BoxPlan {
     let bordered = bordered(body);
-    let inner_width = body.width.saturating_sub(if bordered { 2 } else { 0 });
-    let rows = body_rows(pending, false, usize::from(inner_width));
     // Borders, or the title row when there are none.
     let chrome = footer_rows(pending) + if bordered { 2 } else { 1 };
-    let height = (rows.len() + chrome).min(usize::from(body.height));
-    let shown = rows.len().min(height.saturating_sub(chrome));
+    let height = (rows + chrome).min(usize::from(body.height));
+    let shown = rows.min(height.saturating_sub(chrome));
     let height = height as u16;
     let area = Rect {
         y: body.y + body.height - height,
@@ -98,15 +150,15 @@ fn plan_box(body: Rect, pending: &PendingApproval) -> BoxPlan {
     BoxPlan {
         area,
         bordered,
-        rows,
         shown,
+        total: rows,
     }
 }
 
 /// The full view over the whole body.
 struct FullPlan {
     bordered: bool,
-    rows: Vec<Line<'static>>,
+    total: usize,
     top: usize,
     page: usize,
 }
@@ -115,27 +167,25 @@ impl FullPlan {
     fn limit(&self) -> ScrollLimit {
         ScrollLimit {
             page: self.page,
-            max: self.rows.len().saturating_sub(self.page),
+            max: self.total.saturating_sub(self.page),
         }
     }
 
     /// Its last row is on screen.
     fn at_end(&self) -> bool {
-        self.page > 0 && self.top + self.page >= self.rows.len()
+        self.page > 0 && self.top + self.page >= self.total
     }
 }
 
-fn plan_full(body: Rect, pending: &PendingApproval) -> FullPlan {
+fn plan_full(body: Rect, pending: &PendingApproval, rows: usize) -> FullPlan {
     let bordered = bordered(body);
-    let inner_width = body.width.saturating_sub(if bordered { 2 } else { 0 });
-    let rows = body_rows(pending, true, usize::from(inner_width));
     let chrome = footer_rows(pending) + if bordered { 2 } else { 1 };
     let page = usize::from(body.height).saturating_sub(chrome);
-    let max = rows.len().saturating_sub(page);
+    let max = rows.saturating_sub(page);
     FullPlan {
         bordered,
         top: pending.full_view.unwrap_or(0).min(max),
-        rows,
+        total: rows,
         page,
     }
 }
@@ -145,43 +195,46 @@ fn plan_full(body: Rect, pending: &PendingApproval) -> FullPlan {
 /// and the request is noted as seen whole when all of it is on screen
 /// (a change set's box folds its diff, so only the full view shows it
 /// whole then).
-pub fn settle(store: &mut Store, body: Rect) {
+pub fn settle(store: &mut Store, body: Rect, cache: &mut RowCache) {
     let Some(pending) = store.approval.as_mut() else {
         return;
     };
     if body.height == 0 || body.width == 0 {
         return;
     }
-    if pending.full_view.is_some() {
-        let plan = plan_full(body, pending);
+    let full = pending.full_view.is_some();
+    let (rows, unfolded) = cache.rows(pending, full, inner_width(body));
+    let rows = rows.len();
+    if full {
+        let plan = plan_full(body, pending, rows);
         pending.full_view = Some(plan.top);
         pending.full_view_limit = plan.limit();
         pending.seen_whole |= plan.at_end();
         return;
     }
-    let plan = plan_box(body, pending);
-    let unfolded = !matches!(pending.request, ApprovalRequest::ChangeSet { .. })
-        || pending.body() == pending.full_body();
+    let plan = plan_box(body, pending, rows);
     pending.seen_whole |= plan.more() == 0 && unfolded;
 }
 
 /// Draws the box, or the full view, over `body`.
-pub fn render(frame: &mut Frame, body: Rect, pending: &PendingApproval) {
+pub fn render(frame: &mut Frame, body: Rect, pending: &PendingApproval, cache: &mut RowCache) {
     if body.height == 0 || body.width == 0 {
         return;
     }
-    if pending.full_view.is_some() {
-        render_full(frame, body, pending);
+    let full = pending.full_view.is_some();
+    let (rows, _) = cache.rows(pending, full, inner_width(body));
+    if full {
+        render_full(frame, body, pending, rows);
     } else {
-        render_box(frame, body, pending);
+        render_box(frame, body, pending, rows);
     }
 }
 
-fn render_box(frame: &mut Frame, body: Rect, pending: &PendingApproval) {
-    let plan = plan_box(body, pending);
+fn render_box(frame: &mut Frame, body: Rect, pending: &PendingApproval, rows: &[Line<'static>]) {
+    let plan = plan_box(body, pending, rows.len());
     let inner = usize::from(plan.area.width.saturating_sub(2 * u16::from(plan.bordered)));
     let more = plan.more();
-    let mut lines: Vec<Line> = plan.rows[..plan.shown].to_vec();
+    let mut lines: Vec<Line> = rows[..plan.shown].to_vec();
     lines.extend(footer(
         pending,
         inner,
@@ -198,18 +251,18 @@ fn render_box(frame: &mut Frame, body: Rect, pending: &PendingApproval) {
     );
 }
 
-fn render_full(frame: &mut Frame, body: Rect, pending: &PendingApproval) {
-    let plan = plan_full(body, pending);
-    let inner = usize::from(body.width.saturating_sub(2 * u16::from(plan.bordered)));
-    let end = (plan.top + plan.page).min(plan.rows.len());
-    let mut lines: Vec<Line> = plan.rows[plan.top..end].to_vec();
+fn render_full(frame: &mut Frame, body: Rect, pending: &PendingApproval, rows: &[Line<'static>]) {
+    let plan = plan_full(body, pending, rows.len());
+    let inner = inner_width(body);
+    let end = (plan.top + plan.page).min(rows.len());
+    let mut lines: Vec<Line> = rows[plan.top..end].to_vec();
     // Keep the footer at the bottom when the request is shorter.
     lines.resize(plan.page, Line::default());
     lines.extend(footer(pending, inner, None));
     let place = format!(
         "full view, rows {}–{end} of {}",
         (plan.top + 1).min(end),
-        plan.rows.len()
+        rows.len()
     );
     let heading = format!("{} — {place}", title(pending, inner));
     let heading = if width(&heading) + 2 <= inner {
