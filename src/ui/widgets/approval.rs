@@ -92,17 +92,16 @@ impl RowCache {
             .as_ref()
             .is_some_and(|s| s.width == width && s.request == pending.request);
         if !fresh {
-            let unfolded = full
-                || !matches!(pending.request, ApprovalRequest::ChangeSet { .. })
-                || pending.body() == pending.full_body();
-            *slot = Some(Slot {
-                request: pending.request.clone(),
-                width,
-                rows: body_rows(pending, full, width),
-                unfolded,
-            });
+            *slot = None;
         }
-        let slot = slot.as_ref().expect("filled above");
+        let slot = slot.get_or_insert_with(|| Slot {
+            request: pending.request.clone(),
+            width,
+            rows: body_rows(pending, full, width),
+            unfolded: full
+                || !matches!(pending.request, ApprovalRequest::ChangeSet { .. })
+                || pending.body() == pending.full_body(),
+        });
         (&slot.rows, slot.unfolded)
     }
 }
