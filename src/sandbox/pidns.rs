@@ -401,7 +401,7 @@ pub(super) fn first_unshare_allowed(attempts: &[libc::c_int]) -> io::Result<Opti
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::os::unix::process::CommandExt;
     use std::time::{Duration, Instant};
@@ -415,7 +415,7 @@ pub(super) mod tests {
     /// Without a PID namespace a test cannot run: under `CI=true` that is a
     /// failure (so CI's count of passed tests is true), elsewhere it says
     /// why and the caller returns.
-    pub(in crate::sandbox) fn skip_unless_ci(reason: &str) {
+    pub(crate) fn skip_unless_ci(reason: &str) {
         assert_ne!(
             std::env::var("CI").as_deref(),
             Ok("true"),
@@ -425,7 +425,7 @@ pub(super) mod tests {
     }
 
     /// Processes whose command line is exactly `words`.
-    pub(in crate::sandbox) fn running(words: &[&str]) -> Vec<i32> {
+    pub(crate) fn running(words: &[&str]) -> Vec<i32> {
         let wanted: Vec<u8> = words
             .iter()
             .flat_map(|w| [w.as_bytes(), b"\0"].concat())

@@ -306,14 +306,9 @@ async fn the_proxys_refusals_during_a_command_end_its_output() {
 /// fork): the command is PID 1 of a namespace of its own.
 #[tokio::test]
 async fn a_sandboxed_commands_escaped_processes_end_with_it() {
+    use crate::sandbox::pidns::tests::{running, skip_unless_ci};
     if !crate::sandbox::pidns::containment().uses_namespace() {
-        // CI's machines have one: there, a skip would hide a regression.
-        assert_ne!(
-            std::env::var("CI").as_deref(),
-            Ok("true"),
-            "no PID namespace"
-        );
-        eprintln!("skipped: no PID namespace here");
+        skip_unless_ci("no PID namespace here");
         return;
     }
     let (dir, mut env) = setup();
@@ -333,7 +328,7 @@ async fn a_sandboxed_commands_escaped_processes_end_with_it() {
     assert!(out.ok, "{}", out.content);
     let start = Instant::now();
     loop {
-        let left = processes_running(&marker);
+        let left = running(&["sleep", &marker]);
         if left.is_empty() {
             break;
         }
@@ -343,24 +338,4 @@ async fn a_sandboxed_commands_escaped_processes_end_with_it() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-/// Live processes whose command line holds `needle`.
-fn processes_running(needle: &str) -> Vec<u32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let zombie = state
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z'));
-        if !zombie && String::from_utf8_lossy(&cmdline).contains(needle) {
-            found.push(pid);
-        }
-    }
-    found
 }
