@@ -84,6 +84,7 @@ fn measure(runs: usize, root: &std::path::Path) -> Result<[Sorted; 3], String> {
         workspace: unprotected.workspace.root.clone(),
         writable_roots: Vec::new(),
         deny: Vec::new(),
+        limits: Default::default(),
     })
     .map_err(|e| e.to_string())?;
     unprotected.sandbox = std::sync::Arc::new(bare.without_protection());

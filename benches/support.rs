@@ -421,6 +421,7 @@ pub fn tool_env(
         workspace: workspace.root.clone(),
         writable_roots: Vec::new(),
         deny: Vec::new(),
+        limits: Default::default(),
     })
     .map_err(|e| format!("{mode}: {e}"))?;
     Ok(fido::tools::ToolEnv {

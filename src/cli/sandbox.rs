@@ -118,8 +118,12 @@ fn probe_child(args: CheckArgs) -> ExitCode {
 
 fn check(overrides: &Overrides) -> ExitCode {
     super::init_logging();
-    let (configured, network) = match load_config(overrides, ConfigWarnings::Keep) {
-        Ok(config) => (config.safety.sandbox_mode, config.safety.network),
+    let (configured, network, limits) = match load_config(overrides, ConfigWarnings::Keep) {
+        Ok(config) => (
+            config.safety.sandbox_mode,
+            config.safety.network,
+            config.safety.limits,
+        ),
         Err(code) => return code,
     };
     let (subagent, commands, write, allowlist) = match probe_every_role() {
@@ -133,6 +137,7 @@ fn check(overrides: &Overrides) -> ExitCode {
         write.as_ref().ok(),
         Some(allowlist_unprobed.as_ref().copied().map_err(String::as_str)),
         configured,
+        Some(&limits),
     );
     let mut stdout = std::io::stdout().lock();
     if let Err(err) = stdout

@@ -129,6 +129,16 @@ pub(super) const KEYS: &[(&str, &str, Scope)] = &[
         Scope::UserFile,
     ),
     (
+        "command_max_processes",
+        "processes and threads one sandboxed command may have at once (at least 299; Linux 6.14 or later)",
+        Scope::Trusted,
+    ),
+    (
+        "command_tmpdir_mib",
+        "MiB the sandboxed commands' private TMPDIR may hold (a tmpfs, where Fido may mount one)",
+        Scope::Trusted,
+    ),
+    (
         "writable_roots",
         "extra folders sandboxed commands may write (a list, or `:`-separated)",
         Scope::Trusted,

@@ -59,6 +59,8 @@ pub(super) struct ConfigLayer {
     pub network_deny: Option<Setting<HostList>>,
     pub env_passthrough: Option<Setting<NameList>>,
     pub writable_roots: Option<Setting<PathList>>,
+    pub command_max_processes: Option<Setting<Between<299, 4_194_302>>>,
+    pub command_tmpdir_mib: Option<Setting<AtLeast<1>>>,
     pub delegate_write: Option<Setting<DelegateWrite>>,
     pub delegate_merge: Option<Setting<DelegateMerge>>,
     pub delegate_diff_bytes: Option<Setting<AtLeast<256>>>,

@@ -205,6 +205,8 @@ pub struct SafetyConfig {
     pub network_rules: crate::net::NetRules,
     /// Canonical extra folders commands may write.
     pub writable_roots: Vec<PathBuf>,
+    /// What one sandboxed command may use.
+    pub limits: crate::sandbox::limits::CommandLimits,
 }
 
 /// Limits of `delegate`.

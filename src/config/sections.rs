@@ -11,6 +11,7 @@ use super::{ConfigError, DelegationConfig, NetworkAccess, SafetyConfig};
 use crate::agent::{AgentSettings, CompactionSettings, CompactionStrategy, ModelLimits};
 use crate::protocol::SandboxMode;
 use crate::provider::HttpPolicy;
+use crate::sandbox::limits::CommandLimits;
 use crate::sandbox::{EnvPolicy, SandboxRequirement};
 use crate::tools::ToolLimits;
 
@@ -122,6 +123,17 @@ pub(super) fn safety_config(
             deny: setting!(layers, network_deny)?.map_or_else(Vec::new, |l| l.0.clone()),
         },
         writable_roots,
+        limits: command_limits(layers)?,
+    })
+}
+
+/// `command_max_processes` and `command_tmpdir_mib`.
+fn command_limits(layers: &Layers) -> Result<CommandLimits, ConfigError> {
+    let defaults = CommandLimits::default();
+    Ok(CommandLimits {
+        max_processes: setting!(layers, command_max_processes)?
+            .map_or(defaults.max_processes, |n| n.0 as u32),
+        tmpdir_mib: setting!(layers, command_tmpdir_mib)?.map_or(defaults.tmpdir_mib, |n| n.0),
     })
 }
 

@@ -29,5 +29,6 @@ pub fn command_policy(config: &Config) -> CommandPolicy {
         workspace: config.workspace.clone(),
         writable_roots: config.safety.writable_roots.clone(),
         deny: credential_paths(config),
+        limits: config.safety.limits,
     }
 }

@@ -40,6 +40,7 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::limits::{self, CommandLimits, TmpdirLimit};
 use super::netns::{NetworkConfinement, ProxyConfinement, ProxyRoute};
 use super::pidns::PidNamespace;
 use super::policy::{Enforcement, SandboxError};
@@ -100,6 +101,8 @@ pub struct CommandPolicy {
     pub writable_roots: Vec<PathBuf>,
     /// Never readable (see [`credential_paths`]).
     pub deny: Vec<PathBuf>,
+    /// What one command may use (`sandbox::limits`).
+    pub limits: CommandLimits,
 }
 
 /// The prepared sandbox of a session's commands. Cheap to share; dropping
@@ -126,6 +129,8 @@ pub struct CommandSandbox {
     /// `workspace-write`: how the protected paths of the workspace are
     /// kept read-only (`sandbox::protect`).
     protection: Option<Protection>,
+    /// The limits as configured, and how `TMPDIR` is kept to its size.
+    limits: Option<(CommandLimits, TmpdirLimit)>,
 }
 
 /// The protected paths of one workspace, and how they are kept.
@@ -158,9 +163,17 @@ impl CommandSandbox {
         if policy.mode == SandboxMode::DangerFullAccess {
             return Ok(CommandSandbox::unconfined());
         }
-        let tmpdir = match policy.mode {
-            SandboxMode::WorkspaceWrite => Some(PrivateDir::create()?),
-            SandboxMode::ReadOnly | SandboxMode::DangerFullAccess => None,
+        let (tmpdir, tmpdir_limit) = match policy.mode {
+            SandboxMode::WorkspaceWrite => {
+                let (dir, limit) = PrivateDir::create_limited(policy.limits.tmpdir_mib)?;
+                (Some(dir), limit)
+            }
+            SandboxMode::ReadOnly | SandboxMode::DangerFullAccess => (
+                None,
+                TmpdirLimit::None {
+                    reason: "read-only: commands write nowhere".into(),
+                },
+            ),
         };
         let protection = (policy.mode == SandboxMode::WorkspaceWrite)
             .then(|| Protection::prepare(&policy.workspace));
@@ -210,9 +223,12 @@ impl CommandSandbox {
             tmpdir,
             parent,
             file_size_cap: None,
-            pid_namespace: Some(PidNamespace::for_commands()),
+            pid_namespace: Some(
+                PidNamespace::for_commands().with_process_limit(policy.limits.max_processes),
+            ),
             proxy: None,
             protection,
+            limits: Some((policy.limits, tmpdir_limit)),
         })
     }
 
@@ -226,7 +242,10 @@ impl CommandSandbox {
         CommandSandbox {
             mode: SandboxMode::ReadOnly,
             network: false,
-            tmpdir: Some(PrivateDir { path: scratch }),
+            tmpdir: Some(PrivateDir {
+                path: scratch,
+                mounted: false,
+            }),
             file_size_cap: Some(super::child::SCRATCH_FILE_CAP as libc::rlim_t),
             pid_namespace: Some(PidNamespace::for_current_user()),
             ..CommandSandbox::unconfined()
@@ -253,6 +272,7 @@ impl CommandSandbox {
             pid_namespace: None,
             proxy: None,
             protection: None,
+            limits: None,
         }
     }
 
@@ -357,6 +377,12 @@ impl CommandSandbox {
         if let Some(dir) = &self.tmpdir {
             dir.remove();
         }
+    }
+
+    /// The configured limits of a command and how `TMPDIR` is kept to
+    /// its size (`None`: no sandbox, or a subagent's shell).
+    pub fn limits(&self) -> Option<&(CommandLimits, TmpdirLimit)> {
+        self.limits.as_ref()
     }
 
     /// The session's private temporary directory (workspace-write only).
@@ -542,11 +568,25 @@ fn is_stale(path: &Path) -> bool {
 #[derive(Debug)]
 pub struct PrivateDir {
     path: PathBuf,
+    /// A tmpfs of its own is mounted on it (unmounted before removal).
+    mounted: bool,
 }
 
 impl PrivateDir {
-    fn create() -> Result<PrivateDir, SandboxError> {
-        PrivateDir::create_named("")
+    /// The session's `TMPDIR`: a tmpfs of `mib` MiB where this process may
+    /// mount one, else a plain folder; and which of the two it is.
+    fn create_limited(mib: u64) -> Result<(PrivateDir, TmpdirLimit), SandboxError> {
+        let mut dir = PrivateDir::create_named("")?;
+        let limit = match limits::mount_tmpfs(&dir.path, mib) {
+            Ok(()) => {
+                dir.mounted = true;
+                TmpdirLimit::Tmpfs { mib }
+            }
+            Err(err) => TmpdirLimit::None {
+                reason: format!("cannot mount a tmpfs: {err}"),
+            },
+        };
+        Ok((dir, limit))
     }
 
     /// A new private folder in the system's temporary directory, named
@@ -566,7 +606,10 @@ impl PrivateDir {
             })?;
         // The workspace rules are canonical; so must this one be.
         let path = std::fs::canonicalize(&path).unwrap_or(path);
-        Ok(PrivateDir { path })
+        Ok(PrivateDir {
+            path,
+            mounted: false,
+        })
     }
 }
 
@@ -583,7 +626,11 @@ impl PrivateDir {
         entries
             .filter_map(Result::ok)
             .filter(|entry| is_stale(&entry.path()))
-            .filter(|entry| std::fs::remove_dir_all(entry.path()).is_ok())
+            .filter(|entry| {
+                // A tmpfs left mounted by a Fido that was killed.
+                limits::unmount(&entry.path());
+                std::fs::remove_dir_all(entry.path()).is_ok()
+            })
             .count()
     }
 
@@ -593,6 +640,9 @@ impl PrivateDir {
 
     /// Removes the folder and everything in it (blocking).
     pub fn remove(&self) {
+        if self.mounted {
+            limits::unmount(&self.path);
+        }
         match std::fs::remove_dir_all(&self.path) {
             Ok(()) => {}
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}

@@ -16,6 +16,7 @@ pub mod child;
 pub mod command;
 pub mod env;
 pub mod git_wall;
+pub mod limits;
 pub mod netns;
 pub mod pidns;
 pub mod policy;

@@ -49,6 +49,10 @@ pub struct PidNamespace {
     /// `CAP_SYS_ADMIN`) its commands keep their access to files of users
     /// a new user namespace would not map.
     plain_first: bool,
+    /// What PID 1 writes to the namespace's `kernel.pid_max` before the
+    /// command starts (`sandbox::limits`); `None` where the kernel keeps
+    /// that value for the whole machine.
+    pid_max: Option<Vec<u8>>,
 }
 
 /// The `uid_map` and `gid_map` lines that map this process's user to
@@ -124,6 +128,7 @@ impl std::fmt::Display for Containment {
 const SETGROUPS: &CStr = c"/proc/self/setgroups";
 const UID_MAP: &CStr = c"/proc/self/uid_map";
 const GID_MAP: &CStr = c"/proc/self/gid_map";
+const PID_MAX: &CStr = c"/proc/sys/kernel/pid_max";
 
 impl PidNamespace {
     /// The set-up for this process's user.
@@ -131,7 +136,17 @@ impl PidNamespace {
         PidNamespace {
             mapping: SelfMapping::for_current_user(),
             plain_first: false,
+            pid_max: None,
         }
+    }
+
+    /// The same, with at most `max_processes` processes and threads in the
+    /// namespace where this kernel can keep them to it.
+    pub fn with_process_limit(self, max_processes: u32) -> PidNamespace {
+        let pid_max = super::limits::process_limit_support()
+            .ok()
+            .map(|()| super::limits::pid_max_bytes(max_processes));
+        PidNamespace { pid_max, ..self }
     }
 
     /// The set-up for the main agent's commands: a PID namespace alone
@@ -169,6 +184,11 @@ impl PidNamespace {
                 -1 => Err(io::Error::last_os_error()),
                 0 => {
                     libc::close(status_read);
+                    if let Some(pid_max) = &self.pid_max {
+                        // Still before Landlock, with the namespace's
+                        // capabilities: the write is the namespace's own.
+                        write_file(PID_MAX, pid_max);
+                    }
                     pid_one(read_end, write_end, status_write)
                 }
                 pid_one => {

@@ -49,6 +49,7 @@ use crate::protocol::schema::tool_args;
 use crate::protocol::{ApprovalPolicy, SandboxMode};
 use crate::sandbox::CommandSandbox;
 use crate::sandbox::env::{EnvPolicy, Inherit};
+use crate::sandbox::limits::{CommandLimits, TmpdirLimit};
 use crate::sandbox::process::ProcessGroup;
 use crate::text::sanitize;
 use crate::workspace::{Workspace, is_missing};
@@ -67,6 +68,10 @@ const SANDBOX_SYMPTOMS: &[&str] = &[
     "read-only file system",
     "eacces",
     "eperm",
+    // The command's limits (`sandbox::limits`).
+    "no space left on device",
+    "cannot fork",
+    "resource temporarily unavailable",
 ];
 
 pub struct BashExec;
@@ -387,10 +392,27 @@ impl Run<'_> {
         } else {
             "This session cannot escalate (approval_policy never): work within the sandbox, or tell the user what needs to run outside it."
         };
+        let limits = self.sandbox.limits().map(limits_note).unwrap_or_default();
         Some(format!(
-            "note: this may have been refused by the sandbox ({mode}: {allowed}{network}, no credential files). {how}"
+            "note: this may have been refused by the sandbox ({mode}: {allowed}{network}{limits}, no credential files). {how}"
         ))
     }
+}
+
+/// The limits part of the sandbox note: the process limit where the
+/// kernel keeps it, the `TMPDIR` size where it is a tmpfs.
+fn limits_note((limits, tmpdir): &(CommandLimits, TmpdirLimit)) -> String {
+    let mut note = String::new();
+    if crate::sandbox::limits::process_limit_support().is_ok() {
+        note.push_str(&format!(
+            ", at most {} processes and threads",
+            limits.max_processes
+        ));
+    }
+    if let TmpdirLimit::Tmpfs { mib } = tmpdir {
+        note.push_str(&format!(", $TMPDIR at most {mib} MiB"));
+    }
+    note
 }
 
 /// Reads what is left in the pipe until EOF or until `limit` has passed.

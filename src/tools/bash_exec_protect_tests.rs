@@ -51,6 +51,7 @@ fn repository(mechanism: Mechanism) -> (tempfile::TempDir, ToolEnv) {
         workspace: root.clone(),
         writable_roots: Vec::new(),
         deny: Vec::new(),
+        limits: Default::default(),
     };
     let sandbox = CommandSandbox::prepare(&policy).unwrap();
     env.sandbox = Arc::new(sandbox.with_protection(mechanism));

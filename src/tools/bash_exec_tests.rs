@@ -236,6 +236,7 @@ fn proxied(allow: &str) -> (tempfile::TempDir, ToolEnv) {
         workspace: dir.path().to_path_buf(),
         writable_roots: Vec::new(),
         deny: Vec::new(),
+        limits: Default::default(),
     };
     let sandbox = CommandSandbox::prepare(&policy).unwrap();
     env.sandbox = Arc::new(sandbox.with_proxy(proxy.route()).unwrap());
@@ -318,6 +319,7 @@ async fn a_sandboxed_commands_escaped_processes_end_with_it() {
         workspace: std::fs::canonicalize(dir.path()).unwrap(),
         writable_roots: Vec::new(),
         deny: Vec::new(),
+        limits: Default::default(),
     };
     env.sandbox = Arc::new(CommandSandbox::prepare(&policy).unwrap());
     let marker = format!("307.{}", fastrand::u32(1000..9999));
@@ -338,4 +340,88 @@ async fn a_sandboxed_commands_escaped_processes_end_with_it() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A workspace-write sandbox with small limits, as `command_max_processes`
+/// and `command_tmpdir_mib` would set them.
+fn limited(
+    dir: &tempfile::TempDir,
+    limits: crate::sandbox::limits::CommandLimits,
+) -> CommandSandbox {
+    CommandSandbox::prepare(&crate::sandbox::CommandPolicy {
+        mode: crate::protocol::SandboxMode::WorkspaceWrite,
+        network: false,
+        workspace: std::fs::canonicalize(dir.path()).unwrap(),
+        writable_roots: Vec::new(),
+        deny: Vec::new(),
+        limits,
+    })
+    .unwrap()
+}
+
+/// A fork bomb stops at the command's process limit (its PID namespace's
+/// `pid_max`), also for root, whom `RLIMIT_NPROC` never binds; the next
+/// command runs as usual.
+#[tokio::test]
+async fn a_commands_processes_stop_at_its_limit() {
+    use crate::sandbox::limits::{CommandLimits, process_limit_support};
+    use crate::sandbox::pidns::tests::skip_unless_ci;
+    if let Err(reason) = process_limit_support() {
+        skip_unless_ci(&reason);
+        return;
+    }
+    let (dir, mut env) = setup();
+    let limits = CommandLimits {
+        max_processes: 299,
+        ..CommandLimits::default()
+    };
+    env.sandbox = Arc::new(limited(&dir, limits));
+    // dash, not bash: bash retries a refused fork for seconds.
+    let bomb =
+        "sh -c 'n=0; while [ $n -lt 400 ]; do sleep 30 & n=$((n+1)); done; echo started $n' 2>&1";
+    let out = call(&BashExec, &env, json!({ "command": bomb })).await;
+    assert!(
+        out.content.contains("fork") || out.content.contains("Resource temporarily unavailable"),
+        "400 processes started under a limit of 299: {}",
+        out.content
+    );
+    let later = call(
+        &BashExec,
+        &env,
+        json!({"command": "cat /proc/sys/kernel/pid_max"}),
+    )
+    .await;
+    assert!(later.content.starts_with("301\n"), "{}", later.content);
+}
+
+/// The session's `TMPDIR` holds at most its size (ENOSPC past it), and
+/// what one command leaves there the next one still finds.
+#[tokio::test]
+async fn the_tmpdir_holds_its_size_and_lasts_the_session() {
+    use crate::sandbox::limits::{CommandLimits, TmpdirLimit};
+    use crate::sandbox::pidns::tests::skip_unless_ci;
+    let (dir, mut env) = setup();
+    let sandbox = limited(
+        &dir,
+        CommandLimits {
+            tmpdir_mib: 1,
+            ..CommandLimits::default()
+        },
+    );
+    if let Some((_, TmpdirLimit::None { reason })) = sandbox.limits() {
+        skip_unless_ci(reason);
+        return;
+    }
+    env.sandbox = Arc::new(sandbox);
+    let fill = "head -c 2097152 /dev/zero > \"$TMPDIR/big\"; echo rc=$?";
+    let out = call(&BashExec, &env, json!({ "command": fill })).await;
+    assert!(
+        out.content.contains("No space left on device"),
+        "{}",
+        out.content
+    );
+    let keep = "rm -f \"$TMPDIR/big\"; echo kept > \"$TMPDIR/note\"";
+    call(&BashExec, &env, json!({ "command": keep })).await;
+    let read = call(&BashExec, &env, json!({"command": "cat \"$TMPDIR/note\""})).await;
+    assert!(read.content.starts_with("kept"), "{}", read.content);
 }

@@ -6,7 +6,7 @@ use std::process::ExitStatus;
 
 use super::kernel::{fork_bomb_note, user_namespaces};
 use super::table::{CHMOD_NOTE, ProbeRole};
-use super::verdict::{Expect, ProbeFrame, ProbeResult};
+use super::verdict::{Expect, Outcome, ProbeFrame, ProbeResult};
 use crate::protocol::SandboxMode;
 use crate::sandbox::policy::SandboxReport;
 
@@ -262,6 +262,7 @@ pub fn report_text(
     write: Option<&Summary>,
     allowlist: Option<Result<&Summary, &str>>,
     configured: SandboxMode,
+    limits: Option<&crate::sandbox::limits::CommandLimits>,
 ) -> String {
     let mut out = format!("sandbox: {}\n", subagent.header);
     for (mode, summary) in commands {
@@ -289,6 +290,9 @@ pub fn report_text(
     }
     if let Some(allowlist) = allowlist {
         out.push_str(&allowlist_section(allowlist, &notes));
+    }
+    if let Some(limits) = limits {
+        out.push_str(&limits_line(limits, commands));
     }
     out.push_str(&summary_lines(
         subagent, commands, write, allowlist, configured,
@@ -431,3 +435,26 @@ fn containment_line(subreaper: Option<bool>, pid_namespace: Option<&str>) -> Str
 
 #[cfg(test)]
 mod tests;
+
+/// The configured limits of a command, and what keeps them here: the
+/// process limit where this kernel has a `pid_max` per PID namespace, the
+/// `TMPDIR` size where the workspace-write probe found a tmpfs.
+fn limits_line(
+    limits: &crate::sandbox::limits::CommandLimits,
+    commands: &[(SandboxMode, Summary)],
+) -> String {
+    let processes = crate::sandbox::limits::describe_process_limit(limits.max_processes);
+    let fill = commands
+        .iter()
+        .filter(|(mode, _)| *mode == SandboxMode::WorkspaceWrite)
+        .flat_map(|(_, summary)| &summary.results)
+        .find(|result| result.name == super::probes::limits::FILL_TMPDIR.name);
+    let tmpdir = match fill.map(|result| &result.outcome) {
+        Some(Outcome::Failed { errno }) if errno == "ENOSPC" => {
+            format!("at most {} MiB (a tmpfs of its own)", limits.tmpdir_mib)
+        }
+        Some(_) => "NOT limited (probe fill-tmpdir did not run into its size)".to_owned(),
+        None => "not limited (Fido cannot mount a tmpfs here: that needs CAP_SYS_ADMIN)".to_owned(),
+    };
+    format!("limits of a command: {processes}; TMPDIR {tmpdir}\n")
+}

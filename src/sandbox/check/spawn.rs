@@ -128,6 +128,7 @@ fn command_sandbox(
         workspace: targets.workspace(),
         writable_roots: Vec::new(),
         deny: targets.deny.clone(),
+        limits: super::probes::limits::PROBE_LIMITS,
     });
     let sandbox = match stand_in {
         Some(stand_in) => prepared.and_then(|sandbox| sandbox.with_proxy(stand_in.route())),

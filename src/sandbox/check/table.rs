@@ -10,7 +10,7 @@ use std::path::Path;
 use super::fixture::{ProbeFixture, ProbeTargets};
 use super::kernel::fork_bomb_note;
 use super::probes::{
-    controls, environment, files, processes, protected, sockets, terminal, worktree,
+    controls, environment, files, limits, processes, protected, sockets, terminal, worktree,
 };
 use crate::protocol::SandboxMode;
 use crate::sandbox::policy::SandboxReport;
@@ -175,7 +175,15 @@ const SUBAGENT_CONTROL: [&Probe; 1] = [&controls::SCRATCH_WRITE];
 const WORKSPACE: [&Probe; 2] = [&controls::WRITE_WORKSPACE, &controls::WRITE_TMPDIR];
 /// Forbidden to a sandboxed command where the kernel gives it a PID
 /// namespace: leaving something running behind it.
-const COMMAND: [&Probe; 1] = [&processes::COMMAND_SETSID_ESCAPE];
+/// Also more processes than its limit allows (skipped where the kernel
+/// keeps `pid_max` for the whole machine).
+const COMMAND: [&Probe; 2] = [
+    &processes::COMMAND_SETSID_ESCAPE,
+    &limits::EXCEED_PROCESS_LIMIT,
+];
+/// Forbidden to a `workspace-write` command: more bytes in `TMPDIR` than
+/// its size (where it is a tmpfs of its own).
+const TMPDIR_LIMIT: [&Probe; 1] = [&limits::FILL_TMPDIR];
 
 /// Forbidden to a write subagent: everything of the main checkout and its
 /// `.git` outside its worktree, whatever way git or a link is pointed at
@@ -225,7 +233,9 @@ pub const SUBAGENT_CONTROLS: [&str; 1] = names(SUBAGENT_CONTROL);
 /// `workspace-write` command, forbidden (the workspace) in `read-only`.
 pub const WORKSPACE_PROBES: [&str; 2] = names(WORKSPACE);
 /// Forbidden to a sandboxed command where it gets a PID namespace.
-pub const COMMAND_PROBES: [&str; 1] = names(COMMAND);
+pub const COMMAND_PROBES: [&str; 2] = names(COMMAND);
+/// Forbidden to a `workspace-write` command: filling its `TMPDIR`.
+pub const TMPDIR_PROBES: [&str; 1] = names(TMPDIR_LIMIT);
 /// Forbidden to a write subagent (its worktree's escapes).
 pub const WRITE_SUBAGENT_PROBES: [&str; 14] = names(WRITE_SUBAGENT);
 /// What a write subagent must still be able to do: write its claim, read
@@ -255,6 +265,7 @@ pub fn all() -> impl Iterator<Item = &'static Probe> {
         .chain(SUBAGENT_CONTROL)
         .chain(WORKSPACE)
         .chain(COMMAND)
+        .chain(TMPDIR_LIMIT)
         .chain(WRITE_SUBAGENT)
         .chain(WRITE_SUBAGENT_CONTROL)
         // The allowlist's own: the others are in every sandbox's list.
@@ -324,6 +335,11 @@ impl ProbeRole {
                 // [`CHMOD_NOTE`]: not blockable here, so not a probe.
                 forbidden.retain(|probe| *probe != files::CHMOD.name);
                 forbidden.extend(command_containment());
+                // Where its TMPDIR is a plain folder the limits line
+                // says it is not limited.
+                if limits::tmpdir_limit_probed() {
+                    forbidden.extend(TMPDIR_PROBES);
+                }
                 controls.extend(WORKSPACE_PROBES);
             }
             // Its own probes only: the shared ones aim at the fixture
@@ -389,7 +405,7 @@ mod tests {
         let names: Vec<&str> = all().map(|probe| probe.name).collect();
         let unique: BTreeSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 58);
+        assert_eq!(names.len(), 60);
         for name in names {
             assert_eq!(find(name).map(|probe| probe.name), Some(name));
         }

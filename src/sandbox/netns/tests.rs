@@ -46,6 +46,7 @@ fn sandbox(
         workspace: std::fs::canonicalize(workspace.path()).unwrap(),
         writable_roots: Vec::<PathBuf>::new(),
         deny: Vec::new(),
+        limits: Default::default(),
     };
     let sandbox = CommandSandbox::prepare(&policy)
         .unwrap()

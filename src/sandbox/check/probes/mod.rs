@@ -5,6 +5,7 @@
 pub(super) mod controls;
 pub(super) mod environment;
 pub(super) mod files;
+pub(super) mod limits;
 pub(super) mod processes;
 pub(super) mod protected;
 pub(super) mod sockets;

@@ -81,10 +81,14 @@ fn ptrace(parent: Pid) -> io::Result<()> {
 }
 
 /// Starts `sleep` children until the kernel refuses one or there are
-/// more than a child's process headroom; kills and reaps them all. `Ok`:
-/// the bomb was not stopped.
+/// more than a child's process headroom. `Ok`: the bomb was not stopped.
 fn fork_bomb() -> io::Result<()> {
-    let most = crate::sandbox::child::PROCESS_HEADROOM as usize + 64;
+    start_sleepers(crate::sandbox::child::PROCESS_HEADROOM as usize + 64)
+}
+
+/// Starts up to `most` `sleep` children, stopping at the first the kernel
+/// refuses; kills and reaps them all. `Ok`: none was refused.
+pub(super) fn start_sleepers(most: usize) -> io::Result<()> {
     let mut children = Vec::new();
     let result = loop {
         if children.len() >= most {

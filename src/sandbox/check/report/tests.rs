@@ -67,7 +67,14 @@ fn judge(frames: Vec<ProbeFrame>, status: ExitStatus, garbage: usize) -> Summary
 
 fn text(summary: &Summary) -> String {
     let commands = [(SandboxMode::WorkspaceWrite, judge_command(command_frames()))];
-    report_text(summary, &commands, None, None, SandboxMode::WorkspaceWrite)
+    report_text(
+        summary,
+        &commands,
+        None,
+        None,
+        SandboxMode::WorkspaceWrite,
+        None,
+    )
 }
 
 /// A passing run of a workspace-write command child.
@@ -270,6 +277,7 @@ fn the_write_subagent_has_a_section_and_a_summary_of_its_own() {
         Some(&write),
         None,
         SandboxMode::WorkspaceWrite,
+        None,
     );
     // The table of the other roles is the same as without it: no column.
     let without = report_text(
@@ -278,6 +286,7 @@ fn the_write_subagent_has_a_section_and_a_summary_of_its_own() {
         None,
         None,
         SandboxMode::WorkspaceWrite,
+        None,
     );
     let table = |text: &str| -> Vec<String> {
         let lines = text.lines().filter(|l| l.starts_with("probe "));
@@ -316,6 +325,7 @@ fn the_write_subagent_has_a_section_and_a_summary_of_its_own() {
         Some(&leaky),
         None,
         SandboxMode::WorkspaceWrite,
+        None,
     );
     assert!(
         text.contains("write-subagent probe rewrite-worktree-git-link: ALLOWED\n"),
@@ -363,6 +373,7 @@ fn the_allowlist_has_a_section_and_a_summary_of_its_own() {
         None,
         Some(Ok(&allowlist)),
         SandboxMode::WorkspaceWrite,
+        None,
     );
     assert!(
         text.contains("\ncommands (network = \"allowlist\"): a network namespace per command\nallowlist probe tcp-connect: blocked (EPERM, seccomp)\nallowlist probe tcp-fast-open: blocked (EPERM, seccomp)\nallowlist probe tcp-bind: blocked (EPERM, seccomp)\nallowlist probe udp-send: blocked (EPERM, seccomp)\nallowlist probe dns-lookup: blocked (EPERM, seccomp)\nallowlist probe proxy-connect: allowed (control)\n"),
@@ -389,6 +400,7 @@ fn the_allowlist_has_a_section_and_a_summary_of_its_own() {
         None,
         Some(Ok(&cut_off)),
         SandboxMode::WorkspaceWrite,
+        None,
     );
     assert!(
         text.contains(
@@ -402,6 +414,7 @@ fn the_allowlist_has_a_section_and_a_summary_of_its_own() {
         None,
         Some(Err("no user namespace and landlock ABI 3")),
         SandboxMode::WorkspaceWrite,
+        None,
     );
     assert!(
         text.contains("\ncommands (network = \"allowlist\"): cannot be enforced here: no user namespace and landlock ABI 3\nsummary (commands, workspace-write, configured)"),
@@ -413,9 +426,11 @@ fn the_allowlist_has_a_section_and_a_summary_of_its_own() {
     );
 }
 
-/// 29 forbidden operations, and the containment probe where commands get
-/// a PID namespace here.
+/// The forbidden operations of a workspace-write command here.
 fn forbidden_of_a_workspace_write_command() -> usize {
     let contained = crate::sandbox::pidns::containment().uses_namespace();
-    29 + usize::from(contained)
+    // The containment probes (setsid escape, process limit) where
+    // commands get a PID namespace, and filling TMPDIR.
+    let tmpfs = super::super::probes::limits::tmpdir_limit_probed();
+    29 + 2 * usize::from(contained) + usize::from(tmpfs)
 }
