@@ -252,3 +252,7 @@ fn session_start(runtime: &Runtime) -> SessionStart {
         warnings,
     }
 }
+
+#[cfg(test)]
+#[path = "engine_tests.rs"]
+mod tests;
