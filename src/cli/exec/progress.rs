@@ -79,9 +79,10 @@ fn tool_line(name: &str, summary: &str) -> String {
 
 /// A refused approval says so; any other failure names its tool.
 fn failed_line(name: &str, summary: &str) -> String {
-    match summary.strip_prefix(REFUSED) {
+    let said = summary.strip_prefix("Error: ").unwrap_or(summary);
+    match said.strip_prefix(REFUSED) {
         Some(why) => format!("approval refused: {}: {}", escape_line(name), piece(why)),
-        None => format!("✗ {} failed: {}", escape_line(name), piece(summary)),
+        None => format!("✗ {} failed: {}", escape_line(name), piece(said)),
     }
 }
 
@@ -177,7 +178,7 @@ mod tests {
             id: "c1".into(),
             name: "patch".into(),
             ok: false,
-            summary: "not approved: approval_policy untrusted requires …".into(),
+            summary: "Error: not approved: approval_policy untrusted requires …".into(),
         };
         assert_eq!(
             line_for(&refused).unwrap(),
