@@ -74,7 +74,11 @@ async fn a_prompt_ends_with_its_final_text_usage_and_a_typed_plan() {
         panic!("{shown:?}")
     };
     assert_eq!(state.items[0].id, "look");
-    assert!(shown.text.contains("[x] look — Look around"), "{}", shown.text);
+    assert!(
+        shown.text.contains("[x] look — Look around"),
+        "{}",
+        shown.text
+    );
     engine.shutdown().await;
 
     let mut kinds = Vec::new();
@@ -83,11 +87,15 @@ async fn a_prompt_ends_with_its_final_text_usage_and_a_typed_plan() {
     while let Ok(Some(event)) = tokio::time::timeout(quiet, events.recv()).await {
         kinds.push(event.kind);
     }
-    assert!(kinds.iter().any(
-        |k| matches!(k, EventKind::ToolCall { name, .. } if name == "update_plan")
-    ));
     assert!(
-        !kinds.iter().any(|k| matches!(k, EventKind::OpReplied { .. })),
+        kinds
+            .iter()
+            .any(|k| matches!(k, EventKind::ToolCall { name, .. } if name == "update_plan"))
+    );
+    assert!(
+        !kinds
+            .iter()
+            .any(|k| matches!(k, EventKind::OpReplied { .. })),
         "a called op's reply is the caller's alone: {kinds:?}"
     );
 }
@@ -151,7 +159,10 @@ async fn the_control_socket_is_answered_through_the_engine() {
     let ask = |request| crate::subagent::control::ask_all(dir.path(), request);
     let listed = ask(&ControlRequest::ListAgents).await;
     assert_eq!(listed.len(), 1);
-    let Ok(ControlReply::Agents { agents, parent_pid, .. }) = &listed[0].reply else {
+    let Ok(ControlReply::Agents {
+        agents, parent_pid, ..
+    }) = &listed[0].reply
+    else {
         panic!("an agents reply")
     };
     assert!(agents.is_empty());
