@@ -34,8 +34,9 @@ pub enum AgentMessage {
     /// A front end's op, as submitted; an answer, if the op has one, is an
     /// `op_replied` event with the submission's id.
     Op(Submission),
-    /// In process (`fido exec`, tests): start a turn with this prompt; the
-    /// reply is its whole outcome when it ends. Refused (status `Failed`)
+    /// In process (tests): start a turn with this prompt; the reply is
+    /// its whole outcome when it ends. Front ends submit
+    /// [`Op::SubmitPrompt`] through the engine instead. Refused (status `Failed`)
     /// while another turn runs.
     SubmitPrompt {
         prompt: String,
@@ -165,6 +166,8 @@ impl Drop for AgentState {
                 self.desk.reply(id, OpReply::turn_ended(&stopped));
             }
         }
+        // Ops still in the mailbox go with it: their waiters must not wait.
+        self.desk.awaited.abandon_all();
     }
 }
 
@@ -208,15 +211,27 @@ impl AgentState {
                 self.start_turn(myself, prompt, TurnReply::Submission(id))
             }
             Op::Interrupt => self.interrupt(),
-            Op::CancelSubagent { agent_id } => self.cancel_subagent(agent_id),
+            Op::CancelSubagent { agent_id } => {
+                let agent_ids = self.cancel_subagent(agent_id);
+                desk.reply(id, OpReply::Cancelled { agent_ids });
+            }
             Op::Compact => desk.compact(myself, id),
             Op::SwitchModel { model } => desk.switch_model(myself, id, model),
-            Op::ShowPlan => desk.local(id, |c| OpReply::output(c.show())),
+            Op::ShowPlan => desk.local(id, |c| match c.show() {
+                Ok(shown) => OpReply::Plan(Box::new(shown)),
+                Err(err) => OpReply::failed(err),
+            }),
             Op::ClearPlan => desk.clear_plan(myself, id),
-            Op::Undo => desk.local(id, |c| OpReply::info(c.undo())),
+            Op::Undo => desk.local(id, |c| match c.undo() {
+                Ok(change) => OpReply::Undone { change },
+                Err(err) => OpReply::failed(err),
+            }),
             Op::Suspend { name } => desk.suspend(myself, id, name),
             Op::Recall { name } => desk.recall(myself, id, name),
-            Op::ListSessions => desk.local(id, |c| OpReply::output(c.sessions())),
+            Op::ListSessions => desk.local(id, |c| match c.sessions() {
+                Ok(sessions) => OpReply::Sessions { sessions },
+                Err(err) => OpReply::failed(err),
+            }),
             Op::Changes { verb, id: which } => {
                 desk.local(id, move |c| match c.changes(verb, which.as_deref()) {
                     Ok((true, text)) => OpReply::Output { text },
@@ -225,7 +240,10 @@ impl AgentState {
                 })
             }
             Op::Status => desk.local(id, |c| OpReply::Status(c.status())),
-            Op::ListAgents => desk.list_agents(id, &self.session_agents()),
+            Op::ListAgents => {
+                let agents = self.session_agents();
+                desk.reply(id, OpReply::Agents { agents });
+            }
             Op::Diff => desk.diff(id, self.deps.tool_env.workspace.root.clone()),
             Op::Approve { id, decision } => desk.approve(id, decision),
             Op::Answer { id, answer } => desk.answer(id, answer),
@@ -264,14 +282,27 @@ impl AgentState {
         }
     }
 
-    /// `Some(agent_id)`: the TUI's Esc on the focused row, `/cancel ID`;
-    /// `None`: `/cancel all`. The turn goes on with their cancelled
-    /// (partial or failed) results.
-    fn cancel_subagent(&self, agent_id: Option<String>) {
-        if let Some(delegator) = &self.deps.tool_env.delegator {
-            match agent_id {
-                Some(id) => delegator.cancel_agent(&id),
-                None => delegator.cancel_running(),
+    /// `Some(agent_id)`: the TUI's Esc on the focused row, `/cancel ID`,
+    /// `fido cancel ID`; `None`: `/cancel all`. The turn goes on with
+    /// their cancelled (partial or failed) results. The running subagents
+    /// asked to stop.
+    fn cancel_subagent(&self, agent_id: Option<String>) -> Vec<String> {
+        let Some(delegator) = &self.deps.tool_env.delegator else {
+            return Vec::new();
+        };
+        let running = delegator
+            .session_agents()
+            .into_iter()
+            .filter(|agent| agent.running)
+            .map(|agent| agent.agent_id);
+        match agent_id {
+            Some(id) => {
+                delegator.cancel_agent(&id);
+                running.filter(|running| *running == id).collect()
+            }
+            None => {
+                delegator.cancel_running();
+                running.collect()
             }
         }
     }

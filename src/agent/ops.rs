@@ -3,25 +3,25 @@
 //! actor answers the conversation's ops itself and leaves the rest to its
 //! [`FrontDesk`]: the local commands behind [`LocalCommands`] (the plan,
 //! undo and session stores), the requests waiting for the
-//! person ([`PendingAsks`]), the model switcher, `/agents` (the text of
-//! the supervisor's record, [`agents`]) and `/diff` (the workspace's `git
-//! diff`, [`git_diff`]). Answers go out as `op_replied` events with the
-//! submission's id.
+//! person ([`PendingAsks`]), the model switcher and `/diff` (the
+//! workspace's `git diff`, [`git_diff`]). Every answer is data
+//! ([`OpReply`]), which each front end lays out its own way. Answers go
+//! out as `op_replied` events with the submission's id, except those an
+//! in-process caller waits for ([`Awaited`]).
 
-pub mod agents;
 pub mod git_diff;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ractor::ActorRef;
 
 use super::AgentMessage;
 use super::asks::PendingAsks;
-use crate::protocol::control::SessionAgent;
 use crate::protocol::op::{
-    ChangesVerb, Op, OpReceiver, OpReply, OpSender, PlanCleared, StatusInfo, Submission,
-    SubmissionId, TurnOutcome, op_channel,
+    ChangesVerb, Op, OpReceiver, OpReply, OpSender, PlanCleared, PlanShown, SessionEntry,
+    StatusInfo, Submission, SubmissionId, TurnOutcome, UndoneChange, op_channel,
 };
 use crate::protocol::{EventKind, Message};
 use crate::provider::Provider;
@@ -59,15 +59,16 @@ impl From<String> for CommandError {
 
 /// The local commands (`/plan`, `/plan clear`, `/undo`, `/suspend`,
 /// `/recall`, `/sessions`, `/status`) on the session's stores: the same
-/// text and changes as the command line's. They run without a model turn,
+/// data and changes as the command line's. They run without a model turn,
 /// on the blocking pool. Errors are one sentence for the user.
 pub trait LocalCommands: Send + Sync {
-    /// The current plan as text, exactly as `fido plan show` prints it.
-    fn show(&self) -> Result<String, CommandError>;
+    /// The current plan, as `fido plan show` finds it.
+    fn show(&self) -> Result<PlanShown, CommandError>;
     /// Starts a new, empty plan, as `fido plan clear` does.
     fn clear(&self) -> Result<PlanCleared, CommandError>;
-    /// `/undo`: reverts the last file change of the file tools.
-    fn undo(&self) -> Result<String, CommandError> {
+    /// `/undo`: reverts the last file change of the file tools (`None`:
+    /// nothing left to undo).
+    fn undo(&self) -> Result<Option<UndoneChange>, CommandError> {
         Err(CommandError::Unavailable("undo"))
     }
     /// `/suspend [NAME]`: the session's journal and the name of the
@@ -82,8 +83,8 @@ pub trait LocalCommands: Send + Sync {
         Err(CommandError::Unavailable("recall"))
     }
     /// `/sessions`: the sessions, each with its bookmarks, and the
-    /// conversations earlier versions saved, one per line.
-    fn sessions(&self) -> Result<String, CommandError> {
+    /// conversations earlier versions saved.
+    fn sessions(&self) -> Result<Vec<SessionEntry>, CommandError> {
         Err(CommandError::Unavailable("sessions"))
     }
     /// `/status`: the settings it shows.
@@ -105,7 +106,7 @@ pub trait LocalCommands: Send + Sync {
 struct NoCommands;
 
 impl LocalCommands for NoCommands {
-    fn show(&self) -> Result<String, CommandError> {
+    fn show(&self) -> Result<PlanShown, CommandError> {
         Err(CommandError::Unavailable("plan"))
     }
     fn clear(&self) -> Result<PlanCleared, CommandError> {
@@ -123,6 +124,50 @@ pub struct FrontDesk {
     /// Approvals and questions waiting for the person.
     pub asks: Option<Arc<PendingAsks>>,
     pub switch_model: Option<ModelSwitcher>,
+    /// The replies in-process callers wait for, which skip the events.
+    pub awaited: Arc<Awaited>,
+}
+
+/// The submissions whose reply a caller in this process waits for (the
+/// control socket, `fido exec`, an ACP session): each reply goes to its
+/// waiter instead of the event queue, so a front end reading the events
+/// never sees an answer it did not ask for.
+#[derive(Default)]
+pub struct Awaited {
+    waiting: Mutex<HashMap<SubmissionId, tokio::sync::oneshot::Sender<OpReply>>>,
+}
+
+impl Awaited {
+    /// The reply to `id` will come here; ask before `id` is queued.
+    pub fn expect(&self, id: SubmissionId) -> tokio::sync::oneshot::Receiver<OpReply> {
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        self.lock().insert(id, sender);
+        receiver
+    }
+
+    /// Nobody waits for `id` any more (it was never queued).
+    pub fn forget(&self, id: SubmissionId) {
+        self.lock().remove(&id);
+    }
+
+    /// The engine stopped: every waiter hears that no reply will come.
+    pub fn abandon_all(&self) {
+        self.lock().clear();
+    }
+
+    fn take(&self, id: SubmissionId) -> Option<tokio::sync::oneshot::Sender<OpReply>> {
+        self.lock().remove(&id)
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<SubmissionId, tokio::sync::oneshot::Sender<OpReply>>>
+    {
+        // A panic while holding it cannot leave the map half-changed.
+        self.waiting
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }
 
 impl FrontDesk {
@@ -134,11 +179,17 @@ impl FrontDesk {
             commands: Arc::new(NoCommands),
             asks: None,
             switch_model: None,
+            awaited: Arc::default(),
         }
     }
 
+    /// Answers submission `id`: to its waiter, else as an event.
     pub fn reply(&self, id: SubmissionId, reply: OpReply) {
-        self.events.emit(EventKind::OpReplied { id, reply });
+        match self.awaited.take(id) {
+            // A waiter that went away wanted nothing more.
+            Some(waiter) => drop(waiter.send(reply)),
+            None => self.events.emit(EventKind::OpReplied { id, reply }),
+        }
     }
 
     /// Answers submission `id` with what `work` comes to, in a task of its
@@ -197,14 +248,18 @@ impl FrontDesk {
     /// the session's journal.
     pub fn suspend(&self, agent: ActorRef<AgentMessage>, id: SubmissionId, name: Option<String>) {
         self.reply_later(id, |desk| async move {
-            OpReply::info(bookmark(agent, desk.commands, name).await)
+            bookmark(agent, desk.commands, name)
+                .await
+                .unwrap_or_else(OpReply::failed)
         });
     }
 
     /// `/recall [NAME]`: loads the conversation, then hands it to the agent.
     pub fn recall(&self, agent: ActorRef<AgentMessage>, id: SubmissionId, name: Option<String>) {
         self.reply_later(id, |desk| async move {
-            OpReply::info(recall(agent, desk.commands, name).await)
+            recall(agent, desk.commands, name)
+                .await
+                .unwrap_or_else(OpReply::failed)
         });
     }
 
@@ -216,13 +271,6 @@ impl FrontDesk {
                 Err(message) => OpReply::Failed { message },
             }
         });
-    }
-
-    /// `/agents`: every subagent of the session, as the supervisor's
-    /// record has them (none for an agent without a supervisor).
-    pub fn list_agents(&self, id: SubmissionId, agents: &[SessionAgent]) {
-        let text = agents::agents_text(agents);
-        self.reply(id, OpReply::Output { text });
     }
 
     /// `/diff`: the `git diff` of `workspace`, in a task of its own.
@@ -285,9 +333,10 @@ fn refuse(desk: &FrontDesk, submission: Submission) {
     let gone = "the agent is not running";
     let reply = match submission.op {
         Op::SubmitPrompt { .. } => OpReply::turn_ended(&TurnOutcome::failed(gone)),
-        Op::Interrupt | Op::CancelSubagent { .. } | Op::Approve { .. } | Op::Answer { .. } => {
-            return;
-        }
+        Op::Interrupt | Op::Approve { .. } | Op::Answer { .. } => return,
+        Op::CancelSubagent { .. } => OpReply::Cancelled {
+            agent_ids: Vec::new(),
+        },
         Op::Compact
         | Op::SwitchModel { .. }
         | Op::ShowPlan
@@ -336,21 +385,19 @@ async fn recall(
     agent: ActorRef<AgentMessage>,
     commands: Arc<dyn LocalCommands>,
     name: Option<String>,
-) -> Result<String, String> {
-    let (name, history) =
+) -> Result<OpReply, String> {
+    let (from, history) =
         off_runtime(move || commands.recall(name.as_deref()).map_err(|e| e.to_string())).await?;
     let make = |reply| AgentMessage::ReplaceHistory { history, reply };
-    let count = call(&agent, AGENT_WAIT, make).await??;
-    Ok(format!(
-        "recalled {count} messages from {name}; the workspace plan was kept and re-delivered to the model"
-    ))
+    let messages = call(&agent, AGENT_WAIT, make).await??;
+    Ok(OpReply::Recalled { from, messages })
 }
 
 async fn bookmark(
     agent: ActorRef<AgentMessage>,
     commands: Arc<dyn LocalCommands>,
     name: Option<String>,
-) -> Result<String, String> {
+) -> Result<OpReply, String> {
     let conversation = match call(&agent, AGENT_WAIT, AgentMessage::Snapshot).await {
         Ok(Some(conversation)) => conversation,
         Ok(None) => return Err("/suspend: a turn is running; wait for it to end".into()),
@@ -366,9 +413,7 @@ async fn bookmark(
         .bookmark(conversation.generation(), conversation.messages(), &name)
         .await
         .map_err(|err| format!("cannot write the bookmark to the session journal: {err}"))?;
-    Ok(format!(
-        "bookmarked as {name}; /recall {name} brings the conversation back to this point"
-    ))
+    Ok(OpReply::Bookmarked { name })
 }
 
 async fn switch_model(
@@ -476,7 +521,9 @@ mod tests {
             reply_to(&mut events, turn).await,
             OpReply::TurnEnded {
                 status: TurnStatus::Failed,
-                error: Some(gone.clone())
+                error: Some(gone.clone()),
+                final_text: None,
+                usage: Default::default(),
             }
         );
         let failed = OpReply::Failed { message: gone };
@@ -573,12 +620,15 @@ mod tests {
             })
             .unwrap();
 
-        assert_eq!(
-            reply_to(&mut receiver, turn).await,
-            OpReply::TurnEnded {
+        let ended = reply_to(&mut receiver, turn).await;
+        assert!(
+            matches!(&ended, OpReply::TurnEnded {
                 status: TurnStatus::Completed,
-                error: None
-            }
+                error: None,
+                final_text: Some(text),
+                usage,
+            } if text == "done" && usage.requests == 3),
+            "{ended:?}"
         );
         assert!(dir.path().join("db").is_dir(), "the approved change ran");
     }

@@ -1,9 +1,14 @@
 //! `fido exec`: one prompt, headless, to completion.
 //!
-//! stdout is the product: the final answer, or with `--json` one event per
-//! line. Logs go to stderr. Exit codes: 0 done, 1 error, 130 interrupted
-//! (SIGINT or SIGTERM cancel the turn, including the process groups of
-//! running commands, before the process exits).
+//! A headless front end of the [`Engine`]: one `SubmitPrompt` op, its
+//! events, its `TurnEnded` reply. stdout is the product: the final answer,
+//! or with `--json` one event per line. Without `--json`, progress goes to
+//! stderr as the work happens (`progress`; `-q` silences it), as do logs.
+//! Exit codes: 0 done, 1 error, 130 interrupted (SIGINT or SIGTERM cancel
+//! the turn, including the process groups of running commands, before the
+//! process exits).
+
+mod progress;
 
 use std::io::{Read, Write};
 use std::process::ExitCode;
@@ -16,12 +21,11 @@ use tracing::{info, warn};
 
 use super::fail;
 use super::preamble::run_configured;
-use crate::agent::AgentMessage;
 use crate::config::{Config, Overrides};
-use crate::protocol::EventKind;
-use crate::protocol::outcome::{EXIT_INTERRUPTED, TurnOutcome};
-use crate::protocol::{ApprovalPolicy, SandboxMode};
-use crate::runtime::{Interaction, ResumeFrom, Runtime};
+use crate::protocol::op::{Op, OpReply};
+use crate::protocol::outcome::{EXIT_INTERRUPTED, exit_code};
+use crate::protocol::{EventKind, SandboxMode, TurnStatus, UsageTotals};
+use crate::runtime::{CallError, Engine, EngineCaller, FrontEnd, ResumeFrom};
 
 /// How long an interrupted turn may take to wind down before Fido exits anyway.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
@@ -59,6 +63,9 @@ pub struct ExecArgs {
     /// Also write the final answer to FILE (created or replaced).
     #[arg(long, value_name = "FILE")]
     output_last_message: Option<std::path::PathBuf>,
+    /// No progress lines on stderr (errors and warnings still show).
+    #[arg(short, long)]
+    quiet: bool,
     /// The prompt; `-` reads it from standard input.
     prompt: String,
 }
@@ -108,6 +115,7 @@ pub fn run(overrides: &Overrides, args: ExecArgs) -> ExitCode {
     let resume = super::sessions::exec_pick(args.resume.as_deref(), args.last);
     let run = Run {
         json: args.json,
+        quiet: args.quiet,
         last_message: args.output_last_message,
         resume,
     };
@@ -124,46 +132,73 @@ pub fn run(overrides: &Overrides, args: ExecArgs) -> ExitCode {
 /// How `fido exec` runs, besides the configuration and the prompt.
 struct Run {
     json: bool,
+    quiet: bool,
     last_message: Option<std::path::PathBuf>,
     resume: Option<ResumeFrom>,
 }
 
 async fn exec(config: Config, prompt: String, run: Run) -> ExitCode {
-    let Run {
-        json,
-        last_message,
-        resume,
-    } = run;
     // Signals are watched from the start, so an early Ctrl+C is not lost.
     let mut signals = match Signals::watch() {
         Ok(signals) => signals,
         Err(err) => return fail(&format!("cannot watch for signals: {err}")),
     };
-    let (sink, receiver) = crate::protocol::event_queue::channel();
-    let printer = match spawn_printer(receiver, json) {
+    let (engine, receiver) = match start_engine(&config, run.resume, &mut signals).await {
+        Ok(started) => started,
+        Err(code) => return code,
+    };
+    let output = Output {
+        json: run.json,
+        progress: (!run.json && !run.quiet).then(progress::Progress::for_stderr),
+    };
+    let printer = match spawn_printer(receiver, output) {
         Ok(printer) => printer,
         Err(err) => return fail(&format!("cannot start the event printer: {err}")),
     };
-    let runtime = match start_runtime(&config, sink, resume, &mut signals).await {
-        Ok(runtime) => runtime,
-        Err(code) => return code,
-    };
-    print_session_warnings(&runtime);
-    let actor = runtime.actor.clone();
-    let (reply_sender, reply) = oneshot::channel();
-    if let Err(err) = actor.cast(AgentMessage::SubmitPrompt {
-        prompt,
-        reply: reply_sender.into(),
-    }) {
-        return fail(&format!("cannot start the turn: {err}"));
+    for warning in &engine.session.warnings {
+        eprintln!("fido: warning: {}", crate::text::escape(warning));
     }
-    let (outcome, interrupted) = wait_for_the_turn(&actor, reply, &mut signals).await;
+    let caller = engine.caller();
+    let turn = tokio::spawn(async move { caller.call(Op::SubmitPrompt { prompt }).await });
+    let (ended, interrupted) = wait_for_the_turn(&engine.caller(), turn, &mut signals).await;
     // Every subagent is gone before Fido exits, whatever ended the turn.
-    runtime.shutdown().await;
+    engine.shutdown().await;
     // The printer ends when the last event sender (held by the agent) is gone.
     let _ = tokio::time::timeout(Duration::from_secs(2), printer).await;
 
-    conclude(outcome, interrupted, json, last_message.as_deref()).await
+    conclude(ended, interrupted, run.json, run.last_message.as_deref()).await
+}
+
+/// How the turn ended, from its `TurnEnded` reply.
+struct Ended {
+    status: TurnStatus,
+    final_text: Option<String>,
+    usage: UsageTotals,
+}
+
+/// The turn's reply (`Err`: why there is none).
+type TurnReply = Result<Result<OpReply, CallError>, tokio::task::JoinError>;
+
+impl Ended {
+    fn of(reply: TurnReply) -> Result<Ended, String> {
+        match reply {
+            Ok(Ok(OpReply::TurnEnded {
+                status,
+                final_text,
+                usage,
+                ..
+            })) => Ok(Ended {
+                status,
+                final_text,
+                usage,
+            }),
+            Ok(Ok(other)) => Err(format!("the engine answered the prompt with {other:?}")),
+            // The agent went (its `error` event said why).
+            Ok(Err(CallError::Stopped)) => Err("the agent stopped before the turn ended".into()),
+            Ok(Err(err)) => Err(format!("cannot start the turn: {err}")),
+            Err(err) => Err(format!("the turn failed: {err}")),
+        }
+    }
 }
 
 /// SIGINT and SIGTERM, which both interrupt `fido exec`.
@@ -189,24 +224,17 @@ impl Signals {
     }
 }
 
-/// Starts the session's runtime. Start-up can wait (for the plan's lock,
-/// for MCP servers): a signal then ends it at once with 130, dropping what
-/// was started (each child process dies with its handle or with this
-/// process).
-async fn start_runtime(
+/// Starts the session's engine, with nobody to answer approvals.
+/// Start-up can wait (for the plan's lock, for MCP servers): a signal then
+/// ends it at once with 130, dropping what was started (each child process
+/// dies with its handle or with this process).
+async fn start_engine(
     config: &Config,
-    sink: crate::agent::EventSink,
     resume: Option<ResumeFrom>,
     signals: &mut Signals,
-) -> Result<Runtime, ExitCode> {
-    let interaction = Interaction {
-        user: None,
-        approver: None,
-        default_approval: ApprovalPolicy::Never,
-        default_delegation: crate::protocol::changes::DelegationPolicy::HEADLESS,
-    };
+) -> Result<(Engine, crate::agent::EventReceiver), ExitCode> {
     tokio::select! {
-        started = Runtime::start(config, interaction, sink, resume) => {
+        started = Engine::start(config, FrontEnd::Headless, resume) => {
             started.map_err(|err| fail(&err.to_string()))
         }
         signal = signals.next() => {
@@ -216,14 +244,14 @@ async fn start_runtime(
     }
 }
 
-/// Waits for the turn's outcome; a signal interrupts the turn, which then
-/// has [`INTERRUPT_GRACE`] to wind down (`None` past it). Also says
-/// whether a signal arrived.
+/// Waits for the turn's reply; a signal interrupts the turn (an op),
+/// which then has [`INTERRUPT_GRACE`] to wind down (`None` past it). Also
+/// says whether a signal arrived.
 async fn wait_for_the_turn(
-    actor: &ractor::ActorRef<AgentMessage>,
-    mut reply: oneshot::Receiver<TurnOutcome>,
+    engine: &EngineCaller,
+    mut reply: tokio::task::JoinHandle<Result<OpReply, CallError>>,
     signals: &mut Signals,
-) -> (Option<TurnOutcome>, bool) {
+) -> (Option<TurnReply>, bool) {
     let mut interrupted = false;
     loop {
         let deadline = async {
@@ -234,11 +262,11 @@ async fn wait_for_the_turn(
             }
         };
         tokio::select! {
-            outcome = &mut reply => return (outcome.ok(), interrupted),
+            outcome = &mut reply => return (Some(outcome), interrupted),
             signal = signals.next() => {
                 info!("{signal}: interrupting the turn");
                 interrupted = true;
-                let _ = actor.cast(AgentMessage::Interrupt);
+                let _ = engine.send(Op::Interrupt);
             }
             _ = deadline => {
                 warn!("the interrupted turn did not wind down in time; exiting");
@@ -248,35 +276,22 @@ async fn wait_for_the_turn(
     }
 }
 
-/// What the session's instructions and MCP servers warned of, on stderr.
-fn print_session_warnings(runtime: &Runtime) {
-    for warning in runtime
-        .instructions
-        .warnings
-        .iter()
-        .chain(runtime.mcp.warnings())
-        .chain(&runtime.sandbox_warnings())
-    {
-        eprintln!("fido: warning: {}", crate::text::escape(warning));
-    }
-}
-
 /// The exit code of how the turn ended (`None`: it never replied), after
 /// the final answer is written where it was asked for.
 async fn conclude(
-    outcome: Option<TurnOutcome>,
+    reply: Option<TurnReply>,
     interrupted: bool,
     json: bool,
     last_message: Option<&std::path::Path>,
 ) -> ExitCode {
-    let Some(outcome) = outcome else {
-        if interrupted {
-            return ExitCode::from(EXIT_INTERRUPTED);
-        }
-        // The reply port went with a failed agent (its `error` event said why).
-        return fail("the agent stopped before the turn ended");
+    let ended = match reply.map(Ended::of) {
+        Some(Ok(ended)) => ended,
+        None if interrupted => return ExitCode::from(EXIT_INTERRUPTED),
+        Some(Err(_)) if interrupted => return ExitCode::from(EXIT_INTERRUPTED),
+        Some(Err(message)) => return fail(&message),
+        None => return fail("the agent stopped before the turn ended"),
     };
-    let usage = outcome.usage();
+    let usage = ended.usage;
     info!(
         requests = usage.requests,
         prompt_tokens = usage.prompt_tokens,
@@ -285,9 +300,9 @@ async fn conclude(
         "session usage"
     );
     // A failure was already reported as an event (printed below).
-    let code = outcome.exit_code(interrupted);
-    if let TurnOutcome::Completed { final_text, .. } = outcome {
-        let text = final_text.unwrap_or_default();
+    let code = exit_code(ended.status, interrupted);
+    if ended.status == TurnStatus::Completed {
+        let text = ended.final_text.unwrap_or_default();
         if let Some(path) = last_message
             && let Err(err) = tokio::fs::write(path, format!("{text}\n")).await
         {
@@ -313,28 +328,40 @@ async fn conclude(
 /// the last event is printed.
 fn spawn_printer(
     receiver: crate::agent::EventReceiver,
-    json: bool,
-) -> std::io::Result<tokio::sync::oneshot::Receiver<()>> {
-    let (printed, done) = tokio::sync::oneshot::channel();
+    output: Output,
+) -> std::io::Result<oneshot::Receiver<()>> {
+    let (printed, done) = oneshot::channel();
     std::thread::Builder::new()
         .name("fido-events".into())
         .spawn(move || {
-            print_events(receiver, json);
+            print_events(receiver, output);
             let _ = printed.send(());
         })?;
     Ok(done)
 }
 
+/// Where the events go.
+struct Output {
+    /// Every event as one JSON line on stdout.
+    json: bool,
+    /// Progress lines on stderr (`None`: `--json` or `-q`).
+    progress: Option<progress::Progress>,
+}
+
 /// Prints events: with `--json` every event as one line on stdout (with
 /// JSON's escapes also for the C1 and bidi characters it leaves raw); errors
 /// and hooks that blocked or failed also as one sentence on stderr, for the
-/// person watching. Blocking.
-fn print_events(mut receiver: crate::agent::EventReceiver, json: bool) {
+/// person watching, and without `--json` the progress lines. Blocking.
+fn print_events(mut receiver: crate::agent::EventReceiver, output: Output) {
+    let Output { json, mut progress } = output;
     while let Some(event) = receiver.blocking_recv() {
         // Streaming text and tool output are for the live UI; the --json
         // stream (a contract) stays as it is.
         if event.kind.is_live_only() {
             continue;
+        }
+        if let Some(progress) = &mut progress {
+            progress.show(&event.kind);
         }
         if json {
             match serde_json::to_string(&event) {

@@ -11,7 +11,8 @@ use super::preamble::{ConfigWarnings, load_config};
 use super::{fail, init_logging};
 use crate::config::{Config, Overrides};
 use crate::plan::todo::{self, TodoStore};
-use crate::plan::{PlanFlavour, PlanSnapshot, PlanState, PlanStore, Status};
+use crate::plan::{PlanFlavour, PlanSnapshot, PlanStore};
+use crate::runtime::local::plan_text as render;
 use crate::text::{escape, escape_line, json_for_terminal};
 
 #[derive(Debug, Subcommand)]
@@ -178,52 +179,4 @@ fn update_plan_command(config: &Config, command: PlanCommand) -> ExitCode {
         },
         PlanCommand::Approve { .. } => fail("fido plan approve needs the todo flavour"),
     }
-}
-
-/// The plan as text for a person: every item with every field, each on
-/// its own line (a field's newlines and control characters shown escaped:
-/// the plan file is the repository's, a title cannot forge an item).
-pub fn render(state: &PlanState) -> String {
-    if state.version == 0 {
-        return "No plan yet.\n".into();
-    }
-    let mut out = format!(
-        "Plan v{} · {} · {}\n",
-        state.version,
-        escape_line(state.updated_at.as_deref().unwrap_or("never updated")),
-        escape_line(&state.reason)
-    );
-    if state.items.is_empty() {
-        out.push_str("  (empty)\n");
-    }
-    for item in &state.items {
-        let mark = match item.status {
-            Status::Pending => "[ ]",
-            Status::InProgress => "[>]",
-            Status::Blocked => "[!]",
-            Status::Done => "[x]",
-        };
-        out.push_str(&format!(
-            "  {mark} {} — {} ({})\n",
-            escape_line(&item.id),
-            escape_line(&item.title),
-            item.status.as_str()
-        ));
-        if let Some(details) = &item.details {
-            out.push_str(&format!("      details: {}\n", escape_line(details)));
-        }
-        if !item.dependencies.is_empty() {
-            out.push_str(&format!(
-                "      depends on: {}\n",
-                escape_line(&item.dependencies.join(", "))
-            ));
-        }
-        if let Some(next) = &item.next_action {
-            out.push_str(&format!("      next: {}\n", escape_line(next)));
-        }
-        for evidence in &item.evidence {
-            out.push_str(&format!("      evidence: {}\n", escape_line(evidence)));
-        }
-    }
-    out
 }

@@ -8,10 +8,19 @@ use tokio::sync::oneshot;
 
 use ractor::Actor;
 
+use std::sync::Arc;
+
 use super::*;
 use crate::agent::AgentMessage;
+use crate::agent::ops::{self, FrontDesk, LocalCommands};
+use crate::plan::todo::{self, TodoStore};
+use crate::plan::{PlanFlavour, PlanSnapshot, PlanStore};
 use crate::plan::{PlanItem, PlanState, Status};
+use crate::protocol::ApprovalPolicy;
 use crate::protocol::{Event, EventKind};
+use crate::provider::SwitchError;
+use crate::runtime::local::EngineCommands;
+use crate::store::journal::{self, Journal};
 use crate::ui::store::Entry;
 use crate::ui::{UiActor, UiArguments, UiMessage};
 
@@ -24,7 +33,7 @@ const CALL_MS: u64 = 30_000;
 /// into the commands' journal, as in a session.
 async fn ui_with_agent(
     env: crate::tools::ToolEnv,
-    commands: Arc<CliLocalCommands>,
+    commands: Arc<EngineCommands>,
 ) -> (ActorRef<UiMessage>, ActorRef<AgentMessage>) {
     use crate::agent::{AgentActor, AgentArguments, AgentDeps, Conversation};
     use crate::provider::script::ScriptProvider;
@@ -95,7 +104,8 @@ async fn plan_clear_typed_in_the_ui_empties_the_file_and_the_panel() {
     let path = dir.path().join(".fido-plan.json");
     let store = PlanStore::new(dir.path(), path.clone());
     let before = saved_plan(&store);
-    let commands = Arc::new(CliLocalCommands {
+    let commands = Arc::new(EngineCommands {
+        default_approval: ApprovalPolicy::OnRequest,
         instruction_files: Vec::new(),
         journal: None,
         config: None,
@@ -113,7 +123,7 @@ async fn plan_clear_typed_in_the_ui_empties_the_file_and_the_panel() {
     .unwrap();
 
     type_line(&ui, "/plan");
-    let rendered = Entry::Local(super::super::plan::render(&before));
+    let rendered = Entry::Local(crate::runtime::local::plan_text(&before));
     wait_for_entry(&ui, |e| *e == rendered).await;
     let shown = ractor::call_t!(ui, UiMessage::Snapshot, CALL_MS).unwrap();
     assert_eq!(shown.plan.as_ref().unwrap().items.len(), 2);
@@ -142,7 +152,8 @@ async fn plan_clear_typed_in_the_ui_empties_the_file_and_the_panel() {
 #[test]
 fn the_todo_flavour_shows_and_clears_its_own_state() {
     let dir = tempfile::tempdir().unwrap();
-    let commands = CliLocalCommands {
+    let commands = EngineCommands {
+        default_approval: ApprovalPolicy::OnRequest,
         instruction_files: Vec::new(),
         journal: None,
         config: None,
@@ -161,7 +172,8 @@ fn the_todo_flavour_shows_and_clears_its_own_state() {
     }
     let shown = commands.show().unwrap();
     let (expected, envelope) = todo::format::list_view(&commands.todos.load().unwrap().state);
-    assert_eq!(shown, expected);
+    assert_eq!(shown.text, expected);
+    assert_eq!(shown.plan, PlanSnapshot::Todo(envelope.clone()));
     let view = crate::ui::plan_view::PlanView::from_event(&PlanSnapshot::Todo(envelope)).unwrap();
     assert_eq!(view.items.len(), 2);
 
@@ -220,7 +232,8 @@ async fn undo_suspend_and_recall_from_the_ui_with_the_real_agent() {
         model: "t".into(),
     };
     let session = Arc::new(journal::create(dir.path(), &info, None).unwrap());
-    let commands = Arc::new(CliLocalCommands {
+    let commands = Arc::new(EngineCommands {
+        default_approval: ApprovalPolicy::OnRequest,
         instruction_files: Vec::new(),
         journal: Some(session.clone()),
         config: None,
@@ -327,8 +340,9 @@ async fn undo_suspend_and_recall_from_the_ui_with_the_real_agent() {
 }
 
 /// The commands of a session in `dir` whose journal is `journal`.
-fn commands_in(dir: &std::path::Path, journal: Option<Arc<Journal>>) -> CliLocalCommands {
-    CliLocalCommands {
+fn commands_in(dir: &std::path::Path, journal: Option<Arc<Journal>>) -> EngineCommands {
+    EngineCommands {
+        default_approval: ApprovalPolicy::OnRequest,
         instruction_files: Vec::new(),
         journal,
         config: None,
@@ -397,6 +411,8 @@ async fn recall_takes_a_bookmark_then_a_session_id_then_an_older_saved_file() {
         "{missing}"
     );
     let listed = tokio::task::block_in_place(|| commands.sessions()).unwrap();
+    assert!(listed[0].current && listed[0].bookmarks[0].name == "b1");
+    let listed = crate::ui::replies::sessions_text(&listed);
     let lines: Vec<&str> = listed.lines().collect();
     assert!(lines[0].contains("(this one)  kept"), "{listed}");
     assert!(lines[1].starts_with("    bookmark b1  "), "{listed}");
@@ -419,7 +435,7 @@ fn model_builds_the_same_provider_with_another_model() {
         ("FIDO_MODEL".to_string(), "first-model".to_string()),
     ];
     let config = Config::load_from(&overrides, &env).unwrap();
-    let commands = CliLocalCommands::new(&config);
+    let commands = EngineCommands::new(&config, ApprovalPolicy::OnRequest);
     let provider = commands.provider_for("second-model").unwrap();
     assert_eq!(provider.model(), "second-model");
     assert_eq!(provider.name(), "openai");

@@ -6,8 +6,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use super::{fail, init_logging};
-use crate::store::undo::UndoLog;
-use crate::workspace::Workspace;
 
 pub(super) fn run(dir: Option<PathBuf>) -> ExitCode {
     init_logging();
@@ -22,20 +20,16 @@ pub(super) fn run(dir: Option<PathBuf>) -> ExitCode {
 }
 
 /// Reverts the latest undoable change of the workspace at `root`; the text
-/// `/undo` and `fido undo` show for it, the file's name escaped.
-pub(super) fn undo_last(root: &Path) -> Result<String, String> {
-    let workspace =
-        Workspace::new(root).map_err(|e| format!("workspace {}: {e}", root.display()))?;
-    let undo = UndoLog::new(&workspace.root);
-    match undo.undo_last(&workspace) {
-        // The file's name is the repository's: escaped, it is one line
-        // and acts on no terminal.
-        Ok(Some(entry)) => Ok(format!(
+/// `fido undo` shows for it, the file's name escaped.
+fn undo_last(root: &Path) -> Result<String, String> {
+    // The file's name is the repository's: escaped, it is one line and
+    // acts on no terminal.
+    Ok(match crate::runtime::local::undo_last(root)? {
+        Some(change) => format!(
             "undone: {} of {}",
-            entry.kind,
-            crate::text::escape_line(&entry.path)
-        )),
-        Ok(None) => Ok("nothing to undo".into()),
-        Err(err) => Err(format!("cannot undo: {err}")),
-    }
+            change.kind,
+            crate::text::escape_line(&change.path)
+        ),
+        None => "nothing to undo".into(),
+    })
 }

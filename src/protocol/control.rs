@@ -46,12 +46,15 @@ pub struct RunningAgent {
     pub plan_item: Option<String>,
 }
 
-/// One subagent of the session as the TUI's `/agents` shows it: the ones
-/// that ended stay, with how they ended. In-process only (the engine's
-/// answer to `Op::ListAgents` is the text built from these).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One subagent of the session as the engine's record has it (the answer
+/// to `Op::ListAgents`): the ones that ended stay, with how they ended.
+/// The TUI's `/agents` shows them all, the control socket the running ones.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionAgent {
     pub agent_id: String,
+    /// The subagent process (`None` while it is being spawned).
+    #[serde(default)]
+    pub child_pid: Option<u32>,
     /// The last phase it reported: a final one once it ended normally.
     pub phase: SubagentPhase,
     /// Its run has not ended yet.
@@ -64,6 +67,21 @@ pub struct SessionAgent {
     /// Its last lifecycle detail, sanitised: what it is doing while it
     /// runs, its one-line result once it ended.
     pub detail: String,
+}
+
+impl SessionAgent {
+    /// How `fido agents` shows it, under the Fido process `parent_pid`.
+    pub fn running_under(&self, parent_pid: u32) -> RunningAgent {
+        RunningAgent {
+            agent_id: self.agent_id.clone(),
+            parent_pid,
+            child_pid: self.child_pid,
+            phase: self.phase.clone(),
+            elapsed_ms: self.elapsed_ms,
+            tokens: self.tokens,
+            plan_item: self.plan_item.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -18,10 +18,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use super::TurnStatus;
+use super::control::SessionAgent;
 pub use super::outcome::TurnOutcome;
 use super::plan::PlanSnapshot;
 use super::{ApprovalDecision, ApprovalPolicy, SandboxMode};
+use super::{TurnStatus, UsageTotals};
 
 /// Which submission an answer belongs to: chosen by the front end, unique
 /// per [`OpSender`] and its clones.
@@ -46,34 +47,37 @@ pub enum Op {
     /// Start a turn with this prompt: [`OpReply::TurnEnded`] when it ends.
     /// Refused (status `Failed`) while another turn runs.
     SubmitPrompt { prompt: String },
-    /// Cancel the running turn, its subagents included.
+    /// Cancel the running turn, its subagents included. No reply: the
+    /// turn's own [`OpReply::TurnEnded`] says `interrupted`.
     Interrupt,
-    /// `/cancel ID|all`, Esc: cancel one subagent (`Some(agent_id)`) or
-    /// every one (`None`); the turn goes on with their cancelled results.
+    /// `/cancel ID|all`, Esc, `fido cancel`: cancel one subagent
+    /// (`Some(agent_id)`) or every one (`None`); the turn goes on with
+    /// their cancelled results. [`OpReply::Cancelled`]: the running ones
+    /// asked to stop.
     CancelSubagent { agent_id: Option<String> },
     /// `/compact`: [`OpReply::Compacted`], or why not.
     Compact,
     /// `/model NAME`, from the next turn on: [`OpReply::ModelSwitched`]
     /// with the name the provider reports, or why not.
     SwitchModel { model: String },
-    /// `/plan`: [`OpReply::Output`], the plan as `fido plan show` prints it.
+    /// `/plan`: [`OpReply::Plan`], the normalised plan object.
     ShowPlan,
     /// `/plan clear`: [`OpReply::PlanCleared`]; the model gets the new plan
     /// on its next request.
     ClearPlan,
-    /// `/undo`: [`OpReply::Info`] saying what was reverted.
+    /// `/undo`: [`OpReply::Undone`], what was reverted.
     Undo,
-    /// `/suspend [NAME]`: [`OpReply::Info`] naming the bookmark set in the
+    /// `/suspend [NAME]`: [`OpReply::Bookmarked`], the bookmark set in the
     /// session's journal (`None`: a generated name).
     Suspend {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         name: Option<String>,
     },
-    /// `/recall [NAME]`: [`OpReply::Info`] after the conversation of the
-    /// bookmark or session `NAME` (the newest session when no name is
+    /// `/recall [NAME]`: [`OpReply::Recalled`] after the conversation of
+    /// the bookmark or session `NAME` (the newest session when no name is
     /// given) replaced the current one.
     Recall { name: Option<String> },
-    /// `/sessions`: [`OpReply::Output`], one session (or bookmark) per line.
+    /// `/sessions`: [`OpReply::Sessions`], newest first.
     ListSessions,
     /// `/changes [show|apply|discard ID]`: [`OpReply::Output`] (the open
     /// change sets, or one in full) or [`OpReply::Info`] (applied,
@@ -85,9 +89,8 @@ pub enum Op {
     },
     /// `/status`: [`OpReply::Status`].
     Status,
-    /// `/agents`: [`OpReply::Output`], every subagent of the session in
-    /// start order (status, elapsed time, tokens, plan item, one-line
-    /// result), from the engine's own record of them.
+    /// `/agents`, `fido agents`: [`OpReply::Agents`], every subagent of
+    /// the session in start order, from the engine's own record of them.
     ListAgents,
     /// `/diff`: [`OpReply::Diff`], the workspace's `git diff` (run by the
     /// engine), [`OpReply::Info`] when no tracked file changed, or why not.
@@ -101,6 +104,15 @@ pub enum Op {
     /// The person's answer to the `question_asked` event `id` (`None`:
     /// dismissed). An unknown or stale id is ignored (logged).
     Answer { id: AskId, answer: Option<String> },
+}
+
+impl Op {
+    /// Whether the engine answers this op with an `op_replied` event
+    /// (`Interrupt`, `Approve` and `Answer` are answered by what follows:
+    /// the turn's end, the call going on).
+    pub fn expects_reply(&self) -> bool {
+        !matches!(self, Op::Interrupt | Op::Approve { .. } | Op::Answer { .. })
+    }
 }
 
 super::schema::string_enum! {
@@ -123,6 +135,12 @@ pub enum OpReply {
         status: TurnStatus,
         /// What went wrong, for `Failed` and `MaxSteps`.
         error: Option<String>,
+        /// The model's final answer, when the turn completed with one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        final_text: Option<String>,
+        /// Every request of the turn, its subagents' included.
+        #[serde(default)]
+        usage: UsageTotals,
     },
     /// Whether [`Op::Compact`] cut anything (its `compacted` event says what).
     Compacted { cut: bool },
@@ -132,9 +150,27 @@ pub enum OpReply {
     PlanCleared(Box<PlanCleared>),
     /// `/status`'s settings.
     Status(StatusInfo),
-    /// A line for the transcript (`/undo`, `/suspend`, `/recall`).
+    /// The plan [`Op::ShowPlan`] found.
+    Plan(Box<PlanShown>),
+    /// The sessions of the workspace, newest first, then the
+    /// conversations older versions saved ([`Op::ListSessions`]).
+    Sessions { sessions: Vec<SessionEntry> },
+    /// Every subagent of the session, in start order ([`Op::ListAgents`]).
+    Agents { agents: Vec<SessionAgent> },
+    /// The running subagents [`Op::CancelSubagent`] asked to stop (empty:
+    /// none matched).
+    Cancelled { agent_ids: Vec<String> },
+    /// What [`Op::Undo`] reverted (`None`: nothing was left to undo).
+    Undone { change: Option<UndoneChange> },
+    /// The bookmark [`Op::Suspend`] set.
+    Bookmarked { name: String },
+    /// What [`Op::Recall`] brought back: `from` names it (`bookmark NAME
+    /// of session ID`, a session id, a saved conversation's name).
+    Recalled { from: String, messages: usize },
+    /// A line for the transcript (`/changes apply|discard`, `/diff` with
+    /// nothing to show).
     Info { text: String },
-    /// Output shown verbatim (`/plan`, `/sessions`, `/agents`).
+    /// Output shown verbatim (`/changes`, `/changes show ID`).
     Output { text: String },
     /// `/diff`: the output of `git diff`, which the front end colours.
     Diff { text: String },
@@ -148,6 +184,8 @@ impl OpReply {
         OpReply::TurnEnded {
             status: outcome.status(),
             error: outcome.error().map(str::to_string),
+            final_text: outcome.final_text().map(str::to_string),
+            usage: outcome.usage(),
         }
     }
 
@@ -183,6 +221,53 @@ pub struct StatusInfo {
     pub approval_policy: Option<ApprovalPolicy>,
     /// Project instruction files loaded into the session.
     pub instruction_files: Vec<String>,
+}
+
+/// What `/plan` found: the flavour's normalised plan object, and the
+/// same plan as `fido plan show` prints it (the `todo` flavour's text is
+/// its contract's `list` text).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanShown {
+    pub plan: PlanSnapshot,
+    /// Why the saved plan could not be used as it was (set aside, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+    pub text: String,
+}
+
+/// One session of the workspace as `/sessions` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionEntry {
+    /// Its journal's id, or an older version's saved conversation's name.
+    pub id: String,
+    /// `running`, `ended`, `interrupted`, `unreadable`; `saved` for a
+    /// conversation an older version saved.
+    pub status: String,
+    /// Its first prompt on one line, cut short (a saved one's preview).
+    pub preview: String,
+    /// This very session.
+    #[serde(default)]
+    pub current: bool,
+    /// Its `/suspend` bookmarks, oldest first.
+    #[serde(default)]
+    pub bookmarks: Vec<BookmarkEntry>,
+}
+
+/// One `/suspend` bookmark of a session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BookmarkEntry {
+    pub name: String,
+    /// When it was set (RFC 3339).
+    pub at: String,
+}
+
+/// The file change `/undo` reverted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UndoneChange {
+    /// What the change was (`write`, `patch`, `change set`, …).
+    pub kind: String,
+    /// The file (or change set) it touched, as the undo log has it.
+    pub path: String,
 }
 
 /// What `/plan clear` produced: the new plan for the panel, and one line for
@@ -229,14 +314,23 @@ pub fn op_channel() -> (OpSender, OpReceiver) {
 impl OpSender {
     /// Queues `op` without waiting: the id its answer will carry.
     pub fn send(&self, op: Op) -> Result<SubmissionId, OpRefused> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.queue
-            .try_send(Submission { id, op })
-            .map_err(|err| match err {
-                mpsc::error::TrySendError::Full(_) => OpRefused::Full,
-                mpsc::error::TrySendError::Closed(_) => OpRefused::EngineGone,
-            })?;
+        let id = self.next_id();
+        self.submit(Submission { id, op })?;
         Ok(id)
+    }
+
+    /// An id no other submission of this sender (or its clones) carries,
+    /// for a caller that must know it before the op is queued.
+    pub fn next_id(&self) -> SubmissionId {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Queues `submission` as it is, without waiting.
+    pub fn submit(&self, submission: Submission) -> Result<(), OpRefused> {
+        self.queue.try_send(submission).map_err(|err| match err {
+            mpsc::error::TrySendError::Full(_) => OpRefused::Full,
+            mpsc::error::TrySendError::Closed(_) => OpRefused::EngineGone,
+        })
     }
 }
 

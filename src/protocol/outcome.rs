@@ -116,19 +116,20 @@ impl TurnOutcome {
     /// turn (`interrupted`: a signal arrived, whatever the turn made of
     /// it), 1 for a failure (already reported as an event).
     pub fn exit_code(&self, interrupted: bool) -> u8 {
-        match self {
-            TurnOutcome::Completed { .. } => 0,
-            TurnOutcome::Interrupted { .. } => EXIT_INTERRUPTED,
-            TurnOutcome::MaxSteps { .. }
-            | TurnOutcome::Failed { .. }
-            | TurnOutcome::Looped { .. } => {
-                if interrupted {
-                    EXIT_INTERRUPTED
-                } else {
-                    1
-                }
-            }
-        }
+        exit_code(self.status(), interrupted)
+    }
+}
+
+/// `fido exec`'s exit code for a turn that ended with `status` (a looped
+/// turn's is `Failed`): 0 for an answer, 130 for an interrupted turn
+/// (`interrupted`: a signal arrived, whatever the turn made of it), 1 for
+/// a failure (already reported as an event).
+pub fn exit_code(status: TurnStatus, interrupted: bool) -> u8 {
+    match status {
+        TurnStatus::Completed => 0,
+        TurnStatus::Interrupted => EXIT_INTERRUPTED,
+        TurnStatus::MaxSteps | TurnStatus::Failed if interrupted => EXIT_INTERRUPTED,
+        TurnStatus::MaxSteps | TurnStatus::Failed => 1,
     }
 }
 

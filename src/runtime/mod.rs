@@ -1,11 +1,14 @@
 //! The composition root: a running Fido's provider (behind the gateway),
 //! catalog, tool environment, MCP servers, subagent supervisor, journal and
-//! agent actor, wired the same way for `fido exec` and the terminal UI. The
-//! command line ([`crate::cli`]) starts one [`Runtime`] per session and
-//! talks to it through the agent's ops and events.
+//! agent actor, wired the same way for every front end. A front end starts
+//! one [`Engine`] per session ([`engine`]) and talks to it only through
+//! ops and events; the local commands are answered inside it ([`local`]).
 
 mod change_watch;
+pub mod changes_view;
+pub mod engine;
 pub mod journal;
+pub mod local;
 pub mod policy;
 pub mod provider;
 mod tool_env;
@@ -17,6 +20,7 @@ use std::time::Duration;
 use ractor::ActorRef;
 use tokio::task::JoinHandle;
 
+pub use engine::{CallError, Engine, EngineCaller, FrontEnd, SessionStart};
 pub use journal::ResumeFrom;
 pub use tool_env::{ToolEnvError, tool_env};
 
@@ -33,7 +37,6 @@ use crate::protocol::EventKind;
 use crate::provider::BuildError;
 use crate::provider::gateway::Gateway;
 use crate::store::journal::{Journal, Replayed, SessionInfo};
-use crate::subagent::control::ControlServer;
 use crate::subagent::profiles::Profiles;
 use crate::subagent::supervisor::{DelegationSettings, Supervisor};
 use crate::tools::approval::Approver;
@@ -54,24 +57,22 @@ pub struct Interaction {
     pub default_delegation: DelegationPolicy,
 }
 
-pub struct Runtime {
-    pub actor: ActorRef<AgentMessage>,
+/// Everything a session runs on; only [`Engine`] holds one.
+struct Runtime {
+    actor: ActorRef<AgentMessage>,
     /// The journaled session's id (`None`: it could not be journaled).
-    pub id: Option<String>,
+    id: Option<String>,
     /// The messages a resumed session started from (empty for a new one).
-    pub resumed: Vec<crate::protocol::Message>,
+    resumed: Vec<crate::protocol::Message>,
     journal: Option<Arc<Journal>>,
     /// The MCP servers; their start-up failures are `mcp.warnings()`.
-    pub mcp: Arc<McpHub>,
+    mcp: Arc<McpHub>,
     /// The AGENTS.md files folded into the system prompt.
-    pub instructions: ProjectInstructions,
+    instructions: ProjectInstructions,
     /// The commands' sandbox, whose TMPDIR goes at shutdown.
     sandbox: Arc<crate::sandbox::CommandSandbox>,
     actor_handle: JoinHandle<()>,
     supervisor: Arc<Supervisor>,
-    /// `fido agents` / `fido cancel` reach the supervisor through it
-    /// (`None`: it could not be opened; the session runs without).
-    control: Option<ControlServer>,
     /// Tells the front end when a change set moves outside its delegation.
     change_watch: JoinHandle<()>,
 }
@@ -110,7 +111,7 @@ pub enum StartError {
 
 impl Runtime {
     /// Builds everything and starts the agent actor.
-    pub async fn start(
+    async fn start(
         config: &Config,
         interaction: Interaction,
         events: EventSink,
@@ -161,7 +162,6 @@ impl Runtime {
         .await
         .map_err(StartError::Agent)?;
         sweep_dead_sessions(config).await;
-        let control = open_control(config, &supervisor).await;
         let change_watch = change_watch::start(config.workspace.clone(), watch_events).await;
         Ok(Runtime {
             id,
@@ -173,7 +173,6 @@ impl Runtime {
             actor,
             actor_handle,
             supervisor,
-            control,
             change_watch,
         })
     }
@@ -181,7 +180,7 @@ impl Runtime {
     /// What the command sandbox warns of at start: protected paths kept
     /// by Landlock's per-entry fallback (new top-level entries then need
     /// an escalation). Where a namespace keeps them, a log line says so.
-    pub fn sandbox_warnings(&self) -> Vec<String> {
+    fn sandbox_warnings(&self) -> Vec<String> {
         use crate::sandbox::protect::Mechanism;
         match self.sandbox.protection() {
             Some(mechanism @ Mechanism::LandlockPerEntry { .. }) => vec![format!(
@@ -196,18 +195,15 @@ impl Runtime {
     }
 
     /// The session's journal (`None`: it could not be journaled), where
-    /// the TUI's `/suspend` puts its bookmarks.
-    pub fn journal(&self) -> Option<Arc<Journal>> {
+    /// `/suspend` puts its bookmarks.
+    fn journal(&self) -> Option<Arc<Journal>> {
         self.journal.clone()
     }
 
     /// Kills every subagent (waiting until each is reaped), then stops the
     /// agent.
-    pub async fn shutdown(self) {
+    async fn shutdown(self) {
         self.change_watch.abort();
-        if let Some(control) = self.control {
-            control.stop().await;
-        }
         self.supervisor.shutdown(SHUTDOWN_LIMIT).await;
         self.mcp.shutdown().await;
         self.actor.stop(None);
@@ -369,18 +365,6 @@ async fn sweep_dead_sessions(config: &Config) {
         }
     })
     .await;
-}
-
-/// The socket `fido agents` and `fido cancel` reach the supervisor
-/// through; `None` (logged) when it cannot be opened.
-async fn open_control(config: &Config, supervisor: &Arc<Supervisor>) -> Option<ControlServer> {
-    match ControlServer::start(&config.workspace, supervisor.clone()).await {
-        Ok(server) => Some(server),
-        Err(message) => {
-            tracing::warn!(%message, "fido agents and fido cancel cannot reach this session");
-            None
-        }
-    }
 }
 
 /// The conversation a session starts from (new, or the one it resumes),

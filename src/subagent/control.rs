@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::task::JoinHandle;
@@ -29,11 +30,11 @@ use crate::workspace::RUN_DIR;
 /// How long one connection may take, either side.
 const IO_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// What the socket serves: the session's supervisor.
+/// What the socket serves: the session's engine, asked through its ops.
 pub trait ControlTarget: Send + Sync {
-    fn running(&self) -> Vec<RunningAgent>;
+    fn running(&self) -> BoxFuture<'_, Vec<RunningAgent>>;
     /// Cancels `agent_id` (or every running subagent); the ids asked to stop.
-    fn cancel(&self, agent_id: Option<&str>) -> Vec<String>;
+    fn cancel<'a>(&'a self, agent_id: Option<&'a str>) -> BoxFuture<'a, Vec<String>>;
 }
 
 pub fn run_dir(workspace: &Path) -> PathBuf {
@@ -265,7 +266,7 @@ async fn answer(mut stream: UnixStream, target: &dyn ControlTarget, owner: u32) 
             }
         }
         Ok(()) => match read_request(&mut stream).await {
-            Ok(request) => handle(request, target),
+            Ok(request) => handle(request, target).await,
             Err(err) => ControlReply::Error {
                 message: err.to_string(),
             },
@@ -276,16 +277,16 @@ async fn answer(mut stream: UnixStream, target: &dyn ControlTarget, owner: u32) 
 }
 
 /// Answers one admitted request.
-pub fn handle(request: ControlRequest, target: &dyn ControlTarget) -> ControlReply {
+pub async fn handle(request: ControlRequest, target: &dyn ControlTarget) -> ControlReply {
     let parent_pid = std::process::id();
     match request {
         ControlRequest::ListAgents => ControlReply::Agents {
             version: CONTROL_VERSION,
             parent_pid,
-            agents: target.running(),
+            agents: target.running().await,
         },
         ControlRequest::Cancel { agent_id } => {
-            let agent_ids = target.cancel(agent_id.as_deref());
+            let agent_ids = target.cancel(agent_id.as_deref()).await;
             info!(?agent_ids, "cancel asked through the control socket");
             ControlReply::Cancelled {
                 version: CONTROL_VERSION,
@@ -401,13 +402,23 @@ mod tests {
         assert!(admit(Some(0), 1000).is_err(), "not even root");
     }
 
-    /// A supervisor double: fixed running agents, records cancels.
+    /// An engine double: fixed running agents, records cancels.
     struct Fake {
         cancelled: Mutex<Vec<Option<String>>>,
     }
 
     impl ControlTarget for Fake {
-        fn running(&self) -> Vec<RunningAgent> {
+        fn running(&self) -> BoxFuture<'_, Vec<RunningAgent>> {
+            Box::pin(async { self.listed() })
+        }
+
+        fn cancel<'a>(&'a self, agent_id: Option<&'a str>) -> BoxFuture<'a, Vec<String>> {
+            Box::pin(async move { self.cancelled_now(agent_id) })
+        }
+    }
+
+    impl Fake {
+        fn listed(&self) -> Vec<RunningAgent> {
             vec![RunningAgent {
                 agent_id: "subagent-00000001".into(),
                 parent_pid: std::process::id(),
@@ -419,7 +430,7 @@ mod tests {
             }]
         }
 
-        fn cancel(&self, agent_id: Option<&str>) -> Vec<String> {
+        fn cancelled_now(&self, agent_id: Option<&str>) -> Vec<String> {
             self.cancelled
                 .lock()
                 .unwrap()

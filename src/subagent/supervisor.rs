@@ -13,7 +13,6 @@ use ractor::{Actor, ActorRef};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::control::ControlTarget;
 use super::fork::build_fork;
 use crate::agent::EventSink;
 use crate::plan::PlanFlavour;
@@ -378,16 +377,6 @@ impl Supervisor {
             ];
             result
         })
-    }
-}
-
-impl ControlTarget for Supervisor {
-    fn running(&self) -> Vec<RunningAgent> {
-        self.running_agents()
-    }
-
-    fn cancel(&self, agent_id: Option<&str>) -> Vec<String> {
-        self.cancel_running_agents(agent_id)
     }
 }
 

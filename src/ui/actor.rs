@@ -30,7 +30,7 @@ use super::frame::Screen;
 use super::history::{HistoryWriter, PromptHistory};
 use super::keys::{self, Action};
 use super::store::{Direction, Entry, Store};
-use super::{diff, status_view, theme};
+use super::{diff, replies, status_view, theme};
 use crate::protocol::op::{AskId, ChangesVerb, Op, OpReply, OpSender, SubmissionId};
 use crate::protocol::{ApprovalRequest, Event, EventKind, TurnStatus};
 
@@ -401,7 +401,7 @@ fn on_reply<B: Backend>(state: &mut UiState<B>, id: SubmissionId, reply: OpReply
     }
     let store = &mut state.store;
     match reply {
-        OpReply::TurnEnded { status, error } => store.turn_replied(status, error),
+        OpReply::TurnEnded { status, error, .. } => store.turn_replied(status, error),
         OpReply::Compacted { cut: true } => return false,
         OpReply::Compacted { cut: false } => store.push(Entry::Info(
             "nothing to compact: the conversation is too short".into(),
@@ -420,12 +420,35 @@ fn on_reply<B: Backend>(state: &mut UiState<B>, id: SubmissionId, reply: OpReply
             let text = status_view::status(store, &info);
             store.push(Entry::Local(text));
         }
+        OpReply::Plan(shown) => store.push(Entry::Local(shown_plan(&shown))),
+        OpReply::Sessions { sessions } => {
+            store.push(Entry::Local(replies::sessions_text(&sessions)))
+        }
+        OpReply::Agents { agents } => store.push(Entry::Local(replies::agents_text(&agents))),
+        // The notice said so when the key was pressed.
+        OpReply::Cancelled { .. } => return false,
+        OpReply::Undone { change } => {
+            store.push(Entry::Info(replies::undone_text(change.as_ref())))
+        }
+        OpReply::Bookmarked { name } => store.push(Entry::Info(replies::bookmarked_text(&name))),
+        OpReply::Recalled { from, messages } => {
+            store.push(Entry::Info(replies::recalled_text(&from, messages)))
+        }
         OpReply::Info { text } => store.push(Entry::Info(text)),
         OpReply::Output { text } => store.push(Entry::Local(text)),
         OpReply::Diff { text } => store.push(Entry::Diff(diff::from_git(&text))),
         OpReply::Failed { message } => store.push(Entry::Error(message)),
     }
     true
+}
+
+/// `/plan`: the plan as `fido plan show` prints it, after the warning
+/// about the saved file, if any.
+fn shown_plan(shown: &crate::protocol::op::PlanShown) -> String {
+    match &shown.warning {
+        Some(warning) => format!("warning: {warning}\n{}", shown.text),
+        None => shown.text.clone(),
+    }
 }
 
 /// The reply to `id` arrived: when the queue waited for it, the next

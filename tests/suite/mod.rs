@@ -7,6 +7,7 @@ mod delegate_faults;
 mod delegate_parallel;
 mod env_policy;
 mod exec;
+mod exec_progress;
 mod fake_server;
 mod fuzz_regressions;
 mod hooks;

@@ -125,6 +125,7 @@ impl SessionRecord {
             .iter()
             .map(|agent| SessionAgent {
                 agent_id: agent.agent_id.clone(),
+                child_pid: agent.child_pid,
                 phase: agent.phase.clone(),
                 running: agent.ended_ms.is_none(),
                 elapsed_ms: agent.elapsed_ms(),

@@ -191,9 +191,7 @@ async fn slash_agents_lists_the_sessions_ended_subagents_from_the_record() {
     let before = engine.send(Op::ListAgents).unwrap();
     assert_eq!(
         reply_to(before).await,
-        OpReply::Output {
-            text: "no subagent has run in this session".into()
-        }
+        OpReply::Agents { agents: Vec::new() }
     );
     fault::arm(dir.path(), "subagent run");
     let prompt = "delegate twice".to_string();
@@ -210,9 +208,10 @@ async fn slash_agents_lists_the_sessions_ended_subagents_from_the_record() {
         "{ended:?}"
     );
     let list = engine.send(Op::ListAgents).unwrap();
-    let OpReply::Output { text } = reply_to(list).await else {
-        panic!("/agents answers with its text")
+    let OpReply::Agents { agents } = reply_to(list).await else {
+        panic!("/agents answers with the record")
     };
+    let text = crate::ui::replies::agents_text(&agents);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3, "{text}");
     assert_eq!(lines[0], "2 subagents this session, 0 running");

@@ -106,9 +106,18 @@ fn fake_engine(
 
 fn answer_locally(desk: &FrontDesk, fake: &FakeLocalCommands, id: SubmissionId, op: &Op) {
     match op {
-        Op::ShowPlan => desk.local(id, |c| OpReply::output(c.show())),
-        Op::Undo => desk.local(id, |c| OpReply::info(c.undo())),
-        Op::ListAgents => desk.list_agents(id, &fake.agents.lock().unwrap()),
+        Op::ShowPlan => desk.local(id, |c| match c.show() {
+            Ok(shown) => OpReply::Plan(Box::new(shown)),
+            Err(why) => OpReply::failed(why),
+        }),
+        Op::Undo => desk.local(id, |c| match c.undo() {
+            Ok(change) => OpReply::Undone { change },
+            Err(why) => OpReply::failed(why),
+        }),
+        Op::ListAgents => {
+            let agents = fake.agents.lock().unwrap().clone();
+            desk.reply(id, OpReply::Agents { agents });
+        }
         Op::Diff => desk.diff(id, fake.workspace.lock().unwrap().clone()),
         _ => desk.local(id, |c| match c.clear() {
             Ok(cleared) => OpReply::PlanCleared(Box::new(cleared)),
@@ -175,15 +184,22 @@ struct FakeLocalCommands {
 }
 
 impl LocalCommands for FakeLocalCommands {
-    fn undo(&self) -> Result<String, CommandError> {
+    fn undo(&self) -> Result<Option<crate::protocol::op::UndoneChange>, CommandError> {
         if let Some(gate) = self.undo_gate.lock().unwrap().take() {
             let _ = gate.recv();
         }
-        Ok("undone: write of a.txt".into())
+        Ok(Some(crate::protocol::op::UndoneChange {
+            kind: "write".into(),
+            path: "a.txt".into(),
+        }))
     }
 
-    fn show(&self) -> Result<String, CommandError> {
-        Ok("Plan v1 · now · test\n  [ ] a — A (pending)\n".into())
+    fn show(&self) -> Result<crate::protocol::op::PlanShown, CommandError> {
+        Ok(crate::protocol::op::PlanShown {
+            plan: crate::plan::PlanSnapshot::UpdatePlan(crate::plan::PlanState::empty()),
+            warning: None,
+            text: "Plan v1 · now · test\n  [ ] a — A (pending)\n".into(),
+        })
     }
 
     fn clear(&self) -> Result<PlanCleared, CommandError> {
@@ -688,6 +704,7 @@ async fn slash_agents_shows_the_engines_list_of_the_session() {
     let mut h = start().await;
     let agent = |id: &str, phase: &str, elapsed_ms: u64, tokens: u64| SessionAgent {
         agent_id: id.into(),
+        child_pid: None,
         phase: phase.into(),
         running: false,
         elapsed_ms,

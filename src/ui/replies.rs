@@ -1,9 +1,54 @@
-//! `/agents` (`Op::ListAgents`): the engine's text of every subagent of
-//! the session, from the supervisor's record of them, so the front end
-//! shows it verbatim and keeps no list of its own.
+//! How the TUI lays out the engine's typed answers to the local commands
+//! (`/agents`, `/sessions`, `/undo`, `/suspend`, `/recall`): the same text
+//! the engine used to send, so the screen reads as before.
 
 use crate::protocol::control::SessionAgent;
+use crate::protocol::op::{SessionEntry, UndoneChange};
 use crate::text;
+
+/// `/sessions`: one session per line (the current one marked), its
+/// bookmarks under it, then the conversations older versions saved.
+pub fn sessions_text(sessions: &[SessionEntry]) -> String {
+    if sessions.is_empty() {
+        return "no sessions yet".into();
+    }
+    let mut lines = Vec::new();
+    for s in sessions {
+        let this = if s.current { " (this one)" } else { "" };
+        lines.push(format!("{}  {}{this}  {}", s.id, s.status, s.preview));
+        lines.extend(
+            s.bookmarks
+                .iter()
+                .map(|b| format!("    bookmark {}  {}", b.name, b.at)),
+        );
+    }
+    lines.join("\n")
+}
+
+/// `/undo`: what was reverted; the file's name is the repository's, so
+/// it is escaped to one line that acts on no terminal.
+pub fn undone_text(change: Option<&UndoneChange>) -> String {
+    match change {
+        Some(change) => format!(
+            "undone: {} of {}",
+            change.kind,
+            text::escape_line(&change.path)
+        ),
+        None => "nothing to undo".into(),
+    }
+}
+
+/// `/suspend`: the bookmark set.
+pub fn bookmarked_text(name: &str) -> String {
+    format!("bookmarked as {name}; /recall {name} brings the conversation back to this point")
+}
+
+/// `/recall`: what came back.
+pub fn recalled_text(from: &str, messages: usize) -> String {
+    format!(
+        "recalled {messages} messages from {from}; the workspace plan was kept and re-delivered to the model"
+    )
+}
 
 /// Every subagent of the session, in start order: status, elapsed time,
 /// tokens, the plan item, and a one-line result (or what it is doing now).
@@ -51,6 +96,7 @@ mod tests {
     fn agent(id: &str, phase: &str, running: bool, elapsed_ms: u64, tokens: u64) -> SessionAgent {
         SessionAgent {
             agent_id: id.into(),
+            child_pid: None,
             phase: SubagentPhase::parse(phase),
             running,
             elapsed_ms,
