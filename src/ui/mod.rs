@@ -34,6 +34,7 @@ pub mod layout;
 pub mod markdown;
 pub mod marks;
 pub mod plan_view;
+pub mod rows;
 pub mod status_view;
 pub mod store;
 pub mod terminal;
