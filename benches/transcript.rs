@@ -110,7 +110,9 @@ fn main() -> ExitCode {
 
 /// The answer: a million short lines, about 5 MB.
 fn short_lines() -> Vec<EventKind> {
-    let text: String = (0..1_000_000).map(|n| format!("{:04}\n", n % 10_000)).collect();
+    let text: String = (0..1_000_000)
+        .map(|n| format!("{:04}\n", n % 10_000))
+        .collect();
     answer(format!("{text}last line"))
 }
 
@@ -240,18 +242,17 @@ fn frames(
     Sorted::new(times)
 }
 
-/// The bottom row of the transcript that holds text.
-fn last_text_row(terminal: &Terminal<TestBackend>) -> String {
+/// The bottom row of the transcript's area that holds text.
+fn last_text_row(terminal: &Terminal<TestBackend>, screen: &mut Screen, store: &Store) -> String {
+    let area = screen.layout(store, store.size).transcript;
     let buffer = terminal.backend().buffer();
-    let width = usize::from(buffer.area.width);
-    let rows: Vec<String> = buffer
-        .content
-        .chunks(width)
-        .map(|row| row.iter().map(|cell| cell.symbol()).collect())
-        .collect();
-    rows.iter()
+    (area.top()..area.bottom())
         .rev()
-        .skip(3)
+        .map(|y| {
+            (area.left()..area.right())
+                .filter_map(|x| buffer.cell((x, y)).map(|cell| cell.symbol()))
+                .collect::<String>()
+        })
         .find(|row| !row.trim().is_empty())
         .map(|row| row.trim().to_string())
         .unwrap_or_default()
@@ -272,7 +273,10 @@ fn run(name: &str, events: &[EventKind]) -> bool {
     let mut stream_frames = Vec::new();
     for event in events {
         store.apply(event, now);
-        if matches!(event, EventKind::AssistantDelta { .. } | EventKind::ToolOutput { .. }) {
+        if matches!(
+            event,
+            EventKind::AssistantDelta { .. } | EventKind::ToolOutput { .. }
+        ) {
             stream_frames.push(draw(&mut terminal, &mut screen, &mut store));
         }
     }
@@ -280,7 +284,7 @@ fn run(name: &str, events: &[EventKind]) -> bool {
     let finished = draw(&mut terminal, &mut screen, &mut store);
     let streamed = started.elapsed();
     let peak = PEAK.load(Ordering::Relaxed) - baseline;
-    let last = last_text_row(&terminal);
+    let last = last_text_row(&terminal, &mut screen, &store);
     let bottom = frames(&mut terminal, &mut screen, &mut store, |_| {});
     let retained = CURRENT.load(Ordering::Relaxed).saturating_sub(baseline);
     let top = frames(&mut terminal, &mut screen, &mut store, |store| {
@@ -296,7 +300,7 @@ fn run(name: &str, events: &[EventKind]) -> bool {
     store.size = RESIZED;
     let mut resized_terminal = test_terminal(RESIZED);
     let resize = draw(&mut resized_terminal, &mut screen, &mut store);
-    let resized_last = last_text_row(&resized_terminal);
+    let resized_last = last_text_row(&resized_terminal, &mut screen, &store);
     let after_resize = CURRENT.load(Ordering::Relaxed).saturating_sub(baseline);
     let peak_all = PEAK.load(Ordering::Relaxed) - baseline;
     drop((store, screen, terminal, resized_terminal));

@@ -180,10 +180,7 @@ impl Rows {
     }
 
     fn style(&self, index: u32) -> Style {
-        self.styles
-            .get(index as usize)
-            .copied()
-            .unwrap_or_default()
+        self.styles.get(index as usize).copied().unwrap_or_default()
     }
 
     /// Rows `from..to` (cut to the rows there are) as lines.
@@ -262,7 +259,11 @@ mod tests {
             ]),
             Line::default(),
             Line::styled("dim line", theme::dim()).right_aligned(),
-            Line::from(vec![Span::raw("e"), Span::raw("\u{301}"), Span::raw("日本")]),
+            Line::from(vec![
+                Span::raw("e"),
+                Span::raw("\u{301}"),
+                Span::raw("日本"),
+            ]),
             Line::from(vec![Span::raw(""), Span::styled("x", theme::error())]),
         ];
         let rows = Rows::from(lines.as_slice());
@@ -273,7 +274,11 @@ mod tests {
             assert_eq!(back.style, line.style);
             assert_eq!(back.alignment, line.alignment);
         }
-        assert_eq!(rows.line(0).spans.len(), 3, "plain ASCII of one style joins");
+        assert_eq!(
+            rows.line(0).spans.len(),
+            3,
+            "plain ASCII of one style joins"
+        );
         assert_eq!(rows.line(3).spans.len(), 3, "a combining mark stays apart");
         assert_eq!(rows.line(99), Line::default());
     }
@@ -289,7 +294,11 @@ mod tests {
         );
         let mut all = first.clone();
         all.append(&second);
-        let expected: Vec<Line<'static>> = first.to_lines().into_iter().chain(second.to_lines()).collect();
+        let expected: Vec<Line<'static>> = first
+            .to_lines()
+            .into_iter()
+            .chain(second.to_lines())
+            .collect();
         assert_eq!(all.to_lines(), expected);
         assert_eq!(all.line(2).spans[0].style, theme::error());
     }
@@ -306,6 +315,10 @@ mod tests {
         }
         rows.shrink_to_fit();
         let text = line.to_string().len() * 1000;
-        assert!(rows.heap_bytes() < text + 1000 * 32, "{}", rows.heap_bytes());
+        assert!(
+            rows.heap_bytes() < text + 1000 * 32,
+            "{}",
+            rows.heap_bytes()
+        );
     }
 }

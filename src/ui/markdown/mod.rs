@@ -9,9 +9,10 @@
 //! between grapheme clusters, never inside one.
 
 mod highlight;
+mod pieces;
 mod table;
 
-use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
+use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Tag, TagEnd};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 
@@ -35,11 +36,7 @@ pub fn render_rows(text: &str, width: usize) -> Rows {
 
 fn render_into<S: LineSink>(text: &str, width: usize, out: S) -> S {
     let mut renderer = Renderer::new(width.max(1), out);
-    let options =
-        Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
-    for event in Parser::new_ext(text, options) {
-        renderer.event(event);
-    }
+    pieces::parse(text, |event| renderer.event(event));
     renderer.finish()
 }
 

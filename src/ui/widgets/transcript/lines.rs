@@ -91,6 +91,18 @@ impl LineCache {
         self.held
     }
 
+    /// Heap bytes of the rows held: the entries' and the streaming text's.
+    pub fn held_bytes(&self) -> usize {
+        let slots: usize = self
+            .slots
+            .iter()
+            .filter_map(|slot| slot.lines.as_ref())
+            .map(Rows::heap_bytes)
+            .sum();
+        let live: usize = self.live.parts().iter().map(|part| part.heap_bytes()).sum();
+        slots + live + self.marker.heap_bytes() + self.slots.capacity() * size_of::<Slot>()
+    }
+
     /// The whole transcript's lines at the width of the last sync.
     pub fn total(&self) -> usize {
         self.marker.len() + self.entry_lines + self.live.len()
@@ -199,12 +211,7 @@ impl LineCache {
 
     /// The streamed lines, when entry `index` is the message they were
     /// rendered for.
-    fn adopted(
-        &mut self,
-        store: &Store,
-        index: usize,
-        revision: u64,
-    ) -> Option<Rows> {
+    fn adopted(&mut self, store: &Store, index: usize, revision: u64) -> Option<Rows> {
         let adoption = store.adopted_live()?;
         let matches = adoption.entry == self.base + index
             && adoption.revision == revision
@@ -346,4 +353,60 @@ fn dropped_note(dropped: usize, session: Option<&str>) -> String {
         None => String::new(),
     };
     format!("… {dropped} earlier entries not kept in memory; see the session journal{journal}")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use ratatui::text::Line;
+
+    use super::*;
+    use crate::protocol::EventKind;
+
+    /// What `lines` cost as `Line`s with their own spans (how the cache
+    /// held them before it held [`Rows`]).
+    fn as_lines_bytes(lines: &[Line<'_>]) -> usize {
+        lines
+            .iter()
+            .map(|line| {
+                size_of::<Line>()
+                    + line.spans.capacity() * size_of::<ratatui::text::Span>()
+                    + line.spans.iter().map(|s| s.content.len()).sum::<usize>()
+            })
+            .sum()
+    }
+
+    #[test]
+    fn a_streamed_answer_of_short_lines_is_held_in_about_its_own_size() {
+        let text: String = (0..200_000)
+            .map(|n| format!("{:04}\n", n % 10_000))
+            .collect();
+        let mut store = Store::new((120, 40));
+        let mut cache = LineCache::default();
+        store.begin_turn("answer");
+        let now = Instant::now();
+        for piece in text.as_bytes().chunks(3000) {
+            let piece = String::from_utf8_lossy(piece).into_owned();
+            store.apply(&EventKind::AssistantDelta { text: piece }, now);
+            cache.sync(&store, 118);
+            let total = cache.total();
+            cache.window(&store, total.saturating_sub(40), total);
+        }
+        store.apply(&EventKind::AssistantText { text: text.clone() }, now);
+        cache.sync(&store, 118);
+        let total = cache.total();
+        let shown = cache.window(&store, total - 40, total);
+        let last = shown.last().map(|l| l.to_string()).unwrap_or_default();
+        assert!(last.ends_with("9997 9998 9999"), "{last}");
+        let held = cache.held_bytes();
+        assert!(
+            held < 2 * text.len(),
+            "{held} bytes held for {} of text",
+            text.len()
+        );
+        // The same lines as `Line`s cost many times their text.
+        let lines = crate::ui::markdown::render(&text, 118);
+        assert!(as_lines_bytes(&lines) > 10 * text.len());
+    }
 }
