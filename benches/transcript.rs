@@ -90,10 +90,13 @@ fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
 }
 
+/// Makes the events of one case.
+type Case = fn() -> Vec<EventKind>;
+
 fn main() -> ExitCode {
     // The code block is reported, not gated: its parse is not cut in
     // pieces yet (tests/RELIABILITY.md says so).
-    let cases: [(&str, fn() -> Vec<EventKind>, bool); 4] = [
+    let cases: [(&str, Case, bool); 4] = [
         ("1M short lines", short_lines, true),
         ("Markdown answer", markdown_answer, true),
         ("1M-line code block", code_block, false),
