@@ -35,6 +35,7 @@ pub mod markdown;
 pub mod marks;
 pub mod plan_view;
 pub mod replies;
+pub mod rows;
 pub mod status_view;
 pub mod store;
 pub mod terminal;

@@ -39,16 +39,34 @@ pub fn truncate(text: &str, max: usize) -> String {
 
 /// Wraps styled segments into lines at most `width` cells wide.
 pub fn wrap(segments: &[(&str, Style)], max_width: usize, indent: usize) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
+    wrap_each(segments.iter().copied(), max_width, indent, |line| {
+        lines.push(line);
+    });
+    lines
+}
+
+/// Wraps styled segments as [`wrap`] does, handing each line to `emit` as
+/// soon as it is done: a long paragraph never holds all its lines at once.
+pub fn wrap_each<'a>(
+    segments: impl IntoIterator<Item = (&'a str, Style)>,
+    max_width: usize,
+    indent: usize,
+    mut emit: impl FnMut(Line<'static>),
+) {
     let mut out = Wrapper::new(max_width.max(1), indent.min(max_width / 2));
     for (text, style) in segments {
         for (i, paragraph) in text.split('\n').enumerate() {
             if i > 0 {
                 out.break_line(false);
             }
-            out.push_text(paragraph, *style);
+            out.push_text(paragraph, style);
+            for line in out.lines.drain(..) {
+                emit(line);
+            }
         }
     }
-    out.finish()
+    emit(out.finish());
 }
 
 /// Wraps plain text in one style.
@@ -162,30 +180,26 @@ impl Wrapper {
         }
     }
 
-    fn finish(mut self) -> Vec<Line<'static>> {
-        let spans = std::mem::take(&mut self.current);
-        self.lines.push(Line::from(spans));
-        self.lines
+    /// The last line (the others went to `lines` as they were done).
+    fn finish(mut self) -> Line<'static> {
+        Line::from(std::mem::take(&mut self.current))
     }
 }
 
 /// Splits text into runs of spaces and runs of non-spaces.
-fn pieces(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    let mut in_space = None;
-    for (i, c) in text.char_indices() {
-        let space = c == ' ';
-        if in_space.is_some_and(|s| s != space) {
-            out.push(&text[start..i]);
-            start = i;
-        }
-        in_space = Some(space);
-    }
-    if start < text.len() {
-        out.push(&text[start..]);
-    }
-    out
+fn pieces(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        let first = rest.chars().next()?;
+        let space = first == ' ';
+        let end = rest
+            .char_indices()
+            .find(|&(_, c)| (c == ' ') != space)
+            .map_or(rest.len(), |(i, _)| i);
+        let (piece, after) = rest.split_at(end);
+        rest = after;
+        Some(piece)
+    })
 }
 
 #[cfg(test)]

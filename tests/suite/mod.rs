@@ -31,4 +31,5 @@ mod trust;
 mod tui;
 mod tui_approval;
 mod tui_daily;
+mod tui_memory;
 mod write_delegation;

@@ -9,25 +9,94 @@
 //! between grapheme clusters, never inside one.
 
 mod highlight;
+mod pieces;
 mod table;
 
-use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
+use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Tag, TagEnd};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 
+use super::rows::{LineSink, Rows};
 use super::theme;
-use super::wrap::{width as text_width, wrap};
+use super::wrap::{width as text_width, wrap_each};
 pub use highlight::Highlighter;
 
 /// `text` rendered at `width` cells.
 pub fn render(text: &str, width: usize) -> Vec<Line<'static>> {
-    let mut renderer = Renderer::new(width.max(1));
-    let options =
-        Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
-    for event in Parser::new_ext(text, options) {
-        renderer.event(event);
-    }
+    render_into(text, width, Vec::new())
+}
+
+/// `text` rendered at `width` cells, kept compactly: the same lines as
+/// [`render`], without ever holding them all as `Line`s.
+pub fn render_rows(text: &str, width: usize) -> Rows {
+    let mut rows = render_into(text, width, Rows::new());
+    rows.shrink_to_fit();
+    rows
+}
+
+fn render_into<S: LineSink>(text: &str, width: usize, out: S) -> S {
+    let mut renderer = Renderer::new(width.max(1), out);
+    pieces::parse(text, |event| renderer.event(event));
     renderer.finish()
+}
+
+/// The inline text of the block being built: its segments as the parser
+/// gave them (the wrapper breaks between them), in one string. A paragraph
+/// of a million short lines is two million segments: 8 bytes each here,
+/// where a `(String, Style)` with its own allocation cost ten times that.
+#[derive(Debug, Default)]
+struct Inline {
+    text: String,
+    /// Per segment: where it ends in `text`, and its index in `styles`.
+    segments: Vec<(u32, u32)>,
+    styles: Vec<Style>,
+}
+
+impl Inline {
+    fn push(&mut self, text: &str, style: Style) {
+        let index = match self.styles.iter().rposition(|known| *known == style) {
+            Some(index) => index,
+            None => {
+                self.styles.push(style);
+                self.styles.len() - 1
+            }
+        };
+        self.text.push_str(text);
+        let end = u32::try_from(self.text.len()).unwrap_or(u32::MAX);
+        let index = u32::try_from(index).unwrap_or(u32::MAX);
+        self.segments.push((end, index));
+    }
+
+    fn is_empty(&self) -> bool {
+        self.segments.is_empty()
+    }
+
+    /// Segment `index`'s text (empty past the end).
+    fn text_of(&self, index: usize) -> &str {
+        let start = match index.checked_sub(1) {
+            Some(previous) => self.segments.get(previous).map_or(0, |s| s.0 as usize),
+            None => 0,
+        };
+        let end = self.segments.get(index).map_or(start, |s| s.0 as usize);
+        self.text.get(start..end).unwrap_or_default()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&str, Style)> {
+        self.segments.iter().enumerate().map(|(index, (_, style))| {
+            let style = self.styles.get(*style as usize).copied();
+            (self.text_of(index), style.unwrap_or_default())
+        })
+    }
+
+    /// The text of the last `count` segments.
+    fn tail(&self, count: usize) -> &str {
+        let first = self.segments.len().saturating_sub(count);
+        let start = match first.checked_sub(1) {
+            Some(previous) => self.segments[previous].0 as usize,
+            None => 0,
+        };
+        self.text.get(start..).unwrap_or_default()
+    }
 }
 
 /// A block that prefixes the lines inside it.
@@ -48,11 +117,11 @@ struct CodeBlock {
     text: String,
 }
 
-struct Renderer {
+struct Renderer<S> {
     width: usize,
-    out: Vec<Line<'static>>,
+    out: S,
     /// Inline text of the block being built.
-    inline: Vec<(String, Style)>,
+    inline: Inline,
     /// Inline styles in force (emphasis, links, headings).
     styles: Vec<Style>,
     containers: Vec<Container>,
@@ -65,12 +134,12 @@ struct Renderer {
     gap: bool,
 }
 
-impl Renderer {
-    fn new(width: usize) -> Renderer {
+impl<S: LineSink> Renderer<S> {
+    fn new(width: usize, out: S) -> Renderer<S> {
         Renderer {
             width,
-            out: Vec::new(),
-            inline: Vec::new(),
+            out,
+            inline: Inline::default(),
             styles: Vec::new(),
             containers: Vec::new(),
             lists: Vec::new(),
@@ -97,7 +166,7 @@ impl Renderer {
             table.text(text, style);
             return;
         }
-        self.inline.push((text.to_string(), style));
+        self.inline.push(text, style);
     }
 
     fn event(&mut self, event: Event<'_>) {
@@ -109,7 +178,7 @@ impl Renderer {
                 let style = self.style().patch(theme::inline_code());
                 match &mut self.table {
                     Some(table) => table.text(&code, style),
-                    None => self.inline.push((code.to_string(), style)),
+                    None => self.inline.push(&code, style),
                 }
             }
             Event::SoftBreak => self.text(" "),
@@ -118,16 +187,15 @@ impl Renderer {
                 self.flush();
                 self.block_start();
                 let rule = "─".repeat(self.width.saturating_sub(self.prefix_width()).max(1));
-                self.emit(vec![(rule, theme::dim())], 0);
+                self.emit([(rule.as_str(), theme::dim())], 0);
                 self.gap = true;
             }
             Event::TaskListMarker(done) => {
                 let marker = if done { "[x] " } else { "[ ] " };
-                self.inline.push((marker.into(), theme::dim()));
+                self.inline.push(marker, theme::dim());
             }
             Event::Html(html) | Event::InlineHtml(html) => {
-                let html = html.trim_end_matches('\n').to_string();
-                self.inline.push((html, theme::dim()));
+                self.inline.push(html.trim_end_matches('\n'), theme::dim());
             }
             Event::FootnoteReference(name) => self.text(&format!("[^{name}]")),
             Event::InlineMath(math) | Event::DisplayMath(math) => self.text(&math),
@@ -296,23 +364,14 @@ impl Renderer {
 
     /// ` (url)` after a link's text, unless the text is the URL.
     fn link_url(&mut self, url: String) {
-        let shown: String = self
-            .inline
-            .iter()
-            .rev()
-            .take(4)
-            .map(|(text, _)| text.as_str())
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect();
+        let shown = self.inline.tail(4);
         if url.is_empty() || shown.ends_with(&url) || url.starts_with('#') {
             return;
         }
         let piece = (format!(" ({url})"), theme::dim());
         match &mut self.table {
             Some(table) => table.text(&piece.0, piece.1),
-            None => self.inline.push(piece),
+            None => self.inline.push(&piece.0, piece.1),
         }
     }
 
@@ -328,9 +387,8 @@ impl Renderer {
         let text = code.text.strip_suffix('\n').unwrap_or(&code.text);
         for line in text.split('\n') {
             let pieces = code.highlighter.line(line);
-            let mut segments = vec![("  ".to_string(), Style::new())];
-            segments.extend(pieces);
-            self.emit(segments, 2);
+            let segments = pieces.iter().map(|(text, style)| (text.as_str(), *style));
+            self.emit(std::iter::once(("  ", Style::new())).chain(segments), 2);
         }
     }
 
@@ -341,7 +399,7 @@ impl Renderer {
         }
         let inline = std::mem::take(&mut self.inline);
         // Trailing spaces of a block (before a list item's sublist) go.
-        self.emit(inline, 0);
+        self.emit(inline.iter(), 0);
     }
 
     fn prefix_width(&self) -> usize {
@@ -378,12 +436,11 @@ impl Renderer {
         spans
     }
 
-    fn emit(&mut self, segments: Vec<(String, Style)>, indent: usize) {
+    fn emit<'a>(&mut self, segments: impl IntoIterator<Item = (&'a str, Style)>, indent: usize) {
         let width = self.width.saturating_sub(self.prefix_width()).max(1);
-        let borrowed: Vec<(&str, Style)> = segments.iter().map(|(t, s)| (t.as_str(), *s)).collect();
-        for line in wrap(&borrowed, width, indent) {
+        wrap_each(segments, width, indent, |line| {
             self.emit_line(line.spans, false);
-        }
+        });
     }
 
     /// One line with the containers' prefix.
@@ -399,17 +456,17 @@ impl Renderer {
             }
         }
         line.extend(spans);
-        self.out.push(Line::from(line));
+        self.out.push_line(Line::from(line));
     }
 
-    fn finish(mut self) -> Vec<Line<'static>> {
+    fn finish(mut self) -> S {
         if let Some(code) = self.code.take() {
             // An unclosed fence (mid-stream): show what there is.
             self.code_block(code);
         }
         self.flush();
         if self.out.is_empty() {
-            self.out.push(Line::default());
+            self.out.push_line(Line::default());
         }
         self.out
     }

@@ -7,6 +7,7 @@ use ratatui::text::{Line, Span};
 
 use crate::ui::diff::{self, DiffLine};
 use crate::ui::markdown;
+use crate::ui::rows::Rows;
 use crate::ui::store::{Entry, ToolDetail, ToolResultView};
 use crate::ui::theme;
 use crate::ui::wrap::{truncate, wrap, wrap_plain};
@@ -17,6 +18,23 @@ pub const FOLDED_LINES: usize = 12;
 pub const FOLDED_OUTPUT_LINES: usize = 4;
 /// The key that opens folded output (said in the fold line).
 pub const EXPAND_KEY: &str = "Ctrl+O";
+
+/// The lines of `entry` at `width`, kept compactly (what the transcript
+/// holds): the same lines as [`lines`], and a long answer is never held as
+/// `Line`s whole.
+pub fn rows(entry: &Entry, width: usize, first: bool, expanded: bool) -> Rows {
+    let Entry::Assistant(text) = entry else {
+        return Rows::from(lines(entry, width, first, expanded).as_slice());
+    };
+    let answer = markdown::render_rows(text, width);
+    if first {
+        return answer;
+    }
+    let mut rows = Rows::new();
+    rows.push(&Line::default());
+    rows.append(&answer);
+    rows
+}
 
 /// The lines of `entry` at `width`; `first` is the transcript's first
 /// entry (no blank line before it).

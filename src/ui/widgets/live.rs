@@ -13,6 +13,7 @@
 use ratatui::text::Line;
 
 use crate::ui::markdown;
+use crate::ui::rows::Rows;
 
 /// Longest unfinished tail re-rendered per frame.
 pub const FORCE_SPLIT_BYTES: usize = 16 * 1024;
@@ -21,7 +22,7 @@ pub const FORCE_SPLIT_BYTES: usize = 16 * 1024;
 pub struct LiveLines {
     /// Bytes of the text rendered into `done`.
     done_bytes: usize,
-    done: Vec<Line<'static>>,
+    done: Rows,
     /// The fence line open at `done_bytes` (a cut inside a code block).
     open_fence: Option<String>,
     /// The last cut was at a blank line: a blank line goes before the tail.
@@ -29,9 +30,9 @@ pub struct LiveLines {
     /// Some cut was forced (not at a blank line).
     forced: bool,
     /// The blank line between the entries and the streaming text.
-    gap: Vec<Line<'static>>,
+    gap: Rows,
     /// The unfinished tail, rendered; `None` after the text changed.
-    tail: Option<Vec<Line<'static>>>,
+    tail: Option<Rows>,
 }
 
 impl LiveLines {
@@ -49,22 +50,21 @@ impl LiveLines {
         if text.len() < self.done_bytes || text.is_empty() {
             self.reset();
         }
-        self.gap = if text.is_empty() || first {
-            Vec::new()
-        } else {
-            vec![Line::default()]
-        };
+        self.gap = Rows::new();
+        if !text.is_empty() && !first {
+            self.gap.push(&Line::default());
+        }
         if text.is_empty() || self.tail.is_some() {
             return;
         }
         self.cut(text, width);
         let tail = &text[self.done_bytes..];
-        let mut lines = Vec::new();
+        let mut lines = Rows::new();
         if !tail.trim().is_empty() {
             if self.gap_after_done && !self.done.is_empty() {
-                lines.push(Line::default());
+                lines.push(&Line::default());
             }
-            lines.extend(self.render(tail, width));
+            lines.append(&self.render(tail, width));
         }
         self.tail = Some(lines);
     }
@@ -84,10 +84,10 @@ impl LiveLines {
         let block = &rest[..split];
         if !block.trim().is_empty() {
             if self.gap_after_done && !self.done.is_empty() {
-                self.done.push(Line::default());
+                self.done.push(&Line::default());
             }
             let lines = self.render(block, width);
-            self.done.extend(lines);
+            self.done.append(&lines);
         }
         self.open_fence = fence_after(block, self.open_fence.take());
         self.done_bytes += split + usize::from(!at_blank);
@@ -95,15 +95,15 @@ impl LiveLines {
         self.forced |= !at_blank;
     }
 
-    fn render(&self, text: &str, width: usize) -> Vec<Line<'static>> {
+    fn render(&self, text: &str, width: usize) -> Rows {
         match &self.open_fence {
-            Some(fence) => markdown::render(&format!("{fence}\n{text}"), width),
-            None => markdown::render(text, width),
+            Some(fence) => markdown::render_rows(&format!("{fence}\n{text}"), width),
+            None => markdown::render_rows(text, width),
         }
     }
 
     pub fn len(&self) -> usize {
-        self.gap.len() + self.done.len() + self.tail.as_ref().map_or(0, Vec::len)
+        self.gap.len() + self.done.len() + self.tail.as_ref().map_or(0, Rows::len)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -111,21 +111,19 @@ impl LiveLines {
     }
 
     /// The parts in order, for drawing a window of them.
-    pub fn parts(&self) -> [&[Line<'static>]; 3] {
-        [
-            &self.gap,
-            &self.done,
-            self.tail.as_deref().unwrap_or_default(),
-        ]
+    pub fn parts(&self) -> [&Rows; 3] {
+        const NONE: &Rows = &Rows::EMPTY;
+        [&self.gap, &self.done, self.tail.as_ref().unwrap_or(NONE)]
     }
 
     /// All the lines, when they are up to date and were cut only at blank
     /// lines (then they are what rendering the whole text gives).
-    pub fn take_whole(&mut self) -> Option<Vec<Line<'static>>> {
+    pub fn take_whole(&mut self) -> Option<Rows> {
         let tail = self.tail.take().filter(|_| !self.forced)?;
         let mut lines = std::mem::take(&mut self.gap);
-        lines.append(&mut self.done);
-        lines.extend(tail);
+        lines.append(&self.done);
+        lines.append(&tail);
+        lines.shrink_to_fit();
         self.reset();
         Some(lines)
     }
@@ -163,7 +161,8 @@ mod tests {
     fn text_of(live: &LiveLines) -> Vec<String> {
         live.parts()
             .iter()
-            .flat_map(|part| part.iter().map(|line| line.to_string()))
+            .flat_map(|part| part.to_lines())
+            .map(|line| line.to_string())
             .collect()
     }
 

@@ -12,9 +12,12 @@ use ratatui::text::Line;
 
 use super::super::entry;
 use super::super::live::LiveLines;
+use crate::ui::rows::Rows;
 use crate::ui::store::Store;
 use crate::ui::theme;
 use crate::ui::wrap::wrap_plain;
+
+static NO_ROWS: Rows = Rows::EMPTY;
 
 /// Lines held at most, apart from the entries on screen (one entry taller
 /// than the budget, on screen, is held whole).
@@ -26,7 +29,7 @@ struct Slot {
     revision: u64,
     height: usize,
     /// `None` once given up for the budget.
-    lines: Option<Vec<Line<'static>>>,
+    lines: Option<Rows>,
 }
 
 /// Rendered lines of the transcript at one width.
@@ -46,7 +49,7 @@ pub struct LineCache {
     /// Entry numbers on screen at the last window (kept from eviction).
     on_screen: Option<(usize, usize)>,
     /// The line saying how many entries were dropped, and that count.
-    marker: Vec<Line<'static>>,
+    marker: Rows,
     marker_for: usize,
     /// Lines taken from the top (dropped entries) minus lines added there,
     /// since [`LineCache::take_top_shift`].
@@ -75,7 +78,7 @@ impl LineCache {
             held: 0,
             budget,
             on_screen: None,
-            marker: Vec::new(),
+            marker: Rows::new(),
             marker_for: 0,
             top_shift: 0,
             live: LiveLines::default(),
@@ -86,6 +89,18 @@ impl LineCache {
     /// Lines held now (the budget's measure).
     pub fn held_lines(&self) -> usize {
         self.held
+    }
+
+    /// Heap bytes of the rows held: the entries' and the streaming text's.
+    pub fn held_bytes(&self) -> usize {
+        let slots: usize = self
+            .slots
+            .iter()
+            .filter_map(|slot| slot.lines.as_ref())
+            .map(Rows::heap_bytes)
+            .sum();
+        let live: usize = self.live.parts().iter().map(|part| part.heap_bytes()).sum();
+        slots + live + self.marker.heap_bytes() + self.slots.capacity() * size_of::<Slot>()
     }
 
     /// The whole transcript's lines at the width of the last sync.
@@ -141,7 +156,7 @@ impl LineCache {
         let cut = (dropped - self.base).min(self.slots.len());
         for slot in self.slots.drain(..cut) {
             self.entry_lines -= slot.height;
-            self.held -= slot.lines.as_ref().map_or(0, Vec::len);
+            self.held -= slot.lines.as_ref().map_or(0, Rows::len);
             self.top_shift += slot.height as isize;
         }
         self.base = dropped;
@@ -154,10 +169,10 @@ impl LineCache {
         }
         self.top_shift += self.marker.len() as isize;
         self.marker = if dropped == 0 {
-            Vec::new()
+            Rows::new()
         } else {
             let text = dropped_note(dropped, store.session.id.as_deref());
-            wrap_plain(&text, theme::dim(), self.width, 0)
+            Rows::from(wrap_plain(&text, theme::dim(), self.width, 0).as_slice())
         };
         self.top_shift -= self.marker.len() as isize;
         self.marker_for = dropped;
@@ -170,7 +185,7 @@ impl LineCache {
         // another store's transcript.
         for slot in self.slots.drain(entries.len().min(self.slots.len())..) {
             self.entry_lines -= slot.height;
-            self.held -= slot.lines.as_ref().map_or(0, Vec::len);
+            self.held -= slot.lines.as_ref().map_or(0, Rows::len);
         }
         self.slots.resize_with(entries.len(), Slot::default);
         for index in 0..entries.len() {
@@ -179,7 +194,7 @@ impl LineCache {
                 continue;
             }
             let lines = self.adopted(store, index, revision).unwrap_or_else(|| {
-                entry::lines(
+                entry::rows(
                     &entries[index],
                     self.width,
                     self.base + index == 0,
@@ -196,12 +211,7 @@ impl LineCache {
 
     /// The streamed lines, when entry `index` is the message they were
     /// rendered for.
-    fn adopted(
-        &mut self,
-        store: &Store,
-        index: usize,
-        revision: u64,
-    ) -> Option<Vec<Line<'static>>> {
+    fn adopted(&mut self, store: &Store, index: usize, revision: u64) -> Option<Rows> {
         let adoption = store.adopted_live()?;
         let matches = adoption.entry == self.base + index
             && adoption.revision == revision
@@ -213,10 +223,10 @@ impl LineCache {
         self.live.take_whole()
     }
 
-    fn set_lines(&mut self, index: usize, lines: Vec<Line<'static>>) {
+    fn set_lines(&mut self, index: usize, lines: Rows) {
         let slot = &mut self.slots[index];
         self.entry_lines = self.entry_lines - slot.height + lines.len();
-        self.held = self.held - slot.lines.as_ref().map_or(0, Vec::len) + lines.len();
+        self.held = self.held - slot.lines.as_ref().map_or(0, Rows::len) + lines.len();
         slot.height = lines.len();
         slot.lines = Some(lines);
     }
@@ -311,34 +321,28 @@ impl LineCache {
     }
 
     /// The lines of slot `index`, rendered again if they were given up.
-    fn slot_lines(&mut self, store: &Store, index: usize) -> &[Line<'static>] {
+    fn slot_lines(&mut self, store: &Store, index: usize) -> &Rows {
         if self.slots[index].lines.is_none() {
             let lines = match store.transcript.get(index) {
                 Some(entry) => {
-                    entry::lines(entry, self.width, self.base + index == 0, store.expanded)
+                    entry::rows(entry, self.width, self.base + index == 0, store.expanded)
                 }
-                None => Vec::new(),
+                None => Rows::new(),
             };
             self.set_lines(index, lines);
         }
-        self.slots[index].lines.as_deref().unwrap_or_default()
+        self.slots[index].lines.as_ref().unwrap_or(&NO_ROWS)
     }
 }
 
 /// Appends the lines of `part` (which starts at line `at`) that fall in
 /// `from..to`.
-fn copy_part(
-    part: &[Line<'static>],
-    at: usize,
-    from: usize,
-    to: usize,
-    out: &mut Vec<Line<'static>>,
-) {
+fn copy_part(part: &Rows, at: usize, from: usize, to: usize, out: &mut Vec<Line<'static>>) {
     let end = at + part.len();
     if end > from && at < to {
         let start = from.saturating_sub(at);
         let stop = (to - at).min(part.len());
-        out.extend(part[start..stop].iter().cloned());
+        out.extend(part.lines(start, stop));
     }
 }
 
@@ -349,4 +353,60 @@ fn dropped_note(dropped: usize, session: Option<&str>) -> String {
         None => String::new(),
     };
     format!("… {dropped} earlier entries not kept in memory; see the session journal{journal}")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use ratatui::text::Line;
+
+    use super::*;
+    use crate::protocol::EventKind;
+
+    /// What `lines` cost as `Line`s with their own spans (how the cache
+    /// held them before it held [`Rows`]).
+    fn as_lines_bytes(lines: &[Line<'_>]) -> usize {
+        lines
+            .iter()
+            .map(|line| {
+                size_of::<Line>()
+                    + line.spans.capacity() * size_of::<ratatui::text::Span>()
+                    + line.spans.iter().map(|s| s.content.len()).sum::<usize>()
+            })
+            .sum()
+    }
+
+    #[test]
+    fn a_streamed_answer_of_short_lines_is_held_in_about_its_own_size() {
+        let text: String = (0..200_000)
+            .map(|n| format!("{:04}\n", n % 10_000))
+            .collect();
+        let mut store = Store::new((120, 40));
+        let mut cache = LineCache::default();
+        store.begin_turn("answer");
+        let now = Instant::now();
+        for piece in text.as_bytes().chunks(3000) {
+            let piece = String::from_utf8_lossy(piece).into_owned();
+            store.apply(&EventKind::AssistantDelta { text: piece }, now);
+            cache.sync(&store, 118);
+            let total = cache.total();
+            cache.window(&store, total.saturating_sub(40), total);
+        }
+        store.apply(&EventKind::AssistantText { text: text.clone() }, now);
+        cache.sync(&store, 118);
+        let total = cache.total();
+        let shown = cache.window(&store, total - 40, total);
+        let last = shown.last().map(|l| l.to_string()).unwrap_or_default();
+        assert!(last.ends_with("9997 9998 9999"), "{last}");
+        let held = cache.held_bytes();
+        assert!(
+            held < 2 * text.len(),
+            "{held} bytes held for {} of text",
+            text.len()
+        );
+        // The same lines as `Line`s cost many times their text.
+        let lines = crate::ui::markdown::render(&text, 118);
+        assert!(as_lines_bytes(&lines) > 10 * text.len());
+    }
 }
