@@ -179,11 +179,16 @@ fn mcp_config(config: &Config, server: ClientMcpServer) -> McpServerConfig {
     }
 }
 
-/// The journaled sessions of `workspace`, newest first (off the runtime).
-pub async fn list_sessions(workspace: &Path) -> Result<Vec<SessionSummary>, String> {
+/// The canonical `workspace` and its journaled sessions, newest first
+/// (read off the runtime).
+pub async fn list_sessions(workspace: &Path) -> Result<(PathBuf, Vec<SessionSummary>), String> {
     let workspace = workspace.to_path_buf();
-    tokio::task::spawn_blocking(move || crate::store::journal::list(&workspace))
-        .await
-        .map_err(|err| err.to_string())?
-        .map_err(|err| format!("cannot list the sessions: {err}"))
+    tokio::task::spawn_blocking(move || {
+        let cwd = std::fs::canonicalize(&workspace).unwrap_or(workspace);
+        crate::store::journal::list(&cwd)
+            .map(|sessions| (cwd, sessions))
+            .map_err(|err| format!("cannot list the sessions: {err}"))
+    })
+    .await
+    .map_err(|err| err.to_string())?
 }

@@ -292,21 +292,24 @@ async fn start_session(
     for warning in &engine.warnings {
         tracing::warn!("{}", crate::text::escape(warning));
     }
-    let id = engine
-        .journal_id
-        .clone()
-        .unwrap_or_else(|| format!("unjournaled-{}", std::process::id()));
+    let id = engine.journal_id.clone().unwrap_or_else(unjournaled_id);
     let session = Session::new(id.clone(), engine, client);
     server.sessions().insert(id, session.clone());
     Ok((session, events))
+}
+
+/// An id for a session the journal could not hold, unique in this process.
+fn unjournaled_id() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("unjournaled-{}-{n}", std::process::id())
 }
 
 /// `session/list`: the journaled sessions of `workspace`, newest first,
 /// each titled by its first prompt, with Fido's status, turns and usage
 /// in `_meta.fido`.
 async fn list_sessions(workspace: &Path) -> Result<ListSessionsResponse, Error> {
-    let cwd = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
-    let summaries = engine::list_sessions(&cwd)
+    let (cwd, summaries) = engine::list_sessions(workspace)
         .await
         .map_err(|message| Error::new(ErrorCode::INTERNAL_ERROR, message))?;
     let sessions = summaries

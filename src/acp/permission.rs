@@ -170,7 +170,7 @@ mod tests {
     fn every_option_maps_to_a_decision() {
         let pick = |id: &str| {
             choice(Some(&RequestPermissionOutcome::Selected(
-                SelectedPermissionOutcome::new(id),
+                SelectedPermissionOutcome::new(id.to_string()),
             )))
         };
         assert_eq!(pick(ALLOW_ONCE).decision, ApprovalDecision::Approved);

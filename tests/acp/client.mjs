@@ -58,6 +58,9 @@ function checkFrame(line, sent) {
   } else if (frame.method === "session/request_permission") {
     const r = zod.zRequestPermissionRequest.safeParse(frame.params);
     if (!r.success) fail(r.error);
+  } else if (frame.method === "$/cancel_request") {
+    const r = zod.zCancelRequestNotification.safeParse(frame.params);
+    if (!r.success) fail(r.error);
   } else if (frame.method !== undefined) {
     fail(`unexpected method ${frame.method}`);
   } else if (frame.error !== undefined) {
