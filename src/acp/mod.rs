@@ -132,47 +132,19 @@ fn agent(
         )
         .on_receive_request(
             async move |request: LoadSessionRequest, responder, cx| {
-                let id = request.session_id.0.to_string();
-                if load.sessions().contains_key(&id) {
-                    return responder.respond_with_error(Error::new(
-                        ErrorCode::INVALID_PARAMS,
-                        format!("session {id} is open already"),
-                    ));
-                }
-                let start = SessionStart {
-                    cwd: request.cwd,
-                    mcp_servers: client_mcp_servers(request.mcp_servers),
-                    resume: Some(id),
-                };
-                tokio::spawn(load_session(load.clone(), start, responder, cx));
-                Ok(())
+                on_load(&load, request, responder, cx)
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
             async move |request: ListSessionsRequest, responder, _cx| {
-                let workspace = request
-                    .cwd
-                    .or_else(|| list.overrides.workspace.clone())
-                    .unwrap_or_else(|| PathBuf::from("."));
-                tokio::spawn(async move {
-                    let _ = responder.respond_with_result(list_sessions(&workspace).await);
-                });
-                Ok(())
+                on_list(&list, request, responder)
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
             async move |request: PromptRequest, responder, _cx| {
-                let session = match prompt.session(&request.session_id.0) {
-                    Ok(session) => session,
-                    Err(err) => return responder.respond_with_error(err),
-                };
-                let text = prompt::prompt_text(&request.prompt);
-                tokio::spawn(async move {
-                    let _ = responder.respond_with_result(session.turn(text).await);
-                });
-                Ok(())
+                on_prompt(&prompt, request, responder)
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -186,6 +158,65 @@ fn agent(
             },
             agent_client_protocol::on_receive_notification!(),
         )
+}
+
+/// `session/load`: refused for a session open already, else continued
+/// in a task of its own.
+fn on_load(
+    server: &Arc<Server>,
+    request: LoadSessionRequest,
+    responder: Responder<LoadSessionResponse>,
+    client: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let id = request.session_id.0.to_string();
+    if server.sessions().contains_key(&id) {
+        return responder.respond_with_error(Error::new(
+            ErrorCode::INVALID_PARAMS,
+            format!("session {id} is open already"),
+        ));
+    }
+    let start = SessionStart {
+        cwd: request.cwd,
+        mcp_servers: client_mcp_servers(request.mcp_servers),
+        resume: Some(id),
+    };
+    tokio::spawn(load_session(server.clone(), start, responder, client));
+    Ok(())
+}
+
+/// `session/list` of the request's `cwd`, else of `-C`, else of the
+/// current directory (read in a task of its own).
+fn on_list(
+    server: &Server,
+    request: ListSessionsRequest,
+    responder: Responder<ListSessionsResponse>,
+) -> Result<(), Error> {
+    let workspace = request
+        .cwd
+        .or_else(|| server.overrides.workspace.clone())
+        .unwrap_or_else(|| PathBuf::from("."));
+    tokio::spawn(async move {
+        let _ = responder.respond_with_result(list_sessions(&workspace).await);
+    });
+    Ok(())
+}
+
+/// `session/prompt`: the turn runs in a task of its own and answers when
+/// it ends.
+fn on_prompt(
+    server: &Server,
+    request: PromptRequest,
+    responder: Responder<agent_client_protocol::v1::schema::PromptResponse>,
+) -> Result<(), Error> {
+    let session = match server.session(&request.session_id.0) {
+        Ok(session) => session,
+        Err(err) => return responder.respond_with_error(err),
+    };
+    let text = prompt::prompt_text(&request.prompt);
+    tokio::spawn(async move {
+        let _ = responder.respond_with_result(session.turn(text).await);
+    });
+    Ok(())
 }
 
 /// What Fido offers, and no more: sessions that load and list from the
