@@ -6,6 +6,7 @@
 // Unit tests panic on the unexpected: that is how a test fails.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod acp;
 pub mod agent;
 pub mod changes;
 pub mod cli;

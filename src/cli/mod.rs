@@ -4,6 +4,7 @@
 //! function per command. This is the one place where errors become text for
 //! the person at the terminal and exit codes.
 
+mod acp;
 mod agents;
 mod changes;
 mod exec;
@@ -118,6 +119,8 @@ enum Command {
         #[command(subcommand)]
         command: sandbox::SandboxCommand,
     },
+    /// Serve the Agent Client Protocol on stdio, for editors.
+    Acp,
     /// The configured MCP servers, their state and tools.
     Mcp {
         #[command(subcommand)]
@@ -151,6 +154,7 @@ pub fn main() -> ExitCode {
     };
     match cli.command {
         Some(Command::Exec(args)) => exec::run(&overrides, args),
+        Some(Command::Acp) => acp::run(&overrides),
         Some(Command::Tool { command }) => tool::run(&overrides, command),
         Some(Command::Plan { command }) => plan::run(&overrides, command),
         Some(Command::Sandbox { command }) => sandbox::run(&overrides, command),

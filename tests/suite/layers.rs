@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 const MODULES: &[&str] = &[
+    "acp",
     "agent",
     "changes",
     "cli",
@@ -69,7 +70,10 @@ const RANKS: &[(&str, u32)] = &[
     // wires every service for a session; the command line starts both.
     ("ui", 8),
     ("runtime", 8),
-    ("cli", 9),
+    // The ACP agent: a front end over the runtime, for editors; only the
+    // command line starts it.
+    ("acp", 9),
+    ("cli", 10),
 ];
 
 /// What the UI may import besides itself: the boundary and two leaves.

@@ -1,3 +1,4 @@
+mod acp;
 mod allowlist;
 mod browse;
 mod changes_cli;

@@ -1,0 +1,229 @@
+//! One ACP session: a Fido session ([`Engine`]), the task that turns its
+//! events into `session/update` notifications and permission requests,
+//! and its turn (one at a time), cancel and shutdown.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    PromptResponse, SessionNotification, SessionUpdate, StopReason,
+};
+use agent_client_protocol::{Client, Error, ErrorCode, RequestCancellationHandle};
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::engine::Engine;
+use super::permission;
+use super::updates::{Updates, fido_meta};
+use crate::protocol::event_queue::EventReceiver;
+use crate::protocol::op::AskId;
+use crate::protocol::outcome::TurnOutcome;
+use crate::protocol::{ApprovalDecision, ApprovalRequest, EventKind};
+
+/// How long a turn's answer waits for its last events to be sent, so the
+/// client has every update before the prompt's response.
+const LAST_EVENTS: Duration = Duration::from_secs(2);
+
+pub struct Session {
+    pub id: String,
+    engine: Engine,
+    client: ConnectionTo<Client>,
+    /// A turn is running (a second prompt is refused meanwhile).
+    running: AtomicBool,
+    /// `session/cancel` came during the running turn.
+    cancelled: AtomicBool,
+    /// How many `turn_completed` events were sent on.
+    turns_ended: watch::Sender<u64>,
+    /// Permission requests waiting for the client, by Fido's ask id.
+    pending: Mutex<HashMap<AskId, RequestCancellationHandle>>,
+    /// Requests the client rejected for the rest of the session.
+    rejected: Mutex<HashSet<String>>,
+}
+
+impl Session {
+    pub fn new(id: String, engine: Engine, client: ConnectionTo<Client>) -> Arc<Session> {
+        Arc::new(Session {
+            id,
+            engine,
+            client,
+            running: AtomicBool::new(false),
+            cancelled: AtomicBool::new(false),
+            turns_ended: watch::Sender::new(0),
+            pending: Mutex::new(HashMap::new()),
+            rejected: Mutex::new(HashSet::new()),
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Sends one update of this session (a client that is gone loses it).
+    pub fn send(&self, update: SessionUpdate) {
+        let notification = SessionNotification::new(self.id.clone(), update);
+        if let Err(err) = self.client.send_notification(notification) {
+            tracing::debug!(error = %err, "a session update was not sent");
+        }
+    }
+
+    /// Sends the session's events on as they come, until the engine is
+    /// gone (runs as a task of its own).
+    pub async fn pump(self: Arc<Session>, mut events: EventReceiver) {
+        let mut updates = Updates::new(&self.engine.workspace);
+        while let Some(event) = events.recv().await {
+            if let EventKind::ApprovalRequested { id, request } = &event.kind {
+                self.ask(*id, request, updates.running_call());
+                continue;
+            }
+            for update in updates.of(&event.kind) {
+                self.send(update);
+            }
+            if let EventKind::TurnCompleted { .. } = event.kind {
+                self.turns_ended.send_modify(|count| *count += 1);
+            }
+        }
+    }
+
+    /// Asks the client to approve `request` (unless it rejected the same
+    /// for the session), then hands the answer to the engine.
+    fn ask(self: &Arc<Session>, id: AskId, request: &ApprovalRequest, call: Option<&str>) {
+        let key = permission::rejection_key(request);
+        if lock(&self.rejected).contains(&key) {
+            let reason = "rejected in the editor for this session".to_string();
+            self.engine.answer(
+                id,
+                ApprovalDecision::Denied {
+                    reason: Some(reason),
+                },
+            );
+            return;
+        }
+        let call = call.map_or_else(|| format!("approval-{id}"), str::to_string);
+        let sent = self
+            .client
+            .send_request(permission::request(&self.id, &call, request));
+        lock(&self.pending).insert(id, sent.cancellation_handle());
+        let session = self.clone();
+        tokio::spawn(async move {
+            let answer = sent.block_task().await;
+            lock(&session.pending).remove(&id);
+            let choice = permission::choice(answer.as_ref().ok().map(|answer| &answer.outcome));
+            if choice.remember_rejection {
+                lock(&session.rejected).insert(key);
+            }
+            session.engine.answer(id, choice.decision);
+        });
+    }
+
+    /// Runs one turn with `prompt`; its stop reason, or the error the
+    /// prompt request answers with.
+    pub async fn turn(&self, prompt: String) -> Result<PromptResponse, Error> {
+        if self.running.swap(true, Ordering::SeqCst) {
+            return Err(Error::new(
+                ErrorCode::INVALID_REQUEST,
+                "a prompt is already running in this session",
+            ));
+        }
+        self.cancelled.store(false, Ordering::SeqCst);
+        let ended_before = *self.turns_ended.borrow();
+        let outcome = self.engine.prompt(prompt).await;
+        let mut ended = self.turns_ended.subscribe();
+        let _ = tokio::time::timeout(LAST_EVENTS, ended.wait_for(|n| *n > ended_before)).await;
+        self.running.store(false, Ordering::SeqCst);
+        let cancelled = self.cancelled.swap(false, Ordering::SeqCst);
+        answer(outcome, cancelled)
+    }
+
+    /// `session/cancel`: the pending permission requests are answered as
+    /// cancelled, then the turn is interrupted.
+    pub fn cancel(&self) {
+        if self.running.load(Ordering::SeqCst) {
+            self.cancelled.store(true, Ordering::SeqCst);
+        }
+        let pending: Vec<_> = lock(&self.pending).drain().collect();
+        for (id, request) in pending {
+            let _ = request.cancel();
+            self.engine.answer(
+                id,
+                ApprovalDecision::Denied {
+                    reason: Some("the turn was cancelled".into()),
+                },
+            );
+        }
+        self.engine.interrupt();
+    }
+
+    /// Cancels a running turn, then reaps every child of the session.
+    pub async fn shutdown(&self) {
+        self.cancel();
+        self.engine.shutdown().await;
+    }
+}
+
+/// The prompt's answer for how the turn ended. A cancelled turn says
+/// `cancelled` whatever else happened meanwhile (ACP asks for it); a
+/// failure is a JSON-RPC error carrying the reason.
+fn answer(outcome: Option<TurnOutcome>, cancelled: bool) -> Result<PromptResponse, Error> {
+    let Some(outcome) = outcome else {
+        return Err(Error::new(
+            ErrorCode::INTERNAL_ERROR,
+            "the agent stopped before the turn ended",
+        ));
+    };
+    let usage = outcome.usage();
+    let stop = match &outcome {
+        _ if cancelled => StopReason::Cancelled,
+        TurnOutcome::Completed { .. } => StopReason::EndTurn,
+        TurnOutcome::Interrupted { .. } => StopReason::Cancelled,
+        TurnOutcome::MaxSteps { .. } => StopReason::MaxTurnRequests,
+        TurnOutcome::Failed { message, .. } | TurnOutcome::Looped { message, .. } => {
+            let kind = if matches!(outcome, TurnOutcome::Looped { .. }) {
+                "looped"
+            } else {
+                "failed"
+            };
+            return Err(Error::new(ErrorCode::INTERNAL_ERROR, message.clone())
+                .data(json!({ "outcome": kind })));
+        }
+    };
+    Ok(PromptResponse::new(stop).meta(fido_meta(json!({ "usage": usage }))))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::UsageTotals;
+
+    #[test]
+    fn stop_reasons_follow_the_outcome_and_a_cancel_wins() {
+        let usage = UsageTotals::default();
+        let stop = |outcome, cancelled| answer(Some(outcome), cancelled).map(|r| r.stop_reason);
+        let completed = TurnOutcome::Completed {
+            final_text: None,
+            usage,
+        };
+        assert_eq!(
+            stop(completed.clone(), false).ok(),
+            Some(StopReason::EndTurn)
+        );
+        assert_eq!(stop(completed, true).ok(), Some(StopReason::Cancelled));
+        assert_eq!(
+            stop(TurnOutcome::Interrupted { usage }, false).ok(),
+            Some(StopReason::Cancelled)
+        );
+        let max = TurnOutcome::MaxSteps {
+            message: "m".into(),
+            usage,
+        };
+        assert_eq!(stop(max, false).ok(), Some(StopReason::MaxTurnRequests));
+        assert!(stop(TurnOutcome::failed("boom"), false).is_err());
+        assert!(answer(None, false).is_err());
+    }
+}

@@ -1,0 +1,417 @@
+//! Fido's events as ACP session updates: streamed text, tool calls with
+//! their kind, status, locations and diffs, and the plan. Pure: the caller
+//! sends what [`Updates::of`] returns, in order.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use agent_client_protocol::v1::schema::{
+    ContentBlock, ContentChunk, Diff, Meta, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
+    SessionUpdate, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::protocol::plan::{PlanSnapshot, Status, TaskStatus};
+use crate::protocol::{EventKind, Message};
+
+/// The tools whose `summary` is the path they work on.
+const PATH_TOOLS: &[&str] = &["read_file", "list_files", "patch", "mkdir", "rm", "rmdir"];
+
+/// What a session's translation remembers between events.
+#[derive(Debug, Default)]
+pub struct Updates {
+    workspace: PathBuf,
+    /// Text fragments were streamed since the last whole message, which
+    /// then is not sent again.
+    streamed: bool,
+    /// Tool calls started and not yet finished, oldest first: an approval
+    /// asked meanwhile belongs to the latest.
+    open_calls: Vec<String>,
+    /// The result line of each finished `patch`, which says on which line
+    /// each edit landed (its diff comes in a later event).
+    patch_results: HashMap<String, String>,
+}
+
+impl Updates {
+    pub fn new(workspace: &Path) -> Updates {
+        Updates {
+            workspace: workspace.to_path_buf(),
+            ..Updates::default()
+        }
+    }
+
+    /// The call an approval asked now is about, if one is running.
+    pub fn running_call(&self) -> Option<&str> {
+        self.open_calls.last().map(String::as_str)
+    }
+
+    /// The updates one event makes (often none).
+    pub fn of(&mut self, event: &EventKind) -> Vec<SessionUpdate> {
+        match event {
+            EventKind::AssistantDelta { text } => {
+                self.streamed = true;
+                vec![message_chunk(text)]
+            }
+            EventKind::AssistantText { text } => {
+                let streamed = std::mem::take(&mut self.streamed);
+                if streamed || text.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![message_chunk(text)]
+                }
+            }
+            EventKind::ToolCall { id, name, summary } => {
+                self.open_calls.push(id.clone());
+                vec![SessionUpdate::ToolCall(self.tool_call(id, name, summary))]
+            }
+            EventKind::ToolResult {
+                id,
+                name,
+                ok,
+                summary,
+            } => {
+                self.open_calls.retain(|open| open != id);
+                if name == "patch" && *ok {
+                    self.patch_results.insert(id.clone(), summary.clone());
+                }
+                vec![tool_result(id, *ok, summary)]
+            }
+            EventKind::ToolOutput {
+                id,
+                name,
+                arguments,
+                content,
+            } => self.tool_output(id, name, arguments, content),
+            EventKind::PlanUpdated { plan } => vec![SessionUpdate::Plan(plan_update(plan))],
+            EventKind::Error { message } => vec![message_chunk(&format!("\n\n[fido] {message}\n"))],
+            EventKind::Retrying { .. } | EventKind::Compacted { .. } => {
+                // Fragments already sent cannot be taken back; the whole
+                // message that follows is not sent again either.
+                Vec::new()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn tool_call(&self, id: &str, name: &str, summary: &str) -> ToolCall {
+        let title = if summary.is_empty() {
+            name.to_string()
+        } else {
+            format!("{name} {summary}")
+        };
+        let mut call = ToolCall::new(id.to_string(), title)
+            .kind(tool_kind(name))
+            .status(ToolCallStatus::InProgress)
+            .raw_input(json!({ "tool": name, "summary": summary }));
+        if PATH_TOOLS.contains(&name) && !summary.is_empty() {
+            call = call.locations(vec![ToolCallLocation::new(self.workspace.join(summary))]);
+        }
+        call
+    }
+
+    /// A finished `patch`: its edits as diffs (old and new text), and the
+    /// lines they landed on; a `bash_exec`: the tail of its output.
+    fn tool_output(
+        &mut self,
+        id: &str,
+        name: &str,
+        arguments: &str,
+        content: &str,
+    ) -> Vec<SessionUpdate> {
+        let fields = match name {
+            "patch" => {
+                let result = self.patch_results.remove(id).unwrap_or_default();
+                match patch_fields(&self.workspace, arguments, &result) {
+                    Some(fields) => fields,
+                    None => return Vec::new(),
+                }
+            }
+            "bash_exec" if !content.is_empty() => ToolCallUpdateFields::new()
+                .content(vec![text_content(&format!("```\n{content}\n```"))]),
+            _ => return Vec::new(),
+        };
+        vec![SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+            id.to_string(),
+            fields,
+        ))]
+    }
+}
+
+fn message_chunk(text: &str) -> SessionUpdate {
+    SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::from(text)))
+}
+
+fn text_content(text: &str) -> ToolCallContent {
+    ToolCallContent::Content(agent_client_protocol::v1::schema::Content::new(
+        ContentBlock::from(text),
+    ))
+}
+
+fn tool_result(id: &str, ok: bool, summary: &str) -> SessionUpdate {
+    let status = if ok {
+        ToolCallStatus::Completed
+    } else {
+        ToolCallStatus::Failed
+    };
+    let mut fields = ToolCallUpdateFields::new()
+        .status(status)
+        .raw_output(json!({ "ok": ok, "summary": summary }));
+    if !summary.is_empty() {
+        fields = fields.content(vec![text_content(summary)]);
+    }
+    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(id.to_string(), fields))
+}
+
+/// What an editor shows for each of Fido's tools.
+pub fn tool_kind(name: &str) -> ToolKind {
+    match name {
+        "read_file" => ToolKind::Read,
+        "list_files" | "ripgrep" => ToolKind::Search,
+        "patch" | "mkdir" => ToolKind::Edit,
+        "rm" | "rmdir" => ToolKind::Delete,
+        "bash_exec" => ToolKind::Execute,
+        "browse_url" => ToolKind::Fetch,
+        "update_plan" | "todo" => ToolKind::Think,
+        _ => ToolKind::Other,
+    }
+}
+
+#[derive(Deserialize)]
+struct PatchArgs {
+    path: String,
+    #[serde(default)]
+    edits: Option<Vec<Edit>>,
+    #[serde(default)]
+    content: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Edit {
+    old_text: String,
+    new_text: String,
+}
+
+/// A `patch` call's diffs, one per edit (its old and new text), or the
+/// whole new text of a written file; the locations are the file at each
+/// line the result names.
+fn patch_fields(workspace: &Path, arguments: &str, result: &str) -> Option<ToolCallUpdateFields> {
+    let args: PatchArgs = serde_json::from_str(arguments).ok()?;
+    let path = workspace.join(&args.path);
+    let diffs: Vec<ToolCallContent> = match (args.edits, args.content) {
+        (Some(edits), _) => edits
+            .into_iter()
+            .map(|edit| {
+                ToolCallContent::Diff(
+                    Diff::new(path.clone(), edit.new_text).old_text(edit.old_text),
+                )
+            })
+            .collect(),
+        (None, Some(content)) => vec![ToolCallContent::Diff(Diff::new(path.clone(), content))],
+        (None, None) => return None,
+    };
+    let lines = edited_lines(result);
+    let locations = if lines.is_empty() {
+        vec![ToolCallLocation::new(path)]
+    } else {
+        lines
+            .into_iter()
+            .map(|line| ToolCallLocation::new(path.clone()).line(line))
+            .collect()
+    };
+    Some(
+        ToolCallUpdateFields::new()
+            .content(diffs)
+            .locations(locations),
+    )
+}
+
+/// The lines of `Edited PATH at lines 12, 40: …` (empty when it does not
+/// say).
+fn edited_lines(result: &str) -> Vec<u32> {
+    let Some(rest) = result.strip_prefix("Edited ") else {
+        return Vec::new();
+    };
+    let Some((_, rest)) = rest
+        .split_once(" at lines ")
+        .or_else(|| rest.split_once(" at line "))
+    else {
+        return Vec::new();
+    };
+    let numbers = rest.split_once(':').map_or(rest, |(numbers, _)| numbers);
+    numbers
+        .split(", ")
+        .filter_map(|number| number.trim().parse().ok())
+        .collect()
+}
+
+/// A resumed session's history as the updates that show it again: the
+/// user's messages, the model's text, and each tool call with its result
+/// (the internal plan restores left out).
+pub fn replay(history: &[Message], workspace: &Path) -> Vec<SessionUpdate> {
+    let updates = Updates::new(workspace);
+    let mut out = Vec::new();
+    for message in history.iter().filter(|m| !m.is_plan_restore()) {
+        match message {
+            Message::System { .. } => {}
+            Message::User { content } => out.push(SessionUpdate::UserMessageChunk(
+                ContentChunk::new(ContentBlock::from(content.as_str())),
+            )),
+            Message::Assistant {
+                content,
+                tool_calls,
+            } => {
+                if let Some(text) = content.as_deref().filter(|t| !t.is_empty()) {
+                    out.push(message_chunk(text));
+                }
+                for call in tool_calls {
+                    out.push(SessionUpdate::ToolCall(updates.tool_call(
+                        &call.id,
+                        &call.name,
+                        &call.summary(),
+                    )));
+                }
+            }
+            Message::Tool {
+                tool_call_id,
+                content,
+                is_error,
+                ..
+            } => out.push(tool_result(
+                tool_call_id,
+                !is_error,
+                &crate::text::summary(content, 120),
+            )),
+        }
+    }
+    out
+}
+
+/// The whole plan, every entry, as ACP's plan update: Fido's statuses
+/// mapped to `pending`, `in_progress` and `completed`, and everything else
+/// it knows of an entry (its id, a blocked status, details, evidence) in
+/// the entry's `_meta.fido`.
+pub fn plan_update(plan: &PlanSnapshot) -> Plan {
+    let (entries, about) = match plan {
+        PlanSnapshot::UpdatePlan(state) => (
+            state
+                .items
+                .iter()
+                .map(|item| {
+                    let status = match item.status {
+                        Status::Pending | Status::Blocked => PlanEntryStatus::Pending,
+                        Status::InProgress => PlanEntryStatus::InProgress,
+                        Status::Done => PlanEntryStatus::Completed,
+                    };
+                    entry(&item.title, status, serde_json::to_value(item))
+                })
+                .collect(),
+            json!({ "flavour": "update_plan", "version": state.version, "reason": state.reason }),
+        ),
+        PlanSnapshot::Todo(todo) => (
+            todo.tasks
+                .iter()
+                .filter(|task| task.status != TaskStatus::Deleted)
+                .map(|task| {
+                    let status = match task.status {
+                        TaskStatus::InProgress => PlanEntryStatus::InProgress,
+                        TaskStatus::Completed => PlanEntryStatus::Completed,
+                        TaskStatus::Pending | TaskStatus::Deferred | TaskStatus::Deleted => {
+                            PlanEntryStatus::Pending
+                        }
+                    };
+                    entry(&task.subject, status, serde_json::to_value(task))
+                })
+                .collect(),
+            json!({ "flavour": "todo", "action": todo.action }),
+        ),
+    };
+    Plan::new(entries).meta(fido_meta(about))
+}
+
+fn entry(
+    title: &str,
+    status: PlanEntryStatus,
+    fields: Result<Value, serde_json::Error>,
+) -> PlanEntry {
+    let entry = PlanEntry::new(title, PlanEntryPriority::Medium, status);
+    match fields {
+        Ok(fields) => entry.meta(fido_meta(fields)),
+        Err(_) => entry,
+    }
+}
+
+/// `{"fido": value}`, the `_meta` Fido's own fields travel in.
+pub fn fido_meta(value: Value) -> Meta {
+    let mut meta = Meta::new();
+    meta.insert("fido".into(), value);
+    meta
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn to_json(update: &SessionUpdate) -> Value {
+        serde_json::to_value(update).unwrap()
+    }
+
+    #[test]
+    fn streamed_text_is_not_sent_twice() {
+        let mut updates = Updates::new(Path::new("/w"));
+        let first = updates.of(&EventKind::AssistantDelta { text: "Hel".into() });
+        assert_eq!(to_json(&first[0])["sessionUpdate"], "agent_message_chunk");
+        assert!(
+            updates
+                .of(&EventKind::AssistantText {
+                    text: "Hello".into()
+                })
+                .is_empty()
+        );
+        let whole = updates.of(&EventKind::AssistantText { text: "Bye".into() });
+        assert_eq!(to_json(&whole[0])["content"]["text"], "Bye");
+    }
+
+    #[test]
+    fn a_patch_becomes_diffs_with_old_and_new_text_at_its_lines() {
+        let mut updates = Updates::new(Path::new("/w"));
+        let call = updates.of(&EventKind::ToolCall {
+            id: "c1".into(),
+            name: "patch".into(),
+            summary: "src/a.rs".into(),
+        });
+        let call = to_json(&call[0]);
+        assert_eq!(call["kind"], "edit");
+        assert_eq!(call["status"], "in_progress");
+        assert_eq!(call["locations"][0]["path"], "/w/src/a.rs");
+        assert_eq!(updates.running_call(), Some("c1"));
+        updates.of(&EventKind::ToolResult {
+            id: "c1".into(),
+            name: "patch".into(),
+            ok: true,
+            summary: "Edited src/a.rs at lines 3, 9: 2 edits".into(),
+        });
+        assert_eq!(updates.running_call(), None);
+        let args = json!({"path": "src/a.rs", "edits": [
+            {"old_text": "a", "new_text": "b"}, {"old_text": "c", "new_text": "d"}]});
+        let output = updates.of(&EventKind::ToolOutput {
+            id: "c1".into(),
+            name: "patch".into(),
+            arguments: args.to_string(),
+            content: String::new(),
+        });
+        let output = to_json(&output[0]);
+        assert_eq!(output["content"][1]["type"], "diff");
+        assert_eq!(output["content"][1]["oldText"], "c");
+        assert_eq!(output["content"][1]["newText"], "d");
+        assert_eq!(output["locations"][1]["line"], 9);
+    }
+
+    #[test]
+    fn result_lines_are_read_only_when_the_result_names_them() {
+        assert_eq!(edited_lines("Edited a at lines 1, 20: x"), vec![1, 20]);
+        assert_eq!(edited_lines("Edited a at line 7: x"), vec![7]);
+        assert!(edited_lines("Wrote a").is_empty());
+    }
+}

@@ -1,0 +1,507 @@
+//! `fido acp` as an editor drives it: a real `fido acp` child on stdio,
+//! the fake model server, and a client built on the official TypeScript
+//! SDK (`tests/acp/client.mjs`, run with node) that checks every frame
+//! against the SDK's schemas. The SDK is found through
+//! `FIDO_TEST_ACP_NODE_MODULES` (`.ci/run` installs it); without it those
+//! tests skip with a message, and fail under `CI=true`. Bad frames and a
+//! client that disappears are driven from Rust directly, with raw lines.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::process::{clean_home, fido_bin, wait_in};
+use crate::common::turns::call;
+use crate::common::{FakeServer, Reply, fido_cmd, sse};
+
+/// The node_modules folder holding `@agentclientprotocol/sdk`.
+fn node_modules(test: &str) -> Option<PathBuf> {
+    match std::env::var("FIDO_TEST_ACP_NODE_MODULES") {
+        Ok(dir) if Path::new(&dir).join("@agentclientprotocol/sdk").is_dir() => {
+            Some(PathBuf::from(dir))
+        }
+        _ if std::env::var("CI").is_ok_and(|ci| ci == "true") => panic!(
+            "FIDO_TEST_ACP_NODE_MODULES does not hold @agentclientprotocol/sdk; .ci/run installs it"
+        ),
+        _ => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "acp::{test}: skipped (set FIDO_TEST_ACP_NODE_MODULES to a node_modules with @agentclientprotocol/sdk; .ci/run installs one)"
+            );
+            None
+        }
+    }
+}
+
+/// The environment of a `fido acp` against `server`.
+fn provider_env(cmd: &mut Command, server: &FakeServer) {
+    cmd.env("FIDO_PROVIDER", "openai")
+        .env("FIDO_BASE_URL", server.base_url())
+        .env("FIDO_MODEL", "test-model")
+        .env("FIDO_API_KEY", "test-key");
+}
+
+/// Runs the TypeScript client with `scenario` (its `fido`, `cwd` and
+/// defaults filled in) in `ws`; its report, after checking that every
+/// frame validated, every `fido acp` exited 0 and nothing is left.
+fn run_client(modules: &Path, ws: &Path, server: &FakeServer, mut scenario: Value) -> Value {
+    scenario["fido"] = json!(fido_bin());
+    scenario["cwd"] = json!(ws.canonicalize().unwrap());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp/client.mjs");
+    let mut cmd = Command::new("node");
+    for (key, _) in std::env::vars_os() {
+        let key_text = key.to_string_lossy();
+        if ["FIDO_", "OPENAI_", "ANTHROPIC_"]
+            .iter()
+            .any(|prefix| key_text.starts_with(prefix))
+            || key_text == "RUST_LOG"
+        {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd.arg(script)
+        .arg(scenario.to_string())
+        .env("ACP_NODE_MODULES", modules)
+        .env("HOME", clean_home())
+        .env("XDG_CONFIG_HOME", clean_home())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    provider_env(&mut cmd, server);
+    let child = cmd.spawn().expect("node runs");
+    let output = wait_in(ws, child, Duration::from_secs(90));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "client failed: {stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("no report ({e}); stderr: {stderr}"));
+    assert_eq!(report["invalid"], json!([]), "frames off the schema");
+    for exit in report["exits"].as_array().unwrap() {
+        assert_eq!(exit["code"], 0, "fido acp exit: {exit}; stderr: {stderr}");
+    }
+    report
+}
+
+fn events<'a>(report: &'a Value, kind: &str) -> Vec<&'a Value> {
+    report["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == kind)
+        .collect()
+}
+
+fn updates<'a>(report: &'a Value, kind: &str) -> Vec<&'a Value> {
+    events(report, "update")
+        .into_iter()
+        .map(|e| &e["update"])
+        .filter(|u| u["sessionUpdate"] == kind)
+        .collect()
+}
+
+fn response<'a>(report: &'a Value, method: &str) -> Vec<&'a Value> {
+    report["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["method"] == method)
+        .collect()
+}
+
+fn message_text(report: &Value) -> String {
+    updates(report, "agent_message_chunk")
+        .iter()
+        .map(|u| u["content"]["text"].as_str().unwrap_or(""))
+        .collect()
+}
+
+fn patch_call(id: &str, path: &str, old: &str, new: &str) -> Reply {
+    call(
+        id,
+        "patch",
+        json!({"path": path, "edits": [{"old_text": old, "new_text": new}]}),
+    )
+}
+
+#[test]
+fn a_prompt_streams_text_and_tool_calls_with_their_diff() {
+    let Some(modules) = node_modules("a_prompt_streams_text_and_tool_calls_with_their_diff") else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "one\ntwo\n").unwrap();
+    let server = FakeServer::start(vec![
+        patch_call("c1", "a.txt", "two", "three"),
+        Reply::sse(sse::text_turn("Changed two to three.")),
+    ]);
+    let report = run_client(
+        &modules,
+        ws.path(),
+        &server,
+        json!({"steps": [{"do": "new"}, {"do": "prompt", "prompt": [
+            {"type": "text", "text": "Change it"},
+            {"type": "resource", "resource": {"uri": "file:///notes.md", "text": "keep it short"}},
+        ]}]}),
+    );
+    let prompt = response(&report, "session/prompt");
+    assert_eq!(prompt[0]["result"]["stopReason"], "end_turn", "{report:#}");
+    assert_eq!(message_text(&report), "Changed two to three.");
+    let file = ws.path().canonicalize().unwrap().join("a.txt");
+    let call = updates(&report, "tool_call")[0];
+    assert_eq!(call["kind"], "edit");
+    assert_eq!(call["status"], "in_progress");
+    assert_eq!(call["locations"][0]["path"], json!(file));
+    let diff = updates(&report, "tool_call_update")
+        .into_iter()
+        .find(|u| u["content"][0]["type"] == "diff")
+        .expect("a diff update");
+    assert_eq!(diff["content"][0]["oldText"], "two");
+    assert_eq!(diff["content"][0]["newText"], "three");
+    assert_eq!(diff["content"][0]["path"], json!(file));
+    assert_eq!(diff["locations"][0]["line"], 2);
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+        "one\nthree\n"
+    );
+    // The embedded resource reached the model as prompt text.
+    let first = server.model_requests()[0].body().to_string();
+    assert!(first.contains("Contents of file:///notes.md"), "{first}");
+    assert!(first.contains("keep it short"), "{first}");
+}
+
+#[test]
+fn every_plan_update_carries_the_whole_plan() {
+    let Some(modules) = node_modules("every_plan_update_carries_the_whole_plan") else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    let items = json!([
+        {"id": "read", "title": "Read the code", "status": "done", "evidence": ["src/a.rs:1"]},
+        {"id": "fix", "title": "Fix the bug", "status": "in_progress", "next_action": "edit"},
+        {"id": "ship", "title": "Ship it", "status": "blocked", "next_action": "wait for review"},
+    ]);
+    let server = FakeServer::start(vec![
+        call(
+            "p1",
+            "update_plan",
+            json!({"reason": "start", "items": items}),
+        ),
+        Reply::sse(sse::text_turn("Planned.")),
+    ]);
+    let report = run_client(
+        &modules,
+        ws.path(),
+        &server,
+        json!({"steps": [{"do": "new"}, {"do": "prompt", "text": "plan it"}]}),
+    );
+    let plan = updates(&report, "plan");
+    let last = plan.last().expect("a plan update");
+    let entries = last["entries"].as_array().unwrap();
+    let statuses: Vec<_> = entries.iter().map(|e| e["status"].clone()).collect();
+    assert_eq!(statuses, vec!["completed", "in_progress", "pending"]);
+    assert_eq!(entries[1]["content"], "Fix the bug");
+    assert_eq!(entries[2]["_meta"]["fido"]["status"], "blocked");
+    assert_eq!(entries[2]["_meta"]["fido"]["id"], "ship");
+    assert_eq!(last["_meta"]["fido"]["flavour"], "update_plan");
+}
+
+#[test]
+fn a_rejection_for_the_session_is_asked_once_and_refuses_both_edits() {
+    let Some(modules) = node_modules("a_rejection_for_the_session_is_asked_once") else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "one\n").unwrap();
+    let server = FakeServer::start(vec![
+        patch_call("c1", "a.txt", "one", "two"),
+        patch_call("c2", "a.txt", "one", "two"),
+        Reply::sse(sse::text_turn("Left it.")),
+    ]);
+    let report = run_client(
+        &modules,
+        ws.path(),
+        &server,
+        json!({
+            "args": ["-c", "approval_policy=untrusted", "acp"],
+            "permission": "reject_always",
+            "steps": [{"do": "new"}, {"do": "prompt", "text": "edit"}],
+        }),
+    );
+    let asked = events(&report, "permission");
+    assert_eq!(asked.len(), 1, "{report:#}");
+    let params = &asked[0]["params"];
+    assert_eq!(params["toolCall"]["toolCallId"], "c1");
+    let kinds: Vec<_> = params["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["kind"].clone())
+        .collect();
+    assert_eq!(
+        kinds,
+        vec!["allow_once", "allow_always", "reject_once", "reject_always"]
+    );
+    let failed = updates(&report, "tool_call_update")
+        .into_iter()
+        .filter(|u| u["status"] == "failed")
+        .count();
+    assert_eq!(failed, 2);
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+        "one\n"
+    );
+}
+
+#[test]
+fn cancel_ends_the_turn_with_cancelled() {
+    let Some(modules) = node_modules("cancel_ends_the_turn_with_cancelled") else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    let server = FakeServer::start(vec![Reply::stall_forever(vec![])]);
+    let report = run_client(
+        &modules,
+        ws.path(),
+        &server,
+        json!({"steps": [{"do": "new"}, {"do": "prompt", "text": "wait", "cancelAfterMs": 700}]}),
+    );
+    let prompt = response(&report, "session/prompt");
+    assert_eq!(prompt[0]["result"]["stopReason"], "cancelled", "{report:#}");
+    let sent = events(&report, "cancel_sent")[0]["at"].as_u64().unwrap();
+    let answered = events(&report, "prompt_answered")[0]["at"]
+        .as_u64()
+        .unwrap();
+    let took = answered - sent;
+    let _ = writeln!(
+        std::io::stderr(),
+        "acp: cancel → prompt answered in {took} ms"
+    );
+    assert!(took < 1000, "cancel took {took} ms");
+}
+
+#[test]
+fn a_cancel_while_a_permission_is_pending_answers_it_and_edits_nothing() {
+    let Some(modules) = node_modules("a_cancel_while_a_permission_is_pending") else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "one\n").unwrap();
+    let server = FakeServer::start(vec![
+        patch_call("c1", "a.txt", "one", "two"),
+        Reply::sse(sse::text_turn("unused")),
+    ]);
+    let report = run_client(
+        &modules,
+        ws.path(),
+        &server,
+        json!({
+            "args": ["-c", "approval_policy=untrusted", "acp"],
+            "permission": "cancel",
+            "steps": [{"do": "new"}, {"do": "prompt", "text": "edit"}],
+        }),
+    );
+    assert_eq!(events(&report, "permission").len(), 1);
+    let prompt = response(&report, "session/prompt");
+    assert_eq!(prompt[0]["result"]["stopReason"], "cancelled", "{report:#}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+        "one\n"
+    );
+}
+
+#[test]
+fn a_session_lists_and_loads_after_a_restart() {
+    let Some(modules) = node_modules("a_session_lists_and_loads_after_a_restart") else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::text_turn("Hello there.")),
+        Reply::sse(sse::text_turn("Still here.")),
+    ]);
+    let report = run_client(
+        &modules,
+        ws.path(),
+        &server,
+        json!({"steps": [
+            {"do": "new"}, {"do": "prompt", "text": "hi"}, {"do": "restart"},
+            {"do": "list"}, {"do": "load", "id": "$session"},
+            {"do": "prompt", "text": "again"},
+        ]}),
+    );
+    let id = response(&report, "session/new")[0]["result"]["sessionId"].clone();
+    let listed = &response(&report, "session/list")[0]["result"]["sessions"];
+    assert_eq!(listed[0]["sessionId"], id, "{report:#}");
+    assert_eq!(listed[0]["title"], "hi");
+    assert!(response(&report, "session/load")[0]["result"].is_object());
+    let users: Vec<_> = updates(&report, "user_message_chunk")
+        .iter()
+        .map(|u| u["content"]["text"].clone())
+        .collect();
+    assert_eq!(users, vec!["hi"], "the history replayed");
+    assert_eq!(message_text(&report), "Hello there.Hello there.Still here.");
+    assert_eq!(report["exits"].as_array().unwrap().len(), 2);
+    // The loaded session's next request carries the first turn.
+    let second = server.model_requests()[1].body().to_string();
+    assert!(second.contains("Hello there."), "{second}");
+}
+
+/// A `fido acp` child driven with raw lines.
+struct RawAgent {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl RawAgent {
+    fn start(ws: &Path, server: &FakeServer) -> RawAgent {
+        let mut cmd = fido_cmd();
+        cmd.arg("acp")
+            .current_dir(ws)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        provider_env(&mut cmd, server);
+        let mut child = cmd.spawn().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        RawAgent {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// The next frame: every line on stdout must be JSON-RPC.
+    fn frame(&mut self) -> Value {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        let frame: Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"));
+        assert_eq!(frame["jsonrpc"], "2.0", "{frame}");
+        frame
+    }
+
+    /// The response to request `id` (updates before it are skipped).
+    fn response(&mut self, id: u64) -> Value {
+        loop {
+            let frame = self.frame();
+            if frame["id"] == id && frame.get("method").is_none() {
+                return frame;
+            }
+        }
+    }
+
+    fn initialize(&mut self) {
+        self.send(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#);
+        assert_eq!(self.response(0)["result"]["protocolVersion"], 1);
+    }
+
+    fn new_session(&mut self, ws: &Path) -> String {
+        let cwd = ws.canonicalize().unwrap();
+        self.send(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "session/new",
+                    "params": {"cwd": cwd, "mcpServers": []}})
+            .to_string(),
+        );
+        let answer = self.response(1);
+        answer["result"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{answer}"))
+            .to_string()
+    }
+}
+
+#[test]
+fn bad_frames_get_json_rpc_errors_and_lose_nothing() {
+    let ws = tempfile::tempdir().unwrap();
+    let server = FakeServer::start(vec![Reply::sse(sse::text_turn("Fine."))]);
+    let mut agent = RawAgent::start(ws.path(), &server);
+    agent.initialize();
+    agent.send("{not json");
+    assert_eq!(agent.frame()["error"]["code"], -32700);
+    agent.send(r#"{"jsonrpc":"2.0","id":7,"method":"fido/unknown","params":{}}"#);
+    assert_eq!(agent.response(7)["error"]["code"], -32601);
+    agent.send(r#"{"jsonrpc":"2.0","id":8,"method":"session/prompt","params":{"sessionId":"nope","prompt":[{"type":"text","text":"hi"}]}}"#);
+    let unknown = agent.response(8);
+    assert_eq!(unknown["error"]["code"], -32602);
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown session")
+    );
+    agent.send(r#"{"jsonrpc":"2.0","id":9,"method":"session/new","params":{"cwd":"relative/dir","mcpServers":[]}}"#);
+    assert_eq!(agent.response(9)["error"]["code"], -32602);
+    // The connection still works after all of it.
+    let session = agent.new_session(ws.path());
+    agent.send(
+        &json!({"jsonrpc": "2.0", "id": 10, "method": "session/prompt",
+                "params": {"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}})
+        .to_string(),
+    );
+    assert_eq!(agent.response(10)["result"]["stopReason"], "end_turn");
+    drop(agent.stdin);
+    let output = wait_in(ws.path(), agent.child, Duration::from_secs(30));
+    assert!(output.status.success());
+}
+
+#[test]
+fn a_client_that_disappears_mid_command_leaves_no_process_and_a_whole_journal() {
+    let ws = tempfile::tempdir().unwrap();
+    let server = FakeServer::start(vec![
+        call("b1", "bash_exec", json!({"command": "sleep 120"})),
+        Reply::sse(sse::text_turn("unused")),
+    ]);
+    let mut agent = RawAgent::start(ws.path(), &server);
+    agent.initialize();
+    let session = agent.new_session(ws.path());
+    agent.send(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+                "params": {"sessionId": session, "prompt": [{"type": "text", "text": "sleep"}]}})
+        .to_string(),
+    );
+    // Wait until the command runs (its tool call is announced).
+    loop {
+        let frame = agent.frame();
+        if frame["params"]["update"]["sessionUpdate"] == "tool_call" {
+            break;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let gone = Instant::now();
+    drop(agent.stdin);
+    drop(agent.stdout);
+    let output = wait_in(ws.path(), agent.child, Duration::from_secs(30));
+    let _ = writeln!(
+        std::io::stderr(),
+        "acp: client gone → fido acp exited in {} ms",
+        gone.elapsed().as_millis()
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // The journal holds the turn and reads back.
+    let mut list = fido_cmd();
+    list.arg("-C")
+        .arg(ws.path())
+        .args(["sessions", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let listed = wait_in(ws.path(), list.spawn().unwrap(), Duration::from_secs(30));
+    let line: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(line["id"], session.as_str());
+    assert_ne!(line["status"], "unreadable", "{line}");
+    assert_eq!(line["first_prompt"], "sleep");
+}
