@@ -5,22 +5,16 @@
 //! events, so the front door can change behind this file alone.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use ractor::ActorRef;
-use tokio::sync::oneshot;
-
-use crate::agent::AgentMessage;
-use crate::agent::asks::PendingAsks;
 use crate::config::mcp::McpServerConfig;
 use crate::config::{Config, Overrides};
-use crate::protocol::changes::DelegationPolicy;
-use crate::protocol::event_queue::{EventReceiver, channel};
-use crate::protocol::op::AskId;
+use crate::protocol::event_queue::EventReceiver;
+use crate::protocol::op::{AskId, Op, OpReply};
 use crate::protocol::outcome::TurnOutcome;
-use crate::protocol::{ApprovalDecision, ApprovalPolicy, Message};
-use crate::runtime::{Interaction, ResumeFrom, Runtime};
+use crate::protocol::{ApprovalDecision, Message, TurnStatus};
+use crate::runtime::{EngineCaller, FrontEnd, ResumeFrom};
 use crate::store::journal::SessionSummary;
 
 /// How long a turn may take to wind down after an interrupt when the
@@ -46,12 +40,11 @@ pub struct SessionStart {
     pub resume: Option<String>,
 }
 
-/// One running Fido session: its agent, its pending approvals and the
-/// runtime that owns its children.
+/// One running Fido session, reached through the engine's front door
+/// (`runtime::Engine`): ops in, events out.
 pub struct Engine {
-    actor: ActorRef<AgentMessage>,
-    asks: Arc<PendingAsks>,
-    runtime: Mutex<Option<Runtime>>,
+    caller: EngineCaller,
+    engine: Mutex<Option<crate::runtime::Engine>>,
     /// The journal's id (`None`: the session could not be journaled).
     pub journal_id: Option<String>,
     /// The canonical workspace.
@@ -73,74 +66,89 @@ impl Engine {
         start: SessionStart,
     ) -> Result<(Engine, EventReceiver), String> {
         let config = load_config(overrides, &start).await?;
-        let (sink, receiver) = channel();
-        let asks = PendingAsks::new(sink.clone());
-        let interaction = Interaction {
-            user: None,
-            approver: Some(asks.clone()),
-            default_approval: ApprovalPolicy::OnRequest,
-            default_delegation: DelegationPolicy::INTERACTIVE,
-        };
         let resume = start.resume.map(ResumeFrom::Id);
-        let runtime = Runtime::start(&config, interaction, sink, resume)
-            .await
-            .map_err(|err| err.to_string())?;
+        let (engine, receiver) =
+            crate::runtime::Engine::start(&config, FrontEnd::Interactive, resume)
+                .await
+                .map_err(|err| err.to_string())?;
         let mut warnings = config.warnings.clone();
-        warnings.extend(runtime.instructions.warnings.iter().cloned());
-        warnings.extend(runtime.mcp.warnings().iter().cloned());
-        warnings.extend(runtime.sandbox_warnings());
-        let engine = Engine {
-            actor: runtime.actor.clone(),
-            asks,
-            journal_id: runtime.id.clone(),
+        warnings.extend(engine.session.warnings.iter().cloned());
+        let acp = Engine {
+            caller: engine.caller(),
+            journal_id: engine.session.id.clone(),
             workspace: config.workspace.clone(),
-            history: runtime.resumed.clone(),
+            history: engine.session.resumed.clone(),
             warnings,
-            runtime: Mutex::new(Some(runtime)),
+            engine: Mutex::new(Some(engine)),
         };
-        Ok((engine, receiver))
+        Ok((acp, receiver))
     }
 
     /// Runs one turn with `prompt` to its outcome (`None`: the agent
     /// stopped before it replied).
     pub async fn prompt(&self, prompt: String) -> Option<TurnOutcome> {
-        let (reply, outcome) = oneshot::channel();
-        self.actor
-            .cast(AgentMessage::SubmitPrompt {
-                prompt,
-                reply: reply.into(),
-            })
-            .ok()?;
-        outcome.await.ok()
+        match self.caller.call(Op::SubmitPrompt { prompt }).await.ok()? {
+            OpReply::TurnEnded {
+                status,
+                error,
+                final_text,
+                usage,
+            } => Some(outcome(status, error, final_text, usage)),
+            OpReply::Failed { message } => Some(TurnOutcome::failed(message)),
+            _ => None,
+        }
     }
 
     /// Cancels the running turn (its outcome says `Interrupted`).
     pub fn interrupt(&self) {
-        let _ = self.actor.cast(AgentMessage::Interrupt);
+        let _ = self.caller.send(Op::Interrupt);
     }
 
     /// The person's answer to the approval `id` asked for.
     pub fn answer(&self, id: AskId, decision: ApprovalDecision) {
-        self.asks.approve(id, decision);
+        let _ = self.caller.send(Op::Approve { id, decision });
+    }
+
+    /// Dismisses the question `id` (`ask_user`): an editor has no place to
+    /// answer it, and the turn must not wait for one.
+    pub fn dismiss_question(&self, id: AskId) {
+        let _ = self.caller.send(Op::Answer { id, answer: None });
     }
 
     /// Interrupts a running turn, kills every subagent (waiting until each
     /// is reaped), stops the agent and closes the journal. Once only.
     pub async fn shutdown(&self) {
-        let runtime = self
-            .runtime
+        let engine = self
+            .engine
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        if let Some(runtime) = runtime {
+        if let Some(engine) = engine {
             self.interrupt();
-            if tokio::time::timeout(WIND_DOWN, runtime.shutdown())
+            if tokio::time::timeout(WIND_DOWN, engine.shutdown())
                 .await
                 .is_err()
             {
                 tracing::warn!("the session did not shut down in time");
             }
         }
+    }
+}
+
+/// The engine's typed end of a turn as the outcome the stop reasons map
+/// from (a looped turn comes as a failed one).
+fn outcome(
+    status: TurnStatus,
+    error: Option<String>,
+    final_text: Option<String>,
+    usage: crate::protocol::UsageTotals,
+) -> TurnOutcome {
+    let message = error.unwrap_or_default();
+    match status {
+        TurnStatus::Completed => TurnOutcome::Completed { final_text, usage },
+        TurnStatus::Interrupted => TurnOutcome::Interrupted { usage },
+        TurnStatus::MaxSteps => TurnOutcome::MaxSteps { message, usage },
+        TurnStatus::Failed => TurnOutcome::Failed { message, usage },
     }
 }
 

@@ -78,6 +78,10 @@ impl Session {
                 self.ask(*id, request, updates.running_call());
                 continue;
             }
+            if let EventKind::QuestionAsked { id, .. } = &event.kind {
+                self.engine.dismiss_question(*id);
+                continue;
+            }
             for update in updates.of(&event.kind) {
                 self.send(update);
             }
