@@ -434,16 +434,31 @@ async fn a_fifo_fed_forever_is_refused_at_once() {
     let (dir, env) = odd_workspace();
     let fifo = dir.path().join("pipe");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
-    // A writer that never stops and never writes a newline.
+    use std::os::unix::process::CommandExt;
+    // A writer that never stops and never writes a newline, in a group
+    // of its own: killing only `sh` would leave `yes` and `tr` blocked on
+    // the FIFO for good.
     let mut writer = std::process::Command::new("sh")
         .arg("-c")
         .arg("exec yes abcdefgh | tr -d '\\n' > pipe")
         .current_dir(dir.path())
+        .process_group(0)
         .spawn()
         .unwrap();
     refused_promptly(&env, "pipe", "a FIFO (named pipe)").await;
-    let _ = writer.kill();
+    let group = nix::unistd::Pid::from_raw(writer.id() as i32);
+    let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
     let _ = writer.wait();
+    // The group's other members are not our children: wait until the
+    // kernel has them gone.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while nix::sys::signal::killpg(group, None).is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the FIFO's writer outlived the test"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
