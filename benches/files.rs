@@ -9,11 +9,15 @@
 //! - `patch` with one edit in that file (the edit alternates, so every
 //!   call writes; the undo entry is journalled), against a bare atomic
 //!   write of the same bytes (temp file, fsync, rename, fsync of the
-//!   folder).
+//!   folder);
+//! - how soon `read_file` returns once cancelled mid-read of a 1 TiB
+//!   sparse file whose line never ends (`tests/suite/hostile_files.rs`
+//!   proves that it does, and stops reading).
 //!
-//! `BENCH_RUNS` (default 1000 reads) and `BENCH_RUNS_PATCH` (default 300
-//! patches); p99 only where n >= 100. Exit status: 0 when every call
-//! succeeded and both medians hold their targets, else 1.
+//! `BENCH_RUNS` (default 1000 reads), `BENCH_RUNS_PATCH` (default 300
+//! patches) and `BENCH_RUNS_CANCEL` (default 30 cancels); p99 only where
+//! n >= 100. Exit status: 0 when every call succeeded and every median
+//! holds its target, else 1.
 
 #[allow(dead_code)]
 mod support;
@@ -30,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 const DEFAULT_READS: usize = 1000;
 const DEFAULT_PATCHES: usize = 300;
+const DEFAULT_CANCELS: usize = 30;
 const FILE: &str = "src/tools/patch/sample.rs";
 const LINES: usize = 300;
 /// `read_file` of a 10 KB file at p50 (a model step takes hundreds of
@@ -38,6 +43,11 @@ const TARGET_READ_P50_MS: f64 = 1.0;
 /// What `patch` may add at p50 to a bare atomic write of the same bytes:
 /// the undo entry's own writes and fsyncs are most of it.
 const TARGET_PATCH_ADDED_P50_MS: f64 = 10.0;
+/// From a cancel to `read_file`'s return, mid-read, at p50 (the turn's
+/// cancel promise is 200 ms for everything together).
+const TARGET_CANCEL_P50_MS: f64 = 50.0;
+/// How long each read runs before it is cancelled.
+const CANCEL_AFTER_MS: u64 = 100;
 
 fn main() -> ExitCode {
     support::run_async("files", async {
@@ -68,7 +78,9 @@ async fn bench() -> Result<bool, String> {
     let catalog = ToolCatalog::standard(fido::plan::PlanFlavour::UpdatePlan);
     let read_ok = read_bench(&catalog, &env, &file, reads).await?;
     let patch_ok = patch_bench(&catalog, &env, &file, patches).await?;
-    Ok(read_ok && patch_ok)
+    let cancels = support::env_count("BENCH_RUNS_CANCEL", DEFAULT_CANCELS)?;
+    let cancel_ok = cancel_bench(&catalog, &env, dir.path(), cancels).await?;
+    Ok(read_ok && patch_ok && cancel_ok)
 }
 
 /// One call through the catalog, in ms; an error result fails the bench.
@@ -224,4 +236,73 @@ fn report(tool: &str, calls: &Sorted, bare: &Sorted, limit: &str) {
             s.max()
         );
     }
+}
+
+/// A file whose first lines are short and whose last line never ends in
+/// practice: 1 TiB, sparse.
+fn endless_line(dir: &Path) -> Result<(), String> {
+    let file =
+        std::fs::File::create(dir.join("endless.txt")).map_err(|e| format!("endless: {e}"))?;
+    std::io::Write::write_all(&mut &file, "short line\n".repeat(1000).as_bytes())
+        .map_err(|e| format!("endless: {e}"))?;
+    file.set_len(1 << 40).map_err(|e| format!("endless: {e}"))
+}
+
+/// One `read_file` past the short lines, cancelled after
+/// [`CANCEL_AFTER_MS`]: ms from the cancel to its return.
+async fn cancelled_read(catalog: &ToolCatalog, env: &ToolEnv) -> Result<f64, String> {
+    let call = ToolCall {
+        id: "read-cancelled".into(),
+        name: "read_file".into(),
+        arguments: json!({"path": "endless.txt", "offset": 1100}).to_string(),
+    };
+    let cancel = CancellationToken::new();
+    let context = InvocationContext::main();
+    let read = catalog.invoke(&call, env, &context, &[], &cancel);
+    tokio::pin!(read);
+    let cancelled_at = tokio::select! {
+        output = &mut read => return Err(format!("read_file ended before the cancel: {}", output.content)),
+        () = tokio::time::sleep(std::time::Duration::from_millis(CANCEL_AFTER_MS)) => {
+            cancel.cancel();
+            Instant::now()
+        }
+    };
+    let output = read.await;
+    let elapsed = cancelled_at.elapsed().as_secs_f64() * 1e3;
+    if !output.content.contains("cancelled") {
+        return Err(format!("read_file was not cancelled: {}", output.content));
+    }
+    Ok(elapsed)
+}
+
+async fn cancel_bench(
+    catalog: &ToolCatalog,
+    env: &ToolEnv,
+    dir: &Path,
+    runs: usize,
+) -> Result<bool, String> {
+    endless_line(dir)?;
+    let mut waits = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        waits.push(cancelled_read(catalog, env).await?);
+    }
+    let waits = Sorted::new(waits);
+    println!(
+        "read_file cancelled mid-read: returns {:.2} ms after the cancel (median of {runs})",
+        waits.median()
+    );
+    support::table_row(
+        "files",
+        "`read_file` of a never-ending line, cancelled mid-read: the cancel to its return",
+        &support::spread(&waits, 2, "ms"),
+        &format!("≤ {TARGET_CANCEL_P50_MS} ms p50"),
+        "—",
+    );
+    Ok(support::wall_clock_target(
+        "read_file returns after a cancel, p50",
+        waits.median(),
+        support::Bound::AtMost,
+        TARGET_CANCEL_P50_MS,
+        "ms",
+    ))
 }

