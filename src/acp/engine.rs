@@ -104,6 +104,14 @@ impl Engine {
         let _ = self.caller.send(Op::Interrupt);
     }
 
+    /// Cancels subagent `agent_id` alone: the turn goes on, and gets what
+    /// the subagent had as a partial result.
+    pub fn cancel_subagent(&self, agent_id: &str) {
+        let _ = self.caller.send(Op::CancelSubagent {
+            agent_id: Some(agent_id.to_string()),
+        });
+    }
+
     /// The person's answer to the approval `id` asked for.
     pub fn answer(&self, id: AskId, decision: ApprovalDecision) {
         let _ = self.caller.send(Op::Approve { id, decision });

@@ -112,7 +112,8 @@ impl Updates {
     }
 
     /// A finished `patch`: its edits as diffs (old and new text), and the
-    /// lines they landed on; a `bash_exec`: the tail of its output.
+    /// lines they landed on; a `bash_exec`: the tail of its output; a
+    /// write `delegate`: its change set's hunks as diffs.
     fn tool_output(
         &mut self,
         id: &str,
@@ -130,6 +131,16 @@ impl Updates {
             }
             "bash_exec" if !content.is_empty() => ToolCallUpdateFields::new()
                 .content(vec![text_content(&format!("```\n{content}\n```"))]),
+            // A write subagent's change set (its unified diff).
+            "delegate" => {
+                let (diffs, locations) = super::unified::change_set(&self.workspace, content);
+                if diffs.is_empty() {
+                    return Vec::new();
+                }
+                ToolCallUpdateFields::new()
+                    .content(diffs)
+                    .locations(locations)
+            }
             _ => return Vec::new(),
         };
         vec![SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
@@ -143,7 +154,7 @@ fn message_chunk(text: &str) -> SessionUpdate {
     SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::from(text)))
 }
 
-fn text_content(text: &str) -> ToolCallContent {
+pub fn text_content(text: &str) -> ToolCallContent {
     ToolCallContent::Content(agent_client_protocol::v1::schema::Content::new(
         ContentBlock::from(text),
     ))

@@ -156,6 +156,10 @@ pub enum EventKind {
         id: super::op::SubmissionId,
         reply: super::op::OpReply,
     },
+    /// Live only: the model's `delegate` call `call_id` runs as subagent
+    /// `agent_id` (emitted once, before the subagent's `subagent` events),
+    /// so a front end can show the subagent under the call that made it.
+    SubagentCall { call_id: String, agent_id: String },
     /// Live only: where a write subagent's change set stands, for the plan
     /// item it serves (the `delegate_result` carries the change set).
     ChangeSet {
@@ -178,6 +182,7 @@ impl EventKind {
             | EventKind::ApprovalRequested { .. }
             | EventKind::QuestionAsked { .. }
             | EventKind::OpReplied { .. }
+            | EventKind::SubagentCall { .. }
             | EventKind::ChangeSet { .. } => true,
             EventKind::SessionStarted { .. }
             | EventKind::TurnStarted { .. }

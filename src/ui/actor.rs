@@ -346,6 +346,7 @@ fn on_event<B: Backend>(
         | EventKind::HookFinished { .. }
         | EventKind::AssistantDelta { .. }
         | EventKind::ToolOutput { .. }
+        | EventKind::SubagentCall { .. }
         | EventKind::ChangeSet { .. }) => state.store.apply(&kind, now),
     }
 }

@@ -19,7 +19,7 @@ use crate::common::turns::call;
 use crate::common::{FakeServer, Reply, fido_cmd, sse};
 
 /// The node_modules folder holding `@agentclientprotocol/sdk`.
-fn node_modules(test: &str) -> Option<PathBuf> {
+pub(super) fn node_modules(test: &str) -> Option<PathBuf> {
     match std::env::var("FIDO_TEST_ACP_NODE_MODULES") {
         Ok(dir) if Path::new(&dir).join("@agentclientprotocol/sdk").is_dir() => {
             Some(PathBuf::from(dir))
@@ -48,7 +48,12 @@ fn provider_env(cmd: &mut Command, server: &FakeServer) {
 /// Runs the TypeScript client with `scenario` (its `fido`, `cwd` and
 /// defaults filled in) in `ws`; its report, after checking that every
 /// frame validated, every `fido acp` exited 0 and nothing is left.
-fn run_client(modules: &Path, ws: &Path, server: &FakeServer, mut scenario: Value) -> Value {
+pub(super) fn run_client(
+    modules: &Path,
+    ws: &Path,
+    server: &FakeServer,
+    mut scenario: Value,
+) -> Value {
     scenario["fido"] = json!(fido_bin());
     scenario["cwd"] = json!(ws.canonicalize().unwrap());
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp/client.mjs");
@@ -86,7 +91,7 @@ fn run_client(modules: &Path, ws: &Path, server: &FakeServer, mut scenario: Valu
     report
 }
 
-fn events<'a>(report: &'a Value, kind: &str) -> Vec<&'a Value> {
+pub(super) fn events<'a>(report: &'a Value, kind: &str) -> Vec<&'a Value> {
     report["events"]
         .as_array()
         .unwrap()
@@ -95,7 +100,7 @@ fn events<'a>(report: &'a Value, kind: &str) -> Vec<&'a Value> {
         .collect()
 }
 
-fn updates<'a>(report: &'a Value, kind: &str) -> Vec<&'a Value> {
+pub(super) fn updates<'a>(report: &'a Value, kind: &str) -> Vec<&'a Value> {
     events(report, "update")
         .into_iter()
         .map(|e| &e["update"])
@@ -103,7 +108,7 @@ fn updates<'a>(report: &'a Value, kind: &str) -> Vec<&'a Value> {
         .collect()
 }
 
-fn response<'a>(report: &'a Value, method: &str) -> Vec<&'a Value> {
+pub(super) fn response<'a>(report: &'a Value, method: &str) -> Vec<&'a Value> {
     report["events"]
         .as_array()
         .unwrap()
@@ -112,14 +117,14 @@ fn response<'a>(report: &'a Value, method: &str) -> Vec<&'a Value> {
         .collect()
 }
 
-fn message_text(report: &Value) -> String {
+pub(super) fn message_text(report: &Value) -> String {
     updates(report, "agent_message_chunk")
         .iter()
         .map(|u| u["content"]["text"].as_str().unwrap_or(""))
         .collect()
 }
 
-fn patch_call(id: &str, path: &str, old: &str, new: &str) -> Reply {
+pub(super) fn patch_call(id: &str, path: &str, old: &str, new: &str) -> Reply {
     call(
         id,
         "patch",

@@ -177,6 +177,8 @@ impl Store {
             EventKind::ApprovalRequested { .. }
             | EventKind::QuestionAsked { .. }
             | EventKind::OpReplied { .. } => return false,
+            // The bar follows the `subagent` events alone.
+            EventKind::SubagentCall { .. } => return false,
             EventKind::ChangeSet {
                 id,
                 plan_item,
