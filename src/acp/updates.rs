@@ -84,6 +84,9 @@ impl Updates {
                 arguments,
                 content,
             } => self.tool_output(id, name, arguments, content),
+            EventKind::ReasoningDelta { text } => vec![SessionUpdate::AgentThoughtChunk(
+                ContentChunk::new(ContentBlock::from(text.as_str())),
+            )],
             EventKind::PlanUpdated { plan } => vec![SessionUpdate::Plan(plan_update(plan))],
             EventKind::Error { message } => vec![message_chunk(&format!("\n\n[fido] {message}\n"))],
             EventKind::Retrying { .. } | EventKind::Compacted { .. } => {

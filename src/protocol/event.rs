@@ -130,6 +130,10 @@ pub enum EventKind {
     /// streams. `assistant_text` with the whole message still follows; a
     /// `retrying` or `compacted` event drops the fragments seen so far.
     AssistantDelta { text: String },
+    /// Live display only: a fragment of the model's reasoning as it
+    /// streams, from providers that send it; never kept in the
+    /// conversation (the terminal UI does not show it).
+    ReasoningDelta { text: String },
     /// Live display only: what the terminal UI shows of a finished call of
     /// `patch` (its arguments, for the diff) or `bash_exec` (the tail of
     /// its output and the exit line), after the call's `tool_result`.
@@ -178,6 +182,7 @@ impl EventKind {
     pub fn is_live_only(&self) -> bool {
         match self {
             EventKind::AssistantDelta { .. }
+            | EventKind::ReasoningDelta { .. }
             | EventKind::ToolOutput { .. }
             | EventKind::ApprovalRequested { .. }
             | EventKind::QuestionAsked { .. }

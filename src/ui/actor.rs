@@ -347,6 +347,7 @@ fn on_event<B: Backend>(
         | EventKind::AssistantDelta { .. }
         | EventKind::ToolOutput { .. }
         | EventKind::SubagentCall { .. }
+        | EventKind::ReasoningDelta { .. }
         | EventKind::ChangeSet { .. }) => state.store.apply(&kind, now),
     }
 }

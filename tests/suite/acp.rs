@@ -510,3 +510,37 @@ fn a_client_that_disappears_mid_command_leaves_no_process_and_a_whole_journal() 
     assert_ne!(line["status"], "unreadable", "{line}");
     assert_eq!(line["first_prompt"], "sleep");
 }
+
+#[test]
+fn reasoning_streams_as_thought_chunks_and_stays_out_of_the_conversation() {
+    let Some(modules) = node_modules("reasoning_streams_as_thought_chunks") else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    let reasoning = |field: &str, text: &str| sse::data(&sse::chunk(json!({ field: text }), None));
+    let mut events = vec![
+        reasoning("reasoning_content", "The user greets; "),
+        reasoning("reasoning", "answer briefly."),
+    ];
+    events.extend(sse::text_turn("Hello."));
+    let server = FakeServer::start(vec![
+        Reply::sse(events),
+        Reply::sse(sse::text_turn("Again.")),
+    ]);
+    let report = run_client(
+        &modules,
+        ws.path(),
+        &server,
+        json!({"steps": [{"do": "new"}, {"do": "prompt", "text": "hi"}, {"do": "prompt", "text": "more"}]}),
+    );
+    let thoughts: String = updates(&report, "agent_thought_chunk")
+        .iter()
+        .map(|u| u["content"]["text"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(thoughts, "The user greets; answer briefly.");
+    assert_eq!(message_text(&report), "Hello.Again.");
+    // The reasoning is not sent back to the model with the next prompt.
+    let second = server.model_requests()[1].body().to_string();
+    assert!(second.contains("Hello."), "{second}");
+    assert!(!second.contains("The user greets"), "{second}");
+}

@@ -179,6 +179,8 @@ impl Store {
             | EventKind::OpReplied { .. } => return false,
             // The bar follows the `subagent` events alone.
             EventKind::SubagentCall { .. } => return false,
+            // Not shown: the transcript is the model's answers.
+            EventKind::ReasoningDelta { .. } => return false,
             EventKind::ChangeSet {
                 id,
                 plan_item,
