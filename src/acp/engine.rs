@@ -99,6 +99,12 @@ impl Engine {
         }
     }
 
+    /// Runs one of the engine's commands (a slash command) to its answer
+    /// (`None`: the agent stopped first).
+    pub async fn command(&self, op: Op) -> Option<OpReply> {
+        self.caller.call(op).await.ok()
+    }
+
     /// Cancels the running turn (its outcome says `Interrupted`).
     pub fn interrupt(&self) {
         let _ = self.caller.send(Op::Interrupt);

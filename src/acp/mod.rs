@@ -10,6 +10,7 @@
 //! for permissions while it runs.
 
 mod children;
+mod commands;
 mod engine;
 mod permission;
 mod prompt;
@@ -289,6 +290,7 @@ async fn open_session(
         Ok((session, events)) => {
             let response = NewSessionResponse::new(session.id.clone());
             if responder.respond(response).is_ok() {
+                session.send(commands::available());
                 tokio::spawn(session.pump(events));
             }
         }
@@ -313,6 +315,7 @@ async fn load_session(
                 session.send(update);
             }
             if responder.respond(LoadSessionResponse::new()).is_ok() {
+                session.send(commands::available());
                 tokio::spawn(session.pump(events));
             }
         }

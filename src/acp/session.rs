@@ -9,18 +9,19 @@ use std::time::Duration;
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    PromptResponse, SessionNotification, SessionUpdate, StopReason,
+    ContentBlock, ContentChunk, PromptResponse, SessionNotification, SessionUpdate, StopReason,
 };
 use agent_client_protocol::{Client, Error, ErrorCode, RequestCancellationHandle};
 use serde_json::json;
 use tokio::sync::watch;
 
 use super::children::Children;
+use super::commands;
 use super::engine::Engine;
 use super::permission;
 use super::updates::{Updates, fido_meta};
 use crate::protocol::event_queue::EventReceiver;
-use crate::protocol::op::AskId;
+use crate::protocol::op::{AskId, Op};
 use crate::protocol::outcome::TurnOutcome;
 use crate::protocol::{ApprovalDecision, ApprovalRequest, EventKind};
 
@@ -156,6 +157,11 @@ impl Session {
             ));
         }
         self.cancelled.store(false, Ordering::SeqCst);
+        if let Some(command) = commands::parse(&prompt) {
+            let answered = self.command(command).await;
+            self.running.store(false, Ordering::SeqCst);
+            return answered;
+        }
         let ended_before = *self.turns_ended.borrow();
         let outcome = self.engine.prompt(prompt).await;
         let mut ended = self.turns_ended.subscribe();
@@ -163,6 +169,22 @@ impl Session {
         self.running.store(false, Ordering::SeqCst);
         let cancelled = self.cancelled.swap(false, Ordering::SeqCst);
         answer(outcome, cancelled)
+    }
+
+    /// A slash command the engine answers: its answer as the agent's
+    /// message, and the end of the turn.
+    async fn command(&self, command: Result<Op, String>) -> Result<PromptResponse, Error> {
+        let text = match command {
+            Ok(op) => self.engine.command(op).await.map(commands::reply_text),
+            Err(usage) => Some(usage),
+        };
+        let Some(text) = text else {
+            return answer(None, false);
+        };
+        self.send(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+            ContentBlock::from(text),
+        )));
+        Ok(PromptResponse::new(StopReason::EndTurn))
     }
 
     /// `session/cancel`: the pending permission requests are answered as

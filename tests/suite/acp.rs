@@ -544,3 +544,56 @@ fn reasoning_streams_as_thought_chunks_and_stays_out_of_the_conversation() {
     assert!(second.contains("Hello."), "{second}");
     assert!(!second.contains("The user greets"), "{second}");
 }
+
+#[test]
+fn the_engines_slash_commands_are_offered_and_answered() {
+    let Some(modules) = node_modules("the_engines_slash_commands_are_offered_and_answered") else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "one\n").unwrap();
+    let server = FakeServer::start(vec![
+        patch_call("c1", "a.txt", "one", "two"),
+        Reply::sse(sse::text_turn("Changed.")),
+    ]);
+    let report = run_client(
+        &modules,
+        ws.path(),
+        &server,
+        json!({"steps": [
+            {"do": "new"},
+            {"do": "prompt", "text": "change it"},
+            {"do": "prompt", "text": "/undo"},
+            {"do": "prompt", "text": "/status"},
+            {"do": "prompt", "text": "/model"},
+        ]}),
+    );
+    let offered = updates(&report, "available_commands_update");
+    let names: Vec<_> = offered[0]["availableCommands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    for name in ["undo", "status", "compact", "plan", "diff", "agents"] {
+        assert!(names.contains(&name), "{names:?}");
+    }
+    // Each command is answered by the engine, not the model: one model
+    // request (and its follow-up) for the prompt, none for the commands.
+    assert_eq!(server.model_requests().len(), 2);
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+        "one\n",
+        "/undo reverted the edit"
+    );
+    let prompts = response(&report, "session/prompt");
+    assert!(
+        prompts
+            .iter()
+            .all(|p| p["result"]["stopReason"] == "end_turn")
+    );
+    let text = message_text(&report);
+    assert!(text.contains("undone: "), "{text}");
+    assert!(text.contains("approval policy: on-request"), "{text}");
+    assert!(text.contains("usage: /model NAME"), "{text}");
+}
