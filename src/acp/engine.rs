@@ -99,9 +99,23 @@ impl Engine {
         }
     }
 
+    /// Runs one of the engine's commands (a slash command) to its answer
+    /// (`None`: the agent stopped first).
+    pub async fn command(&self, op: Op) -> Option<OpReply> {
+        self.caller.call(op).await.ok()
+    }
+
     /// Cancels the running turn (its outcome says `Interrupted`).
     pub fn interrupt(&self) {
         let _ = self.caller.send(Op::Interrupt);
+    }
+
+    /// Cancels subagent `agent_id` alone: the turn goes on, and gets what
+    /// the subagent had as a partial result.
+    pub fn cancel_subagent(&self, agent_id: &str) {
+        let _ = self.caller.send(Op::CancelSubagent {
+            agent_id: Some(agent_id.to_string()),
+        });
     }
 
     /// The person's answer to the approval `id` asked for.

@@ -9,15 +9,19 @@
 //! SDK's dispatch loop waits for each handler, and a turn asks the client
 //! for permissions while it runs.
 
+mod children;
+mod commands;
 mod engine;
 mod permission;
 mod prompt;
 mod session;
 mod stdio;
+mod unified;
 mod updates;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use agent_client_protocol::schema::ProtocolVersion;
@@ -42,6 +46,9 @@ pub use stdio::{ProtocolPipes, claim as claim_stdio};
 struct Server {
     overrides: Overrides,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// The client advertised `subagents`: it shows each subagent as a
+    /// child session.
+    subagent_sessions: AtomicBool,
 }
 
 impl Server {
@@ -55,6 +62,22 @@ impl Server {
             .cloned()
             .ok_or_else(|| Error::new(ErrorCode::INVALID_PARAMS, format!("unknown session: {id}")))
     }
+
+    /// `session/cancel`: a session's turn, or one subagent (a child
+    /// session) alone.
+    fn cancel(&self, id: &str) {
+        if let Ok(session) = self.session(id) {
+            session.cancel();
+            return;
+        }
+        let parent = self.sessions().values().find(|s| s.owns_child(id)).cloned();
+        match parent {
+            Some(parent) => parent.cancel_child(id),
+            None => {
+                tracing::info!(session = %crate::text::escape(id), "session/cancel of an unknown session ignored")
+            }
+        }
+    }
 }
 
 /// Serves the client on `pipes` until it closes them or a signal comes,
@@ -63,6 +86,7 @@ pub async fn serve(overrides: Overrides, pipes: ProtocolPipes) -> Result<(), Str
     let server = Arc::new(Server {
         overrides,
         sessions: Mutex::new(HashMap::new()),
+        subagent_sessions: AtomicBool::new(false),
     });
     let transport = ByteStreams::new(
         tokio::fs::File::from_std(pipes.output).compat_write(),
@@ -104,7 +128,8 @@ fn agent(
     server: Arc<Server>,
 ) -> agent_client_protocol::v1::Builder<Agent, impl agent_client_protocol::HandleDispatchFrom<Client>>
 {
-    let (new, load, list, prompt, cancel) = (
+    let (init, new, load, list, prompt, cancel) = (
+        server.clone(),
         server.clone(),
         server.clone(),
         server.clone(),
@@ -115,7 +140,11 @@ fn agent(
         .v1()
         .name("fido")
         .on_receive_request(
-            async |_: InitializeRequest, responder, _cx| responder.respond(initialize()),
+            async move |request: InitializeRequest, responder, _cx| {
+                let subagents = request.client_capabilities.subagents.is_some();
+                init.subagent_sessions.store(subagents, Ordering::Relaxed);
+                responder.respond(initialize())
+            },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
@@ -150,10 +179,7 @@ fn agent(
         )
         .on_receive_notification(
             async move |notification: CancelNotification, _cx| {
-                match cancel.session(&notification.session_id.0) {
-                    Ok(session) => session.cancel(),
-                    Err(err) => tracing::info!(error = %err, "session/cancel ignored"),
-                }
+                cancel.cancel(&notification.session_id.0);
                 Ok(())
             },
             agent_client_protocol::on_receive_notification!(),
@@ -264,6 +290,7 @@ async fn open_session(
         Ok((session, events)) => {
             let response = NewSessionResponse::new(session.id.clone());
             if responder.respond(response).is_ok() {
+                session.send(commands::available());
                 tokio::spawn(session.pump(events));
             }
         }
@@ -288,6 +315,7 @@ async fn load_session(
                 session.send(update);
             }
             if responder.respond(LoadSessionResponse::new()).is_ok() {
+                session.send(commands::available());
                 tokio::spawn(session.pump(events));
             }
         }
@@ -324,7 +352,8 @@ async fn start_session(
         tracing::warn!("{}", crate::text::escape(warning));
     }
     let id = engine.journal_id.clone().unwrap_or_else(unjournaled_id);
-    let session = Session::new(id.clone(), engine, client);
+    let subagents = server.subagent_sessions.load(Ordering::Relaxed);
+    let session = Session::new(id.clone(), engine, client, subagents);
     server.sessions().insert(id, session.clone());
     Ok((session, events))
 }

@@ -9,17 +9,19 @@ use std::time::Duration;
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    PromptResponse, SessionNotification, SessionUpdate, StopReason,
+    ContentBlock, ContentChunk, PromptResponse, SessionNotification, SessionUpdate, StopReason,
 };
 use agent_client_protocol::{Client, Error, ErrorCode, RequestCancellationHandle};
 use serde_json::json;
 use tokio::sync::watch;
 
+use super::children::Children;
+use super::commands;
 use super::engine::Engine;
 use super::permission;
 use super::updates::{Updates, fido_meta};
 use crate::protocol::event_queue::EventReceiver;
-use crate::protocol::op::AskId;
+use crate::protocol::op::{AskId, Op};
 use crate::protocol::outcome::TurnOutcome;
 use crate::protocol::{ApprovalDecision, ApprovalRequest, EventKind};
 
@@ -41,10 +43,19 @@ pub struct Session {
     pending: Mutex<HashMap<AskId, RequestCancellationHandle>>,
     /// Requests the client rejected for the rest of the session.
     rejected: Mutex<HashSet<String>>,
+    /// The client shows subagents as child sessions.
+    subagent_sessions: bool,
+    /// The subagents announced, by agent id (their child session ids).
+    children: Mutex<HashSet<String>>,
 }
 
 impl Session {
-    pub fn new(id: String, engine: Engine, client: ConnectionTo<Client>) -> Arc<Session> {
+    pub fn new(
+        id: String,
+        engine: Engine,
+        client: ConnectionTo<Client>,
+        subagent_sessions: bool,
+    ) -> Arc<Session> {
         Arc::new(Session {
             id,
             engine,
@@ -54,6 +65,8 @@ impl Session {
             turns_ended: watch::Sender::new(0),
             pending: Mutex::new(HashMap::new()),
             rejected: Mutex::new(HashSet::new()),
+            subagent_sessions,
+            children: Mutex::new(HashSet::new()),
         })
     }
 
@@ -63,7 +76,12 @@ impl Session {
 
     /// Sends one update of this session (a client that is gone loses it).
     pub fn send(&self, update: SessionUpdate) {
-        let notification = SessionNotification::new(self.id.clone(), update);
+        self.send_to(&self.id, update);
+    }
+
+    /// Sends one update of this session or of one of its child sessions.
+    fn send_to(&self, session: &str, update: SessionUpdate) {
+        let notification = SessionNotification::new(session.to_string(), update);
         if let Err(err) = self.client.send_notification(notification) {
             tracing::debug!(error = %err, "a session update was not sent");
         }
@@ -73,7 +91,14 @@ impl Session {
     /// gone (runs as a task of its own).
     pub async fn pump(self: Arc<Session>, mut events: EventReceiver) {
         let mut updates = Updates::new(&self.engine.workspace);
+        let mut children = Children::new(self.subagent_sessions);
         while let Some(event) = events.recv().await {
+            if let EventKind::SubagentCall { agent_id, .. } = &event.kind {
+                lock(&self.children).insert(agent_id.clone());
+            }
+            for routed in children.of(&event.kind) {
+                self.send_to(routed.session.as_deref().unwrap_or(&self.id), routed.update);
+            }
             if let EventKind::ApprovalRequested { id, request } = &event.kind {
                 self.ask(*id, request, updates.running_call());
                 continue;
@@ -132,6 +157,11 @@ impl Session {
             ));
         }
         self.cancelled.store(false, Ordering::SeqCst);
+        if let Some(command) = commands::parse(&prompt) {
+            let answered = self.command(command).await;
+            self.running.store(false, Ordering::SeqCst);
+            return answered;
+        }
         let ended_before = *self.turns_ended.borrow();
         let outcome = self.engine.prompt(prompt).await;
         let mut ended = self.turns_ended.subscribe();
@@ -139,6 +169,22 @@ impl Session {
         self.running.store(false, Ordering::SeqCst);
         let cancelled = self.cancelled.swap(false, Ordering::SeqCst);
         answer(outcome, cancelled)
+    }
+
+    /// A slash command the engine answers: its answer as the agent's
+    /// message, and the end of the turn.
+    async fn command(&self, command: Result<Op, String>) -> Result<PromptResponse, Error> {
+        let text = match command {
+            Ok(op) => self.engine.command(op).await.map(commands::reply_text),
+            Err(usage) => Some(usage),
+        };
+        let Some(text) = text else {
+            return answer(None, false);
+        };
+        self.send(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+            ContentBlock::from(text),
+        )));
+        Ok(PromptResponse::new(StopReason::EndTurn))
     }
 
     /// `session/cancel`: the pending permission requests are answered as
@@ -158,6 +204,17 @@ impl Session {
             );
         }
         self.engine.interrupt();
+    }
+
+    /// Whether `session_id` is one of this session's subagents.
+    pub fn owns_child(&self, session_id: &str) -> bool {
+        lock(&self.children).contains(session_id)
+    }
+
+    /// `session/cancel` on a child session: that subagent alone stops, and
+    /// the turn goes on with what it had.
+    pub fn cancel_child(&self, agent_id: &str) {
+        self.engine.cancel_subagent(agent_id);
     }
 
     /// Cancels a running turn, then reaps every child of the session.

@@ -84,6 +84,9 @@ impl Updates {
                 arguments,
                 content,
             } => self.tool_output(id, name, arguments, content),
+            EventKind::ReasoningDelta { text } => vec![SessionUpdate::AgentThoughtChunk(
+                ContentChunk::new(ContentBlock::from(text.as_str())),
+            )],
             EventKind::PlanUpdated { plan } => vec![SessionUpdate::Plan(plan_update(plan))],
             EventKind::Error { message } => vec![message_chunk(&format!("\n\n[fido] {message}\n"))],
             EventKind::Retrying { .. } | EventKind::Compacted { .. } => {
@@ -112,7 +115,8 @@ impl Updates {
     }
 
     /// A finished `patch`: its edits as diffs (old and new text), and the
-    /// lines they landed on; a `bash_exec`: the tail of its output.
+    /// lines they landed on; a `bash_exec`: the tail of its output; a
+    /// write `delegate`: its change set's hunks as diffs.
     fn tool_output(
         &mut self,
         id: &str,
@@ -130,6 +134,16 @@ impl Updates {
             }
             "bash_exec" if !content.is_empty() => ToolCallUpdateFields::new()
                 .content(vec![text_content(&format!("```\n{content}\n```"))]),
+            // A write subagent's change set (its unified diff).
+            "delegate" => {
+                let (diffs, locations) = super::unified::change_set(&self.workspace, content);
+                if diffs.is_empty() {
+                    return Vec::new();
+                }
+                ToolCallUpdateFields::new()
+                    .content(diffs)
+                    .locations(locations)
+            }
             _ => return Vec::new(),
         };
         vec![SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
@@ -143,7 +157,7 @@ fn message_chunk(text: &str) -> SessionUpdate {
     SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::from(text)))
 }
 
-fn text_content(text: &str) -> ToolCallContent {
+pub fn text_content(text: &str) -> ToolCallContent {
     ToolCallContent::Content(agent_client_protocol::v1::schema::Content::new(
         ContentBlock::from(text),
     ))

@@ -1,6 +1,7 @@
 //! What the turn loop tells the live terminal UI beyond the event contract:
 //! streamed text fragments and the part of a tool call's output worth
-//! showing (a `patch`'s edits for its diff, the tail of a `bash_exec`).
+//! showing (a `patch`'s edits for its diff, the tail of a `bash_exec`, a
+//! write subagent's diff).
 //! Both travel as live-only events, which `fido exec --json` never prints.
 
 use crate::protocol::{EventKind, ToolCall};
@@ -19,6 +20,7 @@ pub(super) fn tool_output(call: &ToolCall, output: &ToolOutput) -> Option<EventK
     let content = match call.name.as_str() {
         "patch" if output.ok && call.arguments.len() <= MAX_PATCH_ARGUMENTS => String::new(),
         "bash_exec" => tail_lines(&output.content, BASH_TAIL_LINES).to_string(),
+        "delegate" => change_set_diff(&output.content)?,
         _ => return None,
     };
     Some(EventKind::ToolOutput {
@@ -27,6 +29,15 @@ pub(super) fn tool_output(call: &ToolCall, output: &ToolOutput) -> Option<EventK
         arguments: call.arguments.clone(),
         content,
     })
+}
+
+/// The unified diff of a write subagent's change set, from its
+/// `delegate_result` (capped by `delegate_diff_bytes`); `None` when the
+/// subagent changed nothing.
+fn change_set_diff(result: &str) -> Option<String> {
+    let result: serde_json::Value = serde_json::from_str(result).ok()?;
+    let diff = result.get("changes")?.get("diff")?.as_str()?;
+    (!diff.is_empty()).then(|| diff.to_string())
 }
 
 /// The last `count` lines of `text`.
@@ -53,7 +64,7 @@ mod tests {
     }
 
     #[test]
-    fn only_patch_and_bash_exec_get_live_output() {
+    fn only_patch_bash_exec_and_a_write_delegation_get_live_output() {
         let call = |name: &str| ToolCall {
             id: "c".into(),
             name: name.into(),
@@ -65,6 +76,14 @@ mod tests {
         assert!(matches!(
             tool_output(&call("bash_exec"), &ok),
             Some(EventKind::ToolOutput { content, .. }) if content == "fine"
+        ));
+        let read_only = serde_json::json!({"type": "delegate_result"}).to_string();
+        assert!(tool_output(&call("delegate"), &ToolOutput::ok(read_only)).is_none());
+        let diff = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n";
+        let write = serde_json::json!({"changes": {"diff": diff}}).to_string();
+        assert!(matches!(
+            tool_output(&call("delegate"), &ToolOutput::ok(write)),
+            Some(EventKind::ToolOutput { content, .. }) if content == diff
         ));
     }
 }

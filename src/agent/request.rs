@@ -64,7 +64,12 @@ pub(super) async fn request(
         ProviderNotice::TextDelta(text) if stream_text => {
             events.emit(EventKind::AssistantDelta { text });
         }
-        ProviderNotice::TextDelta(_) | ProviderNotice::ToolCallStarted { .. } => {}
+        ProviderNotice::ReasoningDelta(text) if stream_text => {
+            events.emit(EventKind::ReasoningDelta { text });
+        }
+        ProviderNotice::TextDelta(_)
+        | ProviderNotice::ReasoningDelta(_)
+        | ProviderNotice::ToolCallStarted { .. } => {}
     };
     let prompt_tokens =
         conversation.estimated_tokens() + limits::tools_tokens(deps.catalog.specs());

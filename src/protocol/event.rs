@@ -130,6 +130,10 @@ pub enum EventKind {
     /// streams. `assistant_text` with the whole message still follows; a
     /// `retrying` or `compacted` event drops the fragments seen so far.
     AssistantDelta { text: String },
+    /// Live display only: a fragment of the model's reasoning as it
+    /// streams, from providers that send it; never kept in the
+    /// conversation (the terminal UI does not show it).
+    ReasoningDelta { text: String },
     /// Live display only: what the terminal UI shows of a finished call of
     /// `patch` (its arguments, for the diff) or `bash_exec` (the tail of
     /// its output and the exit line), after the call's `tool_result`.
@@ -156,6 +160,10 @@ pub enum EventKind {
         id: super::op::SubmissionId,
         reply: super::op::OpReply,
     },
+    /// Live only: the model's `delegate` call `call_id` runs as subagent
+    /// `agent_id` (emitted once, before the subagent's `subagent` events),
+    /// so a front end can show the subagent under the call that made it.
+    SubagentCall { call_id: String, agent_id: String },
     /// Live only: where a write subagent's change set stands, for the plan
     /// item it serves (the `delegate_result` carries the change set).
     ChangeSet {
@@ -174,10 +182,12 @@ impl EventKind {
     pub fn is_live_only(&self) -> bool {
         match self {
             EventKind::AssistantDelta { .. }
+            | EventKind::ReasoningDelta { .. }
             | EventKind::ToolOutput { .. }
             | EventKind::ApprovalRequested { .. }
             | EventKind::QuestionAsked { .. }
             | EventKind::OpReplied { .. }
+            | EventKind::SubagentCall { .. }
             | EventKind::ChangeSet { .. } => true,
             EventKind::SessionStarted { .. }
             | EventKind::TurnStarted { .. }

@@ -68,6 +68,9 @@ pub struct Completion {
 pub enum ProviderNotice {
     /// A fragment of assistant text.
     TextDelta(String),
+    /// A fragment of the model's reasoning, for live display only: it is
+    /// not part of the completion.
+    ReasoningDelta(String),
     /// The stream started a tool call with this name.
     ToolCallStarted { name: String },
     /// The request failed and will be tried again after `delay`. Text deltas

@@ -336,6 +336,12 @@ struct Choice {
 struct Delta {
     #[serde(default)]
     content: Option<String>,
+    /// The model's reasoning, as DeepSeek, vLLM and llama.cpp stream it.
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    /// The model's reasoning, as OpenRouter and Ollama stream it.
+    #[serde(default)]
+    reasoning: Option<String>,
     #[serde(default)]
     tool_calls: Option<Vec<ToolCallDelta>>,
 }
@@ -470,6 +476,11 @@ impl ChatStreamAccumulator {
                 if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
                     self.content.push_str(&text);
                     notices.push(ProviderNotice::TextDelta(text));
+                }
+                // Shown live only: reasoning is never kept in the message.
+                let reasoning = delta.reasoning_content.or(delta.reasoning);
+                if let Some(text) = reasoning.filter(|t| !t.is_empty()) {
+                    notices.push(ProviderNotice::ReasoningDelta(text));
                 }
                 for call in delta.tool_calls.unwrap_or_default() {
                     self.merge_call(call, &mut notices);

@@ -390,6 +390,10 @@ impl Delegator for Supervisor {
     fn delegate<'a>(&'a self, request: DelegationRequest<'a>) -> DelegationFuture<'a> {
         Box::pin(async move {
             let agent_id = format!("subagent-{:08x}", fastrand::u32(..));
+            self.shared.events.emit(EventKind::SubagentCall {
+                call_id: request.call_id.to_string(),
+                agent_id: agent_id.clone(),
+            });
             if let Some(refused) = self.over_turn_limit(&agent_id) {
                 return refused;
             }

@@ -346,6 +346,8 @@ fn on_event<B: Backend>(
         | EventKind::HookFinished { .. }
         | EventKind::AssistantDelta { .. }
         | EventKind::ToolOutput { .. }
+        | EventKind::SubagentCall { .. }
+        | EventKind::ReasoningDelta { .. }
         | EventKind::ChangeSet { .. }) => state.store.apply(&kind, now),
     }
 }

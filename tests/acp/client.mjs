@@ -4,7 +4,7 @@
 // (generated from the published ACP JSON schema), and prints one JSON
 // object: what happened, the frames, and the frames that did not validate.
 //
-// Scenario: { fido, args, cwd, permission, steps: [...] } where a step is
+// Scenario: { fido, args, cwd, permission, subagents, steps: [...] } where a step is
 //   {"do": "new"}                          session/new in cwd
 //   {"do": "prompt", "text": "...", "cancelAfterMs": N}
 //   {"do": "list"}                         session/list
@@ -14,6 +14,10 @@
 // and `permission` is the option picked for every permission request
 // ("allow_once", "allow_always", "reject_once", "reject_always"), or
 // "cancel": send session/cancel and answer the request `cancelled`.
+// With `subagents` the client advertises the (unstable) subagents
+// capability, uses the SDK's unstable schemas, and, when `subagents` is
+// "cancel", sends session/cancel on a child session once it sees the
+// child's first tool call.
 //
 // The SDK is found through ACP_NODE_MODULES (a node_modules folder).
 
@@ -25,10 +29,13 @@ import path from "node:path";
 const modules = process.env.ACP_NODE_MODULES;
 const sdkFile = (rel) =>
   pathToFileURL(path.join(modules, "@agentclientprotocol/sdk/dist", rel)).href;
-const acp = await import(sdkFile("v1/stable/acp.js"));
-const zod = await import(sdkFile("v1/schema/zod.gen.js"));
-
 const scenario = JSON.parse(process.argv[2]);
+const unstable = scenario.subagents !== undefined;
+const acp = await import(sdkFile(unstable ? "v1/unstable/acp.js" : "v1/stable/acp.js"));
+const zod = await import(
+  sdkFile(unstable ? "v1/unstable/schema/zod.gen.js" : "v1/schema/zod.gen.js")
+);
+
 const report = { events: [], frames: [], invalid: [], exits: [] };
 const log = (event) => report.events.push(event);
 
@@ -116,8 +123,17 @@ function startFido() {
 function clientApp(state) {
   return acp
     .client({ name: "fido-test-client" })
-    .onNotification(acp.methods.client.session.update, ({ params }) => {
+    .onNotification(acp.methods.client.session.update, async ({ params, agent }) => {
       log({ type: "update", sessionId: params.sessionId, update: params.update });
+      const child = params.sessionId !== state.session;
+      if (scenario.subagents === "cancel" && child && params.update.sessionUpdate === "tool_call") {
+        if (!state.cancelledChildren) state.cancelledChildren = new Set();
+        if (!state.cancelledChildren.has(params.sessionId)) {
+          state.cancelledChildren.add(params.sessionId);
+          log({ type: "cancel_child_sent", sessionId: params.sessionId });
+          await agent.notify(acp.methods.agent.session.cancel, { sessionId: params.sessionId });
+        }
+      }
     })
     .onRequest(acp.methods.client.session.requestPermission, async ({ params, agent }) => {
       log({ type: "permission", params });
@@ -145,7 +161,7 @@ async function runSteps(steps, state) {
   const closing = clientApp(state).connectWith(fido.stream, async (ctx) => {
     await call(ctx, acp.methods.agent.initialize, {
       protocolVersion: acp.PROTOCOL_VERSION,
-      clientCapabilities: {},
+      clientCapabilities: unstable ? { subagents: {} } : {},
     });
     while (steps.length > 0) {
       const step = steps.shift();

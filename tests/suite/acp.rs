@@ -19,7 +19,7 @@ use crate::common::turns::call;
 use crate::common::{FakeServer, Reply, fido_cmd, sse};
 
 /// The node_modules folder holding `@agentclientprotocol/sdk`.
-fn node_modules(test: &str) -> Option<PathBuf> {
+pub(super) fn node_modules(test: &str) -> Option<PathBuf> {
     match std::env::var("FIDO_TEST_ACP_NODE_MODULES") {
         Ok(dir) if Path::new(&dir).join("@agentclientprotocol/sdk").is_dir() => {
             Some(PathBuf::from(dir))
@@ -48,7 +48,12 @@ fn provider_env(cmd: &mut Command, server: &FakeServer) {
 /// Runs the TypeScript client with `scenario` (its `fido`, `cwd` and
 /// defaults filled in) in `ws`; its report, after checking that every
 /// frame validated, every `fido acp` exited 0 and nothing is left.
-fn run_client(modules: &Path, ws: &Path, server: &FakeServer, mut scenario: Value) -> Value {
+pub(super) fn run_client(
+    modules: &Path,
+    ws: &Path,
+    server: &FakeServer,
+    mut scenario: Value,
+) -> Value {
     scenario["fido"] = json!(fido_bin());
     scenario["cwd"] = json!(ws.canonicalize().unwrap());
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp/client.mjs");
@@ -86,7 +91,7 @@ fn run_client(modules: &Path, ws: &Path, server: &FakeServer, mut scenario: Valu
     report
 }
 
-fn events<'a>(report: &'a Value, kind: &str) -> Vec<&'a Value> {
+pub(super) fn events<'a>(report: &'a Value, kind: &str) -> Vec<&'a Value> {
     report["events"]
         .as_array()
         .unwrap()
@@ -95,7 +100,7 @@ fn events<'a>(report: &'a Value, kind: &str) -> Vec<&'a Value> {
         .collect()
 }
 
-fn updates<'a>(report: &'a Value, kind: &str) -> Vec<&'a Value> {
+pub(super) fn updates<'a>(report: &'a Value, kind: &str) -> Vec<&'a Value> {
     events(report, "update")
         .into_iter()
         .map(|e| &e["update"])
@@ -103,7 +108,7 @@ fn updates<'a>(report: &'a Value, kind: &str) -> Vec<&'a Value> {
         .collect()
 }
 
-fn response<'a>(report: &'a Value, method: &str) -> Vec<&'a Value> {
+pub(super) fn response<'a>(report: &'a Value, method: &str) -> Vec<&'a Value> {
     report["events"]
         .as_array()
         .unwrap()
@@ -112,14 +117,14 @@ fn response<'a>(report: &'a Value, method: &str) -> Vec<&'a Value> {
         .collect()
 }
 
-fn message_text(report: &Value) -> String {
+pub(super) fn message_text(report: &Value) -> String {
     updates(report, "agent_message_chunk")
         .iter()
         .map(|u| u["content"]["text"].as_str().unwrap_or(""))
         .collect()
 }
 
-fn patch_call(id: &str, path: &str, old: &str, new: &str) -> Reply {
+pub(super) fn patch_call(id: &str, path: &str, old: &str, new: &str) -> Reply {
     call(
         id,
         "patch",
@@ -504,4 +509,91 @@ fn a_client_that_disappears_mid_command_leaves_no_process_and_a_whole_journal() 
     assert_eq!(line["id"], session.as_str());
     assert_ne!(line["status"], "unreadable", "{line}");
     assert_eq!(line["first_prompt"], "sleep");
+}
+
+#[test]
+fn reasoning_streams_as_thought_chunks_and_stays_out_of_the_conversation() {
+    let Some(modules) = node_modules("reasoning_streams_as_thought_chunks") else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    let reasoning = |field: &str, text: &str| sse::data(&sse::chunk(json!({ field: text }), None));
+    let mut events = vec![
+        reasoning("reasoning_content", "The user greets; "),
+        reasoning("reasoning", "answer briefly."),
+    ];
+    events.extend(sse::text_turn("Hello."));
+    let server = FakeServer::start(vec![
+        Reply::sse(events),
+        Reply::sse(sse::text_turn("Again.")),
+    ]);
+    let report = run_client(
+        &modules,
+        ws.path(),
+        &server,
+        json!({"steps": [{"do": "new"}, {"do": "prompt", "text": "hi"}, {"do": "prompt", "text": "more"}]}),
+    );
+    let thoughts: String = updates(&report, "agent_thought_chunk")
+        .iter()
+        .map(|u| u["content"]["text"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(thoughts, "The user greets; answer briefly.");
+    assert_eq!(message_text(&report), "Hello.Again.");
+    // The reasoning is not sent back to the model with the next prompt.
+    let second = server.model_requests()[1].body().to_string();
+    assert!(second.contains("Hello."), "{second}");
+    assert!(!second.contains("The user greets"), "{second}");
+}
+
+#[test]
+fn the_engines_slash_commands_are_offered_and_answered() {
+    let Some(modules) = node_modules("the_engines_slash_commands_are_offered_and_answered") else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "one\n").unwrap();
+    let server = FakeServer::start(vec![
+        patch_call("c1", "a.txt", "one", "two"),
+        Reply::sse(sse::text_turn("Changed.")),
+    ]);
+    let report = run_client(
+        &modules,
+        ws.path(),
+        &server,
+        json!({"steps": [
+            {"do": "new"},
+            {"do": "prompt", "text": "change it"},
+            {"do": "prompt", "text": "/undo"},
+            {"do": "prompt", "text": "/status"},
+            {"do": "prompt", "text": "/model"},
+        ]}),
+    );
+    let offered = updates(&report, "available_commands_update");
+    let names: Vec<_> = offered[0]["availableCommands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    for name in ["undo", "status", "compact", "plan", "diff", "agents"] {
+        assert!(names.contains(&name), "{names:?}");
+    }
+    // Each command is answered by the engine, not the model: one model
+    // request (and its follow-up) for the prompt, none for the commands.
+    assert_eq!(server.model_requests().len(), 2);
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+        "one\n",
+        "/undo reverted the edit"
+    );
+    let prompts = response(&report, "session/prompt");
+    assert!(
+        prompts
+            .iter()
+            .all(|p| p["result"]["stopReason"] == "end_turn")
+    );
+    let text = message_text(&report);
+    assert!(text.contains("undone: "), "{text}");
+    assert!(text.contains("approval policy: on-request"), "{text}");
+    assert!(text.contains("usage: /model NAME"), "{text}");
 }

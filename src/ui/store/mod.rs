@@ -177,6 +177,10 @@ impl Store {
             EventKind::ApprovalRequested { .. }
             | EventKind::QuestionAsked { .. }
             | EventKind::OpReplied { .. } => return false,
+            // The bar follows the `subagent` events alone.
+            EventKind::SubagentCall { .. } => return false,
+            // Not shown: the transcript is the model's answers.
+            EventKind::ReasoningDelta { .. } => return false,
             EventKind::ChangeSet {
                 id,
                 plan_item,

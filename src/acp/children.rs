@@ -1,0 +1,262 @@
+//! Fido's subagents (the `delegate` tool) as an editor sees them.
+//!
+//! A client that advertises `subagents` gets each subagent as a child
+//! session of its own: announced with `subagent_update` on the parent
+//! session (title: the delegated task; state: running, then idle with a
+//! stop reason and the child's usage), its tool calls as `tool_call`
+//! updates under the child's session id. Any other client sees the
+//! subagent as the parent's one `delegate` tool call, whose content says
+//! what the subagent is doing as it goes.
+//!
+//! What a subagent does reaches the parent as sanitised lifecycle events
+//! only (tool names and short summaries, never message contents), so that
+//! is all a child session shows. Pure: the caller sends what
+//! [`Children::of`] returns, in order.
+
+use std::collections::HashMap;
+
+use agent_client_protocol::v1::schema::{
+    ErrorStopReason, IdleStateUpdate, IdleStopReason, RunningStateUpdate,
+    SessionCancelCapabilities, SessionUpdate, StateUpdate, SubagentSessionCapabilities,
+    SubagentUpdate, ToolCall, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+};
+use serde_json::json;
+
+use super::updates::{fido_meta, text_content, tool_kind};
+use crate::protocol::{EventKind, Identity, SubagentPhase, UsageTotals};
+
+/// An update and the session it goes to (`None`: the parent's).
+#[derive(Debug)]
+pub struct Routed {
+    pub session: Option<String>,
+    pub update: SessionUpdate,
+}
+
+impl Routed {
+    fn parent(update: SessionUpdate) -> Routed {
+        Routed {
+            session: None,
+            update,
+        }
+    }
+
+    fn child(agent_id: &str, update: SessionUpdate) -> Routed {
+        Routed {
+            session: Some(agent_id.to_string()),
+            update,
+        }
+    }
+}
+
+/// What the translation remembers of the session's subagents.
+#[derive(Debug, Default)]
+pub struct Children {
+    /// The client shows subagents as child sessions.
+    as_sessions: bool,
+    /// The summary (the task) of each `delegate` call, by call id.
+    tasks: HashMap<String, String>,
+    /// Each subagent, by agent id (which is its child session id).
+    agents: HashMap<String, Child>,
+}
+
+#[derive(Debug, Default)]
+struct Child {
+    call_id: String,
+    /// The child's tool call now running, shown under its session.
+    open_tool: Option<String>,
+    tools_seen: u32,
+    usage: UsageTotals,
+}
+
+impl Children {
+    pub fn new(as_sessions: bool) -> Children {
+        Children {
+            as_sessions,
+            ..Children::default()
+        }
+    }
+
+    /// The updates one event makes about subagents (often none).
+    pub fn of(&mut self, event: &EventKind) -> Vec<Routed> {
+        match event {
+            EventKind::ToolCall { id, name, summary } if name == "delegate" => {
+                self.tasks.insert(id.clone(), summary.clone());
+                Vec::new()
+            }
+            EventKind::SubagentCall { call_id, agent_id } => self.started(call_id, agent_id),
+            EventKind::Subagent {
+                agent_id,
+                phase,
+                detail,
+                tokens,
+                ..
+            } => self.progress(agent_id, phase, detail, *tokens),
+            EventKind::Usage {
+                identity: Identity::Subagent { agent_id },
+                prompt_tokens,
+                cached_tokens,
+                completion_tokens,
+            } => {
+                if let Some(child) = self.agents.get_mut(agent_id) {
+                    child.usage.record(crate::protocol::Usage {
+                        prompt_tokens: *prompt_tokens,
+                        cached_tokens: *cached_tokens,
+                        completion_tokens: *completion_tokens,
+                    });
+                }
+                Vec::new()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The delegate call `call_id` runs as `agent_id`: a child session is
+    /// announced (running, cancellable alone).
+    fn started(&mut self, call_id: &str, agent_id: &str) -> Vec<Routed> {
+        let child = Child {
+            call_id: call_id.to_string(),
+            ..Child::default()
+        };
+        self.agents.insert(agent_id.to_string(), child);
+        if !self.as_sessions {
+            return Vec::new();
+        }
+        let task = self.tasks.get(call_id).cloned().unwrap_or_default();
+        let title = if task.is_empty() {
+            format!("Subagent {agent_id}")
+        } else {
+            task
+        };
+        let announce = SubagentUpdate::new(agent_id.to_string())
+            .title(title)
+            .description(format!(
+                "Fido subagent {agent_id}, working in its own sandboxed process for delegate call {call_id}"
+            ))
+            .capabilities(
+                SubagentSessionCapabilities::new().cancel(SessionCancelCapabilities::new()),
+            )
+            .state(StateUpdate::Running(RunningStateUpdate::new()))
+            .meta(fido_meta(json!({ "agent_id": agent_id, "call_id": call_id })));
+        vec![Routed::parent(SessionUpdate::SubagentUpdate(announce))]
+    }
+
+    fn progress(
+        &mut self,
+        agent_id: &str,
+        phase: &SubagentPhase,
+        detail: &str,
+        tokens: u64,
+    ) -> Vec<Routed> {
+        let as_sessions = self.as_sessions;
+        let Some(child) = self.agents.get_mut(agent_id) else {
+            return Vec::new();
+        };
+        if !as_sessions {
+            return vec![Routed::parent(live_status(
+                child, agent_id, phase, detail, tokens,
+            ))];
+        }
+        let mut out = Vec::new();
+        // A new tool, a new model request or the end: the running tool
+        // call is over.
+        let moved_on = !matches!(phase, SubagentPhase::Starting);
+        if moved_on {
+            out.extend(close_tool(child, agent_id, phase));
+        }
+        match phase {
+            SubagentPhase::Tool(name) => out.push(open_tool(child, agent_id, name, detail)),
+            SubagentPhase::NestedDelegationRejected => {
+                out.push(open_tool(child, agent_id, "delegate", "refused: nested"));
+                out.extend(close_tool(child, agent_id, &SubagentPhase::Failed));
+            }
+            _ if phase.is_final() => out.push(Routed::parent(ended(
+                child, agent_id, phase, detail, tokens,
+            ))),
+            _ => {}
+        }
+        out
+    }
+}
+
+/// A child's tool call starts, under the child's session.
+fn open_tool(child: &mut Child, agent_id: &str, name: &str, detail: &str) -> Routed {
+    child.tools_seen += 1;
+    let id = format!("{agent_id}-tool-{}", child.tools_seen);
+    child.open_tool = Some(id.clone());
+    let title = if detail.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name} {detail}")
+    };
+    let call = ToolCall::new(id, title)
+        .kind(tool_kind(name))
+        .status(ToolCallStatus::InProgress)
+        .raw_input(json!({ "tool": name, "summary": detail }));
+    Routed::child(agent_id, SessionUpdate::ToolCall(call))
+}
+
+/// The child's running tool call ended: the child moved on (completed),
+/// or stopped meanwhile (failed).
+fn close_tool(child: &mut Child, agent_id: &str, next: &SubagentPhase) -> Option<Routed> {
+    let id = child.open_tool.take()?;
+    let status = match next {
+        SubagentPhase::Failed | SubagentPhase::Cancelled => ToolCallStatus::Failed,
+        _ => ToolCallStatus::Completed,
+    };
+    let fields = ToolCallUpdateFields::new().status(status);
+    Some(Routed::child(
+        agent_id,
+        SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(id, fields)),
+    ))
+}
+
+/// The child's work ended: idle, why, and what it used.
+fn ended(
+    child: &Child,
+    agent_id: &str,
+    phase: &SubagentPhase,
+    detail: &str,
+    tokens: u64,
+) -> SessionUpdate {
+    let reason = match phase {
+        SubagentPhase::Cancelled => IdleStopReason::Cancelled,
+        SubagentPhase::Failed => IdleStopReason::Error(ErrorStopReason::new()),
+        _ => IdleStopReason::EndTurn,
+    };
+    let state = IdleStateUpdate::new()
+        .stop_reason(reason)
+        .meta(fido_meta(json!({
+            "outcome": phase.as_str(),
+            "detail": detail,
+            "tokens": tokens,
+            "usage": child.usage,
+        })));
+    SessionUpdate::SubagentUpdate(
+        SubagentUpdate::new(agent_id.to_string()).state(StateUpdate::Idle(state)),
+    )
+}
+
+/// For a client without child sessions: the parent's `delegate` call
+/// says what its subagent is doing now.
+fn live_status(
+    child: &Child,
+    agent_id: &str,
+    phase: &SubagentPhase,
+    detail: &str,
+    tokens: u64,
+) -> SessionUpdate {
+    let line = if detail.is_empty() {
+        format!("{agent_id}: {}", phase.label())
+    } else {
+        format!("{agent_id}: {} {detail}", phase.label())
+    };
+    let fields = ToolCallUpdateFields::new()
+        .content(vec![text_content(&line)])
+        .raw_output(json!({
+            "agent_id": agent_id,
+            "phase": phase.as_str(),
+            "tokens": tokens,
+            "usage": child.usage,
+        }));
+    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(child.call_id.clone(), fields))
+}

@@ -1,0 +1,225 @@
+//! Fido's subagents in an editor: child sessions for a client that
+//! advertises `subagents` (announced, their tool calls under their own
+//! session id, cancelled alone), one live `delegate` tool call for any
+//! other, and a write subagent's change set as diffs. Same harness as
+//! `acp.rs`: the real `fido acp`, the fake model server, the TypeScript
+//! SDK client.
+
+use serde_json::json;
+
+use super::acp::{events, message_text, node_modules, patch_call, response, run_client, updates};
+use crate::common::turns::call;
+use crate::common::{FakeServer, Reply, sse};
+
+/// A parent that delegates one task, whose subagent reads `main.rs`, then
+/// waits on the model for good (until it is cancelled); the parent then
+/// answers.
+fn delegating_server() -> FakeServer {
+    let delegate = json!({"task": "Find what main does"}).to_string();
+    FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&[("d1", "delegate", &delegate)])),
+        call("s1", "read_file", json!({"path": "main.rs"})),
+        Reply::stall_forever(vec![]),
+        Reply::sse(sse::text_turn("The subagent was cancelled; carrying on.")),
+    ])
+}
+
+#[test]
+fn a_subagent_is_a_child_session_whose_cancel_stops_it_alone() {
+    let Some(modules) = node_modules("a_subagent_is_a_child_session") else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("main.rs"), "fn main() {}\n").unwrap();
+    let server = delegating_server();
+    let report = run_client(
+        &modules,
+        ws.path(),
+        &server,
+        json!({
+            "args": ["-c", "delegate_grace_ms=300", "acp"],
+            "subagents": "cancel",
+            "steps": [{"do": "new"}, {"do": "prompt", "text": "what does main do?"}],
+        }),
+    );
+    let parent = response(&report, "session/new")[0]["result"]["sessionId"].clone();
+    // Announced on the parent's session, before anything of the child's.
+    let announced: Vec<_> = events(&report, "update")
+        .into_iter()
+        .filter(|e| e["update"]["sessionUpdate"] == "subagent_update")
+        .collect();
+    let first = announced.first().expect("a subagent_update");
+    assert_eq!(first["sessionId"], parent, "{report:#}");
+    let child = first["update"]["sessionId"].as_str().unwrap().to_string();
+    assert_ne!(json!(child), parent);
+    assert_eq!(first["update"]["title"], "Find what main does");
+    assert_eq!(first["update"]["state"]["state"], "running");
+    assert!(first["update"]["capabilities"]["cancel"].is_object());
+    // The child's tool call streams under the child's id, not the parent's.
+    let child_updates: Vec<_> = events(&report, "update")
+        .into_iter()
+        .filter(|e| e["sessionId"] == child.as_str())
+        .collect();
+    let read = child_updates
+        .iter()
+        .find(|e| e["update"]["sessionUpdate"] == "tool_call")
+        .unwrap_or_else(|| panic!("no tool call in the child session: {report:#}"));
+    assert_eq!(read["update"]["title"], "read_file main.rs");
+    assert_eq!(read["update"]["kind"], "read");
+    // It ended when the subagent asked the model again.
+    let read_id = &read["update"]["toolCallId"];
+    assert!(
+        child_updates
+            .iter()
+            .any(|e| e["update"]["toolCallId"] == *read_id && e["update"]["status"] == "completed"),
+        "{report:#}"
+    );
+    let shown = updates(&report, "tool_call")
+        .into_iter()
+        .filter(|u| u["title"] == "read_file main.rs")
+        .count();
+    assert_eq!(
+        shown, 1,
+        "the child's call is shown once, in its own session"
+    );
+    // The cancel on the child's id stopped the subagent alone: it went
+    // idle as cancelled with its usage, and the parent's turn finished
+    // with the partial result.
+    assert_eq!(events(&report, "cancel_child_sent")[0]["sessionId"], child);
+    let last = announced.last().unwrap();
+    assert_eq!(last["update"]["state"]["state"], "idle", "{report:#}");
+    assert_eq!(last["update"]["state"]["stopReason"], "cancelled");
+    assert_eq!(
+        last["update"]["state"]["_meta"]["fido"]["usage"]["requests"], 1,
+        "the child's one answered request"
+    );
+    let prompt = response(&report, "session/prompt");
+    assert_eq!(prompt[0]["result"]["stopReason"], "end_turn", "{report:#}");
+    assert_eq!(
+        message_text(&report),
+        "The subagent was cancelled; carrying on."
+    );
+    let requests = server.model_requests();
+    let result = requests[3].body().to_string();
+    assert!(result.contains("delegate_result"), "{result}");
+    assert!(result.contains("cancelled"), "{result}");
+}
+
+#[test]
+fn without_the_capability_a_subagent_is_its_delegate_call_with_live_status() {
+    let Some(modules) = node_modules("without_the_capability_a_subagent_is_its_delegate_call")
+    else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("main.rs"), "fn main() {}\n").unwrap();
+    let delegate = json!({"task": "Find what main does"}).to_string();
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&[("d1", "delegate", &delegate)])),
+        call("s1", "read_file", json!({"path": "main.rs"})),
+        Reply::sse(sse::text_turn(
+            r#"{"summary": "main does nothing", "findings": []}"#,
+        )),
+        Reply::sse(sse::text_turn("It does nothing.")),
+    ]);
+    let report = run_client(
+        &modules,
+        ws.path(),
+        &server,
+        json!({"steps": [{"do": "new"}, {"do": "prompt", "text": "what does main do?"}]}),
+    );
+    let session = response(&report, "session/new")[0]["result"]["sessionId"].clone();
+    assert!(
+        events(&report, "update")
+            .iter()
+            .all(|e| e["sessionId"] == session),
+        "no other session's updates: {report:#}"
+    );
+    let calls = updates(&report, "tool_call");
+    assert_eq!(calls.len(), 1, "the subagent is one tool call: {report:#}");
+    assert_eq!(calls[0]["toolCallId"], "d1");
+    let live: Vec<_> = updates(&report, "tool_call_update")
+        .into_iter()
+        .filter(|u| u["toolCallId"] == "d1" && u["rawOutput"]["phase"].is_string())
+        .collect();
+    let phases: Vec<_> = live
+        .iter()
+        .map(|u| u["rawOutput"]["phase"].clone())
+        .collect();
+    assert!(phases.contains(&json!("read_file")), "{phases:?}");
+    let status = live
+        .iter()
+        .find(|u| u["rawOutput"]["phase"] == "read_file")
+        .unwrap();
+    assert!(
+        status["content"][0]["content"]["text"]
+            .as_str()
+            .is_some_and(|text| text.ends_with("read_file main.rs")),
+        "{status}"
+    );
+    let last = updates(&report, "tool_call_update").pop().unwrap().clone();
+    assert_eq!(last["toolCallId"], "d1");
+    assert_eq!(last["status"], "completed", "{report:#}");
+    assert_eq!(message_text(&report), "It does nothing.");
+}
+
+#[test]
+fn a_write_subagents_change_set_comes_back_as_diffs() {
+    let Some(modules) = node_modules("a_write_subagents_change_set_comes_back_as_diffs") else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    let root = ws.path();
+    crate::common::git(root, &["init", "-q", "-b", "main"]);
+    std::fs::write(root.join("a.rs"), "fn a() {\n    println!(\"a\");\n}\n").unwrap();
+    crate::common::git(root, &["add", "-A"]);
+    crate::common::git(root, &["commit", "-q", "-m", "first"]);
+    let delegate =
+        json!({"task": "Make a print hello", "mode": "write", "scope": {"paths": ["a.rs"]}});
+    let done = r#"{"summary": "changed it", "findings": [], "recommended_next_steps": [], "tests_to_run": [], "uncertainties": []}"#;
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&[(
+            "d1",
+            "delegate",
+            &delegate.to_string(),
+        )])),
+        patch_call("p1", "a.rs", "println!(\"a\")", "println!(\"hello\")"),
+        Reply::sse(sse::text_turn(done)),
+        Reply::sse(sse::text_turn("Applied.")),
+    ]);
+    let report = run_client(
+        &modules,
+        root,
+        &server,
+        json!({
+            "args": ["-c", "delegate_write=allow", "-c", "delegate_merge=auto", "acp"],
+            "steps": [{"do": "new"}, {"do": "prompt", "text": "go"}],
+        }),
+    );
+    let file = root.canonicalize().unwrap().join("a.rs");
+    let diff = updates(&report, "tool_call_update")
+        .into_iter()
+        .find(|u| u["toolCallId"] == "d1" && u["content"][0]["type"] == "diff")
+        .unwrap_or_else(|| panic!("no diff on the delegate call: {report:#}"));
+    let content = &diff["content"][0];
+    assert_eq!(content["path"], json!(file));
+    assert!(
+        content["oldText"]
+            .as_str()
+            .unwrap()
+            .contains("println!(\"a\");"),
+        "{content}"
+    );
+    assert!(
+        content["newText"]
+            .as_str()
+            .unwrap()
+            .contains("println!(\"hello\");"),
+        "{content}"
+    );
+    assert_eq!(diff["locations"][0]["line"], 1);
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.rs")).unwrap(),
+        "fn a() {\n    println!(\"hello\");\n}\n"
+    );
+}
