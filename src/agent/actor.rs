@@ -232,13 +232,11 @@ impl AgentState {
                 Ok(sessions) => OpReply::Sessions { sessions },
                 Err(err) => OpReply::failed(err),
             }),
-            Op::Changes { verb, id: which } => {
-                desk.local(id, move |c| match c.changes(verb, which.as_deref()) {
-                    Ok((true, text)) => OpReply::Output { text },
-                    Ok((false, text)) => OpReply::Info { text },
-                    Err(err) => OpReply::failed(err),
-                })
-            }
+            Op::Changes(request) => desk.local(id, move |c| match c.changes(&request) {
+                Ok((true, text)) => OpReply::Output { text },
+                Ok((false, text)) => OpReply::Info { text },
+                Err(err) => OpReply::failed(err),
+            }),
             Op::Status => desk.local(id, |c| OpReply::Status(c.status())),
             Op::ListAgents => {
                 let agents = self.session_agents();

@@ -20,8 +20,8 @@ use ractor::ActorRef;
 use super::AgentMessage;
 use super::asks::PendingAsks;
 use crate::protocol::op::{
-    ChangesVerb, Op, OpReceiver, OpReply, OpSender, PlanCleared, PlanShown, SessionEntry,
-    StatusInfo, Submission, SubmissionId, TurnOutcome, UndoneChange, op_channel,
+    ChangesOp, Op, OpReceiver, OpReply, OpSender, PlanCleared, PlanShown, SessionEntry, StatusInfo,
+    Submission, SubmissionId, TurnOutcome, UndoneChange, op_channel,
 };
 use crate::protocol::{EventKind, Message};
 use crate::provider::Provider;
@@ -93,11 +93,7 @@ pub trait LocalCommands: Send + Sync {
     }
     /// `/changes`: the open change sets, one in full, or an apply or a
     /// discard (`Ok` is what to show; `Output` when `true`).
-    fn changes(
-        &self,
-        _verb: ChangesVerb,
-        _id: Option<&str>,
-    ) -> Result<(bool, String), CommandError> {
+    fn changes(&self, _request: &ChangesOp) -> Result<(bool, String), CommandError> {
         Err(CommandError::Unavailable("changes"))
     }
 }

@@ -81,12 +81,9 @@ pub enum Op {
     ListSessions,
     /// `/changes [show|apply|discard ID]`: [`OpReply::Output`] (the open
     /// change sets, or one in full) or [`OpReply::Info`] (applied,
-    /// discarded), or why not.
-    Changes {
-        verb: ChangesVerb,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        id: Option<String>,
-    },
+    /// discarded), or why not. On the wire as before: `verb`, and `id`
+    /// for the verbs that work on one change set.
+    Changes(ChangesOp),
     /// `/status`: [`OpReply::Status`].
     Status,
     /// `/agents`, `fido agents`: [`OpReply::Agents`], every subagent of
@@ -123,6 +120,34 @@ super::schema::string_enum! {
         Show = "show",
         Apply = "apply",
         Discard = "discard",
+    }
+}
+
+/// What `/changes` does, each verb with exactly what it needs: listing
+/// takes no id, every other verb one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "verb", rename_all = "snake_case")]
+pub enum ChangesOp {
+    List,
+    Show { id: String },
+    Apply { id: String },
+    Discard { id: String },
+}
+
+impl ChangesOp {
+    /// The op of `verb` on change set `id` (`List` ignores it).
+    pub fn on(verb: ChangesVerb, id: String) -> ChangesOp {
+        match verb {
+            ChangesVerb::List => ChangesOp::List,
+            ChangesVerb::Show => ChangesOp::Show { id },
+            ChangesVerb::Apply => ChangesOp::Apply { id },
+            ChangesVerb::Discard => ChangesOp::Discard { id },
+        }
+    }
+
+    /// Whether it changes the workspace (and so waits like a turn).
+    pub fn writes(&self) -> bool {
+        matches!(self, ChangesOp::Apply { .. } | ChangesOp::Discard { .. })
     }
 }
 
@@ -361,6 +386,28 @@ mod tests {
         assert_eq!(receiver.try_recv().unwrap().id, second);
     }
 
+    /// `/changes` keeps its wire form (`verb`, and `id` for the verbs on
+    /// one change set), and the forms that made no sense are refused.
+    #[test]
+    fn changes_ops_carry_exactly_what_their_verb_needs() {
+        let wire = |op: &Op| serde_json::to_value(op).unwrap();
+        assert_eq!(
+            wire(&Op::Changes(ChangesOp::List)),
+            serde_json::json!({"type": "changes", "verb": "list"})
+        );
+        assert_eq!(
+            wire(&Op::Changes(ChangesOp::Show { id: "s-1".into() })),
+            serde_json::json!({"type": "changes", "verb": "show", "id": "s-1"})
+        );
+        let parse = |text: &str| serde_json::from_str::<Op>(text);
+        assert_eq!(
+            parse(r#"{"type": "changes", "verb": "discard", "id": "s-2"}"#).unwrap(),
+            Op::Changes(ChangesOp::Discard { id: "s-2".into() })
+        );
+        assert!(parse(r#"{"type": "changes", "verb": "apply"}"#).is_err());
+        assert!(parse(r#"{"type": "changes", "verb": "remove", "id": "x"}"#).is_err());
+    }
+
     fn every_op() -> Vec<Op> {
         vec![
             Op::SubmitPrompt {
@@ -385,6 +432,10 @@ mod tests {
                 name: Some("20261201T120000-abcd".into()),
             },
             Op::ListSessions,
+            Op::Changes(ChangesOp::List),
+            Op::Changes(ChangesOp::Apply {
+                id: "subagent-1".into(),
+            }),
             Op::Status,
             Op::ListAgents,
             Op::Diff,

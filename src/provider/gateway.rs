@@ -115,7 +115,7 @@ impl Gateway {
             }
             notices(notice);
         };
-        let completion = provider.complete(request, &watch).await?;
+        let completion = provider.complete_for(identity, request, &watch).await?;
         if let Ok(mut usage) = self.usage.lock() {
             usage
                 .entry(identity.clone())

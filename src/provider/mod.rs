@@ -102,6 +102,18 @@ pub trait Provider: Send + Sync {
         request: ChatRequest<'a>,
         notices: NoticeSink<'a>,
     ) -> CompletionFuture<'a>;
+    /// [`Provider::complete`] on behalf of `identity` (the gateway knows
+    /// who asks). A real model does not care; the script provider plays a
+    /// subagent's own turns for a subagent.
+    fn complete_for<'a>(
+        &'a self,
+        identity: &'a crate::protocol::Identity,
+        request: ChatRequest<'a>,
+        notices: NoticeSink<'a>,
+    ) -> CompletionFuture<'a> {
+        let _ = identity;
+        self.complete(request, notices)
+    }
     /// The context window the server serves, in tokens, when it can be
     /// learned (asked of the server, or known for a hosted model).
     fn context_window(&self) -> WindowFuture<'_> {

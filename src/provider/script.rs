@@ -10,33 +10,53 @@
 //!   "turns": [
 //!     {"text": "Let me look.", "tool_calls": [{"name": "list_files", "arguments": {}}]},
 //!     {"text": "Done."}
+//!   ],
+//!   "subagent_turns": [
+//!     {"tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}]},
+//!     {"text": "{\"summary\": \"README.md says: {{read_file}}\"}"}
 //!   ]
 //! }
 //! ```
+//!
+//! `turns` are the main agent's. `subagent_turns` (optional) are played for
+//! every subagent the script's `delegate` calls start: the child is a real
+//! process whose requests reach this provider through the parent's gateway,
+//! which says who asks ([`Provider::complete_for`]); each subagent plays the
+//! list from its start. A text may quote an earlier tool result of its own
+//! conversation: `{{TOOL}}` is the latest result of the tool `TOOL` — a
+//! `delegate` result's summary (or, when it failed, why), else the result's
+//! non-empty lines, joined. In a text that is a JSON object (it starts with
+//! `{`) the quote is escaped as a JSON string's content.
 //!
 //! Invariants:
 //! - The file is validated completely on load; a bad script never starts a run.
 //!   Every turn has non-empty `text`, at least one tool call, or both; every
 //!   call has a non-empty `name` and an `arguments` object (missing means `{}`);
 //!   unknown keys are refused, so a typo is not silently ignored.
-//! - Request number k made through one provider instance plays turn k; past
-//!   the last turn every request fails with [`ProviderError::Script`].
+//! - Request number k of the main agent plays turn k, request k of each
+//!   subagent its subagent turn k; past the last turn every request fails
+//!   with [`ProviderError::Script`].
 //! - Tool call ids are `script-call-N`, numbered through the whole file from 1,
 //!   so they are unique and the same on every run. Usage is always zero.
 
-/// The built-in demo: lists the workspace, reads README.md, says what it was.
+/// The built-in demo: plans, lists the workspace, delegates one question to
+/// a sandboxed subagent, completes the plan and answers with its result.
 const DEMO_SCRIPT: &str = include_str!("demo.script.json");
 
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Map, Value};
+
+mod quote;
 
 use super::{
     ChatRequest, Completion, CompletionFuture, FinishReason, NoticeSink, Provider, ProviderError,
     ProviderNotice,
 };
-use crate::protocol::{Message, ToolCall, Usage};
+use crate::protocol::{Identity, Message, ToolCall, Usage};
 
 /// One assistant turn of a script, ready to be returned.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,8 +71,12 @@ pub struct ScriptProvider {
     path: String,
     model: String,
     turns: Vec<Turn>,
-    /// Requests made so far through this instance.
+    /// The turns every subagent plays (none: a subagent's request fails).
+    subagent_turns: Vec<Turn>,
+    /// Requests of the main agent so far.
     requests: AtomicUsize,
+    /// Requests of each subagent so far, by agent id.
+    subagent_requests: Mutex<HashMap<String, usize>>,
 }
 
 impl ScriptProvider {
@@ -93,12 +117,14 @@ impl ScriptProvider {
                 e.column()
             ))
         })?;
-        let turns = parse_turns(&value).map_err(error)?;
+        let (turns, subagent_turns) = parse_script(&value).map_err(error)?;
         Ok(ScriptProvider {
             path: path.to_owned(),
             model: format!("script:{file_name}"),
             turns,
+            subagent_turns,
             requests: AtomicUsize::new(0),
+            subagent_requests: Mutex::default(),
         })
     }
 
@@ -108,34 +134,62 @@ impl ScriptProvider {
     }
 }
 
-fn parse_turns(value: &Value) -> Result<Vec<Turn>, String> {
+/// The main agent's turns and the subagents' turns.
+type Tracks = (Vec<Turn>, Vec<Turn>);
+
+fn parse_script(value: &Value) -> Result<Tracks, String> {
     let top = value
         .as_object()
         .ok_or("the script must be a JSON object with a \"turns\" array")?;
     if let Some(key) = top
         .keys()
-        .find(|k| !matches!(k.as_str(), "turns" | "description"))
+        .find(|k| !matches!(k.as_str(), "turns" | "subagent_turns" | "description"))
     {
         return Err(format!(
-            "unknown key \"{key}\" (a script has \"turns\" and an optional \"description\")"
+            "unknown key \"{key}\" (a script has \"turns\", optional \"subagent_turns\" and an optional \"description\")"
         ));
     }
-    let turns = top
-        .get("turns")
-        .ok_or("the script has no \"turns\" array")?
-        .as_array()
-        .ok_or("\"turns\" must be an array")?;
-    if turns.is_empty() {
-        return Err("the script has no turns".into());
-    }
     let mut next_id = 1;
+    let turns = parse_turns(top.get("turns"), "turns", &mut next_id)?
+        .ok_or("the script has no \"turns\" array")?;
+    let subagent_turns =
+        parse_turns(top.get("subagent_turns"), "subagent_turns", &mut next_id)?.unwrap_or_default();
+    Ok((turns, subagent_turns))
+}
+
+/// The turns under `key` (`None` when the key is absent); call ids go on
+/// from `next_id`.
+fn parse_turns(
+    value: Option<&Value>,
+    key: &str,
+    next_id: &mut usize,
+) -> Result<Option<Vec<Turn>>, String> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    let turns = value
+        .as_array()
+        .ok_or_else(|| format!("\"{key}\" must be an array"))?;
+    if turns.is_empty() {
+        return Err(if key == "turns" {
+            "the script has no turns".into()
+        } else {
+            format!("\"{key}\" has no turns")
+        });
+    }
+    let prefix = if key == "turns" {
+        "turn"
+    } else {
+        "subagent turn"
+    };
     turns
         .iter()
         .enumerate()
         .map(|(i, turn)| {
-            parse_turn(turn, &mut next_id).map_err(|detail| format!("turn {}: {detail}", i + 1))
+            parse_turn(turn, next_id).map_err(|detail| format!("{prefix} {}: {detail}", i + 1))
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
 }
 
 fn parse_turn(turn: &Value, next_id: &mut usize) -> Result<Turn, String> {
@@ -227,43 +281,85 @@ impl Provider for ScriptProvider {
 
     fn complete<'a>(
         &'a self,
-        _request: ChatRequest<'a>,
+        request: ChatRequest<'a>,
         notices: NoticeSink<'a>,
     ) -> CompletionFuture<'a> {
-        let number = self.requests.fetch_add(1, Ordering::SeqCst);
-        let result = match self.turns.get(number) {
-            None => Err(ProviderError::Script {
-                path: self.path.clone(),
-                detail: format!(
-                    "the script has no turn left for request {}; it has {} turns",
-                    number + 1,
-                    self.turns.len()
-                ),
-            }),
-            Some(turn) => {
-                if let Some(text) = &turn.text {
-                    notices(ProviderNotice::TextDelta(text.clone()));
-                }
-                for call in &turn.tool_calls {
-                    notices(ProviderNotice::ToolCallStarted {
-                        name: call.name.clone(),
-                    });
-                }
-                Ok(Completion {
-                    message: Message::Assistant {
-                        content: turn.text.clone(),
-                        tool_calls: turn.tool_calls.clone(),
-                    },
-                    finish_reason: if turn.tool_calls.is_empty() {
-                        FinishReason::Stop
-                    } else {
-                        FinishReason::ToolCalls
-                    },
-                    usage: Usage::default(),
-                })
+        Box::pin(std::future::ready(self.play(
+            &Identity::Main,
+            &request,
+            notices,
+        )))
+    }
+
+    fn complete_for<'a>(
+        &'a self,
+        identity: &'a Identity,
+        request: ChatRequest<'a>,
+        notices: NoticeSink<'a>,
+    ) -> CompletionFuture<'a> {
+        Box::pin(std::future::ready(self.play(identity, &request, notices)))
+    }
+}
+
+impl ScriptProvider {
+    /// The next turn of `identity`'s track, its quotes filled from the
+    /// request's messages.
+    fn play(
+        &self,
+        identity: &Identity,
+        request: &ChatRequest<'_>,
+        notices: NoticeSink<'_>,
+    ) -> Result<Completion, ProviderError> {
+        let (track, number, whose) = match identity {
+            Identity::Main => (
+                &self.turns,
+                self.requests.fetch_add(1, Ordering::SeqCst),
+                "",
+            ),
+            Identity::Subagent { agent_id } => {
+                let mut counts = self
+                    .subagent_requests
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let count = counts.entry(agent_id.clone()).or_default();
+                *count += 1;
+                (&self.subagent_turns, *count - 1, "subagent ")
             }
         };
-        Box::pin(std::future::ready(result))
+        let Some(turn) = track.get(number) else {
+            return Err(ProviderError::Script {
+                path: self.path.clone(),
+                detail: format!(
+                    "the script has no {whose}turn left for request {}; it has {} {whose}turns",
+                    number + 1,
+                    track.len()
+                ),
+            });
+        };
+        let text = turn
+            .text
+            .as_deref()
+            .map(|text| quote::fill(text, request.messages));
+        if let Some(text) = &text {
+            notices(ProviderNotice::TextDelta(text.clone()));
+        }
+        for call in &turn.tool_calls {
+            notices(ProviderNotice::ToolCallStarted {
+                name: call.name.clone(),
+            });
+        }
+        Ok(Completion {
+            message: Message::Assistant {
+                content: text,
+                tool_calls: turn.tool_calls.clone(),
+            },
+            finish_reason: if turn.tool_calls.is_empty() {
+                FinishReason::Stop
+            } else {
+                FinishReason::ToolCalls
+            },
+            usage: Usage::default(),
+        })
     }
 }
 
@@ -448,14 +544,77 @@ mod tests {
     fn built_in_demo_is_valid() {
         let provider = ScriptProvider::demo().unwrap();
         assert_eq!(provider.model(), "script:demo");
-        let names: Vec<&str> = provider
-            .turns
-            .iter()
-            .flat_map(|t| t.tool_calls.iter().map(|c| c.name.as_str()))
-            .collect();
-        assert_eq!(names, ["list_files", "read_file"]);
+        let names = |turns: &[Turn]| -> Vec<String> {
+            turns
+                .iter()
+                .flat_map(|t| t.tool_calls.iter().map(|c| c.name.clone()))
+                .collect()
+        };
+        assert_eq!(
+            names(&provider.turns),
+            [
+                "update_plan",
+                "list_files",
+                "update_plan",
+                "delegate",
+                "update_plan"
+            ]
+        );
+        assert_eq!(names(&provider.subagent_turns), ["read_file"]);
         let last = provider.turns.last().unwrap();
         assert!(last.tool_calls.is_empty());
-        assert!(last.text.as_deref().unwrap().contains("scripted"));
+        assert!(last.text.as_deref().unwrap().contains("{{delegate}}"));
+    }
+
+    /// The main agent and each subagent play their own tracks, each from
+    /// its start, however their requests interleave.
+    #[tokio::test]
+    async fn each_subagent_plays_the_subagent_turns_from_the_start() {
+        let provider = script(
+            r#"{"turns": [{"text": "main 1"}, {"text": "main 2"}],
+                "subagent_turns": [{"text": "sub 1"}, {"text": "sub 2"}]}"#,
+        )
+        .unwrap();
+        let (a, b) = (
+            Identity::subagent("subagent-a"),
+            Identity::subagent("subagent-b"),
+        );
+        let mut played = Vec::new();
+        for who in [&Identity::Main, &a, &b, &a, &Identity::Main, &b] {
+            let request = ChatRequest {
+                messages: &[],
+                tools: &[],
+                max_output_tokens: None,
+                tool_choice: Default::default(),
+            };
+            let completion = provider.complete_for(who, request, &|_| {}).await.unwrap();
+            let Message::Assistant { content, .. } = completion.message else {
+                panic!()
+            };
+            played.push(content.unwrap());
+        }
+        assert_eq!(
+            played,
+            ["main 1", "sub 1", "sub 1", "sub 2", "main 2", "sub 2"]
+        );
+        let request = ChatRequest {
+            messages: &[],
+            tools: &[],
+            max_output_tokens: None,
+            tool_choice: Default::default(),
+        };
+        match provider.complete_for(&a, request, &|_| {}).await {
+            Err(ProviderError::Script { detail, .. }) => assert_eq!(
+                detail,
+                "the script has no subagent turn left for request 3; it has 2 subagent turns"
+            ),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert_eq!(
+            detail(script(
+                r#"{"turns": [{"text": "a"}], "subagent_turns": [{"text": 1}]}"#
+            )),
+            "subagent turn 1: \"text\" must be a string"
+        );
     }
 }

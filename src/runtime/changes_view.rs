@@ -8,7 +8,7 @@ use std::path::Path;
 use crate::changes::worktree::Layout;
 use crate::changes::{ChangesError, Record, apply, store};
 use crate::protocol::changes::{FileChange, FileConflict, FileKind, MergeState};
-use crate::protocol::op::ChangesVerb;
+use crate::protocol::op::ChangesOp;
 use crate::store::undo::UndoLog;
 use crate::workspace::Workspace;
 
@@ -179,20 +179,11 @@ pub(crate) fn failure(verb: &str, id: &str, err: &ChangesError) -> String {
 /// to show verbatim, `Ok((false, _))` one line of news.
 pub(crate) fn for_tui(
     workspace: &Workspace,
-    verb: ChangesVerb,
-    id: Option<&str>,
+    request: &ChangesOp,
 ) -> Result<(bool, String), String> {
     let root = &workspace.root;
-    let id = || {
-        id.ok_or_else(|| {
-            format!(
-                "/changes {verb} needs the change set's id",
-                verb = verb.as_str()
-            )
-        })
-    };
-    match verb {
-        ChangesVerb::List => {
+    match request {
+        ChangesOp::List => {
             let records: Vec<Record> = store::open(root)
                 .into_iter()
                 .map(|record| marked(root, record))
@@ -205,8 +196,7 @@ pub(crate) fn for_tui(
                 records.iter().map(line).collect::<Vec<_>>().join("\n"),
             ))
         }
-        ChangesVerb::Show => {
-            let id = id()?;
+        ChangesOp::Show { id } => {
             let record = Record::load(root, id).map_err(|e| failure("show", id, &e))?;
             let record = marked(root, record);
             let patch = std::fs::read(Layout::new(root, id).patch())
@@ -215,8 +205,7 @@ pub(crate) fn for_tui(
             let text = describe(&record, plain) + &diff(&String::from_utf8_lossy(&patch), plain);
             Ok((true, text))
         }
-        ChangesVerb::Apply => {
-            let id = id()?;
+        ChangesOp::Apply { id } => {
             let undo = UndoLog::new(root);
             let record =
                 apply::apply(workspace, &undo, id).map_err(|e| failure("apply", id, &e))?;
@@ -234,8 +223,7 @@ pub(crate) fn for_tui(
                 )),
             }
         }
-        ChangesVerb::Discard => {
-            let id = id()?;
+        ChangesOp::Discard { id } => {
             apply::discard(root, id).map_err(|e| failure("discard", id, &e))?;
             Ok((false, format!("discarded {id}")))
         }
@@ -283,6 +271,7 @@ impl Paint {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::op::ChangesVerb;
 
     #[test]
     fn a_diff_is_coloured_on_a_terminal_and_never_carries_the_files_escapes() {
@@ -320,22 +309,18 @@ mod tests {
         std::fs::write(worktree.layout.tree().join("a.txt"), "two\n").unwrap();
         crate::changes::finish(root, &worktree, &start, 4096).unwrap();
         let workspace = Workspace::new(root).unwrap();
-        let run = |verb, id| for_tui(&workspace, verb, id);
-        let (output, list) = run(ChangesVerb::List, None).unwrap();
+        let run = |request: ChangesOp| for_tui(&workspace, &request);
+        let on = |verb, id: &str| ChangesOp::on(verb, id.to_string());
+        let (output, list) = run(ChangesOp::List).unwrap();
         assert!(output && list.starts_with("subagent-9  pending"), "{list}");
-        let (_, shown) = run(ChangesVerb::Show, Some("subagent-9")).unwrap();
+        let (_, shown) = run(on(ChangesVerb::Show, "subagent-9")).unwrap();
         assert!(shown.contains("-one") && shown.contains("+two"), "{shown}");
         assert!(
-            run(ChangesVerb::Apply, None)
-                .unwrap_err()
-                .contains("needs the change set's id")
-        );
-        assert!(
-            run(ChangesVerb::Apply, Some("nope"))
+            run(on(ChangesVerb::Apply, "nope"))
                 .unwrap_err()
                 .contains("no change set")
         );
-        let (output, applied) = run(ChangesVerb::Apply, Some("subagent-9")).unwrap();
+        let (output, applied) = run(on(ChangesVerb::Apply, "subagent-9")).unwrap();
         assert!(
             !output && applied.starts_with("applied subagent-9: 1 file"),
             "{applied}"
@@ -344,9 +329,6 @@ mod tests {
             std::fs::read_to_string(root.join("a.txt")).unwrap(),
             "two\n"
         );
-        assert_eq!(
-            run(ChangesVerb::List, None).unwrap().1,
-            "no pending change sets"
-        );
+        assert_eq!(run(ChangesOp::List).unwrap().1, "no pending change sets");
     }
 }

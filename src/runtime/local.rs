@@ -14,7 +14,7 @@ use crate::plan::todo::{self, TodoStore};
 use crate::plan::{PlanFlavour, PlanSnapshot, PlanState, PlanStore, Status};
 use crate::protocol::ApprovalPolicy;
 use crate::protocol::op::{
-    BookmarkEntry, ChangesVerb, PlanCleared, PlanShown, SessionEntry, StatusInfo, UndoneChange,
+    BookmarkEntry, ChangesOp, PlanCleared, PlanShown, SessionEntry, StatusInfo, UndoneChange,
 };
 use crate::provider::SwitchError;
 use crate::store::journal::{self, Journal};
@@ -88,9 +88,9 @@ impl EngineCommands {
 }
 
 impl LocalCommands for EngineCommands {
-    fn changes(&self, verb: ChangesVerb, id: Option<&str>) -> Result<(bool, String), CommandError> {
+    fn changes(&self, request: &ChangesOp) -> Result<(bool, String), CommandError> {
         let workspace = Workspace::new(&self.workspace).map_err(|e| e.to_string())?;
-        Ok(super::changes_view::for_tui(&workspace, verb, id)?)
+        Ok(super::changes_view::for_tui(&workspace, request)?)
     }
 
     fn show(&self) -> Result<PlanShown, CommandError> {

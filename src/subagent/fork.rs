@@ -11,7 +11,7 @@
 use crate::protocol::delegate::{
     BootstrapKind, ContextMode, DelegateArgs, DelegateMode, SubagentBootstrap, SubagentIdentity,
 };
-use crate::protocol::{Message, ToolCall};
+use crate::protocol::{Message, ToolCall, ToolSpec};
 
 pub const RESPONSIBILITY: &str = "Inspect only; return the final result to the parent. You are not the main agent, you may not delegate, and the parent will verify your claims.";
 
@@ -27,6 +27,24 @@ pub const NOT_RUN_IN_FORK: &str = "Not run in this fork: the parent runs this ca
 pub struct Fork {
     pub messages: Vec<Message>,
     pub instructions: String,
+}
+
+/// The fewest tokens a subagent's answer can take: its final JSON object
+/// (a summary and one finding) is about this long.
+pub const MIN_ANSWER_TOKENS: u64 = 256;
+
+impl Fork {
+    /// The smallest `budget_tokens` that could let the subagent answer at
+    /// all: its first request (the fork, the bootstrap and instructions, and
+    /// the `tools` it is offered, estimated as compaction estimates) plus
+    /// [`MIN_ANSWER_TOKENS`]. A budget under it can only end
+    /// `budget_exceeded` with nothing done.
+    pub fn min_budget_tokens(&self, tools: &[ToolSpec]) -> u64 {
+        let messages: usize = self.messages.iter().map(Message::estimated_tokens).sum();
+        let instructions = Message::user(self.instructions.clone()).estimated_tokens();
+        let prompt = messages + instructions + crate::agent::limits::tools_tokens(tools);
+        (prompt as u64).saturating_add(MIN_ANSWER_TOKENS)
+    }
 }
 
 /// Builds the fork for the `delegate` call `call_id`.

@@ -413,10 +413,6 @@ impl Delegator for Supervisor {
             let max_steps = profile
                 .and_then(|p| p.max_steps)
                 .unwrap_or(self.settings.max_steps);
-            let write = match self.prepare_write(&agent_id, &request).await {
-                Ok(write) => write,
-                Err(refused) => return refused,
-            };
             let mut fork = build_fork(
                 request.parent_messages,
                 request.call_id,
@@ -427,6 +423,14 @@ impl Delegator for Supervisor {
             if let Some(profile) = profile {
                 fork.instructions = with_profile(fork.instructions, profile);
             }
+            if let Some(refused) = budget_below_fork(&agent_id, &request.args, &fork, &self.shared)
+            {
+                return refused;
+            }
+            let write = match self.prepare_write(&agent_id, &request).await {
+                Ok(write) => write,
+                Err(refused) => return refused,
+            };
             let timeout = timeout_for(&request.args, profile, &self.settings);
             let job = Job {
                 agent_id: agent_id.clone(),
@@ -479,6 +483,30 @@ impl Delegator for Supervisor {
     fn session_agents(&self) -> Vec<crate::protocol::control::SessionAgent> {
         self.shared.record.session()
     }
+}
+
+/// The refusal of a call whose own `budget_tokens` is below what the fork
+/// alone costs: such a child could only spend its budget on its first
+/// request and end `budget_exceeded` with nothing done, so none is spawned.
+fn budget_below_fork(
+    agent_id: &str,
+    args: &DelegateArgs,
+    fork: &super::fork::Fork,
+    shared: &Shared,
+) -> Option<DelegateResult> {
+    let budget = args.budget_tokens?;
+    let needed = fork.min_budget_tokens(shared.catalog.specs());
+    (budget < needed).then(|| {
+        DelegateResult::failed(
+            agent_id,
+            DelegateErrorCode::InvalidArguments,
+            &format!(
+                "budget_tokens {budget} is below what this subagent needs before it can answer: its forked conversation, bootstrap and tools are about {} prompt tokens, plus {} for an answer; give budget_tokens of at least {needed}, or leave it out. No subagent was started",
+                needed - super::fork::MIN_ANSWER_TOKENS,
+                super::fork::MIN_ANSWER_TOKENS,
+            ),
+        )
+    })
 }
 
 /// The shortest time limit a delegation gets: a subagent needs about that

@@ -31,7 +31,7 @@ use super::history::{HistoryWriter, PromptHistory};
 use super::keys::{self, Action};
 use super::store::{Direction, Entry, Store};
 use super::{diff, replies, status_view, theme};
-use crate::protocol::op::{AskId, ChangesVerb, Op, OpReply, OpSender, SubmissionId};
+use crate::protocol::op::{AskId, ChangesOp, Op, OpReply, OpSender, SubmissionId};
 use crate::protocol::{ApprovalRequest, Event, EventKind, TurnStatus};
 
 /// Shortest time between two frames for agent events: bursts within it
@@ -535,7 +535,7 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
         Action::ClearPlan => request_alone(state, Op::ClearPlan),
         Action::Undo => request_alone(state, Op::Undo),
         Action::Sessions => request(state, Op::ListSessions),
-        Action::Changes(verb, id) => changes(state, verb, id),
+        Action::Changes(op) => changes(state, op),
         Action::Suspend(name) => request_alone(state, Op::Suspend { name }),
         Action::Recall(name) => request_alone(state, Op::Recall { name }),
         Action::Answer(answer) => {
@@ -598,11 +598,13 @@ fn request_alone<B: Backend>(state: &mut UiState<B>, op: Op) {
 
 /// `/changes`: listing and showing only read; applying and discarding
 /// change the workspace, so they wait like a turn.
-fn changes<B: Backend>(state: &mut UiState<B>, verb: ChangesVerb, id: Option<String>) {
-    let op = Op::Changes { verb, id };
-    match verb {
-        ChangesVerb::List | ChangesVerb::Show => request(state, op),
-        ChangesVerb::Apply | ChangesVerb::Discard => request_alone(state, op),
+fn changes<B: Backend>(state: &mut UiState<B>, op: ChangesOp) {
+    let writes = op.writes();
+    let op = Op::Changes(op);
+    if writes {
+        request_alone(state, op)
+    } else {
+        request(state, op)
     }
 }
 

@@ -4,7 +4,7 @@
 //! Pure and synchronous: the caller passes `now`, so double-press timing is
 //! testable without a clock.
 
-use crate::protocol::op::ChangesVerb;
+use crate::protocol::op::{ChangesOp, ChangesVerb};
 use std::time::{Duration, Instant};
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
@@ -47,7 +47,7 @@ pub enum Action {
     /// `/sessions`: list the sessions and their bookmarks.
     Sessions,
     /// `/changes [show|apply|discard ID]`: write subagents' change sets.
-    Changes(crate::protocol::op::ChangesVerb, Option<String>),
+    Changes(crate::protocol::op::ChangesOp),
     /// `/help`: every key and command, into the transcript.
     Help,
     /// `/status`: model, provider, safety settings, instructions, usage.
@@ -368,7 +368,7 @@ fn slash_command(store: &mut Store, command: &str) -> Option<Action> {
         ["recall"] => Some(Action::Recall(None)),
         ["recall", name] => Some(Action::Recall(Some((*name).to_string()))),
         ["sessions"] => Some(Action::Sessions),
-        ["changes"] => Some(Action::Changes(ChangesVerb::List, None)),
+        ["changes"] => Some(Action::Changes(ChangesOp::List)),
         ["changes", "apply" | "discard", _] if busy => wait_for_the_turn(store, command),
         ["changes", verb, id] => match ChangesVerb::parse(verb) {
             Some(ChangesVerb::List) | None => notice(
@@ -376,7 +376,7 @@ fn slash_command(store: &mut Store, command: &str) -> Option<Action> {
                 "/changes lists; /changes show|apply|discard ID works on one",
                 false,
             ),
-            Some(verb) => Some(Action::Changes(verb, Some((*id).to_string()))),
+            Some(verb) => Some(Action::Changes(ChangesOp::on(verb, (*id).to_string()))),
         },
         ["help"] => Some(Action::Help),
         ["status"] => Some(Action::Status),

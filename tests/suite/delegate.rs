@@ -480,3 +480,45 @@ fn prose_instead_of_json_is_a_partial_result() {
     );
     assert!(result.get("error").is_none());
 }
+
+/// A `delegate` call whose `budget_tokens` cannot even pay for the fork
+/// (a small model asked for 10) is refused as invalid arguments naming the
+/// smallest budget that could work, and no subagent process is spawned: the
+/// model server sees only the parent's two requests and no `subagent`
+/// event is ever emitted.
+#[test]
+fn a_budget_below_the_forks_own_cost_is_refused_before_any_spawn() {
+    let ws = workspace();
+    let server = FakeServer::start(vec![
+        delegate_call(
+            "d1",
+            json!({"task": "Find what main prints", "budget_tokens": 10}),
+        ),
+        Reply::sse(sse::text_turn("I will look myself.")),
+    ]);
+    let output = run_exec(ws.path(), &server, "what does main print?", &[]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 2, "a child asked the model: {requests:#?}");
+    let result = tool_json(requests[1].body(), "d1");
+    assert_eq!(result["status"], "failed", "{result:#}");
+    assert_eq!(result["error"]["code"], "invalid_arguments", "{result:#}");
+    let message = result["error"]["message"].as_str().unwrap();
+    assert!(message.contains("No subagent was started"), "{message}");
+    let smallest: u64 = message
+        .split("at least ")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no smallest budget named: {message}"));
+    // The fork is the parent's first request and more: its estimate (4
+    // bytes a token) is at least the messages and tools that request sent.
+    let first = requests[0].body();
+    let sent = (first["messages"].to_string().len() + first["tools"].to_string().len()) / 4;
+    assert!(
+        smallest > sent as u64 / 2,
+        "{smallest} vs {sent}: {message}"
+    );
+    let events = parse_events(&output.stdout);
+    assert!(events_of(&events, "subagent").is_empty(), "a subagent ran");
+}

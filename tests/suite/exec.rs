@@ -606,30 +606,6 @@ fn no_key_for_a_hosted_api_is_one_sentence() {
 }
 
 #[test]
-fn the_bundled_demo_script_runs_without_a_model() {
-    let ws = workspace();
-    std::fs::write(ws.path().join("README.md"), "# Demo workspace\n").unwrap();
-    let mut cmd = crate::common::fido_cmd();
-    cmd.args(["exec", "--json", "-C"])
-        .arg(ws.path())
-        .arg("show me around")
-        .env("FIDO_PROVIDER", "script");
-    let output = crate::common::process::run_in(ws.path(), cmd, None, Duration::from_secs(60));
-    assert!(output.status.success(), "stderr: {}", stderr(&output));
-    let events = parse_events(&output.stdout);
-    assert_eq!(events[0]["provider"], "script");
-    assert!(events[0]["model"].as_str().unwrap().starts_with("script:"));
-    let results = events_of(&events, "tool_result");
-    assert_eq!(results.len(), 2);
-    assert!(results.iter().all(|r| r["ok"] == true));
-    let last = events_of(&events, "assistant_text").last().unwrap()["text"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert!(last.contains("scripted demo"), "{last}");
-}
-
-#[test]
 fn a_script_file_plays_its_turns_and_a_broken_one_is_one_sentence() {
     let ws = workspace();
     let script = ws.path().join("my.script.json");

@@ -7,6 +7,7 @@ mod control_files;
 mod delegate;
 mod delegate_faults;
 mod delegate_parallel;
+mod demo;
 mod env_policy;
 mod exec;
 mod exec_progress;

@@ -280,3 +280,63 @@ fn a_time_limit_is_kept_between_a_second_and_the_maximum() {
         Duration::from_secs(30)
     );
 }
+
+/// A call's own budget below the fork's estimated cost is refused as
+/// invalid arguments naming the smallest budget, before anything starts;
+/// that smallest budget itself passes the check (and the run then fails
+/// for the missing child program, which only a started run can).
+#[tokio::test]
+async fn a_budget_below_the_fork_is_refused_up_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let (supervisor, mut events) = supervisor(dir.path()).await;
+    let cancel = CancellationToken::new();
+    let parent = [Message::System {
+        content: "s".repeat(4000),
+    }];
+    let with_budget = |budget: u64| DelegationRequest {
+        call_id: "call-1",
+        args: DelegateArgs {
+            budget_tokens: Some(budget),
+            ..DelegateArgs::for_task("look around")
+        },
+        parent_messages: &parent,
+        cancel: &cancel,
+        tools: None,
+    };
+    let refused = supervisor.delegate(with_budget(10)).await;
+    let error = refused.error.clone().unwrap();
+    assert_eq!(
+        error.code,
+        DelegateErrorCode::InvalidArguments,
+        "{refused:#?}"
+    );
+    let smallest: u64 = error
+        .message
+        .split("at least ")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    // The 4,000-byte system message alone is about 1,000 tokens.
+    assert!(
+        smallest > 1000 + super::super::fork::MIN_ANSWER_TOKENS,
+        "{smallest}"
+    );
+    assert!(
+        events.try_recv().is_none(),
+        "a refused call started nothing"
+    );
+
+    let refused = supervisor.delegate(with_budget(smallest - 1)).await;
+    assert_eq!(
+        refused.error.unwrap().code,
+        DelegateErrorCode::InvalidArguments
+    );
+    let started = supervisor.delegate(with_budget(smallest)).await;
+    let code = started.error.unwrap().code;
+    assert_ne!(code, DelegateErrorCode::InvalidArguments);
+    assert!(
+        events.try_recv().is_some(),
+        "the run with enough budget started"
+    );
+}
