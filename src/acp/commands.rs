@@ -8,7 +8,7 @@ use agent_client_protocol::v1::schema::{
     UnstructuredCommandInput,
 };
 
-use crate::protocol::op::{ChangesVerb, Op, OpReply};
+use crate::protocol::op::{ChangesOp, ChangesVerb, Op, OpReply};
 use crate::ui::replies;
 
 /// Name, what it does, and the hint for its input (`None`: none taken).
@@ -69,16 +69,10 @@ pub fn parse(prompt: &str) -> Option<Result<Op, String>> {
         ["diff"] => Ok(Op::Diff),
         ["agents"] => Ok(Op::ListAgents),
         ["sessions"] => Ok(Op::ListSessions),
-        ["changes"] => Ok(Op::Changes {
-            verb: ChangesVerb::List,
-            id: None,
-        }),
+        ["changes"] => Ok(Op::Changes(ChangesOp::List)),
         ["changes", verb, id] => match ChangesVerb::parse(verb) {
             Some(ChangesVerb::List) | None => Err(usage("changes")),
-            Some(verb) => Ok(Op::Changes {
-                verb,
-                id: Some((*id).to_string()),
-            }),
+            Some(verb) => Ok(Op::Changes(ChangesOp::on(verb, (*id).to_string()))),
         },
         ["model", model] => Ok(Op::SwitchModel {
             model: (*model).to_string(),
@@ -152,10 +146,9 @@ mod tests {
         assert_eq!(parse(" /plan clear "), Some(Ok(Op::ClearPlan)));
         assert_eq!(
             parse("/changes show subagent-1"),
-            Some(Ok(Op::Changes {
-                verb: ChangesVerb::Show,
-                id: Some("subagent-1".into())
-            }))
+            Some(Ok(Op::Changes(ChangesOp::Show {
+                id: "subagent-1".into()
+            })))
         );
         assert_eq!(
             parse("/changes list x"),
