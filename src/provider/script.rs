@@ -34,8 +34,9 @@
 //!   call has a non-empty `name` and an `arguments` object (missing means `{}`);
 //!   unknown keys are refused, so a typo is not silently ignored.
 //! - Request number k of the main agent plays turn k, request k of each
-//!   subagent its subagent turn k; past the last turn every request fails
-//!   with [`ProviderError::Script`].
+//!   subagent its subagent turn k; without `subagent_turns`, request k of
+//!   anyone plays turn k. Past the last turn every request fails with
+//!   [`ProviderError::Script`].
 //! - Tool call ids are `script-call-N`, numbered through the whole file from 1,
 //!   so they are unique and the same on every run. Usage is always zero.
 
@@ -71,7 +72,9 @@ pub struct ScriptProvider {
     path: String,
     model: String,
     turns: Vec<Turn>,
-    /// The turns every subagent plays (none: a subagent's request fails).
+    /// The turns every subagent plays (none: subagents take the next of
+    /// `turns`, in request order with the main agent, as every script
+    /// written before `subagent_turns` expects).
     subagent_turns: Vec<Turn>,
     /// Requests of the main agent so far.
     requests: AtomicUsize,
@@ -311,12 +314,7 @@ impl ScriptProvider {
         notices: NoticeSink<'_>,
     ) -> Result<Completion, ProviderError> {
         let (track, number, whose) = match identity {
-            Identity::Main => (
-                &self.turns,
-                self.requests.fetch_add(1, Ordering::SeqCst),
-                "",
-            ),
-            Identity::Subagent { agent_id } => {
+            Identity::Subagent { agent_id } if !self.subagent_turns.is_empty() => {
                 let mut counts = self
                     .subagent_requests
                     .lock()
@@ -325,6 +323,11 @@ impl ScriptProvider {
                 *count += 1;
                 (&self.subagent_turns, *count - 1, "subagent ")
             }
+            _ => (
+                &self.turns,
+                self.requests.fetch_add(1, Ordering::SeqCst),
+                "",
+            ),
         };
         let Some(turn) = track.get(number) else {
             return Err(ProviderError::Script {

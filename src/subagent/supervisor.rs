@@ -390,10 +390,6 @@ impl Delegator for Supervisor {
     fn delegate<'a>(&'a self, request: DelegationRequest<'a>) -> DelegationFuture<'a> {
         Box::pin(async move {
             let agent_id = format!("subagent-{:08x}", fastrand::u32(..));
-            self.shared.events.emit(EventKind::SubagentCall {
-                call_id: request.call_id.to_string(),
-                agent_id: agent_id.clone(),
-            });
             if let Some(refused) = self.over_turn_limit(&agent_id) {
                 return refused;
             }
@@ -431,6 +427,12 @@ impl Delegator for Supervisor {
                 Ok(write) => write,
                 Err(refused) => return refused,
             };
+            // Only a call that will run is linked to its subagent (front
+            // ends show the subagent under the call from here on).
+            self.shared.events.emit(EventKind::SubagentCall {
+                call_id: request.call_id.to_string(),
+                agent_id: agent_id.clone(),
+            });
             let timeout = timeout_for(&request.args, profile, &self.settings);
             let job = Job {
                 agent_id: agent_id.clone(),

@@ -258,6 +258,7 @@ fn text_deltas_and_usage() {
         notices,
         vec![
             ProviderNotice::TextDelta("Hel".into()),
+            ProviderNotice::ReasoningDelta("hmm".into()),
             ProviderNotice::TextDelta("lo".into())
         ]
     );
