@@ -32,6 +32,8 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use crate::process::Leavers;
+
 /// The tree with no entries; its id is the same in every SHA-1 repository.
 pub const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
@@ -177,7 +179,8 @@ impl Git {
         self.env.push((key.into(), value.as_ref().to_owned()));
     }
 
-    fn command<I, S>(&self, args: I) -> Command
+    /// The git command, and the containment of what it may leave.
+    fn command<I, S>(&self, args: I) -> (Command, Leavers)
     where
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
@@ -214,7 +217,8 @@ impl Git {
             .args(args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .current_dir(&self.cwd);
-        process::own_group(&mut command);
+        let leavers = Leavers::prepare();
+        crate::process::own_group(&mut command, &leavers);
         if let Some(confine) = self.confine.clone() {
             // SAFETY: the hook makes only async-signal-safe syscalls on
             // memory prepared before the fork (its contract, see PreExec).
@@ -222,7 +226,7 @@ impl Git {
                 std::os::unix::process::CommandExt::pre_exec(&mut command, move || (confine.0)());
             }
         }
-        command
+        (command, leavers)
     }
 
     /// Runs git with `args` and `input` on its stdin: how it ended and
@@ -238,7 +242,8 @@ impl Git {
             message,
             code: None,
         };
-        let finished = process::run(&mut self.command(args), input, self.timeout)
+        let (mut command, leavers) = self.command(args);
+        let finished = process::run(&mut command, &leavers, input, self.timeout)
             .map_err(|e| failed(format!("cannot run git: {e}")))?;
         if finished.timed_out {
             let limit = self.timeout.unwrap_or_default().as_secs();
@@ -359,8 +364,10 @@ fn configured_excludes(home: Option<&OsStr>, xdg: Option<&OsStr>) -> Option<Path
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .args(["config", "--global", "--path", "--get", "core.excludesFile"])
         .current_dir("/");
-    process::own_group(&mut command);
-    let finished = process::run(&mut command, None, Some(Duration::from_secs(10))).ok()?;
+    let leavers = Leavers::prepare();
+    crate::process::own_group(&mut command, &leavers);
+    let finished =
+        process::run(&mut command, &leavers, None, Some(Duration::from_secs(10))).ok()?;
     let text = String::from_utf8(finished.stdout).ok()?;
     let path = text.trim_end_matches('\n');
     (finished.status.success() && !path.is_empty()).then(|| PathBuf::from(path))
