@@ -405,6 +405,43 @@ where
 mod tests {
     use super::*;
 
+    /// A child of git (a shell alias here; a hook or an fsmonitor where a
+    /// repository could turn them on) that leaves git's process group, in
+    /// a session of its own or daemonised, is gone once git is reaped.
+    #[test]
+    fn what_a_git_child_started_outside_its_group_ends_with_git() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = "1002.625";
+        let alias = format!(
+            "alias.leave=!setsid sleep {marker} </dev/null >/dev/null 2>&1 & echo $!; \
+             (sleep {marker} </dev/null >/dev/null 2>&1 & echo $!)"
+        );
+        let out = Git::new(dir.path()).run(["-c", &alias, "leave"]).unwrap();
+        let pids: Vec<i32> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| l.trim().parse().unwrap())
+            .collect();
+        assert_eq!(pids.len(), 2);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        // A SIGKILLed process is gone from `/proc` once its parent reaped
+        // it; a zombie is dead already.
+        let alive = |pid: i32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                stat.rsplit(')')
+                    .next()
+                    .is_some_and(|r| !r.trim_start().starts_with('Z'))
+            })
+        };
+        while pids.iter().any(|pid| alive(*pid)) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "left behind: {pids:?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     #[test]
     fn batch_output_is_split_per_object() {
         let out = b"aa blob 3\nabc\nbb blob 0\n\ncc blob 2\n\n\n\n";
