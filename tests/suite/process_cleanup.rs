@@ -98,24 +98,33 @@ fn what_a_hook_started_outside_its_group_ends_with_the_hook() {
     assert_left_nothing(&leaver_pids(&pids), marker);
 }
 
-#[test]
-fn kill_9_of_fido_while_a_hook_runs_leaves_no_hook_process() {
-    let ws = tempfile::tempdir().unwrap();
-    let (out, pid_file) = out_dir();
-    let marker = "1003.375";
-    let config = out.path().join("config.toml");
-    // The hook's shell becomes the sleep: the process Fido started.
-    let command = format!("echo $$ > {}; exec sleep {marker}", pid_file.display());
+/// A config whose one hook, on each prompt, is `command`.
+fn prompt_hook_config(out: &Path, command: &str) -> String {
+    let config = out.join("config.toml");
     std::fs::write(
         &config,
         format!(
             "[[hooks.UserPromptSubmit]]\ncommand = {}\n",
-            toml_string(&command)
+            toml_string(command)
         ),
     )
     .unwrap();
+    config.display().to_string()
+}
+
+#[test]
+fn kill_9_of_fido_while_a_hook_runs_leaves_no_hook_process() {
+    let ws = tempfile::tempdir().unwrap();
+    let (out, pid_file) = out_dir();
+    let (marker, member_marker) = ("1003.375", "1003.4375");
+    // The hook's shell becomes the sleep (the process Fido started, which
+    // has the death signal); a member of its group does not have it.
+    let command = format!(
+        "sleep {member_marker} </dev/null >/dev/null 2>&1 & echo $$ $! > {}; exec sleep {marker}",
+        pid_file.display()
+    );
+    let config = prompt_hook_config(out.path(), &command);
     let server = FakeServer::start(vec![Reply::sse(sse::text_turn("never asked"))]);
-    let config = config.display().to_string();
     let child = exec_cmd(ws.path(), &server, "go", &[("FIDO_CONFIG", &config)])
         .spawn()
         .unwrap();
@@ -124,16 +133,30 @@ fn kill_9_of_fido_while_a_hook_runs_leaves_no_hook_process() {
         std::fs::read_to_string(&pid_file).is_ok_and(|t| t.ends_with('\n'))
             && !pids_with(marker).is_empty()
     });
-    let hook: u32 = std::fs::read_to_string(&pid_file)
+    let pids: Vec<u32> = std::fs::read_to_string(&pid_file)
         .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    let (hook, member) = (pids[0], pids[1]);
+    let in_spawn_cgroup = std::fs::read_to_string(format!("/proc/{member}/cgroup"))
+        .is_ok_and(|c| c.contains("fido-spawn-"));
     send_signal(fido, libc::SIGKILL);
     let output = wait_in(ws.path(), child, RUN_TIMEOUT);
     assert_eq!(output.status.code(), None, "killed, not exited");
     assert_no_processes(ProcessFilter::Pid(hook), DEATH);
     assert!(pids_with(marker).is_empty(), "{:?}", pids_with(marker));
+    if !in_spawn_cgroup {
+        // No cgroup here: the member went to init, out of Fido's reach.
+        send_signal(member, libc::SIGKILL);
+        return;
+    }
+    // The next Fido's first spawn ends the cgroup the killed one left.
+    let config = prompt_hook_config(out.path(), "true");
+    let server = FakeServer::start(vec![Reply::sse(sse::text_turn("done"))]);
+    let output = run_exec(ws.path(), &server, "go", &[("FIDO_CONFIG", &config)]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    assert_no_processes(ProcessFilter::Pid(member), DEATH);
 }
 
 #[test]
