@@ -432,7 +432,7 @@ pub fn tool_env(
         user: None,
         delegator: None,
         sandbox: std::sync::Arc::new(sandbox),
-        env_policy: fido::sandbox::EnvPolicy::default(),
+        env_policy: fido::process::EnvPolicy::default(),
         approvals: fido::tools::approval::Approvals::new(
             SafetySettings {
                 sandbox_mode: mode,

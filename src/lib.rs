@@ -16,6 +16,7 @@ pub mod hooks;
 pub mod mcp;
 pub mod net;
 pub mod plan;
+pub mod process;
 pub mod procfs;
 pub mod protocol;
 pub mod provider;

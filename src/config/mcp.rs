@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::ConfigError;
-use crate::sandbox::EnvPolicy;
+use crate::process::EnvPolicy;
 
 /// The key of the table in a config file.
 pub const KEY: &str = "mcp_servers";

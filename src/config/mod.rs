@@ -21,12 +21,13 @@ use std::time::Duration;
 
 use crate::agent::AgentSettings;
 use crate::hooks::HooksConfig;
+use crate::process::EnvPolicy;
 pub use crate::protocol::NetworkAccess;
 use crate::protocol::changes::{DelegateMerge, DelegateWrite};
 use crate::protocol::ipc::PlanFlavour;
 use crate::protocol::{ApprovalPolicy, SandboxMode};
 use crate::provider::HttpPolicy;
-use crate::sandbox::{EnvPolicy, SandboxRequirement};
+use crate::sandbox::SandboxRequirement;
 use crate::tools::ToolLimits;
 use crate::workspace::DEFAULT_PLAN_FILE;
 use files::{Files, inside_workspace, resolve_relative, workspace_root};

@@ -9,10 +9,11 @@ use super::files::resolve_relative;
 use super::layer::{AtLeast, Layers, PathList, setting};
 use super::{ConfigError, DelegationConfig, NetworkAccess, SafetyConfig};
 use crate::agent::{AgentSettings, CompactionSettings, CompactionStrategy, ModelLimits};
+use crate::process::EnvPolicy;
 use crate::protocol::SandboxMode;
 use crate::provider::HttpPolicy;
+use crate::sandbox::SandboxRequirement;
 use crate::sandbox::limits::CommandLimits;
-use crate::sandbox::{EnvPolicy, SandboxRequirement};
 use crate::tools::ToolLimits;
 
 pub(super) fn http_policy(layers: &Layers) -> Result<HttpPolicy, ConfigError> {

@@ -32,6 +32,8 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use crate::process::Leavers;
+
 /// The tree with no entries; its id is the same in every SHA-1 repository.
 pub const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
@@ -177,7 +179,8 @@ impl Git {
         self.env.push((key.into(), value.as_ref().to_owned()));
     }
 
-    fn command<I, S>(&self, args: I) -> Command
+    /// The git command, and the containment of what it may leave.
+    fn command<I, S>(&self, args: I) -> (Command, Leavers)
     where
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
@@ -214,7 +217,8 @@ impl Git {
             .args(args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .current_dir(&self.cwd);
-        process::own_group(&mut command);
+        let leavers = Leavers::prepare();
+        crate::process::own_group(&mut command, &leavers);
         if let Some(confine) = self.confine.clone() {
             // SAFETY: the hook makes only async-signal-safe syscalls on
             // memory prepared before the fork (its contract, see PreExec).
@@ -222,7 +226,7 @@ impl Git {
                 std::os::unix::process::CommandExt::pre_exec(&mut command, move || (confine.0)());
             }
         }
-        command
+        (command, leavers)
     }
 
     /// Runs git with `args` and `input` on its stdin: how it ended and
@@ -238,7 +242,8 @@ impl Git {
             message,
             code: None,
         };
-        let finished = process::run(&mut self.command(args), input, self.timeout)
+        let (mut command, leavers) = self.command(args);
+        let finished = process::run(&mut command, &leavers, input, self.timeout)
             .map_err(|e| failed(format!("cannot run git: {e}")))?;
         if finished.timed_out {
             let limit = self.timeout.unwrap_or_default().as_secs();
@@ -359,8 +364,10 @@ fn configured_excludes(home: Option<&OsStr>, xdg: Option<&OsStr>) -> Option<Path
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .args(["config", "--global", "--path", "--get", "core.excludesFile"])
         .current_dir("/");
-    process::own_group(&mut command);
-    let finished = process::run(&mut command, None, Some(Duration::from_secs(10))).ok()?;
+    let leavers = Leavers::prepare();
+    crate::process::own_group(&mut command, &leavers);
+    let finished =
+        process::run(&mut command, &leavers, None, Some(Duration::from_secs(10))).ok()?;
     let text = String::from_utf8(finished.stdout).ok()?;
     let path = text.trim_end_matches('\n');
     (finished.status.success() && !path.is_empty()).then(|| PathBuf::from(path))
@@ -397,6 +404,43 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A child of git (a shell alias here; a hook or an fsmonitor where a
+    /// repository could turn them on) that leaves git's process group, in
+    /// a session of its own or daemonised, is gone once git is reaped.
+    #[test]
+    fn what_a_git_child_started_outside_its_group_ends_with_git() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = "1002.625";
+        let alias = format!(
+            "alias.leave=!setsid sleep {marker} </dev/null >/dev/null 2>&1 & echo $!; \
+             (sleep {marker} </dev/null >/dev/null 2>&1 & echo $!)"
+        );
+        let out = Git::new(dir.path()).run(["-c", &alias, "leave"]).unwrap();
+        let pids: Vec<i32> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| l.trim().parse().unwrap())
+            .collect();
+        assert_eq!(pids.len(), 2);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        // A SIGKILLed process is gone from `/proc` once its parent reaped
+        // it; a zombie is dead already.
+        let alive = |pid: i32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                stat.rsplit(')')
+                    .next()
+                    .is_some_and(|r| !r.trim_start().starts_with('Z'))
+            })
+        };
+        while pids.iter().any(|pid| alive(*pid)) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "left behind: {pids:?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 
     #[test]
     fn batch_output_is_split_per_object() {

@@ -1,13 +1,16 @@
-//! One git process from start to reaping: it leads a process group of its
-//! own, dies with Fido (the parent-death signal, armed between fork and
-//! exec), and whatever it started is killed with its group once it exits,
-//! before it is reaped, so the group id can name no other process then.
+//! One git process from start to reaping, started the one way
+//! (`crate::process::own_group`): it leads a process group of its own and
+//! dies with Fido, and whatever it started is killed with its group (and
+//! its cgroup or the orphan sweep, for what left the group) once it
+//! exits, before it is reaped, so the group id can name no other process
+//! then.
 
 use std::io::{self, Read, Write};
-use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::Duration;
+
+use crate::process::Leavers;
 
 /// What a finished git process left.
 #[derive(Debug)]
@@ -19,38 +22,12 @@ pub struct Finished {
     pub timed_out: bool,
 }
 
-/// Makes `command` the leader of a new process group that gets SIGKILL
-/// when this process dies.
-pub fn own_group(command: &mut Command) {
-    let parent = std::process::id() as libc::pid_t;
-    command.process_group(0);
-    // SAFETY: plain syscalls with constant arguments, no allocation: safe
-    // between fork and exec in a multi-threaded process.
-    unsafe {
-        command.pre_exec(move || {
-            let armed = libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            );
-            if armed != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // The parent died before the signal was armed.
-            if libc::getppid() != parent {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        });
-    }
-}
-
-/// Runs `command` (made by [`own_group`]) with `input` on its stdin, and
-/// collects its output; after `timeout` its group is killed.
+/// Runs `command` (made by [`crate::process::own_group`]) with `input` on
+/// its stdin, and collects its output; after `timeout` its group is
+/// killed. Whatever left the group goes with `leavers` when it exits.
 pub fn run(
     command: &mut Command,
+    leavers: &Leavers,
     input: Option<&[u8]>,
     timeout: Option<Duration>,
 ) -> io::Result<Finished> {
@@ -64,6 +41,7 @@ pub fn run(
         .stderr(Stdio::piped());
     let mut child = command.spawn()?;
     let pgid = child.id() as libc::pid_t;
+    crate::process::leavers::register(pgid);
     let reaped = (Mutex::new(false), Condvar::new());
     let timed_out = Mutex::new(false);
     std::thread::scope(|scope| {
@@ -82,6 +60,7 @@ pub fn run(
         let exited = wait_unreaped(&child);
         // The leader is a zombie: the group id is still its own.
         kill_group(pgid);
+        leavers.kill();
         let stdout = stdout
             .map(|t| t.join().unwrap_or_default())
             .unwrap_or_default();
@@ -93,6 +72,7 @@ pub fn run(
             let _ = writer.join();
         }
         let status = reap(&mut child, &reaped);
+        crate::process::leavers::unregister(pgid);
         exited?;
         Ok(Finished {
             status: status?,

@@ -27,10 +27,10 @@ pub use input::HookInput;
 use input::SessionFacts;
 use reply::Reply;
 
+use crate::process::EnvPolicy;
 use crate::protocol::EventKind;
 use crate::protocol::event_queue::EventSink;
 use crate::protocol::hook::HookDecision;
-use crate::sandbox::EnvPolicy;
 
 /// The events a hook can be configured for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -20,9 +20,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::task::JoinHandle;
 
+use crate::process::ProcessGroup;
+use crate::process::env::{EnvPolicy, Inherit};
 use crate::protocol::hook::HookStatus;
-use crate::sandbox::ProcessGroup;
-use crate::sandbox::env::{EnvPolicy, Inherit};
 
 /// Bytes of stdout, and of stderr, kept of one hook.
 pub const OUTPUT_CAP: usize = 64 * 1024;

@@ -47,7 +47,7 @@ fn hooks(text: &str) -> Arc<Hooks> {
     Arc::new(Hooks::new(
         config,
         std::env::temp_dir(),
-        crate::sandbox::EnvPolicy::default(),
+        crate::process::EnvPolicy::default(),
         sink,
     ))
 }

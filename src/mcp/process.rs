@@ -1,5 +1,6 @@
-//! One MCP server process: spawned as the leader of its own process group
-//! with a short environment without secrets and a parent-death signal, its stderr copied
+//! One MCP server process: spawned the one way (`crate::process`: its own
+//! process group and cgroup, a short environment without secrets, the
+//! parent-death signal), its stderr copied
 //! into the log, its stdout checked line by line on the way to the client
 //! (a line that is not JSON-RPC is reported, not silently skipped), and a
 //! reaper task that owns the group until the server exits or is stopped.
@@ -16,8 +17,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
 use crate::config::McpServerConfig;
-use crate::sandbox::ProcessGroup;
-use crate::sandbox::env::Inherit;
+use crate::process::ProcessGroup;
+use crate::process::env::Inherit;
 
 /// The variables a server inherits from Fido, besides those of
 /// `env_passthrough`; everything else (API keys above all) is left out.
@@ -125,7 +126,6 @@ pub fn spawn(
         .envs(&config.env)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    die_with_parent(&mut command);
     let mut group = ProcessGroup::spawn_with_stdin(&mut command, Stdio::piped())?;
     let pid = group.pid();
     let child = group.child_mut();
@@ -153,31 +153,6 @@ pub fn spawn(
         stdout: client_side,
     };
     Ok((ServerProcess { pid, health, stop }, pipes))
-}
-
-/// The server gets SIGKILL if Fido dies, however it dies.
-fn die_with_parent(command: &mut Command) {
-    let parent = std::process::id() as libc::pid_t;
-    // SAFETY: only async-signal-safe syscalls between fork and exec.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            // Fido died before the prctl: do not outlive it.
-            if libc::getppid() != parent {
-                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        });
-    }
 }
 
 /// Owns the group: waits for the leader's exit or for `stop`, then kills

@@ -464,16 +464,7 @@ impl CommandSandbox {
             if libc::setsid() == -1 {
                 return Err(std::io::Error::last_os_error());
             }
-            check(libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            ))?;
-            if libc::getppid() != self.parent {
-                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-            }
+            crate::process::die_with_fido(self.parent)?;
             if let Some(proxy) = &self.proxy {
                 // From here on in the command's network namespace, whose
                 // only way out is the proxy (or the keeper never returns).
@@ -561,7 +552,7 @@ fn is_stale(path: &Path) -> bool {
     let uid = unsafe { libc::getuid() };
     let private = meta.is_dir() && meta.uid() == uid && meta.mode() & 0o777 == 0o700;
     // Any process with that pid (any user's) keeps the folder.
-    private && pid > 0 && super::sweep::start_time(pid).is_none()
+    private && pid > 0 && crate::process::sweep::start_time(pid).is_none()
 }
 
 /// A private (0700) temporary directory, removed on drop.

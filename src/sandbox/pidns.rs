@@ -15,7 +15,7 @@
 //!    checked as before); where user namespaces are off it tries `CLONE_NEWPID`
 //!    alone (that needs `CAP_SYS_ADMIN`). Where neither is allowed it goes
 //!    on without a namespace, and the subagent's subreaper sweep
-//!    (`sandbox::sweep`) is what remains;
+//!    (`process::sweep`) is what remains;
 //! 2. the keeper forks: the new process is PID 1 of the namespace, a
 //!    small init that never execs. When PID 1 exits, the kernel kills
 //!    every process of the namespace;

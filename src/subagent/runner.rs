@@ -133,7 +133,7 @@ pub fn main(args: SubagentArgs) -> ExitCode {
 /// Kills whatever this process's commands left behind (this process is
 /// their subreaper, so orphans that left their group are found too).
 fn sweep_descendants() {
-    let killed = crate::sandbox::sweep::kill_descendants(std::process::id() as i32);
+    let killed = crate::process::sweep::kill_descendants(std::process::id() as i32);
     if killed > 0 {
         info!(
             killed,
@@ -377,7 +377,7 @@ fn tool_env(
         sandbox: Arc::new(shell),
         // Its process started with the few variables of a subagent and no
         // `env_passthrough`; its commands get no more.
-        env_policy: crate::sandbox::EnvPolicy::default(),
+        env_policy: crate::process::EnvPolicy::default(),
         approvals: crate::tools::approval::Approvals::new(
             crate::protocol::SafetySettings {
                 sandbox_mode,

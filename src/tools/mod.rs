@@ -157,7 +157,7 @@ pub struct ToolEnv {
     /// The sandbox `bash_exec` runs commands in.
     pub sandbox: Arc<crate::sandbox::CommandSandbox>,
     /// Which of Fido's variables `bash_exec`'s commands get.
-    pub env_policy: crate::sandbox::EnvPolicy,
+    pub env_policy: crate::process::EnvPolicy,
     /// Asks the person before commands and file changes, as the policy says.
     pub approvals: approval::Approvals,
     /// The user's hooks; none inside a subagent, whose calls its sandbox

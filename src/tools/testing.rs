@@ -23,7 +23,7 @@ pub(crate) fn env(root: &Path) -> ToolEnv {
         limits: ToolLimits::default(),
         user: None,
         sandbox: std::sync::Arc::new(crate::sandbox::CommandSandbox::unconfined()),
-        env_policy: crate::sandbox::EnvPolicy::default(),
+        env_policy: crate::process::EnvPolicy::default(),
         approvals: crate::tools::approval::Approvals::new(
             crate::protocol::SafetySettings {
                 sandbox_mode: crate::protocol::SandboxMode::DangerFullAccess,

@@ -35,7 +35,7 @@ fn tool_env(root: &Path) -> ToolEnv {
         user: None,
         delegator: None,
         sandbox: Arc::new(fido::sandbox::CommandSandbox::unconfined()),
-        env_policy: fido::sandbox::EnvPolicy::default(),
+        env_policy: fido::process::EnvPolicy::default(),
         approvals: fido::tools::approval::Approvals::new(
             SafetySettings {
                 sandbox_mode: SandboxMode::WorkspaceWrite,

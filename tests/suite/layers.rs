@@ -21,6 +21,7 @@ const MODULES: &[&str] = &[
     "mcp",
     "net",
     "plan",
+    "process",
     "procfs",
     "protocol",
     "provider",
@@ -45,6 +46,9 @@ const RANKS: &[(&str, u32)] = &[
     // What `/proc` says of a process (its start time tells a reused pid
     // apart); the sweep, the orphan records and change sets share it.
     ("procfs", 0),
+    // The one way a child of Fido is started, signalled and reaped (its
+    // group, death signal, environment, cgroup); git and all above use it.
+    ("process", 0),
     // The one hardened git runner every git process of Fido goes through.
     ("git", 0),
     // Services on the protocol alone.

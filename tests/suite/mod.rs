@@ -20,6 +20,7 @@ mod layers;
 mod local_models;
 mod mcp;
 mod plan;
+mod process_cleanup;
 mod profiles;
 mod providers;
 mod real_model;

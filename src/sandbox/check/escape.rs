@@ -4,7 +4,7 @@
 //! ([`crate::sandbox::pidns`]), the escaped process must be gone with its
 //! command. Elsewhere a subagent is a child subreaper, so the orphan is
 //! re-parented to it; the child then runs the sweep a subagent runs before
-//! it exits ([`crate::sandbox::sweep`]) and reaps what it killed. The
+//! it exits ([`crate::process::sweep`]) and reaps what it killed. The
 //! escaped process carries a marker (from the fixture's name) on its
 //! command line, so the parent finds, reports and kills one that got away:
 //! the check never leaves it behind.
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use nix::unistd::Pid;
 
 use super::kernel::command_namespace;
-use crate::sandbox::sweep;
+use crate::process::sweep;
 
 /// How long the probe waits for the escaped process to appear, and for the
 /// killed processes to be reaped.

@@ -417,7 +417,7 @@ fn summary_lines(
 
 /// How a subagent's process tree is contained on this kernel: a PID
 /// namespace per command where the sandbox allows one (`sandbox::pidns`),
-/// and always the subreaper and the sweep (`sandbox::sweep`).
+/// and always the subreaper and the sweep (`process::sweep`).
 fn containment_line(subreaper: Option<bool>, pid_namespace: Option<&str>) -> String {
     let how = match subreaper {
         Some(true) => "child subreaper plus a sweep of its descendants",

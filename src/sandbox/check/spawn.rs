@@ -21,10 +21,11 @@ use super::probes::environment::canary;
 use super::report::{Summary, summarize};
 use super::table::ProbeRole;
 use super::verdict::ProbeFrame;
+use crate::process::ProcessGroup;
+use crate::process::env::{EnvPolicy, Inherit, SUBAGENT_ENV};
 use crate::protocol::SandboxMode;
 use crate::sandbox::child::error_chain;
-use crate::sandbox::env::{EnvPolicy, Inherit, SUBAGENT_ENV};
-use crate::sandbox::{CommandPolicy, CommandSandbox, ProcessGroup, SandboxError};
+use crate::sandbox::{CommandPolicy, CommandSandbox, SandboxError};
 
 /// How long the probe child may take.
 const CHILD_TIMEOUT: Duration = Duration::from_secs(30);

@@ -10,11 +10,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::process::ProcessGroup;
 use crate::protocol::SandboxMode;
 use crate::sandbox::SandboxError;
 use crate::sandbox::check::ProxyStandIn as FakeProxy;
 use crate::sandbox::pidns::tests::{running, skip_unless_ci};
-use crate::sandbox::{CommandPolicy, CommandSandbox, ProcessGroup};
+use crate::sandbox::{CommandPolicy, CommandSandbox};
 
 fn forced_port_only() -> NetworkConfinement {
     NetworkConfinement::PortOnly {

@@ -15,12 +15,14 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
+use crate::process::ProcessGroup;
+use crate::process::env::{EnvPolicy, SUBAGENT_ENV};
+use crate::process::ignores_signal;
+use crate::process::sweep;
 use crate::protocol::EventKind;
 use crate::protocol::Message;
 use crate::protocol::ipc::{ChildFrame, ForkFrameRef, ForkTag, PROTOCOL_VERSION};
-use crate::sandbox::env::{EnvPolicy, SUBAGENT_ENV};
-use crate::sandbox::process::ignores_signal;
-use crate::sandbox::{PrivateDir, ProcessGroup, sweep};
+use crate::sandbox::PrivateDir;
 use crate::subagent::ipc::{IpcError, encode_frame_in};
 
 use super::io::*;

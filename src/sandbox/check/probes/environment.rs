@@ -40,7 +40,7 @@ pub(in super::super) const SECRET_ENV: Probe =
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::env::{EnvPolicy, Inherit, SUBAGENT_ENV};
+    use crate::process::env::{EnvPolicy, Inherit, SUBAGENT_ENV};
 
     fn var(name: &str, value: &str) -> (OsString, OsString) {
         (name.into(), value.into())

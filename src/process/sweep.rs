@@ -3,7 +3,7 @@
 //! `nohup`ed, and so left the process group the usual kill reaches.
 //!
 //! Theory of operation: the subagent is a child subreaper
-//! (`PR_SET_CHILD_SUBREAPER`, set in [`super::child`]), so an orphan of its
+//! (`PR_SET_CHILD_SUBREAPER`, set in `sandbox::child`), so an orphan of its
 //! commands is re-parented to it instead of to init, and stays in its tree
 //! of descendants. The tree is read from the `children` lists of `/proc`
 //! (or, on a kernel without them, from every `/proc/*/stat`), with each

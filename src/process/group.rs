@@ -35,6 +35,8 @@ use nix::unistd::Pid;
 use tokio::io::unix::AsyncFd;
 use tokio::process::{Child, Command};
 
+use super::Leavers;
+
 /// How often a terminating group is checked for emptiness.
 const POLL: Duration = Duration::from_millis(20);
 
@@ -53,6 +55,8 @@ pub struct ProcessGroup {
     state: State,
     /// Readable once the leader has exited (it is not reaped by that).
     exit: Option<AsyncFd<OwnedFd>>,
+    /// What left the group goes when the group is killed.
+    leavers: Leavers,
 }
 
 impl ProcessGroup {
@@ -67,15 +71,24 @@ impl ProcessGroup {
     pub fn spawn_with_stdin(command: &mut Command, stdin: Stdio) -> io::Result<ProcessGroup> {
         // SAFETY: getsid cannot fail for the calling process.
         let fido_session = unsafe { libc::getsid(0) };
-        // SAFETY: getsid and setsid are async-signal-safe syscalls.
+        let fido = std::process::id() as libc::pid_t;
+        let leavers = Leavers::prepare();
+        let cgroup = leavers.join_fd();
+        // SAFETY: getsid, setsid, prctl, getppid and write are
+        // async-signal-safe; the values were copied before the fork.
         unsafe {
             command.pre_exec(move || {
-                // A sandbox's confinement made the session already, before
-                // it forked a keeper (`CommandSandbox::apply`).
-                if libc::getsid(0) == fido_session && libc::setsid() == -1 {
+                // A sandbox's confinement made the session and armed the
+                // death signal already, before it forked a keeper
+                // (`CommandSandbox::apply`); its PID namespace holds all.
+                if libc::getsid(0) != fido_session {
+                    return Ok(());
+                }
+                if libc::setsid() == -1 {
                     return Err(io::Error::last_os_error());
                 }
-                Ok(())
+                super::die_with_fido(fido)?;
+                super::leavers::join(cgroup)
             });
         }
         command.stdin(stdin).kill_on_drop(false);
@@ -86,12 +99,14 @@ impl ProcessGroup {
         let pgid = i32::try_from(pid)
             .map(Pid::from_raw)
             .map_err(|_| io::Error::other(format!("pid {pid} out of range")))?;
+        super::leavers::register(pgid.as_raw());
         tracing::debug!(pid, "process group spawned");
         Ok(ProcessGroup {
             exit: pidfd(pgid),
             child,
             pgid,
             state: State::Running,
+            leavers,
         })
     }
 
@@ -193,10 +208,12 @@ impl ProcessGroup {
         }
     }
 
-    /// SIGKILL to the whole group, now. The leader still needs a
-    /// [`ProcessGroup::wait`] to be reaped (or is reaped after drop).
+    /// SIGKILL to the whole group and to what left it, now. The leader
+    /// still needs a [`ProcessGroup::wait`] to be reaped (or is reaped
+    /// after drop).
     pub fn kill(&mut self) -> io::Result<()> {
         self.signal(Signal::SIGKILL)?;
+        self.leavers.kill();
         self.state = match self.state {
             State::Running => State::Gone(None),
             State::LeaderExited(status) => {
@@ -332,6 +349,8 @@ impl Drop for ProcessGroup {
             // Best effort: there is nobody to report a failure to.
             let _ = killpg(self.pgid, Signal::SIGKILL);
         }
+        // The leavers' cgroup is killed and removed as it drops.
+        super::leavers::unregister(self.pgid.as_raw());
     }
 }
 
