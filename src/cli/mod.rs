@@ -139,6 +139,7 @@ pub fn main() -> ExitCode {
     // Before any thread or child exists: nothing of the same user may read
     // this process's memory or environment (the API key).
     crate::sandbox::command::make_non_dumpable();
+    crate::process::leavers::adopt_orphans();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
@@ -175,6 +176,7 @@ pub fn main() -> ExitCode {
 pub fn subagent_main() -> ExitCode {
     // As `main`: before any thread or child exists.
     crate::sandbox::command::make_non_dumpable();
+    crate::process::leavers::adopt_orphans();
     let mut args: Vec<_> = std::env::args_os().collect();
     if args.get(1).is_some_and(|arg| arg == "__subagent") {
         args.remove(0);

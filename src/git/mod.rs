@@ -410,6 +410,12 @@ mod tests {
     /// a session of its own or daemonised, is gone once git is reaped.
     #[test]
     fn what_a_git_child_started_outside_its_group_ends_with_git() {
+        if !crate::process::leavers::has_cgroups() {
+            // A test binary adopts no orphans (`leavers::adopt_orphans`);
+            // the fido binary's fallback is tested in process_cleanup.
+            eprintln!("no writable cgroup v2 here: nothing contains git's leavers");
+            return;
+        }
         let dir = tempfile::tempdir().unwrap();
         let marker = "1002.625";
         let alias = format!(
@@ -499,11 +505,12 @@ mod tests {
     #[test]
     fn what_git_starts_ends_with_it() {
         let dir = tempfile::tempdir().unwrap();
-        let started = std::time::Instant::now();
+        // Had git's call waited for the sleeper's stdout, it would have
+        // run past its time limit and failed.
         let out = Git::new(dir.path())
-            .line(["-c", "alias.bg=!sleep 30 & echo $!", "bg"])
+            .with_timeout(Duration::from_secs(60))
+            .line(["-c", "alias.bg=!sleep 1000 & echo $!", "bg"])
             .unwrap();
-        assert!(started.elapsed() < Duration::from_secs(10));
         assert!(wait_ended(&out), "sleep {out} outlived git");
     }
 
@@ -517,12 +524,10 @@ mod tests {
             "alias.slow=!sleep 30 & echo $! > '{}'; wait",
             pid_file.display()
         );
-        let started = std::time::Instant::now();
         let err = Git::new(dir.path())
             .with_timeout(Duration::from_millis(500))
             .run(["-c", alias.as_str(), "slow"])
             .unwrap_err();
-        assert!(started.elapsed() < Duration::from_secs(10));
         assert!(err.message.contains("took longer than"), "{err}");
         let pid = std::fs::read_to_string(&pid_file).unwrap();
         assert!(wait_ended(pid.trim()), "sleep {pid} outlived git");

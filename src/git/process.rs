@@ -39,9 +39,10 @@ pub fn run(
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    let registration = crate::process::leavers::registration();
     let mut child = command.spawn()?;
     let pgid = child.id() as libc::pid_t;
-    crate::process::leavers::register(pgid);
+    registration.done(pgid);
     let reaped = (Mutex::new(false), Condvar::new());
     let timed_out = Mutex::new(false);
     std::thread::scope(|scope| {

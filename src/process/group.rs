@@ -92,6 +92,7 @@ impl ProcessGroup {
             });
         }
         command.stdin(stdin).kill_on_drop(false);
+        let registration = super::leavers::registration();
         let child = command.spawn()?;
         let Some(pid) = child.id() else {
             return Err(io::Error::other("spawned child has no pid"));
@@ -99,7 +100,7 @@ impl ProcessGroup {
         let pgid = i32::try_from(pid)
             .map(Pid::from_raw)
             .map_err(|_| io::Error::other(format!("pid {pid} out of range")))?;
-        super::leavers::register(pgid.as_raw());
+        registration.done(pgid.as_raw());
         tracing::debug!(pid, "process group spawned");
         Ok(ProcessGroup {
             exit: pidfd(pgid),

@@ -10,30 +10,67 @@
 //! 5.14, a SIGKILL to each of `cgroup.procs` until it is empty) ends it
 //! all; the emptied cgroup is removed off the async workers.
 //!
-//! Elsewhere Fido is a child subreaper (`PR_SET_CHILD_SUBREAPER`), so an
-//! orphaned descendant is re-parented to Fido instead of to init. When a
-//! spawn ends, each child of Fido that no spawn started and that left
-//! Fido's session (every spawn starts a session or group of its own) is
-//! killed with its descendants and reaped by its pid: never `waitpid(-1)`,
-//! which would steal the statuses of tokio's children. A sandboxed
+//! Elsewhere the `fido` binaries (and only they: [`adopt_orphans`]) make
+//! Fido a child subreaper (`PR_SET_CHILD_SUBREAPER`), so an orphaned
+//! descendant is re-parented to Fido instead of to init. When a spawn
+//! ends, each child of Fido that no spawn started and that left Fido's
+//! session (every spawn starts a session or group of its own) is killed
+//! with its descendants and reaped by its pid: never `waitpid(-1)`, which
+//! would steal the statuses of tokio's children. A spawn holds
+//! [`Registration`] from before its fork until its pid is recorded, so a
+//! child that has just forked is never taken for an orphan. A sandboxed
 //! command has a PID namespace besides, whose PID 1 takes all with it.
+//!
+//! The sweep tells an orphan from a child only by that record, so a
+//! process whose children are not all started here (a test binary) must
+//! not adopt orphans: there it is left to the cgroup, where there is one.
 
 use std::collections::HashSet;
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError, RwLock, RwLockReadGuard};
 
 /// The pids this process spawned and has not reaped yet: its own
 /// children, which the subreaper sweep leaves to their owners.
 static SPAWNED: Mutex<Option<HashSet<i32>>> = Mutex::new(None);
 
-/// Records `pid` as a child this process spawned.
-pub fn register(pid: i32) {
-    let mut spawned = SPAWNED.lock().unwrap_or_else(PoisonError::into_inner);
-    spawned.get_or_insert_with(HashSet::new).insert(pid);
+/// Read-held by each spawn from before its fork until its pid is in
+/// [`SPAWNED`]; write-held by the sweep while it tells its own children
+/// from orphans.
+static REGISTERING: RwLock<()> = RwLock::new(());
+
+/// Whether the binary asked for orphans ([`adopt_orphans`]).
+static ADOPT: AtomicBool = AtomicBool::new(false);
+/// Whether this process is a child subreaper, and so sweeps.
+static SUBREAPER: AtomicBool = AtomicBool::new(false);
+
+/// A spawn under way: hold it across the fork, then [`Registration::done`]
+/// with the child's pid.
+#[must_use = "a spawn holds its registration until its pid is recorded"]
+pub struct Registration(#[allow(dead_code)] RwLockReadGuard<'static, ()>);
+
+/// Starts a spawn's registration: call before the fork.
+pub fn registration() -> Registration {
+    Registration(REGISTERING.read().unwrap_or_else(PoisonError::into_inner))
+}
+
+impl Registration {
+    /// Records `pid` as a child this process spawned, then lets the sweep
+    /// run again.
+    pub fn done(self, pid: i32) {
+        let mut spawned = SPAWNED.lock().unwrap_or_else(PoisonError::into_inner);
+        spawned.get_or_insert_with(HashSet::new).insert(pid);
+    }
+}
+
+/// Lets this process take in the orphans of its spawns where no cgroup
+/// holds them: the binaries call it first thing, since only there is
+/// every child started by this module.
+pub fn adopt_orphans() {
+    ADOPT.store(true, Ordering::Relaxed);
 }
 
 /// Forgets `pid` once it was reaped.
@@ -60,11 +97,13 @@ fn cgroup_base() -> Option<&'static Path> {
                 tracing::debug!(dir = %dir.display(), "spawns get a cgroup each");
                 end_stale_cgroups(dir);
             }
-            None => {
+            None if ADOPT.load(Ordering::Relaxed) => {
                 // SAFETY: a prctl with constant arguments.
                 let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+                SUBREAPER.store(rc == 0, Ordering::Relaxed);
                 tracing::debug!(rc, "no writable cgroup v2: Fido is a child subreaper");
             }
+            None => tracing::debug!("no writable cgroup v2, and orphans are not adopted"),
         }
         base
     })
@@ -119,6 +158,11 @@ fn end_stale_cgroups(base: &Path) {
     }
 }
 
+/// Whether spawns get a cgroup each here.
+pub fn has_cgroups() -> bool {
+    cgroup_base().is_some()
+}
+
 /// The containment of one spawn: its cgroup, or the subreaper sweep.
 #[derive(Debug)]
 pub struct Leavers {
@@ -165,11 +209,18 @@ impl Leavers {
     }
 
     /// Kills whatever is left of the spawn, in or out of its group. Cheap
-    /// with a cgroup (one write); the sweep reads `/proc` (blocking).
+    /// with a cgroup (one write); the sweep reads `/proc`, so in a runtime
+    /// it runs off the async workers.
     pub fn kill(&self) {
         match &self.cgroup {
             Some(cgroup) => cgroup.kill(),
-            None => sweep_orphans(),
+            None if SUBREAPER.load(Ordering::Relaxed) => {
+                match tokio::runtime::Handle::try_current() {
+                    Ok(runtime) => drop(runtime.spawn_blocking(sweep_orphans)),
+                    Err(_) => sweep_orphans(),
+                }
+            }
+            None => {}
         }
     }
 }
@@ -256,15 +307,20 @@ fn sweep_orphans() {
     let me = std::process::id() as i32;
     // SAFETY: getsid(0) cannot fail for the calling process.
     let my_session = unsafe { libc::getsid(0) };
-    let adopted: Vec<i32> = super::sweep::descendants(me)
+    let children: Vec<i32> = super::sweep::descendants(me)
         .into_iter()
         .filter(|d| crate::procfs::stat(d.pid).is_some_and(|(ppid, _)| ppid == me))
         .map(|d| d.pid)
         .collect();
-    for orphan in adopted {
+    // No spawn is between its fork and its record while this is held.
+    let orphans: Vec<i32> = {
+        let _registering = REGISTERING.write().unwrap_or_else(PoisonError::into_inner);
+        children.into_iter().filter(|&c| !is_spawned(c)).collect()
+    };
+    for orphan in orphans {
         // SAFETY: getsid of a pid; -1 when it is gone.
         let session = unsafe { libc::getsid(orphan) };
-        if is_spawned(orphan) || session == my_session || session == -1 {
+        if session == my_session || session == -1 {
             continue;
         }
         let mut tree = super::sweep::descendants(orphan);

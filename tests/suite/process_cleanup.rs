@@ -6,14 +6,16 @@
 //! signal). Each leaver writes its pid to a file before the check, so the
 //! check looks at a process known to have started.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::json;
 
 use crate::common::process::{
     ProcessFilter, assert_no_processes, exec_cmd, fido_cmd_with_home, pids_with, run_in,
-    send_signal, wait_in, wait_until,
+    send_signal, skip_unless_ci, wait_in, wait_until,
 };
 use crate::common::turns::tool_result;
 use crate::common::{FakeServer, Reply, run_exec, sse};
@@ -76,26 +78,86 @@ fn out_dir() -> (tempfile::TempDir, PathBuf) {
     (out, pids)
 }
 
-#[test]
-fn what_a_hook_started_outside_its_group_ends_with_the_hook() {
+/// `cmd` run in a mount namespace of its own in which every cgroup v2
+/// mount is read-only: Fido there can make no cgroup and falls back to
+/// adopting orphans. `None` where this process may not do that (not
+/// root); CI is root.
+fn without_cgroups(cmd: &Command) -> Option<Command> {
+    let probe = Command::new("unshare").args(["-m", "true"]).status();
+    if !probe.is_ok_and(|s| s.success()) {
+        skip_unless_ci("without_cgroups", "unshare -m is refused here");
+        return None;
+    }
+    let script = "mount --make-rprivate / && \
+        for m in $(awk '/ - cgroup2 / {print $5}' /proc/self/mountinfo); do \
+        mount -o remount,bind,ro \"$m\" || exit 1; done && exec \"$@\"";
+    let mut masked = Command::new("unshare");
+    masked
+        .args(["-m", "--", "/bin/sh", "-c", script, "sh"])
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    for (key, value) in cmd.get_envs() {
+        match value {
+            Some(value) => masked.env(key, value),
+            None => masked.env_remove(key),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        masked.current_dir(dir);
+    }
+    Some(masked)
+}
+
+/// Whether `pid` is in a cgroup a Fido spawn made.
+fn in_spawn_cgroup(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup")).is_ok_and(|c| c.contains("fido-spawn-"))
+}
+
+/// A hook's leavers, with cgroups usable or (`masked`) not.
+fn hook_leavers_end(masked: bool) {
     let ws = tempfile::tempdir().unwrap();
     let (out, pids) = out_dir();
-    let marker = "1003.125";
-    let config = out.path().join("config.toml");
-    let command = leave_the_group(marker, &pids);
-    std::fs::write(
-        &config,
-        format!(
-            "[[hooks.UserPromptSubmit]]\ncommand = {}\n",
-            toml_string(&command)
-        ),
-    )
-    .unwrap();
+    let marker = if masked { "1003.1875" } else { "1003.125" };
+    // Each leaver records its cgroup before the check.
+    let command = format!(
+        "{}; for p in $(cat {pids}); do grep -c fido-spawn- /proc/$p/cgroup >> {pids}.cg; done",
+        leave_the_group(marker, &pids),
+        pids = pids.display()
+    );
+    let config = prompt_hook_config(out.path(), &command);
     let server = FakeServer::start(vec![Reply::sse(sse::text_turn("done"))]);
-    let config = config.display().to_string();
-    let output = run_exec(ws.path(), &server, "go", &[("FIDO_CONFIG", &config)]);
+    let cmd = exec_cmd(ws.path(), &server, "go", &[("FIDO_CONFIG", &config)]);
+    let cmd = if masked {
+        let Some(cmd) = without_cgroups(&cmd) else {
+            return;
+        };
+        cmd
+    } else {
+        cmd
+    };
+    let output = run_in(ws.path(), cmd, None, RUN_TIMEOUT);
     assert!(output.status.success(), "stderr: {}", stderr(&output));
-    assert_left_nothing(&leaver_pids(&pids), marker);
+    let leavers = leaver_pids(&pids);
+    if masked {
+        let counts = std::fs::read_to_string(pids.with_extension("cg")).unwrap();
+        assert_eq!(counts, "0\n0\n", "a leaver was in a spawn's cgroup");
+    }
+    assert_left_nothing(&leavers, marker);
+}
+
+#[test]
+fn what_a_hook_started_outside_its_group_ends_with_the_hook() {
+    hook_leavers_end(false);
+}
+
+/// The subreaper fallback: Fido adopts the orphans and sweeps them.
+#[test]
+fn without_cgroups_what_a_hook_started_outside_its_group_still_ends_with_the_hook() {
+    hook_leavers_end(true);
 }
 
 /// A config whose one hook, on each prompt, is `command`.
@@ -139,16 +201,18 @@ fn kill_9_of_fido_while_a_hook_runs_leaves_no_hook_process() {
         .map(|p| p.parse().unwrap())
         .collect();
     let (hook, member) = (pids[0], pids[1]);
-    let in_spawn_cgroup = std::fs::read_to_string(format!("/proc/{member}/cgroup"))
-        .is_ok_and(|c| c.contains("fido-spawn-"));
+    let in_spawn_cgroup = in_spawn_cgroup(member);
     send_signal(fido, libc::SIGKILL);
+    if !in_spawn_cgroup {
+        // No cgroup here: the member goes to init, out of any Fido's
+        // reach (the limit README's process section names).
+        send_signal(member, libc::SIGKILL);
+    }
     let output = wait_in(ws.path(), child, RUN_TIMEOUT);
     assert_eq!(output.status.code(), None, "killed, not exited");
     assert_no_processes(ProcessFilter::Pid(hook), DEATH);
     assert!(pids_with(marker).is_empty(), "{:?}", pids_with(marker));
     if !in_spawn_cgroup {
-        // No cgroup here: the member went to init, out of Fido's reach.
-        send_signal(member, libc::SIGKILL);
         return;
     }
     // The next Fido's first spawn ends the cgroup the killed one left.
