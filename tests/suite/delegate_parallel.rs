@@ -359,12 +359,14 @@ fn text_and_call(text: &str, call: (&str, &str, &str), usage: TokenUsage) -> Rep
 fn a_crossed_budget_stops_the_child_with_budget_exceeded_and_its_partial_findings() {
     let ws = workspace();
     let server = FakeServer::start(vec![
-        delegate_calls(&["budgeted"], json!({"budget_tokens": 100})),
+        // Above what the fork alone costs (a smaller budget is refused
+        // before any child starts), below what its first answer reports.
+        delegate_calls(&["budgeted"], json!({"budget_tokens": 20_000})),
         text_and_call(
             &findings("budgeted"),
             ("s1", "read_file", r#"{"path": "main.rs"}"#),
             TokenUsage {
-                prompt: 90,
+                prompt: 19_990,
                 completion: 30,
                 cached: 0,
             },
@@ -382,7 +384,7 @@ fn a_crossed_budget_stops_the_child_with_budget_exceeded_and_its_partial_finding
         result["findings"][0]["claim"], "budgeted claim",
         "{result:#}"
     );
-    assert_eq!(result["usage"]["prompt_tokens"], 90);
+    assert_eq!(result["usage"]["prompt_tokens"], 19_990);
     assert_eq!(result["usage"]["completion_tokens"], 30);
     // The child asked once: the parent stopped it after the first answer.
     assert_eq!(requests.len(), 3, "stderr: {}", stderr(&output));
