@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use fido::net::NetRules;
+use fido::net::fetch::HopGate;
 use fido::net::proxy::{Proxy, ProxyLimits};
 use fido::protocol::{ApprovalPolicy, SafetySettings, SandboxMode};
 use fido::tools::approval::Approvals;
@@ -74,7 +75,7 @@ enum Way {
 }
 
 /// One GET of `url` by `browse_url`'s fetcher, in ms.
-fn browse(runtime: &tokio::runtime::Runtime, gate: &Browser, url: &str) -> Result<f64, String> {
+fn browse(runtime: &tokio::runtime::Runtime, gate: &dyn HopGate, url: &str) -> Result<f64, String> {
     let limits = fido::net::fetch::FetchLimits::default();
     let cancel = tokio_util::sync::CancellationToken::new();
     let start = Instant::now();
@@ -125,8 +126,8 @@ fn request(way: Way, origin: SocketAddr, proxy: SocketAddr) -> Result<f64, Strin
     Ok(elapsed)
 }
 
-/// The session's browser with only `origin` listed, nobody to ask.
-fn gate(origin: SocketAddr) -> Result<Arc<Browser>, String> {
+/// The session's admission with only `origin` listed, nobody to ask.
+fn gate(origin: SocketAddr) -> Result<Arc<dyn HopGate>, String> {
     let rules = NetRules {
         allow: fido::net::rules::parse_list(&origin.to_string()).map_err(|e| e.to_string())?,
         deny: Vec::new(),
@@ -136,10 +137,7 @@ fn gate(origin: SocketAddr) -> Result<Arc<Browser>, String> {
         approval_policy: ApprovalPolicy::Never,
         network: fido::protocol::NetworkAccess::Off,
     };
-    Ok(Arc::new(Browser::new(
-        rules,
-        Approvals::new(settings, None),
-    )))
+    Ok(Browser::new(rules, Approvals::new(settings, None)).admission())
 }
 
 fn bench() -> Result<bool, String> {
@@ -160,7 +158,7 @@ fn bench() -> Result<bool, String> {
         for (i, way) in ways.iter().enumerate() {
             ms[i] = request(*way, origin, proxy_addr)?;
         }
-        ms[3] = browse(&runtime, &gate, &url)?;
+        ms[3] = browse(&runtime, &*gate, &url)?;
         // The first ten rounds warm up.
         if round >= 10 {
             for (kept, ms) in times.iter_mut().zip(ms) {

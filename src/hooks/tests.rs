@@ -94,13 +94,13 @@ async fn permission_request_hooks_answer_before_the_person_is_asked() {
         }
     };
     assert!(asked("rm").await.is_ok(), "the hook allowed it, headless");
-    let denied = asked("mkdir").await.unwrap_err();
+    let denied = asked("mkdir").await.unwrap_err().into_output();
     assert!(
         denied.content.contains("hook_denied") && denied.content.contains("not here"),
         "{}",
         denied.content
     );
-    let headless = asked("rmdir").await.unwrap_err();
+    let headless = asked("rmdir").await.unwrap_err().into_output();
     assert!(
         headless.content.contains("headless"),
         "{}",
@@ -113,7 +113,8 @@ async fn a_hooks_ask_is_denied_headless_and_asked_in_the_terminal() {
     let refused = untrusted(None)
         .hook_ask("read_file", r#"{"path":"a"}"#, Some("secrets?".into()))
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .into_output();
     assert!(
         refused.content.contains("PreToolUse hook asked"),
         "{}",

@@ -60,7 +60,7 @@ impl Tool for McpTool {
                     .mcp_call(self.name(), &entry.spec.server, &shown)
                     .await;
                 if let Err(refusal) = approved {
-                    return refusal;
+                    return refusal.into_output();
                 }
             }
             let cap = invocation.call.env.limits.bash_output_cap;

@@ -1,5 +1,6 @@
 //! The network as Fido's own requests see it: which hosts may be reached
-//! (`network_allow` / `network_deny`, [`rules`]), which addresses count as
+//! (`network_allow` / `network_deny`, [`rules`]; with the person's answer
+//! for the rest, [`admission`]), which addresses count as
 //! private ([`address`]), the fetcher that applies both to every hop
 //! of a web request ([`fetch`]), and the allowlist proxy that applies them
 //! to sandboxed commands' connections ([`proxy`]).
@@ -8,6 +9,7 @@
 //! same rules and the same private-address check.
 
 pub mod address;
+pub mod admission;
 pub mod fetch;
 pub mod proxy;
 mod resolve;

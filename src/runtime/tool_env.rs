@@ -105,7 +105,7 @@ fn route_through_proxy(
         | (NetworkAccess::Allowlist, SandboxMode::DangerFullAccess) => return Ok((sandbox, None)),
     }
     let proxy =
-        Proxy::start(browser.clone(), ProxyLimits::default()).map_err(ToolEnvError::Proxy)?;
+        Proxy::start(browser.admission(), ProxyLimits::default()).map_err(ToolEnvError::Proxy)?;
     let sandbox = sandbox
         .with_proxy(proxy.route())
         .map_err(ToolEnvError::ProxySandbox)?;

@@ -23,6 +23,7 @@ use super::ToolOutput;
 use super::guard::{self, Gate, WriteRefused};
 use crate::hooks::{HookInput, Hooks};
 use crate::net::Target;
+use crate::net::admission::{HostApproval, HostApprovalFuture, allow_hint};
 use crate::protocol::changes::DelegationPolicy;
 use crate::protocol::hook::HookDecision;
 use crate::protocol::{ApprovalDecision, ApprovalRequest, SafetySettings, SandboxMode};
@@ -87,7 +88,7 @@ pub struct Approvals {
     delegation: DelegationPolicy,
     approver: Option<Arc<dyn Approver>>,
     /// Requests approved for the rest of the session.
-    remembered: Mutex<HashSet<String>>,
+    remembered: Mutex<HashSet<Memo>>,
     /// The user's PermissionRequest hooks run before a person is asked.
     hooks: Option<Arc<Hooks>>,
 }
@@ -116,13 +117,17 @@ impl Approvals {
         tool: &str,
         arguments: &str,
         reason: Option<String>,
-    ) -> Result<(), ToolOutput> {
+    ) -> Result<(), Refusal> {
         let request = ApprovalRequest::HookAsk {
             tool: tool.to_string(),
             arguments: crate::text::summary(arguments, 500),
             reason: reason.map(|r| crate::text::summary(&r, 300)),
         };
-        self.ask(request, format!("hook:{tool}:{arguments}")).await
+        let memo = Memo::HookAsk {
+            tool: tool.to_string(),
+            arguments: arguments.to_string(),
+        };
+        self.ask(request, memo).await
     }
 
     pub fn settings(&self) -> &SafetySettings {
@@ -150,32 +155,29 @@ impl Approvals {
         if self.approver.is_none() {
             return Err(WriteRefused::Headless);
         }
-        self.ask(request, "delegate:write".into())
+        self.ask(request, Memo::DelegateWrite)
             .await
-            .map_err(|refusal| WriteRefused::Person(refusal.content))
+            .map_err(|refusal| WriteRefused::Person(refusal.into_output().content))
     }
 
     /// What the person decided about a change set under
     /// `delegate_merge = "ask"`; `None` when nobody answered (it stays
     /// pending). "For the session" applies later clean ones unasked.
     pub async fn review_change_set(&self, request: ApprovalRequest) -> Option<Review> {
-        const MEMO: &str = "delegate:merge";
         // "Apply later ones" never covers control files: each such change
         // set is asked about (README: "Write-capable delegation").
         let touches_control = matches!(
             &request,
             ApprovalRequest::ChangeSet { control_files, .. } if !control_files.is_empty()
         );
-        if self.is_remembered(MEMO) && !touches_control {
+        if self.is_remembered(&Memo::DelegateMerge) && !touches_control {
             return Some(Review::Apply);
         }
         let approver = self.approver.as_ref()?;
         match approver.approve(&request).await? {
             ApprovalDecision::Approved => Some(Review::Apply),
             ApprovalDecision::ApprovedForSession => {
-                if let Ok(mut remembered) = self.remembered.lock() {
-                    remembered.insert(MEMO.into());
-                }
+                self.remember(Memo::DelegateMerge);
                 Some(Review::Apply)
             }
             ApprovalDecision::Denied { reason } => Some(Review::Discard { reason }),
@@ -189,27 +191,25 @@ impl Approvals {
         cwd: &str,
         escalate: bool,
         justification: Option<&str>,
-    ) -> Result<RunAs, ToolOutput> {
+    ) -> Result<RunAs, Refusal> {
         let escalated = escalate && self.settings.sandbox_mode != SandboxMode::DangerFullAccess;
         let run_as = if escalated {
             RunAs::Unsandboxed
         } else {
             RunAs::Sandboxed
         };
-        match guard::command_gate(&self.settings, escalated) {
-            Gate::Allow => return Ok(run_as),
-            Gate::Deny(reason) => return Err(denied(&reason)),
-            Gate::Ask => {}
-        }
-        let request = ApprovalRequest::Command {
+        let request = || ApprovalRequest::Command {
             command: command.to_string(),
             cwd: cwd.to_string(),
             justification: justification.map(|j| crate::text::summary(j, 500)),
             escalated,
         };
-        self.ask(request, format!("command:{escalated}:{command}"))
-            .await
-            .map(|()| run_as)
+        let memo = Memo::Command {
+            escalated,
+            command: command.to_string(),
+        };
+        let gate = guard::command_gate(&self.settings, escalated);
+        self.gated(gate, request, memo).await.map(|()| run_as)
     }
 
     /// Whether `tool` may change `path`; `describe` gives the diff or the
@@ -219,65 +219,71 @@ impl Approvals {
         tool: &str,
         path: &str,
         describe: impl FnOnce() -> String,
-    ) -> Result<(), ToolOutput> {
-        match guard::file_change_gate(&self.settings) {
-            Gate::Allow => return Ok(()),
-            Gate::Deny(reason) => return Err(denied(&reason)),
-            Gate::Ask => {}
-        }
-        let request = ApprovalRequest::FileChange {
+    ) -> Result<(), Refusal> {
+        let request = || ApprovalRequest::FileChange {
             tool: tool.to_string(),
             path: path.to_string(),
             diff: describe(),
         };
-        self.ask(request, format!("file:{tool}:{path}")).await
+        let memo = Memo::FileChange {
+            tool: tool.to_string(),
+            path: path.to_string(),
+        };
+        let gate = guard::file_change_gate(&self.settings);
+        self.gated(gate, request, memo).await
     }
 
     /// Whether the main agent may call `tool` of the MCP server `server`
     /// (not read-only) with `arguments`; "for the session" covers the tool.
-    pub async fn mcp_call(
-        &self,
-        tool: &str,
-        server: &str,
-        arguments: &str,
-    ) -> Result<(), ToolOutput> {
-        match guard::mcp_call_gate(&self.settings) {
-            Gate::Allow => return Ok(()),
-            Gate::Deny(reason) => return Err(denied(&reason)),
-            Gate::Ask => {}
-        }
-        let request = ApprovalRequest::McpCall {
+    pub async fn mcp_call(&self, tool: &str, server: &str, arguments: &str) -> Result<(), Refusal> {
+        let request = || ApprovalRequest::McpCall {
             tool: tool.to_string(),
             server: server.to_string(),
             arguments: crate::text::summary(arguments, 500),
         };
-        self.ask(request, format!("mcp:{tool}")).await
+        let gate = guard::mcp_call_gate(&self.settings);
+        self.gated(gate, request, Memo::McpTool(tool.to_string()))
+            .await
     }
 
-    /// Whether `browse_url` may fetch `url` from `host`, which is in
-    /// neither host list; "for the session" covers the host and port.
-    /// Headless, the refusal says how to list the host.
-    pub async fn browse(&self, host: &Target, url: &str) -> Result<(), ToolOutput> {
-        match guard::browse_gate(&self.settings, host) {
-            Gate::Allow => return Ok(()),
-            Gate::Deny(reason) => return Err(denied(&reason)),
-            Gate::Ask => {}
-        }
-        let memo = format!("browse:{host}");
-        if self.approver.is_none() && !self.is_remembered(&memo) {
-            return Err(denied(&format!(
-                "{host} is not in network_allow, and nobody can approve browsing it in a headless run, so nothing was fetched. Tell the user what you wanted to read: they can allow the host with {} in a trusted fido.toml or their user config",
-                guard::allow_hint(host)
-            )));
-        }
-        let request = ApprovalRequest::Browse {
+    /// Whether `browse_url` (or a command through the allowlist proxy) may
+    /// reach `host`, which is in neither host list, for `url`; "for the
+    /// session" covers the host and port. Headless, the refusal says how
+    /// to list the host.
+    pub async fn browse(&self, host: &Target, url: &str) -> Result<(), Refusal> {
+        let memo = Memo::Host(host.clone());
+        let gate = match guard::browse_gate(&self.settings, host) {
+            Gate::Ask if self.approver.is_none() && !self.is_remembered(&memo) => {
+                Gate::Deny(format!(
+                    "{host} is not in network_allow, and nobody can approve browsing it in a headless run, so nothing was fetched. Tell the user what you wanted to read: they can allow the host with {} in a trusted fido.toml or their user config",
+                    allow_hint(host)
+                ))
+            }
+            gate => gate,
+        };
+        let request = || ApprovalRequest::Browse {
             host: host.to_string(),
             url: crate::text::short(url, 500),
         };
-        self.ask(request, memo).await
+        self.gated(gate, request, memo).await
     }
 
-    async fn ask(&self, request: ApprovalRequest, memo: String) -> Result<(), ToolOutput> {
+    /// What `gate` says, asking (`request`, built only then) when it says
+    /// ask.
+    async fn gated(
+        &self,
+        gate: Gate,
+        request: impl FnOnce() -> ApprovalRequest,
+        memo: Memo,
+    ) -> Result<(), Refusal> {
+        match gate {
+            Gate::Allow => Ok(()),
+            Gate::Deny(reason) => Err(Refusal::Policy(reason)),
+            Gate::Ask => self.ask(request(), memo).await,
+        }
+    }
+
+    async fn ask(&self, request: ApprovalRequest, memo: Memo) -> Result<(), Refusal> {
         if self.is_remembered(&memo) {
             return Ok(());
         }
@@ -296,26 +302,22 @@ impl Approvals {
             }
             match self.permission_hooks(call, &request).await {
                 PermissionVerdict::Allow => return Ok(()),
-                PermissionVerdict::Deny(reason) => {
-                    return Err(guard::hook_refusal("PermissionRequest", &reason));
-                }
+                PermissionVerdict::Deny(reason) => return Err(Refusal::Hook(reason)),
                 PermissionVerdict::Ask => {}
             }
         }
         let Some(approver) = &self.approver else {
-            return Err(denied(&headless_refusal(&request, &self.settings)));
+            return Err(Refusal::Policy(headless_refusal(&request, &self.settings)));
         };
         match approver.approve(&request).await {
             Some(ApprovalDecision::Approved) => Ok(()),
             Some(ApprovalDecision::ApprovedForSession) => {
-                if let Ok(mut remembered) = self.remembered.lock() {
-                    remembered.insert(memo);
-                }
+                self.remember(memo);
                 Ok(())
             }
-            Some(ApprovalDecision::Denied { reason }) => Err(denied_by_user(reason.as_deref())),
-            None => Err(denied(
-                "the approval prompt closed before the user answered",
+            Some(ApprovalDecision::Denied { reason }) => Err(Refusal::Person(reason)),
+            None => Err(Refusal::Policy(
+                "the approval prompt closed before the user answered".into(),
             )),
         }
     }
@@ -351,11 +353,87 @@ impl Approvals {
         }
     }
 
-    fn is_remembered(&self, memo: &str) -> bool {
+    fn is_remembered(&self, memo: &Memo) -> bool {
         self.remembered
             .lock()
             .map(|remembered| remembered.contains(memo))
             .unwrap_or(false)
+    }
+
+    fn remember(&self, memo: Memo) {
+        if let Ok(mut remembered) = self.remembered.lock() {
+            remembered.insert(memo);
+        }
+    }
+}
+
+impl HostApproval for Approvals {
+    fn approve_host<'a>(&'a self, target: &'a Target, url: &'a str) -> HostApprovalFuture<'a> {
+        Box::pin(async move { self.browse(target, url).await.map_err(|r| r.message()) })
+    }
+}
+
+/// What "approved for the session" covers: one per kind of request.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Memo {
+    /// The exact call a PreToolUse hook asked about.
+    HookAsk {
+        tool: String,
+        arguments: String,
+    },
+    DelegateWrite,
+    DelegateMerge,
+    /// The exact command, in or out of the sandbox.
+    Command {
+        escalated: bool,
+        command: String,
+    },
+    FileChange {
+        tool: String,
+        path: String,
+    },
+    /// Every call of one MCP tool.
+    McpTool(String),
+    /// A host and port for `browse_url` and the proxy.
+    Host(Target),
+}
+
+/// Why a call was not approved: typed until the tool that asked renders
+/// it ([`Refusal::into_output`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The session's policy refuses it, or nobody is there to ask.
+    Policy(String),
+    /// A PermissionRequest hook of the user refused it, saying this.
+    Hook(String),
+    /// The person said no, and maybe why.
+    Person(Option<String>),
+}
+
+impl Refusal {
+    /// The refusal as one sentence for the model.
+    pub fn message(&self) -> String {
+        match self {
+            Refusal::Policy(reason) => format!("not approved: {reason}"),
+            Refusal::Hook(reason) => guard::hook_refusal_message("PermissionRequest", reason),
+            Refusal::Person(reason) => match reason.as_deref().map(str::trim) {
+                Some(reason) if !reason.is_empty() => format!(
+                    "the user denied this and said: {}. Nothing was run or changed.",
+                    crate::text::sanitize(reason, false)
+                ),
+                _ => "the user denied this. Nothing was run or changed; do not retry it unchanged."
+                    .into(),
+            },
+        }
+    }
+
+    /// The failed tool result the model gets (a hook's refusal is the
+    /// typed `hook_denied` error, as a PreToolUse hook's is).
+    pub fn into_output(self) -> ToolOutput {
+        match self {
+            Refusal::Hook(reason) => guard::hook_refusal("PermissionRequest", &reason),
+            other => ToolOutput::error(other.message()),
+        }
     }
 }
 
@@ -394,22 +472,6 @@ fn headless_refusal(request: &ApprovalRequest, settings: &SafetySettings) -> Str
         | ApprovalRequest::ChangeSet { .. } => format!(
             "approval_policy {} requires the user's approval, and nobody can approve in a headless run. Nothing was run or changed; the user can allow it with `fido exec --approval never` (or --full-auto), or run the session in the terminal UI",
             settings.approval_policy
-        ),
-    }
-}
-
-fn denied(reason: &str) -> ToolOutput {
-    ToolOutput::error(format!("not approved: {reason}"))
-}
-
-fn denied_by_user(reason: Option<&str>) -> ToolOutput {
-    match reason.map(str::trim).filter(|r| !r.is_empty()) {
-        Some(reason) => ToolOutput::error(format!(
-            "the user denied this and said: {}. Nothing was run or changed.",
-            crate::text::sanitize(reason, false)
-        )),
-        None => ToolOutput::error(
-            "the user denied this. Nothing was run or changed; do not retry it unchanged.",
         ),
     }
 }
@@ -551,7 +613,12 @@ mod tests {
             );
         }
         let other = approvals.mcp_call("mcp__fs__delete", "fs", "{}").await;
-        assert!(other.unwrap_err().content.contains("the user denied this"));
+        assert!(
+            other
+                .unwrap_err()
+                .message()
+                .contains("the user denied this")
+        );
         assert_eq!(person.asked.lock().unwrap().len(), 2);
 
         let never = Approvals::new(
@@ -582,7 +649,7 @@ mod tests {
         let out = approvals
             .browse(&other, "https://docs.example.com:8443/")
             .await;
-        assert!(out.unwrap_err().content.contains("not that one"));
+        assert!(out.unwrap_err().message().contains("not that one"));
         let asked = person.asked.lock().unwrap().clone();
         assert_eq!(asked.len(), 2);
         assert!(matches!(
@@ -595,7 +662,7 @@ mod tests {
             None,
         );
         let out = headless.browse(&docs, "https://docs.example.com/").await;
-        let message = out.unwrap_err().content;
+        let message = out.unwrap_err().message();
         assert!(message.contains("headless"), "{message}");
         assert!(
             message.contains("network_allow = [\"docs.example.com\"]"),
@@ -632,7 +699,12 @@ mod tests {
             Some(person),
         );
         let out = approvals.command("psql prod", ".", false, None).await;
-        let out = out.unwrap_err();
+        let refusal = out.unwrap_err();
+        assert_eq!(
+            refusal,
+            Refusal::Person(Some("use the staging database".into()))
+        );
+        let out = refusal.into_output();
         assert!(!out.ok);
         assert!(
             out.content.contains("use the staging database"),
@@ -674,7 +746,7 @@ mod tests {
             .command("curl x", ".", true, Some("j"))
             .await
             .unwrap_err();
-        assert!(out.content.contains("approval_policy"), "{}", out.content);
+        assert!(out.message().contains("approval_policy"), "{out:?}");
         assert_eq!(
             never.command("ls", ".", false, None).await.unwrap(),
             RunAs::Sandboxed
@@ -684,12 +756,12 @@ mod tests {
             None,
         );
         let out = headless.command("ls", ".", false, None).await.unwrap_err();
-        assert!(out.content.contains("headless"), "{}", out.content);
+        assert!(out.message().contains("headless"), "{out:?}");
         let out = headless
             .file_change("patch", "a.txt", || "diff".into())
             .await
             .unwrap_err();
-        assert!(out.content.contains("Nothing was run or changed"));
+        assert!(out.message().contains("Nothing was run or changed"));
     }
 
     #[tokio::test]
@@ -719,7 +791,7 @@ mod tests {
             .file_change("rm", "a", || unreachable!("not asked"))
             .await
             .unwrap_err();
-        assert!(out.content.contains("read-only"), "{}", out.content);
+        assert!(out.message().contains("read-only"), "{out:?}");
         let writable = Approvals::new(
             settings(SandboxMode::WorkspaceWrite, ApprovalPolicy::OnRequest),
             None,

@@ -140,7 +140,7 @@ impl TypedTool for BashExec {
             let (sandbox, proxy) = match approved {
                 Ok(RunAs::Sandboxed) => (Arc::clone(&env.sandbox), env.proxy.clone()),
                 Ok(RunAs::Unsandboxed) => (Arc::new(CommandSandbox::unconfined()), None),
-                Err(refusal) => return refusal,
+                Err(refusal) => return refusal.into_output(),
             };
             let run = Run {
                 command: &args.command,

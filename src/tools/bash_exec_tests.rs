@@ -229,7 +229,7 @@ fn proxied(allow: &str) -> (tempfile::TempDir, ToolEnv) {
     };
     let headless = crate::tools::approval::Approvals::new(env.approvals.settings().clone(), None);
     let browser = crate::tools::web::Browser::new(rules, headless);
-    let proxy = Proxy::start(Arc::new(browser), ProxyLimits::default()).unwrap();
+    let proxy = Proxy::start(browser.admission(), ProxyLimits::default()).unwrap();
     let policy = crate::sandbox::CommandPolicy {
         mode: crate::protocol::SandboxMode::WorkspaceWrite,
         network: false,

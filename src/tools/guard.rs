@@ -16,6 +16,7 @@
 use serde_json::json;
 
 use crate::net::Target;
+use crate::net::admission::allow_hint;
 use crate::protocol::changes::DelegateWrite;
 use crate::protocol::delegate::DelegateErrorCode;
 use crate::protocol::{ApprovalPolicy, SafetySettings, SandboxMode};
@@ -185,9 +186,14 @@ pub fn mcp_call_gate(settings: &SafetySettings) -> Gate {
 pub fn hook_refusal(event: &str, reason: &str) -> ToolOutput {
     refusal(
         DelegateErrorCode::HookDenied,
-        &format!(
-            "a {event} hook of the user refused this call, so nothing was run or changed. The hook said: {reason}"
-        ),
+        &hook_refusal_message(event, reason),
+    )
+}
+
+/// The sentence of [`hook_refusal`].
+pub fn hook_refusal_message(event: &str, reason: &str) -> String {
+    format!(
+        "a {event} hook of the user refused this call, so nothing was run or changed. The hook said: {reason}"
     )
 }
 
@@ -202,11 +208,6 @@ pub fn browse_gate(settings: &SafetySettings, host: &Target) -> Gate {
             allow_hint(host)
         )),
     }
-}
-
-/// The `network_allow` line that would list `host`.
-pub fn allow_hint(host: &Target) -> String {
-    format!("network_allow = [\"{}\"]", host.listed())
 }
 
 fn refusal(code: DelegateErrorCode, message: &str) -> ToolOutput {

@@ -269,7 +269,7 @@ fn approved_file_change<'a, A: Send + 'static>(
     Box::pin(async move {
         let env = call.env;
         if let Err(refusal) = env.approvals.file_change(tool, &path, || describe).await {
-            return refusal;
+            return refusal.into_output();
         }
         let files = file_work::FileEnv::of(env);
         file_work::off_runtime(tool, move || change(&files, &args))

@@ -77,7 +77,7 @@ impl TypedTool for Patch {
                 .file_change(Self::NAME, &args.path, || diff)
                 .await
             {
-                return refusal;
+                return refusal.into_output();
             }
             off_runtime(Self::NAME, move || change(&files, args))
                 .await

@@ -1,18 +1,22 @@
 //! Where `browse_url` fetches: in the parent process always.
 //!
-//! [`Web`] is what the tool calls. The parent's [`Browser`] applies the
-//! session's host lists and approval policy to every hop and fetches
-//! ([`crate::net::fetch`]); a subagent, which has no network, has a `Web`
+//! [`Web`] is what the tool calls. The parent's [`Browser`] admits every
+//! hop as the session's host lists and approvals say
+//! ([`crate::net::admission`]) and fetches ([`crate::net::fetch`]); a
+//! subagent, which has no network, has a `Web`
 //! that sends the request to its parent over IPC, where the parent's
 //! `Browser` runs it under the same policy.
+
+use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
 use super::approval::Approvals;
 use super::browse_url::render;
 use super::{ToolFuture, ToolOutput};
-use crate::net::fetch::{self, FetchLimits, GateFuture, HopGate, HopRefused, Reach};
-use crate::net::{Listing, NetRules, Target};
+use crate::net::NetRules;
+use crate::net::admission::Admission;
+use crate::net::fetch::{self, FetchLimits, HopGate};
 
 /// One `browse_url` call's request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,20 +35,18 @@ pub trait Web: Send + Sync {
     ) -> ToolFuture<'a>;
 }
 
-/// The parent's web access: the host lists, the person to ask and the
+/// The parent's web access: what may be reached ([`Admission`]: the host
+/// lists and the person to ask, shared with the allowlist proxy) and the
 /// fetch limits.
 pub struct Browser {
-    rules: NetRules,
-    /// Asks for hosts in neither list (the session's policy and person).
-    approvals: Approvals,
+    admission: Arc<Admission<Approvals>>,
     limits: FetchLimits,
 }
 
 impl Browser {
     pub fn new(rules: NetRules, approvals: Approvals) -> Browser {
         Browser {
-            rules,
-            approvals,
+            admission: Arc::new(Admission::new(rules, approvals)),
             limits: FetchLimits::default(),
         }
     }
@@ -53,6 +55,11 @@ impl Browser {
     pub fn with_limits(mut self, limits: FetchLimits) -> Browser {
         self.limits = limits;
         self
+    }
+
+    /// The gate of every hop, for the allowlist proxy to share.
+    pub fn admission(&self) -> Arc<dyn HopGate> {
+        self.admission.clone()
     }
 }
 
@@ -63,41 +70,10 @@ impl Web for Browser {
         cancel: &'a CancellationToken,
     ) -> ToolFuture<'a> {
         Box::pin(async move {
-            match fetch::fetch(&request.url, self, &self.limits, cancel).await {
+            match fetch::fetch(&request.url, &*self.admission, &self.limits, cancel).await {
                 Ok(fetched) => render(fetched, request.max_bytes).await,
                 Err(err) => ToolOutput::error(err.to_string()),
             }
         })
-    }
-}
-
-impl HopGate for Browser {
-    fn admit<'a>(&'a self, target: &'a Target, url: &'a str) -> GateFuture<'a> {
-        Box::pin(async move {
-            match self.rules.listing(target) {
-                Listing::Denied => Err(HopRefused(format!(
-                    "{target} is in network_deny, so browse_url may not fetch {url}"
-                ))),
-                Listing::Allowed => Ok(Reach::Listed),
-                Listing::Unlisted if target.ip().is_some() => Err(HopRefused(format!(
-                    "{url} names an IP address, which browse_url fetches only when it is listed: the user can allow it with {} in a trusted fido.toml or their user config",
-                    super::guard::allow_hint(target)
-                ))),
-                Listing::Unlisted => self
-                    .approvals
-                    .browse(target, url)
-                    .await
-                    .map(|()| Reach::Approved)
-                    .map_err(|refusal| HopRefused(strip_error(refusal.content))),
-            }
-        })
-    }
-}
-
-/// A refusal's text without its `Error: ` (the fetch error adds its own).
-fn strip_error(content: String) -> String {
-    match content.strip_prefix("Error: ") {
-        Some(rest) => rest.to_string(),
-        None => content,
     }
 }

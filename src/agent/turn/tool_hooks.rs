@@ -72,7 +72,7 @@ where
                 .hook_ask(&call.name, &call.arguments, pre.reason.clone())
                 .await
             {
-                return refusal;
+                return refusal.into_output();
             }
             true
         }

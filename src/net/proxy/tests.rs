@@ -37,16 +37,13 @@ fn approvals(policy: ApprovalPolicy, approver: Option<Arc<dyn Approver>>) -> App
     Approvals::new(settings, approver)
 }
 
-/// The session's browser as the gate: `allow` listed, nobody to ask.
-fn headless(allow: &str) -> Arc<Browser> {
+/// The session's admission as the gate: `allow` listed, nobody to ask.
+fn headless(allow: &str) -> Arc<dyn HopGate> {
     let rules = NetRules {
         allow: parse_list(allow).unwrap(),
         deny: Vec::new(),
     };
-    Arc::new(Browser::new(
-        rules,
-        approvals(ApprovalPolicy::OnRequest, None),
-    ))
+    Browser::new(rules, approvals(ApprovalPolicy::OnRequest, None)).admission()
 }
 
 fn start(gate: Arc<dyn HopGate>) -> Proxy {
@@ -337,7 +334,7 @@ async fn an_unlisted_host_is_asked_once_and_the_answer_is_shared_with_browse_url
         NetRules::default(),
         approvals(ApprovalPolicy::OnRequest, Some(person.clone())),
     ));
-    let proxy = start(browser.clone());
+    let proxy = start(browser.admission());
     // Three connections at once: one question, answered for the session
     // (the name resolves to loopback, so the private check refuses it
     // after the person allowed it).
@@ -355,7 +352,10 @@ async fn an_unlisted_host_is_asked_once_and_the_answer_is_shared_with_browse_url
         "{asked:?}"
     );
     let target = Target::new("localhost", 443);
-    let reach = browser.admit(&target, "https://localhost/").await;
+    let reach = browser
+        .admission()
+        .admit(&target, "https://localhost/")
+        .await;
     assert_eq!(reach, Ok(Reach::Approved));
     assert_eq!(
         person.asked.lock().unwrap().len(),
@@ -374,7 +374,7 @@ async fn a_denied_host_is_refused_with_the_line() {
         NetRules::default(),
         approvals(ApprovalPolicy::Untrusted, Some(person.clone())),
     );
-    let proxy = start(Arc::new(browser));
+    let proxy = start(browser.admission());
     assert_blocked(
         &get(&proxy, "http://example.com:8080/x").await,
         "example.com:8080",
