@@ -1,4 +1,5 @@
 mod acp;
+mod acp_acpx;
 mod acp_subagents;
 mod allowlist;
 mod browse;
