@@ -37,7 +37,7 @@ const zod = await import(
 );
 
 const report = { events: [], frames: [], invalid: [], exits: [] };
-const log = (event) => report.events.push(event);
+const log = (event) => { report.events.push(event); if (process.env.ACP_CLIENT_TRACE) process.stderr.write(JSON.stringify(event) + "\n"); };
 
 // The schema of each result, by the method that asked for it.
 const resultSchemas = {

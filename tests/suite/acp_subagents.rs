@@ -13,15 +13,21 @@ use crate::common::{FakeServer, Reply, sse};
 
 /// A parent that delegates one task, whose subagent reads `main.rs`, then
 /// waits on the model for good (until it is cancelled); the parent then
-/// answers.
+/// answers. The client may cancel the subagent before it asks the model
+/// again: the stall answers only the request that carries what it read,
+/// so the parent's next request never gets it.
 fn delegating_server() -> FakeServer {
     let delegate = json!({"task": "Find what main does"}).to_string();
-    FakeServer::start(vec![
+    let server = FakeServer::start(vec![
         Reply::sse(sse::tool_call_turn(&[("d1", "delegate", &delegate)])),
         call("s1", "read_file", json!({"path": "main.rs"})),
-        Reply::stall_forever(vec![]),
         Reply::sse(sse::text_turn("The subagent was cancelled; carrying on.")),
-    ])
+    ]);
+    server.push_keyed(
+        "fn main() { /* the subagent read this */ }",
+        Reply::stall_forever(vec![]),
+    );
+    server
 }
 
 #[test]
@@ -30,7 +36,11 @@ fn a_subagent_is_a_child_session_whose_cancel_stops_it_alone() {
         return;
     };
     let ws = tempfile::tempdir().unwrap();
-    std::fs::write(ws.path().join("main.rs"), "fn main() {}\n").unwrap();
+    std::fs::write(
+        ws.path().join("main.rs"),
+        "fn main() { /* the subagent read this */ }\n",
+    )
+    .unwrap();
     let server = delegating_server();
     let report = run_client(
         &modules,
