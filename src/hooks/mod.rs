@@ -23,8 +23,8 @@ use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 
 pub use config::{HookConfig, HookConfigError, HooksConfig};
-pub use input::HookInput;
 use input::SessionFacts;
+pub use input::{CompactTrigger, HookInput, SessionSource};
 use reply::Reply;
 
 use crate::process::EnvPolicy;
