@@ -457,7 +457,7 @@ mod tests {
             },
             EventKind::PlanUpdated {
                 plan: PlanSnapshot::Todo(TodoSnapshot {
-                    action: "list".into(),
+                    action: crate::protocol::plan::TodoAction::List,
                     params: serde_json::json!({}),
                     tasks: Vec::new(),
                     next_id: 1,
