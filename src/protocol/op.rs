@@ -302,11 +302,30 @@ pub struct BookmarkEntry {
     pub at: String,
 }
 
+super::schema::string_enum! {
+    /// What a change `/undo` reverted was, in the words `/undo` and
+    /// `fido undo` print.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum UndoneKind {
+        /// A file's content was edited or overwritten.
+        Patch = "patch",
+        /// A file was created.
+        Create = "create",
+        /// A file, symlink or directory tree was removed.
+        Rm = "rm",
+        /// A directory was created.
+        Mkdir = "mkdir",
+        /// An empty directory was removed.
+        Rmdir = "rmdir",
+        /// A write subagent's change set was applied.
+        ChangeSet = "change set",
+    }
+}
+
 /// The file change `/undo` reverted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UndoneChange {
-    /// What the change was (`write`, `patch`, `change set`, …).
-    pub kind: String,
+    pub kind: UndoneKind,
     /// The file (or change set) it touched, as the undo log has it.
     pub path: String,
 }
@@ -403,6 +422,26 @@ mod tests {
         let unknown = line.replace("interrupted", "paused");
         let err = serde_json::from_str::<SessionEntry>(&unknown).unwrap_err();
         assert!(err.to_string().contains("paused"), "{err}");
+    }
+
+    /// `/undo` keeps its words for what it reverted (a change set's has a
+    /// space); a word Fido does not know is refused where a reply is read.
+    #[test]
+    fn every_undone_kind_keeps_its_word() {
+        let words = ["patch", "create", "rm", "mkdir", "rmdir", "change set"];
+        assert_eq!(UndoneKind::ALL.len(), words.len());
+        for (kind, word) in UndoneKind::ALL.iter().zip(words) {
+            assert_eq!(serde_json::to_value(kind).unwrap(), word);
+        }
+        let change = UndoneChange {
+            kind: UndoneKind::ChangeSet,
+            path: "subagent-1".into(),
+        };
+        let line = serde_json::to_string(&change).unwrap();
+        assert_eq!(line, r#"{"kind":"change set","path":"subagent-1"}"#);
+        let unknown = line.replace("change set", "write");
+        let err = serde_json::from_str::<UndoneChange>(&unknown).unwrap_err();
+        assert!(err.to_string().contains("write"), "{err}");
     }
 
     #[test]

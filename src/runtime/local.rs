@@ -236,7 +236,7 @@ pub fn undo_last(root: &Path) -> Result<Option<UndoneChange>, String> {
     let undo = UndoLog::new(&workspace.root);
     match undo.undo_last(&workspace) {
         Ok(entry) => Ok(entry.map(|entry| UndoneChange {
-            kind: entry.kind.to_string(),
+            kind: entry.kind.into(),
             path: entry.path,
         })),
         Err(err) => Err(format!("cannot undo: {err}")),
