@@ -80,7 +80,7 @@ fn measure(runs: usize, root: &std::path::Path) -> Result<[Sorted; 3], String> {
     let mut unprotected = support::tool_env(root, SandboxMode::WorkspaceWrite)?;
     let bare = fido::sandbox::CommandSandbox::prepare(&fido::sandbox::CommandPolicy {
         mode: SandboxMode::WorkspaceWrite,
-        network: false,
+        network: fido::protocol::NetworkAccess::Off,
         workspace: unprotected.workspace.root.clone(),
         writable_roots: Vec::new(),
         deny: Vec::new(),

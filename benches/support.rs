@@ -417,7 +417,7 @@ pub fn tool_env(
     let workspace = fido::workspace::Workspace::new(root).map_err(|e| e.to_string())?;
     let sandbox = CommandSandbox::prepare(&CommandPolicy {
         mode,
-        network: false,
+        network: fido::protocol::NetworkAccess::Off,
         workspace: workspace.root.clone(),
         writable_roots: Vec::new(),
         deny: Vec::new(),

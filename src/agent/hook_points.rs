@@ -6,7 +6,7 @@
 use tokio_util::sync::CancellationToken;
 
 use super::{AgentDeps, Conversation, TurnOutcome};
-use crate::hooks::{HookInput, HookOutcome, Hooks};
+use crate::hooks::{CompactTrigger, HookInput, HookOutcome, Hooks, SessionSource};
 use crate::protocol::hook::HookDecision;
 use crate::protocol::{EventKind, Message, UsageTotals};
 
@@ -14,16 +14,14 @@ use crate::protocol::{EventKind, Message, UsageTotals};
 /// always blocks would otherwise keep the model working forever.
 pub const MAX_STOP_CONTINUATIONS: u32 = 3;
 
-/// SessionStart, once a session's conversation is ready (`resumed`: it
-/// was loaded by `--resume`); plain stdout or `additionalContext` is added
-/// after what the conversation has.
-pub async fn session_started(hooks: &Hooks, conversation: &mut Conversation, resumed: bool) {
-    let source = if resumed { "resume" } else { "startup" };
-    let outcome = hooks
-        .run(HookInput::SessionStart {
-            source: source.into(),
-        })
-        .await;
+/// SessionStart, once a session's conversation is ready; plain stdout or
+/// `additionalContext` is added after what the conversation has.
+pub async fn session_started(
+    hooks: &Hooks,
+    conversation: &mut Conversation,
+    source: SessionSource,
+) {
+    let outcome = hooks.run(HookInput::SessionStart { source }).await;
     push_context(conversation, "SessionStart", &outcome);
 }
 
@@ -89,13 +87,14 @@ pub(super) async fn stop_blocked(
     ))
 }
 
-/// PreCompact, before older turns are cut (`manual`: `/compact`). What it
-/// decides does not stop the compaction: the context must shrink.
-pub(super) async fn before_compaction(deps: &AgentDeps, manual: bool, cancel: &CancellationToken) {
-    let trigger = if manual { "manual" } else { "auto" };
-    let input = HookInput::PreCompact {
-        trigger: trigger.into(),
-    };
+/// PreCompact, before older turns are cut. What it decides does not stop
+/// the compaction: the context must shrink.
+pub(super) async fn before_compaction(
+    deps: &AgentDeps,
+    trigger: CompactTrigger,
+    cancel: &CancellationToken,
+) {
+    let input = HookInput::PreCompact { trigger };
     run_interruptible(&deps.tool_env.hooks, input, cancel).await;
 }
 

@@ -87,7 +87,7 @@ fn line(s: &SessionSummary) -> String {
     format!(
         "{}  {:<11}  {}  {} turns  {} tokens  {}",
         escape_line(&s.id),
-        escape_line(&s.status),
+        s.status.as_str(),
         escape_line(s.started_at.get(..16).unwrap_or(&s.started_at)),
         s.turns,
         tokens,

@@ -91,7 +91,11 @@ pub fn read_layer(value: toml::Value, hooks: &mut HooksConfig) -> Result<(), Hoo
         let Some(event) = HookEvent::parse(&name) else {
             return Err(HookConfigError::UnknownKey {
                 key: format!("{KEY}.{name}"),
-                known: HookEvent::ALL.map(HookEvent::name).join(", "),
+                known: HookEvent::ALL
+                    .iter()
+                    .map(|event| event.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
             });
         };
         let toml::Value::Array(items) = list else {

@@ -14,8 +14,7 @@ use crate::protocol::delegate::DelegateStatus;
 #[serde(tag = "hook_event_name")]
 pub enum HookInput {
     SessionStart {
-        /// `startup`, or `resume` for `--resume`.
-        source: String,
+        source: SessionSource,
     },
     UserPromptSubmit {
         prompt: String,
@@ -55,14 +54,33 @@ pub enum HookInput {
         summary: String,
     },
     PreCompact {
-        /// `auto` (the context grew past its budget) or `manual`.
-        trigger: String,
+        trigger: CompactTrigger,
     },
     Stop {
         /// The turn goes on because a Stop hook blocked its end already.
         stop_hook_active: bool,
         last_assistant_message: Option<String>,
     },
+}
+
+/// How the session of a `SessionStart` began (its `source`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionSource {
+    /// A new session.
+    Startup,
+    /// A journaled session taken up again (`--resume`).
+    Resume,
+}
+
+/// Why a `PreCompact` runs (its `trigger`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CompactTrigger {
+    /// The person asked for it (`/compact`).
+    Manual,
+    /// The context grew past its budget, or the server refused its size.
+    Auto,
 }
 
 impl HookInput {
@@ -165,5 +183,29 @@ mod tests {
             HookInput::tool_input("not json"),
             Value::String("not json".into())
         );
+    }
+
+    /// `source` and `trigger` are the words Claude Code's scripts test for.
+    #[test]
+    fn session_start_and_pre_compact_keep_their_words() {
+        let fields = |input: HookInput| -> Value {
+            serde_json::from_slice(&stdin_json(&SessionFacts::default(), &input)).unwrap()
+        };
+        for (source, word) in [
+            (SessionSource::Startup, "startup"),
+            (SessionSource::Resume, "resume"),
+        ] {
+            let json = fields(HookInput::SessionStart { source });
+            assert_eq!(json["hook_event_name"], "SessionStart");
+            assert_eq!(json["source"], word);
+        }
+        for (trigger, word) in [
+            (CompactTrigger::Manual, "manual"),
+            (CompactTrigger::Auto, "auto"),
+        ] {
+            let json = fields(HookInput::PreCompact { trigger });
+            assert_eq!(json["hook_event_name"], "PreCompact");
+            assert_eq!(json["trigger"], word);
+        }
     }
 }

@@ -23,76 +23,15 @@ use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 
 pub use config::{HookConfig, HookConfigError, HooksConfig};
-pub use input::HookInput;
 use input::SessionFacts;
+pub use input::{CompactTrigger, HookInput, SessionSource};
 use reply::Reply;
 
 use crate::process::EnvPolicy;
 use crate::protocol::EventKind;
 use crate::protocol::event_queue::EventSink;
 use crate::protocol::hook::HookDecision;
-
-/// The events a hook can be configured for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HookEvent {
-    SessionStart,
-    UserPromptSubmit,
-    PreToolUse,
-    PostToolUse,
-    PermissionRequest,
-    SubagentStart,
-    SubagentStop,
-    PreCompact,
-    Stop,
-}
-
-impl HookEvent {
-    pub const ALL: [HookEvent; 9] = [
-        HookEvent::SessionStart,
-        HookEvent::UserPromptSubmit,
-        HookEvent::PreToolUse,
-        HookEvent::PostToolUse,
-        HookEvent::PermissionRequest,
-        HookEvent::SubagentStart,
-        HookEvent::SubagentStop,
-        HookEvent::PreCompact,
-        HookEvent::Stop,
-    ];
-
-    /// The name in config tables and in `hook_event_name`.
-    pub fn name(self) -> &'static str {
-        match self {
-            HookEvent::SessionStart => "SessionStart",
-            HookEvent::UserPromptSubmit => "UserPromptSubmit",
-            HookEvent::PreToolUse => "PreToolUse",
-            HookEvent::PostToolUse => "PostToolUse",
-            HookEvent::PermissionRequest => "PermissionRequest",
-            HookEvent::SubagentStart => "SubagentStart",
-            HookEvent::SubagentStop => "SubagentStop",
-            HookEvent::PreCompact => "PreCompact",
-            HookEvent::Stop => "Stop",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<HookEvent> {
-        HookEvent::ALL
-            .into_iter()
-            .find(|event| event.name() == name)
-    }
-
-    /// Its hooks may select tools with a matcher.
-    pub fn is_tool_event(self) -> bool {
-        match self {
-            HookEvent::PreToolUse | HookEvent::PostToolUse | HookEvent::PermissionRequest => true,
-            HookEvent::SessionStart
-            | HookEvent::UserPromptSubmit
-            | HookEvent::SubagentStart
-            | HookEvent::SubagentStop
-            | HookEvent::PreCompact
-            | HookEvent::Stop => false,
-        }
-    }
-}
+pub use crate::protocol::hook::HookEvent;
 
 /// What the hooks of one event said together.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -204,9 +143,9 @@ impl Hooks {
     }
 
     async fn run_one(&self, hook: &HookConfig, stdin: Vec<u8>) -> Reply {
-        let (event, command) = (hook.event.name(), crate::text::summary(&hook.command, 80));
+        let (event, command) = (hook.event, crate::text::summary(&hook.command, 80));
         self.emit(EventKind::HookStarted {
-            event: event.into(),
+            event,
             command: command.clone(),
         });
         let ran = runner::run_command(
@@ -230,10 +169,10 @@ impl Hooks {
                 .map(|n| crate::text::summary(n, 200)),
         };
         if let Some(failure) = &reply.failure {
-            tracing::warn!(event, command = %command, "a hook failed (non-blocking): {failure}");
+            tracing::warn!(event = event.as_str(), command = %command, "a hook failed (non-blocking): {failure}");
         }
         self.emit(EventKind::HookFinished {
-            event: event.into(),
+            event,
             command,
             status: ran.status,
             exit_code: ran

@@ -88,7 +88,7 @@ pub fn not_for_subagents(tool: &str) -> ToolOutput {
             agent_id: "subagent".into(),
         },
         delegation_depth: 1,
-        may_write: false,
+        mode: crate::protocol::delegate::DelegateMode::ReadOnly,
     };
     // Not the subagent shell: an MCP server runs outside every sandbox.
     match guard::check(tool, ToolKind::Mutating, &subagent, false) {

@@ -111,11 +111,14 @@ pub enum EventKind {
     Error { message: String },
     /// A user hook (`[[hooks.EVENT]]`) started; `command` is sanitised
     /// and cut short.
-    HookStarted { event: String, command: String },
+    HookStarted {
+        event: super::hook::HookEvent,
+        command: String,
+    },
     /// A user hook ended: how (`exit_code` when it exited), what it
     /// decided, and, when it blocked or failed, why (sanitised, short).
     HookFinished {
-        event: String,
+        event: super::hook::HookEvent,
         command: String,
         status: super::hook::HookStatus,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -454,7 +457,7 @@ mod tests {
             },
             EventKind::PlanUpdated {
                 plan: PlanSnapshot::Todo(TodoSnapshot {
-                    action: "list".into(),
+                    action: crate::protocol::plan::TodoAction::List,
                     params: serde_json::json!({}),
                     tasks: Vec::new(),
                     next_id: 1,

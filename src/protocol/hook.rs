@@ -1,7 +1,43 @@
 //! The wire words of user hooks in the event stream (`hook_started`,
-//! `hook_finished`): how a hook ended and what it decided.
+//! `hook_finished`): which event ran a hook, how it ended and what it
+//! decided.
 
 use serde::{Deserialize, Serialize};
+
+use super::schema::string_enum;
+
+string_enum! {
+    /// The events a hook can be configured for: the name in config tables
+    /// (`[[hooks.EVENT]]`), in `hook_event_name` and in the `event` of
+    /// `hook_started` / `hook_finished`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum HookEvent {
+        SessionStart = "SessionStart",
+        UserPromptSubmit = "UserPromptSubmit",
+        PreToolUse = "PreToolUse",
+        PostToolUse = "PostToolUse",
+        PermissionRequest = "PermissionRequest",
+        SubagentStart = "SubagentStart",
+        SubagentStop = "SubagentStop",
+        PreCompact = "PreCompact",
+        Stop = "Stop",
+    }
+}
+
+impl HookEvent {
+    /// Its hooks may select tools with a matcher.
+    pub fn is_tool_event(self) -> bool {
+        match self {
+            HookEvent::PreToolUse | HookEvent::PostToolUse | HookEvent::PermissionRequest => true,
+            HookEvent::SessionStart
+            | HookEvent::UserPromptSubmit
+            | HookEvent::SubagentStart
+            | HookEvent::SubagentStop
+            | HookEvent::PreCompact
+            | HookEvent::Stop => false,
+        }
+    }
+}
 
 /// How a hook's process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,7 +123,7 @@ impl HookNotice {
             return None;
         };
         let summary = crate::text::summary;
-        let (event, command) = (summary(event, 40), summary(command, 60));
+        let (event, command) = (event.as_str(), summary(command, 60));
         let why = message
             .as_deref()
             .map(|m| format!(": {}", summary(m, 160)))
@@ -120,7 +156,7 @@ impl HookNotice {
 /// what it shows.
 #[cfg(test)]
 pub(crate) mod testing {
-    use super::{HookDecision, HookStatus};
+    use super::{HookDecision, HookEvent, HookStatus};
     use crate::protocol::EventKind;
 
     pub(crate) fn finished(
@@ -130,7 +166,7 @@ pub(crate) mod testing {
         message: Option<&str>,
     ) -> EventKind {
         EventKind::HookFinished {
-            event: "PreToolUse".into(),
+            event: HookEvent::PreToolUse,
             command: "./guard.sh".into(),
             status,
             exit_code,
@@ -173,11 +209,36 @@ mod tests {
         assert_eq!(HookNotice::of(&quiet), None);
     }
 
+    /// Each event travels as the name a config table and a script use;
+    /// a name Fido does not know is refused where an event line is read.
+    #[test]
+    fn every_hook_event_keeps_its_name_on_the_wire() {
+        let names = [
+            "SessionStart",
+            "UserPromptSubmit",
+            "PreToolUse",
+            "PostToolUse",
+            "PermissionRequest",
+            "SubagentStart",
+            "SubagentStop",
+            "PreCompact",
+            "Stop",
+        ];
+        assert_eq!(HookEvent::ALL.len(), names.len());
+        for (event, name) in HookEvent::ALL.iter().zip(names) {
+            assert_eq!(serde_json::to_value(event).unwrap(), name);
+            assert_eq!(HookEvent::parse(name), Some(*event));
+        }
+        let unknown = r#"{"type":"hook_started","event":"PreToolCall","command":"x"}"#;
+        let err = serde_json::from_str::<EventKind>(unknown).unwrap_err();
+        assert!(err.to_string().contains("PreToolCall"), "{err}");
+    }
+
     /// The `--json` lines of the hook events.
     #[test]
     fn the_hook_events_keep_their_wire_format() {
         let started = EventKind::HookStarted {
-            event: "Stop".into(),
+            event: HookEvent::Stop,
             command: "make lint".into(),
         };
         assert_eq!(
@@ -185,7 +246,7 @@ mod tests {
             r#"{"type":"hook_started","event":"Stop","command":"make lint"}"#
         );
         let timed_out = EventKind::HookFinished {
-            event: "Stop".into(),
+            event: HookEvent::Stop,
             command: "make lint".into(),
             status: HookStatus::TimedOut,
             exit_code: None,

@@ -260,14 +260,30 @@ pub struct PlanShown {
     pub text: String,
 }
 
+super::schema::string_enum! {
+    /// Where a session of the workspace stands, as `fido sessions` and
+    /// `/sessions` list it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum SessionStatus {
+        /// A Fido process holds its journal.
+        Running = "running",
+        /// It ended as a session ends.
+        Ended = "ended",
+        /// Its process died before it ended.
+        Interrupted = "interrupted",
+        /// Its journal cannot be read (the listing says why).
+        Unreadable = "unreadable",
+        /// A conversation an older version saved: no journal at all.
+        Saved = "saved",
+    }
+}
+
 /// One session of the workspace as `/sessions` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionEntry {
     /// Its journal's id, or an older version's saved conversation's name.
     pub id: String,
-    /// `running`, `ended`, `interrupted`, `unreadable`; `saved` for a
-    /// conversation an older version saved.
-    pub status: String,
+    pub status: SessionStatus,
     /// Its first prompt on one line, cut short (a saved one's preview).
     pub preview: String,
     /// This very session.
@@ -286,11 +302,30 @@ pub struct BookmarkEntry {
     pub at: String,
 }
 
+super::schema::string_enum! {
+    /// What a change `/undo` reverted was, in the words `/undo` and
+    /// `fido undo` print.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum UndoneKind {
+        /// A file's content was edited or overwritten.
+        Patch = "patch",
+        /// A file was created.
+        Create = "create",
+        /// A file, symlink or directory tree was removed.
+        Rm = "rm",
+        /// A directory was created.
+        Mkdir = "mkdir",
+        /// An empty directory was removed.
+        Rmdir = "rmdir",
+        /// A write subagent's change set was applied.
+        ChangeSet = "change set",
+    }
+}
+
 /// The file change `/undo` reverted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UndoneChange {
-    /// What the change was (`write`, `patch`, `change set`, …).
-    pub kind: String,
+    pub kind: UndoneKind,
     /// The file (or change set) it touched, as the undo log has it.
     pub path: String,
 }
@@ -362,6 +397,52 @@ impl OpSender {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `fido sessions --json` and `/sessions` keep their status words; a
+    /// word Fido does not know is refused where an entry is read.
+    #[test]
+    fn every_session_status_keeps_its_word() {
+        let words = ["running", "ended", "interrupted", "unreadable", "saved"];
+        assert_eq!(SessionStatus::ALL.len(), words.len());
+        for (status, word) in SessionStatus::ALL.iter().zip(words) {
+            assert_eq!(serde_json::to_value(status).unwrap(), word);
+        }
+        let entry = SessionEntry {
+            id: "s1".into(),
+            status: SessionStatus::Interrupted,
+            preview: "fix it".into(),
+            current: false,
+            bookmarks: Vec::new(),
+        };
+        let line = serde_json::to_string(&entry).unwrap();
+        assert_eq!(
+            line,
+            r#"{"id":"s1","status":"interrupted","preview":"fix it","current":false,"bookmarks":[]}"#
+        );
+        let unknown = line.replace("interrupted", "paused");
+        let err = serde_json::from_str::<SessionEntry>(&unknown).unwrap_err();
+        assert!(err.to_string().contains("paused"), "{err}");
+    }
+
+    /// `/undo` keeps its words for what it reverted (a change set's has a
+    /// space); a word Fido does not know is refused where a reply is read.
+    #[test]
+    fn every_undone_kind_keeps_its_word() {
+        let words = ["patch", "create", "rm", "mkdir", "rmdir", "change set"];
+        assert_eq!(UndoneKind::ALL.len(), words.len());
+        for (kind, word) in UndoneKind::ALL.iter().zip(words) {
+            assert_eq!(serde_json::to_value(kind).unwrap(), word);
+        }
+        let change = UndoneChange {
+            kind: UndoneKind::ChangeSet,
+            path: "subagent-1".into(),
+        };
+        let line = serde_json::to_string(&change).unwrap();
+        assert_eq!(line, r#"{"kind":"change set","path":"subagent-1"}"#);
+        let unknown = line.replace("change set", "write");
+        let err = serde_json::from_str::<UndoneChange>(&unknown).unwrap_err();
+        assert!(err.to_string().contains("write"), "{err}");
+    }
 
     #[test]
     fn a_full_queue_and_a_gone_engine_are_refused_without_waiting() {

@@ -137,14 +137,27 @@ impl PlanState {
 
 // ---- `todo` ----
 
+super::schema::string_enum! {
+    /// `details.action` of a `todo` call: the action it ran, or `batch`
+    /// for an `ops` call (or one rejected before it had a usable action).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum TodoAction {
+        Create = "create",
+        Update = "update",
+        List = "list",
+        Get = "get",
+        Delete = "delete",
+        Clear = "clear",
+        Batch = "batch",
+    }
+}
+
 /// The `details` envelope of a `todo` call: what it did, with what
 /// arguments, and the whole state after it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TodoSnapshot {
-    /// The action, or `batch` for an `ops` call (or one rejected before it
-    /// had a usable action).
-    pub action: String,
+    pub action: TodoAction,
     /// The call's arguments as the model sent them.
     pub params: Value,
     pub tasks: Vec<Task>,
@@ -263,4 +276,38 @@ impl Task {
 pub struct PlanRef {
     pub id: String,
     pub title: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `details.action` keeps the words of the reference `todo`; an
+    /// action Fido does not know is refused where a snapshot is read.
+    #[test]
+    fn every_todo_action_keeps_its_word() {
+        let words = [
+            "create", "update", "list", "get", "delete", "clear", "batch",
+        ];
+        assert_eq!(TodoAction::ALL.len(), words.len());
+        for (action, word) in TodoAction::ALL.iter().zip(words) {
+            assert_eq!(serde_json::to_value(action).unwrap(), word);
+        }
+        let snapshot = TodoSnapshot {
+            action: TodoAction::Batch,
+            params: serde_json::json!({}),
+            tasks: Vec::new(),
+            next_id: 1,
+            error: None,
+            plan: None,
+        };
+        let line = serde_json::to_string(&snapshot).unwrap();
+        assert_eq!(
+            line,
+            r#"{"action":"batch","params":{},"tasks":[],"nextId":1}"#
+        );
+        let unknown = line.replace("batch", "merge");
+        let err = serde_json::from_str::<TodoSnapshot>(&unknown).unwrap_err();
+        assert!(err.to_string().contains("merge"), "{err}");
+    }
 }

@@ -14,7 +14,8 @@ use crate::plan::todo::{self, TodoStore};
 use crate::plan::{PlanFlavour, PlanSnapshot, PlanState, PlanStore, Status};
 use crate::protocol::ApprovalPolicy;
 use crate::protocol::op::{
-    BookmarkEntry, ChangesOp, PlanCleared, PlanShown, SessionEntry, StatusInfo, UndoneChange,
+    BookmarkEntry, ChangesOp, PlanCleared, PlanShown, SessionEntry, SessionStatus, StatusInfo,
+    UndoneChange,
 };
 use crate::provider::SwitchError;
 use crate::store::journal::{self, Journal};
@@ -210,7 +211,7 @@ impl LocalCommands for EngineCommands {
             .collect();
         sessions.extend(saved.into_iter().map(|s| SessionEntry {
             id: s.name,
-            status: "saved".into(),
+            status: SessionStatus::Saved,
             preview: s.preview,
             current: false,
             bookmarks: Vec::new(),
@@ -235,7 +236,7 @@ pub fn undo_last(root: &Path) -> Result<Option<UndoneChange>, String> {
     let undo = UndoLog::new(&workspace.root);
     match undo.undo_last(&workspace) {
         Ok(entry) => Ok(entry.map(|entry| UndoneChange {
-            kind: entry.kind.to_string(),
+            kind: entry.kind.into(),
             path: entry.path,
         })),
         Err(err) => Err(format!("cannot undo: {err}")),

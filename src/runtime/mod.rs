@@ -30,6 +30,7 @@ use crate::agent::{
     start_conversation,
 };
 use crate::config::Config;
+use crate::hooks::SessionSource;
 use crate::mcp::McpHub;
 use crate::plan::PlanFlavour;
 use crate::protocol::ApprovalPolicy;
@@ -134,8 +135,11 @@ impl Runtime {
         )
         .await?;
         let hooks = &parts.tool_env.hooks;
-        crate::agent::hook_points::session_started(hooks, &mut conversation, replayed.is_some())
-            .await;
+        let source = match replayed {
+            Some(_) => SessionSource::Resume,
+            None => SessionSource::Startup,
+        };
+        crate::agent::hook_points::session_started(hooks, &mut conversation, source).await;
         if let Some(journal) = &journal {
             journal
                 .record(conversation.generation(), conversation.messages())

@@ -23,9 +23,10 @@ pub fn credential_paths(config: &Config) -> Vec<PathBuf> {
 pub fn command_policy(config: &Config) -> CommandPolicy {
     CommandPolicy {
         mode: config.safety.sandbox_mode,
-        // Under an allowlist the commands get no network of their own:
-        // the proxy is their only way out (`runtime::tool_env`).
-        network: config.safety.network.is_direct(),
+        // Under an allowlist the prepared sandbox gives the commands no
+        // network of their own: the proxy is their only way out
+        // (`runtime::tool_env`).
+        network: config.safety.network,
         workspace: config.workspace.clone(),
         writable_roots: config.safety.writable_roots.clone(),
         deny: credential_paths(config),

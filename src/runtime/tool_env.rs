@@ -139,16 +139,21 @@ mod tests {
             let env = env_with(&[allowlist, ("FIDO_SANDBOX_MODE", mode)], dir.path());
             let proxy = env.proxy.as_ref().expect("a proxy");
             assert_eq!(env.sandbox.proxy().map(|r| r.port), Some(proxy.port()));
-            assert!(!env.sandbox.network(), "{mode}: direct network");
+            assert_eq!(env.sandbox.network(), NetworkAccess::Allowlist, "{mode}");
         }
-        for pairs in [
-            vec![allowlist, ("FIDO_SANDBOX_MODE", "danger-full-access")],
-            vec![("FIDO_NETWORK", "true")],
-            vec![],
+        // Without a sandbox there is nothing to route: the network is open.
+        for (pairs, network) in [
+            (
+                vec![allowlist, ("FIDO_SANDBOX_MODE", "danger-full-access")],
+                NetworkAccess::On,
+            ),
+            (vec![("FIDO_NETWORK", "true")], NetworkAccess::On),
+            (vec![], NetworkAccess::Off),
         ] {
             let env = env_with(&pairs, dir.path());
             assert!(env.proxy.is_none(), "{pairs:?}");
             assert!(env.sandbox.proxy().is_none(), "{pairs:?}");
+            assert_eq!(env.sandbox.network(), network, "{pairs:?}");
         }
     }
 }

@@ -47,7 +47,7 @@ use super::policy::{Enforcement, SandboxError};
 use super::protect::{self, Mechanism, ReadOnlyBinds};
 use super::ruleset::{self, MIN_READ_ONLY_ABI, NETWORK_ABI, RulesetSpec};
 use super::seccomp::{SeccompPolicy, SeccompProgram, SocketAccess};
-use crate::protocol::SandboxMode;
+use crate::protocol::{NetworkAccess, SandboxMode};
 
 /// Makes this process non-dumpable, so that processes of the same user
 /// cannot read its memory or `/proc/<pid>/environ` (where the API key
@@ -94,7 +94,10 @@ pub fn credential_paths(home: Option<&Path>, fido_files: &[PathBuf]) -> Vec<Path
 #[derive(Debug, Clone)]
 pub struct CommandPolicy {
     pub mode: SandboxMode,
-    pub network: bool,
+    /// As configured. Only `true` gives the commands a network of their
+    /// own; under `allowlist` they reach it once [`CommandSandbox::with_proxy`]
+    /// routes them through the proxy.
+    pub network: NetworkAccess,
     /// Canonical workspace root.
     pub workspace: PathBuf,
     /// Canonical extra writable folders (trusted config only).
@@ -110,7 +113,8 @@ pub struct CommandPolicy {
 #[derive(Debug)]
 pub struct CommandSandbox {
     mode: SandboxMode,
-    network: bool,
+    /// What the commands reach: `allowlist` only with [`Self::proxy`].
+    network: NetworkAccess,
     ruleset: Option<OwnedFd>,
     /// What `ruleset` was built from, to build it anew for the proxy.
     spec: Option<RulesetSpec>,
@@ -185,12 +189,17 @@ impl CommandSandbox {
         }
         // The main agent's commands read everywhere but the credentials,
         // as a person's shell would; subagents read far less (see child).
+        // Until a proxy routes them, allowlisted commands have no network.
+        let network = match policy.network {
+            NetworkAccess::On => NetworkAccess::On,
+            NetworkAccess::Off | NetworkAccess::Allowlist => NetworkAccess::Off,
+        };
         let spec = RulesetSpec {
             deny: policy.deny.clone(),
             write_roots,
             write_except: Vec::new(),
             read_roots: Vec::new(),
-            network: policy.network,
+            network: network.is_direct(),
             connect_port: None,
         };
         let built = ruleset::build(&spec)?;
@@ -209,14 +218,13 @@ impl CommandSandbox {
         let ruleset: Option<OwnedFd> = built.created.into();
         Ok(CommandSandbox {
             mode: policy.mode,
-            network: policy.network,
+            network,
             ruleset,
             spec: Some(spec),
             seccomp: Some(SeccompProgram::compile(SeccompPolicy {
-                network: if policy.network {
-                    SocketAccess::On
-                } else {
-                    SocketAccess::Off
+                network: match network {
+                    NetworkAccess::On => SocketAccess::On,
+                    NetworkAccess::Off | NetworkAccess::Allowlist => SocketAccess::Off,
                 },
                 metadata_writes: policy.mode == SandboxMode::WorkspaceWrite,
             })?),
@@ -241,7 +249,7 @@ impl CommandSandbox {
     pub fn subagent_shell(scratch: PathBuf) -> CommandSandbox {
         CommandSandbox {
             mode: SandboxMode::ReadOnly,
-            network: false,
+            network: NetworkAccess::Off,
             tmpdir: Some(PrivateDir {
                 path: scratch,
                 mounted: false,
@@ -262,7 +270,7 @@ impl CommandSandbox {
     pub fn unconfined() -> CommandSandbox {
         CommandSandbox {
             mode: SandboxMode::DangerFullAccess,
-            network: true,
+            network: NetworkAccess::On,
             ruleset: None,
             spec: None,
             seccomp: None,
@@ -280,7 +288,9 @@ impl CommandSandbox {
         self.mode
     }
 
-    pub fn network(&self) -> bool {
+    /// What the commands reach: the network (`true`), nothing
+    /// (`false`), or the hosts the proxy admits (`allowlist`).
+    pub fn network(&self) -> NetworkAccess {
         self.network
     }
 
@@ -334,6 +344,7 @@ impl CommandSandbox {
             metadata_writes: self.mode == SandboxMode::WorkspaceWrite,
         })?);
         self.proxy = Some(ProxyConfinement::new(route, confinement));
+        self.network = NetworkAccess::Allowlist;
         Ok(self)
     }
 

@@ -4,6 +4,7 @@
 //! and bounded (findings count, field lengths, total size). Whatever is cut
 //! is said in `uncertainties`, never dropped silently.
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::protocol::delegate::{
@@ -44,13 +45,11 @@ pub fn normalise(
                     notes.push("[Fido] the subagent's result had no summary".into());
                 }
             }
-            if let Some(claimed) = object.get("status").and_then(Value::as_str) {
-                // The subagent may say it did less than the runner saw, never more.
-                let claimed = match claimed {
-                    "failed" => DelegateStatus::Failed,
-                    "partial" => DelegateStatus::Partial,
-                    _ => DelegateStatus::Completed,
-                };
+            if let Some(claimed) = object.get("status") {
+                // The subagent may say it did less than the runner saw, never
+                // more; a status it made up claims nothing.
+                let claimed =
+                    DelegateStatus::deserialize(claimed).unwrap_or(DelegateStatus::Completed);
                 result.status = worse(result.status, claimed);
             }
             result.findings = findings(object.get("findings"), &mut notes);
@@ -171,11 +170,11 @@ fn findings(value: Option<&Value>, notes: &mut Vec<String>) -> Vec<Finding> {
             Some(Value::String(s)) => s.trim().parse().ok(),
             _ => None,
         };
-        let confidence = match object.get("confidence").and_then(Value::as_str) {
-            Some("high") => Confidence::High,
-            Some("medium") => Confidence::Medium,
-            _ => Confidence::Low,
-        };
+        // A confidence it did not state, or made up, is low.
+        let confidence = object
+            .get("confidence")
+            .and_then(|c| Confidence::deserialize(c).ok())
+            .unwrap_or(Confidence::Low);
         out.push(Finding {
             file: bounded(
                 object.get("file").and_then(Value::as_str).unwrap_or(""),
@@ -269,6 +268,31 @@ mod tests {
             usage(),
         );
         assert_eq!(r.status, DelegateStatus::Partial);
+    }
+
+    /// The status and confidence words are delegate_result's own; a word
+    /// the subagent made up claims nothing and states no confidence.
+    #[test]
+    fn made_up_words_claim_nothing() {
+        let finding = |confidence: &str| {
+            format!(r#"{{"file": "a.rs", "line": 1, "claim": "c", "confidence": "{confidence}"}}"#)
+        };
+        let text = format!(
+            r#"{{"summary": "x", "status": "done", "findings": [{}, {}, {}]}}"#,
+            finding("medium"),
+            finding("certain"),
+            finding("high")
+        );
+        let r = normalise("s", DelegateStatus::Completed, &text, usage());
+        assert_eq!(r.status, DelegateStatus::Completed);
+        let confidences: Vec<Confidence> = r.findings.iter().map(|f| f.confidence).collect();
+        assert_eq!(
+            confidences,
+            [Confidence::Medium, Confidence::Low, Confidence::High]
+        );
+        let failed = r#"{"summary": "x", "status": "failed"}"#;
+        let r = normalise("s", DelegateStatus::Completed, failed, usage());
+        assert_eq!(r.status, DelegateStatus::Failed);
     }
 
     #[test]

@@ -28,6 +28,7 @@ use crate::agent::{
 };
 use crate::mcp::proxy::{LinkFuture, McpLink};
 use crate::plan::PlanStore;
+use crate::protocol::delegate::DelegateMode;
 use crate::protocol::ipc::{
     ChildFrame, ChildStatus, ForkFrame, PROTOCOL_VERSION, ParentFrame, catalog_fingerprint,
 };
@@ -68,6 +69,18 @@ pub struct SubagentArgs {
     /// What a write subagent reads besides its workspace (its private
     /// repository and the objects that borrows).
     pub read_roots: Vec<std::path::PathBuf>,
+}
+
+impl SubagentArgs {
+    /// What it was delegated to do: a write subagent is given its
+    /// worktree to write.
+    fn mode(&self) -> DelegateMode {
+        if self.write_roots.is_empty() {
+            DelegateMode::ReadOnly
+        } else {
+            DelegateMode::Write
+        }
+    }
 }
 
 /// Entry point of the child process.
@@ -120,8 +133,8 @@ pub fn main(args: SubagentArgs) -> ExitCode {
             Ok(stream) => stream,
             Err(err) => return fail(format!("socket: {err}")),
         };
-        let may_write = !args.write_roots.is_empty();
-        serve(stream, args.agent_id, sandbox, args.scratch, may_write).await
+        let mode = args.mode();
+        serve(stream, args.agent_id, sandbox, args.scratch, mode).await
     });
     // Off the runtime, which has nothing left to run: no thread is started
     // for it while the parent waits for this process to exit.
@@ -147,7 +160,7 @@ async fn serve(
     agent_id: String,
     sandbox: Result<crate::sandbox::SandboxReport, String>,
     scratch: Option<std::path::PathBuf>,
-    write_mode: bool,
+    mode: DelegateMode,
 ) -> ExitCode {
     let (mut read, write) = stream.into_split();
     let (writer, writer_task) = spawn_writer(write);
@@ -180,12 +193,12 @@ async fn serve(
 
     // The shell is offered only inside a fully enforced sandbox; else the
     // guard refuses bash_exec, as it refuses every other mutating tool.
-    let (shell, may_write) = match (&sandbox, scratch) {
+    let (shell, mode) = match (&sandbox, scratch) {
         (Ok(report), Some(scratch)) if report.fully_enforced => {
-            (CommandSandbox::subagent_shell(scratch), write_mode)
+            (CommandSandbox::subagent_shell(scratch), mode)
         }
         // A write subagent writes only inside a fully enforced sandbox.
-        _ => (CommandSandbox::unconfined(), false),
+        _ => (CommandSandbox::unconfined(), DelegateMode::ReadOnly),
     };
     let outcome_frame = run(
         fork,
@@ -194,7 +207,7 @@ async fn serve(
         pending,
         mcp,
         &cancel,
-        (shell, may_write),
+        (shell, mode),
     )
     .await;
     let _ = writer.send(outcome_frame).await;
@@ -295,7 +308,7 @@ async fn run(
     pending: Pending,
     mcp: Arc<ParentMcp>,
     cancel: &CancellationToken,
-    (shell, may_write): (CommandSandbox, bool),
+    (shell, mode): (CommandSandbox, DelegateMode),
 ) -> ChildFrame {
     // Before anything runs a command: a fork bomb stops at the limit.
     if let Some(limit) = fork.process_limit
@@ -325,12 +338,12 @@ async fn run(
     });
     let deps = AgentDeps {
         provider,
-        tool_env: Arc::new(tool_env(workspace, (shell, may_write), web)),
+        tool_env: Arc::new(tool_env(workspace, (shell, mode), web)),
         catalog,
         ctx: InvocationContext {
             identity: Identity::subagent(agent_id),
             delegation_depth: 1,
-            may_write,
+            mode,
         },
         settings: agent_settings(&fork),
         events: event_sink,
@@ -353,18 +366,17 @@ fn failed_final(text: String) -> ChildFrame {
     }
 }
 
-/// The subagent's tools' environment: read-only (or, `may_write`, its
+/// The subagent's tools' environment: read-only (or, in `write` mode, its
 /// worktree writable), no person to ask, no delegation, its commands in
 /// `shell`, its web pages fetched by the parent through `web`.
 fn tool_env(
     workspace: Workspace,
-    (shell, may_write): (CommandSandbox, bool),
+    (shell, mode): (CommandSandbox, DelegateMode),
     web: Arc<dyn Web>,
 ) -> ToolEnv {
-    let sandbox_mode = if may_write {
-        crate::protocol::SandboxMode::WorkspaceWrite
-    } else {
-        crate::protocol::SandboxMode::ReadOnly
+    let sandbox_mode = match mode {
+        DelegateMode::Write => crate::protocol::SandboxMode::WorkspaceWrite,
+        DelegateMode::ReadOnly => crate::protocol::SandboxMode::ReadOnly,
     };
     ToolEnv {
         plan: PlanStore::new(&workspace.root, workspace.root.join(DEFAULT_PLAN_FILE)),

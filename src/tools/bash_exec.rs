@@ -48,7 +48,7 @@ use crate::net::proxy::{self, Proxy};
 use crate::process::ProcessGroup;
 use crate::process::env::{EnvPolicy, Inherit};
 use crate::protocol::schema::tool_args;
-use crate::protocol::{ApprovalPolicy, SandboxMode};
+use crate::protocol::{ApprovalPolicy, NetworkAccess, SandboxMode};
 use crate::sandbox::CommandSandbox;
 use crate::sandbox::limits::{CommandLimits, TmpdirLimit};
 use crate::text::sanitize;
@@ -378,12 +378,10 @@ impl Run<'_> {
                 "writes only in the workspace and $TMPDIR"
             }
         };
-        let network = if self.sandbox.network() {
-            ""
-        } else if self.sandbox.proxy().is_some() {
-            ", network only to the hosts of network_allow"
-        } else {
-            ", no network"
+        let network = match self.sandbox.network() {
+            NetworkAccess::On => "",
+            NetworkAccess::Allowlist => ", network only to the hosts of network_allow",
+            NetworkAccess::Off => ", no network",
         };
         let how = if self.sandbox.is_subagent_shell() {
             "A subagent cannot escalate: report what would need more to the parent."

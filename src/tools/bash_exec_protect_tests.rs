@@ -47,7 +47,7 @@ fn repository(mechanism: Mechanism) -> (tempfile::TempDir, ToolEnv) {
     );
     let policy = crate::sandbox::CommandPolicy {
         mode: crate::protocol::SandboxMode::WorkspaceWrite,
-        network: false,
+        network: crate::protocol::NetworkAccess::Off,
         workspace: root.clone(),
         writable_roots: Vec::new(),
         deny: Vec::new(),

@@ -232,7 +232,7 @@ fn proxied(allow: &str) -> (tempfile::TempDir, ToolEnv) {
     let proxy = Proxy::start(browser.admission(), ProxyLimits::default()).unwrap();
     let policy = crate::sandbox::CommandPolicy {
         mode: crate::protocol::SandboxMode::WorkspaceWrite,
-        network: false,
+        network: crate::protocol::NetworkAccess::Off,
         workspace: dir.path().to_path_buf(),
         writable_roots: Vec::new(),
         deny: Vec::new(),
@@ -315,7 +315,7 @@ async fn a_sandboxed_commands_escaped_processes_end_with_it() {
     let (dir, mut env) = setup();
     let policy = crate::sandbox::CommandPolicy {
         mode: crate::protocol::SandboxMode::WorkspaceWrite,
-        network: false,
+        network: crate::protocol::NetworkAccess::Off,
         workspace: std::fs::canonicalize(dir.path()).unwrap(),
         writable_roots: Vec::new(),
         deny: Vec::new(),
@@ -342,6 +342,29 @@ async fn a_sandboxed_commands_escaped_processes_end_with_it() {
     }
 }
 
+/// The sandbox note tells the model which network its commands have:
+/// none, or the allowlisted hosts through the proxy.
+#[tokio::test]
+async fn the_sandbox_note_says_which_network_the_commands_have() {
+    let refused = json!({"command": "echo 'Permission denied' >&2; exit 1"});
+    let (_dir, env) = proxied("");
+    let out = call(&BashExec, &env, refused.clone()).await;
+    assert!(
+        out.content
+            .contains("workspace-write: writes only in the workspace")
+            && out
+                .content
+                .contains(", network only to the hosts of network_allow"),
+        "{}",
+        out.content
+    );
+    let (dir, mut env) = setup();
+    env.sandbox = Arc::new(limited(&dir, Default::default()));
+    let out = call(&BashExec, &env, refused).await;
+    assert!(out.content.contains(", no network"), "{}", out.content);
+    assert!(!out.content.contains("network_allow"), "{}", out.content);
+}
+
 /// A workspace-write sandbox with small limits, as `command_max_processes`
 /// and `command_tmpdir_mib` would set them.
 fn limited(
@@ -350,7 +373,7 @@ fn limited(
 ) -> CommandSandbox {
     CommandSandbox::prepare(&crate::sandbox::CommandPolicy {
         mode: crate::protocol::SandboxMode::WorkspaceWrite,
-        network: false,
+        network: crate::protocol::NetworkAccess::Off,
         workspace: std::fs::canonicalize(dir.path()).unwrap(),
         writable_roots: Vec::new(),
         deny: Vec::new(),

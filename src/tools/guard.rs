@@ -18,7 +18,7 @@ use serde_json::json;
 use crate::net::Target;
 use crate::net::admission::allow_hint;
 use crate::protocol::changes::DelegateWrite;
-use crate::protocol::delegate::DelegateErrorCode;
+use crate::protocol::delegate::{DelegateErrorCode, DelegateMode};
 use crate::protocol::{ApprovalPolicy, SafetySettings, SandboxMode};
 
 use super::{ToolKind, ToolOutput};
@@ -31,9 +31,11 @@ pub use crate::protocol::Identity;
 pub struct InvocationContext {
     pub identity: Identity,
     pub delegation_depth: u32,
-    /// A write subagent: its file tools and shell may change its own
-    /// worktree (which its sandbox confines it to).
-    pub may_write: bool,
+    /// What a subagent was delegated to do: `write` lets its file tools
+    /// and shell change its own worktree (which its sandbox confines it
+    /// to). The main agent is nobody's delegate: `read_only`, which no
+    /// check of its calls reads.
+    pub mode: DelegateMode,
 }
 
 impl InvocationContext {
@@ -41,7 +43,7 @@ impl InvocationContext {
         InvocationContext {
             identity: Identity::Main,
             delegation_depth: 0,
-            may_write: false,
+            mode: DelegateMode::ReadOnly,
         }
     }
 
@@ -82,7 +84,11 @@ pub fn check(
     match kind {
         ToolKind::ReadOnly => Ok(()),
         ToolKind::Mutating if tool == SUBAGENT_SHELL && shell_confined => Ok(()),
-        ToolKind::Mutating if ctx.may_write && shell_confined && WORKTREE_TOOLS.contains(&tool) => {
+        ToolKind::Mutating
+            if ctx.mode == DelegateMode::Write
+                && shell_confined
+                && WORKTREE_TOOLS.contains(&tool) =>
+        {
             Ok(())
         }
         ToolKind::Mutating | ToolKind::Interactive | ToolKind::PlanState => Err(refusal(
@@ -94,7 +100,7 @@ pub fn check(
         ToolKind::Delegation => {
             let mut refused =
                 crate::protocol::delegate::DelegateResult::nested_forbidden(&ctx.identity);
-            if ctx.may_write {
+            if ctx.mode == DelegateMode::Write {
                 // A small model copies the delegating call it sees at the
                 // end of its fork; say what to do instead.
                 refused.recommended_next_steps = vec![
@@ -234,14 +240,14 @@ mod tests {
                 agent_id: "subagent-1".into(),
             },
             delegation_depth: 1,
-            may_write: false,
+            mode: DelegateMode::ReadOnly,
         }
     }
 
     #[test]
     fn a_write_subagent_may_change_its_worktree_and_nothing_else() {
         let writer = InvocationContext {
-            may_write: true,
+            mode: DelegateMode::Write,
             ..subagent()
         };
         for tool in WORKTREE_TOOLS.into_iter().chain([SUBAGENT_SHELL]) {
@@ -360,7 +366,7 @@ mod tests {
         let ctx = InvocationContext {
             identity: Identity::Main,
             delegation_depth: 1,
-            may_write: false,
+            mode: DelegateMode::ReadOnly,
         };
         assert!(check("rm", ToolKind::Mutating, &ctx, true).is_err());
     }

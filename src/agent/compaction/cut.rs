@@ -17,6 +17,7 @@
 //! with its matching call, so the model always sees the complete current
 //! state (see [`STATE_TOOLS`]).
 
+use crate::hooks::CompactTrigger;
 use crate::protocol::Message;
 
 /// Tools whose latest result is the model-visible source of truth for some
@@ -53,6 +54,16 @@ pub(in crate::agent) enum Trigger {
     /// The server refused the request for its size: compact whatever can be
     /// removed, without a summary request (it would be refused too).
     Overflow,
+}
+
+impl Trigger {
+    /// What a PreCompact hook is told: `manual` only for `/compact`.
+    pub(in crate::agent) fn for_hooks(self) -> CompactTrigger {
+        match self {
+            Trigger::Manual => CompactTrigger::Manual,
+            Trigger::Threshold | Trigger::Overflow => CompactTrigger::Auto,
+        }
+    }
 }
 
 /// Where to cut and how, decided from the messages alone.
@@ -397,5 +408,14 @@ mod tests {
             panic!("{elided:?}");
         };
         assert!(content.contains("were removed to fit the context window"));
+    }
+
+    /// Only `/compact` is `manual` to a PreCompact hook; a threshold and a
+    /// refused request are both the context's own doing.
+    #[test]
+    fn only_the_persons_compact_is_manual_to_hooks() {
+        assert_eq!(Trigger::Manual.for_hooks(), CompactTrigger::Manual);
+        assert_eq!(Trigger::Threshold.for_hooks(), CompactTrigger::Auto);
+        assert_eq!(Trigger::Overflow.for_hooks(), CompactTrigger::Auto);
     }
 }

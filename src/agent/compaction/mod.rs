@@ -34,7 +34,7 @@ pub(super) async fn maybe_compact(
             return false;
         }
     };
-    super::hook_points::before_compaction(deps, trigger == Trigger::Manual, cancel).await;
+    super::hook_points::before_compaction(deps, trigger.for_hooks(), cancel).await;
     let summary = match cut.strategy {
         CompactionStrategy::Elide => None,
         CompactionStrategy::Summarize => summarize(conversation, deps, cancel, usage).await,

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 
 use super::params::{Action, CallParams, OpParams, parse_call};
 use super::state::{Task, TaskId, TaskStatus, TodoState};
+use crate::protocol::plan::TodoAction;
 
 /// The reference's message for a completion without proof.
 pub const ERR_EVIDENCE_REQUIRED: &str = "evidence required to mark a task completed: pass evidence with the check that proves it (command + result, commit, or test name). If it isn't done, leave it open";
@@ -74,7 +75,7 @@ pub struct CallResult {
     pub state: TodoState,
     pub op: Op,
     /// `details.action`: the action, or `batch` for an `ops` call.
-    pub action: String,
+    pub action: TodoAction,
 }
 
 impl CallResult {
@@ -115,7 +116,7 @@ pub fn apply_params(state: &TodoState, params: &CallParams) -> CallResult {
     let batch = |(state, op)| CallResult {
         state,
         op,
-        action: "batch".into(),
+        action: TodoAction::Batch,
     };
     let Some(ops) = &params.ops else {
         let Some(action) = params.flat.action else {
@@ -125,7 +126,7 @@ pub fn apply_params(state: &TodoState, params: &CallParams) -> CallResult {
         return CallResult {
             state,
             op,
-            action: action.as_str().into(),
+            action: action.into(),
         };
     };
     if params.flat.action.is_some() || params.has_other_fields {

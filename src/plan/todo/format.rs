@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::engine::{CallResult, Op};
 use super::sanitize::display;
 use super::state::{Task, TaskStatus, TodoState};
-use crate::protocol::plan::TodoSnapshot;
+use crate::protocol::plan::{TodoAction, TodoSnapshot};
 
 /// `Plan: <title> -- N/M plan items open`; `None` without a plan or without
 /// (live) plan items.
@@ -210,18 +210,18 @@ pub fn content(op: &Op, state: &TodoState) -> String {
 
 /// The `details` envelope of a call with arguments `params`.
 pub fn details(result: &CallResult, params: &Value) -> TodoSnapshot {
-    envelope(&result.action, params, &result.state, result.error())
+    envelope(result.action, params, &result.state, result.error())
 }
 
 /// The envelope for any state: `{action, params, tasks, nextId, error?, plan?}`.
 pub fn envelope(
-    action: &str,
+    action: TodoAction,
     params: &Value,
     state: &TodoState,
     error: Option<&str>,
 ) -> TodoSnapshot {
     TodoSnapshot {
-        action: action.to_string(),
+        action,
         params: params.clone(),
         tasks: state.tasks.clone(),
         next_id: state.next_id,
@@ -236,6 +236,6 @@ pub fn list_view(state: &TodoState) -> (String, TodoSnapshot) {
     let params = json!({"action": "list"});
     (
         list_text(state, None, false),
-        envelope("list", &params, state, None),
+        envelope(TodoAction::List, &params, state, None),
     )
 }

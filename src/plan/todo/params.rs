@@ -9,6 +9,7 @@
 use serde_json::{Map, Value};
 
 use super::state::{TaskId, TaskStatus};
+use crate::protocol::plan::TodoAction;
 
 /// One operation: what a flat call or one entry of `ops` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,14 +33,7 @@ impl Action {
     ];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Create => "create",
-            Action::Update => "update",
-            Action::List => "list",
-            Action::Get => "get",
-            Action::Delete => "delete",
-            Action::Clear => "clear",
-        }
+        TodoAction::from(self).as_str()
     }
 
     fn parse(text: &str) -> Option<Action> {
@@ -51,6 +45,20 @@ impl Action {
         match self {
             Action::List | Action::Get => true,
             Action::Create | Action::Update | Action::Delete | Action::Clear => false,
+        }
+    }
+}
+
+/// The action as `details.action` names it.
+impl From<Action> for TodoAction {
+    fn from(action: Action) -> TodoAction {
+        match action {
+            Action::Create => TodoAction::Create,
+            Action::Update => TodoAction::Update,
+            Action::List => TodoAction::List,
+            Action::Get => TodoAction::Get,
+            Action::Delete => TodoAction::Delete,
+            Action::Clear => TodoAction::Clear,
         }
     }
 }
@@ -87,14 +95,18 @@ pub struct CallParams {
 
 /// What `details.action` names when parsing fails: the requested action if
 /// it can be read, `batch` for an `ops` call or a call without one.
-pub fn requested_action(args: &Value) -> String {
+pub fn requested_action(args: &Value) -> TodoAction {
     let object = args.as_object();
     let ops = object
         .and_then(|o| o.get("ops"))
         .is_some_and(|v| !v.is_null());
-    match object.and_then(|o| o.get("action")).and_then(Value::as_str) {
-        Some(action) if !ops && Action::parse(action).is_some() => action.to_string(),
-        _ => "batch".to_string(),
+    match object
+        .and_then(|o| o.get("action"))
+        .and_then(Value::as_str)
+        .and_then(Action::parse)
+    {
+        Some(action) if !ops => action.into(),
+        _ => TodoAction::Batch,
     }
 }
 

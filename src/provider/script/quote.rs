@@ -2,9 +2,11 @@
 //! is the latest result of `TOOL` in the conversation the request carries,
 //! so a scripted answer can use what a tool (or a subagent) really found.
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::protocol::Message;
+use crate::protocol::delegate::DelegateStatus;
 
 /// The most characters one quote inserts.
 const MAX_QUOTE_CHARS: usize = 400;
@@ -59,7 +61,10 @@ fn delegate_line(result: &Value) -> String {
             .unwrap_or_default()
             .to_string()
     };
-    if result["status"] == "failed" {
+    if matches!(
+        DelegateStatus::deserialize(&result["status"]),
+        Ok(DelegateStatus::Failed)
+    ) {
         format!(
             "no subagent result ({}: {})",
             field(&["error", "code"]),

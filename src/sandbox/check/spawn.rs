@@ -125,7 +125,7 @@ fn command_sandbox(
     };
     let prepared = CommandSandbox::prepare(&CommandPolicy {
         mode,
-        network: false,
+        network: crate::protocol::NetworkAccess::Off,
         workspace: targets.workspace(),
         writable_roots: Vec::new(),
         deny: targets.deny.clone(),

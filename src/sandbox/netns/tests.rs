@@ -43,7 +43,7 @@ fn sandbox(
     let workspace = tempfile::tempdir().unwrap();
     let policy = CommandPolicy {
         mode: SandboxMode::WorkspaceWrite,
-        network: false,
+        network: crate::protocol::NetworkAccess::Off,
         workspace: std::fs::canonicalize(workspace.path()).unwrap(),
         writable_roots: Vec::<PathBuf>::new(),
         deny: Vec::new(),

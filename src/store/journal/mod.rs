@@ -26,6 +26,7 @@ pub use read::{Bookmark, Replayed, replay, replay_to_bookmark};
 pub use writer::Journal;
 
 use crate::protocol::journal::{JOURNAL_VERSION, JournalRecord};
+use crate::protocol::op::SessionStatus;
 use crate::protocol::{Message, UsageTotals};
 use crate::workspace::SESSIONS_DIR;
 
@@ -137,8 +138,9 @@ pub struct SessionSummary {
     pub first_prompt: String,
     pub turns: u32,
     pub usage: UsageTotals,
-    /// `running`, `ended`, `interrupted` (its process died), or `unreadable`.
-    pub status: String,
+    /// `running`, `ended`, `interrupted` (its process died), or
+    /// `unreadable`; never `saved`.
+    pub status: SessionStatus,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// Its `/suspend` bookmarks, oldest first (the TUI's `/sessions`
@@ -173,11 +175,10 @@ fn summarise(path: &Path) -> SessionSummary {
             turns: r.turns,
             usage: r.usage,
             status: match (running, r.ended) {
-                (true, _) => "running",
-                (false, true) => "ended",
-                (false, false) => "interrupted",
-            }
-            .into(),
+                (true, _) => SessionStatus::Running,
+                (false, true) => SessionStatus::Ended,
+                (false, false) => SessionStatus::Interrupted,
+            },
             error: None,
             bookmarks: r.bookmarks,
         },
@@ -187,7 +188,11 @@ fn summarise(path: &Path) -> SessionSummary {
             first_prompt: String::new(),
             turns: 0,
             usage: UsageTotals::default(),
-            status: if running { "running" } else { "unreadable" }.into(),
+            status: if running {
+                SessionStatus::Running
+            } else {
+                SessionStatus::Unreadable
+            },
             error: Some(error),
             bookmarks: Vec::new(),
         },

@@ -185,11 +185,11 @@ async fn a_running_session_is_listed_as_running_and_cannot_be_resumed_twice() {
         listed
             .iter()
             .find(|s| s.id == id)
-            .map(|s| s.status.clone())
+            .map(|s| s.status)
             .unwrap()
     };
-    assert_eq!(status(live.id()), "running");
-    assert_eq!(status(&done_id), "ended");
+    assert_eq!(status(live.id()), SessionStatus::Running);
+    assert_eq!(status(&done_id), SessionStatus::Ended);
     assert!(listed.iter().all(|s| s.first_prompt == "read the parser"));
     let live_path = live.path().to_path_buf();
     drop(live);
@@ -204,7 +204,9 @@ async fn a_running_session_is_listed_as_running_and_cannot_be_resumed_twice() {
     }
     let listed = tokio::task::block_in_place(|| list(dir.path())).unwrap();
     assert!(
-        listed.iter().any(|s| s.status == "interrupted"),
+        listed
+            .iter()
+            .any(|s| s.status == SessionStatus::Interrupted),
         "a session whose process is gone without `ended`: {listed:?}"
     );
 }

@@ -35,6 +35,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
+use crate::protocol::op::UndoneKind;
 use crate::store::atomic::write_atomic;
 
 mod change_set;
@@ -65,16 +66,23 @@ pub enum UndoKind {
     ChangeSet,
 }
 
+/// How `/undo` names the change it reverted.
+impl From<UndoKind> for UndoneKind {
+    fn from(kind: UndoKind) -> UndoneKind {
+        match kind {
+            UndoKind::Patch => UndoneKind::Patch,
+            UndoKind::Create => UndoneKind::Create,
+            UndoKind::Rm => UndoneKind::Rm,
+            UndoKind::Mkdir => UndoneKind::Mkdir,
+            UndoKind::Rmdir => UndoneKind::Rmdir,
+            UndoKind::ChangeSet => UndoneKind::ChangeSet,
+        }
+    }
+}
+
 impl fmt::Display for UndoKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            UndoKind::Patch => "patch",
-            UndoKind::Create => "create",
-            UndoKind::Rm => "rm",
-            UndoKind::Mkdir => "mkdir",
-            UndoKind::Rmdir => "rmdir",
-            UndoKind::ChangeSet => "change set",
-        })
+        f.write_str(UndoneKind::from(*self).as_str())
     }
 }
 

@@ -36,7 +36,7 @@ mod tests {
         let mut store = Store::new((80, 24));
         let now = Instant::now();
         let started = EventKind::HookStarted {
-            event: "PreToolUse".into(),
+            event: crate::protocol::hook::HookEvent::PreToolUse,
             command: "./guard.sh".into(),
         };
         assert!(!store.apply(&started, now));

@@ -189,7 +189,7 @@ impl LocalCommands for FakeLocalCommands {
             let _ = gate.recv();
         }
         Ok(Some(crate::protocol::op::UndoneChange {
-            kind: "write".into(),
+            kind: crate::protocol::op::UndoneKind::Patch,
             path: "a.txt".into(),
         }))
     }
@@ -631,7 +631,7 @@ async fn a_local_command_blocked_on_its_file_leaves_the_ui_answering() {
     h.type_line("/help");
     let help = |s: &crate::ui::Store| s.transcript.iter().any(|e| matches!(e, Entry::Local(_)));
     let store = wait_until(&h, help).await;
-    let undone = Entry::Info("undone: write of a.txt".into());
+    let undone = Entry::Info("undone: patch of a.txt".into());
     assert!(!store.transcript.contains(&undone), "undo is still blocked");
     release.send(()).unwrap();
     wait_until(&h, |s| s.transcript.contains(&undone)).await;
