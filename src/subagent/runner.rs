@@ -600,6 +600,7 @@ async fn dispatch(
                         content,
                         details: None,
                         plan: None,
+                        facts: None,
                     });
                 }
             }
