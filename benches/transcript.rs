@@ -26,7 +26,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use fido::protocol::{EventKind, TurnStatus};
+use fido::protocol::tool_facts::{CommandExit, CommandRun};
+use fido::protocol::{EventKind, ToolFacts, TurnStatus};
 use fido::ui::frame::Screen;
 use fido::ui::store::Store;
 use ratatui::Terminal;
@@ -157,18 +158,27 @@ fn tool_calls() -> Vec<EventKind> {
             name: name.clone(),
             summary: format!("ls -la src/module_{n}"),
         });
+        let output: String = (0..8).map(|line| format!("file_{n}_{line}.rs\n")).collect();
+        let facts = ToolFacts {
+            command: Some(CommandRun {
+                exit: CommandExit::Code { code: 0 },
+                elapsed_ms: 3,
+                output_bytes: output.len(),
+            }),
+            ..ToolFacts::default()
+        };
         events.push(EventKind::ToolResult {
             id: id.clone(),
             name: name.clone(),
             ok: true,
-            summary: "exit code: 0".into(),
+            summary: "file_0_0.rs".into(),
+            facts: Some(Box::new(facts)),
         });
-        let output: String = (0..8).map(|line| format!("file_{n}_{line}.rs\n")).collect();
         events.push(EventKind::ToolOutput {
             id,
             name,
             arguments: format!("{{\"command\":\"ls -la src/module_{n}\"}}"),
-            content: format!("{output}exit code: 0"),
+            content: output,
         });
     }
     events.push(EventKind::AssistantText {

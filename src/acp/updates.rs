@@ -14,7 +14,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::protocol::plan::{PlanSnapshot, Status, TaskStatus};
-use crate::protocol::{EventKind, Message};
+use crate::protocol::tool_facts::{FileAction, FileChange};
+use crate::protocol::{EventKind, Message, ToolFacts};
 
 /// The tools whose `summary` is the path they work on.
 const PATH_TOOLS: &[&str] = &["read_file", "list_files", "patch", "mkdir", "rm", "rmdir"];
@@ -29,9 +30,10 @@ pub struct Updates {
     /// Tool calls started and not yet finished, oldest first: an approval
     /// asked meanwhile belongs to the latest.
     open_calls: Vec<String>,
-    /// The result line of each finished `patch`, which says on which line
-    /// each edit landed (its diff comes in a later event).
-    patch_results: HashMap<String, String>,
+    /// The facts of each finished `patch` and `bash_exec`, which say where
+    /// each edit landed and how the command ended (their diffs and output
+    /// come in a later event).
+    finished: HashMap<String, ToolFacts>,
 }
 
 impl Updates {
@@ -71,12 +73,16 @@ impl Updates {
                 name,
                 ok,
                 summary,
+                facts,
             } => {
                 self.open_calls.retain(|open| open != id);
-                if name == "patch" && *ok {
-                    self.patch_results.insert(id.clone(), summary.clone());
+                let facts = facts.as_deref();
+                if let Some(facts) =
+                    facts.filter(|_| ["patch", "bash_exec"].contains(&name.as_str()))
+                {
+                    self.finished.insert(id.clone(), facts.clone());
                 }
-                vec![tool_result(id, *ok, summary)]
+                vec![tool_result(id, *ok, summary, facts)]
             }
             EventKind::ToolOutput {
                 id,
@@ -124,16 +130,19 @@ impl Updates {
         arguments: &str,
         content: &str,
     ) -> Vec<SessionUpdate> {
+        let facts = self.finished.remove(id).unwrap_or_default();
         let fields = match name {
-            "patch" => {
-                let result = self.patch_results.remove(id).unwrap_or_default();
-                match patch_fields(&self.workspace, arguments, &result) {
-                    Some(fields) => fields,
-                    None => return Vec::new(),
+            "patch" => match patch_fields(&self.workspace, arguments, facts.file.as_ref()) {
+                Some(fields) => fields,
+                None => return Vec::new(),
+            },
+            "bash_exec" if !content.is_empty() => {
+                let mut text = format!("```\n{content}\n```");
+                if let Some(run) = &facts.command {
+                    text.push_str(&format!("\n{}", run.exit));
                 }
+                ToolCallUpdateFields::new().content(vec![text_content(&text)])
             }
-            "bash_exec" if !content.is_empty() => ToolCallUpdateFields::new()
-                .content(vec![text_content(&format!("```\n{content}\n```"))]),
             // A write subagent's change set (its unified diff).
             "delegate" => {
                 let (diffs, locations) = super::unified::change_set(&self.workspace, content);
@@ -163,7 +172,9 @@ pub fn text_content(text: &str) -> ToolCallContent {
     ))
 }
 
-fn tool_result(id: &str, ok: bool, summary: &str) -> SessionUpdate {
+/// A finished call: its status and summary, and what it did (the tool's
+/// facts) in `_meta.fido`.
+fn tool_result(id: &str, ok: bool, summary: &str, facts: Option<&ToolFacts>) -> SessionUpdate {
     let status = if ok {
         ToolCallStatus::Completed
     } else {
@@ -175,7 +186,11 @@ fn tool_result(id: &str, ok: bool, summary: &str) -> SessionUpdate {
     if !summary.is_empty() {
         fields = fields.content(vec![text_content(summary)]);
     }
-    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(id.to_string(), fields))
+    let mut update = ToolCallUpdate::new(id.to_string(), fields);
+    if let Some(Ok(facts)) = facts.map(serde_json::to_value) {
+        update = update.meta(fido_meta(facts));
+    }
+    SessionUpdate::ToolCallUpdate(update)
 }
 
 /// What an editor shows for each of Fido's tools.
@@ -209,8 +224,12 @@ struct Edit {
 
 /// A `patch` call's diffs, one per edit (its old and new text), or the
 /// whole new text of a written file; the locations are the file at each
-/// line the result names.
-fn patch_fields(workspace: &Path, arguments: &str, result: &str) -> Option<ToolCallUpdateFields> {
+/// line the tool's facts name.
+fn patch_fields(
+    workspace: &Path,
+    arguments: &str,
+    change: Option<&FileChange>,
+) -> Option<ToolCallUpdateFields> {
     let args: PatchArgs = serde_json::from_str(arguments).ok()?;
     let path = workspace.join(&args.path);
     let diffs: Vec<ToolCallContent> = match (args.edits, args.content) {
@@ -225,13 +244,18 @@ fn patch_fields(workspace: &Path, arguments: &str, result: &str) -> Option<ToolC
         (None, Some(content)) => vec![ToolCallContent::Diff(Diff::new(path.clone(), content))],
         (None, None) => return None,
     };
-    let lines = edited_lines(result);
+    let lines = match change.map(|change| &change.action) {
+        Some(FileAction::Edited { at_lines, .. }) => at_lines.as_slice(),
+        _ => &[],
+    };
     let locations = if lines.is_empty() {
         vec![ToolCallLocation::new(path)]
     } else {
         lines
-            .into_iter()
-            .map(|line| ToolCallLocation::new(path.clone()).line(line))
+            .iter()
+            .map(|&line| {
+                ToolCallLocation::new(path.clone()).line(u32::try_from(line).unwrap_or(u32::MAX))
+            })
             .collect()
     };
     Some(
@@ -239,25 +263,6 @@ fn patch_fields(workspace: &Path, arguments: &str, result: &str) -> Option<ToolC
             .content(diffs)
             .locations(locations),
     )
-}
-
-/// The lines of `Edited PATH at lines 12, 40: …` (empty when it does not
-/// say).
-fn edited_lines(result: &str) -> Vec<u32> {
-    let Some(rest) = result.strip_prefix("Edited ") else {
-        return Vec::new();
-    };
-    let Some((_, rest)) = rest
-        .split_once(" at lines ")
-        .or_else(|| rest.split_once(" at line "))
-    else {
-        return Vec::new();
-    };
-    let numbers = rest.split_once(':').map_or(rest, |(numbers, _)| numbers);
-    numbers
-        .split(", ")
-        .filter_map(|number| number.trim().parse().ok())
-        .collect()
 }
 
 /// A resumed session's history as the updates that show it again: the
@@ -296,6 +301,7 @@ pub fn replay(history: &[Message], workspace: &Path) -> Vec<SessionUpdate> {
                 tool_call_id,
                 !is_error,
                 &crate::text::summary(content, 120),
+                None,
             )),
         }
     }
@@ -366,6 +372,7 @@ pub fn fido_meta(value: Value) -> Meta {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::tool_facts::{CommandExit, CommandRun};
 
     fn to_json(update: &SessionUpdate) -> Value {
         serde_json::to_value(update).unwrap()
@@ -400,13 +407,29 @@ mod tests {
         assert_eq!(call["status"], "in_progress");
         assert_eq!(call["locations"][0]["path"], "/w/src/a.rs");
         assert_eq!(updates.running_call(), Some("c1"));
-        updates.of(&EventKind::ToolResult {
+        // The summary names other lines: the facts decide.
+        let facts = ToolFacts {
+            file: Some(FileChange {
+                path: "src/a.rs".into(),
+                action: FileAction::Edited {
+                    at_lines: vec![3, 9],
+                    added: 2,
+                    removed: 2,
+                },
+            }),
+            ..ToolFacts::default()
+        };
+        let result = updates.of(&EventKind::ToolResult {
             id: "c1".into(),
             name: "patch".into(),
             ok: true,
-            summary: "Edited src/a.rs at lines 3, 9: 2 edits".into(),
+            summary: "Edited src/a.rs at lines 4, 7: 2 edits".into(),
+            facts: Some(Box::new(facts)),
         });
         assert_eq!(updates.running_call(), None);
+        let result = to_json(&result[0]);
+        assert_eq!(result["_meta"]["fido"]["file"]["action"], "edited");
+        assert_eq!(result["_meta"]["fido"]["file"]["at_lines"], json!([3, 9]));
         let args = json!({"path": "src/a.rs", "edits": [
             {"old_text": "a", "new_text": "b"}, {"old_text": "c", "new_text": "d"}]});
         let output = updates.of(&EventKind::ToolOutput {
@@ -422,10 +445,49 @@ mod tests {
         assert_eq!(output["locations"][1]["line"], 9);
     }
 
+    /// A command that prints an exit line of its own and exits 3: the
+    /// update says 3, from the facts.
     #[test]
-    fn result_lines_are_read_only_when_the_result_names_them() {
-        assert_eq!(edited_lines("Edited a at lines 1, 20: x"), vec![1, 20]);
-        assert_eq!(edited_lines("Edited a at line 7: x"), vec![7]);
-        assert!(edited_lines("Wrote a").is_empty());
+    fn a_commands_exit_comes_from_its_facts() {
+        let mut updates = Updates::new(Path::new("/w"));
+        updates.of(&EventKind::ToolCall {
+            id: "b1".into(),
+            name: "bash_exec".into(),
+            summary: "./check".into(),
+        });
+        let facts = ToolFacts {
+            command: Some(CommandRun {
+                exit: CommandExit::Code { code: 3 },
+                elapsed_ms: 5,
+                output_bytes: 12,
+            }),
+            ..ToolFacts::default()
+        };
+        let result = updates.of(&EventKind::ToolResult {
+            id: "b1".into(),
+            name: "bash_exec".into(),
+            ok: false,
+            summary: "exit code: 0 exit code: 3".into(),
+            facts: Some(Box::new(facts)),
+        });
+        let result = to_json(&result[0]);
+        assert_eq!(result["status"], "failed");
+        assert_eq!(
+            result["_meta"]["fido"]["command"]["exit"],
+            json!({"kind": "exited", "code": 3})
+        );
+        let output = updates.of(&EventKind::ToolOutput {
+            id: "b1".into(),
+            name: "bash_exec".into(),
+            arguments: r#"{"command":"./check"}"#.into(),
+            content: "exit code: 0".into(),
+        });
+        assert_eq!(
+            to_json(&output[0])["content"][0]["content"]["text"],
+            "```\nexit code: 0\n```\nexit code: 3"
+        );
+        // Without facts (a result restored from the journal), no meta.
+        let bare = tool_result("b2", true, "ok", None);
+        assert!(to_json(&bare).get("_meta").is_none());
     }
 }

@@ -1,10 +1,11 @@
-//! What the turn loop tells the live terminal UI beyond the event contract:
-//! streamed text fragments and the part of a tool call's output worth
-//! showing (a `patch`'s edits for its diff, the tail of a `bash_exec`, a
-//! write subagent's diff).
-//! Both travel as live-only events, which `fido exec --json` never prints.
+//! What the turn loop tells the front ends of a finished call: its
+//! `tool_result`, with the tool's typed facts, then what the terminal UI
+//! shows of its output beyond the event contract (a `patch`'s edits for
+//! its diff, the tail of a `bash_exec`, a write subagent's diff) as a
+//! live-only event, which `fido exec --json` never prints (nor the facts).
 
 use crate::protocol::{EventKind, ToolCall};
+use crate::text;
 use crate::tools::ToolOutput;
 
 /// Longest `patch` arguments worth sending for a diff; past this the UI
@@ -14,12 +15,28 @@ const MAX_PATCH_ARGUMENTS: usize = 256 * 1024;
 /// these when expanded).
 const BASH_TAIL_LINES: usize = 200;
 
+/// The events of a finished call: its `tool_result` (with the tool's
+/// facts, which the `--json` stream leaves out), then, for the tools the
+/// UI shows in more than one line, the live-only output.
+pub(crate) fn result_events(call: &ToolCall, output: &ToolOutput) -> Vec<EventKind> {
+    let result = EventKind::ToolResult {
+        id: call.id.clone(),
+        name: text::summary(&call.name, 64),
+        ok: output.ok,
+        summary: text::summary(&output.content, 120),
+        facts: output.facts.clone(),
+    };
+    std::iter::once(result)
+        .chain(tool_output(call, output))
+        .collect()
+}
+
 /// The live-only event for a finished call, for the tools the UI shows in
 /// more than one line.
-pub(super) fn tool_output(call: &ToolCall, output: &ToolOutput) -> Option<EventKind> {
+fn tool_output(call: &ToolCall, output: &ToolOutput) -> Option<EventKind> {
     let content = match call.name.as_str() {
         "patch" if output.ok && call.arguments.len() <= MAX_PATCH_ARGUMENTS => String::new(),
-        "bash_exec" => tail_lines(&output.content, BASH_TAIL_LINES).to_string(),
+        "bash_exec" => command_shown(output),
         "delegate" => change_set_diff(&output.content)?,
         _ => return None,
     };
@@ -29,6 +46,38 @@ pub(super) fn tool_output(call: &ToolCall, output: &ToolOutput) -> Option<EventK
         arguments: call.arguments.clone(),
         content,
     })
+}
+
+/// What the UI shows of a `bash_exec` result: the tail of the command's
+/// output and the notes after the exit line, which the front ends draw
+/// from the facts instead. Without facts (the command never ran) the text
+/// is the refusal, shown whole.
+fn command_shown(output: &ToolOutput) -> String {
+    let text = &output.content;
+    let Some(run) = output
+        .facts
+        .as_ref()
+        .and_then(|facts| facts.command.as_ref())
+    else {
+        return tail_lines(text, BASH_TAIL_LINES).to_string();
+    };
+    let (Some(command_output), Some(own_lines)) =
+        (text.get(..run.output_bytes), text.get(run.output_bytes..))
+    else {
+        return tail_lines(text, BASH_TAIL_LINES).to_string();
+    };
+    // The tool's own lines: `\n`, the exit line, then notes (the sandbox's,
+    // the proxy's refusals, a loop warning).
+    let notes = own_lines
+        .strip_prefix('\n')
+        .and_then(|own| own.split_once('\n'))
+        .map_or("", |(_exit, notes)| notes.trim_start_matches('\n'));
+    let mut shown = tail_lines(command_output, BASH_TAIL_LINES).to_string();
+    if !notes.is_empty() {
+        shown.push('\n');
+        shown.push_str(notes);
+    }
+    shown
 }
 
 /// The unified diff of a write subagent's change set, from its
@@ -61,6 +110,44 @@ mod tests {
         assert_eq!(tail_lines("a\nb\nc", 2), "b\nc");
         assert_eq!(tail_lines("a\nb\nc", 5), "a\nb\nc");
         assert_eq!(tail_lines("", 1), "");
+    }
+
+    /// A command's live output is its own output and the notes after the
+    /// exit line; the exit line itself is the facts' (the front ends draw
+    /// it from them). The result carries the facts.
+    #[test]
+    fn a_commands_live_output_leaves_its_exit_line_to_the_facts() {
+        use crate::protocol::ToolFacts;
+        use crate::protocol::tool_facts::{CommandExit, CommandRun};
+        let call = ToolCall {
+            id: "b1".into(),
+            name: "bash_exec".into(),
+            arguments: "{}".into(),
+        };
+        let facts = ToolFacts {
+            command: Some(CommandRun {
+                exit: CommandExit::Code { code: 3 },
+                elapsed_ms: 1,
+                output_bytes: "exit code: 0".len(),
+            }),
+            ..ToolFacts::default()
+        };
+        let content = "exit code: 0\nexit code: 3\nnote: the sandbox\n\nloop note";
+        let output = ToolOutput {
+            ok: false,
+            ..ToolOutput::ok(content)
+        }
+        .with_facts(facts.clone());
+        let events = result_events(&call, &output);
+        assert!(matches!(
+            &events[0],
+            EventKind::ToolResult { ok: false, facts: Some(sent), .. } if **sent == facts
+        ));
+        assert!(matches!(
+            &events[1],
+            EventKind::ToolOutput { content, .. }
+                if content == "exit code: 0\nnote: the sandbox\n\nloop note"
+        ));
     }
 
     #[test]

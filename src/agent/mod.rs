@@ -20,7 +20,7 @@ pub mod hook_points;
 
 pub mod instructions;
 pub mod limits;
-mod live;
+pub(crate) mod live;
 pub mod loop_detect;
 pub mod ops;
 mod prompt;

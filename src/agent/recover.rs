@@ -93,6 +93,7 @@ pub fn after_panic(
             name: crate::text::summary(&call.name, 64),
             ok: false,
             summary: content.into(),
+            facts: None,
         });
         conversation.push(Message::Tool {
             tool_call_id: call.id,

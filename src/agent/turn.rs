@@ -517,14 +517,8 @@ fn record_result(
     call: &ToolCall,
     output: ToolOutput,
 ) {
-    deps.events.emit(EventKind::ToolResult {
-        id: call.id.clone(),
-        name: text::summary(&call.name, 64),
-        ok: output.ok,
-        summary: text::summary(&output.content, 120),
-    });
-    if let Some(shown) = super::live::tool_output(call, &output) {
-        deps.events.emit(shown);
+    for event in super::live::result_events(call, &output) {
+        deps.events.emit(event);
     }
     if output.ok
         && deps.catalog.kind_of(&call.name) == Some(ToolKind::PlanState)

@@ -56,6 +56,10 @@ pub enum EventKind {
         name: String,
         ok: bool,
         summary: String,
+        /// What the call did, typed, for front ends (in process only:
+        /// never serialised, so the `--json` stream keeps its format).
+        #[serde(skip)]
+        facts: Option<Box<super::ToolFacts>>,
     },
     /// The plan changed (or was loaded at start): the complete normalised
     /// state, the same object the model got in the tool result. On the
@@ -441,6 +445,37 @@ mod tests {
             wall_ms: 0,
         };
         assert_eq!(spent.budget_tokens(), u64::MAX);
+    }
+
+    /// A tool's facts never reach the wire: a `tool_result` that carries
+    /// them prints byte for byte as before, and reads back without them.
+    #[test]
+    fn a_tool_results_facts_stay_off_the_wire() {
+        use crate::protocol::tool_facts::{CommandExit, CommandRun};
+        let facts = crate::protocol::ToolFacts {
+            command: Some(CommandRun {
+                exit: CommandExit::Code { code: 3 },
+                elapsed_ms: 4,
+                output_bytes: 2,
+            }),
+            ..Default::default()
+        };
+        let result = |facts| EventKind::ToolResult {
+            id: "c1".into(),
+            name: "bash_exec".into(),
+            ok: false,
+            summary: "no\nexit code: 3".into(),
+            facts,
+        };
+        let line = serde_json::to_string(&result(Some(Box::new(facts)))).unwrap();
+        assert_eq!(
+            line,
+            r#"{"type":"tool_result","id":"c1","name":"bash_exec","ok":false,"summary":"no\nexit code: 3"}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<EventKind>(&line).unwrap(),
+            result(None)
+        );
     }
 
     /// The `--json` stream is a contract: typed fields (status, flavour)

@@ -1,5 +1,5 @@
 //! Types that cross a boundary: conversation messages, tool specifications
-//! and results, and the event stream that `fido exec --json` prints.
+//! and results (with their typed facts, `tool_facts`), and the event stream that `fido exec --json` prints.
 //!
 //! The wire types are plain serde: they can be serialised, compared and
 //! snapshotted. Two modules are the in-process boundary between the engine
@@ -23,6 +23,7 @@ pub mod outcome;
 pub mod plan;
 pub mod safety;
 pub mod schema;
+pub mod tool_facts;
 
 pub use event::{CompactionStrategy, Event, EventKind, SubagentPhase, TurnStatus, UsageTotals};
 pub use identity::Identity;
@@ -30,3 +31,4 @@ pub use message::{Message, RESTORE_CALL_ID, ToolCall, ToolSpec, Usage};
 pub use safety::{
     ApprovalDecision, ApprovalPolicy, ApprovalRequest, NetworkAccess, SafetySettings, SandboxMode,
 };
+pub use tool_facts::ToolFacts;

@@ -612,6 +612,7 @@ async fn dispatch(
                         content,
                         details: None,
                         plan: None,
+                        facts: None,
                     });
                 }
             }

@@ -48,6 +48,7 @@ use crate::net::proxy::{self, Proxy};
 use crate::process::ProcessGroup;
 use crate::process::env::{EnvPolicy, Inherit};
 use crate::protocol::schema::tool_args;
+use crate::protocol::tool_facts::{CommandExit, CommandRun, ToolFacts, Truncation};
 use crate::protocol::{ApprovalPolicy, NetworkAccess, SandboxMode};
 use crate::sandbox::CommandSandbox;
 use crate::sandbox::limits::{CommandLimits, TmpdirLimit};
@@ -221,6 +222,7 @@ impl Run<'_> {
     }
 
     async fn run(&self, cancel: &CancellationToken) -> ToolOutput {
+        let started = tokio::time::Instant::now();
         let (reader, writer) = match nix::unistd::pipe2(OFlag::O_CLOEXEC) {
             Ok(pair) => pair,
             Err(err) => return ToolOutput::error(format!("cannot create a pipe: {err}")),
@@ -277,7 +279,7 @@ impl Run<'_> {
         if !eof {
             drain(&mut receiver, &mut buf, &mut capture, drain_for).await;
         }
-        self.result(ending, &capture)
+        self.result(ending, &capture, started.elapsed())
     }
 
     /// Starts `bash -c COMMAND` in the sandbox, its output into `writer`.
@@ -306,7 +308,7 @@ impl Run<'_> {
             .map_err(|err| ToolOutput::error(format!("cannot start bash: {err}")))
     }
 
-    fn result(&self, ending: Ending, capture: &Capture) -> ToolOutput {
+    fn result(&self, ending: Ending, capture: &Capture, elapsed: Duration) -> ToolOutput {
         let text = sanitize(&capture.render(), false);
         let text = text.trim_end_matches('\n');
         let body = if text.trim().is_empty() {
@@ -314,39 +316,47 @@ impl Run<'_> {
         } else {
             text
         };
-        match ending {
+        let exit = match ending {
+            Ending::Exited(status) => exit_of(status),
+            Ending::TimedOut => CommandExit::TimedOut {
+                after_ms: millis(self.timeout),
+            },
+            Ending::Cancelled => CommandExit::Cancelled,
+        };
+        let content = match ending {
             Ending::Exited(status) => {
-                let mut content = format!("{body}\n{}", describe(status));
+                let mut content = format!("{body}\n{exit}");
                 if !status.success()
                     && let Some(note) = self.sandbox_note(&capture.render())
                 {
                     content.push('\n');
                     content.push_str(&note);
                 }
-                ToolOutput {
-                    ok: status.success(),
-                    content,
-                    details: None,
-                    plan: None,
-                }
+                content
             }
-            Ending::TimedOut => ToolOutput {
-                ok: false,
-                content: format!(
-                    "{body}\ntimed out after {}; the command and everything it started were killed",
-                    humantime::format_duration(self.timeout)
-                ),
-                details: None,
-                plan: None,
-            },
-            Ending::Cancelled => ToolOutput {
-                ok: false,
-                content: format!(
-                    "{body}\ncancelled; the command and everything it started were killed"
-                ),
-                details: None,
-                plan: None,
-            },
+            Ending::TimedOut => format!(
+                "{body}\ntimed out after {}; the command and everything it started were killed",
+                humantime::format_duration(self.timeout)
+            ),
+            Ending::Cancelled => {
+                format!("{body}\ncancelled; the command and everything it started were killed")
+            }
+        };
+        let facts = ToolFacts {
+            command: Some(CommandRun {
+                exit: exit.clone(),
+                elapsed_ms: millis(elapsed),
+                output_bytes: body.len(),
+            }),
+            truncation: capture.truncation(),
+            ..ToolFacts::default()
+        };
+        ToolOutput {
+            ok: exit.success(),
+            content,
+            details: None,
+            plan: None,
+            facts: Some(Box::new(facts)),
         }
     }
 }
@@ -431,20 +441,24 @@ async fn drain(
     .await;
 }
 
-/// `exit code: N`, or the signal that ended the command.
-fn describe(status: ExitStatus) -> String {
+/// How an exited command ended: its code, or the signal that ended it.
+fn exit_of(status: ExitStatus) -> CommandExit {
     if let Some(code) = status.code() {
-        return format!("exit code: {code}");
+        return CommandExit::Code { code };
     }
     match status.signal() {
-        Some(signal) => {
-            let name = nix::sys::signal::Signal::try_from(signal)
+        Some(signal) => CommandExit::Signal {
+            number: signal,
+            name: nix::sys::signal::Signal::try_from(signal)
                 .map(|s| s.as_str().to_string())
-                .unwrap_or_else(|_| format!("signal {signal}"));
-            format!("exit code: none (killed by {name})")
-        }
-        None => "exit code: unknown".to_string(),
+                .unwrap_or_else(|_| format!("signal {signal}")),
+        },
+        None => CommandExit::Unknown,
     }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The head and the tail of a byte stream, `cap` bytes in all.
@@ -484,6 +498,15 @@ impl Capture {
             let excess = self.tail.len().saturating_sub(self.tail_cap);
             self.tail.drain(..excess);
         }
+    }
+
+    /// The bytes kept of all the command wrote, when some were left out.
+    fn truncation(&self) -> Option<Truncation> {
+        let shown = self.head.len() + self.tail.len();
+        (shown < self.total).then_some(Truncation {
+            shown_bytes: shown as u64,
+            total_bytes: self.total as u64,
+        })
     }
 
     /// The text, with a marker where bytes were left out.

@@ -80,6 +80,53 @@ async fn interleaved_output_keeps_its_order_and_exit_code() {
     assert!(out.content.contains("killed by SIGKILL"), "{}", out.content);
 }
 
+/// How the command ran, as the tool reports it beside its text.
+fn run_of(out: &ToolOutput) -> CommandRun {
+    let facts = out
+        .facts
+        .as_deref()
+        .expect("a command that ran reports facts");
+    assert_eq!(facts.file, None);
+    facts.command.clone().expect("command facts")
+}
+
+/// The facts say how each command ended, whatever its output says: its
+/// code, a signal, a timeout, a cancel; and where its output ends in the
+/// text (the exit line and notes follow).
+#[tokio::test]
+async fn the_facts_say_how_the_command_ended() {
+    let (_dir, env) = setup();
+    let out = call(&BashExec, &env, json!({"command": "echo hi"})).await;
+    let run = run_of(&out);
+    assert_eq!((out.ok, &run.exit), (true, &CommandExit::Code { code: 0 }));
+    assert_eq!(&out.content[..run.output_bytes], "hi");
+    assert_eq!(out.facts.as_deref().unwrap().truncation, None);
+    let lying = json!({"command": "echo 'exit code: 0'; exit 1"});
+    let out = call(&BashExec, &env, lying).await;
+    let run = run_of(&out);
+    assert_eq!((out.ok, &run.exit), (false, &CommandExit::Code { code: 1 }));
+    assert_eq!(&out.content[..run.output_bytes], "exit code: 0");
+    let out = call(&BashExec, &env, json!({"command": "kill -9 $$"})).await;
+    let killed = CommandExit::Signal {
+        number: 9,
+        name: "SIGKILL".into(),
+    };
+    assert_eq!((out.ok, run_of(&out).exit), (false, killed));
+    // `sleep 100` cannot end by itself first: the timeout ended it.
+    let slow = json!({"command": "sleep 100", "timeout_ms": 100});
+    let out = call(&BashExec, &env, slow).await;
+    let run = run_of(&out);
+    assert_eq!(run.exit, CommandExit::TimedOut { after_ms: 100 });
+    assert!(run.elapsed_ms >= 100, "{run:?}");
+    assert!(!out.ok);
+    // Cancelled before the command could end: the cancel ended it.
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    let out = call_with(&BashExec, &env, json!({"command": "sleep 100"}), &cancel).await;
+    assert_eq!((out.ok, run_of(&out).exit), (false, CommandExit::Cancelled));
+    assert_eq!(&out.content[..run_of(&out).output_bytes], "(no output)");
+}
+
 #[tokio::test]
 async fn runs_in_cwd_without_credentials_and_sanitizes() {
     let (dir, env) = setup();
@@ -121,6 +168,15 @@ async fn output_cap_keeps_head_and_tail() {
     );
     assert!(out.content.contains("bytes of output elided"));
     assert!(out.content.len() < 200);
+    // `seq 1 10000` writes 48,894 bytes; the text keeps 100 of them.
+    let truncation = out.facts.as_deref().and_then(|facts| facts.truncation);
+    assert_eq!(
+        truncation,
+        Some(Truncation {
+            shown_bytes: 100,
+            total_bytes: 48_894
+        })
+    );
 }
 
 #[test]

@@ -106,6 +106,7 @@ pub async fn render(fetched: Fetched, max_bytes: usize) -> ToolOutput {
         content,
         details: None,
         plan: None,
+        facts: None,
     }
 }
 

@@ -183,6 +183,7 @@ pub fn output(result: &DelegateResult) -> ToolOutput {
         content: serde_json::to_string_pretty(&value).unwrap_or_default(),
         details: Some(value),
         plan: None,
+        facts: None,
     }
 }
 

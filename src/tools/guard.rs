@@ -227,6 +227,7 @@ fn refusal(code: DelegateErrorCode, message: &str) -> ToolOutput {
         content: body.to_string(),
         details: Some(body),
         plan: None,
+        facts: None,
     }
 }
 

@@ -50,7 +50,7 @@ use tokio_util::sync::CancellationToken;
 use crate::plan::{PlanFlavour, PlanSnapshot, PlanStore};
 use crate::protocol::mcp::McpToolSpec;
 use crate::protocol::schema::{ToolArgs, tool_args};
-use crate::protocol::{Message, ToolCall, ToolSpec};
+use crate::protocol::{Message, ToolCall, ToolFacts, ToolSpec};
 use crate::store::undo::UndoLog;
 use crate::workspace::Workspace;
 
@@ -69,6 +69,9 @@ pub struct ToolOutput {
     /// A plan tool's state after the call, for the `plan_updated` event
     /// (boxed: most results carry none, and results travel in `Err`s).
     pub plan: Option<Box<PlanSnapshot>>,
+    /// What the call did, typed, for the front ends, which never read
+    /// `content` for it (boxed, as `plan`).
+    pub facts: Option<Box<ToolFacts>>,
 }
 
 impl ToolOutput {
@@ -78,6 +81,7 @@ impl ToolOutput {
             content: content.into(),
             details: None,
             plan: None,
+            facts: None,
         }
     }
 
@@ -89,7 +93,14 @@ impl ToolOutput {
             content: format!("Error: {}", message.as_ref()),
             details: None,
             plan: None,
+            facts: None,
         }
+    }
+
+    /// This output with `facts` attached.
+    pub fn with_facts(mut self, facts: ToolFacts) -> Self {
+        self.facts = Some(Box::new(facts));
+        self
     }
 
     /// What `fido tool call` prints as `details`: the plan object of a

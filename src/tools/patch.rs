@@ -11,6 +11,7 @@ use std::os::fd::AsFd;
 use super::file_work::{FileEnv, off_runtime, open_failed, refuse_odd};
 use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool, guard};
 use crate::protocol::schema::tool_args;
+use crate::protocol::tool_facts::{FileAction, FileChange, ToolFacts};
 use crate::store::atomic::write_atomic_at;
 use crate::store::undo::UndoEntry;
 use crate::workspace::beneath::{self, Kind};
@@ -199,17 +200,17 @@ fn edit_file(files: &FileEnv, path: &str, edits: &[Edit]) -> ToolOutput {
         Ok(applied) => applied,
         Err(message) => return ToolOutput::error(message),
     };
+    let changed = |action| file_facts(&place, action);
     if applied.text == text {
         return ToolOutput::ok(format!(
             "No change to {shown}: the edits leave the text as it was."
-        ));
+        ))
+        .with_facts(changed(FileAction::Unchanged));
     }
     if let Err(message) = replace(files, &place, bytes.clone(), applied.text.as_bytes(), mode) {
         return ToolOutput::error(message);
     }
     let count = edits.len();
-    // The lines come right after the path: the terminal UI reads them from
-    // the first 120 characters of this text to number the diff's hunks.
     let mut message = format!(
         "Edited {shown} {}: {} (+{} −{} lines)",
         applied.lines.describe(),
@@ -221,7 +222,22 @@ fn edit_file(files: &FileEnv, path: &str, edits: &[Edit]) -> ToolOutput {
         message.push('\n');
         message.push_str(note);
     }
-    ToolOutput::ok(message)
+    ToolOutput::ok(message).with_facts(changed(FileAction::Edited {
+        at_lines: applied.lines.starts(),
+        added: applied.added,
+        removed: applied.removed,
+    }))
+}
+
+/// The facts of a change to the file at `place`.
+fn file_facts(place: &Place, action: FileAction) -> ToolFacts {
+    ToolFacts {
+        file: Some(FileChange {
+            path: place.shown.clone(),
+            action,
+        }),
+        ..ToolFacts::default()
+    }
 }
 
 /// Journals the old bytes, then replaces the file's content through the
@@ -279,9 +295,17 @@ fn write_file(files: &FileEnv, path: &str, content: &str) -> ToolOutput {
             ToolOutput::ok(format!(
                 "Overwrote {shown}: {lines} lines (was {old_lines})."
             ))
+            .with_facts(file_facts(
+                &place,
+                FileAction::Overwrote {
+                    lines,
+                    was_lines: old_lines,
+                },
+            ))
         }
         Ok(None) => match create(files, &place, content) {
-            Ok(()) => ToolOutput::ok(format!("Created {shown}: {lines} lines.")),
+            Ok(()) => ToolOutput::ok(format!("Created {shown}: {lines} lines."))
+                .with_facts(file_facts(&place, FileAction::Created { lines })),
             Err(message) => ToolOutput::error(message),
         },
         Err(refusal) => refusal,
@@ -359,9 +383,14 @@ impl EditLines {
         self.placed.push((line, change));
     }
 
+    /// The line each edit starts on in the edited text, in edit order.
+    fn starts(&self) -> Vec<usize> {
+        self.placed.iter().map(|(at, _)| *at).collect()
+    }
+
     /// `at line 4` / `at lines 1, 4, 6`, for the result text.
     fn describe(&self) -> String {
-        let lines: Vec<String> = self.placed.iter().map(|(at, _)| at.to_string()).collect();
+        let lines: Vec<String> = self.starts().iter().map(usize::to_string).collect();
         let noun = if lines.len() == 1 { "line" } else { "lines" };
         format!("at {noun} {}", lines.join(", "))
     }
@@ -556,6 +585,29 @@ mod tests {
         (dir, env)
     }
 
+    /// The file change the tool reported, beside its text.
+    fn change_of(out: &ToolOutput) -> FileChange {
+        let facts = out.facts.as_deref().expect("a change reports facts");
+        assert_eq!((&facts.command, &facts.truncation), (&None, &None));
+        facts.file.clone().expect("a file change")
+    }
+
+    /// Edits that leave the text as it was are reported as such, and a
+    /// refused change reports no facts.
+    #[tokio::test]
+    async fn an_edit_to_the_same_text_is_unchanged_and_a_failure_says_nothing() {
+        let (dir, env) = setup();
+        fs::write(dir.path().join("a.txt"), "same\n").unwrap();
+        let same = json!({"path": "a.txt", "edits": [{"old_text": "same", "new_text": "same"}]});
+        let out = call(&Patch, &env, same).await;
+        assert!(out.ok, "{}", out.content);
+        assert_eq!(change_of(&out).action, FileAction::Unchanged);
+        let missing = json!({"path": "a.txt", "edits": [{"old_text": "gone", "new_text": "x"}]});
+        let out = call(&Patch, &env, missing).await;
+        assert!(!out.ok);
+        assert_eq!(out.facts, None);
+    }
+
     #[tokio::test]
     async fn edits_apply_in_order_and_report_lines() {
         let (dir, env) = setup();
@@ -576,6 +628,17 @@ mod tests {
         assert_eq!(
             out.content,
             "Edited a.rs at lines 2, 2, 5: 3 edits (+3 −3 lines)"
+        );
+        assert_eq!(
+            change_of(&out),
+            FileChange {
+                path: "a.rs".into(),
+                action: FileAction::Edited {
+                    at_lines: vec![2, 2, 5],
+                    added: 3,
+                    removed: 3
+                },
+            }
         );
         assert_eq!(
             fs::read_to_string(&file).unwrap(),
@@ -770,6 +833,13 @@ mod tests {
         assert!(out.ok, "{}", out.content);
         assert_eq!(out.content, "Created new/dir/f.txt: 2 lines.");
         assert_eq!(
+            change_of(&out),
+            FileChange {
+                path: "new/dir/f.txt".into(),
+                action: FileAction::Created { lines: 2 },
+            }
+        );
+        assert_eq!(
             fs::read_to_string(dir.path().join("new/dir/f.txt")).unwrap(),
             "hello\nworld\n"
         );
@@ -785,6 +855,13 @@ mod tests {
         let out = call(&Patch, &env, json!({"path": "a.txt", "content": "new"})).await;
         assert!(out.ok, "{}", out.content);
         assert!(out.content.starts_with("Overwrote a.txt"));
+        assert_eq!(
+            change_of(&out).action,
+            FileAction::Overwrote {
+                lines: 1,
+                was_lines: 2
+            }
+        );
         assert_eq!(fs::read_to_string(&file).unwrap(), "new");
         env.undo.undo_last(&env.workspace).unwrap().unwrap();
         assert_eq!(fs::read(&file).unwrap(), b"old\r\ntext");

@@ -109,6 +109,7 @@ impl TypedTool for Todo {
                         content: output.content,
                         details: None,
                         plan: Some(Box::new(PlanSnapshot::Todo(output.details))),
+                        facts: None,
                     }
                 }
                 Err(err) => ToolOutput::error(format!(

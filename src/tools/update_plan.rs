@@ -109,5 +109,6 @@ pub fn state_output(state: &PlanState) -> ToolOutput {
         content: state.to_json_text(),
         details: None,
         plan: Some(Box::new(PlanSnapshot::UpdatePlan(state.clone()))),
+        facts: None,
     }
 }

@@ -4,10 +4,10 @@
 //!
 //! A `patch` with `edits` shows each edit's old and new text as hunks.
 //! Their `@@ -old +new @@` headers carry the file's real line numbers: the
-//! tool's result says on which line of the edited file each edit starts
-//! (`Edited a.rs at lines 12, 40: …`), and the line counts of the edits
-//! above one give its line before the change. Without that (an older
-//! result, a `replace_all` edit) the headers say only `@@ edit N @@`. One
+//! tool's facts (`protocol::tool_facts`) say on which line of the edited
+//! file each edit starts, and the line counts of the edits above one give
+//! its line before the change. Without them (a result restored from the
+//! journal, a `replace_all` edit) the headers say only `@@ edit N @@`. One
 //! with `content` shows the written text as added lines (the text it
 //! replaced is not in the call, so an overwrite says so instead of
 //! inventing a diff).
@@ -18,6 +18,8 @@
 
 use serde::Deserialize;
 use similar::{ChangeTag, DiffOp, TextDiff};
+
+use crate::protocol::tool_facts::{FileAction, FileChange};
 
 /// Context lines around each change.
 const CONTEXT: usize = 3;
@@ -60,15 +62,19 @@ pub struct Origin {
     pub new_line: usize,
 }
 
-/// The diff of a successful `patch` call, from its JSON arguments and the
-/// tool's result text (its summary); `None` when the arguments cannot be
-/// read.
-pub fn from_patch_call(arguments: &str, result: &str) -> Option<Vec<DiffLine>> {
+/// The diff of a successful `patch` call, from its JSON arguments and what
+/// the tool said it did (`None`: it did not say); `None` when the
+/// arguments cannot be read.
+pub fn from_patch_call(arguments: &str, change: Option<&FileChange>) -> Option<Vec<DiffLine>> {
     let args: PatchArgs = serde_json::from_str(arguments).ok()?;
+    let action = change.map(|change| &change.action);
     let mut out = vec![DiffLine::File(format!("{} ", args.path))];
     match (args.edits, args.content) {
         (Some(edits), _) => {
-            let origins = edit_origins(&edits, result);
+            let origins = match action {
+                Some(FileAction::Edited { at_lines, .. }) => edit_origins(&edits, at_lines),
+                _ => None,
+            };
             for (index, edit) in edits.iter().enumerate() {
                 match origins.as_ref().map(|origins| origins[index]) {
                     Some(origin) => {
@@ -82,7 +88,7 @@ pub fn from_patch_call(arguments: &str, result: &str) -> Option<Vec<DiffLine>> {
             }
         }
         (None, Some(content)) => {
-            if result.starts_with("Overwrote") {
+            if matches!(action, Some(FileAction::Overwrote { .. })) {
                 out.push(DiffLine::Note(
                     "the whole file was rewritten; its new text:".into(),
                 ));
@@ -101,24 +107,10 @@ pub fn from_patch_call(arguments: &str, result: &str) -> Option<Vec<DiffLine>> {
     Some(out)
 }
 
-/// The lines each edit starts on, from `Edited PATH at lines 12, 40: …`;
-/// `None` unless there is one whole number per edit.
-fn edited_lines(result: &str) -> Option<Vec<usize>> {
-    let rest = result.strip_prefix("Edited ")?;
-    let (_, rest) = rest
-        .split_once(" at lines ")
-        .or_else(|| rest.split_once(" at line "))?;
-    let (numbers, _) = rest.split_once(':')?;
-    numbers
-        .split(", ")
-        .map(|number| number.parse().ok().filter(|&line| line > 0))
-        .collect()
-}
-
-/// Where each edit sits, before and after the patch; `None` when the
-/// result does not say or a `replace_all` edit changed several places.
-fn edit_origins(edits: &[Edit], result: &str) -> Option<Vec<Origin>> {
-    let starts = edited_lines(result)?;
+/// Where each edit sits, before and after the patch, from the lines they
+/// start on after it; `None` when the starts do not fit the edits or a
+/// `replace_all` edit changed several places.
+fn edit_origins(edits: &[Edit], starts: &[usize]) -> Option<Vec<Origin>> {
     if starts.len() != edits.len() || edits.iter().any(|edit| edit.replace_all) {
         return None;
     }
@@ -253,7 +245,7 @@ mod tests {
             "path": "src/lib.rs",
             "edits": [{"old_text": "a\nb\nc\n", "new_text": "a\nB\nc\n"}]
         });
-        let lines = from_patch_call(&args.to_string(), "Edited src/lib.rs").unwrap();
+        let lines = from_patch_call(&args.to_string(), None).unwrap();
         assert_eq!(
             lines,
             [
@@ -276,6 +268,6 @@ mod tests {
         assert_eq!(lines[4], DiffLine::Removed("old".into()));
         assert_eq!(lines[5], DiffLine::Added("new".into()));
         assert_eq!(lines[6], DiffLine::Context("same".into()));
-        assert!(from_patch_call("not json", "").is_none());
+        assert!(from_patch_call("not json", None).is_none());
     }
 }

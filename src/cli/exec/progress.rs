@@ -52,6 +52,7 @@ pub fn line_for(event: &EventKind) -> Option<String> {
             name,
             ok: false,
             summary,
+            facts: None,
             ..
         } => Some(failed_line(name, summary)),
         EventKind::Subagent {
@@ -179,6 +180,7 @@ mod tests {
             name: "patch".into(),
             ok: false,
             summary: "Error: not approved: approval_policy untrusted requires …".into(),
+            facts: None,
         };
         assert_eq!(
             line_for(&refused).unwrap(),
@@ -189,6 +191,7 @@ mod tests {
             name: "patch".into(),
             ok: true,
             summary: "ok".into(),
+            facts: None,
         };
         assert_eq!(line_for(&worked), None);
     }

@@ -33,7 +33,7 @@ pub use views::{
 use super::diff;
 use super::input::InputBuffer;
 use super::plan_view::PlanView;
-use crate::protocol::{EventKind, TurnStatus, UsageTotals};
+use crate::protocol::{EventKind, ToolFacts, TurnStatus, UsageTotals};
 use crate::text::{sanitize, summary};
 
 #[derive(Debug, Clone)]
@@ -200,8 +200,12 @@ impl Store {
                 detail: None,
             }),
             EventKind::ToolResult {
-                id, ok, summary, ..
-            } => self.tool_result(id, *ok, summary),
+                id,
+                ok,
+                summary,
+                facts,
+                ..
+            } => self.tool_result(id, *ok, summary, facts.clone()),
             EventKind::PlanUpdated { plan } => self.set_plan(plan, "updated"),
             EventKind::Subagent { .. } => self.subagent(event, now),
             EventKind::Usage { .. } => return self.usage_event(event),
@@ -269,10 +273,11 @@ impl Store {
         });
     }
 
-    fn tool_result(&mut self, id: &str, ok: bool, text: &str) {
+    fn tool_result(&mut self, id: &str, ok: bool, text: &str, facts: Option<Box<ToolFacts>>) {
         let view = ToolResultView {
             ok,
             summary: summary(text, 120),
+            facts,
         };
         self.update_tool_entry(id, |entry| {
             if let Entry::Tool { result, .. } = entry {
@@ -379,19 +384,14 @@ impl Store {
 
     /// Attaches what a `patch` or `bash_exec` call showed to its entry.
     fn set_tool_detail(&mut self, id: &str, name: &str, arguments: &str, content: &str) -> bool {
-        // The result (which came first) says where the edits landed.
-        let result = self.transcript.iter().rev().find_map(|entry| match entry {
-            Entry::Tool {
-                id: call,
-                result: Some(result),
-                ..
-            } if call == id => Some(result.summary.clone()),
-            _ => None,
-        });
+        // The result (which came first) says what the call did.
+        let facts = self.transcript.facts_of(id).cloned().unwrap_or_default();
         let shown = match name {
-            "patch" => diff::from_patch_call(arguments, result.as_deref().unwrap_or(""))
-                .map(ToolDetail::Diff),
-            "bash_exec" => Some(ToolDetail::Output(sanitize(content, false))),
+            "patch" => diff::from_patch_call(arguments, facts.file.as_ref()).map(ToolDetail::Diff),
+            "bash_exec" => Some(ToolDetail::Output {
+                exit: facts.command.map(|run| run.exit),
+                text: sanitize(content, false),
+            }),
             _ => None,
         };
         let Some(shown) = shown else {

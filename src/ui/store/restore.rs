@@ -45,6 +45,7 @@ pub fn entries(messages: &[Message]) -> Vec<Entry> {
                     *result = Some(ToolResultView {
                         ok: !is_error,
                         summary: summary(content, 120),
+                        facts: None,
                     });
                 }
             }

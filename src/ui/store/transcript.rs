@@ -11,6 +11,7 @@
 use std::ops::Deref;
 
 use super::views::{Entry, ToolDetail};
+use crate::protocol::ToolFacts;
 use crate::ui::diff::DiffLine;
 
 /// Source text the transcript keeps by default: far more than a day's
@@ -118,6 +119,18 @@ impl Transcript {
         Some(result)
     }
 
+    /// What the result of call `id` says it did, once it arrived.
+    pub fn facts_of(&self, id: &str) -> Option<&ToolFacts> {
+        self.entries.iter().rev().find_map(|entry| match entry {
+            Entry::Tool {
+                id: call,
+                result: Some(result),
+                ..
+            } if call == id => result.facts.as_deref(),
+            _ => None,
+        })
+    }
+
     fn next_revision(&mut self) -> u64 {
         self.revision += 1;
         self.revision
@@ -208,7 +221,7 @@ pub fn source_bytes(entry: &Entry) -> usize {
         } => {
             let detail = match detail {
                 Some(ToolDetail::Diff(lines)) => diff_bytes(lines),
-                Some(ToolDetail::Output(text)) => text.len(),
+                Some(ToolDetail::Output { text, .. }) => text.len(),
                 None => 0,
             };
             id.len()
@@ -289,8 +302,12 @@ mod tests {
                 *result = Some(ToolResultView {
                     ok: true,
                     summary: String::new(),
+                    facts: None,
                 });
-                *detail = Some(ToolDetail::Output("exit code: 0".into()));
+                *detail = Some(ToolDetail::Output {
+                    exit: Some(crate::protocol::tool_facts::CommandExit::Code { code: 0 }),
+                    text: "ok".into(),
+                });
             }
         });
         assert_eq!(transcript.unfinished_tool(), Some("tool-a"));

@@ -6,6 +6,8 @@
 use std::time::Instant;
 
 use super::super::diff::DiffLine;
+use crate::protocol::ToolFacts;
+use crate::protocol::tool_facts::CommandExit;
 
 /// Longest subagent detail kept (the bar cuts it further to fit).
 pub(super) const SUBAGENT_DETAIL_CHARS: usize = 200;
@@ -49,6 +51,9 @@ impl TurnState {
 pub struct ToolResultView {
     pub ok: bool,
     pub summary: String,
+    /// What the call did, as the tool reported it (`None` for a result
+    /// restored from the journal, or a tool that says nothing more).
+    pub facts: Option<Box<ToolFacts>>,
 }
 
 /// More than one line of a tool call, shown under its line (folded past a
@@ -57,8 +62,12 @@ pub struct ToolResultView {
 pub enum ToolDetail {
     /// A `patch` call's change.
     Diff(Vec<DiffLine>),
-    /// The tail of a `bash_exec` call's output, its exit line last.
-    Output(String),
+    /// The tail of a `bash_exec` call's output, and how the command
+    /// ended (`None` when the tool did not say: it never ran).
+    Output {
+        exit: Option<CommandExit>,
+        text: String,
+    },
 }
 
 /// One entry of the transcript. Subagent activity never appears here (it

@@ -183,12 +183,7 @@ fn patched(size: (u16, u16)) -> Store {
         &mut store,
         vec![
             tool_call("p1", "patch", "src/parser.rs"),
-            tool_result(
-                "p1",
-                "patch",
-                true,
-                "Edited src/parser.rs at line 12: 1 edit (+3 −2 lines)",
-            ),
+            edited("p1", "src/parser.rs", &[12]),
             EventKind::ToolOutput {
                 id: "p1".into(),
                 name: "patch".into(),
@@ -291,22 +286,12 @@ fn bash_store(size: (u16, u16), expanded: bool) -> Store {
     let mut store = turn(size, "run the tests");
     let output: String = (1..=9)
         .map(|n| format!("test case_{n} ... ok\n"))
-        .chain(["test result: FAILED. 8 passed; 1 failed\nexit code: 101".to_string()])
+        .chain(["test result: FAILED. 8 passed; 1 failed".to_string()])
         .collect();
-    apply_all(
-        &mut store,
-        vec![
-            tool_call("b1", "bash_exec", "cargo test"),
-            tool_result("b1", "bash_exec", false, "test case_1 ... ok"),
-            EventKind::ToolOutput {
-                id: "b1".into(),
-                name: "bash_exec".into(),
-                arguments: r#"{"command": "cargo test"}"#.into(),
-                content: output,
-            },
-            turn_completed(1, TurnStatus::Completed),
-        ],
-    );
+    let mut events = vec![tool_call("b1", "bash_exec", "cargo test")];
+    events.extend(command_ran("b1", "cargo test", &output, 101));
+    events.push(turn_completed(1, TurnStatus::Completed));
+    apply_all(&mut store, events);
     if expanded {
         store.toggle_expanded();
     }
@@ -337,6 +322,36 @@ fn bash_output_folded_and_expanded() {
             "{expanded}"
         );
     }
+}
+
+/// A command that prints `exit code: 0` and then exits 3, run by the real
+/// tool and sent as the turn loop sends it: the transcript says 3, in red,
+/// and the line it printed stays a line of its output.
+#[tokio::test]
+async fn a_command_printing_an_exit_line_shows_its_true_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let arguments = serde_json::json!({"command": "echo 'exit code: 0'; exit 3"});
+    let env = crate::tools::testing::env(dir.path());
+    let out =
+        crate::tools::testing::call(&crate::tools::bash_exec::BashExec, &env, arguments.clone())
+            .await;
+    let call = crate::protocol::ToolCall {
+        id: "b1".into(),
+        name: "bash_exec".into(),
+        arguments: arguments.to_string(),
+    };
+    let mut store = turn((100, 30), "check");
+    let mut events = vec![tool_call("b1", "bash_exec", "./check")];
+    events.extend(crate::agent::live::result_events(&call, &out));
+    apply_all(&mut store, events);
+    let terminal = render(&store);
+    let text = screen_text(&terminal);
+    // The exit line, then the output under `│`.
+    assert!(text.contains("   exit code: 3"), "{text}");
+    assert!(!text.contains("│ exit code: 3"), "{text}");
+    assert_eq!(cell_of(&terminal, "exit code: 3").fg, Color::Red);
+    assert!(text.contains("   │ exit code: 0"), "{text}");
+    assert_eq!(text.matches("exit code").count(), 2, "{text}");
 }
 
 #[test]

@@ -238,11 +238,69 @@ pub fn tool_call(id: &str, name: &str, summary: &str) -> EventKind {
     }
 }
 
+/// A `tool_result` with the facts the tool reported.
+pub fn tool_result_with(
+    id: &str,
+    name: &str,
+    (ok, summary): (bool, &str),
+    facts: crate::protocol::ToolFacts,
+) -> EventKind {
+    EventKind::ToolResult {
+        id: id.into(),
+        name: name.into(),
+        ok,
+        summary: summary.into(),
+        facts: Some(Box::new(facts)),
+    }
+}
+
+/// A successful `patch` result whose edits start at `at_lines`.
+pub fn edited(id: &str, path: &str, at_lines: &[usize]) -> EventKind {
+    use crate::protocol::tool_facts::{FileAction, FileChange};
+    let facts = crate::protocol::ToolFacts {
+        file: Some(FileChange {
+            path: path.into(),
+            action: FileAction::Edited {
+                at_lines: at_lines.to_vec(),
+                added: 1,
+                removed: 1,
+            },
+        }),
+        ..Default::default()
+    };
+    tool_result_with(id, "patch", (true, &format!("Edited {path}")), facts)
+}
+
+/// A `bash_exec` result and its live output as the turn loop sends them:
+/// the command's `output`, and how it ended in the facts.
+pub fn command_ran(id: &str, command: &str, output: &str, code: i32) -> [EventKind; 2] {
+    use crate::protocol::tool_facts::{CommandExit, CommandRun};
+    let facts = crate::protocol::ToolFacts {
+        command: Some(CommandRun {
+            exit: CommandExit::Code { code },
+            elapsed_ms: 10,
+            output_bytes: output.len(),
+        }),
+        ..Default::default()
+    };
+    let summary = crate::text::summary(output, 120);
+    [
+        tool_result_with(id, "bash_exec", (code == 0, &summary), facts),
+        EventKind::ToolOutput {
+            id: id.into(),
+            name: "bash_exec".into(),
+            arguments: serde_json::json!({ "command": command }).to_string(),
+            content: output.into(),
+        },
+    ]
+}
+
 pub fn tool_result(id: &str, name: &str, ok: bool, summary: &str) -> EventKind {
     EventKind::ToolResult {
         id: id.into(),
         name: name.into(),
         ok,
         summary: summary.into(),
+        facts: None,
     }
 }

@@ -30,13 +30,15 @@ async fn patched_diff(before: &str, edits: Value) -> (Vec<DiffLine>, String) {
     let now = std::time::Instant::now();
     for event in [
         tool_call("p1", "patch", "notes.txt"),
-        // What the turn loop sends: the result's first 120 characters.
-        tool_result(
-            "p1",
-            "patch",
-            true,
-            &crate::text::summary(&out.content, 120),
-        ),
+        // What the turn loop sends: the result's first 120 characters
+        // and the tool's facts.
+        EventKind::ToolResult {
+            id: "p1".into(),
+            name: "patch".into(),
+            ok: true,
+            summary: crate::text::summary(&out.content, 120),
+            facts: out.facts.clone(),
+        },
         EventKind::ToolOutput {
             id: "p1".into(),
             name: "patch".into(),

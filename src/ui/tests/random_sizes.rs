@@ -93,7 +93,7 @@ fn apply(store: &mut Store, index: usize, step: Step) {
             });
             vec![
                 tool_call(&id, "patch", "src/a.rs"),
-                tool_result(&id, "patch", true, "Edited src/a.rs at line 7: 1 edit"),
+                edited(&id, "src/a.rs", &[7]),
                 EventKind::ToolOutput {
                     id: id.clone(),
                     name: "patch".into(),
@@ -102,16 +102,11 @@ fn apply(store: &mut Store, index: usize, step: Step) {
                 },
             ]
         }
-        Step::Bash(output) => vec![
-            tool_call(&id, "bash_exec", "make"),
-            tool_result(&id, "bash_exec", false, "exit code: 2"),
-            EventKind::ToolOutput {
-                id: id.clone(),
-                name: "bash_exec".into(),
-                arguments: r#"{"command":"make"}"#.into(),
-                content: format!("{output}\nexit code: 2"),
-            },
-        ],
+        Step::Bash(output) => {
+            let mut events = vec![tool_call(&id, "bash_exec", "make")];
+            events.extend(command_ran(&id, "make", &output, 2));
+            events
+        }
         Step::Subagent(detail) => vec![subagent("read_file", 1_000, &detail)],
         Step::Plan => vec![plan_event(plan_value("because", twelve_items()))],
         Step::Draft(text) => {

@@ -5,6 +5,7 @@
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 
+use crate::protocol::tool_facts::CommandExit;
 use crate::ui::diff::{self, DiffLine};
 use crate::ui::markdown;
 use crate::ui::rows::Rows;
@@ -59,13 +60,15 @@ pub fn lines(entry: &Entry, width: usize, first: bool, expanded: bool) -> Vec<Li
             ..
         } => {
             // A command's output says itself why it failed, below.
-            let says_why = !matches!(detail, Some(ToolDetail::Output(_)));
+            let says_why = !matches!(detail, Some(ToolDetail::Output { .. }));
             out.extend(tool_line(name, summary, result.as_ref(), says_why, width));
             match detail {
                 Some(ToolDetail::Diff(lines)) => {
                     out.extend(diff_lines(lines, width, expanded, FOLDED_LINES));
                 }
-                Some(ToolDetail::Output(text)) => out.extend(output_lines(text, width, expanded)),
+                Some(ToolDetail::Output { exit, text }) => {
+                    out.extend(output_lines(exit.as_ref(), text, width, expanded));
+                }
                 None => {}
             }
         }
@@ -166,30 +169,28 @@ pub fn diff_style(line: &DiffLine) -> Style {
     }
 }
 
-/// A `bash_exec` output tail: the exit line, then the last lines (all of
-/// them when expanded).
-fn output_lines(text: &str, width: usize, expanded: bool) -> Vec<Line<'static>> {
-    let mut all: Vec<&str> = text.lines().collect();
-    let exit = all
-        .last()
-        .filter(|line| {
-            line.starts_with("exit code")
-                || line.contains("timed out")
-                || line.starts_with("cancelled")
-        })
-        .map(|line| line.to_string());
-    if exit.is_some() {
-        all.pop();
-    }
+/// A `bash_exec` output tail: how the command ended (from the tool's
+/// facts, never from its text: a command may print anything), then the
+/// last lines (all of them when expanded).
+fn output_lines(
+    exit: Option<&CommandExit>,
+    text: &str,
+    width: usize,
+    expanded: bool,
+) -> Vec<Line<'static>> {
+    let all: Vec<&str> = text.lines().collect();
     let room = width.saturating_sub(4).max(1);
     let mut out = Vec::new();
     if let Some(exit) = exit {
-        let style = if exit == "exit code: 0" {
+        let style = if exit.success() {
             theme::dim()
         } else {
             theme::error()
         };
-        out.push(Line::from(vec![Span::raw("  "), Span::styled(exit, style)]));
+        out.push(Line::from(vec![
+            Span::raw("  "),
+            Span::styled(exit.to_string(), style),
+        ]));
     }
     let keep = if expanded {
         all.len()
