@@ -25,7 +25,7 @@ use super::store::{self, Entry, Record};
 use super::worktree::Layout;
 use super::{ChangesError, joined};
 use crate::protocol::changes::{FileConflict, MergeState};
-use crate::store::atomic::{Staged, stage, sync_dir, write_atomic};
+use crate::store::atomic::{Staged, remove_dead_writers_temps, stage, sync_dir, write_atomic};
 use crate::store::undo::{SetFile, UndoLog};
 use crate::workspace::{STATE_PREFIX, Workspace};
 
@@ -70,10 +70,47 @@ enum Step {
 /// Applies the open change set `id`. The record comes back with `merge`
 /// `applied` or `conflict` (then with its conflicts).
 pub fn apply(workspace: &Workspace, undo: &UndoLog, id: &str) -> Result<Record, ChangesError> {
+    apply_then(workspace, undo, id, || {})
+}
+
+/// [`apply`], running `meanwhile` once every file is decided and before
+/// any is staged: where a test plays the person who saves a file then.
+pub(super) fn apply_then(
+    workspace: &Workspace,
+    undo: &UndoLog,
+    id: &str,
+    meanwhile: impl FnOnce(),
+) -> Result<Record, ChangesError> {
     let _lock = store::lock(&workspace.root, id)?;
     let mut record = open_record(&workspace.root, id)?;
+    let (writes, conflicts) = decide_all(workspace, &record)?;
+    if !conflicts.is_empty() {
+        return keep_open(&workspace.root, record, conflicts);
+    }
+    meanwhile();
+    let staged = stage_recorded(&workspace.root, undo, id, &writes)?;
+    match put_in_place(staged, &writes) {
+        Ok(()) => {}
+        Err(Placed::Changed { placed, conflict }) => {
+            roll_back(&workspace.root, undo, &writes[..placed]);
+            return keep_open(&workspace.root, record, vec![conflict]);
+        }
+        Err(Placed::Failed(err)) => {
+            roll_back(&workspace.root, undo, &writes);
+            return Err(err);
+        }
+    }
+    store::close(&workspace.root, &mut record, MergeState::Applied)?;
+    Ok(record)
+}
+
+/// Every file of `record` decided: the writes, and the conflicts.
+fn decide_all(
+    workspace: &Workspace,
+    record: &Record,
+) -> Result<(Vec<SetFile>, Vec<FileConflict>), ChangesError> {
     let claim = Claim::parse(&record.claim).map_err(|e| ChangesError::Unsafe(e.to_string()))?;
-    let git = Git::private(&Layout::new(&workspace.root, id).git_dir());
+    let git = Git::private(&Layout::new(&workspace.root, &record.set.id).git_dir());
     let sides = Sides::read(&git, &record.entries)?;
     let mut writes = Vec::new();
     let mut conflicts = Vec::new();
@@ -86,18 +123,18 @@ pub fn apply(workspace: &Workspace, undo: &UndoLog, id: &str) -> Result<Record, 
             }
         }
     }
-    if !conflicts.is_empty() {
-        record.set.merge = MergeState::Conflict;
-        record.set.conflicts = conflicts;
-        record.save(&workspace.root)?;
-        return Ok(record);
-    }
-    let staged = stage_recorded(&workspace.root, undo, id, &writes)?;
-    if let Err(err) = put_in_place(staged) {
-        roll_back(&workspace.root, undo, &writes);
-        return Err(err);
-    }
-    store::close(&workspace.root, &mut record, MergeState::Applied)?;
+    Ok((writes, conflicts))
+}
+
+/// The change set stays open, with `conflicts` named; nothing written.
+fn keep_open(
+    root: &Path,
+    mut record: Record,
+    conflicts: Vec<FileConflict>,
+) -> Result<Record, ChangesError> {
+    record.set.merge = MergeState::Conflict;
+    record.set.conflicts = conflicts;
+    record.save(root)?;
     Ok(record)
 }
 
@@ -422,6 +459,8 @@ fn stage_files(root: &Path, files: &[SetFile]) -> Result<Vec<StagedFile>, Change
 
 fn stage_file(root: &Path, file: &SetFile) -> Result<StagedFile, ChangesError> {
     let target = safe_target(root, &file.path)?;
+    // An apply killed before its rename left its temp file here.
+    remove_dead_writers_temps(&target);
     let Some((bytes, mode)) = &file.after else {
         return Ok((target, None));
     };
@@ -432,11 +471,40 @@ fn stage_file(root: &Path, file: &SetFile) -> Result<StagedFile, ChangesError> {
     Ok((target, Some(staged)))
 }
 
+/// Why the files were not all put in place.
+enum Placed {
+    /// The file after the first `placed` was no longer what was decided
+    /// on (a person saved it meanwhile): it was left as it is.
+    Changed {
+        placed: usize,
+        conflict: FileConflict,
+    },
+    Failed(ChangesError),
+}
+
+impl From<io::Error> for Placed {
+    fn from(err: io::Error) -> Placed {
+        Placed::Failed(err.into())
+    }
+}
+
 /// Renames every staged file over its target and removes the removed
-/// ones, then syncs each folder once, which makes it durable.
-fn put_in_place(staged: Vec<StagedFile>) -> Result<(), ChangesError> {
+/// ones, then syncs each folder once, which makes it durable. Each
+/// target is read just before: one that no longer holds what the apply
+/// decided on stops it there (a check, then a rename: a save in between
+/// those two is not seen).
+fn put_in_place(staged: Vec<StagedFile>, writes: &[SetFile]) -> Result<(), Placed> {
     let mut folders = std::collections::BTreeSet::new();
-    for (target, staged) in staged {
+    for (placed, ((target, staged), file)) in staged.into_iter().zip(writes).enumerate() {
+        let now = read_current(&target).map(|c| c.map(|(bytes, _)| bytes));
+        if now.ok() != Some(file.before.as_ref().map(|(bytes, _)| bytes.clone())) {
+            let conflict = FileConflict {
+                path: file.path.clone(),
+                reason: "changed in the main checkout while the apply ran; left as it is".into(),
+                hunks: Vec::new(),
+            };
+            return Err(Placed::Changed { placed, conflict });
+        }
         match staged {
             Some(staged) => staged.commit()?,
             None => match fs::remove_file(&target) {

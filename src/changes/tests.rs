@@ -241,6 +241,47 @@ fn a_conflict_writes_nothing_and_stays_open() {
     assert!(store::open(root).is_empty());
 }
 
+/// A person saves a file after the apply decided on it and before its
+/// rename: the save stays (the apply stops there, puts back what it had
+/// written and names the file), and the next apply merges with the save.
+/// Its undo then brings the person's save back, byte for byte.
+#[test]
+fn a_save_between_the_decision_and_the_rename_is_never_overwritten() {
+    let dir = repo();
+    let root = dir.path();
+    let (worktree, start) = start_for(root, "subagent-4", &["src"]);
+    let tree = worktree.layout.tree();
+    let seven = "one\ntwo\nthree\nfour\nfive\nsix\nseven\n";
+    fs::write(tree.join("src/a.rs"), seven.replace("two", "TWO")).unwrap();
+    for name in ["b.rs", "c.rs", "d.rs"] {
+        fs::write(tree.join("src").join(name), "new\n").unwrap();
+    }
+    finish(root, &worktree, &start, DEFAULT_DIFF_CAP).unwrap();
+    let workspace = Workspace::new(root).unwrap();
+    let undo = UndoLog::new(root);
+    let saved = seven.replace("six", "SIX");
+    let save = || fs::write(root.join("src/a.rs"), &saved).unwrap();
+    let record = apply::apply_then(&workspace, &undo, "subagent-4", save).unwrap();
+    assert_eq!(record.set.merge, MergeState::Conflict);
+    assert_eq!(record.set.conflicts.len(), 1, "{:?}", record.set.conflicts);
+    assert_eq!(record.set.conflicts[0].path, "src/a.rs");
+    assert_eq!(fs::read_to_string(root.join("src/a.rs")).unwrap(), saved);
+    for name in ["b.rs", "c.rs", "d.rs"] {
+        assert!(!root.join("src").join(name).exists(), "{name} stayed");
+    }
+    assert!(undo.entries().unwrap().is_empty(), "no undo entry");
+    let leftovers: Vec<_> = fs::read_dir(root.join("src")).unwrap().flatten().collect();
+    assert_eq!(leftovers.len(), 2, "a temp file was left: {leftovers:?}");
+
+    let record = apply::apply(&workspace, &undo, "subagent-4").unwrap();
+    assert_eq!(record.set.merge, MergeState::Applied);
+    let merged = saved.replace("two", "TWO");
+    assert_eq!(fs::read_to_string(root.join("src/a.rs")).unwrap(), merged);
+    undo.undo_last(&workspace).unwrap().unwrap();
+    assert_eq!(fs::read_to_string(root.join("src/a.rs")).unwrap(), saved);
+    assert!(!root.join("src/b.rs").exists());
+}
+
 #[test]
 fn outside_a_repository_there_is_no_worktree() {
     let dir = tempfile::tempdir().unwrap();

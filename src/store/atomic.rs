@@ -45,6 +45,35 @@ pub fn remove_stale_temps(path: &Path) -> usize {
         .count()
 }
 
+/// Removes the temp files beside `path` whose writer (the pid in their
+/// name, [`temp_name`]) no longer runs: what a writer killed between its
+/// staging and its rename left; how many. A live writer's are kept, so it
+/// needs no lock (a pid reused since keeps its leftover, which is only
+/// clutter).
+pub fn remove_dead_writers_temps(path: &Path) -> usize {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return 0;
+    };
+    let prefix = temp_prefix(&name.to_string_lossy());
+    let Ok(entries) = fs::read_dir(parent) else {
+        return 0;
+    };
+    let dead = |file: &str| {
+        let writer = file
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.split_once('-'));
+        writer
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+            .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|entry| dead(&entry.file_name().to_string_lossy()))
+        .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_file()))
+        .filter(|entry| fs::remove_file(entry.path()).is_ok())
+        .count()
+}
+
 /// Replaces `path` with `bytes` atomically: a temp file in the same
 /// directory, synced, then renamed over it. `mode` sets the permission
 /// bits; `None` keeps those of an existing file (else the default).

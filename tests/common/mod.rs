@@ -13,6 +13,7 @@ pub mod invariants;
 pub mod process;
 pub mod server;
 pub mod sse;
+pub mod tree;
 pub mod turns;
 
 pub use invariants::{

@@ -64,7 +64,11 @@ fn a_subagents_browse_url_is_fetched_by_the_parent() {
 
 #[test]
 fn an_unlisted_host_is_refused_headless_with_the_line_that_allows_it() {
-    let server = FakeServer::start(vec![
+    let server = FakeServer::start(Vec::new());
+    server.route("GET", "/page", PAGE);
+    // b2 names the fake server itself, which serves the page: had Fido
+    // fetched it despite the refusal, the server would have seen it.
+    for reply in [
         call(
             "b1",
             "browse_url",
@@ -73,10 +77,12 @@ fn an_unlisted_host_is_refused_headless_with_the_line_that_allows_it() {
         call(
             "b2",
             "browse_url",
-            json!({"url": format!("http://{}/page", "127.0.0.1:9")}),
+            json!({"url": format!("http://{}/page", server.addr())}),
         ),
         Reply::sse(sse::text_turn("done")),
-    ]);
+    ] {
+        server.push_reply(reply);
+    }
     let output = exec_with_config(&server, "", &[]);
     assert!(
         output.status.success(),

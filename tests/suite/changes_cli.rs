@@ -301,3 +301,83 @@ fn an_unknown_change_set_is_named() {
     let err = fido_fails(root, &["changes", "show", "../etc"]);
     assert!(err.contains("no change set \"../etc\""), "{err}");
 }
+
+/// `fido ARGS…` in `root` under strace, which kills it with SIGKILL as it
+/// enters its `nth` rename (`-e inject`): a point in its work chosen by
+/// count, not by time. `None` where strace is missing or cannot trace
+/// (a failure under `CI=true`).
+fn killed_at_rename(root: &Path, nth: u32, args: &[&str]) -> Option<Output> {
+    let probe = std::process::Command::new("strace")
+        .args(["-qq", "-o", "/dev/null", "true"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        crate::common::process::skip_unless_ci("killed_at_rename", "strace cannot trace here");
+        return None;
+    }
+    let fido = fido_cmd();
+    let mut cmd = std::process::Command::new("strace");
+    let renames = "rename,renameat,renameat2";
+    cmd.args(["-f", "-qq", "-o", "/dev/null", "-e"])
+        .arg(format!("trace={renames}"))
+        .arg("-e")
+        .arg(format!("inject={renames}:signal=SIGKILL:when={nth}"))
+        .arg(fido.get_program())
+        .arg("-C")
+        .arg(root)
+        .args(args);
+    for (key, value) in fido.get_envs() {
+        match value {
+            Some(value) => cmd.env(key, value),
+            None => cmd.env_remove(key),
+        };
+    }
+    Some(crate::common::process::run_in(
+        root,
+        cmd,
+        None,
+        Duration::from_secs(30),
+    ))
+}
+
+/// `fido changes apply` killed with SIGKILL part-way through putting 201
+/// files in place (at its 100th rename): `fido undo` puts the checkout
+/// back byte for byte, the temp files of the killed apply included, and
+/// the change set, still pending, applies whole afterwards.
+#[test]
+fn a_killed_apply_is_undone_whole_and_applies_again() {
+    let dir = repo();
+    let root = dir.path();
+    change_set(root, "subagent-11", changes::DEFAULT_DIFF_CAP, |tree| {
+        edit_line_two(tree);
+        for n in 0..200 {
+            fs::write(tree.join(format!("src/f{n:03}.rs")), format!("{n}\n")).unwrap();
+        }
+    });
+    let before = checkout(root);
+    let Some(output) = killed_at_rename(root, 100, &["changes", "apply", "subagent-11"]) else {
+        return;
+    };
+    assert!(!output.status.success(), "{}", stderr(&output));
+    let placed = (0..200)
+        .filter(|n| root.join(format!("src/f{n:03}.rs")).exists())
+        .count();
+    assert!(
+        (1..200).contains(&placed),
+        "{placed} of 200 in place: not part-way"
+    );
+
+    assert_eq!(
+        fido_ok(root, &["undo"]),
+        "undone: change set of subagent-11\n"
+    );
+    assert_eq!(checkout(root), before, "byte for byte, no temp file left");
+    assert!(
+        fido_ok(root, &["changes"]).starts_with("subagent-11  pending "),
+        "still pending"
+    );
+    assert_eq!(
+        fido_ok(root, &["changes", "apply", "subagent-11"]),
+        "applied subagent-11: 202 files; `fido undo` reverts it\n"
+    );
+    assert_eq!(checkout(root).len(), before.len() + 201);
+}

@@ -16,6 +16,7 @@ use fido::sandbox::check::{
 use nix::unistd::Pid;
 
 use crate::common::process::pids_with;
+use crate::common::tree::{assert_tree_unchanged, tree_bytes};
 use crate::common::{
     ProcessFilter, assert_no_processes, fido_cmd, run_with_timeout, wait_with_timeout,
 };
@@ -424,6 +425,8 @@ fn proc_field(pid: u32, file: &str, field: &str) -> String {
 #[test]
 fn a_held_sandboxed_child_has_no_new_privs_and_gets_eacces_on_write() {
     let fixture = ProbeFixture::create().unwrap();
+    // Taken by the test itself: the child's own report is not the proof.
+    let before = tree_bytes(fixture.dir(), &[]);
     let me = i32::try_from(std::process::id()).unwrap();
     let mut held = HeldChild::spawn(&fixture, me, true);
     let pid = held.pid();
@@ -531,6 +534,9 @@ fn a_held_sandboxed_child_has_no_new_privs_and_gets_eacces_on_write() {
     );
     assert_eq!(held.next(), ProbeFrame::Done);
     assert_no_processes(ProcessFilter::Pid(pid), Duration::from_secs(5));
+    // A read-only subagent wrote nothing of the probe directory, whatever
+    // its probes said.
+    assert_tree_unchanged(fixture.dir(), &[], &before);
 }
 
 #[test]
@@ -613,6 +619,11 @@ fn killing_the_parent_kills_the_sandboxed_child() {
 fn a_write_subagent_probe_child_is_confined_in_a_real_worktree() {
     let fixture = ProbeFixture::for_role(ProbeRole::WriteSubagent).unwrap();
     let roots = fixture.write_roots().unwrap().clone();
+    // Everything but the worktree, byte for byte (the main checkout and
+    // its .git included), taken by the test itself.
+    let tree = roots.write[0].strip_prefix(fixture.dir()).unwrap();
+    let tree = tree.to_str().unwrap().to_owned();
+    let before = tree_bytes(fixture.dir(), &[&tree]);
     let targets = fixture
         .targets(Pid::this(), ProbeRole::WriteSubagent)
         .unwrap();
@@ -687,6 +698,8 @@ fn a_write_subagent_probe_child_is_confined_in_a_real_worktree() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
+    // Before the fixture's own look (which builds the change set).
+    assert_tree_unchanged(fixture.dir(), &[&tree], &before);
     fixture.verify(&mut results);
     let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
     let (forbidden, controls) = ProbeRole::WriteSubagent.plan();

@@ -12,11 +12,11 @@ use crate::common::process::{exec_cmd_with_flags, run_in};
 use crate::common::sse;
 use crate::common::{FakeServer, Reply};
 
-const RUN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+pub(super) const RUN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A git workspace with two committed source files and an uncommitted
 /// edit of one.
-fn repo() -> tempfile::TempDir {
+pub(super) fn repo() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     git(root, &["init", "-q", "-b", "main"]);
@@ -30,7 +30,7 @@ fn repo() -> tempfile::TempDir {
 
 /// `git status`, without the lines of Fido's own plan file at the
 /// workspace root (`.fido-state/`, which holds its lock, ignores itself).
-fn status(root: &Path) -> String {
+pub(super) fn status(root: &Path) -> String {
     git(root, &["status", "--porcelain=v1", "--untracked-files=all"])
         .lines()
         .filter(|line| !line.contains(".fido-plan"))
@@ -40,7 +40,7 @@ fn status(root: &Path) -> String {
 
 /// Everything of the user's repository a write delegation must leave
 /// alone until an apply: status, refs, worktrees, stash, index, HEAD.
-fn repository_state(root: &Path) -> Vec<Vec<u8>> {
+pub(super) fn repository_state(root: &Path) -> Vec<Vec<u8>> {
     let mut state: Vec<Vec<u8>> = vec![status(root).into_bytes()];
     state.extend(
         [
@@ -56,12 +56,12 @@ fn repository_state(root: &Path) -> Vec<Vec<u8>> {
     state
 }
 
-fn delegate(id: &str, task: &str, claim: &[&str]) -> (String, String, String) {
+pub(super) fn delegate(id: &str, task: &str, claim: &[&str]) -> (String, String, String) {
     let args = json!({"task": task, "mode": "write", "scope": {"paths": claim}});
     (id.to_string(), "delegate".to_string(), args.to_string())
 }
 
-fn turn(calls: &[(String, String, String)]) -> Reply {
+pub(super) fn turn(calls: &[(String, String, String)]) -> Reply {
     let calls: Vec<(&str, &str, &str)> = calls
         .iter()
         .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
@@ -69,14 +69,19 @@ fn turn(calls: &[(String, String, String)]) -> Reply {
     Reply::sse(sse::tool_call_turn(&calls))
 }
 
-fn patch(id: &str, path: &str, old: &str, new: &str) -> Reply {
+pub(super) fn patch(id: &str, path: &str, old: &str, new: &str) -> Reply {
     let args = json!({"path": path, "edits": [{"old_text": old, "new_text": new}]});
     Reply::sse(sse::tool_call_turn(&[(id, "patch", &args.to_string())]))
 }
 
-const DONE: &str = r#"{"summary": "changed it", "findings": [], "recommended_next_steps": [], "tests_to_run": [], "uncertainties": []}"#;
+pub(super) const DONE: &str = r#"{"summary": "changed it", "findings": [], "recommended_next_steps": [], "tests_to_run": [], "uncertainties": []}"#;
 
-fn run(root: &Path, server: &FakeServer, flags: &[&str], env: &[(&str, &str)]) -> String {
+pub(super) fn run(
+    root: &Path,
+    server: &FakeServer,
+    flags: &[&str],
+    env: &[(&str, &str)],
+) -> String {
     let cmd = exec_cmd_with_flags(root, server, flags, "go", env);
     let output = run_in(root, cmd, None, RUN_TIMEOUT);
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -85,7 +90,7 @@ fn run(root: &Path, server: &FakeServer, flags: &[&str], env: &[(&str, &str)]) -
 }
 
 /// The `delegate_result` of call `id`, as the parent's last request saw it.
-fn result_of(server: &FakeServer, id: &str) -> Value {
+pub(super) fn result_of(server: &FakeServer, id: &str) -> Value {
     let requests = server.model_requests();
     let last = requests.last().unwrap().body().clone();
     let message = last["messages"]

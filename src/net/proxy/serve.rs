@@ -136,8 +136,18 @@ enum Unreachable {
 /// lookup).
 async fn addresses(target: &Target, reach: Reach) -> Result<Vec<SocketAddr>, Unreachable> {
     if let Some(ip) = target.ip() {
-        // The gate admits an address only when it is listed.
-        return Ok(vec![SocketAddr::new(ip, target.port)]);
+        // The gate admits an address only when it is listed; a private
+        // one is refused here too, whatever the gate said (0.0.0.0 and
+        // :: reach this machine).
+        let address = SocketAddr::new(ip, target.port);
+        let (kept, refused) = keep_reachable(vec![address], reach == Reach::Listed);
+        if kept.is_empty() {
+            return Err(Unreachable::Refused(refusal_message(
+                &target.host,
+                &refused,
+            )));
+        }
+        return Ok(kept);
     }
     let resolved = match tokio::net::lookup_host((target.host.as_str(), target.port)).await {
         Ok(resolved) => resolved.collect(),

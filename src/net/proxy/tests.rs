@@ -201,6 +201,48 @@ async fn an_approved_name_that_resolves_to_loopback_is_still_refused() {
     assert!(origin.requests().is_empty());
 }
 
+/// A listener on every address of this machine (IPv4 and IPv6 where the
+/// kernel has both), non-blocking: whatever reaches its port is queued.
+fn listener_on_every_address() -> (std::net::TcpListener, bool) {
+    let (listener, v6) = match std::net::TcpListener::bind("[::]:0") {
+        Ok(listener) => (listener, true),
+        Err(_) => (std::net::TcpListener::bind("0.0.0.0:0").unwrap(), false),
+    };
+    listener.set_nonblocking(true).unwrap();
+    (listener, v6)
+}
+
+/// Loopback and this machine by every other spelling, approved by the
+/// gate: each is refused, and the listener behind them is never reached
+/// (its accept queue, looked at after every answer, stays empty).
+#[tokio::test]
+async fn an_approved_loopback_address_in_any_spelling_is_still_refused() {
+    let (origin, v6) = listener_on_every_address();
+    let port = origin.local_addr().unwrap().port();
+    let proxy = start(Arc::new(ApproveAll));
+    let mut hosts = vec!["0.0.0.0", "127.1", "2130706433", "0x7f000001", "127.0.0.1"];
+    if v6 {
+        hosts.extend(["[::1]", "[::ffff:127.0.0.1]", "[::]", "[::ffff:7f00:1]"]);
+    }
+    for host in hosts {
+        let authority = format!("{host}:{port}");
+        let tunnelled = connect(&proxy, &authority).await;
+        assert!(
+            tunnelled.starts_with("HTTP/1.1 403 "),
+            "{authority}: {tunnelled}"
+        );
+        let plain = get(&proxy, &format!("http://{authority}/page")).await;
+        assert!(plain.starts_with("HTTP/1.1 403 "), "{authority}: {plain}");
+        let reached = origin.accept();
+        assert!(
+            reached
+                .as_ref()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
+            "{authority} reached the listener: {reached:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_client_that_never_sends_is_dropped_and_its_task_ends() {
     let limits = ProxyLimits {

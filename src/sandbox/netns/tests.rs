@@ -155,15 +155,56 @@ async fn curl_goes_through_the_proxy() {
         .output()
         .is_err()
     {
-        eprintln!("skipped: no curl here");
+        skip_unless_ci("no curl here");
         return;
     }
     let proxy = FakeProxy::start().unwrap();
     for confinement in confinements() {
+        let before = proxy.served();
         let (sandbox, _workspace) = sandbox(&proxy, confinement.clone());
         let script = "curl -sS --max-time 10 http://example.test/";
         let out = output(bash(&sandbox, proxy.route().port, script)).await;
         assert_eq!(out.stdout, b"ok", "{confinement}: {out:?}");
+        // The proxy itself counted the request, on the way this
+        // confinement gives: the answer came from it, not from elsewhere.
+        let after = proxy.served();
+        let served = match confinement {
+            NetworkConfinement::Namespace => (before.0 + 1, before.1),
+            NetworkConfinement::PortOnly { .. } => (before.0, before.1 + 1),
+        };
+        assert_eq!(after, served, "{confinement}");
+    }
+}
+
+/// The proxy's port on another address of this machine (127.0.0.2 and,
+/// where there is IPv6, ::1), with a listener there: in the namespace it is
+/// out of reach; in the port-only fallback Landlock knows ports only, so it
+/// is reached, as the module's documentation says.
+#[tokio::test]
+async fn the_proxys_port_on_another_address_is_out_of_reach_only_in_the_namespace() {
+    let proxy = FakeProxy::start().unwrap();
+    let port = proxy.route().port;
+    let mut others = vec![TcpListener::bind(("127.0.0.2", port)).unwrap()];
+    others.extend(TcpListener::bind(("::1", port)));
+    for other in &others {
+        other.set_nonblocking(true).unwrap();
+    }
+    let script = "for a in 127.0.0.2 ::1; do (exec 3<>/dev/tcp/$a/$PORT) 2>/dev/null && echo reached $a; done; echo tried";
+    for confinement in confinements() {
+        let (sandbox, _workspace) = sandbox(&proxy, confinement.clone());
+        let out = output(bash(&sandbox, port, script)).await;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.ends_with("tried\n"), "{confinement}: {out:?}");
+        // Accepted by this test's own listeners, not as the shell says.
+        let reached: Vec<bool> = others.iter().map(|l| l.accept().is_ok()).collect();
+        match confinement {
+            NetworkConfinement::Namespace => {
+                assert!(!reached.contains(&true), "{confinement}: {stdout}");
+            }
+            NetworkConfinement::PortOnly { .. } => {
+                assert!(reached.iter().all(|r| *r), "{confinement}: {stdout}");
+            }
+        }
     }
 }
 

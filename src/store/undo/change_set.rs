@@ -18,7 +18,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::UndoError;
-use crate::store::atomic::write_atomic;
+use crate::store::atomic::{remove_dead_writers_temps, write_atomic};
 use crate::workspace::{FinalLink, Workspace};
 
 /// One file of an applied change set: its bytes and mode before and after
@@ -112,7 +112,8 @@ pub(super) fn load(dir: &Path) -> io::Result<Vec<SetFile>> {
 }
 
 /// Puts every file of the change set `id` back as it was before the
-/// apply, after checking that none changed since.
+/// apply, after checking that none changed since (a file still as it was
+/// before is one a killed apply never reached, and stays).
 pub(super) fn restore(workspace: &Workspace, id: &str, files: &[SetFile]) -> Result<(), UndoError> {
     let conflict = |path: &str, reason: String| UndoError::Conflict {
         kind: super::UndoKind::ChangeSet,
@@ -120,6 +121,7 @@ pub(super) fn restore(workspace: &Workspace, id: &str, files: &[SetFile]) -> Res
         reason,
     };
     let mut targets = Vec::with_capacity(files.len());
+    let mut unwritten = Vec::with_capacity(files.len());
     for file in files {
         let resolved = workspace
             .resolve_with(&file.path, FinalLink::Keep)
@@ -130,15 +132,23 @@ pub(super) fn restore(workspace: &Workspace, id: &str, files: &[SetFile]) -> Res
             })?;
         let now = current(&resolved.abs).map_err(|e| conflict(&file.path, e.to_string()))?;
         let expected = file.after.as_ref().map(|(bytes, _)| bytes.as_slice());
-        if now.as_deref() != expected {
+        // Still as before: an apply killed part-way never reached it.
+        let untouched = now.as_deref() == file.before.as_ref().map(|(bytes, _)| bytes.as_slice());
+        if now.as_deref() != expected && !untouched {
             return Err(conflict(
                 &file.path,
                 "it changed since the change set was applied; nothing was undone. Revert that file by hand first, or keep the change set".into(),
             ));
         }
+        // What a killed apply staged beside it and never renamed.
+        remove_dead_writers_temps(&resolved.abs);
+        unwritten.push(untouched);
         targets.push(resolved.abs);
     }
-    for (file, target) in files.iter().zip(targets) {
+    for ((file, target), untouched) in files.iter().zip(targets).zip(unwritten) {
+        if untouched {
+            continue;
+        }
         let io_err = |source| UndoError::Io {
             kind: super::UndoKind::ChangeSet,
             path: file.path.clone(),
