@@ -237,6 +237,16 @@ impl RecordedRequest {
     }
 }
 
+/// When the server had a request whole and when it began its answer (the
+/// reply picked and recorded, the first byte about to be written): the
+/// server's own share of a request's latency, which the acp bench takes
+/// out of what its client measures.
+#[derive(Debug, Clone, Copy)]
+pub struct ServedAt {
+    pub received: Instant,
+    pub answering: Instant,
+}
+
 /// The running server. Dropping it shuts it down.
 pub struct FakeServer {
     addr: SocketAddr,
@@ -266,6 +276,7 @@ impl FakeServer {
                 script: script.into(),
                 keyed: Vec::new(),
                 requests: Vec::new(),
+                served: Vec::new(),
                 routes: Vec::new(),
             }),
             changed: Condvar::new(),
@@ -317,6 +328,19 @@ impl FakeServer {
             .iter()
             .filter(|r| r.is_model_request())
             .cloned()
+            .collect()
+    }
+
+    /// [`ServedAt`] of each model request, in the order of
+    /// [`FakeServer::model_requests`].
+    pub fn model_requests_served_at(&self) -> Vec<ServedAt> {
+        let state = self.shared.lock();
+        state
+            .requests
+            .iter()
+            .zip(&state.served)
+            .filter(|(request, _)| request.is_model_request())
+            .map(|(_, served)| *served)
             .collect()
     }
 
@@ -394,6 +418,8 @@ struct State {
     /// Replies picked by the content of the request's last message.
     keyed: Vec<(String, Reply)>,
     requests: Vec<RecordedRequest>,
+    /// One per request, at the same index.
+    served: Vec<ServedAt>,
     /// Fixed answers of non-model routes: method, path, JSON body.
     routes: Vec<(String, String, String)>,
 }
@@ -412,8 +438,9 @@ impl Shared {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Records the request and picks its answer.
-    fn answer(&self, request: RecordedRequest) -> Reply {
+    /// Records the request, `received` whole at that instant, and picks
+    /// its answer.
+    fn answer(&self, request: RecordedRequest, received: Instant) -> Reply {
         // One lock for both, so the n-th recorded model request is the one
         // that got the n-th reply even when requests race.
         let mut state = self.lock();
@@ -448,6 +475,10 @@ impl Shared {
             Reply::error(404, &body)
         };
         state.requests.push(request);
+        state.served.push(ServedAt {
+            received,
+            answering: Instant::now(),
+        });
         drop(state);
         self.changed.notify_all();
         reply
@@ -496,10 +527,11 @@ async fn serve_connection(mut stream: TcpStream, shared: Arc<Shared>) {
     let _ = stream.set_nodelay(true);
     let mut buffer = Vec::new();
     while let Some(request) = read_request(&mut stream, &mut buffer).await {
+        let received = Instant::now();
         let client_closes = request
             .header("connection")
             .is_some_and(|v| v.eq_ignore_ascii_case("close"));
-        let reply = shared.answer(request);
+        let reply = shared.answer(request, received);
         match write_reply(&mut stream, reply).await {
             Ok(true) if !client_closes => {}
             Ok(_) | Err(_) => break,
