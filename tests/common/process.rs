@@ -39,10 +39,9 @@ pub fn fido_cmd_with_home(home: &Path) -> Command {
     program_cmd(Path::new(fido_bin()), home)
 }
 
-/// `program` (a `fido` binary) set up as [`fido_cmd_with_home`] sets up
-/// `fido`.
-fn program_cmd(program: &Path, home: &Path) -> Command {
-    let mut cmd = Command::new(program);
+/// Keeps this process's Fido and provider settings (and `RUST_LOG`) from
+/// `cmd`, so a test's Fido sees only what the test sets.
+pub fn remove_fido_env(cmd: &mut Command) {
     for (key, _) in std::env::vars_os() {
         let key_text = key.to_string_lossy();
         if ["FIDO_", "OPENAI_", "ANTHROPIC_"]
@@ -53,6 +52,13 @@ fn program_cmd(program: &Path, home: &Path) -> Command {
             cmd.env_remove(&key);
         }
     }
+}
+
+/// `program` (a `fido` binary) set up as [`fido_cmd_with_home`] sets up
+/// `fido`.
+fn program_cmd(program: &Path, home: &Path) -> Command {
+    let mut cmd = Command::new(program);
+    remove_fido_env(&mut cmd);
     cmd.env("HOME", home)
         .env("XDG_CONFIG_HOME", home)
         .env("NO_COLOR", "1")

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::process::{clean_home, fido_bin, wait_in};
+use crate::common::process::{clean_home, fido_bin, remove_fido_env, wait_in};
 use crate::common::turns::call;
 use crate::common::{FakeServer, Reply, fido_cmd, sse};
 
@@ -38,7 +38,7 @@ pub(super) fn node_modules(test: &str) -> Option<PathBuf> {
 }
 
 /// The environment of a `fido acp` against `server`.
-fn provider_env(cmd: &mut Command, server: &FakeServer) {
+pub(super) fn provider_env(cmd: &mut Command, server: &FakeServer) {
     cmd.env("FIDO_PROVIDER", "openai")
         .env("FIDO_BASE_URL", server.base_url())
         .env("FIDO_MODEL", "test-model")
@@ -58,16 +58,7 @@ pub(super) fn run_client(
     scenario["cwd"] = json!(ws.canonicalize().unwrap());
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp/client.mjs");
     let mut cmd = Command::new("node");
-    for (key, _) in std::env::vars_os() {
-        let key_text = key.to_string_lossy();
-        if ["FIDO_", "OPENAI_", "ANTHROPIC_"]
-            .iter()
-            .any(|prefix| key_text.starts_with(prefix))
-            || key_text == "RUST_LOG"
-        {
-            cmd.env_remove(&key);
-        }
-    }
+    remove_fido_env(&mut cmd);
     cmd.arg(script)
         .arg(scenario.to_string())
         .env("ACP_NODE_MODULES", modules)

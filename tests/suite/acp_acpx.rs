@@ -13,13 +13,15 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::acp::patch_call;
-use crate::common::process::{assert_nothing_left, fido_bin, skip_unless_ci, wait_in};
+use super::acp::{patch_call, provider_env};
+use crate::common::process::{
+    assert_nothing_left, fido_bin, remove_fido_env, skip_unless_ci, wait_in,
+};
 use crate::common::turns::call;
 use crate::common::{FakeServer, Reply, sse};
 
 /// The node binary and acpx's entry script, if both are here.
-fn acpx(test: &str) -> Option<(PathBuf, PathBuf)> {
+fn acpx_paths(test: &str) -> Option<(PathBuf, PathBuf)> {
     let found = |var: &str| {
         std::env::var_os(var)
             .map(PathBuf::from)
@@ -37,55 +39,60 @@ fn acpx(test: &str) -> Option<(PathBuf, PathBuf)> {
     }
 }
 
-/// One acpx run in `ws` against `server`: `agent_args` go to `fido`
-/// before `acp`, `args` to acpx. acpx keeps its own records under `home`.
-struct Acpx<'a> {
-    node: &'a Path,
-    cli: &'a Path,
-    ws: &'a Path,
-    home: &'a Path,
-    server: &'a FakeServer,
+/// acpx against `fido acp` in a workspace of its own, the fake model
+/// server playing `replies`; acpx keeps its records in a home of its own.
+struct Acpx {
+    node: PathBuf,
+    cli: PathBuf,
+    ws: tempfile::TempDir,
+    home: tempfile::TempDir,
+    server: FakeServer,
 }
 
-impl Acpx<'_> {
+impl Acpx {
+    /// `None` (the test skips) where acpx or Node 22 is missing.
+    fn start(test: &str, replies: Vec<Reply>) -> Option<Acpx> {
+        let (node, cli) = acpx_paths(test)?;
+        Some(Acpx {
+            node,
+            cli,
+            ws: tempfile::tempdir().unwrap(),
+            home: tempfile::tempdir().unwrap(),
+            server: FakeServer::start(replies),
+        })
+    }
+
+    fn ws(&self) -> &Path {
+        self.ws.path()
+    }
+
     /// Runs acpx and checks it exited 0 (`--deny-all` runs that refused
-    /// a permission exit 5, acpx's "permission denied").
+    /// a permission exit 5, acpx's "permission denied"). `agent_args` go
+    /// to `fido` before `acp`, `args` to acpx.
     fn run(&self, agent_args: &str, args: &[&str]) -> Output {
         self.run_expecting(agent_args, args, 0)
     }
 
     fn run_expecting(&self, agent_args: &str, args: &[&str], code: i32) -> Output {
         let agent = format!("{} {agent_args} acp", fido_bin());
-        let mut cmd = Command::new(self.node);
-        for (key, _) in std::env::vars_os() {
-            let key_text = key.to_string_lossy();
-            if ["FIDO_", "OPENAI_", "ANTHROPIC_"]
-                .iter()
-                .any(|prefix| key_text.starts_with(prefix))
-                || key_text == "RUST_LOG"
-            {
-                cmd.env_remove(&key);
-            }
-        }
-        cmd.arg(self.cli)
+        let mut cmd = Command::new(&self.node);
+        remove_fido_env(&mut cmd);
+        cmd.arg(&self.cli)
             .args(["--agent", &agent, "--cwd"])
-            .arg(self.ws)
+            .arg(self.ws())
             // The session's agent exits a second after its last prompt.
             .args(["--ttl", "1", "--format", "json", "--timeout", "60"])
             .args(args)
-            .current_dir(self.ws)
-            .env("HOME", self.home)
-            .env("XDG_CONFIG_HOME", self.home)
-            .env("FIDO_PROVIDER", "openai")
-            .env("FIDO_BASE_URL", self.server.base_url())
-            .env("FIDO_MODEL", "test-model")
-            .env("FIDO_API_KEY", "test-key")
+            .current_dir(self.ws())
+            .env("HOME", self.home.path())
+            .env("XDG_CONFIG_HOME", self.home.path())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
+        provider_env(&mut cmd, &self.server);
         let child = cmd.spawn().expect("node runs");
-        let output = wait_in(self.ws, child, Duration::from_secs(90));
+        let output = wait_in(self.ws(), child, Duration::from_secs(90));
         assert!(
             output.status.code() == Some(code),
             "acpx {args:?} failed ({:?}): {}\n{}",
@@ -154,24 +161,16 @@ fn plan_done_call() -> Reply {
 
 #[test]
 fn acpx_runs_a_prompt_with_a_plan_and_an_edit_shown_as_a_diff() {
-    let Some((node, cli)) = acpx("a_prompt_with_a_plan_and_an_edit") else {
-        return;
-    };
-    let (ws, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    std::fs::write(ws.path().join("a.txt"), "one\ntwo\n").unwrap();
-    let server = FakeServer::start(vec![
+    let replies = vec![
         plan_call(),
         patch_call("c1", "a.txt", "two", "three"),
         plan_done_call(),
         Reply::sse(sse::text_turn("Changed two to three.")),
-    ]);
-    let acpx = Acpx {
-        node: &node,
-        cli: &cli,
-        ws: ws.path(),
-        home: home.path(),
-        server: &server,
+    ];
+    let Some(acpx) = Acpx::start("a_prompt_with_a_plan_and_an_edit", replies) else {
+        return;
     };
+    std::fs::write(acpx.ws().join("a.txt"), "one\ntwo\n").unwrap();
     let output = acpx.run("", &["--approve-all", "exec", "Change two to three"]);
     let frames = frames(&output);
     assert_eq!(stop_reason(&frames), "end_turn", "{frames:#?}");
@@ -189,29 +188,21 @@ fn acpx_runs_a_prompt_with_a_plan_and_an_edit_shown_as_a_diff() {
     assert_eq!(diff["content"][0]["oldText"], "two");
     assert_eq!(diff["content"][0]["newText"], "three");
     assert_eq!(
-        std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+        std::fs::read_to_string(acpx.ws().join("a.txt")).unwrap(),
         "one\nthree\n"
     );
 }
 
 #[test]
 fn acpx_deny_all_rejects_an_edit_fido_asked_about() {
-    let Some((node, cli)) = acpx("deny_all_rejects_an_edit") else {
-        return;
-    };
-    let (ws, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    std::fs::write(ws.path().join("a.txt"), "one\n").unwrap();
-    let server = FakeServer::start(vec![
+    let replies = vec![
         patch_call("c1", "a.txt", "one", "two"),
         Reply::sse(sse::text_turn("Left it.")),
-    ]);
-    let acpx = Acpx {
-        node: &node,
-        cli: &cli,
-        ws: ws.path(),
-        home: home.path(),
-        server: &server,
+    ];
+    let Some(acpx) = Acpx::start("deny_all_rejects_an_edit", replies) else {
+        return;
     };
+    std::fs::write(acpx.ws().join("a.txt"), "one\n").unwrap();
     let output = acpx.run_expecting(
         "-c approval_policy=untrusted",
         &["--deny-all", "exec", "Change one to two"],
@@ -226,40 +217,32 @@ fn acpx_deny_all_rejects_an_edit_fido_asked_about() {
         .any(|u| u["toolCallId"] == "c1" && u["status"] == "failed");
     assert!(failed, "{frames:#?}");
     assert_eq!(
-        std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+        std::fs::read_to_string(acpx.ws().join("a.txt")).unwrap(),
         "one\n"
     );
     // The model heard the refusal.
-    let last = server.model_requests()[1].body().to_string();
+    let last = acpx.server.model_requests()[1].body().to_string();
     assert!(last.contains("denied"), "{last}");
 }
 
 #[test]
 fn acpx_resumes_a_session_after_its_agent_exited() {
-    let Some((node, cli)) = acpx("resumes_a_session") else {
-        return;
-    };
-    let (ws, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let server = FakeServer::start(vec![
+    let replies = vec![
         Reply::sse(sse::text_turn("The first answer.")),
         Reply::sse(sse::text_turn("The second answer.")),
-    ]);
-    let acpx = Acpx {
-        node: &node,
-        cli: &cli,
-        ws: ws.path(),
-        home: home.path(),
-        server: &server,
+    ];
+    let Some(acpx) = Acpx::start("resumes_a_session", replies) else {
+        return;
     };
     acpx.run("", &["sessions", "new"]);
     let first = frames(&acpx.run("", &["prompt", "remember the word pelican"]));
     assert_eq!(stop_reason(&first), "end_turn", "{first:#?}");
     // The session's agent (and acpx's owner of it) exit once idle.
-    assert_nothing_left(ws.path());
+    assert_nothing_left(acpx.ws());
     let second = frames(&acpx.run("", &["prompt", "which word?"]));
     assert_eq!(requests(&second, "session/load").len(), 1, "{second:#?}");
     assert_eq!(stop_reason(&second), "end_turn", "{second:#?}");
-    let requests = server.model_requests();
+    let requests = acpx.server.model_requests();
     assert_eq!(requests.len(), 2);
     let resumed = requests[1].body().to_string();
     assert!(
