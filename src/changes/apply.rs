@@ -21,8 +21,8 @@ use std::path::{Component, Path, PathBuf};
 
 use super::claim::Claim;
 use super::git::Git;
+use super::store::Layout;
 use super::store::{self, Entry, Record};
-use super::worktree::Layout;
 use super::{ChangesError, joined};
 use crate::protocol::changes::{FileConflict, MergeState};
 use crate::store::atomic::{Staged, remove_dead_writers_temps, stage, sync_dir, write_atomic};

@@ -147,7 +147,7 @@ pub fn sweep_orphans(workspace: &Path, wall: GitWall<'_>) -> Vec<String> {
         let Ok(id) = entry.file_name().into_string() else {
             continue;
         };
-        let layout = worktree::Layout::new(workspace, &id);
+        let layout = store::Layout::new(workspace, &id);
         if !store::valid_id(&id)
             || !layout.tree().is_dir()
             || worktree::owner(&layout) != worktree::Owner::Gone
@@ -172,7 +172,7 @@ pub fn sweep_orphans(workspace: &Path, wall: GitWall<'_>) -> Vec<String> {
 
 /// Builds the change set of the orphaned worktree `id`.
 fn recover(workspace: &Path, id: &str, wall: crate::git::PreExec) -> Result<Record, ChangesError> {
-    let layout = worktree::Layout::new(workspace, id);
+    let layout = store::Layout::new(workspace, id);
     let start: Start = serde_json::from_slice(&std::fs::read(layout.dir.join(START_FILE))?)
         .map_err(|e| ChangesError::Corrupt {
             path: layout.dir.join(START_FILE).display().to_string(),

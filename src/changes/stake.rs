@@ -10,7 +10,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::claim::{Claim, ClaimConflict};
-use super::worktree::{self, Layout, Owner};
+use super::store::Layout;
+use super::worktree::{self, Owner};
 use super::{ChangesError, START_FILE, Start, store};
 use crate::store::state_file::StateFile;
 

@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::ChangesError;
-use super::worktree::Layout;
 use crate::protocol::changes::{ChangeSet, MergeState};
 use crate::store::atomic::write_atomic;
 use crate::store::state_file::{StateFile, StateLock};
@@ -20,6 +19,41 @@ use crate::workspace::STATE_DIR;
 
 /// The change sets' folder, relative to the workspace.
 pub const CHANGES_DIR: &str = ".fido-state/changes";
+
+/// The paths of one change set's folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// `.fido-state/changes/<id>`.
+    pub dir: PathBuf,
+}
+
+impl Layout {
+    pub fn new(workspace: &Path, id: &str) -> Layout {
+        Layout {
+            dir: changes_dir(workspace).join(id),
+        }
+    }
+    /// The private repository.
+    pub fn git_dir(&self) -> PathBuf {
+        self.dir.join("git")
+    }
+    /// The checkout of the base the subagent works in.
+    pub fn tree(&self) -> PathBuf {
+        self.dir.join("tree")
+    }
+    pub fn record(&self) -> PathBuf {
+        self.dir.join("change.json")
+    }
+    pub fn patch(&self) -> PathBuf {
+        self.dir.join("patch")
+    }
+    /// `PID START`: the Fido that runs the subagent, its pid and start
+    /// time (for the orphan sweep and other Fidos' claims,
+    /// [`super::worktree::owner`]).
+    pub fn owner(&self) -> PathBuf {
+        self.dir.join("owner")
+    }
+}
 
 pub fn changes_dir(workspace: &Path) -> PathBuf {
     workspace.join(CHANGES_DIR)

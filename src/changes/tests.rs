@@ -414,7 +414,7 @@ fn another_fidos_live_claim_is_refused_across_processes() {
     );
     let mut stranger = Reaped(Command::new("sleep").arg("30").spawn().unwrap());
     let pid = other.0.id() as i32;
-    let layout = worktree::Layout::new(root, "subagent-x");
+    let layout = store::Layout::new(root, "subagent-x");
     fs::create_dir_all(layout.tree()).unwrap();
     let theirs = serde_json::json!({"task": "t", "claim": ["src"]});
     fs::write(layout.dir.join(START_FILE), theirs.to_string()).unwrap();
@@ -438,7 +438,7 @@ fn another_fidos_live_claim_is_refused_across_processes() {
         conflict.other,
         format!("subagent-x (of another Fido, pid {pid})")
     );
-    assert!(!worktree::Layout::new(root, "subagent-y").dir.exists());
+    assert!(!store::Layout::new(root, "subagent-y").dir.exists());
     assert!(
         ours("subagent-z", &["README.md"]).is_ok(),
         "a disjoint claim"
@@ -517,7 +517,7 @@ fn an_apply_waits_for_the_change_sets_lock() {
     );
     let unknown = store::lock(root, "subagent-none");
     assert!(matches!(unknown, Err(ChangesError::Unknown(_))));
-    assert!(!worktree::Layout::new(root, "subagent-none").dir.exists());
+    assert!(!store::Layout::new(root, "subagent-none").dir.exists());
 }
 
 /// A repository without a commit yet: the base is a root commit of the

@@ -20,6 +20,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::git::{EMPTY_TREE, Git, GitError};
+use super::store::Layout;
 use super::{ChangesError, joined};
 
 /// The configuration of a private repository. The subagent cannot change
@@ -34,40 +35,6 @@ const PRIVATE_CONFIG: &str = "[core]
 [gc]
 \tauto = 0
 ";
-
-/// The paths of one change set's folder.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Layout {
-    /// `.fido-state/changes/<id>`.
-    pub dir: PathBuf,
-}
-
-impl Layout {
-    pub fn new(workspace: &Path, id: &str) -> Layout {
-        Layout {
-            dir: super::store::changes_dir(workspace).join(id),
-        }
-    }
-    /// The private repository.
-    pub fn git_dir(&self) -> PathBuf {
-        self.dir.join("git")
-    }
-    /// The checkout of the base the subagent works in.
-    pub fn tree(&self) -> PathBuf {
-        self.dir.join("tree")
-    }
-    pub fn record(&self) -> PathBuf {
-        self.dir.join("change.json")
-    }
-    pub fn patch(&self) -> PathBuf {
-        self.dir.join("patch")
-    }
-    /// `PID START`: the Fido that runs the subagent, its pid and start
-    /// time (for the orphan sweep and other Fidos' claims, [`owner`]).
-    pub fn owner(&self) -> PathBuf {
-        self.dir.join("owner")
-    }
-}
 
 /// What the owner file of a worktree made by this process holds.
 pub(super) fn owner_stamp() -> String {

@@ -12,7 +12,7 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 
 use super::{fail, init_logging};
-use crate::changes::worktree::Layout;
+use crate::changes::store::Layout;
 use crate::changes::{Record, apply, store};
 use crate::protocol::changes::{ChangeSet, MergeState};
 use crate::runtime::changes_view::{Paint, conflict_lines, describe, diff, failure, line, marked};

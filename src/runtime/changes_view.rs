@@ -5,7 +5,7 @@
 use std::io::IsTerminal;
 use std::path::Path;
 
-use crate::changes::worktree::Layout;
+use crate::changes::store::Layout;
 use crate::changes::{ChangesError, Record, apply, store};
 use crate::protocol::changes::{FileChange, FileConflict, FileKind, MergeState};
 use crate::protocol::op::ChangesOp;

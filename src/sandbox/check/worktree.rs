@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use super::fixture::ORIGINAL_CONTENT;
 use crate::changes::git::Git;
-use crate::changes::worktree::Layout;
+use crate::changes::store::Layout;
 use crate::changes::{self, Start, WriteRoots};
 
 /// The main checkout, in the probe directory.
