@@ -15,13 +15,11 @@
 //! Pure: keys change the store and return the decision; the caller passes
 //! the instant each key arrived.
 
-mod gate;
-
 use std::time::Instant;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-pub use gate::{GRACE, Gate, Route};
+pub use super::store::gate::{GRACE, Gate, Route};
 
 use super::input::InputBuffer;
 use super::marks;

@@ -1,12 +1,14 @@
 //! The approval request on screen, as the store keeps it and the prompt
 //! widget shows it; the keys that answer it are in [`crate::ui::approval`].
 
+pub mod gate;
+
 use std::time::Instant;
 
 use super::views::ScrollLimit;
 use crate::protocol::ApprovalRequest;
-use crate::ui::approval::Gate;
 use crate::ui::input::InputBuffer;
+use gate::Gate;
 
 /// An approval request waiting for the person.
 #[derive(Debug, Clone, PartialEq, Eq)]
