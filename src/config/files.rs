@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::fingerprint::{Fingerprint, WORKSPACE_FILE};
+use super::fingerprint::{Fingerprint, WORKSPACE_FILE, workspace_table};
 use super::layer::{self, Layers};
 use super::trust::Trust;
 use super::{ConfigError, TrustStore, mcp};
@@ -91,15 +91,6 @@ pub(super) fn workspace_root(given: Option<&Path>) -> Result<PathBuf, ConfigErro
         });
     }
     Ok(workspace)
-}
-
-/// The workspace's `fido.toml` as a table, `None` when there is none.
-pub(super) fn workspace_table(workspace: &Path) -> Result<Option<toml::Table>, ConfigError> {
-    let file = workspace.join(WORKSPACE_FILE);
-    if !file.exists() {
-        return Ok(None);
-    }
-    layer::read_table(&file, &file.display().to_string()).map(Some)
 }
 
 /// The one warning, if any, about the workspace's trust: what an untrusted

@@ -68,7 +68,7 @@ impl Fingerprint {
     /// The fingerprint of `workspace` as it is on disk now; an error if
     /// its `fido.toml` cannot be read as TOML.
     pub fn read(workspace: &Path) -> Result<Fingerprint, super::ConfigError> {
-        let table = super::files::workspace_table(workspace)?;
+        let table = workspace_table(workspace)?;
         Ok(Fingerprint::of(workspace, table.as_ref()))
     }
 
@@ -223,6 +223,15 @@ fn file_bytes(path: &Path) -> Vec<u8> {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The workspace's `fido.toml` as a table, `None` when there is none.
+pub(super) fn workspace_table(workspace: &Path) -> Result<Option<toml::Table>, super::ConfigError> {
+    let file = workspace.join(WORKSPACE_FILE);
+    if !file.exists() {
+        return Ok(None);
+    }
+    super::layer::read_table(&file, &file.display().to_string()).map(Some)
 }
 
 #[cfg(test)]
