@@ -452,11 +452,9 @@ fn request_tool(request: &ApprovalRequest) -> String {
         | ApprovalRequest::McpCall { tool, .. }
         | ApprovalRequest::HookAsk { tool, .. } => tool.clone(),
         ApprovalRequest::WriteDelegation { .. } | ApprovalRequest::ChangeSet { .. } => {
-            <super::delegate::Delegate as super::TypedTool>::NAME.to_string()
+            super::names::DELEGATE.to_string()
         }
-        ApprovalRequest::Browse { .. } => {
-            <super::browse_url::BrowseUrl as super::TypedTool>::NAME.to_string()
-        }
+        ApprovalRequest::Browse { .. } => super::names::BROWSE_URL.to_string(),
     }
 }
 

@@ -95,7 +95,7 @@ tool_args! {
 }
 
 impl TypedTool for BashExec {
-    const NAME: &'static str = "bash_exec";
+    const NAME: &'static str = super::names::BASH_EXEC;
     const KIND: ToolKind = ToolKind::Mutating;
     type Args = Args;
 

@@ -135,7 +135,7 @@ fn every_typed_schema_is_exactly_what_its_args_parse() {
 }
 
 /// Each tool file without its tests.
-const SOURCES: [(&str, &str); 16] = [
+const SOURCES: [(&str, &str); 18] = [
     ("approval.rs", include_str!("approval.rs")),
     ("ask_user.rs", include_str!("ask_user.rs")),
     ("bash_exec.rs", include_str!("bash_exec.rs")),
@@ -145,6 +145,8 @@ const SOURCES: [(&str, &str); 16] = [
     ("list_files.rs", include_str!("list_files.rs")),
     ("mkdir.rs", include_str!("mkdir.rs")),
     ("mod.rs", include_str!("mod.rs")),
+    ("names.rs", include_str!("names.rs")),
+    ("page.rs", include_str!("page.rs")),
     ("patch.rs", include_str!("patch.rs")),
     ("read_file.rs", include_str!("read_file.rs")),
     ("ripgrep.rs", include_str!("ripgrep.rs")),

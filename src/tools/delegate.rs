@@ -99,7 +99,7 @@ const DESCRIPTION: &str = "\
 Run one bounded, synchronous subagent; only its final normalized result returns. It starts from a private fork of your messages; a bootstrap tool result gives its identity (role: \"subagent\", a unique agent_id, parent_role: \"main\"). Its output becomes this call's delegate_result; its transcript never reaches you. mode read_only (default): it cannot write files, use the network or ask the user; bash_exec runs read-only. mode write: it works in an isolated copy of the workspace taken at call time and only its claimed scope.paths come back, as a change set for review (changes), not as edits to the user's files. A nested delegate call fails with nested_delegation_forbidden. timeout_ms, budget_tokens or a cancel give a partial or failed result. You review, integrate and test.";
 
 impl TypedTool for Delegate {
-    const NAME: &'static str = "delegate";
+    const NAME: &'static str = super::names::DELEGATE;
     const KIND: ToolKind = ToolKind::Delegation;
     type Args = DelegateArgs;
 

@@ -58,7 +58,7 @@ impl InvocationContext {
 /// The one mutating tool a subagent may run: its shell, which runs inside
 /// the subagent's own sandbox (read-only but for a scratch `TMPDIR`, no
 /// network), so it cannot change anything the parent sees.
-pub const SUBAGENT_SHELL: &str = <super::bash_exec::BashExec as super::TypedTool>::NAME;
+pub const SUBAGENT_SHELL: &str = super::names::BASH_EXEC;
 
 /// The file tools a write subagent may run, inside its sandbox, on its
 /// worktree. Never an MCP tool: those run outside every sandbox.

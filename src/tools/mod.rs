@@ -24,6 +24,8 @@ pub mod guard;
 mod html;
 pub mod list_files;
 pub mod mkdir;
+pub mod names;
+pub mod page;
 pub mod patch;
 #[cfg(test)]
 mod protected_tests;

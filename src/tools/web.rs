@@ -12,7 +12,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::approval::Approvals;
-use super::browse_url::render;
+use super::page::render;
 use super::{ToolFuture, ToolOutput};
 use crate::net::NetRules;
 use crate::net::admission::Admission;
