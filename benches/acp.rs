@@ -344,20 +344,16 @@ fn acp_session(fido: &Path, home: &Path) -> Result<AcpRun, String> {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(stderr);
-    let start = Instant::now();
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot start fido acp: {e}"))?;
-    let watchdog = Watchdog::arm(&child)?;
-    let driven = AcpClient::take(&mut child).and_then(|client| client.drive(workspace.path()));
-    let measured = watchdog.reap(child)?;
-    let wall_ms = start.elapsed().as_secs_f64() * 1e3;
+    let mut watched = support::Watched::spawn(&mut cmd, RUN_TIMEOUT)?;
+    let driven =
+        AcpClient::take(watched.child_mut()).and_then(|client| client.drive(workspace.path()));
+    let measured = watched.reap()?;
     let context = || {
         let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
         format!("\n--- stderr\n{stderr}")
     };
     let (first_chunk_ms, text) = driven.map_err(|e| format!("{e}{}", context()))?;
-    if !libc::WIFEXITED(measured.status) || libc::WEXITSTATUS(measured.status) != 0 {
+    if !measured.exited_zero() {
         return Err(format!(
             "fido acp did not exit 0 (wait status {:#x}){}",
             measured.status,
@@ -371,8 +367,8 @@ fn acp_session(fido: &Path, home: &Path) -> Result<AcpRun, String> {
     let served = server.model_requests_served_at();
     let server_ms = (served[2].answering - served[2].received).as_secs_f64() * 1e3;
     Ok(AcpRun {
-        wall_ms,
-        rss_kib: measured.rss_kib,
+        wall_ms: measured.wall.as_secs_f64() * 1e3,
+        rss_kib: measured.max_rss_kib,
         first_chunk_ms,
         server_ms,
     })
@@ -447,56 +443,6 @@ fn exec_prompt(
         ));
     }
     Ok(measured)
-}
-
-/// Kills the child after [`RUN_TIMEOUT`] unless reaped first, so a client
-/// blocked on a silent agent ends with an error rather than never.
-struct Watchdog {
-    pid: libc::pid_t,
-    done: std::sync::mpsc::Sender<()>,
-}
-
-/// What `wait4` said of the reaped child.
-struct Reaped {
-    status: i32,
-    rss_kib: u64,
-}
-
-impl Watchdog {
-    fn arm(child: &Child) -> Result<Watchdog, String> {
-        let pid = libc::pid_t::try_from(child.id()).map_err(|_| "pid out of range".to_owned())?;
-        let (done, wait) = std::sync::mpsc::channel::<()>();
-        std::thread::spawn(move || {
-            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(RUN_TIMEOUT)
-            {
-                eprintln!("acp bench: a session exceeded {RUN_TIMEOUT:?}; killing {pid}");
-                // SAFETY: kill(2) has no memory-safety preconditions; the
-                // pid is still our unreaped child, since wait4 has not
-                // returned (the channel is sent on only after it).
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
-        });
-        Ok(Watchdog { pid, done })
-    }
-
-    /// Waits for the child (its stdin already closed) and disarms.
-    fn reap(self, child: Child) -> Result<Reaped, String> {
-        let mut status = 0;
-        // SAFETY: an all-zero rusage is a valid value for wait4 to overwrite.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: pid is our unreaped child; both pointers are valid for writes.
-        let rc = unsafe { libc::wait4(self.pid, &mut status, 0, &mut usage) };
-        let _ = self.done.send(());
-        // Reaped by wait4: dropping `child` does not wait again.
-        drop(child);
-        if rc != self.pid {
-            return Err(format!("wait4 failed: {}", std::io::Error::last_os_error()));
-        }
-        Ok(Reaped {
-            status,
-            rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
-        })
-    }
 }
 
 /// A raw JSON-RPC client on the agent's stdio: one JSON object a line.

@@ -468,35 +468,67 @@ pub fn run_measured(
     command: &mut Command,
     timeout: std::time::Duration,
 ) -> Result<Measured, String> {
-    let start = std::time::Instant::now();
-    let child = command
-        .spawn()
-        .map_err(|e| format!("cannot start {:?}: {e}", command.get_program()))?;
-    let pid = libc::pid_t::try_from(child.id()).map_err(|_| "pid out of range".to_owned())?;
-    let (done, wait) = std::sync::mpsc::channel::<()>();
-    std::thread::spawn(move || {
-        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(timeout) {
-            eprintln!("bench: a run exceeded {timeout:?}; killing {pid}");
-            // SAFETY: kill(2) has no memory-safety preconditions; the pid
-            // is still our unreaped child, since wait4 has not returned.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-    });
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value for wait4 to overwrite.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: pid is our unreaped child; both pointers are valid for writes.
-    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    let wall = start.elapsed();
-    let _ = done.send(());
-    // Reaped by wait4: dropping `child` does not wait again.
-    drop(child);
-    if rc != pid {
-        return Err(format!("wait4 failed: {}", std::io::Error::last_os_error()));
+    Watched::spawn(command, timeout)?.reap()
+}
+
+/// A spawned child that a watchdog kills with SIGKILL after its timeout
+/// unless it was reaped first; for a bench that talks to the child (its
+/// pipes, [`Watched::child_mut`]) before [`Watched::reap`].
+pub struct Watched {
+    child: std::process::Child,
+    pid: libc::pid_t,
+    start: std::time::Instant,
+    done: std::sync::mpsc::Sender<()>,
+}
+
+impl Watched {
+    pub fn spawn(command: &mut Command, timeout: std::time::Duration) -> Result<Watched, String> {
+        let start = std::time::Instant::now();
+        let child = command
+            .spawn()
+            .map_err(|e| format!("cannot start {:?}: {e}", command.get_program()))?;
+        let pid = libc::pid_t::try_from(child.id()).map_err(|_| "pid out of range".to_owned())?;
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(timeout) {
+                eprintln!("bench: a run exceeded {timeout:?}; killing {pid}");
+                // SAFETY: kill(2) has no memory-safety preconditions; the
+                // pid is still our unreaped child, since wait4 has not
+                // returned (the channel is sent on only after it).
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        });
+        Ok(Watched {
+            child,
+            pid,
+            start,
+            done,
+        })
     }
-    Ok(Measured {
-        wall,
-        max_rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
-        status,
-    })
+
+    pub fn child_mut(&mut self) -> &mut std::process::Child {
+        &mut self.child
+    }
+
+    /// Waits for the child and disarms the watchdog: wall time from spawn
+    /// to reaping, and what `wait4` says of it.
+    pub fn reap(self) -> Result<Measured, String> {
+        let mut status = 0;
+        // SAFETY: an all-zero rusage is a valid value for wait4 to overwrite.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: pid is our unreaped child; both pointers are valid for writes.
+        let rc = unsafe { libc::wait4(self.pid, &mut status, 0, &mut usage) };
+        let wall = self.start.elapsed();
+        let _ = self.done.send(());
+        // Reaped by wait4: dropping `child` does not wait again.
+        drop(self.child);
+        if rc != self.pid {
+            return Err(format!("wait4 failed: {}", std::io::Error::last_os_error()));
+        }
+        Ok(Measured {
+            wall,
+            max_rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
+            status,
+        })
+    }
 }
