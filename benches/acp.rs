@@ -289,16 +289,7 @@ fn fixture() -> Result<(tempfile::TempDir, FakeServer), String> {
 /// `fido SUBCOMMAND` with a clean environment pointed at `server`.
 fn fido_command(fido: &Path, home: &Path, server: &FakeServer) -> Command {
     let mut cmd = Command::new(fido);
-    for (key, _) in std::env::vars_os() {
-        let text = key.to_string_lossy();
-        if ["FIDO_", "OPENAI_", "ANTHROPIC_"]
-            .iter()
-            .any(|p| text.starts_with(p))
-            || text == "RUST_LOG"
-        {
-            cmd.env_remove(&key);
-        }
-    }
+    support::remove_fido_env(&mut cmd);
     cmd.env("HOME", home)
         .env("XDG_CONFIG_HOME", home)
         .env("FIDO_PROVIDER", "openai")

@@ -165,16 +165,7 @@ fn run_once(fido: &Path, home: &Path) -> Result<Sample, String> {
     ]);
 
     let mut cmd = Command::new(fido);
-    for (key, _) in std::env::vars_os() {
-        let text = key.to_string_lossy();
-        if ["FIDO_", "OPENAI_", "ANTHROPIC_"]
-            .iter()
-            .any(|p| text.starts_with(p))
-            || text == "RUST_LOG"
-        {
-            cmd.env_remove(&key);
-        }
-    }
+    support::remove_fido_env(&mut cmd);
     cmd.arg("exec")
         .arg("-C")
         .arg(workspace.path())

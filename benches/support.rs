@@ -463,6 +463,21 @@ impl Measured {
     }
 }
 
+/// Keeps this process's Fido and provider settings (and `RUST_LOG`) from
+/// `cmd`, so the measured Fido sees only what the bench sets.
+pub fn remove_fido_env(cmd: &mut Command) {
+    for (key, _) in std::env::vars_os() {
+        let text = key.to_string_lossy();
+        if ["FIDO_", "OPENAI_", "ANTHROPIC_"]
+            .iter()
+            .any(|p| text.starts_with(p))
+            || text == "RUST_LOG"
+        {
+            cmd.env_remove(&key);
+        }
+    }
+}
+
 /// Runs `command` to its end, killed with SIGKILL after `timeout`.
 pub fn run_measured(
     command: &mut Command,

@@ -30,19 +30,7 @@ fn temp_prefix(name: &str) -> String {
 /// beside it; how many. Only for a file whose every writer holds one lock,
 /// called under it: then no temp file of a live writer exists.
 pub fn remove_stale_temps(path: &Path) -> usize {
-    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
-        return 0;
-    };
-    let prefix = temp_prefix(&name.to_string_lossy());
-    let Ok(entries) = fs::read_dir(parent) else {
-        return 0;
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter(|entry| entry.file_name().to_string_lossy().starts_with(&prefix))
-        .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_file()))
-        .filter(|entry| fs::remove_file(entry.path()).is_ok())
-        .count()
+    remove_temps(path, |_| true)
 }
 
 /// Removes the temp files beside `path` whose writer (the pid in their
@@ -51,6 +39,18 @@ pub fn remove_stale_temps(path: &Path) -> usize {
 /// needs no lock (a pid reused since keeps its leftover, which is only
 /// clutter).
 pub fn remove_dead_writers_temps(path: &Path) -> usize {
+    remove_temps(path, |writer| {
+        writer
+            .split_once('-')
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+            .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+    })
+}
+
+/// Removes the temp files of `path` (regular files named by
+/// [`temp_name`]) for which `doomed` holds of the name after the prefix
+/// (`PID-RANDOM`); how many.
+fn remove_temps(path: &Path, doomed: impl Fn(&str) -> bool) -> usize {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
         return 0;
     };
@@ -58,17 +58,13 @@ pub fn remove_dead_writers_temps(path: &Path) -> usize {
     let Ok(entries) = fs::read_dir(parent) else {
         return 0;
     };
-    let dead = |file: &str| {
-        let writer = file
-            .strip_prefix(&prefix)
-            .and_then(|rest| rest.split_once('-'));
-        writer
-            .and_then(|(pid, _)| pid.parse::<u32>().ok())
-            .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
-    };
     entries
         .filter_map(Result::ok)
-        .filter(|entry| dead(&entry.file_name().to_string_lossy()))
+        .filter(|entry| {
+            let file = entry.file_name();
+            let file = file.to_string_lossy();
+            file.strip_prefix(&prefix).is_some_and(&doomed)
+        })
         .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_file()))
         .filter(|entry| fs::remove_file(entry.path()).is_ok())
         .count()
