@@ -16,8 +16,8 @@
 // "cancel": send session/cancel and answer the request `cancelled`.
 // With `subagents` the client advertises the (unstable) subagents
 // capability, uses the SDK's unstable schemas, and, when `subagents` is
-// "cancel", sends session/cancel on a child session once it sees the
-// child's first tool call.
+// "cancel", sends session/cancel on a child session once the child's
+// first tool call completed.
 //
 // The SDK is found through ACP_NODE_MODULES (a node_modules folder).
 
@@ -126,7 +126,10 @@ function clientApp(state) {
     .onNotification(acp.methods.client.session.update, async ({ params, agent }) => {
       log({ type: "update", sessionId: params.sessionId, update: params.update });
       const child = params.sessionId !== state.session;
-      if (scenario.subagents === "cancel" && child && params.update.sessionUpdate === "tool_call") {
+      // Once the child's first tool call completed (it asked the model
+      // again, and that request stalls): cancel that child.
+      const done = params.update.sessionUpdate === "tool_call_update" && params.update.status === "completed";
+      if (scenario.subagents === "cancel" && child && done) {
         if (!state.cancelledChildren) state.cancelledChildren = new Set();
         if (!state.cancelledChildren.has(params.sessionId)) {
           state.cancelledChildren.add(params.sessionId);
