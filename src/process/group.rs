@@ -24,6 +24,7 @@
 
 use std::io;
 use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -36,6 +37,39 @@ use tokio::io::unix::AsyncFd;
 use tokio::process::{Child, Command};
 
 use super::Leavers;
+
+/// What a sandbox's `pre_exec` already did for the child it confines,
+/// which [`ProcessGroup::spawn`]'s hook, run after it in the same child,
+/// must not do again. Stored only between fork and exec ([`confined`]),
+/// so the parent's copy stays [`NOT_CONFINED`] and each child reads what
+/// its own sandbox did. (Comparing sessions cannot tell: where Fido's
+/// session leader is outside its PID namespace, as in a container, and in
+/// the command's own PID namespace, `getsid` answers 0 for both.)
+static CONFINED: AtomicU8 = AtomicU8::new(NOT_CONFINED);
+const NOT_CONFINED: u8 = 0;
+const IN_SESSION: u8 = 1;
+const IN_NAMESPACE: u8 = 2;
+
+/// How a sandbox left the child it confines, before exec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confined {
+    /// A session of its own and Fido's death signal armed: the group's
+    /// hook only puts it in the spawn's cgroup.
+    InSession,
+    /// Besides, inside a PID namespace whose init takes whatever it starts
+    /// with it: the group's hook does nothing.
+    InNamespace,
+}
+
+/// Records, in a forked child before exec, what its sandbox did (one
+/// atomic store: async-signal-safe). Never call it in Fido itself.
+pub fn confined(how: Confined) {
+    let value = match how {
+        Confined::InSession => IN_SESSION,
+        Confined::InNamespace => IN_NAMESPACE,
+    };
+    CONFINED.store(value, Ordering::Relaxed);
+}
 
 /// How often a terminating group is checked for emptiness.
 const POLL: Duration = Duration::from_millis(20);
@@ -69,26 +103,31 @@ impl ProcessGroup {
     /// [`ProcessGroup::spawn`] with the given stdin (a pipe for a server
     /// that reads requests from it).
     pub fn spawn_with_stdin(command: &mut Command, stdin: Stdio) -> io::Result<ProcessGroup> {
-        // SAFETY: getsid cannot fail for the calling process.
-        let fido_session = unsafe { libc::getsid(0) };
         let fido = std::process::id() as libc::pid_t;
         let leavers = Leavers::prepare();
         let cgroup = leavers.join_fd();
-        // SAFETY: getsid, setsid, prctl, getppid and write are
+        // SAFETY: setsid, prctl, getppid, write and an atomic load are
         // async-signal-safe; the values were copied before the fork.
         unsafe {
-            command.pre_exec(move || {
+            command.pre_exec(move || match CONFINED.load(Ordering::Relaxed) {
                 // A sandbox's confinement made the session and armed the
                 // death signal already, before it forked a keeper
                 // (`CommandSandbox::apply`); its PID namespace holds all.
-                if libc::getsid(0) != fido_session {
-                    return Ok(());
+                IN_NAMESPACE => Ok(()),
+                // Best effort: the session is the sandbox's, and a keeper
+                // between Fido and this process may have left it in a user
+                // namespace that cannot write the cgroup.
+                IN_SESSION => {
+                    let _ = super::leavers::join(cgroup);
+                    Ok(())
                 }
-                if libc::setsid() == -1 {
-                    return Err(io::Error::last_os_error());
+                _ => {
+                    if libc::setsid() == -1 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    super::die_with_fido(fido)?;
+                    super::leavers::join(cgroup)
                 }
-                super::die_with_fido(fido)?;
-                super::leavers::join(cgroup)
             });
         }
         command.stdin(stdin).kill_on_drop(false);

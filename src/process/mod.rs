@@ -28,7 +28,7 @@ pub mod sweep;
 use std::io;
 
 pub use env::{EnvPolicy, Inherit};
-pub use group::{ProcessGroup, ignores_signal};
+pub use group::{Confined, ProcessGroup, confined, ignores_signal};
 pub use leavers::Leavers;
 
 /// Arms SIGKILL on the death of `parent` (Fido) and checks it is still

@@ -476,6 +476,7 @@ impl CommandSandbox {
                 return Err(std::io::Error::last_os_error());
             }
             crate::process::die_with_fido(self.parent)?;
+            crate::process::confined(crate::process::Confined::InSession);
             if let Some(proxy) = &self.proxy {
                 // From here on in the command's network namespace, whose
                 // only way out is the proxy (or the keeper never returns).
@@ -492,7 +493,9 @@ impl CommandSandbox {
                 // (the mounts above may need them): from here on in PID 2
                 // of the command's namespace, and what it starts ends
                 // with it (`sandbox::pidns`).
-                namespace.enter()?;
+                if namespace.enter()? {
+                    crate::process::confined(crate::process::Confined::InNamespace);
+                }
             }
             let no_core = libc::rlimit {
                 rlim_cur: 0,

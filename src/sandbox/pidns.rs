@@ -159,16 +159,16 @@ impl PidNamespace {
     }
 
     /// Steps 1–4 of the module comment, in the forked child. Returns in PID
-    /// 1 of the new namespace (or in the child itself where no namespace
-    /// could be made); the keeper never returns.
+    /// 2 of the new namespace, `true` (or `false` in the child itself where
+    /// no namespace could be made); the keeper never returns.
     ///
     /// # Safety
     /// Only between fork and exec, in a single-threaded child.
-    pub unsafe fn enter(&self) -> io::Result<()> {
+    pub unsafe fn enter(&self) -> io::Result<bool> {
         // SAFETY: plain syscalls on prepared memory (the caller's contract).
         unsafe {
             if !self.unshare() {
-                return Ok(());
+                return Ok(false);
             }
             let mut pipe = [0 as libc::c_int; 2];
             if libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
@@ -189,7 +189,7 @@ impl PidNamespace {
                         // capabilities: the write is the namespace's own.
                         write_file(PID_MAX, pid_max);
                     }
-                    pid_one(read_end, write_end, status_write)
+                    pid_one(read_end, write_end, status_write).map(|()| true)
                 }
                 pid_one => {
                     libc::close(status_write);
@@ -476,7 +476,7 @@ pub(crate) mod tests {
         command.stdout(std::process::Stdio::piped());
         // SAFETY: `enter` is made for this spot.
         unsafe {
-            command.pre_exec(move || namespace.enter());
+            command.pre_exec(move || namespace.enter().map(drop));
         }
         let output = command.output().expect("the command runs");
         assert!(output.status.success(), "{output:?}");
@@ -522,7 +522,7 @@ pub(crate) mod tests {
             command.args(["-c", script]);
             // SAFETY: `enter` is made for this spot.
             unsafe {
-                command.pre_exec(move || namespace.enter());
+                command.pre_exec(move || namespace.enter().map(drop));
             }
             command.spawn().expect("the command starts")
         };

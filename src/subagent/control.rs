@@ -465,8 +465,9 @@ mod tests {
         let dir_mode = std::fs::metadata(&dir).unwrap().permissions().mode();
         assert_eq!(dir_mode & 0o777, 0o700);
 
-        // A socket of a live pid that nobody serves is removed by the client.
-        let orphan = dir.join("1.sock");
+        // A socket of a live pid that nobody serves is removed by the client
+        // (this process's parent: live, and never this server's pid).
+        let orphan = dir.join(format!("{}.sock", std::os::unix::process::parent_id()));
         drop(std::os::unix::net::UnixListener::bind(&orphan).unwrap());
         let replies = ask_all(ws.path(), &ControlRequest::ListAgents).await;
         assert!(!orphan.exists());

@@ -398,6 +398,39 @@ async fn a_sandboxed_commands_escaped_processes_end_with_it() {
     }
 }
 
+/// Outside the sandbox (`danger-full-access`, or a command approved to
+/// escalate) a command has no PID namespace, yet what left its group is in
+/// its cgroup and ends with it.
+#[tokio::test]
+async fn an_unsandboxed_commands_escaped_processes_end_with_it() {
+    use crate::sandbox::pidns::tests::running;
+    if !crate::process::leavers::has_cgroups() {
+        // A test binary adopts no orphans (`leavers::adopt_orphans`); the
+        // fido binary's fallback is tested in process_cleanup.
+        eprintln!("no writable cgroup v2 here: nothing contains the leavers");
+        return;
+    }
+    let (_dir, env) = setup();
+    let marker = format!("308.{}", fastrand::u32(1000..9999));
+    let command = format!(
+        "setsid sleep {marker} </dev/null >/dev/null 2>&1 & ( ( sleep {marker} </dev/null >/dev/null 2>&1 & ) & ); sleep 0.2; echo started"
+    );
+    let out = call(&BashExec, &env, json!({ "command": command })).await;
+    assert!(out.ok, "{}", out.content);
+    let start = Instant::now();
+    loop {
+        let left = running(&["sleep", &marker]);
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "left behind: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// The sandbox note tells the model which network its commands have:
 /// none, or the allowlisted hosts through the proxy.
 #[tokio::test]

@@ -477,3 +477,30 @@ pub fn skip_unless_ci(case: &str, reason: &str) {
     // Straight to the terminal: the harness captures `eprintln!`.
     let _ = writeln!(std::io::stderr(), "{case}: skipped ({reason})");
 }
+
+/// `cmd` run as the last arguments of `wrapper` (`unshare` and its flags,
+/// say), with `cmd`'s environment and folder, piped output, in a process
+/// group of its own.
+pub fn wrapped_in(wrapper: &[&str], cmd: &Command) -> Command {
+    use std::os::unix::process::CommandExt;
+    let (program, flags) = wrapper.split_first().expect("a wrapper program");
+    let mut wrapped = Command::new(program);
+    wrapped
+        .args(flags)
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    for (key, value) in cmd.get_envs() {
+        match value {
+            Some(value) => wrapped.env(key, value),
+            None => wrapped.env_remove(key),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    wrapped
+}

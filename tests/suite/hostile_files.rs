@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::common::process::{ProcessFilter, assert_no_processes};
 use fido::plan::PlanFlavour;
 use fido::protocol::{ApprovalPolicy, NetworkAccess, SafetySettings, SandboxMode, ToolCall};
 use fido::tools::{InvocationContext, ToolCatalog, ToolEnv, ToolLimits, ToolOutput};
@@ -452,16 +453,10 @@ async fn a_fifo_fed_forever_is_refused_at_once() {
     let group = nix::unistd::Pid::from_raw(writer.id() as i32);
     let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
     let _ = writer.wait();
-    // The group's other members are not our children: wait until the
-    // kernel has them gone.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while nix::sys::signal::killpg(group, None).is_ok() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the FIFO's writer outlived the test"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    // The group's other members are not our children: wait until none
+    // runs (a zombie waits for an init that may not reap it, in a
+    // container).
+    assert_no_processes(ProcessFilter::Group(writer.id()), Duration::from_secs(5));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,16 +6,15 @@
 //! signal). Each leaver writes its pid to a file before the check, so the
 //! check looks at a process known to have started.
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::json;
 
 use crate::common::process::{
     ProcessFilter, assert_no_processes, exec_cmd, fido_cmd_with_home, pids_with, run_in,
-    send_signal, skip_unless_ci, wait_in, wait_until,
+    send_signal, skip_unless_ci, wait_in, wait_until, wrapped_in,
 };
 use crate::common::turns::tool_result;
 use crate::common::{FakeServer, Reply, run_exec, sse};
@@ -91,24 +90,7 @@ fn without_cgroups(cmd: &Command) -> Option<Command> {
     let script = "mount --make-rprivate / && \
         for m in $(awk '/ - cgroup2 / {print $5}' /proc/self/mountinfo); do \
         mount -o remount,bind,ro \"$m\" || exit 1; done && exec \"$@\"";
-    let mut masked = Command::new("unshare");
-    masked
-        .args(["-m", "--", "/bin/sh", "-c", script, "sh"])
-        .arg(cmd.get_program())
-        .args(cmd.get_args())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    for (key, value) in cmd.get_envs() {
-        match value {
-            Some(value) => masked.env(key, value),
-            None => masked.env_remove(key),
-        };
-    }
-    if let Some(dir) = cmd.get_current_dir() {
-        masked.current_dir(dir);
-    }
+    let masked = wrapped_in(&["unshare", "-m", "--", "/bin/sh", "-c", script, "sh"], cmd);
     Some(masked)
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::process::{run_in, wait_in};
+use crate::common::process::{run_in, skip_unless_ci, wait_in, wrapped_in};
 use crate::common::sse;
 use crate::common::{FakeServer, Reply, fido_cmd_with_home};
 
@@ -223,6 +223,53 @@ fn workspace_write_confines_writes_to_the_workspace_and_tmpdir() {
     );
     assert_eq!(result["ok"], true, "{result}");
     assert!(target.exists());
+}
+
+/// In a container Fido's session leader is often outside its PID
+/// namespace, so `getsid` answers 0 there, as it does in a command's own
+/// PID namespace. Sandboxed commands run there all the same (they failed
+/// to start, "No such process", when sessions were compared).
+#[test]
+fn sandboxed_commands_run_where_fidos_session_leader_is_out_of_sight() {
+    let probe = std::process::Command::new("unshare")
+        .args(["-p", "-f", "-m", "--mount-proc", "true"])
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        skip_unless_ci("out of sight", "unshare -p -m is refused here");
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let args = serde_json::json!({ "command": "echo in > inside.txt; sleep 0.1 & echo ran" });
+    let mut cmd = fido_cmd_with_home(home.path());
+    cmd.arg("-C")
+        .arg(ws.path())
+        .args(["tool", "call", "bash_exec", "--args", &args.to_string()])
+        .env("FIDO_SANDBOX_MODE", "workspace-write");
+    // Fido is not the namespace's PID 1 (a shell is), as in a container.
+    let contained = wrapped_in(
+        &[
+            "unshare",
+            "-p",
+            "-f",
+            "-m",
+            "--mount-proc",
+            "--",
+            "/bin/sh",
+            "-c",
+            "\"$@\"; rc=$?; exit $rc",
+            "sh",
+        ],
+        &cmd,
+    );
+    let output = run_in(ws.path(), contained, None, Duration::from_secs(60));
+    let result: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", stdout(&output), stderr(&output)));
+    assert_eq!(result["content"], "ran\nexit code: 0", "{result}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("inside.txt")).unwrap(),
+        "in\n"
+    );
 }
 
 #[test]

@@ -159,7 +159,7 @@ fn run_escape_script(marker: &str, namespace: bool) -> io::Result<()> {
         use std::os::unix::process::CommandExt;
         // SAFETY: `enter` is made for the spot between fork and exec.
         unsafe {
-            command.pre_exec(move || namespace.enter());
+            command.pre_exec(move || namespace.enter().map(drop));
         }
     }
     let status = command.status()?;
