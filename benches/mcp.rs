@@ -24,8 +24,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use fido::config::McpServerConfig;
 use fido::mcp::McpHub;
+use fido::mcp::McpServerConfig;
 use fido::plan::PlanFlavour;
 use fido::tools::ToolCatalog;
 use support::Sorted;

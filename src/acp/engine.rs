@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use crate::config::mcp::McpServerConfig;
 use crate::config::{Config, Overrides};
+use crate::mcp::McpServerConfig;
 use crate::protocol::event_queue::EventReceiver;
 use crate::protocol::op::{AskId, Op, OpReply};
 use crate::protocol::outcome::TurnOutcome;

@@ -44,9 +44,9 @@ mod layer;
 pub mod mcp;
 mod sections;
 pub mod trust;
+use crate::mcp::McpServerConfig;
 pub use files::user_config_dir;
 pub use fingerprint::Fingerprint;
-pub use mcp::McpServerConfig;
 pub use trust::{Trust, TrustError, TrustStore};
 
 #[derive(Debug, thiserror::Error)]

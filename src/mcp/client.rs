@@ -14,8 +14,8 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
+use super::McpServerConfig;
 use super::process::{Health, Pipes, ServerProcess};
-use crate::config::McpServerConfig;
 
 /// Why a call or the start-up did not produce a result.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

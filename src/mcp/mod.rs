@@ -30,6 +30,7 @@ pub mod names;
 pub mod process;
 pub mod proxy;
 pub mod server;
+pub mod settings;
 pub mod tool;
 
 use std::collections::HashSet;
@@ -39,11 +40,11 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::McpServerConfig;
 use crate::protocol::ToolSpec;
 use crate::protocol::mcp::McpToolSpec;
 use crate::tools::{McpServers, Tool, ToolFuture, ToolOutput};
 use server::{McpServer, ServerState};
+pub use settings::McpServerConfig;
 
 /// Longest tool description taken from a server.
 const MAX_DESCRIPTION: usize = 2_000;

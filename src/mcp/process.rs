@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
-use crate::config::McpServerConfig;
+use super::McpServerConfig;
 use crate::process::ProcessGroup;
 use crate::process::env::Inherit;
 

@@ -12,8 +12,8 @@ use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use super::McpServerConfig;
 use super::client::{Connection, McpError, RemoteTool};
-use crate::config::McpServerConfig;
 
 /// Where a server stands.
 enum State {

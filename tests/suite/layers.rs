@@ -67,8 +67,12 @@ const RANKS: &[(&str, u32)] = &[
     ("hooks", 2),
     ("tools", 3),
     ("agent", 4),
+    // MCP servers, started and spoken to; each owns its settings type.
+    ("mcp", 4),
+    // The configuration: reads and layers the files, and composes the
+    // settings types their consumers own; only the composition root
+    // (runtime), the front ends and the command line read it.
     ("config", 5),
-    ("mcp", 6),
     ("subagent", 7),
     // The UI (which sees only the boundary) and the composition root that
     // wires every service for a session; the command line starts both.
