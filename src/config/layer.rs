@@ -85,7 +85,7 @@ pub(super) struct ConfigLayer {
 #[derive(Debug)]
 pub(super) struct Setting<T> {
     text: String,
-    read: Result<T, String>,
+    read: Result<T, Expected>,
 }
 
 impl<'de, T: FromText> Deserialize<'de> for Setting<T> {
@@ -96,10 +96,26 @@ impl<'de, T: FromText> Deserialize<'de> for Setting<T> {
     }
 }
 
-/// A setting's type: how a key's text reads. The error is what was
-/// expected, in words (`a whole number of at least 1`).
+/// What a key's text should have been, in words (`a whole number of at
+/// least 1`): the end of the error a person reads, and nothing else.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Expected(pub String);
+
+impl From<&str> for Expected {
+    fn from(words: &str) -> Expected {
+        Expected(words.to_string())
+    }
+}
+
+impl PartialEq<&str> for Expected {
+    fn eq(&self, words: &&str) -> bool {
+        self.0 == *words
+    }
+}
+
+/// A setting's type: how a key's text reads, or what was expected.
 pub(super) trait FromText: Sized {
-    fn from_text(text: &str) -> Result<Self, String>;
+    fn from_text(text: &str) -> Result<Self, Expected>;
 }
 
 /// Where a layer came from, to name it in errors.
@@ -177,7 +193,7 @@ impl Layers {
                 source_name: source.name(key),
                 key: key.to_string(),
                 value: setting.text.clone(),
-                expected: expected.clone(),
+                expected: expected.0.clone(),
             }),
         }
     }
@@ -390,12 +406,12 @@ fn file_text(shown: &str, key: &str, raw: toml::Value) -> Result<String, ConfigE
 pub(super) struct AtLeast<const MIN: u64>(pub u64);
 
 impl<const MIN: u64> FromText for AtLeast<MIN> {
-    fn from_text(text: &str) -> Result<Self, String> {
+    fn from_text(text: &str) -> Result<Self, Expected> {
         let most = u64::from(u32::MAX);
         match text.trim().parse::<u64>() {
             Ok(n) if (MIN..=most).contains(&n) => Ok(AtLeast(n)),
-            Ok(n) if n > most => Err(format!("a whole number from {MIN} to {most}")),
-            _ => Err(format!("a whole number of at least {MIN}")),
+            Ok(n) if n > most => Err(Expected(format!("a whole number from {MIN} to {most}"))),
+            _ => Err(Expected(format!("a whole number of at least {MIN}"))),
         }
     }
 }
@@ -405,10 +421,10 @@ impl<const MIN: u64> FromText for AtLeast<MIN> {
 pub(super) struct Between<const MIN: u64, const MAX: u64>(pub u64);
 
 impl<const MIN: u64, const MAX: u64> FromText for Between<MIN, MAX> {
-    fn from_text(text: &str) -> Result<Self, String> {
+    fn from_text(text: &str) -> Result<Self, Expected> {
         match AtLeast::<MIN>::from_text(text)? {
             AtLeast(n) if n <= MAX => Ok(Between(n)),
-            _ => Err(format!("a whole number from {MIN} to {MAX}")),
+            _ => Err(Expected(format!("a whole number from {MIN} to {MAX}"))),
         }
     }
 }
@@ -418,14 +434,14 @@ impl<const MIN: u64, const MAX: u64> FromText for Between<MIN, MAX> {
 pub(super) struct Millis<const MIN: u64>(pub Duration);
 
 impl<const MIN: u64> FromText for Millis<MIN> {
-    fn from_text(text: &str) -> Result<Self, String> {
+    fn from_text(text: &str) -> Result<Self, Expected> {
         AtLeast::<MIN>::from_text(text).map(|AtLeast(ms)| Millis(Duration::from_millis(ms)))
     }
 }
 
 /// `true`, `1`, `yes` or `false`, `0`, `no`.
 impl FromText for bool {
-    fn from_text(text: &str) -> Result<Self, String> {
+    fn from_text(text: &str) -> Result<Self, Expected> {
         match text.trim() {
             "true" | "1" | "yes" => Ok(true),
             "false" | "0" | "no" => Ok(false),
@@ -436,7 +452,7 @@ impl FromText for bool {
 
 /// A flag (`true` / `false`, as for any flag) or `allowlist`.
 impl FromText for NetworkAccess {
-    fn from_text(text: &str) -> Result<Self, String> {
+    fn from_text(text: &str) -> Result<Self, Expected> {
         match text.trim() {
             "allowlist" => Ok(NetworkAccess::Allowlist),
             other => match bool::from_text(other) {
@@ -453,7 +469,7 @@ impl FromText for NetworkAccess {
 pub(super) struct OnOff(pub bool);
 
 impl FromText for OnOff {
-    fn from_text(text: &str) -> Result<Self, String> {
+    fn from_text(text: &str) -> Result<Self, Expected> {
         match text.trim() {
             "on" => Ok(OnOff(true)),
             "off" => Ok(OnOff(false)),
@@ -468,7 +484,7 @@ impl FromText for OnOff {
 pub(super) struct PathList(pub Vec<String>);
 
 impl FromText for PathList {
-    fn from_text(text: &str) -> Result<Self, String> {
+    fn from_text(text: &str) -> Result<Self, Expected> {
         let parts = text.split(':').filter(|part| !part.trim().is_empty());
         Ok(PathList(parts.map(str::to_string).collect()))
     }
@@ -481,7 +497,7 @@ impl FromText for PathList {
 pub(super) struct NameList(pub Vec<String>);
 
 impl FromText for NameList {
-    fn from_text(text: &str) -> Result<Self, String> {
+    fn from_text(text: &str) -> Result<Self, Expected> {
         let names = text.split(|c: char| c == ',' || c.is_whitespace());
         let names: Vec<String> = names
             .filter(|n| !n.is_empty())
@@ -492,9 +508,9 @@ impl FromText for NameList {
                 || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         });
         match bad {
-            Some(name) => Err(format!(
+            Some(name) => Err(Expected(format!(
                 "a list of environment variable names (letters, digits and `_`, not starting with a digit); `{name}` is not one"
-            )),
+            ))),
             None => Ok(NameList(names)),
         }
     }
@@ -505,21 +521,25 @@ impl FromText for NameList {
 pub(super) struct HostList(pub Vec<crate::net::HostRule>);
 
 impl FromText for HostList {
-    fn from_text(text: &str) -> Result<Self, String> {
+    fn from_text(text: &str) -> Result<Self, Expected> {
         crate::net::rules::parse_list(text)
             .map(HostList)
-            .map_err(|why| format!("a list of HOST or HOST:PORT (`*.` for subdomains): {why}"))
+            .map_err(|why| {
+                Expected(format!(
+                    "a list of HOST or HOST:PORT (`*.` for subdomains): {why}"
+                ))
+            })
     }
 }
 
 impl FromText for String {
-    fn from_text(text: &str) -> Result<Self, String> {
+    fn from_text(text: &str) -> Result<Self, Expected> {
         Ok(text.to_string())
     }
 }
 
 impl FromText for ProviderKind {
-    fn from_text(text: &str) -> Result<Self, String> {
+    fn from_text(text: &str) -> Result<Self, Expected> {
         match text {
             "openai" => Ok(ProviderKind::OpenAi),
             "anthropic" => Ok(ProviderKind::Anthropic),
@@ -530,7 +550,7 @@ impl FromText for ProviderKind {
 }
 
 impl FromText for PlanFlavour {
-    fn from_text(text: &str) -> Result<Self, String> {
+    fn from_text(text: &str) -> Result<Self, Expected> {
         match text {
             "update_plan" => Ok(PlanFlavour::UpdatePlan),
             "todo" => Ok(PlanFlavour::Todo),
@@ -540,7 +560,7 @@ impl FromText for PlanFlavour {
 }
 
 impl FromText for CompactionStrategy {
-    fn from_text(text: &str) -> Result<Self, String> {
+    fn from_text(text: &str) -> Result<Self, Expected> {
         match text {
             "summarize" | "summarise" => Ok(CompactionStrategy::Summarize),
             "elide" => Ok(CompactionStrategy::Elide),
@@ -550,32 +570,32 @@ impl FromText for CompactionStrategy {
 }
 
 impl FromText for SandboxRequirement {
-    fn from_text(text: &str) -> Result<Self, String> {
+    fn from_text(text: &str) -> Result<Self, Expected> {
         SandboxRequirement::parse(text).map_err(|_| "required or best_effort".into())
     }
 }
 
 impl FromText for SandboxMode {
-    fn from_text(text: &str) -> Result<Self, String> {
+    fn from_text(text: &str) -> Result<Self, Expected> {
         SandboxMode::parse(text)
             .ok_or_else(|| "read-only, workspace-write or danger-full-access".into())
     }
 }
 
 impl FromText for DelegateWrite {
-    fn from_text(text: &str) -> Result<Self, String> {
+    fn from_text(text: &str) -> Result<Self, Expected> {
         DelegateWrite::parse(text).ok_or_else(|| "never, ask or allow".into())
     }
 }
 
 impl FromText for DelegateMerge {
-    fn from_text(text: &str) -> Result<Self, String> {
+    fn from_text(text: &str) -> Result<Self, Expected> {
         DelegateMerge::parse(text).ok_or_else(|| "ask, auto or manual".into())
     }
 }
 
 impl FromText for ApprovalPolicy {
-    fn from_text(text: &str) -> Result<Self, String> {
+    fn from_text(text: &str) -> Result<Self, Expected> {
         ApprovalPolicy::parse(text).ok_or_else(|| "untrusted, on-request or never".into())
     }
 }
@@ -654,6 +674,6 @@ mod tests {
         let shown: Vec<String> = hosts.0.iter().map(ToString::to_string).collect();
         assert_eq!(shown, ["example.com", "*.example.org:8443", "[::1]:9"]);
         let err = HostList::from_text("example.com:x").unwrap_err();
-        assert!(err.contains("`example.com:x`"), "{err}");
+        assert!(err.0.contains("`example.com:x`"), "{}", err.0);
     }
 }
