@@ -533,7 +533,15 @@ fn servers_start_concurrently_and_a_late_one_fails_within_its_startup_timeout() 
 
 #[test]
 fn servers_die_with_fido_when_it_is_killed() {
-    let setup = Setup::new(&fixture_server("fix", ""));
+    let calls = tempfile::tempdir().unwrap();
+    let calls_file = calls.path().join("calls");
+    let setup = Setup::new(&fixture_server("fix", "").replace(
+        "\"{marker}\"]",
+        &format!(
+            "\"{{marker}}\", \"--calls-file\", \"{}\"]",
+            calls_file.display()
+        ),
+    ));
     let server = FakeServer::start(vec![
         call("c1", "mcp__fix__hang", json!({})),
         Reply::sse(sse::text_turn("never reached")),
@@ -546,14 +554,17 @@ fn servers_die_with_fido_when_it_is_killed() {
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let mut fido = cmd.spawn().unwrap();
-    // The server is up and the hanging call has been sent.
+    // The server is up and running the hanging call.
     server.wait_for_requests(1, Duration::from_secs(20));
     let deadline = Instant::now() + Duration::from_secs(10);
-    while processes_with(&setup.marker).is_empty() {
-        assert!(Instant::now() < deadline, "the MCP server never started");
+    while !std::fs::read_to_string(&calls_file).is_ok_and(|c| c == "hang\n") {
+        assert!(
+            Instant::now() < deadline,
+            "the MCP server never got the call"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
-    std::thread::sleep(Duration::from_millis(200));
+    assert!(!processes_with(&setup.marker).is_empty());
     fido.kill().unwrap();
     let _ = fido.wait();
     setup.assert_no_server_left();
