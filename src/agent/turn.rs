@@ -521,7 +521,7 @@ fn record_result(
         deps.events.emit(event);
     }
     if output.ok
-        && changes_plan(deps, &call.name)
+        && deps.catalog.changes_plan(&call.name)
         && let Some(plan) = &output.plan
     {
         deps.events.emit(EventKind::PlanUpdated {
@@ -545,16 +545,7 @@ fn emit_call(deps: &AgentDeps, call: &ToolCall) {
 }
 
 fn is_delegation(deps: &AgentDeps, call: &ToolCall) -> bool {
-    deps.catalog
-        .capability_of(&call.name)
-        .is_some_and(|capability| capability.starts_subagent)
-}
-
-/// The catalog's tool `name` changes the plan (its result carries it).
-pub(super) fn changes_plan(deps: &AgentDeps, name: &str) -> bool {
-    deps.catalog
-        .capability_of(name)
-        .is_some_and(|capability| capability.changes_plan)
+    deps.catalog.starts_subagent(&call.name)
 }
 
 /// Runs the `delegate` calls of the message from `first` on together (the

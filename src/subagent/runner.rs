@@ -329,11 +329,7 @@ async fn run(
     let agents = std::mem::take(&mut fork.agents);
     let catalog = logged_catalog(agent_id, flavour, agents, mcp_tools);
     let (event_sink, events) = crate::protocol::event_queue::channel();
-    tokio::spawn(forward_lifecycle(
-        events,
-        catalog.capabilities(),
-        writer.clone(),
-    ));
+    tokio::spawn(forward_lifecycle(events, catalog.clone(), writer.clone()));
     let provider = Arc::new(GatewayProvider {
         writer,
         pending,
@@ -643,18 +639,16 @@ fn answer(pending: &Pending, request_id: u64, result: Result<Completion, Provide
 }
 
 /// Turns the loop's events into sanitised lifecycle frames: tool names and
-/// short details only, never message contents. A call of a tool that
-/// starts a subagent (`tools` says which) is one the guard refuses.
+/// short details only, never message contents.
 async fn forward_lifecycle(
     mut events: crate::agent::EventReceiver,
-    tools: crate::tools::Capabilities,
+    catalog: Arc<ToolCatalog>,
     writer: mpsc::Sender<ChildFrame>,
 ) {
-    let delegates = |name: &str| tools.of(name).is_some_and(|tool| tool.starts_subagent);
     while let Some(event) = events.recv().await {
         let frame = match event.kind {
             EventKind::ToolCall { name, summary, .. } => ChildFrame::Lifecycle {
-                phase: if delegates(&name) {
+                phase: if catalog.starts_subagent(&name) {
                     SubagentPhase::NestedDelegationRejected
                 } else {
                     SubagentPhase::Tool(name)

@@ -416,6 +416,19 @@ impl ToolCatalog {
             .map(|t| t.capability())
     }
 
+    /// The tool `name` starts a subagent (a subagent's call of it is
+    /// refused).
+    pub fn starts_subagent(&self, name: &str) -> bool {
+        self.capability_of(name)
+            .is_some_and(|capability| capability.starts_subagent)
+    }
+
+    /// The tool `name` changes the plan (its result carries the plan).
+    pub fn changes_plan(&self, name: &str) -> bool {
+        self.capability_of(name)
+            .is_some_and(|capability| capability.changes_plan)
+    }
+
     /// Every tool's capability by name, for a front end.
     pub fn capabilities(&self) -> Capabilities {
         Capabilities::new(

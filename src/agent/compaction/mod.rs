@@ -44,7 +44,7 @@ pub(super) async fn maybe_compact(
     };
     let messages = conversation.messages();
     let (removed, kept) = (&messages[1..cut.index], &messages[cut.index..]);
-    let carried = if super::turn::changes_plan(deps, todo::TOOL_NAME) {
+    let carried = if deps.catalog.changes_plan(todo::TOOL_NAME) {
         todo_state(removed, deps).await
     } else {
         cut::carried_state(removed, kept)

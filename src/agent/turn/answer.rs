@@ -130,7 +130,7 @@ async fn settle_reminder(deps: &AgentDeps) -> Option<String> {
         return None;
     }
     // The catalog advertises exactly one plan tool: it names the flavour.
-    let todo_flavour = super::changes_plan(deps, todo::TOOL_NAME);
+    let todo_flavour = deps.catalog.changes_plan(todo::TOOL_NAME);
     let root = deps.tool_env.workspace.root.clone();
     let plan = deps.tool_env.plan.clone();
     // The state file's lock and read block: off the runtime.
