@@ -57,8 +57,9 @@ impl InvocationContext {
     }
 }
 
-/// `Ok` when `ctx` may run `tool`, which may do what `capability` says;
-/// else the refusal to return. `confined`: the subagent's commands run
+/// `Ok` when `ctx` may run `tool`, which may do what `capability` says
+/// (a [`super::ToolKind`], as MCP's tools declare themselves, reads as
+/// one); else the refusal to return. `confined`: the subagent's commands run
 /// inside its enforced sandbox, which keeps a read-only subagent from
 /// changing anything and a write subagent inside its worktree.
 pub fn check(
