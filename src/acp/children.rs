@@ -18,12 +18,14 @@ use std::collections::HashMap;
 use agent_client_protocol::v1::schema::{
     ErrorStopReason, IdleStateUpdate, IdleStopReason, RunningStateUpdate,
     SessionCancelCapabilities, SessionUpdate, StateUpdate, SubagentSessionCapabilities,
-    SubagentUpdate, ToolCall, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+    SubagentUpdate, ToolCall, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 use serde_json::json;
 
 use super::updates::{fido_meta, text_content, tool_kind};
 use crate::protocol::{EventKind, Identity, SubagentPhase, UsageTotals};
+use crate::tools::capability::Capabilities;
+use crate::tools::names::DELEGATE;
 
 /// An update and the session it goes to (`None`: the parent's).
 #[derive(Debug)]
@@ -53,6 +55,8 @@ impl Routed {
 pub struct Children {
     /// The client shows subagents as child sessions.
     as_sessions: bool,
+    /// What each tool may do (a child's catalog is the parent's).
+    tools: Capabilities,
     /// The summary (the task) of each `delegate` call, by call id.
     tasks: HashMap<String, String>,
     /// Each subagent, by agent id (which is its child session id).
@@ -69,9 +73,10 @@ struct Child {
 }
 
 impl Children {
-    pub fn new(as_sessions: bool) -> Children {
+    pub fn new(as_sessions: bool, tools: Capabilities) -> Children {
         Children {
             as_sessions,
+            tools,
             ..Children::default()
         }
     }
@@ -148,6 +153,7 @@ impl Children {
         tokens: u64,
     ) -> Vec<Routed> {
         let as_sessions = self.as_sessions;
+        let tools = &self.tools;
         let Some(child) = self.agents.get_mut(agent_id) else {
             return Vec::new();
         };
@@ -164,9 +170,14 @@ impl Children {
             out.extend(close_tool(child, agent_id, phase));
         }
         match phase {
-            SubagentPhase::Tool(name) => out.push(open_tool(child, agent_id, name, detail)),
+            SubagentPhase::Tool(name) => {
+                let kind = tool_kind(tools.of(name));
+                out.push(open_tool(child, agent_id, (name, kind), detail));
+            }
             SubagentPhase::NestedDelegationRejected => {
-                out.push(open_tool(child, agent_id, "delegate", "refused: nested"));
+                let kind = tool_kind(tools.of(DELEGATE));
+                let refused = (DELEGATE, kind);
+                out.push(open_tool(child, agent_id, refused, "refused: nested"));
                 out.extend(close_tool(child, agent_id, &SubagentPhase::Failed));
             }
             _ if phase.is_final() => out.push(Routed::parent(ended(
@@ -179,7 +190,9 @@ impl Children {
 }
 
 /// A child's tool call starts, under the child's session.
-fn open_tool(child: &mut Child, agent_id: &str, name: &str, detail: &str) -> Routed {
+/// `tool`: its name and kind.
+fn open_tool(child: &mut Child, agent_id: &str, tool: (&str, ToolKind), detail: &str) -> Routed {
+    let (name, kind) = tool;
     child.tools_seen += 1;
     let id = format!("{agent_id}-tool-{}", child.tools_seen);
     child.open_tool = Some(id.clone());
@@ -189,7 +202,7 @@ fn open_tool(child: &mut Child, agent_id: &str, name: &str, detail: &str) -> Rou
         format!("{name} {detail}")
     };
     let call = ToolCall::new(id, title)
-        .kind(tool_kind(name))
+        .kind(kind)
         .status(ToolCallStatus::InProgress)
         .raw_input(json!({ "tool": name, "summary": detail }));
     Routed::child(agent_id, SessionUpdate::ToolCall(call))

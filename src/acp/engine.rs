@@ -16,6 +16,7 @@ use crate::protocol::outcome::TurnOutcome;
 use crate::protocol::{ApprovalDecision, Message, TurnStatus};
 use crate::runtime::{EngineCaller, FrontEnd, ResumeFrom};
 use crate::store::journal::SessionSummary;
+use crate::tools::Capabilities;
 
 /// How long a turn may take to wind down after an interrupt when the
 /// client has gone: past it the session is shut down anyway.
@@ -54,6 +55,8 @@ pub struct Engine {
     /// What the configuration, the instructions and the MCP servers
     /// warned of at start.
     pub warnings: Vec<String>,
+    /// What each tool of the session may do (the kind an editor shows).
+    pub tools: Capabilities,
 }
 
 impl Engine {
@@ -79,6 +82,7 @@ impl Engine {
             workspace: config.workspace.clone(),
             history: engine.session.resumed.clone(),
             warnings,
+            tools: engine.session.tools.clone(),
             engine: Mutex::new(Some(engine)),
         };
         Ok((acp, receiver))

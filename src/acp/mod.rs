@@ -311,7 +311,7 @@ async fn load_session(
     match start_session(&server, start, client).await {
         Ok((session, events)) => {
             let engine = session.engine();
-            for update in updates::replay(&engine.history, &engine.workspace) {
+            for update in updates::replay(&engine.history, &engine.workspace, &engine.tools) {
                 session.send(update);
             }
             if responder.respond(LoadSessionResponse::new()).is_ok() {

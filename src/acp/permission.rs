@@ -11,6 +11,7 @@ use agent_client_protocol::v1::schema::{
 use serde_json::json;
 
 use crate::protocol::{ApprovalDecision, ApprovalRequest};
+use crate::tools::capability::{Capabilities, Writes};
 
 const ALLOW_ONCE: &str = "allow_once";
 const ALLOW_ALWAYS: &str = "allow_always";
@@ -25,13 +26,15 @@ pub struct Choice {
     pub remember_rejection: bool,
 }
 
-/// The request for `request`, shown on the tool call `tool_call_id`.
+/// The request for `request`, shown on the tool call `tool_call_id`;
+/// `tools`: what each of the session's tools may do.
 pub fn request(
     session_id: &str,
     tool_call_id: &str,
     request: &ApprovalRequest,
+    tools: &Capabilities,
 ) -> RequestPermissionRequest {
-    let (title, kind, detail) = describe(request);
+    let (title, kind, detail) = describe(request, tools);
     let mut fields = ToolCallUpdateFields::new()
         .title(title)
         .kind(kind)
@@ -94,7 +97,7 @@ pub fn rejection_key(request: &ApprovalRequest) -> String {
 }
 
 /// A title, a kind and the text to review (a diff, a command).
-fn describe(request: &ApprovalRequest) -> (String, ToolKind, String) {
+fn describe(request: &ApprovalRequest, tools: &Capabilities) -> (String, ToolKind, String) {
     match request {
         ApprovalRequest::Command {
             command,
@@ -115,10 +118,9 @@ fn describe(request: &ApprovalRequest) -> (String, ToolKind, String) {
         }
         ApprovalRequest::FileChange { tool, path, diff } => (
             format!("{tool} {path}"),
-            if tool == "rm" || tool == "rmdir" {
-                ToolKind::Delete
-            } else {
-                ToolKind::Edit
+            match tools.of(tool).and_then(|capability| capability.writes) {
+                Some(Writes::Removes) => ToolKind::Delete,
+                Some(Writes::Files) | None => ToolKind::Edit,
             },
             diff.clone(),
         ),
@@ -165,6 +167,26 @@ fn describe(request: &ApprovalRequest) -> (String, ToolKind, String) {
 mod tests {
     use super::*;
     use agent_client_protocol::v1::schema::SelectedPermissionOutcome;
+
+    #[test]
+    fn a_file_change_is_a_delete_when_its_tool_removes_files() {
+        let tools = crate::tools::ToolCatalog::standard(crate::plan::PlanFlavour::UpdatePlan)
+            .capabilities();
+        let kind = |tool: &str| {
+            let change = ApprovalRequest::FileChange {
+                tool: tool.into(),
+                path: "a.txt".into(),
+                diff: String::new(),
+            };
+            let asked = serde_json::to_value(request("s", "c", &change, &tools)).unwrap();
+            asked["toolCall"]["kind"].clone()
+        };
+        assert_eq!(kind("rm"), "delete");
+        assert_eq!(kind("rmdir"), "delete");
+        assert_eq!(kind("patch"), "edit");
+        assert_eq!(kind("mkdir"), "edit");
+        assert_eq!(kind("mcp__fs__write"), "edit");
+    }
 
     #[test]
     fn every_option_maps_to_a_decision() {

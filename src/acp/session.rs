@@ -90,8 +90,9 @@ impl Session {
     /// Sends the session's events on as they come, until the engine is
     /// gone (runs as a task of its own).
     pub async fn pump(self: Arc<Session>, mut events: EventReceiver) {
-        let mut updates = Updates::new(&self.engine.workspace);
-        let mut children = Children::new(self.subagent_sessions);
+        let tools = &self.engine.tools;
+        let mut updates = Updates::new(&self.engine.workspace, tools.clone());
+        let mut children = Children::new(self.subagent_sessions, tools.clone());
         while let Some(event) = events.recv().await {
             if let EventKind::SubagentCall { agent_id, .. } = &event.kind {
                 lock(&self.children).insert(agent_id.clone());
@@ -131,9 +132,12 @@ impl Session {
             return;
         }
         let call = call.map_or_else(|| format!("approval-{id}"), str::to_string);
-        let sent = self
-            .client
-            .send_request(permission::request(&self.id, &call, request));
+        let sent = self.client.send_request(permission::request(
+            &self.id,
+            &call,
+            request,
+            &self.engine.tools,
+        ));
         lock(&self.pending).insert(id, sent.cancellation_handle());
         let session = self.clone();
         tokio::spawn(async move {

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use crate::protocol::plan::{PlanSnapshot, Status, TaskStatus};
 use crate::protocol::tool_facts::{FileAction, FileChange};
 use crate::protocol::{EventKind, Message, ToolFacts};
+use crate::tools::capability::{Capabilities, Capability, Reads, Writes};
 
 /// The tools whose `summary` is the path they work on.
 const PATH_TOOLS: &[&str] = &["read_file", "list_files", "patch", "mkdir", "rm", "rmdir"];
@@ -24,6 +25,8 @@ const PATH_TOOLS: &[&str] = &["read_file", "list_files", "patch", "mkdir", "rm",
 #[derive(Debug, Default)]
 pub struct Updates {
     workspace: PathBuf,
+    /// What each of the session's tools may do: the kind of its calls.
+    tools: Capabilities,
     /// Text fragments were streamed since the last whole message, which
     /// then is not sent again.
     streamed: bool,
@@ -37,9 +40,10 @@ pub struct Updates {
 }
 
 impl Updates {
-    pub fn new(workspace: &Path) -> Updates {
+    pub fn new(workspace: &Path, tools: Capabilities) -> Updates {
         Updates {
             workspace: workspace.to_path_buf(),
+            tools,
             ..Updates::default()
         }
     }
@@ -111,7 +115,7 @@ impl Updates {
             format!("{name} {summary}")
         };
         let mut call = ToolCall::new(id.to_string(), title)
-            .kind(tool_kind(name))
+            .kind(tool_kind(self.tools.of(name)))
             .status(ToolCallStatus::InProgress)
             .raw_input(json!({ "tool": name, "summary": summary }));
         if PATH_TOOLS.contains(&name) && !summary.is_empty() {
@@ -193,17 +197,29 @@ fn tool_result(id: &str, ok: bool, summary: &str, facts: Option<&ToolFacts>) -> 
     SessionUpdate::ToolCallUpdate(update)
 }
 
-/// What an editor shows for each of Fido's tools.
-pub fn tool_kind(name: &str) -> ToolKind {
-    match name {
-        "read_file" => ToolKind::Read,
-        "list_files" | "ripgrep" => ToolKind::Search,
-        "patch" | "mkdir" => ToolKind::Edit,
-        "rm" | "rmdir" => ToolKind::Delete,
-        "bash_exec" => ToolKind::Execute,
-        "browse_url" => ToolKind::Fetch,
-        "update_plan" | "todo" => ToolKind::Think,
-        _ => ToolKind::Other,
+/// What an editor shows for a call of a tool that may do `capability`
+/// (`None`: a name the catalog does not hold): its widest effect. What
+/// runs outside Fido, asks the person or starts a subagent is `other`.
+pub fn tool_kind(capability: Option<Capability>) -> ToolKind {
+    let Some(capability) = capability else {
+        return ToolKind::Other;
+    };
+    if !capability.confined || capability.needs_person || capability.starts_subagent {
+        return ToolKind::Other;
+    }
+    if capability.changes_plan {
+        return ToolKind::Think;
+    }
+    if capability.executes {
+        return ToolKind::Execute;
+    }
+    match (capability.writes, capability.network, capability.reads) {
+        (Some(Writes::Removes), _, _) => ToolKind::Delete,
+        (Some(Writes::Files), _, _) => ToolKind::Edit,
+        (None, true, _) => ToolKind::Fetch,
+        (None, false, Some(Reads::File)) => ToolKind::Read,
+        (None, false, Some(Reads::Tree)) => ToolKind::Search,
+        (None, false, None) => ToolKind::Other,
     }
 }
 
@@ -268,8 +284,8 @@ fn patch_fields(
 /// A resumed session's history as the updates that show it again: the
 /// user's messages, the model's text, and each tool call with its result
 /// (the internal plan restores left out).
-pub fn replay(history: &[Message], workspace: &Path) -> Vec<SessionUpdate> {
-    let updates = Updates::new(workspace);
+pub fn replay(history: &[Message], workspace: &Path, tools: &Capabilities) -> Vec<SessionUpdate> {
+    let updates = Updates::new(workspace, tools.clone());
     let mut out = Vec::new();
     for message in history.iter().filter(|m| !m.is_plan_restore()) {
         match message {
@@ -378,9 +394,63 @@ mod tests {
         serde_json::to_value(update).unwrap()
     }
 
+    /// What the standard catalog's tools may do.
+    fn catalog_tools() -> Capabilities {
+        crate::tools::ToolCatalog::standard(crate::plan::PlanFlavour::Todo).capabilities()
+    }
+
+    /// The kind an editor shows for a call of `name`, as sent (`other`,
+    /// ACP's default, is left out of the frame).
+    fn shown_kind(tools: &Capabilities, name: &str) -> String {
+        let updates = Updates::new(Path::new("/w"), tools.clone());
+        let call = to_json(&SessionUpdate::ToolCall(updates.tool_call("c1", name, "")));
+        call["kind"].as_str().unwrap_or("other").to_string()
+    }
+
+    #[test]
+    fn a_calls_kind_is_its_tools_widest_effect() {
+        let tools = crate::tools::ToolCatalog::standard(crate::plan::PlanFlavour::UpdatePlan)
+            .capabilities();
+        for (name, kind) in [
+            ("list_files", "search"),
+            ("read_file", "read"),
+            ("ripgrep", "search"),
+            ("browse_url", "fetch"),
+            ("patch", "edit"),
+            ("mkdir", "edit"),
+            ("rm", "delete"),
+            ("rmdir", "delete"),
+            ("bash_exec", "execute"),
+            ("ask_user", "other"),
+            ("update_plan", "think"),
+            ("delegate", "other"),
+            ("not_a_tool", "other"),
+        ] {
+            assert_eq!(shown_kind(&tools, name), kind, "{name}");
+        }
+        assert_eq!(shown_kind(&catalog_tools(), "todo"), "think");
+    }
+
+    #[test]
+    fn the_kind_comes_from_what_a_tool_declares_not_its_name() {
+        let shell = Capability {
+            executes: true,
+            ..Capability::NONE
+        };
+        let tools = Capabilities::new([
+            ("run_tests".to_string(), shell),
+            ("read_file".to_string(), Capability::OUTSIDE),
+            ("mcp__docs__get".to_string(), Capability::OUTSIDE_READ_ONLY),
+        ]);
+        assert_eq!(shown_kind(&tools, "run_tests"), "execute");
+        // What runs outside every sandbox is `other`, whatever its name.
+        assert_eq!(shown_kind(&tools, "read_file"), "other");
+        assert_eq!(shown_kind(&tools, "mcp__docs__get"), "other");
+    }
+
     #[test]
     fn streamed_text_is_not_sent_twice() {
-        let mut updates = Updates::new(Path::new("/w"));
+        let mut updates = Updates::new(Path::new("/w"), catalog_tools());
         let first = updates.of(&EventKind::AssistantDelta { text: "Hel".into() });
         assert_eq!(to_json(&first[0])["sessionUpdate"], "agent_message_chunk");
         assert!(
@@ -396,7 +466,7 @@ mod tests {
 
     #[test]
     fn a_patch_becomes_diffs_with_old_and_new_text_at_its_lines() {
-        let mut updates = Updates::new(Path::new("/w"));
+        let mut updates = Updates::new(Path::new("/w"), catalog_tools());
         let call = updates.of(&EventKind::ToolCall {
             id: "c1".into(),
             name: "patch".into(),
@@ -449,7 +519,7 @@ mod tests {
     /// update says 3, from the facts.
     #[test]
     fn a_commands_exit_comes_from_its_facts() {
-        let mut updates = Updates::new(Path::new("/w"));
+        let mut updates = Updates::new(Path::new("/w"), catalog_tools());
         updates.of(&EventKind::ToolCall {
             id: "b1".into(),
             name: "bash_exec".into(),

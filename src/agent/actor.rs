@@ -486,7 +486,7 @@ async fn recall(
 
 /// The plan flavour this session advertises (the catalog holds exactly one).
 fn flavour_of(deps: &AgentDeps) -> PlanFlavour {
-    match deps.catalog.kind_of("todo") {
+    match deps.catalog.capability_of("todo") {
         Some(_) => PlanFlavour::Todo,
         None => PlanFlavour::UpdatePlan,
     }

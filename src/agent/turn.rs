@@ -23,7 +23,7 @@ use crate::protocol::op::TurnOutcome;
 use crate::protocol::{EventKind, Message, ToolCall, UsageTotals};
 use crate::provider::{Completion, FinishReason, ProviderError, ToolChoice};
 use crate::text;
-use crate::tools::{ToolKind, ToolOutput};
+use crate::tools::ToolOutput;
 
 mod answer;
 mod tool_hooks;
@@ -521,7 +521,7 @@ fn record_result(
         deps.events.emit(event);
     }
     if output.ok
-        && deps.catalog.kind_of(&call.name) == Some(ToolKind::PlanState)
+        && deps.catalog.changes_plan(&call.name)
         && let Some(plan) = &output.plan
     {
         deps.events.emit(EventKind::PlanUpdated {
@@ -545,7 +545,7 @@ fn emit_call(deps: &AgentDeps, call: &ToolCall) {
 }
 
 fn is_delegation(deps: &AgentDeps, call: &ToolCall) -> bool {
-    deps.catalog.kind_of(&call.name) == Some(ToolKind::Delegation)
+    deps.catalog.starts_subagent(&call.name)
 }
 
 /// Runs the `delegate` calls of the message from `first` on together (the

@@ -65,6 +65,9 @@ pub struct SessionStart {
     /// What the project instructions, the MCP servers and the command
     /// sandbox warned of at start, one sentence each.
     pub warnings: Vec<String>,
+    /// What each tool of the session's catalog may do, for a front end
+    /// that sees a call by its name (ACP's tool kinds).
+    pub tools: crate::tools::Capabilities,
 }
 
 /// A running engine: its op queue, its session, and what it must reap.
@@ -250,6 +253,7 @@ fn session_start(runtime: &Runtime) -> SessionStart {
         id: runtime.id.clone(),
         resumed: runtime.resumed.clone(),
         warnings,
+        tools: runtime.tools.clone(),
     }
 }
 

@@ -68,6 +68,8 @@ struct Runtime {
     journal: Option<Arc<Journal>>,
     /// The MCP servers; their start-up failures are `mcp.warnings()`.
     mcp: Arc<McpHub>,
+    /// What each tool of the catalog may do.
+    tools: crate::tools::Capabilities,
     /// The AGENTS.md files folded into the system prompt.
     instructions: ProjectInstructions,
     /// The commands' sandbox, whose TMPDIR goes at shutdown.
@@ -120,6 +122,7 @@ impl Runtime {
     ) -> Result<Runtime, StartError> {
         let parts = Parts::build(config, interaction, &events).await?;
         let sandbox = parts.tool_env.sandbox.clone();
+        let tools = parts.catalog.capabilities();
         let (journal, replayed) = open_journal(config, &parts, resume, &events).await?;
         let id = journal.as_ref().map(|j| j.id().to_string());
         let transcript = journal.as_ref().map(|j| j.path().to_path_buf());
@@ -172,6 +175,7 @@ impl Runtime {
             resumed,
             journal,
             mcp: parts.mcp,
+            tools,
             sandbox,
             instructions,
             actor,

@@ -329,7 +329,7 @@ async fn run(
     let agents = std::mem::take(&mut fork.agents);
     let catalog = logged_catalog(agent_id, flavour, agents, mcp_tools);
     let (event_sink, events) = crate::protocol::event_queue::channel();
-    tokio::spawn(forward_lifecycle(events, writer.clone()));
+    tokio::spawn(forward_lifecycle(events, catalog.clone(), writer.clone()));
     let provider = Arc::new(GatewayProvider {
         writer,
         pending,
@@ -642,12 +642,13 @@ fn answer(pending: &Pending, request_id: u64, result: Result<Completion, Provide
 /// short details only, never message contents.
 async fn forward_lifecycle(
     mut events: crate::agent::EventReceiver,
+    catalog: Arc<ToolCatalog>,
     writer: mpsc::Sender<ChildFrame>,
 ) {
     while let Some(event) = events.recv().await {
         let frame = match event.kind {
             EventKind::ToolCall { name, summary, .. } => ChildFrame::Lifecycle {
-                phase: if name == "delegate" {
+                phase: if catalog.starts_subagent(&name) {
                     SubagentPhase::NestedDelegationRejected
                 } else {
                     SubagentPhase::Tool(name)

@@ -447,7 +447,7 @@ enum PermissionVerdict {
 /// The tool a request is about, when no call is in scope.
 fn request_tool(request: &ApprovalRequest) -> String {
     match request {
-        ApprovalRequest::Command { .. } => super::guard::SUBAGENT_SHELL.to_string(),
+        ApprovalRequest::Command { .. } => super::names::BASH_EXEC.to_string(),
         ApprovalRequest::FileChange { tool, .. }
         | ApprovalRequest::McpCall { tool, .. }
         | ApprovalRequest::HookAsk { tool, .. } => tool.clone(),

@@ -9,7 +9,8 @@ use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 
-use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool};
+use super::Capability;
+use super::{Call, ToolFuture, ToolOutput, TypedTool};
 use crate::protocol::schema::tool_args;
 
 /// What the model gets when nobody can answer.
@@ -35,7 +36,10 @@ tool_args! {
 
 impl TypedTool for AskUser {
     const NAME: &'static str = "ask_user";
-    const KIND: ToolKind = ToolKind::Interactive;
+    const CAPABILITY: Capability = Capability {
+        needs_person: true,
+        ..Capability::NONE
+    };
     type Args = Args;
 
     fn description(&self) -> Cow<'static, str> {

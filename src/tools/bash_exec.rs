@@ -42,8 +42,9 @@ use tokio::net::unix::pipe;
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
+use super::Capability;
 use super::approval::RunAs;
-use super::{Call, ToolFuture, ToolKind, ToolLimits, ToolOutput, TypedTool};
+use super::{Call, ToolFuture, ToolLimits, ToolOutput, TypedTool};
 use crate::net::proxy::{self, Proxy};
 use crate::process::ProcessGroup;
 use crate::process::env::{EnvPolicy, Inherit};
@@ -96,7 +97,10 @@ tool_args! {
 
 impl TypedTool for BashExec {
     const NAME: &'static str = super::names::BASH_EXEC;
-    const KIND: ToolKind = ToolKind::Mutating;
+    const CAPABILITY: Capability = Capability {
+        executes: true,
+        ..Capability::NONE
+    };
     type Args = Args;
 
     fn description(&self) -> Cow<'static, str> {

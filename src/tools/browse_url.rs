@@ -6,8 +6,9 @@
 
 use std::borrow::Cow;
 
+use super::Capability;
 use super::web::BrowseRequest;
-use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool};
+use super::{Call, ToolFuture, ToolOutput, TypedTool};
 use crate::protocol::schema::tool_args;
 
 /// Bytes of text returned when the call names no `max_bytes`.
@@ -28,7 +29,10 @@ tool_args! {
 
 impl TypedTool for BrowseUrl {
     const NAME: &'static str = super::names::BROWSE_URL;
-    const KIND: ToolKind = ToolKind::ReadOnly;
+    const CAPABILITY: Capability = Capability {
+        network: true,
+        ..Capability::NONE
+    };
     type Args = Args;
 
     fn description(&self) -> Cow<'static, str> {

@@ -13,7 +13,8 @@ use std::pin::Pin;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool};
+use super::Capability;
+use super::{Call, ToolFuture, ToolOutput, TypedTool};
 use crate::protocol::Message;
 pub use crate::protocol::delegate::AgentOffer;
 use crate::protocol::delegate::{DelegateArgs, DelegateErrorCode, DelegateResult};
@@ -100,7 +101,10 @@ Run one bounded, synchronous subagent; only its final normalized result returns.
 
 impl TypedTool for Delegate {
     const NAME: &'static str = super::names::DELEGATE;
-    const KIND: ToolKind = ToolKind::Delegation;
+    const CAPABILITY: Capability = Capability {
+        starts_subagent: true,
+        ..Capability::NONE
+    };
     type Args = DelegateArgs;
 
     fn description(&self) -> Cow<'static, str> {

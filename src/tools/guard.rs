@@ -1,10 +1,12 @@
-//! The invocation guard: who may run which kind of tool.
+//! The invocation guard: who may run a tool that may do what.
 //!
 //! Identity and depth come from the runner that started the agent, never from
 //! anything the model wrote. The main agent (depth 0) may run every tool; a
-//! subagent (depth 1) is read-only: mutating, interactive and plan tools are
-//! refused with `permission_denied`, and `delegate` with
-//! `nested_delegation_forbidden`. Refusals are normal tool results, so the
+//! subagent (depth 1) may run what only reads, its commands inside its
+//! sandbox, and (a write subagent) file changes inside its sandbox; the rest
+//! is refused with `permission_denied`, and `delegate` with
+//! `nested_delegation_forbidden`. The decision reads the tool's declared
+//! [`Capability`], never its name. Refusals are normal tool results, so the
 //! conversation stays valid and no side effect happens.
 //!
 //! For the main agent, [`command_gate`] and [`file_change_gate`] decide
@@ -21,7 +23,7 @@ use crate::protocol::changes::DelegateWrite;
 use crate::protocol::delegate::{DelegateErrorCode, DelegateMode};
 use crate::protocol::{ApprovalPolicy, SafetySettings, SandboxMode};
 
-use super::{ToolKind, ToolOutput};
+use super::{Capability, ToolOutput};
 
 /// Who is running the agent loop.
 pub use crate::protocol::Identity;
@@ -55,61 +57,62 @@ impl InvocationContext {
     }
 }
 
-/// The one mutating tool a subagent may run: its shell, which runs inside
-/// the subagent's own sandbox (read-only but for a scratch `TMPDIR`, no
-/// network), so it cannot change anything the parent sees.
-pub const SUBAGENT_SHELL: &str = super::names::BASH_EXEC;
-
-/// The file tools a write subagent may run, inside its sandbox, on its
-/// worktree. Never an MCP tool: those run outside every sandbox.
-pub const WORKTREE_TOOLS: [&str; 4] = [
-    <super::patch::Patch as super::TypedTool>::NAME,
-    <super::mkdir::Mkdir as super::TypedTool>::NAME,
-    <super::rm::Rm as super::TypedTool>::NAME,
-    <super::rmdir::Rmdir as super::TypedTool>::NAME,
-];
-
-/// `Ok` when `ctx` may run a tool of `kind`; else the refusal to return.
-/// `shell_confined`: the commands run inside a subagent's enforced sandbox
-/// (only then may a subagent use [`SUBAGENT_SHELL`]).
+/// `Ok` when `ctx` may run `tool`, which may do what `capability` says
+/// (a [`super::ToolKind`], as MCP's tools declare themselves, reads as
+/// one); else the refusal to return. `confined`: the subagent's commands run
+/// inside its enforced sandbox, which keeps a read-only subagent from
+/// changing anything and a write subagent inside its worktree.
 pub fn check(
     tool: &str,
-    kind: ToolKind,
+    capability: impl Into<Capability>,
     ctx: &InvocationContext,
-    shell_confined: bool,
+    confined: bool,
 ) -> Result<(), ToolOutput> {
     if !ctx.is_subagent() {
         return Ok(());
     }
-    match kind {
-        ToolKind::ReadOnly => Ok(()),
-        ToolKind::Mutating if tool == SUBAGENT_SHELL && shell_confined => Ok(()),
-        ToolKind::Mutating
-            if ctx.mode == DelegateMode::Write
-                && shell_confined
-                && WORKTREE_TOOLS.contains(&tool) =>
-        {
-            Ok(())
-        }
-        ToolKind::Mutating | ToolKind::Interactive | ToolKind::PlanState => Err(refusal(
-            DelegateErrorCode::PermissionDenied,
-            &format!(
-                "{tool} is not available to a read-only subagent; nothing was changed. Inspect with list_files, read_file, ripgrep and bash_exec (read-only commands) and report your findings to the parent."
-            ),
-        )),
-        ToolKind::Delegation => {
-            let mut refused =
-                crate::protocol::delegate::DelegateResult::nested_forbidden(&ctx.identity);
-            if ctx.mode == DelegateMode::Write {
-                // A small model copies the delegating call it sees at the
-                // end of its fork; say what to do instead.
-                refused.recommended_next_steps = vec![
-                    "You are the write subagent: do the task yourself now. Read your claimed files with read_file, then change them with patch.".into(),
-                ];
-            }
-            Err(super::delegate::output(&refused))
-        }
+    let capability = capability.into();
+    if capability.starts_subagent {
+        return Err(nested_refusal(ctx));
     }
+    if subagent_may_run(&capability, ctx.mode, confined) {
+        return Ok(());
+    }
+    Err(refusal(
+        DelegateErrorCode::PermissionDenied,
+        &format!(
+            "{tool} is not available to a read-only subagent; nothing was changed. Inspect with list_files, read_file, ripgrep and bash_exec (read-only commands) and report your findings to the parent."
+        ),
+    ))
+}
+
+/// A subagent runs what only reads; its commands only inside its
+/// sandbox; file changes only as a write subagent, inside its sandbox
+/// (on its worktree). The person and the plan are the parent's, and what
+/// runs outside every sandbox (an MCP server's tool) must only read.
+fn subagent_may_run(capability: &Capability, mode: DelegateMode, confined: bool) -> bool {
+    if capability.needs_person || capability.changes_plan {
+        return false;
+    }
+    if !capability.confined {
+        return capability.only_reads();
+    }
+    let runs_confined = !capability.executes || confined;
+    let writes_worktree = capability.writes.is_none() || (mode == DelegateMode::Write && confined);
+    runs_confined && writes_worktree
+}
+
+/// A subagent's `delegate` call: `nested_delegation_forbidden`.
+fn nested_refusal(ctx: &InvocationContext) -> ToolOutput {
+    let mut refused = crate::protocol::delegate::DelegateResult::nested_forbidden(&ctx.identity);
+    if ctx.mode == DelegateMode::Write {
+        // A small model copies the delegating call it sees at the end of
+        // its fork; say what to do instead.
+        refused.recommended_next_steps = vec![
+            "You are the write subagent: do the task yourself now. Read your claimed files with read_file, then change them with patch.".into(),
+        ];
+    }
+    super::delegate::output(&refused)
 }
 
 /// What the policy says about one action of the main agent.
@@ -234,6 +237,7 @@ fn refusal(code: DelegateErrorCode, message: &str) -> ToolOutput {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::ToolKind;
 
     fn subagent() -> InvocationContext {
         InvocationContext {
@@ -245,27 +249,46 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_write_subagent_may_change_its_worktree_and_nothing_else() {
-        let writer = InvocationContext {
+    /// The capability the standard catalog's tool `name` declares.
+    fn declared(name: &str) -> Capability {
+        crate::tools::ToolCatalog::standard(crate::plan::PlanFlavour::UpdatePlan)
+            .capability_of(name)
+            .unwrap_or_else(|| panic!("{name} is not in the catalog"))
+    }
+
+    fn writer() -> InvocationContext {
+        InvocationContext {
             mode: DelegateMode::Write,
             ..subagent()
-        };
-        for tool in WORKTREE_TOOLS.into_iter().chain([SUBAGENT_SHELL]) {
+        }
+    }
+
+    const SHELL: Capability = Capability {
+        executes: true,
+        ..Capability::NONE
+    };
+
+    #[test]
+    fn a_write_subagent_may_change_its_worktree_and_nothing_else() {
+        for tool in ["patch", "mkdir", "rm", "rmdir", "bash_exec"] {
             assert!(
-                check(tool, ToolKind::Mutating, &writer, true).is_ok(),
+                check(tool, declared(tool), &writer(), true).is_ok(),
                 "{tool}"
             );
             // Only inside a fully enforced sandbox.
             assert!(
-                check(tool, ToolKind::Mutating, &writer, false).is_err(),
+                check(tool, declared(tool), &writer(), false).is_err(),
                 "{tool}"
             );
         }
-        assert!(check("mcp__fs__write", ToolKind::Mutating, &writer, true).is_err());
-        assert!(check("ask_user", ToolKind::Interactive, &writer, true).is_err());
-        assert!(check("update_plan", ToolKind::PlanState, &writer, true).is_err());
-        let nested = check("delegate", ToolKind::Delegation, &writer, true).unwrap_err();
+        assert!(check("mcp__fs__write", ToolKind::Mutating, &writer(), true).is_err());
+        for tool in ["ask_user", "update_plan"] {
+            assert!(
+                check(tool, declared(tool), &writer(), true).is_err(),
+                "{tool}"
+            );
+        }
+        let nested = check("delegate", declared("delegate"), &writer(), true).unwrap_err();
         assert!(
             nested.content.contains("You are the write subagent"),
             "{}",
@@ -288,24 +311,71 @@ mod tests {
 
     #[test]
     fn subagent_is_read_only() {
-        assert!(check("read_file", ToolKind::ReadOnly, &subagent(), true).is_ok());
-        for kind in [
-            ToolKind::Mutating,
-            ToolKind::Interactive,
-            ToolKind::PlanState,
-        ] {
-            let refused = check("patch", kind, &subagent(), true).unwrap_err();
+        for tool in ["read_file", "list_files", "ripgrep", "browse_url"] {
+            assert!(
+                check(tool, declared(tool), &subagent(), false).is_ok(),
+                "{tool}"
+            );
+        }
+        assert!(check("mcp__docs__search", ToolKind::ReadOnly, &subagent(), false).is_ok());
+        for tool in ["patch", "mkdir", "rm", "rmdir", "ask_user", "update_plan"] {
+            let refused = check(tool, declared(tool), &subagent(), true).unwrap_err();
             assert!(!refused.ok);
             assert_eq!(
                 refused.details.as_ref().unwrap()["error"]["code"],
-                "permission_denied"
+                "permission_denied",
+                "{tool}"
             );
         }
-        let nested = check("delegate", ToolKind::Delegation, &subagent(), true).unwrap_err();
+        let nested = check("delegate", declared("delegate"), &subagent(), true).unwrap_err();
         assert_eq!(
             nested.details.unwrap()["error"]["code"],
             "nested_delegation_forbidden"
         );
+    }
+
+    #[test]
+    fn a_tool_with_the_shells_capability_is_the_shell_whatever_its_name() {
+        assert_eq!(declared("bash_exec"), SHELL);
+        assert!(check("run_tests", SHELL, &subagent(), true).is_ok());
+        assert!(check("run_tests", SHELL, &subagent(), false).is_err());
+    }
+
+    #[test]
+    fn a_tool_named_like_the_shell_that_writes_files_is_a_file_tool() {
+        let writes = Capability {
+            writes: Some(super::super::capability::Writes::Files),
+            ..SHELL
+        };
+        let refused = check("bash_exec", writes, &subagent(), true).unwrap_err();
+        assert_eq!(
+            refused.details.unwrap()["error"]["code"],
+            "permission_denied"
+        );
+        assert!(check("bash_exec", writes, &writer(), true).is_ok());
+        // A shell that runs outside every sandbox is never a subagent's.
+        let outside = Capability {
+            confined: false,
+            ..SHELL
+        };
+        assert!(check("bash_exec", outside, &writer(), true).is_err());
+    }
+
+    #[test]
+    fn the_person_and_the_plan_stay_the_parents_whatever_else_a_tool_declares() {
+        for capability in [
+            Capability {
+                needs_person: true,
+                ..Capability::NONE
+            },
+            Capability {
+                changes_plan: true,
+                reads: Some(super::super::capability::Reads::File),
+                ..Capability::NONE
+            },
+        ] {
+            assert!(check("read_file", capability, &writer(), true).is_err());
+        }
     }
 
     #[test]
@@ -369,20 +439,17 @@ mod tests {
             delegation_depth: 1,
             mode: DelegateMode::ReadOnly,
         };
-        assert!(check("rm", ToolKind::Mutating, &ctx, true).is_err());
+        assert!(check("rm", declared("rm"), &ctx, true).is_err());
     }
 
     #[test]
     fn a_subagent_may_run_its_shell_only_inside_its_sandbox() {
-        assert!(check(SUBAGENT_SHELL, ToolKind::Mutating, &subagent(), true).is_ok());
-        let refused = check(SUBAGENT_SHELL, ToolKind::Mutating, &subagent(), false).unwrap_err();
+        let shell = declared("bash_exec");
+        assert!(check("bash_exec", shell, &subagent(), true).is_ok());
+        let refused = check("bash_exec", shell, &subagent(), false).unwrap_err();
         assert_eq!(
             refused.details.unwrap()["error"]["code"],
             "permission_denied"
         );
-        for tool in ["patch", "mkdir", "rm", "rmdir"] {
-            assert!(check(tool, ToolKind::Mutating, &subagent(), true).is_err());
-        }
-        assert!(check("ask_user", ToolKind::Interactive, &subagent(), true).is_err());
     }
 }

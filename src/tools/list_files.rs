@@ -15,7 +15,8 @@ use std::path::Path;
 use ignore::WalkBuilder;
 use tokio_util::sync::CancellationToken;
 
-use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool};
+use super::capability::{Capability, Reads};
+use super::{Call, ToolFuture, ToolOutput, TypedTool};
 use crate::protocol::schema::tool_args;
 use crate::workspace::beneath::{self, Kind};
 use crate::workspace::{FinalLink, Place, Workspace, is_missing, is_state_name};
@@ -60,7 +61,10 @@ pub(crate) fn walker(start: &Path) -> WalkBuilder {
 
 impl TypedTool for ListFiles {
     const NAME: &'static str = "list_files";
-    const KIND: ToolKind = ToolKind::ReadOnly;
+    const CAPABILITY: Capability = Capability {
+        reads: Some(Reads::Tree),
+        ..Capability::NONE
+    };
     type Args = Args;
 
     fn description(&self) -> Cow<'static, str> {

@@ -3,9 +3,10 @@
 use std::borrow::Cow;
 use std::os::fd::AsFd;
 
+use super::capability::{Capability, Writes};
 use super::file_work::FileEnv;
 use super::patch::in_the_way;
-use super::{Call, PathArgs, ToolFuture, ToolKind, ToolOutput, TypedTool, approved_file_change};
+use super::{Call, PathArgs, ToolFuture, ToolOutput, TypedTool, approved_file_change};
 use crate::store::undo::UndoEntry;
 use crate::workspace::beneath::{self, Kind};
 use crate::workspace::{FinalLink, is_missing};
@@ -14,7 +15,10 @@ pub struct Mkdir;
 
 impl TypedTool for Mkdir {
     const NAME: &'static str = "mkdir";
-    const KIND: ToolKind = ToolKind::Mutating;
+    const CAPABILITY: Capability = Capability {
+        writes: Some(Writes::Files),
+        ..Capability::NONE
+    };
     type Args = PathArgs;
 
     fn description(&self) -> Cow<'static, str> {

@@ -16,6 +16,7 @@ pub mod approval;
 pub mod ask_user;
 pub mod bash_exec;
 pub mod browse_url;
+pub mod capability;
 #[cfg(test)]
 mod catalog_tests;
 pub mod delegate;
@@ -56,6 +57,7 @@ use crate::protocol::{Message, ToolCall, ToolFacts, ToolSpec};
 use crate::store::undo::UndoLog;
 use crate::workspace::Workspace;
 
+pub use capability::{Capabilities, Capability, ToolKind};
 pub use guard::{Identity, InvocationContext};
 
 /// What a tool returns: the text the model gets and, for state tools, the
@@ -113,21 +115,6 @@ impl ToolOutput {
             None => self.details.clone(),
         }
     }
-}
-
-/// How a tool may affect the world; the invocation guard decides on this.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ToolKind {
-    /// Reads the workspace only.
-    ReadOnly,
-    /// Changes files or runs commands.
-    Mutating,
-    /// Needs the person at the keyboard.
-    Interactive,
-    /// Changes the workspace plan (parent's responsibility).
-    PlanState,
-    /// Starts a subagent.
-    Delegation,
 }
 
 /// Limits of the tools, from the configuration.
@@ -210,7 +197,14 @@ pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = ToolOutput> + Send + 'a>>;
 /// implement this directly.
 pub trait Tool: Send + Sync {
     fn name(&self) -> &str;
+    /// How a tool built outside this module (an MCP server's) declares
+    /// itself; a built-in tool's is derived from its [`TypedTool::CAPABILITY`].
     fn kind(&self) -> ToolKind;
+    /// What a call may do; the guard decides on this. Unless the tool
+    /// says more, read from its [`Tool::kind`] ([`Capability`]'s `From`).
+    fn capability(&self) -> Capability {
+        self.kind().into()
+    }
     /// Description and JSON schema, written for a model. Called once, when
     /// the catalog is built.
     fn spec(&self) -> ToolSpec;
@@ -222,7 +216,9 @@ pub trait Tool: Send + Sync {
 /// [`crate::protocol::schema`]).
 pub trait TypedTool: Send + Sync {
     const NAME: &'static str;
-    const KIND: ToolKind;
+    /// What a call may do: what the invocation guard, the agent loop and
+    /// ACP decide on.
+    const CAPABILITY: Capability;
     type Args: ToolArgs + Send;
     /// The description, written for a model.
     fn description(&self) -> Cow<'static, str>;
@@ -240,7 +236,11 @@ impl<T: TypedTool> Tool for T {
     }
 
     fn kind(&self) -> ToolKind {
-        T::KIND
+        T::CAPABILITY.kind()
+    }
+
+    fn capability(&self) -> Capability {
+        T::CAPABILITY
     }
 
     fn spec(&self) -> ToolSpec {
@@ -409,11 +409,33 @@ impl ToolCatalog {
         self.specs.iter().map(|s| s.name.clone()).collect()
     }
 
-    pub fn kind_of(&self, name: &str) -> Option<ToolKind> {
+    pub fn capability_of(&self, name: &str) -> Option<Capability> {
         self.tools
             .iter()
             .find(|t| t.name() == name)
-            .map(|t| t.kind())
+            .map(|t| t.capability())
+    }
+
+    /// The tool `name` starts a subagent (a subagent's call of it is
+    /// refused).
+    pub fn starts_subagent(&self, name: &str) -> bool {
+        self.capability_of(name)
+            .is_some_and(|capability| capability.starts_subagent)
+    }
+
+    /// The tool `name` changes the plan (its result carries the plan).
+    pub fn changes_plan(&self, name: &str) -> bool {
+        self.capability_of(name)
+            .is_some_and(|capability| capability.changes_plan)
+    }
+
+    /// Every tool's capability by name, for a front end.
+    pub fn capabilities(&self) -> Capabilities {
+        Capabilities::new(
+            self.tools
+                .iter()
+                .map(|t| (t.name().to_string(), t.capability())),
+        )
     }
 
     /// Runs one tool call: finds the tool, applies the invocation guard,
@@ -436,7 +458,7 @@ impl ToolCatalog {
         };
         if let Err(refusal) = guard::check(
             tool.name(),
-            tool.kind(),
+            tool.capability(),
             ctx,
             env.sandbox.is_subagent_shell(),
         ) {

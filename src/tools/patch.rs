@@ -8,8 +8,9 @@
 use std::borrow::Cow;
 use std::os::fd::AsFd;
 
+use super::capability::{Capability, Reads, Writes};
 use super::file_work::{FileEnv, off_runtime, open_failed, refuse_odd};
-use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool, guard};
+use super::{Call, ToolFuture, ToolOutput, TypedTool, guard};
 use crate::protocol::schema::tool_args;
 use crate::protocol::tool_facts::{FileAction, FileChange, ToolFacts};
 use crate::store::atomic::write_atomic_at;
@@ -47,7 +48,11 @@ tool_args! {
 
 impl TypedTool for Patch {
     const NAME: &'static str = "patch";
-    const KIND: ToolKind = ToolKind::Mutating;
+    const CAPABILITY: Capability = Capability {
+        reads: Some(Reads::File),
+        writes: Some(Writes::Files),
+        ..Capability::NONE
+    };
     type Args = Args;
 
     // No example call in the description: Qwen2.5-Coder-0.5B copied an

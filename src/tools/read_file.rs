@@ -12,8 +12,9 @@ use std::io::{self, BufRead, BufReader, Read};
 
 use tokio_util::sync::CancellationToken;
 
+use super::capability::{Capability, Reads};
 use super::file_work::{open_failed, refuse_odd};
-use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool};
+use super::{Call, ToolFuture, ToolOutput, TypedTool};
 use crate::protocol::schema::tool_args;
 use crate::workspace::beneath::{self, Kind};
 use crate::workspace::{FinalLink, Workspace, is_missing};
@@ -41,7 +42,10 @@ tool_args! {
 
 impl TypedTool for ReadFile {
     const NAME: &'static str = "read_file";
-    const KIND: ToolKind = ToolKind::ReadOnly;
+    const CAPABILITY: Capability = Capability {
+        reads: Some(Reads::File),
+        ..Capability::NONE
+    };
     type Args = Args;
 
     fn description(&self) -> Cow<'static, str> {

@@ -25,8 +25,9 @@ use ignore::WalkBuilder;
 use ignore::overrides::OverrideBuilder;
 use tokio_util::sync::CancellationToken;
 
+use super::capability::{Capability, Reads};
 use super::list_files::walker;
-use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool};
+use super::{Call, ToolFuture, ToolOutput, TypedTool};
 use crate::protocol::schema::tool_args;
 use crate::text::{sanitize, short};
 use crate::workspace::{Workspace, is_missing};
@@ -69,7 +70,10 @@ tool_args! {
 
 impl TypedTool for Ripgrep {
     const NAME: &'static str = "ripgrep";
-    const KIND: ToolKind = ToolKind::ReadOnly;
+    const CAPABILITY: Capability = Capability {
+        reads: Some(Reads::Tree),
+        ..Capability::NONE
+    };
     type Args = Args;
 
     fn description(&self) -> Cow<'static, str> {

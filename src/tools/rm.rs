@@ -6,8 +6,9 @@
 
 use std::borrow::Cow;
 
+use super::capability::{Capability, Writes};
 use super::file_work::FileEnv;
-use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool, approved_file_change};
+use super::{Call, ToolFuture, ToolOutput, TypedTool, approved_file_change};
 use crate::protocol::schema::tool_args;
 use crate::workspace::beneath::{self, Kind};
 use crate::workspace::{FinalLink, is_missing};
@@ -25,7 +26,10 @@ tool_args! {
 
 impl TypedTool for Rm {
     const NAME: &'static str = "rm";
-    const KIND: ToolKind = ToolKind::Mutating;
+    const CAPABILITY: Capability = Capability {
+        writes: Some(Writes::Removes),
+        ..Capability::NONE
+    };
     type Args = Args;
 
     fn description(&self) -> Cow<'static, str> {

@@ -3,8 +3,9 @@
 use std::borrow::Cow;
 use std::io;
 
+use super::capability::{Capability, Writes};
 use super::file_work::FileEnv;
-use super::{Call, PathArgs, ToolFuture, ToolKind, ToolOutput, TypedTool, approved_file_change};
+use super::{Call, PathArgs, ToolFuture, ToolOutput, TypedTool, approved_file_change};
 use crate::store::undo::UndoEntry;
 use crate::workspace::beneath::{self, Kind};
 use crate::workspace::{FinalLink, is_missing};
@@ -13,7 +14,10 @@ pub struct Rmdir;
 
 impl TypedTool for Rmdir {
     const NAME: &'static str = "rmdir";
-    const KIND: ToolKind = ToolKind::Mutating;
+    const CAPABILITY: Capability = Capability {
+        writes: Some(Writes::Removes),
+        ..Capability::NONE
+    };
     type Args = PathArgs;
 
     fn description(&self) -> Cow<'static, str> {

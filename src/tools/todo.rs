@@ -7,7 +7,8 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool};
+use super::Capability;
+use super::{Call, ToolFuture, ToolOutput, TypedTool};
 use crate::plan::PlanSnapshot;
 use crate::plan::todo::{self, TodoStore};
 use crate::protocol::schema::ToolArgs;
@@ -73,7 +74,10 @@ impl ToolArgs for Args {
 
 impl TypedTool for Todo {
     const NAME: &'static str = todo::TOOL_NAME;
-    const KIND: ToolKind = ToolKind::PlanState;
+    const CAPABILITY: Capability = Capability {
+        changes_plan: true,
+        ..Capability::NONE
+    };
     type Args = Args;
 
     fn description(&self) -> Cow<'static, str> {

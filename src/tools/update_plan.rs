@@ -6,7 +6,8 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Call, ToolFuture, ToolKind, ToolOutput, TypedTool};
+use super::Capability;
+use super::{Call, ToolFuture, ToolOutput, TypedTool};
 use crate::plan::PlanSnapshot;
 use crate::plan::model::{self, PlanState};
 use crate::protocol::schema::ToolArgs;
@@ -56,7 +57,10 @@ impl ToolArgs for Args {
 
 impl TypedTool for UpdatePlan {
     const NAME: &'static str = "update_plan";
-    const KIND: ToolKind = ToolKind::PlanState;
+    const CAPABILITY: Capability = Capability {
+        changes_plan: true,
+        ..Capability::NONE
+    };
     type Args = Args;
 
     fn description(&self) -> Cow<'static, str> {

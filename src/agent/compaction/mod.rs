@@ -11,7 +11,6 @@ use super::request::{record_usage, request_completion};
 use super::{AgentDeps, Conversation};
 use crate::plan::todo;
 use crate::protocol::{EventKind, Message, UsageTotals};
-use crate::tools::ToolKind;
 use cut::Skip;
 pub(super) use cut::Trigger;
 pub use cut::{CompactionSettings, CompactionStrategy};
@@ -45,7 +44,7 @@ pub(super) async fn maybe_compact(
     };
     let messages = conversation.messages();
     let (removed, kept) = (&messages[1..cut.index], &messages[cut.index..]);
-    let carried = if deps.catalog.kind_of(todo::TOOL_NAME) == Some(ToolKind::PlanState) {
+    let carried = if deps.catalog.changes_plan(todo::TOOL_NAME) {
         todo_state(removed, deps).await
     } else {
         cut::carried_state(removed, kept)

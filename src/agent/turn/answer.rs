@@ -9,7 +9,6 @@ use super::super::loop_detect::Verdict;
 use super::super::{AgentDeps, Conversation, calls, hook_points};
 use crate::plan::{restore, todo};
 use crate::protocol::{EventKind, Message};
-use crate::tools::ToolKind;
 
 /// What happens after an answer without tool calls.
 pub(super) enum AfterAnswer {
@@ -131,7 +130,7 @@ async fn settle_reminder(deps: &AgentDeps) -> Option<String> {
         return None;
     }
     // The catalog advertises exactly one plan tool: it names the flavour.
-    let todo_flavour = deps.catalog.kind_of(todo::TOOL_NAME) == Some(ToolKind::PlanState);
+    let todo_flavour = deps.catalog.changes_plan(todo::TOOL_NAME);
     let root = deps.tool_env.workspace.root.clone();
     let plan = deps.tool_env.plan.clone();
     // The state file's lock and read block: off the runtime.
