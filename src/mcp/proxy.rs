@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::protocol::ToolSpec;
 use crate::protocol::mcp::McpToolSpec;
-use crate::tools::{Invocation, Tool, ToolFuture, ToolKind, ToolOutput};
+use crate::tools::{Capability, Invocation, Tool, ToolFuture, ToolOutput};
 
 pub type LinkFuture<'a> = Pin<Box<dyn Future<Output = ToolOutput> + Send + 'a>>;
 
@@ -43,8 +43,8 @@ impl Tool for McpProxyTool {
         &self.spec.spec.name
     }
 
-    fn kind(&self) -> ToolKind {
-        super::tool::kind(self.spec.read_only)
+    fn capability(&self) -> Capability {
+        super::tool::capability(self.spec.read_only)
     }
 
     fn spec(&self) -> ToolSpec {

@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::McpHub;
 use crate::protocol::ToolSpec;
 use crate::tools::guard::{self, Identity, InvocationContext};
-use crate::tools::{Invocation, Tool, ToolFuture, ToolKind, ToolOutput};
+use crate::tools::{Capability, Invocation, Tool, ToolFuture, ToolOutput};
 
 /// One MCP tool of the parent's catalog.
 pub struct McpTool {
@@ -34,8 +34,8 @@ impl Tool for McpTool {
         &self.entry().spec.spec.name
     }
 
-    fn kind(&self) -> ToolKind {
-        kind(self.entry().spec.read_only)
+    fn capability(&self) -> Capability {
+        capability(self.entry().spec.read_only)
     }
 
     fn spec(&self) -> ToolSpec {
@@ -71,12 +71,14 @@ impl Tool for McpTool {
     }
 }
 
-/// The guard's kind of a server's tools.
-pub fn kind(read_only: bool) -> ToolKind {
+/// What a server's tools may do, as its trusted configuration declares
+/// it: read only, or anything the server reaches; outside every sandbox
+/// either way.
+pub fn capability(read_only: bool) -> Capability {
     if read_only {
-        ToolKind::ReadOnly
+        Capability::OUTSIDE_READ_ONLY
     } else {
-        ToolKind::Mutating
+        Capability::OUTSIDE
     }
 }
 
@@ -91,7 +93,7 @@ pub fn not_for_subagents(tool: &str) -> ToolOutput {
         mode: crate::protocol::delegate::DelegateMode::ReadOnly,
     };
     // Not the subagent shell: an MCP server runs outside every sandbox.
-    match guard::check(tool, ToolKind::Mutating, &subagent, false) {
+    match guard::check(tool, Capability::OUTSIDE, &subagent, false) {
         Err(refusal) => refusal,
         Ok(()) => ToolOutput::error(format!("{tool} is not available to a subagent")),
     }
@@ -119,8 +121,8 @@ mod tests {
 
     #[test]
     fn read_only_servers_give_read_only_tools_and_the_others_are_refused_to_subagents() {
-        assert_eq!(kind(true), ToolKind::ReadOnly);
-        assert_eq!(kind(false), ToolKind::Mutating);
+        assert_eq!(capability(true), Capability::OUTSIDE_READ_ONLY);
+        assert_eq!(capability(false), Capability::OUTSIDE);
         let refused = not_for_subagents("mcp__fs__write");
         assert!(!refused.ok);
         let details = refused.details.unwrap();

@@ -95,62 +95,6 @@ impl Capability {
     }
 }
 
-/// How a tool built outside this module (an MCP server's) declares
-/// itself; read as a [`Capability`] by `From`, which gives `Mutating` the
-/// widest one ([`Capability::OUTSIDE`]): what such a tool does, Fido does
-/// not know.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ToolKind {
-    /// Reads only.
-    ReadOnly,
-    /// Has side effects.
-    Mutating,
-    /// Needs the person at the keyboard.
-    Interactive,
-    /// Changes the workspace plan.
-    PlanState,
-    /// Starts a subagent.
-    Delegation,
-}
-
-impl From<ToolKind> for Capability {
-    fn from(kind: ToolKind) -> Capability {
-        match kind {
-            ToolKind::ReadOnly => Capability::OUTSIDE_READ_ONLY,
-            ToolKind::Mutating => Capability::OUTSIDE,
-            ToolKind::Interactive => Capability {
-                needs_person: true,
-                ..Capability::OUTSIDE_READ_ONLY
-            },
-            ToolKind::PlanState => Capability {
-                changes_plan: true,
-                ..Capability::OUTSIDE_READ_ONLY
-            },
-            ToolKind::Delegation => Capability {
-                starts_subagent: true,
-                ..Capability::OUTSIDE_READ_ONLY
-            },
-        }
-    }
-}
-
-impl Capability {
-    /// The coarse kind of a built-in tool, for [`super::Tool::kind`].
-    pub const fn kind(&self) -> ToolKind {
-        if self.starts_subagent {
-            ToolKind::Delegation
-        } else if self.changes_plan {
-            ToolKind::PlanState
-        } else if self.needs_person {
-            ToolKind::Interactive
-        } else if self.writes.is_some() || self.executes {
-            ToolKind::Mutating
-        } else {
-            ToolKind::ReadOnly
-        }
-    }
-}
-
 /// Each tool's capability by name, as a session's catalog declares them:
 /// what a front end that sees a call only by its name (ACP) reads of it.
 #[derive(Debug, Clone, Default)]
@@ -173,19 +117,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_kind_declared_from_outside_is_never_confined_and_mutating_is_the_widest() {
-        for kind in [
-            ToolKind::ReadOnly,
-            ToolKind::Mutating,
-            ToolKind::Interactive,
-            ToolKind::PlanState,
-            ToolKind::Delegation,
-        ] {
-            let capability = Capability::from(kind);
-            assert!(!capability.confined, "{kind:?}");
-            assert_eq!(capability.kind(), kind);
+    fn an_mcp_servers_tool_is_never_confined_and_only_a_read_only_one_only_reads() {
+        for capability in [Capability::OUTSIDE_READ_ONLY, Capability::OUTSIDE] {
+            assert!(!capability.confined, "{capability:?}");
         }
-        assert!(Capability::from(ToolKind::ReadOnly).only_reads());
-        assert!(!Capability::from(ToolKind::Mutating).only_reads());
+        assert!(Capability::OUTSIDE_READ_ONLY.only_reads());
+        assert!(!Capability::OUTSIDE.only_reads());
+        assert!(Capability::NONE.confined && Capability::NONE.only_reads());
     }
 }

@@ -57,21 +57,19 @@ impl InvocationContext {
     }
 }
 
-/// `Ok` when `ctx` may run `tool`, which may do what `capability` says
-/// (a [`super::ToolKind`], as MCP's tools declare themselves, reads as
-/// one); else the refusal to return. `confined`: the subagent's commands run
+/// `Ok` when `ctx` may run `tool`, which may do what `capability` says;
+/// else the refusal to return. `confined`: the subagent's commands run
 /// inside its enforced sandbox, which keeps a read-only subagent from
 /// changing anything and a write subagent inside its worktree.
 pub fn check(
     tool: &str,
-    capability: impl Into<Capability>,
+    capability: Capability,
     ctx: &InvocationContext,
     confined: bool,
 ) -> Result<(), ToolOutput> {
     if !ctx.is_subagent() {
         return Ok(());
     }
-    let capability = capability.into();
     if capability.starts_subagent {
         return Err(nested_refusal(ctx));
     }
@@ -237,7 +235,6 @@ fn refusal(code: DelegateErrorCode, message: &str) -> ToolOutput {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::ToolKind;
 
     fn subagent() -> InvocationContext {
         InvocationContext {
@@ -281,7 +278,7 @@ mod tests {
                 "{tool}"
             );
         }
-        assert!(check("mcp__fs__write", ToolKind::Mutating, &writer(), true).is_err());
+        assert!(check("mcp__fs__write", Capability::OUTSIDE, &writer(), true).is_err());
         for tool in ["ask_user", "update_plan"] {
             assert!(
                 check(tool, declared(tool), &writer(), true).is_err(),
@@ -298,14 +295,13 @@ mod tests {
 
     #[test]
     fn main_agent_may_run_every_kind() {
-        for kind in [
-            ToolKind::ReadOnly,
-            ToolKind::Mutating,
-            ToolKind::Interactive,
-            ToolKind::PlanState,
-            ToolKind::Delegation,
-        ] {
-            assert!(check("x", kind, &InvocationContext::main(), false).is_ok());
+        let catalog = crate::tools::ToolCatalog::standard(crate::plan::PlanFlavour::UpdatePlan);
+        let declared = catalog
+            .specs()
+            .iter()
+            .filter_map(|spec| catalog.capability_of(&spec.name));
+        for capability in declared.chain([Capability::OUTSIDE, Capability::OUTSIDE_READ_ONLY]) {
+            assert!(check("x", capability, &InvocationContext::main(), false).is_ok());
         }
     }
 
@@ -317,7 +313,15 @@ mod tests {
                 "{tool}"
             );
         }
-        assert!(check("mcp__docs__search", ToolKind::ReadOnly, &subagent(), false).is_ok());
+        assert!(
+            check(
+                "mcp__docs__search",
+                Capability::OUTSIDE_READ_ONLY,
+                &subagent(),
+                false
+            )
+            .is_ok()
+        );
         for tool in ["patch", "mkdir", "rm", "rmdir", "ask_user", "update_plan"] {
             let refused = check(tool, declared(tool), &subagent(), true).unwrap_err();
             assert!(!refused.ok);

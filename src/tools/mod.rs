@@ -57,7 +57,7 @@ use crate::protocol::{Message, ToolCall, ToolFacts, ToolSpec};
 use crate::store::undo::UndoLog;
 use crate::workspace::Workspace;
 
-pub use capability::{Capabilities, Capability, ToolKind};
+pub use capability::{Capabilities, Capability};
 pub use guard::{Identity, InvocationContext};
 
 /// What a tool returns: the text the model gets and, for state tools, the
@@ -197,14 +197,9 @@ pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = ToolOutput> + Send + 'a>>;
 /// implement this directly.
 pub trait Tool: Send + Sync {
     fn name(&self) -> &str;
-    /// How a tool built outside this module (an MCP server's) declares
-    /// itself; a built-in tool's is derived from its [`TypedTool::CAPABILITY`].
-    fn kind(&self) -> ToolKind;
-    /// What a call may do; the guard decides on this. Unless the tool
-    /// says more, read from its [`Tool::kind`] ([`Capability`]'s `From`).
-    fn capability(&self) -> Capability {
-        self.kind().into()
-    }
+    /// What a call may do; the guard decides on this (a built-in tool's
+    /// is its [`TypedTool::CAPABILITY`]).
+    fn capability(&self) -> Capability;
     /// Description and JSON schema, written for a model. Called once, when
     /// the catalog is built.
     fn spec(&self) -> ToolSpec;
@@ -233,10 +228,6 @@ pub trait TypedTool: Send + Sync {
 impl<T: TypedTool> Tool for T {
     fn name(&self) -> &str {
         T::NAME
-    }
-
-    fn kind(&self) -> ToolKind {
-        T::CAPABILITY.kind()
     }
 
     fn capability(&self) -> Capability {
