@@ -19,6 +19,7 @@ pub mod browse_url;
 #[cfg(test)]
 mod catalog_tests;
 pub mod delegate;
+pub mod editor;
 mod file_work;
 pub mod guard;
 mod html;
@@ -167,8 +168,8 @@ pub struct ToolEnv {
     /// Runs subagents for `delegate`; `None` inside a subagent and for
     /// single `fido tool call` invocations.
     pub delegator: Option<std::sync::Arc<dyn delegate::Delegator>>,
-    /// The sandbox `bash_exec` runs commands in.
-    pub sandbox: Arc<crate::sandbox::CommandSandbox>,
+    /// The sandbox `bash_exec` runs commands in (a mode switch replaces it).
+    pub sandbox: crate::sandbox::SandboxSlot,
     /// Which of Fido's variables `bash_exec`'s commands get.
     pub env_policy: crate::process::EnvPolicy,
     /// Asks the person before commands and file changes, as the policy says.
@@ -183,6 +184,9 @@ pub struct ToolEnv {
     /// refusals `bash_exec` adds to a command's output. Dropping the last
     /// reference stops it.
     pub proxy: Option<Arc<crate::net::proxy::Proxy>>,
+    /// The editor whose buffers `read_file` reads (an ACP client with
+    /// `fs.readTextFile`); `None`: the disk.
+    pub editor: Option<Arc<dyn editor::EditorFiles>>,
 }
 
 /// One invocation, as handed to a tool: the raw arguments and the call.
@@ -438,7 +442,7 @@ impl ToolCatalog {
             tool.name(),
             tool.kind(),
             ctx,
-            env.sandbox.is_subagent_shell(),
+            env.sandbox.current().is_subagent_shell(),
         ) {
             return refusal;
         }
