@@ -625,6 +625,7 @@ fn a_mode_switch_changes_what_commands_and_edits_may_do() {
                 {"do": "new"}, {"do": "prompt", "text": "edit and write"},
                 {"do": "mode", "mode": "read-only"},
                 {"do": "prompt", "text": "again"},
+                {"do": "prompt", "text": "/status"},
             ],
         }),
     );
@@ -659,6 +660,8 @@ fn a_mode_switch_changes_what_commands_and_edits_may_do() {
     assert!(!first.contains("switched this session"), "{first}");
     assert!(after.contains("switched this session"), "{after}");
     assert!(after.contains("Sandbox (read-only)"), "{after}");
+    let status = message_text(&report);
+    assert!(status.contains("sandbox: read-only"), "{status}");
 }
 
 /// Full access in a folder that is not trusted is refused with the
