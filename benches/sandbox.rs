@@ -87,7 +87,7 @@ fn measure(runs: usize, root: &std::path::Path) -> Result<[Sorted; 3], String> {
         limits: Default::default(),
     })
     .map_err(|e| e.to_string())?;
-    unprotected.sandbox = std::sync::Arc::new(bare.without_protection());
+    unprotected.sandbox = fido::sandbox::SandboxSlot::new(bare.without_protection());
     let envs = [plain, unprotected, protected];
     let catalog = ToolCatalog::standard(fido::plan::PlanFlavour::UpdatePlan);
     let call = ToolCall {

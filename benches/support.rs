@@ -431,7 +431,7 @@ pub fn tool_env(
         limits: fido::tools::ToolLimits::default(),
         user: None,
         delegator: None,
-        sandbox: std::sync::Arc::new(sandbox),
+        sandbox: fido::sandbox::SandboxSlot::new(sandbox),
         env_policy: fido::process::EnvPolicy::default(),
         approvals: fido::tools::approval::Approvals::new(
             SafetySettings {
@@ -444,6 +444,7 @@ pub fn tool_env(
         hooks: std::sync::Arc::new(fido::hooks::Hooks::none()),
         web: None,
         proxy: None,
+        editor: None,
     })
 }
 

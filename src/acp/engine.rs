@@ -1,11 +1,12 @@
 //! The one place `fido acp` touches Fido's engine: starting a session (new
 //! or resumed from the journal), a turn, an interrupt, an approval's answer,
+//! a mode switch,
 //! the journal's list of sessions, and the shutdown that reaps every child.
 //! The rest of `acp` sees [`Engine`], [`SessionStart`] and the protocol's
 //! events, so the front door can change behind this file alone.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::config::{Config, Overrides};
@@ -13,10 +14,13 @@ use crate::mcp::McpServerConfig;
 use crate::protocol::event_queue::EventReceiver;
 use crate::protocol::op::{AskId, Op, OpReply};
 use crate::protocol::outcome::TurnOutcome;
-use crate::protocol::{ApprovalDecision, Message, TurnStatus};
+use crate::protocol::{
+    ApprovalDecision, ApprovalPolicy, Message, SafetySettings, SandboxMode, TurnStatus,
+};
 use crate::runtime::{EngineCaller, FrontEnd, ResumeFrom};
 use crate::store::journal::SessionSummary;
 use crate::tools::Capabilities;
+use crate::tools::editor::EditorFiles;
 
 /// How long a turn may take to wind down after an interrupt when the
 /// client has gone: past it the session is shut down anyway.
@@ -57,21 +61,25 @@ pub struct Engine {
     pub warnings: Vec<String>,
     /// What each tool of the session may do (the kind an editor shows).
     pub tools: Capabilities,
+    /// The sandbox mode and approval policy it started with.
+    pub safety: SafetySettings,
 }
 
 impl Engine {
     /// Loads the configuration for `start.cwd` and starts a session whose
     /// events come out of the returned receiver. Approvals are asked as
     /// `approval_requested` events (the policy defaults to on-request, as
-    /// in the terminal UI), answered by [`Engine::answer`].
+    /// in the terminal UI), answered by [`Engine::answer`]; `read_file` reads
+    /// through `editor`, the client's files, when it offers them.
     pub async fn start(
         overrides: &Overrides,
         start: SessionStart,
+        editor: Option<Arc<dyn EditorFiles>>,
     ) -> Result<(Engine, EventReceiver), String> {
         let config = load_config(overrides, &start).await?;
         let resume = start.resume.map(ResumeFrom::Id);
         let (engine, receiver) =
-            crate::runtime::Engine::start(&config, FrontEnd::Interactive, resume)
+            crate::runtime::Engine::start_in(&config, FrontEnd::Interactive, resume, editor)
                 .await
                 .map_err(|err| err.to_string())?;
         let mut warnings = config.warnings.clone();
@@ -83,6 +91,7 @@ impl Engine {
             history: engine.session.resumed.clone(),
             warnings,
             tools: engine.session.tools.clone(),
+            safety: engine.session.safety.clone(),
             engine: Mutex::new(Some(engine)),
         };
         Ok((acp, receiver))
@@ -107,6 +116,25 @@ impl Engine {
     /// (`None`: the agent stopped first).
     pub async fn command(&self, op: Op) -> Option<OpReply> {
         self.caller.call(op).await.ok()
+    }
+
+    /// Switches the sandbox mode and approval policy (a session mode), from
+    /// the next tool call on; `Err` is why the engine refused.
+    pub async fn switch_safety(
+        &self,
+        sandbox_mode: SandboxMode,
+        approval_policy: ApprovalPolicy,
+    ) -> Result<(), String> {
+        let op = Op::SwitchSafety {
+            sandbox_mode,
+            approval_policy,
+        };
+        match self.caller.call(op).await {
+            Ok(OpReply::SafetySwitched { .. }) => Ok(()),
+            Ok(OpReply::Failed { message }) => Err(message),
+            Ok(other) => Err(format!("unexpected answer: {other:?}")),
+            Err(err) => Err(err.to_string()),
+        }
     }
 
     /// Cancels the running turn (its outcome says `Interrupted`).

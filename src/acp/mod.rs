@@ -12,6 +12,8 @@
 mod children;
 mod commands;
 mod engine;
+mod fs;
+mod modes;
 mod permission;
 mod prompt;
 mod session;
@@ -30,6 +32,7 @@ use agent_client_protocol::v1::schema::{
     ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
     McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PromptCapabilities,
     PromptRequest, SessionCapabilities, SessionInfo, SessionListCapabilities,
+    SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, ByteStreams, Client, Error, ErrorCode};
@@ -49,6 +52,9 @@ struct Server {
     /// The client advertised `subagents`: it shows each subagent as a
     /// child session.
     subagent_sessions: AtomicBool,
+    /// The client advertised `fs.readTextFile`: `read_file` reads its
+    /// buffers.
+    read_client_files: AtomicBool,
 }
 
 impl Server {
@@ -87,6 +93,7 @@ pub async fn serve(overrides: Overrides, pipes: ProtocolPipes) -> Result<(), Str
         overrides,
         sessions: Mutex::new(HashMap::new()),
         subagent_sessions: AtomicBool::new(false),
+        read_client_files: AtomicBool::new(false),
     });
     let transport = ByteStreams::new(
         tokio::fs::File::from_std(pipes.output).compat_write(),
@@ -128,7 +135,8 @@ fn agent(
     server: Arc<Server>,
 ) -> agent_client_protocol::v1::Builder<Agent, impl agent_client_protocol::HandleDispatchFrom<Client>>
 {
-    let (init, new, load, list, prompt, cancel) = (
+    let (init, new, load, list, prompt, cancel, mode) = (
+        server.clone(),
         server.clone(),
         server.clone(),
         server.clone(),
@@ -143,6 +151,8 @@ fn agent(
             async move |request: InitializeRequest, responder, _cx| {
                 let subagents = request.client_capabilities.subagents.is_some();
                 init.subagent_sessions.store(subagents, Ordering::Relaxed);
+                let reads = request.client_capabilities.fs.read_text_file;
+                init.read_client_files.store(reads, Ordering::Relaxed);
                 responder.respond(initialize())
             },
             agent_client_protocol::on_receive_request!(),
@@ -174,6 +184,12 @@ fn agent(
         .on_receive_request(
             async move |request: PromptRequest, responder, _cx| {
                 on_prompt(&prompt, request, responder)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: SetSessionModeRequest, responder, _cx| {
+                on_set_mode(&mode, request, responder)
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -245,6 +261,32 @@ fn on_prompt(
     Ok(())
 }
 
+/// `session/set_mode`: switched in a task of its own (the sandbox is
+/// rebuilt); the answer comes first, then the `current_mode_update`.
+fn on_set_mode(
+    server: &Server,
+    request: SetSessionModeRequest,
+    responder: Responder<SetSessionModeResponse>,
+) -> Result<(), Error> {
+    let session = match server.session(&request.session_id.0) {
+        Ok(session) => session,
+        Err(err) => return responder.respond_with_error(err),
+    };
+    tokio::spawn(async move {
+        match session.switch_mode(&request.mode_id.0).await {
+            Ok(mode) => {
+                if responder.respond(SetSessionModeResponse::new()).is_ok() {
+                    session.send(mode.update());
+                }
+            }
+            Err(err) => {
+                let _ = responder.respond_with_error(err);
+            }
+        }
+    });
+    Ok(())
+}
+
 /// What Fido offers, and no more: sessions that load and list from the
 /// journal, prompts with embedded text resources, stdio MCP servers.
 fn initialize() -> InitializeResponse {
@@ -288,7 +330,7 @@ async fn open_session(
 ) {
     match start_session(&server, start, client).await {
         Ok((session, events)) => {
-            let response = NewSessionResponse::new(session.id.clone());
+            let response = NewSessionResponse::new(session.id.clone()).modes(session.modes());
             if responder.respond(response).is_ok() {
                 session.send(commands::available());
                 tokio::spawn(session.pump(events));
@@ -314,7 +356,8 @@ async fn load_session(
             for update in updates::replay(&engine.history, &engine.workspace, &engine.tools) {
                 session.send(update);
             }
-            if responder.respond(LoadSessionResponse::new()).is_ok() {
+            let response = LoadSessionResponse::new().modes(session.modes());
+            if responder.respond(response).is_ok() {
                 session.send(commands::available());
                 tokio::spawn(session.pump(events));
             }
@@ -338,7 +381,12 @@ async fn start_session(
         ));
     }
     let resuming = start.resume.is_some();
-    let (engine, events) = Engine::start(&server.overrides, start)
+    let files = server
+        .read_client_files
+        .load(Ordering::Relaxed)
+        .then(|| Arc::new(fs::ClientFiles::new(client.clone())));
+    let editor = files.clone().map(|files| files as _);
+    let (engine, events) = Engine::start(&server.overrides, start, editor)
         .await
         .map_err(|message| {
             let code = if resuming {
@@ -352,6 +400,9 @@ async fn start_session(
         tracing::warn!("{}", crate::text::escape(warning));
     }
     let id = engine.journal_id.clone().unwrap_or_else(unjournaled_id);
+    if let Some(files) = &files {
+        files.belong_to(&id);
+    }
     let subagents = server.subagent_sessions.load(Ordering::Relaxed);
     let session = Session::new(id.clone(), engine, client, subagents);
     server.sessions().insert(id, session.clone());

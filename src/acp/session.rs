@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, PromptResponse, SessionNotification, SessionUpdate, StopReason,
+    ContentBlock, ContentChunk, PromptResponse, SessionModeState, SessionNotification,
+    SessionUpdate, StopReason,
 };
 use agent_client_protocol::{Client, Error, ErrorCode, RequestCancellationHandle};
 use serde_json::json;
@@ -18,6 +19,7 @@ use tokio::sync::watch;
 use super::children::Children;
 use super::commands;
 use super::engine::Engine;
+use super::modes::{Mode, Modes};
 use super::permission;
 use super::updates::{Updates, fido_meta};
 use crate::protocol::event_queue::EventReceiver;
@@ -47,6 +49,8 @@ pub struct Session {
     subagent_sessions: bool,
     /// The subagents announced, by agent id (their child session ids).
     children: Mutex<HashSet<String>>,
+    /// The session modes offered, and the one it is in.
+    modes: Mutex<Modes>,
 }
 
 impl Session {
@@ -56,8 +60,10 @@ impl Session {
         client: ConnectionTo<Client>,
         subagent_sessions: bool,
     ) -> Arc<Session> {
+        let modes = Mutex::new(Modes::new(&engine.safety));
         Arc::new(Session {
             id,
+            modes,
             engine,
             client,
             running: AtomicBool::new(false),
@@ -72,6 +78,34 @@ impl Session {
 
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// The modes offered, as `session/new` and `session/load` answer.
+    pub fn modes(&self) -> SessionModeState {
+        lock(&self.modes).state()
+    }
+
+    /// `session/set_mode`: the engine switches the sandbox and approval
+    /// policy of mode `id`, or the error names why it refused.
+    pub async fn switch_mode(&self, id: &str) -> Result<Mode, Error> {
+        let Some(mode) = lock(&self.modes).find(id).cloned() else {
+            return Err(Error::new(
+                ErrorCode::INVALID_PARAMS,
+                format!("unknown mode: {id}"),
+            ));
+        };
+        self.engine
+            .switch_safety(mode.sandbox_mode, mode.approval_policy)
+            .await
+            .map_err(|why| {
+                Error::new(
+                    ErrorCode::INVALID_PARAMS,
+                    format!("mode {id} refused: {why}"),
+                )
+                .data(json!({ "modeId": id }))
+            })?;
+        lock(&self.modes).set_current(mode.id);
+        Ok(mode)
     }
 
     /// Sends one update of this session (a client that is gone loses it).

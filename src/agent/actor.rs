@@ -18,7 +18,7 @@ use super::ops::FrontDesk;
 use super::{AgentDeps, Conversation, TurnOutcome, compaction, restore_plan_off_runtime, run_turn};
 use crate::plan::PlanFlavour;
 use crate::protocol::op::{Op, OpReply, Submission, SubmissionId};
-use crate::protocol::{EventKind, Message, UsageTotals};
+use crate::protocol::{EventKind, Message, SafetySettings, UsageTotals};
 use crate::provider::Provider;
 
 pub struct AgentActor;
@@ -71,6 +71,9 @@ pub enum AgentMessage {
     /// another model) from the next turn on; a running turn keeps the one
     /// it started with.
     SwitchProvider { provider: Arc<dyn Provider> },
+    /// Internal (a mode switch, in force for the tools already): tell the
+    /// model with the next prompt; the system prompt stays as it was.
+    SafetySwitched { settings: SafetySettings },
     /// Internal: the compaction task hands the conversation back.
     CompactionFinished {
         conversation: Box<Conversation>,
@@ -94,6 +97,9 @@ pub struct AgentState {
     turns: u32,
     /// A `RestorePlan` that arrived during a turn.
     plan_restore_pending: bool,
+    /// What the model is told before its next prompt of a mode switch
+    /// (the last one, when several came between two prompts).
+    safety_note: Option<String>,
     desk: FrontDesk,
 }
 
@@ -137,6 +143,7 @@ impl Actor for AgentActor {
             running: None,
             turns: args.turns,
             plan_restore_pending: false,
+            safety_note: None,
             desk,
         })
     }
@@ -200,6 +207,9 @@ impl AgentState {
                 let _ = reply.send(compacted);
             }
             AgentMessage::SwitchProvider { provider } => self.switch_provider(provider),
+            AgentMessage::SafetySwitched { settings } => {
+                self.safety_note = Some(super::prompt::safety_note(&settings));
+            }
         }
     }
 
@@ -217,6 +227,10 @@ impl AgentState {
             }
             Op::Compact => desk.compact(myself, id),
             Op::SwitchModel { model } => desk.switch_model(myself, id, model),
+            Op::SwitchSafety {
+                sandbox_mode,
+                approval_policy,
+            } => desk.switch_safety(myself, id, sandbox_mode, approval_policy),
             Op::ShowPlan => desk.local(id, |c| match c.show() {
                 Ok(shown) => OpReply::Plan(Box::new(shown)),
                 Err(err) => OpReply::failed(err),
@@ -253,10 +267,14 @@ impl AgentState {
     fn start_turn(&mut self, myself: ActorRef<AgentMessage>, prompt: String, reply: TurnReply) {
         #[cfg(test)]
         super::recover::fault::hit(&self.deps.tool_env.workspace.root, "agent handler");
-        let Some(conversation) = self.conversation.take() else {
+        let Some(mut conversation) = self.conversation.take() else {
             reply.send(busy(), &self.desk);
             return;
         };
+        if let Some(note) = self.safety_note.take() {
+            // Journaled with the turn's first step, before the prompt.
+            conversation.push(Message::user(note));
+        }
         self.turns += 1;
         let cancel = CancellationToken::new();
         self.running = Some(RunningTurn {

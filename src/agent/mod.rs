@@ -58,7 +58,7 @@ pub fn start_conversation(
     instructions: &ProjectInstructions,
     events: &EventSink,
 ) -> Conversation {
-    let prompt = system_prompt(catalog, env.approvals.settings(), instructions);
+    let prompt = system_prompt(catalog, &env.approvals.settings(), instructions);
     let mut conversation = Conversation::new(prompt);
     restore_plan(&mut conversation, env, flavour, events);
     conversation

@@ -23,7 +23,7 @@ use crate::protocol::op::{
     ChangesOp, Op, OpReceiver, OpReply, OpSender, PlanCleared, PlanShown, SessionEntry, StatusInfo,
     Submission, SubmissionId, TurnOutcome, UndoneChange, op_channel,
 };
-use crate::protocol::{EventKind, Message};
+use crate::protocol::{ApprovalPolicy, EventKind, Message, SafetySettings, SandboxMode};
 use crate::provider::Provider;
 use crate::store::journal::Journal;
 
@@ -31,6 +31,12 @@ use crate::store::journal::Journal;
 /// It may block (a TLS client takes a moment), so it runs off the runtime.
 pub type ModelSwitcher =
     Arc<dyn Fn(&str) -> Result<Arc<dyn Provider>, crate::provider::SwitchError> + Send + Sync>;
+
+/// Switches the session's sandbox mode and approval policy (an editor's
+/// session mode): the settings now in force, or why not. It blocks (the
+/// sandbox is rebuilt), so it runs off the runtime.
+pub type SafetySwitcher =
+    Arc<dyn Fn(SandboxMode, ApprovalPolicy) -> Result<SafetySettings, String> + Send + Sync>;
 
 /// Longest wait for the agent's answer between turns (a snapshot, a
 /// recalled history): a hung agent gives an error instead of a silent UI.
@@ -120,6 +126,7 @@ pub struct FrontDesk {
     /// Approvals and questions waiting for the person.
     pub asks: Option<Arc<PendingAsks>>,
     pub switch_model: Option<ModelSwitcher>,
+    pub switch_safety: Option<SafetySwitcher>,
     /// The replies in-process callers wait for, which skip the events.
     pub awaited: Arc<Awaited>,
 }
@@ -175,6 +182,7 @@ impl FrontDesk {
             commands: Arc::new(NoCommands),
             asks: None,
             switch_model: None,
+            switch_safety: None,
             awaited: Arc::default(),
         }
     }
@@ -269,6 +277,26 @@ impl FrontDesk {
         });
     }
 
+    /// A mode switch: rebuilds the sandbox off the runtime, then tells the
+    /// agent, whose model hears of it with the next prompt.
+    pub fn switch_safety(
+        &self,
+        agent: ActorRef<AgentMessage>,
+        id: SubmissionId,
+        mode: SandboxMode,
+        policy: ApprovalPolicy,
+    ) {
+        self.reply_later(id, |desk| async move {
+            match switch_safety(&desk, mode, policy, agent).await {
+                Ok(settings) => OpReply::SafetySwitched {
+                    sandbox_mode: settings.sandbox_mode,
+                    approval_policy: settings.approval_policy,
+                },
+                Err(message) => OpReply::Failed { message },
+            }
+        });
+    }
+
     /// `/diff`: the `git diff` of `workspace`, in a task of its own.
     pub fn diff(&self, id: SubmissionId, workspace: std::path::PathBuf) {
         self.reply_later(id, |_| async move {
@@ -335,6 +363,7 @@ fn refuse(desk: &FrontDesk, submission: Submission) {
         },
         Op::Compact
         | Op::SwitchModel { .. }
+        | Op::SwitchSafety { .. }
         | Op::ShowPlan
         | Op::ClearPlan
         | Op::Undo
@@ -429,6 +458,26 @@ async fn switch_model(
         .cast(AgentMessage::SwitchProvider { provider })
         .map_err(|_| "the agent is not running".to_string())?;
     Ok(model)
+}
+
+async fn switch_safety(
+    desk: &FrontDesk,
+    mode: SandboxMode,
+    policy: ApprovalPolicy,
+    agent: ActorRef<AgentMessage>,
+) -> Result<SafetySettings, String> {
+    let Some(switch) = desk.switch_safety.clone() else {
+        return Err("switching the sandbox mode is not available here".into());
+    };
+    let settings = tokio::task::spawn_blocking(move || switch(mode, policy))
+        .await
+        .map_err(|err| format!("cannot switch the sandbox mode: {err}"))??;
+    // The switch is in force for the tools already; a stopped agent has no
+    // model left to tell.
+    let _ = agent.cast(AgentMessage::SafetySwitched {
+        settings: settings.clone(),
+    });
+    Ok(settings)
 }
 
 #[cfg(test)]

@@ -78,6 +78,16 @@ fn safety_section(safety: &SafetySettings) -> String {
     format!("{sandbox}\n{approval}")
 }
 
+/// What the model is told before its next prompt when the person switched
+/// the session's settings (an editor's mode): the system prompt keeps
+/// those the session started with, so its cached prefix stays.
+pub fn safety_note(safety: &SafetySettings) -> String {
+    format!(
+        "[Fido: the user switched this session's sandbox and approvals; from now on:\n{}]",
+        safety_section(safety)
+    )
+}
+
 /// The system prompt for a session advertising `catalog` under `safety`,
 /// with the project's `instructions` last. A pure function of the three:
 /// the same inputs give the same bytes.

@@ -106,6 +106,7 @@ async fn plan_clear_typed_in_the_ui_empties_the_file_and_the_panel() {
     let before = saved_plan(&store);
     let commands = Arc::new(EngineCommands {
         default_approval: ApprovalPolicy::OnRequest,
+        safety: None,
         instruction_files: Vec::new(),
         journal: None,
         config: None,
@@ -154,6 +155,7 @@ fn the_todo_flavour_shows_and_clears_its_own_state() {
     let dir = tempfile::tempdir().unwrap();
     let commands = EngineCommands {
         default_approval: ApprovalPolicy::OnRequest,
+        safety: None,
         instruction_files: Vec::new(),
         journal: None,
         config: None,
@@ -234,6 +236,7 @@ async fn undo_suspend_and_recall_from_the_ui_with_the_real_agent() {
     let session = Arc::new(journal::create(dir.path(), &info, None).unwrap());
     let commands = Arc::new(EngineCommands {
         default_approval: ApprovalPolicy::OnRequest,
+        safety: None,
         instruction_files: Vec::new(),
         journal: Some(session.clone()),
         config: None,
@@ -343,6 +346,7 @@ async fn undo_suspend_and_recall_from_the_ui_with_the_real_agent() {
 fn commands_in(dir: &std::path::Path, journal: Option<Arc<Journal>>) -> EngineCommands {
     EngineCommands {
         default_approval: ApprovalPolicy::OnRequest,
+        safety: None,
         instruction_files: Vec::new(),
         journal,
         config: None,

@@ -60,6 +60,16 @@ pub enum Op {
     /// `/model NAME`, from the next turn on: [`OpReply::ModelSwitched`]
     /// with the name the provider reports, or why not.
     SwitchModel { model: String },
+    /// A session mode of an editor (ACP's `session/set_mode`): the main
+    /// agent's commands run in a sandbox of `sandbox_mode` (rebuilt) and
+    /// are asked about by `approval_policy`, from the next tool call on;
+    /// the model hears it with the next prompt. [`OpReply::SafetySwitched`],
+    /// or why not (a mode the workspace's trust forbids, a sandbox this
+    /// machine cannot build).
+    SwitchSafety {
+        sandbox_mode: SandboxMode,
+        approval_policy: ApprovalPolicy,
+    },
     /// `/plan`: [`OpReply::Plan`], the normalised plan object.
     ShowPlan,
     /// `/plan clear`: [`OpReply::PlanCleared`]; the model gets the new plan
@@ -171,6 +181,11 @@ pub enum OpReply {
     Compacted { cut: bool },
     /// The model [`Op::SwitchModel`] switched to.
     ModelSwitched { model: String },
+    /// The settings [`Op::SwitchSafety`] switched to.
+    SafetySwitched {
+        sandbox_mode: SandboxMode,
+        approval_policy: ApprovalPolicy,
+    },
     /// What [`Op::ClearPlan`] produced.
     PlanCleared(Box<PlanCleared>),
     /// `/status`'s settings.
@@ -501,6 +516,10 @@ mod tests {
             Op::CancelSubagent { agent_id: None },
             Op::Compact,
             Op::SwitchModel { model: "m".into() },
+            Op::SwitchSafety {
+                sandbox_mode: SandboxMode::ReadOnly,
+                approval_policy: ApprovalPolicy::OnRequest,
+            },
             Op::ShowPlan,
             Op::ClearPlan,
             Op::Undo,
@@ -538,6 +557,10 @@ mod tests {
             OpReply::turn_ended(&TurnOutcome::failed("boom")),
             OpReply::Compacted { cut: true },
             OpReply::ModelSwitched { model: "m".into() },
+            OpReply::SafetySwitched {
+                sandbox_mode: SandboxMode::DangerFullAccess,
+                approval_policy: ApprovalPolicy::Never,
+            },
             OpReply::PlanCleared(Box::new(PlanCleared {
                 message: "Plan cleared (version 2).".into(),
                 plan: PlanSnapshot::UpdatePlan(crate::protocol::plan::PlanState::empty()),
@@ -605,6 +628,27 @@ mod tests {
             let back: crate::protocol::Event = serde_json::from_str(&line).unwrap();
             assert_eq!(back, event, "{line}");
         }
+    }
+
+    /// A mode switch names both settings in their config spellings.
+    #[test]
+    fn a_safety_switch_has_the_config_spellings_on_the_wire() {
+        let op = Op::SwitchSafety {
+            sandbox_mode: SandboxMode::ReadOnly,
+            approval_policy: ApprovalPolicy::OnRequest,
+        };
+        assert_eq!(
+            serde_json::to_string(&op).unwrap(),
+            r#"{"type":"switch_safety","sandbox_mode":"read-only","approval_policy":"on-request"}"#
+        );
+        let reply = OpReply::SafetySwitched {
+            sandbox_mode: SandboxMode::DangerFullAccess,
+            approval_policy: ApprovalPolicy::Never,
+        };
+        assert_eq!(
+            serde_json::to_string(&reply).unwrap(),
+            r#"{"kind":"safety_switched","sandbox_mode":"danger-full-access","approval_policy":"never"}"#
+        );
     }
 
     #[test]

@@ -2,8 +2,10 @@
 //! invocation guard and the person at the keyboard.
 //!
 //! [`SandboxMode`] and [`ApprovalPolicy`] are the config values
-//! `sandbox_mode` and `approval_policy` (Codex's names). They are fixed for
-//! a session: the system prompt states them, so the prefix stays stable.
+//! `sandbox_mode` and `approval_policy` (Codex's names). The system prompt
+//! states them as the session started, so the prefix stays stable; an
+//! editor's mode switch (`Op::SwitchSafety`) changes them mid-session, and
+//! the model is told so in a note before its next prompt.
 //!
 //! An [`ApprovalRequest`] is sent by the guard when the policy says to ask;
 //! the UI renders it and answers with exactly one [`ApprovalDecision`].

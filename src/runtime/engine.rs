@@ -15,6 +15,7 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 
 use super::local::EngineCommands;
+use super::safety_switch::SafetySwitch;
 use super::{Interaction, ResumeFrom, Runtime, StartError};
 use crate::agent::asks::PendingAsks;
 use crate::agent::ops::{self, Awaited, FrontDesk};
@@ -23,8 +24,9 @@ use crate::protocol::changes::DelegationPolicy;
 use crate::protocol::control::RunningAgent;
 use crate::protocol::event_queue::EventReceiver;
 use crate::protocol::op::{Op, OpRefused, OpReply, OpSender, Submission, SubmissionId};
-use crate::protocol::{ApprovalPolicy, Message};
+use crate::protocol::{ApprovalPolicy, Message, SafetySettings};
 use crate::subagent::control::{ControlServer, ControlTarget};
+use crate::tools::editor::EditorFiles;
 
 /// Who answers the engine's approvals and `ask_user` questions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +58,7 @@ impl FrontEnd {
 }
 
 /// What the session started from, for the front end to show.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct SessionStart {
     /// The journaled session's id (`None`: it could not be journaled).
     pub id: Option<String>,
@@ -68,6 +70,8 @@ pub struct SessionStart {
     /// What each tool of the session's catalog may do, for a front end
     /// that sees a call by its name (ACP's tool kinds).
     pub tools: crate::tools::Capabilities,
+    /// The sandbox mode and approval policy it started with.
+    pub safety: SafetySettings,
 }
 
 /// A running engine: its op queue, its session, and what it must reap.
@@ -109,6 +113,17 @@ impl Engine {
         front_end: FrontEnd,
         resume: Option<ResumeFrom>,
     ) -> Result<(Engine, EventReceiver), StartError> {
+        Engine::start_in(config, front_end, resume, None).await
+    }
+
+    /// [`Engine::start`] for a session in an editor whose buffers
+    /// `read_file` reads (`editor`; `None`: the disk).
+    pub async fn start_in(
+        config: &Config,
+        front_end: FrontEnd,
+        resume: Option<ResumeFrom>,
+        editor: Option<Arc<dyn EditorFiles>>,
+    ) -> Result<(Engine, EventReceiver), StartError> {
         let (sink, receiver) = crate::protocol::event_queue::channel();
         let asks = (front_end == FrontEnd::Interactive).then(|| PendingAsks::new(sink.clone()));
         let interaction = Interaction {
@@ -116,19 +131,23 @@ impl Engine {
             approver: asks.clone().map(|a| a as _),
             default_approval: front_end.default_approval(),
             default_delegation: front_end.default_delegation(),
+            editor,
         };
         let runtime = Runtime::start(config, interaction, sink.clone(), resume).await?;
         let mut commands = EngineCommands::new(config, front_end.default_approval());
         commands.instruction_files = runtime.instructions.paths();
         commands.journal = runtime.journal();
+        commands.safety = Some(runtime.tool_env.approvals.settings_cell());
         let commands = Arc::new(commands);
         let switcher = commands.clone();
+        let safety = SafetySwitch::new(config, runtime.tool_env.clone());
         let awaited = Arc::new(Awaited::default());
         let desk = FrontDesk {
             events: sink,
             commands,
             asks,
             switch_model: Some(Arc::new(move |model: &str| switcher.provider_for(model))),
+            switch_safety: Some(Arc::new(move |mode, policy| safety.switch(mode, policy))),
             awaited: awaited.clone(),
         };
         let ops = ops::serve(runtime.actor.clone(), desk);
@@ -254,6 +273,7 @@ fn session_start(runtime: &Runtime) -> SessionStart {
         resumed: runtime.resumed.clone(),
         warnings,
         tools: runtime.tools.clone(),
+        safety: runtime.tool_env.approvals.settings(),
     }
 }
 

@@ -21,6 +21,7 @@ use crate::provider::SwitchError;
 use crate::store::journal::{self, Journal};
 use crate::store::undo::UndoLog;
 use crate::text::escape_line;
+use crate::tools::approval::SettingsCell;
 use crate::workspace::Workspace;
 
 /// The engine's local commands on the configured flavour's state.
@@ -40,6 +41,9 @@ pub struct EngineCommands {
     /// The approval policy when the configuration names none (the front
     /// end's default), for `/status`.
     pub(crate) default_approval: ApprovalPolicy,
+    /// The session's settings as they are now (a mode switch changes
+    /// them), for `/status`; `None`: the configuration's.
+    pub(crate) safety: Option<SettingsCell>,
 }
 
 impl EngineCommands {
@@ -53,6 +57,7 @@ impl EngineCommands {
             plans: PlanStore::new(&config.workspace, config.plan_file.clone()),
             todos: TodoStore::in_workspace(&config.workspace),
             default_approval,
+            safety: None,
         }
     }
 
@@ -178,6 +183,14 @@ impl LocalCommands for EngineCommands {
     }
 
     fn status(&self) -> StatusInfo {
+        if let Some(live) = &self.safety {
+            let live = live.get();
+            return StatusInfo {
+                sandbox_mode: Some(live.sandbox_mode),
+                approval_policy: Some(live.approval_policy),
+                instruction_files: self.instruction_files.clone(),
+            };
+        }
         let safety = self.config.as_ref().map(|config| &config.safety);
         StatusInfo {
             sandbox_mode: safety.map(|s| s.sandbox_mode),

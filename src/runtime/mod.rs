@@ -11,6 +11,7 @@ pub mod journal;
 pub mod local;
 pub mod policy;
 pub mod provider;
+mod safety_switch;
 mod tool_env;
 
 use crate::protocol::changes::DelegationPolicy;
@@ -56,6 +57,8 @@ pub struct Interaction {
     /// `delegate_write` and `delegate_merge` where the configuration is
     /// silent.
     pub default_delegation: DelegationPolicy,
+    /// The editor whose buffers `read_file` reads (ACP's client `fs`).
+    pub editor: Option<Arc<dyn crate::tools::editor::EditorFiles>>,
 }
 
 /// Everything a session runs on; only [`Engine`] holds one.
@@ -72,8 +75,9 @@ struct Runtime {
     tools: crate::tools::Capabilities,
     /// The AGENTS.md files folded into the system prompt.
     instructions: ProjectInstructions,
-    /// The commands' sandbox, whose TMPDIR goes at shutdown.
-    sandbox: Arc<crate::sandbox::CommandSandbox>,
+    /// The tools' environment: its commands' sandbox (whose TMPDIR goes
+    /// at shutdown) and approvals, which a mode switch changes.
+    tool_env: Arc<ToolEnv>,
     actor_handle: JoinHandle<()>,
     supervisor: Arc<Supervisor>,
     /// Tells the front end when a change set moves outside its delegation.
@@ -121,8 +125,8 @@ impl Runtime {
         resume: Option<ResumeFrom>,
     ) -> Result<Runtime, StartError> {
         let parts = Parts::build(config, interaction, &events).await?;
-        let sandbox = parts.tool_env.sandbox.clone();
         let tools = parts.catalog.capabilities();
+        let tool_env = parts.tool_env.clone();
         let (journal, replayed) = open_journal(config, &parts, resume, &events).await?;
         let id = journal.as_ref().map(|j| j.id().to_string());
         let transcript = journal.as_ref().map(|j| j.path().to_path_buf());
@@ -176,7 +180,7 @@ impl Runtime {
             journal,
             mcp: parts.mcp,
             tools,
-            sandbox,
+            tool_env,
             instructions,
             actor,
             actor_handle,
@@ -190,7 +194,7 @@ impl Runtime {
     /// an escalation). Where a namespace keeps them, a log line says so.
     fn sandbox_warnings(&self) -> Vec<String> {
         use crate::sandbox::protect::Mechanism;
-        match self.sandbox.protection() {
+        match self.tool_env.sandbox.current().protection() {
             Some(mechanism @ Mechanism::LandlockPerEntry { .. }) => vec![format!(
                 ".git, .fido, .fido-state and fido.toml are kept read-only to commands by {mechanism}"
             )],
@@ -221,7 +225,7 @@ impl Runtime {
         }
         // Tasks still holding the tool environment may never be dropped
         // before the process exits: remove the commands' TMPDIR now.
-        let sandbox = self.sandbox.clone();
+        let sandbox = self.tool_env.sandbox.current();
         let _ = tokio::task::spawn_blocking(move || sandbox.remove_tmpdir()).await;
     }
 }
@@ -275,6 +279,7 @@ impl Parts {
             .with_hooks(hooks.clone());
         env.hooks = hooks;
         env.user = interaction.user;
+        env.editor = interaction.editor;
         let mcp = start_mcp(config).await;
         let catalog = ToolCatalog::with_mcp(config.plan_tool, profiles.offers(), mcp.clone());
         let settings = delegation_settings(config, profiles)?;

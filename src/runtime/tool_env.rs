@@ -9,10 +9,10 @@ use crate::net::proxy::{Proxy, ProxyLimits};
 use crate::plan::PlanStore;
 use crate::protocol::{ApprovalPolicy, SafetySettings, SandboxMode};
 use crate::sandbox::child::error_chain;
-use crate::sandbox::{CommandSandbox, SandboxError};
+use crate::sandbox::{CommandSandbox, SandboxError, SandboxSlot};
 use crate::store::undo::UndoLog;
 use crate::tools::ToolEnv;
-use crate::tools::approval::{Approvals, Approver};
+use crate::tools::approval::{Approvals, Approver, SettingsCell};
 use crate::tools::web::Browser;
 use crate::workspace::Workspace;
 
@@ -68,9 +68,11 @@ pub fn tool_env(
         approval_policy: approval,
         network: config.safety.network,
     };
+    // One cell for both, so a mode switch reaches the browser's gate too.
+    let settings = SettingsCell::new(settings);
     let browser = Arc::new(Browser::new(
         config.safety.network_rules.clone(),
-        Approvals::new(settings.clone(), approver.clone()),
+        Approvals::sharing(settings.clone(), approver.clone()),
     ));
     let (sandbox, proxy) = route_through_proxy(config, sandbox, &browser)?;
     Ok(ToolEnv {
@@ -80,12 +82,13 @@ pub fn tool_env(
         limits: config.tools.clone(),
         user: None,
         delegator: None,
-        sandbox: Arc::new(sandbox),
+        sandbox: SandboxSlot::new(sandbox),
         env_policy: config.env_policy.clone(),
-        approvals: Approvals::new(settings, approver),
+        approvals: Approvals::sharing(settings, approver),
         hooks: Arc::new(crate::hooks::Hooks::none()),
         web: Some(browser),
         proxy,
+        editor: None,
     })
 }
 
@@ -138,8 +141,15 @@ mod tests {
         for mode in ["workspace-write", "read-only"] {
             let env = env_with(&[allowlist, ("FIDO_SANDBOX_MODE", mode)], dir.path());
             let proxy = env.proxy.as_ref().expect("a proxy");
-            assert_eq!(env.sandbox.proxy().map(|r| r.port), Some(proxy.port()));
-            assert_eq!(env.sandbox.network(), NetworkAccess::Allowlist, "{mode}");
+            assert_eq!(
+                env.sandbox.current().proxy().map(|r| r.port),
+                Some(proxy.port())
+            );
+            assert_eq!(
+                env.sandbox.current().network(),
+                NetworkAccess::Allowlist,
+                "{mode}"
+            );
         }
         // Without a sandbox there is nothing to route: the network is open.
         for (pairs, network) in [
@@ -152,8 +162,8 @@ mod tests {
         ] {
             let env = env_with(&pairs, dir.path());
             assert!(env.proxy.is_none(), "{pairs:?}");
-            assert!(env.sandbox.proxy().is_none(), "{pairs:?}");
-            assert_eq!(env.sandbox.network(), network, "{pairs:?}");
+            assert!(env.sandbox.current().proxy().is_none(), "{pairs:?}");
+            assert_eq!(env.sandbox.current().network(), network, "{pairs:?}");
         }
     }
 }

@@ -20,7 +20,9 @@ pub mod policy;
 pub mod protect;
 mod ruleset;
 pub mod seccomp;
+mod slot;
 
 pub use child::enter_child_sandbox;
 pub use command::{CommandPolicy, CommandSandbox, PrivateDir, credential_paths};
 pub use policy::{Enforcement, SandboxError, SandboxReport, SandboxRequirement};
+pub use slot::SandboxSlot;

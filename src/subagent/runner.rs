@@ -386,7 +386,7 @@ fn tool_env(
         user: None,
         delegator: None,
         // The whole process is sandboxed already: commands inherit it.
-        sandbox: Arc::new(shell),
+        sandbox: crate::sandbox::SandboxSlot::new(shell),
         // Its process started with the few variables of a subagent and no
         // `env_passthrough`; its commands get no more.
         env_policy: crate::process::EnvPolicy::default(),
@@ -403,6 +403,7 @@ fn tool_env(
         web: Some(web),
         // A subagent has no network at all, not even through the proxy.
         proxy: None,
+        editor: None,
     }
 }
 

@@ -17,7 +17,7 @@
 use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use super::ToolOutput;
 use super::guard::{self, Gate, WriteRefused};
@@ -81,9 +81,33 @@ pub enum RunAs {
     Unsandboxed,
 }
 
+/// The session's safety settings, shared by every [`Approvals`] of the
+/// session (the tools' and the browser's), so a mode switch (`Op::SwitchSafety`)
+/// reaches them all at once: the next call is judged by the new settings.
+#[derive(Debug, Clone)]
+pub struct SettingsCell(Arc<RwLock<SafetySettings>>);
+
+impl SettingsCell {
+    pub fn new(settings: SafetySettings) -> SettingsCell {
+        SettingsCell(Arc::new(RwLock::new(settings)))
+    }
+
+    /// The settings as they are now.
+    pub fn get(&self) -> SafetySettings {
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn set(&self, settings: SafetySettings) {
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = settings;
+    }
+}
+
 /// The session's approval state.
 pub struct Approvals {
-    settings: SafetySettings,
+    settings: SettingsCell,
     /// `delegate_write` and `delegate_merge`.
     delegation: DelegationPolicy,
     approver: Option<Arc<dyn Approver>>,
@@ -95,6 +119,11 @@ pub struct Approvals {
 
 impl Approvals {
     pub fn new(settings: SafetySettings, approver: Option<Arc<dyn Approver>>) -> Approvals {
+        Approvals::sharing(SettingsCell::new(settings), approver)
+    }
+
+    /// Approvals judged by `settings`, which others may share and change.
+    pub fn sharing(settings: SettingsCell, approver: Option<Arc<dyn Approver>>) -> Approvals {
         Approvals {
             settings,
             delegation: DelegationPolicy::default(),
@@ -130,8 +159,14 @@ impl Approvals {
         self.ask(request, memo).await
     }
 
-    pub fn settings(&self) -> &SafetySettings {
-        &self.settings
+    /// The settings as they are now (a mode switch may change them).
+    pub fn settings(&self) -> SafetySettings {
+        self.settings.get()
+    }
+
+    /// The shared settings, for whatever switches the session's mode.
+    pub fn settings_cell(&self) -> SettingsCell {
+        self.settings.clone()
     }
 
     /// The same approvals with the session's write-delegation policies.
@@ -192,7 +227,8 @@ impl Approvals {
         escalate: bool,
         justification: Option<&str>,
     ) -> Result<RunAs, Refusal> {
-        let escalated = escalate && self.settings.sandbox_mode != SandboxMode::DangerFullAccess;
+        let settings = self.settings();
+        let escalated = escalate && settings.sandbox_mode != SandboxMode::DangerFullAccess;
         let run_as = if escalated {
             RunAs::Unsandboxed
         } else {
@@ -208,7 +244,7 @@ impl Approvals {
             escalated,
             command: command.to_string(),
         };
-        let gate = guard::command_gate(&self.settings, escalated);
+        let gate = guard::command_gate(&settings, escalated);
         self.gated(gate, request, memo).await.map(|()| run_as)
     }
 
@@ -229,7 +265,7 @@ impl Approvals {
             tool: tool.to_string(),
             path: path.to_string(),
         };
-        let gate = guard::file_change_gate(&self.settings);
+        let gate = guard::file_change_gate(&self.settings());
         self.gated(gate, request, memo).await
     }
 
@@ -241,7 +277,7 @@ impl Approvals {
             server: server.to_string(),
             arguments: crate::text::summary(arguments, 500),
         };
-        let gate = guard::mcp_call_gate(&self.settings);
+        let gate = guard::mcp_call_gate(&self.settings());
         self.gated(gate, request, Memo::McpTool(tool.to_string()))
             .await
     }
@@ -252,7 +288,7 @@ impl Approvals {
     /// to list the host.
     pub async fn browse(&self, host: &Target, url: &str) -> Result<(), Refusal> {
         let memo = Memo::Host(host.clone());
-        let gate = match guard::browse_gate(&self.settings, host) {
+        let gate = match guard::browse_gate(&self.settings(), host) {
             Gate::Ask if self.approver.is_none() && !self.is_remembered(&memo) => {
                 Gate::Deny(format!(
                     "{host} is not in network_allow, and nobody can approve browsing it in a headless run, so nothing was fetched. Tell the user what you wanted to read: they can allow the host with {} in a trusted fido.toml or their user config",
@@ -307,7 +343,10 @@ impl Approvals {
             }
         }
         let Some(approver) = &self.approver else {
-            return Err(Refusal::Policy(headless_refusal(&request, &self.settings)));
+            return Err(Refusal::Policy(headless_refusal(
+                &request,
+                &self.settings(),
+            )));
         };
         match approver.approve(&request).await {
             Some(ApprovalDecision::Approved) => Ok(()),

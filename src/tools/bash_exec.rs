@@ -143,7 +143,7 @@ impl TypedTool for BashExec {
                 )
                 .await;
             let (sandbox, proxy) = match approved {
-                Ok(RunAs::Sandboxed) => (Arc::clone(&env.sandbox), env.proxy.clone()),
+                Ok(RunAs::Sandboxed) => (env.sandbox.current(), env.proxy.clone()),
                 Ok(RunAs::Unsandboxed) => (Arc::new(CommandSandbox::unconfined()), None),
                 Err(refusal) => return refusal.into_output(),
             };

@@ -54,7 +54,7 @@ fn repository(mechanism: Mechanism) -> (tempfile::TempDir, ToolEnv) {
         limits: Default::default(),
     };
     let sandbox = CommandSandbox::prepare(&policy).unwrap();
-    env.sandbox = Arc::new(sandbox.with_protection(mechanism));
+    env.sandbox = crate::sandbox::SandboxSlot::new(sandbox.with_protection(mechanism));
     (dir, env)
 }
 

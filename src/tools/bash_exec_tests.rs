@@ -283,7 +283,7 @@ fn proxied(allow: &str) -> (tempfile::TempDir, ToolEnv) {
         allow: crate::net::rules::parse_list(allow).unwrap(),
         deny: Vec::new(),
     };
-    let headless = crate::tools::approval::Approvals::new(env.approvals.settings().clone(), None);
+    let headless = crate::tools::approval::Approvals::new(env.approvals.settings(), None);
     let browser = crate::tools::web::Browser::new(rules, headless);
     let proxy = Proxy::start(browser.admission(), ProxyLimits::default()).unwrap();
     let policy = crate::sandbox::CommandPolicy {
@@ -295,7 +295,7 @@ fn proxied(allow: &str) -> (tempfile::TempDir, ToolEnv) {
         limits: Default::default(),
     };
     let sandbox = CommandSandbox::prepare(&policy).unwrap();
-    env.sandbox = Arc::new(sandbox.with_proxy(proxy.route()).unwrap());
+    env.sandbox = crate::sandbox::SandboxSlot::new(sandbox.with_proxy(proxy.route()).unwrap());
     env.proxy = Some(Arc::new(proxy));
     (dir, env)
 }
@@ -377,7 +377,7 @@ async fn a_sandboxed_commands_escaped_processes_end_with_it() {
         deny: Vec::new(),
         limits: Default::default(),
     };
-    env.sandbox = Arc::new(CommandSandbox::prepare(&policy).unwrap());
+    env.sandbox = crate::sandbox::SandboxSlot::new(CommandSandbox::prepare(&policy).unwrap());
     let marker = format!("307.{}", fastrand::u32(1000..9999));
     let command = format!(
         "setsid sleep {marker} </dev/null >/dev/null 2>&1 & (set -m; sleep {marker} </dev/null >/dev/null 2>&1 &); ( ( sleep {marker} </dev/null >/dev/null 2>&1 & ) & ); sleep 0.2; echo started"
@@ -448,7 +448,7 @@ async fn the_sandbox_note_says_which_network_the_commands_have() {
         out.content
     );
     let (dir, mut env) = setup();
-    env.sandbox = Arc::new(limited(&dir, Default::default()));
+    env.sandbox = crate::sandbox::SandboxSlot::new(limited(&dir, Default::default()));
     let out = call(&BashExec, &env, refused).await;
     assert!(out.content.contains(", no network"), "{}", out.content);
     assert!(!out.content.contains("network_allow"), "{}", out.content);
@@ -487,7 +487,7 @@ async fn a_commands_processes_stop_at_its_limit() {
         max_processes: 299,
         ..CommandLimits::default()
     };
-    env.sandbox = Arc::new(limited(&dir, limits));
+    env.sandbox = crate::sandbox::SandboxSlot::new(limited(&dir, limits));
     // dash, not bash: bash retries a refused fork for seconds.
     let bomb =
         "sh -c 'n=0; while [ $n -lt 400 ]; do sleep 30 & n=$((n+1)); done; echo started $n' 2>&1";
@@ -524,7 +524,7 @@ async fn the_tmpdir_holds_its_size_and_lasts_the_session() {
         skip_unless_ci(reason);
         return;
     }
-    env.sandbox = Arc::new(sandbox);
+    env.sandbox = crate::sandbox::SandboxSlot::new(sandbox);
     let fill = "head -c 2097152 /dev/zero > \"$TMPDIR/big\"; echo rc=$?";
     let out = call(&BashExec, &env, json!({ "command": fill })).await;
     assert!(

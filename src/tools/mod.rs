@@ -20,6 +20,7 @@ pub mod capability;
 #[cfg(test)]
 mod catalog_tests;
 pub mod delegate;
+pub mod editor;
 mod file_work;
 pub mod guard;
 mod html;
@@ -154,8 +155,8 @@ pub struct ToolEnv {
     /// Runs subagents for `delegate`; `None` inside a subagent and for
     /// single `fido tool call` invocations.
     pub delegator: Option<std::sync::Arc<dyn delegate::Delegator>>,
-    /// The sandbox `bash_exec` runs commands in.
-    pub sandbox: Arc<crate::sandbox::CommandSandbox>,
+    /// The sandbox `bash_exec` runs commands in (a mode switch replaces it).
+    pub sandbox: crate::sandbox::SandboxSlot,
     /// Which of Fido's variables `bash_exec`'s commands get.
     pub env_policy: crate::process::EnvPolicy,
     /// Asks the person before commands and file changes, as the policy says.
@@ -170,6 +171,9 @@ pub struct ToolEnv {
     /// refusals `bash_exec` adds to a command's output. Dropping the last
     /// reference stops it.
     pub proxy: Option<Arc<crate::net::proxy::Proxy>>,
+    /// The editor whose buffers `read_file` reads (an ACP client with
+    /// `fs.readTextFile`); `None`: the disk.
+    pub editor: Option<Arc<dyn editor::EditorFiles>>,
 }
 
 /// One invocation, as handed to a tool: the raw arguments and the call.
@@ -451,7 +455,7 @@ impl ToolCatalog {
             tool.name(),
             tool.capability(),
             ctx,
-            env.sandbox.is_subagent_shell(),
+            env.sandbox.current().is_subagent_shell(),
         ) {
             return refusal;
         }

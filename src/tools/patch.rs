@@ -68,7 +68,7 @@ impl TypedTool for Patch {
             let files = FileEnv::of(env);
             // The diff is read and built only when someone will see it,
             // and like all file work off the runtime's workers.
-            let (diff, args) = match guard::file_change_gate(env.approvals.settings()) {
+            let (diff, args) = match guard::file_change_gate(&env.approvals.settings()) {
                 guard::Gate::Ask => {
                     let reader = files.clone();
                     match off_runtime(Self::NAME, move || (preview(&reader, &args), args)).await {

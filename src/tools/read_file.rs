@@ -13,6 +13,7 @@ use std::io::{self, BufRead, BufReader, Read};
 use tokio_util::sync::CancellationToken;
 
 use super::capability::{Capability, Reads};
+use super::editor::EditorFiles;
 use super::file_work::{open_failed, refuse_odd};
 use super::{Call, ToolFuture, ToolOutput, TypedTool};
 use crate::protocol::schema::tool_args;
@@ -70,18 +71,68 @@ impl TypedTool for ReadFile {
                 limit,
                 max_bytes: call.env.limits.read_max_bytes,
             };
+            if let Some(editor) = call.env.editor.clone() {
+                return read_in_editor(editor.as_ref(), workspace, args.path, window, &call).await;
+            }
             let cancel = call.cancel.clone();
             let reading =
                 tokio::task::spawn_blocking(move || read(&workspace, &args.path, window, &cancel));
-            // A cancel answers at once; the reader stops at its next
-            // buffer (it checks the same token), so no thread keeps going.
-            tokio::select! {
-                read = reading => read
-                    .unwrap_or_else(|err| ToolOutput::error(format!("read_file failed: {err}"))),
-                () = call.cancel.cancelled() => ToolOutput::error("cancelled"),
-            }
+            cancellable(reading, &call).await
         })
     }
+}
+
+/// Blocking work of the tool; a cancel answers at once, and the reader
+/// stops at its next buffer (it checks the same token), so no thread
+/// keeps going.
+async fn cancellable(work: tokio::task::JoinHandle<ToolOutput>, call: &Call<'_>) -> ToolOutput {
+    tokio::select! {
+        done = work => done
+            .unwrap_or_else(|err| ToolOutput::error(format!("read_file failed: {err}"))),
+        () = call.cancel.cancelled() => ToolOutput::error("cancelled"),
+    }
+}
+
+/// Reads the editor's text of `path` (its unsaved changes included) once
+/// the file passed Fido's checks on the disk; the disk when the editor
+/// cannot say.
+async fn read_in_editor(
+    editor: &dyn EditorFiles,
+    workspace: Workspace,
+    path: String,
+    window: Window,
+    call: &Call<'_>,
+) -> ToolOutput {
+    let checking = tokio::task::spawn_blocking(move || {
+        let checked = open_checked(&workspace, &path);
+        (checked, workspace.root)
+    });
+    let (checked, root) = match checking.await {
+        Ok(done) => done,
+        Err(err) => return ToolOutput::error(format!("read_file failed: {err}")),
+    };
+    let checked = match checked {
+        Ok(checked) => checked,
+        Err(refusal) => return refusal,
+    };
+    let abs = root.join(&checked.rel);
+    let text = tokio::select! {
+        text = editor.read_text(&abs) => text,
+        () = call.cancel.cancelled() => return ToolOutput::error("cancelled"),
+    };
+    let cancel = call.cancel.clone();
+    let reading = match text {
+        Ok(text) => tokio::task::spawn_blocking(move || {
+            let size = text.len() as u64;
+            let outcome = read_lines(io::Cursor::new(text.into_bytes()), window, &cancel);
+            shown_outcome(outcome, &checked.shown, size, window, &cancel)
+        }),
+        Err(why) => {
+            tracing::info!(path = %checked.shown, %why, "the editor did not give the file; read from the disk");
+            tokio::task::spawn_blocking(move || read_checked(checked, window, &cancel))
+        }
+    };
+    cancellable(reading, call).await
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -100,9 +151,32 @@ fn read(
     window: Window,
     cancel: &CancellationToken,
 ) -> ToolOutput {
+    match open_checked(workspace, path) {
+        Ok(checked) => read_checked(checked, window, cancel),
+        Err(refusal) => refusal,
+    }
+}
+
+/// A file that passed the checks, open.
+struct Checked {
+    file: File,
+    size: u64,
+    /// As the messages name it.
+    shown: String,
+    /// Workspace-relative, its folders' symlinks followed.
+    rel: std::path::PathBuf,
+}
+
+fn read_checked(checked: Checked, window: Window, cancel: &CancellationToken) -> ToolOutput {
+    let outcome = read_lines(checked.file, window, cancel);
+    shown_outcome(outcome, &checked.shown, checked.size, window, cancel)
+}
+
+/// The regular file at `path`, inside the workspace, open; or why not.
+fn open_checked(workspace: &Workspace, path: &str) -> Result<Checked, ToolOutput> {
     let place = match workspace.locate(path, FinalLink::Follow) {
         Ok(place) => place,
-        Err(err) => return ToolOutput::error(err.to_string()),
+        Err(err) => return Err(ToolOutput::error(err.to_string())),
     };
     let shown = &place.shown;
     let directory = || {
@@ -116,24 +190,39 @@ fn read(
         ))
     };
     if place.is_root() {
-        return directory();
+        return Err(directory());
     }
     let Some(entry) = place.entry() else {
-        return missing();
+        return Err(missing());
     };
     let opened = match beneath::open_read_at(entry.dir, entry.name) {
         Ok(opened) => opened,
-        Err(err) if is_missing(&err) => return missing(),
-        Err(err) => return open_failed(shown, &err),
+        Err(err) if is_missing(&err) => return Err(missing()),
+        Err(err) => return Err(open_failed(shown, &err)),
     };
     if opened.kind == Kind::Dir {
-        return directory();
+        return Err(directory());
     }
     if let Some(refusal) = refuse_odd(shown, opened.kind) {
-        return refusal;
+        return Err(refusal);
     }
-    let size = opened.size;
-    match read_lines(opened.file, window, cancel) {
+    Ok(Checked {
+        file: opened.file,
+        size: opened.size,
+        rel: place.rel_path(),
+        shown: place.shown.clone(),
+    })
+}
+
+/// What the model reads of the window `read_lines` came to.
+fn shown_outcome(
+    outcome: io::Result<Outcome>,
+    shown: &str,
+    size: u64,
+    window: Window,
+    cancel: &CancellationToken,
+) -> ToolOutput {
+    match outcome {
         Ok(Outcome::Lines(text)) => ToolOutput::ok(text),
         Ok(Outcome::Empty) => ToolOutput::ok(format!("{shown} is empty (0 bytes).")),
         Ok(Outcome::Binary) => ToolOutput::ok(format!(
@@ -161,7 +250,11 @@ enum Outcome {
 }
 
 /// The window's lines; an error (`Interrupted`) once `cancel` is set.
-fn read_lines(mut file: File, window: Window, cancel: &CancellationToken) -> io::Result<Outcome> {
+fn read_lines(
+    mut file: impl Read,
+    window: Window,
+    cancel: &CancellationToken,
+) -> io::Result<Outcome> {
     let mut head = Vec::with_capacity(SNIFF_BYTES);
     (&mut file)
         .take(SNIFF_BYTES as u64)

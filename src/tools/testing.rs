@@ -22,7 +22,7 @@ pub(crate) fn env(root: &Path) -> ToolEnv {
         delegator: None,
         limits: ToolLimits::default(),
         user: None,
-        sandbox: std::sync::Arc::new(crate::sandbox::CommandSandbox::unconfined()),
+        sandbox: crate::sandbox::SandboxSlot::new(crate::sandbox::CommandSandbox::unconfined()),
         env_policy: crate::process::EnvPolicy::default(),
         approvals: crate::tools::approval::Approvals::new(
             crate::protocol::SafetySettings {
@@ -35,6 +35,7 @@ pub(crate) fn env(root: &Path) -> ToolEnv {
         hooks: std::sync::Arc::new(crate::hooks::Hooks::none()),
         web: None,
         proxy: None,
+        editor: None,
     }
 }
 

@@ -414,6 +414,12 @@ fn on_reply<B: Backend>(state: &mut UiState<B>, id: SubmissionId, reply: OpReply
             )));
             store.session.model = model;
         }
+        OpReply::SafetySwitched {
+            sandbox_mode,
+            approval_policy,
+        } => store.push(Entry::Info(format!(
+            "sandbox mode {sandbox_mode}, approval policy {approval_policy} from the next tool call on"
+        ))),
         OpReply::PlanCleared(cleared) => {
             store.set_plan(&cleared.plan, "cleared");
             store.push(Entry::Info(cleared.message));

@@ -60,7 +60,8 @@ impl Place {
         slash_form(&self.rel_path())
     }
 
-    fn rel_path(&self) -> PathBuf {
+    /// Workspace-relative, the folders' symlinks followed.
+    pub fn rel_path(&self) -> PathBuf {
         let mut rel = self.dir_rel.clone();
         rel.extend(&self.below);
         rel

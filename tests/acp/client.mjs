@@ -9,11 +9,15 @@
 //   {"do": "prompt", "text": "...", "cancelAfterMs": N}
 //   {"do": "list"}                         session/list
 //   {"do": "load", "id": "..."}            session/load ("$session": the last one)
+//   {"do": "mode", "mode": "..."}          session/set_mode of the last session
 //   {"do": "restart"}                      close the connection, start fido again
 //   {"do": "quit"}                         close stdin mid-turn-free, wait for exit
 // and `permission` is the option picked for every permission request
 // ("allow_once", "allow_always", "reject_once", "reject_always"), or
 // "cancel": send session/cancel and answer the request `cancelled`.
+// With `buffers` ({path relative to cwd: text}) the client advertises
+// fs.readTextFile and answers fs/read_text_file with that text (an
+// editor's unsaved buffer), or an error for a file it has no buffer of.
 // With `subagents` the client advertises the (unstable) subagents
 // capability, uses the SDK's unstable schemas, and, when `subagents` is
 // "cancel", sends session/cancel on a child session once the child's
@@ -46,6 +50,7 @@ const resultSchemas = {
   "session/load": zod.zLoadSessionResponse,
   "session/list": zod.zListSessionsResponse,
   "session/prompt": zod.zPromptResponse,
+  "session/set_mode": zod.zSetSessionModeResponse,
 };
 
 function checkFrame(line, sent) {
@@ -64,6 +69,9 @@ function checkFrame(line, sent) {
     if (!r.success) fail(r.error);
   } else if (frame.method === "session/request_permission") {
     const r = zod.zRequestPermissionRequest.safeParse(frame.params);
+    if (!r.success) fail(r.error);
+  } else if (frame.method === "fs/read_text_file") {
+    const r = zod.zReadTextFileRequest.safeParse(frame.params);
     if (!r.success) fail(r.error);
   } else if (frame.method === "$/cancel_request") {
     const r = zod.zCancelRequestNotification.safeParse(frame.params);
@@ -145,6 +153,13 @@ function clientApp(state) {
         return { outcome: { outcome: "cancelled" } };
       }
       return { outcome: { outcome: "selected", optionId: scenario.permission ?? "allow_once" } };
+    })
+    .onRequest(acp.methods.client.fs.readTextFile, async ({ params }) => {
+      log({ type: "read", params });
+      const relative = path.relative(scenario.cwd, params.path);
+      const text = (scenario.buffers ?? {})[relative];
+      if (text === undefined) throw new Error(`no buffer of ${params.path}`);
+      return { content: text };
     });
 }
 
@@ -164,7 +179,10 @@ async function runSteps(steps, state) {
   const closing = clientApp(state).connectWith(fido.stream, async (ctx) => {
     await call(ctx, acp.methods.agent.initialize, {
       protocolVersion: acp.PROTOCOL_VERSION,
-      clientCapabilities: unstable ? { subagents: {} } : {},
+      clientCapabilities: {
+        ...(unstable ? { subagents: {} } : {}),
+        ...(scenario.buffers ? { fs: { readTextFile: true } } : {}),
+      },
     });
     while (steps.length > 0) {
       const step = steps.shift();
@@ -206,6 +224,12 @@ async function runStep(ctx, step, state) {
     }
     case "list":
       await call(ctx, acp.methods.agent.session.list, { cwd: scenario.cwd });
+      break;
+    case "mode":
+      await call(ctx, acp.methods.agent.session.setMode, {
+        sessionId: state.session,
+        modeId: step.mode,
+      });
       break;
     case "load": {
       const sessionId = step.id === "$session" ? state.session : step.id;

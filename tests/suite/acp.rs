@@ -588,3 +588,168 @@ fn the_engines_slash_commands_are_offered_and_answered() {
     assert!(text.contains("approval policy: on-request"), "{text}");
     assert!(text.contains("usage: /model NAME"), "{text}");
 }
+
+/// A session mode is the sandbox and the approval policy together: after
+/// a switch from `auto` to `read-only` the same command can no longer
+/// write, and a patch that ran unasked before now asks first. The model
+/// hears of the switch with its next prompt.
+#[test]
+fn a_mode_switch_changes_what_commands_and_edits_may_do() {
+    let Some(modules) = node_modules("a_mode_switch_changes_what_commands_and_edits_may_do") else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "one\n").unwrap();
+    let write = |id: &str, file: &str| {
+        call(
+            id,
+            "bash_exec",
+            json!({"command": format!("echo made > {file}")}),
+        )
+    };
+    let server = FakeServer::start(vec![
+        patch_call("p1", "a.txt", "one", "two"),
+        write("b1", "before.txt"),
+        Reply::sse(sse::text_turn("Done.")),
+        write("b2", "after.txt"),
+        patch_call("p2", "a.txt", "two", "three"),
+        Reply::sse(sse::text_turn("Could not.")),
+    ]);
+    let report = run_client(
+        &modules,
+        ws.path(),
+        &server,
+        json!({
+            "permission": "reject_once",
+            "steps": [
+                {"do": "new"}, {"do": "prompt", "text": "edit and write"},
+                {"do": "mode", "mode": "read-only"},
+                {"do": "prompt", "text": "again"},
+                {"do": "prompt", "text": "/status"},
+            ],
+        }),
+    );
+    let modes = &response(&report, "session/new")[0]["result"]["modes"];
+    assert_eq!(modes["currentModeId"], "auto", "{report:#}");
+    let ids: Vec<_> = modes["availableModes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].clone())
+        .collect();
+    assert_eq!(ids, vec!["read-only", "auto", "full-access"]);
+    assert!(response(&report, "session/set_mode")[0]["result"].is_object());
+    let switched = updates(&report, "current_mode_update");
+    assert_eq!(switched.len(), 1, "{report:#}");
+    assert_eq!(switched[0]["currentModeId"], "read-only");
+    // Before the switch: both ran unasked. After it: the command's write
+    // was stopped by the read-only sandbox, the patch asked (and was
+    // rejected).
+    assert!(ws.path().join("before.txt").exists());
+    assert!(!ws.path().join("after.txt").exists());
+    let asked = events(&report, "permission");
+    assert_eq!(asked.len(), 1, "{report:#}");
+    assert_eq!(asked[0]["params"]["toolCall"]["toolCallId"], "p2");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+        "two\n"
+    );
+    let requests = server.model_requests();
+    let first = requests[0].body().to_string();
+    let after = requests[3].body().to_string();
+    assert!(!first.contains("switched this session"), "{first}");
+    assert!(after.contains("switched this session"), "{after}");
+    assert!(after.contains("Sandbox (read-only)"), "{after}");
+    let status = message_text(&report);
+    assert!(status.contains("sandbox: read-only"), "{status}");
+}
+
+/// Full access in a folder that is not trusted is refused with the
+/// reason, and so is a mode the session does not offer; the session stays
+/// in its mode and says nothing of a switch.
+#[test]
+fn a_mode_the_workspace_forbids_is_refused_with_why() {
+    let Some(modules) = node_modules("a_mode_the_workspace_forbids_is_refused_with_why") else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    let server = FakeServer::start(vec![]);
+    let report = run_client(
+        &modules,
+        ws.path(),
+        &server,
+        json!({"steps": [
+            {"do": "new"},
+            {"do": "mode", "mode": "full-access"},
+            {"do": "mode", "mode": "plan"},
+            {"do": "prompt", "text": "/status"},
+        ]}),
+    );
+    let answers = response(&report, "session/set_mode");
+    assert_eq!(answers[0]["type"], "error", "{report:#}");
+    assert_eq!(answers[0]["code"], -32602);
+    let why = answers[0]["message"].as_str().unwrap();
+    assert!(why.contains("mode full-access refused"), "{why}");
+    assert!(why.contains("not trusted"), "{why}");
+    assert_eq!(answers[1]["code"], -32602);
+    assert!(
+        answers[1]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown mode: plan")
+    );
+    assert!(updates(&report, "current_mode_update").is_empty());
+    assert!(message_text(&report).contains("sandbox: workspace-write"));
+}
+
+/// A client that offers its files is asked for them: `read_file` shows
+/// the editor's unsaved buffer, not the disk, once Fido's own checks
+/// passed (a path outside the workspace is refused before anything is
+/// asked); a file the editor cannot give is read from the disk.
+#[test]
+fn a_read_returns_the_clients_buffer_not_the_disk() {
+    let Some(modules) = node_modules("a_read_returns_the_clients_buffer_not_the_disk") else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "on disk one\n").unwrap();
+    std::fs::write(ws.path().join("b.txt"), "on disk b\n").unwrap();
+    let read = |id: &str, path: &str| call(id, "read_file", json!({ "path": path }));
+    let server = FakeServer::start(vec![
+        read("r1", "a.txt"),
+        read("r2", "b.txt"),
+        read("r3", "../outside.txt"),
+        Reply::sse(sse::text_turn("Read.")),
+    ]);
+    let report = run_client(
+        &modules,
+        ws.path(),
+        &server,
+        json!({
+            "buffers": {"a.txt": "unsaved one\nunsaved two\n"},
+            "steps": [{"do": "new"}, {"do": "prompt", "text": "read them"}],
+        }),
+    );
+    let root = ws.path().canonicalize().unwrap();
+    let asked: Vec<_> = events(&report, "read")
+        .iter()
+        .map(|e| e["params"]["path"].clone())
+        .collect();
+    assert_eq!(
+        asked,
+        vec![json!(root.join("a.txt")), json!(root.join("b.txt"))],
+        "{report:#}"
+    );
+    let requests = server.model_requests();
+    let buffer = requests[1].body().to_string();
+    assert!(buffer.contains("unsaved two"), "{buffer}");
+    assert!(!buffer.contains("on disk one"), "{buffer}");
+    let disk = requests[2].body().to_string();
+    assert!(disk.contains("on disk b"), "{disk}");
+    let outside = requests[3].body().to_string();
+    assert!(outside.contains("outside"), "{outside}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+        "on disk one\n"
+    );
+}

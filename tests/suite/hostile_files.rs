@@ -35,7 +35,7 @@ fn tool_env(root: &Path) -> ToolEnv {
         limits: ToolLimits::default(),
         user: None,
         delegator: None,
-        sandbox: Arc::new(fido::sandbox::CommandSandbox::unconfined()),
+        sandbox: fido::sandbox::SandboxSlot::new(fido::sandbox::CommandSandbox::unconfined()),
         env_policy: fido::process::EnvPolicy::default(),
         approvals: fido::tools::approval::Approvals::new(
             SafetySettings {
@@ -48,6 +48,7 @@ fn tool_env(root: &Path) -> ToolEnv {
         hooks: Arc::new(fido::hooks::Hooks::none()),
         web: None,
         proxy: None,
+        editor: None,
     }
 }
 
