@@ -63,10 +63,10 @@ pub const SUBAGENT_SHELL: &str = super::names::BASH_EXEC;
 /// The file tools a write subagent may run, inside its sandbox, on its
 /// worktree. Never an MCP tool: those run outside every sandbox.
 pub const WORKTREE_TOOLS: [&str; 4] = [
-    <super::patch::Patch as super::TypedTool>::NAME,
-    <super::mkdir::Mkdir as super::TypedTool>::NAME,
-    <super::rm::Rm as super::TypedTool>::NAME,
-    <super::rmdir::Rmdir as super::TypedTool>::NAME,
+    super::names::PATCH,
+    super::names::MKDIR,
+    super::names::RM,
+    super::names::RMDIR,
 ];
 
 /// `Ok` when `ctx` may run a tool of `kind`; else the refusal to return.

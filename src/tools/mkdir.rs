@@ -13,7 +13,7 @@ use crate::workspace::{FinalLink, is_missing};
 pub struct Mkdir;
 
 impl TypedTool for Mkdir {
-    const NAME: &'static str = "mkdir";
+    const NAME: &'static str = super::names::MKDIR;
     const KIND: ToolKind = ToolKind::Mutating;
     type Args = PathArgs;
 

@@ -5,3 +5,9 @@
 pub const BASH_EXEC: &str = "bash_exec";
 pub const BROWSE_URL: &str = "browse_url";
 pub const DELEGATE: &str = "delegate";
+// The file tools a write subagent may run on its worktree (the guard
+// lists them).
+pub const PATCH: &str = "patch";
+pub const MKDIR: &str = "mkdir";
+pub const RM: &str = "rm";
+pub const RMDIR: &str = "rmdir";

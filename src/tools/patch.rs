@@ -46,7 +46,7 @@ tool_args! {
 }
 
 impl TypedTool for Patch {
-    const NAME: &'static str = "patch";
+    const NAME: &'static str = super::names::PATCH;
     const KIND: ToolKind = ToolKind::Mutating;
     type Args = Args;
 

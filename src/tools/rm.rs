@@ -24,7 +24,7 @@ tool_args! {
 }
 
 impl TypedTool for Rm {
-    const NAME: &'static str = "rm";
+    const NAME: &'static str = super::names::RM;
     const KIND: ToolKind = ToolKind::Mutating;
     type Args = Args;
 

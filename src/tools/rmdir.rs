@@ -12,7 +12,7 @@ use crate::workspace::{FinalLink, is_missing};
 pub struct Rmdir;
 
 impl TypedTool for Rmdir {
-    const NAME: &'static str = "rmdir";
+    const NAME: &'static str = super::names::RMDIR;
     const KIND: ToolKind = ToolKind::Mutating;
     type Args = PathArgs;
 
