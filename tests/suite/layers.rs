@@ -30,6 +30,7 @@ const MODULES: &[&str] = &[
     "provider",
     "runtime",
     "sandbox",
+    "sandbox_check",
     "store",
     "subagent",
     "text",
@@ -38,9 +39,11 @@ const MODULES: &[&str] = &[
     "workspace",
 ];
 
-/// The layer of each top-level module, lowest first, as today's imports
-/// draw them: a module may import its own layer and those below, never one
-/// above, so a new arrow from a low layer to a high one fails.
+/// The layer of each top-level module, lowest first, as the design puts
+/// them (the README's module table): a module may import its own layer and
+/// those below, never one above. The ranks are not read off the imports; a
+/// new arrow from a low layer to a high one fails until the design says
+/// otherwise here.
 const RANKS: &[(&str, u32)] = &[
     // The leaves and the boundary every other module speaks.
     ("text", 0),
@@ -54,7 +57,9 @@ const RANKS: &[(&str, u32)] = &[
     ("process", 0),
     // The one hardened git runner every git process of Fido goes through.
     ("git", 0),
-    // Services on the protocol alone.
+    // Services on the protocol and the leaves alone: the model providers,
+    // process isolation (the sandbox core knows no diagnostic and no
+    // delegation) and the session store.
     ("provider", 1),
     ("sandbox", 1),
     ("store", 1),
@@ -62,16 +67,29 @@ const RANKS: &[(&str, u32)] = &[
     // check and the fetcher (tools use it; a command proxy will too).
     ("net", 1),
     // Write delegation's worktrees and change sets, on git and the undo
-    // journal; the sandbox check makes a real worktree with it.
+    // journal.
     ("changes", 1),
+    // `fido sandbox check`'s diagnostic: it confines real children with the
+    // sandbox core and makes a real worktree with `changes`, so it sits
+    // above both; nothing but the command line reads its report.
+    ("sandbox_check", 2),
+    // The plan and its todo list, kept in the store.
     ("plan", 2),
     // User hooks: config types, the runner (process groups) and the
     // events it reports; the tools' approvals and the agent call them.
     ("hooks", 2),
+    // The model's tools, on the services below and the policy (hooks, the
+    // plan) they obey.
     ("tools", 3),
+    // The turn loop: a provider, the tools, the plan.
     ("agent", 4),
+    // The settings, which name the agent's, the tools' and the sandbox's
+    // options.
     ("config", 5),
+    // MCP servers, configured and offered to the model as tools.
     ("mcp", 6),
+    // Delegation: child sessions of the agent, each in its own sandbox
+    // (and, to write, its own worktree), with the MCP tools it may use.
     ("subagent", 7),
     // The UI (which sees only the boundary) and the composition root that
     // wires every service for a session; the command line starts both.
@@ -123,7 +141,12 @@ fn a_cycle_inside_a_folder_is_caught() {
     let probe = |code| SourceFile::new(&["diag", "probe"], code);
     let elsewhere = SourceFile::new(&["other"], "use crate::diag::table::Row;");
     for code in ["use super::Row;", "fn f() -> crate::diag::table::Row {}"] {
-        let files = [parent.clone(), table.clone(), probe(code), elsewhere.clone()];
+        let files = [
+            parent.clone(),
+            table.clone(),
+            probe(code),
+            elsewhere.clone(),
+        ];
         assert_eq!(
             folder_cycles(&files),
             ["diag: probe -> table -> probe"],

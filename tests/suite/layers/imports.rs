@@ -101,7 +101,11 @@ pub fn folder_edges(files: &[SourceFile], folder: &[String]) -> Edges {
 /// The names the folder's own module file binds to an item of one of its
 /// children (`pub use fixture::{ProbeFixture, ...}` binds `ProbeFixture` to
 /// `fixture`), so that `super::ProbeFixture` is an arrow to `fixture`.
-fn reexports(files: &[SourceFile], folder: &[String], children: &Edges) -> BTreeMap<String, String> {
+fn reexports(
+    files: &[SourceFile],
+    folder: &[String],
+    children: &Edges,
+) -> BTreeMap<String, String> {
     let depth = folder.len();
     files
         .iter()
@@ -185,7 +189,9 @@ fn without_comments(code: &str) -> String {
     let mut kept = String::new();
     while let Some(start) = rest.find("/*") {
         kept.push_str(&rest[..start]);
-        rest = rest[start..].find("*/").map_or("", |end| &rest[start + end + 2..]);
+        rest = rest[start..]
+            .find("*/")
+            .map_or("", |end| &rest[start + end + 2..]);
     }
     kept.push_str(rest);
     kept.lines()
@@ -213,7 +219,10 @@ fn resolved_paths(file: &SourceFile) -> Vec<(Vec<String>, String)> {
         } else {
             continue;
         };
-        paths.extend(tree.into_iter().filter_map(|(p, b)| Some((resolve(&file.module, &p)?, b))));
+        paths.extend(
+            tree.into_iter()
+                .filter_map(|(p, b)| Some((resolve(&file.module, &p)?, b))),
+        );
     }
     paths
 }
@@ -273,7 +282,12 @@ fn use_tree(text: &str, prefix: Vec<String>) -> Vec<(Vec<String>, String)> {
         }
         match rest.strip_prefix("::") {
             Some(after) => rest = after,
-            None => return vec![(path.clone(), alias(rest).unwrap_or_else(|| path[path.len() - 1].clone()))],
+            None => {
+                return vec![(
+                    path.clone(),
+                    alias(rest).unwrap_or_else(|| path[path.len() - 1].clone()),
+                )];
+            }
         }
     }
 }
@@ -282,7 +296,11 @@ fn use_tree(text: &str, prefix: Vec<String>) -> Vec<(Vec<String>, String)> {
 fn alias(text: &str) -> Option<String> {
     let after = text.strip_prefix("as")?;
     after.starts_with(char::is_whitespace).then(|| {
-        after.trim_start().chars().take_while(|c| is_ident(*c)).collect()
+        after
+            .trim_start()
+            .chars()
+            .take_while(|c| is_ident(*c))
+            .collect()
     })
 }
 

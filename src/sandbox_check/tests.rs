@@ -14,6 +14,7 @@ use super::probes::controls::{SCRATCH_FILE, shell_error};
 use super::runner::errno_name;
 use super::worktree::WorktreePaths;
 use super::*;
+use crate::sandbox::netns::stand_in::ProxyStandIn;
 use crate::sandbox::policy::SandboxReport;
 
 #[test]
