@@ -15,10 +15,11 @@ use nix::unistd::Pid;
 use tokio::io::AsyncReadExt;
 use tokio::runtime::Runtime;
 
-use super::fixture::{ProbeFixture, ProbeTargets};
+use super::fixture::ProbeFixture;
 use super::probes::environment::canary;
 use super::report::{Summary, summarize};
-use super::table::ProbeRole;
+use super::targets::ProbeRole;
+use super::targets::ProbeTargets;
 use super::verdict::ProbeFrame;
 use crate::process::ProcessGroup;
 use crate::process::env::{EnvPolicy, Inherit, SUBAGENT_ENV};

@@ -9,8 +9,8 @@ use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{self as unix, UnixStream};
 use std::time::Duration;
 
-use super::super::fixture::ProbeTargets;
-use super::super::table::{Probe, RefusedBy};
+use super::super::probe::{Probe, RefusedBy};
+use super::super::targets::ProbeTargets;
 use super::needs;
 use crate::sandbox::netns::stand_in::STAND_IN_ANSWER;
 use crate::sandbox::policy::SandboxReport;
