@@ -277,7 +277,8 @@ fn use_tree(text: &str, prefix: Vec<String>) -> Vec<(Vec<String>, String)> {
             return vec![(path, bound)];
         }
         rest = rest[ident.len()..].trim_start();
-        if !(ident == "self" && !path.is_empty()) {
+        // `self` in a group (`io::{self, Read}`) names the group's prefix.
+        if ident != "self" || path.is_empty() {
             path.push(ident);
         }
         match rest.strip_prefix("::") {
