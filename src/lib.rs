@@ -22,6 +22,7 @@ pub mod protocol;
 pub mod provider;
 pub mod runtime;
 pub mod sandbox;
+pub mod sandbox_check;
 pub mod store;
 pub mod subagent;
 pub mod text;

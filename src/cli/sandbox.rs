@@ -1,5 +1,5 @@
 //! `fido sandbox check`: the command line of the probes in
-//! [`crate::sandbox::check`], which prove in real sandboxed children what
+//! [`crate::sandbox_check`], which prove in real sandboxed children what
 //! this kernel enforces for subagents and for the main agent's commands.
 //! The report has one line per probe and one column per role, then the
 //! write subagent's section. Exit 0 only when the subagent and write
@@ -16,8 +16,8 @@ use nix::unistd::Pid;
 use super::preamble::{ConfigWarnings, load_config};
 use crate::config::Overrides;
 use crate::protocol::{NetworkAccess, SandboxMode};
-use crate::sandbox::check::{self, ProbeError, ProbeRole, ProbeTargets, Summary};
 use crate::sandbox::child::error_chain;
+use crate::sandbox_check::{self as check, ProbeError, ProbeRole, ProbeTargets, Summary};
 
 /// The command modes that have a sandbox to probe.
 const COMMAND_MODES: [SandboxMode; 2] = [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite];

@@ -108,43 +108,6 @@ pub enum HookNotice {
 }
 
 impl HookNotice {
-    /// The notice of a `hook_finished` event, if it calls for one.
-    pub fn of(event: &super::EventKind) -> Option<HookNotice> {
-        let super::EventKind::HookFinished {
-            event,
-            command,
-            status,
-            exit_code,
-            decision,
-            message,
-            ..
-        } = event
-        else {
-            return None;
-        };
-        let summary = crate::text::summary;
-        let (event, command) = (event.as_str(), summary(command, 60));
-        let why = message
-            .as_deref()
-            .map(|m| format!(": {}", summary(m, 160)))
-            .unwrap_or_default();
-        if !matches!((status, exit_code), (HookStatus::Exited, Some(0 | 2))) {
-            return Some(HookNotice::Failed(format!(
-                "{event} hook `{command}` failed (ignored){why}"
-            )));
-        }
-        match decision {
-            HookDecision::Deny => Some(HookNotice::Blocked(format!(
-                "{event} hook `{command}` blocked{why}"
-            ))),
-            HookDecision::None | HookDecision::Allow | HookDecision::Ask => {
-                message.as_deref().map(|m| {
-                    HookNotice::Said(format!("{event} hook `{command}`: {}", summary(m, 160)))
-                })
-            }
-        }
-    }
-
     pub fn text(&self) -> &str {
         match self {
             HookNotice::Blocked(text) | HookNotice::Said(text) | HookNotice::Failed(text) => text,

@@ -23,12 +23,14 @@ pub mod outcome;
 pub mod plan;
 pub mod safety;
 pub mod schema;
+mod status;
 pub mod tool_facts;
 
-pub use event::{CompactionStrategy, Event, EventKind, SubagentPhase, TurnStatus, UsageTotals};
+pub use event::{CompactionStrategy, Event, EventKind};
 pub use identity::Identity;
 pub use message::{Message, RESTORE_CALL_ID, ToolCall, ToolSpec, Usage};
 pub use safety::{
     ApprovalDecision, ApprovalPolicy, ApprovalRequest, NetworkAccess, SafetySettings, SandboxMode,
 };
+pub use status::{SubagentPhase, TurnStatus, UsageTotals};
 pub use tool_facts::ToolFacts;

@@ -5,11 +5,12 @@
 //! [`child`] confines the calling process: `no_new_privs`,
 //! parent-death signal, rlimits and the read-only Landlock ruleset of
 //! `ruleset`, failing closed in [`SandboxRequirement::Required`]. [`policy`] holds
-//! the mode, the report and the error; [`check`] the forbidden operations
-//! `fido sandbox check` tries in real sandboxed children, and its report.
+//! the mode, the report and the error. `fido sandbox check`'s diagnostic,
+//! which tries the forbidden operations in real sandboxed children, is a
+//! module of its own above this one (`crate::sandbox_check`): the core
+//! imports no diagnostic.
 
 pub mod caps;
-pub mod check;
 pub mod child;
 pub mod command;
 pub mod git_wall;
@@ -18,7 +19,9 @@ pub mod netns;
 pub mod pidns;
 pub mod policy;
 pub mod protect;
-mod ruleset;
+// The Landlock ABIs and the kernel's own are read by `fido sandbox check`
+// (`crate::sandbox_check`) too, to say what this kernel enforces.
+pub(crate) mod ruleset;
 pub mod seccomp;
 mod slot;
 

@@ -35,6 +35,8 @@
 //! cases the seccomp filter refuses UDP, raw and new UNIX sockets
 //! (`SocketAccess::ProxiedTcp`) and Landlock refuses TCP bind.
 
+pub mod stand_in;
+
 use std::io;
 use std::mem::size_of;
 use std::os::fd::{AsRawFd, OwnedFd};

@@ -7,8 +7,11 @@
 //! `#[cfg(test)]` (test modules close their files here), and folders or
 //! files named `tests` are skipped.
 
+mod imports;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+
+use imports::{Edges, SourceFile, cycles, folder_edges, folders, source_files, src_dir};
 
 const MODULES: &[&str] = &[
     "acp",
@@ -27,6 +30,7 @@ const MODULES: &[&str] = &[
     "provider",
     "runtime",
     "sandbox",
+    "sandbox_check",
     "store",
     "subagent",
     "text",
@@ -35,9 +39,11 @@ const MODULES: &[&str] = &[
     "workspace",
 ];
 
-/// The layer of each top-level module, lowest first, as today's imports
-/// draw them: a module may import its own layer and those below, never one
-/// above, so a new arrow from a low layer to a high one fails.
+/// The layer of each top-level module, lowest first, as the design puts
+/// them (the README's module table): a module may import its own layer and
+/// those below, never one above. The ranks are not read off the imports; a
+/// new arrow from a low layer to a high one fails until the design says
+/// otherwise here.
 const RANKS: &[(&str, u32)] = &[
     // The leaves and the boundary every other module speaks.
     ("text", 0),
@@ -51,7 +57,9 @@ const RANKS: &[(&str, u32)] = &[
     ("process", 0),
     // The one hardened git runner every git process of Fido goes through.
     ("git", 0),
-    // Services on the protocol alone.
+    // Services on the protocol and the leaves alone: the model providers,
+    // process isolation (the sandbox core knows no diagnostic and no
+    // delegation) and the session store.
     ("provider", 1),
     ("sandbox", 1),
     ("store", 1),
@@ -59,13 +67,21 @@ const RANKS: &[(&str, u32)] = &[
     // check and the fetcher (tools use it; a command proxy will too).
     ("net", 1),
     // Write delegation's worktrees and change sets, on git and the undo
-    // journal; the sandbox check makes a real worktree with it.
+    // journal.
     ("changes", 1),
+    // `fido sandbox check`'s diagnostic: it confines real children with the
+    // sandbox core and makes a real worktree with `changes`, so it sits
+    // above both; nothing but the command line reads its report.
+    ("sandbox_check", 2),
+    // The plan and its todo list, kept in the store.
     ("plan", 2),
     // User hooks: config types, the runner (process groups) and the
     // events it reports; the tools' approvals and the agent call them.
     ("hooks", 2),
+    // The model's tools, on the services below and the policy (hooks, the
+    // plan) they obey.
     ("tools", 3),
+    // The turn loop: a provider, the tools, the plan.
     ("agent", 4),
     // MCP servers, started and spoken to; each owns its settings type.
     ("mcp", 4),
@@ -73,6 +89,8 @@ const RANKS: &[(&str, u32)] = &[
     // settings types their consumers own; only the composition root
     // (runtime), the front ends and the command line read it.
     ("config", 5),
+    // Delegation: child sessions of the agent, each in its own sandbox
+    // (and, to write, its own worktree), with the MCP tools it may use.
     ("subagent", 7),
     // The UI (which sees only the boundary) and the composition root that
     // wires every service for a session; the command line starts both.
@@ -87,20 +105,78 @@ const RANKS: &[(&str, u32)] = &[
 /// What the UI may import besides itself: the boundary and two leaves.
 const UI_MAY_USE: &[&str] = &["protocol", "text", "workspace"];
 
-type Edges = BTreeMap<String, BTreeSet<String>>;
-
 #[test]
 fn top_level_modules_form_no_cycle() {
     let edges = module_edges();
-    for start in edges.keys() {
-        if let Some(path) = path_back(&edges, start) {
-            panic!(
-                "a module cycle: {}\n{}",
-                path.join(" -> "),
-                render(&edges, &ranks())
-            );
+    if let Some(cycle) = cycles(&edges).first() {
+        panic!(
+            "a module cycle: {}\n{}",
+            cycle.join(" -> "),
+            render(&edges, &ranks())
+        );
+    }
+}
+
+/// Inside every folder too (`src/` itself, each module's folder, each of
+/// their subfolders), the direct children import one another without a
+/// circle: each concept has one home the others import.
+#[test]
+fn no_folder_holds_an_import_cycle() {
+    let files = source_files();
+    let found = folder_cycles(&files);
+    assert!(
+        found.is_empty(),
+        "{} import cycle(s) among a folder's children:\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
+
+/// The checker itself, on source written here: a circle through a `use`
+/// list, a `super::` path and a re-export of the folder's module file is
+/// caught in the folder it lies in, and removing one arrow clears it.
+#[test]
+fn a_cycle_inside_a_folder_is_caught() {
+    let parent = SourceFile::new(&["diag"], "mod probe; mod table;\npub use table::Row;");
+    let table = SourceFile::new(&["diag", "table"], "use super::{probe::{self, Probe}};");
+    let probe = |code| SourceFile::new(&["diag", "probe"], code);
+    let elsewhere = SourceFile::new(&["other"], "use crate::diag::table::Row;");
+    for code in ["use super::Row;", "fn f() -> crate::diag::table::Row {}"] {
+        let files = [
+            parent.clone(),
+            table.clone(),
+            probe(code),
+            elsewhere.clone(),
+        ];
+        assert_eq!(
+            folder_cycles(&files),
+            ["diag: probe -> table -> probe"],
+            "{code}"
+        );
+        // One level up the same files draw only `other -> diag`.
+        let top = folder_edges(&files, &[]);
+        assert_eq!(top["other"], BTreeSet::from(["diag".to_string()]));
+        assert!(top["diag"].is_empty());
+    }
+    let files = [parent, table, probe("// use super::Row;\n"), elsewhere];
+    assert!(folder_cycles(&files).is_empty());
+}
+
+/// Each folder's cycles, as `folder: a -> b -> a`.
+fn folder_cycles(files: &[SourceFile]) -> Vec<String> {
+    let mut found = Vec::new();
+    for folder in folders(files) {
+        let edges = folder_edges(files, &folder);
+        let name = if folder.is_empty() {
+            "src".to_string()
+        } else {
+            folder.join("/")
+        };
+        for cycle in cycles(&edges) {
+            found.push(format!("{name}: {}", cycle.join(" -> ")));
         }
     }
+    found
 }
 
 #[test]
@@ -198,8 +274,7 @@ fn render(edges: &Edges, ranks: &BTreeMap<String, u32>) -> String {
 /// The top-level modules as `src/` holds them (a folder or a `.rs` file
 /// beside `lib.rs`).
 fn src_modules() -> BTreeSet<String> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    std::fs::read_dir(&src)
+    std::fs::read_dir(src_dir())
         .unwrap()
         .flatten()
         .map(|entry| entry.file_name().to_string_lossy().into_owned())
@@ -208,112 +283,7 @@ fn src_modules() -> BTreeSet<String> {
         .collect()
 }
 
-/// A path from `start` back to itself, if there is one.
-fn path_back(edges: &Edges, start: &str) -> Option<Vec<String>> {
-    let mut stack = vec![vec![start.to_string()]];
-    let mut seen = BTreeSet::new();
-    while let Some(path) = stack.pop() {
-        let last = path.last()?.clone();
-        for next in edges.get(&last).into_iter().flatten() {
-            if next == start {
-                let mut cycle = path.clone();
-                cycle.push(next.clone());
-                return Some(cycle);
-            }
-            if seen.insert(next.clone()) {
-                let mut longer = path.clone();
-                longer.push(next.clone());
-                stack.push(longer);
-            }
-        }
-    }
-    None
-}
-
 /// Which top-level modules each one names, outside its tests.
 fn module_edges() -> Edges {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut edges = Edges::new();
-    for module in MODULES {
-        let mut used = BTreeSet::new();
-        let dir = src.join(module);
-        let mut files = vec![src.join(format!("{module}.rs"))];
-        collect_rust_files(&dir, &mut files);
-        for file in files.iter().filter(|f| f.is_file()) {
-            let text = std::fs::read_to_string(file).unwrap();
-            let code = without_comments(text.split("#[cfg(test)]").next().unwrap_or_default());
-            used.extend(
-                crate_paths(&code).filter(|m| m != module && MODULES.contains(&m.as_str())),
-            );
-        }
-        edges.insert(module.to_string(), used);
-    }
-    edges
-}
-
-fn collect_rust_files(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name == "tests" || name == "tests.rs" || name.ends_with("_tests.rs") {
-            continue;
-        }
-        if path.is_dir() {
-            collect_rust_files(&path, files);
-        } else if name.ends_with(".rs") {
-            files.push(path);
-        }
-    }
-}
-
-/// The code without `//` comments (doc comments name modules freely).
-fn without_comments(code: &str) -> String {
-    code.lines()
-        .map(|line| line.split("//").next().unwrap_or_default())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// The first segment after each `crate::`, including each item of a
-/// `crate::{a, b::c}` group.
-fn crate_paths(code: &str) -> impl Iterator<Item = String> + '_ {
-    code.split("crate::").skip(1).flat_map(|rest| {
-        if let Some(group) = rest.strip_prefix('{') {
-            top_level_items(group)
-        } else {
-            vec![leading_ident(rest)]
-        }
-    })
-}
-
-fn top_level_items(group: &str) -> Vec<String> {
-    let mut items = Vec::new();
-    let mut depth = 0;
-    let mut start = 0;
-    for (i, c) in group.char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' if depth == 0 => {
-                items.push(leading_ident(&group[start..i]));
-                break;
-            }
-            '}' => depth -= 1,
-            ',' if depth == 0 => {
-                items.push(leading_ident(&group[start..i]));
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    items
-}
-
-fn leading_ident(text: &str) -> String {
-    text.trim_start()
-        .chars()
-        .take_while(|c| c.is_alphanumeric() || *c == '_')
-        .collect()
+    folder_edges(&source_files(), &[])
 }

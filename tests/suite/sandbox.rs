@@ -10,7 +10,7 @@ use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use fido::sandbox::check::{
+use fido::sandbox_check::{
     Outcome, ProbeFixture, ProbeFrame, ProbeResult, ProbeRole, escape_marker, mechanism,
 };
 use nix::unistd::Pid;
@@ -190,7 +190,7 @@ fn sandbox_check_blocks_every_forbidden_probe_here() {
         .collect();
     // The reviewed table (tests/RELIABILITY.md), not one derived from the
     // probe list and `mechanism()`: a dropped or relabelled probe fails.
-    let fork_bomb = fido::sandbox::check::fork_bomb_note().is_none();
+    let fork_bomb = fido::sandbox_check::fork_bomb_note().is_none();
     let expected = expected_probe_lines(command_namespace().is_some(), fork_bomb);
     assert_eq!(probe_lines, expected, "{stdout}");
     let containment = match command_namespace() {
@@ -303,7 +303,7 @@ fn sandbox_check_blocks_every_forbidden_probe_here() {
 #[test]
 fn a_subagents_fork_bomb_is_stopped_by_its_process_limit() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cmd = if fido::sandbox::check::fork_bomb_note().is_some() {
+    let mut cmd = if fido::sandbox_check::fork_bomb_note().is_some() {
         use std::os::unix::fs::PermissionsExt;
         let bin = dir.path().join("fido");
         std::fs::copy(crate::common::process::fido_bin(), &bin).unwrap();
@@ -495,7 +495,7 @@ fn a_held_sandboxed_child_has_no_new_privs_and_gets_eacces_on_write() {
         );
     }
     let written = std::fs::read(fixture.dir().join("write-me.txt")).unwrap();
-    assert_eq!(written, fido::sandbox::check::ORIGINAL_CONTENT);
+    assert_eq!(written, fido::sandbox_check::ORIGINAL_CONTENT);
 
     // The new probes, with what stopped each: the setsid'd process was
     // gone while the child still lived (its sweep, not its death, killed

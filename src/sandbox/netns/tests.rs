@@ -9,11 +9,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::stand_in::ProxyStandIn as FakeProxy;
 use super::*;
 use crate::process::ProcessGroup;
 use crate::protocol::SandboxMode;
 use crate::sandbox::SandboxError;
-use crate::sandbox::check::ProxyStandIn as FakeProxy;
 use crate::sandbox::pidns::tests::{running, skip_unless_ci};
 use crate::sandbox::{CommandPolicy, CommandSandbox};
 

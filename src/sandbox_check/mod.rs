@@ -31,40 +31,49 @@
 //!
 //! A command behind the allowlist proxy (`network = "allowlist"`) has a
 //! role of its own too: the parent starts a stand-in for the proxy
-//! ([`allowlist`]) and confines the child with its route, as `bash_exec`
+//! ([`crate::sandbox::netns::stand_in`]) and confines the child with its route, as `bash_exec`
 //! would; the child must reach the stand-in through it and nothing else
 //! on the network. Its section says which confinement this kernel gives
 //! (`sandbox::netns`).
 //!
-//! The probes are a table ([`table`]): each is one `const` in a file of
-//! [`probes`], with its operation, what it prepares in the fixture, the
-//! kernels that cannot deny it, what refuses it and the effect the parent
-//! looks for; listing its name in the table makes it run.
+//! The probes are a table ([`table`]): each is one `const` [`probe`] in a
+//! file of [`probes`], with its operation, what it prepares in the fixture,
+//! the kernels that cannot deny it, what refuses it and the effect the
+//! parent looks for; listing its name in the table makes it run.
+//!
+//! Each concept has one home, and the files import one another without a
+//! circle (`tests/suite/layers.rs` checks it): [`targets`] (whose sandbox,
+//! where the probes aim, the fixture's layout) imports none of them;
+//! [`fixture`] is the parent's state the probes look at; [`probe`] and the
+//! [`probes`] read it; the [`table`] lists the probes; [`prepare`] is where
+//! the table makes the fixture and looks for the probes' effects.
 
-mod allowlist;
 mod escape;
 mod fixture;
 mod kernel;
+mod prepare;
+mod probe;
 mod probes;
 mod report;
 mod runner;
 mod spawn;
 mod table;
+mod targets;
 mod verdict;
 mod worktree;
 
-pub use allowlist::{ProxyStandIn, STAND_IN_ANSWER};
 pub use escape::escape_marker;
-pub use fixture::{ORIGINAL_CONTENT, ProbeFixture, ProbeTargets, denied_paths};
+pub use fixture::ProbeFixture;
 pub use kernel::fork_bomb_note;
 pub use report::{Summary, report_text};
 pub use runner::{run_child, run_probes};
 pub use spawn::{ProbeError, probe_role};
 pub use table::{
-    ALLOWLIST_CONTROLS, ALLOWLIST_PROBES, CHMOD_NOTE, CONTROL_PROBES, FORBIDDEN_PROBES, ProbeRole,
+    ALLOWLIST_CONTROLS, ALLOWLIST_PROBES, CHMOD_NOTE, CONTROL_PROBES, FORBIDDEN_PROBES,
     SUBAGENT_CONTROLS, SUBAGENT_PROBES, WORKSPACE_PROBES, WRITE_SUBAGENT_CONTROLS,
     WRITE_SUBAGENT_PROBES, mechanism,
 };
+pub use targets::{ORIGINAL_CONTENT, ProbeRole, ProbeTargets, denied_paths};
 pub use verdict::{Expect, Outcome, ProbeFrame, ProbeResult, Verdict};
 
 #[cfg(test)]

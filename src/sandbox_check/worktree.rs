@@ -12,7 +12,7 @@ use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::fixture::ORIGINAL_CONTENT;
+use super::targets::ORIGINAL_CONTENT;
 use crate::changes::git::Git;
 use crate::changes::store::Layout;
 use crate::changes::{self, Start, WriteRoots};

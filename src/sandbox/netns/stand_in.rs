@@ -1,6 +1,7 @@
-//! `network = "allowlist"` under `fido sandbox check`: a stand-in for the
-//! proxy (`net::proxy`) that a command child confined behind it reaches,
-//! and the parent's judgement of how the connection came.
+//! A stand-in for the allowlist proxy (`net::proxy`) that a command
+//! confined behind it reaches, and the judgement of how the connection
+//! came. `fido sandbox check`'s allowlist role (`sandbox_check`) and this
+//! module's tests confine their commands behind it.
 //!
 //! The stand-in keeps the proxy's contract ([`ProxyRoute`]): it listens on
 //! `127.0.0.1:port` and takes connections as descriptors over a bridge.
@@ -14,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::sandbox::netns::{NetworkConfinement, ProxyRoute, receive_descriptor};
+use super::{NetworkConfinement, ProxyRoute, receive_descriptor};
 
 /// What the stand-in answers every request with.
 pub const STAND_IN_ANSWER: &[u8] =

@@ -4,8 +4,8 @@
 use std::io::{self, ErrorKind, Read, Write};
 use std::path::Path;
 
-use super::super::fixture::{CREATED, ESCAPED_CONTENT, ORIGINAL_CONTENT, READ_ME};
-use super::super::table::Probe;
+use super::super::probe::Probe;
+use super::super::targets::{CREATED, ESCAPED_CONTENT, ORIGINAL_CONTENT, READ_ME};
 
 /// The file the `scratch-write` control writes in the scratch folder.
 pub(in super::super) const SCRATCH_FILE: &str = "fido-probe-scratch";

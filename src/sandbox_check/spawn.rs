@@ -15,16 +15,17 @@ use nix::unistd::Pid;
 use tokio::io::AsyncReadExt;
 use tokio::runtime::Runtime;
 
-use super::allowlist::ProxyStandIn;
-use super::fixture::{ProbeFixture, ProbeTargets};
+use super::fixture::ProbeFixture;
 use super::probes::environment::canary;
 use super::report::{Summary, summarize};
-use super::table::ProbeRole;
+use super::targets::ProbeRole;
+use super::targets::ProbeTargets;
 use super::verdict::ProbeFrame;
 use crate::process::ProcessGroup;
 use crate::process::env::{EnvPolicy, Inherit, SUBAGENT_ENV};
 use crate::protocol::SandboxMode;
 use crate::sandbox::child::error_chain;
+use crate::sandbox::netns::stand_in::ProxyStandIn;
 use crate::sandbox::{CommandPolicy, CommandSandbox, SandboxError};
 
 /// How long the probe child may take.

@@ -5,7 +5,8 @@
 use std::process::ExitStatus;
 
 use super::kernel::{fork_bomb_note, user_namespaces};
-use super::table::{CHMOD_NOTE, ProbeRole};
+use super::table::CHMOD_NOTE;
+use super::targets::ProbeRole;
 use super::verdict::{Expect, Outcome, ProbeFrame, ProbeResult};
 use crate::protocol::SandboxMode;
 use crate::sandbox::policy::SandboxReport;

@@ -6,8 +6,8 @@ use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::path::Path;
 
-use super::super::fixture::{ESCAPED_CONTENT, ORIGINAL_CONTENT};
-use super::super::table::{Probe, RefusedBy};
+use super::super::probe::{Probe, RefusedBy};
+use super::super::targets::{ESCAPED_CONTENT, ORIGINAL_CONTENT};
 
 const GIT_CONFIG: &str = "workspace/.git/config";
 const GIT_HOOK: &str = "workspace/.git/hooks/pre-commit";

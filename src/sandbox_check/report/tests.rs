@@ -3,7 +3,7 @@
 use std::os::unix::process::ExitStatusExt;
 
 use super::*;
-use crate::sandbox::check::verdict::Outcome;
+use crate::sandbox_check::verdict::Outcome;
 
 fn report(fully_enforced: bool) -> SandboxReport {
     SandboxReport {

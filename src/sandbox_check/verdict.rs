@@ -34,7 +34,7 @@ pub struct ProbeResult {
     pub name: String,
     pub expect: Expect,
     pub outcome: Outcome,
-    /// Set by [`ProbeFixture::verify`]: the parent saw the operation's
+    /// Set by [`super::ProbeFixture::verify`]: the parent saw the operation's
     /// effect (a changed file, an accepted connection).
     #[serde(default)]
     pub side_effect_seen: bool,

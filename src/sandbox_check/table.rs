@@ -1,130 +1,16 @@
-//! The probe table: what a probe is, every probe in the order it runs and
-//! prints, and which of them each role's sandbox must pass.
+//! The probe table: every probe in the order it runs and prints, and which
+//! of them each role's sandbox must pass.
 //!
 //! A probe lives with its operation in one file of [`super::probes`] as a
 //! `const` [`Probe`]; it takes part once its name is listed here.
 
-use std::io;
-use std::path::Path;
-
-use super::fixture::{ProbeFixture, ProbeTargets};
 use super::kernel::fork_bomb_note;
+use super::probe::Probe;
 use super::probes::{
     controls, environment, files, limits, processes, protected, sockets, terminal, worktree,
 };
+use super::targets::ProbeRole;
 use crate::protocol::SandboxMode;
-use crate::sandbox::policy::SandboxReport;
-
-/// One probe: everything about it but its place in a role's plan.
-#[derive(Clone, Copy)]
-pub struct Probe {
-    pub name: &'static str,
-    /// The operation, tried inside the sandbox; `Ok` means it got through.
-    pub attempt: fn(&ProbeTargets) -> io::Result<()>,
-    /// Prepares what the probe aims at in the fixture directory (before
-    /// any child starts).
-    pub setup: fn(&Path) -> io::Result<()>,
-    /// Why this kernel cannot deny it, from the sandbox's report (`None`:
-    /// try it). Only forbidden probes are skipped.
-    pub unsupported: fn(&SandboxReport) -> Option<String>,
-    /// What refused it, for the line, where the child did not say.
-    pub refused_by: RefusedBy,
-    /// What refused it as the child itself can tell (`None`: `refused_by`
-    /// decides); asked only when the operation failed.
-    pub seen_by_child: fn(&SandboxReport) -> Option<String>,
-    /// An errno besides EACCES, EPERM and EFBIG that proves the refusal.
-    pub refusal_errno: Option<&'static str>,
-    /// Whether the parent sees the operation's effect (a changed file, an
-    /// accepted connection) after the child exited.
-    pub side_effect: fn(&ProbeFixture) -> bool,
-}
-
-/// What refuses a probe's operation, named on its line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RefusedBy {
-    /// A Landlock file-system rule.
-    Landlock,
-    /// The seccomp filter when the errno is EPERM, else Landlock (for
-    /// operations both can refuse).
-    SeccompOnEperm,
-    /// Always the same mechanism, whatever the errno.
-    Always(&'static str),
-    /// A protected path: the read-only bind mount when the errno is
-    /// EROFS or EBUSY (a mount point), else Landlock (its per-entry
-    /// fallback, or a sandbox that writes nowhere).
-    ProtectedPath,
-}
-
-impl RefusedBy {
-    fn name(self, errno: &str) -> &'static str {
-        match self {
-            RefusedBy::Landlock => "landlock",
-            RefusedBy::SeccompOnEperm if errno == "EPERM" => "seccomp",
-            RefusedBy::SeccompOnEperm => "landlock",
-            RefusedBy::Always(name) => name,
-            RefusedBy::ProtectedPath if errno == "EROFS" || errno == "EBUSY" => {
-                "read-only bind mount"
-            }
-            RefusedBy::ProtectedPath => "landlock",
-        }
-    }
-}
-
-impl Probe {
-    /// A probe refused by Landlock, always tried, with nothing to prepare
-    /// and no effect the parent can see; the `with_*` methods change that.
-    pub const fn new(name: &'static str, attempt: fn(&ProbeTargets) -> io::Result<()>) -> Probe {
-        Probe {
-            name,
-            attempt,
-            setup: |_| Ok(()),
-            unsupported: |_| None,
-            refused_by: RefusedBy::Landlock,
-            seen_by_child: |_| None,
-            refusal_errno: None,
-            side_effect: |_| false,
-        }
-    }
-
-    pub const fn with_setup(self, setup: fn(&Path) -> io::Result<()>) -> Probe {
-        Probe { setup, ..self }
-    }
-
-    pub const fn with_unsupported(
-        self,
-        unsupported: fn(&SandboxReport) -> Option<String>,
-    ) -> Probe {
-        Probe {
-            unsupported,
-            ..self
-        }
-    }
-
-    pub const fn refused_by(self, refused_by: RefusedBy) -> Probe {
-        Probe { refused_by, ..self }
-    }
-
-    pub const fn with_seen_by_child(self, seen: fn(&SandboxReport) -> Option<String>) -> Probe {
-        Probe {
-            seen_by_child: seen,
-            ..self
-        }
-    }
-
-    pub const fn with_refusal_errno(self, errno: &'static str) -> Probe {
-        Probe {
-            refusal_errno: Some(errno),
-            ..self
-        }
-    }
-
-    pub const fn with_side_effect(self, seen: fn(&ProbeFixture) -> bool) -> Probe {
-        Probe {
-            side_effect: seen,
-            ..self
-        }
-    }
-}
 
 /// Forbidden in every sandbox, in the order they run and print.
 const FORBIDDEN: [&Probe; 30] = [
@@ -292,23 +178,7 @@ pub fn mechanism(probe: &str, errno: &str) -> &'static str {
     find(probe).map_or("landlock", |probe| probe.refused_by.name(errno))
 }
 
-/// Whose sandbox the probe child is in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProbeRole {
-    /// A subagent's: the child enters it itself.
-    Subagent,
-    /// The main agent's commands in this mode: the parent confined the
-    /// child between fork and exec, as `bash_exec` does.
-    Command(SandboxMode),
-    /// A write subagent's: the child enters it itself, with the roots of
-    /// a real worktree, in it, with its git environment.
-    WriteSubagent,
-    /// A `workspace-write` command behind the allowlist proxy
-    /// (`network = "allowlist"`): the parent confined the child with a
-    /// stand-in proxy's route.
-    Allowlist,
-}
-
+/// Which probes each role runs is the table's to say.
 impl ProbeRole {
     /// The forbidden probes and the controls this role must pass, in order.
     pub fn plan(self) -> (Vec<&'static str>, Vec<&'static str>) {
@@ -355,25 +225,6 @@ impl ProbeRole {
             }
         }
         (forbidden, controls)
-    }
-
-    /// The `--probe-as` spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProbeRole::Subagent => "subagent",
-            ProbeRole::WriteSubagent => "write-subagent",
-            ProbeRole::Allowlist => "allowlist",
-            ProbeRole::Command(mode) => mode.as_str(),
-        }
-    }
-
-    pub fn parse(value: &str) -> Option<ProbeRole> {
-        match value {
-            "subagent" => Some(ProbeRole::Subagent),
-            "write-subagent" => Some(ProbeRole::WriteSubagent),
-            "allowlist" => Some(ProbeRole::Allowlist),
-            other => SandboxMode::parse(other).map(ProbeRole::Command),
-        }
     }
 }
 

@@ -7,9 +7,10 @@ use std::io::{self, Read, Write};
 
 use nix::errno::Errno;
 
-use super::fixture::ProbeTargets;
 use super::kernel::{command_namespace, command_report};
-use super::table::{self, ProbeRole};
+use super::table;
+use super::targets::ProbeRole;
+use super::targets::ProbeTargets;
 use super::verdict::{Expect, Outcome, ProbeFrame, ProbeResult};
 use crate::sandbox::child::{enter_child_sandbox, error_chain};
 use crate::sandbox::policy::{SandboxReport, SandboxRequirement};

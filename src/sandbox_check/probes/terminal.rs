@@ -11,8 +11,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use super::super::fixture::ProbeTargets;
-use super::super::table::{Probe, RefusedBy};
+use super::super::probe::{Probe, RefusedBy};
+use super::super::targets::ProbeTargets;
 
 const CHAR_NODE: &str = "workspace/tty-copy";
 const BLOCK_NODE: &str = "workspace/disk-copy";

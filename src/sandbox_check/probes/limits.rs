@@ -6,7 +6,7 @@
 use std::io::{self, ErrorKind, Write};
 use std::path::PathBuf;
 
-use super::super::table::{Probe, RefusedBy};
+use super::super::probe::{Probe, RefusedBy};
 use crate::sandbox::limits::CommandLimits;
 
 /// The limits of the probes' command sandboxes: the smallest process limit

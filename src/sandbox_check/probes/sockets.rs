@@ -9,10 +9,10 @@ use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{self as unix, UnixStream};
 use std::time::Duration;
 
-use super::super::allowlist::STAND_IN_ANSWER;
-use super::super::fixture::ProbeTargets;
-use super::super::table::{Probe, RefusedBy};
+use super::super::probe::{Probe, RefusedBy};
+use super::super::targets::ProbeTargets;
 use super::needs;
+use crate::sandbox::netns::stand_in::STAND_IN_ANSWER;
 use crate::sandbox::policy::SandboxReport;
 use crate::sandbox::ruleset::{NETWORK_ABI, SCOPE_ABI};
 
@@ -71,7 +71,7 @@ pub(in super::super) const UNIX_PATHNAME_CONNECT: Probe =
 
 /// Behind the allowlist proxy: a request to the proxy's port on
 /// 127.0.0.1 is answered by the parent's stand-in
-/// ([`crate::sandbox::check::allowlist`]), which only a connection that
+/// ([`crate::sandbox::netns::stand_in`]), which only a connection that
 /// reached it can read.
 pub(in super::super) const PROXY_CONNECT: Probe = Probe::new("proxy-connect", |t| {
     let port = t

@@ -10,7 +10,7 @@ use super::super::escape::{
     command_escape_marker, command_setsid_escape, escape_marker, kill_escaped, setsid_escape,
 };
 use super::super::kernel::{command_namespace, in_own_pid_namespace, ptrace_mechanism};
-use super::super::table::{Probe, RefusedBy};
+use super::super::probe::{Probe, RefusedBy};
 use super::sockets::no_scopes;
 
 pub(in super::super) const SIGNAL_PARENT: Probe = Probe::new("signal-parent", |t| {

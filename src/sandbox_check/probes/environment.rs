@@ -6,7 +6,7 @@
 use std::ffi::OsString;
 use std::io;
 
-use super::super::table::{Probe, RefusedBy};
+use super::super::probe::{Probe, RefusedBy};
 
 /// The canary's name: a secret by the policy's first rule (`*TOKEN*`).
 pub(in super::super) const CANARY_NAME: &str = "FIDO_CHECK_CANARY_TOKEN";

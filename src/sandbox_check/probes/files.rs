@@ -7,10 +7,10 @@ use std::io::{self, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use super::super::fixture::{
+use super::super::probe::{Probe, RefusedBy};
+use super::super::targets::{
     CREATED, ESCAPED_CONTENT, ORIGINAL_CONTENT, READ_ME, SECRET_DIR, outside_file,
 };
-use super::super::table::{Probe, RefusedBy};
 use super::needs;
 use crate::sandbox::ruleset::MIN_READ_ONLY_ABI;
 

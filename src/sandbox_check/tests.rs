@@ -8,12 +8,13 @@ use nix::errno::Errno;
 use nix::unistd::Pid;
 
 use super::escape::marked_processes;
-use super::fixture::scratch_dir;
 use super::kernel::command_namespace;
 use super::probes::controls::{SCRATCH_FILE, shell_error};
 use super::runner::errno_name;
+use super::targets::scratch_dir;
 use super::worktree::WorktreePaths;
 use super::*;
+use crate::sandbox::netns::stand_in::ProxyStandIn;
 use crate::sandbox::policy::SandboxReport;
 
 #[test]

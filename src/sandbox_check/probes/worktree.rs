@@ -13,8 +13,9 @@ use std::fs::OpenOptions;
 use std::io::{self, ErrorKind, Write};
 use std::path::Path;
 
-use super::super::fixture::{ESCAPED_CONTENT, ProbeFixture, ProbeTargets};
-use super::super::table::{Probe, RefusedBy};
+use super::super::fixture::ProbeFixture;
+use super::super::probe::{Probe, RefusedBy};
+use super::super::targets::{ESCAPED_CONTENT, ProbeTargets};
 use super::super::worktree::{
     CLAIM, ESCAPE_LINK, MAIN_FILE, NESTED, OBJECT_DIR, WorktreeFixture, WorktreePaths,
 };
