@@ -358,12 +358,28 @@ async fn the_proxys_refusals_during_a_command_end_its_output() {
     assert_eq!(later.content, "(no output)\nexit code: 0");
 }
 
+/// Waits until no `sleep MARKER` runs, failing after 5 s.
+async fn assert_no_sleep(marker: &str) {
+    let start = Instant::now();
+    loop {
+        let left = crate::sandbox::pidns::tests::running(&["sleep", marker]);
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "left behind: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// In a sandboxed mode, what a command starts ends with it, also a
 /// process that left its group and session (`setsid`, `set -m`, a double
 /// fork): the command is PID 1 of a namespace of its own.
 #[tokio::test]
 async fn a_sandboxed_commands_escaped_processes_end_with_it() {
-    use crate::sandbox::pidns::tests::{running, skip_unless_ci};
+    use crate::sandbox::pidns::tests::skip_unless_ci;
     if !crate::sandbox::pidns::containment().uses_namespace() {
         skip_unless_ci("no PID namespace here");
         return;
@@ -384,18 +400,7 @@ async fn a_sandboxed_commands_escaped_processes_end_with_it() {
     );
     let out = call(&BashExec, &env, json!({ "command": command })).await;
     assert!(out.ok, "{}", out.content);
-    let start = Instant::now();
-    loop {
-        let left = running(&["sleep", &marker]);
-        if left.is_empty() {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "left behind: {left:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    assert_no_sleep(&marker).await;
 }
 
 /// Outside the sandbox (`danger-full-access`, or a command approved to
@@ -403,7 +408,6 @@ async fn a_sandboxed_commands_escaped_processes_end_with_it() {
 /// its cgroup and ends with it.
 #[tokio::test]
 async fn an_unsandboxed_commands_escaped_processes_end_with_it() {
-    use crate::sandbox::pidns::tests::running;
     if !crate::process::leavers::has_cgroups() {
         // A test binary adopts no orphans (`leavers::adopt_orphans`); the
         // fido binary's fallback is tested in process_cleanup.
@@ -417,18 +421,7 @@ async fn an_unsandboxed_commands_escaped_processes_end_with_it() {
     );
     let out = call(&BashExec, &env, json!({ "command": command })).await;
     assert!(out.ok, "{}", out.content);
-    let start = Instant::now();
-    loop {
-        let left = running(&["sleep", &marker]);
-        if left.is_empty() {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "left behind: {left:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    assert_no_sleep(&marker).await;
 }
 
 /// The sandbox note tells the model which network its commands have:

@@ -479,20 +479,15 @@ pub fn skip_unless_ci(case: &str, reason: &str) {
 }
 
 /// `cmd` run as the last arguments of `wrapper` (`unshare` and its flags,
-/// say), with `cmd`'s environment and folder, piped output, in a process
-/// group of its own.
+/// `setsid`, …), with `cmd`'s environment and folder; stdio and process
+/// group are the caller's to set.
 pub fn wrapped_in(wrapper: &[&str], cmd: &Command) -> Command {
-    use std::os::unix::process::CommandExt;
     let (program, flags) = wrapper.split_first().expect("a wrapper program");
     let mut wrapped = Command::new(program);
     wrapped
         .args(flags)
         .arg(cmd.get_program())
-        .args(cmd.get_args())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .args(cmd.get_args());
     for (key, value) in cmd.get_envs() {
         match value {
             Some(value) => wrapped.env(key, value),

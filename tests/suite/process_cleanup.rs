@@ -6,8 +6,9 @@
 //! signal). Each leaver writes its pid to a file before the check, so the
 //! check looks at a process known to have started.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::json;
@@ -90,7 +91,8 @@ fn without_cgroups(cmd: &Command) -> Option<Command> {
     let script = "mount --make-rprivate / && \
         for m in $(awk '/ - cgroup2 / {print $5}' /proc/self/mountinfo); do \
         mount -o remount,bind,ro \"$m\" || exit 1; done && exec \"$@\"";
-    let masked = wrapped_in(&["unshare", "-m", "--", "/bin/sh", "-c", script, "sh"], cmd);
+    let mut masked = wrapped_in(&["unshare", "-m", "--", "/bin/sh", "-c", script, "sh"], cmd);
+    masked.stdin(Stdio::null()).process_group(0);
     Some(masked)
 }
 

@@ -3,6 +3,7 @@
 
 use std::io::Read;
 use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
@@ -247,7 +248,7 @@ fn sandboxed_commands_run_where_fidos_session_leader_is_out_of_sight() {
         .args(["tool", "call", "bash_exec", "--args", &args.to_string()])
         .env("FIDO_SANDBOX_MODE", "workspace-write");
     // Fido is not the namespace's PID 1 (a shell is), as in a container.
-    let contained = wrapped_in(
+    let mut contained = wrapped_in(
         &[
             "unshare",
             "-p",
@@ -262,6 +263,9 @@ fn sandboxed_commands_run_where_fidos_session_leader_is_out_of_sight() {
         ],
         &cmd,
     );
+    contained
+        .stdin(std::process::Stdio::null())
+        .process_group(0);
     let output = run_in(ws.path(), contained, None, Duration::from_secs(60));
     let result: Value = serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", stdout(&output), stderr(&output)));

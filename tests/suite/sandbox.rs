@@ -713,16 +713,5 @@ fn a_write_subagent_probe_child_is_confined_in_a_real_worktree() {
 /// and execs it (same pid): `fido_cmd` makes its command lead a process
 /// group, and a group leader cannot call `setsid` itself.
 fn in_own_session(cmd: std::process::Command) -> std::process::Command {
-    let mut wrapped = std::process::Command::new("setsid");
-    wrapped.arg(cmd.get_program()).args(cmd.get_args());
-    for (key, value) in cmd.get_envs() {
-        match value {
-            Some(value) => wrapped.env(key, value),
-            None => wrapped.env_remove(key),
-        };
-    }
-    if let Some(dir) = cmd.get_current_dir() {
-        wrapped.current_dir(dir);
-    }
-    wrapped
+    crate::common::process::wrapped_in(&["setsid"], &cmd)
 }
