@@ -93,6 +93,10 @@ async fn cancellable(work: tokio::task::JoinHandle<ToolOutput>, call: &Call<'_>)
     }
 }
 
+/// Longest wait for the editor's text of a file; past it the disk answers
+/// (an editor that never answers must not hold the turn).
+const EDITOR_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Reads the editor's text of `path` (its unsaved changes included) once
 /// the file passed Fido's checks on the disk; the disk when the editor
 /// cannot say.
@@ -116,8 +120,12 @@ async fn read_in_editor(
         Err(refusal) => return refusal,
     };
     let abs = root.join(&checked.rel);
+    let asked = tokio::time::timeout(EDITOR_WAIT, editor.read_text(&abs));
     let text = tokio::select! {
-        text = editor.read_text(&abs) => text,
+        text = asked => text.unwrap_or_else(|_| Err(format!(
+            "the editor did not answer within {} s",
+            EDITOR_WAIT.as_secs()
+        ))),
         () = call.cancel.cancelled() => return ToolOutput::error("cancelled"),
     };
     let cancel = call.cancel.clone();
@@ -416,6 +424,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let env = env(dir.path());
         (dir, env)
+    }
+
+    /// An editor that takes every request and never answers.
+    struct SilentEditor;
+
+    impl EditorFiles for SilentEditor {
+        fn read_text<'a>(&'a self, _: &'a std::path::Path) -> super::super::editor::EditorRead<'a> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    /// An editor that never answers does not hold the turn: past
+    /// `EDITOR_WAIT` the disk answers.
+    #[tokio::test(start_paused = true)]
+    async fn an_editor_that_never_answers_gives_way_to_the_disk() {
+        let (dir, mut env) = setup();
+        fs::write(dir.path().join("a.txt"), "on disk\n").unwrap();
+        env.editor = Some(std::sync::Arc::new(SilentEditor));
+        let started = tokio::time::Instant::now();
+        let out = call(&ReadFile, &env, json!({"path": "a.txt"})).await;
+        assert_eq!(out.content, "     1\ton disk", "{}", out.content);
+        assert!(started.elapsed() >= EDITOR_WAIT);
     }
 
     #[tokio::test]
