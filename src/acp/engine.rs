@@ -63,6 +63,8 @@ pub struct Engine {
     pub tools: Capabilities,
     /// The sandbox mode and approval policy it started with.
     pub safety: SafetySettings,
+    /// Calls the model writes into its text are run (`tool_call_fallback`).
+    pub text_calls: bool,
 }
 
 impl Engine {
@@ -92,6 +94,7 @@ impl Engine {
             warnings,
             tools: engine.session.tools.clone(),
             safety: engine.session.safety.clone(),
+            text_calls: config.agent.limits.tool_call_fallback,
             engine: Mutex::new(Some(engine)),
         };
         Ok((acp, receiver))

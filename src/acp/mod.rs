@@ -18,6 +18,7 @@ mod permission;
 mod prompt;
 mod session;
 mod stdio;
+mod text_calls;
 mod unified;
 mod updates;
 

@@ -125,7 +125,8 @@ impl Session {
     /// gone (runs as a task of its own).
     pub async fn pump(self: Arc<Session>, mut events: EventReceiver) {
         let tools = &self.engine.tools;
-        let mut updates = Updates::new(&self.engine.workspace, tools.clone());
+        let mut updates = Updates::new(&self.engine.workspace, tools.clone())
+            .holding_text_calls(self.engine.text_calls);
         let mut children = Children::new(self.subagent_sessions, tools.clone());
         while let Some(event) = events.recv().await {
             if let EventKind::SubagentCall { agent_id, .. } = &event.kind {

@@ -13,6 +13,7 @@ use agent_client_protocol::v1::schema::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::text_calls::StreamedText;
 use crate::protocol::plan::{PlanSnapshot, Status, TaskStatus};
 use crate::protocol::tool_facts::{FileAction, FileChange};
 use crate::protocol::{EventKind, Message, ToolFacts};
@@ -27,9 +28,9 @@ pub struct Updates {
     workspace: PathBuf,
     /// What each of the session's tools may do: the kind of its calls.
     tools: Capabilities,
-    /// Text fragments were streamed since the last whole message, which
-    /// then is not sent again.
-    streamed: bool,
+    /// The message being streamed: what was sent of it, and what waits
+    /// (a call the model may be writing into its text).
+    text: StreamedText,
     /// Tool calls started and not yet finished, oldest first: an approval
     /// asked meanwhile belongs to the latest.
     open_calls: Vec<String>,
@@ -48,6 +49,15 @@ impl Updates {
         }
     }
 
+    /// With `tool_call_fallback`: the model's text is held from where a
+    /// call written into it could start until the message is whole.
+    pub fn holding_text_calls(self, on: bool) -> Updates {
+        Updates {
+            text: StreamedText::new(on),
+            ..self
+        }
+    }
+
     /// The call an approval asked now is about, if one is running.
     pub fn running_call(&self) -> Option<&str> {
         self.open_calls.last().map(String::as_str)
@@ -56,19 +66,11 @@ impl Updates {
     /// The updates one event makes (often none).
     pub fn of(&mut self, event: &EventKind) -> Vec<SessionUpdate> {
         match event {
-            EventKind::AssistantDelta { text } => {
-                self.streamed = true;
-                vec![message_chunk(text)]
-            }
-            EventKind::AssistantText { text } => {
-                let streamed = std::mem::take(&mut self.streamed);
-                if streamed || text.is_empty() {
-                    Vec::new()
-                } else {
-                    vec![message_chunk(text)]
-                }
-            }
+            EventKind::AssistantDelta { text } => chunk(self.text.fragment(text)),
+            EventKind::AssistantText { text } => chunk(self.text.whole(text)),
             EventKind::ToolCall { id, name, summary } => {
+                // A message whose calls took all of its text ends here.
+                self.text.forget();
                 self.open_calls.push(id.clone());
                 vec![SessionUpdate::ToolCall(self.tool_call(id, name, summary))]
             }
@@ -163,6 +165,15 @@ impl Updates {
             id.to_string(),
             fields,
         ))]
+    }
+}
+
+/// `text` as a message chunk, unless there is none.
+fn chunk(text: String) -> Vec<SessionUpdate> {
+    if text.is_empty() {
+        Vec::new()
+    } else {
+        vec![message_chunk(&text)]
     }
 }
 
@@ -453,15 +464,50 @@ mod tests {
         let mut updates = Updates::new(Path::new("/w"), catalog_tools());
         let first = updates.of(&EventKind::AssistantDelta { text: "Hel".into() });
         assert_eq!(to_json(&first[0])["sessionUpdate"], "agent_message_chunk");
+        // Only what the fragments did not bring comes with the whole.
+        let rest = updates.of(&EventKind::AssistantText {
+            text: "Hello".into(),
+        });
+        assert_eq!(to_json(&rest[0])["content"]["text"], "lo");
+        updates.of(&EventKind::AssistantDelta { text: "Hi".into() });
         assert!(
             updates
-                .of(&EventKind::AssistantText {
-                    text: "Hello".into()
-                })
+                .of(&EventKind::AssistantText { text: "Hi".into() })
                 .is_empty()
         );
         let whole = updates.of(&EventKind::AssistantText { text: "Bye".into() });
         assert_eq!(to_json(&whole[0])["content"]["text"], "Bye");
+    }
+
+    /// With `tool_call_fallback`, a call the model writes into its text
+    /// never reaches the editor as text: it comes as the tool call.
+    #[test]
+    fn a_call_written_into_the_text_is_shown_as_a_call_not_as_text() {
+        let mut updates = Updates::new(Path::new("/w"), catalog_tools()).holding_text_calls(true);
+        let mut sent = Vec::new();
+        for piece in [
+            "Reading.\n",
+            "```json\n{\"name\": \"read_file\", ",
+            "\"arguments\": {\"path\": \"a\"}}\n```",
+        ] {
+            sent.extend(updates.of(&EventKind::AssistantDelta { text: piece.into() }));
+        }
+        sent.extend(updates.of(&EventKind::AssistantText {
+            text: "Reading.\n".into(),
+        }));
+        sent.extend(updates.of(&EventKind::ToolCall {
+            id: "text_call_0".into(),
+            name: "read_file".into(),
+            summary: "a".into(),
+        }));
+        let shown: Vec<Value> = sent.iter().map(to_json).collect();
+        let text: String = shown
+            .iter()
+            .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+            .filter_map(|u| u["content"]["text"].as_str())
+            .collect();
+        assert_eq!(text, "Reading.\n");
+        assert_eq!(shown.last().unwrap()["sessionUpdate"], "tool_call");
     }
 
     #[test]
