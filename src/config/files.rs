@@ -19,7 +19,7 @@ pub(super) struct Files {
     pub(super) workspace_trusted: bool,
     /// About an untrusted workspace file's ignored keys.
     pub(super) warnings: Vec<String>,
-    pub(super) mcp_servers: mcp::McpServers,
+    pub(super) mcp_servers: mcp::ServersByName,
     pub(super) hooks: HooksConfig,
 }
 
@@ -34,7 +34,7 @@ impl Files {
             user_config_file: user_config_path(env_get),
             workspace_trusted: false,
             warnings: Vec::new(),
-            mcp_servers: mcp::McpServers::new(),
+            mcp_servers: mcp::ServersByName::new(),
             hooks: HooksConfig::default(),
         };
         if let Some(user_file) = &files.user_config_file

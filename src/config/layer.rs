@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 use super::keys::COMMA_LISTS;
-use super::mcp::{self, McpServers};
+use super::mcp::{self, ServersByName};
 use super::{ConfigError, KEYS, MAX_DELEGATE_CONCURRENCY, NetworkAccess, ProviderKind, Scope};
 use crate::agent::CompactionStrategy;
 use crate::hooks::config as hook_config;
@@ -226,7 +226,7 @@ impl ConfigLayer {
 pub(super) fn file_layer(
     path: &Path,
     trusted: bool,
-    mcp_servers: &mut McpServers,
+    mcp_servers: &mut ServersByName,
     hooks: &mut HooksConfig,
 ) -> Result<(Source, ConfigLayer, Vec<String>), ConfigError> {
     let shown = path.display().to_string();
@@ -240,7 +240,7 @@ pub(super) fn table_layer(
     shown: String,
     table: toml::Table,
     trusted: bool,
-    mcp_servers: &mut McpServers,
+    mcp_servers: &mut ServersByName,
     hooks: &mut HooksConfig,
 ) -> Result<(Source, ConfigLayer, Vec<String>), ConfigError> {
     let mut texts = toml::Table::new();

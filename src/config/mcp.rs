@@ -18,13 +18,13 @@ use crate::process::EnvPolicy;
 pub const KEY: &str = "mcp_servers";
 
 /// The servers of every layer read so far, by name.
-pub type McpServers = BTreeMap<String, McpServerConfig>;
+pub type ServersByName = BTreeMap<String, McpServerConfig>;
 
 /// Reads the `mcp_servers` value of the file `shown` into `servers`.
 pub fn read_layer(
     shown: &str,
     value: toml::Value,
-    servers: &mut McpServers,
+    servers: &mut ServersByName,
 ) -> Result<(), ConfigError> {
     let toml::Value::Table(table) = value else {
         return Err(invalid(
@@ -203,7 +203,7 @@ mod tests {
 
     #[test]
     fn a_server_table_is_parsed_with_defaults() {
-        let mut servers = McpServers::new();
+        let mut servers = ServersByName::new();
         let value: toml::Table = SERVER.parse().unwrap();
         read_layer("f", value["mcp_servers"].clone(), &mut servers).unwrap();
         let time = &servers["time"];
@@ -247,7 +247,7 @@ mod tests {
             ("mcp_servers = 3\n", "a table of servers"),
         ] {
             let table: toml::Table = text.parse().unwrap();
-            let err = read_layer("f", table["mcp_servers"].clone(), &mut McpServers::new())
+            let err = read_layer("f", table["mcp_servers"].clone(), &mut ServersByName::new())
                 .unwrap_err()
                 .to_string();
             assert!(err.contains(needle), "{text}: {err}");

@@ -28,9 +28,9 @@ use crate::tools::delegate::{DelegationFuture, DelegationRequest, Delegator};
 mod actor;
 mod child;
 mod io;
-mod keeper;
 mod progress;
 mod record;
+mod restarter;
 mod run;
 mod serve;
 mod subagent_hooks;
@@ -216,9 +216,9 @@ pub struct Job {
 /// The handle the `delegate` tool and the UI use.
 pub struct Supervisor {
     /// Watches the supervisor actor and restarts it when it fails.
-    keeper: ActorRef<keeper::KeeperMessage>,
+    restarter: ActorRef<restarter::RestarterMessage>,
     /// The supervisor actor now running.
-    worker: keeper::WorkerSlot,
+    worker: restarter::WorkerSlot,
     shared: Arc<Shared>,
     settings: DelegationSettings,
     /// Subagents asked for in the current parent turn.
@@ -256,15 +256,15 @@ impl Supervisor {
             claims: Default::default(),
             web,
         });
-        let worker = keeper::WorkerSlot::default();
-        let arguments = keeper::KeeperArguments {
+        let worker = restarter::WorkerSlot::default();
+        let arguments = restarter::RestarterArguments {
             shared: shared.clone(),
             worker: worker.clone(),
         };
-        // The keeper has spawned the first supervisor actor once it runs.
-        let (keeper, _handle) = Actor::spawn(None, keeper::Keeper, arguments).await?;
+        // The restarter has spawned the first supervisor actor once it runs.
+        let (restarter, _handle) = Actor::spawn(None, restarter::Restarter, arguments).await?;
         Ok(Supervisor {
-            keeper,
+            restarter,
             worker,
             shared,
             settings,
@@ -289,12 +289,12 @@ impl Supervisor {
             .is_some_and(|worker| worker.cast(message).is_ok())
     }
 
-    /// Stops the supervisor actor, and so its keeper.
+    /// Stops the supervisor actor, and so its restarter.
     fn stop(&self) {
         if let Some(worker) = self.worker.get() {
             worker.stop(None);
         }
-        self.keeper.stop(None);
+        self.restarter.stop(None);
     }
 
     /// The subagents running now (spawned, not yet finished), in start

@@ -1,7 +1,7 @@
 //! The approval prompt's keys: they answer the [`ApprovalRequest`] on
 //! screen (its state is the store's [`PendingApproval`]).
 //!
-//! Only deliberate keys answer ([`gate`]): until the prompt has been on
+//! Only deliberate keys answer ([`readiness`]): until the prompt has been on
 //! screen for [`GRACE`] with no key typed, every key goes to the input line
 //! as if no prompt were there, and any key the prompt has no use for does
 //! too (and makes it wait again). Once ready: `y` approves once, `a`
@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-pub use super::store::gate::{GRACE, Gate, Route};
+pub use super::store::readiness::{GRACE, Readiness, Route};
 
 use super::input::InputBuffer;
 use super::marks;
@@ -104,7 +104,7 @@ pub fn on_key(store: &mut Store, key: KeyEvent, now: Instant) -> Outcome {
         return taken(store, decision);
     }
     let wanted = wants(pending, key);
-    match pending.gate.key(now, wanted) {
+    match pending.readiness.key(now, wanted) {
         Route::Composer => Outcome::Composer,
         Route::Prompt => {
             let decision = prompt_key(store, key);
@@ -124,7 +124,7 @@ fn taken(store: &mut Store, decision: Option<ApprovalDecision>) -> Outcome {
 /// A paste at `now`: typing, so the prompt waits again.
 pub fn on_paste(store: &mut Store, now: Instant) {
     if let Some(pending) = &mut store.approval {
-        pending.gate.typed(now);
+        pending.readiness.typed(now);
     }
 }
 
@@ -133,12 +133,12 @@ pub fn poll(store: &mut Store, now: Instant) -> bool {
     store
         .approval
         .as_mut()
-        .is_some_and(|pending| pending.gate.poll(now))
+        .is_some_and(|pending| pending.readiness.poll(now))
 }
 
 /// When to [`poll`] next, while a prompt waits to be ready.
 pub fn wake_at(store: &Store) -> Option<Instant> {
-    store.approval.as_ref()?.gate.wake_at()
+    store.approval.as_ref()?.readiness.wake_at()
 }
 
 /// Whether the prompt has a use for `key` now. Only plain keys (Shift
@@ -375,7 +375,7 @@ mod tests {
         assert_eq!(store.input.text(), "fix it and more");
         let pending = store.approval.as_ref().unwrap();
         assert!(!pending.typing_reason() && pending.full_view.is_none());
-        assert!(!pending.gate.shows_ready());
+        assert!(!pending.readiness.shows_ready());
         assert!(
             pending
                 .hint()

@@ -34,7 +34,7 @@ fn plan_item_verbatim(id: TaskId) -> String {
 /// What one operation did. Mutations carry a snapshot of the task as the
 /// operation left it, so a batch describes each operation at its own point.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Op {
+pub enum TodoChange {
     Create {
         task: Task,
     },
@@ -62,7 +62,7 @@ pub enum Op {
         kept: usize,
     },
     Batch {
-        results: Vec<Op>,
+        results: Vec<TodoChange>,
     },
     Error {
         message: String,
@@ -73,7 +73,7 @@ pub enum Op {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallResult {
     pub state: TodoState,
-    pub op: Op,
+    pub op: TodoChange,
     /// `details.action`: the action, or `batch` for an `ops` call.
     pub action: TodoAction,
 }
@@ -81,16 +81,16 @@ pub struct CallResult {
 impl CallResult {
     pub fn error(&self) -> Option<&str> {
         match &self.op {
-            Op::Error { message } => Some(message),
+            TodoChange::Error { message } => Some(message),
             _ => None,
         }
     }
 }
 
-fn error(state: &TodoState, message: impl Into<String>) -> (TodoState, Op) {
+fn error(state: &TodoState, message: impl Into<String>) -> (TodoState, TodoChange) {
     (
         state.clone(),
-        Op::Error {
+        TodoChange::Error {
             message: message.into(),
         },
     )
@@ -103,7 +103,7 @@ pub fn apply_call(state: &TodoState, args: &Value) -> CallResult {
         Err(message) => {
             return CallResult {
                 state: state.clone(),
-                op: Op::Error { message },
+                op: TodoChange::Error { message },
                 action: super::params::requested_action(args),
             };
         }
@@ -142,7 +142,7 @@ pub fn apply_params(state: &TodoState, params: &CallParams) -> CallResult {
     // discards everything. Reads are answered afterwards, from the final
     // state, whatever their position.
     let mut running = state.clone();
-    let mut results: Vec<Option<Op>> = vec![None; ops.len()];
+    let mut results: Vec<Option<TodoChange>> = vec![None; ops.len()];
     for (index, op) in ops.iter().enumerate() {
         let Some(action) = op.action else {
             return batch(error(state, format!("ops[{index}]: action required")));
@@ -154,7 +154,7 @@ pub fn apply_params(state: &TodoState, params: &CallParams) -> CallResult {
             continue;
         }
         let (next, result) = apply_op(&running, action, op);
-        if let Op::Error { message } = result {
+        if let TodoChange::Error { message } = result {
             return batch(error(state, format!("ops[{index}]: {message}")));
         }
         running = next;
@@ -165,23 +165,23 @@ pub fn apply_params(state: &TodoState, params: &CallParams) -> CallResult {
             continue;
         };
         let (_, result) = apply_op(&running, action, op);
-        if let Op::Error { message } = result {
+        if let TodoChange::Error { message } = result {
             return batch(error(state, format!("ops[{index}]: {message}")));
         }
         results[index] = Some(result);
     }
     let results = results.into_iter().flatten().collect();
-    batch((running, Op::Batch { results }))
+    batch((running, TodoChange::Batch { results }))
 }
 
 /// One operation on `state`.
-pub fn apply_op(state: &TodoState, action: Action, params: &OpParams) -> (TodoState, Op) {
+pub fn apply_op(state: &TodoState, action: Action, params: &OpParams) -> (TodoState, TodoChange) {
     match action {
         Action::Create => create(state, params),
         Action::Update => update(state, params),
         Action::List => (
             state.clone(),
-            Op::List {
+            TodoChange::List {
                 status: params.status,
                 include_deleted: params.include_deleted == Some(true),
             },
@@ -191,7 +191,7 @@ pub fn apply_op(state: &TodoState, action: Action, params: &OpParams) -> (TodoSt
                 return error(state, "id required for get");
             };
             match state.task(id) {
-                Some(_) => (state.clone(), Op::Get { id }),
+                Some(_) => (state.clone(), TodoChange::Get { id }),
                 None => error(state, format!("#{id} not found")),
             }
         }
@@ -208,7 +208,7 @@ pub fn normalize_subject(text: &str) -> String {
         .to_lowercase()
 }
 
-fn create(state: &TodoState, params: &OpParams) -> (TodoState, Op) {
+fn create(state: &TodoState, params: &OpParams) -> (TodoState, TodoChange) {
     let Some(subject) = params.subject.as_ref().filter(|s| !s.trim().is_empty()) else {
         return error(state, "subject required for create");
     };
@@ -248,10 +248,10 @@ fn create(state: &TodoState, params: &OpParams) -> (TodoState, Op) {
     let mut next = state.clone();
     next.tasks.push(task.clone());
     next.next_id = next_id;
-    (next, Op::Create { task })
+    (next, TodoChange::Create { task })
 }
 
-fn update(state: &TodoState, params: &OpParams) -> (TodoState, Op) {
+fn update(state: &TodoState, params: &OpParams) -> (TodoState, TodoChange) {
     let Some(id) = params.id else {
         return error(state, "id required for update");
     };
@@ -268,7 +268,7 @@ fn update(state: &TodoState, params: &OpParams) -> (TodoState, Op) {
     next.tasks[index] = updated.clone();
     (
         next,
-        Op::Update {
+        TodoChange::Update {
             id,
             from: current.status,
             to: updated.status,
@@ -482,7 +482,7 @@ fn same_json(a: &Value, b: &Value) -> bool {
     }
 }
 
-fn delete(state: &TodoState, params: &OpParams) -> (TodoState, Op) {
+fn delete(state: &TodoState, params: &OpParams) -> (TodoState, TodoChange) {
     let Some(id) = params.id else {
         return error(state, "id required for delete");
     };
@@ -500,7 +500,7 @@ fn delete(state: &TodoState, params: &OpParams) -> (TodoState, Op) {
     next.tasks[index].status = TaskStatus::Deleted;
     (
         next,
-        Op::Delete {
+        TodoChange::Delete {
             id,
             subject: current.subject.clone(),
         },
@@ -509,11 +509,11 @@ fn delete(state: &TodoState, params: &OpParams) -> (TodoState, Op) {
 
 /// Drops every agent-created task. Plan items stay (they leave only by a
 /// re-approved plan); ids restart at 1 only when nothing is kept.
-fn clear(state: &TodoState) -> (TodoState, Op) {
+fn clear(state: &TodoState) -> (TodoState, TodoChange) {
     let kept: Vec<&Task> = state.tasks.iter().filter(|t| t.is_plan_item()).collect();
     let count = state.tasks.len() - kept.len();
     if kept.is_empty() {
-        return (TodoState::empty(), Op::Clear { count, kept: 0 });
+        return (TodoState::empty(), TodoChange::Clear { count, kept: 0 });
     }
     let kept_ids: Vec<TaskId> = kept.iter().map(|t| t.id).collect();
     let tasks = kept
@@ -530,5 +530,5 @@ fn clear(state: &TodoState) -> (TodoState, Op) {
         next_id: state.next_id,
         plan: state.plan.clone(),
     };
-    (next, Op::Clear { count, kept })
+    (next, TodoChange::Clear { count, kept })
 }

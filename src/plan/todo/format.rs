@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 
-use super::engine::{CallResult, Op};
+use super::engine::{CallResult, TodoChange};
 use super::sanitize::display;
 use super::state::{Task, TaskStatus, TodoState};
 use crate::protocol::plan::{TodoAction, TodoSnapshot};
@@ -145,12 +145,12 @@ pub fn get_text(task: &Task, state: &TodoState) -> String {
 }
 
 /// `content[0].text` for `op`; reads use `state` (the final state).
-pub fn content(op: &Op, state: &TodoState) -> String {
+pub fn content(op: &TodoChange, state: &TodoState) -> String {
     match op {
-        Op::Create { task } => {
+        TodoChange::Create { task } => {
             format!("Created #{}: {} (pending)", task.id, display(&task.subject))
         }
-        Op::Update {
+        TodoChange::Update {
             id,
             from,
             to,
@@ -176,8 +176,8 @@ pub fn content(op: &Op, state: &TodoState) -> String {
             }
             format!("Updated #{id}{transition}")
         }
-        Op::Delete { id, subject } => format!("Deleted #{id}: {}", display(subject)),
-        Op::Clear { count, kept } => {
+        TodoChange::Delete { id, subject } => format!("Deleted #{id}: {}", display(subject)),
+        TodoChange::Clear { count, kept } => {
             if *kept > 0 {
                 format!(
                     "Cleared {count} tasks; kept {kept} plan items (complete them with evidence or defer them with a reason)"
@@ -186,15 +186,15 @@ pub fn content(op: &Op, state: &TodoState) -> String {
                 format!("Cleared {count} tasks")
             }
         }
-        Op::List {
+        TodoChange::List {
             status,
             include_deleted,
         } => list_text(state, *status, *include_deleted),
-        Op::Get { id } => match state.task(*id) {
+        TodoChange::Get { id } => match state.task(*id) {
             Some(task) => get_text(task, state),
             None => format!("#{id} not found"),
         },
-        Op::Batch { results } => {
+        TodoChange::Batch { results } => {
             let mut lines = vec![format!("Applied {} ops", results.len())];
             for (index, result) in results.iter().enumerate() {
                 lines.push(format!("[{index}] {}", content(result, state)));
@@ -204,7 +204,7 @@ pub fn content(op: &Op, state: &TodoState) -> String {
             }
             lines.join("\n")
         }
-        Op::Error { message } => format!("Error: {message}"),
+        TodoChange::Error { message } => format!("Error: {message}"),
     }
 }
 

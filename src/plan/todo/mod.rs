@@ -76,7 +76,7 @@ use serde_json::Value;
 
 use crate::protocol::plan::TodoSnapshot;
 
-pub use engine::{CallResult, Op, apply_call};
+pub use engine::{CallResult, TodoChange, apply_call};
 pub use state::{PlanRef, Task, TaskStatus, TodoState};
 pub use store::TodoStore;
 

@@ -80,7 +80,7 @@ impl Actor for SupervisorActor {
         message: SupervisorMessage,
         state: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
-        // A panic here fails the actor; the keeper restarts it.
+        // A panic here fails the actor; the restarter restarts it.
         crate::agent::recover::supervised(state.handle(&myself, message)).await;
         Ok(())
     }

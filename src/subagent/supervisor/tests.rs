@@ -83,7 +83,7 @@ async fn a_panic_in_a_run_fails_that_call_and_frees_its_slot() {
 }
 
 /// A panic in the supervisor actor's handler fails the actor: the
-/// call it was handling gets a failed result, the keeper restarts the
+/// call it was handling gets a failed result, the restarter restarts the
 /// actor and says so, and delegation works again.
 #[tokio::test]
 async fn a_failed_supervisor_actor_is_restarted() {

@@ -1,14 +1,14 @@
 //! The approval request on screen, as the store keeps it and the prompt
 //! widget shows it; the keys that answer it are in [`crate::ui::approval`].
 
-pub mod gate;
+pub mod readiness;
 
 use std::time::Instant;
 
 use super::views::ScrollLimit;
 use crate::protocol::ApprovalRequest;
 use crate::ui::input::InputBuffer;
-use gate::Gate;
+use readiness::Readiness;
 
 /// An approval request waiting for the person.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,7 +18,7 @@ pub struct PendingApproval {
     /// prompt, so a draft on the input line stays there.
     pub reason: Option<InputBuffer>,
     /// Keys answer only after a quiet moment on screen.
-    pub gate: Gate,
+    pub readiness: Readiness,
     /// The full view is open, scrolled this many rows down from its top.
     pub full_view: Option<usize>,
     /// Every row of the request has been on screen (the box held it
@@ -35,7 +35,7 @@ impl PendingApproval {
         PendingApproval {
             request,
             reason: None,
-            gate: Gate::new(now),
+            readiness: Readiness::new(now),
             full_view: None,
             seen_whole: false,
             full_view_limit: ScrollLimit::default(),
@@ -165,7 +165,7 @@ impl PendingApproval {
         let review = matches!(self.request, ApprovalRequest::ChangeSet { .. });
         if self.typing_reason() {
             "type why not (optional), Enter sends the denial · Esc denies without a reason"
-        } else if !self.gate.shows_ready() {
+        } else if !self.readiness.shows_ready() {
             "keys answer after a moment without typing · what you type goes to the input line"
         } else if self.full_view.is_some() {
             match (self.seen_whole, review) {

@@ -21,7 +21,7 @@ mod restore;
 mod transcript;
 mod views;
 
-pub use approval::{PendingApproval, gate};
+pub use approval::{PendingApproval, readiness};
 pub use queue::TypeAhead;
 pub use transcript::{DEFAULT_CAP_BYTES, Transcript};
 use views::SUBAGENT_DETAIL_CHARS;

@@ -279,7 +279,7 @@ impl Harness {
     async fn wait_until_ready(&self) {
         for _ in 0..300 {
             let store = self.store().await;
-            if store.approval.is_some_and(|p| p.gate.shows_ready()) {
+            if store.approval.is_some_and(|p| p.readiness.shows_ready()) {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -531,7 +531,7 @@ async fn approval_requests_are_answered_by_their_id() {
     h.key(KeyEvent::new(KeyCode::Char('y'), KeyModifiers::NONE));
     let store = h.store().await;
     assert_eq!(store.input.text(), "y");
-    assert!(!store.approval.unwrap().gate.shows_ready());
+    assert!(!store.approval.unwrap().readiness.shows_ready());
     h.wait_until_ready().await;
     h.key(KeyEvent::new(KeyCode::Char('y'), KeyModifiers::NONE));
     assert!(matches!(

@@ -301,7 +301,7 @@ fn footer(pending: &PendingApproval, inner: usize, more: Option<usize>) -> Vec<L
     }
     let hint = match more {
         Some(more) => Line::styled(more_note(more, inner + 2), bold().fg(Color::Yellow)),
-        None if pending.gate.shows_ready() || pending.typing_reason() => {
+        None if pending.readiness.shows_ready() || pending.typing_reason() => {
             Line::styled(truncate(pending.hint(), inner), bold())
         }
         None => Line::styled(

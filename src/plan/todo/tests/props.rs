@@ -201,7 +201,8 @@ fn run_steps(steps: Vec<Step>) -> Result<(), TestCaseError> {
                     prop_assert!(details.error.is_none());
                     // Ids are never reused and the counter never goes
                     // back, except by a clear that kept nothing.
-                    let is_batch = matches!(&result.op, crate::plan::todo::Op::Batch { .. });
+                    let is_batch =
+                        matches!(&result.op, crate::plan::todo::TodoChange::Batch { .. });
                     let monotonic = result.state.next_id >= state.next_id
                         || result.state == TodoState::empty()
                         || is_batch;

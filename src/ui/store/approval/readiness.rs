@@ -30,18 +30,18 @@ pub enum Route {
 
 /// The prompt's readiness.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Gate {
+pub struct Readiness {
     /// When the prompt appeared, or the latest key or paste since.
     quiet_since: Instant,
     /// Whether the prompt shows itself ready (its keys live). Follows
-    /// [`Gate::poll`] and keys, so the screen changes when it does.
+    /// [`Readiness::poll`] and keys, so the screen changes when it does.
     shown_ready: bool,
 }
 
-impl Gate {
+impl Readiness {
     /// A gate for a prompt that appeared at `shown_at`.
-    pub fn new(shown_at: Instant) -> Gate {
-        Gate {
+    pub fn new(shown_at: Instant) -> Readiness {
+        Readiness {
             quiet_since: shown_at,
             shown_ready: false,
         }
@@ -83,7 +83,7 @@ impl Gate {
         self.shown_ready
     }
 
-    /// When to [`poll`](Gate::poll) next, while the prompt is not ready.
+    /// When to [`poll`](Readiness::poll) next, while the prompt is not ready.
     pub fn wake_at(&self) -> Option<Instant> {
         (!self.shown_ready).then_some(self.quiet_since + GRACE)
     }
@@ -100,7 +100,7 @@ mod tests {
     #[test]
     fn a_key_right_after_the_prompt_appears_goes_to_the_input_line() {
         let t0 = Instant::now();
-        let mut gate = Gate::new(t0);
+        let mut gate = Readiness::new(t0);
         assert_eq!(gate.key(t0 + ms(100), true), Route::Composer);
         assert!(!gate.shows_ready());
     }
@@ -108,7 +108,7 @@ mod tests {
     #[test]
     fn a_prompt_key_after_a_quiet_grace_period_answers() {
         let t0 = Instant::now();
-        let mut gate = Gate::new(t0);
+        let mut gate = Readiness::new(t0);
         assert!(!gate.poll(t0 + ms(499)));
         assert_eq!(gate.wake_at(), Some(t0 + GRACE));
         assert!(
@@ -124,7 +124,7 @@ mod tests {
     fn a_run_of_typing_never_answers_however_long_it_goes_on() {
         // "and more" typed 120 ms apart, begun before the prompt appeared.
         let t0 = Instant::now();
-        let mut gate = Gate::new(t0);
+        let mut gate = Readiness::new(t0);
         for i in 0..40u64 {
             let at = t0 + ms(30 + 120 * i);
             assert_eq!(gate.key(at, true), Route::Composer, "key {i}");
@@ -140,7 +140,7 @@ mod tests {
     #[test]
     fn typing_after_the_prompt_was_ready_makes_it_wait_again() {
         let t0 = Instant::now();
-        let mut gate = Gate::new(t0);
+        let mut gate = Readiness::new(t0);
         assert!(gate.poll(t0 + ms(600)));
         // "hello": h is not a prompt key; the o that follows must not
         // open anything.
@@ -153,7 +153,7 @@ mod tests {
     #[test]
     fn a_paste_counts_as_typing() {
         let t0 = Instant::now();
-        let mut gate = Gate::new(t0);
+        let mut gate = Readiness::new(t0);
         gate.typed(t0 + ms(400));
         assert_eq!(gate.key(t0 + ms(600), true), Route::Composer);
         // An instant from before the quiet period began changes nothing.

@@ -33,33 +33,33 @@ impl WorkerSlot {
     }
 }
 
-pub(super) struct Keeper;
+pub(super) struct Restarter;
 
-/// The keeper takes no messages: it only watches.
-pub(super) enum KeeperMessage {}
+/// The restarter takes no messages: it only watches.
+pub(super) enum RestarterMessage {}
 
-pub(super) struct KeeperArguments {
+pub(super) struct RestarterArguments {
     pub(super) shared: Arc<Shared>,
     pub(super) worker: WorkerSlot,
 }
 
-pub(super) struct KeeperState {
+pub(super) struct RestarterState {
     shared: Arc<Shared>,
     worker: WorkerSlot,
     restarts: u32,
 }
 
-impl Actor for Keeper {
-    type Msg = KeeperMessage;
-    type State = KeeperState;
-    type Arguments = KeeperArguments;
+impl Actor for Restarter {
+    type Msg = RestarterMessage;
+    type State = RestarterState;
+    type Arguments = RestarterArguments;
 
     async fn pre_start(
         &self,
-        myself: ActorRef<KeeperMessage>,
-        args: KeeperArguments,
-    ) -> Result<KeeperState, ActorProcessingErr> {
-        let state = KeeperState {
+        myself: ActorRef<RestarterMessage>,
+        args: RestarterArguments,
+    ) -> Result<RestarterState, ActorProcessingErr> {
+        let state = RestarterState {
             shared: args.shared,
             worker: args.worker,
             restarts: 0,
@@ -70,15 +70,15 @@ impl Actor for Keeper {
 
     async fn handle_supervisor_evt(
         &self,
-        myself: ActorRef<KeeperMessage>,
+        myself: ActorRef<RestarterMessage>,
         event: SupervisionEvent,
-        state: &mut KeeperState,
+        state: &mut RestarterState,
     ) -> Result<(), ActorProcessingErr> {
         match event {
             SupervisionEvent::ActorFailed(_, reason) => {
                 state.restart(&myself, &reason.to_string()).await;
             }
-            // Stopped on purpose (the shutdown): the keeper's work is done.
+            // Stopped on purpose (the shutdown): the restarter's work is done.
             SupervisionEvent::ActorTerminated(..) => myself.stop(None),
             _ => {}
         }
@@ -86,13 +86,13 @@ impl Actor for Keeper {
     }
 }
 
-impl KeeperState {
-    async fn spawn_worker(&self, keeper: &ActorRef<KeeperMessage>) -> Result<(), SpawnErr> {
+impl RestarterState {
+    async fn spawn_worker(&self, restarter: &ActorRef<RestarterMessage>) -> Result<(), SpawnErr> {
         let (worker, _) = Actor::spawn_linked(
             None,
             SupervisorActor,
             self.shared.clone(),
-            keeper.get_cell(),
+            restarter.get_cell(),
         )
         .await?;
         self.worker.set(Some(worker));
@@ -101,10 +101,10 @@ impl KeeperState {
 
     /// The worker failed with `reason`: a new one, unless it failed too
     /// often already; either way one `error` event.
-    async fn restart(&mut self, keeper: &ActorRef<KeeperMessage>, reason: &str) {
+    async fn restart(&mut self, restarter: &ActorRef<RestarterMessage>, reason: &str) {
         self.worker.set(None);
         self.restarts += 1;
-        let restarted = self.restarts <= MAX_RESTARTS && self.spawn_worker(keeper).await.is_ok();
+        let restarted = self.restarts <= MAX_RESTARTS && self.spawn_worker(restarter).await.is_ok();
         tracing::error!(%reason, restarted, restarts = self.restarts, "the subagent supervisor failed");
         let outcome = if restarted {
             "it was restarted: the subagents it ran were stopped, and delegate works again"
@@ -118,7 +118,7 @@ impl KeeperState {
             ),
         });
         if !restarted {
-            keeper.stop(None);
+            restarter.stop(None);
         }
     }
 }
