@@ -1,9 +1,9 @@
 //! Type-ahead: lines entered while a turn runs wait here, oldest first,
 //! and go one at a time, each when the op before it is answered.
 //!
-//! The queue waits on a *gate*: the submission whose reply lets the next
+//! The queue waits on one submission's reply, the one that lets the next
 //! line go (the running turn's prompt, or a command that needs the
-//! conversation to itself, such as `/compact`). The gate opens on that
+//! conversation to itself, such as `/compact`). It goes on at that
 //! reply (`op_replied`), not on `turn_completed`: the engine takes the
 //! next prompt only once the turn handed the conversation back, which is
 //! when it replies. Until then Enter queues, so a line entered as the
@@ -22,7 +22,7 @@ pub struct TypeAhead {
     /// Oldest first, as they will be sent (paste placeholders expanded).
     queued: VecDeque<String>,
     /// The submission whose reply lets the next line go.
-    gate: Option<SubmissionId>,
+    awaiting: Option<SubmissionId>,
     /// Ctrl+C interrupted the turn: at its end the queue waits for Enter.
     held: bool,
 }
@@ -57,21 +57,21 @@ impl TypeAhead {
 
     /// `id` was sent and the queue waits for its reply.
     pub fn wait_for(&mut self, id: SubmissionId) {
-        self.gate = Some(id);
+        self.awaiting = Some(id);
     }
 
     /// Whether the queue still waits for a reply.
     pub fn is_waiting(&self) -> bool {
-        self.gate.is_some()
+        self.awaiting.is_some()
     }
 
     /// The reply to `id` arrived; `true` when it was the one the queue
     /// waited for (then the next line may go).
     pub fn replied(&mut self, id: SubmissionId) -> bool {
-        if self.gate != Some(id) {
+        if self.awaiting != Some(id) {
             return false;
         }
-        self.gate = None;
+        self.awaiting = None;
         true
     }
 
