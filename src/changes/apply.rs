@@ -21,8 +21,8 @@ use std::path::{Component, Path, PathBuf};
 
 use super::claim::Claim;
 use super::git::Git;
-use super::store::Layout;
-use super::store::{self, Entry, Record};
+use super::records::Layout;
+use super::records::{self, Entry, Record};
 use super::{ChangesError, joined};
 use crate::protocol::changes::{FileConflict, MergeState};
 use crate::store::atomic::{Staged, remove_dead_writers_temps, stage, sync_dir, write_atomic};
@@ -81,7 +81,7 @@ pub(super) fn apply_then(
     id: &str,
     meanwhile: impl FnOnce(),
 ) -> Result<Record, ChangesError> {
-    let _lock = store::lock(&workspace.root, id)?;
+    let _lock = records::lock(&workspace.root, id)?;
     let mut record = open_record(&workspace.root, id)?;
     let (writes, conflicts) = decide_all(workspace, &record)?;
     if !conflicts.is_empty() {
@@ -100,7 +100,7 @@ pub(super) fn apply_then(
             return Err(err);
         }
     }
-    store::close(&workspace.root, &mut record, MergeState::Applied)?;
+    records::close(&workspace.root, &mut record, MergeState::Applied)?;
     Ok(record)
 }
 
@@ -168,9 +168,9 @@ fn roll_back(root: &Path, undo: &UndoLog, writes: &[SetFile]) {
 
 /// Discards the open change set `id`: the main checkout is not touched.
 pub fn discard(workspace: &Path, id: &str) -> Result<Record, ChangesError> {
-    let _lock = store::lock(workspace, id)?;
+    let _lock = records::lock(workspace, id)?;
     let mut record = open_record(workspace, id)?;
-    store::close(workspace, &mut record, MergeState::Discarded)?;
+    records::close(workspace, &mut record, MergeState::Discarded)?;
     Ok(record)
 }
 

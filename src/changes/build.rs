@@ -11,7 +11,7 @@ use std::ffi::OsString;
 use super::git::Git;
 use super::listing::{self, Counts, RawLine};
 use super::nested::{self, Found, Refused};
-use super::store::{Entry, Record};
+use super::records::{Entry, Record};
 use super::worktree::{Worktree, state_exclude};
 use crate::protocol::changes::{ChangeSet, FileChange, FileKind, FileStatus, MergeState};
 
@@ -48,7 +48,7 @@ pub fn build(
         base: worktree.base.commit.clone(),
         files: Vec::new(),
         outside_claim: Vec::new(),
-        patch: format!("{}/{}/patch", super::store::CHANGES_DIR, worktree.id),
+        patch: format!("{}/{}/patch", super::records::CHANGES_DIR, worktree.id),
         diff: String::new(),
         diff_truncated: false,
         merge: MergeState::Pending,
@@ -77,7 +77,7 @@ pub fn build(
         base_tree: base_tree.clone(),
         entries,
         plan_item: None,
-        created_ms: super::store::now_ms(),
+        created_ms: super::records::now_ms(),
         refused,
     })
 }

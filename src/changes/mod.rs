@@ -8,7 +8,7 @@
 //! from those outside the claim, a full patch and a capped diff. The
 //! change set is then applied ([`apply`]: a three-way merge onto the main
 //! checkout, one undoable edit) or discarded, at once or later from
-//! `/changes` or `fido changes`, also after a restart ([`store`]).
+//! `/changes` or `fido changes`, also after a restart ([`records`]).
 //!
 //! Every git write is the parent's ([`git`]), with hooks, fsmonitor and
 //! the worktree's attributes off. Nothing here ever writes the user's
@@ -24,8 +24,8 @@ pub mod control;
 pub mod git;
 pub mod listing;
 pub mod nested;
+pub mod records;
 mod stake;
-pub mod store;
 pub mod worktree;
 
 use std::path::Path;
@@ -33,7 +33,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 pub use claim::{Claim, ClaimConflict, ClaimError, Claims, HeldClaim};
-pub use store::Record;
+pub use records::Record;
 pub use worktree::{Worktree, WriteRoots};
 
 use crate::protocol::changes::MergeState;
@@ -111,11 +111,11 @@ pub fn finish(
     record.plan_item.clone_from(&start.plan_item);
     if record.set.files.is_empty() && record.set.outside_claim.is_empty() {
         // Nothing to review: closed as discarded at once.
-        store::close(workspace, &mut record, MergeState::Discarded)?;
+        records::close(workspace, &mut record, MergeState::Discarded)?;
         return Ok(record);
     }
     record.save(workspace)?;
-    store::remove_later(workspace, &worktree.layout.tree());
+    records::remove_later(workspace, &worktree.layout.tree());
     let _ = std::fs::remove_file(worktree.layout.owner());
     Ok(record)
 }
@@ -138,8 +138,8 @@ pub type GitWall<'a> = &'a dyn Fn(&Path) -> Option<crate::git::PreExec>;
 /// left for later, never built unboxed. Returns the ids of the change
 /// sets kept.
 pub fn sweep_orphans(workspace: &Path, wall: GitWall<'_>) -> Vec<String> {
-    store::remove_trash(workspace);
-    let Ok(entries) = std::fs::read_dir(store::changes_dir(workspace)) else {
+    records::remove_trash(workspace);
+    let Ok(entries) = std::fs::read_dir(records::changes_dir(workspace)) else {
         return Vec::new();
     };
     let mut kept = Vec::new();
@@ -147,8 +147,8 @@ pub fn sweep_orphans(workspace: &Path, wall: GitWall<'_>) -> Vec<String> {
         let Ok(id) = entry.file_name().into_string() else {
             continue;
         };
-        let layout = store::Layout::new(workspace, &id);
-        if !store::valid_id(&id)
+        let layout = records::Layout::new(workspace, &id);
+        if !records::valid_id(&id)
             || !layout.tree().is_dir()
             || worktree::owner(&layout) != worktree::Owner::Gone
         {
@@ -172,7 +172,7 @@ pub fn sweep_orphans(workspace: &Path, wall: GitWall<'_>) -> Vec<String> {
 
 /// Builds the change set of the orphaned worktree `id`.
 fn recover(workspace: &Path, id: &str, wall: crate::git::PreExec) -> Result<Record, ChangesError> {
-    let layout = store::Layout::new(workspace, id);
+    let layout = records::Layout::new(workspace, id);
     let start: Start = serde_json::from_slice(&std::fs::read(layout.dir.join(START_FILE))?)
         .map_err(|e| ChangesError::Corrupt {
             path: layout.dir.join(START_FILE).display().to_string(),

@@ -168,7 +168,7 @@ fn a_repository_planted_in_a_gitlink_folder_is_never_entered() {
         record.set.diff
     );
     // Listed and shown (the record read back), then applied.
-    let listed = store::list(&f.root);
+    let listed = records::list(&f.root);
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].refused, record.refused);
     let applied = apply_it(&f.root, "subagent-1");

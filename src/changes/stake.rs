@@ -10,9 +10,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::claim::{Claim, ClaimConflict};
-use super::store::Layout;
+use super::records::Layout;
 use super::worktree::{self, Owner};
-use super::{ChangesError, START_FILE, Start, store};
+use super::{ChangesError, START_FILE, Start, records};
 use crate::store::state_file::StateFile;
 
 /// The longest wait for another Fido that is staking a claim (a few file
@@ -24,7 +24,10 @@ const STAKE_WAIT: Duration = Duration::from_secs(10);
 /// Blocking: takes a file lock.
 pub fn stake(workspace: &Path, id: &str, start: &Start) -> Result<(), ChangesError> {
     let claim = Claim::parse(&start.claim).map_err(|e| ChangesError::Unsafe(e.to_string()))?;
-    let lock_file = StateFile::new(store::changes_dir(workspace).join("claims"), "write claims");
+    let lock_file = StateFile::new(
+        records::changes_dir(workspace).join("claims"),
+        "write claims",
+    );
     let _lock = lock_file.with_lock_wait(STAKE_WAIT).lock()?;
     if let Some(conflict) = held_elsewhere(workspace, &claim) {
         return Err(conflict.into());
@@ -40,11 +43,11 @@ pub fn stake(workspace: &Path, id: &str, start: &Start) -> Result<(), ChangesErr
 /// The first live write subagent of another Fido whose claim overlaps
 /// `claim`.
 fn held_elsewhere(workspace: &Path, claim: &Claim) -> Option<ClaimConflict> {
-    let entries = fs::read_dir(store::changes_dir(workspace)).ok()?;
+    let entries = fs::read_dir(records::changes_dir(workspace)).ok()?;
     entries
         .filter_map(Result::ok)
         .filter_map(|entry| entry.file_name().into_string().ok())
-        .filter(|id| store::valid_id(id))
+        .filter(|id| records::valid_id(id))
         .find_map(|id| conflict_with(workspace, &id, claim))
 }
 

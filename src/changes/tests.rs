@@ -235,10 +235,10 @@ fn a_conflict_writes_nothing_and_stays_open() {
         "one\nperson\nthree\nfour\nfive\nsix\nseven\n"
     );
     assert!(undo.entries().unwrap().is_empty());
-    assert_eq!(store::open(root).len(), 1);
+    assert_eq!(records::open(root).len(), 1);
     let discarded = apply::discard(root, "subagent-3").unwrap();
     assert_eq!(discarded.set.merge, MergeState::Discarded);
-    assert!(store::open(root).is_empty());
+    assert!(records::open(root).is_empty());
 }
 
 /// A person saves a file after the apply decided on it and before its
@@ -305,7 +305,7 @@ fn an_orphaned_worktree_becomes_a_pending_change_set() {
     fs::write(worktree.layout.owner(), "2147483646").unwrap();
     assert_eq!(sweep_orphans(root, &no_box), ["subagent-5"]);
     assert!(!worktree.layout.tree().exists());
-    let open = store::open(root);
+    let open = records::open(root);
     assert_eq!(open.len(), 1);
     assert_eq!(open[0].set.files[0].path, "src/a.rs");
 }
@@ -414,7 +414,7 @@ fn another_fidos_live_claim_is_refused_across_processes() {
     );
     let mut stranger = Reaped(Command::new("sleep").arg("30").spawn().unwrap());
     let pid = other.0.id() as i32;
-    let layout = store::Layout::new(root, "subagent-x");
+    let layout = records::Layout::new(root, "subagent-x");
     fs::create_dir_all(layout.tree()).unwrap();
     let theirs = serde_json::json!({"task": "t", "claim": ["src"]});
     fs::write(layout.dir.join(START_FILE), theirs.to_string()).unwrap();
@@ -438,7 +438,7 @@ fn another_fidos_live_claim_is_refused_across_processes() {
         conflict.other,
         format!("subagent-x (of another Fido, pid {pid})")
     );
-    assert!(!store::Layout::new(root, "subagent-y").dir.exists());
+    assert!(!records::Layout::new(root, "subagent-y").dir.exists());
     assert!(
         ours("subagent-z", &["README.md"]).is_ok(),
         "a disjoint claim"
@@ -493,7 +493,7 @@ fn an_apply_waits_for_the_change_sets_lock() {
     let (worktree, start) = start_for(root, "subagent-l", &["src"]);
     fs::write(worktree.layout.tree().join("src/a.rs"), "locked\n").unwrap();
     finish(root, &worktree, &start, DEFAULT_DIFF_CAP).unwrap();
-    let held = store::lock(root, "subagent-l").unwrap();
+    let held = records::lock(root, "subagent-l").unwrap();
     let (sender, receiver) = std::sync::mpsc::channel();
     let workspace = Workspace::new(root).unwrap();
     let applying = std::thread::spawn(move || {
@@ -515,9 +515,9 @@ fn an_apply_waits_for_the_change_sets_lock() {
         fs::read_to_string(root.join("src/a.rs")).unwrap(),
         "locked\n"
     );
-    let unknown = store::lock(root, "subagent-none");
+    let unknown = records::lock(root, "subagent-none");
     assert!(matches!(unknown, Err(ChangesError::Unknown(_))));
-    assert!(!store::Layout::new(root, "subagent-none").dir.exists());
+    assert!(!records::Layout::new(root, "subagent-none").dir.exists());
 }
 
 /// A repository without a commit yet: the base is a root commit of the

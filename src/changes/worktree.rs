@@ -20,7 +20,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::git::{EMPTY_TREE, Git, GitError};
-use super::store::Layout;
+use super::records::Layout;
 use super::{ChangesError, joined};
 
 /// The configuration of a private repository. The subagent cannot change
@@ -200,7 +200,7 @@ impl Worktree {
     /// `id`. On error nothing of its folder is left.
     pub fn create(workspace: &Path, repo: Repository, id: &str) -> Result<Worktree, ChangesError> {
         let layout = Layout::new(workspace, id);
-        super::store::ensure_state_ignored(workspace);
+        super::records::ensure_state_ignored(workspace);
         let made = (|| {
             init_private(&layout, &repo)?;
             snapshot(&layout, &repo)

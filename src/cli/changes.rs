@@ -12,8 +12,8 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 
 use super::{fail, init_logging};
-use crate::changes::store::Layout;
-use crate::changes::{Record, apply, store};
+use crate::changes::records::Layout;
+use crate::changes::{Record, apply, records};
 use crate::protocol::changes::{ChangeSet, MergeState};
 use crate::runtime::changes_view::{Paint, conflict_lines, describe, diff, failure, line, marked};
 use crate::store::undo::UndoLog;
@@ -94,9 +94,9 @@ pub(super) fn run(dir: Option<PathBuf>, args: ChangesArgs) -> ExitCode {
 
 fn list(root: &Path, json: bool, all: bool) -> ExitCode {
     let records = if all {
-        store::list(root)
+        records::list(root)
     } else {
-        store::open(root)
+        records::open(root)
     };
     let records: Vec<Record> = records
         .into_iter()

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use crate::changes::store::{self, Record, Seen};
+use crate::changes::records::{self, Record, Seen};
 use crate::protocol::EventKind;
 use crate::protocol::event_queue::EventSink;
 
@@ -41,7 +41,7 @@ pub async fn start(workspace: PathBuf, events: EventSink) -> JoinHandle<()> {
 /// reading thread panicked.
 async fn read(workspace: PathBuf, mut seen: Seen) -> Option<(Vec<Record>, Seen)> {
     tokio::task::spawn_blocking(move || {
-        let moved = store::changed(&workspace, &mut seen);
+        let moved = records::changed(&workspace, &mut seen);
         (moved, seen)
     })
     .await

@@ -5,8 +5,8 @@
 use std::io::IsTerminal;
 use std::path::Path;
 
-use crate::changes::store::Layout;
-use crate::changes::{ChangesError, Record, apply, store};
+use crate::changes::records::Layout;
+use crate::changes::{ChangesError, Record, apply, records};
 use crate::protocol::changes::{FileChange, FileConflict, FileKind, MergeState};
 use crate::protocol::op::ChangesOp;
 use crate::store::undo::UndoLog;
@@ -184,7 +184,7 @@ pub(crate) fn for_tui(
     let root = &workspace.root;
     match request {
         ChangesOp::List => {
-            let records: Vec<Record> = store::open(root)
+            let records: Vec<Record> = records::open(root)
                 .into_iter()
                 .map(|record| marked(root, record))
                 .collect();

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use super::targets::ORIGINAL_CONTENT;
 use crate::changes::git::Git;
-use crate::changes::store::Layout;
+use crate::changes::records::Layout;
 use crate::changes::{self, Start, WriteRoots};
 
 /// The main checkout, in the probe directory.
