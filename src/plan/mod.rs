@@ -4,16 +4,16 @@
 //! result the model reads, the `plan_updated` event the UI draws, the state
 //! file and `fido plan show --json`. The plan never enters the system prompt.
 
+pub mod file;
 pub mod model;
 pub mod restore;
-pub mod store;
 pub mod todo;
 
 pub use model::{PlanItem, PlanState, Status};
 
 pub use crate::protocol::ipc::PlanFlavour;
 pub use crate::protocol::plan::PlanSnapshot;
-pub use store::PlanStore;
+pub use file::PlanStore;
 
 #[cfg(test)]
 mod tests {

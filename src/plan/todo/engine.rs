@@ -3,7 +3,7 @@
 //! Pure: no I/O, no clock. Validation runs before any mutation, so a
 //! rejected call (or batch) returns the input state untouched. Formatting
 //! of the outcome lives in [`super::format`]; persistence in
-//! [`super::store`].
+//! [`super::file`].
 
 use serde_json::{Map, Value};
 

@@ -61,13 +61,13 @@
 
 pub mod approve;
 pub mod engine;
+pub mod file;
 pub mod format;
 pub mod markdown;
 pub mod params;
 pub mod reminder;
 pub mod sanitize;
 pub mod state;
-pub mod store;
 
 #[cfg(test)]
 mod tests;
@@ -77,8 +77,8 @@ use serde_json::Value;
 use crate::protocol::plan::TodoSnapshot;
 
 pub use engine::{CallResult, TodoChange, apply_call};
+pub use file::TodoStore;
 pub use state::{PlanRef, Task, TaskStatus, TodoState};
-pub use store::TodoStore;
 
 /// The tool's name.
 pub const TOOL_NAME: &str = "todo";
@@ -104,7 +104,7 @@ pub struct CallOutput {
 pub fn approve_plan(
     store: &TodoStore,
     markdown: &str,
-) -> Result<(approve::Approval, store::Loaded), crate::store::state_file::StateFileError> {
+) -> Result<(approve::Approval, file::Loaded), crate::store::state_file::StateFileError> {
     let plan_id = approve::plan_id(markdown);
     store.update(|state| {
         let approval = approve::apply_plan_approval(state, &plan_id, markdown);

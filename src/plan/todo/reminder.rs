@@ -3,10 +3,10 @@
 //! at the end of a turn as the settle reminder; plus the user notices of
 //! plan deferrals.
 
+use super::file::{Loaded, TodoStore};
 use super::format::list_view;
 use super::sanitize::display;
 use super::state::{Task, TaskStatus, TodoState};
-use super::store::{Loaded, TodoStore};
 use crate::protocol::RESTORE_CALL_ID;
 use crate::protocol::plan::TodoSnapshot;
 use crate::protocol::{Message, ToolCall};

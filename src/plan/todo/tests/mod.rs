@@ -5,10 +5,10 @@
 mod actions;
 mod batch;
 mod errors;
+mod file;
 mod plan;
 mod props;
 mod sanitize;
-mod store;
 mod transitions;
 
 use serde_json::{Value, json};
