@@ -4,7 +4,8 @@
 
 use std::path::PathBuf;
 
-use crate::config::Config;
+use crate::config::{Config, NetworkAccess};
+use crate::protocol::SandboxMode;
 use crate::sandbox::CommandPolicy;
 
 /// The paths no sandboxed process may read: the credential folders in
@@ -17,6 +18,17 @@ pub fn credential_paths(config: &Config) -> Vec<PathBuf> {
         .cloned()
         .collect();
     crate::sandbox::credential_paths(config.home.as_deref(), &fido)
+}
+
+/// Whether the main agent's commands in `mode` go through the session's
+/// allowlist proxy: under `network = "allowlist"` in a sandboxed mode only
+/// (outside the sandbox, commands reach the network directly).
+pub fn routed_through_proxy(network: NetworkAccess, mode: SandboxMode) -> bool {
+    match (network, mode) {
+        (NetworkAccess::Allowlist, SandboxMode::ReadOnly | SandboxMode::WorkspaceWrite) => true,
+        (NetworkAccess::Off | NetworkAccess::On, _)
+        | (NetworkAccess::Allowlist, SandboxMode::DangerFullAccess) => false,
+    }
 }
 
 /// The sandbox of the main agent's commands, as configured.

@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::config::{Config, NetworkAccess};
+use crate::config::Config;
 use crate::protocol::{ApprovalPolicy, SafetySettings, SandboxMode};
 use crate::sandbox::CommandSandbox;
 use crate::sandbox::child::error_chain;
@@ -90,9 +90,7 @@ impl SafetySwitch {
                 error_chain(&err)
             )
         })?;
-        let routed = self.config.safety.network == NetworkAccess::Allowlist
-            && mode != SandboxMode::DangerFullAccess;
-        if !routed {
+        if !super::policy::routed_through_proxy(self.config.safety.network, mode) {
             return Ok(sandbox);
         }
         let Some(proxy) = &self.tool_env.proxy else {
@@ -100,12 +98,9 @@ impl SafetySwitch {
                 "network = \"allowlist\": this session started without its proxy (in danger-full-access), so {mode} cannot keep commands to it; start a new session in this mode"
             ));
         };
-        sandbox.with_proxy(proxy.route()).map_err(|err| {
-            format!(
-                "network = \"allowlist\": {}; set network = false or true",
-                error_chain(&err)
-            )
-        })
+        sandbox
+            .with_proxy(proxy.route())
+            .map_err(|err| super::tool_env::ToolEnvError::ProxySandbox(err).to_string())
     }
 }
 

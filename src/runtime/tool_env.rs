@@ -4,7 +4,7 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::config::{Config, NetworkAccess};
+use crate::config::Config;
 use crate::net::proxy::{Proxy, ProxyLimits};
 use crate::plan::PlanStore;
 use crate::protocol::{ApprovalPolicy, SafetySettings, SandboxMode};
@@ -102,10 +102,8 @@ fn route_through_proxy(
     sandbox: CommandSandbox,
     browser: &Arc<Browser>,
 ) -> Result<(CommandSandbox, Option<Arc<Proxy>>), ToolEnvError> {
-    match (config.safety.network, config.safety.sandbox_mode) {
-        (NetworkAccess::Allowlist, SandboxMode::ReadOnly | SandboxMode::WorkspaceWrite) => {}
-        (NetworkAccess::Off | NetworkAccess::On, _)
-        | (NetworkAccess::Allowlist, SandboxMode::DangerFullAccess) => return Ok((sandbox, None)),
+    if !super::policy::routed_through_proxy(config.safety.network, config.safety.sandbox_mode) {
+        return Ok((sandbox, None));
     }
     let proxy =
         Proxy::start(browser.admission(), ProxyLimits::default()).map_err(ToolEnvError::Proxy)?;
@@ -118,7 +116,7 @@ fn route_through_proxy(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Overrides;
+    use crate::config::{NetworkAccess, Overrides};
 
     fn env_with(pairs: &[(&str, &str)], workspace: &std::path::Path) -> ToolEnv {
         let mut env: Vec<(String, String)> = pairs
