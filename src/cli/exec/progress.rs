@@ -55,6 +55,13 @@ pub fn line_for(event: &EventKind) -> Option<String> {
             facts: None,
             ..
         } => Some(failed_line(name, summary)),
+        // A subagent is announced twice as starting: before its spawn, then
+        // with its pid. It started once it has one.
+        EventKind::Subagent {
+            pid: None,
+            phase: SubagentPhase::Starting,
+            ..
+        } => None,
         EventKind::Subagent {
             agent_id,
             phase,
@@ -198,15 +205,18 @@ mod tests {
 
     #[test]
     fn a_subagent_shows_its_start_and_its_end_only() {
-        let event = |phase: &str, detail: &str| EventKind::Subagent {
+        let event_of = |pid: Option<u32>, phase: &str, detail: &str| EventKind::Subagent {
             agent_id: "subagent-1".into(),
-            pid: Some(7),
+            pid,
             phase: SubagentPhase::parse(phase),
             elapsed_ms: 1200,
             detail: detail.into(),
             tokens: 10,
             plan_item: Some("p1".into()),
         };
+        let event = |phase: &str, detail: &str| event_of(Some(7), phase, detail);
+        // Before its spawn there is no process yet: no line.
+        assert_eq!(line_for(&event_of(None, "starting", "spawning")), None);
         assert_eq!(
             line_for(&event("starting", "")).unwrap(),
             "subagent subagent-1 started (plan: p1)"
