@@ -42,6 +42,7 @@ use std::sync::Arc;
 
 use super::limits::{self, CommandLimits, TmpdirLimit};
 use super::netns::{NetworkConfinement, ProxyConfinement, ProxyRoute};
+use super::new_repository::RepositoryWatch;
 use super::pidns::PidNamespace;
 use super::policy::{Enforcement, SandboxError};
 use super::protect::{self, Mechanism, ReadOnlyBinds};
@@ -375,6 +376,18 @@ impl CommandSandbox {
     /// (`workspace-write` only).
     pub fn protection(&self) -> Option<&Mechanism> {
         self.protection.as_ref().map(|p| &p.mechanism)
+    }
+
+    /// For a command about to start: a watch for a `.git` it may make at
+    /// the top of the workspace, where the protected paths are bound
+    /// read-only and there is none yet (`sandbox::new_repository`). One
+    /// `lstat`.
+    pub fn repository_watch(&self) -> Option<RepositoryWatch> {
+        let protection = self.protection.as_ref()?;
+        if !protection.mechanism.uses_namespace() {
+            return None;
+        }
+        RepositoryWatch::before(&protection.workspace)
     }
 
     /// How the commands are kept to the allowlist proxy, if they have one.

@@ -16,6 +16,7 @@ pub mod command;
 pub mod git_wall;
 pub mod limits;
 pub mod netns;
+pub mod new_repository;
 pub mod pidns;
 pub mod policy;
 pub mod protect;

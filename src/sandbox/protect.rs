@@ -30,8 +30,9 @@
 //! A protected path that does not exist cannot be bound. `.fido-state/`
 //! is made before the first command; a `fido.toml` or `.fido/` that a
 //! command creates carries no trust (workspace trust follows content,
-//! README "Workspace trust"), and a `.git` it creates (`git init`) is
-//! protected from the next command on.
+//! README "Workspace trust"), and a `.git` it creates at the top
+//! (`git init`) is moved aside when the command ends
+//! (`super::new_repository`).
 //!
 //! Where no mount namespace can be made, the fallback is Landlock alone:
 //! write access is granted entry by entry beneath the workspace, leaving

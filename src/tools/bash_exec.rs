@@ -53,6 +53,7 @@ use crate::protocol::tool_facts::{CommandExit, CommandRun, ToolFacts, Truncation
 use crate::protocol::{ApprovalPolicy, NetworkAccess, SandboxMode};
 use crate::sandbox::CommandSandbox;
 use crate::sandbox::limits::{CommandLimits, TmpdirLimit};
+use crate::sandbox::new_repository::RepositoryWatch;
 use crate::text::sanitize;
 use crate::workspace::{Workspace, is_missing};
 use std::sync::Arc;
@@ -184,6 +185,24 @@ fn working_dir(workspace: &Workspace, cwd: Option<&str>) -> Result<PathBuf, Tool
     }
 }
 
+/// Moves a `.git` the command made at the top of the workspace out of
+/// git's way (`sandbox::new_repository`) and says so after its output.
+async fn set_aside_new_repository(watch: RepositoryWatch, output: &mut ToolOutput) {
+    let note = match tokio::task::spawn_blocking(move || watch.set_aside()).await {
+        Ok(Ok(None)) => return,
+        Ok(Ok(Some(moved))) => {
+            tracing::warn!(to = %moved.shown, "a sandboxed command made .git; set aside");
+            moved.note()
+        }
+        Ok(Err(err)) => format!(
+            "note: this command created .git at the top of the workspace and Fido could not move it aside ({err}): do not use git here before you have read .git/config and .git/hooks"
+        ),
+        Err(err) => format!("note: checking for a new .git failed: {err}"),
+    };
+    output.content.push('\n');
+    output.content.push_str(&note);
+}
+
 /// How a run ended.
 enum Ending {
     Exited(ExitStatus),
@@ -231,6 +250,7 @@ impl Run<'_> {
             Ok(pair) => pair,
             Err(err) => return ToolOutput::error(format!("cannot create a pipe: {err}")),
         };
+        let watch = self.sandbox.repository_watch();
         let spawned = self.spawn(writer);
         let mut group = match spawned {
             Ok(group) => group,
@@ -283,7 +303,11 @@ impl Run<'_> {
         if !eof {
             drain(&mut receiver, &mut buf, &mut capture, drain_for).await;
         }
-        self.result(ending, &capture, started.elapsed())
+        let mut output = self.result(ending, &capture, started.elapsed());
+        if let Some(watch) = watch {
+            set_aside_new_repository(watch, &mut output).await;
+        }
+        output
     }
 
     /// Starts `bash -c COMMAND` in the sandbox, its output into `writer`.

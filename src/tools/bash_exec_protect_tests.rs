@@ -244,6 +244,57 @@ async fn a_refused_commit_names_the_protected_paths_and_the_way_out() {
     assert!(out.content.contains("escalate: true"), "{}", out.content);
 }
 
+/// A workspace with no repository yet: `git init` and a planted hook in
+/// one command. The `.git` it made is moved where commands cannot write
+/// and git does not look, hook and all, and the model is told why.
+#[tokio::test]
+async fn a_repository_a_command_makes_is_set_aside_with_what_it_planted() {
+    let Some(mechanism) = namespace() else {
+        return;
+    };
+    let (dir, env) = repository(mechanism);
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::remove_dir_all(root.join(".git")).unwrap();
+    let plant = "git init -q && printf '#!/bin/sh\\ntouch pwned\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && git config core.fsmonitor 'touch pwned' && echo made";
+    let out = call(&BashExec, &env, json!({"command": plant})).await;
+    assert!(out.ok, "{}", out.content);
+    assert!(out.content.contains("made"), "{}", out.content);
+    assert!(
+        out.content
+            .contains("moved it to .fido-state/set-aside/git-"),
+        "{}",
+        out.content
+    );
+    assert!(out.content.contains("escalate: true"), "{}", out.content);
+    assert!(std::fs::symlink_metadata(root.join(".git")).is_err());
+    let aside: Vec<_> = std::fs::read_dir(root.join(".fido-state/set-aside"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert_eq!(aside.len(), 1);
+    assert!(aside[0].path().join("hooks/pre-commit").exists());
+    // Later commands cannot bring it back: the set-aside folder is under
+    // the protected `.fido-state`.
+    let back = format!("mv {} .git", aside[0].path().display());
+    let out = call(&BashExec, &env, json!({"command": back})).await;
+    assert!(!out.ok, "{}", out.content);
+    assert!(std::fs::symlink_metadata(root.join(".git")).is_err());
+    assert!(!root.join("pwned").exists());
+}
+
+/// Under Landlock's per-entry fallback the kernel refuses the new `.git`
+/// itself, and nothing needs setting aside.
+#[tokio::test]
+async fn with_the_landlock_fallback_a_command_cannot_make_a_repository() {
+    let (dir, env) = repository(per_entry());
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::remove_dir_all(root.join(".git")).unwrap();
+    let out = call(&BashExec, &env, json!({"command": "git init -q"})).await;
+    assert!(!out.ok, "{}", out.content);
+    assert!(std::fs::symlink_metadata(root.join(".git")).is_err());
+    assert!(!root.join(".fido-state/set-aside").exists());
+}
+
 /// A `.git` file naming a git directory inside the workspace (as a
 /// submodule's or a worktree's does): that directory is protected too.
 #[tokio::test]

@@ -26,6 +26,10 @@ pub const SESSIONS_DIR: &str = ".fido-state/sessions";
 /// The control sockets (and run records) of the workspace's Fido processes.
 pub const RUN_DIR: &str = ".fido-state/run";
 
+/// Where Fido moves a `.git` a sandboxed command made at the top of the
+/// workspace (`sandbox::new_repository`).
+pub const SET_ASIDE_DIR: &str = ".fido-state/set-aside";
+
 /// The TUI's log files.
 pub const LOGS_DIR: &str = ".fido-state/logs";
 
