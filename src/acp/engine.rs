@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use super::models::ModelChoice;
 use crate::config::{Config, Overrides};
 use crate::mcp::McpServerConfig;
 use crate::protocol::event_queue::EventReceiver;
@@ -65,6 +66,8 @@ pub struct Engine {
     pub safety: SafetySettings,
     /// Calls the model writes into its text are run (`tool_call_fallback`).
     pub text_calls: bool,
+    /// The model the session starts with, and what its server lists.
+    pub models: ModelChoice,
 }
 
 impl Engine {
@@ -86,6 +89,7 @@ impl Engine {
                 .map_err(|err| err.to_string())?;
         let mut warnings = config.warnings.clone();
         warnings.extend(engine.session.warnings.iter().cloned());
+        let models = ModelChoice::new(config.model.clone(), engine.listed_models().await);
         let acp = Engine {
             caller: engine.caller(),
             journal_id: engine.session.id.clone(),
@@ -95,6 +99,7 @@ impl Engine {
             tools: engine.session.tools.clone(),
             safety: engine.session.safety.clone(),
             text_calls: config.agent.limits.tool_call_fallback,
+            models,
             engine: Mutex::new(Some(engine)),
         };
         Ok((acp, receiver))

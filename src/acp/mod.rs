@@ -13,6 +13,7 @@ mod children;
 mod commands;
 mod engine;
 mod fs;
+mod models;
 mod modes;
 mod permission;
 mod prompt;
@@ -33,7 +34,8 @@ use agent_client_protocol::v1::schema::{
     ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
     McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PromptCapabilities,
     PromptRequest, SessionCapabilities, SessionInfo, SessionListCapabilities,
-    SetSessionModeRequest, SetSessionModeResponse,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
+    SetSessionModeResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, ByteStreams, Client, Error, ErrorCode};
@@ -136,7 +138,8 @@ fn agent(
     server: Arc<Server>,
 ) -> agent_client_protocol::v1::Builder<Agent, impl agent_client_protocol::HandleDispatchFrom<Client>>
 {
-    let (init, new, load, list, prompt, cancel, mode) = (
+    let (init, new, load, list, prompt, cancel, mode, option) = (
+        server.clone(),
         server.clone(),
         server.clone(),
         server.clone(),
@@ -191,6 +194,12 @@ fn agent(
         .on_receive_request(
             async move |request: SetSessionModeRequest, responder, _cx| {
                 on_set_mode(&mode, request, responder)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: SetSessionConfigOptionRequest, responder, _cx| {
+                on_set_config_option(&option, request, responder)
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -288,6 +297,26 @@ fn on_set_mode(
     Ok(())
 }
 
+/// `session/set_config_option` (the model): switched in a task of its
+/// own, answered with every option as it is then.
+fn on_set_config_option(
+    server: &Server,
+    request: SetSessionConfigOptionRequest,
+    responder: Responder<SetSessionConfigOptionResponse>,
+) -> Result<(), Error> {
+    let session = match server.session(&request.session_id.0) {
+        Ok(session) => session,
+        Err(err) => return responder.respond_with_error(err),
+    };
+    tokio::spawn(async move {
+        let options = session
+            .set_config_option(&request.config_id.0, &request.value)
+            .await;
+        let _ = responder.respond_with_result(options.map(SetSessionConfigOptionResponse::new));
+    });
+    Ok(())
+}
+
 /// What Fido offers, and no more: sessions that load and list from the
 /// journal, prompts with embedded text resources, stdio MCP servers.
 fn initialize() -> InitializeResponse {
@@ -331,7 +360,9 @@ async fn open_session(
 ) {
     match start_session(&server, start, client).await {
         Ok((session, events)) => {
-            let response = NewSessionResponse::new(session.id.clone()).modes(session.modes());
+            let response = NewSessionResponse::new(session.id.clone())
+                .modes(session.modes())
+                .config_options(session.config_options());
             if responder.respond(response).is_ok() {
                 session.send(commands::available());
                 tokio::spawn(session.pump(events));
@@ -357,7 +388,9 @@ async fn load_session(
             for update in updates::replay(&engine.history, &engine.workspace, &engine.tools) {
                 session.send(update);
             }
-            let response = LoadSessionResponse::new().modes(session.modes());
+            let response = LoadSessionResponse::new()
+                .modes(session.modes())
+                .config_options(session.config_options());
             if responder.respond(response).is_ok() {
                 session.send(commands::available());
                 tokio::spawn(session.pump(events));

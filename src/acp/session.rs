@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, PromptResponse, SessionModeState, SessionNotification,
-    SessionUpdate, StopReason,
+    ContentBlock, ContentChunk, PromptResponse, SessionConfigOption, SessionConfigOptionValue,
+    SessionModeState, SessionNotification, SessionUpdate, StopReason,
 };
 use agent_client_protocol::{Client, Error, ErrorCode, RequestCancellationHandle};
 use serde_json::json;
@@ -19,11 +19,12 @@ use tokio::sync::watch;
 use super::children::Children;
 use super::commands;
 use super::engine::Engine;
+use super::models::{MODEL_OPTION, ModelChoice};
 use super::modes::{Mode, Modes};
 use super::permission;
 use super::updates::{Updates, fido_meta};
 use crate::protocol::event_queue::EventReceiver;
-use crate::protocol::op::{AskId, Op};
+use crate::protocol::op::{AskId, Op, OpReply};
 use crate::protocol::outcome::TurnOutcome;
 use crate::protocol::{ApprovalDecision, ApprovalRequest, EventKind};
 
@@ -51,6 +52,8 @@ pub struct Session {
     children: Mutex<HashSet<String>>,
     /// The session modes offered, and the one it is in.
     modes: Mutex<Modes>,
+    /// The models offered, and the one in use.
+    models: Mutex<ModelChoice>,
 }
 
 impl Session {
@@ -61,9 +64,11 @@ impl Session {
         subagent_sessions: bool,
     ) -> Arc<Session> {
         let modes = Mutex::new(Modes::new(&engine.safety));
+        let models = Mutex::new(engine.models.clone());
         Arc::new(Session {
             id,
             modes,
+            models,
             engine,
             client,
             running: AtomicBool::new(false),
@@ -106,6 +111,42 @@ impl Session {
             })?;
         lock(&self.modes).set_current(mode.id);
         Ok(mode)
+    }
+
+    /// The config options, as `session/new` and `session/load` answer.
+    pub fn config_options(&self) -> Vec<SessionConfigOption> {
+        lock(&self.models).options()
+    }
+
+    /// `session/set_config_option`: the engine switches to model `value`
+    /// from the next request on; the answer is every option as it is now.
+    pub async fn set_config_option(
+        &self,
+        config_id: &str,
+        value: &SessionConfigOptionValue,
+    ) -> Result<Vec<SessionConfigOption>, Error> {
+        let invalid = |message: String| Error::new(ErrorCode::INVALID_PARAMS, message);
+        if config_id != MODEL_OPTION {
+            return Err(invalid(format!("unknown config option: {config_id}")));
+        }
+        let Some(model) = value.as_value_id() else {
+            return Err(invalid("the model option takes one of its values".into()));
+        };
+        let model = model.0.to_string();
+        if !lock(&self.models).offers(&model) {
+            return Err(invalid(format!("{model} is not one of the models offered")));
+        }
+        match self.engine.command(Op::SwitchModel { model }).await {
+            Some(OpReply::ModelSwitched { model }) => {
+                lock(&self.models).set_current(model);
+                Ok(self.config_options())
+            }
+            Some(OpReply::Failed { message }) => Err(invalid(message)),
+            _ => Err(Error::new(
+                ErrorCode::INTERNAL_ERROR,
+                "the session has ended",
+            )),
+        }
     }
 
     /// Sends one update of this session (a client that is gone loses it).
@@ -214,7 +255,14 @@ impl Session {
     /// message, and the end of the turn.
     async fn command(&self, command: Result<Op, String>) -> Result<PromptResponse, Error> {
         let text = match command {
-            Ok(op) => self.engine.command(op).await.map(commands::reply_text),
+            Ok(op) => self.engine.command(op).await.map(|reply| {
+                if let OpReply::ModelSwitched { model } = &reply {
+                    let mut models = lock(&self.models);
+                    models.set_current(model.clone());
+                    self.send(models.update());
+                }
+                commands::reply_text(reply)
+            }),
             Err(usage) => Some(usage),
         };
         let Some(text) = text else {

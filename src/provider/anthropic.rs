@@ -74,6 +74,7 @@ impl WireCodec for AnthropicCodec {
     type Accumulator = MessagesStreamAccumulator;
     const NAME: &'static str = "anthropic";
     const PATH: &'static str = "/v1/messages";
+    const MODELS_PATH: &'static str = "/v1/models";
     const REQUEST_KIND: &'static str = "messages";
 
     const FIXED_HEADERS: &'static [(&'static str, &'static str)] =

@@ -17,7 +17,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use super::{ChatRequest, Completion, CompletionFuture, NoticeSink, Provider, ProviderNotice};
-use super::{ProviderError, WindowFuture};
+use super::{ModelsFuture, ProviderError, WindowFuture};
 use crate::protocol::{Identity, UsageTotals};
 
 /// The gateway of one session.
@@ -73,6 +73,10 @@ impl Gateway {
 
     pub fn context_window(&self) -> WindowFuture<'_> {
         self.provider.context_window()
+    }
+
+    pub fn models(&self) -> ModelsFuture<'_> {
+        self.provider.models()
     }
 
     /// One request on behalf of `identity`: waits for a slot and for any
@@ -194,6 +198,10 @@ impl Provider for AsIdentity {
 
     fn context_window(&self) -> WindowFuture<'_> {
         self.gateway.context_window()
+    }
+
+    fn models(&self) -> ModelsFuture<'_> {
+        self.gateway.models()
     }
 
     fn usage_totals(&self) -> Option<UsageTotals> {

@@ -88,6 +88,44 @@ pub(crate) async fn discover(
     None
 }
 
+/// The most model names a list keeps: a front end's menu, not a catalog.
+const MAX_LISTED_MODELS: usize = 200;
+
+/// The models a server lists at `url` (OpenAI's and Anthropic's
+/// `{"data": [{"id": …}]}`); empty where it answers nothing usable.
+pub(crate) async fn list_models(
+    client: &reqwest::Client,
+    url: &str,
+    headers: reqwest::header::HeaderMap,
+) -> Vec<String> {
+    let request = client.get(url).headers(headers);
+    fetch_json(request)
+        .await
+        .map(|list| model_ids(&list))
+        .unwrap_or_default()
+}
+
+/// The model ids of a model list, in its order: printable names only,
+/// no duplicates, at most [`MAX_LISTED_MODELS`].
+pub fn model_ids(list: &Value) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    let entries = list.get("data").and_then(Value::as_array);
+    for id in entries
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m.get("id")?.as_str())
+    {
+        let printable = !id.is_empty() && id.len() <= 200 && !id.chars().any(char::is_control);
+        if printable && !ids.iter().any(|known| known == id) {
+            ids.push(id.to_string());
+        }
+        if ids.len() == MAX_LISTED_MODELS {
+            break;
+        }
+    }
+    ids
+}
+
 async fn fetch_json(request: reqwest::RequestBuilder) -> Option<Value> {
     let response = request.timeout(DISCOVERY_TIMEOUT).send().await.ok()?;
     if !response.status().is_success() {

@@ -90,6 +90,8 @@ pub type CompletionFuture<'a> =
 
 pub type WindowFuture<'a> = Pin<Box<dyn Future<Output = Option<u32>> + Send + 'a>>;
 
+pub type ModelsFuture<'a> = Pin<Box<dyn Future<Output = Vec<String>> + Send + 'a>>;
+
 /// A model endpoint.
 pub trait Provider: Send + Sync {
     /// Short name for logs and events, e.g. `openai`, `anthropic`, `script`.
@@ -118,6 +120,11 @@ pub trait Provider: Send + Sync {
     /// learned (asked of the server, or known for a hosted model).
     fn context_window(&self) -> WindowFuture<'_> {
         Box::pin(async { None })
+    }
+    /// The models the server lists (`GET …/models`), for a front end that
+    /// offers a choice; empty where it lists none or does not answer.
+    fn models(&self) -> ModelsFuture<'_> {
+        Box::pin(async { Vec::new() })
     }
     /// Every identity's usage so far, when this provider is the session's
     /// model gateway (so a turn's totals include its subagents).

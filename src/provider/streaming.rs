@@ -22,8 +22,8 @@ use super::limits;
 use super::retry::with_retries;
 use super::sse::SseEvent;
 use super::{
-    ChatRequest, Completion, CompletionFuture, FinishReason, HttpPolicy, NoticeSink, Provider,
-    ProviderError, ProviderNotice, WindowFuture,
+    ChatRequest, Completion, CompletionFuture, FinishReason, HttpPolicy, ModelsFuture, NoticeSink,
+    Provider, ProviderError, ProviderNotice, WindowFuture,
 };
 use crate::protocol::{Message, ToolCall, Usage};
 
@@ -36,6 +36,8 @@ pub trait WireCodec: Send + Sync + 'static {
     const NAME: &'static str;
     /// Appended to the base URL: where requests are posted.
     const PATH: &'static str;
+    /// Appended to the base URL: where the server lists its models.
+    const MODELS_PATH: &'static str = "/models";
     /// What one request is called in debug logs.
     const REQUEST_KIND: &'static str;
 
@@ -211,6 +213,15 @@ impl<C: WireCodec> Provider for StreamingProvider<C> {
 
     fn context_window(&self) -> WindowFuture<'_> {
         Box::pin(async move { *self.window.get_or_init(|| self.discover_window()).await })
+    }
+
+    fn models(&self) -> ModelsFuture<'_> {
+        Box::pin(async move {
+            let mut headers = self.headers.clone();
+            headers.remove(ACCEPT);
+            let url = http::join_url(&self.base_url, C::MODELS_PATH);
+            limits::list_models(&self.client, &url, headers).await
+        })
     }
 }
 

@@ -163,6 +163,12 @@ impl Engine {
         Ok((engine, receiver))
     }
 
+    /// The models the provider's server lists (empty where it lists none),
+    /// for a front end that offers them; one request.
+    pub async fn listed_models(&self) -> Vec<String> {
+        self.runtime.provider.models().await
+    }
+
     /// The op queue's sending end, for a front end that reads every reply
     /// from the events (the TUI).
     pub fn sender(&self) -> OpSender {

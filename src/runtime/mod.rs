@@ -68,6 +68,8 @@ struct Runtime {
     id: Option<String>,
     /// The messages a resumed session started from (empty for a new one).
     resumed: Vec<crate::protocol::Message>,
+    /// The session's model, through the gateway (what its server lists).
+    provider: Arc<dyn crate::provider::Provider>,
     journal: Option<Arc<Journal>>,
     /// The MCP servers; their start-up failures are `mcp.warnings()`.
     mcp: Arc<McpHub>,
@@ -156,6 +158,7 @@ impl Runtime {
         let resumed = replayed.map(|r| r.messages).unwrap_or_default();
         let supervisor = parts.supervisor.clone();
         let watch_events = events.clone();
+        let provider = parts.provider.clone();
         let deps = Arc::new(AgentDeps {
             provider: parts.provider,
             catalog: parts.catalog,
@@ -176,6 +179,7 @@ impl Runtime {
         let change_watch = change_watch::start(config.workspace.clone(), watch_events).await;
         Ok(Runtime {
             id,
+            provider,
             resumed,
             journal,
             mcp: parts.mcp,

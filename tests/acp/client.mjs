@@ -10,6 +10,8 @@
 //   {"do": "list"}                         session/list
 //   {"do": "load", "id": "..."}            session/load ("$session": the last one)
 //   {"do": "mode", "mode": "..."}          session/set_mode of the last session
+//   {"do": "config", "id": "...", "value": "..."}
+//                                          session/set_config_option of the last session
 //   {"do": "restart"}                      close the connection, start fido again
 //   {"do": "quit"}                         close stdin mid-turn-free, wait for exit
 // and `permission` is the option picked for every permission request
@@ -51,6 +53,7 @@ const resultSchemas = {
   "session/list": zod.zListSessionsResponse,
   "session/prompt": zod.zPromptResponse,
   "session/set_mode": zod.zSetSessionModeResponse,
+  "session/set_config_option": zod.zSetSessionConfigOptionResponse,
 };
 
 function checkFrame(line, sent) {
@@ -229,6 +232,13 @@ async function runStep(ctx, step, state) {
       await call(ctx, acp.methods.agent.session.setMode, {
         sessionId: state.session,
         modeId: step.mode,
+      });
+      break;
+    case "config":
+      await call(ctx, acp.methods.agent.session.setConfigOption, {
+        sessionId: state.session,
+        configId: step.id,
+        value: step.value,
       });
       break;
     case "load": {

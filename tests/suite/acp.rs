@@ -753,3 +753,78 @@ fn a_read_returns_the_clients_buffer_not_the_disk() {
         "on disk one\n"
     );
 }
+
+/// The model is a session config option: a select of what the server
+/// lists, with the session's model first. Picking another switches the
+/// model from the next request on; a model the select does not offer and
+/// an option Fido does not have are refused; `/model NAME` typed as a
+/// prompt moves the select too.
+#[test]
+fn the_model_is_a_config_option_whose_switch_reaches_the_next_request() {
+    let Some(modules) =
+        node_modules("the_model_is_a_config_option_whose_switch_reaches_the_next_request")
+    else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::text_turn("One.")),
+        Reply::sse(sse::text_turn("Two.")),
+    ]);
+    server.route(
+        "GET",
+        "/v1/models",
+        r#"{"object": "list", "data": [{"id": "other-model"}, {"id": "test-model"}, {"id": "bad\nname"}]}"#,
+    );
+    let report = run_client(
+        &modules,
+        ws.path(),
+        &server,
+        json!({"steps": [
+            {"do": "new"},
+            {"do": "prompt", "text": "first"},
+            {"do": "config", "id": "model", "value": "other-model"},
+            {"do": "config", "id": "model", "value": "made-up-model"},
+            {"do": "config", "id": "effort", "value": "high"},
+            {"do": "prompt", "text": "second"},
+            {"do": "prompt", "text": "/model third-model"},
+        ]}),
+    );
+    let offered = &response(&report, "session/new")[0]["result"]["configOptions"][0];
+    assert_eq!(offered["id"], "model", "{report:#}");
+    assert_eq!(offered["category"], "model");
+    assert_eq!(offered["currentValue"], "test-model");
+    let values: Vec<_> = offered["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["value"].clone())
+        .collect();
+    assert_eq!(values, vec!["test-model", "other-model"]);
+    let answers = response(&report, "session/set_config_option");
+    assert_eq!(
+        answers[0]["result"]["configOptions"][0]["currentValue"], "other-model",
+        "{report:#}"
+    );
+    assert_eq!(answers[1]["code"], -32602);
+    assert!(
+        answers[1]["message"]
+            .as_str()
+            .unwrap()
+            .contains("made-up-model is not one of the models offered")
+    );
+    assert_eq!(answers[2]["code"], -32602);
+    assert!(
+        answers[2]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown config option: effort")
+    );
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 2, "{report:#}");
+    assert_eq!(requests[0].body()["model"], "test-model");
+    assert_eq!(requests[1].body()["model"], "other-model");
+    let moved = updates(&report, "config_option_update");
+    assert_eq!(moved.len(), 1, "{report:#}");
+    assert_eq!(moved[0]["configOptions"][0]["currentValue"], "third-model");
+}
