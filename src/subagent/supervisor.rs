@@ -43,6 +43,9 @@ use run::run;
 /// run out: short, the child already ignored `Cancel`. None for a child
 /// that ignores SIGTERM and has nothing below it (`ChildLink::close`).
 const TERM_GRACE: Duration = Duration::from_millis(10);
+/// Longest wait, once the child has exited, for the frames it sent
+/// before (`serve::after_exit`).
+const FINAL_AFTER_EXIT: Duration = Duration::from_millis(500);
 /// Longest wait for the child to connect and say `Hello`.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Frames a child may send in one run before it counts as flooding.

@@ -845,6 +845,27 @@ async fn back_to_back_delegations_are_never_busy() {
     rig.assert_no_process_left().await;
 }
 
+/// A child that sends many frames, its `Final` and exits at once: its
+/// exit may reach the parent while frames sent before it still wait to be
+/// read, and the `Final` behind them is its result, not a crash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_final_queued_behind_many_frames_counts_when_the_exit_comes_first() {
+    let mut rig = Rig::start(Setup::new(Child::Fake("chatty_exit"))).await;
+    for round in 0..5 {
+        let result = rig.delegate(None).await;
+        assert_eq!(
+            result.status,
+            DelegateStatus::Completed,
+            "round {round}: {result:#?}"
+        );
+        assert!(
+            result.summary.contains("3000 lifecycle frames"),
+            "{result:#?}"
+        );
+    }
+    rig.assert_no_process_left().await;
+}
+
 // The gateway holds the credentials, so it enforces the request budget.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gateway_refuses_more_model_requests_than_max_steps() {

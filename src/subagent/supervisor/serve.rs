@@ -130,18 +130,22 @@ impl ChildLink {
         }
     }
 
-    /// The child exited; a `Final` it sent may still be in flight.
+    /// The child exited; a `Final` it sent may still be queued, behind
+    /// the lifecycle frames it sent before (the exit and the frames race
+    /// to this loop: under load either may come first).
     async fn after_exit(&mut self) -> Ending {
-        match tokio::time::timeout(Duration::from_millis(200), self.frames.recv()).await {
-            Ok(Some(Ok(ChildFrame::Final { status, text }))) => Ending::Final { status, text },
-            _ => {
-                let status = describe_exit(self.exit);
-                Ending::failed(
-                    DelegateErrorCode::SubagentCrashed,
-                    format!("the subagent exited without a result ({status})"),
-                )
+        let deadline = tokio::time::Instant::now() + FINAL_AFTER_EXIT;
+        while let Ok(Some(Ok(frame))) = tokio::time::timeout_at(deadline, self.frames.recv()).await
+        {
+            if let ChildFrame::Final { status, text } = frame {
+                return Ending::Final { status, text };
             }
         }
+        let status = describe_exit(self.exit);
+        Ending::failed(
+            DelegateErrorCode::SubagentCrashed,
+            format!("the subagent exited without a result ({status})"),
+        )
     }
 
     async fn on_frame(
