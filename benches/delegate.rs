@@ -488,6 +488,7 @@ impl Rig {
                 session_budget_tokens: None,
                 profiles: Arc::default(),
                 diff_bytes: fido::changes::DEFAULT_DIFF_CAP,
+                max_processes: fido::sandbox::limits::DEFAULT_MAX_PROCESSES,
             },
             fido::provider::gateway::Gateway::new(Arc::new(provider), 4),
             ToolCatalog::standard(PlanFlavour::UpdatePlan),

@@ -176,7 +176,11 @@ pub fn main() -> ExitCode {
 pub fn subagent_main() -> ExitCode {
     // As `main`: before any thread or child exists.
     crate::sandbox::command::make_non_dumpable();
-    crate::process::leavers::adopt_orphans();
+    // In a PID namespace of its own, what it starts ends with it, and
+    // `/proc` names other processes than its pids: nothing to adopt.
+    if !crate::sandbox::subagent_ns::in_own_namespace() {
+        crate::process::leavers::adopt_orphans();
+    }
     let mut args: Vec<_> = std::env::args_os().collect();
     if args.get(1).is_some_and(|arg| arg == "__subagent") {
         args.remove(0);

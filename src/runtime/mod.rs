@@ -333,6 +333,7 @@ fn delegation_settings(
         budget_tokens: config.delegation.budget_tokens,
         session_budget_tokens: config.delegation.session_budget_tokens,
         diff_bytes: config.delegation.diff_bytes,
+        max_processes: config.safety.limits.max_processes,
         profiles,
     })
 }

@@ -157,7 +157,10 @@ fn confine_process(
     caps::drop_from_own_sets().map_err(SandboxError::Capabilities)?;
     prctl::set_pdeathsig(Signal::SIGKILL).map_err(SandboxError::ParentDeathSignal)?;
     let actual = getppid();
-    if actual != expected_parent {
+    // PID 2 of its own namespace (`subagent_ns::contain_subagent`) has the
+    // namespace's init as its parent, which dies with Fido's keeper.
+    let own_namespace = actual.as_raw() == 1 && super::subagent_ns::in_own_namespace();
+    if actual != expected_parent && !own_namespace {
         return Err(SandboxError::ParentGone {
             expected: expected_parent.as_raw(),
             actual: actual.as_raw(),

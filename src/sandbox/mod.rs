@@ -25,6 +25,7 @@ pub mod protect;
 pub(crate) mod ruleset;
 pub mod seccomp;
 mod slot;
+pub mod subagent_ns;
 
 pub use child::enter_child_sandbox;
 pub use command::{CommandPolicy, CommandSandbox, PrivateDir, credential_paths};

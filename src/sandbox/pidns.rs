@@ -1,7 +1,9 @@
 //! A PID namespace for each sandboxed command (the main agent's, and a
-//! subagent's shell's): when the command ends, everything it started dies
-//! with it, also a process that called `setsid`, double-forked or was
-//! `nohup`ed.
+//! subagent's shell's), and for each subagent's own process
+//! (`super::subagent_ns`): when the command (or subagent) ends, everything
+//! it started dies with it, also a process that called `setsid`,
+//! double-forked or was `nohup`ed; and `pid_max` there bounds how many
+//! processes and threads it may have at once (`super::limits`).
 //!
 //! Theory of operation, between fork and exec ([`enter`], called from the
 //! command sandbox's `pre_exec`; raw syscalls on memory prepared before the
@@ -53,6 +55,10 @@ pub struct PidNamespace {
     /// command starts (`sandbox::limits`); `None` where the kernel keeps
     /// that value for the whole machine.
     pid_max: Option<Vec<u8>>,
+    /// The keeper ignores SIGTERM, so that a SIGTERM to the group reaches
+    /// the process inside (a subagent, which sends what it has and exits)
+    /// instead of ending the namespace at once; SIGKILL still ends all.
+    keeper_ignores_term: bool,
 }
 
 /// The `uid_map` and `gid_map` lines that map this process's user to
@@ -137,6 +143,7 @@ impl PidNamespace {
             mapping: SelfMapping::for_current_user(),
             plain_first: false,
             pid_max: None,
+            keeper_ignores_term: false,
         }
     }
 
@@ -155,6 +162,17 @@ impl PidNamespace {
         PidNamespace {
             plain_first: true,
             ..PidNamespace::for_current_user()
+        }
+    }
+
+    /// The set-up for a subagent's own process (`contain_subagent`): as
+    /// for the main agent's commands, with at most `max_processes`
+    /// processes and threads for the subagent and all it starts, and a
+    /// keeper that leaves SIGTERM to the subagent.
+    pub fn for_subagent(max_processes: u32) -> PidNamespace {
+        PidNamespace {
+            keeper_ignores_term: true,
+            ..PidNamespace::for_commands().with_process_limit(max_processes)
         }
     }
 
@@ -193,6 +211,9 @@ impl PidNamespace {
                 }
                 pid_one => {
                     libc::close(status_write);
+                    if self.keeper_ignores_term {
+                        libc::signal(libc::SIGTERM, libc::SIG_IGN);
+                    }
                     keep(pid_one, write_end, status_read)
                 }
             }

@@ -173,19 +173,31 @@ pub fn sweep(dir: &Path) -> Swept {
 }
 
 /// Whether `pid` is still the recorded subagent: same start time, and its
-/// command line runs `__subagent --agent-id ID`.
+/// command line runs `__subagent --agent-id ID`, or, for the keeper of a
+/// subagent in a PID namespace of its own (`sandbox::pidns`), the command
+/// line of one of its first descendants does.
 fn is_recorded_child(record: &ChildRecord) -> bool {
     if sweep::start_time(record.child_pid) != Some(record.child_start) {
         return false;
     }
-    let Ok(cmdline) = std::fs::read(format!("/proc/{}/cmdline", record.child_pid)) else {
+    let runs_it = |pid: i32| runs_the_subagent(pid, &record.agent_id);
+    runs_it(record.child_pid)
+        || sweep::descendants(record.child_pid)
+            .iter()
+            .take(2)
+            .any(|found| runs_it(found.pid))
+}
+
+/// Whether `pid`'s command line is `… __subagent … --agent-id AGENT_ID …`.
+fn runs_the_subagent(pid: i32, agent_id: &str) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
         return false;
     };
     let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
     let has = |arg: &str| args.contains(&arg.as_bytes());
     let agent = args
         .windows(2)
-        .any(|pair| pair[0] == b"--agent-id" && pair[1] == record.agent_id.as_bytes());
+        .any(|pair| pair[0] == b"--agent-id" && pair[1] == agent_id.as_bytes());
     has("__subagent") && agent
 }
 
@@ -303,6 +315,36 @@ mod tests {
             assert!(dead(process.pid), "{process:?} survived");
         }
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    /// A subagent in a PID namespace of its own is recorded by its keeper,
+    /// whose command line is its parent's; its descendant runs the
+    /// subagent. The sweep kills the keeper's group and all below.
+    #[test]
+    fn a_dead_parents_keeper_is_known_by_the_subagent_below_it() {
+        use std::os::unix::process::CommandExt;
+        let dir = tempfile::tempdir().unwrap();
+        let id = "subagent-keeper01";
+        let inner = format!("sh -c 'sleep 300; :' __subagent --agent-id {id} & wait");
+        let mut keeper = Command::new("sh")
+            .args(["-c", &inner])
+            .process_group(0)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let below = sweep::descendants(keeper.id() as i32);
+        assert!(!below.is_empty());
+        let own_start = sweep::start_time(std::process::id() as i32).unwrap();
+        let record = record_of(&keeper, id, own_start + 1);
+        assert!(!runs_the_subagent(record.child_pid, id));
+        write(dir.path(), &record);
+        let swept = sweep(dir.path());
+        assert!(swept.killed >= 1, "{swept:?}");
+        assert!(gone(&mut keeper), "the keeper was killed");
+        for process in below {
+            assert!(dead(process.pid), "{process:?} survived");
+        }
     }
 
     #[test]

@@ -139,20 +139,8 @@ pub fn main(args: SubagentArgs) -> ExitCode {
     // Off the runtime, which has nothing left to run: no thread is started
     // for it while the parent waits for this process to exit.
     drop(runtime);
-    sweep_descendants();
+    crate::sandbox::subagent_ns::sweep_left_behind();
     code
-}
-
-/// Kills whatever this process's commands left behind (this process is
-/// their subreaper, so orphans that left their group are found too).
-fn sweep_descendants() {
-    let killed = crate::process::sweep::kill_descendants(std::process::id() as i32);
-    if killed > 0 {
-        info!(
-            killed,
-            "killed processes the subagent's commands left behind"
-        );
-    }
 }
 
 async fn serve(

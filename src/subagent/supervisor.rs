@@ -43,6 +43,9 @@ use run::run;
 /// run out: short, the child already ignored `Cancel`. None for a child
 /// that ignores SIGTERM and has nothing below it (`ChildLink::close`).
 const TERM_GRACE: Duration = Duration::from_millis(10);
+/// Longest wait, after a subagent's keeper is reaped, for the kernel to
+/// end the PID namespace it kept (`child::ChildLink::close`).
+const NAMESPACE_END: Duration = Duration::from_secs(2);
 /// Longest wait, once the child has exited, for the frames it sent
 /// before (`serve::after_exit`).
 const FINAL_AFTER_EXIT: Duration = Duration::from_millis(500);
@@ -83,6 +86,9 @@ pub struct DelegationSettings {
     pub profiles: Arc<Profiles>,
     /// Bytes of a write subagent's diff its result carries.
     pub diff_bytes: usize,
+    /// Processes and threads one subagent and all its commands may have
+    /// at once (`command_max_processes`; `sandbox::subagent_ns::contain_subagent`).
+    pub max_processes: u32,
 }
 
 impl DelegationSettings {
@@ -104,6 +110,7 @@ impl DelegationSettings {
             session_budget_tokens: None,
             profiles: Arc::default(),
             diff_bytes: crate::changes::DEFAULT_DIFF_CAP,
+            max_processes: crate::sandbox::limits::DEFAULT_MAX_PROCESSES,
         }
     }
 }

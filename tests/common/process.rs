@@ -358,6 +358,29 @@ fn read_stat(pid: u32) -> Option<ProcInfo> {
     })
 }
 
+/// The live `fido __subagent` processes below `fido` (pid `parent`): its
+/// children, or, where a subagent runs in a PID namespace of its own, the
+/// process two levels below the child Fido spawned (that child keeps the
+/// namespace; the one between is the namespace's init).
+pub fn subagents_of(parent: u32) -> Vec<ProcInfo> {
+    let mut level = vec![parent];
+    let mut found = Vec::new();
+    for _ in 0..3 {
+        let below: Vec<ProcInfo> = level
+            .iter()
+            .flat_map(|pid| processes(ProcessFilter::ChildrenOf(*pid)))
+            .collect();
+        level = below.iter().map(|p| p.pid).collect();
+        found.extend(below.into_iter().filter(|p| runs_subagent(p.pid)));
+    }
+    found
+}
+
+fn runs_subagent(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|c| String::from_utf8_lossy(&c).contains("__subagent"))
+}
+
 /// Panics unless no live process matches `filter` within `within` (processes
 /// take a moment to die after a signal).
 pub fn assert_no_processes(filter: ProcessFilter, within: Duration) {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::common::catalog::{advertised_fingerprint, child_catalogs};
-use crate::common::process::{ProcessFilter, processes, send_signal, wait_in};
+use crate::common::process::{ProcessFilter, processes, send_signal, subagents_of, wait_in};
 use crate::common::sse;
 use crate::common::{
     FakeServer, Reply, assert_conversation_invariants, events_of, exec_cmd, parse_events, run_exec,
@@ -51,13 +51,7 @@ fn tool_json(request: &Value, call_id: &str) -> Value {
 fn subagent_pid(parent: u32) -> u32 {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        if let Some(child) = processes(ProcessFilter::ChildrenOf(parent))
-            .into_iter()
-            .find(|p| {
-                std::fs::read(format!("/proc/{}/cmdline", p.pid))
-                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains("__subagent"))
-            })
-        {
+        if let Some(child) = subagents_of(parent).into_iter().next() {
             return child.pid;
         }
         assert!(Instant::now() < deadline, "no subagent process appeared");

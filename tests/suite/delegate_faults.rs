@@ -65,6 +65,7 @@ struct Setup {
     default_timeout: Duration,
     max_steps: u32,
     concurrency: u32,
+    max_processes: u32,
 }
 
 impl Setup {
@@ -76,7 +77,13 @@ impl Setup {
             default_timeout: Duration::from_secs(30),
             max_steps: 10,
             concurrency: 4,
+            max_processes: fido::sandbox::limits::DEFAULT_MAX_PROCESSES,
         }
+    }
+
+    fn max_processes(mut self, max_processes: u32) -> Setup {
+        self.max_processes = max_processes;
+        self
     }
 
     fn concurrency(mut self, concurrency: u32) -> Setup {
@@ -150,6 +157,7 @@ impl Rig {
                 session_budget_tokens: None,
                 profiles: Arc::default(),
                 diff_bytes: fido::changes::DEFAULT_DIFF_CAP,
+                max_processes: setup.max_processes,
             },
             fido::provider::gateway::Gateway::new(Arc::new(provider), 4),
             ToolCatalog::standard(PlanFlavour::UpdatePlan),
@@ -941,5 +949,38 @@ async fn hostile_lifecycle_frames_reach_the_ui_sanitised_and_short() {
         );
     }
     assert!(phases[2].3.starts_with("src/main.rs"), "{phases:?}");
+    rig.assert_no_process_left().await;
+}
+
+/// A fork bomb in a subagent's command stops at `command_max_processes`,
+/// counted for the subagent and everything it starts together (the
+/// `pid_max` of the subagent's own PID namespace), also as root, whom
+/// `RLIMIT_NPROC` never binds; the subagent goes on and answers, and
+/// nothing is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_bomb_in_a_subagent_stops_at_its_process_limit() {
+    if let Err(reason) = fido::sandbox::limits::process_limit_support() {
+        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "{reason}");
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    // dash, not bash: bash retries a refused fork for seconds.
+    let bomb =
+        "sh -c 'n=0; while [ $n -lt 400 ]; do sleep 30 & n=$((n+1)); done; echo started $n' 2>&1";
+    let mut rig = Rig::start(Setup::new(Child::Real).max_processes(299).script(vec![
+        crate::common::turns::call("b1", "bash_exec", serde_json::json!({"command": bomb})),
+        Reply::sse(sse::text_turn(FINAL_JSON)),
+    ]))
+    .await;
+    let result = rig.delegate(None).await;
+    assert_eq!(result.status, DelegateStatus::Completed, "{result:#?}");
+    let requests = rig.server.model_requests();
+    assert_eq!(requests.len(), 2, "{result:#?}");
+    let told = requests[1].body().to_string();
+    assert!(
+        told.contains("fork") || told.contains("Resource temporarily unavailable"),
+        "400 processes started in a subagent limited to 299: {told}"
+    );
+    assert!(!told.contains("started 400"), "{told}");
     rig.assert_no_process_left().await;
 }

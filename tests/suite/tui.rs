@@ -331,13 +331,10 @@ fn the_subagent_bar_shows_a_live_subagent_and_esc_cancels_only_it() {
         .into_iter()
         .find(|p| p.comm == "fido")
         .expect("fido runs under the shell");
-    let subagent = processes(ProcessFilter::ChildrenOf(fido.pid))
+    let subagent = crate::common::process::subagents_of(fido.pid)
         .into_iter()
-        .find(|p| {
-            std::fs::read(format!("/proc/{}/cmdline", p.pid))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("__subagent"))
-        })
-        .expect("the subagent runs as a child of fido");
+        .next()
+        .expect("the subagent runs below fido");
     assert!(bar.contains(&format!("pid {}", subagent.pid)), "{bar}");
 
     tmux.keys(&["Escape"]);

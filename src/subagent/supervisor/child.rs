@@ -35,6 +35,12 @@ pub(super) struct ChildLink {
     pub(super) frames: mpsc::Receiver<Result<ChildFrame, IpcError>>,
     pub(super) writer: Writer,
     pub(super) exit: Option<ExitStatus>,
+    /// The subagent's own process, the socket's peer: the group's leader,
+    /// or, in a PID namespace of its own, PID 2 there (the leader is then
+    /// the keeper that holds the namespace).
+    process: u32,
+    /// `process`'s start time, read when it connected.
+    process_start: Option<u64>,
     /// The child's scratch `TMPDIR`, removed after the reap.
     scratch: Option<PrivateDir>,
 }
@@ -114,8 +120,9 @@ impl ChildLink {
         }
     }
 
+    /// The subagent's own process, as this process sees it.
     pub(super) fn pid(&self) -> u32 {
-        self.group.pid()
+        self.process
     }
 
     /// Exactly one connection, from the child itself; then the listener
@@ -160,7 +167,8 @@ impl ChildLink {
         };
         let pid = group.pid();
         let peer = stream.peer_creds().ok().and_then(|c| c.pid());
-        if peer != i32::try_from(pid).ok() {
+        let process = peer.filter(|peer| is_the_subagent(*peer, pid));
+        let Some(process) = process.and_then(|p| u32::try_from(p).ok()) else {
             let _ = group.terminate(TERM_GRACE).await;
             return Err(Ending::failed(
                 DelegateErrorCode::ProtocolError,
@@ -168,13 +176,15 @@ impl ChildLink {
                     "a process other than the subagent (pid {peer:?}, expected {pid}) connected to its socket; refused"
                 ),
             ));
-        }
+        };
         let stream = Arc::new(stream);
         Ok(ChildLink {
             group,
             frames: spawn_reader(stream.clone()),
             writer: spawn_writer(stream),
             exit: None,
+            process,
+            process_start: crate::procfs::start_time(process as i32),
             scratch: Some(scratch),
         })
     }
@@ -303,9 +313,17 @@ impl ChildLink {
             // Read while the child lives: as their subreaper it is the
             // parent of its commands' orphans, which its group kill would
             // miss.
+            // In a namespace of its own, all it started ends with the
+            // namespace, and the keeper's deafness to SIGTERM says nothing.
+            let (process, namespaced) = (self.process, self.in_own_namespace());
             let (left, deaf) = tokio::task::spawn_blocking(move || {
-                let deaf = ignores_signal(root.unsigned_abs(), Signal::SIGTERM);
-                (sweep::descendants(root), deaf)
+                let deaf = ignores_signal(process, Signal::SIGTERM);
+                let left = if namespaced {
+                    Vec::new()
+                } else {
+                    sweep::descendants(root)
+                };
+                (left, deaf)
             })
             .await
             .unwrap_or_default();
@@ -324,8 +342,42 @@ impl ChildLink {
             left
         };
         kill_left_behind(root, left).await;
+        self.wait_for_the_namespace_to_end().await;
         if let Some(scratch) = self.scratch.take() {
             let _ = tokio::task::spawn_blocking(move || scratch.remove()).await;
+        }
+    }
+}
+
+impl ChildLink {
+    /// Whether the subagent runs in a PID namespace of its own, below the
+    /// group's leader that keeps it.
+    fn in_own_namespace(&self) -> bool {
+        self.process != self.group.pid()
+    }
+
+    /// Once the keeper is reaped, the kernel is still ending the namespace
+    /// it kept (its init, killed with it, reaps every process there
+    /// first): waits, at most `NAMESPACE_END`, until the subagent's own
+    /// process is gone too, so that "ended" means no process of it is
+    /// left.
+    async fn wait_for_the_namespace_to_end(&self) {
+        let Some(start) = self.process_start.filter(|_| self.in_own_namespace()) else {
+            return;
+        };
+        let pid = self.process as i32;
+        let ended = tokio::task::spawn_blocking(move || {
+            let deadline = std::time::Instant::now() + NAMESPACE_END;
+            while crate::procfs::is_running(pid, start) {
+                if std::time::Instant::now() >= deadline {
+                    return false;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            true
+        });
+        if !ended.await.unwrap_or(false) {
+            warn!(pid, "the subagent's namespace has not ended yet");
         }
     }
 }
@@ -417,6 +469,7 @@ impl Spawned {
                 )
             })?;
         let mut command = child_command(settings, &socket_name, job, scratch.path());
+        crate::sandbox::subagent_ns::contain_subagent(&mut command, settings.max_processes);
         let mut group = ProcessGroup::spawn(&mut command).map_err(|e| {
             Ending::failed(
                 DelegateErrorCode::SpawnFailed,
@@ -440,6 +493,18 @@ impl Spawned {
             process_limit,
         })
     }
+}
+
+/// Whether the socket's peer is the subagent spawned as `pid`: that
+/// process, or, where it runs as PID 2 of a namespace of its own, the one
+/// child of the namespace's init, whose parent is `pid` (two small reads
+/// of `/proc`). A process the subagent forked is neither.
+fn is_the_subagent(peer: i32, pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    let parent = |child: i32| crate::procfs::stat(child).map(|(parent, _)| parent);
+    peer == pid || parent(peer).and_then(parent) == Some(pid)
 }
 
 /// The listener of the child's socket (abstract namespace, random name).
