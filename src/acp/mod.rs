@@ -58,6 +58,9 @@ struct Server {
     /// The client advertised `fs.readTextFile`: `read_file` reads its
     /// buffers.
     read_client_files: AtomicBool,
+    /// The client advertised `fs.writeTextFile`: `patch` edits its
+    /// buffers.
+    write_client_files: AtomicBool,
 }
 
 impl Server {
@@ -97,6 +100,7 @@ pub async fn serve(overrides: Overrides, pipes: ProtocolPipes) -> Result<(), Str
         sessions: Mutex::new(HashMap::new()),
         subagent_sessions: AtomicBool::new(false),
         read_client_files: AtomicBool::new(false),
+        write_client_files: AtomicBool::new(false),
     });
     let transport = ByteStreams::new(
         tokio::fs::File::from_std(pipes.output).compat_write(),
@@ -155,8 +159,11 @@ fn agent(
             async move |request: InitializeRequest, responder, _cx| {
                 let subagents = request.client_capabilities.subagents.is_some();
                 init.subagent_sessions.store(subagents, Ordering::Relaxed);
-                let reads = request.client_capabilities.fs.read_text_file;
-                init.read_client_files.store(reads, Ordering::Relaxed);
+                let fs = &request.client_capabilities.fs;
+                init.read_client_files
+                    .store(fs.read_text_file, Ordering::Relaxed);
+                init.write_client_files
+                    .store(fs.write_text_file, Ordering::Relaxed);
                 responder.respond(initialize())
             },
             agent_client_protocol::on_receive_request!(),
@@ -415,10 +422,12 @@ async fn start_session(
         ));
     }
     let resuming = start.resume.is_some();
-    let files = server
-        .read_client_files
-        .load(Ordering::Relaxed)
-        .then(|| Arc::new(fs::ClientFiles::new(client.clone())));
+    let files = fs::ClientFiles::offered(
+        client.clone(),
+        server.read_client_files.load(Ordering::Relaxed),
+        server.write_client_files.load(Ordering::Relaxed),
+    )
+    .map(Arc::new);
     let editor = files.clone().map(|files| files as _);
     let (engine, events) = Engine::start(&server.overrides, start, editor)
         .await

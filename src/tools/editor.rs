@@ -1,8 +1,9 @@
 //! The editor a session runs in, when it holds the truth about the
 //! workspace's files: an ACP client that advertised `fs.readTextFile`
-//! (README "Use Fido in your editor"). Its unsaved buffers are what the
-//! person sees, so `read_file` reads through it, after Fido's own checks
-//! (the path inside the workspace, symlinks confined, a regular file)
+//! or `fs.writeTextFile` (README "Use Fido in your editor"). Its unsaved
+//! buffers are what the person sees, so `read_file` reads through it and
+//! `patch` edits through it, after Fido's own checks (the path inside the
+//! workspace, symlinks confined, a regular file, not a protected path)
 //! passed on the disk.
 
 use std::future::Future;
@@ -10,10 +11,29 @@ use std::path::Path;
 use std::pin::Pin;
 
 pub type EditorRead<'a> = Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>>;
+pub type EditorWrite<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
 
 pub trait EditorFiles: Send + Sync {
+    /// Whether the editor gives its text of a file (`read_text`).
+    fn reads(&self) -> bool {
+        true
+    }
+
+    /// Whether the editor takes a file's new text (`write_text`).
+    fn writes(&self) -> bool {
+        false
+    }
+
     /// The text of the file at `path` (absolute, inside the workspace) as
     /// the editor has it, unsaved changes included; `Err` says why not,
     /// and the tool reads the disk instead.
     fn read_text<'a>(&'a self, path: &'a Path) -> EditorRead<'a>;
+
+    /// Gives the editor `text` as the new content of the existing file at
+    /// `path` (absolute, inside the workspace); `Err` says why not, and
+    /// the tool writes the disk instead.
+    fn write_text<'a>(&'a self, path: &'a Path, text: &'a str) -> EditorWrite<'a> {
+        let _ = (path, text);
+        Box::pin(async { Err("this editor does not write files".to_string()) })
+    }
 }

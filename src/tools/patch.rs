@@ -3,7 +3,9 @@
 //! Invariants: all or nothing (edits are applied in memory, the file is
 //! replaced atomically with a temp file and a rename, keeping its
 //! permissions); the undo entry is journalled before the file changes, and
-//! if that fails the file is not touched; only UTF-8 text is edited.
+//! if that fails the file is not touched; only UTF-8 text is edited. In an
+//! editor that writes files, an existing file's text comes from and goes to
+//! the editor (`through_editor`).
 
 use std::borrow::Cow;
 use std::os::fd::AsFd;
@@ -19,6 +21,9 @@ use crate::workspace::beneath::{self, Kind};
 use crate::workspace::{FinalLink, Place, is_missing};
 
 mod fuzzy;
+mod through_editor;
+
+use through_editor::Through;
 
 /// Largest file `patch` reads or replaces.
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
@@ -66,17 +71,25 @@ impl TypedTool for Patch {
         Box::pin(async move {
             let env = call.env;
             let files = FileEnv::of(env);
+            let through = match env.editor.clone().filter(|editor| editor.writes()) {
+                Some(editor) => Through::editor(editor, &files, &args.path).await,
+                None => Through::disk(),
+            };
             // The diff is read and built only when someone will see it,
             // and like all file work off the runtime's workers.
-            let (diff, args) = match guard::file_change_gate(&env.approvals.settings()) {
+            let (diff, args, through) = match guard::file_change_gate(&env.approvals.settings()) {
                 guard::Gate::Ask => {
                     let reader = files.clone();
-                    match off_runtime(Self::NAME, move || (preview(&reader, &args), args)).await {
+                    let previewing = move || {
+                        let diff = preview(&reader, &args, through.buffer());
+                        (diff, args, through)
+                    };
+                    match off_runtime(Self::NAME, previewing).await {
                         Ok(done) => done,
                         Err(failed) => return failed,
                     }
                 }
-                guard::Gate::Allow | guard::Gate::Deny(_) => (String::new(), args),
+                guard::Gate::Allow | guard::Gate::Deny(_) => (String::new(), args, through),
             };
             if let Err(refusal) = env
                 .approvals
@@ -85,14 +98,14 @@ impl TypedTool for Patch {
             {
                 return refusal.into_output();
             }
-            off_runtime(Self::NAME, move || change(&files, args))
+            off_runtime(Self::NAME, move || change(&files, args, &through))
                 .await
                 .unwrap_or_else(|failed| failed)
         })
     }
 }
 
-fn change(files: &FileEnv, args: Args) -> ToolOutput {
+fn change(files: &FileEnv, args: Args, through: &Through) -> ToolOutput {
     match (args.edits, args.content) {
         (Some(_), Some(_)) => {
             ToolOutput::error("pass either `edits` or `content`, not both; nothing was changed")
@@ -100,14 +113,15 @@ fn change(files: &FileEnv, args: Args) -> ToolOutput {
         (None, None) => ToolOutput::error(
             "pass `edits` (replacements in an existing file) or `content` (the whole file); nothing was changed",
         ),
-        (Some(edits), None) => edit_file(files, &args.path, &edits),
-        (None, Some(content)) => write_file(files, &args.path, &content),
+        (Some(edits), None) => edit_file(files, &args.path, &edits, through),
+        (None, Some(content)) => write_file(files, &args.path, &content, through),
     }
 }
 
-/// The unified diff the patch would make, for the approval prompt; a
-/// sentence instead when it would not apply.
-fn preview(files: &FileEnv, args: &Args) -> String {
+/// The unified diff the patch would make to the file (or to `buffer`,
+/// the editor's text of it), for the approval prompt; a sentence instead
+/// when it would not apply.
+fn preview(files: &FileEnv, args: &Args, buffer: Option<&str>) -> String {
     let place = match files.workspace.locate(&args.path, FinalLink::Follow) {
         Ok(place) => place,
         Err(err) => return format!("(will fail: {err})"),
@@ -117,6 +131,7 @@ fn preview(files: &FileEnv, args: &Args) -> String {
         Ok(None) => None,
         Err(refusal) => return format!("(will fail: {})", refusal.content),
     };
+    let before = before.map(|disk| buffer.map_or(disk, str::to_owned));
     let after = match (&args.edits, &args.content) {
         (Some(edits), None) => match before
             .as_deref()
@@ -177,7 +192,7 @@ fn read_text(place: &Place) -> Result<Option<(Vec<u8>, u32)>, ToolOutput> {
     }
 }
 
-fn edit_file(files: &FileEnv, path: &str, edits: &[Edit]) -> ToolOutput {
+fn edit_file(files: &FileEnv, path: &str, edits: &[Edit], through: &Through) -> ToolOutput {
     if edits.is_empty() {
         return ToolOutput::error("`edits` is empty; give at least one {old_text, new_text}");
     }
@@ -195,6 +210,7 @@ fn edit_file(files: &FileEnv, path: &str, edits: &[Edit]) -> ToolOutput {
         }
         Err(refusal) => return refusal,
     };
+    let bytes = through.base(bytes);
     let Some(text) = as_text(&bytes) else {
         return ToolOutput::error(format!(
             "`{shown}` is not UTF-8 text ({} bytes, binary or another encoding); patch edits only text files",
@@ -212,7 +228,8 @@ fn edit_file(files: &FileEnv, path: &str, edits: &[Edit]) -> ToolOutput {
         ))
         .with_facts(changed(FileAction::Unchanged));
     }
-    if let Err(message) = replace(files, &place, bytes.clone(), applied.text.as_bytes(), mode) {
+    let after = applied.text.as_bytes();
+    if let Err(message) = replace(files, &place, bytes.clone(), after, mode, through) {
         return ToolOutput::error(message);
     }
     let count = edits.len();
@@ -245,14 +262,16 @@ fn file_facts(place: &Place, action: FileAction) -> ToolFacts {
     }
 }
 
-/// Journals the old bytes, then replaces the file's content through the
-/// handle of its folder (temp file, fsync, rename in that folder).
+/// Journals the old bytes, then gives the new text to the editor, or
+/// replaces the file's content through the handle of its folder (temp
+/// file, fsync, rename in that folder).
 fn replace(
     files: &FileEnv,
     place: &Place,
     before: Vec<u8>,
     after: &[u8],
     mode: u32,
+    through: &Through,
 ) -> Result<(), String> {
     let shown = &place.shown;
     let Some(entry) = place.entry() else {
@@ -266,6 +285,9 @@ fn replace(
             "could not record the undo entry ({err}), so `{shown}` was not changed"
         ));
     }
+    if through.give_to_editor(place, after) {
+        return Ok(());
+    }
     if let Err(err) = write_atomic_at(entry.dir, entry.name, after, Some(mode)) {
         let _ = files.undo.discard_last();
         return Err(format!(
@@ -275,7 +297,7 @@ fn replace(
     Ok(())
 }
 
-fn write_file(files: &FileEnv, path: &str, content: &str) -> ToolOutput {
+fn write_file(files: &FileEnv, path: &str, content: &str, through: &Through) -> ToolOutput {
     let place = match files.workspace.locate_for_change(path, FinalLink::Follow) {
         Ok(place) => place,
         Err(err) => return ToolOutput::error(err.to_string()),
@@ -293,8 +315,10 @@ fn write_file(files: &FileEnv, path: &str, content: &str) -> ToolOutput {
                     before.len()
                 ));
             }
+            let before = through.base(before);
             let old_lines = String::from_utf8_lossy(&before).lines().count();
-            if let Err(message) = replace(files, &place, before, content.as_bytes(), mode) {
+            if let Err(message) = replace(files, &place, before, content.as_bytes(), mode, through)
+            {
                 return ToolOutput::error(message);
             }
             ToolOutput::ok(format!(
@@ -595,6 +619,65 @@ mod tests {
         let facts = out.facts.as_deref().expect("a change reports facts");
         assert_eq!((&facts.command, &facts.truncation), (&None, &None));
         facts.file.clone().expect("a file change")
+    }
+
+    /// An editor with a buffer of `a.txt` that takes writes (`takes`) or
+    /// refuses them; what it was given.
+    struct Buffers {
+        takes: bool,
+        given: std::sync::Mutex<Vec<String>>,
+    }
+
+    impl crate::tools::editor::EditorFiles for Buffers {
+        fn writes(&self) -> bool {
+            true
+        }
+
+        fn read_text<'a>(&'a self, _: &'a std::path::Path) -> crate::tools::editor::EditorRead<'a> {
+            Box::pin(async { Ok("unsaved\n".to_string()) })
+        }
+
+        fn write_text<'a>(
+            &'a self,
+            _: &'a std::path::Path,
+            text: &'a str,
+        ) -> crate::tools::editor::EditorWrite<'a> {
+            self.given.lock().unwrap().push(text.to_string());
+            let takes = self.takes;
+            Box::pin(async move {
+                if takes {
+                    Ok(())
+                } else {
+                    Err("read-only buffer".into())
+                }
+            })
+        }
+    }
+
+    /// Through an editor that writes, the edit applies to its buffer and
+    /// goes to it, the disk is left alone, and undo puts the buffer's old
+    /// text back; an editor that refuses the write leaves it to the disk.
+    #[tokio::test]
+    async fn an_edit_goes_to_an_editor_that_writes_and_to_the_disk_when_it_refuses() {
+        for takes in [true, false] {
+            let (dir, mut env) = setup();
+            fs::write(dir.path().join("a.txt"), "on disk\n").unwrap();
+            let editor = std::sync::Arc::new(Buffers {
+                takes,
+                given: std::sync::Mutex::default(),
+            });
+            env.editor = Some(editor.clone());
+            let edit =
+                json!({"path": "a.txt", "edits": [{"old_text": "unsaved", "new_text": "edited"}]});
+            let out = call(&Patch, &env, edit).await;
+            assert!(out.ok, "{}", out.content);
+            assert_eq!(*editor.given.lock().unwrap(), vec!["edited\n".to_string()]);
+            let disk = fs::read_to_string(dir.path().join("a.txt")).unwrap();
+            assert_eq!(disk, if takes { "on disk\n" } else { "edited\n" });
+            env.undo.undo_last(&env.workspace).unwrap().unwrap();
+            let undone = fs::read_to_string(dir.path().join("a.txt")).unwrap();
+            assert_eq!(undone, "unsaved\n", "takes: {takes}");
+        }
     }
 
     /// Edits that leave the text as it was are reported as such, and a

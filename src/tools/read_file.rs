@@ -71,7 +71,7 @@ impl TypedTool for ReadFile {
                 limit,
                 max_bytes: call.env.limits.read_max_bytes,
             };
-            if let Some(editor) = call.env.editor.clone() {
+            if let Some(editor) = call.env.editor.clone().filter(|editor| editor.reads()) {
                 return read_in_editor(editor.as_ref(), workspace, args.path, window, &call).await;
             }
             let cancel = call.cancel.clone();

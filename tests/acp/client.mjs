@@ -20,6 +20,9 @@
 // With `buffers` ({path relative to cwd: text}) the client advertises
 // fs.readTextFile and answers fs/read_text_file with that text (an
 // editor's unsaved buffer), or an error for a file it has no buffer of.
+// With `writes` the client also advertises fs.writeTextFile and answers
+// fs/write_text_file by keeping the text as that file's buffer (the disk
+// is left alone, as an editor's unsaved buffer would be).
 // With `subagents` the client advertises the (unstable) subagents
 // capability, uses the SDK's unstable schemas, and, when `subagents` is
 // "cancel", sends session/cancel on a child session once the child's
@@ -75,6 +78,9 @@ function checkFrame(line, sent) {
     if (!r.success) fail(r.error);
   } else if (frame.method === "fs/read_text_file") {
     const r = zod.zReadTextFileRequest.safeParse(frame.params);
+    if (!r.success) fail(r.error);
+  } else if (frame.method === "fs/write_text_file") {
+    const r = zod.zWriteTextFileRequest.safeParse(frame.params);
     if (!r.success) fail(r.error);
   } else if (frame.method === "$/cancel_request") {
     const r = zod.zCancelRequestNotification.safeParse(frame.params);
@@ -163,6 +169,12 @@ function clientApp(state) {
       const text = (scenario.buffers ?? {})[relative];
       if (text === undefined) throw new Error(`no buffer of ${params.path}`);
       return { content: text };
+    })
+    .onRequest(acp.methods.client.fs.writeTextFile, async ({ params }) => {
+      log({ type: "write", params });
+      const relative = path.relative(scenario.cwd, params.path);
+      scenario.buffers = { ...(scenario.buffers ?? {}), [relative]: params.content };
+      return {};
     });
 }
 
@@ -184,7 +196,9 @@ async function runSteps(steps, state) {
       protocolVersion: acp.PROTOCOL_VERSION,
       clientCapabilities: {
         ...(unstable ? { subagents: {} } : {}),
-        ...(scenario.buffers ? { fs: { readTextFile: true } } : {}),
+        ...(scenario.buffers || scenario.writes
+          ? { fs: { readTextFile: !!scenario.buffers, writeTextFile: !!scenario.writes } }
+          : {}),
       },
     });
     while (steps.length > 0) {

@@ -754,6 +754,84 @@ fn a_read_returns_the_clients_buffer_not_the_disk() {
     );
 }
 
+/// A client that writes files is given every edit of an existing file:
+/// `patch` applies the edits to the editor's buffer (its unsaved text,
+/// not the disk's), sends the new text with `fs/write_text_file`, and
+/// keeps the buffer's old text in the undo log; a file the editor has no
+/// buffer of is edited from the disk and still written through it; a new
+/// file is created on the disk; a path Fido refuses is never sent.
+#[test]
+fn an_edit_goes_through_the_clients_buffer_and_lands_in_the_undo_log() {
+    let Some(modules) =
+        node_modules("an_edit_goes_through_the_clients_buffer_and_lands_in_the_undo_log")
+    else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "on disk one\non disk two\n").unwrap();
+    std::fs::write(ws.path().join("b.txt"), "b one\n").unwrap();
+    let server = FakeServer::start(vec![
+        patch_call("p1", "a.txt", "unsaved two", "edited two"),
+        patch_call("p2", "b.txt", "b one", "b edited"),
+        call(
+            "p3",
+            "patch",
+            json!({"path": "c.txt", "content": "new file\n"}),
+        ),
+        patch_call("p4", "../outside.txt", "x", "y"),
+        Reply::sse(sse::text_turn("Edited.")),
+    ]);
+    let report = run_client(
+        &modules,
+        ws.path(),
+        &server,
+        json!({
+            "buffers": {"a.txt": "unsaved one\nunsaved two\n"},
+            "writes": true,
+            "steps": [{"do": "new"}, {"do": "prompt", "text": "edit them"}],
+        }),
+    );
+    let root = ws.path().canonicalize().unwrap();
+    let written: Vec<_> = events(&report, "write")
+        .iter()
+        .map(|e| (e["params"]["path"].clone(), e["params"]["content"].clone()))
+        .collect();
+    assert_eq!(
+        written,
+        vec![
+            (
+                json!(root.join("a.txt")),
+                json!("unsaved one\nedited two\n")
+            ),
+            (json!(root.join("b.txt")), json!("b edited\n")),
+        ],
+        "{report:#}"
+    );
+    let disk = |name: &str| std::fs::read_to_string(ws.path().join(name)).ok();
+    assert_eq!(disk("a.txt").as_deref(), Some("on disk one\non disk two\n"));
+    assert_eq!(disk("c.txt").as_deref(), Some("new file\n"));
+    let results = server.model_requests()[4].body().to_string();
+    assert!(results.contains("Edited a.txt"), "{results}");
+    assert!(results.contains("outside"), "{results}");
+    // Undo, newest first: the new file goes, then each edit is undone to
+    // the text it was made on, the buffer's for `a.txt`.
+    for _ in 0..3 {
+        let undo = fido_cmd()
+            .arg("undo")
+            .arg("-C")
+            .arg(ws.path())
+            .output()
+            .unwrap();
+        assert!(
+            undo.status.success(),
+            "{}",
+            String::from_utf8_lossy(&undo.stderr)
+        );
+    }
+    assert_eq!(disk("c.txt"), None);
+    assert_eq!(disk("a.txt").as_deref(), Some("unsaved one\nunsaved two\n"));
+}
+
 /// The model is a session config option: a select of what the server
 /// lists, with the session's model first. Picking another switches the
 /// model from the next request on; a model the select does not offer and
