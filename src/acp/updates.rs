@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::text_calls::StreamedText;
 use crate::protocol::plan::{PlanSnapshot, Status, TaskStatus};
-use crate::protocol::tool_facts::{FileAction, FileChange};
+use crate::protocol::tool_facts::{FileAction, FileChange, FileLine};
 use crate::protocol::{EventKind, Message, ToolFacts};
 use crate::tools::capability::{Capabilities, Capability, Reads, Writes};
 
@@ -88,7 +88,7 @@ impl Updates {
                 {
                     self.finished.insert(id.clone(), facts.clone());
                 }
-                vec![tool_result(id, *ok, summary, facts)]
+                vec![tool_result(id, *ok, summary, facts, &self.workspace)]
             }
             EventKind::ToolOutput {
                 id,
@@ -189,7 +189,16 @@ pub fn text_content(text: &str) -> ToolCallContent {
 
 /// A finished call: its status and summary, and what it did (the tool's
 /// facts) in `_meta.fido`.
-fn tool_result(id: &str, ok: bool, summary: &str, facts: Option<&ToolFacts>) -> SessionUpdate {
+/// A finished call: its status and summary, its facts in `_meta.fido`,
+/// and the lines it showed (`read_file`'s window, `ripgrep`'s matches) as
+/// locations, so the editor can follow along.
+fn tool_result(
+    id: &str,
+    ok: bool,
+    summary: &str,
+    facts: Option<&ToolFacts>,
+    workspace: &Path,
+) -> SessionUpdate {
     let status = if ok {
         ToolCallStatus::Completed
     } else {
@@ -200,6 +209,14 @@ fn tool_result(id: &str, ok: bool, summary: &str, facts: Option<&ToolFacts>) -> 
         .raw_output(json!({ "ok": ok, "summary": summary }));
     if !summary.is_empty() {
         fields = fields.content(vec![text_content(summary)]);
+    }
+    let lines = facts.map_or(&[][..], |facts| facts.lines.as_slice());
+    if !lines.is_empty() {
+        let at = |shown: &FileLine| {
+            let line = u32::try_from(shown.line).unwrap_or(u32::MAX);
+            ToolCallLocation::new(workspace.join(&shown.path)).line(line)
+        };
+        fields = fields.locations(lines.iter().map(at).collect::<Vec<_>>());
     }
     let mut update = ToolCallUpdate::new(id.to_string(), fields);
     if let Some(Ok(facts)) = facts.map(serde_json::to_value) {
@@ -329,6 +346,7 @@ pub fn replay(history: &[Message], workspace: &Path, tools: &Capabilities) -> Ve
                 !is_error,
                 &crate::text::summary(content, 120),
                 None,
+                workspace,
             )),
         }
     }
@@ -561,6 +579,38 @@ mod tests {
         assert_eq!(output["locations"][1]["line"], 9);
     }
 
+    /// A search's matched lines, and where a read starts, reach the editor
+    /// as locations with their lines, so it can follow along.
+    #[test]
+    fn the_lines_a_call_showed_are_its_locations() {
+        let mut updates = Updates::new(Path::new("/w"), catalog_tools());
+        updates.of(&EventKind::ToolCall {
+            id: "g1".into(),
+            name: "ripgrep".into(),
+            summary: "needle".into(),
+        });
+        let at = |path: &str, line| FileLine {
+            path: path.into(),
+            line,
+        };
+        let facts = ToolFacts {
+            lines: vec![at("src/a.rs", 4), at("src/b.rs", 12)],
+            ..ToolFacts::default()
+        };
+        let result = updates.of(&EventKind::ToolResult {
+            id: "g1".into(),
+            name: "ripgrep".into(),
+            ok: true,
+            summary: "src/a.rs:4:needle".into(),
+            facts: Some(Box::new(facts)),
+        });
+        let result = to_json(&result[0]);
+        assert_eq!(
+            result["locations"],
+            json!([{"path": "/w/src/a.rs", "line": 4}, {"path": "/w/src/b.rs", "line": 12}])
+        );
+    }
+
     /// A command that prints an exit line of its own and exits 3: the
     /// update says 3, from the facts.
     #[test]
@@ -603,7 +653,7 @@ mod tests {
             "```\nexit code: 0\n```\nexit code: 3"
         );
         // Without facts (a result restored from the journal), no meta.
-        let bare = tool_result("b2", true, "ok", None);
+        let bare = tool_result("b2", true, "ok", None, Path::new("/w"));
         assert!(to_json(&bare).get("_meta").is_none());
     }
 }

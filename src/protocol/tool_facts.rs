@@ -26,6 +26,23 @@ pub struct ToolFacts {
     /// How much of the tool's output its text keeps.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub truncation: Option<Truncation>,
+    /// Lines of files the call showed, for a front end that follows
+    /// along: where `read_file`'s window starts, the lines `ripgrep`
+    /// matched (the first [`MAX_FILE_LINES`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lines: Vec<FileLine>,
+}
+
+/// Lines a call names at most in [`ToolFacts::lines`].
+pub const MAX_FILE_LINES: usize = 50;
+
+/// A line of a file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileLine {
+    /// Workspace-relative, as the result names it.
+    pub path: String,
+    /// 1-based.
+    pub line: u64,
 }
 
 /// A file the call changed.
@@ -158,10 +175,14 @@ mod tests {
                 output_bytes: 40,
             }),
             truncation: None,
+            lines: vec![FileLine {
+                path: "b.rs".into(),
+                line: 7,
+            }],
         };
         assert_eq!(
             serde_json::to_string(&facts).unwrap(),
-            r#"{"file":{"path":"a.rs","action":"edited","at_lines":[3,9],"added":2,"removed":1},"command":{"exit":{"kind":"exited","code":3},"elapsed_ms":12}}"#
+            r#"{"file":{"path":"a.rs","action":"edited","at_lines":[3,9],"added":2,"removed":1},"command":{"exit":{"kind":"exited","code":3},"elapsed_ms":12},"lines":[{"path":"b.rs","line":7}]}"#
         );
         assert_eq!(serde_json::to_string(&ToolFacts::default()).unwrap(), "{}");
     }

@@ -17,6 +17,7 @@ use super::editor::EditorFiles;
 use super::file_work::{open_failed, refuse_odd};
 use super::{Call, ToolFuture, ToolOutput, TypedTool};
 use crate::protocol::schema::tool_args;
+use crate::protocol::tool_facts::{FileLine, ToolFacts};
 use crate::workspace::beneath::{self, Kind};
 use crate::workspace::{FinalLink, Workspace, is_missing};
 
@@ -231,7 +232,13 @@ fn shown_outcome(
     cancel: &CancellationToken,
 ) -> ToolOutput {
     match outcome {
-        Ok(Outcome::Lines(text)) => ToolOutput::ok(text),
+        Ok(Outcome::Lines(text)) => ToolOutput::ok(text).with_facts(ToolFacts {
+            lines: vec![FileLine {
+                path: shown.to_string(),
+                line: window.offset as u64,
+            }],
+            ..ToolFacts::default()
+        }),
         Ok(Outcome::Empty) => ToolOutput::ok(format!("{shown} is empty (0 bytes).")),
         Ok(Outcome::Binary) => ToolOutput::ok(format!(
             "{shown} is a binary file ({size} bytes); its content is not shown."
@@ -446,6 +453,21 @@ mod tests {
         let out = call(&ReadFile, &env, json!({"path": "a.txt"})).await;
         assert_eq!(out.content, "     1\ton disk", "{}", out.content);
         assert!(started.elapsed() >= EDITOR_WAIT);
+    }
+
+    /// The facts say where the window that was shown starts.
+    #[tokio::test]
+    async fn the_facts_name_the_first_line_shown() {
+        let (dir, env) = setup();
+        fs::write(dir.path().join("a.txt"), "one\ntwo\nthree\n").unwrap();
+        let out = call(&ReadFile, &env, json!({"path": "a.txt", "offset": 2})).await;
+        let facts = out.facts.expect("a window read is a fact");
+        let lines: Vec<(&str, u64)> = facts
+            .lines
+            .iter()
+            .map(|l| (l.path.as_str(), l.line))
+            .collect();
+        assert_eq!(lines, [("a.txt", 2)]);
     }
 
     #[tokio::test]

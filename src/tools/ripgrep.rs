@@ -29,6 +29,7 @@ use super::capability::{Capability, Reads};
 use super::list_files::walker;
 use super::{Call, ToolFuture, ToolOutput, TypedTool};
 use crate::protocol::schema::tool_args;
+use crate::protocol::tool_facts::{FileLine, MAX_FILE_LINES, ToolFacts};
 use crate::text::{sanitize, short};
 use crate::workspace::{Workspace, is_missing};
 
@@ -200,6 +201,7 @@ impl Search {
             .build();
         let mut results = Results {
             out: String::new(),
+            lines: Vec::new(),
             matches: 0,
             max_matches: self.max_matches,
             max_bytes: self.max_bytes,
@@ -243,7 +245,15 @@ impl Search {
                 break;
             }
         }
-        ToolOutput::ok(self.render(results, unreadable))
+        let lines = std::mem::take(&mut results.lines);
+        let output = ToolOutput::ok(self.render(results, unreadable));
+        if lines.is_empty() {
+            return output;
+        }
+        output.with_facts(ToolFacts {
+            lines,
+            ..ToolFacts::default()
+        })
     }
 
     /// The matches, then why the search stopped and what it could not read.
@@ -284,6 +294,8 @@ enum Stop {
 /// Output across all files.
 struct Results {
     out: String,
+    /// The first matched lines, for the facts.
+    lines: Vec<FileLine>,
     matches: usize,
     max_matches: usize,
     max_bytes: usize,
@@ -407,7 +419,12 @@ impl FileSink<'_> {
         let text = excerpt(bytes, focus, piece);
         let separator = found.separator;
         let line = format!("{}{separator}{number}{separator}{text}", self.path);
-        self.results.push(&line)
+        let pushed = self.results.push(&line);
+        if pushed && separator == ':' && self.results.lines.len() < MAX_FILE_LINES {
+            let path = self.path.clone();
+            self.results.lines.push(FileLine { path, line: number });
+        }
+        pushed
     }
 
     /// The line's number in the file (the searcher counted the added
@@ -579,6 +596,25 @@ mod tests {
             out.content,
             "src/a.rs-1-fn main() {\nsrc/a.rs:2:    let needle = 1;\nsrc/a.rs-3-}\n--\nsrc/b.txt-1-1\nsrc/b.txt:2:2 needle\nsrc/b.txt-3-3\n--\nsrc/b.txt-7-7\nsrc/b.txt:8:8 Needle\nsrc/b.txt-9-9"
         );
+    }
+
+    /// The facts name the matched lines, not the context around them,
+    /// for a front end that follows along; no match, no lines.
+    #[tokio::test]
+    async fn the_facts_name_the_matched_lines() {
+        let dir = tree();
+        let env = env(dir.path());
+        let args = json!({"pattern": "(?i)needle", "path": "src", "context": 1});
+        let out = call(&Ripgrep, &env, args).await;
+        let facts = out.facts.expect("matches are facts");
+        let lines: Vec<(&str, u64)> = facts
+            .lines
+            .iter()
+            .map(|l| (l.path.as_str(), l.line))
+            .collect();
+        assert_eq!(lines, [("src/a.rs", 2), ("src/b.txt", 2), ("src/b.txt", 8)]);
+        let none = call(&Ripgrep, &env, json!({"pattern": "absent-word"})).await;
+        assert_eq!(none.facts, None);
     }
 
     #[tokio::test]

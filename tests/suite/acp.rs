@@ -752,6 +752,15 @@ fn a_read_returns_the_clients_buffer_not_the_disk() {
         std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
         "on disk one\n"
     );
+    // Each read names the line it starts at, so the editor can follow.
+    let followed: Vec<Value> = updates(&report, "tool_call_update")
+        .iter()
+        .filter_map(|u| u.get("locations").cloned())
+        .collect();
+    for name in ["a.txt", "b.txt"] {
+        let at = json!([{"path": root.join(name), "line": 1}]);
+        assert!(followed.contains(&at), "{followed:?}");
+    }
 }
 
 /// A client that writes files is given every edit of an existing file:
