@@ -461,13 +461,8 @@ mod tests {
         let (dir, env) = setup();
         fs::write(dir.path().join("a.txt"), "one\ntwo\nthree\n").unwrap();
         let out = call(&ReadFile, &env, json!({"path": "a.txt", "offset": 2})).await;
-        let facts = out.facts.expect("a window read is a fact");
-        let lines: Vec<(&str, u64)> = facts
-            .lines
-            .iter()
-            .map(|l| (l.path.as_str(), l.line))
-            .collect();
-        assert_eq!(lines, [("a.txt", 2)]);
+        let shown = crate::tools::testing::lines_shown(&out);
+        assert_eq!(shown, [("a.txt".to_string(), 2)]);
     }
 
     #[tokio::test]

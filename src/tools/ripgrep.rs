@@ -606,13 +606,12 @@ mod tests {
         let env = env(dir.path());
         let args = json!({"pattern": "(?i)needle", "path": "src", "context": 1});
         let out = call(&Ripgrep, &env, args).await;
-        let facts = out.facts.expect("matches are facts");
-        let lines: Vec<(&str, u64)> = facts
-            .lines
-            .iter()
-            .map(|l| (l.path.as_str(), l.line))
-            .collect();
-        assert_eq!(lines, [("src/a.rs", 2), ("src/b.txt", 2), ("src/b.txt", 8)]);
+        let shown = crate::tools::testing::lines_shown(&out);
+        let at = |path: &str, line| (path.to_string(), line);
+        assert_eq!(
+            shown,
+            [at("src/a.rs", 2), at("src/b.txt", 2), at("src/b.txt", 8)]
+        );
         let none = call(&Ripgrep, &env, json!({"pattern": "absent-word"})).await;
         assert_eq!(none.facts, None);
     }

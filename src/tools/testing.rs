@@ -11,6 +11,19 @@ use crate::store::undo::UndoLog;
 use crate::tools::{Call, Invocation, InvocationContext, Tool, ToolEnv, ToolLimits, ToolOutput};
 use crate::workspace::{DEFAULT_PLAN_FILE, Workspace};
 
+/// The file lines a call's facts name, as `(path, line)`; none without
+/// facts.
+pub(crate) fn lines_shown(out: &ToolOutput) -> Vec<(String, u64)> {
+    let lines = out
+        .facts
+        .as_deref()
+        .map_or(&[][..], |facts| &facts.lines[..]);
+    lines
+        .iter()
+        .map(|shown| (shown.path.clone(), shown.line))
+        .collect()
+}
+
 pub(crate) fn env(root: &Path) -> ToolEnv {
     let workspace = Workspace::new(root).unwrap();
     let undo = UndoLog::new(&workspace.root);
