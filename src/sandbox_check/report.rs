@@ -294,6 +294,10 @@ pub fn report_text(
     }
     if let Some(limits) = limits {
         out.push_str(&limits_line(limits, commands));
+        out.push_str(&subagent_limits_line(
+            limits,
+            subagent.pid_namespace.is_some(),
+        ));
     }
     out.push_str(&summary_lines(
         subagent, commands, write, allowlist, configured,
@@ -458,4 +462,21 @@ fn limits_line(
         None => "not limited (Fido cannot mount a tmpfs here: that needs CAP_SYS_ADMIN)".to_owned(),
     };
     format!("limits of a command: {processes}; TMPDIR {tmpdir}\n")
+}
+
+/// The process limit of a subagent with everything its commands start:
+/// the same `pid_max`, in the PID namespace Fido makes for the subagent
+/// (`sandbox::subagent_ns`) where this kernel lets the subagent make one
+/// for its commands (`namespaces`, the probe child's containment); else
+/// only its `RLIMIT_NPROC`, which root never meets.
+fn subagent_limits_line(
+    limits: &crate::sandbox::limits::CommandLimits,
+    namespaces: bool,
+) -> String {
+    let processes = if namespaces {
+        crate::sandbox::limits::describe_process_limit(limits.max_processes)
+    } else {
+        "RLIMIT_NPROC only, which never binds root (no PID namespace here)".to_owned()
+    };
+    format!("limits of a subagent with all its commands together: {processes}\n")
 }

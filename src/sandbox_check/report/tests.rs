@@ -434,3 +434,40 @@ fn forbidden_of_a_workspace_write_command() -> usize {
     let tmpfs = super::super::probes::limits::tmpdir_limit_probed();
     29 + 2 * usize::from(contained) + usize::from(tmpfs)
 }
+
+/// A subagent's process limit is said apart from a command's: the same
+/// `pid_max` where a PID namespace can be had, else `RLIMIT_NPROC` only.
+#[test]
+fn a_subagents_process_limit_has_a_line_of_its_own() {
+    let limits = crate::sandbox::limits::CommandLimits {
+        max_processes: 299,
+        tmpdir_mib: 1,
+    };
+    let commands = [(SandboxMode::WorkspaceWrite, judge_command(command_frames()))];
+    let line_of = |subagent: &Summary| {
+        let text = report_text(
+            subagent,
+            &commands,
+            None,
+            None,
+            SandboxMode::WorkspaceWrite,
+            Some(&limits),
+        );
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("limits of a subagent with all its commands together: "))
+            .map(str::to_owned);
+        line.unwrap_or_else(|| panic!("no subagent limits line: {text}"))
+    };
+    let mut subagent = judge(frames(|_| None), ok(), 0);
+    subagent.pid_namespace = Some("a user and PID namespace per command".into());
+    let namespaced = line_of(&subagent);
+    let expected = crate::sandbox::limits::describe_process_limit(299);
+    assert!(namespaced.ends_with(&expected), "{namespaced}");
+    subagent.pid_namespace = None;
+    let bare = line_of(&subagent);
+    assert!(
+        bare.ends_with("RLIMIT_NPROC only, which never binds root (no PID namespace here)"),
+        "{bare}"
+    );
+}
