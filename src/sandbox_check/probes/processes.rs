@@ -80,11 +80,23 @@ fn ptrace(parent: Pid) -> io::Result<()> {
     }
 }
 
-/// Starts `sleep` children until the kernel refuses one or there are
-/// more than a child's process headroom. `Ok`: the bomb was not stopped.
+/// Starts `sleep` children until the kernel refuses one or there are 64
+/// more than this process's `RLIMIT_NPROC` (than a child's process
+/// headroom where it is unlimited). `Ok`: the bomb was not stopped. The limit counts
+/// the user's processes when it was set: sized by the headroom alone, the
+/// bomb could fit under it once other processes of the user ended.
 fn fork_bomb() -> io::Result<()> {
-    start_sleepers(crate::sandbox::child::PROCESS_HEADROOM as usize + 64)
+    use nix::sys::resource::{RLIM_INFINITY, Resource, getrlimit};
+    let limit = match getrlimit(Resource::RLIMIT_NPROC) {
+        Ok((soft, _)) if soft != RLIM_INFINITY => soft.min(MAX_BOMB),
+        _ => crate::sandbox::child::PROCESS_HEADROOM,
+    };
+    start_sleepers(limit as usize + 64)
 }
+
+/// Most sleepers the fork bomb probe starts (an unlimited process count
+/// is not tried to its end).
+const MAX_BOMB: u64 = 4096;
 
 /// Starts up to `most` `sleep` children, stopping at the first the kernel
 /// refuses; kills and reaps them all. `Ok`: none was refused.
