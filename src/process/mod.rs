@@ -54,6 +54,20 @@ pub fn die_with_fido(parent: libc::pid_t) -> io::Result<()> {
     Ok(())
 }
 
+/// Between fork and exec: leads a session of its own (so it has no
+/// controlling terminal), dies with Fido (`parent`), and records that
+/// for `ProcessGroup::spawn`'s hook ([`Confined::InSession`]). Plain
+/// syscalls and an atomic store, no allocation.
+pub fn own_session(parent: libc::pid_t) -> io::Result<()> {
+    // SAFETY: setsid takes no arguments.
+    if unsafe { libc::setsid() } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    die_with_fido(parent)?;
+    confined(Confined::InSession);
+    Ok(())
+}
+
 /// Makes a blocking `command` (git's) the leader of a new process group in
 /// Fido's session that dies with Fido and joins `leavers`' cgroup.
 pub fn own_group(command: &mut std::process::Command, leavers: &Leavers) {

@@ -485,11 +485,7 @@ impl CommandSandbox {
         unsafe {
             // Its own session, with no controlling terminal, before any
             // keeper forks (`ProcessGroup::spawn` leaves it at that).
-            if libc::setsid() == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            crate::process::die_with_fido(self.parent)?;
-            crate::process::confined(crate::process::Confined::InSession);
+            crate::process::own_session(self.parent)?;
             if let Some(proxy) = &self.proxy {
                 // From here on in the command's network namespace, whose
                 // only way out is the proxy (or the keeper never returns).

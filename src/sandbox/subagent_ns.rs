@@ -2,8 +2,6 @@
 //! ([`contain_subagent`]), and how the subagent knows it is there
 //! ([`in_own_namespace`]).
 
-use std::io;
-
 use super::pidns::PidNamespace;
 
 /// Makes `command` (a subagent's `fido __subagent`) start in a session
@@ -16,15 +14,12 @@ use super::pidns::PidNamespace;
 pub fn contain_subagent(command: &mut tokio::process::Command, max_processes: u32) {
     let namespace = PidNamespace::for_subagent(max_processes);
     let fido = std::process::id() as libc::pid_t;
-    // SAFETY: setsid, prctl, getppid, an atomic store and the namespace's
-    // set-up are plain syscalls on memory prepared before the fork.
+    // SAFETY: the session, the death signal, an atomic store and the
+    // namespace's set-up are plain syscalls on memory prepared before the
+    // fork.
     unsafe {
         command.pre_exec(move || {
-            if libc::setsid() == -1 {
-                return Err(io::Error::last_os_error());
-            }
-            crate::process::die_with_fido(fido)?;
-            crate::process::confined(crate::process::Confined::InSession);
+            crate::process::own_session(fido)?;
             if namespace.enter()? {
                 crate::process::confined(crate::process::Confined::InNamespace);
             }

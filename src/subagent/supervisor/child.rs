@@ -347,9 +347,7 @@ impl ChildLink {
             let _ = tokio::task::spawn_blocking(move || scratch.remove()).await;
         }
     }
-}
 
-impl ChildLink {
     /// Whether the subagent runs in a PID namespace of its own, below the
     /// group's leader that keeps it.
     fn in_own_namespace(&self) -> bool {
