@@ -10,6 +10,11 @@ use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
 
+/// Longest wait for the editor's answer to a read or a write; past it the
+/// tool uses the disk (an editor that never answers must not hold the
+/// turn).
+pub const EDITOR_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 pub type EditorRead<'a> = Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>>;
 pub type EditorWrite<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
 

@@ -153,10 +153,28 @@ fn preview(files: &FileEnv, args: &Args, buffer: Option<&str>) -> String {
 }
 
 /// The bytes and permission bits of the regular file at `place`, read
-/// through the handle of its folder; `None` when nothing is there. A
-/// folder, an odd file (a FIFO, a socket, a device) and a file over
-/// [`MAX_FILE_BYTES`] are refused.
+/// through the handle of its folder; `None` when nothing is there. What
+/// [`open_text`] refuses is refused.
 fn read_text(place: &Place) -> Result<Option<(Vec<u8>, u32)>, ToolOutput> {
+    let Some(mut opened) = open_text(place)? else {
+        return Ok(None);
+    };
+    // The bytes read decide: the size said may be stale or a lie.
+    match beneath::read_capped(&mut opened, MAX_FILE_BYTES) {
+        Ok(Some(bytes)) => Ok(Some((bytes, opened.mode))),
+        Ok(None) => Err(too_big(&place.shown, MAX_FILE_BYTES + 1)),
+        Err(err) => Err(ToolOutput::error(format!(
+            "cannot read `{}`: {err}",
+            place.shown
+        ))),
+    }
+}
+
+/// The regular file at `place`, opened through the handle of its folder
+/// and not yet read; `None` when nothing is there. A folder, an odd file
+/// (a FIFO, a socket, a device) and a file that says it is over
+/// [`MAX_FILE_BYTES`] are refused.
+fn open_text(place: &Place) -> Result<Option<beneath::Opened>, ToolOutput> {
     let shown = &place.shown;
     let directory = || ToolOutput::error(format!("`{shown}` is a directory, not a file"));
     if place.is_root() {
@@ -165,7 +183,7 @@ fn read_text(place: &Place) -> Result<Option<(Vec<u8>, u32)>, ToolOutput> {
     let Some(entry) = place.entry() else {
         return Ok(None);
     };
-    let mut opened = match beneath::open_read_at(entry.dir, entry.name) {
+    let opened = match beneath::open_read_at(entry.dir, entry.name) {
         Ok(opened) => opened,
         Err(err) if is_missing(&err) => return Ok(None),
         Err(err) => return Err(open_failed(shown, &err)),
@@ -176,20 +194,16 @@ fn read_text(place: &Place) -> Result<Option<(Vec<u8>, u32)>, ToolOutput> {
     if let Some(refusal) = refuse_odd(shown, opened.kind) {
         return Err(refusal);
     }
-    let too_big = |size: u64| {
-        ToolOutput::error(format!(
-            "`{shown}` is {size} bytes, more than patch handles ({MAX_FILE_BYTES}); edit it with bash_exec (e.g. sed) instead; nothing was changed"
-        ))
-    };
     if opened.size > MAX_FILE_BYTES {
-        return Err(too_big(opened.size));
+        return Err(too_big(shown, opened.size));
     }
-    // The bytes read decide: the size said may be stale or a lie.
-    match beneath::read_capped(&mut opened, MAX_FILE_BYTES) {
-        Ok(Some(bytes)) => Ok(Some((bytes, opened.mode))),
-        Ok(None) => Err(too_big(MAX_FILE_BYTES + 1)),
-        Err(err) => Err(ToolOutput::error(format!("cannot read `{shown}`: {err}"))),
-    }
+    Ok(Some(opened))
+}
+
+fn too_big(shown: &str, size: u64) -> ToolOutput {
+    ToolOutput::error(format!(
+        "`{shown}` is {size} bytes, more than patch handles ({MAX_FILE_BYTES}); edit it with bash_exec (e.g. sed) instead; nothing was changed"
+    ))
 }
 
 fn edit_file(files: &FileEnv, path: &str, edits: &[Edit], through: &Through) -> ToolOutput {

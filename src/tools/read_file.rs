@@ -13,7 +13,7 @@ use std::io::{self, BufRead, BufReader, Read};
 use tokio_util::sync::CancellationToken;
 
 use super::capability::{Capability, Reads};
-use super::editor::EditorFiles;
+use super::editor::{EDITOR_WAIT, EditorFiles};
 use super::file_work::{open_failed, refuse_odd};
 use super::{Call, ToolFuture, ToolOutput, TypedTool};
 use crate::protocol::schema::tool_args;
@@ -93,10 +93,6 @@ async fn cancellable(work: tokio::task::JoinHandle<ToolOutput>, call: &Call<'_>)
         () = call.cancel.cancelled() => ToolOutput::error("cancelled"),
     }
 }
-
-/// Longest wait for the editor's text of a file; past it the disk answers
-/// (an editor that never answers must not hold the turn).
-const EDITOR_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Reads the editor's text of `path` (its unsaved changes included) once
 /// the file passed Fido's checks on the disk; the disk when the editor

@@ -8,15 +8,10 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
-use super::{FileEnv, read_text};
-use crate::tools::editor::EditorFiles;
+use super::{FileEnv, open_text};
+use crate::tools::editor::{EDITOR_WAIT, EditorFiles};
 use crate::workspace::{FinalLink, Place};
-
-/// Longest wait for the editor's answer; past it the disk is used (an
-/// editor that never answers must not hold the turn).
-const EDITOR_WAIT: Duration = Duration::from_secs(10);
 
 /// Where a change's text comes from and where it goes.
 #[derive(Default)]
@@ -100,8 +95,8 @@ fn not_taken(shown: &str, why: &str) -> bool {
 
 /// The editor's text of the file at `path`, once Fido's checks passed on
 /// the disk (inside the workspace, not protected, an existing regular
-/// text file within patch's size); `None` where they fail or the editor
-/// cannot say.
+/// file within patch's size, opened but not read: the change reads it);
+/// `None` where they fail or the editor cannot say.
 async fn buffer(editor: &dyn EditorFiles, files: &FileEnv, path: &str) -> Option<String> {
     let (checker, path) = (files.clone(), path.to_string());
     let checked = tokio::task::spawn_blocking(move || existing_file(&checker, &path));
@@ -125,7 +120,7 @@ fn existing_file(files: &FileEnv, path: &str) -> Option<PathBuf> {
         .workspace
         .locate_for_change(path, FinalLink::Follow)
         .ok()?;
-    match read_text(&place) {
+    match open_text(&place) {
         Ok(Some(_)) => Some(files.workspace.root.join(place.rel_path())),
         Ok(None) | Err(_) => None,
     }
