@@ -825,12 +825,9 @@ fn an_edit_goes_through_the_clients_buffer_and_lands_in_the_undo_log() {
     // Undo, newest first: the new file goes, then each edit is undone to
     // the text it was made on, the buffer's for `a.txt`.
     for _ in 0..3 {
-        let undo = fido_cmd()
-            .arg("undo")
-            .arg("-C")
-            .arg(ws.path())
-            .output()
-            .unwrap();
+        let mut cmd = fido_cmd();
+        cmd.arg("undo").arg("-C").arg(ws.path());
+        let undo = crate::common::process::run_with_timeout(cmd, None, Duration::from_secs(30));
         assert!(
             undo.status.success(),
             "{}",
