@@ -605,9 +605,18 @@ fn fido_cancel_from_another_process_cancels_only_that_subagent_and_fido_agents_l
     assert!(output.status.success(), "stderr: {}", stderr(&output));
     assert!(String::from_utf8_lossy(&output.stdout).contains(&format!("cancelling {target}")));
     assert_no_processes(ProcessFilter::Pid(target_pid), Duration::from_secs(10));
-    // The other two still run.
-    let output = control_cmd(ws.path(), &["agents", "--json"]);
-    let agents: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
+    // The other two still run. The subagent's process is gone before Fido
+    // has reaped the keeper of its namespace and ended the run: the
+    // listing drops it a moment later.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let agents: Vec<Value> = loop {
+        let output = control_cmd(ws.path(), &["agents", "--json"]);
+        let agents: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
+        if agents.len() <= 2 || Instant::now() >= deadline {
+            break agents;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     let ids: BTreeSet<&str> = agents
         .iter()
         .filter_map(|a| a["agent_id"].as_str())
