@@ -3,7 +3,7 @@
 //!
 //! Where a cgroup v2 hierarchy is mounted and Fido may write below its own
 //! cgroup (root in a container, a delegated subtree under systemd), each
-//! spawn gets a cgroup of its own, `fido-spawn-<fido pid>-<n>` beside
+//! spawn gets a cgroup of its own, `fido-spawn-<pid ns>-<fido pid>-<n>` beside
 //! Fido's, which the child joins between fork and exec (a write of `0` to
 //! an fd opened before the fork). Whatever it starts stays in that cgroup
 //! whatever session or parent it gets, and `cgroup.kill` (or, before Linux
@@ -138,15 +138,12 @@ fn end_stale_cgroups(base: &Path) {
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(owner) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("fido-spawn-"))
-            .and_then(|rest| rest.split_once('-'))
-            .and_then(|(pid, _)| pid.parse::<i32>().ok())
-        else {
+        let Some(owner) = name.to_str().and_then(spawn_cgroup_owner) else {
             continue;
         };
-        if crate::procfs::start_time(owner).is_some() {
+        // A Fido in another PID namespace (one that runs in a sandboxed
+        // command's, say) cannot see its owner, which is not gone for that.
+        if owner.0 != own_pid_namespace() || crate::procfs::start_time(owner.1).is_some() {
             continue;
         }
         let dir = entry.path();
@@ -156,6 +153,25 @@ fn end_stale_cgroups(base: &Path) {
             drop(Cgroup { dir, procs });
         }
     }
+}
+
+/// The PID namespace and the pid of the Fido that made the spawn cgroup
+/// `name` (`fido-spawn-<pid ns>-<pid>-<n>`).
+fn spawn_cgroup_owner(name: &str) -> Option<(u64, i32)> {
+    let mut parts = name.strip_prefix("fido-spawn-")?.splitn(3, '-');
+    let namespace = parts.next()?.parse().ok()?;
+    let pid = parts.next()?.parse().ok()?;
+    parts.next()?;
+    Some((namespace, pid))
+}
+
+/// The inode of this process's PID namespace: its pids mean something
+/// only there. 0 where `/proc` does not say (then every spawn cgroup is
+/// someone else's, and none is judged stale).
+fn own_pid_namespace() -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    static NAMESPACE: OnceLock<u64> = OnceLock::new();
+    *NAMESPACE.get_or_init(|| std::fs::metadata("/proc/self/ns/pid").map_or(0, |meta| meta.ino()))
 }
 
 /// Whether spawns get a cgroup each here.
@@ -183,7 +199,11 @@ impl Leavers {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let cgroup = cgroup_base().and_then(|base| {
             let n = NEXT.fetch_add(1, Ordering::Relaxed);
-            let dir = base.join(format!("fido-spawn-{}-{n}", std::process::id()));
+            let dir = base.join(format!(
+                "fido-spawn-{}-{}-{n}",
+                own_pid_namespace(),
+                std::process::id()
+            ));
             std::fs::create_dir(&dir).ok()?;
             match File::options().write(true).open(dir.join("cgroup.procs")) {
                 Ok(procs) => Some(Cgroup { dir, procs }),
@@ -336,5 +356,63 @@ fn sweep_orphans() {
         super::sweep::kill_all(&tree);
         // SAFETY: waitpid on one pid that is our child and no one's spawn.
         unsafe { libc::waitpid(orphan, std::ptr::null_mut(), 0) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fake spawn cgroup in `base` whose `cgroup.procs` lists `pid`.
+    fn fake_cgroup(base: &Path, name: &str, pid: u32) {
+        let dir = base.join(name);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("cgroup.procs"), format!("{pid}\n")).unwrap();
+    }
+
+    /// A spawn cgroup is stale when its owner is gone from this PID
+    /// namespace; one made in another namespace is never judged, since
+    /// its owner cannot be seen from here (a Fido in a sandboxed
+    /// command's namespace once killed its parent's running git so).
+    #[test]
+    fn only_a_gone_owner_of_this_pid_namespace_makes_a_cgroup_stale() {
+        let base = tempfile::tempdir().unwrap();
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let mut ours = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        // No pid is ever this large (pid_max is at most 2^22).
+        let gone = i32::MAX;
+        let ns = own_pid_namespace();
+        assert_ne!(ns, 0, "/proc/self/ns/pid");
+        fake_cgroup(
+            base.path(),
+            &format!("fido-spawn-{}-{gone}-0", ns + 1),
+            other.id(),
+        );
+        fake_cgroup(base.path(), &format!("fido-spawn-{ns}-{gone}-1"), ours.id());
+        end_stale_cgroups(base.path());
+        let ended = ours.wait().unwrap();
+        assert!(!ended.success(), "{ended:?}");
+        assert!(
+            other.try_wait().unwrap().is_none(),
+            "the other namespace's was killed"
+        );
+        other.kill().unwrap();
+        other.wait().unwrap();
+    }
+
+    #[test]
+    fn a_spawn_cgroup_name_says_its_owner_and_its_namespace() {
+        assert_eq!(
+            spawn_cgroup_owner("fido-spawn-4026531836-77-3"),
+            Some((4026531836, 77))
+        );
+        assert_eq!(spawn_cgroup_owner("fido-spawn-77-3"), None);
+        assert_eq!(spawn_cgroup_owner("fido-probe-77"), None);
     }
 }
