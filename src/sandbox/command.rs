@@ -40,6 +40,7 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::gitlinks::Gitlinks;
 use super::limits::{self, CommandLimits, TmpdirLimit};
 use super::netns::{NetworkConfinement, ProxyConfinement, ProxyRoute};
 use super::new_repository::RepositoryWatch;
@@ -143,6 +144,8 @@ pub struct CommandSandbox {
 struct Protection {
     workspace: PathBuf,
     mechanism: Mechanism,
+    /// The gitlink folders, whose `.git` is protected too.
+    gitlinks: Arc<Gitlinks>,
 }
 
 /// What one command's confinement adds to the session's, prepared before
@@ -379,15 +382,18 @@ impl CommandSandbox {
     }
 
     /// For a command about to start: a watch for a `.git` it may make at
-    /// the top of the workspace, where the protected paths are bound
-    /// read-only and there is none yet (`sandbox::new_repository`). One
-    /// `lstat`.
+    /// the top of the workspace or in a gitlink folder, where the
+    /// protected paths are bound read-only and there is none yet, or one
+    /// it may put in place of a gitlink's (`sandbox::new_repository`). Blocking: an `lstat` per folder, and
+    /// git when the gitlinks must be read again (`sandbox::gitlinks`),
+    /// so that [`CommandSandbox::apply`] finds them fresh.
     pub fn repository_watch(&self) -> Option<RepositoryWatch> {
         let protection = self.protection.as_ref()?;
+        let gitlinks = protection.gitlinks.current();
         if !protection.mechanism.uses_namespace() {
             return None;
         }
-        RepositoryWatch::before(&protection.workspace)
+        Some(RepositoryWatch::before(&protection.workspace, &gitlinks))
     }
 
     /// How the commands are kept to the allowlist proxy, if they have one.
@@ -435,12 +441,16 @@ impl CommandSandbox {
     }
 
     /// What this command adds: the protected paths as they are now (a few
-    /// `lstat`s and opens).
+    /// `lstat`s and opens; git only if the gitlinks changed since
+    /// [`CommandSandbox::repository_watch`]).
     fn per_command(&self) -> PerCommand {
         let Some(protection) = &self.protection else {
             return PerCommand::default();
         };
-        let paths = protect::protected_paths(&protection.workspace);
+        let workspace = &protection.workspace;
+        let mut paths = protect::protected_paths(workspace);
+        let gitlinks = protection.gitlinks.current();
+        paths.extend(crate::workspace::gitlink_git_paths(workspace, &gitlinks));
         if protection.mechanism.uses_namespace() {
             return PerCommand {
                 binds: Some(ReadOnlyBinds::prepare(&paths)),
@@ -551,6 +561,7 @@ impl Protection {
         Protection {
             workspace: workspace.to_path_buf(),
             mechanism: protect::mechanism(),
+            gitlinks: Arc::new(Gitlinks::new(workspace)),
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod caps;
 pub mod child;
 pub mod command;
 pub mod git_wall;
+pub mod gitlinks;
 pub mod limits;
 pub mod netns;
 pub mod new_repository;

@@ -13,7 +13,7 @@ use super::targets::ProbeRole;
 use crate::protocol::SandboxMode;
 
 /// Forbidden in every sandbox, in the order they run and print.
-const FORBIDDEN: [&Probe; 30] = [
+const FORBIDDEN: [&Probe; 31] = [
     &files::WRITE_EXISTING,
     &files::CREATE,
     &files::UNLINK,
@@ -38,6 +38,7 @@ const FORBIDDEN: [&Probe; 30] = [
     &protected::WRITE_FIDO_STATE,
     &protected::WRITE_FIDO_DIR,
     &protected::WRITE_FIDO_TOML,
+    &protected::WRITE_GITLINK_GIT_CONFIG,
     &environment::SECRET_ENV,
     &terminal::OWN_SESSION,
     &terminal::MAKE_CHAR_DEVICE,
@@ -109,7 +110,7 @@ const ALLOWLIST_CONTROL: [&Probe; 1] = [&sockets::PROXY_CONNECT];
 const WRITE_SUBAGENT_CONTROL: [&Probe; 2] = [&worktree::WRITE_CLAIMED, &worktree::GIT_READS];
 
 /// Probe names, in the order they run and print.
-pub const FORBIDDEN_PROBES: [&str; 30] = names(FORBIDDEN);
+pub const FORBIDDEN_PROBES: [&str; 31] = names(FORBIDDEN);
 pub const SUBAGENT_PROBES: [&str; 3] = names(SUBAGENT);
 pub const CONTROL_PROBES: [&str; 2] = names(CONTROLS);
 /// What a subagent's commands must still be able to do: write in the
@@ -256,7 +257,7 @@ mod tests {
         let names: Vec<&str> = all().map(|probe| probe.name).collect();
         let unique: BTreeSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 60);
+        assert_eq!(names.len(), 61);
         for name in names {
             assert_eq!(find(name).map(|probe| probe.name), Some(name));
         }

@@ -10,7 +10,7 @@ use nix::unistd::Pid;
 use crate::protocol::SandboxMode;
 
 /// What every fixture file holds before the probes.
-pub const ORIGINAL_CONTENT: &[u8] = b"fido sandbox probe: original content\n";
+pub const ORIGINAL_CONTENT: &[u8] = b"# fido sandbox probe: original content\n";
 /// What a probe that got through writes.
 pub(super) const ESCAPED_CONTENT: &[u8] = b"escaped\n";
 /// The file every sandbox must still let a process read.

@@ -185,13 +185,14 @@ fn working_dir(workspace: &Workspace, cwd: Option<&str>) -> Result<PathBuf, Tool
     }
 }
 
-/// Moves a `.git` the command made at the top of the workspace out of
-/// git's way (`sandbox::new_repository`) and says so after its output.
+/// Moves a `.git` the command made at the top of the workspace or in a
+/// gitlink folder out of git's way (`sandbox::new_repository`) and says
+/// so after its output.
 async fn set_aside_new_repository(watch: RepositoryWatch, output: &mut ToolOutput) {
     let note = match tokio::task::spawn_blocking(move || watch.set_aside()).await {
         Ok(Ok(None)) => return,
         Ok(Ok(Some(moved))) => {
-            tracing::warn!(to = %moved.shown, "a sandboxed command made .git; set aside");
+            tracing::warn!(moved = ?moved.moved, "a sandboxed command made .git; set aside");
             moved.note()
         }
         Ok(Err(err)) => format!(
@@ -250,7 +251,11 @@ impl Run<'_> {
             Ok(pair) => pair,
             Err(err) => return ToolOutput::error(format!("cannot create a pipe: {err}")),
         };
-        let watch = self.sandbox.repository_watch();
+        let sandbox = Arc::clone(&self.sandbox);
+        let watch = match tokio::task::spawn_blocking(move || sandbox.repository_watch()).await {
+            Ok(watch) => watch,
+            Err(err) => return ToolOutput::error(format!("cannot prepare the command: {err}")),
+        };
         let spawned = self.spawn(writer);
         let mut group = match spawned {
             Ok(group) => group,

@@ -261,7 +261,7 @@ async fn a_repository_a_command_makes_is_set_aside_with_what_it_planted() {
     assert!(out.content.contains("made"), "{}", out.content);
     assert!(
         out.content
-            .contains("moved it to .fido-state/set-aside/git-"),
+            .contains("moved .git to .fido-state/set-aside/git-"),
         "{}",
         out.content
     );
@@ -377,4 +377,120 @@ async fn an_unsandboxed_command_leads_its_own_session() {
         .collect();
     assert_eq!(fields.len(), 2, "{}", out.content);
     assert_eq!(fields[0], fields[1], "{}", out.content);
+}
+
+/// Runs git as the user would, outside any sandbox, in `dir`.
+fn user_git(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(["-c", "protocol.file.allow=always"])
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// The repository of [`repository`] with two gitlinks: `vendor/lib`, a
+/// clone committed as a gitlink (its `.git` a folder), and `mods/sub`, a
+/// submodule (its `.git` a file naming `.git/modules/sub`).
+fn repository_with_gitlinks(mechanism: Mechanism) -> (tempfile::TempDir, ToolEnv, PathBuf) {
+    let (dir, env) = repository(mechanism);
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let lib = root.join("vendor/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    assert!(user_git(&lib, &["init", "-q"]).status.success());
+    std::fs::write(lib.join("f"), "a\n").unwrap();
+    assert!(user_git(&lib, &["add", "f"]).status.success());
+    assert!(user_git(&lib, &["commit", "-qm", "f"]).status.success());
+    let add = user_git(&root, &["add", "vendor/lib"]);
+    assert!(add.status.success());
+    let sub = user_git(
+        &root,
+        &["submodule", "add", "-q", "./vendor/lib", "mods/sub"],
+    );
+    assert!(
+        sub.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sub.stderr)
+    );
+    assert!(
+        user_git(&root, &["commit", "-qm", "gitlinks"])
+            .status
+            .success()
+    );
+    assert!(root.join("mods/sub/.git").is_file());
+    (dir, env, root)
+}
+
+/// Ways a command has tried to plant a program in a gitlink's repository,
+/// which the user's `git status` in the workspace would run.
+const GITLINK_ATTACKS: &[&str] = &[
+    "git -C vendor/lib config core.fsmonitor \"touch $PWD/PWNED\"",
+    "printf '[core]\\n\\tfsmonitor = touch %s/PWNED\\n' \"$PWD\" >> vendor/lib/.git/config",
+    "rm -rf vendor/lib/.git",
+    "mv vendor/lib/.git vendor/lib/g",
+    "mv vendor/lib vendor/old && mkdir -p vendor/lib && git init -q vendor/lib && git -C vendor/lib config core.fsmonitor \"touch $PWD/PWNED\"",
+    "mkdir -p /tmp/fido-evil-$$ && git init -q --bare /tmp/fido-evil-$$ && git --git-dir=/tmp/fido-evil-$$ config core.fsmonitor \"touch $PWD/PWNED\" && echo \"gitdir: /tmp/fido-evil-$$\" > mods/sub/.git",
+    "git -C mods/sub config core.fsmonitor \"touch $PWD/PWNED\"",
+];
+
+async fn gitlink_attacks_change_nothing(mechanism: Mechanism) {
+    let (_dir, env, root) = repository_with_gitlinks(mechanism.clone());
+    let config = std::fs::read(root.join("vendor/lib/.git/config")).unwrap();
+    let sub_file = std::fs::read(root.join("mods/sub/.git")).unwrap();
+    for attack in GITLINK_ATTACKS {
+        let command = format!("echo started; {attack}");
+        let out = call(&BashExec, &env, json!({ "command": command })).await;
+        assert!(out.content.starts_with("started\n"), "{}", out.content);
+        // The user's next `git status`, outside the sandbox.
+        let status = user_git(&root, &["status", "--porcelain"]);
+        assert!(
+            !root.join("PWNED").exists(),
+            "{mechanism}: `{attack}` planted a program that git ran:\n{}\n{}",
+            out.content,
+            String::from_utf8_lossy(&status.stdout)
+        );
+        // The clone's own repository, wherever a rename took it.
+        let kept = ["vendor/lib", "vendor/old"]
+            .iter()
+            .filter_map(|folder| std::fs::read(root.join(folder).join(".git/config")).ok())
+            .any(|now| now == config);
+        assert!(kept, "{mechanism}: `{attack}` changed vendor/lib's config");
+    }
+    assert_eq!(std::fs::read(root.join("mods/sub/.git")).unwrap(), sub_file);
+    let _ = std::fs::remove_file(root.join("PWNED"));
+}
+
+#[tokio::test]
+async fn commands_cannot_plant_a_program_in_a_gitlink_in_a_mount_namespace() {
+    if let Some(mechanism) = namespace() {
+        gitlink_attacks_change_nothing(mechanism).await;
+    }
+}
+
+#[tokio::test]
+async fn commands_cannot_plant_a_program_in_a_gitlink_with_the_landlock_fallback() {
+    gitlink_attacks_change_nothing(per_entry()).await;
+}
+
+/// A gitlink folder's own files stay the command's to change.
+#[tokio::test]
+async fn commands_still_edit_files_in_a_gitlink_folder() {
+    let Some(mechanism) = namespace() else {
+        return;
+    };
+    let (_dir, env, root) = repository_with_gitlinks(mechanism);
+    let out = call(
+        &BashExec,
+        &env,
+        json!({"command": "echo b > vendor/lib/f && echo new > vendor/lib/g && git -C vendor/lib status --porcelain"}),
+    )
+    .await;
+    assert!(out.ok, "{}", out.content);
+    assert!(out.content.contains(" M f"), "{}", out.content);
+    assert_eq!(
+        std::fs::read_to_string(root.join("vendor/lib/g")).unwrap(),
+        "new\n"
+    );
 }

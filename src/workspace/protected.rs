@@ -35,17 +35,55 @@ pub fn protected_paths(workspace: &Path) -> Vec<PathBuf> {
     paths
 }
 
+/// The `.git` of each gitlink folder (`gitlinks`, relative to
+/// `workspace`): a submodule's, or a clone committed as a gitlink. Git
+/// enters each when the user runs `git status` in the workspace's
+/// repository and reads its configuration there, so it is protected like
+/// the top-level one: the `.git` path itself (whether it exists or not),
+/// and, where it is a file or a link, the git directory it names.
+/// Blocking (a few `lstat`s and small reads per gitlink).
+pub fn gitlink_git_paths(workspace: &Path, gitlinks: &[PathBuf]) -> Vec<PathBuf> {
+    let mut paths = Vec::new();
+    for gitlink in gitlinks {
+        let folder = workspace.join(gitlink);
+        let dot_git = folder.join(".git");
+        match std::fs::symlink_metadata(&dot_git) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                paths.extend(std::fs::canonicalize(&dot_git));
+            }
+            Ok(meta) if meta.is_file() => paths.extend(linked_git_dirs(&folder, &dot_git)),
+            _ => {}
+        }
+        paths.push(dot_git);
+    }
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
+/// The git directory of the repository whose work tree is `folder`: its
+/// `.git` folder, or the one its `.git` file names.
+pub fn git_dir(folder: &Path) -> Option<PathBuf> {
+    let dot_git = folder.join(".git");
+    let meta = std::fs::symlink_metadata(&dot_git).ok()?;
+    if meta.is_file() {
+        return linked_git_dirs(folder, &dot_git).into_iter().next();
+    }
+    std::fs::canonicalize(&dot_git).ok()
+}
+
 /// The git directory a `.git` file names (`gitdir: DIR`), and the common
 /// directory a linked worktree's git directory names (`commondir`), where
-/// the repository's config and hooks are.
-fn linked_git_dirs(workspace: &Path, dot_git: &Path) -> Vec<PathBuf> {
+/// the repository's config and hooks are. A relative name is relative to
+/// `folder`, the folder that holds `dot_git`.
+fn linked_git_dirs(folder: &Path, dot_git: &Path) -> Vec<PathBuf> {
     let Ok(text) = std::fs::read_to_string(dot_git) else {
         return Vec::new();
     };
     let Some(named) = text.lines().find_map(|line| line.strip_prefix("gitdir:")) else {
         return Vec::new();
     };
-    let Ok(git_dir) = std::fs::canonicalize(workspace.join(named.trim())) else {
+    let Ok(git_dir) = std::fs::canonicalize(folder.join(named.trim())) else {
         return Vec::new();
     };
     let common = std::fs::read_to_string(git_dir.join("commondir"))

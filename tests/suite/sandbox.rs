@@ -207,12 +207,12 @@ fn sandbox_check_blocks_every_forbidden_probe_here() {
         stdout.contains("\nnote: a workspace-write command may change the mode of a file it owns outside the workspace"),
         "{stdout}"
     );
-    // The golden table's own counts: 30 forbidden operations for every
-    // sandbox (18, 6 on the protected paths, the secret in the
+    // The golden table's own counts: 31 forbidden operations for every
+    // sandbox (18, 7 on the protected paths, the secret in the
     // environment and 5 on the terminal and devices), one fewer in workspace-write (chmod is n/a), one more
     // in read-only (write-workspace), two more for a subagent (three with
     // the fork bomb).
-    let commands = 30;
+    let commands = 31;
     // Sandboxed commands have a PID namespace here (probes
     // command-setsid-escape and exceed-process-limit) or not; a
     // workspace-write command's TMPDIR is a tmpfs (probe fill-tmpdir)

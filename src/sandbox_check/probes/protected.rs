@@ -17,6 +17,11 @@ const MOVED_HOOK: &str = "workspace/.git-moved/hooks/pre-commit";
 const STATE_RECORD: &str = "workspace/.fido-state/record.json";
 const FIDO_PROFILE: &str = "workspace/.fido/agents/evil.md";
 const FIDO_TOML: &str = "workspace/fido.toml";
+/// A clone committed as a gitlink: the user's `git status` enters it.
+const GITLINK: &str = "vendor/lib";
+const GITLINK_CONFIG: &str = "workspace/vendor/lib/.git/config";
+/// Any object id: git records a gitlink's commit without having it.
+const GITLINK_COMMIT: &str = "1111111111111111111111111111111111111111";
 
 /// A repository's `.git` with a config and a hooks folder, Fido's state
 /// and config folders and a `fido.toml`, in the workspace.
@@ -26,6 +31,30 @@ fn protected_tree(dir: &Path) -> io::Result<()> {
     }
     for file in [GIT_CONFIG, FIDO_TOML] {
         std::fs::write(dir.join(file), ORIGINAL_CONTENT)?;
+    }
+    Ok(())
+}
+
+/// [`protected_tree`], with `.git` made a repository whose index holds
+/// the gitlink [`GITLINK`], itself a repository with a config. The
+/// config stays [`ORIGINAL_CONTENT`] (a comment, which git accepts).
+fn gitlink_tree(dir: &Path) -> io::Result<()> {
+    protected_tree(dir)?;
+    let git_dir = dir.join("workspace/.git");
+    std::fs::write(git_dir.join("HEAD"), "ref: refs/heads/main\n")?;
+    for folder in ["objects", "refs/heads"] {
+        std::fs::create_dir_all(git_dir.join(folder))?;
+    }
+    let nested = dir.join("workspace").join(GITLINK).join(".git");
+    std::fs::create_dir_all(&nested)?;
+    std::fs::write(dir.join(GITLINK_CONFIG), ORIGINAL_CONTENT)?;
+    let cacheinfo = format!("160000,{GITLINK_COMMIT},{GITLINK}");
+    let git = crate::git::Git::new(&dir.join("workspace"));
+    // Without git the probe is unsupported (below): nothing enters a
+    // gitlink where there is no git.
+    if crate::git::version::installed().is_ok() {
+        git.run(["update-index", "--add", "--cacheinfo", &cacheinfo])
+            .map_err(io::Error::other)?;
     }
     Ok(())
 }
@@ -88,3 +117,17 @@ pub(in super::super) const WRITE_FIDO_TOML: Probe =
         .refused_by(RefusedBy::ProtectedPath)
         .with_refusal_errno("EROFS")
         .with_side_effect(|f| f.changed(FIDO_TOML));
+
+pub(in super::super) const WRITE_GITLINK_GIT_CONFIG: Probe =
+    Probe::new("write-gitlink-git-config", |t| {
+        append(&t.dir.join(GITLINK_CONFIG))
+    })
+    .with_setup(gitlink_tree)
+    .with_unsupported(|_| {
+        crate::git::version::installed()
+            .err()
+            .map(|err| format!("no git to enter a gitlink ({err})"))
+    })
+    .refused_by(RefusedBy::ProtectedPath)
+    .with_refusal_errno("EROFS")
+    .with_side_effect(|f| f.changed(GITLINK_CONFIG));

@@ -432,7 +432,7 @@ fn forbidden_of_a_workspace_write_command() -> usize {
     // The containment probes (setsid escape, process limit) where
     // commands get a PID namespace, and filling TMPDIR.
     let tmpfs = super::super::probes::limits::tmpdir_limit_probed();
-    29 + 2 * usize::from(contained) + usize::from(tmpfs)
+    30 + 2 * usize::from(contained) + usize::from(tmpfs)
 }
 
 /// A subagent's process limit is said apart from a command's: the same
