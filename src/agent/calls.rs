@@ -4,7 +4,9 @@
 //!   call, free text) is never run and never replayed verbatim: it gets an
 //!   error result, and the history keeps `{}` in its place, so the next
 //!   request parses on strict servers (llama.cpp answers HTTP 500 to invalid
-//!   arguments in the history). The original goes to Fido's log only.
+//!   arguments in the history). The original goes to Fido's log only. A
+//!   lone UTF-16 surrogate escape in the arguments (half an emoji) becomes
+//!   U+FFFD first, so it costs one character, not the call.
 //! - [`calls_from_text`]: with `tool_call_fallback`, a call the model wrote
 //!   into its text (a fenced `json` block, Qwen's `<tool_call>` tags, or the
 //!   bare object as the whole answer) is
@@ -13,8 +15,12 @@
 //! - [`misfit_text_call`]: a whole answer that is such a call with arguments
 //!   that miss the schema is not run, and not taken as the answer either.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 use tracing::warn;
+
+use crate::provider::sse::repair_lone_surrogates;
 
 use crate::protocol::{ToolCall, ToolSpec};
 use crate::text;
@@ -26,6 +32,11 @@ pub fn sanitize(calls: Vec<ToolCall>, cut_off: bool) -> (Vec<ToolCall>, Vec<Opti
     let calls = calls
         .into_iter()
         .map(|mut call| {
+            // JSON inside a JSON string: the provider's event was repaired,
+            // but an escape in the arguments was only text then.
+            if let Cow::Owned(repaired) = repair_lone_surrogates(&call.arguments) {
+                call.arguments = repaired;
+            }
             let parsed = serde_json::from_str::<Value>(&call.arguments);
             let refusal = match parsed {
                 Ok(Value::Object(_)) => None,
@@ -144,12 +155,12 @@ fn parse_call(body: &str, tools: &[ToolSpec]) -> Option<(String, String)> {
 /// A JSON object `{"name": ..., "arguments" (or "parameters"): ...}`
 /// naming an advertised tool: its spec and the arguments.
 fn named_call<'a>(body: &str, tools: &'a [ToolSpec]) -> Option<(&'a ToolSpec, Value)> {
-    let value: Value = serde_json::from_str(body.trim()).ok()?;
+    let value: Value = serde_json::from_str(&repair_lone_surrogates(body.trim())).ok()?;
     let name = value.get("name")?.as_str()?;
     let spec = tools.iter().find(|t| t.name == name)?;
     let arguments = match value.get("arguments").or_else(|| value.get("parameters")) {
         None => Value::Object(Map::new()),
-        Some(Value::String(s)) => serde_json::from_str(s).ok()?,
+        Some(Value::String(s)) => serde_json::from_str(&repair_lone_surrogates(s)).ok()?,
         Some(other) => other.clone(),
     };
     Some((spec, arguments))
@@ -247,6 +258,23 @@ mod tests {
     }
 
     #[test]
+    fn a_lone_surrogate_in_the_arguments_becomes_a_replacement_character() {
+        let (calls, refusals) = sanitize(
+            vec![
+                call(r#"{"path": "a\ud83d.rs"}"#),
+                call(r#"{"path": "\ud83d\udc15.rs"}"#),
+            ],
+            false,
+        );
+        assert_eq!(refusals, vec![None, None]);
+        assert_eq!(calls[0].arguments, r#"{"path": "a\ufffd.rs"}"#);
+        let path: Value = serde_json::from_str(&calls[0].arguments).unwrap();
+        assert_eq!(path["path"], "a\u{fffd}.rs");
+        // A pair is a character and stays as it was.
+        assert_eq!(calls[1].arguments, r#"{"path": "\ud83d\udc15.rs"}"#);
+    }
+
+    #[test]
     fn invalid_arguments_are_refused_and_replayed_as_an_empty_object() {
         let (calls, refusals) = sanitize(
             vec![
@@ -295,6 +323,20 @@ mod tests {
         ] {
             assert_eq!(calls_from_text(text, &tools), None, "{text}");
         }
+    }
+
+    /// A call written in the text with half an emoji, in the object and
+    /// in arguments given as a string: taken, with U+FFFD in its place.
+    #[test]
+    fn a_text_call_with_a_lone_surrogate_is_still_taken() {
+        let tools = [read_file_spec()];
+        let fenced =
+            "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\\ud83d\"}}\n```";
+        let (_, calls) = calls_from_text(fenced, &tools).unwrap();
+        assert_eq!(calls[0].arguments, "{\"path\":\"a\u{fffd}\"}");
+        let tagged = "<tool_call>{\"name\": \"read_file\", \"arguments\": \"{\\\"path\\\": \\\"b\\\\udc15\\\"}\"}</tool_call>";
+        let (_, calls) = calls_from_text(tagged, &tools).unwrap();
+        assert_eq!(calls[0].arguments, "{\"path\":\"b\u{fffd}\"}");
     }
 
     #[test]

@@ -153,6 +153,40 @@ fn a_lone_surrogate_in_the_stream_is_repaired_and_the_turn_goes_on() {
     assert_eq!(answer[0]["text"], "a\u{fffd}b \u{fffd}c");
 }
 
+/// Half an emoji in a call's arguments (JSON inside a JSON string, so the
+/// stream's own repair cannot see it): the call runs with U+FFFD in its
+/// place, and the plan it made says so.
+#[test]
+fn a_lone_surrogate_in_tool_call_arguments_costs_a_character_not_the_call() {
+    let ws = tempfile::tempdir().unwrap();
+    let arguments = r#"{"reason": "start", "items": [{"id": "a", "title": "fix \ud83d bug \udc15", "status": "done", "evidence": ["seen"]}]}"#;
+    let call = json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+        "function": {"name": "update_plan", "arguments": arguments}}]});
+    let events = vec![
+        sse::data(&sse::chunk(json!({"role": "assistant"}), None)),
+        sse::data(&sse::chunk(call, None)),
+        sse::data(&sse::chunk(json!({}), Some("tool_calls"))),
+        sse::data(&sse::usage_chunk(TokenUsage::DEFAULT)),
+        sse::done(),
+    ];
+    let server = FakeServer::start(vec![
+        Reply::sse(events),
+        Reply::sse(sse::text_turn("planned")),
+    ]);
+    let output = run_exec(ws.path(), &server, "plan it", &[]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let events = parse_events(&output.stdout);
+    let results = events_of(&events, "tool_result");
+    assert_eq!(results.len(), 1, "{events:?}");
+    assert_eq!(results[0]["ok"], true, "{:?}", results[0]);
+    let plans = events_of(&events, "plan_updated");
+    assert_eq!(plans.len(), 1, "{events:?}");
+    assert_eq!(
+        plans[0]["plan"]["items"][0]["title"],
+        "fix \u{fffd} bug \u{fffd}"
+    );
+}
+
 #[test]
 fn plan_show_of_a_hostile_plan_file_shows_it_escaped_on_its_own_lines() {
     let ws = tempfile::tempdir().unwrap();
