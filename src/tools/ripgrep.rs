@@ -6,7 +6,8 @@
 //! `max_matches` and by `limits.read_max_bytes`, each with a note.
 //!
 //! Memory is bounded too: a line longer than [`PIECE_BYTES`] is searched in
-//! pieces of that size (as `read_file` never holds a whole giant line), the
+//! pieces of that size, each starting with the last [`OVERLAP_BYTES`] of
+//! the one before (as `read_file` never holds a whole giant line), the
 //! searcher has a heap limit, and a long line is shown cut around its match
 //! with a note. File names are escaped, so a name cannot forge a line.
 
@@ -41,9 +42,12 @@ const MAX_LINE_CHARS: usize = 500;
 /// Characters shown before the match when a long line is cut around it.
 const LEAD_CHARS: usize = 100;
 /// Longest stretch of one line the searcher holds: a longer line is
-/// searched in pieces of this many bytes (a match across two pieces is
-/// missed), so a 500 MB one-line file costs about this, not 500 MB.
+/// searched in pieces of this many bytes, so a 500 MB one-line file costs
+/// about this, not 500 MB.
 const PIECE_BYTES: usize = 1 << 20;
+/// Each piece after the first starts with this many bytes of the one
+/// before, so a match up to this long across the cut is found.
+const OVERLAP_BYTES: usize = 4096;
 /// The searcher's heap limit: the line it matches and its before-context
 /// lines, a piece at most each; past it the file is not searched further.
 const HEAP_LIMIT: usize = (MAX_CONTEXT + 2) * PIECE_BYTES;
@@ -334,15 +338,22 @@ fn open_regular(path: &Path) -> io::Result<File> {
 
 /// A file as the searcher reads it: a newline is added after every
 /// [`PIECE_BYTES`] bytes without one, at offsets (in what it gives out)
-/// recorded in `breaks`, so no line the searcher holds is longer. Ends
-/// the search with an error once the call is cancelled.
+/// recorded in `breaks`, so no line the searcher holds is longer. After
+/// each added newline the last [`OVERLAP_BYTES`] bytes before it come
+/// again, so a match across the cut is whole in the next piece. Ends the
+/// search with an error once the call is cancelled.
 struct Pieces<R> {
     inner: R,
     /// Bytes since the last newline.
     run: usize,
-    /// Bytes given out so far, added newlines included.
+    /// Bytes given out so far, added newlines and repeats included.
     given: u64,
     breaks: Rc<RefCell<Vec<u64>>>,
+    /// The last bytes of the run, at most [`OVERLAP_BYTES`].
+    recent: Vec<u8>,
+    /// What is to be given again before reading on, from `repeat_at`.
+    repeat: Vec<u8>,
+    repeat_at: usize,
     cancel: CancellationToken,
 }
 
@@ -353,8 +364,19 @@ impl<R: Read> Pieces<R> {
             run: 0,
             given: 0,
             breaks,
+            recent: Vec::new(),
+            repeat: Vec::new(),
+            repeat_at: 0,
             cancel,
         }
+    }
+
+    /// Remembers what was just given out of the run.
+    fn keep_recent(&mut self, given: &[u8]) {
+        let start = given.len().saturating_sub(OVERLAP_BYTES);
+        self.recent.extend_from_slice(&given[start..]);
+        let excess = self.recent.len().saturating_sub(OVERLAP_BYTES);
+        self.recent.drain(..excess);
     }
 }
 
@@ -371,14 +393,29 @@ impl<R: Read> Read for Pieces<R> {
             self.breaks.borrow_mut().push(self.given);
             self.given += 1;
             self.run = 0;
+            self.repeat = std::mem::take(&mut self.recent);
+            self.repeat_at = 0;
             return Ok(1);
         }
         let room = buf.len().min(PIECE_BYTES - self.run);
-        let read = self.inner.read(&mut buf[..room])?;
+        let read = if self.repeat_at < self.repeat.len() {
+            let again = &self.repeat[self.repeat_at..];
+            let n = room.min(again.len());
+            buf[..n].copy_from_slice(&again[..n]);
+            self.repeat_at += n;
+            n
+        } else {
+            self.inner.read(&mut buf[..room])?
+        };
         self.run = match buf[..read].iter().rposition(|&b| b == b'\n') {
-            Some(at) => read - at - 1,
+            Some(at) => {
+                self.recent.clear();
+                read - at - 1
+            }
             None => self.run + read,
         };
+        let run_part = &buf[read - self.run.min(read)..read];
+        self.keep_recent(run_part);
         self.given += read as u64;
         Ok(read)
     }
@@ -425,6 +462,29 @@ impl FileSink<'_> {
             self.results.lines.push(FileLine { path, line: number });
         }
         pushed
+    }
+
+    /// Where the first match of `mat` starts that no piece before
+    /// showed: in a piece that starts with the repeat of the one before
+    /// ([`Pieces`]), one that ends past the repeat; else the first.
+    fn first_new_match(&self, mat: &SinkMatch<'_>) -> Option<usize> {
+        let bytes = mat.bytes();
+        let offset = mat.absolute_byte_offset();
+        let after_break = offset > 0 && self.breaks.borrow().binary_search(&(offset - 1)).is_ok();
+        let repeated = if after_break { OVERLAP_BYTES } else { 0 };
+        let mut at = 0;
+        while let Ok(Some(found)) = self.matcher.find_at(bytes, at) {
+            if found.end() > repeated || repeated == 0 {
+                return Some(found.start());
+            }
+            at = found.end().max(found.start() + 1);
+            if at > bytes.len() {
+                break;
+            }
+        }
+        // The searcher said it matched: with no repeat, show it from the
+        // start as before.
+        (repeated == 0).then_some(0)
     }
 
     /// The line's number in the file (the searcher counted the added
@@ -489,11 +549,11 @@ impl Sink for FileSink<'_> {
             self.results.stop = Some(Stop::Matches);
             return Ok(false);
         }
-        self.results.matches += 1;
-        let focus = match self.matcher.find(mat.bytes()) {
-            Ok(Some(found)) => found.start(),
-            _ => 0,
+        let Some(focus) = self.first_new_match(mat) else {
+            // Only matches the piece before already showed.
+            return Ok(true);
         };
+        self.results.matches += 1;
         let found = Found {
             separator: ':',
             number: mat.line_number(),
@@ -743,5 +803,45 @@ mod tests {
         assert!(lines[0].contains("needle") && lines[0].contains("searched in pieces"));
         assert!(lines[0].chars().count() < 700);
         assert_eq!(lines[1], "giant.txt:2:needle");
+    }
+
+    /// A match across the cut between two pieces is found, once; one just
+    /// before the cut (so also in the repeat that starts the next piece)
+    /// is shown once too.
+    #[tokio::test]
+    async fn a_match_across_two_pieces_is_found_once() {
+        let dir = tree();
+        let mut giant = "x".repeat(3 * PIECE_BYTES);
+        giant.replace_range(PIECE_BYTES - 3..PIECE_BYTES + 3, "needle");
+        fs::write(dir.path().join("across.txt"), &giant).unwrap();
+        let mut near = "x".repeat(3 * PIECE_BYTES);
+        near.replace_range(PIECE_BYTES - 100..PIECE_BYTES - 94, "needle");
+        fs::write(dir.path().join("near.txt"), &near).unwrap();
+        let env = env(dir.path());
+        for name in ["across.txt", "near.txt"] {
+            let out = call(&Ripgrep, &env, json!({"pattern": "needle", "path": name})).await;
+            assert!(out.ok, "{}", out.content);
+            let lines: Vec<&str> = out.content.lines().collect();
+            assert_eq!(lines.len(), 1, "{name}: {}", out.content);
+            assert!(lines[0].starts_with(&format!("{name}:1:")), "{}", lines[0]);
+            assert!(lines[0].contains("needle"), "{}", lines[0]);
+        }
+    }
+
+    /// The repeat never holds a newline: a cut after a short line starts
+    /// the next piece with the giant line's own bytes only.
+    #[test]
+    fn pieces_repeat_the_tail_of_the_cut_line_only() {
+        let text = format!("ab\n{}", "y".repeat(PIECE_BYTES + 10));
+        let breaks = Rc::new(RefCell::new(Vec::new()));
+        let mut pieces = Pieces::new(text.as_bytes(), breaks.clone(), CancellationToken::new());
+        let mut out = Vec::new();
+        pieces.read_to_end(&mut out).unwrap();
+        let lines: Vec<&[u8]> = out.split(|b| *b == b'\n').collect();
+        assert_eq!(lines[0], b"ab");
+        assert_eq!(lines[1].len(), PIECE_BYTES);
+        assert_eq!(lines[2].len(), OVERLAP_BYTES + 10);
+        assert!(lines[2].iter().all(|b| *b == b'y'));
+        assert_eq!(breaks.borrow().len(), 1);
     }
 }
