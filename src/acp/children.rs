@@ -3,22 +3,28 @@
 //! A client that advertises `subagents` gets each subagent as a child
 //! session of its own: announced with `subagent_update` on the parent
 //! session (title: the delegated task; state: running, then idle with a
-//! stop reason and the child's usage), its tool calls as `tool_call`
-//! updates under the child's session id. Any other client sees the
-//! subagent as the parent's one `delegate` tool call, whose content says
-//! what the subagent is doing as it goes.
+//! stop reason and the child's usage), then, under the child's session
+//! id, its answers as `agent_message_chunk` (its reasoning as
+//! `agent_thought_chunk`) as its model streams them, and its tool calls
+//! as `tool_call` updates. Any other client sees the subagent as the
+//! parent's one `delegate` tool call, whose content says what the
+//! subagent is doing as it goes.
 //!
-//! What a subagent does reaches the parent as sanitised lifecycle events
-//! only (tool names and short summaries, never message contents), so that
-//! is all a child session shows. Pure: the caller sends what
-//! [`Children::of`] returns, in order.
+//! The tool calls come from the sanitised lifecycle events (tool names and
+//! short summaries); the text from the parent's own run of the child's
+//! model requests (live-only events, which neither the `--json` stream
+//! nor the parent's model sees). A subagent has no plan of its own (the
+//! plan is the parent's, and its plan tool is refused to it), so a child
+//! session has none to show. Pure: the caller sends what [`Children::of`]
+//! returns, in order.
 
 use std::collections::HashMap;
 
 use agent_client_protocol::v1::schema::{
-    ErrorStopReason, IdleStateUpdate, IdleStopReason, RunningStateUpdate,
-    SessionCancelCapabilities, SessionUpdate, StateUpdate, SubagentSessionCapabilities,
-    SubagentUpdate, ToolCall, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    ContentBlock, ContentChunk, ErrorStopReason, IdleStateUpdate, IdleStopReason,
+    RunningStateUpdate, SessionCancelCapabilities, SessionUpdate, StateUpdate,
+    SubagentSessionCapabilities, SubagentUpdate, ToolCall, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind,
 };
 use serde_json::json;
 
@@ -89,6 +95,12 @@ impl Children {
                 Vec::new()
             }
             EventKind::SubagentCall { call_id, agent_id } => self.started(call_id, agent_id),
+            EventKind::SubagentTextDelta { agent_id, text } => {
+                self.said(agent_id, SessionUpdate::AgentMessageChunk(chunk(text)))
+            }
+            EventKind::SubagentReasoningDelta { agent_id, text } => {
+                self.said(agent_id, SessionUpdate::AgentThoughtChunk(chunk(text)))
+            }
             EventKind::Subagent {
                 agent_id,
                 phase,
@@ -113,6 +125,15 @@ impl Children {
             }
             _ => Vec::new(),
         }
+    }
+
+    /// What a subagent's model said, under its own session (nothing for a
+    /// client without child sessions: the parent's call shows its state).
+    fn said(&self, agent_id: &str, update: SessionUpdate) -> Vec<Routed> {
+        if !self.as_sessions || !self.agents.contains_key(agent_id) {
+            return Vec::new();
+        }
+        vec![Routed::child(agent_id, update)]
     }
 
     /// The delegate call `call_id` runs as `agent_id`: a child session is
@@ -187,6 +208,10 @@ impl Children {
         }
         out
     }
+}
+
+fn chunk(text: &str) -> ContentChunk {
+    ContentChunk::new(ContentBlock::from(text))
 }
 
 /// A child's tool call starts, under the child's session.
@@ -272,4 +297,64 @@ fn live_status(
             "usage": child.usage,
         }));
     SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(child.call_id.clone(), fields))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn to_json(routed: &Routed) -> serde_json::Value {
+        serde_json::to_value(&routed.update).unwrap()
+    }
+
+    fn delegated(children: &mut Children) {
+        children.of(&EventKind::ToolCall {
+            id: "d1".into(),
+            name: "delegate".into(),
+            summary: "Find what main does".into(),
+        });
+        children.of(&EventKind::SubagentCall {
+            call_id: "d1".into(),
+            agent_id: "subagent-1".into(),
+        });
+    }
+
+    /// What a subagent's model says streams under its own session, text
+    /// and reasoning apart; another subagent's words are not its.
+    #[test]
+    fn a_subagents_words_stream_under_its_own_session() {
+        let mut children = Children::new(true, Capabilities::default());
+        delegated(&mut children);
+        let said = children.of(&EventKind::SubagentTextDelta {
+            agent_id: "subagent-1".into(),
+            text: "Reading main.rs".into(),
+        });
+        assert_eq!(said.len(), 1);
+        assert_eq!(said[0].session.as_deref(), Some("subagent-1"));
+        assert_eq!(to_json(&said[0])["sessionUpdate"], "agent_message_chunk");
+        assert_eq!(to_json(&said[0])["content"]["text"], "Reading main.rs");
+        let thought = children.of(&EventKind::SubagentReasoningDelta {
+            agent_id: "subagent-1".into(),
+            text: "hmm".into(),
+        });
+        assert_eq!(to_json(&thought[0])["sessionUpdate"], "agent_thought_chunk");
+        let stranger = children.of(&EventKind::SubagentTextDelta {
+            agent_id: "subagent-9".into(),
+            text: "not announced".into(),
+        });
+        assert!(stranger.is_empty());
+    }
+
+    /// Without child sessions the parent's `delegate` call stands for the
+    /// subagent: its words are not sent at all.
+    #[test]
+    fn without_child_sessions_a_subagents_words_are_not_sent() {
+        let mut children = Children::new(false, Capabilities::default());
+        delegated(&mut children);
+        let said = children.of(&EventKind::SubagentTextDelta {
+            agent_id: "subagent-1".into(),
+            text: "Reading main.rs".into(),
+        });
+        assert!(said.is_empty());
+    }
 }

@@ -168,6 +168,15 @@ pub enum EventKind {
         id: super::op::SubmissionId,
         reply: super::op::OpReply,
     },
+    /// Live only: a fragment of subagent `agent_id`'s answer as its model
+    /// streams it (the parent runs the subagent's model requests), for a
+    /// front end that shows each subagent on its own: an editor's child
+    /// session. The `subagent` events stay sanitised; these never reach
+    /// the `--json` stream nor the parent's model.
+    SubagentTextDelta { agent_id: String, text: String },
+    /// Live only: a fragment of subagent `agent_id`'s reasoning, from
+    /// providers that stream it.
+    SubagentReasoningDelta { agent_id: String, text: String },
     /// Live only: the model's `delegate` call `call_id` runs as subagent
     /// `agent_id` (emitted once, before the subagent's `subagent` events),
     /// so a front end can show the subagent under the call that made it.
@@ -196,6 +205,8 @@ impl EventKind {
             | EventKind::QuestionAsked { .. }
             | EventKind::OpReplied { .. }
             | EventKind::SubagentCall { .. }
+            | EventKind::SubagentTextDelta { .. }
+            | EventKind::SubagentReasoningDelta { .. }
             | EventKind::ChangeSet { .. } => true,
             EventKind::SessionStarted { .. }
             | EventKind::TurnStarted { .. }

@@ -4,9 +4,10 @@
 //! is not an error for the agent.
 //!
 //! The queue is bounded without blocking the sender:
-//! - past [`COALESCE_AT`] queued events, a streamed text fragment joins the
-//!   fragment queued last instead of taking a slot of its own: the text is
-//!   all there, in fewer events (a slow reader gets bigger fragments);
+//! - past [`COALESCE_AT`] queued events, a streamed text fragment (the
+//!   main agent's or a subagent's) joins the fragment of the same source
+//!   queued last instead of taking a slot of its own: the text is all
+//!   there, in fewer events (a slow reader gets bigger fragments);
 //! - at [`QUEUE_LIMIT`] queued events, further events are dropped and
 //!   counted, and the reader gets one `error` event naming the limit and
 //!   the count once it has made room.
@@ -104,13 +105,9 @@ impl EventSink {
         }
         let len = state.events.len();
         if len >= COALESCE_AT
-            && let EventKind::AssistantDelta { text } = &kind
-            && let Some(Event {
-                kind: EventKind::AssistantDelta { text: last },
-                ..
-            }) = state.events.back_mut()
+            && let Some(last) = state.events.back_mut()
+            && join_fragment(&mut last.kind, &kind)
         {
-            last.push_str(text);
             return;
         }
         if len >= QUEUE_LIMIT {
@@ -120,6 +117,28 @@ impl EventSink {
         state.events.push_back(Event::now(kind));
         drop(state);
         queue.wake();
+    }
+}
+
+/// Joins `next` to `last` when both are streamed text of the same source:
+/// the main agent's answer, or one subagent's.
+fn join_fragment(last: &mut EventKind, next: &EventKind) -> bool {
+    match (last, next) {
+        (EventKind::AssistantDelta { text: last }, EventKind::AssistantDelta { text }) => {
+            last.push_str(text);
+            true
+        }
+        (
+            EventKind::SubagentTextDelta {
+                agent_id: last_agent,
+                text: last,
+            },
+            EventKind::SubagentTextDelta { agent_id, text },
+        ) if last_agent == agent_id => {
+            last.push_str(text);
+            true
+        }
+        _ => false,
     }
 }
 
@@ -247,6 +266,38 @@ mod tests {
         let all = texts(&mut receiver);
         assert_eq!(all.len(), COALESCE_AT + 1, "one event holds the fragments");
         assert_eq!(all[COALESCE_AT], format!("x{}", "y".repeat(10_000)));
+    }
+
+    /// Past the mark a subagent's fragments join its own last one, never
+    /// another subagent's nor the main agent's.
+    #[test]
+    fn past_the_coalescing_mark_a_subagents_fragments_join_its_own_only() {
+        let (sink, mut receiver) = channel();
+        for _ in 0..COALESCE_AT {
+            sink.emit(EventKind::TurnStarted { turn: 1 });
+        }
+        let from = |agent: &str, text: &str| EventKind::SubagentTextDelta {
+            agent_id: agent.into(),
+            text: text.into(),
+        };
+        for kind in [
+            from("a", "1"),
+            from("a", "2"),
+            from("b", "3"),
+            delta("4"),
+            from("b", "5"),
+            from("b", "6"),
+        ] {
+            sink.emit(kind);
+        }
+        let tail: Vec<EventKind> = std::iter::from_fn(|| receiver.try_recv())
+            .skip(COALESCE_AT)
+            .map(|event| event.kind)
+            .collect();
+        assert_eq!(
+            tail,
+            [from("a", "12"), from("b", "3"), delta("4"), from("b", "56")]
+        );
     }
 
     #[test]

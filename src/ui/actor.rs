@@ -347,6 +347,8 @@ fn on_event<B: Backend>(
         | EventKind::AssistantDelta { .. }
         | EventKind::ToolOutput { .. }
         | EventKind::SubagentCall { .. }
+        | EventKind::SubagentTextDelta { .. }
+        | EventKind::SubagentReasoningDelta { .. }
         | EventKind::ReasoningDelta { .. }
         | EventKind::ChangeSet { .. }) => state.store.apply(&kind, now),
     }

@@ -5,21 +5,41 @@
 //! `acp.rs`: the real `fido acp`, the fake model server, the TypeScript
 //! SDK client.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::acp::{events, message_text, node_modules, patch_call, response, run_client, updates};
 use crate::common::turns::call;
 use crate::common::{FakeServer, Reply, sse};
 
-/// A parent that delegates one task, whose subagent reads `main.rs`, then
-/// waits on the model for good (until it is cancelled); the parent then
-/// answers. The stall answers only the request that carries what the
-/// subagent read, so the parent's next request can never get it.
+/// A turn that thinks `thought`, says `text`, then calls `name`.
+fn said_then_called(thought: &str, text: &str, (id, name): (&str, &str), args: &Value) -> Reply {
+    let mut events = vec![
+        sse::data(&sse::chunk(
+            json!({"role": "assistant", "reasoning_content": thought}),
+            None,
+        )),
+        sse::data(&sse::chunk(json!({"content": text}), None)),
+    ];
+    events.extend(sse::tool_call_turn(&[(id, name, &args.to_string())]));
+    Reply::sse(events)
+}
+
+/// A parent that delegates one task, whose subagent says what it does and
+/// reads `main.rs`, then waits on the model for good (until it is
+/// cancelled); the parent then answers. The stall answers only the request
+/// that carries what the subagent read, so the parent's next request can
+/// never get it.
 fn delegating_server() -> FakeServer {
     let delegate = json!({"task": "Find what main does"}).to_string();
+    let read = json!({"path": "main.rs"});
     let server = FakeServer::start(vec![
         Reply::sse(sse::tool_call_turn(&[("d1", "delegate", &delegate)])),
-        call("s1", "read_file", json!({"path": "main.rs"})),
+        said_then_called(
+            "Which file?",
+            "Reading main.rs first.",
+            ("s1", "read_file"),
+            &read,
+        ),
         Reply::sse(sse::text_turn("The subagent was cancelled; carrying on.")),
     ]);
     server.push_keyed(
@@ -74,6 +94,20 @@ fn a_subagent_is_a_child_session_whose_cancel_stops_it_alone() {
         .find(|e| e["update"]["sessionUpdate"] == "tool_call")
         .unwrap_or_else(|| panic!("no tool call in the child session: {report:#}"));
     assert_eq!(read["update"]["title"], "read_file main.rs");
+    // What the subagent's model said and thought, in its session only.
+    let said: String = child_updates
+        .iter()
+        .filter(|e| e["update"]["sessionUpdate"] == "agent_message_chunk")
+        .map(|e| e["update"]["content"]["text"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(said, "Reading main.rs first.", "{report:#}");
+    assert!(
+        child_updates
+            .iter()
+            .any(|e| e["update"]["sessionUpdate"] == "agent_thought_chunk"
+                && e["update"]["content"]["text"] == "Which file?"),
+        "{report:#}"
+    );
     assert_eq!(read["update"]["kind"], "read");
     // It ended when the subagent asked the model again.
     let read_id = &read["update"]["toolCallId"];
@@ -104,10 +138,14 @@ fn a_subagent_is_a_child_session_whose_cancel_stops_it_alone() {
     );
     let prompt = response(&report, "session/prompt");
     assert_eq!(prompt[0]["result"]["stopReason"], "end_turn", "{report:#}");
-    assert_eq!(
-        message_text(&report),
-        "The subagent was cancelled; carrying on."
-    );
+    let parent_text: String = events(&report, "update")
+        .into_iter()
+        .filter(|e| {
+            e["sessionId"] == parent && e["update"]["sessionUpdate"] == "agent_message_chunk"
+        })
+        .map(|e| e["update"]["content"]["text"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(parent_text, "The subagent was cancelled; carrying on.");
     // The parent's last request carries the delegate's result (whether the
     // stalled child request reached the server first or not).
     let requests = server.model_requests();

@@ -30,12 +30,13 @@ pub(super) struct GatewayOutcome {
 }
 
 /// Who a child's model request is for: its identity (for usage), the
-/// model its profile names, if any, and what the child's loop asked of
-/// the answer.
+/// model its profile names, if any, what the child's loop asked of the
+/// answer, and where its text goes as it streams.
 pub(super) struct Requester {
     pub identity: Identity,
     pub model: Option<String>,
     pub shape: RequestShape,
+    pub events: EventSink,
 }
 
 /// What the child's loop asked of one answer: its output cap (from the
@@ -48,8 +49,9 @@ pub(super) struct RequestShape {
 
 /// Performs one model request for the child with the parent's provider;
 /// the answer goes back to the run loop, which writes it. Nothing is
-/// streamed: the child shows no text, so chunks would only cost it a
-/// frame each.
+/// streamed to the child (it shows no text, so chunks would only cost it
+/// a frame each); its text and reasoning stream to the parent's front
+/// ends as live-only events ([`stream_notices`]).
 pub(super) async fn gateway(
     request_id: u64,
     requester: Requester,
@@ -58,12 +60,13 @@ pub(super) async fn gateway(
     catalog: Arc<ToolCatalog>,
     done: mpsc::UnboundedSender<GatewayOutcome>,
 ) {
-    let notices = |_: ProviderNotice| {};
     let Requester {
         identity,
         model,
         shape,
+        events,
     } = requester;
+    let notices = stream_notices(&identity, events);
     let request = ChatRequest {
         messages: &messages,
         tools: catalog.specs(),
@@ -98,6 +101,24 @@ pub(super) async fn gateway(
         messages,
         usage,
     });
+}
+
+/// What the parent's front ends see of a child's answer as it streams:
+/// its text and reasoning fragments, under its agent id.
+fn stream_notices(identity: &Identity, events: EventSink) -> impl Fn(ProviderNotice) + Send + Sync {
+    let agent_id = identity.label().to_string();
+    move |notice| {
+        let (agent_id, kind) = (agent_id.clone(), notice);
+        match kind {
+            ProviderNotice::TextDelta(text) => {
+                events.emit(EventKind::SubagentTextDelta { agent_id, text });
+            }
+            ProviderNotice::ReasoningDelta(text) => {
+                events.emit(EventKind::SubagentReasoningDelta { agent_id, text });
+            }
+            ProviderNotice::ToolCallStarted { .. } | ProviderNotice::Retrying { .. } => {}
+        }
+    }
 }
 
 /// Runs a subagent's MCP call with the parent's connections (the hub

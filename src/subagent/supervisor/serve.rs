@@ -266,6 +266,7 @@ impl ChildLink {
             identity: Identity::subagent(job.agent_id.clone()),
             model: job.model.clone(),
             shape: request.shape,
+            events: shared.events.clone(),
         };
         serving.inflight = Some(tokio::spawn(gateway(
             request.request_id,

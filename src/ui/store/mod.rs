@@ -177,8 +177,11 @@ impl Store {
             EventKind::ApprovalRequested { .. }
             | EventKind::QuestionAsked { .. }
             | EventKind::OpReplied { .. } => return false,
-            // The bar follows the `subagent` events alone.
-            EventKind::SubagentCall { .. } => return false,
+            // The bar follows the `subagent` events alone; a subagent's
+            // own text is for front ends that show it apart (an editor).
+            EventKind::SubagentCall { .. }
+            | EventKind::SubagentTextDelta { .. }
+            | EventKind::SubagentReasoningDelta { .. } => return false,
             // Not shown: the transcript is the model's answers.
             EventKind::ReasoningDelta { .. } => return false,
             EventKind::ChangeSet {
