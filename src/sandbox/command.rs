@@ -38,7 +38,7 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::gitlinks::Gitlinks;
 use super::limits::{self, CommandLimits, TmpdirLimit};
@@ -146,6 +146,8 @@ struct Protection {
     mechanism: Mechanism,
     /// The gitlink folders, whose `.git` is protected too.
     gitlinks: Arc<Gitlinks>,
+    /// The other repositories below the top, found once (a walk).
+    clones: Arc<OnceLock<Vec<PathBuf>>>,
 }
 
 /// What one command's confinement adds to the session's, prepared before
@@ -382,18 +384,21 @@ impl CommandSandbox {
     }
 
     /// For a command about to start: a watch for a `.git` it may make at
-    /// the top of the workspace or in a gitlink folder, where the
-    /// protected paths are bound read-only and there is none yet, or one
-    /// it may put in place of a gitlink's (`sandbox::new_repository`). Blocking: an `lstat` per folder, and
-    /// git when the gitlinks must be read again (`sandbox::gitlinks`),
-    /// so that [`CommandSandbox::apply`] finds them fresh.
+    /// the top of the workspace or in a nested repository's folder, where
+    /// the protected paths are bound read-only and there is none yet, or
+    /// one it may put in place of a nested repository's
+    /// (`sandbox::new_repository`). Blocking: an `lstat` per folder, git
+    /// when the gitlinks must be read again (`sandbox::gitlinks`) and, at
+    /// the first command, a walk for the other nested repositories
+    /// (`sandbox::nested_clones`), so that [`CommandSandbox::apply`]
+    /// finds them ready.
     pub fn repository_watch(&self) -> Option<RepositoryWatch> {
         let protection = self.protection.as_ref()?;
-        let gitlinks = protection.gitlinks.current();
+        let nested = protection.nested();
         if !protection.mechanism.uses_namespace() {
             return None;
         }
-        Some(RepositoryWatch::before(&protection.workspace, &gitlinks))
+        Some(RepositoryWatch::before(&protection.workspace, &nested))
     }
 
     /// How the commands are kept to the allowlist proxy, if they have one.
@@ -449,8 +454,8 @@ impl CommandSandbox {
         };
         let workspace = &protection.workspace;
         let mut paths = protect::protected_paths(workspace);
-        let gitlinks = protection.gitlinks.current();
-        paths.extend(crate::workspace::gitlink_git_paths(workspace, &gitlinks));
+        let nested = protection.nested();
+        paths.extend(crate::workspace::nested_git_paths(workspace, &nested));
         if protection.mechanism.uses_namespace() {
             return PerCommand {
                 binds: Some(ReadOnlyBinds::prepare(&paths)),
@@ -558,11 +563,35 @@ impl Protection {
         {
             tracing::warn!(error = %err, "cannot create .fido-state");
         }
+        let clones: Arc<OnceLock<Vec<PathBuf>>> = Arc::default();
+        // The walk starts now, so the first command seldom waits for it
+        // (it does when the walk is not done: `OnceLock` holds it).
+        let (walked, root) = (Arc::clone(&clones), workspace.to_path_buf());
+        std::thread::spawn(move || {
+            walked
+                .get_or_init(|| super::nested_clones::find(&root))
+                .len()
+        });
         Protection {
             workspace: workspace.to_path_buf(),
             mechanism: protect::mechanism(),
             gitlinks: Arc::new(Gitlinks::new(workspace)),
+            clones,
         }
+    }
+
+    /// Every repository below the top whose `.git` is protected: the
+    /// gitlinks as the index says now, and the clones found when the
+    /// sandbox was made (`sandbox::nested_clones`). Blocking.
+    fn nested(&self) -> Vec<PathBuf> {
+        let clones = self
+            .clones
+            .get_or_init(|| super::nested_clones::find(&self.workspace));
+        let mut nested = self.gitlinks.current();
+        nested.extend(clones.iter().cloned());
+        nested.sort();
+        nested.dedup();
+        nested
     }
 }
 

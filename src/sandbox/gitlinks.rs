@@ -6,7 +6,7 @@
 //! the workspace, git runs `git status` inside each gitlink folder too,
 //! with that repository's configuration: a `core.fsmonitor` planted there
 //! runs as the user, outside the sandbox. So each gitlink's `.git` is a
-//! protected path (`crate::workspace::gitlink_git_paths`), and this module
+//! protected path (`crate::workspace::nested_git_paths`), and this module
 //! says where they are.
 //!
 //! The list comes from git (`ls-files --stage` in each repository, mode

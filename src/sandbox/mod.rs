@@ -16,6 +16,7 @@ pub mod command;
 pub mod git_wall;
 pub mod gitlinks;
 pub mod limits;
+pub mod nested_clones;
 pub mod netns;
 pub mod new_repository;
 pub mod pidns;

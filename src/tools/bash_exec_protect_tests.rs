@@ -393,7 +393,8 @@ fn user_git(dir: &Path, args: &[&str]) -> std::process::Output {
 
 /// The repository of [`repository`] with two gitlinks: `vendor/lib`, a
 /// clone committed as a gitlink (its `.git` a folder), and `mods/sub`, a
-/// submodule (its `.git` a file naming `.git/modules/sub`).
+/// submodule (its `.git` a file naming `.git/modules/sub`); and an
+/// ignored clone the user keeps, `third_party/dep`.
 fn repository_with_gitlinks(mechanism: Mechanism) -> (tempfile::TempDir, ToolEnv, PathBuf) {
     let (dir, env) = repository(mechanism);
     let root = std::fs::canonicalize(dir.path()).unwrap();
@@ -420,11 +421,16 @@ fn repository_with_gitlinks(mechanism: Mechanism) -> (tempfile::TempDir, ToolEnv
             .success()
     );
     assert!(root.join("mods/sub/.git").is_file());
+    let dep = root.join("third_party/dep");
+    std::fs::create_dir_all(&dep).unwrap();
+    assert!(user_git(&dep, &["init", "-q"]).status.success());
+    std::fs::write(root.join(".gitignore"), "third_party/\n").unwrap();
     (dir, env, root)
 }
 
-/// Ways a command has tried to plant a program in a gitlink's repository,
-/// which the user's `git status` in the workspace would run.
+/// Ways a command has tried to plant a program in a nested repository,
+/// which the user's `git status` in the workspace, or in the clone they
+/// keep, would run.
 const GITLINK_ATTACKS: &[&str] = &[
     "git -C vendor/lib config core.fsmonitor \"touch $PWD/PWNED\"",
     "printf '[core]\\n\\tfsmonitor = touch %s/PWNED\\n' \"$PWD\" >> vendor/lib/.git/config",
@@ -433,6 +439,9 @@ const GITLINK_ATTACKS: &[&str] = &[
     "mv vendor/lib vendor/old && mkdir -p vendor/lib && git init -q vendor/lib && git -C vendor/lib config core.fsmonitor \"touch $PWD/PWNED\"",
     "mkdir -p /tmp/fido-evil-$$ && git init -q --bare /tmp/fido-evil-$$ && git --git-dir=/tmp/fido-evil-$$ config core.fsmonitor \"touch $PWD/PWNED\" && echo \"gitdir: /tmp/fido-evil-$$\" > mods/sub/.git",
     "git -C mods/sub config core.fsmonitor \"touch $PWD/PWNED\"",
+    "git -C third_party/dep config core.fsmonitor \"touch $PWD/PWNED\"",
+    "echo '[core]' > third_party/dep/.git/config",
+    "mv third_party/dep third_party/old && git init -q third_party/dep && git -C third_party/dep config core.fsmonitor \"touch $PWD/PWNED\"",
 ];
 
 async fn gitlink_attacks_change_nothing(mechanism: Mechanism) {
@@ -443,8 +452,12 @@ async fn gitlink_attacks_change_nothing(mechanism: Mechanism) {
         let command = format!("echo started; {attack}");
         let out = call(&BashExec, &env, json!({ "command": command })).await;
         assert!(out.content.starts_with("started\n"), "{}", out.content);
-        // The user's next `git status`, outside the sandbox.
+        // The user's next `git status`, outside the sandbox, in the
+        // workspace and in the clone they keep.
         let status = user_git(&root, &["status", "--porcelain"]);
+        if root.join("third_party/dep").is_dir() {
+            user_git(&root.join("third_party/dep"), &["status", "--porcelain"]);
+        }
         assert!(
             !root.join("PWNED").exists(),
             "{mechanism}: `{attack}` planted a program that git ran:\n{}\n{}",

@@ -35,17 +35,18 @@ pub fn protected_paths(workspace: &Path) -> Vec<PathBuf> {
     paths
 }
 
-/// The `.git` of each gitlink folder (`gitlinks`, relative to
-/// `workspace`): a submodule's, or a clone committed as a gitlink. Git
-/// enters each when the user runs `git status` in the workspace's
-/// repository and reads its configuration there, so it is protected like
-/// the top-level one: the `.git` path itself (whether it exists or not),
-/// and, where it is a file or a link, the git directory it names.
-/// Blocking (a few `lstat`s and small reads per gitlink).
-pub fn gitlink_git_paths(workspace: &Path, gitlinks: &[PathBuf]) -> Vec<PathBuf> {
+/// The `.git` of each nested repository's folder (`folders`, relative to
+/// `workspace`): a submodule's, a clone committed as a gitlink, or a
+/// clone the user keeps untracked. Git enters the first two when the user
+/// runs `git status` in the workspace's repository, and the user enters
+/// the last; either reads its configuration there, so each is protected
+/// like the top-level one: the `.git` path itself (whether it exists or
+/// not), and, where it is a file or a link, the git directory it names.
+/// Blocking (a few `lstat`s and small reads per folder).
+pub fn nested_git_paths(workspace: &Path, folders: &[PathBuf]) -> Vec<PathBuf> {
     let mut paths = Vec::new();
-    for gitlink in gitlinks {
-        let folder = workspace.join(gitlink);
+    for nested in folders {
+        let folder = workspace.join(nested);
         let dot_git = folder.join(".git");
         match std::fs::symlink_metadata(&dot_git) {
             Ok(meta) if meta.file_type().is_symlink() => {
