@@ -7,15 +7,18 @@
 //! - [`input`]: the JSON object a hook reads on stdin.
 //! - [`runner`]: one run, in a process group of its own, capped, timed.
 //! - [`reply`]: what its exit code and stdout decide.
+//! - [`points`]: every point of a session where hooks run, and what
+//!   their answers do there, typed for the caller to act on.
 //!
 //! [`Hooks`] runs the hooks of one event in the order configured and sums
-//! up what they said; the agent decides what that does to the turn. Hooks
-//! never touch the cached prefix: what they add enters the conversation as
-//! a message where it happened. Only the main agent runs hooks; a
-//! subagent's calls are confined by its sandbox instead (README).
+//! up what they said; [`points`] says what that means. Hooks never touch
+//! the cached prefix: what they add enters the conversation as a message
+//! where it happened. Only the main agent runs hooks; a subagent's calls
+//! are confined by its sandbox instead (README).
 
 pub mod config;
 pub mod input;
+pub mod points;
 pub mod reply;
 pub mod runner;
 

@@ -38,15 +38,14 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use super::gitlinks::Gitlinks;
 use super::limits::{self, CommandLimits, TmpdirLimit};
 use super::netns::{NetworkConfinement, ProxyConfinement, ProxyRoute};
 use super::new_repository::RepositoryWatch;
 use super::pidns::PidNamespace;
 use super::policy::{Enforcement, SandboxError};
-use super::protect::{self, Mechanism, ReadOnlyBinds};
+use super::protect::{self, Mechanism, Protection, ReadOnlyBinds};
 use super::ruleset::{self, MIN_READ_ONLY_ABI, NETWORK_ABI, RulesetSpec};
 use super::seccomp::{SeccompPolicy, SeccompProgram, SocketAccess};
 use crate::protocol::{NetworkAccess, SandboxMode};
@@ -137,17 +136,6 @@ pub struct CommandSandbox {
     protection: Option<Protection>,
     /// The limits as configured, and how `TMPDIR` is kept to its size.
     limits: Option<(CommandLimits, TmpdirLimit)>,
-}
-
-/// The protected paths of one workspace, and how they are kept.
-#[derive(Debug, Clone)]
-struct Protection {
-    workspace: PathBuf,
-    mechanism: Mechanism,
-    /// The gitlink folders, whose `.git` is protected too.
-    gitlinks: Arc<Gitlinks>,
-    /// The other repositories below the top, found once (a walk).
-    clones: Arc<OnceLock<Vec<PathBuf>>>,
 }
 
 /// What one command's confinement adds to the session's, prepared before
@@ -549,49 +537,6 @@ impl CommandSandbox {
             Some(program) => program.apply(),
             None => Ok(()),
         }
-    }
-}
-
-impl Protection {
-    /// Finds how this kernel keeps protected paths (a fork and a wait,
-    /// once per session), and makes `.fido-state/` so that it is there to
-    /// protect from the first command on.
-    fn prepare(workspace: &Path) -> Protection {
-        let state = workspace.join(crate::workspace::STATE_DIR);
-        if let Err(err) = std::fs::create_dir(&state)
-            && err.kind() != std::io::ErrorKind::AlreadyExists
-        {
-            tracing::warn!(error = %err, "cannot create .fido-state");
-        }
-        let clones: Arc<OnceLock<Vec<PathBuf>>> = Arc::default();
-        // The walk starts now, so the first command seldom waits for it
-        // (it does when the walk is not done: `OnceLock` holds it).
-        let (walked, root) = (Arc::clone(&clones), workspace.to_path_buf());
-        std::thread::spawn(move || {
-            walked
-                .get_or_init(|| super::nested_clones::find(&root))
-                .len()
-        });
-        Protection {
-            workspace: workspace.to_path_buf(),
-            mechanism: protect::mechanism(),
-            gitlinks: Arc::new(Gitlinks::new(workspace)),
-            clones,
-        }
-    }
-
-    /// Every repository below the top whose `.git` is protected: the
-    /// gitlinks as the index says now, and the clones found when the
-    /// sandbox was made (`sandbox::nested_clones`). Blocking.
-    fn nested(&self) -> Vec<PathBuf> {
-        let clones = self
-            .clones
-            .get_or_init(|| super::nested_clones::find(&self.workspace));
-        let mut nested = self.gitlinks.current();
-        nested.extend(clones.iter().cloned());
-        nested.sort();
-        nested.dedup();
-        nested
     }
 }
 

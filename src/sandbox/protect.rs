@@ -45,6 +45,9 @@ use std::ffi::CString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use super::gitlinks::Gitlinks;
 
 use super::pidns::SelfMapping;
 pub use crate::workspace::{PROTECTED_NAMES, protected_paths};
@@ -99,6 +102,60 @@ pub fn mechanism() -> Mechanism {
         Err(err) => Mechanism::LandlockPerEntry {
             reason: format!("cannot test namespaces: {err}"),
         },
+    }
+}
+
+/// The protected paths of one workspace, and how they are kept.
+#[derive(Debug, Clone)]
+pub(super) struct Protection {
+    pub(super) workspace: PathBuf,
+    pub(super) mechanism: Mechanism,
+    /// The gitlink folders, whose `.git` is protected too.
+    gitlinks: Arc<Gitlinks>,
+    /// The other repositories below the top, found once (a walk).
+    clones: Arc<OnceLock<Vec<PathBuf>>>,
+}
+
+impl Protection {
+    /// Finds how this kernel keeps protected paths (a fork and a wait,
+    /// once per session), and makes `.fido-state/` so that it is there to
+    /// protect from the first command on.
+    pub(super) fn prepare(workspace: &Path) -> Protection {
+        let state = workspace.join(crate::workspace::STATE_DIR);
+        if let Err(err) = std::fs::create_dir(&state)
+            && err.kind() != std::io::ErrorKind::AlreadyExists
+        {
+            tracing::warn!(error = %err, "cannot create .fido-state");
+        }
+        let clones: Arc<OnceLock<Vec<PathBuf>>> = Arc::default();
+        // The walk starts now, so the first command seldom waits for it
+        // (it does when the walk is not done: `OnceLock` holds it).
+        let (walked, root) = (Arc::clone(&clones), workspace.to_path_buf());
+        std::thread::spawn(move || {
+            walked
+                .get_or_init(|| super::nested_clones::find(&root))
+                .len()
+        });
+        Protection {
+            workspace: workspace.to_path_buf(),
+            mechanism: mechanism(),
+            gitlinks: Arc::new(Gitlinks::new(workspace)),
+            clones,
+        }
+    }
+
+    /// Every repository below the top whose `.git` is protected: the
+    /// gitlinks as the index says now, and the clones found when the
+    /// sandbox was made (`sandbox::nested_clones`). Blocking.
+    pub(super) fn nested(&self) -> Vec<PathBuf> {
+        let clones = self
+            .clones
+            .get_or_init(|| super::nested_clones::find(&self.workspace));
+        let mut nested = self.gitlinks.current();
+        nested.extend(clones.iter().cloned());
+        nested.sort();
+        nested.dedup();
+        nested
     }
 }
 

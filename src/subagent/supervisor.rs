@@ -33,7 +33,6 @@ mod record;
 mod restarter;
 mod run;
 mod serve;
-mod subagent_hooks;
 mod write;
 
 pub use actor::{CancelTarget, SupervisorActor, SupervisorMessage, SupervisorState};
@@ -388,6 +387,25 @@ impl Supervisor {
             result
         })
     }
+
+    /// The profile `delegate`'s `agent` names, if it names one; a name
+    /// the session has no profile of is refused.
+    fn profile_named(
+        &self,
+        agent_id: &str,
+        name: Option<&str>,
+    ) -> Result<Option<&Profile>, Box<DelegateResult>> {
+        let Some(name) = name else {
+            return Ok(None);
+        };
+        self.settings.profiles.get(name).map(Some).ok_or_else(|| {
+            Box::new(DelegateResult::failed(
+                agent_id,
+                DelegateErrorCode::InvalidArguments,
+                &format!("there is no subagent profile {name:?}"),
+            ))
+        })
+    }
 }
 
 impl Drop for Supervisor {
@@ -403,18 +421,9 @@ impl Delegator for Supervisor {
             if let Some(refused) = self.over_turn_limit(&agent_id) {
                 return refused;
             }
-            let profile = match request.args.agent.as_deref() {
-                None => None,
-                Some(name) => match self.settings.profiles.get(name) {
-                    Some(profile) => Some(profile),
-                    None => {
-                        return DelegateResult::failed(
-                            &agent_id,
-                            DelegateErrorCode::InvalidArguments,
-                            &format!("there is no subagent profile {name:?}"),
-                        );
-                    }
-                },
+            let profile = match self.profile_named(&agent_id, request.args.agent.as_deref()) {
+                Ok(profile) => profile,
+                Err(refused) => return *refused,
             };
             let max_steps = profile
                 .and_then(|p| p.max_steps)
@@ -465,15 +474,20 @@ impl Delegator for Supervisor {
                 turn_cancel: request.cancel.clone(),
                 write: write.as_ref().map(write::WriteRun::roots),
             };
-            let hooks = request.tools.map(|tools| tools.hooks.as_ref());
+            // Without the session's tools (a lone `fido tool call`), no hooks.
+            let none = crate::hooks::Hooks::none();
+            let hooks = request.tools.map_or(&none, |tools| tools.hooks.as_ref());
             let task = crate::text::summary(&request.args.task, 500);
-            subagent_hooks::started(hooks, &agent_id, &task).await;
+            hooks.subagent_started(&agent_id, &task).await;
             let mut result = self.run_job(job).await;
             // Also when the run never started: its worktree is cleared up.
             if let Some(run) = write {
                 write::conclude(&self.shared, run, &mut result, request.tools).await;
             }
-            subagent_hooks::stopped(hooks, &agent_id, task, &result).await;
+            let (status, summary) = (result.status, &result.summary);
+            hooks
+                .subagent_stopped(&agent_id, task, status, summary)
+                .await;
             result
         })
     }

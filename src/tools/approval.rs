@@ -21,11 +21,11 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use super::ToolOutput;
 use super::guard::{self, Gate, WriteRefused};
-use crate::hooks::{HookInput, Hooks};
+use crate::hooks::Hooks;
+use crate::hooks::points::{CallFacts, PermissionAnswer};
 use crate::net::Target;
 use crate::net::admission::{HostApproval, HostApprovalFuture, allow_hint};
 use crate::protocol::changes::DelegationPolicy;
-use crate::protocol::hook::HookDecision;
 use crate::protocol::{ApprovalDecision, ApprovalRequest, SafetySettings, SandboxMode};
 
 tokio::task_local! {
@@ -337,9 +337,9 @@ impl Approvals {
                 return Ok(());
             }
             match self.permission_hooks(call, &request).await {
-                PermissionVerdict::Allow => return Ok(()),
-                PermissionVerdict::Deny(reason) => return Err(Refusal::Hook(reason)),
-                PermissionVerdict::Ask => {}
+                PermissionAnswer::Allow => return Ok(()),
+                PermissionAnswer::Deny(reason) => return Err(Refusal::Hook(reason)),
+                PermissionAnswer::Ask => {}
             }
         }
         let Some(approver) = &self.approver else {
@@ -367,9 +367,9 @@ impl Approvals {
         &self,
         call: Option<CallScope>,
         request: &ApprovalRequest,
-    ) -> PermissionVerdict {
+    ) -> PermissionAnswer {
         let Some(hooks) = &self.hooks else {
-            return PermissionVerdict::Ask;
+            return PermissionAnswer::Ask;
         };
         let call = call.unwrap_or_else(|| CallScope {
             tool_name: request_tool(request),
@@ -377,19 +377,13 @@ impl Approvals {
             tool_use_id: String::new(),
             preapproved: false,
         });
-        let outcome = hooks
-            .run(HookInput::PermissionRequest {
-                tool_input: HookInput::tool_input(&call.arguments),
-                tool_name: call.tool_name,
-                tool_use_id: call.tool_use_id,
-                request: serde_json::to_value(request).unwrap_or_default(),
-            })
-            .await;
-        match outcome.decision {
-            HookDecision::Allow => PermissionVerdict::Allow,
-            HookDecision::Deny => PermissionVerdict::Deny(outcome.reason_text()),
-            HookDecision::None | HookDecision::Ask => PermissionVerdict::Ask,
-        }
+        let facts = CallFacts {
+            tool_name: &call.tool_name,
+            arguments: &call.arguments,
+            tool_use_id: &call.tool_use_id,
+        };
+        let request = serde_json::to_value(request).unwrap_or_default();
+        hooks.permission_request(facts, request).await
     }
 
     fn is_remembered(&self, memo: &Memo) -> bool {
@@ -474,13 +468,6 @@ impl Refusal {
             other => ToolOutput::error(other.message()),
         }
     }
-}
-
-/// What the PermissionRequest hooks decided.
-enum PermissionVerdict {
-    Allow,
-    Deny(String),
-    Ask,
 }
 
 /// The tool a request is about, when no call is in scope.

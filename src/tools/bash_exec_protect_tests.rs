@@ -45,17 +45,23 @@ fn repository(mechanism: Mechanism) -> (tempfile::TempDir, ToolEnv) {
         },
         None,
     );
+    env.sandbox = session_sandbox(&root, mechanism);
+    (dir, env)
+}
+
+/// The commands' sandbox of a session in `root` (`workspace-write`),
+/// made as a session starts: it looks for nested repositories then.
+fn session_sandbox(root: &Path, mechanism: Mechanism) -> crate::sandbox::SandboxSlot {
     let policy = crate::sandbox::CommandPolicy {
         mode: crate::protocol::SandboxMode::WorkspaceWrite,
         network: crate::protocol::NetworkAccess::Off,
-        workspace: root.clone(),
+        workspace: root.to_path_buf(),
         writable_roots: Vec::new(),
         deny: Vec::new(),
         limits: Default::default(),
     };
     let sandbox = CommandSandbox::prepare(&policy).unwrap();
-    env.sandbox = crate::sandbox::SandboxSlot::new(sandbox.with_protection(mechanism));
-    (dir, env)
+    crate::sandbox::SandboxSlot::new(sandbox.with_protection(mechanism))
 }
 
 /// Every file beneath the protected paths, with its bytes (and each
@@ -396,7 +402,7 @@ fn user_git(dir: &Path, args: &[&str]) -> std::process::Output {
 /// submodule (its `.git` a file naming `.git/modules/sub`); and an
 /// ignored clone the user keeps, `third_party/dep`.
 fn repository_with_gitlinks(mechanism: Mechanism) -> (tempfile::TempDir, ToolEnv, PathBuf) {
-    let (dir, env) = repository(mechanism);
+    let (dir, mut env) = repository(mechanism.clone());
     let root = std::fs::canonicalize(dir.path()).unwrap();
     let lib = root.join("vendor/lib");
     std::fs::create_dir_all(&lib).unwrap();
@@ -425,6 +431,8 @@ fn repository_with_gitlinks(mechanism: Mechanism) -> (tempfile::TempDir, ToolEnv
     std::fs::create_dir_all(&dep).unwrap();
     assert!(user_git(&dep, &["init", "-q"]).status.success());
     std::fs::write(root.join(".gitignore"), "third_party/\n").unwrap();
+    // The session starts now, with the clone there.
+    env.sandbox = session_sandbox(&root, mechanism);
     (dir, env, root)
 }
 

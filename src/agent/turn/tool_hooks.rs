@@ -1,16 +1,16 @@
-//! The user's tool hooks around one call of the main agent: PreToolUse
-//! before it (deny refuses the call, ask asks the person, allow skips its
-//! approval prompts but never the sandbox), PostToolUse after it (its
-//! objection or context goes to the model). What the hooks add for the
-//! model is one user message after the results of the batch of calls:
-//! the wire formats want every result of a message right after it.
+//! The user's tool hooks around one call of the main agent, as
+//! `hooks::points` words their answers: PreToolUse before it (deny refuses
+//! the call, ask asks the person, allow skips its approval prompts but
+//! never the sandbox), PostToolUse after it (its objection or context goes
+//! to the model). What the hooks add for the model is one user message
+//! after the results of the batch of calls: the wire formats want every
+//! result of a message right after it.
 
 use std::future::Future;
 use std::sync::{Mutex, PoisonError};
 
 use super::super::{AgentDeps, Conversation};
-use crate::hooks::{HookEvent, HookInput, HookOutcome};
-use crate::protocol::hook::HookDecision;
+use crate::hooks::points::{CallFacts, ToolVerdict};
 use crate::protocol::{Message, ToolCall};
 use crate::tools::ToolOutput;
 use crate::tools::approval::CallScope;
@@ -21,11 +21,11 @@ use crate::tools::guard;
 pub(super) struct HookNotes(Mutex<Vec<String>>);
 
 impl HookNotes {
-    fn add(&self, note: String) {
+    fn extend(&self, notes: impl IntoIterator<Item = String>) {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push(note);
+            .extend(notes);
     }
 
     /// Appends the notes as one user message (nothing when there are none).
@@ -50,34 +50,27 @@ where
     Fut: Future<Output = ToolOutput>,
 {
     let hooks = &deps.tool_env.hooks;
-    // Without a matching hook the call pays for no input: parsing the
-    // arguments (and, after it, copying the output) is skipped.
-    let pre = if hooks.any(HookEvent::PreToolUse, Some(&call.name)) {
-        hooks
-            .run(HookInput::PreToolUse {
-                tool_name: call.name.clone(),
-                tool_input: HookInput::tool_input(&call.arguments),
-                tool_use_id: call.id.clone(),
-            })
-            .await
-    } else {
-        HookOutcome::default()
+    let facts = CallFacts {
+        tool_name: &call.name,
+        arguments: &call.arguments,
+        tool_use_id: &call.id,
     };
-    add_context(notes, "PreToolUse", call, pre.context_text());
-    let preapproved = match pre.decision {
-        HookDecision::Deny => return guard::hook_refusal("PreToolUse", &pre.reason_text()),
-        HookDecision::Ask => {
+    let before = hooks.before_tool(facts).await;
+    notes.extend(before.note);
+    let preapproved = match before.verdict {
+        ToolVerdict::Refuse { reason } => return guard::hook_refusal("PreToolUse", &reason),
+        ToolVerdict::Ask { reason } => {
             let approvals = &deps.tool_env.approvals;
             if let Err(refusal) = approvals
-                .hook_ask(&call.name, &call.arguments, pre.reason.clone())
+                .hook_ask(&call.name, &call.arguments, reason)
                 .await
             {
                 return refusal.into_output();
             }
             true
         }
-        HookDecision::Allow => true,
-        HookDecision::None => false,
+        ToolVerdict::RunApproved => true,
+        ToolVerdict::Run => false,
     };
     let output = run(CallScope {
         tool_name: call.name.clone(),
@@ -86,41 +79,6 @@ where
         preapproved,
     })
     .await;
-    after_call(deps, call, &output, notes).await;
+    notes.extend(hooks.after_tool(facts, output.ok, &output.content).await);
     output
-}
-
-/// PostToolUse: the call already ran, so a block is an objection the model
-/// reads after the result.
-async fn after_call(deps: &AgentDeps, call: &ToolCall, output: &ToolOutput, notes: &HookNotes) {
-    let hooks = &deps.tool_env.hooks;
-    if !hooks.any(HookEvent::PostToolUse, Some(&call.name)) {
-        return;
-    }
-    let post = hooks
-        .run(HookInput::PostToolUse {
-            tool_name: call.name.clone(),
-            tool_input: HookInput::tool_input(&call.arguments),
-            tool_response: serde_json::json!({"ok": output.ok, "content": output.content}),
-            tool_use_id: call.id.clone(),
-        })
-        .await;
-    if post.decision == HookDecision::Deny {
-        notes.add(format!(
-            "[Fido: a PostToolUse hook of the user objected to the {} call {} (which already ran): {}]",
-            call.name,
-            call.id,
-            post.reason_text()
-        ));
-    }
-    add_context(notes, "PostToolUse", call, post.context_text());
-}
-
-fn add_context(notes: &HookNotes, event: &str, call: &ToolCall, context: Option<String>) {
-    if let Some(context) = context {
-        notes.add(format!(
-            "[Fido: context from the user's {event} hook for the {} call {}: {context}]",
-            call.name, call.id
-        ));
-    }
 }

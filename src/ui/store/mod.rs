@@ -173,17 +173,15 @@ impl Store {
                 self.live.push_str(&sanitize(text, false));
                 self.live_changed();
             }
-            // The UI protocol's requests and replies: the actor answers them.
+            // The actor answers the UI protocol's requests and replies; the
+            // bar follows `subagent` events, the transcript the main agent.
             EventKind::ApprovalRequested { .. }
             | EventKind::QuestionAsked { .. }
-            | EventKind::OpReplied { .. } => return false,
-            // The bar follows the `subagent` events alone; a subagent's
-            // own text is for front ends that show it apart (an editor).
-            EventKind::SubagentCall { .. }
+            | EventKind::OpReplied { .. }
+            | EventKind::SubagentCall { .. }
             | EventKind::SubagentTextDelta { .. }
-            | EventKind::SubagentReasoningDelta { .. } => return false,
-            // Not shown: the transcript is the model's answers.
-            EventKind::ReasoningDelta { .. } => return false,
+            | EventKind::SubagentReasoningDelta { .. }
+            | EventKind::ReasoningDelta { .. } => return false,
             EventKind::ChangeSet {
                 id,
                 plan_item,
@@ -487,7 +485,6 @@ impl Store {
         self.expanded = !self.expanded;
     }
 
-    /// Shows a plan object in the panel and one line in the transcript.
     /// Adds an entered line to the history (not twice in a row).
     pub fn remember(&mut self, line: &str) {
         self.history_pos = None;
