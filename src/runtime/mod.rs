@@ -7,11 +7,11 @@
 mod change_watch;
 pub mod changes_view;
 pub mod engine;
-pub mod journal;
 pub mod local;
 pub mod policy;
 pub mod provider;
 mod safety_switch;
+pub mod session_start;
 mod tool_env;
 
 use crate::protocol::changes::DelegationPolicy;
@@ -22,7 +22,7 @@ use ractor::ActorRef;
 use tokio::task::JoinHandle;
 
 pub use engine::{CallError, Engine, EngineCaller, FrontEnd, SessionStart};
-pub use journal::ResumeFrom;
+pub use session_start::ResumeFrom;
 pub use tool_env::{ToolEnvError, tool_env};
 
 use crate::agent::ProjectInstructions;
@@ -112,7 +112,7 @@ pub enum StartError {
     Supervisor(#[source] ractor::SpawnErr),
     /// The journal cannot be opened, or the session it names resumed.
     #[error(transparent)]
-    Journal(#[from] journal::SessionJournalError),
+    Journal(#[from] session_start::SessionJournalError),
     /// The agent actor cannot start.
     #[error("cannot start the agent: {0}")]
     Agent(#[source] ractor::SpawnErr),
@@ -345,13 +345,13 @@ async fn open_journal(
     parts: &Parts,
     resume: Option<ResumeFrom>,
     events: &EventSink,
-) -> Result<(Option<Arc<Journal>>, Option<Replayed>), journal::SessionJournalError> {
+) -> Result<(Option<Arc<Journal>>, Option<Replayed>), session_start::SessionJournalError> {
     let info = SessionInfo {
         workspace: config.workspace.display().to_string(),
         provider: parts.provider.name().to_string(),
         model: parts.provider.model().to_string(),
     };
-    let (journal, replayed) = journal::open(config, info, resume).await?;
+    let (journal, replayed) = session_start::open(config, info, resume).await?;
     events.emit(EventKind::SessionStarted {
         workspace: config.workspace.display().to_string(),
         provider: parts.provider.name().to_string(),
@@ -396,16 +396,18 @@ async fn first_conversation(
     flavour: PlanFlavour,
     instructions: ProjectInstructions,
     events: EventSink,
-) -> Result<(Conversation, Option<Replayed>), journal::SessionJournalError> {
+) -> Result<(Conversation, Option<Replayed>), session_start::SessionJournalError> {
     tokio::task::spawn_blocking(move || {
         let conversation = match &replayed {
-            Some(replayed) => journal::resumed_conversation(replayed, &tool_env, flavour, &events)?,
+            Some(replayed) => {
+                session_start::resumed_conversation(replayed, &tool_env, flavour, &events)?
+            }
             None => start_conversation(&catalog, &tool_env, flavour, &instructions, &events),
         };
         Ok((conversation, replayed))
     })
     .await
-    .map_err(journal::SessionJournalError::Conversation)?
+    .map_err(session_start::SessionJournalError::Conversation)?
 }
 
 /// Starts the configured MCP servers (all at once) and logs how long it took.

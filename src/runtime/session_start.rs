@@ -1,4 +1,4 @@
-//! The session's journal at start-up: prune old journals, then open a new
+//! A session's start from its journal: prune old journals, then open a new
 //! one or continue the one `--resume` names, and rebuild its conversation.
 
 use std::sync::Arc;
