@@ -10,6 +10,14 @@
 //! file is the whole machine's, so Fido never writes it there and says
 //! the limit is not in force.
 //!
+//! The kernel hands out the PIDs below 300 in a namespace's first round
+//! only: once its PIDs wrapped, new ones come from 300 up to `pid_max`
+//! (`RESERVED_PIDS`). A `pid_max` of the limit plus two would leave a
+//! long-lived namespace (a subagent's, or a command running a build's
+//! many short processes) room for one process after its first 300, so
+//! `pid_max` is the limit plus [`RESERVED_PIDS`] plus two: the limit
+//! holds once the PIDs wrapped, and before that up to 300 more fit.
+//!
 //! `TMPDIR`: the session's private folder becomes a size-limited tmpfs
 //! where Fido may mount one (`CAP_SYS_ADMIN`, as root outside a locked-down
 //! container). It lasts the session, as the folder did, so a file a
@@ -42,9 +50,12 @@ impl Default for CommandLimits {
 
 pub const DEFAULT_MAX_PROCESSES: u32 = 4096;
 pub const DEFAULT_TMPDIR_MIB: u64 = 1024;
-/// The kernel refuses a `pid_max` below 301; the namespace's init and the
-/// command's own process take two of its numbers.
+/// The smallest limit Fido takes (the kernel once refused a `pid_max`
+/// below 301, two of whose numbers the namespace's init and the command's
+/// own process take).
 pub const MIN_MAX_PROCESSES: u64 = 299;
+/// The PIDs the kernel gives out in a namespace's first round only.
+pub const RESERVED_PIDS: u64 = 300;
 
 /// The first kernel whose `pid_max` belongs to the PID namespace.
 const PID_MAX_PER_NAMESPACE: (u32, u32) = (6, 14);
@@ -65,7 +76,7 @@ pub fn process_limit_support() -> Result<(), String> {
 /// What the namespace's init writes to `/proc/sys/kernel/pid_max` for a
 /// command of at most `max_processes` processes.
 pub(super) fn pid_max_bytes(max_processes: u32) -> Vec<u8> {
-    let pid_max = (u64::from(max_processes) + 2).max(MIN_MAX_PROCESSES + 2);
+    let pid_max = u64::from(max_processes) + 2 + RESERVED_PIDS;
     format!("{pid_max}\n").into_bytes()
 }
 
@@ -170,7 +181,9 @@ impl std::fmt::Display for TmpdirLimit {
 pub fn describe_process_limit(max_processes: u32) -> String {
     match process_limit_support() {
         Ok(()) => {
-            format!("at most {max_processes} processes and threads (pid_max of its PID namespace)")
+            format!(
+                "at most {max_processes} processes and threads (pid_max of its PID namespace; up to {RESERVED_PIDS} more until its PIDs first wrap)"
+            )
         }
         Err(reason) => format!("not limited ({reason})"),
     }
@@ -190,8 +203,8 @@ mod tests {
     }
 
     #[test]
-    fn pid_max_leaves_room_for_init_and_never_goes_below_the_kernels_floor() {
-        assert_eq!(pid_max_bytes(4096), b"4098\n");
-        assert_eq!(pid_max_bytes(10), b"301\n");
+    fn pid_max_leaves_room_for_init_and_the_first_rounds_pids() {
+        assert_eq!(pid_max_bytes(4096), b"4398\n");
+        assert_eq!(pid_max_bytes(299), b"601\n");
     }
 }

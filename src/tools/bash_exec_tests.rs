@@ -481,13 +481,14 @@ async fn a_commands_processes_stop_at_its_limit() {
         ..CommandLimits::default()
     };
     env.sandbox = crate::sandbox::SandboxSlot::new(limited(&dir, limits));
-    // dash, not bash: bash retries a refused fork for seconds.
+    // dash, not bash: bash retries a refused fork for seconds. Past the
+    // limit and the 300 PIDs of the namespace's first round.
     let bomb =
-        "sh -c 'n=0; while [ $n -lt 400 ]; do sleep 30 & n=$((n+1)); done; echo started $n' 2>&1";
+        "sh -c 'n=0; while [ $n -lt 800 ]; do sleep 30 & n=$((n+1)); done; echo started $n' 2>&1";
     let out = call(&BashExec, &env, json!({ "command": bomb })).await;
     assert!(
         out.content.contains("fork") || out.content.contains("Resource temporarily unavailable"),
-        "400 processes started under a limit of 299: {}",
+        "800 processes started under a limit of 299: {}",
         out.content
     );
     let later = call(
@@ -496,7 +497,30 @@ async fn a_commands_processes_stop_at_its_limit() {
         json!({"command": "cat /proc/sys/kernel/pid_max"}),
     )
     .await;
-    assert!(later.content.starts_with("301\n"), "{}", later.content);
+    assert!(later.content.starts_with("601\n"), "{}", later.content);
+}
+
+/// A command that ran its first 300 processes one after the other (a
+/// build's short compiler runs) still has its whole limit at once: the
+/// kernel gives out PIDs below 300 in the namespace's first round only,
+/// and a `pid_max` of the limit plus two left it room for one process.
+#[tokio::test]
+async fn a_command_keeps_its_limit_after_its_pids_wrapped() {
+    use crate::sandbox::limits::{CommandLimits, process_limit_support};
+    use crate::sandbox::pidns::tests::skip_unless_ci;
+    if let Err(reason) = process_limit_support() {
+        skip_unless_ci(&reason);
+        return;
+    }
+    let (dir, mut env) = setup();
+    let limits = CommandLimits {
+        max_processes: 299,
+        ..CommandLimits::default()
+    };
+    env.sandbox = crate::sandbox::SandboxSlot::new(limited(&dir, limits));
+    let build = "sh -c 'i=0; while [ $i -lt 700 ]; do /bin/true; i=$((i+1)); done; n=0; while [ $n -lt 200 ]; do sleep 5 & n=$((n+1)); done; echo started $n' 2>&1";
+    let out = call(&BashExec, &env, json!({ "command": build })).await;
+    assert!(out.content.contains("started 200"), "{}", out.content);
 }
 
 /// The session's `TMPDIR` holds at most its size (ENOSPC past it), and

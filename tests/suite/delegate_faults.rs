@@ -964,23 +964,31 @@ async fn a_fork_bomb_in_a_subagent_stops_at_its_process_limit() {
         eprintln!("skipped: {reason}");
         return;
     }
-    // dash, not bash: bash retries a refused fork for seconds.
+    // dash, not bash: bash retries a refused fork for seconds. Past the
+    // limit and the 300 PIDs of the namespace's first round.
     let bomb =
-        "sh -c 'n=0; while [ $n -lt 400 ]; do sleep 30 & n=$((n+1)); done; echo started $n' 2>&1";
+        "sh -c 'n=0; while [ $n -lt 800 ]; do sleep 30 & n=$((n+1)); done; echo started $n' 2>&1";
+    // Then what a subagent does next: a command with 50 processes at once
+    // (after the bomb its namespace's PIDs have wrapped).
+    let next =
+        "sh -c 'n=0; while [ $n -lt 50 ]; do sleep 5 & n=$((n+1)); done; echo started $n' 2>&1";
     let mut rig = Rig::start(Setup::new(Child::Real).max_processes(299).script(vec![
         crate::common::turns::call("b1", "bash_exec", serde_json::json!({"command": bomb})),
+        crate::common::turns::call("b2", "bash_exec", serde_json::json!({"command": next})),
         Reply::sse(sse::text_turn(FINAL_JSON)),
     ]))
     .await;
     let result = rig.delegate(None).await;
     assert_eq!(result.status, DelegateStatus::Completed, "{result:#?}");
     let requests = rig.server.model_requests();
-    assert_eq!(requests.len(), 2, "{result:#?}");
+    assert_eq!(requests.len(), 3, "{result:#?}");
     let told = requests[1].body().to_string();
     assert!(
         told.contains("fork") || told.contains("Resource temporarily unavailable"),
-        "400 processes started in a subagent limited to 299: {told}"
+        "800 processes started in a subagent limited to 299: {told}"
     );
-    assert!(!told.contains("started 400"), "{told}");
+    assert!(!told.contains("started 800"), "{told}");
+    let then = requests[2].body().to_string();
+    assert!(then.contains("started 50"), "the next command: {then}");
     rig.assert_no_process_left().await;
 }

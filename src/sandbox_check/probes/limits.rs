@@ -1,7 +1,7 @@
 //! A command's limits (`sandbox::limits`): more processes than its PID
 //! namespace's `pid_max` allows, more bytes than its `TMPDIR` holds. The
 //! probe sandbox is prepared with small limits ([`PROBE_LIMITS`]) so that
-//! running into them costs a few hundred `sleep`s and one MiB.
+//! running into them costs several hundred `sleep`s and one MiB.
 
 use std::io::{self, ErrorKind, Write};
 use std::path::PathBuf;
@@ -16,8 +16,13 @@ pub const PROBE_LIMITS: CommandLimits = CommandLimits {
     tmpdir_mib: 1,
 };
 
+/// More than a fresh namespace holds: the limit, the PIDs of its first
+/// round (`sandbox::limits::RESERVED_PIDS`), and some.
+const PAST_THE_LIMIT: usize =
+    PROBE_LIMITS.max_processes as usize + crate::sandbox::limits::RESERVED_PIDS as usize + 64;
+
 pub(in super::super) const EXCEED_PROCESS_LIMIT: Probe = Probe::new("exceed-process-limit", |_| {
-    super::processes::start_sleepers(PROBE_LIMITS.max_processes as usize + 64)
+    super::processes::start_sleepers(PAST_THE_LIMIT)
 })
 .with_unsupported(|_| crate::sandbox::limits::process_limit_support().err())
 .refused_by(RefusedBy::Always("pid_max of its PID namespace"))
