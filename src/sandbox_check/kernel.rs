@@ -57,14 +57,43 @@ pub(super) fn ptrace_mechanism(report: &SandboxReport) -> &'static str {
 }
 
 /// Why the fork bomb probe cannot show anything here: `RLIMIT_NPROC`
-/// never applies to uid 0 of the first user namespace.
+/// never applies to uid 0 of the first user namespace, and no `pid_max`
+/// of its own PID namespace holds a subagent instead.
 pub fn fork_bomb_note() -> Option<String> {
+    (!subagent_pid_max() && !rlimit_binds())
+        .then(|| "RLIMIT_NPROC does not apply to root of the first user namespace, so a subagent's fork bomb is stopped only when its process group is killed (probe fork-bomb not run)".to_owned())
+}
+
+/// Whether the parent expects a subagent's probe child to run the fork
+/// bomb: it starts the child in a namespace of its own with a `pid_max`
+/// where it can, and else `RLIMIT_NPROC` must bind.
+pub(super) fn fork_bomb_expected() -> bool {
+    subagent_pid_max() || rlimit_binds()
+}
+
+/// Whether this probe child can show the fork bomb stopped: it is PID 2
+/// of its own namespace with a `pid_max`, or `RLIMIT_NPROC` binds it.
+pub(super) fn fork_bomb_probed() -> bool {
+    (in_own_pid_namespace() && crate::sandbox::limits::process_limit_support().is_ok())
+        || rlimit_binds()
+}
+
+/// Whether `RLIMIT_NPROC` binds this process: it never binds uid 0 of the
+/// first user namespace.
+fn rlimit_binds() -> bool {
     use std::os::unix::fs::MetadataExt;
     let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
     let first_namespace = std::fs::read_to_string("/proc/self/uid_map")
         .is_ok_and(|map| map.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"]);
-    (root && first_namespace)
-        .then(|| "RLIMIT_NPROC does not apply to root of the first user namespace, so a subagent's fork bomb is stopped only when its process group is killed (probe fork-bomb not run)".to_owned())
+    !(root && first_namespace)
+}
+
+/// Whether a subagent runs in a PID namespace of its own whose `pid_max`
+/// is its process limit (`sandbox::subagent_ns`): a PID namespace can be
+/// made here and its `pid_max` set (Linux 6.14).
+pub fn subagent_pid_max() -> bool {
+    crate::sandbox::pidns::containment().uses_namespace()
+        && crate::sandbox::limits::process_limit_support().is_ok()
 }
 
 /// What this kernel says about unprivileged user namespaces.

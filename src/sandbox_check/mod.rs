@@ -64,7 +64,7 @@ mod worktree;
 
 pub use escape::escape_marker;
 pub use fixture::ProbeFixture;
-pub use kernel::fork_bomb_note;
+pub use kernel::{fork_bomb_note, subagent_pid_max};
 pub use report::{Summary, report_text};
 pub use runner::{run_child, run_probes};
 pub use spawn::{ProbeError, probe_role};

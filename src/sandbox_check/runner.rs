@@ -101,7 +101,7 @@ fn containment() -> ProbeFrame {
 /// those this kernel cannot deny according to `report`. Call inside the
 /// sandbox.
 pub fn run_probes(targets: &ProbeTargets, report: &SandboxReport) -> Vec<ProbeResult> {
-    let (forbidden, controls) = targets.role.plan();
+    let (forbidden, controls) = targets.role.plan_in_child();
     let plan = forbidden
         .iter()
         .map(|name| (*name, Expect::Blocked))

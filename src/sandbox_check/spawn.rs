@@ -154,7 +154,8 @@ fn spawn_and_collect(
     runtime: &Runtime,
 ) -> Result<ChildRun, ProbeError> {
     let exe = std::env::current_exe().map_err(ProbeError::Exe)?;
-    let inherit = match targets.role {
+    let role = targets.role;
+    let inherit = match role {
         ProbeRole::Subagent | ProbeRole::WriteSubagent => SUBAGENT_ENV,
         ProbeRole::Command(_) | ProbeRole::Allowlist => Inherit::All,
     };
@@ -179,6 +180,12 @@ fn spawn_and_collect(
         // environment.
         if let Some(roots) = &worktree {
             command.current_dir(&roots.workspace).envs(roots.git_env());
+        }
+        // A subagent's child is held as the supervisor holds one: PID 2 of
+        // a PID namespace of its own, where the kernel allows one.
+        if matches!(role, ProbeRole::Subagent | ProbeRole::WriteSubagent) {
+            let limit = super::probes::limits::PROBE_LIMITS.max_processes;
+            crate::sandbox::subagent_ns::contain_subagent(&mut command, limit);
         }
         let group = ProcessGroup::spawn(&mut command).map_err(ProbeError::Spawn)?;
         collect(group).await

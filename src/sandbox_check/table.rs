@@ -4,7 +4,7 @@
 //! A probe lives with its operation in one file of [`super::probes`] as a
 //! `const` [`Probe`]; it takes part once its name is listed here.
 
-use super::kernel::fork_bomb_note;
+use super::kernel::{fork_bomb_expected, fork_bomb_probed};
 use super::probe::Probe;
 use super::probes::{
     controls, environment, files, limits, processes, protected, sockets, terminal, worktree,
@@ -181,8 +181,19 @@ pub fn mechanism(probe: &str, errno: &str) -> &'static str {
 
 /// Which probes each role runs is the table's to say.
 impl ProbeRole {
-    /// The forbidden probes and the controls this role must pass, in order.
+    /// The forbidden probes and the controls this role must pass, in
+    /// order, as the parent expects them.
     pub fn plan(self) -> (Vec<&'static str>, Vec<&'static str>) {
+        self.plan_with(fork_bomb_expected())
+    }
+
+    /// The same, as the probe child itself can run them.
+    pub fn plan_in_child(self) -> (Vec<&'static str>, Vec<&'static str>) {
+        self.plan_with(fork_bomb_probed())
+    }
+
+    /// `fork_bomb`: whether a subagent runs the fork bomb.
+    fn plan_with(self, fork_bomb: bool) -> (Vec<&'static str>, Vec<&'static str>) {
         let mut forbidden = FORBIDDEN_PROBES.to_vec();
         let mut controls = CONTROL_PROBES.to_vec();
         match self {
@@ -190,9 +201,9 @@ impl ProbeRole {
             // headroom; the main agent's commands read like its user.
             ProbeRole::Subagent => {
                 forbidden.extend(&SUBAGENT_PROBES[..2]);
-                // Where the limit cannot apply, the probe would only show
+                // Where no limit can apply, the probe would only show
                 // that; `fork_bomb_note` says so instead.
-                if fork_bomb_note().is_none() {
+                if fork_bomb {
                     forbidden.push(SUBAGENT_PROBES[2]);
                 }
                 controls.extend(SUBAGENT_CONTROLS);

@@ -117,10 +117,21 @@ fn expected_probe_lines(pid_namespace: bool, fork_bomb: bool) -> Vec<String> {
             lines.push(line.to_owned());
         }
         if line.starts_with("probe setsid-escape:") && fork_bomb {
-            lines.push("probe fork-bomb: blocked (EAGAIN, rlimit) | read-only: n/a | workspace-write: n/a | danger-full-access: allowed".to_owned());
+            lines.push(format!("probe fork-bomb: blocked (EAGAIN, {}) | read-only: n/a | workspace-write: n/a | danger-full-access: allowed", fork_bomb_limit()));
         }
     }
     lines
+}
+
+/// What stops a subagent's fork bomb here: the `pid_max` of the PID
+/// namespace it runs in, where the kernel gives it one with a settable
+/// `pid_max`; else its `RLIMIT_NPROC`.
+fn fork_bomb_limit() -> &'static str {
+    if fido::sandbox_check::subagent_pid_max() {
+        "pid_max of its PID namespace"
+    } else {
+        "rlimit"
+    }
 }
 
 /// The limit probes' lines where this machine cannot keep a limit: the
@@ -302,6 +313,8 @@ fn sandbox_check_blocks_every_forbidden_probe_here() {
 /// exists for everyone else.
 #[test]
 fn a_subagents_fork_bomb_is_stopped_by_its_process_limit() {
+    // As root with a PID namespace for it, the subagent is held by its
+    // pid_max; else the probe runs as nobody, whom RLIMIT_NPROC binds.
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = if fido::sandbox_check::fork_bomb_note().is_some() {
         use std::os::unix::fs::PermissionsExt;
@@ -324,7 +337,10 @@ fn a_subagents_fork_bomb_is_stopped_by_its_process_limit() {
     let output = run_with_timeout(cmd, None, TIMEOUT);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
-        stdout.contains("probe fork-bomb: blocked (EAGAIN, rlimit)"),
+        stdout.contains(&format!(
+            "probe fork-bomb: blocked (EAGAIN, {})",
+            fork_bomb_limit()
+        )),
         "{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );

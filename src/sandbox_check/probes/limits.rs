@@ -18,7 +18,7 @@ pub const PROBE_LIMITS: CommandLimits = CommandLimits {
 
 /// More than a fresh namespace holds: the limit, the PIDs of its first
 /// round (`sandbox::limits::RESERVED_PIDS`), and some.
-const PAST_THE_LIMIT: usize =
+pub(super) const PAST_THE_LIMIT: usize =
     PROBE_LIMITS.max_processes as usize + crate::sandbox::limits::RESERVED_PIDS as usize + 64;
 
 pub(in super::super) const EXCEED_PROCESS_LIMIT: Probe = Probe::new("exceed-process-limit", |_| {

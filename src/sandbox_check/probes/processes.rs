@@ -58,7 +58,15 @@ pub(in super::super) const COMMAND_SETSID_ESCAPE: Probe =
 
 pub(in super::super) const FORK_BOMB: Probe = Probe::new("fork-bomb", |_| fork_bomb())
     .refused_by(RefusedBy::Always("rlimit"))
-    .with_refusal_errno("EAGAIN");
+    .with_refusal_errno("EAGAIN")
+    // Held as a subagent is: PID 2 of its own namespace, whose pid_max
+    // binds root too.
+    .with_seen_by_child(|_| bound_by_pid_max().then(|| "pid_max of its PID namespace".to_owned()));
+
+/// Whether this process is PID 2 of a namespace whose `pid_max` is set.
+fn bound_by_pid_max() -> bool {
+    in_own_pid_namespace() && crate::sandbox::limits::process_limit_support().is_ok()
+}
 
 /// `PTRACE_SEIZE` of the parent: it never stops the tracee, and should it
 /// get through, this process's exit detaches it.
@@ -91,7 +99,14 @@ fn fork_bomb() -> io::Result<()> {
         Ok((soft, _)) if soft != RLIM_INFINITY => soft.min(MAX_BOMB),
         _ => crate::sandbox::child::PROCESS_HEADROOM,
     };
-    start_sleepers(limit as usize + 64)
+    // In its own namespace, past its pid_max (the limit and the PIDs of
+    // the namespace's first round) whatever RLIMIT_NPROC says.
+    let most = if bound_by_pid_max() {
+        super::limits::PAST_THE_LIMIT.max(limit as usize + 64)
+    } else {
+        limit as usize + 64
+    };
+    start_sleepers(most)
 }
 
 /// Most sleepers the fork bomb probe starts (an unlimited process count
