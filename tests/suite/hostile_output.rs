@@ -88,22 +88,26 @@ fn exec_json_escapes_c1_and_bidi_too_and_keeps_the_text() {
     assert_eq!(answer[0]["text"], HOSTILE, "{:?}", answer[0]);
 }
 
-#[test]
-fn a_five_megabyte_bad_arguments_warning_is_short_and_escaped() {
-    let ws = tempfile::tempdir().unwrap();
-    // One delta with all of it: unterminated JSON, ESC sequences first.
-    let arguments = format!("{{\"path\": \"\u{1b}]0;pwned\u{7}{}", "x".repeat(5 << 20));
+/// One tool call `call_1` of `name`, its `arguments` text in one delta.
+fn one_call_in_one_delta(name: &str, arguments: &str) -> Vec<String> {
     let call = json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
-        "function": {"name": "read_file", "arguments": arguments}}]});
-    let events = vec![
+        "function": {"name": name, "arguments": arguments}}]});
+    vec![
         sse::data(&sse::chunk(json!({"role": "assistant"}), None)),
         sse::data(&sse::chunk(call, None)),
         sse::data(&sse::chunk(json!({}), Some("tool_calls"))),
         sse::data(&sse::usage_chunk(TokenUsage::DEFAULT)),
         sse::done(),
-    ];
+    ]
+}
+
+#[test]
+fn a_five_megabyte_bad_arguments_warning_is_short_and_escaped() {
+    let ws = tempfile::tempdir().unwrap();
+    // One delta with all of it: unterminated JSON, ESC sequences first.
+    let arguments = format!("{{\"path\": \"\u{1b}]0;pwned\u{7}{}", "x".repeat(5 << 20));
     let server = FakeServer::start(vec![
-        Reply::sse(events),
+        Reply::sse(one_call_in_one_delta("read_file", &arguments)),
         Reply::sse(sse::text_turn("gave up")),
     ]);
     let output = run_exec(ws.path(), &server, "read it", &[]);
@@ -160,17 +164,8 @@ fn a_lone_surrogate_in_the_stream_is_repaired_and_the_turn_goes_on() {
 fn a_lone_surrogate_in_tool_call_arguments_costs_a_character_not_the_call() {
     let ws = tempfile::tempdir().unwrap();
     let arguments = r#"{"reason": "start", "items": [{"id": "a", "title": "fix \ud83d bug \udc15", "status": "done", "evidence": ["seen"]}]}"#;
-    let call = json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
-        "function": {"name": "update_plan", "arguments": arguments}}]});
-    let events = vec![
-        sse::data(&sse::chunk(json!({"role": "assistant"}), None)),
-        sse::data(&sse::chunk(call, None)),
-        sse::data(&sse::chunk(json!({}), Some("tool_calls"))),
-        sse::data(&sse::usage_chunk(TokenUsage::DEFAULT)),
-        sse::done(),
-    ];
     let server = FakeServer::start(vec![
-        Reply::sse(events),
+        Reply::sse(one_call_in_one_delta("update_plan", arguments)),
         Reply::sse(sse::text_turn("planned")),
     ]);
     let output = run_exec(ws.path(), &server, "plan it", &[]);

@@ -22,7 +22,7 @@ pub(super) const PAST_THE_LIMIT: usize =
     PROBE_LIMITS.max_processes as usize + crate::sandbox::limits::RESERVED_PIDS as usize + 64;
 
 pub(in super::super) const EXCEED_PROCESS_LIMIT: Probe = Probe::new("exceed-process-limit", |_| {
-    super::processes::start_sleepers(PAST_THE_LIMIT)
+    super::sleepers::start_sleepers(PAST_THE_LIMIT)
 })
 .with_unsupported(|_| crate::sandbox::limits::process_limit_support().err())
 .refused_by(RefusedBy::Always("pid_max of its PID namespace"))

@@ -8,6 +8,7 @@ pub(super) mod files;
 pub(super) mod limits;
 pub(super) mod processes;
 pub(super) mod protected;
+mod sleepers;
 pub(super) mod sockets;
 pub(super) mod terminal;
 pub(super) mod worktree;
