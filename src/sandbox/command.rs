@@ -377,9 +377,9 @@ impl CommandSandbox {
     /// one it may put in place of a nested repository's
     /// (`sandbox::new_repository`). Blocking: an `lstat` per folder, git
     /// when the gitlinks must be read again (`sandbox::gitlinks`) and, at
-    /// the first command, a walk for the other nested repositories
-    /// (`sandbox::nested_clones`), so that [`CommandSandbox::apply`]
-    /// finds them ready.
+    /// the first command, the end of the walk for the other nested
+    /// repositories if it is still running (`sandbox::nested_clones`), so
+    /// that [`CommandSandbox::apply`] finds them ready.
     pub fn repository_watch(&self) -> Option<RepositoryWatch> {
         let protection = self.protection.as_ref()?;
         let nested = protection.nested();
