@@ -76,15 +76,16 @@ impl Gitlinks {
     }
 
     /// The gitlink folders, relative to the workspace. A few `lstat`s
-    /// when nothing changed; else git runs. Blocking.
+    /// when nothing changed; else git runs, with no lock held, so that a
+    /// caller on a runtime worker never waits for another's git. Blocking.
     pub fn current(&self) -> Vec<PathBuf> {
-        let mut found = self.found.lock().unwrap_or_else(|err| err.into_inner());
-        if let Some(found) = found.as_ref().filter(|found| found.is_fresh()) {
+        let lock = || self.found.lock().unwrap_or_else(|err| err.into_inner());
+        if let Some(found) = lock().as_ref().filter(|found| found.is_fresh()) {
             return found.gitlinks.clone();
         }
         let fresh = scan(&self.workspace);
         let gitlinks = fresh.gitlinks.clone();
-        *found = Some(fresh);
+        *lock() = Some(fresh);
         gitlinks
     }
 }
