@@ -42,3 +42,24 @@ pub trait EditorFiles: Send + Sync {
         Box::pin(async { Err("this editor does not write files".to_string()) })
     }
 }
+
+/// [`EditorFiles::read_text`], given up after [`EDITOR_WAIT`].
+pub async fn read_within(editor: &dyn EditorFiles, path: &Path) -> Result<String, String> {
+    within(editor.read_text(path)).await
+}
+
+/// [`EditorFiles::write_text`], given up after [`EDITOR_WAIT`].
+pub async fn write_within(editor: &dyn EditorFiles, path: &Path, text: &str) -> Result<(), String> {
+    within(editor.write_text(path, text)).await
+}
+
+async fn within<T>(asked: impl Future<Output = Result<T, String>>) -> Result<T, String> {
+    tokio::time::timeout(EDITOR_WAIT, asked)
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "the editor did not answer within {} s",
+                EDITOR_WAIT.as_secs()
+            ))
+        })
+}

@@ -13,7 +13,7 @@ use std::io::{self, BufRead, BufReader, Read};
 use tokio_util::sync::CancellationToken;
 
 use super::capability::{Capability, Reads};
-use super::editor::{EDITOR_WAIT, EditorFiles};
+use super::editor::{EditorFiles, read_within};
 use super::file_work::{open_failed, refuse_odd};
 use super::{Call, ToolFuture, ToolOutput, TypedTool};
 use crate::protocol::schema::tool_args;
@@ -117,12 +117,8 @@ async fn read_in_editor(
         Err(refusal) => return refusal,
     };
     let abs = root.join(&checked.rel);
-    let asked = tokio::time::timeout(EDITOR_WAIT, editor.read_text(&abs));
     let text = tokio::select! {
-        text = asked => text.unwrap_or_else(|_| Err(format!(
-            "the editor did not answer within {} s",
-            EDITOR_WAIT.as_secs()
-        ))),
+        text = read_within(editor, &abs) => text,
         () = call.cancel.cancelled() => return ToolOutput::error("cancelled"),
     };
     let cancel = call.cancel.clone();
@@ -448,7 +444,7 @@ mod tests {
         let started = tokio::time::Instant::now();
         let out = call(&ReadFile, &env, json!({"path": "a.txt"})).await;
         assert_eq!(out.content, "     1\ton disk", "{}", out.content);
-        assert!(started.elapsed() >= EDITOR_WAIT);
+        assert!(started.elapsed() >= crate::tools::editor::EDITOR_WAIT);
     }
 
     /// The facts say where the window that was shown starts.

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{FileEnv, open_text};
-use crate::tools::editor::{EDITOR_WAIT, EditorFiles};
+use crate::tools::editor::{EditorFiles, read_within, write_within};
 use crate::workspace::{FinalLink, Place};
 
 /// Where a change's text comes from and where it goes.
@@ -79,11 +79,10 @@ impl Through {
             return false;
         };
         let abs = sink.root.join(place.rel_path());
-        let asked = tokio::time::timeout(EDITOR_WAIT, sink.editor.write_text(&abs, text));
+        let asked = write_within(sink.editor.as_ref(), &abs, text);
         match sink.runtime.block_on(asked) {
-            Ok(Ok(())) => true,
-            Ok(Err(why)) => not_taken(&place.shown, &why),
-            Err(_) => not_taken(&place.shown, "it did not answer in time"),
+            Ok(()) => true,
+            Err(why) => not_taken(&place.shown, &why),
         }
     }
 }
@@ -101,10 +100,9 @@ async fn buffer(editor: &dyn EditorFiles, files: &FileEnv, path: &str) -> Option
     let (checker, path) = (files.clone(), path.to_string());
     let checked = tokio::task::spawn_blocking(move || existing_file(&checker, &path));
     let abs = checked.await.ok().flatten()?;
-    match tokio::time::timeout(EDITOR_WAIT, editor.read_text(&abs)).await {
-        Ok(Ok(text)) => Some(text),
-        Ok(Err(why)) => not_given(&abs, &why),
-        Err(_) => not_given(&abs, "it did not answer in time"),
+    match read_within(editor, &abs).await {
+        Ok(text) => Some(text),
+        Err(why) => not_given(&abs, &why),
     }
 }
 
