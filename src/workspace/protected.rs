@@ -9,26 +9,17 @@ use std::path::{Path, PathBuf};
 /// The names at the top of the workspace that commands may not write.
 pub const PROTECTED_NAMES: [&str; 4] = [".git", ".fido-state", ".fido", "fido.toml"];
 
-/// The protected paths of `workspace` that exist now, canonical: the
-/// [`PROTECTED_NAMES`] and, for a `.git` file or link, the git directory
-/// it names and that directory's common directory. Blocking (a few
-/// `lstat`s and small reads).
+/// The protected paths of `workspace` that exist now: the
+/// [`PROTECTED_NAMES`], a link's target, and for a `.git` file the git
+/// directory it names and that directory's common directory ([`entry`]).
+/// Blocking (a few `lstat`s and small reads).
 pub fn protected_paths(workspace: &Path) -> Vec<PathBuf> {
     let mut paths = Vec::new();
     for name in PROTECTED_NAMES {
         let path = workspace.join(name);
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
-            continue;
-        };
-        if meta.file_type().is_symlink() {
-            // A link's target is what git and Fido would read.
-            paths.extend(std::fs::canonicalize(&path));
-            continue;
+        if let Ok(meta) = std::fs::symlink_metadata(&path) {
+            paths.extend(entry(workspace, path, name == ".git", &meta));
         }
-        if name == ".git" && meta.is_file() {
-            paths.extend(linked_git_dirs(workspace, &path));
-        }
-        paths.push(path);
     }
     paths.sort();
     paths.dedup();
@@ -40,25 +31,35 @@ pub fn protected_paths(workspace: &Path) -> Vec<PathBuf> {
 /// clone the user keeps untracked. Git enters the first two when the user
 /// runs `git status` in the workspace's repository, and the user enters
 /// the last; either reads its configuration there, so each is protected
-/// like the top-level one: the `.git` path itself (whether it exists or
-/// not), and, where it is a file or a link, the git directory it names.
-/// Blocking (a few `lstat`s and small reads per folder).
+/// like the top-level one ([`entry`]), and its path also where nothing is
+/// there yet. Blocking (a few `lstat`s and small reads per folder).
 pub fn nested_git_paths(workspace: &Path, folders: &[PathBuf]) -> Vec<PathBuf> {
     let mut paths = Vec::new();
     for nested in folders {
         let folder = workspace.join(nested);
         let dot_git = folder.join(".git");
         match std::fs::symlink_metadata(&dot_git) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                paths.extend(std::fs::canonicalize(&dot_git));
-            }
-            Ok(meta) if meta.is_file() => paths.extend(linked_git_dirs(&folder, &dot_git)),
-            _ => {}
+            Ok(meta) => paths.extend(entry(&folder, dot_git, true, &meta)),
+            Err(_) => paths.push(dot_git),
         }
-        paths.push(dot_git);
     }
     paths.sort();
     paths.dedup();
+    paths
+}
+
+/// The paths that protect the existing entry `path` of `folder` (`meta`,
+/// its `lstat`): the entry itself; a link's target, which is what git and
+/// Fido would read; and, for a `.git` (`is_git`) that is a file, the git
+/// directory it names.
+fn entry(folder: &Path, path: PathBuf, is_git: bool, meta: &std::fs::Metadata) -> Vec<PathBuf> {
+    let mut paths = Vec::new();
+    if meta.file_type().is_symlink() {
+        paths.extend(std::fs::canonicalize(&path));
+    } else if is_git && meta.is_file() {
+        paths.extend(linked_git_dirs(folder, &path));
+    }
+    paths.push(path);
     paths
 }
 
