@@ -90,7 +90,7 @@ impl Gitlinks {
     }
 }
 
-/// Reads the gitlinks of the workspace's repository and, breadth first,
+/// Reads the gitlinks of the workspace's repository and, depth first,
 /// of every gitlink that is a repository itself.
 fn scan(workspace: &Path) -> Found {
     let mut found = Found {
@@ -173,18 +173,7 @@ fn parse_stage(listing: &[u8]) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn git_in(dir: &Path, args: &[&str]) {
-        let status = std::process::Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-            .args(args)
-            .current_dir(dir)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .unwrap();
-        assert!(status.success(), "git {args:?}");
-    }
+    use crate::changes::tests::git as git_in;
 
     /// `outer` holding `name` as a committed gitlink with one commit.
     fn add_gitlink(outer: &Path, name: &str) {

@@ -74,8 +74,12 @@ pub(super) fn fork_bomb_expected() -> bool {
 /// Whether this probe child can show the fork bomb stopped: it is PID 2
 /// of its own namespace with a `pid_max`, or `RLIMIT_NPROC` binds it.
 pub(super) fn fork_bomb_probed() -> bool {
-    (in_own_pid_namespace() && crate::sandbox::limits::process_limit_support().is_ok())
-        || rlimit_binds()
+    bound_by_pid_max() || rlimit_binds()
+}
+
+/// Whether this process is PID 2 of a namespace whose `pid_max` is set.
+pub(super) fn bound_by_pid_max() -> bool {
+    in_own_pid_namespace() && crate::sandbox::limits::process_limit_support().is_ok()
 }
 
 /// Whether `RLIMIT_NPROC` binds this process: it never binds uid 0 of the

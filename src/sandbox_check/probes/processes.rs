@@ -9,7 +9,9 @@ use nix::unistd::Pid;
 use super::super::escape::{
     command_escape_marker, command_setsid_escape, escape_marker, kill_escaped, setsid_escape,
 };
-use super::super::kernel::{command_namespace, in_own_pid_namespace, ptrace_mechanism};
+use super::super::kernel::{
+    bound_by_pid_max, command_namespace, in_own_pid_namespace, ptrace_mechanism,
+};
 use super::super::probe::{Probe, RefusedBy};
 use super::sockets::no_scopes;
 
@@ -62,11 +64,6 @@ pub(in super::super) const FORK_BOMB: Probe = Probe::new("fork-bomb", |_| fork_b
     // Held as a subagent is: PID 2 of its own namespace, whose pid_max
     // binds root too.
     .with_seen_by_child(|_| bound_by_pid_max().then(|| "pid_max of its PID namespace".to_owned()));
-
-/// Whether this process is PID 2 of a namespace whose `pid_max` is set.
-fn bound_by_pid_max() -> bool {
-    in_own_pid_namespace() && crate::sandbox::limits::process_limit_support().is_ok()
-}
 
 /// `PTRACE_SEIZE` of the parent: it never stops the tracee, and should it
 /// get through, this process's exit detaches it.

@@ -107,17 +107,16 @@ pub(super) async fn gateway(
 /// its text and reasoning fragments, under its agent id.
 fn stream_notices(identity: &Identity, events: EventSink) -> impl Fn(ProviderNotice) + Send + Sync {
     let agent_id = identity.label().to_string();
-    move |notice| {
-        let (agent_id, kind) = (agent_id.clone(), notice);
-        match kind {
-            ProviderNotice::TextDelta(text) => {
-                events.emit(EventKind::SubagentTextDelta { agent_id, text });
-            }
-            ProviderNotice::ReasoningDelta(text) => {
-                events.emit(EventKind::SubagentReasoningDelta { agent_id, text });
-            }
-            ProviderNotice::ToolCallStarted { .. } | ProviderNotice::Retrying { .. } => {}
-        }
+    move |notice| match notice {
+        ProviderNotice::TextDelta(text) => events.emit(EventKind::SubagentTextDelta {
+            agent_id: agent_id.clone(),
+            text,
+        }),
+        ProviderNotice::ReasoningDelta(text) => events.emit(EventKind::SubagentReasoningDelta {
+            agent_id: agent_id.clone(),
+            text,
+        }),
+        ProviderNotice::ToolCallStarted { .. } | ProviderNotice::Retrying { .. } => {}
     }
 }
 
