@@ -489,6 +489,7 @@ impl Rig {
                 profiles: Arc::default(),
                 diff_bytes: fido::changes::DEFAULT_DIFF_CAP,
                 max_processes: fido::sandbox::limits::DEFAULT_MAX_PROCESSES,
+                tool_call_fallback: false,
             },
             fido::provider::gateway::Gateway::new(Arc::new(provider), 4),
             ToolCatalog::standard(PlanFlavour::UpdatePlan),

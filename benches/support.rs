@@ -427,6 +427,7 @@ pub fn tool_env(
     Ok(fido::tools::ToolEnv {
         undo: fido::store::undo::UndoLog::new(&workspace.root),
         plan: fido::plan::PlanStore::new(&workspace.root, workspace.root.join(".fido-plan.json")),
+        todos: fido::plan::todo::TodoStore::in_workspace(&workspace.root),
         workspace,
         limits: fido::tools::ToolLimits::default(),
         user: None,

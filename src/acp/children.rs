@@ -6,17 +6,17 @@
 //! stop reason and the child's usage), then, under the child's session
 //! id, its answers as `agent_message_chunk` (its reasoning as
 //! `agent_thought_chunk`) as its model streams them, and its tool calls
-//! as `tool_call` updates. Any other client sees the subagent as the
-//! parent's one `delegate` tool call, whose content says what the
-//! subagent is doing as it goes.
+//! as `tool_call` updates, and its own plan (the plan tool keeps one for
+//! each subagent, in its memory) as `plan` updates. Any other
+//! client sees the subagent as the parent's one `delegate` tool call,
+//! whose content says what the subagent is doing as it goes.
 //!
 //! The tool calls come from the sanitised lifecycle events (tool names and
 //! short summaries); the text from the parent's own run of the child's
-//! model requests (live-only events, which neither the `--json` stream
-//! nor the parent's model sees). A subagent has no plan of its own (the
-//! plan is the parent's, and its plan tool is refused to it), so a child
-//! session has none to show. Pure: the caller sends what [`Children::of`]
-//! returns, in order.
+//! model requests, and the plan from the child's plan frames, bounded by
+//! the parent (live-only events, which neither the `--json` stream nor
+//! the parent's model sees). Pure: the caller sends what
+//! [`Children::of`] returns, in order.
 
 use std::collections::HashMap;
 
@@ -28,7 +28,7 @@ use agent_client_protocol::v1::schema::{
 };
 use serde_json::json;
 
-use super::updates::{fido_meta, text_content, tool_kind};
+use super::updates::{fido_meta, plan_update, text_content, tool_kind};
 use crate::protocol::{EventKind, Identity, SubagentPhase, UsageTotals};
 use crate::tools::capability::Capabilities;
 use crate::tools::names::DELEGATE;
@@ -100,6 +100,9 @@ impl Children {
             }
             EventKind::SubagentReasoningDelta { agent_id, text } => {
                 self.said(agent_id, SessionUpdate::AgentThoughtChunk(chunk(text)))
+            }
+            EventKind::SubagentPlan { agent_id, plan } => {
+                self.said(agent_id, SessionUpdate::Plan(plan_update(plan)))
             }
             EventKind::Subagent {
                 agent_id,
@@ -356,5 +359,46 @@ mod tests {
             text: "Reading main.rs".into(),
         });
         assert!(said.is_empty());
+    }
+
+    /// A subagent's own plan is a `plan` update of its session, every
+    /// entry in it; without child sessions it is not sent.
+    #[test]
+    fn a_subagents_plan_is_a_plan_update_of_its_session() {
+        let state: crate::protocol::plan::PlanState = serde_json::from_value(json!({
+            "version": 1, "updatedAt": null, "reason": "r",
+            "items": [
+                {"id": "a", "title": "Read main", "status": "done", "details": null, "next_action": null, "evidence": ["read"]},
+                {"id": "b", "title": "Report", "status": "in_progress", "details": null, "next_action": "write it"},
+            ],
+        }))
+        .unwrap();
+        let plan = EventKind::SubagentPlan {
+            agent_id: "subagent-1".into(),
+            plan: crate::protocol::plan::PlanSnapshot::UpdatePlan(state),
+        };
+        let mut children = Children::new(true, Capabilities::default());
+        delegated(&mut children);
+        let shown = children.of(&plan);
+        assert_eq!(shown.len(), 1);
+        assert_eq!(shown[0].session.as_deref(), Some("subagent-1"));
+        let update = to_json(&shown[0]);
+        assert_eq!(update["sessionUpdate"], "plan");
+        let entries: Vec<_> = update["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["content"].clone(), e["status"].clone()))
+            .collect();
+        assert_eq!(
+            entries,
+            [
+                (json!("Read main"), json!("completed")),
+                (json!("Report"), json!("in_progress"))
+            ]
+        );
+        let mut plain = Children::new(false, Capabilities::default());
+        delegated(&mut plain);
+        assert!(plain.of(&plan).is_empty());
     }
 }

@@ -19,7 +19,6 @@ mod permission;
 mod prompt;
 mod session;
 mod stdio;
-mod text_calls;
 mod unified;
 mod updates;
 

@@ -13,7 +13,7 @@ use agent_client_protocol::v1::schema::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::text_calls::StreamedText;
+use crate::agent::streamed_text::StreamedText;
 use crate::protocol::plan::{PlanSnapshot, Status, TaskStatus};
 use crate::protocol::tool_facts::{FileAction, FileChange, FileLine};
 use crate::protocol::{EventKind, Message, ToolFacts};

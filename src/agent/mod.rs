@@ -26,6 +26,7 @@ pub mod ops;
 mod prompt;
 pub mod recover;
 mod request;
+pub mod streamed_text;
 mod turn;
 mod watch;
 #[cfg(test)]
@@ -133,7 +134,7 @@ fn restore_update_plan(env: &ToolEnv, flavour: PlanFlavour, events: &EventSink) 
 /// The `todo` flavour's restore: the saved state as the result of an
 /// internal `list` call, published for the UI as its `list` envelope.
 fn restore_todo(env: &ToolEnv, events: &EventSink) -> Vec<Message> {
-    match todo::TodoStore::in_workspace(&env.workspace.root).load() {
+    match env.todos.load() {
         Ok(loaded) => {
             let restored = todo::reminder::restore(&loaded);
             if let Some(warning) = restored.warning {

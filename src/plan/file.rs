@@ -41,6 +41,14 @@ impl PlanStore {
         }
     }
 
+    /// A plan kept in this process's memory: a subagent's own, which
+    /// lives as long as it does and is never the workspace's.
+    pub fn in_memory() -> Self {
+        PlanStore {
+            file: StateFile::in_memory("the subagent's plan", "plan"),
+        }
+    }
+
     pub fn path(&self) -> &Path {
         self.file.path()
     }
@@ -201,6 +209,26 @@ mod tests {
             "`{}` is a symlink to a path outside the workspace; Fido does not follow it: remove the link",
             store.path().display()
         )
+    }
+
+    /// A subagent's own plan: kept in memory, each version after the one
+    /// before, shared by the store's clones (the tool environment's and
+    /// the loop's), gone with the process; no file is made.
+    #[test]
+    fn a_plan_in_memory_keeps_its_versions_for_its_clones_and_writes_no_file() {
+        let store = PlanStore::in_memory();
+        let same = store.clone();
+        assert_eq!(store.load().unwrap().state, PlanState::empty());
+        save(&store, "first", items(&[("a", Status::InProgress)]));
+        let second = save(&same, "second", items(&[("a", Status::Done)]));
+        assert_eq!(second.version, 2);
+        assert_eq!(store.load().unwrap().state, second);
+        assert!(!store.path().exists(), "{}", store.path().display());
+        // Another in-memory plan is another subagent's.
+        assert_eq!(
+            PlanStore::in_memory().load().unwrap().state,
+            PlanState::empty()
+        );
     }
 
     #[test]

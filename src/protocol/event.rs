@@ -177,6 +177,15 @@ pub enum EventKind {
     /// Live only: a fragment of subagent `agent_id`'s reasoning, from
     /// providers that stream it.
     SubagentReasoningDelta { agent_id: String, text: String },
+    /// Live only: subagent `agent_id`'s own plan after a change, bounded
+    /// by the parent (a subagent plans its own work; the session's plan
+    /// stays the parent's). On the wire `flavour` and `plan`, as
+    /// `plan_updated`.
+    SubagentPlan {
+        agent_id: String,
+        #[serde(flatten)]
+        plan: super::plan::PlanSnapshot,
+    },
     /// Live only: the model's `delegate` call `call_id` runs as subagent
     /// `agent_id` (emitted once, before the subagent's `subagent` events),
     /// so a front end can show the subagent under the call that made it.
@@ -207,6 +216,7 @@ impl EventKind {
             | EventKind::SubagentCall { .. }
             | EventKind::SubagentTextDelta { .. }
             | EventKind::SubagentReasoningDelta { .. }
+            | EventKind::SubagentPlan { .. }
             | EventKind::ChangeSet { .. } => true,
             EventKind::SessionStarted { .. }
             | EventKind::TurnStarted { .. }

@@ -39,33 +39,7 @@ impl ToolChoice {
     }
 }
 
-/// Which plan tool a session advertises (exactly one, so the catalog stays
-/// stable for the whole session); on the wire, the tool's name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum PlanFlavour {
-    /// `update_plan`: atomic replacement, full normalised state.
-    #[serde(rename = "update_plan")]
-    UpdatePlan,
-    /// `todo`: the rpiv-todo contract.
-    #[serde(rename = "todo")]
-    Todo,
-}
-
-impl PlanFlavour {
-    pub fn tool_name(self) -> &'static str {
-        match self {
-            PlanFlavour::UpdatePlan => "update_plan",
-            PlanFlavour::Todo => "todo",
-        }
-    }
-
-    /// The flavour whose tool is called `name`, if any.
-    pub fn of_tool(name: &str) -> Option<PlanFlavour> {
-        [PlanFlavour::UpdatePlan, PlanFlavour::Todo]
-            .into_iter()
-            .find(|flavour| flavour.tool_name() == name)
-    }
-}
+pub use super::plan::PlanFlavour;
 
 /// How the child sees its own end (`Final.status`); the parent
 /// normalises it.
@@ -148,6 +122,11 @@ pub struct ForkFrame {
     /// counted while the child started; `None` when it could not count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process_limit: Option<u64>,
+    /// The session runs calls the model writes into its text
+    /// (`tool_call_fallback`): the child's loop does too, as it runs the
+    /// same model.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tool_call_fallback: bool,
 }
 
 /// The `fork` frame serialised from borrowed parts, byte for byte what
@@ -172,6 +151,8 @@ pub struct ForkFrameRef<'a> {
     pub agents: &'a [super::delegate::AgentOffer],
     #[serde(skip_serializing_if = "Option::is_none")]
     pub process_limit: Option<u64>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub tool_call_fallback: bool,
 }
 
 /// The `type` of a [`ForkFrameRef`]: always `fork`, the tag
@@ -223,6 +204,10 @@ pub enum ChildFrame {
         phase: super::SubagentPhase,
         detail: String,
     },
+    /// The child's own plan after a change (its plan tool's result, kept
+    /// in its scratch folder); the parent bounds it and shows it under the
+    /// child's id.
+    Plan { plan: super::plan::PlanSnapshot },
     /// The raw final output; the parent normalises it.
     Final { status: ChildStatus, text: String },
     /// Call MCP tool `tool` (a catalog name) with `arguments` (a JSON
@@ -393,6 +378,7 @@ mod tests {
             mcp_tools: &[],
             agents: &[],
             process_limit: Some(300),
+            tool_call_fallback: true,
         };
         let owned = ParentFrame::Fork(Box::new(ForkFrame {
             version: PROTOCOL_VERSION,
@@ -405,6 +391,7 @@ mod tests {
             mcp_tools: Vec::new(),
             agents: Vec::new(),
             process_limit: Some(300),
+            tool_call_fallback: true,
         }));
         let bytes = serde_json::to_vec(&borrowed).unwrap();
         assert_eq!(bytes, serde_json::to_vec(&owned).unwrap());

@@ -8,8 +8,6 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::ipc::PlanFlavour;
-
 /// The plan of either flavour as the model last got it in a tool result:
 /// on the wire `{"flavour": …, "plan": {…}}`, the flavour being its tool's
 /// name.
@@ -38,6 +36,34 @@ impl PlanSnapshot {
         };
         // Plain structs of strings, numbers and JSON values: cannot fail.
         plan.unwrap_or_default()
+    }
+}
+
+/// Which plan tool a session advertises (exactly one, so the catalog stays
+/// stable for the whole session); on the wire, the tool's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PlanFlavour {
+    /// `update_plan`: atomic replacement, full normalised state.
+    #[serde(rename = "update_plan")]
+    UpdatePlan,
+    /// `todo`: the rpiv-todo contract.
+    #[serde(rename = "todo")]
+    Todo,
+}
+
+impl PlanFlavour {
+    pub fn tool_name(self) -> &'static str {
+        match self {
+            PlanFlavour::UpdatePlan => "update_plan",
+            PlanFlavour::Todo => "todo",
+        }
+    }
+
+    /// The flavour whose tool is called `name`, if any.
+    pub fn of_tool(name: &str) -> Option<PlanFlavour> {
+        [PlanFlavour::UpdatePlan, PlanFlavour::Todo]
+            .into_iter()
+            .find(|flavour| flavour.tool_name() == name)
     }
 }
 

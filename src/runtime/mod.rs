@@ -334,6 +334,7 @@ fn delegation_settings(
         session_budget_tokens: config.delegation.session_budget_tokens,
         diff_bytes: config.delegation.diff_bytes,
         max_processes: config.safety.limits.max_processes,
+        tool_call_fallback: config.agent.limits.tool_call_fallback,
         profiles,
     })
 }

@@ -78,6 +78,7 @@ pub fn tool_env(
     Ok(ToolEnv {
         undo: UndoLog::new(&workspace.root),
         plan: PlanStore::new(&config.workspace, config.plan_file.clone()),
+        todos: crate::plan::todo::TodoStore::in_workspace(&config.workspace),
         workspace,
         limits: config.tools.clone(),
         user: None,

@@ -7,6 +7,7 @@
 //! neither see nor change (see [`crate::workspace`]).
 
 pub mod atomic;
+mod in_memory;
 pub mod journal;
 pub mod saved;
 pub mod state_file;

@@ -27,6 +27,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use nix::fcntl::{Flock, FlockArg};
@@ -34,6 +35,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::atomic::{remove_stale_temps, write_atomic};
+use super::in_memory::{InMemory, MemoryLock};
 use crate::workspace::{STATE_DIR, normalise_lexically};
 
 /// The folder of `.fido-state/` that holds the locks of the checkout's
@@ -95,7 +97,12 @@ pub enum Contents<T> {
 }
 
 /// Proof that the lock is held; released on drop.
-pub struct StateLock(#[allow(dead_code)] Flock<File>);
+pub struct StateLock(#[allow(dead_code)] Held);
+
+enum Held {
+    File(#[allow(dead_code)] Flock<File>),
+    Memory(#[allow(dead_code)] MemoryLock),
+}
 
 #[derive(Debug, Clone)]
 pub struct StateFile {
@@ -109,6 +116,8 @@ pub struct StateFile {
     what: &'static str,
     /// The longest wait for another process's lock.
     lock_wait: Duration,
+    /// Kept in memory, not in `path` ([`StateFile::in_memory`]).
+    memory: Option<Arc<InMemory>>,
 }
 
 impl StateFile {
@@ -120,6 +129,7 @@ impl StateFile {
             path,
             what,
             lock_wait: LOCK_WAIT,
+            memory: None,
         }
     }
 
@@ -134,6 +144,21 @@ impl StateFile {
             path,
             what,
             lock_wait: LOCK_WAIT,
+            memory: None,
+        }
+    }
+
+    /// A state kept in this process's memory, never in a file: a
+    /// subagent's own plan (clones share it). `name` stands for its path
+    /// in messages.
+    pub fn in_memory(name: &str, what: &'static str) -> Self {
+        StateFile {
+            path: PathBuf::from(name),
+            lock_path: PathBuf::new(),
+            state_dir: None,
+            what,
+            lock_wait: LOCK_WAIT,
+            memory: Some(Arc::default()),
         }
     }
 
@@ -150,6 +175,9 @@ impl StateFile {
     /// Takes the exclusive lock, waiting at most the lock wait while
     /// another process holds it. Blocking: call off the async runtime.
     pub fn lock(&self) -> Result<StateLock, StateFileError> {
+        if let Some(memory) = &self.memory {
+            return Ok(StateLock(Held::Memory(memory.lock())));
+        }
         let lock_path = &self.lock_path;
         let error = |source: io::Error| StateFileError::Lock {
             path: lock_path.display().to_string(),
@@ -172,7 +200,7 @@ impl StateFile {
                     let _ = lock
                         .set_len(0)
                         .and_then(|()| write!(&mut *lock, "{}", std::process::id()));
-                    return Ok(StateLock(lock));
+                    return Ok(StateLock(Held::File(lock)));
                 }
                 Err((back, nix::errno::Errno::EWOULDBLOCK)) => {
                     if start.elapsed() >= self.lock_wait {
@@ -197,6 +225,9 @@ impl StateFile {
         _lock: &StateLock,
         check: impl FnOnce(&T) -> Result<(), E>,
     ) -> Result<Contents<T>, StateFileError> {
+        if let Some(memory) = &self.memory {
+            return Ok(self.in_memory_contents(memory, check));
+        }
         if leaves_its_directory(&self.path) {
             return Err(StateFileError::OutsideLink {
                 path: self.path.display().to_string(),
@@ -225,8 +256,43 @@ impl StateFile {
         }
     }
 
+    /// A state kept in memory holds what was written, which parses; one
+    /// that `check` rejects is forgotten, as a file would be set aside.
+    fn in_memory_contents<T: DeserializeOwned, E: std::fmt::Display>(
+        &self,
+        memory: &InMemory,
+        check: impl FnOnce(&T) -> Result<(), E>,
+    ) -> Contents<T> {
+        let Some(text) = memory.text() else {
+            return Contents::Missing;
+        };
+        let problem = match serde_json::from_str::<T>(&text) {
+            Ok(value) => match check(&value) {
+                Ok(()) => return Contents::Valid(value),
+                Err(problem) => problem.to_string(),
+            },
+            Err(err) => err.to_string(),
+        };
+        memory.set_text(None);
+        Contents::SetAside {
+            warning: format!(
+                "{} was invalid ({problem}); Fido started an empty {}",
+                self.path.display(),
+                self.what
+            ),
+        }
+    }
+
     /// Replaces the file with `value` as pretty JSON and a final newline.
     pub fn write<T: Serialize>(&self, _lock: &StateLock, value: &T) -> Result<(), StateFileError> {
+        if let Some(memory) = &self.memory {
+            let text = serde_json::to_string(value).map_err(|e| StateFileError::Write {
+                path: self.path.display().to_string(),
+                source: io::Error::other(e),
+            })?;
+            memory.set_text(Some(text));
+            return Ok(());
+        }
         let written = serde_json::to_string_pretty(value)
             .map_err(io::Error::other)
             .and_then(|mut text| {

@@ -43,7 +43,7 @@ use crate::tools::web::{BrowseRequest, Web};
 use crate::tools::{
     Identity, InvocationContext, ToolCatalog, ToolEnv, ToolFuture, ToolLimits, ToolOutput,
 };
-use crate::workspace::{DEFAULT_PLAN_FILE, Workspace};
+use crate::workspace::Workspace;
 
 /// Longest wait for the fork after `Hello`.
 const FORK_TIMEOUT: Duration = Duration::from_secs(30);
@@ -367,7 +367,10 @@ fn tool_env(
         DelegateMode::ReadOnly => crate::protocol::SandboxMode::ReadOnly,
     };
     ToolEnv {
-        plan: PlanStore::new(&workspace.root, workspace.root.join(DEFAULT_PLAN_FILE)),
+        // Its plan is its own, in memory: it lives as long as the subagent,
+        // and the workspace's plan stays the parent's.
+        plan: PlanStore::in_memory(),
+        todos: crate::plan::todo::TodoStore::in_memory(),
         workspace,
         undo: UndoLog::disabled(),
         limits: ToolLimits::default(),
@@ -408,6 +411,7 @@ fn agent_settings(fork: &ForkFrame) -> AgentSettings {
         },
         limits: ModelLimits {
             context_window: fork.context_window,
+            tool_call_fallback: fork.tool_call_fallback,
             ..ModelLimits::default()
         },
     }
@@ -627,8 +631,8 @@ fn answer(pending: &Pending, request_id: u64, result: Result<Completion, Provide
     }
 }
 
-/// Turns the loop's events into sanitised lifecycle frames: tool names and
-/// short details only, never message contents.
+/// Turns the loop's events into sanitised lifecycle frames (tool names and
+/// short details only, never message contents) and its own plan's frames.
 async fn forward_lifecycle(
     mut events: crate::agent::EventReceiver,
     catalog: Arc<ToolCatalog>,
@@ -644,6 +648,13 @@ async fn forward_lifecycle(
                 },
                 detail: summary,
             },
+            // Its own plan: the latest state, never dropped.
+            EventKind::PlanUpdated { plan } => {
+                if writer.send(ChildFrame::Plan { plan }).await.is_err() {
+                    return;
+                }
+                continue;
+            }
             _ => continue,
         };
         // Progress only, and the parent shows at most one per interval:

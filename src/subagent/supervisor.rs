@@ -88,6 +88,9 @@ pub struct DelegationSettings {
     /// Processes and threads one subagent and all its commands may have
     /// at once (`command_max_processes`; `sandbox::subagent_ns::contain_subagent`).
     pub max_processes: u32,
+    /// Calls the model writes into its text are run (`tool_call_fallback`):
+    /// the child's loop runs them too, and its streamed words hold them back.
+    pub tool_call_fallback: bool,
 }
 
 impl DelegationSettings {
@@ -110,6 +113,7 @@ impl DelegationSettings {
             profiles: Arc::default(),
             diff_bytes: crate::changes::DEFAULT_DIFF_CAP,
             max_processes: crate::sandbox::limits::DEFAULT_MAX_PROCESSES,
+            tool_call_fallback: false,
         }
     }
 }

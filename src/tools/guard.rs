@@ -86,10 +86,12 @@ pub fn check(
 
 /// A subagent runs what only reads; its commands only inside its
 /// sandbox; file changes only as a write subagent, inside its sandbox
-/// (on its worktree). The person and the plan are the parent's, and what
-/// runs outside every sandbox (an MCP server's tool) must only read.
+/// (on its worktree). The person is the parent's; the plan a subagent
+/// changes is its own, in its memory (`subagent::runner`), so its plan
+/// tool runs like any other that only reads. What runs outside every
+/// sandbox (an MCP server's tool) must only read.
 fn subagent_may_run(capability: &Capability, mode: DelegateMode, confined: bool) -> bool {
-    if capability.needs_person || capability.changes_plan {
+    if capability.needs_person {
         return false;
     }
     if !capability.confined {
@@ -279,12 +281,7 @@ mod tests {
             );
         }
         assert!(check("mcp__fs__write", Capability::OUTSIDE, &writer(), true).is_err());
-        for tool in ["ask_user", "update_plan"] {
-            assert!(
-                check(tool, declared(tool), &writer(), true).is_err(),
-                "{tool}"
-            );
-        }
+        assert!(check("ask_user", declared("ask_user"), &writer(), true).is_err());
         let nested = check("delegate", declared("delegate"), &writer(), true).unwrap_err();
         assert!(
             nested.content.contains("You are the write subagent"),
@@ -322,7 +319,7 @@ mod tests {
             )
             .is_ok()
         );
-        for tool in ["patch", "mkdir", "rm", "rmdir", "ask_user", "update_plan"] {
+        for tool in ["patch", "mkdir", "rm", "rmdir", "ask_user"] {
             let refused = check(tool, declared(tool), &subagent(), true).unwrap_err();
             assert!(!refused.ok);
             assert_eq!(
@@ -366,19 +363,36 @@ mod tests {
     }
 
     #[test]
-    fn the_person_and_the_plan_stay_the_parents_whatever_else_a_tool_declares() {
-        for capability in [
-            Capability {
-                needs_person: true,
-                ..Capability::NONE
-            },
-            Capability {
-                changes_plan: true,
-                reads: Some(super::super::capability::Reads::File),
-                ..Capability::NONE
-            },
-        ] {
-            assert!(check("read_file", capability, &writer(), true).is_err());
+    fn the_person_stays_the_parents_and_a_subagents_plan_is_its_own() {
+        let person = Capability {
+            needs_person: true,
+            ..Capability::NONE
+        };
+        assert!(check("read_file", person, &writer(), true).is_err());
+        // The plan tools keep a subagent's own plan, in its memory,
+        // whether or not its commands are confined.
+        for ctx in [subagent(), writer()] {
+            for tool in ["update_plan", "todo"] {
+                let plan = crate::tools::ToolCatalog::standard(flavour_of(tool))
+                    .capability_of(tool)
+                    .unwrap();
+                assert!(check(tool, plan, &ctx, true).is_ok(), "{tool}");
+                assert!(check(tool, plan, &ctx, false).is_ok(), "{tool}");
+            }
+        }
+        // Whatever else a plan tool declares is judged as ever: a plan
+        // tool that runs a command outside every sandbox is refused.
+        let outside = Capability {
+            changes_plan: true,
+            ..Capability::OUTSIDE
+        };
+        assert!(check("update_plan", outside, &writer(), true).is_err());
+    }
+
+    fn flavour_of(tool: &str) -> crate::plan::PlanFlavour {
+        match tool {
+            "todo" => crate::plan::PlanFlavour::Todo,
+            _ => crate::plan::PlanFlavour::UpdatePlan,
         }
     }
 

@@ -146,9 +146,11 @@ impl Default for ToolLimits {
 pub struct ToolEnv {
     pub workspace: Workspace,
     pub undo: UndoLog,
-    /// The workspace plan (`update_plan` writes it; the agent reads it for
-    /// the settle reminder).
+    /// The plan (`update_plan` writes it; the agent reads it for the
+    /// settle reminder): the workspace's, or a subagent's own in memory.
     pub plan: PlanStore,
+    /// The `todo` flavour's list, kept where `plan` is.
+    pub todos: crate::plan::todo::TodoStore,
     pub limits: ToolLimits,
     /// The person who answers `ask_user`; `None` when headless.
     pub user: Option<Arc<dyn ask_user::UserChannel>>,

@@ -32,6 +32,7 @@ pub(crate) fn env(root: &Path) -> ToolEnv {
         workspace,
         undo,
         plan,
+        todos: crate::plan::todo::TodoStore::in_workspace(root),
         delegator: None,
         limits: ToolLimits::default(),
         user: None,

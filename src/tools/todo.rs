@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::Capability;
 use super::{Call, ToolFuture, ToolOutput, TypedTool};
 use crate::plan::PlanSnapshot;
-use crate::plan::todo::{self, TodoStore};
+use crate::plan::todo;
 use crate::protocol::schema::ToolArgs;
 
 pub struct Todo;
@@ -87,11 +87,8 @@ impl TypedTool for Todo {
     fn run<'a>(&'a self, Args(args): Args, call: Call<'a>) -> ToolFuture<'a> {
         Box::pin(async move {
             // The lock, the read and the fsync'd write block: off the runtime.
-            let root = call.env.workspace.root.clone();
-            let done = tokio::task::spawn_blocking(move || {
-                todo::run_call(&TodoStore::in_workspace(&root), &args)
-            })
-            .await;
+            let todos = call.env.todos.clone();
+            let done = tokio::task::spawn_blocking(move || todo::run_call(&todos, &args)).await;
             let done = match done {
                 Ok(done) => done,
                 Err(err) => {

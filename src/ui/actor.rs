@@ -349,6 +349,7 @@ fn on_event<B: Backend>(
         | EventKind::SubagentCall { .. }
         | EventKind::SubagentTextDelta { .. }
         | EventKind::SubagentReasoningDelta { .. }
+        | EventKind::SubagentPlan { .. }
         | EventKind::ReasoningDelta { .. }
         | EventKind::ChangeSet { .. }) => state.store.apply(&kind, now),
     }

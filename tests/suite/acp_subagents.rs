@@ -154,6 +154,112 @@ fn a_subagent_is_a_child_session_whose_cancel_stops_it_alone() {
     assert!(result.contains("cancelled"), "{result}");
 }
 
+/// With `tool_call_fallback`, a subagent runs the calls its model writes
+/// into its text, as the parent does: here a fenced `update_plan`, which
+/// keeps the subagent's own plan. The child session gets that plan as a
+/// `plan` update and the words around the call, never the call's JSON; the
+/// session's plan file stays the parent's (none was made).
+#[test]
+fn a_subagents_own_plan_streams_under_its_session_and_its_written_call_is_held_back() {
+    let Some(modules) = node_modules("a_subagents_own_plan_streams_under_its_session") else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("main.rs"), "fn main() {}\n").unwrap();
+    let delegate = json!({"task": "Find what main does"}).to_string();
+    let plan = json!({"name": "update_plan", "arguments": {"reason": "two steps", "items": [
+        {"id": "read", "title": "Read main.rs", "status": "in_progress", "next_action": "read it"},
+        {"id": "report", "title": "Report", "status": "pending", "next_action": "answer"},
+    ]}})
+    .to_string();
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&[("d1", "delegate", &delegate)])),
+        Reply::sse(sse::text_pieces_turn(
+            &["Planning first.\n`", &format!("``json\n{plan}"), "\n```"],
+            sse::TokenUsage::DEFAULT,
+        )),
+        Reply::sse(sse::text_turn(
+            r#"{"summary": "main does nothing", "findings": []}"#,
+        )),
+        Reply::sse(sse::text_turn("It does nothing.")),
+    ]);
+    let report = run_client(
+        &modules,
+        ws.path(),
+        &server,
+        json!({
+            "args": ["-c", "tool_call_fallback=true", "acp"],
+            "subagents": "watch",
+            "steps": [{"do": "new"}, {"do": "prompt", "text": "what does main do?"}],
+        }),
+    );
+    let announced = events(&report, "update")
+        .into_iter()
+        .find(|e| e["update"]["sessionUpdate"] == "subagent_update")
+        .unwrap_or_else(|| panic!("no subagent_update: {report:#}"));
+    let child = announced["update"]["sessionId"].clone();
+    let child_updates: Vec<_> = events(&report, "update")
+        .into_iter()
+        .filter(|e| e["sessionId"] == child)
+        .collect();
+    let plans: Vec<_> = child_updates
+        .iter()
+        .filter(|e| e["update"]["sessionUpdate"] == "plan")
+        .collect();
+    assert_eq!(plans.len(), 1, "{report:#}");
+    let entries: Vec<_> = plans[0]["update"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["content"].clone(), e["status"].clone()))
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            (json!("Read main.rs"), json!("in_progress")),
+            (json!("Report"), json!("pending"))
+        ]
+    );
+    let said: String = child_updates
+        .iter()
+        .filter(|e| e["update"]["sessionUpdate"] == "agent_message_chunk")
+        .map(|e| e["update"]["content"]["text"].as_str().unwrap_or(""))
+        .collect();
+    assert!(said.starts_with("Planning first."), "{report:#}");
+    assert!(
+        !said.contains("update_plan") && !said.contains("```"),
+        "{said}"
+    );
+    // The parent's session shows no plan: the subagent's is its own.
+    assert!(
+        events(&report, "update")
+            .iter()
+            .filter(|e| e["update"]["sessionUpdate"] == "plan")
+            .all(|e| e["sessionId"] == child),
+        "{report:#}"
+    );
+    assert!(!ws.path().join(".fido-plan.json").exists());
+    // The subagent's model got its plan as the tool result.
+    let requests = server.model_requests();
+    assert!(
+        requests[2]
+            .body()
+            .to_string()
+            .contains(r#"\"reason\":\"two steps\""#),
+        "{}",
+        requests[2].body()
+    );
+    let parent = announced["sessionId"].clone();
+    let parent_text: String = events(&report, "update")
+        .into_iter()
+        .filter(|e| {
+            e["sessionId"] == parent && e["update"]["sessionUpdate"] == "agent_message_chunk"
+        })
+        .map(|e| e["update"]["content"]["text"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(parent_text, "It does nothing.");
+}
+
 #[test]
 fn without_the_capability_a_subagent_is_its_delegate_call_with_live_status() {
     let Some(modules) = node_modules("without_the_capability_a_subagent_is_its_delegate_call")

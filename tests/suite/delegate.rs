@@ -278,7 +278,7 @@ fn the_subagent_is_read_only_and_cannot_delegate() {
         String::from_utf8_lossy(&output.stdout)
     );
     let child_second = requests[2].body();
-    for id in ["m1", "m2", "m3", "m4", "m5", "m7", "m8"] {
+    for id in ["m1", "m2", "m3", "m4", "m5", "m7"] {
         let result = tool_json(child_second, id);
         assert_eq!(result["status"], "failed", "{id}");
         assert_eq!(
@@ -286,6 +286,12 @@ fn the_subagent_is_read_only_and_cannot_delegate() {
             "{id}: {result}"
         );
     }
+    // Its plan tool keeps a plan of its own (in its memory): the workspace
+    // plan file is never made (checked below).
+    let own_plan = tool_message(child_second, "m8")["content"]
+        .as_str()
+        .unwrap();
+    assert!(own_plan.contains(r#""reason": "x""#), "{own_plan}");
     // The subagent's shell runs, inside its sandbox: the write is refused
     // by the sandbox, not by the guard.
     let shell = tool_message(child_second, "m6")["content"]

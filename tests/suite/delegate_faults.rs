@@ -158,6 +158,7 @@ impl Rig {
                 profiles: Arc::default(),
                 diff_bytes: fido::changes::DEFAULT_DIFF_CAP,
                 max_processes: setup.max_processes,
+                tool_call_fallback: false,
             },
             fido::provider::gateway::Gateway::new(Arc::new(provider), 4),
             ToolCatalog::standard(PlanFlavour::UpdatePlan),
@@ -949,6 +950,33 @@ async fn hostile_lifecycle_frames_reach_the_ui_sanitised_and_short() {
         );
     }
     assert!(phases[2].3.starts_with("src/main.rs"), "{phases:?}");
+    rig.assert_no_process_left().await;
+}
+
+/// A subagent's own plan reaches the front ends under its id; one past
+/// the parent's bound (64 KiB) does not, and the run goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagents_plan_is_shown_under_its_id_and_a_huge_one_is_not() {
+    let mut rig = Rig::start(Setup::new(Child::Fake("plans"))).await;
+    let result = rig.delegate(None).await;
+    assert_eq!(result.status, DelegateStatus::Completed, "{result:#?}");
+    let plans: Vec<_> = rig
+        .drain()
+        .iter()
+        .filter_map(|event| match &event.kind {
+            EventKind::SubagentPlan { agent_id, plan } => Some((agent_id.clone(), plan.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(plans.len(), 1, "{plans:?}");
+    assert_eq!(plans[0].0, result.identity.agent_id);
+    let fido::protocol::plan::PlanSnapshot::UpdatePlan(state) = &plans[0].1 else {
+        panic!("{plans:?}");
+    };
+    assert_eq!(
+        (state.version, state.items[0].title.as_str()),
+        (1, "Read main")
+    );
     rig.assert_no_process_left().await;
 }
 

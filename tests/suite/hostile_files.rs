@@ -31,6 +31,7 @@ fn tool_env(root: &Path) -> ToolEnv {
     ToolEnv {
         undo: fido::store::undo::UndoLog::new(&workspace.root),
         plan: fido::plan::PlanStore::new(&workspace.root, workspace.root.join(".fido-plan.json")),
+        todos: fido::plan::todo::TodoStore::in_workspace(&workspace.root),
         workspace,
         limits: ToolLimits::default(),
         user: None,

@@ -96,9 +96,8 @@ async fn todo_state(removed: &[Message], deps: &AgentDeps) -> Vec<Message> {
         return Vec::new();
     }
     // The state file's lock and read block: off the runtime.
-    let root = deps.tool_env.workspace.root.clone();
-    let loaded =
-        tokio::task::spawn_blocking(move || todo::TodoStore::in_workspace(&root).load()).await;
+    let todos = deps.tool_env.todos.clone();
+    let loaded = tokio::task::spawn_blocking(move || todos.load()).await;
     match loaded {
         Ok(Ok(loaded)) => todo::reminder::restore(&loaded).messages,
         Ok(Err(err)) => {

@@ -124,7 +124,8 @@ const MAX_CUT_OFF_CONTINUATIONS: u32 = 2;
 const CUT_OFF_NOTE: &str = "[Fido: your last answer was cut off at the output limit, so it is incomplete. Continue from where it stopped, more briefly.]";
 
 /// The settle reminder when the workspace plan still has open items; never
-/// for a subagent, which does not own the plan.
+/// for a subagent, whose plan is its own working notes and whose model
+/// requests are few.
 async fn settle_reminder(deps: &AgentDeps) -> Option<String> {
     if deps.ctx.is_subagent() {
         return None;

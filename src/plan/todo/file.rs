@@ -43,6 +43,13 @@ impl TodoStore {
         }
     }
 
+    /// A list kept in this process's memory: a subagent's own.
+    pub fn in_memory() -> Self {
+        TodoStore {
+            file: StateFile::in_memory("the subagent's todo list", "todo list"),
+        }
+    }
+
     pub fn path(&self) -> &Path {
         self.file.path()
     }

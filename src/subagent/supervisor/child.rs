@@ -260,6 +260,7 @@ impl ChildLink {
                 mcp_tools: &mcp_tools,
                 agents: &settings.profiles.offers(),
                 process_limit,
+                tool_call_fallback: settings.tool_call_fallback,
             },
         )
         .map_err(|e| {

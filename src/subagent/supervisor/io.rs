@@ -37,6 +37,9 @@ pub(super) struct Requester {
     pub model: Option<String>,
     pub shape: RequestShape,
     pub events: EventSink,
+    /// Calls written into the text are run (`tool_call_fallback`): its
+    /// streamed words hold them back, as the parent's own do.
+    pub hold_text_calls: bool,
 }
 
 /// What the child's loop asked of one answer: its output cap (from the
@@ -65,8 +68,10 @@ pub(super) async fn gateway(
         model,
         shape,
         events,
+        hold_text_calls,
     } = requester;
-    let notices = stream_notices(&identity, events);
+    let words = ChildWords::new(&identity, events, hold_text_calls);
+    let notices = |notice| words.notice(notice);
     let request = ChatRequest {
         messages: &messages,
         tools: catalog.specs(),
@@ -78,6 +83,9 @@ pub(super) async fn gateway(
     let completion = provider
         .complete_with(&identity, model.as_deref(), request, &notices)
         .await;
+    if let Ok(completion) = &completion {
+        words.answered(&completion.message, catalog.specs());
+    }
     let (frame, usage) = match completion {
         Ok(completion) => (
             ParentFrame::ModelDone {
@@ -104,19 +112,74 @@ pub(super) async fn gateway(
 }
 
 /// What the parent's front ends see of a child's answer as it streams:
-/// its text and reasoning fragments, under its agent id.
-fn stream_notices(identity: &Identity, events: EventSink) -> impl Fn(ProviderNotice) + Send + Sync {
-    let agent_id = identity.label().to_string();
-    move |notice| match notice {
-        ProviderNotice::TextDelta(text) => events.emit(EventKind::SubagentTextDelta {
-            agent_id: agent_id.clone(),
-            text,
-        }),
-        ProviderNotice::ReasoningDelta(text) => events.emit(EventKind::SubagentReasoningDelta {
-            agent_id: agent_id.clone(),
-            text,
-        }),
-        ProviderNotice::ToolCallStarted { .. } | ProviderNotice::Retrying { .. } => {}
+/// its text and reasoning fragments, under its agent id. With the
+/// fallback, its text is held from where a call written into it could
+/// start, and the whole answer then says what of it was text.
+struct ChildWords {
+    agent_id: String,
+    events: EventSink,
+    text: std::sync::Mutex<crate::agent::streamed_text::StreamedText>,
+}
+
+impl ChildWords {
+    fn new(identity: &Identity, events: EventSink, hold_text_calls: bool) -> ChildWords {
+        ChildWords {
+            agent_id: identity.label().to_string(),
+            events,
+            text: std::sync::Mutex::new(crate::agent::streamed_text::StreamedText::new(
+                hold_text_calls,
+            )),
+        }
+    }
+
+    fn notice(&self, notice: ProviderNotice) {
+        match notice {
+            ProviderNotice::TextDelta(fragment) => {
+                let sendable = self.with_text(|text| text.fragment(&fragment));
+                self.said(sendable);
+            }
+            ProviderNotice::ReasoningDelta(text) => {
+                self.events.emit(EventKind::SubagentReasoningDelta {
+                    agent_id: self.agent_id.clone(),
+                    text,
+                })
+            }
+            ProviderNotice::ToolCallStarted { .. } | ProviderNotice::Retrying { .. } => {}
+        }
+    }
+
+    /// The answer is whole: what was held of its text and is text goes out.
+    fn answered(&self, message: &Message, tools: &[crate::protocol::ToolSpec]) {
+        let Message::Assistant {
+            content,
+            tool_calls,
+            ..
+        } = message
+        else {
+            return;
+        };
+        let content = content.as_deref().unwrap_or_default();
+        let rest = self.with_text(|text| text.answer(content, !tool_calls.is_empty(), tools));
+        self.said(rest);
+    }
+
+    fn with_text(
+        &self,
+        f: impl FnOnce(&mut crate::agent::streamed_text::StreamedText) -> String,
+    ) -> String {
+        // A poisoned lock only means an earlier notice panicked: its text
+        // is still whole.
+        let mut text = self.text.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut text)
+    }
+
+    fn said(&self, text: String) {
+        if !text.is_empty() {
+            self.events.emit(EventKind::SubagentTextDelta {
+                agent_id: self.agent_id.clone(),
+                text,
+            });
+        }
     }
 }
 
@@ -339,6 +402,7 @@ pub(super) fn frame_name(frame: &ChildFrame) -> &'static str {
         ChildFrame::Hello { .. } => "hello",
         ChildFrame::ModelRequest { .. } => "model_request",
         ChildFrame::Lifecycle { .. } => "lifecycle",
+        ChildFrame::Plan { .. } => "plan",
         ChildFrame::Final { .. } => "final",
         ChildFrame::McpCall { .. } => "mcp_call",
         ChildFrame::Browse { .. } => "browse",

@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::protocol::ipc::{ChildFrame, ParentFrame, catalog_fingerprint};
+use crate::protocol::plan::PlanSnapshot;
 use crate::protocol::{EventKind, Identity, Message};
 use crate::subagent::ipc::IpcError;
 
@@ -186,6 +187,10 @@ impl ChildLink {
                 serving.on_lifecycle(&phase, &detail, progress);
                 Ok(())
             }
+            Some(Ok(ChildFrame::Plan { plan })) => {
+                show_plan(plan, progress);
+                Ok(())
+            }
             Some(Ok(ChildFrame::Final { status, text })) => Err(Ending::Final { status, text }),
             Some(Ok(ChildFrame::McpCall {
                 call_id,
@@ -267,6 +272,7 @@ impl ChildLink {
             model: job.model.clone(),
             shape: request.shape,
             events: shared.events.clone(),
+            hold_text_calls: shared.settings.tool_call_fallback,
         };
         serving.inflight = Some(tokio::spawn(gateway(
             request.request_id,
@@ -468,4 +474,30 @@ impl Serving {
             call.abort();
         }
     }
+}
+
+/// Bytes of a subagent's own plan that the parent passes on at most.
+const MAX_CHILD_PLAN_BYTES: usize = 64 * 1024;
+
+/// A subagent's own plan (kept in its memory), shown under its id:
+/// bounded, since the child is not trusted with its size; a todo list
+/// goes without the raw arguments of the call that made it.
+fn show_plan(plan: PlanSnapshot, progress: &Progress<'_>) {
+    let plan = match plan {
+        PlanSnapshot::Todo(mut todo) => {
+            todo.params = serde_json::Value::Object(Default::default());
+            PlanSnapshot::Todo(todo)
+        }
+        state @ PlanSnapshot::UpdatePlan(_) => state,
+    };
+    let size = serde_json::to_vec(&plan).map_or(usize::MAX, |bytes| bytes.len());
+    let agent_id = progress.job.agent_id.clone();
+    if size > MAX_CHILD_PLAN_BYTES {
+        warn!(%agent_id, size, "a subagent's plan over {MAX_CHILD_PLAN_BYTES} bytes; not shown");
+        return;
+    }
+    progress
+        .shared()
+        .events
+        .emit(EventKind::SubagentPlan { agent_id, plan });
 }

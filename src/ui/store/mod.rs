@@ -18,13 +18,13 @@ mod changes;
 mod hook;
 mod queue;
 mod restore;
+mod subagents;
 mod transcript;
 mod views;
 
 pub use approval::{PendingApproval, readiness};
 pub use queue::TypeAhead;
 pub use transcript::{DEFAULT_CAP_BYTES, Transcript};
-use views::SUBAGENT_DETAIL_CHARS;
 pub use views::{
     Activity, Entry, LiveAdoption, Notice, Phase, ScrollLimit, ScrollLimits, SessionHeader,
     SubagentView, ToolDetail, ToolResultView, TurnState, tokens,
@@ -113,14 +113,6 @@ pub enum Direction {
     Down,
 }
 
-/// Replaces the view of the same agent in place, or appends it.
-fn upsert(list: &mut Vec<SubagentView>, view: SubagentView) {
-    match list.iter_mut().find(|s| s.agent_id == view.agent_id) {
-        Some(slot) => *slot = view,
-        None => list.push(view),
-    }
-}
-
 impl Store {
     pub fn new(size: (u16, u16)) -> Store {
         Store {
@@ -182,6 +174,9 @@ impl Store {
             | EventKind::SubagentTextDelta { .. }
             | EventKind::SubagentReasoningDelta { .. }
             | EventKind::ReasoningDelta { .. } => return false,
+            EventKind::SubagentPlan { agent_id, plan } => {
+                return self.subagent_plan(agent_id, plan);
+            }
             EventKind::ChangeSet {
                 id,
                 plan_item,
@@ -285,37 +280,6 @@ impl Store {
                 *result = Some(view);
             }
         });
-    }
-
-    fn subagent(&mut self, event: &EventKind, now: Instant) {
-        if let EventKind::Subagent {
-            agent_id,
-            pid,
-            phase,
-            elapsed_ms,
-            detail,
-            tokens,
-            plan_item,
-        } = event
-        {
-            let view = SubagentView {
-                agent_id: summary(agent_id, 64),
-                pid: *pid,
-                phase: phase.clone(),
-                elapsed_ms: *elapsed_ms,
-                since_event_ms: 0,
-                detail: summary(detail, SUBAGENT_DETAIL_CHARS),
-                tokens: *tokens,
-                plan_item: plan_item
-                    .as_deref()
-                    .map(|item| summary(item, 40))
-                    .filter(|item| !item.is_empty()),
-                frozen: false,
-                received_at: now,
-            };
-            upsert(&mut self.subagents, view);
-            self.refocus();
-        }
     }
 
     /// Usage is counted, not shown until `/status`: nothing visible changes.
@@ -615,67 +579,6 @@ impl Store {
 
     pub fn push(&mut self, entry: Entry) {
         self.transcript.push(entry);
-    }
-
-    /// The bar's rows in order: live subagents first (in start order), then
-    /// the finished ones with their outcome.
-    pub fn bar_order(&self) -> Vec<&SubagentView> {
-        let (live, done): (Vec<_>, Vec<_>) = self.subagents.iter().partition(|s| s.is_live());
-        live.into_iter().chain(done).collect()
-    }
-
-    /// The focused subagent, when it still runs.
-    pub fn focused_subagent(&self) -> Option<&SubagentView> {
-        let focus = self.subagent_focus.as_deref()?;
-        self.subagents
-            .iter()
-            .find(|s| s.agent_id == focus && s.is_live())
-    }
-
-    /// Alt+Up / Alt+Down: the focus moves to the previous or next live
-    /// subagent (it stays at either end).
-    pub fn move_subagent_focus(&mut self, direction: Direction) {
-        let live: Vec<String> = self
-            .bar_order()
-            .into_iter()
-            .filter(|s| s.is_live())
-            .map(|s| s.agent_id.clone())
-            .collect();
-        let Some(current) = self
-            .subagent_focus
-            .as_ref()
-            .and_then(|focus| live.iter().position(|id| id == focus))
-        else {
-            self.subagent_focus = live.first().cloned();
-            return;
-        };
-        let next = match direction {
-            Direction::Up => current.saturating_sub(1),
-            Direction::Down => (current + 1).min(live.len() - 1),
-        };
-        self.subagent_focus = live.get(next).cloned();
-    }
-
-    /// Keeps the focus on a live subagent: when the focused one ended (or
-    /// none was focused), the first live row takes it.
-    fn refocus(&mut self) {
-        if self.focused_subagent().is_some() {
-            return;
-        }
-        self.subagent_focus = self
-            .bar_order()
-            .into_iter()
-            .find(|s| s.is_live())
-            .map(|s| s.agent_id.clone());
-    }
-
-    /// The live subagent `wanted` names: its whole id, or the part after
-    /// `subagent-` (`/cancel 7f3a90c1`).
-    pub fn find_live_subagent(&self, wanted: &str) -> Option<&SubagentView> {
-        self.subagents
-            .iter()
-            .filter(|s| s.is_live())
-            .find(|s| s.agent_id == wanted || s.agent_id.strip_prefix("subagent-") == Some(wanted))
     }
 
     /// Shows the transcript of a resumed session, then a line saying so.

@@ -111,6 +111,9 @@ pub struct SubagentView {
     pub tokens: u64,
     /// The plan item the parent named in the call, sanitised.
     pub plan_item: Option<String>,
+    /// Steps done and steps in all of the subagent's own plan, once it
+    /// keeps one.
+    pub own_plan: Option<(usize, usize)>,
     /// Set when the parent turn ended without a final subagent event: the
     /// clock stops.
     pub frozen: bool,

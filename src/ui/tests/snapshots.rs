@@ -171,6 +171,43 @@ fn running_subagent_bar_at_140_columns() {
     snapshot("running_subagent_140x30", &terminal);
 }
 
+/// A subagent that keeps a plan of its own: its row counts the steps
+/// done, also after its next lifecycle event; another agent's plan is not
+/// its, and the session's plan panel is untouched.
+#[test]
+fn a_subagents_own_plan_counts_its_steps_on_its_row() {
+    let mut store = running_subagent_store((140, 30));
+    let panel_before = store.plan.clone();
+    let state = |done: &str| -> crate::protocol::plan::PlanState {
+        serde_json::from_value(serde_json::json!({
+            "version": 2, "updatedAt": null, "reason": "r",
+            "items": [
+                {"id": "a", "title": "Read", "status": done, "details": null, "next_action": null, "evidence": ["read"]},
+                {"id": "b", "title": "Scan", "status": "pending", "details": null, "next_action": "scan"},
+                {"id": "c", "title": "Report", "status": "pending", "details": null, "next_action": "say"},
+            ],
+        }))
+        .unwrap()
+    };
+    let own_plan = |agent: &str, done: &str| EventKind::SubagentPlan {
+        agent_id: agent.into(),
+        plan: crate::protocol::plan::PlanSnapshot::UpdatePlan(state(done)),
+    };
+    let now = std::time::Instant::now();
+    assert!(store.apply(&own_plan("subagent-7f3a", "done"), now));
+    assert!(!store.apply(&own_plan("subagent-other", "pending"), now));
+    store.apply(&subagent("ripgrep", 14_000, "fn lex"), now);
+    let text = screen_text(&render(&store));
+    assert!(
+        text.contains("subagent-7f3a · ▶ ripgrep · 14s · 0 tok · 1/3 steps · pid 4242"),
+        "{text}"
+    );
+    assert_eq!(
+        store.plan, panel_before,
+        "the session's plan is the parent's"
+    );
+}
+
 #[test]
 fn running_subagent_bar_wraps_at_50_columns() {
     let mut store = running_subagent_store((50, 30));

@@ -108,7 +108,8 @@ fn lines(store: &Store, max: usize, room: usize) -> Vec<Line<'static>> {
 }
 
 /// What a row says, most important first: id, phase, elapsed, tokens,
-/// plan item, pid, and the detail when `detail` is set.
+/// its own plan's steps done, the plan item it serves, pid, and the detail
+/// when `detail` is set.
 fn parts(view: &SubagentView, detail: bool) -> Vec<String> {
     let mut parts = vec![
         truncate(&view.agent_id, ID_CHARS),
@@ -116,6 +117,10 @@ fn parts(view: &SubagentView, detail: bool) -> Vec<String> {
         format_elapsed(view.shown_elapsed_ms()),
         format!("{} tok", tokens(view.tokens)),
     ];
+    parts.extend(
+        view.own_plan
+            .map(|(done, all)| format!("{done}/{all} steps")),
+    );
     parts.extend(view.plan_item.as_ref().map(|item| format!("plan: {item}")));
     parts.extend(view.pid.map(|pid| format!("pid {pid}")));
     if detail && !view.detail.is_empty() {

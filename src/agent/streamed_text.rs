@@ -3,10 +3,13 @@
 //! There a call the model writes into its text (a fenced block, Qwen's
 //! `<tool_call>` tags, or a bare object as the whole answer) is run as a
 //! call and taken out of the message once the message is whole
-//! (`agent::calls`). An editor cannot take back a chunk it was sent, so
-//! from the first place such a call could start the text is held, and the
-//! whole message then says what of it is text. Without the fallback every
-//! fragment goes out as it comes.
+//! (`agent::calls`). An editor cannot take back a chunk it was sent (to a
+//! session, or to a subagent's child session), so from the first place
+//! such a call could start the text is held, and the whole message then
+//! says what of it is text. Without the fallback every fragment goes out
+//! as it comes.
+
+use crate::protocol::ToolSpec;
 
 /// Where a call written into text can start.
 const MARKERS: [&str; 2] = ["```", "<tool_call>"];
@@ -60,6 +63,22 @@ impl StreamedText {
             // The message differs from what was streamed of it before
             // any marker: never send it twice.
             None => String::new(),
+        }
+    }
+
+    /// What of a whole answer to send now, from the model's own message
+    /// (`content`, and whether it made real calls): the text the turn
+    /// keeps of it, as [`StreamedText::whole`] sends it. With the fallback
+    /// an answer without real calls loses the calls written into it, as
+    /// the turn takes them out (`agent::turn`).
+    pub fn answer(&mut self, content: &str, real_calls: bool, tools: &[ToolSpec]) -> String {
+        let written = self.hold_calls && !real_calls;
+        match written
+            .then(|| super::calls::calls_from_text(content, tools))
+            .flatten()
+        {
+            Some((rest, _)) => self.whole(&rest),
+            None => self.whole(content),
         }
     }
 
@@ -156,6 +175,38 @@ mod tests {
         let fragments = ["Use `ls`:\n", "```sh\nls\n```"];
         let sent = stream(true, &fragments, "Use `ls`:\n```sh\nls\n```");
         assert_eq!(sent, ["Use `ls`:\n", "```sh\nls\n```"]);
+    }
+
+    /// The tools the model may call in these tests: `read_file` alone.
+    fn tools() -> Vec<ToolSpec> {
+        crate::tools::ToolCatalog::standard(crate::plan::PlanFlavour::UpdatePlan)
+            .specs()
+            .iter()
+            .filter(|spec| spec.name == "read_file")
+            .cloned()
+            .collect()
+    }
+
+    #[test]
+    fn a_whole_answer_gives_what_is_left_of_its_text_once_its_written_calls_are_out() {
+        let content = "Reading.\n```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}\n```\nThen more.";
+        let mut text = StreamedText::new(true);
+        let sent = text.fragment(content);
+        assert_eq!(sent, "Reading.\n");
+        let rest = text.answer(content, false, &tools());
+        assert_eq!(format!("{sent}{rest}"), "Reading.\n\nThen more.");
+        // A message with real calls keeps its text as written: a block in
+        // it was not run.
+        let mut text = StreamedText::new(true);
+        let sent = text.fragment(content);
+        assert_eq!(
+            format!("{sent}{}", text.answer(content, true, &tools())),
+            content
+        );
+        // Without the fallback nothing is held or taken out.
+        let mut text = StreamedText::new(false);
+        assert_eq!(text.fragment(content), content);
+        assert_eq!(text.answer(content, false, &tools()), "");
     }
 
     #[test]
