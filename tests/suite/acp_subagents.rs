@@ -378,3 +378,71 @@ fn a_write_subagents_change_set_comes_back_as_diffs() {
         "fn a() {\n    println!(\"hello\");\n}\n"
     );
 }
+
+/// `delegate_merge = "ask"` in an editor: the write subagent's change set
+/// is put to the person through `session/request_permission`, titled with
+/// its task and carrying its diff. Allowed, it lands in the checkout;
+/// rejected, it is discarded and the checkout is left byte for byte as it
+/// was.
+#[test]
+fn a_change_set_merge_is_asked_through_the_editors_permission_dialog() {
+    let Some(modules) = node_modules("a_change_set_merge_is_asked_through_the_editors") else {
+        return;
+    };
+    for (answer, expected) in [
+        ("reject_once", "fn a() {\n    println!(\"a\");\n}\n"),
+        ("allow_once", "fn a() {\n    println!(\"hello\");\n}\n"),
+    ] {
+        let ws = tempfile::tempdir().unwrap();
+        let root = ws.path();
+        crate::common::git(root, &["init", "-q", "-b", "main"]);
+        std::fs::write(root.join("a.rs"), "fn a() {\n    println!(\"a\");\n}\n").unwrap();
+        crate::common::git(root, &["add", "-A"]);
+        crate::common::git(root, &["commit", "-q", "-m", "first"]);
+        let delegate =
+            json!({"task": "Make a print hello", "mode": "write", "scope": {"paths": ["a.rs"]}});
+        let done = r#"{"summary": "changed it", "findings": []}"#;
+        let server = FakeServer::start(vec![
+            Reply::sse(sse::tool_call_turn(&[(
+                "d1",
+                "delegate",
+                &delegate.to_string(),
+            )])),
+            patch_call("p1", "a.rs", "println!(\"a\")", "println!(\"hello\")"),
+            Reply::sse(sse::text_turn(done)),
+            Reply::sse(sse::text_turn("Done.")),
+        ]);
+        let report = run_client(
+            &modules,
+            root,
+            &server,
+            json!({
+                "args": ["-c", "delegate_write=allow", "-c", "delegate_merge=ask", "acp"],
+                "permission": answer,
+                "steps": [{"do": "new"}, {"do": "prompt", "text": "go"}],
+            }),
+        );
+        let asked = events(&report, "permission");
+        assert_eq!(asked.len(), 1, "{answer}: {report:#}");
+        let call = &asked[0]["params"]["toolCall"];
+        assert_eq!(
+            call["title"]
+                .as_str()
+                .map(|t| t.starts_with("Apply the change set of \"Make a print hello\"")),
+            Some(true),
+            "{call}"
+        );
+        assert!(
+            call.to_string().contains("println!(\\\"hello\\\")"),
+            "{call}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join("a.rs")).unwrap(),
+            expected,
+            "{answer}"
+        );
+        let merge = if answer == "allow_once" { "applied" } else { "discarded" };
+        let result = server.model_requests()[3].body().to_string();
+        assert!(result.contains(&format!(r#"\"merge\": \"{merge}\""#)), "{result}");
+    }
+}
