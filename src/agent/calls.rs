@@ -183,7 +183,9 @@ pub fn misfit_text_call(text: &str, tools: &[ToolSpec]) -> Option<(String, Strin
 
 /// A shallow JSON Schema check: an object, every required property present,
 /// no unknown property when `additionalProperties` is false, and each
-/// property's `type` right.
+/// property's `type` right. A `null` for an optional property stands for
+/// its absence, as the tools read it (Qwen2.5-Coder-1.5B writes
+/// `"budget_tokens": null` for `delegate`).
 pub fn matches_schema(args: &Value, schema: &Value) -> bool {
     schema_problem(args, schema).is_none()
 }
@@ -204,8 +206,10 @@ fn schema_problem(args: &Value, schema: &Value) -> Option<String> {
         return Some(format!("`{missing}` is required"));
     }
     let closed = schema.get("additionalProperties") == Some(&Value::Bool(false));
+    let is_required = |key: &str| required.into_iter().flatten().any(|r| r == key);
     object
         .iter()
+        .filter(|(key, value)| !value.is_null() || is_required(key))
         .find_map(|(key, value)| match properties.and_then(|p| p.get(key)) {
             None if closed => Some(format!("`{key}` is not one of its parameters")),
             None => None,
@@ -349,6 +353,13 @@ mod tests {
             &schema
         ));
         assert!(!matches_schema(&json!("a"), &schema));
+        // A null optional property is absent; a null required one is not
+        // there either.
+        assert!(matches_schema(
+            &json!({"path": "a", "offset": null}),
+            &schema
+        ));
+        assert!(!matches_schema(&json!({"path": null}), &schema));
     }
 
     #[test]

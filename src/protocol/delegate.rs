@@ -30,7 +30,10 @@ tool_args! {
         #[serde(default)]
         pub timeout_ms: Option<u64>,
         /// Tokens (prompt + completion) the subagent may use.
-        #[schema(minimum = 1, description = "Default from the configuration.")]
+        #[schema(
+            minimum = 1,
+            description = "Omit it. If set: 20000 or more."
+        )]
         #[serde(default)]
         pub budget_tokens: Option<u64>,
         /// The plan item this investigation serves (shown in the UI only).

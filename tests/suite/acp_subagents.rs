@@ -441,8 +441,15 @@ fn a_change_set_merge_is_asked_through_the_editors_permission_dialog() {
             expected,
             "{answer}"
         );
-        let merge = if answer == "allow_once" { "applied" } else { "discarded" };
+        let merge = if answer == "allow_once" {
+            "applied"
+        } else {
+            "discarded"
+        };
         let result = server.model_requests()[3].body().to_string();
-        assert!(result.contains(&format!(r#"\"merge\": \"{merge}\""#)), "{result}");
+        assert!(
+            result.contains(&format!(r#"\"merge\": \"{merge}\""#)),
+            "{result}"
+        );
     }
 }
