@@ -15,9 +15,7 @@ use crate::mcp::McpServerConfig;
 use crate::protocol::event_queue::EventReceiver;
 use crate::protocol::op::{AskId, Op, OpReply};
 use crate::protocol::outcome::TurnOutcome;
-use crate::protocol::{
-    ApprovalDecision, ApprovalPolicy, Message, SafetySettings, SandboxMode, TurnStatus,
-};
+use crate::protocol::{ApprovalDecision, ApprovalPolicy, Message, SafetySettings, SandboxMode};
 use crate::runtime::{EngineCaller, FrontEnd, ResumeFrom};
 use crate::store::journal::SessionSummary;
 use crate::tools::Capabilities;
@@ -109,12 +107,7 @@ impl Engine {
     /// stopped before it replied).
     pub async fn prompt(&self, prompt: String) -> Option<TurnOutcome> {
         match self.caller.call(Op::SubmitPrompt { prompt }).await.ok()? {
-            OpReply::TurnEnded {
-                status,
-                error,
-                final_text,
-                usage,
-            } => Some(outcome(status, error, final_text, usage)),
+            OpReply::TurnEnded { outcome } => Some(outcome),
             OpReply::Failed { message } => Some(TurnOutcome::failed(message)),
             _ => None,
         }
@@ -186,23 +179,6 @@ impl Engine {
                 tracing::warn!("the session did not shut down in time");
             }
         }
-    }
-}
-
-/// The engine's typed end of a turn as the outcome the stop reasons map
-/// from (a looped turn comes as a failed one).
-fn outcome(
-    status: TurnStatus,
-    error: Option<String>,
-    final_text: Option<String>,
-    usage: crate::protocol::UsageTotals,
-) -> TurnOutcome {
-    let message = error.unwrap_or_default();
-    match status {
-        TurnStatus::Completed => TurnOutcome::Completed { final_text, usage },
-        TurnStatus::Interrupted => TurnOutcome::Interrupted { usage },
-        TurnStatus::MaxSteps => TurnOutcome::MaxSteps { message, usage },
-        TurnStatus::Failed => TurnOutcome::Failed { message, usage },
     }
 }
 

@@ -327,6 +327,8 @@ fn answer(outcome: Option<TurnOutcome>, cancelled: bool) -> Result<PromptRespons
         TurnOutcome::Completed { .. } => StopReason::EndTurn,
         TurnOutcome::Interrupted { .. } => StopReason::Cancelled,
         TurnOutcome::MaxSteps { .. } => StopReason::MaxTurnRequests,
+        TurnOutcome::MaxTokens { .. } => StopReason::MaxTokens,
+        TurnOutcome::Refused { .. } => StopReason::Refusal,
         TurnOutcome::Failed { message, .. } | TurnOutcome::Looped { message, .. } => {
             let kind = if matches!(outcome, TurnOutcome::Looped { .. }) {
                 "looped"
@@ -371,6 +373,16 @@ mod tests {
             usage,
         };
         assert_eq!(stop(max, false).ok(), Some(StopReason::MaxTurnRequests));
+        let cut_off = TurnOutcome::MaxTokens {
+            message: "cut off".into(),
+            usage,
+        };
+        assert_eq!(stop(cut_off, false).ok(), Some(StopReason::MaxTokens));
+        let refused = TurnOutcome::Refused {
+            message: "no".into(),
+            usage,
+        };
+        assert_eq!(stop(refused, false).ok(), Some(StopReason::Refusal));
         assert!(stop(TurnOutcome::failed("boom"), false).is_err());
         assert!(answer(None, false).is_err());
     }

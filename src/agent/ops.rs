@@ -486,7 +486,7 @@ mod tests {
 
     use super::*;
     use crate::protocol::event_queue::{EventReceiver, channel};
-    use crate::protocol::{ApprovalDecision, ApprovalRequest, TurnStatus};
+    use crate::protocol::{ApprovalDecision, ApprovalRequest};
 
     /// Answers a snapshot as an agent with a turn running does; every
     /// other message it leaves unanswered.
@@ -565,10 +565,7 @@ mod tests {
         assert_eq!(
             reply_to(&mut events, turn).await,
             OpReply::TurnEnded {
-                status: TurnStatus::Failed,
-                error: Some(gone.clone()),
-                final_text: None,
-                usage: Default::default(),
+                outcome: TurnOutcome::failed(gone.clone())
             }
         );
         let failed = OpReply::Failed { message: gone };
@@ -668,10 +665,7 @@ mod tests {
         let ended = reply_to(&mut receiver, turn).await;
         assert!(
             matches!(&ended, OpReply::TurnEnded {
-                status: TurnStatus::Completed,
-                error: None,
-                final_text: Some(text),
-                usage,
+                outcome: TurnOutcome::Completed { final_text: Some(text), usage },
             } if text == "done" && usage.requests == 3),
             "{ended:?}"
         );

@@ -129,6 +129,14 @@ impl TurnState {
         })
     }
 
+    /// Ends the turn with `outcome`, saying why in an `error` event.
+    fn ended(&self, deps: &AgentDeps, outcome: TurnOutcome) -> ControlFlow<TurnOutcome> {
+        if let Some(message) = outcome.error() {
+            report(deps, message);
+        }
+        ControlFlow::Break(outcome)
+    }
+
     /// Ends the turn as stopped by the loop guard, saying why.
     fn looped(&self, deps: &AgentDeps, message: String) -> ControlFlow<TurnOutcome> {
         report(deps, &message);
@@ -215,6 +223,8 @@ struct Reply {
     refusals: Vec<Option<String>>,
     /// It ended at the output limit.
     cut_off: bool,
+    /// The model or its provider refused (its text, if any, says so).
+    refused: bool,
 }
 
 /// Records the model's message (its text shown, calls written as text
@@ -255,6 +265,7 @@ fn record_reply(
         tool_calls,
         refusals,
         cut_off,
+        refused: completion.finish_reason == FinishReason::Refusal,
     })
 }
 
@@ -268,13 +279,27 @@ async fn answered_in_text(
     let answer = Answer {
         text: reply.text.as_deref(),
         cut_off: reply.cut_off,
+        refused: reply.refused,
         verdict,
         cancel,
     };
     match after_answer(conversation, deps, answer, &mut state.ending).await {
         AfterAnswer::Continue => ControlFlow::Continue(()),
-        AfterAnswer::Fail(message) => state.failed(deps, message),
         AfterAnswer::Looped(message) => state.looped(deps, message),
+        AfterAnswer::CutOff(message) => state.ended(
+            deps,
+            TurnOutcome::MaxTokens {
+                message,
+                usage: state.usage,
+            },
+        ),
+        AfterAnswer::Refused(message) => state.ended(
+            deps,
+            TurnOutcome::Refused {
+                message,
+                usage: state.usage,
+            },
+        ),
         AfterAnswer::Done => ControlFlow::Break(TurnOutcome::Completed {
             final_text: reply.text,
             usage: state.usage,

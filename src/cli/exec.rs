@@ -182,15 +182,10 @@ type TurnReply = Result<Result<OpReply, CallError>, tokio::task::JoinError>;
 impl Ended {
     fn of(reply: TurnReply) -> Result<Ended, String> {
         match reply {
-            Ok(Ok(OpReply::TurnEnded {
-                status,
-                final_text,
-                usage,
-                ..
-            })) => Ok(Ended {
-                status,
-                final_text,
-                usage,
+            Ok(Ok(OpReply::TurnEnded { outcome })) => Ok(Ended {
+                status: outcome.status(),
+                final_text: outcome.final_text().map(str::to_string),
+                usage: outcome.usage(),
             }),
             Ok(Ok(other)) => Err(format!("the engine answered the prompt with {other:?}")),
             // The agent went (its `error` event said why).

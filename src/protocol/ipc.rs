@@ -16,6 +16,9 @@ pub enum FinishReason {
     ToolCalls,
     /// The output hit the token limit.
     Length,
+    /// The model or the provider refused: a `refusal` in the message, a
+    /// content filter, Anthropic's `refusal` stop reason.
+    Refusal,
     /// Anything else the provider said (content filter, …).
     Other,
 }

@@ -22,7 +22,6 @@ use super::control::SessionAgent;
 pub use super::outcome::TurnOutcome;
 use super::plan::PlanSnapshot;
 use super::{ApprovalDecision, ApprovalPolicy, SandboxMode};
-use super::{TurnStatus, UsageTotals};
 
 /// Which submission an answer belongs to: chosen by the front end, unique
 /// per [`OpSender`] and its clones.
@@ -165,18 +164,10 @@ impl ChangesOp {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum OpReply {
-    /// The turn of [`Op::SubmitPrompt`] ended, or never started (`Failed`).
-    TurnEnded {
-        status: TurnStatus,
-        /// What went wrong, for `Failed` and `MaxSteps`.
-        error: Option<String>,
-        /// The model's final answer, when the turn completed with one.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        final_text: Option<String>,
-        /// Every request of the turn, its subagents' included.
-        #[serde(default)]
-        usage: UsageTotals,
-    },
+    /// The turn of [`Op::SubmitPrompt`] ended, or never started (`Failed`):
+    /// how, its final answer and the usage of every request of the turn,
+    /// its subagents' included.
+    TurnEnded { outcome: TurnOutcome },
     /// Whether [`Op::Compact`] cut anything (its `compacted` event says what).
     Compacted { cut: bool },
     /// The model [`Op::SwitchModel`] switched to.
@@ -222,10 +213,7 @@ impl OpReply {
     /// The reply to [`Op::SubmitPrompt`].
     pub fn turn_ended(outcome: &TurnOutcome) -> OpReply {
         OpReply::TurnEnded {
-            status: outcome.status(),
-            error: outcome.error().map(str::to_string),
-            final_text: outcome.final_text().map(str::to_string),
-            usage: outcome.usage(),
+            outcome: outcome.clone(),
         }
     }
 

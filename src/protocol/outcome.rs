@@ -4,12 +4,18 @@
 //! [`ChildStatus`] gives the parent's [`DelegateStatus`] and failure code;
 //! a [`DelegateStatus`] gives the run's last [`SubagentPhase`].
 
+use serde::{Deserialize, Serialize};
+
 use super::delegate::{DelegateErrorCode, DelegateStatus};
 use super::ipc::{ChildFrame, ChildStatus};
 use super::{SubagentPhase, TurnStatus, UsageTotals};
 
 /// How a turn ended, with the usage of every request asked during it.
-#[derive(Debug, Clone, PartialEq)]
+/// Crosses the engine's boundary whole (`OpReply::TurnEnded`), so every
+/// front end tells the endings apart; the `--json` stream and the journal
+/// keep the coarser [`TurnStatus`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "ending", rename_all = "snake_case")]
 pub enum TurnOutcome {
     /// The model gave a final answer (`None`: an empty one).
     Completed {
@@ -24,6 +30,11 @@ pub enum TurnOutcome {
     Failed { message: String, usage: UsageTotals },
     /// The loop guard ended the turn: the model kept repeating itself.
     Looped { message: String, usage: UsageTotals },
+    /// The model's answer stayed cut off at its output limit, also after
+    /// it was asked to finish it.
+    MaxTokens { message: String, usage: UsageTotals },
+    /// The model (or the provider's filter) refused to go on.
+    Refused { message: String, usage: UsageTotals },
 }
 
 /// `fido exec`'s exit code for a turn that was interrupted.
@@ -45,7 +56,12 @@ impl TurnOutcome {
             TurnOutcome::Completed { .. } => TurnStatus::Completed,
             TurnOutcome::Interrupted { .. } => TurnStatus::Interrupted,
             TurnOutcome::MaxSteps { .. } => TurnStatus::MaxSteps,
-            TurnOutcome::Failed { .. } | TurnOutcome::Looped { .. } => TurnStatus::Failed,
+            // `--json` keeps its four statuses: these endings are failures
+            // there, told apart by their `error` event.
+            TurnOutcome::Failed { .. }
+            | TurnOutcome::Looped { .. }
+            | TurnOutcome::MaxTokens { .. }
+            | TurnOutcome::Refused { .. } => TurnStatus::Failed,
         }
     }
 
@@ -55,7 +71,9 @@ impl TurnOutcome {
             | TurnOutcome::Interrupted { usage }
             | TurnOutcome::MaxSteps { usage, .. }
             | TurnOutcome::Failed { usage, .. }
-            | TurnOutcome::Looped { usage, .. } => *usage,
+            | TurnOutcome::Looped { usage, .. }
+            | TurnOutcome::MaxTokens { usage, .. }
+            | TurnOutcome::Refused { usage, .. } => *usage,
         }
     }
 
@@ -66,7 +84,9 @@ impl TurnOutcome {
             | TurnOutcome::Interrupted { usage }
             | TurnOutcome::MaxSteps { usage, .. }
             | TurnOutcome::Failed { usage, .. }
-            | TurnOutcome::Looped { usage, .. } => *usage = totals,
+            | TurnOutcome::Looped { usage, .. }
+            | TurnOutcome::MaxTokens { usage, .. }
+            | TurnOutcome::Refused { usage, .. } => *usage = totals,
         }
         self
     }
@@ -78,7 +98,9 @@ impl TurnOutcome {
             TurnOutcome::Interrupted { .. }
             | TurnOutcome::MaxSteps { .. }
             | TurnOutcome::Failed { .. }
-            | TurnOutcome::Looped { .. } => None,
+            | TurnOutcome::Looped { .. }
+            | TurnOutcome::MaxTokens { .. }
+            | TurnOutcome::Refused { .. } => None,
         }
     }
 
@@ -87,7 +109,9 @@ impl TurnOutcome {
         match self {
             TurnOutcome::MaxSteps { message, .. }
             | TurnOutcome::Failed { message, .. }
-            | TurnOutcome::Looped { message, .. } => Some(message),
+            | TurnOutcome::Looped { message, .. }
+            | TurnOutcome::MaxTokens { message, .. }
+            | TurnOutcome::Refused { message, .. } => Some(message),
             TurnOutcome::Completed { .. } | TurnOutcome::Interrupted { .. } => None,
         }
     }
@@ -100,13 +124,20 @@ impl TurnOutcome {
             TurnOutcome::Completed { final_text, .. } => {
                 (ChildStatus::Completed, final_text.unwrap_or_default())
             }
-            TurnOutcome::Interrupted { .. } | TurnOutcome::MaxSteps { .. } => {
+            // A cut-off answer is what the child has: partial.
+            TurnOutcome::Interrupted { .. }
+            | TurnOutcome::MaxSteps { .. }
+            | TurnOutcome::MaxTokens { .. } => (ChildStatus::Partial, last_text()),
+            TurnOutcome::Failed { .. }
+            | TurnOutcome::Looped { .. }
+            | TurnOutcome::Refused { .. }
+                if cancelled =>
+            {
                 (ChildStatus::Partial, last_text())
             }
-            TurnOutcome::Failed { .. } | TurnOutcome::Looped { .. } if cancelled => {
-                (ChildStatus::Partial, last_text())
+            TurnOutcome::Failed { message, .. } | TurnOutcome::Refused { message, .. } => {
+                (ChildStatus::Failed, message)
             }
-            TurnOutcome::Failed { message, .. } => (ChildStatus::Failed, message),
             TurnOutcome::Looped { message, .. } => (ChildStatus::Looped, message),
         };
         ChildFrame::Final { status, text }
@@ -174,7 +205,7 @@ impl DelegateStatus {
 mod tests {
     use super::*;
 
-    fn every_ending() -> [TurnOutcome; 5] {
+    fn every_ending() -> [TurnOutcome; 7] {
         let usage = UsageTotals::default();
         [
             TurnOutcome::Completed {
@@ -189,6 +220,14 @@ mod tests {
             TurnOutcome::failed("provider"),
             TurnOutcome::Looped {
                 message: "loop".into(),
+                usage,
+            },
+            TurnOutcome::MaxTokens {
+                message: "cut off".into(),
+                usage,
+            },
+            TurnOutcome::Refused {
+                message: "refused".into(),
                 usage,
             },
         ]
@@ -221,6 +260,8 @@ mod tests {
             (TurnStatus::MaxSteps, ChildStatus::Partial, "last", 1, 130),
             (TurnStatus::Failed, ChildStatus::Failed, "provider", 1, 130),
             (TurnStatus::Failed, ChildStatus::Looped, "loop", 1, 130),
+            (TurnStatus::Failed, ChildStatus::Partial, "last", 1, 130),
+            (TurnStatus::Failed, ChildStatus::Failed, "refused", 1, 130),
         ];
         for (outcome, (status, child, text, code, interrupted_code)) in
             every_ending().into_iter().zip(expected)
@@ -274,7 +315,18 @@ mod tests {
         for outcome in every_ending() {
             assert_eq!(outcome.clone().with_usage(totals).usage(), totals);
         }
-        let [completed, interrupted, max_steps, failed, looped] = every_ending();
+        let [
+            completed,
+            interrupted,
+            max_steps,
+            failed,
+            looped,
+            cut_off,
+            refused,
+        ] = every_ending();
+        assert_eq!(cut_off.error(), Some("cut off"));
+        assert_eq!(refused.error(), Some("refused"));
+        assert_eq!(refused.final_text(), None);
         assert_eq!(completed.final_text(), Some("answer"));
         assert_eq!(completed.error(), None);
         assert_eq!(interrupted.error(), None);

@@ -460,6 +460,7 @@ impl MessagesStreamAccumulator {
                 "end_turn" | "stop_sequence" => FinishReason::Stop,
                 "tool_use" => FinishReason::ToolCalls,
                 "max_tokens" => FinishReason::Length,
+                "refusal" => FinishReason::Refusal,
                 _ => FinishReason::Other,
             });
         }

@@ -344,6 +344,9 @@ struct Delta {
     reasoning: Option<String>,
     #[serde(default)]
     tool_calls: Option<Vec<ToolCallDelta>>,
+    /// The model's refusal, which OpenAI sends apart from the content.
+    #[serde(default)]
+    refusal: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -399,6 +402,9 @@ pub struct ChatStreamAccumulator {
     /// The call the last fragment went to, for deltas without an index.
     last_call: Option<usize>,
     finish_reason: Option<FinishReason>,
+    /// The model sent a refusal: it is the answer's text, and the answer
+    /// ends as refused whatever its finish reason said.
+    refused: bool,
     usage: Usage,
     done: bool,
 }
@@ -485,12 +491,18 @@ impl ChatStreamAccumulator {
                 for call in delta.tool_calls.unwrap_or_default() {
                     self.merge_call(call, &mut notices);
                 }
+                if let Some(text) = delta.refusal.filter(|t| !t.is_empty()) {
+                    self.refused = true;
+                    self.content.push_str(&text);
+                    notices.push(ProviderNotice::TextDelta(text));
+                }
             }
             if let Some(reason) = choice.finish_reason.filter(|r| !r.is_empty()) {
                 self.finish_reason = Some(match reason.as_str() {
                     "stop" | "end_turn" | "eos" => FinishReason::Stop,
                     "tool_calls" | "function_call" => FinishReason::ToolCalls,
                     "length" | "max_tokens" => FinishReason::Length,
+                    "content_filter" => FinishReason::Refusal,
                     _ => FinishReason::Other,
                 });
             }
@@ -602,7 +614,10 @@ impl ChatStreamAccumulator {
             done: self.done,
             text: self.content,
             tool_calls,
-            finish_reason: self.finish_reason,
+            finish_reason: match self.refused {
+                true => Some(FinishReason::Refusal),
+                false => self.finish_reason,
+            },
             usage: self.usage,
         })
     }

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use super::*;
 use crate::config::Overrides;
+use crate::protocol::EventKind;
 use crate::protocol::control::{ControlReply, ControlRequest};
-use crate::protocol::{EventKind, TurnStatus};
+use crate::protocol::outcome::TurnOutcome;
 
 /// Longest wait for one reply or event: a hung engine fails the test.
 const WAIT: Duration = Duration::from_secs(30);
@@ -55,15 +56,11 @@ async fn a_prompt_ends_with_its_final_text_usage_and_a_typed_plan() {
     let prompt = "plan it".to_string();
     let ended = call(&caller, Op::SubmitPrompt { prompt }).await;
     let OpReply::TurnEnded {
-        status,
-        error,
-        final_text,
-        usage,
+        outcome: TurnOutcome::Completed { final_text, usage },
     } = ended
     else {
         panic!("{ended:?}")
     };
-    assert_eq!((status, error), (TurnStatus::Completed, None));
     assert_eq!(final_text.as_deref(), Some("all done"));
     assert_eq!(usage.requests, 2, "{usage:?}");
 
@@ -133,8 +130,7 @@ async fn an_interrupt_op_ends_a_waiting_turn() {
         matches!(
             ended,
             Ok(OpReply::TurnEnded {
-                status: TurnStatus::Interrupted,
-                ..
+                outcome: TurnOutcome::Interrupted { .. }
             })
         ),
         "{ended:?}"

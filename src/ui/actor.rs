@@ -406,7 +406,9 @@ fn on_reply<B: Backend>(state: &mut UiState<B>, id: SubmissionId, reply: OpReply
     }
     let store = &mut state.store;
     match reply {
-        OpReply::TurnEnded { status, error, .. } => store.turn_replied(status, error),
+        OpReply::TurnEnded { outcome } => {
+            store.turn_replied(outcome.status(), outcome.error().map(str::to_string))
+        }
         OpReply::Compacted { cut: true } => return false,
         OpReply::Compacted { cut: false } => store.push(Entry::Info(
             "nothing to compact: the conversation is too short".into(),

@@ -536,6 +536,55 @@ fn reasoning_streams_as_thought_chunks_and_stays_out_of_the_conversation() {
     assert!(!second.contains("The user greets"), "{second}");
 }
 
+/// How a turn ends reaches the editor as ACP's own stop reasons: a model
+/// that refuses (OpenAI's `refusal`) ends it `refusal`, its words shown;
+/// an answer that stays cut off at the output limit after Fido asked the
+/// model to finish it twice ends it `max_tokens`. Neither is an error.
+#[test]
+fn a_refusal_and_an_answer_cut_off_for_good_are_their_stop_reasons() {
+    let Some(modules) = node_modules("a_refusal_and_an_answer_cut_off") else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    let refusal = vec![
+        sse::data(&sse::chunk(
+            json!({"role": "assistant", "refusal": "I can't "}),
+            None,
+        )),
+        sse::data(&sse::chunk(json!({"refusal": "help with that."}), None)),
+        sse::data(&sse::chunk(json!({}), Some("stop"))),
+        sse::done(),
+    ];
+    let cut = || {
+        Reply::sse(vec![
+            sse::data(&sse::chunk(
+                json!({"role": "assistant", "content": "It is"}),
+                None,
+            )),
+            sse::data(&sse::chunk(json!({}), Some("length"))),
+            sse::done(),
+        ])
+    };
+    let server = FakeServer::start(vec![Reply::sse(refusal), cut(), cut(), cut()]);
+    let report = run_client(
+        &modules,
+        ws.path(),
+        &server,
+        json!({"steps": [{"do": "new"}, {"do": "prompt", "text": "do it"}, {"do": "prompt", "text": "go on"}]}),
+    );
+    let stops: Vec<_> = response(&report, "session/prompt")
+        .iter()
+        .map(|r| r["result"]["stopReason"].clone())
+        .collect();
+    assert_eq!(stops, [json!("refusal"), json!("max_tokens")], "{report:#}");
+    assert!(
+        message_text(&report).starts_with("I can't help with that."),
+        "{report:#}"
+    );
+    // Asked to finish twice, then the turn ended: four requests in all.
+    assert_eq!(server.model_requests().len(), 4);
+}
+
 #[test]
 fn the_engines_slash_commands_are_offered_and_answered() {
     let Some(modules) = node_modules("the_engines_slash_commands_are_offered_and_answered") else {

@@ -1,6 +1,7 @@
-//! Whether a text answer ends the turn: a cut-off answer is continued, a
-//! repeated one pointed out, a call written as text with misfit arguments
-//! sent back, and open plan items get their one reminder.
+//! Whether a text answer ends the turn: a refusal ends it, a cut-off
+//! answer is continued (a few times, then it ends the turn), a repeated
+//! one pointed out, a call written as text with misfit arguments sent
+//! back, and open plan items get their one reminder.
 
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -16,10 +17,12 @@ pub(super) enum AfterAnswer {
     Continue,
     /// The answer is final.
     Done,
-    /// The turn fails with this message.
-    Fail(String),
     /// The loop guard ends the turn with this message.
     Looped(String),
+    /// The answer stayed cut off at the output limit.
+    CutOff(String),
+    /// The model or its provider refused.
+    Refused(String),
 }
 
 /// What the turn already did to get a final answer.
@@ -38,6 +41,8 @@ pub(super) struct Answer<'a> {
     pub(super) text: Option<&'a str>,
     /// It ended at the output limit.
     pub(super) cut_off: bool,
+    /// The model or its provider refused.
+    pub(super) refused: bool,
     /// The loop detector's word on it.
     pub(super) verdict: &'a Verdict,
     /// The turn's; an interrupt stops a Stop hook that is running.
@@ -54,6 +59,9 @@ pub(super) async fn after_answer(
     answer: Answer<'_>,
     ending: &mut Ending,
 ) -> AfterAnswer {
+    if answer.refused {
+        return AfterAnswer::Refused(refusal(answer.text));
+    }
     if answer.cut_off {
         ending.cut_off_answers += 1;
         let message = format!(
@@ -61,7 +69,7 @@ pub(super) async fn after_answer(
             deps.settings.limits.max_output_tokens
         );
         if ending.cut_off_answers > MAX_CUT_OFF_CONTINUATIONS {
-            return AfterAnswer::Fail(format!("{message}, again; the answer is incomplete"));
+            return AfterAnswer::CutOff(format!("{message}, again; the answer is incomplete"));
         }
         deps.events.emit(EventKind::Error {
             message: format!("{message}; asking the model to finish it"),
@@ -115,6 +123,14 @@ fn misfit_call_note(deps: &AgentDeps, text: Option<&str>) -> Option<String> {
     Some(format!(
         "[Fido: your reply is a call to {name} written as text, and its arguments do not fit the tool ({problem}), so it was not run. Call {name} as a tool with fitting arguments, or give your answer in prose.]"
     ))
+}
+
+/// Why a refused turn ended: the model's words, or the provider's filter.
+fn refusal(text: Option<&str>) -> String {
+    match text {
+        Some(text) => format!("the model refused: {}", crate::text::summary(text, 200)),
+        None => "the provider refused the answer (a content filter)".into(),
+    }
 }
 
 /// Answers cut off at the output limit the model may continue in one turn.

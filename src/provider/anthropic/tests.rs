@@ -333,7 +333,7 @@ fn stop_reasons_and_usage_without_cache_fields() {
         ("stop_sequence", FinishReason::Stop),
         ("max_tokens", FinishReason::Length),
         ("tool_use", FinishReason::ToolCalls),
-        ("refusal", FinishReason::Other),
+        ("refusal", FinishReason::Refusal),
     ] {
         let completion = run(&text_stream(reason, true)).0.unwrap();
         assert_eq!(completion.finish_reason, expected, "{reason}");

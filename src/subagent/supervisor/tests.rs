@@ -163,7 +163,6 @@ async fn a_turn_whose_run_panics_gets_its_result_and_the_next_prompt_works() {
 #[tokio::test]
 async fn slash_agents_lists_the_sessions_ended_subagents_from_the_record() {
     use crate::agent::ops;
-    use crate::protocol::TurnStatus;
     use crate::protocol::op::{Op, OpReply};
     let dir = tempfile::tempdir().unwrap();
     let (supervisor, _supervisor_events) = supervisor(dir.path()).await;
@@ -201,8 +200,7 @@ async fn slash_agents_lists_the_sessions_ended_subagents_from_the_record() {
         matches!(
             ended,
             OpReply::TurnEnded {
-                status: TurnStatus::Completed,
-                ..
+                outcome: crate::protocol::outcome::TurnOutcome::Completed { .. }
             }
         ),
         "{ended:?}"
