@@ -264,6 +264,36 @@ fn text_deltas_and_usage() {
     );
 }
 
+/// A refusal is the answer's text, shown as it streams, and the answer
+/// ends refused though the stream said `stop`; a content filter ends it
+/// refused too. The same in a whole (unstreamed) response.
+#[test]
+fn a_refusal_is_the_text_of_a_refused_answer() {
+    let (result, notices) = run(&[
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"refusal":"I can't "}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"refusal":"help."},"finish_reason":"stop"}]}"#,
+        "[DONE]",
+    ]);
+    let completion = result.unwrap();
+    assert_eq!(assistant(&completion), (Some("I can't help."), &[][..]));
+    assert_eq!(completion.finish_reason, FinishReason::Refusal);
+    assert_eq!(notices[0], ProviderNotice::TextDelta("I can't ".into()));
+    let (filtered, _) = run(&[
+        r#"{"choices":[{"index":0,"delta":{"content":"Par"},"finish_reason":"content_filter"}]}"#,
+        "[DONE]",
+    ]);
+    assert_eq!(filtered.unwrap().finish_reason, FinishReason::Refusal);
+    let mut whole = ChatStreamAccumulator::default();
+    whole
+        .push_complete_response(
+            br#"{"choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":"No."},"finish_reason":"stop"}]}"#,
+        )
+        .unwrap();
+    let completion = whole.finish().unwrap();
+    assert_eq!(assistant(&completion), (Some("No."), &[][..]));
+    assert_eq!(completion.finish_reason, FinishReason::Refusal);
+}
+
 #[test]
 fn usage_without_details_has_zero_cached() {
     let (result, _) = run(&[
