@@ -24,6 +24,7 @@ use crate::protocol::{EventKind, Message, ToolCall, UsageTotals};
 use crate::provider::{Completion, FinishReason, ProviderError, ToolChoice};
 use crate::text;
 use crate::tools::ToolOutput;
+use crate::tools::commit::{CommitGate, until_cancelled};
 
 mod answer;
 mod tool_hooks;
@@ -619,22 +620,21 @@ async fn invoke(
     cancel: &CancellationToken,
     notes: &HookNotes,
 ) -> ToolOutput {
+    let gate = CommitGate::default();
     let invocation = tool_hooks::hooked(deps, call, notes, |scope| {
-        let invocation = deps.catalog.invoke(
+        let invocation = deps.catalog.invoke_gated(
             call,
             &deps.tool_env,
             &deps.ctx,
             conversation.messages(),
-            cancel,
+            (cancel, &gate),
         );
         crate::tools::approval::in_call(scope, invocation)
     });
-    tokio::select! {
-        output = invocation => output,
-        // Dropping the invocation kills what it started (process groups
-        // are killed on drop); the call still gets its result.
-        _ = cancel.cancelled() => ToolOutput::error("cancelled by the user"),
-    }
+    // A cancel drops the invocation, which kills what it started (process
+    // groups are killed on drop), unless a file change already committed:
+    // then its own result is the call's.
+    until_cancelled(invocation, &gate, cancel).await
 }
 
 /// The results of the earlier calls with `call`'s name and arguments, in

@@ -4,24 +4,37 @@
 
 use std::io;
 
-use super::{ToolEnv, ToolOutput};
+use super::commit::{CommitGate, cancelled_before_commit};
+use super::{Call, ToolOutput};
 use crate::store::undo::UndoLog;
 use crate::workspace::Workspace;
 use crate::workspace::beneath::{Kind, odd_file_message, odd_kind};
 
-/// The workspace and the undo log, owned, so the file work can run on the
-/// blocking pool (clones of the log share its lock).
+/// The workspace, the undo log and the call's commit point, owned, so the
+/// file work can run on the blocking pool (clones of the log share its
+/// lock).
 #[derive(Clone)]
 pub(crate) struct FileEnv {
     pub workspace: Workspace,
     pub undo: UndoLog,
+    gate: CommitGate,
 }
 
 impl FileEnv {
-    pub fn of(env: &ToolEnv) -> FileEnv {
+    pub fn of(call: &Call<'_>) -> FileEnv {
         FileEnv {
-            workspace: env.workspace.clone(),
-            undo: env.undo.clone(),
+            workspace: call.env.workspace.clone(),
+            undo: call.env.undo.clone(),
+            gate: call.gate.clone(),
+        }
+    }
+
+    /// The change of `tool` is about to be journalled and made: `Err`
+    /// (the answer) when the user cancelled first, and then nothing is.
+    pub fn commit(&self, tool: &str) -> Result<(), String> {
+        match self.gate.commit() {
+            true => Ok(()),
+            false => Err(cancelled_before_commit(tool)),
         }
     }
 }

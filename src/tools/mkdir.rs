@@ -62,6 +62,9 @@ fn run(files: &FileEnv, path: &str) -> ToolOutput {
         Ok(parents) => parents,
         Err(file) => return ToolOutput::error(in_the_way(&file, &place.rel())),
     };
+    if let Err(cancelled) = files.commit(Mkdir::NAME) {
+        return ToolOutput::error(cancelled);
+    }
     if let Err(err) = files.undo.record(UndoEntry::mkdir(place.rel(), parents)) {
         return ToolOutput::error(format!(
             "could not record the undo entry ({err}), so `{shown}` was not created"

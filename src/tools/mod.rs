@@ -19,6 +19,7 @@ pub mod browse_url;
 pub mod capability;
 #[cfg(test)]
 mod catalog_tests;
+pub mod commit;
 pub mod delegate;
 pub mod editor;
 mod file_work;
@@ -192,6 +193,9 @@ pub struct Call<'a> {
     pub ctx: &'a InvocationContext,
     /// Cancelled when the user interrupts; long tools must stop promptly.
     pub cancel: &'a CancellationToken,
+    /// Where a file change becomes certain ([`commit::CommitGate`]): a
+    /// cancel before it changes nothing, one after waits for the change.
+    pub gate: &'a commit::CommitGate,
     /// The conversation at the instant of the call (for `delegate`'s fork).
     pub conversation: &'a [Message],
 }
@@ -281,7 +285,7 @@ fn approved_file_change<'a, A: Send + 'static>(
         if let Err(refusal) = env.approvals.file_change(tool, &path, || describe).await {
             return refusal.into_output();
         }
-        let files = file_work::FileEnv::of(env);
+        let files = file_work::FileEnv::of(&call);
         file_work::off_runtime(tool, move || change(&files, &args))
             .await
             .unwrap_or_else(|failed| failed)
@@ -446,6 +450,22 @@ impl ToolCatalog {
         conversation: &[Message],
         cancel: &CancellationToken,
     ) -> ToolOutput {
+        let gate = commit::CommitGate::default();
+        self.invoke_gated(call, env, ctx, conversation, (cancel, &gate))
+            .await
+    }
+
+    /// [`ToolCatalog::invoke`] with the call's commit point in `gate`,
+    /// which the caller's wait reads on a cancel
+    /// ([`commit::until_cancelled`]).
+    pub async fn invoke_gated(
+        &self,
+        call: &ToolCall,
+        env: &ToolEnv,
+        ctx: &InvocationContext,
+        conversation: &[Message],
+        (cancel, gate): (&CancellationToken, &commit::CommitGate),
+    ) -> ToolOutput {
         let Some(tool) = self.tools.iter().find(|t| t.name() == call.name) else {
             return ToolOutput::error(format!(
                 "unknown tool `{}`. Available tools: {}.",
@@ -475,6 +495,7 @@ impl ToolCatalog {
                 env,
                 ctx,
                 cancel,
+                gate,
                 conversation,
             },
         })

@@ -70,7 +70,7 @@ impl TypedTool for Patch {
     fn run<'a>(&'a self, args: Args, call: Call<'a>) -> ToolFuture<'a> {
         Box::pin(async move {
             let env = call.env;
-            let files = FileEnv::of(env);
+            let files = FileEnv::of(&call);
             let through = match env.editor.clone().filter(|editor| editor.writes()) {
                 Some(editor) => Through::editor(editor, &files, &args.path).await,
                 None => Through::disk(),
@@ -291,6 +291,7 @@ fn replace(
     let Some(entry) = place.entry() else {
         return Err(format!("`{shown}` does not exist"));
     };
+    files.commit(Patch::NAME)?;
     if let Err(err) = files
         .undo
         .record(UndoEntry::patch(place.rel(), before, mode))
@@ -362,6 +363,7 @@ fn create(files: &FileEnv, place: &Place, content: &str) -> Result<(), String> {
     let created_dirs = place
         .missing_dirs()
         .map_err(|file| in_the_way(&file, &place.rel()))?;
+    files.commit(Patch::NAME)?;
     if let Err(err) = files
         .undo
         .record(UndoEntry::create(place.rel(), created_dirs))

@@ -83,6 +83,9 @@ fn run(files: &FileEnv, args: &Args) -> ToolOutput {
         Kind::Symlink => "symlink",
         _ => "file",
     };
+    if let Err(cancelled) = files.commit(Rm::NAME) {
+        return ToolOutput::error(cancelled);
+    }
     match files.undo.remove_at(&place.rel(), entry.dir, entry.name) {
         Ok(()) if stat.kind == Kind::Dir => {
             ToolOutput::ok(format!("Removed directory {shown}/ and its contents."))

@@ -65,6 +65,9 @@ fn run(files: &FileEnv, path: &str) -> ToolOutput {
     if entries > 0 {
         return ToolOutput::error(not_empty(shown, entries));
     }
+    if let Err(cancelled) = files.commit(Rmdir::NAME) {
+        return ToolOutput::error(cancelled);
+    }
     if let Err(err) = files.undo.record(UndoEntry::rmdir(place.rel(), stat.mode)) {
         return ToolOutput::error(format!(
             "could not record the undo entry ({err}), so `{shown}` was not removed"

@@ -7,6 +7,8 @@ use std::path::Path;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::commit::CommitGate;
+
 use crate::store::undo::UndoLog;
 use crate::tools::{Call, Invocation, InvocationContext, Tool, ToolEnv, ToolLimits, ToolOutput};
 use crate::workspace::{DEFAULT_PLAN_FILE, Workspace};
@@ -63,6 +65,16 @@ pub(crate) async fn call_with(
     args: Value,
     cancel: &CancellationToken,
 ) -> ToolOutput {
+    call_gated(tool, env, args, (cancel, &CommitGate::default())).await
+}
+
+/// A call whose commit point is `gate` (a test may cancel it first).
+pub(crate) async fn call_gated(
+    tool: &dyn Tool,
+    env: &ToolEnv,
+    args: Value,
+    (cancel, gate): (&CancellationToken, &CommitGate),
+) -> ToolOutput {
     let ctx = InvocationContext::main();
     tool.invoke(Invocation {
         args,
@@ -71,6 +83,7 @@ pub(crate) async fn call_with(
             env,
             ctx: &ctx,
             cancel,
+            gate,
             conversation: &[],
         },
     })
