@@ -10,22 +10,29 @@
 //! checkout, one undoable edit) or discarded, at once or later from
 //! `/changes` or `fido changes`, also after a restart ([`records`]).
 //!
+//! What a person sees of them is written here too ([`view`]: the text
+//! `fido changes` and `/changes` share), and a session follows their
+//! records as another terminal applies or discards them ([`watch`]).
+//!
 //! Every git write is the parent's ([`git`]), with hooks, fsmonitor and
 //! the worktree's attributes off. Nothing here ever writes the user's
 //! index, refs, stash, HEAD or `.git/worktrees`.
 //!
-//! All of it is blocking I/O and child processes: callers run it on the
-//! blocking pool.
+//! All of it but the watch is blocking I/O and child processes: callers
+//! run it on the blocking pool.
 
 pub mod apply;
 pub mod build;
 pub mod claim;
 pub mod control;
+pub mod delegation;
 pub mod git;
 pub mod listing;
 pub mod nested;
 pub mod records;
 mod stake;
+pub mod view;
+pub mod watch;
 pub mod worktree;
 
 use std::path::Path;

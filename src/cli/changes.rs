@@ -13,9 +13,9 @@ use serde::Serialize;
 
 use super::{fail, init_logging};
 use crate::changes::records::Layout;
+use crate::changes::view::{Paint, conflict_lines, describe, diff, failure, line, marked};
 use crate::changes::{Record, apply, records};
 use crate::protocol::changes::{ChangeSet, MergeState};
-use crate::runtime::changes_view::{Paint, conflict_lines, describe, diff, failure, line, marked};
 use crate::store::undo::UndoLog;
 use crate::workspace::Workspace;
 

@@ -96,7 +96,7 @@ impl EngineCommands {
 impl LocalCommands for EngineCommands {
     fn changes(&self, request: &ChangesOp) -> Result<(bool, String), CommandError> {
         let workspace = Workspace::new(&self.workspace).map_err(|e| e.to_string())?;
-        Ok(super::changes_view::for_tui(&workspace, request)?)
+        Ok(crate::changes::view::for_tui(&workspace, request)?)
     }
 
     fn show(&self) -> Result<PlanShown, CommandError> {

@@ -4,8 +4,6 @@
 //! one [`Engine`] per session ([`engine`]) and talks to it only through
 //! ops and events; the local commands are answered inside it ([`local`]).
 
-mod change_watch;
-pub mod changes_view;
 pub mod engine;
 pub mod local;
 pub mod policy;
@@ -176,7 +174,8 @@ impl Runtime {
         .await
         .map_err(StartError::Agent)?;
         sweep_dead_sessions(config).await;
-        let change_watch = change_watch::start(config.workspace.clone(), watch_events).await;
+        let change_watch =
+            crate::changes::watch::start(config.workspace.clone(), watch_events).await;
         Ok(Runtime {
             id,
             provider,

@@ -1,12 +1,13 @@
-//! A write delegation's parent side, around the run: before it, the policy
+//! A write delegation's parent side, around the run: before it, the gate
 //! (`delegate_write`), the claim, the worktree and the person's approval;
 //! after it, the change set and the merge (`delegate_merge`). The run in
-//! between is any subagent's, in the worktree ([`Job::write`]).
+//! between is any subagent's, in the worktree ([`Job::write`]). What each
+//! step decides is `changes::delegation`'s; this file only runs the steps
+//! with the session's tools and the supervisor's events.
 
-use std::path::PathBuf;
-
+use crate::changes::delegation::MergeStep;
 use crate::changes::{self, Claim, HeldClaim, Start, Worktree};
-use crate::protocol::changes::{ChangeSet, ChangeSetState, DelegateMerge, FileChange, MergeState};
+use crate::protocol::changes::{ChangeSet, ChangeSetState, MergeState};
 use crate::protocol::delegate::{DelegateArgs, DelegateErrorCode, DelegateResult};
 use crate::protocol::{ApprovalRequest, EventKind};
 use crate::tools::ToolEnv;
@@ -118,23 +119,7 @@ async fn make_worktree(
         .await
         .map_err(|e| changes::ChangesError::Io(std::io::Error::other(e.to_string())))
         .and_then(|made| made);
-    made.map_err(|err| match err {
-        changes::ChangesError::NotARepository(_) => DelegateResult::failed(
-            agent_id,
-            DelegateErrorCode::NotAGitRepository,
-            &format!("{err}; nothing was started. Make the change yourself, or delegate a read_only investigation"),
-        ),
-        changes::ChangesError::Claimed(conflict) => DelegateResult::failed(
-            agent_id,
-            DelegateErrorCode::WriteConflict,
-            &conflict.to_string(),
-        ),
-        other => DelegateResult::failed(
-            agent_id,
-            DelegateErrorCode::SpawnFailed,
-            &format!("cannot make the write subagent's worktree: {other}"),
-        ),
-    })
+    made.map_err(|err| changes::delegation::failed_start(agent_id, err))
 }
 
 fn short(commit: &str) -> String {
@@ -184,7 +169,7 @@ pub(super) async fn conclude(
         ));
     }
     announce(shared, &set.id, &started, set.merge.into());
-    advise(result, &set);
+    changes::delegation::advise(result, &set);
     result.changes = Some(set);
 }
 
@@ -197,22 +182,12 @@ fn note_failure(result: &mut DelegateResult, message: &str) {
 /// `delegate_merge`: apply at once, ask the person, or leave it pending.
 /// Returns the person's reason for a discard, for the model.
 async fn merge(shared: &Shared, set: &mut ChangeSet, task: &str, env: &ToolEnv) -> Option<String> {
-    if set.files.is_empty() {
-        return None;
-    }
-    let review = match env.approvals.delegation().merge {
-        DelegateMerge::Manual => return None,
-        // Control files configure what runs outside the sandbox: a person
-        // reads them first (README: "Write-capable delegation").
-        DelegateMerge::Auto if !set.control_files.is_empty() => {
-            tracing::info!(id = %set.id, files = ?set.control_files, "touches control files: left pending");
-            return None;
-        }
-        DelegateMerge::Auto => Review::Apply,
-        DelegateMerge::Ask => {
-            env.approvals
-                .review_change_set(review_request(set, task))
-                .await?
+    let review = match changes::delegation::merge_step(env.approvals.delegation().merge, set) {
+        MergeStep::Leave => return None,
+        MergeStep::Apply => Review::Apply,
+        MergeStep::Ask => {
+            let request = changes::delegation::review_request(set, task);
+            env.approvals.review_change_set(request).await?
         }
     };
     let workspace = shared.settings.workspace.clone();
@@ -262,71 +237,4 @@ fn flatten(
     joined: Result<Result<changes::Record, changes::ChangesError>, tokio::task::JoinError>,
 ) -> Result<changes::Record, MergeError> {
     Ok(joined??)
-}
-
-fn review_request(set: &ChangeSet, task: &str) -> ApprovalRequest {
-    let line = |f: &FileChange| {
-        let path = match &f.from {
-            Some(from) => format!("{from} → {}", f.path),
-            None => f.path.clone(),
-        };
-        format!("{} {path} +{} -{}", f.status.as_str(), f.added, f.removed)
-    };
-    ApprovalRequest::ChangeSet {
-        id: set.id.clone(),
-        task: crate::text::summary(task, 200),
-        summary: set.summary(),
-        files: changes::control::control_first(&set.files, &set.control_files)
-            .into_iter()
-            .map(line)
-            .collect(),
-        outside_claim: set.outside_claim.iter().map(|f| f.path.clone()).collect(),
-        diff: set.diff.clone(),
-        control_files: set.control_files.clone(),
-    }
-}
-
-/// What the parent model should do next with the change set.
-fn advise(result: &mut DelegateResult, set: &ChangeSet) {
-    let program = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("fido"));
-    let fido = program.display();
-    let step = match set.merge {
-        MergeState::Discarded if set.files.is_empty() && set.outside_claim.is_empty() => {
-            "The write subagent changed no file; there is nothing to review.".to_string()
-        }
-        MergeState::Applied => format!(
-            "The change set {} is applied to the workspace ({}); review it, then build and test. The user can revert it as one edit with /undo.",
-            set.id,
-            set.summary()
-        ),
-        MergeState::Pending if set.files.is_empty() => format!(
-            "The subagent changed nothing inside its claim; {} is pending only for the files outside it, which are never applied. Discard it with `{fido} changes discard {}`.",
-            set.id, set.id
-        ),
-        MergeState::Pending if !set.control_files.is_empty() => format!(
-            "The change set {id} touches control files: {}; it was not applied, because they configure Fido or git. Do not apply it yourself: tell the user to review it with `{fido} changes show {id}`, then apply it with `{fido} changes apply {id}` or drop it with `{fido} changes discard {id}`.",
-            set.control_files.join(", "),
-            id = set.id
-        ),
-        MergeState::Pending => format!(
-            "Review the diff (full patch: {}), then apply it with bash_exec: `{fido} changes apply {}` (a three-way merge; nothing is written on a conflict), or drop it with `{fido} changes discard {}`.",
-            set.patch, set.id, set.id
-        ),
-        MergeState::Conflict => format!(
-            "Applying {} met edits made here since its base; nothing was written. Resolve by hand from the patch {} or discard it with `{fido} changes discard {}`.",
-            set.id, set.patch, set.id
-        ),
-        MergeState::Discarded => format!(
-            "The change set {} was discarded; nothing was applied.",
-            set.id
-        ),
-    };
-    result.recommended_next_steps.insert(0, step);
-    if !set.outside_claim.is_empty() {
-        let names: Vec<&str> = set.outside_claim.iter().map(|f| f.path.as_str()).collect();
-        result.uncertainties.push(format!(
-            "The subagent also changed files outside its claim, which are never applied: {}",
-            names.join(", ")
-        ));
-    }
 }
