@@ -22,7 +22,7 @@ const COMMANDS: &[(&str, &str, Option<&str>)] = &[
     ("compact", "Summarise older turns to free context", None),
     ("undo", "Revert the last file change", None),
     ("diff", "Show the workspace's git diff", None),
-    ("agents", "List the session's subagents", None),
+    ("subagents", "List the session's subagents", None),
     (
         "changes",
         "List write subagents' change sets, or show, apply or discard one",
@@ -67,7 +67,7 @@ pub fn parse(prompt: &str) -> Option<Result<Op, String>> {
         ["compact"] => Ok(Op::Compact),
         ["undo"] => Ok(Op::Undo),
         ["diff"] => Ok(Op::Diff),
-        ["agents"] => Ok(Op::ListAgents),
+        ["subagents"] | ["agents"] => Ok(Op::ListSubagents),
         ["sessions"] => Ok(Op::ListSessions),
         ["changes"] => Ok(Op::Changes(ChangesOp::List)),
         ["changes", verb, id] => match ChangesVerb::parse(verb) {
@@ -105,7 +105,7 @@ pub fn reply_text(reply: OpReply) -> String {
             None => shown.text,
         },
         OpReply::Sessions { sessions } => fenced(&replies::sessions_text(&sessions), ""),
-        OpReply::Agents { agents } => fenced(&replies::agents_text(&agents), ""),
+        OpReply::Subagents { agents } => fenced(&replies::agents_text(&agents), ""),
         OpReply::Undone { change } => replies::undone_text(change.as_ref()),
         OpReply::Info { text } => text,
         OpReply::Output { text } => fenced(&text, ""),

@@ -252,9 +252,9 @@ impl AgentState {
                 Err(err) => OpReply::failed(err),
             }),
             Op::Status => desk.local(id, |c| OpReply::Status(c.status())),
-            Op::ListAgents => {
+            Op::ListSubagents => {
                 let agents = self.session_agents();
-                desk.reply(id, OpReply::Agents { agents });
+                desk.reply(id, OpReply::Subagents { agents });
             }
             Op::Diff => desk.diff(id, self.deps.tool_env.workspace.root.clone()),
             Op::Approve { id, decision } => desk.approve(id, decision),

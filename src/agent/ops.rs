@@ -372,7 +372,7 @@ fn refuse(desk: &FrontDesk, submission: Submission) {
         | Op::ListSessions
         | Op::Changes { .. }
         | Op::Status
-        | Op::ListAgents
+        | Op::ListSubagents
         | Op::Diff => OpReply::failed(gone),
     };
     desk.reply(submission.id, reply);

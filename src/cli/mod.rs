@@ -5,7 +5,6 @@
 //! the person at the terminal and exit codes.
 
 mod acp;
-mod agents;
 mod changes;
 mod exec;
 mod log_fields;
@@ -14,6 +13,7 @@ mod plan;
 mod preamble;
 mod sandbox;
 mod sessions;
+mod subagents;
 mod tool;
 mod trust;
 mod tui;
@@ -107,9 +107,10 @@ enum Command {
     /// Continue a journaled session in the terminal UI.
     Resume(sessions::ResumeArgs),
     /// List the running subagents of every Fido session in the workspace.
-    Agents(agents::AgentsArgs),
+    #[command(alias = "agents")]
+    Subagents(subagents::SubagentsArgs),
     /// Cancel a running subagent (or --all) cooperatively; its parent goes on.
-    Cancel(agents::CancelArgs),
+    Cancel(subagents::CancelArgs),
     /// List, show, apply or discard the change sets of write subagents.
     Changes(changes::ChangesArgs),
     /// Revert the latest undoable change in the workspace, as `/undo` does.
@@ -162,8 +163,8 @@ pub fn main() -> ExitCode {
         Some(Command::Mcp { command }) => mcp::run(&overrides, command),
         Some(Command::Trust(args)) => trust::run(overrides.workspace.clone(), args),
         Some(Command::Sessions(args)) => sessions::run(overrides.workspace.clone(), args),
-        Some(Command::Agents(args)) => agents::agents(overrides.workspace.clone(), args),
-        Some(Command::Cancel(args)) => agents::cancel(overrides.workspace.clone(), args),
+        Some(Command::Subagents(args)) => subagents::list(overrides.workspace.clone(), args),
+        Some(Command::Cancel(args)) => subagents::cancel(overrides.workspace.clone(), args),
         Some(Command::Changes(args)) => changes::run(overrides.workspace.clone(), args),
         Some(Command::Undo) => undo::run(overrides.workspace.clone()),
         Some(Command::Resume(args)) => tui::run(&overrides, Some(args.pick())),

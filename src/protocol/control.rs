@@ -18,8 +18,10 @@ pub const MAX_REQUEST_BYTES: usize = 4096;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ControlRequest {
-    /// The subagents running now.
-    ListAgents,
+    /// The subagents running now (`list_agents` on the wire, which
+    /// other Fido processes of the workspace speak).
+    #[serde(rename = "list_agents")]
+    ListSubagents,
     /// Cancel one running subagent cooperatively (`agent_id`), or every
     /// one (`None`): each parent records the partial or cancelled result
     /// and goes on.
@@ -31,7 +33,7 @@ pub enum ControlRequest {
 
 /// One running subagent as `fido agents` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunningAgent {
+pub struct RunningSubagent {
     pub agent_id: String,
     /// The Fido process that supervises it.
     pub parent_pid: u32,
@@ -47,7 +49,7 @@ pub struct RunningAgent {
 }
 
 /// One subagent of the session as the engine's record has it (the answer
-/// to `Op::ListAgents`): the ones that ended stay, with how they ended.
+/// to `Op::ListSubagents`): the ones that ended stay, with how they ended.
 /// The TUI's `/agents` shows them all, the control socket the running ones.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionAgent {
@@ -71,8 +73,8 @@ pub struct SessionAgent {
 
 impl SessionAgent {
     /// How `fido agents` shows it, under the Fido process `parent_pid`.
-    pub fn running_under(&self, parent_pid: u32) -> RunningAgent {
-        RunningAgent {
+    pub fn running_under(&self, parent_pid: u32) -> RunningSubagent {
+        RunningSubagent {
             agent_id: self.agent_id.clone(),
             parent_pid,
             child_pid: self.child_pid,
@@ -87,10 +89,12 @@ impl SessionAgent {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ControlReply {
-    Agents {
+    /// `agents` on the wire, which other Fido processes speak.
+    #[serde(rename = "agents")]
+    Subagents {
         version: u32,
         parent_pid: u32,
-        agents: Vec<RunningAgent>,
+        agents: Vec<RunningSubagent>,
     },
     /// The subagents asked to stop (empty: none matched).
     Cancelled {
@@ -141,7 +145,7 @@ mod tests {
             ControlRequest::Cancel { agent_id: None }
         );
         assert_eq!(
-            serde_json::to_string(&ControlRequest::ListAgents).unwrap(),
+            serde_json::to_string(&ControlRequest::ListSubagents).unwrap(),
             r#"{"type":"list_agents"}"#
         );
         let refused = ControlReply::Refused {

@@ -42,10 +42,10 @@ tool_args! {
         pub plan_item: Option<String>,
         /// The subagent profile to run (`.fido/agents/NAME.md`); the
         /// `delegate` tool advertises it, with the session's profile names,
-        /// only when there are profiles.
+        /// only when there are profiles. `agent` is its earlier name.
         #[schema(skip)]
-        #[serde(default)]
-        pub agent: Option<String>,
+        #[serde(default, alias = "agent")]
+        pub profile: Option<String>,
     }
 }
 
@@ -61,7 +61,7 @@ impl DelegateArgs {
             timeout_ms: None,
             budget_tokens: None,
             plan_item: None,
-            agent: None,
+            profile: None,
         }
     }
 }
@@ -92,7 +92,7 @@ tool_args! {
 /// A subagent profile as the model sees it in the `delegate` spec; the fork
 /// carries the session's list, so the child's catalog is the parent's.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AgentOffer {
+pub struct ProfileOffer {
     pub name: String,
     pub description: String,
 }
@@ -375,6 +375,19 @@ mod tests {
     /// A result as the parent's conversation receives it, byte for byte
     /// (recorded when `DelegateUsage` still spelled out its own counters).
     const RESULT: &str = r#"{"type":"delegate_result","identity":{"role":"subagent","agent_id":"subagent-0badcafe","parent_role":"main"},"status":"partial","summary":"half done","findings":[{"file":"src/a.rs","line":3,"claim":"c","confidence":"high"}],"recommended_next_steps":["go on"],"tests_to_run":[],"uncertainties":[],"error":{"code":"timeout","message":"ran out of time"},"usage":{"requests":3,"prompt_tokens":100,"cached_tokens":40,"completion_tokens":7,"wall_ms":1234}}"#;
+
+    /// The profile argument is `profile`; a model that learned `agent`,
+    /// its earlier name, still gets its profile, and an unknown key is
+    /// still refused.
+    #[test]
+    fn a_profile_is_named_by_profile_or_its_earlier_name() {
+        let parse = |text: &str| serde_json::from_str::<DelegateArgs>(text);
+        let named = parse(r#"{"task": "t", "profile": "reviewer"}"#).unwrap();
+        let earlier = parse(r#"{"task": "t", "agent": "reviewer"}"#).unwrap();
+        assert_eq!(named.profile.as_deref(), Some("reviewer"));
+        assert_eq!(earlier.profile.as_deref(), Some("reviewer"));
+        assert!(parse(r#"{"task": "t", "persona": "reviewer"}"#).is_err());
+    }
 
     #[test]
     fn a_delegate_result_keeps_its_wire_format() {

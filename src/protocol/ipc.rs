@@ -120,7 +120,7 @@ pub struct ForkFrame {
     pub mcp_tools: Vec<super::mcp::McpToolSpec>,
     /// The session's subagent profiles as `delegate` offers them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub agents: Vec<super::delegate::AgentOffer>,
+    pub profiles: Vec<super::delegate::ProfileOffer>,
     /// `RLIMIT_NPROC` for the child and its commands, which the parent
     /// counted while the child started; `None` when it could not count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -151,7 +151,7 @@ pub struct ForkFrameRef<'a> {
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pub mcp_tools: &'a [super::mcp::McpToolSpec],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    pub agents: &'a [super::delegate::AgentOffer],
+    pub profiles: &'a [super::delegate::ProfileOffer],
     #[serde(skip_serializing_if = "Option::is_none")]
     pub process_limit: Option<u64>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -379,7 +379,7 @@ mod tests {
             plan_tool: PlanFlavour::UpdatePlan,
             context_window: Some(8192),
             mcp_tools: &[],
-            agents: &[],
+            profiles: &[],
             process_limit: Some(300),
             tool_call_fallback: true,
         };
@@ -392,7 +392,7 @@ mod tests {
             plan_tool: PlanFlavour::UpdatePlan,
             context_window: Some(8192),
             mcp_tools: Vec::new(),
-            agents: Vec::new(),
+            profiles: Vec::new(),
             process_limit: Some(300),
             tool_call_fallback: true,
         }));

@@ -95,9 +95,9 @@ pub enum Op {
     Changes(ChangesOp),
     /// `/status`: [`OpReply::Status`].
     Status,
-    /// `/agents`, `fido agents`: [`OpReply::Agents`], every subagent of
+    /// `/agents`, `fido agents`: [`OpReply::Subagents`], every subagent of
     /// the session in start order, from the engine's own record of them.
-    ListAgents,
+    ListSubagents,
     /// `/diff`: [`OpReply::Diff`], the workspace's `git diff` (run by the
     /// engine), [`OpReply::Info`] when no tracked file changed, or why not.
     Diff,
@@ -186,8 +186,8 @@ pub enum OpReply {
     /// The sessions of the workspace, newest first, then the
     /// conversations older versions saved ([`Op::ListSessions`]).
     Sessions { sessions: Vec<SessionEntry> },
-    /// Every subagent of the session, in start order ([`Op::ListAgents`]).
-    Agents { agents: Vec<SessionAgent> },
+    /// Every subagent of the session, in start order ([`Op::ListSubagents`]).
+    Subagents { agents: Vec<SessionAgent> },
     /// The running subagents [`Op::CancelSubagent`] asked to stop (empty:
     /// none matched).
     Cancelled { agent_ids: Vec<String> },
@@ -525,7 +525,7 @@ mod tests {
                 id: "subagent-1".into(),
             }),
             Op::Status,
-            Op::ListAgents,
+            Op::ListSubagents,
             Op::Diff,
             Op::Approve {
                 id: 3,
@@ -641,7 +641,7 @@ mod tests {
 
     #[test]
     fn agents_and_diff_ops_have_snake_case_frames() {
-        let frames = [(Op::ListAgents, "list_agents"), (Op::Diff, "diff")];
+        let frames = [(Op::ListSubagents, "list_subagents"), (Op::Diff, "diff")];
         for (op, name) in frames {
             let line = serde_json::to_string(&op).unwrap();
             assert_eq!(line, format!(r#"{{"type":"{name}"}}"#));

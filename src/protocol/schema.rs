@@ -158,7 +158,7 @@ macro_rules! tool_args {
             $(
                 $(#[doc = $doc:literal])*
                 $(#[schema($($key:ident $(= $val:expr)?),* $(,)?)])?
-                $(#[serde($serde:ident)])?
+                $(#[serde($serde:ident $(, alias = $alias:literal)?)])?
                 $fvis:vis $field:ident : $ty:ty
             ),* $(,)?
         }
@@ -169,7 +169,7 @@ macro_rules! tool_args {
         $vis struct $name {
             $(
                 $(#[doc = $doc])*
-                $(#[serde($serde)])?
+                $(#[serde($serde $(, alias = $alias)?)])?
                 $fvis $field: $ty,
             )*
         }

@@ -21,7 +21,7 @@ use crate::agent::asks::PendingAsks;
 use crate::agent::ops::{self, Awaited, FrontDesk};
 use crate::config::Config;
 use crate::protocol::changes::DelegationPolicy;
-use crate::protocol::control::RunningAgent;
+use crate::protocol::control::RunningSubagent;
 use crate::protocol::event_queue::EventReceiver;
 use crate::protocol::op::{Op, OpRefused, OpReply, OpSender, Submission, SubmissionId};
 use crate::protocol::{ApprovalPolicy, Message, SafetySettings};
@@ -227,11 +227,11 @@ impl EngineCaller {
 /// The control socket's requests, as ops: `fido agents` lists the running
 /// subagents of the engine's record, `fido cancel` cancels through it.
 impl ControlTarget for EngineCaller {
-    fn running(&self) -> BoxFuture<'_, Vec<RunningAgent>> {
+    fn running(&self) -> BoxFuture<'_, Vec<RunningSubagent>> {
         Box::pin(async move {
             let parent_pid = std::process::id();
-            match self.call(Op::ListAgents).await {
-                Ok(OpReply::Agents { agents }) => agents
+            match self.call(Op::ListSubagents).await {
+                Ok(OpReply::Subagents { agents }) => agents
                     .iter()
                     .filter(|agent| agent.running)
                     .map(|agent| agent.running_under(parent_pid))

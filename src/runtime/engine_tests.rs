@@ -136,8 +136,8 @@ async fn an_interrupt_op_ends_a_waiting_turn() {
         "{ended:?}"
     );
     assert!(matches!(
-        call(&caller, Op::ListAgents).await,
-        OpReply::Agents { agents } if agents.is_empty()
+        call(&caller, Op::ListSubagents).await,
+        OpReply::Subagents { agents } if agents.is_empty()
     ));
     engine.shutdown().await;
 }
@@ -153,9 +153,9 @@ async fn the_control_socket_is_answered_through_the_engine() {
         .await
         .unwrap();
     let ask = |request| crate::subagent::control::ask_all(dir.path(), request);
-    let listed = ask(&ControlRequest::ListAgents).await;
+    let listed = ask(&ControlRequest::ListSubagents).await;
     assert_eq!(listed.len(), 1);
-    let Ok(ControlReply::Agents {
+    let Ok(ControlReply::Subagents {
         agents, parent_pid, ..
     }) = &listed[0].reply
     else {

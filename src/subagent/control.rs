@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use crate::protocol::control::{
-    CONTROL_VERSION, ControlReply, ControlRequest, MAX_REQUEST_BYTES, RunningAgent,
+    CONTROL_VERSION, ControlReply, ControlRequest, MAX_REQUEST_BYTES, RunningSubagent,
 };
 use crate::workspace::RUN_DIR;
 
@@ -32,7 +32,7 @@ const IO_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// What the socket serves: the session's engine, asked through its ops.
 pub trait ControlTarget: Send + Sync {
-    fn running(&self) -> BoxFuture<'_, Vec<RunningAgent>>;
+    fn running(&self) -> BoxFuture<'_, Vec<RunningSubagent>>;
     /// Cancels `agent_id` (or every running subagent); the ids asked to stop.
     fn cancel<'a>(&'a self, agent_id: Option<&'a str>) -> BoxFuture<'a, Vec<String>>;
 }
@@ -280,7 +280,7 @@ async fn answer(mut stream: UnixStream, target: &dyn ControlTarget, owner: u32) 
 pub async fn handle(request: ControlRequest, target: &dyn ControlTarget) -> ControlReply {
     let parent_pid = std::process::id();
     match request {
-        ControlRequest::ListAgents => ControlReply::Agents {
+        ControlRequest::ListSubagents => ControlReply::Subagents {
             version: CONTROL_VERSION,
             parent_pid,
             agents: target.running().await,
@@ -408,7 +408,7 @@ mod tests {
     }
 
     impl ControlTarget for Fake {
-        fn running(&self) -> BoxFuture<'_, Vec<RunningAgent>> {
+        fn running(&self) -> BoxFuture<'_, Vec<RunningSubagent>> {
             Box::pin(async { self.listed() })
         }
 
@@ -418,8 +418,8 @@ mod tests {
     }
 
     impl Fake {
-        fn listed(&self) -> Vec<RunningAgent> {
-            vec![RunningAgent {
+        fn listed(&self) -> Vec<RunningSubagent> {
+            vec![RunningSubagent {
                 agent_id: "subagent-00000001".into(),
                 parent_pid: std::process::id(),
                 child_pid: Some(42),
@@ -469,10 +469,10 @@ mod tests {
         // (this process's parent: live, and never this server's pid).
         let orphan = dir.join(format!("{}.sock", std::os::unix::process::parent_id()));
         drop(std::os::unix::net::UnixListener::bind(&orphan).unwrap());
-        let replies = ask_all(ws.path(), &ControlRequest::ListAgents).await;
+        let replies = ask_all(ws.path(), &ControlRequest::ListSubagents).await;
         assert!(!orphan.exists());
         assert_eq!(replies.len(), 1);
-        let Ok(ControlReply::Agents {
+        let Ok(ControlReply::Subagents {
             agents, parent_pid, ..
         }) = &replies[0].reply
         else {

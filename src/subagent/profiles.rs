@@ -74,10 +74,10 @@ impl Profiles {
     }
 
     /// What the `delegate` spec offers, by name.
-    pub fn offers(&self) -> Vec<crate::protocol::delegate::AgentOffer> {
+    pub fn offers(&self) -> Vec<crate::protocol::delegate::ProfileOffer> {
         self.profiles
             .values()
-            .map(|p| crate::protocol::delegate::AgentOffer {
+            .map(|p| crate::protocol::delegate::ProfileOffer {
                 name: p.name.clone(),
                 description: p.description.clone(),
             })

@@ -210,10 +210,10 @@ async fn serve(
 fn logged_catalog(
     agent_id: &str,
     flavour: crate::protocol::ipc::PlanFlavour,
-    agents: Vec<crate::protocol::delegate::AgentOffer>,
+    profiles: Vec<crate::protocol::delegate::ProfileOffer>,
     mcp_tools: Vec<Box<dyn crate::tools::Tool>>,
 ) -> Arc<ToolCatalog> {
-    let catalog = ToolCatalog::with_extra(flavour, agents, mcp_tools);
+    let catalog = ToolCatalog::with_extra(flavour, profiles, mcp_tools);
     info!(%agent_id, catalog = %catalog_fingerprint(catalog.specs()), "tool catalog built");
     catalog
 }
@@ -314,8 +314,8 @@ async fn run(
     // browse_url too is run by the parent.
     let web: Arc<dyn Web> = mcp.clone();
     let mcp_tools = crate::mcp::proxy::proxy_tools(std::mem::take(&mut fork.mcp_tools), mcp);
-    let agents = std::mem::take(&mut fork.agents);
-    let catalog = logged_catalog(agent_id, flavour, agents, mcp_tools);
+    let profiles = std::mem::take(&mut fork.profiles);
+    let catalog = logged_catalog(agent_id, flavour, profiles, mcp_tools);
     let (event_sink, events) = crate::protocol::event_queue::channel();
     tokio::spawn(forward_lifecycle(events, catalog.clone(), writer.clone()));
     let provider = Arc::new(GatewayProvider {

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::fork::build_fork;
 use crate::agent::EventSink;
 use crate::plan::PlanFlavour;
-use crate::protocol::control::RunningAgent;
+use crate::protocol::control::RunningSubagent;
 use crate::protocol::delegate::{DelegateArgs, DelegateErrorCode, DelegateResult};
 use crate::protocol::{EventKind, Message, SubagentPhase};
 use crate::provider::gateway::Gateway;
@@ -312,7 +312,7 @@ impl Supervisor {
 
     /// The subagents running now (spawned, not yet finished), in start
     /// order, as the control socket reports them.
-    pub fn running_agents(&self) -> Vec<RunningAgent> {
+    pub fn running_agents(&self) -> Vec<RunningSubagent> {
         self.shared.record.running(std::process::id())
     }
 
@@ -425,7 +425,7 @@ impl Delegator for Supervisor {
             if let Some(refused) = self.over_turn_limit(&agent_id) {
                 return refused;
             }
-            let profile = match self.profile_named(&agent_id, request.args.agent.as_deref()) {
+            let profile = match self.profile_named(&agent_id, request.args.profile.as_deref()) {
                 Ok(profile) => profile,
                 Err(refused) => return *refused,
             };

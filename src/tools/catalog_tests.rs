@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::delegate::{AgentOffer, Delegate};
+use super::delegate::{Delegate, ProfileOffer};
 use super::{ToolCatalog, TypedTool};
 use crate::plan::PlanFlavour;
 
@@ -98,7 +98,7 @@ fn check_schema<T: TypedTool>(tool: &T) -> &'static str {
 
 #[test]
 fn every_typed_schema_is_exactly_what_its_args_parse() {
-    let profiles = Delegate::new(vec![AgentOffer {
+    let profiles = Delegate::new(vec![ProfileOffer {
         name: "reviewer".into(),
         description: "Reviews".into(),
     }]);
@@ -131,7 +131,7 @@ fn every_typed_schema_is_exactly_what_its_args_parse() {
         }
     }
     // The profiles' `agent` property was among those checked.
-    assert!(profiles.parameters()["properties"].get("agent").is_some());
+    assert!(profiles.parameters()["properties"].get("profile").is_some());
 }
 
 /// Each tool file without its tests.
@@ -189,7 +189,7 @@ fn the_catalog_is_the_recorded_one_byte_for_byte() {
         (
             ToolCatalog::with_extra(
                 PlanFlavour::Todo,
-                vec![AgentOffer {
+                vec![ProfileOffer {
                     name: "reviewer".into(),
                     description: "Reviews a diff".into(),
                 }],

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::Capability;
 use super::{Call, ToolFuture, ToolOutput, TypedTool};
 use crate::protocol::Message;
-pub use crate::protocol::delegate::AgentOffer;
+pub use crate::protocol::delegate::ProfileOffer;
 use crate::protocol::delegate::{DelegateArgs, DelegateErrorCode, DelegateResult};
 use crate::protocol::schema::{ToolArgs, string_enum_schema};
 
@@ -57,23 +57,23 @@ pub trait Delegator: Send + Sync {
 /// session start, so its spec never changes mid-session).
 #[derive(Debug, Clone, Default)]
 pub struct Delegate {
-    agents: Vec<AgentOffer>,
+    profiles: Vec<ProfileOffer>,
 }
 
 impl Delegate {
-    pub fn new(agents: Vec<AgentOffer>) -> Delegate {
-        Delegate { agents }
+    pub fn new(profiles: Vec<ProfileOffer>) -> Delegate {
+        Delegate { profiles }
     }
 
-    fn check_agent(&self, agent: Option<&str>) -> Result<(), UnknownProfile> {
-        let Some(name) = agent else {
+    fn check_profile(&self, profile: Option<&str>) -> Result<(), UnknownProfile> {
+        let Some(name) = profile else {
             return Ok(());
         };
-        if self.agents.iter().any(|a| a.name == name) {
+        if self.profiles.iter().any(|a| a.name == name) {
             return Ok(());
         }
         let name = name.to_string();
-        let known: Vec<&str> = self.agents.iter().map(|a| a.name.as_str()).collect();
+        let known: Vec<&str> = self.profiles.iter().map(|a| a.name.as_str()).collect();
         Err(match known.as_slice() {
             [] => UnknownProfile::NoneOffered { name },
             _ => UnknownProfile::NotOffered {
@@ -87,7 +87,7 @@ impl Delegate {
 /// A call named a profile the session does not offer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 enum UnknownProfile {
-    #[error("there is no subagent profile {name:?}: this session has none; leave `agent` out")]
+    #[error("there is no subagent profile {name:?}: this session has none; leave `profile` out")]
     NoneOffered { name: String },
     #[error("there is no subagent profile {name:?}; the profiles are {known}")]
     NotOffered { name: String, known: String },
@@ -108,29 +108,29 @@ impl TypedTool for Delegate {
     type Args = DelegateArgs;
 
     fn description(&self) -> Cow<'static, str> {
-        if self.agents.is_empty() {
+        if self.profiles.is_empty() {
             return DESCRIPTION.into();
         }
         let offers: Vec<String> = self
-            .agents
+            .profiles
             .iter()
             .map(|a| format!("- {}: {}", a.name, a.description))
             .collect();
         format!(
-            "{DESCRIPTION}\n\nSubagent profiles (set `agent` to run one; its instructions, model and limits apply):\n{}",
+            "{DESCRIPTION}\n\nSubagent profiles (set `profile` to run one; its instructions, model and limits apply):\n{}",
             offers.join("\n")
         )
         .into()
     }
 
-    /// `DelegateArgs`' schema, with `agent` when the session has profiles.
+    /// `DelegateArgs`' schema, with `profile` when the session has profiles.
     fn parameters(&self) -> Value {
         let mut parameters = DelegateArgs::parameters();
-        if !self.agents.is_empty() {
-            let names: Vec<&str> = self.agents.iter().map(|a| a.name.as_str()).collect();
-            let mut agent = string_enum_schema(&names);
-            agent.insert("description".into(), "The subagent profile to run.".into());
-            parameters["properties"]["agent"] = Value::Object(agent);
+        if !self.profiles.is_empty() {
+            let names: Vec<&str> = self.profiles.iter().map(|a| a.name.as_str()).collect();
+            let mut profile = string_enum_schema(&names);
+            profile.insert("description".into(), "The subagent profile to run.".into());
+            parameters["properties"]["profile"] = Value::Object(profile);
         }
         parameters
     }
@@ -147,7 +147,7 @@ impl TypedTool for Delegate {
             if args.task.trim().is_empty() {
                 return invalid("`task` must say what to investigate");
             }
-            if let Err(unknown) = self.check_agent(args.agent.as_deref()) {
+            if let Err(unknown) = self.check_profile(args.profile.as_deref()) {
                 return invalid(&unknown.to_string());
             }
             if args
@@ -200,28 +200,28 @@ mod profile_tests {
     fn profiles_are_offered_in_the_spec_and_checked() {
         let plain = Delegate::default().spec();
         assert_eq!(plain.description, DESCRIPTION);
-        assert!(plain.parameters["properties"].get("agent").is_none());
+        assert!(plain.parameters["properties"].get("profile").is_none());
 
-        let with = Delegate::new(vec![AgentOffer {
+        let with = Delegate::new(vec![ProfileOffer {
             name: "reviewer".into(),
             description: "Reviews a diff".into(),
         }]);
         let spec = with.spec();
         assert!(spec.description.ends_with("- reviewer: Reviews a diff"));
         assert_eq!(
-            spec.parameters["properties"]["agent"]["enum"][0],
+            spec.parameters["properties"]["profile"]["enum"][0],
             "reviewer"
         );
         assert_eq!(
             spec.parameters["properties"]["task"],
             plain.parameters["properties"]["task"]
         );
-        assert!(with.check_agent(Some("reviewer")).is_ok());
-        assert!(with.check_agent(None).is_ok());
-        let err = with.check_agent(Some("nope")).unwrap_err().to_string();
+        assert!(with.check_profile(Some("reviewer")).is_ok());
+        assert!(with.check_profile(None).is_ok());
+        let err = with.check_profile(Some("nope")).unwrap_err().to_string();
         assert!(err.contains("the profiles are reviewer"), "{err}");
         let err = Delegate::default()
-            .check_agent(Some("x"))
+            .check_profile(Some("x"))
             .unwrap_err()
             .to_string();
         assert!(err.contains("has none"), "{err}");

@@ -342,10 +342,10 @@ impl ToolCatalog {
     /// fixed order (the parent's catalog of a session).
     pub fn with_mcp(
         flavour: PlanFlavour,
-        agents: Vec<delegate::AgentOffer>,
+        profiles: Vec<delegate::ProfileOffer>,
         hub: Arc<dyn McpServers>,
     ) -> Arc<ToolCatalog> {
-        let mut tools = ToolCatalog::builtin(flavour, agents);
+        let mut tools = ToolCatalog::builtin(flavour, profiles);
         tools.extend(hub.clone().catalog_tools());
         let mut catalog = ToolCatalog::from_tools(tools);
         catalog.mcp = Some(hub);
@@ -356,16 +356,16 @@ impl ToolCatalog {
     /// proxies), so its specs are the parent's byte for byte.
     pub fn with_extra(
         flavour: PlanFlavour,
-        agents: Vec<delegate::AgentOffer>,
+        profiles: Vec<delegate::ProfileOffer>,
         extra: Vec<Box<dyn Tool>>,
     ) -> Arc<ToolCatalog> {
-        let mut tools = ToolCatalog::builtin(flavour, agents);
+        let mut tools = ToolCatalog::builtin(flavour, profiles);
         tools.extend(extra);
         Arc::new(ToolCatalog::from_tools(tools))
     }
 
     /// The built-in tools, in their fixed order.
-    fn builtin(flavour: PlanFlavour, agents: Vec<delegate::AgentOffer>) -> Vec<Box<dyn Tool>> {
+    fn builtin(flavour: PlanFlavour, profiles: Vec<delegate::ProfileOffer>) -> Vec<Box<dyn Tool>> {
         let plan_tool: Box<dyn Tool> = match flavour {
             PlanFlavour::UpdatePlan => Box::new(update_plan::UpdatePlan),
             PlanFlavour::Todo => Box::new(todo::Todo),
@@ -382,7 +382,7 @@ impl ToolCatalog {
             Box::new(bash_exec::BashExec),
             Box::new(ask_user::AskUser),
             plan_tool,
-            Box::new(delegate::Delegate::new(agents)),
+            Box::new(delegate::Delegate::new(profiles)),
         ];
         tools
     }

@@ -437,7 +437,7 @@ fn on_reply<B: Backend>(state: &mut UiState<B>, id: SubmissionId, reply: OpReply
         OpReply::Sessions { sessions } => {
             store.push(Entry::Local(replies::sessions_text(&sessions)))
         }
-        OpReply::Agents { agents } => store.push(Entry::Local(replies::agents_text(&agents))),
+        OpReply::Subagents { agents } => store.push(Entry::Local(replies::agents_text(&agents))),
         // The notice said so when the key was pressed.
         OpReply::Cancelled { .. } => return false,
         OpReply::Undone { change } => {
@@ -537,7 +537,7 @@ fn dispatch<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, ac
         Action::Submit(prompt) => submit(state, prompt),
         Action::Interrupt => send(state, Op::Interrupt),
         Action::CancelSubagent(agent_id) => cancel_subagent(state, agent_id),
-        Action::Agents => request(state, Op::ListAgents),
+        Action::Subagents => request(state, Op::ListSubagents),
         Action::ShowPlan => {
             let note = "/plan (local; not sent to the model)";
             state.store.push(Entry::Info(note.into()));

@@ -26,9 +26,9 @@ pub enum Action {
     /// `/cancel ID`) or all of them (`None`: `/cancel all`); the parent
     /// turn goes on with their cancelled results.
     CancelSubagent(Option<String>),
-    /// `/agents`: every subagent of the session as the engine lists it
-    /// (`Op::ListAgents`), into the transcript.
-    Agents,
+    /// `/subagents` (or `/agents`): every subagent of the session as the
+    /// engine lists it (`Op::ListSubagents`), into the transcript.
+    Subagents,
     /// `/plan`: print the plan into the transcript.
     ShowPlan,
     /// `/plan clear`: start a new, empty plan.
@@ -64,7 +64,7 @@ pub enum Action {
 }
 
 /// Local commands typed on the input line.
-const COMMANDS_HELP: &str = "local commands: /help, /status, /compact, /model NAME, /diff, /plan, /plan clear, /agents, /cancel ID|all, /undo, /changes [show|apply|discard ID], /suspend [NAME], /recall [NAME], /sessions, /quit";
+const COMMANDS_HELP: &str = "local commands: /help, /status, /compact, /model NAME, /diff, /plan, /plan clear, /subagents, /cancel ID|all, /undo, /changes [show|apply|discard ID], /suspend [NAME], /recall [NAME], /sessions, /quit";
 
 /// A paste longer than this many lines (or [`FOLD_PASTE_CHARS`]) shows
 /// folded in the editor as one placeholder.
@@ -391,7 +391,7 @@ fn slash_command(store: &mut Store, command: &str) -> Option<Action> {
             );
             notice(store, text, false)
         }
-        ["agents"] => Some(Action::Agents),
+        ["subagents"] | ["agents"] => Some(Action::Subagents),
         ["cancel", "all"] => cancel_all(store),
         ["cancel", wanted] => cancel_one(store, wanted),
         ["cancel"] => notice(
@@ -435,7 +435,7 @@ fn cancel_one(store: &mut Store, wanted: &str) -> Option<Action> {
         Some(view) => Some(Action::CancelSubagent(Some(view.agent_id.clone()))),
         None => {
             let shown = crate::text::short(wanted, 30);
-            let text = format!("no running subagent {shown}; /agents lists them");
+            let text = format!("no running subagent {shown}; /subagents lists them");
             notice(store, text, true)
         }
     }

@@ -1,5 +1,5 @@
 //! How the TUI lays out the engine's typed answers to the local commands
-//! (`/agents`, `/sessions`, `/undo`, `/suspend`, `/recall`): the same text
+//! (`/subagents`, `/sessions`, `/undo`, `/suspend`, `/recall`): the same text
 //! the engine used to send, so the screen reads as before.
 
 use crate::protocol::control::SessionAgent;

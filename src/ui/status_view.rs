@@ -1,5 +1,5 @@
 //! The text of `/help` and `/status`, built from the store and the
-//! configuration the local commands report. (`/agents` is the engine's
+//! configuration the local commands report. (`/subagents` is the engine's
 //! text, shown as it comes.)
 
 use super::store::{Store, tokens};
@@ -36,7 +36,7 @@ Commands
   /model NAME           use another model from the next request on
   /diff                 the workspace's git diff
   /plan, /plan clear    print the plan, start a new one
-  /agents               every subagent of the session: status, usage, result
+  /subagents            every subagent of the session: status, usage, result
   /cancel ID|all        cancel one running subagent, or all of them
   /undo                 revert the last file change (or a whole change set)
   /changes [show|apply|discard ID]

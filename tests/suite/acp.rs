@@ -615,7 +615,7 @@ fn the_engines_slash_commands_are_offered_and_answered() {
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    for name in ["undo", "status", "compact", "plan", "diff", "agents"] {
+    for name in ["undo", "status", "compact", "plan", "diff", "subagents"] {
         assert!(names.contains(&name), "{names:?}");
     }
     // Each command is answered by the engine, not the model: one model

@@ -340,7 +340,7 @@ fn args(timeout_ms: Option<u64>) -> DelegateArgs {
         timeout_ms,
         budget_tokens: None,
         plan_item: None,
-        agent: None,
+        profile: None,
     }
 }
 

@@ -59,7 +59,7 @@ fn a_profile_runs_the_child_with_its_instructions_limits_and_model_and_the_same_
     let (home, ws) = setup();
     let (delegate, _) = catalog(home.path(), ws.path());
     assert_eq!(
-        delegate["function"]["parameters"]["properties"]["agent"]["enum"],
+        delegate["function"]["parameters"]["properties"]["profile"]["enum"],
         json!(["reviewer"])
     );
     assert!(
@@ -70,7 +70,7 @@ fn a_profile_runs_the_child_with_its_instructions_limits_and_model_and_the_same_
     );
 
     let findings = r#"{"summary": "looked", "findings": [], "recommended_next_steps": [], "tests_to_run": [], "uncertainties": []}"#;
-    let args = json!({"task": "Review main.rs", "agent": "reviewer"}).to_string();
+    let args = json!({"task": "Review main.rs", "profile": "reviewer"}).to_string();
     let server = FakeServer::start(vec![
         Reply::sse(sse::tool_call_turn(&[("d1", "delegate", &args)])),
         Reply::sse(sse::text_turn(findings)),
@@ -139,7 +139,7 @@ fn a_workspace_profile_is_read_only_once_the_workspace_is_trusted() {
     .unwrap();
     let (delegate, stderr) = catalog(home.path(), ws.path());
     assert_eq!(
-        delegate["function"]["parameters"]["properties"]["agent"]["enum"],
+        delegate["function"]["parameters"]["properties"]["profile"]["enum"],
         json!(["reviewer"])
     );
     assert!(stderr.contains("is not trusted"), "{stderr}");
@@ -148,7 +148,7 @@ fn a_workspace_profile_is_read_only_once_the_workspace_is_trusted() {
     assert!(trusted.status.success(), "{trusted:?}");
     let (delegate, _) = catalog(home.path(), ws.path());
     assert_eq!(
-        delegate["function"]["parameters"]["properties"]["agent"]["enum"],
+        delegate["function"]["parameters"]["properties"]["profile"]["enum"],
         json!(["reviewer", "tester"])
     );
 }

@@ -258,7 +258,7 @@ impl ChildLink {
                 plan_tool: settings.plan_tool,
                 context_window,
                 mcp_tools: &mcp_tools,
-                agents: &settings.profiles.offers(),
+                profiles: &settings.profiles.offers(),
                 process_limit,
                 tool_call_fallback: settings.tool_call_fallback,
             },

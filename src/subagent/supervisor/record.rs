@@ -2,7 +2,7 @@
 //! order, as its last lifecycle event described it. The supervisor writes
 //! it where it emits each `subagent` event ([`Shared::announce`]), so the
 //! record and the events never disagree; `fido agents` (the control
-//! socket) reads the running ones, `/agents` (`Op::ListAgents`) all of
+//! socket) reads the running ones, `/agents` (`Op::ListSubagents`) all of
 //! them.
 //!
 //! [`Shared::announce`]: super::Shared::announce
@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use crate::protocol::SubagentPhase;
-use crate::protocol::control::{RunningAgent, SessionAgent};
+use crate::protocol::control::{RunningSubagent, SessionAgent};
 
 /// One lifecycle event of a subagent, as the record takes it.
 pub(super) struct Lifecycle<'a> {
@@ -103,11 +103,11 @@ impl SessionRecord {
     }
 
     /// The subagents still running, as the control socket reports them.
-    pub(super) fn running(&self, parent_pid: u32) -> Vec<RunningAgent> {
+    pub(super) fn running(&self, parent_pid: u32) -> Vec<RunningSubagent> {
         self.agents()
             .iter()
             .filter(|agent| agent.ended_ms.is_none())
-            .map(|agent| RunningAgent {
+            .map(|agent| RunningSubagent {
                 agent_id: agent.agent_id.clone(),
                 parent_pid,
                 child_pid: agent.child_pid,

@@ -157,7 +157,7 @@ async fn a_turn_whose_run_panics_gets_its_result_and_the_next_prompt_works() {
 }
 
 /// `/agents` through the real engine: the agent's front desk answers
-/// `Op::ListAgents` from the supervisor's record, which keeps every
+/// `Op::ListSubagents` from the supervisor's record, which keeps every
 /// subagent of the session after it ended, in start order, with how it
 /// ended (here a run that panicked and one whose program is missing).
 #[tokio::test]
@@ -187,10 +187,10 @@ async fn slash_agents_lists_the_sessions_ended_subagents_from_the_record() {
             return reply;
         }
     };
-    let before = engine.send(Op::ListAgents).unwrap();
+    let before = engine.send(Op::ListSubagents).unwrap();
     assert_eq!(
         reply_to(before).await,
-        OpReply::Agents { agents: Vec::new() }
+        OpReply::Subagents { agents: Vec::new() }
     );
     fault::arm(dir.path(), "subagent run");
     let prompt = "delegate twice".to_string();
@@ -205,8 +205,8 @@ async fn slash_agents_lists_the_sessions_ended_subagents_from_the_record() {
         ),
         "{ended:?}"
     );
-    let list = engine.send(Op::ListAgents).unwrap();
-    let OpReply::Agents { agents } = reply_to(list).await else {
+    let list = engine.send(Op::ListSubagents).unwrap();
+    let OpReply::Subagents { agents } = reply_to(list).await else {
         panic!("/agents answers with the record")
     };
     let text = crate::ui::replies::agents_text(&agents);

@@ -93,7 +93,8 @@ fn fake_engine(
                 Op::CancelSubagent { agent_id } => Asked::CancelSubagent(agent_id),
                 Op::Answer { id, answer } => Asked::Answer { id, answer },
                 Op::Approve { id, decision } => Asked::Approve { id, decision },
-                local @ (Op::ShowPlan | Op::ClearPlan | Op::Undo | Op::ListAgents | Op::Diff) => {
+                local
+                @ (Op::ShowPlan | Op::ClearPlan | Op::Undo | Op::ListSubagents | Op::Diff) => {
                     answer_locally(&desk, &commands, id, &local);
                     Asked::Local(local)
                 }
@@ -114,9 +115,9 @@ fn answer_locally(desk: &FrontDesk, fake: &FakeLocalCommands, id: SubmissionId, 
             Ok(change) => OpReply::Undone { change },
             Err(why) => OpReply::failed(why),
         }),
-        Op::ListAgents => {
+        Op::ListSubagents => {
             let agents = fake.agents.lock().unwrap().clone();
-            desk.reply(id, OpReply::Agents { agents });
+            desk.reply(id, OpReply::Subagents { agents });
         }
         Op::Diff => desk.diff(id, fake.workspace.lock().unwrap().clone()),
         _ => desk.local(id, |c| match c.clear() {
@@ -721,7 +722,10 @@ async fn slash_agents_shows_the_engines_list_of_the_session() {
         agent("subagent-c", "reasoning", 1_000, 10),
     ];
     h.type_line("/agents");
-    assert!(matches!(h.next_asked().await, Asked::Local(Op::ListAgents)));
+    assert!(matches!(
+        h.next_asked().await,
+        Asked::Local(Op::ListSubagents)
+    ));
     let store = wait_until(&h, |s| matches!(s.transcript.last(), Some(Entry::Local(_)))).await;
     let Some(Entry::Local(text)) = store.transcript.last() else {
         unreachable!()

@@ -361,12 +361,12 @@ fn slash_agents_asks_the_engine_for_every_subagent_of_the_session() {
     type_text(&mut store, "/agents", now);
     assert_eq!(
         handle_key(&mut store, key(KeyCode::Enter), now),
-        Some(Action::Agents)
+        Some(Action::Subagents)
     );
     let mut idle = idle();
     type_text(&mut idle, "/agents", now);
     assert_eq!(
         handle_key(&mut idle, key(KeyCode::Enter), now),
-        Some(Action::Agents)
+        Some(Action::Subagents)
     );
 }

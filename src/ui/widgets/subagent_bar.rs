@@ -100,7 +100,7 @@ fn lines(store: &Store, max: usize, room: usize) -> Vec<Line<'static>> {
     if hidden > 0 && out.len() < room {
         let indent = " ".repeat(width(BADGE) + 1);
         out.push(Line::from(truncate(
-            &format!("{indent}+{hidden} more · /agents lists them"),
+            &format!("{indent}+{hidden} more · /subagents lists them"),
             max,
         )));
     }

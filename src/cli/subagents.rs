@@ -1,6 +1,6 @@
-//! `fido agents [--json]` and `fido cancel AGENT_ID|--all`: the running
-//! subagents of every Fido session in the workspace, through their control
-//! sockets (see `crate::subagent::control`).
+//! `fido subagents [--json]` (alias `fido agents`) and `fido cancel
+//! AGENT_ID|--all`: the running subagents of every Fido session in the
+//! workspace, through their control sockets (see `crate::subagent::control`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,12 +8,12 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::fail;
-use crate::protocol::control::{ControlReply, ControlRequest, RunningAgent};
+use crate::protocol::control::{ControlReply, ControlRequest, RunningSubagent};
 use crate::subagent::control::{SessionReply, ask_all};
 use crate::text::{escape, escape_line, for_log, json_for_terminal};
 
 #[derive(Debug, Args)]
-pub struct AgentsArgs {
+pub struct SubagentsArgs {
     /// A JSON array of the running subagents instead of a table.
     #[arg(long)]
     json: bool,
@@ -21,7 +21,7 @@ pub struct AgentsArgs {
 
 #[derive(Debug, Args)]
 pub struct CancelArgs {
-    /// The subagent to cancel (as `fido agents` lists it).
+    /// The subagent to cancel (as `fido subagents` lists it).
     #[arg(required_unless_present = "all", conflicts_with = "all")]
     agent_id: Option<String>,
     /// Cancel every running subagent of every session in the workspace.
@@ -37,17 +37,17 @@ fn ask(workspace: &std::path::Path, request: ControlRequest) -> Result<Vec<Sessi
     super::preamble::block_on(ask_all(workspace, &request))
 }
 
-pub(super) fn agents(dir: Option<PathBuf>, args: AgentsArgs) -> ExitCode {
+pub(super) fn list(dir: Option<PathBuf>, args: SubagentsArgs) -> ExitCode {
     let workspace = workspace(dir);
-    let replies = match ask(&workspace, ControlRequest::ListAgents) {
+    let replies = match ask(&workspace, ControlRequest::ListSubagents) {
         Ok(replies) => replies,
         Err(message) => return fail(&message),
     };
-    let mut agents: Vec<RunningAgent> = Vec::new();
+    let mut agents: Vec<RunningSubagent> = Vec::new();
     let mut failed = false;
     for SessionReply { socket, reply } in replies {
         match reply {
-            Ok(ControlReply::Agents { agents: some, .. }) => agents.extend(some),
+            Ok(ControlReply::Subagents { agents: some, .. }) => agents.extend(some),
             Ok(ControlReply::Refused { message }) | Ok(ControlReply::Error { message }) => {
                 failed = true;
                 eprintln!(
