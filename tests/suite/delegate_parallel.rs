@@ -594,7 +594,7 @@ fn fido_cancel_from_another_process_cancels_only_that_subagent_and_fido_agents_l
             agent["phase"].is_string() && agent["elapsed_ms"].is_u64() && agent["tokens"].is_u64()
         );
     }
-    let table = control_cmd(ws.path(), &["agents"]);
+    let table = control_cmd(ws.path(), &["subagents"]);
     let table = String::from_utf8_lossy(&table.stdout).into_owned();
     assert!(table.starts_with("AGENT ID"), "{table}");
     let target = listed[1]["agent_id"].as_str().unwrap().to_string();
