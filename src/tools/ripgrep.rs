@@ -15,6 +15,7 @@ use std::borrow::Cow;
 use std::cell::RefCell;
 use std::fs::File;
 use std::io::{self, Read};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -32,7 +33,7 @@ use super::{Call, ToolFuture, ToolOutput, TypedTool};
 use crate::protocol::schema::tool_args;
 use crate::protocol::tool_facts::{FileLine, MAX_FILE_LINES, ToolFacts};
 use crate::text::{sanitize, short};
-use crate::workspace::{Workspace, is_missing};
+use crate::workspace::{Workspace, beneath, is_missing};
 
 const DEFAULT_MAX_MATCHES: usize = 200;
 const MAX_MATCHES: usize = 1000;
@@ -213,6 +214,9 @@ impl Search {
             separate_files: self.context > 0,
         };
         let mut unreadable = 0usize;
+        // Each file is opened beneath the workspace's handle: a folder
+        // swapped for a link after the walk saw it is never followed.
+        let root = beneath::open_root(&workspace.root).ok();
         for entry in walk.build() {
             if cancel.is_cancelled() {
                 return ToolOutput::error("cancelled");
@@ -225,7 +229,7 @@ impl Search {
                 continue;
             }
             let breaks = Rc::new(RefCell::new(Vec::new()));
-            let reader = match open_regular(entry.path()) {
+            let reader = match open_regular(root.as_ref(), &workspace.root, entry.path()) {
                 Ok(file) => Pieces::new(file, breaks.clone(), cancel.clone()),
                 Err(_) => {
                     unreadable += 1;
@@ -324,8 +328,15 @@ impl Results {
 }
 
 /// Opens a regular file without waiting on it: a FIFO or device swapped in
-/// after the walk saw a file is refused, not read.
-fn open_regular(path: &Path) -> io::Result<File> {
+/// after the walk saw a file is refused, not read. Beneath `root` (the
+/// workspace's handle) where the kernel can; else by path, with only the
+/// last component kept from being a link.
+fn open_regular(root: Option<&OwnedFd>, workspace: &Path, path: &Path) -> io::Result<File> {
+    if let (Some(root), Ok(rel)) = (root, path.strip_prefix(workspace))
+        && let Some(file) = beneath::open_file_plain(root.as_fd(), rel)?
+    {
+        return Ok(file);
+    }
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)

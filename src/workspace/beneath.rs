@@ -130,6 +130,34 @@ pub fn open_dir_plain(dir: BorrowedFd<'_>, rel: &Path) -> Option<OwnedFd> {
     }
 }
 
+/// The regular file at `rel` beneath `dir`, opened for reading without
+/// waiting on it: resolved by the kernel with no symlink followed and
+/// nothing outside `dir` reached, so a folder swapped for a link between
+/// a walk and the open is refused, never followed. A FIFO or device in
+/// its place is refused, not read. `Ok(None)`: the kernel cannot resolve
+/// beneath (before 5.6), and the caller opens as it can.
+pub fn open_file_plain(dir: BorrowedFd<'_>, rel: &Path) -> io::Result<Option<File>> {
+    if !OPENAT2.load(Ordering::Relaxed) {
+        return Ok(None);
+    }
+    let how = OpenHow::new()
+        .flags(OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+    let fd = match nix::fcntl::openat2(dir, rel, how) {
+        Ok(fd) => fd,
+        Err(Errno::ENOSYS) => {
+            OPENAT2.store(false, Ordering::Relaxed);
+            return Ok(None);
+        }
+        Err(errno) => return Err(errno.into()),
+    };
+    let file = File::from(fd);
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    Ok(Some(file))
+}
+
 /// The subdirectory `name` of `dir`, refusing a symlink in its place.
 pub fn open_subdir(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OwnedFd> {
     Ok(nix::fcntl::openat(

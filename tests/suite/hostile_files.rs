@@ -343,6 +343,17 @@ async fn list_files_never_lists_outside_while_a_folder_is_swapped() {
     assert!(ok > 0, "no list_files call succeeded");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ripgrep_never_reads_outside_while_a_folder_is_swapped() {
+    let ok = race(
+        "ripgrep",
+        (race_calls(), 0, Undo::Off),
+        |_| json!({"pattern": "KEY", "path": "d"}),
+    )
+    .await;
+    assert!(ok > 0, "no ripgrep call succeeded");
+}
+
 /// The soak: 10,000 calls of each tool (`benches/run` runs it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a soak of minutes; benches/run runs it"]
@@ -380,6 +391,7 @@ async fn file_tools_race_soak() {
         |_| json!({"path": "d", "depth": 1, "limit": 5}),
     )
     .await;
+    race("ripgrep", plain, |_| json!({"pattern": "KEY", "path": "d"})).await;
 }
 
 // ---------------------------------------------------------------------
