@@ -9,7 +9,7 @@ use clap::Args;
 
 use super::fail;
 use crate::protocol::control::{ControlReply, ControlRequest, RunningSubagent};
-use crate::subagent::control::{SessionReply, ask_all};
+use crate::subagent::control::{AskError, SessionReply, ask_all};
 use crate::text::{escape, escape_line, for_log, json_for_terminal};
 
 #[derive(Debug, Args)]
@@ -37,6 +37,23 @@ fn ask(workspace: &std::path::Path, request: ControlRequest) -> Result<Vec<Sessi
     super::preamble::block_on(ask_all(workspace, &request))
 }
 
+/// Says on stderr why a session's socket gave no answer to use: it
+/// refused or failed the request, answered something else, or could not
+/// be asked.
+fn say_unusable(socket: &std::path::Path, reply: Result<ControlReply, AskError>) {
+    let why = match reply {
+        Ok(ControlReply::Refused { message }) | Ok(ControlReply::Error { message }) => {
+            escape(&message).into_owned()
+        }
+        Ok(other) => format!("unexpected reply {}", for_log(&format!("{other:?}"), 200)),
+        Err(message) => escape(&message.to_string()).into_owned(),
+    };
+    eprintln!(
+        "fido: {}: {why}",
+        escape_line(&socket.display().to_string())
+    );
+}
+
 pub(super) fn list(dir: Option<PathBuf>, args: SubagentsArgs) -> ExitCode {
     let workspace = workspace(dir);
     let replies = match ask(&workspace, ControlRequest::ListSubagents) {
@@ -48,29 +65,9 @@ pub(super) fn list(dir: Option<PathBuf>, args: SubagentsArgs) -> ExitCode {
     for SessionReply { socket, reply } in replies {
         match reply {
             Ok(ControlReply::Subagents { agents: some, .. }) => agents.extend(some),
-            Ok(ControlReply::Refused { message }) | Ok(ControlReply::Error { message }) => {
+            unusable => {
                 failed = true;
-                eprintln!(
-                    "fido: {}: {}",
-                    escape_line(&socket.display().to_string()),
-                    escape(&message.to_string())
-                );
-            }
-            Ok(other) => {
-                failed = true;
-                eprintln!(
-                    "fido: {}: unexpected reply {}",
-                    escape_line(&socket.display().to_string()),
-                    for_log(&format!("{other:?}"), 200)
-                );
-            }
-            Err(message) => {
-                failed = true;
-                eprintln!(
-                    "fido: {}: {}",
-                    escape_line(&socket.display().to_string()),
-                    escape(&message.to_string())
-                );
+                say_unusable(&socket, unusable);
             }
         }
     }
@@ -136,29 +133,9 @@ pub(super) fn cancel(dir: Option<PathBuf>, args: CancelArgs) -> ExitCode {
                     );
                 }
             }
-            Ok(ControlReply::Refused { message }) | Ok(ControlReply::Error { message }) => {
+            unusable => {
                 failed = true;
-                eprintln!(
-                    "fido: {}: {}",
-                    escape_line(&socket.display().to_string()),
-                    escape(&message.to_string())
-                );
-            }
-            Ok(other) => {
-                failed = true;
-                eprintln!(
-                    "fido: {}: unexpected reply {}",
-                    escape_line(&socket.display().to_string()),
-                    for_log(&format!("{other:?}"), 200)
-                );
-            }
-            Err(message) => {
-                failed = true;
-                eprintln!(
-                    "fido: {}: {}",
-                    escape_line(&socket.display().to_string()),
-                    escape(&message.to_string())
-                );
+                say_unusable(&socket, unusable);
             }
         }
     }

@@ -318,13 +318,10 @@ fn without_the_capability_a_subagent_is_its_delegate_call_with_live_status() {
     assert_eq!(message_text(&report), "It does nothing.");
 }
 
-#[test]
-fn a_write_subagents_change_set_comes_back_as_diffs() {
-    let Some(modules) = node_modules("a_write_subagents_change_set_comes_back_as_diffs") else {
-        return;
-    };
-    let ws = tempfile::tempdir().unwrap();
-    let root = ws.path();
+/// A git repository at `root` holding `a.rs`, and a model whose parent
+/// delegates a write of it: the subagent changes its `println!("a")` to
+/// `println!("hello")` and answers, then the parent says `last`.
+fn a_write_delegation(root: &std::path::Path, last: &str) -> FakeServer {
     crate::common::git(root, &["init", "-q", "-b", "main"]);
     std::fs::write(root.join("a.rs"), "fn a() {\n    println!(\"a\");\n}\n").unwrap();
     crate::common::git(root, &["add", "-A"]);
@@ -332,7 +329,7 @@ fn a_write_subagents_change_set_comes_back_as_diffs() {
     let delegate =
         json!({"task": "Make a print hello", "mode": "write", "scope": {"paths": ["a.rs"]}});
     let done = r#"{"summary": "changed it", "findings": [], "recommended_next_steps": [], "tests_to_run": [], "uncertainties": []}"#;
-    let server = FakeServer::start(vec![
+    FakeServer::start(vec![
         Reply::sse(sse::tool_call_turn(&[(
             "d1",
             "delegate",
@@ -340,8 +337,18 @@ fn a_write_subagents_change_set_comes_back_as_diffs() {
         )])),
         patch_call("p1", "a.rs", "println!(\"a\")", "println!(\"hello\")"),
         Reply::sse(sse::text_turn(done)),
-        Reply::sse(sse::text_turn("Applied.")),
-    ]);
+        Reply::sse(sse::text_turn(last)),
+    ])
+}
+
+#[test]
+fn a_write_subagents_change_set_comes_back_as_diffs() {
+    let Some(modules) = node_modules("a_write_subagents_change_set_comes_back_as_diffs") else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    let root = ws.path();
+    let server = a_write_delegation(root, "Applied.");
     let report = run_client(
         &modules,
         root,
@@ -395,23 +402,7 @@ fn a_change_set_merge_is_asked_through_the_editors_permission_dialog() {
     ] {
         let ws = tempfile::tempdir().unwrap();
         let root = ws.path();
-        crate::common::git(root, &["init", "-q", "-b", "main"]);
-        std::fs::write(root.join("a.rs"), "fn a() {\n    println!(\"a\");\n}\n").unwrap();
-        crate::common::git(root, &["add", "-A"]);
-        crate::common::git(root, &["commit", "-q", "-m", "first"]);
-        let delegate =
-            json!({"task": "Make a print hello", "mode": "write", "scope": {"paths": ["a.rs"]}});
-        let done = r#"{"summary": "changed it", "findings": []}"#;
-        let server = FakeServer::start(vec![
-            Reply::sse(sse::tool_call_turn(&[(
-                "d1",
-                "delegate",
-                &delegate.to_string(),
-            )])),
-            patch_call("p1", "a.rs", "println!(\"a\")", "println!(\"hello\")"),
-            Reply::sse(sse::text_turn(done)),
-            Reply::sse(sse::text_turn("Done.")),
-        ]);
+        let server = a_write_delegation(root, "Done.");
         let report = run_client(
             &modules,
             root,
