@@ -47,9 +47,12 @@ impl CommitGate {
     }
 }
 
-/// The answer of a file change cancelled before its commit point.
-pub fn cancelled_before_commit(tool: &str) -> String {
-    format!("{tool} was cancelled by the user before it changed anything; nothing was changed")
+/// A file change of `tool` that the user cancelled before its commit
+/// point: nothing was changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{tool} was cancelled by the user before it changed anything; nothing was changed")]
+pub struct CancelledBeforeCommit {
+    pub tool: &'static str,
 }
 
 /// Runs `invocation` to its end, or to a cancel: a cancel before the call
@@ -132,7 +135,7 @@ mod tests {
         std::fs::create_dir(dir.path().join("empty")).unwrap();
         let env = env(dir.path());
         let edit = serde_json::json!({"path": "a.txt", "edits": [{"old_text": "alpha", "new_text": "beta"}]});
-        let calls: [(&dyn Tool, serde_json::Value, &str); 5] = [
+        let calls: [(&dyn Tool, serde_json::Value, &'static str); 5] = [
             (&patch::Patch, edit, patch::Patch::NAME),
             (
                 &patch::Patch,
@@ -157,10 +160,8 @@ mod tests {
             assert!(gate.cancel());
             let output = call_gated(*tool, &env, args.clone(), (&cancel, &gate)).await;
             assert!(!output.ok, "{name}");
-            assert_eq!(
-                output.content,
-                format!("Error: {}", cancelled_before_commit(name))
-            );
+            let cancelled = CancelledBeforeCommit { tool: name };
+            assert_eq!(output.content, format!("Error: {cancelled}"));
         }
         assert_eq!(
             std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),

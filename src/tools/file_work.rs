@@ -4,7 +4,7 @@
 
 use std::io;
 
-use super::commit::{CommitGate, cancelled_before_commit};
+use super::commit::{CancelledBeforeCommit, CommitGate};
 use super::{Call, ToolOutput};
 use crate::store::undo::UndoLog;
 use crate::workspace::Workspace;
@@ -30,11 +30,11 @@ impl FileEnv {
     }
 
     /// The change of `tool` is about to be journalled and made: `Err`
-    /// (the answer) when the user cancelled first, and then nothing is.
-    pub fn commit(&self, tool: &str) -> Result<(), String> {
+    /// when the user cancelled first, and then nothing is.
+    pub fn commit(&self, tool: &'static str) -> Result<(), CancelledBeforeCommit> {
         match self.gate.commit() {
             true => Ok(()),
-            false => Err(cancelled_before_commit(tool)),
+            false => Err(CancelledBeforeCommit { tool }),
         }
     }
 }

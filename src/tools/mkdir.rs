@@ -63,7 +63,7 @@ fn run(files: &FileEnv, path: &str) -> ToolOutput {
         Err(file) => return ToolOutput::error(in_the_way(&file, &place.rel())),
     };
     if let Err(cancelled) = files.commit(Mkdir::NAME) {
-        return ToolOutput::error(cancelled);
+        return ToolOutput::error(cancelled.to_string());
     }
     if let Err(err) = files.undo.record(UndoEntry::mkdir(place.rel(), parents)) {
         return ToolOutput::error(format!(

@@ -291,7 +291,7 @@ fn replace(
     let Some(entry) = place.entry() else {
         return Err(format!("`{shown}` does not exist"));
     };
-    files.commit(Patch::NAME)?;
+    files.commit(Patch::NAME).map_err(|e| e.to_string())?;
     if let Err(err) = files
         .undo
         .record(UndoEntry::patch(place.rel(), before, mode))
@@ -363,7 +363,7 @@ fn create(files: &FileEnv, place: &Place, content: &str) -> Result<(), String> {
     let created_dirs = place
         .missing_dirs()
         .map_err(|file| in_the_way(&file, &place.rel()))?;
-    files.commit(Patch::NAME)?;
+    files.commit(Patch::NAME).map_err(|e| e.to_string())?;
     if let Err(err) = files
         .undo
         .record(UndoEntry::create(place.rel(), created_dirs))

@@ -84,7 +84,7 @@ fn run(files: &FileEnv, args: &Args) -> ToolOutput {
         _ => "file",
     };
     if let Err(cancelled) = files.commit(Rm::NAME) {
-        return ToolOutput::error(cancelled);
+        return ToolOutput::error(cancelled.to_string());
     }
     match files.undo.remove_at(&place.rel(), entry.dir, entry.name) {
         Ok(()) if stat.kind == Kind::Dir => {

@@ -66,7 +66,7 @@ fn run(files: &FileEnv, path: &str) -> ToolOutput {
         return ToolOutput::error(not_empty(shown, entries));
     }
     if let Err(cancelled) = files.commit(Rmdir::NAME) {
-        return ToolOutput::error(cancelled);
+        return ToolOutput::error(cancelled.to_string());
     }
     if let Err(err) = files.undo.record(UndoEntry::rmdir(place.rel(), stat.mode)) {
         return ToolOutput::error(format!(
