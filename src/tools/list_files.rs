@@ -120,7 +120,9 @@ fn list(workspace: &Workspace, path: &str, shape: Shape, cancel: &CancellationTo
     };
     let real = workspace.root.join(place.rel());
     let start = beneath::fd_path(dir.as_fd()).unwrap_or_else(|| real.clone());
-    let Some(listing) = Listing::walk(workspace, (&start, &real), shape, cancel) else {
+    let mut held = Held::new(dir.as_fd());
+    let Some(listing) = Listing::walk(workspace, (&start, &real), (shape, &mut held), cancel)
+    else {
         return ToolOutput::error("cancelled");
     };
     if listing.lines.is_empty() {
@@ -175,6 +177,47 @@ fn nothing_to_show(abs: &Path, shown: &str) -> ToolOutput {
     })
 }
 
+/// What the listed folder holds, asked through its handle. The walker
+/// reads the first level through that handle, but deeper folders by
+/// path: one swapped for a link while it read them could name what is
+/// outside. So an entry below the first level is shown only if the
+/// folder it was listed from still resolves beneath the handle with no
+/// link on the way, and holds a name like it. (Where the kernel cannot
+/// resolve beneath, before Linux 5.6, nothing is filtered.)
+struct Held<'a> {
+    dir: std::os::fd::BorrowedFd<'a>,
+    /// The last folder asked about, and its handle if it resolved.
+    folder: Option<(std::path::PathBuf, Option<OwnedFd>)>,
+}
+
+impl<'a> Held<'a> {
+    fn new(dir: std::os::fd::BorrowedFd<'a>) -> Held<'a> {
+        Held { dir, folder: None }
+    }
+
+    /// Whether `below` (a path under the listed folder) is there now.
+    fn holds(&mut self, below: &Path) -> bool {
+        let (Some(folder), Some(name)) = (below.parent(), below.file_name()) else {
+            return true;
+        };
+        if folder.as_os_str().is_empty() || !beneath::resolves_beneath() {
+            return true;
+        }
+        if self
+            .folder
+            .as_ref()
+            .is_none_or(|(asked, _)| asked != folder)
+        {
+            let handle = beneath::open_dir_plain(self.dir, folder);
+            self.folder = Some((folder.to_path_buf(), handle));
+        }
+        match &self.folder {
+            Some((_, Some(handle))) => beneath::stat_at(handle.as_fd(), name).is_ok(),
+            _ => false,
+        }
+    }
+}
+
 /// What a walk found: the lines shown, and what it left out.
 #[derive(Debug, Default)]
 struct Listing {
@@ -192,7 +235,7 @@ impl Listing {
     fn walk(
         workspace: &Workspace,
         (start, real): (&Path, &Path),
-        Shape { depth, limit }: Shape,
+        (Shape { depth, limit }, held): (Shape, &mut Held<'_>),
         cancel: &CancellationToken,
     ) -> Option<Listing> {
         let mut listing = Listing::default();
@@ -208,7 +251,8 @@ impl Listing {
                 listing.unreadable += 1;
                 continue;
             };
-            if entry.depth() == 0 {
+            let below = entry.path().strip_prefix(start).unwrap_or(entry.path());
+            if entry.depth() == 0 || !held.holds(below) {
                 continue;
             }
             if listing.lines.len() >= limit {
@@ -220,7 +264,6 @@ impl Listing {
             }
             let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
             listing.unexpanded |= is_dir && entry.depth() == depth;
-            let below = entry.path().strip_prefix(start).unwrap_or(entry.path());
             // A name with a newline would make lines of its own: escaped.
             let mut line =
                 crate::text::escape_line(&workspace.display(&real.join(below))).into_owned();

@@ -158,6 +158,12 @@ pub fn open_file_plain(dir: BorrowedFd<'_>, rel: &Path) -> io::Result<Option<Fil
     Ok(Some(file))
 }
 
+/// Whether the kernel resolves paths beneath a handle (`openat2`, Linux
+/// 5.6+): until a call found it missing, assumed so.
+pub fn resolves_beneath() -> bool {
+    OPENAT2.load(Ordering::Relaxed)
+}
+
 /// The subdirectory `name` of `dir`, refusing a symlink in its place.
 pub fn open_subdir(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OwnedFd> {
     Ok(nix::fcntl::openat(

@@ -343,6 +343,19 @@ async fn list_files_never_lists_outside_while_a_folder_is_swapped() {
     assert!(ok > 0, "no list_files call succeeded");
 }
 
+/// A level below the listed folder, which the walker reads by path: the
+/// swapped folder's names are shown only as its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_files_never_lists_outside_a_level_down_while_a_folder_is_swapped() {
+    let ok = race(
+        "list_files",
+        (race_calls(), 0, Undo::Off),
+        |_| json!({"path": ".", "depth": 2, "limit": 50}),
+    )
+    .await;
+    assert!(ok > 0, "no list_files call succeeded");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ripgrep_never_reads_outside_while_a_folder_is_swapped() {
     let ok = race(
@@ -389,6 +402,12 @@ async fn file_tools_race_soak() {
         "list_files",
         plain,
         |_| json!({"path": "d", "depth": 1, "limit": 5}),
+    )
+    .await;
+    race(
+        "list_files",
+        plain,
+        |_| json!({"path": ".", "depth": 2, "limit": 50}),
     )
     .await;
     race("ripgrep", plain, |_| json!({"pattern": "KEY", "path": "d"})).await;
