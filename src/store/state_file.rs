@@ -1,5 +1,6 @@
 //! A JSON state file in the workspace (`.fido-plan.json`, `.fido-todo.json`)
-//! kept by Fido's rules, shared by every store:
+//! kept by Fido's rules, shared by every store (a subagent's own plan
+//! takes the same steps in memory, [`StateFile::in_memory`]):
 //!
 //! - every read-modify-write happens under an exclusive advisory lock, so
 //!   two Fido processes never interleave. The lock of a file in the
