@@ -123,11 +123,8 @@ impl TurnState {
 
     /// Ends the turn as failed, saying why in an `error` event.
     fn failed(&self, deps: &AgentDeps, message: String) -> ControlFlow<TurnOutcome> {
-        report(deps, &message);
-        ControlFlow::Break(TurnOutcome::Failed {
-            message,
-            usage: self.usage,
-        })
+        let usage = self.usage;
+        self.ended(deps, TurnOutcome::Failed { message, usage })
     }
 
     /// Ends the turn with `outcome`, saying why in an `error` event.
@@ -140,11 +137,8 @@ impl TurnState {
 
     /// Ends the turn as stopped by the loop guard, saying why.
     fn looped(&self, deps: &AgentDeps, message: String) -> ControlFlow<TurnOutcome> {
-        report(deps, &message);
-        ControlFlow::Break(TurnOutcome::Looped {
-            message,
-            usage: self.usage,
-        })
+        let usage = self.usage;
+        self.ended(deps, TurnOutcome::Looped { message, usage })
     }
 }
 

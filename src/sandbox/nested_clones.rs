@@ -11,9 +11,10 @@
 //! They are found once, on a thread of its own that the sandbox starts
 //! (the first command waits for it if it has not ended), by a walk of the
 //! workspace that descends into ignored folders too (a clone is often
-//! ignored) but not into a `.git` nor Fido's state. A repository that a command makes later is the
-//! model's own work, which the user did not clone; one the user clones
-//! later is protected from the next session on.
+//! ignored) but not into a `.git` nor Fido's state. A repository that a
+//! command makes later is the model's own work, which the user did not
+//! clone; one the user clones later is protected from the next session
+//! on.
 
 use std::path::{Path, PathBuf};
 

@@ -341,10 +341,7 @@ fn open_regular(root: Option<&OwnedFd>, workspace: &Path, path: &Path) -> io::Re
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
         .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(io::Error::other("not a regular file"));
-    }
-    Ok(file)
+    beneath::regular_only(file)
 }
 
 /// A file as the searcher reads it: a newline is added after every

@@ -109,24 +109,30 @@ fn dir_flags() -> OFlag {
 /// kernel cannot do that (before 5.6) or the path needs the caller's own
 /// walk: a symlink, a missing or non-directory component.
 pub fn open_dir_plain(dir: BorrowedFd<'_>, rel: &Path) -> Option<OwnedFd> {
-    if !OPENAT2.load(Ordering::Relaxed) {
-        return None;
-    }
     let rel = if rel.as_os_str().is_empty() {
         Path::new(".")
     } else {
         rel
     };
+    open_plain(dir, rel, dir_flags())?.ok()
+}
+
+/// `rel` opened with `flags` beneath `dir`, with no symlink followed and
+/// nothing outside `dir` reached; `None` when the kernel cannot resolve
+/// beneath (before 5.6), which the first `ENOSYS` records for good.
+fn open_plain(dir: BorrowedFd<'_>, rel: &Path, flags: OFlag) -> Option<Result<OwnedFd, Errno>> {
+    if !resolves_beneath() {
+        return None;
+    }
     let how = OpenHow::new()
-        .flags(dir_flags())
+        .flags(flags)
         .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
     match nix::fcntl::openat2(dir, rel, how) {
-        Ok(fd) => Some(fd),
         Err(Errno::ENOSYS) => {
             OPENAT2.store(false, Ordering::Relaxed);
             None
         }
-        Err(_) => None,
+        opened => Some(opened),
     }
 }
 
@@ -137,25 +143,20 @@ pub fn open_dir_plain(dir: BorrowedFd<'_>, rel: &Path) -> Option<OwnedFd> {
 /// its place is refused, not read. `Ok(None)`: the kernel cannot resolve
 /// beneath (before 5.6), and the caller opens as it can.
 pub fn open_file_plain(dir: BorrowedFd<'_>, rel: &Path) -> io::Result<Option<File>> {
-    if !OPENAT2.load(Ordering::Relaxed) {
+    let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC;
+    let Some(opened) = open_plain(dir, rel, flags) else {
         return Ok(None);
-    }
-    let how = OpenHow::new()
-        .flags(OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)
-        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
-    let fd = match nix::fcntl::openat2(dir, rel, how) {
-        Ok(fd) => fd,
-        Err(Errno::ENOSYS) => {
-            OPENAT2.store(false, Ordering::Relaxed);
-            return Ok(None);
-        }
-        Err(errno) => return Err(errno.into()),
     };
-    let file = File::from(fd);
+    regular_only(File::from(opened?)).map(Some)
+}
+
+/// `file`, when it is a regular file; a FIFO, socket, device or folder
+/// opened in its place is refused.
+pub fn regular_only(file: File) -> io::Result<File> {
     if !file.metadata()?.is_file() {
         return Err(io::Error::other("not a regular file"));
     }
-    Ok(Some(file))
+    Ok(file)
 }
 
 /// Whether the kernel resolves paths beneath a handle (`openat2`, Linux
