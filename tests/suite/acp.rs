@@ -279,6 +279,64 @@ fn cancel_ends_the_turn_with_cancelled() {
     assert!(took < 1000, "cancel took {took} ms");
 }
 
+/// `session/cancel` while `patch` edits large files, in a session that
+/// lives on: each call's status tells the truth about its file, also for
+/// the call the cancel caught. Before the commit point (`tools::commit`)
+/// the caught call said "cancelled" and its edit landed afterwards.
+#[test]
+fn a_cancel_during_patches_leaves_each_file_as_its_status_says() {
+    let Some(modules) = node_modules("a_cancel_during_patches_leaves_each_file") else {
+        return;
+    };
+    let ws = tempfile::tempdir().unwrap();
+    let body: String = (0..600_000).map(|i| format!("line {i}\n")).collect();
+    let names = ["big0.txt", "big1.txt", "big2.txt", "big3.txt"];
+    for name in names {
+        std::fs::write(ws.path().join(name), &body).unwrap();
+    }
+    let args: Vec<String> = names
+        .iter()
+        .map(|name| {
+            json!({"path": name, "edits": [{"old_text": "line 599999", "new_text": "edited"}]})
+                .to_string()
+        })
+        .collect();
+    let ids = ["p0", "p1", "p2", "p3"];
+    let calls: Vec<(&str, &str, &str)> = ids
+        .iter()
+        .zip(&args)
+        .map(|(id, args)| (*id, "patch", args.as_str()))
+        .collect();
+    let server = FakeServer::start(vec![
+        Reply::sse(sse::tool_call_turn(&calls)),
+        Reply::sse(sse::text_turn("Still here.")),
+    ]);
+    let report = run_client(
+        &modules,
+        ws.path(),
+        &server,
+        json!({"steps": [
+            {"do": "new"},
+            {"do": "prompt", "text": "edit them", "cancelAfterMs": 60},
+            {"do": "prompt", "text": "are you there?"},
+        ]}),
+    );
+    let stops: Vec<_> = response(&report, "session/prompt")
+        .iter()
+        .map(|r| r["result"]["stopReason"].clone())
+        .collect();
+    assert_eq!(stops, [json!("cancelled"), json!("end_turn")], "{report:#}");
+    for (id, name) in ids.iter().zip(names) {
+        let last = updates(&report, "tool_call_update")
+            .into_iter()
+            .rfind(|u| u["toolCallId"] == *id && u["status"].is_string())
+            .cloned();
+        let changed = std::fs::read_to_string(ws.path().join(name)).unwrap() != body;
+        let completed = last.as_ref().is_some_and(|u| u["status"] == "completed");
+        assert_eq!(completed, changed, "{name}: {last:?}");
+    }
+}
+
 #[test]
 fn a_cancel_while_a_permission_is_pending_answers_it_and_edits_nothing() {
     let Some(modules) = node_modules("a_cancel_while_a_permission_is_pending") else {
