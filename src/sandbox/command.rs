@@ -41,6 +41,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::limits::{self, CommandLimits, TmpdirLimit};
+use super::nested_clones::CommandRunning;
 use super::netns::{NetworkConfinement, ProxyConfinement, ProxyRoute};
 use super::new_repository::RepositoryWatch;
 use super::pidns::PidNamespace;
@@ -387,6 +388,13 @@ impl CommandSandbox {
             return None;
         }
         Some(RepositoryWatch::before(&protection.workspace, &nested))
+    }
+
+    /// Marks a command as running until the guard drops: a repository
+    /// first seen meanwhile may be its own, and comes after the user's
+    /// under the limit (`sandbox::nested_clones`).
+    pub fn command_started(&self) -> Option<CommandRunning> {
+        self.protection.as_ref().map(Protection::command_started)
     }
 
     /// How the commands are kept to the allowlist proxy, if they have one.

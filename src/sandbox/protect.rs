@@ -45,9 +45,10 @@ use std::ffi::CString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use super::gitlinks::Gitlinks;
+use super::nested_clones::{CommandRunning, NestedClones};
 
 use super::pidns::SelfMapping;
 pub use crate::workspace::{PROTECTED_NAMES, protected_paths};
@@ -112,8 +113,9 @@ pub(super) struct Protection {
     pub(super) mechanism: Mechanism,
     /// The gitlink folders, whose `.git` is protected too.
     gitlinks: Arc<Gitlinks>,
-    /// The other repositories below the top, found once (a walk).
-    clones: Arc<OnceLock<Vec<PathBuf>>>,
+    /// The other repositories below the top, kept current (a walk, then
+    /// a watch).
+    clones: Arc<NestedClones>,
 }
 
 impl Protection {
@@ -127,35 +129,29 @@ impl Protection {
         {
             tracing::warn!(error = %err, "cannot create .fido-state");
         }
-        let clones: Arc<OnceLock<Vec<PathBuf>>> = Arc::default();
-        // The walk starts now, so the first command seldom waits for it
-        // (it does when the walk is not done: `OnceLock` holds it).
-        let (walked, root) = (Arc::clone(&clones), workspace.to_path_buf());
-        std::thread::spawn(move || {
-            walked
-                .get_or_init(|| super::nested_clones::find(&root))
-                .len()
-        });
         Protection {
             workspace: workspace.to_path_buf(),
             mechanism: mechanism(),
             gitlinks: Arc::new(Gitlinks::new(workspace)),
-            clones,
+            // The walk starts now, so the first command seldom waits for it.
+            clones: Arc::new(NestedClones::start(workspace)),
         }
     }
 
     /// Every repository below the top whose `.git` is protected: the
-    /// gitlinks as the index says now, and the clones found when the
-    /// sandbox was made (`sandbox::nested_clones`). Blocking.
+    /// gitlinks as the index says now, and the other repositories as the
+    /// disk holds them now (`sandbox::nested_clones`). Blocking.
     pub(super) fn nested(&self) -> Vec<PathBuf> {
-        let clones = self
-            .clones
-            .get_or_init(|| super::nested_clones::find(&self.workspace));
         let mut nested = self.gitlinks.current();
-        nested.extend(clones.iter().cloned());
+        nested.extend(self.clones.current());
         nested.sort();
         nested.dedup();
         nested
+    }
+
+    /// Marks a command as running while the guard lives.
+    pub(super) fn command_started(&self) -> CommandRunning {
+        self.clones.command_started()
     }
 }
 

@@ -256,6 +256,9 @@ impl Run<'_> {
             Ok(watch) => watch,
             Err(err) => return ToolOutput::error(format!("cannot prepare the command: {err}")),
         };
+        // From here a new repository may be the command's own
+        // (`sandbox::nested_clones`).
+        let _running = self.sandbox.command_started();
         let spawned = self.spawn(writer);
         let mut group = match spawned {
             Ok(group) => group,

@@ -515,3 +515,60 @@ async fn commands_still_edit_files_in_a_gitlink_folder() {
         "new\n"
     );
 }
+
+/// Attacks on repositories that appear mid-session: `src/dep`, which the
+/// user clones in another terminal after the session started, and
+/// `src/own`, which an earlier command made.
+const LATE_REPOSITORY_ATTACKS: &[&str] = &[
+    "git -C src/dep config core.fsmonitor \"touch $PWD/PWNED\"",
+    "printf '[core]\\n\\tfsmonitor = touch %s/PWNED\\n' \"$PWD\" >> src/dep/.git/config",
+    "mv src/dep src/old && git init -q src/dep && git -C src/dep config core.fsmonitor \"touch $PWD/PWNED\"",
+    "git -C src/own config core.fsmonitor \"touch $PWD/PWNED\"",
+    "echo '#!/bin/sh' > src/own/.git/hooks/pre-commit",
+];
+
+async fn late_repositories_are_protected(mechanism: Mechanism) {
+    let (dir, env) = repository(mechanism.clone());
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    // The session has started: its first command makes a repository.
+    let out = call(&BashExec, &env, json!({"command": "git init -q src/own"})).await;
+    assert!(out.ok, "{mechanism}: {}", out.content);
+    // The user clones in another terminal.
+    let dep = root.join("src/dep");
+    std::fs::create_dir_all(&dep).unwrap();
+    assert!(user_git(&dep, &["init", "-q"]).status.success());
+    let config = std::fs::read(dep.join(".git/config")).unwrap();
+    for attack in LATE_REPOSITORY_ATTACKS {
+        let command = format!("echo started; {attack}");
+        let out = call(&BashExec, &env, json!({ "command": command })).await;
+        assert!(out.content.starts_with("started\n"), "{}", out.content);
+        for repository in ["src/dep", "src/own"] {
+            if root.join(repository).is_dir() {
+                user_git(&root.join(repository), &["status", "--porcelain"]);
+            }
+        }
+        assert!(
+            !root.join("PWNED").exists(),
+            "{mechanism}: `{attack}` planted a program that git ran:\n{}",
+            out.content
+        );
+        let kept = ["src/dep", "src/old"]
+            .iter()
+            .filter_map(|folder| std::fs::read(root.join(folder).join(".git/config")).ok())
+            .any(|now| now == config);
+        assert!(kept, "{mechanism}: `{attack}` changed src/dep's config");
+    }
+    assert!(!root.join("src/own/.git/hooks/pre-commit").exists());
+}
+
+#[tokio::test]
+async fn a_repository_that_appears_mid_session_is_protected_in_a_mount_namespace() {
+    if let Some(mechanism) = namespace() {
+        late_repositories_are_protected(mechanism).await;
+    }
+}
+
+#[tokio::test]
+async fn a_repository_that_appears_mid_session_is_protected_with_the_landlock_fallback() {
+    late_repositories_are_protected(per_entry()).await;
+}
