@@ -105,7 +105,7 @@ pub fn reply_text(reply: OpReply) -> String {
             None => shown.text,
         },
         OpReply::Sessions { sessions } => fenced(&replies::sessions_text(&sessions), ""),
-        OpReply::Subagents { agents } => fenced(&replies::agents_text(&agents), ""),
+        OpReply::Subagents { subagents } => fenced(&replies::subagents_text(&subagents), ""),
         OpReply::Undone { change } => replies::undone_text(change.as_ref()),
         OpReply::Info { text } => text,
         OpReply::Output { text } => fenced(&text, ""),

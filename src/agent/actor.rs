@@ -222,8 +222,8 @@ impl AgentState {
             }
             Op::Interrupt => self.interrupt(),
             Op::CancelSubagent { agent_id } => {
-                let agent_ids = self.cancel_subagent(agent_id);
-                desk.reply(id, OpReply::Cancelled { agent_ids });
+                let subagent_ids = self.cancel_subagent(agent_id);
+                desk.reply(id, OpReply::Cancelled { subagent_ids });
             }
             Op::Compact => desk.compact(myself, id),
             Op::SwitchModel { model } => desk.switch_model(myself, id, model),
@@ -253,8 +253,8 @@ impl AgentState {
             }),
             Op::Status => desk.local(id, |c| OpReply::Status(c.status())),
             Op::ListSubagents => {
-                let agents = self.session_agents();
-                desk.reply(id, OpReply::Subagents { agents });
+                let subagents = self.session_subagents();
+                desk.reply(id, OpReply::Subagents { subagents });
             }
             Op::Diff => desk.diff(id, self.deps.tool_env.workspace.root.clone()),
             Op::Approve { id, decision } => desk.approve(id, decision),
@@ -307,13 +307,13 @@ impl AgentState {
             return Vec::new();
         };
         let running = delegator
-            .session_agents()
+            .session_subagents()
             .into_iter()
             .filter(|agent| agent.running)
             .map(|agent| agent.agent_id);
         match agent_id {
             Some(id) => {
-                delegator.cancel_agent(&id);
+                delegator.cancel_subagent(&id);
                 running.filter(|running| *running == id).collect()
             }
             None => {
@@ -325,12 +325,12 @@ impl AgentState {
 
     /// Every subagent of the session, from the supervisor's record; none
     /// without a supervisor (a subagent's own engine, a test's).
-    fn session_agents(&self) -> Vec<crate::protocol::control::SessionAgent> {
+    fn session_subagents(&self) -> Vec<crate::protocol::control::SessionSubagent> {
         self.deps
             .tool_env
             .delegator
             .as_ref()
-            .map(|delegator| delegator.session_agents())
+            .map(|delegator| delegator.session_subagents())
             .unwrap_or_default()
     }
 

@@ -359,7 +359,7 @@ fn refuse(desk: &FrontDesk, submission: Submission) {
         Op::SubmitPrompt { .. } => OpReply::turn_ended(&TurnOutcome::failed(gone)),
         Op::Interrupt | Op::Approve { .. } | Op::Answer { .. } => return,
         Op::CancelSubagent { .. } => OpReply::Cancelled {
-            agent_ids: Vec::new(),
+            subagent_ids: Vec::new(),
         },
         Op::Compact
         | Op::SwitchModel { .. }

@@ -52,7 +52,7 @@ pub struct RunningSubagent {
 /// to `Op::ListSubagents`): the ones that ended stay, with how they ended.
 /// The TUI's `/agents` shows them all, the control socket the running ones.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SessionAgent {
+pub struct SessionSubagent {
     pub agent_id: String,
     /// The subagent process (`None` while it is being spawned).
     #[serde(default)]
@@ -71,7 +71,7 @@ pub struct SessionAgent {
     pub detail: String,
 }
 
-impl SessionAgent {
+impl SessionSubagent {
     /// How `fido agents` shows it, under the Fido process `parent_pid`.
     pub fn running_under(&self, parent_pid: u32) -> RunningSubagent {
         RunningSubagent {

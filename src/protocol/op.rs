@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use super::control::SessionAgent;
+use super::control::SessionSubagent;
 pub use super::outcome::TurnOutcome;
 use super::plan::PlanSnapshot;
 use super::{ApprovalDecision, ApprovalPolicy, SandboxMode};
@@ -187,10 +187,16 @@ pub enum OpReply {
     /// conversations older versions saved ([`Op::ListSessions`]).
     Sessions { sessions: Vec<SessionEntry> },
     /// Every subagent of the session, in start order ([`Op::ListSubagents`]).
-    Subagents { agents: Vec<SessionAgent> },
+    Subagents {
+        #[serde(rename = "agents")]
+        subagents: Vec<SessionSubagent>,
+    },
     /// The running subagents [`Op::CancelSubagent`] asked to stop (empty:
     /// none matched).
-    Cancelled { agent_ids: Vec<String> },
+    Cancelled {
+        #[serde(rename = "agent_ids")]
+        subagent_ids: Vec<String>,
+    },
     /// What [`Op::Undo`] reverted (`None`: nothing was left to undo).
     Undone { change: Option<UndoneChange> },
     /// The bookmark [`Op::Suspend`] set.

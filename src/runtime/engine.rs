@@ -231,10 +231,10 @@ impl ControlTarget for EngineCaller {
         Box::pin(async move {
             let parent_pid = std::process::id();
             match self.call(Op::ListSubagents).await {
-                Ok(OpReply::Subagents { agents }) => agents
+                Ok(OpReply::Subagents { subagents }) => subagents
                     .iter()
-                    .filter(|agent| agent.running)
-                    .map(|agent| agent.running_under(parent_pid))
+                    .filter(|subagent| subagent.running)
+                    .map(|subagent| subagent.running_under(parent_pid))
                     .collect(),
                 other => {
                     tracing::warn!(?other, "the engine did not list its subagents");
@@ -248,7 +248,7 @@ impl ControlTarget for EngineCaller {
         let agent_id = agent_id.map(str::to_string);
         Box::pin(async move {
             match self.call(Op::CancelSubagent { agent_id }).await {
-                Ok(OpReply::Cancelled { agent_ids }) => agent_ids,
+                Ok(OpReply::Cancelled { subagent_ids }) => subagent_ids,
                 other => {
                     tracing::warn!(?other, "the engine did not cancel");
                     Vec::new()

@@ -137,7 +137,7 @@ async fn an_interrupt_op_ends_a_waiting_turn() {
     );
     assert!(matches!(
         call(&caller, Op::ListSubagents).await,
-        OpReply::Subagents { agents } if agents.is_empty()
+        OpReply::Subagents { subagents } if subagents.is_empty()
     ));
     engine.shutdown().await;
 }

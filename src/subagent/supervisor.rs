@@ -328,7 +328,7 @@ impl Supervisor {
             .filter(|id| agent_id.is_none_or(|wanted| wanted == id))
             .collect();
         for id in &ids {
-            self.cancel_agent(id);
+            self.cancel_subagent(id);
         }
         ids
     }
@@ -500,7 +500,7 @@ impl Delegator for Supervisor {
         self.send(SupervisorMessage::Cancel(CancelTarget::All));
     }
 
-    fn cancel_agent(&self, agent_id: &str) {
+    fn cancel_subagent(&self, agent_id: &str) {
         self.send(SupervisorMessage::Cancel(CancelTarget::Agent(
             agent_id.to_string(),
         )));
@@ -510,7 +510,7 @@ impl Delegator for Supervisor {
         self.asked_this_turn.store(0, Ordering::Relaxed);
     }
 
-    fn session_agents(&self) -> Vec<crate::protocol::control::SessionAgent> {
+    fn session_subagents(&self) -> Vec<crate::protocol::control::SessionSubagent> {
         self.shared.record.session()
     }
 }

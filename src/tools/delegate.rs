@@ -44,11 +44,11 @@ pub trait Delegator: Send + Sync {
     fn cancel_running(&self);
     /// Cancels one subagent by id (the TUI's Esc on the focused row,
     /// `/cancel ID`); nothing happens when no such subagent runs or waits.
-    fn cancel_agent(&self, agent_id: &str);
+    fn cancel_subagent(&self, agent_id: &str);
     /// A new parent turn starts: the per-turn count of subagents restarts.
     fn begin_turn(&self) {}
     /// Every subagent started in this session, in start order (`/agents`).
-    fn session_agents(&self) -> Vec<crate::protocol::control::SessionAgent> {
+    fn session_subagents(&self) -> Vec<crate::protocol::control::SessionSubagent> {
         Vec::new()
     }
 }

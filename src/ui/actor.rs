@@ -437,7 +437,7 @@ fn on_reply<B: Backend>(state: &mut UiState<B>, id: SubmissionId, reply: OpReply
         OpReply::Sessions { sessions } => {
             store.push(Entry::Local(replies::sessions_text(&sessions)))
         }
-        OpReply::Subagents { agents } => store.push(Entry::Local(replies::agents_text(&agents))),
+        OpReply::Subagents { subagents } => store.push(Entry::Local(replies::subagents_text(&subagents))),
         // The notice said so when the key was pressed.
         OpReply::Cancelled { .. } => return false,
         OpReply::Undone { change } => {

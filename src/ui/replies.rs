@@ -2,7 +2,7 @@
 //! (`/subagents`, `/sessions`, `/undo`, `/suspend`, `/recall`): the same text
 //! the engine used to send, so the screen reads as before.
 
-use crate::protocol::control::SessionAgent;
+use crate::protocol::control::SessionSubagent;
 use crate::protocol::op::{SessionEntry, UndoneChange};
 use crate::text;
 
@@ -52,19 +52,19 @@ pub fn recalled_text(from: &str, messages: usize) -> String {
 
 /// Every subagent of the session, in start order: status, elapsed time,
 /// tokens, the plan item, and a one-line result (or what it is doing now).
-pub fn agents_text(agents: &[SessionAgent]) -> String {
+pub fn subagents_text(agents: &[SessionSubagent]) -> String {
     if agents.is_empty() {
         return "no subagent has run in this session".into();
     }
     let running = agents.iter().filter(|agent| agent.running).count();
     let count = text::counted(agents.len() as u64, "subagent");
     let mut lines = vec![format!("{count} this session, {running} running")];
-    lines.extend(agents.iter().map(agent_line));
+    lines.extend(agents.iter().map(subagent_line));
     lines.join("\n")
 }
 
 /// `  subagent-1a2b3c4d  completed · 4s · 2.5k tok · plan: i1 · 3 findings`
-fn agent_line(agent: &SessionAgent) -> String {
+fn subagent_line(agent: &SessionSubagent) -> String {
     let status = if agent.running {
         format!("running ({})", agent.phase.label())
     } else if agent.phase.is_final() {
@@ -93,8 +93,14 @@ mod tests {
     use super::*;
     use crate::protocol::SubagentPhase;
 
-    fn agent(id: &str, phase: &str, running: bool, elapsed_ms: u64, tokens: u64) -> SessionAgent {
-        SessionAgent {
+    fn agent(
+        id: &str,
+        phase: &str,
+        running: bool,
+        elapsed_ms: u64,
+        tokens: u64,
+    ) -> SessionSubagent {
+        SessionSubagent {
             agent_id: id.into(),
             child_pid: None,
             phase: SubagentPhase::parse(phase),
@@ -119,7 +125,7 @@ mod tests {
             agent("subagent-c", "reasoning", false, 1_000, 10),
             d,
         ];
-        let text = agents_text(&agents);
+        let text = subagents_text(&agents);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines,
@@ -131,11 +137,11 @@ mod tests {
                 "  subagent-d         running (read_file) · 1m01s · 900 tok · src/main.rs",
             ]
         );
-        let one = agents_text(&agents[1..2]);
+        let one = subagents_text(&agents[1..2]);
         assert!(
             one.starts_with("1 subagent this session, 0 running\n"),
             "{one}"
         );
-        assert_eq!(agents_text(&[]), "no subagent has run in this session");
+        assert_eq!(subagents_text(&[]), "no subagent has run in this session");
     }
 }

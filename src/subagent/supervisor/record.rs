@@ -1,8 +1,8 @@
 //! The session's record of its subagents: every one started, in start
 //! order, as its last lifecycle event described it. The supervisor writes
 //! it where it emits each `subagent` event ([`Shared::announce`]), so the
-//! record and the events never disagree; `fido agents` (the control
-//! socket) reads the running ones, `/agents` (`Op::ListSubagents`) all of
+//! record and the events never disagree; `fido subagents` (the control
+//! socket) reads the running ones, `/subagents` (`Op::ListSubagents`) all of
 //! them.
 //!
 //! [`Shared::announce`]: super::Shared::announce
@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use crate::protocol::SubagentPhase;
-use crate::protocol::control::{RunningSubagent, SessionAgent};
+use crate::protocol::control::{RunningSubagent, SessionSubagent};
 
 /// One lifecycle event of a subagent, as the record takes it.
 pub(super) struct Lifecycle<'a> {
@@ -52,23 +52,25 @@ fn millis_since(started: Instant) -> u64 {
 /// Every subagent of the session, in start order.
 #[derive(Default)]
 pub(super) struct SessionRecord {
-    agents: Mutex<Vec<Recorded>>,
+    subagents: Mutex<Vec<Recorded>>,
 }
 
 impl SessionRecord {
-    fn agents(&self) -> MutexGuard<'_, Vec<Recorded>> {
+    fn subagents(&self) -> MutexGuard<'_, Vec<Recorded>> {
         // A panic while holding the lock left plain data; keep using it.
-        self.agents.lock().unwrap_or_else(PoisonError::into_inner)
+        self.subagents
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Takes a lifecycle event: the first one of an agent adds it, a
+    /// Takes a lifecycle event: the first one of a subagent adds it, a
     /// final phase ends it.
     pub(super) fn note(&self, event: &Lifecycle<'_>) {
-        let mut agents = self.agents();
-        let index = match agents.iter().position(|a| a.agent_id == event.agent_id) {
+        let mut subagents = self.subagents();
+        let index = match subagents.iter().position(|a| a.agent_id == event.agent_id) {
             Some(index) => index,
             None => {
-                agents.push(Recorded {
+                subagents.push(Recorded {
                     agent_id: event.agent_id.to_string(),
                     child_pid: None,
                     phase: SubagentPhase::Starting,
@@ -78,60 +80,60 @@ impl SessionRecord {
                     plan_item: event.plan_item.cloned(),
                     detail: String::new(),
                 });
-                agents.len() - 1
+                subagents.len() - 1
             }
         };
-        let agent = &mut agents[index];
-        agent.child_pid = event.child_pid.or(agent.child_pid);
-        agent.phase.clone_from(&event.phase);
-        agent.tokens = event.tokens;
-        agent.detail.clone_from(&event.detail);
-        if event.phase.is_final() && agent.ended_ms.is_none() {
-            agent.ended_ms = Some(millis_since(agent.started));
+        let subagent = &mut subagents[index];
+        subagent.child_pid = event.child_pid.or(subagent.child_pid);
+        subagent.phase.clone_from(&event.phase);
+        subagent.tokens = event.tokens;
+        subagent.detail.clone_from(&event.detail);
+        if event.phase.is_final() && subagent.ended_ms.is_none() {
+            subagent.ended_ms = Some(millis_since(subagent.started));
         }
     }
 
     /// The run of `agent_id` is over, whether or not it reported a final
     /// phase: its clock stops.
     pub(super) fn ended(&self, agent_id: &str) {
-        let mut agents = self.agents();
-        if let Some(agent) = agents.iter_mut().find(|a| a.agent_id == agent_id) {
-            agent
+        let mut subagents = self.subagents();
+        if let Some(subagent) = subagents.iter_mut().find(|a| a.agent_id == agent_id) {
+            subagent
                 .ended_ms
-                .get_or_insert_with(|| millis_since(agent.started));
+                .get_or_insert_with(|| millis_since(subagent.started));
         }
     }
 
     /// The subagents still running, as the control socket reports them.
     pub(super) fn running(&self, parent_pid: u32) -> Vec<RunningSubagent> {
-        self.agents()
+        self.subagents()
             .iter()
-            .filter(|agent| agent.ended_ms.is_none())
-            .map(|agent| RunningSubagent {
-                agent_id: agent.agent_id.clone(),
+            .filter(|subagent| subagent.ended_ms.is_none())
+            .map(|subagent| RunningSubagent {
+                agent_id: subagent.agent_id.clone(),
                 parent_pid,
-                child_pid: agent.child_pid,
-                phase: agent.phase.clone(),
-                elapsed_ms: agent.elapsed_ms(),
-                tokens: agent.tokens,
-                plan_item: agent.plan_item.clone(),
+                child_pid: subagent.child_pid,
+                phase: subagent.phase.clone(),
+                elapsed_ms: subagent.elapsed_ms(),
+                tokens: subagent.tokens,
+                plan_item: subagent.plan_item.clone(),
             })
             .collect()
     }
 
     /// Every subagent of the session, the ended ones included.
-    pub(super) fn session(&self) -> Vec<SessionAgent> {
-        self.agents()
+    pub(super) fn session(&self) -> Vec<SessionSubagent> {
+        self.subagents()
             .iter()
-            .map(|agent| SessionAgent {
-                agent_id: agent.agent_id.clone(),
-                child_pid: agent.child_pid,
-                phase: agent.phase.clone(),
-                running: agent.ended_ms.is_none(),
-                elapsed_ms: agent.elapsed_ms(),
-                tokens: agent.tokens,
-                plan_item: agent.plan_item.clone(),
-                detail: agent.detail.clone(),
+            .map(|subagent| SessionSubagent {
+                agent_id: subagent.agent_id.clone(),
+                child_pid: subagent.child_pid,
+                phase: subagent.phase.clone(),
+                running: subagent.ended_ms.is_none(),
+                elapsed_ms: subagent.elapsed_ms(),
+                tokens: subagent.tokens,
+                plan_item: subagent.plan_item.clone(),
+                detail: subagent.detail.clone(),
             })
             .collect()
     }
@@ -162,7 +164,7 @@ mod tests {
     }
 
     /// A final phase ends an agent for the control socket but keeps it
-    /// for `/agents`, its clock stopped; a run that ended without one is
+    /// for `/subagents`, its clock stopped; a run that ended without one is
     /// kept with its last phase.
     #[test]
     fn ended_agents_stay_in_the_session_with_their_clock_stopped() {

@@ -190,7 +190,9 @@ async fn slash_agents_lists_the_sessions_ended_subagents_from_the_record() {
     let before = engine.send(Op::ListSubagents).unwrap();
     assert_eq!(
         reply_to(before).await,
-        OpReply::Subagents { agents: Vec::new() }
+        OpReply::Subagents {
+            subagents: Vec::new()
+        }
     );
     fault::arm(dir.path(), "subagent run");
     let prompt = "delegate twice".to_string();
@@ -206,10 +208,10 @@ async fn slash_agents_lists_the_sessions_ended_subagents_from_the_record() {
         "{ended:?}"
     );
     let list = engine.send(Op::ListSubagents).unwrap();
-    let OpReply::Subagents { agents } = reply_to(list).await else {
+    let OpReply::Subagents { subagents } = reply_to(list).await else {
         panic!("/agents answers with the record")
     };
-    let text = crate::ui::replies::agents_text(&agents);
+    let text = crate::ui::replies::subagents_text(&subagents);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3, "{text}");
     assert_eq!(lines[0], "2 subagents this session, 0 running");

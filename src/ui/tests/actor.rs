@@ -116,8 +116,8 @@ fn answer_locally(desk: &FrontDesk, fake: &FakeLocalCommands, id: SubmissionId, 
             Err(why) => OpReply::failed(why),
         }),
         Op::ListSubagents => {
-            let agents = fake.agents.lock().unwrap().clone();
-            desk.reply(id, OpReply::Subagents { agents });
+            let subagents = fake.agents.lock().unwrap().clone();
+            desk.reply(id, OpReply::Subagents { subagents });
         }
         Op::Diff => desk.diff(id, fake.workspace.lock().unwrap().clone()),
         _ => desk.local(id, |c| match c.clear() {
@@ -179,7 +179,7 @@ struct FakeLocalCommands {
     /// file work on a slow or locked disk would.
     undo_gate: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
     /// The engine's record of the session's subagents (`/agents`).
-    agents: Mutex<Vec<crate::protocol::control::SessionAgent>>,
+    agents: Mutex<Vec<crate::protocol::control::SessionSubagent>>,
     /// The engine's workspace (`/diff`).
     workspace: Mutex<std::path::PathBuf>,
 }
@@ -701,9 +701,9 @@ async fn help_lists_the_keys_and_diff_shows_the_workspace_changes_coloured() {
 /// subagent bar holds.
 #[tokio::test]
 async fn slash_agents_shows_the_engines_list_of_the_session() {
-    use crate::protocol::control::SessionAgent;
+    use crate::protocol::control::SessionSubagent;
     let mut h = start().await;
-    let agent = |id: &str, phase: &str, elapsed_ms: u64, tokens: u64| SessionAgent {
+    let agent = |id: &str, phase: &str, elapsed_ms: u64, tokens: u64| SessionSubagent {
         agent_id: id.into(),
         child_pid: None,
         phase: phase.into(),
