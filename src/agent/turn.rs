@@ -24,7 +24,7 @@ use crate::protocol::{EventKind, Message, ToolCall, UsageTotals};
 use crate::provider::{Completion, FinishReason, ProviderError, ToolChoice};
 use crate::text;
 use crate::tools::ToolOutput;
-use crate::tools::commit::{CommitGate, until_cancelled};
+use crate::tools::commit::{CommitPoint, until_cancelled};
 
 mod answer;
 mod tool_hooks;
@@ -614,21 +614,21 @@ async fn invoke(
     cancel: &CancellationToken,
     notes: &HookNotes,
 ) -> ToolOutput {
-    let gate = CommitGate::default();
+    let commit_point = CommitPoint::default();
     let invocation = tool_hooks::hooked(deps, call, notes, |scope| {
-        let invocation = deps.catalog.invoke_gated(
+        let invocation = deps.catalog.invoke_committing(
             call,
             &deps.tool_env,
             &deps.ctx,
             conversation.messages(),
-            (cancel, &gate),
+            (cancel, &commit_point),
         );
         crate::tools::approval::in_call(scope, invocation)
     });
     // A cancel drops the invocation, which kills what it started (process
     // groups are killed on drop), unless a file change already committed:
     // then its own result is the call's.
-    until_cancelled(invocation, &gate, cancel).await
+    until_cancelled(invocation, &commit_point, cancel).await
 }
 
 /// The results of the earlier calls with `call`'s name and arguments, in

@@ -20,9 +20,9 @@ const COMMITTED: u8 = 2;
 /// first of the two wins for good. Clones share it (the blocking work
 /// holds one, the agent's wait another).
 #[derive(Debug, Clone, Default)]
-pub struct CommitGate(Arc<AtomicU8>);
+pub struct CommitPoint(Arc<AtomicU8>);
 
-impl CommitGate {
+impl CommitPoint {
     /// The call is about to change something: `false` when a cancel came
     /// first, and then it must change nothing.
     pub fn commit(&self) -> bool {
@@ -35,7 +35,7 @@ impl CommitGate {
         self.settle(CANCELLED) == CANCELLED
     }
 
-    /// Moves an open gate to `to`; the state it is in afterwards.
+    /// Moves an open commit point to `to`; the state it is in afterwards.
     fn settle(&self, to: u8) -> u8 {
         match self
             .0
@@ -61,14 +61,14 @@ pub struct CancelledBeforeCommit {
 /// whose result is the call's.
 pub async fn until_cancelled(
     invocation: impl Future<Output = ToolOutput>,
-    gate: &CommitGate,
+    commit_point: &CommitPoint,
     cancel: &CancellationToken,
 ) -> ToolOutput {
     tokio::pin!(invocation);
     tokio::select! {
         output = &mut invocation => output,
         _ = cancel.cancelled() => {
-            if gate.cancel() {
+            if commit_point.cancel() {
                 return ToolOutput::error("cancelled by the user");
             }
             invocation.await
@@ -84,14 +84,14 @@ mod tests {
 
     #[test]
     fn the_first_of_commit_and_cancel_wins_for_good() {
-        let gate = CommitGate::default();
-        assert!(gate.commit());
-        assert!(!gate.cancel());
-        assert!(gate.commit(), "committed stays committed");
-        let gate = CommitGate::default();
-        assert!(gate.cancel());
-        assert!(!gate.clone().commit(), "a clone sees the cancel");
-        assert!(gate.cancel());
+        let commit_point = CommitPoint::default();
+        assert!(commit_point.commit());
+        assert!(!commit_point.cancel());
+        assert!(commit_point.commit(), "committed stays committed");
+        let commit_point = CommitPoint::default();
+        assert!(commit_point.cancel());
+        assert!(!commit_point.clone().commit(), "a clone sees the cancel");
+        assert!(commit_point.cancel());
     }
 
     /// A call that never committed is dropped at the cancel; one that
@@ -100,20 +100,20 @@ mod tests {
     async fn a_cancel_drops_an_open_call_and_waits_for_a_committed_one() {
         let cancel = CancellationToken::new();
         cancel.cancel();
-        let open = CommitGate::default();
+        let open = CommitPoint::default();
         let forever = std::future::pending::<ToolOutput>();
         let output = until_cancelled(forever, &open, &cancel).await;
         assert_eq!(output.content, "Error: cancelled by the user");
 
-        let gate = CommitGate::default();
-        let working = gate.clone();
+        let commit_point = CommitPoint::default();
+        let working = commit_point.clone();
         let change = async move {
             assert!(working.commit());
             tokio::time::sleep(Duration::from_secs(1)).await;
             ToolOutput::ok("Edited a.rs")
         };
         let cancel = CancellationToken::new();
-        let output = until_cancelled(change, &gate, &cancel);
+        let output = until_cancelled(change, &commit_point, &cancel);
         let cancelling = async {
             tokio::time::sleep(Duration::from_millis(10)).await;
             cancel.cancel();
@@ -125,10 +125,10 @@ mod tests {
 
     /// Every file tool cancelled before its commit point changes nothing,
     /// journals nothing and says so; the same calls, not cancelled, do
-    /// change the workspace (so the refusals are the gate's).
+    /// change the workspace (so the refusals are the commit point's).
     #[tokio::test]
     async fn a_file_tool_cancelled_before_its_commit_changes_nothing() {
-        use crate::tools::testing::{call_gated, env};
+        use crate::tools::testing::{call_committing, env};
         use crate::tools::{Tool, TypedTool, mkdir, patch, rm, rmdir};
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
@@ -156,9 +156,9 @@ mod tests {
         ];
         let cancel = CancellationToken::new();
         for (tool, args, name) in &calls {
-            let gate = CommitGate::default();
-            assert!(gate.cancel());
-            let output = call_gated(*tool, &env, args.clone(), (&cancel, &gate)).await;
+            let commit_point = CommitPoint::default();
+            assert!(commit_point.cancel());
+            let output = call_committing(*tool, &env, args.clone(), (&cancel, &commit_point)).await;
             assert!(!output.ok, "{name}");
             let cancelled = CancelledBeforeCommit { tool: name };
             assert_eq!(output.content, format!("Error: {cancelled}"));
@@ -171,7 +171,8 @@ mod tests {
         assert!(dir.path().join("empty").is_dir());
         assert!(env.undo.entries().unwrap().is_empty(), "nothing journalled");
         for (tool, args, name) in calls {
-            let output = call_gated(tool, &env, args, (&cancel, &CommitGate::default())).await;
+            let output =
+                call_committing(tool, &env, args, (&cancel, &CommitPoint::default())).await;
             assert!(output.ok, "{name}: {}", output.content);
         }
         assert!(!dir.path().join("a.txt").exists() && dir.path().join("made").is_dir());

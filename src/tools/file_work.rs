@@ -4,7 +4,7 @@
 
 use std::io;
 
-use super::commit::{CancelledBeforeCommit, CommitGate};
+use super::commit::{CancelledBeforeCommit, CommitPoint};
 use super::{Call, ToolOutput};
 use crate::store::undo::UndoLog;
 use crate::workspace::Workspace;
@@ -17,7 +17,7 @@ use crate::workspace::beneath::{Kind, odd_file_message, odd_kind};
 pub(crate) struct FileEnv {
     pub workspace: Workspace,
     pub undo: UndoLog,
-    gate: CommitGate,
+    commit_point: CommitPoint,
 }
 
 impl FileEnv {
@@ -25,14 +25,14 @@ impl FileEnv {
         FileEnv {
             workspace: call.env.workspace.clone(),
             undo: call.env.undo.clone(),
-            gate: call.gate.clone(),
+            commit_point: call.commit_point.clone(),
         }
     }
 
     /// The change of `tool` is about to be journalled and made: `Err`
     /// when the user cancelled first, and then nothing is.
     pub fn commit(&self, tool: &'static str) -> Result<(), CancelledBeforeCommit> {
-        match self.gate.commit() {
+        match self.commit_point.commit() {
             true => Ok(()),
             false => Err(CancelledBeforeCommit { tool }),
         }

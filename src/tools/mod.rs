@@ -193,9 +193,9 @@ pub struct Call<'a> {
     pub ctx: &'a InvocationContext,
     /// Cancelled when the user interrupts; long tools must stop promptly.
     pub cancel: &'a CancellationToken,
-    /// Where a file change becomes certain ([`commit::CommitGate`]): a
+    /// Where a file change becomes certain ([`commit::CommitPoint`]): a
     /// cancel before it changes nothing, one after waits for the change.
-    pub gate: &'a commit::CommitGate,
+    pub commit_point: &'a commit::CommitPoint,
     /// The conversation at the instant of the call (for `delegate`'s fork).
     pub conversation: &'a [Message],
 }
@@ -450,21 +450,21 @@ impl ToolCatalog {
         conversation: &[Message],
         cancel: &CancellationToken,
     ) -> ToolOutput {
-        let gate = commit::CommitGate::default();
-        self.invoke_gated(call, env, ctx, conversation, (cancel, &gate))
+        let commit_point = commit::CommitPoint::default();
+        self.invoke_committing(call, env, ctx, conversation, (cancel, &commit_point))
             .await
     }
 
-    /// [`ToolCatalog::invoke`] with the call's commit point in `gate`,
+    /// [`ToolCatalog::invoke`] with the call's commit point in `commit_point`,
     /// which the caller's wait reads on a cancel
     /// ([`commit::until_cancelled`]).
-    pub async fn invoke_gated(
+    pub async fn invoke_committing(
         &self,
         call: &ToolCall,
         env: &ToolEnv,
         ctx: &InvocationContext,
         conversation: &[Message],
-        (cancel, gate): (&CancellationToken, &commit::CommitGate),
+        (cancel, commit_point): (&CancellationToken, &commit::CommitPoint),
     ) -> ToolOutput {
         let Some(tool) = self.tools.iter().find(|t| t.name() == call.name) else {
             return ToolOutput::error(format!(
@@ -495,7 +495,7 @@ impl ToolCatalog {
                 env,
                 ctx,
                 cancel,
-                gate,
+                commit_point,
                 conversation,
             },
         })

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::commit::CommitGate;
+use super::commit::CommitPoint;
 
 use crate::store::undo::UndoLog;
 use crate::tools::{Call, Invocation, InvocationContext, Tool, ToolEnv, ToolLimits, ToolOutput};
@@ -65,15 +65,15 @@ pub(crate) async fn call_with(
     args: Value,
     cancel: &CancellationToken,
 ) -> ToolOutput {
-    call_gated(tool, env, args, (cancel, &CommitGate::default())).await
+    call_committing(tool, env, args, (cancel, &CommitPoint::default())).await
 }
 
-/// A call whose commit point is `gate` (a test may cancel it first).
-pub(crate) async fn call_gated(
+/// A call whose commit point is `commit_point` (a test may cancel it first).
+pub(crate) async fn call_committing(
     tool: &dyn Tool,
     env: &ToolEnv,
     args: Value,
-    (cancel, gate): (&CancellationToken, &CommitGate),
+    (cancel, commit_point): (&CancellationToken, &CommitPoint),
 ) -> ToolOutput {
     let ctx = InvocationContext::main();
     tool.invoke(Invocation {
@@ -83,7 +83,7 @@ pub(crate) async fn call_gated(
             env,
             ctx: &ctx,
             cancel,
-            gate,
+            commit_point,
             conversation: &[],
         },
     })
