@@ -29,7 +29,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use fido::protocol::tool_facts::{CommandExit, CommandRun};
 use fido::protocol::{EventKind, ToolFacts, TurnStatus};
 use fido::ui::frame::Screen;
-use fido::ui::store::Store;
+use fido::ui::state::Store;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use support::Sorted;

@@ -31,7 +31,7 @@ use fido::plan::{PlanItem, PlanState, Status};
 use fido::protocol::{Event, EventKind};
 use fido::ui::actor::{UiActor, UiArguments, UiMessage};
 use fido::ui::frame::Screen;
-use fido::ui::store::Store;
+use fido::ui::state::Store;
 use fido::ui::widgets;
 use ractor::{Actor, ActorRef};
 use ratatui::Terminal;

@@ -21,7 +21,7 @@ use crate::protocol::{Event, EventKind};
 use crate::provider::SwitchError;
 use crate::runtime::local::EngineCommands;
 use crate::store::journal::{self, Journal};
-use crate::ui::store::Entry;
+use crate::ui::state::Entry;
 use crate::ui::{UiActor, UiArguments, UiMessage};
 
 /// Longest wait for an actor's answer: a hung test fails instead.

@@ -29,7 +29,7 @@ use crossterm::event::MouseEventKind;
 use super::frame::Screen;
 use super::history::{HistoryWriter, PromptHistory};
 use super::keys::{self, Action};
-use super::store::{Direction, Entry, Store};
+use super::state::{Direction, Entry, Store};
 use super::{diff, replies, status_view, theme};
 use crate::protocol::op::{AskId, ChangesOp, Op, OpReply, OpSender, SubmissionId};
 use crate::protocol::{ApprovalRequest, Event, EventKind, TurnStatus};

@@ -19,11 +19,11 @@ use std::time::Instant;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-pub use super::store::readiness::{GRACE, Readiness, Route};
+pub use super::state::readiness::{GRACE, Readiness, Route};
 
 use super::input::InputBuffer;
 use super::marks;
-use super::store::{Entry, PendingApproval, Store};
+use super::state::{Entry, PendingApproval, Store};
 use crate::protocol::{ApprovalDecision, ApprovalRequest};
 
 /// The longest quote of a command in the transcript's note (the prompt

@@ -16,7 +16,7 @@ use ratatui::Frame;
 use ratatui::widgets::Paragraph;
 
 use super::layout::{self, Areas, Measure, PlanPlacement};
-use super::store::{ScrollLimit, ScrollLimits, Store};
+use super::state::{ScrollLimit, ScrollLimits, Store};
 use super::theme;
 use super::widgets::plan_panel::{self, PlanLines};
 use super::widgets::transcript::{self, LineCache};

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use super::approval::Outcome;
-use super::store::{Direction, Store};
+use super::state::{Direction, Store};
 
 /// A second Ctrl+C within this window quits (when no turn runs).
 pub const QUIT_WINDOW: Duration = Duration::from_millis(1500);
@@ -196,7 +196,7 @@ fn ctrl_c(store: &mut Store, now: Instant) -> Option<Action> {
         store.quit_armed_at = None;
         // The queue stays, but waits for Enter once the turn is over.
         store.typeahead.hold();
-        store.turn = super::store::TurnState::Interrupting;
+        store.turn = super::state::TurnState::Interrupting;
         store.set_notice("interrupting the turn…", false);
         return Some(Action::Interrupt);
     }

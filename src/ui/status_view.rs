@@ -2,7 +2,7 @@
 //! configuration the local commands report. (`/subagents` is the engine's
 //! text, shown as it comes.)
 
-use super::store::{Store, tokens};
+use super::state::{Store, tokens};
 use crate::protocol::UsageTotals;
 use crate::protocol::op::StatusInfo;
 

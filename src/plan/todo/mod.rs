@@ -6,7 +6,7 @@
 //! [`params`] (the shape check of a call), [`engine`] (the pure reducer,
 //! `ops` batches included), [`format`] (content strings and the `details`
 //! envelope), [`sanitize`] (display text), [`markdown`] + [`approve`] (plan
-//! items), [`store`] (`.fido-todo.json`, lock + atomic write) and
+//! items), [`file`] (`.fido-todo.json`, lock + atomic write) and
 //! [`reminder`] (restore after a restart, settle reminder, deferral
 //! notices).
 //!

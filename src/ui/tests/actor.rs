@@ -23,7 +23,7 @@ use crate::protocol::op::{
 };
 use crate::protocol::{ApprovalDecision, ApprovalRequest, Event};
 use crate::ui::actor::{UiActor, UiArguments, UiExit, UiMessage};
-use crate::ui::store::{Entry, TurnState};
+use crate::ui::state::{Entry, TurnState};
 
 /// Longest wait for the UI actor's answer: a hung test fails instead.
 const CALL_MS: u64 = 30_000;

@@ -10,7 +10,7 @@ use ratatui::style::{Color, Modifier};
 use super::*;
 use crate::protocol::TurnStatus;
 use crate::protocol::op::StatusInfo;
-use crate::ui::store::{Entry, Store};
+use crate::ui::state::{Entry, Store};
 use crate::ui::{status_view, theme};
 
 const SIZES: [(u16, u16); 4] = [(160, 45), (100, 30), (60, 20), (20, 6)];

@@ -8,8 +8,8 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::*;
 use crate::ui::keys::{Action, handle_key, handle_paste, wheel};
-use crate::ui::store::Direction;
-use crate::ui::store::Store;
+use crate::ui::state::Direction;
+use crate::ui::state::Store;
 
 fn press(store: &mut Store, code: KeyCode, modifiers: KeyModifiers) -> Option<Action> {
     handle_key(store, KeyEvent::new(code, modifiers), Instant::now())

@@ -6,7 +6,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use super::*;
 use crate::ui::keys::{Action, QUIT_WINDOW, handle_key};
-use crate::ui::store::{Store, TurnState};
+use crate::ui::state::{Store, TurnState};
 
 fn key(code: KeyCode) -> KeyEvent {
     KeyEvent::new(code, KeyModifiers::NONE)

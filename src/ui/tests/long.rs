@@ -6,7 +6,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::*;
 use crate::ui::keys::handle_key;
-use crate::ui::store::{Entry, Store};
+use crate::ui::state::{Entry, Store};
 use crate::ui::widgets::transcript::LINE_BUDGET;
 
 /// One frame as the actor draws it, with the lines `screen` kept.

@@ -23,7 +23,7 @@ use ratatui::buffer::Buffer;
 use crate::plan::{PlanItem, PlanState, Status};
 use crate::protocol::{EventKind, TurnStatus, UsageTotals};
 use crate::ui::frame::Screen;
-use crate::ui::store::Store;
+use crate::ui::state::Store;
 
 pub const NOW: &str = "2025-01-01T12:00:00.000Z";
 

@@ -9,7 +9,7 @@ use super::*;
 use crate::tools::patch::Patch;
 use crate::tools::testing::{call, env};
 use crate::ui::diff::DiffLine;
-use crate::ui::store::{Entry, Store, ToolDetail};
+use crate::ui::state::{Entry, Store, ToolDetail};
 use crate::ui::theme;
 
 /// `line 1\n` … `line 50\n`.

@@ -8,7 +8,7 @@ use unicode_width::UnicodeWidthStr;
 
 use super::*;
 use crate::protocol::{ApprovalRequest, TurnStatus};
-use crate::ui::store::Store;
+use crate::ui::state::Store;
 
 /// Pieces of text that stress wrapping and Markdown: wide and combining
 /// characters, emoji sequences, tabs, control bytes, Markdown syntax.

@@ -10,7 +10,7 @@ use super::*;
 use crate::protocol::TurnStatus;
 use crate::ui::frame;
 use crate::ui::keys::handle_key;
-use crate::ui::store::Store;
+use crate::ui::state::Store;
 use crate::ui::widgets::{SUBAGENT_ACCENT, SUBAGENT_TEXT};
 
 pub(super) fn snapshot(name: &str, terminal: &Terminal<TestBackend>) {

@@ -10,7 +10,7 @@ use super::snapshots::snapshot;
 use super::*;
 use crate::protocol::TurnStatus;
 use crate::ui::keys::{Action, handle_key, release_queued};
-use crate::ui::store::Store;
+use crate::ui::state::Store;
 
 /// The id the fake "actor" gives the running turn's prompt.
 const TURN: u64 = 7;

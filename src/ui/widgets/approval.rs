@@ -23,7 +23,7 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
 use super::{bold, entry};
 use crate::protocol::ApprovalRequest;
-use crate::ui::store::{PendingApproval, ScrollLimit, Store};
+use crate::ui::state::{PendingApproval, ScrollLimit, Store};
 use crate::ui::wrap::{truncate, width};
 use crate::ui::{diff, marks};
 

@@ -9,7 +9,7 @@ use crate::protocol::tool_facts::CommandExit;
 use crate::ui::diff::{self, DiffLine};
 use crate::ui::markdown;
 use crate::ui::rows::Rows;
-use crate::ui::store::{Entry, ToolDetail, ToolResultView};
+use crate::ui::state::{Entry, ToolDetail, ToolResultView};
 use crate::ui::theme;
 use crate::ui::wrap::{truncate, wrap, wrap_plain};
 

@@ -8,7 +8,7 @@ use ratatui::widgets::Paragraph;
 
 use super::{CHROME, bold};
 use crate::protocol::TurnStatus;
-use crate::ui::store::{Store, TurnState};
+use crate::ui::state::{Store, TurnState};
 use crate::ui::wrap::{truncate, width};
 
 pub fn render(frame: &mut Frame, area: Rect, store: &Store) {

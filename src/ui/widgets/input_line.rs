@@ -10,7 +10,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::queued;
-use crate::ui::store::Store;
+use crate::ui::state::Store;
 use crate::ui::theme;
 use crate::ui::wrap::width;
 

@@ -4,7 +4,7 @@
 use ratatui::text::{Line, Span};
 
 use crate::text::sanitize;
-use crate::ui::store::Store;
+use crate::ui::state::Store;
 use crate::ui::theme;
 use crate::ui::wrap::truncate;
 

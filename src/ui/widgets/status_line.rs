@@ -9,7 +9,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use crate::ui::store::{Activity, Store, tokens};
+use crate::ui::state::{Activity, Store, tokens};
 use crate::ui::theme;
 use crate::ui::wrap::{truncate, width};
 

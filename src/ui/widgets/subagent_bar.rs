@@ -18,7 +18,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::{SUBAGENT_ACCENT, SUBAGENT_TEXT};
-use crate::ui::store::{Phase, Store, SubagentView, tokens};
+use crate::ui::state::{Phase, Store, SubagentView, tokens};
 use crate::ui::wrap::{truncate, width};
 
 const BADGE: &str = " SUBAGENT ";

@@ -17,7 +17,7 @@ use ratatui::widgets::Paragraph;
 
 pub use lines::{LINE_BUDGET, LineCache};
 
-use crate::ui::store::Store;
+use crate::ui::state::Store;
 use crate::ui::theme;
 use crate::ui::wrap::wrap_plain;
 

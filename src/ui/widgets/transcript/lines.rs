@@ -13,7 +13,7 @@ use ratatui::text::Line;
 use super::super::entry;
 use super::super::live::LiveLines;
 use crate::ui::rows::Rows;
-use crate::ui::store::Store;
+use crate::ui::state::Store;
 use crate::ui::theme;
 use crate::ui::wrap::wrap_plain;
 

@@ -25,7 +25,7 @@ mod tests {
 
     use crate::protocol::EventKind;
     use crate::protocol::hook::{HookDecision, HookStatus};
-    use crate::ui::store::{Entry, Store};
+    use crate::ui::state::{Entry, Store};
 
     fn finished(status: HookStatus, exit_code: Option<i32>, decision: HookDecision) -> EventKind {
         crate::protocol::hook::testing::finished(status, exit_code, decision, Some("frozen"))

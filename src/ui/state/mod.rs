@@ -1,4 +1,4 @@
-//! The UI store: everything the screen shows, apart from drawing.
+//! The UI's state: everything the screen shows, apart from drawing.
 //!
 //! Only the UI actor owns it. Agent events arrive through [`Store::apply`];
 //! key presses change it through [`crate::ui::keys`]; widgets read it by

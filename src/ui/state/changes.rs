@@ -51,7 +51,7 @@ pub(super) fn decorate(plan: Option<&mut PlanView>, change_sets: &ChangeSets) {
 mod tests {
     use super::*;
     use crate::protocol::EventKind;
-    use crate::ui::store::Store;
+    use crate::ui::state::Store;
     use crate::ui::tests::{plan_event, plan_value, three_items};
 
     #[test]
