@@ -208,8 +208,8 @@ pub enum ChildFrame {
         detail: String,
     },
     /// The child's own plan after a change (its plan tool's result, kept
-    /// in its scratch folder); the parent bounds it and shows it under the
-    /// child's id.
+    /// in its memory); the parent bounds it and shows it under the child's
+    /// id.
     Plan { plan: super::plan::PlanSnapshot },
     /// The raw final output; the parent normalises it.
     Final { status: ChildStatus, text: String },

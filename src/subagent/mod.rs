@@ -1,4 +1,6 @@
-//! Delegation: subagents as separate, sandboxed OS processes.
+//! Delegation: subagents as separate, sandboxed OS processes, read-only
+//! investigations or, with `mode: "write"`, workers in a worktree of
+//! their own whose change set the parent merges (`crate::changes`).
 //!
 //! # Theory of operation
 //!
@@ -8,7 +10,9 @@
 //! once (more wait their turn), each in a task of its own:
 //!
 //! 1. Assign the identity (`subagent-<hex>`), build the deep fork from the
-//!    parent's messages at the instant of the call ([`fork`]).
+//!    parent's messages at the instant of the call ([`fork`]). A write
+//!    delegation first passes `delegate_write`, claims its paths and gets
+//!    its worktree (`supervisor::write`).
 //! 2. Open a local socket (`interprocess`, abstract namespace) with a random
 //!    per-spawn name, and spawn `fido __subagent` as the leader of its own
 //!    process group, with a scrubbed environment (no keys), stdin closed,
@@ -19,32 +23,41 @@
 //! 4. Read `Hello` (protocol version, sandbox status), send `Fork`.
 //! 5. Serve the child: each `ModelRequest` is answered by the parent's
 //!    provider (the only holder of credentials) with one `ModelDone` or
-//!    `ModelError` (no streamed chunks: the child shows no text), at most `max_steps` of them (the gateway
-//!    keeps the budget, not the child); `Lifecycle` frames become sanitised
-//!    `subagent` events; `Final` ends the run.
+//!    `ModelError`, at most `max_steps` of them (the gateway keeps the
+//!    budget, not the child). The words the provider streams meanwhile go
+//!    to the child's session on the parent's side (a call the model wrote
+//!    into its text held back); the child itself gets whole answers.
+//!    `Lifecycle` frames become sanitised `subagent` events, `Plan` frames
+//!    the child's own plan under its id; `McpCall` and `Browse` run through
+//!    the parent's connections and host rules; `Final` ends the run.
 //! 6. On timeout or cancel, send `Cancel`; the child has `grace` to answer
 //!    with a partial `Final`; then SIGTERM to its group, then SIGKILL. The
 //!    time limit counts from the spawn, and a timeout, cancel or shutdown
 //!    during steps 2–4 stops the child at once (it has nothing to return
 //!    yet). The child is always reaped, whatever happened.
 //! 7. Normalise the final text ([`result`]) into the `delegate_result` that
-//!    becomes the tool result in the parent's conversation.
+//!    becomes the tool result in the parent's conversation; a write
+//!    delegation's change set is built and merged as `delegate_merge` says.
 //!
 //! Any malformed, oversized or out-of-order frame, a flood of frames, a
 //! child that crashes or exits without `Final`: the child is killed and the
 //! parent gets a `failed` result naming the cause, and goes on.
 //!
 //! Child side ([`runner`]): connect, sandbox itself (no_new_privs,
-//! parent-death signal, Landlock read-only, no network), say `Hello`, read
-//! the fork, and run the same turn loop as the parent with identity
-//! `subagent` and depth 1, its model requests going to the parent through
-//! the socket. The invocation guard refuses every mutating tool and nested
-//! delegation.
+//! parent-death signal, Landlock read-only: its commands write only a
+//! scratch folder, a write subagent its worktree too; no network), say
+//! `Hello`, read the fork, and
+//! run the same turn loop as the parent with identity `subagent` and depth
+//! 1, its model requests going to the parent through the socket. The
+//! invocation guard refuses nested delegation, and every tool that
+//! changes files to a read-only subagent; its plan tool keeps a plan in
+//! its memory.
 //!
-//! Frames (`crate::protocol::ipc`): parent → child `Fork`,
-//! `ModelDone`, `ModelError`, `Cancel`; child → parent `Hello`,
-//! `ModelRequest`, `Lifecycle`, `Final`. Each is a 4-byte big-endian length
-//! and a JSON object ([`ipc`]).
+//! Frames (`crate::protocol::ipc`): parent → child `Fork`, `ModelDone`,
+//! `ModelError`, `Cancel`, `McpResult`, `BrowseResult`; child → parent
+//! `Hello`, `ModelRequest`, `Lifecycle`, `Plan`, `McpCall`, `Browse`,
+//! `Final`. Each is a 4-byte big-endian length and a JSON object
+//! ([`ipc`]).
 
 use std::path::{Path, PathBuf};
 
