@@ -1,7 +1,6 @@
 //! What crosses the delegation boundary as tool results: the
 //! `subagent_bootstrap` result that opens a subagent's fork, and the
-//! normalised `delegate_result` the parent receives (contract: the seed's
-//! result shapes).
+//! normalised `delegate_result` the parent receives (README "Delegation and the sandbox").
 
 use serde::{Deserialize, Serialize};
 

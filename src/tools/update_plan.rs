@@ -14,7 +14,7 @@ use crate::protocol::schema::ToolArgs;
 
 pub struct UpdatePlan;
 
-/// The seed's required facts (full state, source of truth, not in the
+/// The facts the README promises (full state, source of truth, not in the
 /// prompt), then the rules the validator enforces.
 /// When to plan is the system prompt's policy, not repeated here.
 const DESCRIPTION: &str = "\

@@ -1,5 +1,5 @@
 //! The `todo` flavour: the rpiv-todo tool contract
-//! (`seeds/rpiv-todo-reference.md`) to the letter, plan items from an
+//! (README, the `todo` flavour) to the letter, plan items from an
 //! approved Markdown plan, and the settle reminder.
 //!
 //! Layout: [`state`] (tasks, counter, plan ref, transition table),
