@@ -332,7 +332,6 @@ async fn measure_keys() -> Result<(Vec<f64>, usize), String> {
         terminal: Terminal::new(backend).unwrap_or_else(|e| match e {}),
         engine,
         exit,
-        history: Default::default(),
     };
     let (ui, _) = Actor::spawn(None, UiActor::new(), arguments)
         .await

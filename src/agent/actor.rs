@@ -257,6 +257,11 @@ impl AgentState {
                 desk.reply(id, OpReply::Subagents { subagents });
             }
             Op::Diff => desk.diff(id, self.deps.tool_env.workspace.root.clone()),
+            Op::PromptHistory => desk.local(id, |c| OpReply::PromptHistory {
+                entries: c.prompt_history(),
+            }),
+            // The op forwarder writes these itself (`ops::forward`).
+            Op::RememberPrompt { .. } => {}
             Op::Approve { id, decision } => desk.approve(id, decision),
             Op::Answer { id, answer } => desk.answer(id, answer),
         }

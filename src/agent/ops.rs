@@ -102,6 +102,12 @@ pub trait LocalCommands: Send + Sync {
     fn changes(&self, _request: &ChangesOp) -> Result<(bool, String), CommandError> {
         Err(CommandError::Unavailable("changes"))
     }
+    /// The workspace's prompt history, oldest first. Blocking.
+    fn prompt_history(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Appends a line the person entered to the prompt history. Blocking.
+    fn remember_prompt(&self, _line: &str) {}
 }
 
 /// What an agent without a front end (a subagent, a test's) answers.
@@ -343,6 +349,13 @@ pub fn serve(agent: ActorRef<AgentMessage>, desk: FrontDesk) -> OpSender {
 
 async fn forward(mut ops: OpReceiver, agent: ActorRef<AgentMessage>, desk: FrontDesk) {
     while let Some(submission) = ops.recv().await {
+        // Kept here, one after another, so that the lines stay in order and
+        // each is written before any op sent after it is served.
+        if let Op::RememberPrompt { line } = submission.op {
+            let commands = Arc::clone(&desk.commands);
+            let _ = tokio::task::spawn_blocking(move || commands.remember_prompt(&line)).await;
+            continue;
+        }
         if let Err(ractor::MessagingErr::SendErr(AgentMessage::Op(refused))) =
             agent.cast(AgentMessage::Op(submission))
         {
@@ -357,7 +370,9 @@ fn refuse(desk: &FrontDesk, submission: Submission) {
     let gone = "the agent is not running";
     let reply = match submission.op {
         Op::SubmitPrompt { .. } => OpReply::turn_ended(&TurnOutcome::failed(gone)),
-        Op::Interrupt | Op::Approve { .. } | Op::Answer { .. } => return,
+        Op::Interrupt | Op::Approve { .. } | Op::Answer { .. } | Op::RememberPrompt { .. } => {
+            return;
+        }
         Op::CancelSubagent { .. } => OpReply::Cancelled {
             subagent_ids: Vec::new(),
         },
@@ -373,6 +388,7 @@ fn refuse(desk: &FrontDesk, submission: Submission) {
         | Op::Changes { .. }
         | Op::Status
         | Op::ListSubagents
+        | Op::PromptHistory
         | Op::Diff => OpReply::failed(gone),
     };
     desk.reply(submission.id, reply);

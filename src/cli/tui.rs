@@ -42,7 +42,6 @@ async fn session(config: Config, resume: Option<ResumeFrom>) -> ExitCode {
         engine.shutdown().await;
         return fail(&err.to_string());
     }
-    let history = ui::PromptHistory::for_workspace(&config.workspace);
     let mut warnings = config.warnings.clone();
     warnings.extend(engine.session.warnings.iter().cloned());
     let result = ui::run(UiSetup {
@@ -50,7 +49,6 @@ async fn session(config: Config, resume: Option<ResumeFrom>) -> ExitCode {
         events: receiver,
         panic_is_caught: crate::agent::recover::panic_is_recoverable,
         warnings,
-        history,
         resumed: resumed_note(&engine.session),
     })
     .await;

@@ -64,7 +64,6 @@ async fn ui_with_agent(
         terminal: Terminal::new(TestBackend::new(120, 30)).unwrap(),
         engine: ops::serve(agent.clone(), desk),
         exit,
-        history: Default::default(),
     };
     let (ui, _) = Actor::spawn(None, UiActor::new(), arguments).await.unwrap();
     tokio::spawn(crate::ui::terminal::forward_events(receiver, ui.clone()));

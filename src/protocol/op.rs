@@ -101,6 +101,13 @@ pub enum Op {
     /// `/diff`: [`OpReply::Diff`], the workspace's `git diff` (run by the
     /// engine), [`OpReply::Info`] when no tracked file changed, or why not.
     Diff,
+    /// The workspace's prompt history, for a front end to walk:
+    /// [`OpReply::PromptHistory`].
+    PromptHistory,
+    /// A line the person entered (a prompt or a command) goes to the end
+    /// of the workspace's prompt history. No reply; lines are kept in the
+    /// order sent, and every one sent before the engine shuts down is kept.
+    RememberPrompt { line: String },
     /// The person's decision on the `approval_requested` event `id`. An
     /// unknown or stale id is ignored (logged).
     Approve {
@@ -115,9 +122,12 @@ pub enum Op {
 impl Op {
     /// Whether the engine answers this op with an `op_replied` event
     /// (`Interrupt`, `Approve` and `Answer` are answered by what follows:
-    /// the turn's end, the call going on).
+    /// the turn's end, the call going on; `RememberPrompt` by nothing).
     pub fn expects_reply(&self) -> bool {
-        !matches!(self, Op::Interrupt | Op::Approve { .. } | Op::Answer { .. })
+        !matches!(
+            self,
+            Op::Interrupt | Op::Approve { .. } | Op::Answer { .. } | Op::RememberPrompt { .. }
+        )
     }
 }
 
@@ -197,6 +207,8 @@ pub enum OpReply {
         #[serde(rename = "agent_ids")]
         subagent_ids: Vec<String>,
     },
+    /// The prompt history, oldest first ([`Op::PromptHistory`]).
+    PromptHistory { entries: Vec<String> },
     /// What [`Op::Undo`] reverted (`None`: nothing was left to undo).
     Undone { change: Option<UndoneChange> },
     /// The bookmark [`Op::Suspend`] set.

@@ -84,6 +84,9 @@ pub struct Engine {
     control: Option<ControlServer>,
 }
 
+/// How long shutdown waits for the ops queued before it.
+const QUEUE_DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Sends ops to the engine and, for [`EngineCaller::call`], waits for
 /// their reply. Cheap to clone; every clone numbers its ops apart.
 #[derive(Clone)]
@@ -196,6 +199,17 @@ impl Engine {
     pub async fn shutdown(self) {
         if let Some(control) = self.control {
             control.stop().await;
+        }
+        // The ops queued before now are served first, so that the line the
+        // person entered last (`/quit`) is in the prompt history: the queue
+        // is first in, first out, and the forwarder writes each line before
+        // it passes the next op on, so one reply is the barrier.
+        let barrier = self.caller.call(Op::Status);
+        if tokio::time::timeout(QUEUE_DRAIN_LIMIT, barrier)
+            .await
+            .is_err()
+        {
+            tracing::warn!("the ops queued before shutdown were not all served");
         }
         self.runtime.shutdown().await;
     }

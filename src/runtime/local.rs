@@ -19,6 +19,7 @@ use crate::protocol::op::{
 };
 use crate::provider::SwitchError;
 use crate::store::journal::{self, Journal};
+use crate::store::prompt_history;
 use crate::store::undo::UndoLog;
 use crate::text::escape_line;
 use crate::tools::approval::SettingsCell;
@@ -230,6 +231,17 @@ impl LocalCommands for EngineCommands {
             bookmarks: Vec::new(),
         }));
         Ok(sessions)
+    }
+
+    fn prompt_history(&self) -> Vec<String> {
+        prompt_history::load(&prompt_history::path_in(&self.workspace))
+    }
+
+    fn remember_prompt(&self, line: &str) {
+        let path = prompt_history::path_in(&self.workspace);
+        if let Err(err) = prompt_history::append(&path, line) {
+            tracing::warn!(error = %err, "cannot save the prompt history");
+        }
     }
 }
 

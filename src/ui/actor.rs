@@ -27,7 +27,6 @@ use tokio::sync::oneshot;
 use crossterm::event::MouseEventKind;
 
 use super::frame::Screen;
-use super::history::{HistoryWriter, PromptHistory};
 use super::keys::{self, Action};
 use super::state::{Direction, Entry, Store};
 use super::{diff, replies, status_view, theme};
@@ -99,8 +98,6 @@ pub struct UiArguments<B: Backend> {
     pub engine: OpSender,
     /// Told once why the actor stopped.
     pub exit: oneshot::Sender<UiExit>,
-    /// Prompts entered before, and where new ones are saved.
-    pub history: PromptHistory,
 }
 
 pub struct UiState<B: Backend> {
@@ -125,7 +122,6 @@ pub struct UiState<B: Backend> {
     approval: Option<AskId>,
     /// An [`UiMessage::ApprovalWake`] is on its way.
     approval_wake_scheduled: bool,
-    history: Option<HistoryWriter>,
 }
 
 impl<B> Actor for UiActor<B>
@@ -146,7 +142,6 @@ where
             .size()
             .map_err(|err| format!("cannot read the terminal size: {err}"))?;
         let mut store = Store::new((size.width, size.height));
-        store.history = args.history.entries;
         store.no_color = theme::no_color_from_env();
         let mut state = UiState {
             terminal: args.terminal,
@@ -162,8 +157,9 @@ where
             question: None,
             approval: None,
             approval_wake_scheduled: false,
-            history: args.history.writer,
         };
+        // The engine keeps the prompt history; its lines come as a reply.
+        request(&mut state, Op::PromptHistory);
         draw(&mut state).map_err(|message| -> ActorProcessingErr { message.into() })?;
         Ok(state)
     }
@@ -437,6 +433,10 @@ fn on_reply<B: Backend>(state: &mut UiState<B>, id: SubmissionId, reply: OpReply
         OpReply::Sessions { sessions } => {
             store.push(Entry::Local(replies::sessions_text(&sessions)))
         }
+        OpReply::PromptHistory { entries } => {
+            store.load_history(entries);
+            return false;
+        }
         OpReply::Subagents { subagents } => store.push(Entry::Local(replies::subagents_text(&subagents))),
         // The notice said so when the key was pressed.
         OpReply::Cancelled { .. } => return false,
@@ -505,13 +505,13 @@ fn schedule_frame<B: Backend>(
     }
 }
 
-/// Saves the line the last key entered (if it did) to the history file,
-/// through the writer task.
-fn save_history<B: Backend>(state: &UiState<B>, remembered: usize) {
+/// Sends the line the last key entered (if it did) to the engine's
+/// prompt history.
+fn save_history<B: Backend>(state: &mut UiState<B>, remembered: usize) {
     if state.store.history.len() > remembered
-        && let (Some(writer), Some(line)) = (&state.history, state.store.history.last())
+        && let Some(line) = state.store.history.last().cloned()
     {
-        writer.append(line);
+        send(state, Op::RememberPrompt { line });
     }
 }
 

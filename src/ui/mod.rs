@@ -27,7 +27,6 @@ pub mod actor;
 pub mod approval;
 pub mod diff;
 pub mod frame;
-pub mod history;
 pub mod input;
 pub mod keys;
 pub mod layout;
@@ -47,7 +46,6 @@ pub mod wrap;
 mod tests;
 
 pub use actor::{UiActor, UiArguments, UiExit, UiMessage};
-pub use history::PromptHistory;
 pub use keys::Action;
 pub use state::Store;
 pub use terminal::{UiError, UiSetup, run};

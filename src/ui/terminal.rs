@@ -55,7 +55,6 @@ pub struct UiSetup {
     /// What the person must read first (ignored keys of an untrusted
     /// workspace file), shown in the transcript.
     pub warnings: Vec<String>,
-    pub history: super::history::PromptHistory,
     /// A resumed session: its messages, and the line saying it was resumed.
     pub resumed: Option<(Vec<crate::protocol::Message>, String)>,
 }
@@ -80,7 +79,6 @@ pub async fn run(setup: UiSetup) -> Result<(), UiError> {
         terminal,
         engine: setup.engine,
         exit,
-        history: setup.history,
     };
     let (ui, handle) = Actor::spawn(None, UiActor::new(), arguments)
         .await

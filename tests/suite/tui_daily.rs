@@ -176,6 +176,23 @@ fn alt_enter_and_a_bracketed_paste_keep_their_newlines_up_to_the_request() {
             json!("/quit")
         ]
     );
+    // The next session gets them from its engine: Up walks back from the
+    // newest, a multi-line prompt whole.
+    let tmux = launch(&server, ws.path());
+    tmux.keys(&["Up"]);
+    tmux.wait_for("the newest line recalled", |s| {
+        s.lines().any(|l| l.starts_with("› /quit"))
+    });
+    tmux.keys(&["Up"]);
+    tmux.wait_for("the pasted prompt recalled", |s| {
+        s.lines().any(|l| l.starts_with("› one")) && s.lines().any(|l| l.starts_with("  three"))
+    });
+    // Down past the newest is an empty line again.
+    tmux.keys(&["Down", "Down"]);
+    tmux.wait_for("an empty input line", |s| {
+        !s.lines().any(|l| l.starts_with("› one") || l.starts_with("› /quit"))
+    });
+    quit(&tmux, ws.path());
 }
 
 /// Shift+Enter as a terminal with the kitty keyboard protocol sends it

@@ -457,6 +457,16 @@ impl Store {
         }
     }
 
+    /// The workspace's earlier lines, which the engine sent after the
+    /// screen came up: they go before the lines entered since.
+    pub fn load_history(&mut self, mut earlier: Vec<String>) {
+        if let Some(pos) = &mut self.history_pos {
+            *pos += earlier.len();
+        }
+        earlier.append(&mut self.history);
+        self.history = earlier;
+    }
+
     /// Up: the previous entered line into the input; Down: the next one, or
     /// an empty line past the newest.
     pub fn recall_history(&mut self, direction: Direction) {

@@ -81,6 +81,17 @@ fn fake_engine(
     };
     tokio::spawn(async move {
         while let Some(Submission { id, op }) = ops.recv().await {
+            // The prompt history is the engine's desk's, as in the engine.
+            if let Op::PromptHistory = op {
+                desk.local(id, |c| OpReply::PromptHistory {
+                    entries: c.prompt_history(),
+                });
+                continue;
+            }
+            if let Op::RememberPrompt { line } = &op {
+                commands.remember_prompt(line);
+                continue;
+            }
             let _ = asked.send(match op {
                 Op::SubmitPrompt { prompt } => {
                     let reply = TurnReply {
@@ -182,9 +193,21 @@ struct FakeLocalCommands {
     agents: Mutex<Vec<crate::protocol::control::SessionSubagent>>,
     /// The engine's workspace (`/diff`).
     workspace: Mutex<std::path::PathBuf>,
+    /// The workspace's prompt history when the UI starts.
+    history: Vec<String>,
+    /// The lines the UI sent to the prompt history.
+    remembered: Mutex<Vec<String>>,
 }
 
 impl LocalCommands for FakeLocalCommands {
+    fn prompt_history(&self) -> Vec<String> {
+        self.history.clone()
+    }
+
+    fn remember_prompt(&self, line: &str) {
+        self.remembered.lock().unwrap().push(line.to_string());
+    }
+
     fn undo(&self) -> Result<Option<crate::protocol::op::UndoneChange>, CommandError> {
         if let Some(gate) = self.undo_gate.lock().unwrap().take() {
             let _ = gate.recv();
@@ -226,8 +249,12 @@ struct Harness {
 }
 
 async fn start() -> Harness {
+    start_with(FakeLocalCommands::default()).await
+}
+
+async fn start_with(commands: FakeLocalCommands) -> Harness {
     let (asked_tx, asked) = mpsc::unbounded_channel();
-    let plan = Arc::new(FakeLocalCommands::default());
+    let plan = Arc::new(commands);
     let (engine, events) = fake_engine(asked_tx, plan.clone());
     let frames = Arc::new(AtomicUsize::new(0));
     let backend = CountingBackend {
@@ -239,7 +266,6 @@ async fn start() -> Harness {
         terminal: Terminal::new(backend).unwrap(),
         engine,
         exit: exit_tx,
-        history: Default::default(),
     };
     let (ui, ui_handle) = Actor::spawn(None, UiActor::new(), arguments).await.unwrap();
     tokio::spawn(crate::ui::terminal::forward_events(events, ui.clone()));
@@ -864,4 +890,30 @@ async fn after_ctrl_c_the_queue_waits_for_enter() {
         panic!("expected the queued line");
     };
     assert_eq!(prompt, "next job");
+}
+
+/// The prompt history is the engine's: the UI walks the lines the engine
+/// sends, after any entered meanwhile, and sends back each line entered.
+#[tokio::test]
+async fn the_prompt_history_comes_from_the_engine_and_each_line_goes_back() {
+    let mut h = start_with(FakeLocalCommands {
+        history: vec!["older one".into(), "older\ntwo".into()],
+        ..FakeLocalCommands::default()
+    })
+    .await;
+    h.type_line("new prompt");
+    let Asked::Submit { prompt, .. } = h.next_asked().await else {
+        panic!("expected SubmitPrompt");
+    };
+    assert_eq!(prompt, "new prompt");
+    assert_eq!(*h.plan.remembered.lock().unwrap(), ["new prompt"]);
+    let mut history = Vec::new();
+    for _ in 0..300 {
+        history = h.store().await.history;
+        if history.len() == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(history, ["older one", "older\ntwo", "new prompt"]);
 }
