@@ -140,9 +140,9 @@ pub struct CommandSandbox {
 }
 
 /// What one command's confinement adds to the session's, prepared before
-/// its fork.
+/// its fork ([`CommandSandbox::prepare_start`]).
 #[derive(Debug, Default)]
-struct PerCommand {
+pub struct CommandConfinement {
     /// The protected paths to bind read-only in its mount namespace.
     binds: Option<ReadOnlyBinds>,
     /// Landlock's per-entry fallback: the ruleset built for the workspace
@@ -372,22 +372,26 @@ impl CommandSandbox {
         self.protection.as_ref().map(|p| &p.mechanism)
     }
 
-    /// For a command about to start: a watch for a `.git` it may make at
-    /// the top of the workspace or in a nested repository's folder, where
-    /// the protected paths are bound read-only and there is none yet, or
-    /// one it may put in place of a nested repository's
-    /// (`sandbox::new_repository`). Blocking: an `lstat` per folder, git
-    /// when the gitlinks must be read again (`sandbox::gitlinks`) and, at
-    /// the first command, the end of the walk for the other nested
-    /// repositories if it is still running (`sandbox::nested_clones`), so
-    /// that [`CommandSandbox::apply`] finds them ready.
-    pub fn repository_watch(&self) -> Option<RepositoryWatch> {
-        let protection = self.protection.as_ref()?;
+    /// What a command about to start needs from the disk, looked at once:
+    /// the confinement it adds (the protected paths as they are now), and
+    /// a watch for a `.git` it may make at the top of the workspace or in
+    /// a nested repository's folder, where the protected paths are bound
+    /// read-only and there is none yet, or one it may put in place of a
+    /// nested repository's (`sandbox::new_repository`). Blocking: an
+    /// `lstat` per folder, git when the gitlinks must be read again
+    /// (`sandbox::gitlinks`), the new repositories' events or, at the
+    /// first command, the end of the walk (`sandbox::nested_clones`); so a
+    /// caller on the async threads runs it on the blocking pool.
+    pub fn prepare_start(&self) -> (Option<RepositoryWatch>, CommandConfinement) {
+        let Some(protection) = &self.protection else {
+            return (None, CommandConfinement::default());
+        };
         let nested = protection.nested();
-        if !protection.mechanism.uses_namespace() {
-            return None;
-        }
-        Some(RepositoryWatch::before(&protection.workspace, &nested))
+        let watch = protection
+            .mechanism
+            .uses_namespace()
+            .then(|| RepositoryWatch::before(&protection.workspace, &nested));
+        (watch, self.per_command(protection, &nested))
     }
 
     /// Marks a command as running until the guard drops: a repository
@@ -422,8 +426,18 @@ impl CommandSandbox {
     }
 
     /// Makes `command` start confined: exports `TMPDIR`, and confines the
-    /// child between fork and exec.
+    /// child between fork and exec. Blocking ([`Self::prepare_start`]).
     pub fn apply(self: &Arc<Self>, command: &mut tokio::process::Command) {
+        let (_, extra) = self.prepare_start();
+        self.apply_prepared(command, extra);
+    }
+
+    /// [`Self::apply`] with what [`Self::prepare_start`] prepared.
+    pub fn apply_prepared(
+        self: &Arc<Self>,
+        command: &mut tokio::process::Command,
+        extra: CommandConfinement,
+    ) {
         if let Some(dir) = self.tmpdir() {
             command.env("TMPDIR", dir);
             // A subagent cannot read the user's home: its commands get the
@@ -433,7 +447,6 @@ impl CommandSandbox {
             }
         }
         let sandbox = Arc::clone(self);
-        let extra = self.per_command();
         // SAFETY: `confine` makes only async-signal-safe syscalls on memory
         // prepared before the fork (see the module comment).
         unsafe {
@@ -441,47 +454,43 @@ impl CommandSandbox {
         }
     }
 
-    /// What this command adds: the protected paths as they are now (a few
-    /// `lstat`s and opens; git only if the gitlinks changed since
-    /// [`CommandSandbox::repository_watch`]).
-    fn per_command(&self) -> PerCommand {
-        let Some(protection) = &self.protection else {
-            return PerCommand::default();
-        };
+    /// What this command adds: the protected paths of `protection`, its
+    /// `nested` repositories included, as they are now (a few `lstat`s
+    /// and opens).
+    fn per_command(&self, protection: &Protection, nested: &[PathBuf]) -> CommandConfinement {
         let workspace = &protection.workspace;
         let mut paths = protect::protected_paths(workspace);
-        let nested = protection.nested();
-        paths.extend(crate::workspace::nested_git_paths(workspace, &nested));
+        paths.extend(crate::workspace::nested_git_paths(workspace, nested));
         if protection.mechanism.uses_namespace() {
-            return PerCommand {
+            return CommandConfinement {
                 binds: Some(ReadOnlyBinds::prepare(&paths)),
-                ..PerCommand::default()
+                ..CommandConfinement::default()
             };
         }
         let Some(spec) = &self.spec else {
-            return PerCommand::default();
+            return CommandConfinement::default();
         };
         let spec = RulesetSpec {
             write_except: paths,
             ..spec.clone()
         };
         match ruleset::build(&spec) {
-            Ok(built) => PerCommand {
+            Ok(built) => CommandConfinement {
                 ruleset: built.created.into(),
-                ..PerCommand::default()
+                ..CommandConfinement::default()
             },
             Err(err) => {
                 tracing::warn!(error = %err, "cannot build the ruleset that protects .git and Fido's files");
-                PerCommand {
+                CommandConfinement {
                     failed: true,
-                    ..PerCommand::default()
+                    ..CommandConfinement::default()
                 }
             }
         }
     }
 
     /// Runs in the forked child, before exec. No allocation.
-    fn confine(&self, extra: &PerCommand) -> std::io::Result<()> {
+    fn confine(&self, extra: &CommandConfinement) -> std::io::Result<()> {
         if extra.failed {
             return Err(std::io::Error::from_raw_os_error(libc::EPERM));
         }

@@ -30,6 +30,8 @@ mod slot;
 pub mod subagent_ns;
 
 pub use child::enter_child_sandbox;
-pub use command::{CommandPolicy, CommandSandbox, PrivateDir, credential_paths};
+pub use command::{
+    CommandConfinement, CommandPolicy, CommandSandbox, PrivateDir, credential_paths,
+};
 pub use policy::{Enforcement, SandboxError, SandboxReport, SandboxRequirement};
 pub use slot::SandboxSlot;

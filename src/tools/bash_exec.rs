@@ -51,9 +51,9 @@ use crate::process::env::{EnvPolicy, Inherit};
 use crate::protocol::schema::tool_args;
 use crate::protocol::tool_facts::{CommandExit, CommandRun, ToolFacts, Truncation};
 use crate::protocol::{ApprovalPolicy, NetworkAccess, SandboxMode};
-use crate::sandbox::CommandSandbox;
 use crate::sandbox::limits::{CommandLimits, TmpdirLimit};
 use crate::sandbox::new_repository::RepositoryWatch;
+use crate::sandbox::{CommandConfinement, CommandSandbox};
 use crate::text::sanitize;
 use crate::workspace::{Workspace, is_missing};
 use std::sync::Arc;
@@ -252,14 +252,15 @@ impl Run<'_> {
             Err(err) => return ToolOutput::error(format!("cannot create a pipe: {err}")),
         };
         let sandbox = Arc::clone(&self.sandbox);
-        let watch = match tokio::task::spawn_blocking(move || sandbox.repository_watch()).await {
-            Ok(watch) => watch,
-            Err(err) => return ToolOutput::error(format!("cannot prepare the command: {err}")),
-        };
+        let (watch, confinement) =
+            match tokio::task::spawn_blocking(move || sandbox.prepare_start()).await {
+                Ok(prepared) => prepared,
+                Err(err) => return ToolOutput::error(format!("cannot prepare the command: {err}")),
+            };
         // From here a new repository may be the command's own
         // (`sandbox::nested_clones`).
         let _running = self.sandbox.command_started();
-        let spawned = self.spawn(writer);
+        let spawned = self.spawn(writer, confinement);
         let mut group = match spawned {
             Ok(group) => group,
             Err(refusal) => return refusal,
@@ -319,7 +320,11 @@ impl Run<'_> {
     }
 
     /// Starts `bash -c COMMAND` in the sandbox, its output into `writer`.
-    fn spawn(&self, writer: std::os::fd::OwnedFd) -> Result<ProcessGroup, ToolOutput> {
+    fn spawn(
+        &self,
+        writer: std::os::fd::OwnedFd,
+        confinement: CommandConfinement,
+    ) -> Result<ProcessGroup, ToolOutput> {
         let writer_for_stderr = writer
             .try_clone()
             .map_err(|err| ToolOutput::error(format!("cannot create a pipe: {err}")))?;
@@ -336,7 +341,7 @@ impl Run<'_> {
         if let Some(route) = self.sandbox.proxy() {
             proxy::route_command(&mut command, route.port);
         }
-        self.sandbox.apply(&mut command);
+        self.sandbox.apply_prepared(&mut command, confinement);
         // The command (with our copies of the write end) is dropped on
         // return, so the pipe reaches EOF when the group's processes are
         // gone.

@@ -190,7 +190,8 @@ fn alt_enter_and_a_bracketed_paste_keep_their_newlines_up_to_the_request() {
     // Down past the newest is an empty line again.
     tmux.keys(&["Down", "Down"]);
     tmux.wait_for("an empty input line", |s| {
-        !s.lines().any(|l| l.starts_with("› one") || l.starts_with("› /quit"))
+        !s.lines()
+            .any(|l| l.starts_with("› one") || l.starts_with("› /quit"))
     });
     quit(&tmux, ws.path());
 }
