@@ -119,7 +119,13 @@ impl NestedClones {
             .ok();
         let clones = NestedClones::with(workspace, inotify);
         let shared = Arc::clone(&clones.shared);
-        std::thread::spawn(move || watch(&shared));
+        let started = std::thread::Builder::new()
+            .name("fido-repositories".into())
+            .spawn(move || watch(&shared));
+        if let Err(err) = started {
+            // Each look then reads the queued events itself.
+            tracing::warn!(error = %err, "cannot start the watch for new repositories");
+        }
         clones
     }
 
