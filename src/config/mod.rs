@@ -17,7 +17,6 @@
 
 use std::fmt;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use crate::agent::AgentSettings;
 use crate::hooks::HooksConfig;
@@ -27,14 +26,14 @@ use crate::protocol::changes::{DelegateMerge, DelegateWrite};
 use crate::protocol::ipc::PlanFlavour;
 use crate::protocol::{ApprovalPolicy, SandboxMode};
 use crate::provider::HttpPolicy;
-use crate::sandbox::SandboxRequirement;
+use crate::subagent::DelegationLimits;
 use crate::tools::ToolLimits;
 use crate::workspace::DEFAULT_PLAN_FILE;
 use files::{Files, inside_workspace, resolve_relative, workspace_root};
 use keys::{KEYS, Scope};
 use layer::{Source, setting};
 use sections::{
-    agent_settings, delegation_config, env_policy, http_policy, safety_config, tool_limits,
+    agent_settings, delegation_limits, env_policy, http_policy, safety_config, tool_limits,
 };
 
 mod files;
@@ -159,7 +158,8 @@ pub struct Config {
     pub http: HttpPolicy,
     pub tools: ToolLimits,
     pub anthropic_max_tokens: u32,
-    pub delegation: DelegationConfig,
+    /// The `sandbox` and `delegate_*` keys.
+    pub delegation: DelegationLimits,
     pub safety: SafetyConfig,
     /// Model requests in flight at once, through the gateway.
     pub provider_concurrency: usize,
@@ -209,29 +209,6 @@ pub struct SafetyConfig {
     /// What one sandboxed command may use.
     pub limits: crate::sandbox::limits::CommandLimits,
 }
-
-/// Limits of `delegate`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DelegationConfig {
-    pub sandbox: SandboxRequirement,
-    pub default_timeout: Duration,
-    pub max_timeout: Duration,
-    pub grace: Duration,
-    pub max_steps: u32,
-    /// Subagents running at once (1 to [`MAX_DELEGATE_CONCURRENCY`]).
-    pub concurrency: u32,
-    /// Subagents started in one turn.
-    pub max_per_turn: u32,
-    /// Default budget of one subagent, in tokens; `None`: unlimited.
-    pub budget_tokens: Option<u64>,
-    /// Budget of all subagents of the session together; `None`: unlimited.
-    pub session_budget_tokens: Option<u64>,
-    /// Bytes of a change set's diff a result carries.
-    pub diff_bytes: usize,
-}
-
-/// Most subagents that may run at once, whatever the configuration says.
-pub const MAX_DELEGATE_CONCURRENCY: u64 = 16;
 
 impl Config {
     /// Loads the layers for the process environment.
@@ -289,7 +266,7 @@ impl Config {
         let tools = tool_limits(layers)?;
         let agent = agent_settings(layers)?;
         let anthropic_max_tokens = setting!(layers, anthropic_max_tokens)?;
-        let delegation = delegation_config(layers)?;
+        let delegation = delegation_limits(layers)?;
         let provider_concurrency = setting!(layers, provider_concurrency)?;
         let retention_days = setting!(layers, session_retention_days)?;
         let env_policy = env_policy(layers)?;

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use super::files::resolve_relative;
 use super::layer::{AtLeast, Layers, PathList, setting};
-use super::{ConfigError, DelegationConfig, NetworkAccess, SafetyConfig};
+use super::{ConfigError, NetworkAccess, SafetyConfig};
 use crate::agent::{AgentSettings, CompactionSettings, CompactionStrategy, ModelLimits};
 use crate::process::EnvPolicy;
 use crate::protocol::SandboxMode;
 use crate::provider::HttpPolicy;
-use crate::sandbox::SandboxRequirement;
 use crate::sandbox::limits::CommandLimits;
+use crate::subagent::DelegationLimits;
 use crate::tools::ToolLimits;
 
 pub(super) fn http_policy(layers: &Layers) -> Result<HttpPolicy, ConfigError> {
@@ -72,24 +72,28 @@ fn model_limits(layers: &Layers, threshold_configured: bool) -> Result<ModelLimi
     })
 }
 
-pub(super) fn delegation_config(layers: &Layers) -> Result<DelegationConfig, ConfigError> {
-    let ms = Duration::from_millis;
+pub(super) fn delegation_limits(layers: &Layers) -> Result<DelegationLimits, ConfigError> {
+    let defaults = DelegationLimits::default();
     // 0 means no budget.
     let budget = |tokens: Option<&AtLeast<0>>| tokens.map(|n| n.0).filter(|n| *n > 0);
-    Ok(DelegationConfig {
+    Ok(DelegationLimits {
         sandbox: setting!(layers, sandbox)?
             .copied()
-            .unwrap_or(SandboxRequirement::Required),
-        concurrency: setting!(layers, delegate_concurrency)?.map_or(4, |n| n.0 as u32),
-        default_timeout: setting!(layers, delegate_timeout_ms)?.map_or(ms(120_000), |m| m.0),
-        max_timeout: setting!(layers, delegate_max_timeout_ms)?.map_or(ms(600_000), |m| m.0),
-        grace: setting!(layers, delegate_grace_ms)?.map_or(ms(2_000), |m| m.0),
-        max_steps: setting!(layers, delegate_max_steps)?.map_or(40, |n| n.0 as u32),
-        max_per_turn: setting!(layers, delegate_max_per_turn)?.map_or(16, |n| n.0 as u32),
+            .unwrap_or(defaults.sandbox),
+        concurrency: setting!(layers, delegate_concurrency)?
+            .map_or(defaults.concurrency, |n| n.0 as u32),
+        default_timeout: setting!(layers, delegate_timeout_ms)?
+            .map_or(defaults.default_timeout, |m| m.0),
+        max_timeout: setting!(layers, delegate_max_timeout_ms)?
+            .map_or(defaults.max_timeout, |m| m.0),
+        grace: setting!(layers, delegate_grace_ms)?.map_or(defaults.grace, |m| m.0),
+        max_steps: setting!(layers, delegate_max_steps)?.map_or(defaults.max_steps, |n| n.0 as u32),
+        max_per_turn: setting!(layers, delegate_max_per_turn)?
+            .map_or(defaults.max_per_turn, |n| n.0 as u32),
         budget_tokens: budget(setting!(layers, delegate_budget_tokens)?),
         session_budget_tokens: budget(setting!(layers, delegate_session_budget_tokens)?),
         diff_bytes: setting!(layers, delegate_diff_bytes)?
-            .map_or(crate::changes::DEFAULT_DIFF_CAP, |n| n.0 as usize),
+            .map_or(defaults.diff_bytes, |n| n.0 as usize),
     })
 }
 

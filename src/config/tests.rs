@@ -1,6 +1,7 @@
 use std::path::Path;
 
 use super::*;
+use crate::sandbox::SandboxRequirement;
 
 fn env(pairs: &[(&str, &str)], home: &Path) -> Vec<(String, String)> {
     let mut v: Vec<(String, String)> = pairs

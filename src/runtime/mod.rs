@@ -318,20 +318,11 @@ fn delegation_settings(
         .map(|fido| crate::subagent::child_program(&fido))
         .map_err(StartError::ChildProgram)?;
     Ok(DelegationSettings {
-        default_timeout: config.delegation.default_timeout,
-        max_timeout: config.delegation.max_timeout,
-        grace: config.delegation.grace,
-        sandbox: config.delegation.sandbox,
-        max_steps: config.delegation.max_steps,
+        limits: config.delegation.clone(),
         plan_tool: config.plan_tool,
         deny_read: policy::credential_paths(config),
         workspace: config.workspace.clone(),
         program,
-        concurrency: config.delegation.concurrency,
-        max_per_turn: config.delegation.max_per_turn,
-        budget_tokens: config.delegation.budget_tokens,
-        session_budget_tokens: config.delegation.session_budget_tokens,
-        diff_bytes: config.delegation.diff_bytes,
         max_processes: config.safety.limits.max_processes,
         tool_call_fallback: config.agent.limits.tool_call_fallback,
         profiles,
