@@ -120,7 +120,7 @@ pub fn run(overrides: &Overrides, args: ExecArgs) -> ExitCode {
         resume,
     };
     run_configured(&overrides, |config| async move {
-        if config.safety.sandbox_mode == SandboxMode::DangerFullAccess {
+        if config.sandbox.mode == SandboxMode::DangerFullAccess {
             eprintln!(
                 "fido: warning: commands run without a sandbox (danger-full-access): the model's commands have your full rights"
             );

@@ -120,9 +120,9 @@ fn check(overrides: &Overrides) -> ExitCode {
     super::init_logging();
     let (configured, network, limits) = match load_config(overrides, ConfigWarnings::Keep) {
         Ok(config) => (
-            config.safety.sandbox_mode,
-            config.safety.network,
-            config.safety.limits,
+            config.sandbox.mode,
+            config.sandbox.network,
+            config.sandbox.limits,
         ),
         Err(code) => return code,
     };

@@ -191,10 +191,10 @@ impl LocalCommands for EngineCommands {
                 instruction_files: self.instruction_files.clone(),
             };
         }
-        let safety = self.config.as_ref().map(|config| &config.safety);
+        let config = self.config.as_ref();
         StatusInfo {
-            sandbox_mode: safety.map(|s| s.sandbox_mode),
-            approval_policy: safety.map(|s| s.approval_policy.unwrap_or(self.default_approval)),
+            sandbox_mode: config.map(|c| c.sandbox.mode),
+            approval_policy: config.map(|c| c.approvals.policy_or(self.default_approval)),
             instruction_files: self.instruction_files.clone(),
         }
     }

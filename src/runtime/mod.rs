@@ -255,20 +255,10 @@ impl Parts {
         // subagent ask through it (also for the models profiles name).
         let models = profile_models(config, &profiles)?;
         let gateway = Gateway::with_models(provider, models, config.provider_concurrency);
-        let approval = config
-            .safety
-            .approval_policy
-            .unwrap_or(interaction.default_approval);
-        let delegation = DelegationPolicy {
-            write: config
-                .safety
-                .delegate_write
-                .unwrap_or(interaction.default_delegation.write),
-            merge: config
-                .safety
-                .delegate_merge
-                .unwrap_or(interaction.default_delegation.merge),
-        };
+        let approval = config.approvals.policy_or(interaction.default_approval);
+        let delegation = config
+            .approvals
+            .delegation_or(interaction.default_delegation);
         let mut env = tool_env(config, approval, interaction.approver)?;
         let hooks = Arc::new(crate::hooks::Hooks::new(
             config.hooks.clone(),
@@ -323,7 +313,7 @@ fn delegation_settings(
         deny_read: policy::credential_paths(config),
         workspace: config.workspace.clone(),
         program,
-        max_processes: config.safety.limits.max_processes,
+        max_processes: config.sandbox.limits.max_processes,
         tool_call_fallback: config.agent.limits.tool_call_fallback,
         profiles,
     })

@@ -48,7 +48,7 @@ impl SafetySwitch {
         let wanted = SafetySettings {
             sandbox_mode: mode,
             approval_policy: policy,
-            network: self.config.safety.network,
+            network: self.config.sandbox.network,
         };
         if let Some(why) = self.forbidden(&wanted) {
             return Err(why);
@@ -90,7 +90,7 @@ impl SafetySwitch {
                 error_chain(&err)
             )
         })?;
-        if !super::policy::routed_through_proxy(self.config.safety.network, mode) {
+        if !super::policy::routed_through_proxy(self.config.sandbox.network, mode) {
             return Ok(sandbox);
         }
         let Some(proxy) = &self.tool_env.proxy else {

@@ -26,10 +26,12 @@ pub mod protect;
 // (`crate::sandbox_check`) too, to say what this kernel enforces.
 pub(crate) mod ruleset;
 pub mod seccomp;
+mod settings;
 mod slot;
 pub mod subagent_ns;
 
 pub use child::enter_child_sandbox;
 pub use command::{CommandPolicy, CommandSandbox, PrivateDir, credential_paths};
 pub use policy::{Enforcement, SandboxError, SandboxReport, SandboxRequirement};
+pub use settings::SandboxSettings;
 pub use slot::SandboxSlot;
