@@ -664,7 +664,10 @@ mod tests {
                 if takes {
                     Ok(())
                 } else {
-                    Err("read-only buffer".into())
+                    Err(crate::tools::editor::EditorError::Refused {
+                        request: "fs/write_text_file",
+                        reason: "read-only buffer".into(),
+                    })
                 }
             })
         }
