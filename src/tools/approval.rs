@@ -25,6 +25,7 @@ use crate::hooks::Hooks;
 use crate::hooks::points::{CallFacts, PermissionAnswer};
 use crate::net::Target;
 use crate::net::admission::{HostApproval, HostApprovalFuture, allow_hint};
+use crate::net::fetch::HopRefused;
 use crate::protocol::changes::{DelegateMerge, DelegateWrite, DelegationPolicy};
 use crate::protocol::{
     ApprovalDecision, ApprovalPolicy, ApprovalRequest, SafetySettings, SandboxMode,
@@ -430,7 +431,11 @@ impl Approvals {
 
 impl HostApproval for Approvals {
     fn approve_host<'a>(&'a self, target: &'a Target, url: &'a str) -> HostApprovalFuture<'a> {
-        Box::pin(async move { self.browse(target, url).await.map_err(|r| r.message()) })
+        Box::pin(async move {
+            self.browse(target, url)
+                .await
+                .map_err(|r| HopRefused(r.message()))
+        })
     }
 }
 
