@@ -362,7 +362,7 @@ fn create(files: &FileEnv, place: &Place, content: &str) -> Result<(), String> {
     let shown = &place.shown;
     let created_dirs = place
         .missing_dirs()
-        .map_err(|file| in_the_way(&file, &place.rel()))?;
+        .map_err(|file| in_the_way(&file.0, &place.rel()))?;
     files.commit(Patch::NAME).map_err(|e| e.to_string())?;
     if let Err(err) = files
         .undo
