@@ -68,7 +68,7 @@ use fido::protocol::delegate::{DelegateResult, DelegateStatus};
 use fido::protocol::{EventKind, Message, ToolCall};
 use fido::provider::HttpPolicy;
 use fido::provider::openai::OpenAiProvider;
-use fido::sandbox::SandboxRequirement;
+use fido::subagent::DelegationLimits;
 use fido::subagent::supervisor::{DelegationSettings, Supervisor};
 use fido::tools::ToolCatalog;
 use fido::tools::delegate::{DelegationRequest, Delegator};
@@ -473,23 +473,15 @@ impl Rig {
         let (sink, events) = fido::protocol::event_queue::channel();
         let supervisor = Supervisor::start(
             DelegationSettings {
-                deny_read: Vec::new(),
-                default_timeout: Duration::from_secs(120),
-                max_timeout: Duration::from_secs(600),
-                grace,
-                sandbox: SandboxRequirement::Required,
-                max_steps: 10,
-                plan_tool: PlanFlavour::UpdatePlan,
-                workspace: workspace.path().to_path_buf(),
-                program: program.to_path_buf(),
-                concurrency: 4,
-                max_per_turn: 16,
-                budget_tokens: None,
-                session_budget_tokens: None,
-                profiles: Arc::default(),
-                diff_bytes: fido::changes::DEFAULT_DIFF_CAP,
-                max_processes: fido::sandbox::limits::DEFAULT_MAX_PROCESSES,
-                tool_call_fallback: false,
+                limits: DelegationLimits {
+                    grace,
+                    max_steps: 10,
+                    ..DelegationLimits::default()
+                },
+                ..DelegationSettings::defaults(
+                    workspace.path().to_path_buf(),
+                    program.to_path_buf(),
+                )
             },
             fido::provider::gateway::Gateway::new(Arc::new(provider), 4),
             ToolCatalog::standard(PlanFlavour::UpdatePlan),

@@ -176,7 +176,7 @@ async fn supervisor(
     // Nobody reads the events here; drain them so they do not pile up.
     tokio::spawn(async move { while events.recv().await.is_some() {} });
     let mut settings = DelegationSettings::defaults(workspace.to_path_buf(), program.to_path_buf());
-    settings.concurrency = concurrency as u32;
+    settings.limits.concurrency = concurrency as u32;
     Supervisor::start(
         settings,
         fido::provider::gateway::Gateway::new(Arc::new(provider), 4),

@@ -316,7 +316,7 @@ impl Rig {
         let (sink, events) = fido::protocol::event_queue::channel();
         let mut settings =
             DelegationSettings::defaults(workspace.path().to_path_buf(), program.to_path_buf());
-        settings.concurrency = PARALLEL as u32;
+        settings.limits.concurrency = PARALLEL as u32;
         let supervisor = Supervisor::start(
             settings,
             fido::provider::gateway::Gateway::new(Arc::new(provider), PARALLEL),

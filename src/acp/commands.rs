@@ -55,7 +55,7 @@ pub fn available() -> SessionUpdate {
 
 /// The op a prompt asks for, when it is one of the commands; `Err` is
 /// why a command's input is wrong. Any other prompt goes to the model.
-pub fn parse(prompt: &str) -> Option<Result<Op, String>> {
+pub fn parse(prompt: &str) -> Option<Result<Op, Usage>> {
     let command = prompt.trim().strip_prefix('/')?;
     let words: Vec<&str> = command.split_whitespace().collect();
     let name = *words.first()?;
@@ -81,14 +81,30 @@ pub fn parse(prompt: &str) -> Option<Result<Op, String>> {
     })
 }
 
-fn usage(name: &str) -> String {
+/// A command whose input is wrong: shown as its usage line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Usage {
+    name: String,
+    hint: Option<&'static str>,
+}
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.hint {
+            Some(hint) => write!(f, "usage: /{} {hint}", self.name),
+            None => write!(f, "usage: /{}", self.name),
+        }
+    }
+}
+
+fn usage(name: &str) -> Usage {
     let hint = COMMANDS
         .iter()
         .find(|(known, ..)| *known == name)
         .and_then(|(_, _, hint)| *hint);
-    match hint {
-        Some(hint) => format!("usage: /{name} {hint}"),
-        None => format!("usage: /{name}"),
+    Usage {
+        name: name.to_string(),
+        hint,
     }
 }
 
@@ -150,11 +166,13 @@ mod tests {
                 id: "subagent-1".into()
             })))
         );
+        let usage = |prompt| parse(prompt).and_then(Result::err).map(|u| u.to_string());
         assert_eq!(
-            parse("/changes list x"),
-            Some(Err("usage: /changes show|apply|discard ID".into()))
+            usage("/changes list x").as_deref(),
+            Some("usage: /changes show|apply|discard ID")
         );
-        assert_eq!(parse("/model"), Some(Err("usage: /model NAME".into())));
+        assert_eq!(usage("/model").as_deref(), Some("usage: /model NAME"));
+        assert_eq!(usage("/status now").as_deref(), Some("usage: /status"));
         assert_eq!(parse("/quit"), None, "not offered: goes to the model");
         assert_eq!(parse("fix /status"), None);
         assert_eq!(fenced("a ``` b", ""), "````\na ``` b\n````");

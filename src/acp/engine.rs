@@ -10,13 +10,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::models::ModelChoice;
-use crate::config::{Config, Overrides};
+use crate::config::{Config, ConfigError, Overrides};
 use crate::mcp::McpServerConfig;
 use crate::protocol::event_queue::EventReceiver;
 use crate::protocol::op::{AskId, Op, OpReply};
 use crate::protocol::outcome::TurnOutcome;
 use crate::protocol::{ApprovalDecision, ApprovalPolicy, Message, SafetySettings, SandboxMode};
-use crate::runtime::{EngineCaller, FrontEnd, ResumeFrom};
+use crate::runtime::{CallError, EngineCaller, FrontEnd, ResumeFrom, StartError};
 use crate::store::journal::SessionSummary;
 use crate::tools::Capabilities;
 use crate::tools::editor::EditorFiles;
@@ -68,6 +68,35 @@ pub struct Engine {
     pub models: ModelChoice,
 }
 
+/// Why an editor's session did not start, or its sessions could not be
+/// listed; the client gets the sentence.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("cannot load the configuration: {0}")]
+    ConfigTask(#[source] tokio::task::JoinError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Start(#[from] StartError),
+    #[error("cannot list the sessions: {0}")]
+    List(#[source] std::io::Error),
+    /// The listing's task on the blocking pool panicked.
+    #[error(transparent)]
+    ListTask(tokio::task::JoinError),
+}
+
+/// Why the engine did not switch to a session mode.
+#[derive(Debug, thiserror::Error)]
+pub enum ModeRefused {
+    /// The engine said why (an untrusted folder, a sandbox it cannot have).
+    #[error("{0}")]
+    Engine(String),
+    #[error("unexpected answer: {0:?}")]
+    Unexpected(Box<OpReply>),
+    #[error(transparent)]
+    Call(#[from] CallError),
+}
+
 impl Engine {
     /// Loads the configuration for `start.cwd` and starts a session whose
     /// events come out of the returned receiver. Approvals are asked as
@@ -78,13 +107,12 @@ impl Engine {
         overrides: &Overrides,
         start: SessionStart,
         editor: Option<Arc<dyn EditorFiles>>,
-    ) -> Result<(Engine, EventReceiver), String> {
+    ) -> Result<(Engine, EventReceiver), SessionError> {
         let config = load_config(overrides, &start).await?;
         let resume = start.resume.map(ResumeFrom::Id);
         let (engine, receiver) =
             crate::runtime::Engine::start_in(&config, FrontEnd::Interactive, resume, editor)
-                .await
-                .map_err(|err| err.to_string())?;
+                .await?;
         let mut warnings = config.warnings.clone();
         warnings.extend(engine.session.warnings.iter().cloned());
         let models = ModelChoice::new(config.model.clone(), engine.listed_models().await);
@@ -125,16 +153,15 @@ impl Engine {
         &self,
         sandbox_mode: SandboxMode,
         approval_policy: ApprovalPolicy,
-    ) -> Result<(), String> {
+    ) -> Result<(), ModeRefused> {
         let op = Op::SwitchSafety {
             sandbox_mode,
             approval_policy,
         };
-        match self.caller.call(op).await {
-            Ok(OpReply::SafetySwitched { .. }) => Ok(()),
-            Ok(OpReply::Failed { message }) => Err(message),
-            Ok(other) => Err(format!("unexpected answer: {other:?}")),
-            Err(err) => Err(err.to_string()),
+        match self.caller.call(op).await? {
+            OpReply::SafetySwitched { .. } => Ok(()),
+            OpReply::Failed { message } => Err(ModeRefused::Engine(message)),
+            other => Err(ModeRefused::Unexpected(Box::new(other))),
         }
     }
 
@@ -184,14 +211,14 @@ impl Engine {
 
 /// The configuration of a session in `cwd`, with the client's MCP servers
 /// added (read off the runtime: it reads files).
-async fn load_config(overrides: &Overrides, start: &SessionStart) -> Result<Config, String> {
+async fn load_config(overrides: &Overrides, start: &SessionStart) -> Result<Config, SessionError> {
     let mut overrides = overrides.clone();
     overrides.workspace = Some(start.cwd.clone());
     let servers = start.mcp_servers.clone();
     let loaded = tokio::task::spawn_blocking(move || Config::load(&overrides))
         .await
-        .map_err(|err| format!("cannot load the configuration: {err}"))?;
-    let mut config = loaded.map_err(|err| err.to_string())?;
+        .map_err(SessionError::ConfigTask)?;
+    let mut config = loaded?;
     for server in servers {
         let server = mcp_config(&config, server);
         config.mcp_servers.retain(|s| s.name != server.name);
@@ -219,14 +246,16 @@ fn mcp_config(config: &Config, server: ClientMcpServer) -> McpServerConfig {
 
 /// The canonical `workspace` and its journaled sessions, newest first
 /// (read off the runtime).
-pub async fn list_sessions(workspace: &Path) -> Result<(PathBuf, Vec<SessionSummary>), String> {
+pub async fn list_sessions(
+    workspace: &Path,
+) -> Result<(PathBuf, Vec<SessionSummary>), SessionError> {
     let workspace = workspace.to_path_buf();
     tokio::task::spawn_blocking(move || {
         let cwd = std::fs::canonicalize(&workspace).unwrap_or(workspace);
         crate::store::journal::list(&cwd)
             .map(|sessions| (cwd, sessions))
-            .map_err(|err| format!("cannot list the sessions: {err}"))
+            .map_err(SessionError::List)
     })
     .await
-    .map_err(|err| err.to_string())?
+    .map_err(SessionError::ListTask)?
 }

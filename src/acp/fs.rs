@@ -11,7 +11,7 @@ use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{ReadTextFileRequest, WriteTextFileRequest};
 
-use crate::tools::editor::{EditorFiles, EditorRead, EditorWrite};
+use crate::tools::editor::{EditorError, EditorFiles, EditorRead, EditorWrite};
 
 /// The client's files for one session.
 pub struct ClientFiles {
@@ -53,23 +53,27 @@ impl EditorFiles for ClientFiles {
 
     fn read_text<'a>(&'a self, path: &'a Path) -> EditorRead<'a> {
         Box::pin(async move {
-            let session = self.session.get().ok_or("the session has no id yet")?;
+            let session = self.session.get().ok_or(EditorError::NoSession)?;
             let request = ReadTextFileRequest::new(session.clone(), path.to_path_buf());
             let answer = self.client.send_request(request).block_task().await;
             answer
                 .map(|read| read.content)
-                .map_err(|err| format!("fs/read_text_file: {err}"))
+                .map_err(|err| EditorError::Refused {
+                    request: "fs/read_text_file",
+                    reason: err.to_string(),
+                })
         })
     }
 
     fn write_text<'a>(&'a self, path: &'a Path, text: &'a str) -> EditorWrite<'a> {
         Box::pin(async move {
-            let session = self.session.get().ok_or("the session has no id yet")?;
+            let session = self.session.get().ok_or(EditorError::NoSession)?;
             let request = WriteTextFileRequest::new(session.clone(), path.to_path_buf(), text);
             let answer = self.client.send_request(request).block_task().await;
-            answer
-                .map(|_| ())
-                .map_err(|err| format!("fs/write_text_file: {err}"))
+            answer.map(|_| ()).map_err(|err| EditorError::Refused {
+                request: "fs/write_text_file",
+                reason: err.to_string(),
+            })
         })
     }
 }

@@ -93,7 +93,7 @@ impl Server {
 
 /// Serves the client on `pipes` until it closes them or a signal comes,
 /// then interrupts every running turn and reaps every session's children.
-pub async fn serve(overrides: Overrides, pipes: ProtocolPipes) -> Result<(), String> {
+pub async fn serve(overrides: Overrides, pipes: ProtocolPipes) -> Result<(), Error> {
     let server = Arc::new(Server {
         overrides,
         sessions: Mutex::new(HashMap::new()),
@@ -107,7 +107,7 @@ pub async fn serve(overrides: Overrides, pipes: ProtocolPipes) -> Result<(), Str
     );
     let connection = agent(server.clone()).connect_to(transport);
     let ended = tokio::select! {
-        ended = connection => ended.map_err(|err| err.to_string()),
+        ended = connection => ended,
         signal = termination() => {
             tracing::info!("{signal}: ending the ACP connection");
             Ok(())
@@ -430,13 +430,13 @@ async fn start_session(
     let editor = files.clone().map(|files| files as _);
     let (engine, events) = Engine::start(&server.overrides, start, editor)
         .await
-        .map_err(|message| {
+        .map_err(|why| {
             let code = if resuming {
                 ErrorCode::RESOURCE_NOT_FOUND
             } else {
                 ErrorCode::INTERNAL_ERROR
             };
-            Error::new(code, message)
+            Error::new(code, why.to_string())
         })?;
     for warning in &engine.warnings {
         tracing::warn!("{}", crate::text::escape(warning));
@@ -464,7 +464,7 @@ fn unjournaled_id() -> String {
 async fn list_sessions(workspace: &Path) -> Result<ListSessionsResponse, Error> {
     let (cwd, summaries) = engine::list_sessions(workspace)
         .await
-        .map_err(|message| Error::new(ErrorCode::INTERNAL_ERROR, message))?;
+        .map_err(|why| Error::new(ErrorCode::INTERNAL_ERROR, why.to_string()))?;
     let sessions = summaries
         .into_iter()
         .map(|summary| {

@@ -17,7 +17,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use super::children::Children;
-use super::commands;
+use super::commands::{self, Usage};
 use super::engine::Engine;
 use super::models::{MODEL_OPTION, ModelChoice};
 use super::modes::{Mode, Modes};
@@ -253,7 +253,7 @@ impl Session {
 
     /// A slash command the engine answers: its answer as the agent's
     /// message, and the end of the turn.
-    async fn command(&self, command: Result<Op, String>) -> Result<PromptResponse, Error> {
+    async fn command(&self, command: Result<Op, Usage>) -> Result<PromptResponse, Error> {
         let text = match command {
             Ok(op) => self.engine.command(op).await.map(|reply| {
                 if let OpReply::ModelSwitched { model } = &reply {
@@ -263,7 +263,7 @@ impl Session {
                 }
                 commands::reply_text(reply)
             }),
-            Err(usage) => Some(usage),
+            Err(usage) => Some(usage.to_string()),
         };
         let Some(text) = text else {
             return answer(None, false);

@@ -54,7 +54,7 @@ pub enum AgentMessage {
     /// recalled messages, or why not (a turn is running).
     ReplaceHistory {
         history: Vec<Message>,
-        reply: RpcReplyPort<Result<usize, String>>,
+        reply: RpcReplyPort<Result<usize, AgentRefusal>>,
     },
     /// Internal: the workspace plan changed outside a model turn (`/plan
     /// clear`): append it as a restored tool result, so the model sees the
@@ -65,7 +65,7 @@ pub enum AgentMessage {
     /// size; a `compacted` event says what was cut. Replies whether
     /// anything was, or why not (a turn is running).
     CompactNow {
-        reply: RpcReplyPort<Result<bool, String>>,
+        reply: RpcReplyPort<Result<bool, AgentRefusal>>,
     },
     /// Internal (`/model NAME`): use this provider (the same endpoint,
     /// another model) from the next turn on; a running turn keeps the one
@@ -77,8 +77,8 @@ pub enum AgentMessage {
     /// Internal: the compaction task hands the conversation back.
     CompactionFinished {
         conversation: Box<Conversation>,
-        reply: RpcReplyPort<Result<bool, String>>,
-        compacted: Result<bool, String>,
+        reply: RpcReplyPort<Result<bool, AgentRefusal>>,
+        compacted: Result<bool, AgentRefusal>,
     },
     /// Internal: the turn task hands the conversation back.
     TurnFinished {
@@ -88,6 +88,20 @@ pub enum AgentMessage {
     /// A copy of the conversation as it is between turns (for saving and
     /// tests); `None` while a turn runs.
     Snapshot(RpcReplyPort<Option<Conversation>>),
+}
+
+/// Why the agent did not do what the front desk asked between turns;
+/// each says why in one sentence for the person.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AgentRefusal {
+    #[error("a turn is running; interrupt it before recalling a conversation")]
+    RecallDuringTurn,
+    #[error("a turn is running; /compact when it has ended")]
+    CompactDuringTurn,
+    /// `/compact` panicked (what it said, cut short); the conversation is
+    /// the one before.
+    #[error("internal error in /compact ({0}); the conversation is unchanged")]
+    CompactPanicked(String),
 }
 
 pub struct AgentState {
@@ -372,9 +386,9 @@ impl AgentState {
         self.deps.journal_step(conversation).await;
     }
 
-    async fn replace_history(&mut self, history: Vec<Message>) -> Result<usize, String> {
+    async fn replace_history(&mut self, history: Vec<Message>) -> Result<usize, AgentRefusal> {
         let Some(current) = self.conversation.take() else {
-            return Err("a turn is running; interrupt it before recalling a conversation".into());
+            return Err(AgentRefusal::RecallDuringTurn);
         };
         let (conversation, recalled) = recall(current, history, &self.deps).await;
         self.deps.journal_step(&conversation).await;
@@ -387,10 +401,10 @@ impl AgentState {
     fn compact(
         &mut self,
         myself: ActorRef<AgentMessage>,
-        reply: RpcReplyPort<Result<bool, String>>,
+        reply: RpcReplyPort<Result<bool, AgentRefusal>>,
     ) {
         let Some(conversation) = self.conversation.take() else {
-            let _ = reply.send(Err("a turn is running; /compact when it has ended".into()));
+            let _ = reply.send(Err(AgentRefusal::CompactDuringTurn));
             return;
         };
         let deps = self.deps.clone();
@@ -436,20 +450,17 @@ async fn turn_task(
 async fn compact_watched(
     conversation: Conversation,
     deps: &AgentDeps,
-) -> (Conversation, Result<bool, String>) {
+) -> (Conversation, Result<bool, AgentRefusal>) {
     let before = conversation.clone();
     match super::recover::catch(compact_now(conversation, deps)).await {
         Ok((conversation, compacted)) => (conversation, Ok(compacted)),
         Err(super::recover::Panicked { message: what }) => {
             tracing::error!(panic = %what, "compaction panicked; the conversation is kept");
-            let message = format!(
-                "internal error in /compact ({}); the conversation is unchanged",
-                crate::text::summary(&what, 200)
-            );
+            let refusal = AgentRefusal::CompactPanicked(crate::text::summary(&what, 200));
             deps.events.emit(EventKind::Error {
-                message: message.clone(),
+                message: refusal.to_string(),
             });
-            (before, Err(message))
+            (before, Err(refusal))
         }
     }
 }
@@ -965,6 +976,7 @@ mod tests {
         assert!(
             compacted
                 .unwrap_err()
+                .to_string()
                 .contains("injected panic at compaction")
         );
         assert!(drain(&mut events).iter().any(|k| matches!(k,

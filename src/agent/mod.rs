@@ -34,7 +34,7 @@ mod wire_tests;
 
 pub use crate::protocol::event_queue::{EventReceiver, EventSink};
 pub use crate::protocol::op::TurnOutcome;
-pub use actor::{AgentActor, AgentArguments, AgentMessage};
+pub use actor::{AgentActor, AgentArguments, AgentMessage, AgentRefusal};
 pub use compaction::{CompactionSettings, CompactionStrategy};
 pub use conversation::Conversation;
 pub use deps::AgentDeps;

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use ractor::ActorRef;
 
-use super::AgentMessage;
 use super::asks::PendingAsks;
+use super::{AgentMessage, AgentRefusal};
 use crate::protocol::op::{
     ChangesOp, Op, OpReceiver, OpReply, OpSender, PlanCleared, PlanShown, SessionEntry, StatusInfo,
     Submission, SubmissionId, TurnOutcome, UndoneChange, op_channel,
@@ -33,10 +33,14 @@ pub type ModelSwitcher =
     Arc<dyn Fn(&str) -> Result<Arc<dyn Provider>, crate::provider::SwitchError> + Send + Sync>;
 
 /// Switches the session's sandbox mode and approval policy (an editor's
-/// session mode): the settings now in force, or why not. It blocks (the
-/// sandbox is rebuilt), so it runs off the runtime.
+/// session mode): the settings now in force, or why not (the composition
+/// root's reasons, which the desk only shows). It blocks (the sandbox is
+/// rebuilt), so it runs off the runtime.
 pub type SafetySwitcher =
-    Arc<dyn Fn(SandboxMode, ApprovalPolicy) -> Result<SafetySettings, String> + Send + Sync>;
+    Arc<dyn Fn(SandboxMode, ApprovalPolicy) -> Result<SafetySettings, SwitchRefusal> + Send + Sync>;
+
+/// Why a [`SafetySwitcher`] refused, as its owner typed it.
+pub type SwitchRefusal = Box<dyn std::error::Error + Send + Sync>;
 
 /// Longest wait for the agent's answer between turns (a snapshot, a
 /// recalled history): a hung agent gives an error instead of a silent UI.
@@ -55,6 +59,51 @@ pub enum CommandError {
     /// says why.
     #[error("{0}")]
     Failed(String),
+}
+
+/// Why an op the front desk answers failed; its `Display` is the
+/// `OpReply::Failed` sentence.
+#[derive(Debug, thiserror::Error)]
+pub enum OpError {
+    #[error(transparent)]
+    Agent(#[from] AgentUnanswered),
+    #[error(transparent)]
+    Refused(#[from] AgentRefusal),
+    #[error(transparent)]
+    Command(#[from] CommandError),
+    /// Work on the blocking pool panicked or was cancelled.
+    #[error("the command failed: {0}")]
+    Blocking(#[source] tokio::task::JoinError),
+    #[error("/suspend: a turn is running; wait for it to end")]
+    SuspendDuringTurn,
+    #[error("/suspend: {0}")]
+    SuspendUnanswered(#[source] AgentUnanswered),
+    #[error("cannot write the bookmark to the session journal: {0}")]
+    Bookmark(#[source] std::io::Error),
+    #[error("cannot switch the model: {0}")]
+    ModelSwitchTask(#[source] tokio::task::JoinError),
+    #[error(transparent)]
+    ModelSwitch(#[from] crate::provider::SwitchError),
+    #[error("switching the sandbox mode is not available here")]
+    SafetySwitchUnavailable,
+    #[error("cannot switch the sandbox mode: {0}")]
+    SafetySwitchTask(#[source] tokio::task::JoinError),
+    /// The switcher refused; its sentence says why.
+    #[error(transparent)]
+    SafetySwitch(SwitchRefusal),
+    #[error(transparent)]
+    Diff(#[from] git_diff::GitDiffFailed),
+}
+
+/// Why the agent gave no answer to a call of the front desk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum AgentUnanswered {
+    #[error("the agent did not answer within {} ms", .0.as_millis())]
+    Timeout(Duration),
+    #[error("the agent stopped before it answered")]
+    Stopped,
+    #[error("the agent is not running")]
+    NotRunning,
 }
 
 impl From<String> for CommandError {
@@ -230,13 +279,13 @@ impl FrontDesk {
     pub fn clear_plan(&self, agent: ActorRef<AgentMessage>, id: SubmissionId) {
         self.reply_later(id, |desk| async move {
             let commands = desk.commands;
-            match off_runtime(move || commands.clear().map_err(|e| e.to_string())).await {
+            match off_runtime(move || commands.clear()).await {
                 Ok(cleared) => {
                     // Fails only when the agent is gone, and with it the model.
                     let _ = agent.cast(AgentMessage::RestorePlan);
                     OpReply::PlanCleared(Box::new(cleared))
                 }
-                Err(message) => OpReply::Failed { message },
+                Err(why) => OpReply::failed(why),
             }
         });
     }
@@ -247,9 +296,10 @@ impl FrontDesk {
             let asked = call(&agent, COMPACT_WAIT, |reply| AgentMessage::CompactNow {
                 reply,
             });
-            match asked.await.and_then(|compacted| compacted) {
-                Ok(cut) => OpReply::Compacted { cut },
-                Err(message) => OpReply::Failed { message },
+            match asked.await {
+                Ok(Ok(cut)) => OpReply::Compacted { cut },
+                Ok(Err(refusal)) => OpReply::failed(refusal),
+                Err(unanswered) => OpReply::failed(unanswered),
             }
         });
     }
@@ -278,7 +328,7 @@ impl FrontDesk {
         self.reply_later(id, |desk| async move {
             match switch_model(&desk, model, agent).await {
                 Ok(model) => OpReply::ModelSwitched { model },
-                Err(message) => OpReply::Failed { message },
+                Err(why) => OpReply::failed(why),
             }
         });
     }
@@ -298,7 +348,7 @@ impl FrontDesk {
                     sandbox_mode: settings.sandbox_mode,
                     approval_policy: settings.approval_policy,
                 },
-                Err(message) => OpReply::Failed { message },
+                Err(why) => OpReply::failed(why),
             }
         });
     }
@@ -311,7 +361,7 @@ impl FrontDesk {
                     text: "/diff: no changes to tracked files".into(),
                 },
                 Ok(text) => OpReply::Diff { text },
-                Err(message) => OpReply::Failed { message },
+                Err(why) => OpReply::failed(why),
             }
         });
     }
@@ -399,36 +449,31 @@ async fn call<T: Send + 'static>(
     agent: &ActorRef<AgentMessage>,
     wait: Duration,
     make: impl FnOnce(ractor::RpcReplyPort<T>) -> AgentMessage,
-) -> Result<T, String> {
+) -> Result<T, AgentUnanswered> {
     match agent.call(make, Some(wait)).await {
         Ok(ractor::rpc::CallResult::Success(answer)) => Ok(answer),
-        Ok(ractor::rpc::CallResult::Timeout) => Err(format!(
-            "the agent did not answer within {} ms",
-            wait.as_millis()
-        )),
-        Ok(ractor::rpc::CallResult::SenderError) => {
-            Err("the agent stopped before it answered".into())
-        }
-        Err(_) => Err("the agent is not running".into()),
+        Ok(ractor::rpc::CallResult::Timeout) => Err(AgentUnanswered::Timeout(wait)),
+        Ok(ractor::rpc::CallResult::SenderError) => Err(AgentUnanswered::Stopped),
+        Err(_) => Err(AgentUnanswered::NotRunning),
     }
 }
 
 /// Runs file work on the blocking pool, never on a runtime worker.
 async fn off_runtime<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, String> + Send + 'static,
-) -> Result<T, String> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .unwrap_or_else(|err| Err(format!("the command failed: {err}")))
+    work: impl FnOnce() -> Result<T, CommandError> + Send + 'static,
+) -> Result<T, OpError> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(done) => Ok(done?),
+        Err(err) => Err(OpError::Blocking(err)),
+    }
 }
 
 async fn recall(
     agent: ActorRef<AgentMessage>,
     commands: Arc<dyn LocalCommands>,
     name: Option<String>,
-) -> Result<OpReply, String> {
-    let (from, history) =
-        off_runtime(move || commands.recall(name.as_deref()).map_err(|e| e.to_string())).await?;
+) -> Result<OpReply, OpError> {
+    let (from, history) = off_runtime(move || commands.recall(name.as_deref())).await?;
     let make = |reply| AgentMessage::ReplaceHistory { history, reply };
     let messages = call(&agent, AGENT_WAIT, make).await??;
     Ok(OpReply::Recalled { from, messages })
@@ -438,22 +483,17 @@ async fn bookmark(
     agent: ActorRef<AgentMessage>,
     commands: Arc<dyn LocalCommands>,
     name: Option<String>,
-) -> Result<OpReply, String> {
+) -> Result<OpReply, OpError> {
     let conversation = match call(&agent, AGENT_WAIT, AgentMessage::Snapshot).await {
         Ok(Some(conversation)) => conversation,
-        Ok(None) => return Err("/suspend: a turn is running; wait for it to end".into()),
-        Err(message) => return Err(format!("/suspend: {message}")),
+        Ok(None) => return Err(OpError::SuspendDuringTurn),
+        Err(unanswered) => return Err(OpError::SuspendUnanswered(unanswered)),
     };
-    let (journal, name) = off_runtime(move || {
-        commands
-            .bookmark(name.as_deref())
-            .map_err(|e| e.to_string())
-    })
-    .await?;
+    let (journal, name) = off_runtime(move || commands.bookmark(name.as_deref())).await?;
     journal
         .bookmark(conversation.generation(), conversation.messages(), &name)
         .await
-        .map_err(|err| format!("cannot write the bookmark to the session journal: {err}"))?;
+        .map_err(OpError::Bookmark)?;
     Ok(OpReply::Bookmarked { name })
 }
 
@@ -461,18 +501,17 @@ async fn switch_model(
     desk: &FrontDesk,
     model: String,
     agent: ActorRef<AgentMessage>,
-) -> Result<String, String> {
+) -> Result<String, OpError> {
     let Some(switch) = desk.switch_model.clone() else {
-        return Err("/model is not available here".into());
+        return Err(CommandError::Unavailable("model").into());
     };
     let provider = tokio::task::spawn_blocking(move || switch(&model))
         .await
-        .map_err(|err| format!("cannot switch the model: {err}"))?
-        .map_err(|err| err.to_string())?;
+        .map_err(OpError::ModelSwitchTask)??;
     let model = provider.model().to_string();
     agent
         .cast(AgentMessage::SwitchProvider { provider })
-        .map_err(|_| "the agent is not running".to_string())?;
+        .map_err(|_| AgentUnanswered::NotRunning)?;
     Ok(model)
 }
 
@@ -481,13 +520,14 @@ async fn switch_safety(
     mode: SandboxMode,
     policy: ApprovalPolicy,
     agent: ActorRef<AgentMessage>,
-) -> Result<SafetySettings, String> {
+) -> Result<SafetySettings, OpError> {
     let Some(switch) = desk.switch_safety.clone() else {
-        return Err("switching the sandbox mode is not available here".into());
+        return Err(OpError::SafetySwitchUnavailable);
     };
     let settings = tokio::task::spawn_blocking(move || switch(mode, policy))
         .await
-        .map_err(|err| format!("cannot switch the sandbox mode: {err}"))??;
+        .map_err(OpError::SafetySwitchTask)?
+        .map_err(OpError::SafetySwitch)?;
     // The switch is in force for the tools already; a stopped agent has no
     // model left to tell.
     let _ = agent.cast(AgentMessage::SafetySwitched {

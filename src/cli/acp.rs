@@ -21,7 +21,7 @@ pub fn run(overrides: &Overrides) -> ExitCode {
     run_configured(overrides, |_config| async move {
         match crate::acp::serve(session_overrides, pipes).await {
             Ok(()) => ExitCode::SUCCESS,
-            Err(message) => fail(&message),
+            Err(err) => fail(&err.to_string()),
         }
     })
 }

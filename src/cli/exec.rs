@@ -120,7 +120,7 @@ pub fn run(overrides: &Overrides, args: ExecArgs) -> ExitCode {
         resume,
     };
     run_configured(&overrides, |config| async move {
-        if config.safety.sandbox_mode == SandboxMode::DangerFullAccess {
+        if config.sandbox.mode == SandboxMode::DangerFullAccess {
             eprintln!(
                 "fido: warning: commands run without a sandbox (danger-full-access): the model's commands have your full rights"
             );
@@ -180,20 +180,33 @@ struct Ended {
 type TurnReply = Result<Result<OpReply, CallError>, tokio::task::JoinError>;
 
 impl Ended {
-    fn of(reply: TurnReply) -> Result<Ended, String> {
+    fn of(reply: TurnReply) -> Result<Ended, NoTurnEnd> {
         match reply {
             Ok(Ok(OpReply::TurnEnded { outcome })) => Ok(Ended {
                 status: outcome.status(),
                 final_text: outcome.final_text().map(str::to_string),
                 usage: outcome.usage(),
             }),
-            Ok(Ok(other)) => Err(format!("the engine answered the prompt with {other:?}")),
+            Ok(Ok(other)) => Err(NoTurnEnd::Unexpected(Box::new(other))),
             // The agent went (its `error` event said why).
-            Ok(Err(CallError::Stopped)) => Err("the agent stopped before the turn ended".into()),
-            Ok(Err(err)) => Err(format!("cannot start the turn: {err}")),
-            Err(err) => Err(format!("the turn failed: {err}")),
+            Ok(Err(CallError::Stopped)) => Err(NoTurnEnd::Stopped),
+            Ok(Err(err)) => Err(NoTurnEnd::NotStarted(err)),
+            Err(err) => Err(NoTurnEnd::Task(err)),
         }
     }
+}
+
+/// Why the turn has no `TurnEnded` reply.
+#[derive(Debug, thiserror::Error)]
+enum NoTurnEnd {
+    #[error("the engine answered the prompt with {0:?}")]
+    Unexpected(Box<OpReply>),
+    #[error("the agent stopped before the turn ended")]
+    Stopped,
+    #[error("cannot start the turn: {0}")]
+    NotStarted(#[source] CallError),
+    #[error("the turn failed: {0}")]
+    Task(#[source] tokio::task::JoinError),
 }
 
 /// SIGINT and SIGTERM, which both interrupt `fido exec`.
@@ -283,7 +296,7 @@ async fn conclude(
         Some(Ok(ended)) => ended,
         None if interrupted => return ExitCode::from(EXIT_INTERRUPTED),
         Some(Err(_)) if interrupted => return ExitCode::from(EXIT_INTERRUPTED),
-        Some(Err(message)) => return fail(&message),
+        Some(Err(why)) => return fail(&why.to_string()),
         None => return fail("the agent stopped before the turn ended"),
     };
     let usage = ended.usage;

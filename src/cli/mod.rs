@@ -152,7 +152,7 @@ pub fn main() -> ExitCode {
     };
     let overrides = match overrides(&cli.global) {
         Ok(overrides) => overrides,
-        Err(message) => return fail(&message),
+        Err(bad) => return fail(&bad.to_string()),
     };
     match cli.command {
         Some(Command::Exec(args)) => exec::run(&overrides, args),
@@ -206,7 +206,12 @@ pub fn subagent_main() -> ExitCode {
     })
 }
 
-fn overrides(global: &GlobalArgs) -> Result<Overrides, String> {
+/// A `-c` value that is not `KEY=VALUE`.
+#[derive(Debug, thiserror::Error)]
+#[error("-c {0:?}: expected KEY=VALUE")]
+struct BadOverride(String);
+
+fn overrides(global: &GlobalArgs) -> Result<Overrides, BadOverride> {
     let mut values = Vec::new();
     for (key, value) in [
         ("provider", &global.provider),
@@ -219,7 +224,7 @@ fn overrides(global: &GlobalArgs) -> Result<Overrides, String> {
     }
     for pair in &global.config {
         let Some((key, value)) = pair.split_once('=') else {
-            return Err(format!("-c {pair:?}: expected KEY=VALUE"));
+            return Err(BadOverride(pair.clone()));
         };
         values.push((key.trim().to_string(), value.to_string()));
     }

@@ -28,7 +28,7 @@ where
 {
     init_logging();
     match load_config(overrides, ConfigWarnings::Print) {
-        Ok(config) => block_on(command(config)).unwrap_or_else(|message| fail(&message)),
+        Ok(config) => block_on(command(config)).unwrap_or_else(|err| fail(&err.to_string())),
         Err(code) => code,
     }
 }
@@ -49,7 +49,7 @@ pub(super) fn load_config(
 
 /// Runs `future` to completion on a new runtime. Tasks still running after
 /// it (a stuck tool after an interrupt) do not delay the exit.
-pub(super) fn block_on<F: Future>(future: F) -> Result<F::Output, String> {
+pub(super) fn block_on<F: Future>(future: F) -> Result<F::Output, NoRuntime> {
     let runtime = runtime()?;
     let output = runtime.block_on(future);
     runtime.shutdown_timeout(Duration::from_millis(100));
@@ -63,10 +63,15 @@ fn print_config_warnings(config: &Config) {
     }
 }
 
-pub(super) fn runtime() -> Result<tokio::runtime::Runtime, String> {
+/// The async runtime could not start.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start the async runtime: {0}")]
+pub(super) struct NoRuntime(#[source] std::io::Error);
+
+pub(super) fn runtime() -> Result<tokio::runtime::Runtime, NoRuntime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))
+        .map_err(NoRuntime)
 }

@@ -120,15 +120,15 @@ fn check(overrides: &Overrides) -> ExitCode {
     super::init_logging();
     let (configured, network, limits) = match load_config(overrides, ConfigWarnings::Keep) {
         Ok(config) => (
-            config.safety.sandbox_mode,
-            config.safety.network,
-            config.safety.limits,
+            config.sandbox.mode,
+            config.sandbox.network,
+            config.sandbox.limits,
         ),
         Err(code) => return code,
     };
     let (subagent, commands, write, allowlist) = match probe_every_role() {
         Ok(summaries) => summaries,
-        Err(message) => return super::fail(&message),
+        Err(err) => return super::fail(&err.to_string()),
     };
     let allowlist_unprobed = allowlist.as_ref().map_err(ToString::to_string);
     let text = check::report_text(
@@ -206,13 +206,23 @@ type Summaries = (
     Result<Summary, ProbeError>,
 );
 
+/// Why `fido sandbox check` has no report.
+#[derive(Debug, thiserror::Error)]
+enum CheckFailed {
+    #[error(transparent)]
+    Runtime(#[from] super::preamble::NoRuntime),
+    /// The subagent's or a command mode's probe run failed.
+    #[error(transparent)]
+    Probe(#[from] ProbeError),
+}
+
 /// The subagent's run, then one per command mode, then the write
 /// subagent's, then a command's behind the allowlist proxy. The allowlist
 /// is reported but does not decide the exit code: it applies only where
 /// `network = "allowlist"` is configured.
-fn probe_every_role() -> Result<Summaries, String> {
+fn probe_every_role() -> Result<Summaries, CheckFailed> {
     let runtime = super::preamble::runtime()?;
-    let probe = |role| check::probe_role(role, &runtime).map_err(|err| err.to_string());
+    let probe = |role| check::probe_role(role, &runtime);
     let subagent = probe(ProbeRole::Subagent)?;
     let mut commands = Vec::new();
     for mode in COMMAND_MODES {

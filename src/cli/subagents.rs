@@ -33,7 +33,10 @@ fn workspace(dir: Option<PathBuf>) -> PathBuf {
     dir.unwrap_or_else(|| PathBuf::from("."))
 }
 
-fn ask(workspace: &std::path::Path, request: ControlRequest) -> Result<Vec<SessionReply>, String> {
+fn ask(
+    workspace: &std::path::Path,
+    request: ControlRequest,
+) -> Result<Vec<SessionReply>, super::preamble::NoRuntime> {
     super::preamble::block_on(ask_all(workspace, &request))
 }
 
@@ -58,7 +61,7 @@ pub(super) fn list(dir: Option<PathBuf>, args: SubagentsArgs) -> ExitCode {
     let workspace = workspace(dir);
     let replies = match ask(&workspace, ControlRequest::ListSubagents) {
         Ok(replies) => replies,
-        Err(message) => return fail(&message),
+        Err(err) => return fail(&err.to_string()),
     };
     let mut agents: Vec<RunningSubagent> = Vec::new();
     let mut failed = false;
@@ -114,7 +117,7 @@ pub(super) fn cancel(dir: Option<PathBuf>, args: CancelArgs) -> ExitCode {
     };
     let replies = match ask(&workspace, request) {
         Ok(replies) => replies,
-        Err(message) => return fail(&message),
+        Err(err) => return fail(&err.to_string()),
     };
     let mut cancelled = 0;
     let mut failed = false;

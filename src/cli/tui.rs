@@ -26,7 +26,7 @@ pub fn run(overrides: &Overrides, resume: Option<ResumeFrom>) -> ExitCode {
         Ok(config) => config,
         Err(code) => return code,
     };
-    block_on(session(config, resume)).unwrap_or_else(|message| fail(&message))
+    block_on(session(config, resume)).unwrap_or_else(|err| fail(&err.to_string()))
 }
 
 async fn session(config: Config, resume: Option<ResumeFrom>) -> ExitCode {

@@ -15,13 +15,13 @@ pub(super) fn run(dir: Option<PathBuf>) -> ExitCode {
             println!("{}", crate::text::escape(&text));
             ExitCode::SUCCESS
         }
-        Err(message) => fail(&message),
+        Err(err) => fail(&err.to_string()),
     }
 }
 
 /// Reverts the latest undoable change of the workspace at `root`; the text
 /// `fido undo` shows for it, the file's name escaped.
-fn undo_last(root: &Path) -> Result<String, String> {
+fn undo_last(root: &Path) -> Result<String, crate::runtime::local::UndoFailed> {
     // The file's name is the repository's: escaped, it is one line and
     // acts on no terminal.
     Ok(match crate::runtime::local::undo_last(root)? {

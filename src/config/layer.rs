@@ -17,7 +17,7 @@ use serde::{Deserialize, Deserializer};
 
 use super::keys::COMMA_LISTS;
 use super::mcp::{self, ServersByName};
-use super::{ConfigError, KEYS, MAX_DELEGATE_CONCURRENCY, NetworkAccess, ProviderKind, Scope};
+use super::{ConfigError, KEYS, NetworkAccess, ProviderKind, Scope};
 use crate::agent::CompactionStrategy;
 use crate::hooks::config as hook_config;
 use crate::hooks::{HookConfigError, HooksConfig};
@@ -25,6 +25,7 @@ use crate::protocol::changes::{DelegateMerge, DelegateWrite};
 use crate::protocol::ipc::PlanFlavour;
 use crate::protocol::{ApprovalPolicy, SandboxMode};
 use crate::sandbox::SandboxRequirement;
+use crate::subagent::MAX_DELEGATE_CONCURRENCY;
 
 /// The settings of one layer: `None` where the layer is silent. The
 /// meaning and scope of each key are in [`KEYS`]; the type says what the

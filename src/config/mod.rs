@@ -10,31 +10,36 @@
 //! `Scope::Trusted` keys (`api_key`, `base_url`, …): a cloned repository
 //! must not be able to send your key to a server of its choosing.
 //!
+//! Each section of [`Config`] is a type its consumer owns (the agent's
+//! `AgentSettings`, the sandbox's `SandboxSettings`, the approvals'
+//! `ApprovalSettings`, delegation's `DelegationLimits`, …); this module only
+//! reads the keys into them.
+//!
 //! Files: `keys` (the key table and each key's scope), `layer` (one layer,
 //! typed), `files` (where the files are, and reading them), `sections` (the
-//! builders of the sections below from the layers), `mcp`, `trust` and
+//! builders of those sections from the layers), `mcp`, `trust` and
 //! `fingerprint` (what trust records of a workspace).
 
 use std::fmt;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use crate::agent::AgentSettings;
 use crate::hooks::HooksConfig;
+use crate::net::NetRules;
 use crate::process::EnvPolicy;
 pub use crate::protocol::NetworkAccess;
-use crate::protocol::changes::{DelegateMerge, DelegateWrite};
 use crate::protocol::ipc::PlanFlavour;
-use crate::protocol::{ApprovalPolicy, SandboxMode};
 use crate::provider::HttpPolicy;
-use crate::sandbox::SandboxRequirement;
+use crate::sandbox::SandboxSettings;
+use crate::subagent::DelegationLimits;
 use crate::tools::ToolLimits;
+use crate::tools::approval::ApprovalSettings;
 use crate::workspace::DEFAULT_PLAN_FILE;
 use files::{Files, inside_workspace, resolve_relative, workspace_root};
 use keys::{KEYS, Scope};
 use layer::{Source, setting};
 use sections::{
-    agent_settings, delegation_config, env_policy, http_policy, safety_config, tool_limits,
+    agent_settings, delegation_limits, env_policy, http_policy, safety_sections, tool_limits,
 };
 
 mod files;
@@ -159,8 +164,16 @@ pub struct Config {
     pub http: HttpPolicy,
     pub tools: ToolLimits,
     pub anthropic_max_tokens: u32,
-    pub delegation: DelegationConfig,
-    pub safety: SafetyConfig,
+    /// The `sandbox` and `delegate_*` keys.
+    pub delegation: DelegationLimits,
+    /// The sandbox of the main agent's commands.
+    pub sandbox: SandboxSettings,
+    /// When the person is asked, where the command leaves it to them.
+    pub approvals: ApprovalSettings,
+    /// `network_allow` and `network_deny`: the hosts `browse_url` (and,
+    /// with `network = "allowlist"`, commands) may reach without asking,
+    /// and those never reached.
+    pub network_rules: NetRules,
     /// Model requests in flight at once, through the gateway.
     pub provider_concurrency: usize,
     /// Session journals older than this many days are pruned at start.
@@ -185,53 +198,6 @@ pub struct Config {
     /// (`env_passthrough`, user config file only).
     pub env_policy: EnvPolicy,
 }
-
-/// The main agent's safety settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SafetyConfig {
-    pub sandbox_mode: SandboxMode,
-    /// `None`: the command's default (on-request in the TUI, never for
-    /// `fido exec`).
-    pub approval_policy: Option<ApprovalPolicy>,
-    /// `None`: the command's default (ask in the TUI, never for `fido
-    /// exec`).
-    pub delegate_write: Option<DelegateWrite>,
-    /// `None`: the command's default (ask in the TUI, manual for `fido
-    /// exec`).
-    pub delegate_merge: Option<DelegateMerge>,
-    pub network: NetworkAccess,
-    /// `network_allow` and `network_deny`: the hosts `browse_url` (and,
-    /// with `network = "allowlist"`, commands) may reach without asking,
-    /// and those never reached.
-    pub network_rules: crate::net::NetRules,
-    /// Canonical extra folders commands may write.
-    pub writable_roots: Vec<PathBuf>,
-    /// What one sandboxed command may use.
-    pub limits: crate::sandbox::limits::CommandLimits,
-}
-
-/// Limits of `delegate`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DelegationConfig {
-    pub sandbox: SandboxRequirement,
-    pub default_timeout: Duration,
-    pub max_timeout: Duration,
-    pub grace: Duration,
-    pub max_steps: u32,
-    /// Subagents running at once (1 to [`MAX_DELEGATE_CONCURRENCY`]).
-    pub concurrency: u32,
-    /// Subagents started in one turn.
-    pub max_per_turn: u32,
-    /// Default budget of one subagent, in tokens; `None`: unlimited.
-    pub budget_tokens: Option<u64>,
-    /// Budget of all subagents of the session together; `None`: unlimited.
-    pub session_budget_tokens: Option<u64>,
-    /// Bytes of a change set's diff a result carries.
-    pub diff_bytes: usize,
-}
-
-/// Most subagents that may run at once, whatever the configuration says.
-pub const MAX_DELEGATE_CONCURRENCY: u64 = 16;
 
 impl Config {
     /// Loads the layers for the process environment.
@@ -284,12 +250,12 @@ impl Config {
             None => workspace.join(DEFAULT_PLAN_FILE),
             Some((path, source_name)) => inside_workspace(&workspace, path, &source_name)?,
         };
-        let safety = safety_config(layers, &workspace)?;
+        let (sandbox, approvals, network_rules) = safety_sections(layers, &workspace)?;
         let http = http_policy(layers)?;
         let tools = tool_limits(layers)?;
         let agent = agent_settings(layers)?;
         let anthropic_max_tokens = setting!(layers, anthropic_max_tokens)?;
-        let delegation = delegation_config(layers)?;
+        let delegation = delegation_limits(layers)?;
         let provider_concurrency = setting!(layers, provider_concurrency)?;
         let retention_days = setting!(layers, session_retention_days)?;
         let env_policy = env_policy(layers)?;
@@ -310,7 +276,9 @@ impl Config {
             tools,
             anthropic_max_tokens: anthropic_max_tokens.map_or(8192, |n| n.0 as u32),
             delegation,
-            safety,
+            sandbox,
+            approvals,
+            network_rules,
             provider_concurrency: provider_concurrency.map_or(4, |n| n.0 as usize),
             session_retention_days: retention_days
                 .map_or(30, |n| u32::try_from(n.0).unwrap_or(u32::MAX)),

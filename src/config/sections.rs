@@ -1,20 +1,23 @@
 //! The builders of the configuration's sections (HTTP policy, tool
-//! limits, agent, delegation, safety): each reads its keys from the layers
-//! and fills in the defaults.
+//! limits, agent, delegation, and the safety keys: the commands' sandbox,
+//! approvals, network rules): each reads its keys from the layers and
+//! fills in the defaults of the settings type its consumer owns.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::ConfigError;
 use super::files::resolve_relative;
 use super::layer::{AtLeast, Layers, PathList, setting};
-use super::{ConfigError, DelegationConfig, NetworkAccess, SafetyConfig};
 use crate::agent::{AgentSettings, CompactionSettings, CompactionStrategy, ModelLimits};
+use crate::net::NetRules;
 use crate::process::EnvPolicy;
-use crate::protocol::SandboxMode;
 use crate::provider::HttpPolicy;
-use crate::sandbox::SandboxRequirement;
+use crate::sandbox::SandboxSettings;
 use crate::sandbox::limits::CommandLimits;
+use crate::subagent::DelegationLimits;
 use crate::tools::ToolLimits;
+use crate::tools::approval::ApprovalSettings;
 
 pub(super) fn http_policy(layers: &Layers) -> Result<HttpPolicy, ConfigError> {
     let ms = Duration::from_millis;
@@ -72,35 +75,64 @@ fn model_limits(layers: &Layers, threshold_configured: bool) -> Result<ModelLimi
     })
 }
 
-pub(super) fn delegation_config(layers: &Layers) -> Result<DelegationConfig, ConfigError> {
-    let ms = Duration::from_millis;
+pub(super) fn delegation_limits(layers: &Layers) -> Result<DelegationLimits, ConfigError> {
+    let defaults = DelegationLimits::default();
     // 0 means no budget.
     let budget = |tokens: Option<&AtLeast<0>>| tokens.map(|n| n.0).filter(|n| *n > 0);
-    Ok(DelegationConfig {
+    Ok(DelegationLimits {
         sandbox: setting!(layers, sandbox)?
             .copied()
-            .unwrap_or(SandboxRequirement::Required),
-        concurrency: setting!(layers, delegate_concurrency)?.map_or(4, |n| n.0 as u32),
-        default_timeout: setting!(layers, delegate_timeout_ms)?.map_or(ms(120_000), |m| m.0),
-        max_timeout: setting!(layers, delegate_max_timeout_ms)?.map_or(ms(600_000), |m| m.0),
-        grace: setting!(layers, delegate_grace_ms)?.map_or(ms(2_000), |m| m.0),
-        max_steps: setting!(layers, delegate_max_steps)?.map_or(40, |n| n.0 as u32),
-        max_per_turn: setting!(layers, delegate_max_per_turn)?.map_or(16, |n| n.0 as u32),
+            .unwrap_or(defaults.sandbox),
+        concurrency: setting!(layers, delegate_concurrency)?
+            .map_or(defaults.concurrency, |n| n.0 as u32),
+        default_timeout: setting!(layers, delegate_timeout_ms)?
+            .map_or(defaults.default_timeout, |m| m.0),
+        max_timeout: setting!(layers, delegate_max_timeout_ms)?
+            .map_or(defaults.max_timeout, |m| m.0),
+        grace: setting!(layers, delegate_grace_ms)?.map_or(defaults.grace, |m| m.0),
+        max_steps: setting!(layers, delegate_max_steps)?.map_or(defaults.max_steps, |n| n.0 as u32),
+        max_per_turn: setting!(layers, delegate_max_per_turn)?
+            .map_or(defaults.max_per_turn, |n| n.0 as u32),
         budget_tokens: budget(setting!(layers, delegate_budget_tokens)?),
         session_budget_tokens: budget(setting!(layers, delegate_session_budget_tokens)?),
         diff_bytes: setting!(layers, delegate_diff_bytes)?
-            .map_or(crate::changes::DEFAULT_DIFF_CAP, |n| n.0 as usize),
+            .map_or(defaults.diff_bytes, |n| n.0 as usize),
     })
 }
 
-pub(super) fn safety_config(
+/// The main agent's safety keys: its commands' sandbox, the approvals and
+/// the network rules. One builder reads them all, in this order, so that
+/// of several bad values the first one here is the one reported.
+pub(super) fn safety_sections(
     layers: &Layers,
     workspace: &Path,
-) -> Result<SafetyConfig, ConfigError> {
+) -> Result<(SandboxSettings, ApprovalSettings, NetRules), ConfigError> {
     let sandbox_mode = setting!(layers, sandbox_mode)?.copied();
     let approval_policy = setting!(layers, approval_policy)?.copied();
     let network = setting!(layers, network)?.copied();
-    let mut writable_roots = Vec::new();
+    let writable_roots = writable_roots(layers, workspace)?;
+    let approvals = ApprovalSettings {
+        approval_policy,
+        delegate_write: setting!(layers, delegate_write)?.copied(),
+        delegate_merge: setting!(layers, delegate_merge)?.copied(),
+    };
+    let network_rules = NetRules {
+        allow: setting!(layers, network_allow)?.map_or_else(Vec::new, |l| l.0.clone()),
+        deny: setting!(layers, network_deny)?.map_or_else(Vec::new, |l| l.0.clone()),
+    };
+    let defaults = SandboxSettings::default();
+    let sandbox = SandboxSettings {
+        mode: sandbox_mode.unwrap_or(defaults.mode),
+        network: network.unwrap_or(defaults.network),
+        writable_roots,
+        limits: command_limits(layers)?,
+    };
+    Ok((sandbox, approvals, network_rules))
+}
+
+/// `writable_roots`, each resolved against the workspace and canonical.
+fn writable_roots(layers: &Layers, workspace: &Path) -> Result<Vec<PathBuf>, ConfigError> {
+    let mut roots = Vec::new();
     if let Some((PathList(parts), source_name)) = setting!(layers, writable_roots, with source)? {
         for part in parts {
             let root = resolve_relative(workspace, part.trim());
@@ -110,22 +142,10 @@ pub(super) fn safety_config(
                     value: part.clone(),
                     source,
                 })?;
-            writable_roots.push(canonical);
+            roots.push(canonical);
         }
     }
-    Ok(SafetyConfig {
-        sandbox_mode: sandbox_mode.unwrap_or(SandboxMode::DEFAULT),
-        approval_policy,
-        delegate_write: setting!(layers, delegate_write)?.copied(),
-        delegate_merge: setting!(layers, delegate_merge)?.copied(),
-        network: network.unwrap_or(NetworkAccess::Off),
-        network_rules: crate::net::NetRules {
-            allow: setting!(layers, network_allow)?.map_or_else(Vec::new, |l| l.0.clone()),
-            deny: setting!(layers, network_deny)?.map_or_else(Vec::new, |l| l.0.clone()),
-        },
-        writable_roots,
-        limits: command_limits(layers)?,
-    })
+    Ok(roots)
 }
 
 /// `command_max_processes` and `command_tmpdir_mib`.

@@ -1,6 +1,8 @@
 use std::path::Path;
 
 use super::*;
+use crate::protocol::{ApprovalPolicy, SandboxMode};
+use crate::sandbox::SandboxRequirement;
 
 fn env(pairs: &[(&str, &str)], home: &Path) -> Vec<(String, String)> {
     let mut v: Vec<(String, String)> = pairs
@@ -151,16 +153,16 @@ fn trusted_only_changed(cfg: &Config, key: &str) -> bool {
         "script" => cfg.script.is_some(),
         "plan_file" => cfg.plan_file.ends_with("elsewhere.json"),
         "sandbox" => cfg.delegation.sandbox != SandboxRequirement::Required,
-        "sandbox_mode" => cfg.safety.sandbox_mode != SandboxMode::DEFAULT,
-        "approval_policy" => cfg.safety.approval_policy.is_some(),
-        "network" => cfg.safety.network != NetworkAccess::Off,
-        "network_allow" => !cfg.safety.network_rules.allow.is_empty(),
-        "network_deny" => !cfg.safety.network_rules.deny.is_empty(),
-        "writable_roots" => !cfg.safety.writable_roots.is_empty(),
-        "command_max_processes" => cfg.safety.limits.max_processes != 4096,
-        "command_tmpdir_mib" => cfg.safety.limits.tmpdir_mib != 1024,
-        "delegate_write" => cfg.safety.delegate_write.is_some(),
-        "delegate_merge" => cfg.safety.delegate_merge.is_some(),
+        "sandbox_mode" => cfg.sandbox.mode != SandboxMode::DEFAULT,
+        "approval_policy" => cfg.approvals.approval_policy.is_some(),
+        "network" => cfg.sandbox.network != NetworkAccess::Off,
+        "network_allow" => !cfg.network_rules.allow.is_empty(),
+        "network_deny" => !cfg.network_rules.deny.is_empty(),
+        "writable_roots" => !cfg.sandbox.writable_roots.is_empty(),
+        "command_max_processes" => cfg.sandbox.limits.max_processes != 4096,
+        "command_tmpdir_mib" => cfg.sandbox.limits.tmpdir_mib != 1024,
+        "delegate_write" => cfg.approvals.delegate_write.is_some(),
+        "delegate_merge" => cfg.approvals.delegate_merge.is_some(),
         other => panic!("no check for {other}"),
     }
 }
@@ -228,10 +230,13 @@ fn the_user_file_and_environment_stay_trusted() {
         &env(&[("FIDO_APPROVAL_POLICY", "untrusted")], home.path()),
     )
     .unwrap();
-    assert_eq!(cfg.safety.sandbox_mode, SandboxMode::ReadOnly);
-    assert_eq!(cfg.safety.approval_policy, Some(ApprovalPolicy::Untrusted));
+    assert_eq!(cfg.sandbox.mode, SandboxMode::ReadOnly);
     assert_eq!(
-        cfg.safety.writable_roots,
+        cfg.approvals.approval_policy,
+        Some(ApprovalPolicy::Untrusted)
+    );
+    assert_eq!(
+        cfg.sandbox.writable_roots,
         vec![std::fs::canonicalize("/tmp").unwrap()]
     );
 }
@@ -285,7 +290,7 @@ fn safety_values_are_checked() {
         &env(&[("FIDO_SANDBOX_MODE", "read_only")], home.path()),
     )
     .unwrap();
-    assert_eq!(cfg.safety.sandbox_mode, SandboxMode::ReadOnly);
+    assert_eq!(cfg.sandbox.mode, SandboxMode::ReadOnly);
 }
 
 #[test]
@@ -369,7 +374,7 @@ fn host_lists_keep_their_ports_from_a_file_and_the_environment() {
     let shown = |rules: &[crate::net::HostRule]| -> Vec<String> {
         rules.iter().map(ToString::to_string).collect()
     };
-    let rules = &cfg.safety.network_rules;
+    let rules = &cfg.network_rules;
     assert_eq!(
         shown(&rules.allow),
         ["localhost:8080", "*.example.org", "[::1]:9"]
@@ -392,7 +397,7 @@ fn the_host_lists_are_empty_by_default() {
     let dir = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     let cfg = Config::load_from(&overrides(dir.path()), &env(&[], home.path())).unwrap();
-    assert_eq!(cfg.safety.network_rules, crate::net::NetRules::default());
+    assert_eq!(cfg.network_rules, crate::net::NetRules::default());
 }
 
 #[test]
@@ -402,7 +407,7 @@ fn network_is_a_flag_or_allowlist_and_off_by_default() {
     let load = |pairs: &[(&str, &str)]| {
         Config::load_from(&overrides(dir.path()), &env(pairs, home.path()))
     };
-    assert_eq!(load(&[]).unwrap().safety.network, NetworkAccess::Off);
+    assert_eq!(load(&[]).unwrap().sandbox.network, NetworkAccess::Off);
     for (text, access) in [
         ("allowlist", NetworkAccess::Allowlist),
         ("true", NetworkAccess::On),
@@ -411,7 +416,7 @@ fn network_is_a_flag_or_allowlist_and_off_by_default() {
         ("0", NetworkAccess::Off),
     ] {
         let cfg = load(&[("FIDO_NETWORK", text)]).unwrap();
-        assert_eq!(cfg.safety.network, access, "{text}");
+        assert_eq!(cfg.sandbox.network, access, "{text}");
     }
     let err = load(&[("FIDO_NETWORK", "proxy")]).unwrap_err().to_string();
     assert_eq!(
@@ -427,7 +432,7 @@ fn network_is_a_flag_or_allowlist_and_off_by_default() {
         ("network = false\n", NetworkAccess::Off),
     ] {
         std::fs::write(&file, line).unwrap();
-        assert_eq!(load(&[]).unwrap().safety.network, access, "{line}");
+        assert_eq!(load(&[]).unwrap().sandbox.network, access, "{line}");
     }
     std::fs::write(&file, "network = 3\n").unwrap();
     let err = load(&[]).unwrap_err().to_string();
@@ -440,7 +445,7 @@ fn an_untrusted_workspace_cannot_open_the_network_by_allowlist() {
     let home = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("fido.toml"), "network = \"allowlist\"\n").unwrap();
     let cfg = Config::load_from(&overrides(dir.path()), &env(&[], home.path())).unwrap();
-    assert_eq!(cfg.safety.network, NetworkAccess::Off);
+    assert_eq!(cfg.sandbox.network, NetworkAccess::Off);
 }
 
 /// Trust follows content: a trusted file whose hook command changes by one
@@ -504,7 +509,7 @@ fn an_older_fidos_trust_is_not_trust_and_says_so() {
     std::fs::write(config_dir.join("trust.json"), old.to_string()).unwrap();
     let cfg = Config::load_from(&overrides(dir.path()), &env(&[], home.path())).unwrap();
     assert!(!cfg.workspace_trusted);
-    assert_eq!(cfg.safety.sandbox_mode, SandboxMode::WorkspaceWrite);
+    assert_eq!(cfg.sandbox.mode, SandboxMode::WorkspaceWrite);
     assert_eq!(cfg.warnings.len(), 1, "{:?}", cfg.warnings);
     assert!(
         cfg.warnings[0].contains("trusted by an older Fido")

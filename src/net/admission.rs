@@ -11,10 +11,10 @@ use std::pin::Pin;
 use super::fetch::{GateFuture, HopGate, HopRefused, Reach};
 use super::{Listing, NetRules, Target};
 
-pub type HostApprovalFuture<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+pub type HostApprovalFuture<'a> = Pin<Box<dyn Future<Output = Result<(), HopRefused>> + Send + 'a>>;
 
 /// Decides about a host in neither list. `Err` is the refusal, one
-/// sentence for the model.
+/// sentence for the model, as the lists' own refusals are.
 pub trait HostApproval: Send + Sync {
     fn approve_host<'a>(&'a self, target: &'a Target, url: &'a str) -> HostApprovalFuture<'a>;
 }
@@ -46,8 +46,7 @@ impl<A: HostApproval> Admission<A> {
                 .approval
                 .approve_host(target, url)
                 .await
-                .map(|()| Reach::Approved)
-                .map_err(HopRefused),
+                .map(|()| Reach::Approved),
         }
     }
 }
@@ -72,7 +71,7 @@ mod tests {
 
     /// Answers from a script and records what it was asked.
     struct Scripted {
-        answer: Result<(), String>,
+        answer: Result<(), HopRefused>,
         asked: Mutex<Vec<String>>,
     }
 
@@ -83,7 +82,7 @@ mod tests {
         }
     }
 
-    fn admission(allow: &str, deny: &str, answer: Result<(), String>) -> Admission<Scripted> {
+    fn admission(allow: &str, deny: &str, answer: Result<(), HopRefused>) -> Admission<Scripted> {
         let rules = NetRules {
             allow: parse_list(allow).unwrap(),
             deny: parse_list(deny).unwrap(),
@@ -123,7 +122,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_approvers_refusal_is_the_hops_refusal_word_for_word() {
-        let gate = admission("", "", Err("the user denied this.".into()));
+        let gate = admission("", "", Err(HopRefused("the user denied this.".into())));
         let target = Target::new("example.com", 443);
         let refused = gate.admit(&target, "https://example.com/").await;
         assert_eq!(refused, Err(HopRefused("the user denied this.".into())));

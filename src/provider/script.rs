@@ -120,7 +120,8 @@ impl ScriptProvider {
                 e.column()
             ))
         })?;
-        let (turns, subagent_turns) = parse_script(&value).map_err(error)?;
+        let (turns, subagent_turns) =
+            parse_script(&value).map_err(|shape| error(shape.to_string()))?;
         Ok(ScriptProvider {
             path: path.to_owned(),
             model: format!("script:{file_name}"),
@@ -140,21 +141,79 @@ impl ScriptProvider {
 /// The main agent's turns and the subagents' turns.
 type Tracks = (Vec<Turn>, Vec<Turn>);
 
-fn parse_script(value: &Value) -> Result<Tracks, String> {
-    let top = value
-        .as_object()
-        .ok_or("the script must be a JSON object with a \"turns\" array")?;
+/// What is wrong with a script's shape, where it is: the detail of
+/// `ProviderError::Script`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum ScriptShape {
+    #[error("the script must be a JSON object with a \"turns\" array")]
+    NotAnObject,
+    #[error(
+        "unknown key \"{0}\" (a script has \"turns\", optional \"subagent_turns\" and an optional \"description\")"
+    )]
+    UnknownKey(String),
+    #[error("the script has no \"turns\" array")]
+    NoTurns,
+    /// `turns` or `subagent_turns` is not an array.
+    #[error("\"{0}\" must be an array")]
+    NotAnArray(&'static str),
+    #[error("the script has no turns")]
+    NoMainTurns,
+    /// `subagent_turns` is empty.
+    #[error("\"{0}\" has no turns")]
+    EmptyTrack(&'static str),
+    /// What is wrong with turn `index` (from 1): `what` is "turn" or
+    /// "subagent turn".
+    #[error("{what} {index}: {source}")]
+    Turn {
+        what: &'static str,
+        index: usize,
+        source: TurnShape,
+    },
+}
+
+/// What is wrong with one turn.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum TurnShape {
+    #[error("a turn must be a JSON object")]
+    NotAnObject,
+    #[error("unknown key \"{0}\" (a turn has \"text\" and/or \"tool_calls\")")]
+    UnknownKey(String),
+    #[error("\"text\" must be a string")]
+    TextNotAString,
+    #[error("\"tool_calls\" must be an array")]
+    CallsNotAnArray,
+    #[error("a turn needs non-empty \"text\", \"tool_calls\", or both")]
+    Empty,
+    /// What is wrong with tool call `index` (from 1).
+    #[error("tool call {index}: {source}")]
+    Call { index: usize, source: CallShape },
+}
+
+/// What is wrong with one tool call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum CallShape {
+    #[error("a tool call must be a JSON object")]
+    NotAnObject,
+    #[error("unknown key \"{0}\" (a tool call has \"name\" and \"arguments\")")]
+    UnknownKey(String),
+    #[error("\"name\" must be a non-empty string")]
+    NoName,
+    /// `arguments` is not an object but this kind of value.
+    #[error("\"arguments\" must be a JSON object, got {0}")]
+    ArgumentsNotAnObject(&'static str),
+}
+
+fn parse_script(value: &Value) -> Result<Tracks, ScriptShape> {
+    let top = value.as_object().ok_or(ScriptShape::NotAnObject)?;
     if let Some(key) = top
         .keys()
         .find(|k| !matches!(k.as_str(), "turns" | "subagent_turns" | "description"))
     {
-        return Err(format!(
-            "unknown key \"{key}\" (a script has \"turns\", optional \"subagent_turns\" and an optional \"description\")"
-        ));
+        return Err(ScriptShape::UnknownKey(key.clone()));
     }
     let mut next_id = 1;
-    let turns = parse_turns(top.get("turns"), "turns", &mut next_id)?
-        .ok_or("the script has no \"turns\" array")?;
+    let turns =
+        parse_turns(top.get("turns"), "turns", &mut next_id)?.ok_or(ScriptShape::NoTurns)?;
     let subagent_turns =
         parse_turns(top.get("subagent_turns"), "subagent_turns", &mut next_id)?.unwrap_or_default();
     Ok((turns, subagent_turns))
@@ -164,23 +223,21 @@ fn parse_script(value: &Value) -> Result<Tracks, String> {
 /// from `next_id`.
 fn parse_turns(
     value: Option<&Value>,
-    key: &str,
+    key: &'static str,
     next_id: &mut usize,
-) -> Result<Option<Vec<Turn>>, String> {
+) -> Result<Option<Vec<Turn>>, ScriptShape> {
     let Some(value) = value else {
         return Ok(None);
     };
-    let turns = value
-        .as_array()
-        .ok_or_else(|| format!("\"{key}\" must be an array"))?;
+    let turns = value.as_array().ok_or(ScriptShape::NotAnArray(key))?;
     if turns.is_empty() {
         return Err(if key == "turns" {
-            "the script has no turns".into()
+            ScriptShape::NoMainTurns
         } else {
-            format!("\"{key}\" has no turns")
+            ScriptShape::EmptyTrack(key)
         });
     }
-    let prefix = if key == "turns" {
+    let what = if key == "turns" {
         "turn"
     } else {
         "subagent turn"
@@ -189,71 +246,66 @@ fn parse_turns(
         .iter()
         .enumerate()
         .map(|(i, turn)| {
-            parse_turn(turn, next_id).map_err(|detail| format!("{prefix} {}: {detail}", i + 1))
+            parse_turn(turn, next_id).map_err(|source| ScriptShape::Turn {
+                what,
+                index: i + 1,
+                source,
+            })
         })
         .collect::<Result<Vec<_>, _>>()
         .map(Some)
 }
 
-fn parse_turn(turn: &Value, next_id: &mut usize) -> Result<Turn, String> {
-    let turn = turn.as_object().ok_or("a turn must be a JSON object")?;
+fn parse_turn(turn: &Value, next_id: &mut usize) -> Result<Turn, TurnShape> {
+    let turn = turn.as_object().ok_or(TurnShape::NotAnObject)?;
     if let Some(key) = turn
         .keys()
         .find(|k| !matches!(k.as_str(), "text" | "tool_calls"))
     {
-        return Err(format!(
-            "unknown key \"{key}\" (a turn has \"text\" and/or \"tool_calls\")"
-        ));
+        return Err(TurnShape::UnknownKey(key.clone()));
     }
     let text = match turn.get("text") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()).filter(|s| !s.is_empty()),
-        Some(_) => return Err("\"text\" must be a string".into()),
+        Some(_) => return Err(TurnShape::TextNotAString),
     };
     let calls = match turn.get("tool_calls") {
         None | Some(Value::Null) => &[][..],
         Some(Value::Array(calls)) => calls.as_slice(),
-        Some(_) => return Err("\"tool_calls\" must be an array".into()),
+        Some(_) => return Err(TurnShape::CallsNotAnArray),
     };
     if text.is_none() && calls.is_empty() {
-        return Err("a turn needs non-empty \"text\", \"tool_calls\", or both".into());
+        return Err(TurnShape::Empty);
     }
     let mut tool_calls = Vec::with_capacity(calls.len());
     for (i, call) in calls.iter().enumerate() {
-        let call = parse_call(call, *next_id)
-            .map_err(|detail| format!("tool call {}: {detail}", i + 1))?;
+        let call = parse_call(call, *next_id).map_err(|source| TurnShape::Call {
+            index: i + 1,
+            source,
+        })?;
         *next_id += 1;
         tool_calls.push(call);
     }
     Ok(Turn { text, tool_calls })
 }
 
-fn parse_call(call: &Value, id: usize) -> Result<ToolCall, String> {
-    let call = call
-        .as_object()
-        .ok_or("a tool call must be a JSON object")?;
+fn parse_call(call: &Value, id: usize) -> Result<ToolCall, CallShape> {
+    let call = call.as_object().ok_or(CallShape::NotAnObject)?;
     if let Some(key) = call
         .keys()
         .find(|k| !matches!(k.as_str(), "name" | "arguments"))
     {
-        return Err(format!(
-            "unknown key \"{key}\" (a tool call has \"name\" and \"arguments\")"
-        ));
+        return Err(CallShape::UnknownKey(key.clone()));
     }
     let name = call
         .get("name")
         .and_then(Value::as_str)
         .filter(|n| !n.is_empty())
-        .ok_or("\"name\" must be a non-empty string")?;
+        .ok_or(CallShape::NoName)?;
     let arguments = match call.get("arguments") {
         None => Map::new(),
         Some(Value::Object(object)) => object.clone(),
-        Some(other) => {
-            return Err(format!(
-                "\"arguments\" must be a JSON object, got {}",
-                kind_of(other)
-            ));
-        }
+        Some(other) => return Err(CallShape::ArgumentsNotAnObject(kind_of(other))),
     };
     Ok(ToolCall {
         id: format!("script-call-{id}"),
@@ -526,6 +578,24 @@ mod tests {
         assert_eq!(
             detail(script(r#"{"turns": [{"text": 3}]}"#)),
             "turn 1: \"text\" must be a string"
+        );
+        assert_eq!(
+            detail(script(r#"{"turns": {}}"#)),
+            "\"turns\" must be an array"
+        );
+        assert_eq!(
+            detail(script(
+                r#"{"turns": [{"text": "a"}], "subagent_turns": []}"#
+            )),
+            "\"subagent_turns\" has no turns"
+        );
+        assert_eq!(
+            detail(script(r#"{"turns": [{"text": "a"}], "turn": []}"#)),
+            "unknown key \"turn\" (a script has \"turns\", optional \"subagent_turns\" and an optional \"description\")"
+        );
+        assert_eq!(
+            detail(script(r#"{"turns": [{"tool_calls": [1]}]}"#)),
+            "turn 1: tool call 1: a tool call must be a JSON object"
         );
     }
 

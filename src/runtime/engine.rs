@@ -150,7 +150,9 @@ impl Engine {
             commands,
             asks,
             switch_model: Some(Arc::new(move |model: &str| switcher.provider_for(model))),
-            switch_safety: Some(Arc::new(move |mode, policy| safety.switch(mode, policy))),
+            switch_safety: Some(Arc::new(move |mode, policy| {
+                Ok(safety.switch(mode, policy)?)
+            })),
             awaited: awaited.clone(),
         };
         let ops = ops::serve(runtime.actor.clone(), desk);

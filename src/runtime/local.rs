@@ -20,7 +20,8 @@ use crate::protocol::op::{
 use crate::provider::SwitchError;
 use crate::store::journal::{self, Journal};
 use crate::store::prompt_history;
-use crate::store::undo::UndoLog;
+use crate::store::state_file::StateFileError;
+use crate::store::undo::{UndoError, UndoLog};
 use crate::text::escape_line;
 use crate::tools::approval::SettingsCell;
 use crate::workspace::Workspace;
@@ -82,8 +83,8 @@ impl EngineCommands {
         })
     }
 
-    fn clear_update_plan(&self) -> Result<PlanCleared, String> {
-        let (state, warning) = self.plans.clear().map_err(|err| err.to_string())?;
+    fn clear_update_plan(&self) -> Result<PlanCleared, StateFileError> {
+        let (state, warning) = self.plans.clear()?;
         if let Some(warning) = warning {
             tracing::warn!("{warning}");
         }
@@ -124,7 +125,7 @@ impl LocalCommands for EngineCommands {
 
     fn clear(&self) -> Result<PlanCleared, CommandError> {
         match self.flavour {
-            PlanFlavour::UpdatePlan => Ok(self.clear_update_plan()?),
+            PlanFlavour::UpdatePlan => Ok(self.clear_update_plan().map_err(|e| e.to_string())?),
             PlanFlavour::Todo => {
                 let output = todo::run_call(&self.todos, &serde_json::json!({"action": "clear"}))
                     .map_err(|err| err.to_string())?;
@@ -140,7 +141,7 @@ impl LocalCommands for EngineCommands {
     }
 
     fn undo(&self) -> Result<Option<UndoneChange>, CommandError> {
-        Ok(undo_last(&self.workspace)?)
+        Ok(undo_last(&self.workspace).map_err(|e| e.to_string())?)
     }
 
     fn bookmark(&self, name: Option<&str>) -> Result<(Arc<Journal>, String), CommandError> {
@@ -192,10 +193,10 @@ impl LocalCommands for EngineCommands {
                 instruction_files: self.instruction_files.clone(),
             };
         }
-        let safety = self.config.as_ref().map(|config| &config.safety);
+        let config = self.config.as_ref();
         StatusInfo {
-            sandbox_mode: safety.map(|s| s.sandbox_mode),
-            approval_policy: safety.map(|s| s.approval_policy.unwrap_or(self.default_approval)),
+            sandbox_mode: config.map(|c| c.sandbox.mode),
+            approval_policy: config.map(|c| c.approvals.policy_or(self.default_approval)),
             instruction_files: self.instruction_files.clone(),
         }
     }
@@ -253,18 +254,33 @@ fn saved_exists(workspace: &Path, name: &str) -> bool {
             .is_file()
 }
 
+/// Why `/undo` and `fido undo` changed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum UndoFailed {
+    #[error("workspace {}: {source}", .root.display())]
+    Workspace {
+        root: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot undo: {0}")]
+    Undo(#[source] UndoError),
+}
+
 /// Reverts the latest undoable change of the workspace at `root` (`None`:
 /// there was none); `/undo` and `fido undo` both go through it.
-pub fn undo_last(root: &Path) -> Result<Option<UndoneChange>, String> {
-    let workspace =
-        Workspace::new(root).map_err(|e| format!("workspace {}: {e}", root.display()))?;
+pub fn undo_last(root: &Path) -> Result<Option<UndoneChange>, UndoFailed> {
+    let workspace = Workspace::new(root).map_err(|source| UndoFailed::Workspace {
+        root: root.to_path_buf(),
+        source,
+    })?;
     let undo = UndoLog::new(&workspace.root);
     match undo.undo_last(&workspace) {
         Ok(entry) => Ok(entry.map(|entry| UndoneChange {
             kind: entry.kind.into(),
             path: entry.path,
         })),
-        Err(err) => Err(format!("cannot undo: {err}")),
+        Err(err) => Err(UndoFailed::Undo(err)),
     }
 }
 

@@ -255,20 +255,10 @@ impl Parts {
         // subagent ask through it (also for the models profiles name).
         let models = profile_models(config, &profiles)?;
         let gateway = Gateway::with_models(provider, models, config.provider_concurrency);
-        let approval = config
-            .safety
-            .approval_policy
-            .unwrap_or(interaction.default_approval);
-        let delegation = DelegationPolicy {
-            write: config
-                .safety
-                .delegate_write
-                .unwrap_or(interaction.default_delegation.write),
-            merge: config
-                .safety
-                .delegate_merge
-                .unwrap_or(interaction.default_delegation.merge),
-        };
+        let approval = config.approvals.policy_or(interaction.default_approval);
+        let delegation = config
+            .approvals
+            .delegation_or(interaction.default_delegation);
         let mut env = tool_env(config, approval, interaction.approver)?;
         let hooks = Arc::new(crate::hooks::Hooks::new(
             config.hooks.clone(),
@@ -318,21 +308,12 @@ fn delegation_settings(
         .map(|fido| crate::subagent::child_program(&fido))
         .map_err(StartError::ChildProgram)?;
     Ok(DelegationSettings {
-        default_timeout: config.delegation.default_timeout,
-        max_timeout: config.delegation.max_timeout,
-        grace: config.delegation.grace,
-        sandbox: config.delegation.sandbox,
-        max_steps: config.delegation.max_steps,
+        limits: config.delegation.clone(),
         plan_tool: config.plan_tool,
         deny_read: policy::credential_paths(config),
         workspace: config.workspace.clone(),
         program,
-        concurrency: config.delegation.concurrency,
-        max_per_turn: config.delegation.max_per_turn,
-        budget_tokens: config.delegation.budget_tokens,
-        session_budget_tokens: config.delegation.session_budget_tokens,
-        diff_bytes: config.delegation.diff_bytes,
-        max_processes: config.safety.limits.max_processes,
+        max_processes: config.sandbox.limits.max_processes,
         tool_call_fallback: config.agent.limits.tool_call_fallback,
         profiles,
     })

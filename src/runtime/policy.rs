@@ -34,14 +34,14 @@ pub fn routed_through_proxy(network: NetworkAccess, mode: SandboxMode) -> bool {
 /// The sandbox of the main agent's commands, as configured.
 pub fn command_policy(config: &Config) -> CommandPolicy {
     CommandPolicy {
-        mode: config.safety.sandbox_mode,
+        mode: config.sandbox.mode,
         // Under an allowlist the prepared sandbox gives the commands no
         // network of their own: the proxy is their only way out
         // (`runtime::tool_env`).
-        network: config.safety.network,
+        network: config.sandbox.network,
         workspace: config.workspace.clone(),
-        writable_roots: config.safety.writable_roots.clone(),
+        writable_roots: config.sandbox.writable_roots.clone(),
         deny: credential_paths(config),
-        limits: config.safety.limits,
+        limits: config.sandbox.limits,
     }
 }

@@ -5,13 +5,42 @@
 //! settings. Nothing is written to a file: a resumed session starts with
 //! its configuration's settings again.
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use super::tool_env::ToolEnvError;
 use crate::config::Config;
 use crate::protocol::{ApprovalPolicy, SafetySettings, SandboxMode};
-use crate::sandbox::CommandSandbox;
 use crate::sandbox::child::error_chain;
+use crate::sandbox::{CommandSandbox, SandboxError};
 use crate::tools::ToolEnv;
+
+/// Why a switch was refused; the session's settings stay as they were.
+#[derive(Debug, thiserror::Error)]
+pub enum SwitchRefused {
+    /// Full access in a folder that is not trusted.
+    #[error(
+        "full access is refused: {} is not trusted, and its files could steer commands that run with all your rights. Review it, then run `fido trust` there",
+        .workspace.display()
+    )]
+    Untrusted { workspace: PathBuf },
+    /// The kernel cannot give the commands the sandbox of `mode`.
+    #[error("sandbox_mode {mode} cannot be had here: {}", error_chain(.source))]
+    Sandbox {
+        mode: SandboxMode,
+        #[source]
+        source: SandboxError,
+    },
+    /// `network = "allowlist"` in a sandboxed `mode`, but the session
+    /// started in full access, without its proxy.
+    #[error(
+        "network = \"allowlist\": this session started without its proxy (in danger-full-access), so {mode} cannot keep commands to it; start a new session in this mode"
+    )]
+    NoProxy { mode: SandboxMode },
+    /// The commands cannot be kept to the proxy.
+    #[error(transparent)]
+    Proxy(ToolEnvError),
+}
 
 /// What a session needs to switch its settings.
 pub struct SafetySwitch {
@@ -40,7 +69,7 @@ impl SafetySwitch {
         &self,
         mode: SandboxMode,
         policy: ApprovalPolicy,
-    ) -> Result<SafetySettings, String> {
+    ) -> Result<SafetySettings, SwitchRefused> {
         let _one_at_a_time = self
             .switching
             .lock()
@@ -48,7 +77,7 @@ impl SafetySwitch {
         let wanted = SafetySettings {
             sandbox_mode: mode,
             approval_policy: policy,
-            network: self.config.safety.network,
+            network: self.config.sandbox.network,
         };
         if let Some(why) = self.forbidden(&wanted) {
             return Err(why);
@@ -65,7 +94,7 @@ impl SafetySwitch {
     /// Why the workspace's trust forbids `wanted`: full access, where the
     /// folder is not trusted, unless the session started with it (the
     /// person's own configuration chose it then).
-    fn forbidden(&self, wanted: &SafetySettings) -> Option<String> {
+    fn forbidden(&self, wanted: &SafetySettings) -> Option<SwitchRefused> {
         let full = wanted.sandbox_mode == SandboxMode::DangerFullAccess;
         if !full
             || self.config.workspace_trusted
@@ -73,34 +102,27 @@ impl SafetySwitch {
         {
             return None;
         }
-        Some(format!(
-            "full access is refused: {} is not trusted, and its files could steer commands that run with all your rights. Review it, then run `fido trust` there",
-            self.config.workspace.display()
-        ))
+        Some(SwitchRefused::Untrusted {
+            workspace: self.config.workspace.clone(),
+        })
     }
 
     /// The commands' sandbox for `mode`, as the session's would have been
     /// had it started in it (routed through its allowlist proxy, if any).
-    fn sandbox_for(&self, mode: SandboxMode) -> Result<CommandSandbox, String> {
+    fn sandbox_for(&self, mode: SandboxMode) -> Result<CommandSandbox, SwitchRefused> {
         let mut policy = super::policy::command_policy(&self.config);
         policy.mode = mode;
-        let sandbox = CommandSandbox::prepare(&policy).map_err(|err| {
-            format!(
-                "sandbox_mode {mode} cannot be had here: {}",
-                error_chain(&err)
-            )
-        })?;
-        if !super::policy::routed_through_proxy(self.config.safety.network, mode) {
+        let sandbox = CommandSandbox::prepare(&policy)
+            .map_err(|source| SwitchRefused::Sandbox { mode, source })?;
+        if !super::policy::routed_through_proxy(self.config.sandbox.network, mode) {
             return Ok(sandbox);
         }
         let Some(proxy) = &self.tool_env.proxy else {
-            return Err(format!(
-                "network = \"allowlist\": this session started without its proxy (in danger-full-access), so {mode} cannot keep commands to it; start a new session in this mode"
-            ));
+            return Err(SwitchRefused::NoProxy { mode });
         };
         sandbox
             .with_proxy(proxy.route())
-            .map_err(|err| super::tool_env::ToolEnvError::ProxySandbox(err).to_string())
+            .map_err(|err| SwitchRefused::Proxy(ToolEnvError::ProxySandbox(err)))
     }
 }
 
@@ -133,7 +155,7 @@ mod tests {
         let refused = switch
             .switch(SandboxMode::DangerFullAccess, ApprovalPolicy::Never)
             .unwrap_err();
-        assert!(refused.contains("not trusted"), "{refused}");
+        assert!(refused.to_string().contains("not trusted"), "{refused}");
         assert!(Arc::ptr_eq(&before, &switch.tool_env.sandbox.current()));
         assert_eq!(
             switch.tool_env.approvals.settings().sandbox_mode,

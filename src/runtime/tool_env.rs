@@ -59,19 +59,19 @@ pub fn tool_env(
     let sandbox =
         CommandSandbox::prepare(&super::policy::command_policy(config)).map_err(|source| {
             ToolEnvError::Sandbox {
-                mode: config.safety.sandbox_mode,
+                mode: config.sandbox.mode,
                 source,
             }
         })?;
     let settings = SafetySettings {
-        sandbox_mode: config.safety.sandbox_mode,
+        sandbox_mode: config.sandbox.mode,
         approval_policy: approval,
-        network: config.safety.network,
+        network: config.sandbox.network,
     };
     // One cell for both, so a mode switch reaches the browser's gate too.
     let settings = SettingsCell::new(settings);
     let browser = Arc::new(Browser::new(
-        config.safety.network_rules.clone(),
+        config.network_rules.clone(),
         Approvals::sharing(settings.clone(), approver.clone()),
     ));
     let (sandbox, proxy) = route_through_proxy(config, sandbox, &browser)?;
@@ -103,7 +103,7 @@ fn route_through_proxy(
     sandbox: CommandSandbox,
     browser: &Arc<Browser>,
 ) -> Result<(CommandSandbox, Option<Arc<Proxy>>), ToolEnvError> {
-    if !super::policy::routed_through_proxy(config.safety.network, config.safety.sandbox_mode) {
+    if !super::policy::routed_through_proxy(config.sandbox.network, config.sandbox.mode) {
         return Ok((sandbox, None));
     }
     let proxy =

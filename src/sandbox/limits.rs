@@ -60,16 +60,25 @@ pub const RESERVED_PIDS: u64 = 300;
 /// The first kernel whose `pid_max` belongs to the PID namespace.
 const PID_MAX_PER_NAMESPACE: (u32, u32) = (6, 14);
 
+/// Why this kernel cannot keep a command to a process limit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoProcessLimit {
+    /// A kernel before 6.14: its `pid_max` is the whole machine's.
+    #[error("kernel {release} keeps pid_max for the whole machine (per PID namespace since 6.14)")]
+    MachineWide { release: String },
+    /// The release `uname` gave does not read as a version.
+    #[error("cannot read the kernel version from {release:?}")]
+    UnknownRelease { release: String },
+}
+
 /// Whether this kernel keeps `pid_max` per PID namespace; else why the
 /// process limit cannot be set.
-pub fn process_limit_support() -> Result<(), String> {
+pub fn process_limit_support() -> Result<(), NoProcessLimit> {
     let release = kernel_release();
     match parse_release(&release) {
         Some(version) if version >= PID_MAX_PER_NAMESPACE => Ok(()),
-        Some(_) => Err(format!(
-            "kernel {release} keeps pid_max for the whole machine (per PID namespace since 6.14)"
-        )),
-        None => Err(format!("cannot read the kernel version from {release:?}")),
+        Some(_) => Err(NoProcessLimit::MachineWide { release }),
+        None => Err(NoProcessLimit::UnknownRelease { release }),
     }
 }
 

@@ -26,6 +26,7 @@ pub mod protect;
 // (`crate::sandbox_check`) too, to say what this kernel enforces.
 pub(crate) mod ruleset;
 pub mod seccomp;
+mod settings;
 mod slot;
 pub mod subagent_ns;
 
@@ -34,4 +35,5 @@ pub use command::{
     CommandConfinement, CommandPolicy, CommandSandbox, PrivateDir, credential_paths,
 };
 pub use policy::{Enforcement, SandboxError, SandboxReport, SandboxRequirement};
+pub use settings::SandboxSettings;
 pub use slot::SandboxSlot;

@@ -64,11 +64,14 @@ use std::path::{Path, PathBuf};
 pub mod control;
 pub mod fork;
 pub mod ipc;
+pub mod limits;
 pub mod orphans;
 pub mod profiles;
 pub mod result;
 pub mod runner;
 pub mod supervisor;
+
+pub use limits::{DelegationLimits, MAX_DELEGATE_CONCURRENCY};
 
 /// The binary of the child side alone: the same library code as `fido
 /// __subagent`, without the terminal UI, the HTTP client or the MCP client.

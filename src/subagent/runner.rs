@@ -36,8 +36,10 @@ use crate::protocol::{EventKind, Message, SubagentPhase};
 use crate::provider::{
     ChatRequest, Completion, CompletionFuture, NoticeSink, Provider, ProviderError,
 };
-use crate::sandbox::child::ChildRoots;
-use crate::sandbox::{CommandSandbox, SandboxRequirement, enter_child_sandbox};
+use crate::sandbox::child::{ChildRoots, error_chain};
+use crate::sandbox::{
+    CommandSandbox, SandboxError, SandboxReport, SandboxRequirement, enter_child_sandbox,
+};
 use crate::store::undo::UndoLog;
 use crate::tools::web::{BrowseRequest, Web};
 use crate::tools::{
@@ -102,9 +104,8 @@ pub fn main(args: SubagentArgs) -> ExitCode {
             std::os::unix::net::UnixStream::from(std::os::fd::OwnedFd::from(stream))
         }
     };
-    let mode = SandboxRequirement::parse(&args.sandbox);
-    let sandbox = match mode {
-        Ok(mode) => enter_child_sandbox(
+    let sandbox = SandboxRequirement::parse(&args.sandbox).and_then(|mode| {
+        enter_child_sandbox(
             Pid::from_raw(args.parent_pid),
             mode,
             &args.deny_read,
@@ -115,9 +116,7 @@ pub fn main(args: SubagentArgs) -> ExitCode {
                 read: &args.read_roots,
             },
         )
-        .map_err(|err| crate::sandbox::child::error_chain(&err)),
-        Err(err) => Err(err.to_string()),
-    };
+    });
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -146,7 +145,7 @@ pub fn main(args: SubagentArgs) -> ExitCode {
 async fn serve(
     stream: tokio::net::UnixStream,
     agent_id: String,
-    sandbox: Result<crate::sandbox::SandboxReport, String>,
+    sandbox: Result<SandboxReport, SandboxError>,
     scratch: Option<std::path::PathBuf>,
     mode: DelegateMode,
 ) -> ExitCode {
@@ -154,7 +153,7 @@ async fn serve(
     let (writer, writer_task) = spawn_writer(write);
     let _ = writer.send(hello(&sandbox)).await;
     if let Err(error) = &sandbox {
-        warn!(%agent_id, "sandbox not in force: {error}");
+        warn!(%agent_id, "sandbox not in force: {}", error_chain(error));
         drop(writer);
         let _ = tokio::time::timeout(Duration::from_secs(2), writer_task).await;
         return ExitCode::from(1);
@@ -219,7 +218,7 @@ fn logged_catalog(
 }
 
 /// The first frame: the protocol version, this pid and the sandbox's state.
-fn hello(sandbox: &Result<crate::sandbox::SandboxReport, String>) -> ChildFrame {
+fn hello(sandbox: &Result<SandboxReport, SandboxError>) -> ChildFrame {
     let sandbox_warnings = sandbox
         .as_ref()
         .map(|report| report.warnings.clone())
@@ -236,7 +235,8 @@ fn hello(sandbox: &Result<crate::sandbox::SandboxReport, String>) -> ChildFrame 
                 report.no_new_privs
             ),
         ),
-        Err(error) => (Some(error.clone()), String::new()),
+        // With its sources: the parent shows this one line.
+        Err(error) => (Some(error_chain(error)), String::new()),
     };
     ChildFrame::Hello {
         version: PROTOCOL_VERSION,

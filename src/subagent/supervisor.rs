@@ -13,6 +13,7 @@ use ractor::{Actor, ActorRef};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use super::DelegationLimits;
 use super::fork::build_fork;
 use crate::agent::EventSink;
 use crate::plan::PlanFlavour;
@@ -20,7 +21,6 @@ use crate::protocol::control::RunningSubagent;
 use crate::protocol::delegate::{DelegateArgs, DelegateErrorCode, DelegateResult};
 use crate::protocol::{EventKind, Message, SubagentPhase};
 use crate::provider::gateway::Gateway;
-use crate::sandbox::SandboxRequirement;
 use crate::subagent::profiles::{Profile, Profiles};
 use crate::tools::ToolCatalog;
 use crate::tools::delegate::{DelegationFuture, DelegationRequest, Delegator};
@@ -57,34 +57,20 @@ const MAX_STDERR_LOGGED: usize = 64 * 1024;
 /// How often lifecycle events of one phase reach the UI.
 const LIFECYCLE_INTERVAL: Duration = Duration::from_millis(50);
 
-/// Delegation limits, from the configuration.
+/// What the supervisor runs with: the configured limits and what the
+/// session adds to them (its workspace, profiles, the child program).
 #[derive(Debug, Clone)]
 pub struct DelegationSettings {
-    pub default_timeout: Duration,
-    pub max_timeout: Duration,
-    /// Time a cancelled child has to send its partial result.
-    pub grace: Duration,
-    pub sandbox: SandboxRequirement,
-    /// Model requests the subagent may make.
-    pub max_steps: u32,
+    /// The `sandbox` and `delegate_*` keys.
+    pub limits: DelegationLimits,
     pub plan_tool: PlanFlavour,
     /// Credential paths the child's sandbox keeps unreadable.
     pub deny_read: Vec<PathBuf>,
     pub workspace: PathBuf,
     /// The binary to run as `fido __subagent` (the current executable).
     pub program: PathBuf,
-    /// Subagents running at once; the rest wait in call order.
-    pub concurrency: u32,
-    /// Subagents started in one parent turn.
-    pub max_per_turn: u32,
-    /// Default token budget of one subagent.
-    pub budget_tokens: Option<u64>,
-    /// Token budget of all subagents of the session together.
-    pub session_budget_tokens: Option<u64>,
     /// The session's subagent profiles (`delegate`'s `agent`).
     pub profiles: Arc<Profiles>,
-    /// Bytes of a write subagent's diff its result carries.
-    pub diff_bytes: usize,
     /// Processes and threads one subagent and all its commands may have
     /// at once (`command_max_processes`; `sandbox::subagent_ns::contain_subagent`).
     pub max_processes: u32,
@@ -97,21 +83,12 @@ impl DelegationSettings {
     /// The settings for `workspace` with the configuration's defaults.
     pub fn defaults(workspace: PathBuf, program: PathBuf) -> DelegationSettings {
         DelegationSettings {
-            default_timeout: Duration::from_secs(120),
-            max_timeout: Duration::from_secs(600),
-            grace: Duration::from_secs(2),
-            sandbox: SandboxRequirement::Required,
-            max_steps: 40,
+            limits: DelegationLimits::default(),
             plan_tool: PlanFlavour::UpdatePlan,
             deny_read: Vec::new(),
             workspace,
             program,
-            concurrency: 4,
-            max_per_turn: 16,
-            budget_tokens: None,
-            session_budget_tokens: None,
             profiles: Arc::default(),
-            diff_bytes: crate::changes::DEFAULT_DIFF_CAP,
             max_processes: crate::sandbox::limits::DEFAULT_MAX_PROCESSES,
             tool_call_fallback: false,
         }
@@ -198,6 +175,7 @@ impl Shared {
         let used = previous.saturating_add(tokens);
         let spent = self
             .settings
+            .limits
             .session_budget_tokens
             .is_some_and(|budget| used >= budget);
         if spent {
@@ -376,7 +354,7 @@ impl Supervisor {
     /// The refusal of a call past `delegate_max_per_turn`, if this is one.
     fn over_turn_limit(&self, agent_id: &str) -> Option<DelegateResult> {
         let asked = self.asked_this_turn.fetch_add(1, Ordering::Relaxed) + 1;
-        let limit = self.settings.max_per_turn;
+        let limit = self.settings.limits.max_per_turn;
         (asked > limit).then(|| {
             let mut result = DelegateResult::failed(
                 agent_id,
@@ -431,7 +409,7 @@ impl Delegator for Supervisor {
             };
             let max_steps = profile
                 .and_then(|p| p.max_steps)
-                .unwrap_or(self.settings.max_steps);
+                .unwrap_or(self.settings.limits.max_steps);
             let mut fork = build_fork(
                 request.parent_messages,
                 request.call_id,
@@ -466,7 +444,7 @@ impl Delegator for Supervisor {
                     .args
                     .budget_tokens
                     .or(profile.and_then(|p| p.budget_tokens))
-                    .or(self.settings.budget_tokens),
+                    .or(self.settings.limits.budget_tokens),
                 max_steps,
                 model: profile.and_then(|p| p.model.clone()),
                 plan_item: request
@@ -553,8 +531,11 @@ fn timeout_for(
 ) -> Duration {
     args.timeout_ms
         .or(profile.and_then(|p| p.timeout_ms))
-        .map_or(settings.default_timeout, Duration::from_millis)
-        .clamp(MIN_TIMEOUT.min(settings.max_timeout), settings.max_timeout)
+        .map_or(settings.limits.default_timeout, Duration::from_millis)
+        .clamp(
+            MIN_TIMEOUT.min(settings.limits.max_timeout),
+            settings.limits.max_timeout,
+        )
 }
 
 /// The subagent instructions with a profile's own after them: never in the

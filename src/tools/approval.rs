@@ -25,8 +25,11 @@ use crate::hooks::Hooks;
 use crate::hooks::points::{CallFacts, PermissionAnswer};
 use crate::net::Target;
 use crate::net::admission::{HostApproval, HostApprovalFuture, allow_hint};
-use crate::protocol::changes::DelegationPolicy;
-use crate::protocol::{ApprovalDecision, ApprovalRequest, SafetySettings, SandboxMode};
+use crate::net::fetch::HopRefused;
+use crate::protocol::changes::{DelegateMerge, DelegateWrite, DelegationPolicy};
+use crate::protocol::{
+    ApprovalDecision, ApprovalPolicy, ApprovalRequest, SafetySettings, SandboxMode,
+};
 
 tokio::task_local! {
     /// The tool call being run, set by the agent around each invocation:
@@ -102,6 +105,32 @@ impl SettingsCell {
 
     pub fn set(&self, settings: SafetySettings) {
         *self.0.write().unwrap_or_else(PoisonError::into_inner) = settings;
+    }
+}
+
+/// The approvals as the configuration sets them (`approval_policy`,
+/// `delegate_write`, `delegate_merge`); each one unset leaves the front
+/// end's default (on-request and ask in the TUI, never and manual for
+/// `fido exec`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ApprovalSettings {
+    pub approval_policy: Option<ApprovalPolicy>,
+    pub delegate_write: Option<DelegateWrite>,
+    pub delegate_merge: Option<DelegateMerge>,
+}
+
+impl ApprovalSettings {
+    /// The configured approval policy, else `default`.
+    pub fn policy_or(&self, default: ApprovalPolicy) -> ApprovalPolicy {
+        self.approval_policy.unwrap_or(default)
+    }
+
+    /// The configured write-delegation policies, each else `default`'s.
+    pub fn delegation_or(&self, default: DelegationPolicy) -> DelegationPolicy {
+        DelegationPolicy {
+            write: self.delegate_write.unwrap_or(default.write),
+            merge: self.delegate_merge.unwrap_or(default.merge),
+        }
     }
 }
 
@@ -402,7 +431,11 @@ impl Approvals {
 
 impl HostApproval for Approvals {
     fn approve_host<'a>(&'a self, target: &'a Target, url: &'a str) -> HostApprovalFuture<'a> {
-        Box::pin(async move { self.browse(target, url).await.map_err(|r| r.message()) })
+        Box::pin(async move {
+            self.browse(target, url)
+                .await
+                .map_err(|r| HopRefused(r.message()))
+        })
     }
 }
 

@@ -470,7 +470,7 @@ fn limited(
 fn with_299_processes() -> Option<(tempfile::TempDir, ToolEnv)> {
     use crate::sandbox::limits::{CommandLimits, process_limit_support};
     if let Err(reason) = process_limit_support() {
-        crate::sandbox::pidns::tests::skip_unless_ci(&reason);
+        crate::sandbox::pidns::tests::skip_unless_ci(&reason.to_string());
         return None;
     }
     let (dir, mut env) = setup();

@@ -203,3 +203,16 @@ fn the_catalog_is_the_recorded_one_byte_for_byte() {
         assert!(printed == expected, "the catalog changed:\n{printed}");
     }
 }
+
+/// A call's arguments that do not read are refused in these words (the
+/// tool's name goes before them).
+#[test]
+fn unreadable_arguments_are_refused_with_the_reason() {
+    let refused = |raw: &str| super::parse_arguments(raw).unwrap_err().to_string();
+    assert_eq!(refused("[]"), "arguments must be a JSON object");
+    assert_eq!(
+        refused("{"),
+        "arguments are not valid JSON (EOF while parsing an object at line 1 column 1); send one JSON object matching the tool's schema"
+    );
+    assert_eq!(super::parse_arguments(" ").unwrap(), json!({}));
+}

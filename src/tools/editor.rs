@@ -15,8 +15,27 @@ use std::pin::Pin;
 /// turn).
 pub const EDITOR_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-pub type EditorRead<'a> = Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>>;
-pub type EditorWrite<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+pub type EditorRead<'a> = Pin<Box<dyn Future<Output = Result<String, EditorError>> + Send + 'a>>;
+pub type EditorWrite<'a> = Pin<Box<dyn Future<Output = Result<(), EditorError>> + Send + 'a>>;
+
+/// Why the editor gave no text or took none; the tool uses the disk and
+/// logs this.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EditorError {
+    #[error("this editor does not write files")]
+    NoWrites,
+    #[error("the editor did not answer within {} s", EDITOR_WAIT.as_secs())]
+    NoAnswer,
+    /// The session the request would name is not made yet.
+    #[error("the session has no id yet")]
+    NoSession,
+    /// The editor answered `request` (`fs/read_text_file`, …) with an error.
+    #[error("{request}: {reason}")]
+    Refused {
+        request: &'static str,
+        reason: String,
+    },
+}
 
 pub trait EditorFiles: Send + Sync {
     /// Whether the editor gives its text of a file (`read_text`).
@@ -39,27 +58,26 @@ pub trait EditorFiles: Send + Sync {
     /// the tool writes the disk instead.
     fn write_text<'a>(&'a self, path: &'a Path, text: &'a str) -> EditorWrite<'a> {
         let _ = (path, text);
-        Box::pin(async { Err("this editor does not write files".to_string()) })
+        Box::pin(async { Err(EditorError::NoWrites) })
     }
 }
 
 /// [`EditorFiles::read_text`], given up after [`EDITOR_WAIT`].
-pub async fn read_within(editor: &dyn EditorFiles, path: &Path) -> Result<String, String> {
+pub async fn read_within(editor: &dyn EditorFiles, path: &Path) -> Result<String, EditorError> {
     within(editor.read_text(path)).await
 }
 
 /// [`EditorFiles::write_text`], given up after [`EDITOR_WAIT`].
-pub async fn write_within(editor: &dyn EditorFiles, path: &Path, text: &str) -> Result<(), String> {
+pub async fn write_within(
+    editor: &dyn EditorFiles,
+    path: &Path,
+    text: &str,
+) -> Result<(), EditorError> {
     within(editor.write_text(path, text)).await
 }
 
-async fn within<T>(asked: impl Future<Output = Result<T, String>>) -> Result<T, String> {
+async fn within<T>(asked: impl Future<Output = Result<T, EditorError>>) -> Result<T, EditorError> {
     tokio::time::timeout(EDITOR_WAIT, asked)
         .await
-        .unwrap_or_else(|_| {
-            Err(format!(
-                "the editor did not answer within {} s",
-                EDITOR_WAIT.as_secs()
-            ))
-        })
+        .unwrap_or(Err(EditorError::NoAnswer))
 }

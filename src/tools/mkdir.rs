@@ -60,7 +60,7 @@ fn run(files: &FileEnv, path: &str) -> ToolOutput {
     }
     let parents = match place.missing_dirs() {
         Ok(parents) => parents,
-        Err(file) => return ToolOutput::error(in_the_way(&file, &place.rel())),
+        Err(file) => return ToolOutput::error(in_the_way(&file.0, &place.rel())),
     };
     if let Err(cancelled) = files.commit(Mkdir::NAME) {
         return ToolOutput::error(cancelled.to_string());

@@ -483,7 +483,7 @@ impl ToolCatalog {
         }
         let args = match parse_arguments(&call.arguments) {
             Ok(args) => args,
-            Err(message) => return ToolOutput::error(format!("{}: {message}", call.name)),
+            Err(bad) => return ToolOutput::error(format!("{}: {bad}", call.name)),
         };
         if cancel.is_cancelled() {
             return ToolOutput::error("cancelled before it started");
@@ -503,17 +503,25 @@ impl ToolCatalog {
     }
 }
 
+/// Why a call's arguments were not read; the model reads it after the
+/// tool's name.
+#[derive(Debug, thiserror::Error)]
+enum BadArguments {
+    #[error("arguments must be a JSON object")]
+    NotAnObject,
+    #[error("arguments are not valid JSON ({0}); send one JSON object matching the tool's schema")]
+    NotJson(serde_json::Error),
+}
+
 /// Tool-call arguments as JSON. An empty string counts as `{}` (some servers
 /// send nothing for a call without arguments).
-fn parse_arguments(raw: &str) -> Result<Value, String> {
+fn parse_arguments(raw: &str) -> Result<Value, BadArguments> {
     if raw.trim().is_empty() {
         return Ok(Value::Object(Default::default()));
     }
     match serde_json::from_str::<Value>(raw) {
         Ok(value @ Value::Object(_)) => Ok(value),
-        Ok(_) => Err("arguments must be a JSON object".to_string()),
-        Err(err) => Err(format!(
-            "arguments are not valid JSON ({err}); send one JSON object matching the tool's schema"
-        )),
+        Ok(_) => Err(BadArguments::NotAnObject),
+        Err(err) => Err(BadArguments::NotJson(err)),
     }
 }

@@ -362,7 +362,7 @@ fn create(files: &FileEnv, place: &Place, content: &str) -> Result<(), String> {
     let shown = &place.shown;
     let created_dirs = place
         .missing_dirs()
-        .map_err(|file| in_the_way(&file, &place.rel()))?;
+        .map_err(|file| in_the_way(&file.0, &place.rel()))?;
     files.commit(Patch::NAME).map_err(|e| e.to_string())?;
     if let Err(err) = files
         .undo
@@ -664,7 +664,10 @@ mod tests {
                 if takes {
                     Ok(())
                 } else {
-                    Err("read-only buffer".into())
+                    Err(crate::tools::editor::EditorError::Refused {
+                        request: "fs/write_text_file",
+                        reason: "read-only buffer".into(),
+                    })
                 }
             })
         }

@@ -54,9 +54,8 @@ pub enum UiMessage {
     /// Stop with this error: the terminal is gone (the panic hook already
     /// restored it).
     Crashed(String),
-    /// A line for the transcript from outside the engine (a start-up
-    /// warning is an `Err`).
-    Local(Result<String, String>),
+    /// A start-up warning from outside the engine, for the transcript.
+    Warning(String),
     /// A resumed session's messages, shown as its transcript, and a note.
     Restored(Vec<crate::protocol::Message>, String),
     /// A copy of the store (tests, debugging).
@@ -160,7 +159,7 @@ where
         };
         // The engine keeps the prompt history; its lines come as a reply.
         request(&mut state, Op::PromptHistory);
-        draw(&mut state).map_err(|message| -> ActorProcessingErr { message.into() })?;
+        draw(&mut state).map_err(|failed| -> ActorProcessingErr { Box::new(failed) })?;
         Ok(state)
     }
 
@@ -200,8 +199,7 @@ where
                 state.store.restore_transcript(&messages, note);
                 true
             }
-            UiMessage::Local(Ok(text)) => push(state, Entry::Info(text)),
-            UiMessage::Local(Err(message)) => push(state, Entry::Error(message)),
+            UiMessage::Warning(warning) => push(state, Entry::Error(format!("warning: {warning}"))),
             UiMessage::Snapshot(reply) => {
                 let _ = reply.send(state.store.clone());
                 false
@@ -259,8 +257,8 @@ fn draw_scheduled<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<
     state.frame_scheduled = false;
     state.key_frame_scheduled = false;
     state.last_frame = now;
-    if let Err(message) = draw(state) {
-        stop(myself, state, UiExit::Failed(message));
+    if let Err(failed) = draw(state) {
+        stop(myself, state, UiExit::Failed(failed.to_string()));
     }
 }
 
@@ -515,13 +513,18 @@ fn save_history<B: Backend>(state: &mut UiState<B>, remembered: usize) {
     }
 }
 
-fn draw<B: Backend>(state: &mut UiState<B>) -> Result<(), String> {
+/// The terminal refused a frame (what its backend said).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot draw to the terminal: {0}")]
+struct DrawFailed(String);
+
+fn draw<B: Backend>(state: &mut UiState<B>) -> Result<(), DrawFailed> {
     let (screen, store) = (&mut state.screen, &mut state.store);
     state
         .terminal
         .draw(|frame| screen.draw(frame, store))
         .map(|_| ())
-        .map_err(|err| format!("cannot draw to the terminal: {err}"))
+        .map_err(|err| DrawFailed(err.to_string()))
 }
 
 fn stop<B: Backend>(myself: &ActorRef<UiMessage>, state: &mut UiState<B>, exit: UiExit) {

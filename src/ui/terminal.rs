@@ -88,7 +88,7 @@ pub async fn run(setup: UiSetup) -> Result<(), UiError> {
         let _ = ui.cast(UiMessage::Restored(messages, note));
     }
     for warning in setup.warnings {
-        let _ = ui.cast(UiMessage::Local(Err(format!("warning: {warning}"))));
+        let _ = ui.cast(UiMessage::Warning(warning));
     }
     let tasks = [
         tokio::spawn(read_input(ui.clone())),

@@ -27,7 +27,7 @@ use std::io;
 use std::path::{Component, Path, PathBuf};
 
 pub use confine::{FinalLink, PathError, Resolved, is_missing};
-pub use place::{Entry, Place};
+pub use place::{Entry, FileInTheWay, Place};
 pub use protected::{PROTECTED_NAMES, git_dir, is_protected, nested_git_paths, protected_paths};
 pub use state_names::{
     DEFAULT_PLAN_FILE, HISTORY_FILE, LOGS_DIR, RUN_DIR, SESSIONS_DIR, SET_ASIDE_DIR, STATE_DIR,

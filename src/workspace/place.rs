@@ -41,6 +41,11 @@ pub struct Place {
     pub shown: String,
 }
 
+/// The workspace-relative path of a file that stands where creating a
+/// place needs a folder (`/`-separated); the tools say so in their refusal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileInTheWay(pub String);
+
 /// The directory that holds a place's entry, and the entry's name.
 #[derive(Debug, Clone, Copy)]
 pub struct Entry<'a> {
@@ -87,14 +92,14 @@ impl Place {
     /// The folders that creating the entry needs first, workspace-relative
     /// and outermost first; `Err` names the file standing where one of
     /// them should be.
-    pub fn missing_dirs(&self) -> Result<Vec<String>, String> {
+    pub fn missing_dirs(&self) -> Result<Vec<String>, FileInTheWay> {
         let count = self.below.len().saturating_sub(1);
         let mut rel = self.dir_rel.clone();
         let mut missing = Vec::with_capacity(count);
         for name in &self.below[..count] {
             rel.push(name);
             if self.blocked {
-                return Err(slash_form(&rel));
+                return Err(FileInTheWay(slash_form(&rel)));
             }
             missing.push(slash_form(&rel));
         }
@@ -457,7 +462,7 @@ mod tests {
         assert!(new.entry().is_none());
         assert_eq!(new.missing_dirs().unwrap(), ["real/a", "real/a/b"]);
         let blocked = ws.locate("real/f.txt/sub/x", FinalLink::Follow).unwrap();
-        assert_eq!(blocked.missing_dirs().unwrap_err(), "real/f.txt");
+        assert_eq!(blocked.missing_dirs().unwrap_err().0, "real/f.txt");
     }
 
     #[test]

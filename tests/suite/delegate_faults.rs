@@ -24,6 +24,7 @@ use fido::protocol::{Event, EventKind, Message, ToolCall};
 use fido::provider::HttpPolicy;
 use fido::provider::openai::OpenAiProvider;
 use fido::sandbox::SandboxRequirement;
+use fido::subagent::DelegationLimits;
 use fido::subagent::supervisor::{DelegationSettings, Supervisor};
 use fido::tools::ToolCatalog;
 use fido::tools::delegate::{DelegationRequest, Delegator};
@@ -142,23 +143,17 @@ impl Rig {
         let (sink, events) = fido::protocol::event_queue::channel();
         let supervisor = Supervisor::start(
             DelegationSettings {
-                deny_read: Vec::new(),
-                default_timeout: setup.default_timeout,
-                max_timeout: Duration::from_secs(600),
-                grace: setup.grace,
-                sandbox: SandboxRequirement::Required,
-                max_steps: setup.max_steps,
-                plan_tool: PlanFlavour::UpdatePlan,
-                workspace: workspace.clone(),
-                program,
-                concurrency: setup.concurrency,
-                max_per_turn: 16,
-                budget_tokens: None,
-                session_budget_tokens: None,
-                profiles: Arc::default(),
-                diff_bytes: fido::changes::DEFAULT_DIFF_CAP,
+                limits: DelegationLimits {
+                    default_timeout: setup.default_timeout,
+                    max_timeout: Duration::from_secs(600),
+                    grace: setup.grace,
+                    sandbox: SandboxRequirement::Required,
+                    max_steps: setup.max_steps,
+                    concurrency: setup.concurrency,
+                    ..DelegationLimits::default()
+                },
                 max_processes: setup.max_processes,
-                tool_call_fallback: false,
+                ..DelegationSettings::defaults(workspace.clone(), program)
             },
             fido::provider::gateway::Gateway::new(Arc::new(provider), 4),
             ToolCatalog::standard(PlanFlavour::UpdatePlan),

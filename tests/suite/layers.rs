@@ -85,13 +85,16 @@ const RANKS: &[(&str, u32)] = &[
     ("agent", 4),
     // MCP servers, started and spoken to; each owns its settings type.
     ("mcp", 4),
-    // The configuration: reads and layers the files, and composes the
-    // settings types their consumers own; only the composition root
-    // (runtime), the front ends and the command line read it.
-    ("config", 5),
     // Delegation: child sessions of the agent, each in its own sandbox
-    // (and, to write, its own worktree), with the MCP tools it may use.
-    ("subagent", 7),
+    // (and, to write, its own worktree), with the MCP tools it may use; it
+    // owns its limits (`subagent::DelegationLimits`) and reads no
+    // configuration.
+    ("subagent", 5),
+    // The configuration: reads and layers the files, and composes the
+    // settings types their consumers own (the subagent's limits among
+    // them, so it sits above `subagent`); only the composition root
+    // (runtime), the front ends and the command line read it.
+    ("config", 6),
     // The UI (which sees only the boundary) and the composition root that
     // wires every service for a session; the command line starts both.
     ("ui", 8),

@@ -139,7 +139,9 @@ fn fork_bomb_limit() -> &'static str {
 /// line holds; `Some(empty)`: no line), `TMPDIR`'s size a tmpfs Fido may
 /// mount (root, here; else not probed).
 fn limit_skipped(line: &str, pid_namespace: bool) -> Option<Vec<String>> {
-    let cell = |reason: String| format!("skipped (not supported by this kernel: {reason})");
+    let cell = |reason: &dyn std::fmt::Display| {
+        format!("skipped (not supported by this kernel: {reason})")
+    };
     if line.starts_with("probe exceed-process-limit:") {
         if !pid_namespace {
             return Some(Vec::new());
@@ -147,7 +149,7 @@ fn limit_skipped(line: &str, pid_namespace: bool) -> Option<Vec<String>> {
         let reason = fido::sandbox::limits::process_limit_support().err()?;
         return Some(vec![format!(
             "probe exceed-process-limit: n/a | read-only: {0} | workspace-write: {0} | danger-full-access: allowed",
-            cell(reason)
+            cell(&reason)
         )]);
     }
     if line.starts_with("probe fill-tmpdir:") && !nix::unistd::geteuid().is_root() {

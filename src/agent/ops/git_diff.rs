@@ -24,20 +24,23 @@ const DIFF: [&str; 5] = [
     "--ignore-submodules=all",
 ];
 
-/// The diff text, or one sentence saying why there is none.
-pub async fn workspace_diff(workspace: PathBuf) -> Result<String, String> {
+/// Why `/diff` has no text: git could not run, or said why in the first
+/// line of its stderr (cut short).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("git diff failed: {0}")]
+pub struct GitDiffFailed(String);
+
+/// The diff text, or why there is none.
+pub async fn workspace_diff(workspace: PathBuf) -> Result<String, GitDiffFailed> {
     let git = crate::git::Git::new(&workspace).with_timeout(TIMEOUT);
     let output = tokio::task::spawn_blocking(move || git.output(DIFF, None))
         .await
-        .map_err(|err| format!("git diff failed: {err}"))?
-        .map_err(|err| format!("git diff failed: {}", err.message))?;
+        .map_err(|err| GitDiffFailed(err.to_string()))?
+        .map_err(|err| GitDiffFailed(err.message))?;
     if output.code != Some(0) {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let reason = stderr.lines().next().unwrap_or("no reason given");
-        return Err(format!(
-            "git diff failed: {}",
-            crate::text::summary(reason, 200)
-        ));
+        return Err(GitDiffFailed(crate::text::summary(reason, 200)));
     }
     let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
     if text.len() > MAX_BYTES {
@@ -71,7 +74,12 @@ mod tests {
     async fn the_diff_of_a_changed_file_and_a_sentence_outside_a_repository() {
         let dir = tempfile::tempdir().unwrap();
         let outside = workspace_diff(dir.path().to_path_buf()).await;
-        assert!(outside.unwrap_err().starts_with("git diff failed"));
+        assert!(
+            outside
+                .unwrap_err()
+                .to_string()
+                .starts_with("git diff failed")
+        );
         git(dir.path(), &["init", "-q"]);
         std::fs::write(dir.path().join("a.txt"), "one\n").unwrap();
         git(dir.path(), &["add", "a.txt"]);

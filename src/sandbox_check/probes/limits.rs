@@ -24,7 +24,11 @@ pub(super) const PAST_THE_LIMIT: usize =
 pub(in super::super) const EXCEED_PROCESS_LIMIT: Probe = Probe::new("exceed-process-limit", |_| {
     super::sleepers::start_sleepers(PAST_THE_LIMIT)
 })
-.with_unsupported(|_| crate::sandbox::limits::process_limit_support().err())
+.with_unsupported(|_| {
+    crate::sandbox::limits::process_limit_support()
+        .err()
+        .map(|reason| reason.to_string())
+})
 .refused_by(RefusedBy::Always("pid_max of its PID namespace"))
 .with_refusal_errno("EAGAIN");
 

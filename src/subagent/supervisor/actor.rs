@@ -109,7 +109,7 @@ impl SupervisorState {
                 );
                 if !state.shutdown_waiters.is_empty() {
                     let _ = reply.send(cancelled_before_start(&job.agent_id));
-                } else if state.running.len() < state.shared.settings.concurrency as usize {
+                } else if state.running.len() < state.shared.settings.limits.concurrency as usize {
                     state.start(myself, job, reply);
                 } else {
                     info!(agent_id = %job.agent_id, waiting = state.waiting.len() + 1, "subagent waits for a free slot");
@@ -162,7 +162,7 @@ impl SupervisorState {
     /// Starts waiting jobs while there are free slots; a job whose turn was
     /// interrupted meanwhile gets its cancelled result without a process.
     fn start_waiting(&mut self, myself: &ActorRef<SupervisorMessage>) {
-        while self.running.len() < self.shared.settings.concurrency as usize {
+        while self.running.len() < self.shared.settings.limits.concurrency as usize {
             let Some(Waiting { job, reply }) = self.waiting.pop_front() else {
                 return;
             };

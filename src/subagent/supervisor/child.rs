@@ -417,7 +417,7 @@ fn check_hello(frame: ChildFrame, progress: &Progress<'_>) -> Result<(), Ending>
         let message = format!(
             "{} runs without a complete sandbox (sandbox = {}): {}",
             job.agent_id,
-            shared.settings.sandbox,
+            shared.settings.limits.sandbox,
             sandbox_warnings.join("; ")
         );
         warn!("{message}");
@@ -547,7 +547,7 @@ fn child_command(
         .arg("--parent-pid")
         .arg(std::process::id().to_string())
         .arg("--sandbox")
-        .arg(settings.sandbox.as_str())
+        .arg(settings.limits.sandbox.as_str())
         .arg("--scratch")
         .arg(scratch)
         .args(

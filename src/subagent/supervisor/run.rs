@@ -41,7 +41,11 @@ pub(super) async fn run(
     let ending = match ChildLink::open(&mut progress, &stops, fork).await {
         Ok((mut link, history)) => {
             progress.pid = Some(link.pid());
-            let sandbox = format!("pid {}, sandbox {}", link.pid(), shared.settings.sandbox);
+            let sandbox = format!(
+                "pid {}, sandbox {}",
+                link.pid(),
+                shared.settings.limits.sandbox
+            );
             progress.emit(SubagentPhase::Starting, &sandbox);
             let ending = link.serve(history, &mut progress, &stops).await;
             link.close(&mut progress, matches!(ending, Ending::Final { .. }))

@@ -56,7 +56,7 @@ impl ChildLink {
         stops: &Stops<'_>,
     ) -> Ending {
         progress.enter(Stage::Running);
-        let grace_period = progress.shared().settings.grace;
+        let grace_period = progress.shared().settings.limits.grace;
         let deadline = tokio::time::sleep_until(stops.deadline);
         tokio::pin!(deadline);
         let grace = tokio::time::sleep(Duration::MAX / 4);

@@ -9,10 +9,9 @@ use crate::provider::script::ScriptProvider;
 /// A supervisor of one slot for `workspace` whose child program does
 /// not exist (so a run that gets that far fails at once), and its events.
 async fn supervisor(workspace: &std::path::Path) -> (Supervisor, crate::agent::EventReceiver) {
-    let settings = DelegationSettings {
-        concurrency: 1,
-        ..DelegationSettings::defaults(workspace.to_path_buf(), "/nonexistent/fido".into())
-    };
+    let mut settings =
+        DelegationSettings::defaults(workspace.to_path_buf(), "/nonexistent/fido".into());
+    settings.limits.concurrency = 1;
     let provider = ScriptProvider::from_json("s", "m", r#"{"turns": [{"text": "x"}]}"#).unwrap();
     let (sink, events) = crate::protocol::event_queue::channel();
     let supervisor = Supervisor::start(
@@ -257,11 +256,9 @@ async fn delegating_agent(
 
 #[test]
 fn a_time_limit_is_kept_between_a_second_and_the_maximum() {
-    let settings = DelegationSettings {
-        max_timeout: Duration::from_secs(60),
-        default_timeout: Duration::from_secs(30),
-        ..DelegationSettings::defaults(std::env::temp_dir(), "fido".into())
-    };
+    let mut settings = DelegationSettings::defaults(std::env::temp_dir(), "fido".into());
+    settings.limits.max_timeout = Duration::from_secs(60);
+    settings.limits.default_timeout = Duration::from_secs(30);
     let args = |timeout_ms: Option<u64>| DelegateArgs {
         timeout_ms,
         ..serde_json::from_value(serde_json::json!({"task": "t"})).unwrap()

@@ -135,7 +135,7 @@ pub(super) async fn conclude(
     env: Option<&ToolEnv>,
 ) {
     let workspace = shared.settings.workspace.clone();
-    let cap = shared.settings.diff_bytes;
+    let cap = shared.settings.limits.diff_bytes;
     let WriteRun {
         mut worktree,
         start,

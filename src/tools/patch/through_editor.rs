@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{FileEnv, open_text};
-use crate::tools::editor::{EditorFiles, read_within, write_within};
+use crate::tools::editor::{EditorError, EditorFiles, read_within, write_within};
 use crate::workspace::{FinalLink, Place};
 
 /// Where a change's text comes from and where it goes.
@@ -87,7 +87,7 @@ impl Through {
     }
 }
 
-fn not_taken(shown: &str, why: &str) -> bool {
+fn not_taken(shown: &str, why: &EditorError) -> bool {
     tracing::info!(path = %shown, %why, "the editor did not take the new text; wrote the disk");
     false
 }
@@ -106,7 +106,7 @@ async fn buffer(editor: &dyn EditorFiles, files: &FileEnv, path: &str) -> Option
     }
 }
 
-fn not_given(abs: &Path, why: &str) -> Option<String> {
+fn not_given(abs: &Path, why: &EditorError) -> Option<String> {
     tracing::info!(path = %abs.display(), %why, "the editor did not give the file; patch reads the disk");
     None
 }

@@ -61,13 +61,15 @@ fn write(path: &Path, text: &[u8]) {
 /// What only a trusted layer may decide, as comparable text.
 fn trusted_part(config: &Config) -> String {
     format!(
-        "{:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+        "{:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
         config.provider,
         config.base_url,
         config.api_key.as_ref().map(|k| k.expose().to_owned()),
         config.script,
         config.plan_file,
-        config.safety,
+        config.sandbox,
+        config.approvals,
+        config.network_rules,
         config.delegation.sandbox,
         config.mcp_servers,
     )
