@@ -10,11 +10,13 @@
 //! after it appeared: one there when the session starts, one the user
 //! clones in another terminal an hour later, one a command made.
 //!
-//! The session's sandbox walks the workspace once, on a thread of its
-//! own (the first command waits for it if it has not ended), descending
-//! into ignored folders too (a clone is often ignored) but not into a
-//! `.git` nor Fido's state, and puts an inotify watch on every folder it
-//! passes. The thread then reads the events as they come: a `.git` made or
+//! At the session's first command the workspace is walked once (that
+//! command waits for it), descending into ignored folders too (a clone is
+//! often ignored) but not into a `.git` nor Fido's state, and an inotify
+//! watch is put on every folder passed. Not before: a session that runs
+//! no command (`fido exec` answering from files) makes no watch, whose
+//! teardown would add milliseconds to its exit (the kernel waits out a
+//! grace period). A thread of its own then reads the events as they come: a `.git` made or
 //! moved into a watched folder is a repository, and a new folder is walked
 //! and watched in turn. Before each command the events the kernel has
 //! queued are read too, under the same lock, so whatever was on the disk
@@ -34,7 +36,7 @@ use std::collections::HashMap;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -53,10 +55,12 @@ const MAX_ENTRIES: usize = 500_000;
 const STOP_CHECK_MS: u16 = 500;
 
 /// The nested repositories of one workspace, kept current for a session
-/// (see the module comment). Dropping it stops the watch.
+/// (see the module comment). The walk and the watch start at the first
+/// look; dropping it stops the watch.
 #[derive(Debug)]
 pub struct NestedClones {
-    shared: Arc<Shared>,
+    workspace: PathBuf,
+    shared: OnceLock<Arc<Shared>>,
 }
 
 #[derive(Debug)]
@@ -110,68 +114,92 @@ impl Drop for CommandRunning {
 }
 
 impl NestedClones {
-    /// Starts the walk and the watch of `workspace` on a thread of its own.
-    pub fn start(workspace: &Path) -> NestedClones {
-        let inotify = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK)
-            .inspect_err(|err| {
-                tracing::warn!(error = %err, "cannot watch the workspace for new repositories; each command looks for them instead");
-            })
-            .ok();
-        let clones = NestedClones::with(workspace, inotify);
-        let shared = Arc::clone(&clones.shared);
-        let started = std::thread::Builder::new()
-            .name("fido-repositories".into())
-            .spawn(move || watch(&shared));
-        if let Err(err) = started {
-            // Each look then reads the queued events itself.
-            tracing::warn!(error = %err, "cannot start the watch for new repositories");
+    /// The repositories of `workspace`, not looked for yet: a session that
+    /// runs no command makes no watch, whose teardown would cost its exit
+    /// a few milliseconds (the kernel waits out a grace period).
+    pub fn new(workspace: &Path) -> NestedClones {
+        NestedClones {
+            workspace: workspace.to_path_buf(),
+            shared: OnceLock::new(),
         }
-        clones
     }
 
-    fn with(workspace: &Path, inotify: Option<Inotify>) -> NestedClones {
-        let found = Found {
-            watching: inotify.is_some(),
-            ..Found::default()
-        };
+    /// Looked for by a walk at each look, with no watch (tests).
+    #[cfg(test)]
+    fn unwatched(workspace: &Path) -> NestedClones {
         NestedClones {
-            shared: Arc::new(Shared {
-                workspace: workspace.to_path_buf(),
-                inotify,
-                found: Mutex::new(found),
-                commands: AtomicUsize::new(0),
-                stopped: AtomicBool::new(false),
-            }),
+            workspace: workspace.to_path_buf(),
+            shared: OnceLock::from(Shared::new(workspace, None)),
         }
+    }
+
+    /// The shared state, the watch and its thread started at the first
+    /// call.
+    fn shared(&self) -> &Arc<Shared> {
+        self.shared.get_or_init(|| {
+            let inotify = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK)
+                .inspect_err(|err| {
+                    tracing::warn!(error = %err, "cannot watch the workspace for new repositories; each command looks for them instead");
+                })
+                .ok();
+            let shared = Shared::new(&self.workspace, inotify);
+            let watched = Arc::clone(&shared);
+            let started = std::thread::Builder::new()
+                .name("fido-repositories".into())
+                .spawn(move || watch(&watched));
+            if let Err(err) = started {
+                // Each look then reads the queued events itself.
+                tracing::warn!(error = %err, "cannot start the watch for new repositories");
+            }
+            shared
+        })
     }
 
     /// Marks a command of the session as running until the guard drops:
     /// a repository first seen meanwhile counts as perhaps its own.
     pub fn command_started(&self) -> CommandRunning {
-        self.shared.commands.fetch_add(1, Ordering::SeqCst);
+        let shared = self.shared();
+        shared.commands.fetch_add(1, Ordering::SeqCst);
         CommandRunning {
-            shared: Arc::clone(&self.shared),
+            shared: Arc::clone(shared),
         }
     }
 
     /// The folders (relative to the workspace) below its top that hold or
     /// held a `.git`, at most [`MAX_CLONES`], the user's first. Blocking:
-    /// the first walk if it has not ended, the queued events, or a walk
-    /// where nothing is watched.
+    /// the first walk, the queued events, or a walk where nothing is
+    /// watched.
     pub fn current(&self) -> Vec<PathBuf> {
-        let mut found = self.shared.lock();
-        found.refresh(&self.shared);
+        let shared = self.shared();
+        let mut found = shared.lock();
+        found.refresh(shared);
         found.listed()
     }
 }
 
 impl Drop for NestedClones {
     fn drop(&mut self) {
-        self.shared.stopped.store(true, Ordering::SeqCst);
+        if let Some(shared) = self.shared.get() {
+            shared.stopped.store(true, Ordering::SeqCst);
+        }
     }
 }
 
 impl Shared {
+    fn new(workspace: &Path, inotify: Option<Inotify>) -> Arc<Shared> {
+        let found = Found {
+            watching: inotify.is_some(),
+            ..Found::default()
+        };
+        Arc::new(Shared {
+            workspace: workspace.to_path_buf(),
+            inotify,
+            found: Mutex::new(found),
+            commands: AtomicUsize::new(0),
+            stopped: AtomicBool::new(false),
+        })
+    }
+
     fn lock(&self) -> MutexGuard<'_, Found> {
         self.found.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -2,7 +2,7 @@ use super::*;
 
 /// A watched list of `root`, its first walk done.
 fn watched(root: &Path) -> NestedClones {
-    let clones = NestedClones::start(root);
+    let clones = NestedClones::new(root);
     clones.current();
     clones
 }
@@ -38,8 +38,8 @@ fn nested_repositories_are_found_in_ignored_folders_too_but_not_inside_a_git() {
     )
     .unwrap();
     let expected = paths(&["ignored/deep/clone", "mods/sub", "third_party/lib"]);
-    assert_eq!(sorted(NestedClones::start(root).current()), expected);
-    assert_eq!(sorted(NestedClones::with(root, None).current()), expected);
+    assert_eq!(sorted(NestedClones::new(root).current()), expected);
+    assert_eq!(sorted(NestedClones::unwatched(root).current()), expected);
 }
 
 #[test]
@@ -47,7 +47,7 @@ fn a_workspace_with_none_has_none() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join(".git/hooks")).unwrap();
     std::fs::create_dir_all(dir.path().join("src/a")).unwrap();
-    assert!(NestedClones::start(dir.path()).current().is_empty());
+    assert!(NestedClones::new(dir.path()).current().is_empty());
 }
 
 /// What the user clones in another terminal mid-session is on the list
@@ -99,7 +99,7 @@ fn lost_events_mean_a_new_walk() {
     {
         // Nobody reads the events meanwhile: the queue fills, then the
         // repository's own events are lost.
-        let _held = clones.shared.lock();
+        let _held = clones.shared().lock();
         for n in 0..queue + 10 {
             std::fs::write(dir.path().join(format!("busy/{n}")), "").unwrap();
         }
@@ -112,7 +112,7 @@ fn lost_events_mean_a_new_walk() {
 #[test]
 fn unwatched_each_look_walks() {
     let dir = tempfile::tempdir().unwrap();
-    let clones = NestedClones::with(dir.path(), None);
+    let clones = NestedClones::unwatched(dir.path());
     assert!(clones.current().is_empty());
     std::fs::create_dir_all(dir.path().join("a/b/.git")).unwrap();
     assert_eq!(clones.current(), paths(&["a/b"]));

@@ -133,8 +133,8 @@ impl Protection {
             workspace: workspace.to_path_buf(),
             mechanism: mechanism(),
             gitlinks: Arc::new(Gitlinks::new(workspace)),
-            // The walk starts now, so the first command seldom waits for it.
-            clones: Arc::new(NestedClones::start(workspace)),
+            // Looked for at the first command (`sandbox::nested_clones`).
+            clones: Arc::new(NestedClones::new(workspace)),
         }
     }
 
