@@ -10,10 +10,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::fail;
 use super::preamble::run_configured;
-use crate::config::ProviderKind;
 use crate::config::{Config, Overrides};
 use crate::protocol::ApprovalPolicy;
 use crate::protocol::ToolCall;
+use crate::provider::ProviderKind;
 use crate::provider::{anthropic, openai};
 use crate::runtime::tool_env;
 use crate::tools::{InvocationContext, ToolCatalog};

@@ -20,7 +20,6 @@
 //! builders of those sections from the layers), `mcp`, `trust` and
 //! `fingerprint` (what trust records of a workspace).
 
-use std::fmt;
 use std::path::PathBuf;
 
 use crate::agent::AgentSettings;
@@ -29,7 +28,7 @@ use crate::net::NetRules;
 use crate::process::EnvPolicy;
 pub use crate::protocol::NetworkAccess;
 use crate::protocol::ipc::PlanFlavour;
-use crate::provider::HttpPolicy;
+use crate::provider::{ApiKey, HttpPolicy, ProviderKind};
 use crate::sandbox::SandboxSettings;
 use crate::subagent::DelegationLimits;
 use crate::tools::ToolLimits;
@@ -104,40 +103,6 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-}
-
-/// Which provider talks to the model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProviderKind {
-    OpenAi,
-    Anthropic,
-    Script,
-}
-
-impl ProviderKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            ProviderKind::OpenAi => "openai",
-            ProviderKind::Anthropic => "anthropic",
-            ProviderKind::Script => "script",
-        }
-    }
-}
-
-/// An API key; never printed.
-#[derive(Clone, PartialEq, Eq)]
-pub struct ApiKey(String);
-
-impl ApiKey {
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ApiKey(…)")
-    }
 }
 
 /// Values given on the command line; they beat every other layer.
@@ -267,7 +232,7 @@ impl Config {
             provider,
             model: model.unwrap_or_else(|| provider.default_model(&base_url).to_string()),
             base_url,
-            api_key: api_key.map(ApiKey),
+            api_key: api_key.map(ApiKey::new),
             script,
             plan_tool: plan_tool.unwrap_or(PlanFlavour::UpdatePlan),
             plan_file,
@@ -292,35 +257,6 @@ impl Config {
             env_policy,
             workspace,
         })
-    }
-}
-
-impl ProviderKind {
-    fn default_base_url(self) -> &'static str {
-        match self {
-            ProviderKind::Anthropic => "https://api.anthropic.com",
-            ProviderKind::OpenAi | ProviderKind::Script => "https://api.openai.com/v1",
-        }
-    }
-
-    /// The variable the provider's key is read from when `api_key` is unset.
-    fn key_variable(self) -> Option<&'static str> {
-        match self {
-            ProviderKind::OpenAi => Some("OPENAI_API_KEY"),
-            ProviderKind::Anthropic => Some("ANTHROPIC_API_KEY"),
-            ProviderKind::Script => None,
-        }
-    }
-
-    fn default_model(self, base_url: &str) -> &'static str {
-        match self {
-            ProviderKind::OpenAi if base_url.starts_with("https://api.openai.com") => {
-                "gpt-4.1-mini"
-            }
-            ProviderKind::OpenAi => "default",
-            ProviderKind::Anthropic => "claude-sonnet-4-5",
-            ProviderKind::Script => "script",
-        }
     }
 }
 

@@ -295,7 +295,10 @@ fn safety_values_are_checked() {
 
 #[test]
 fn api_key_debug_hides_the_key() {
-    assert_eq!(format!("{:?}", ApiKey("secret".into())), "ApiKey(…)");
+    assert_eq!(
+        format!("{:?}", crate::provider::ApiKey::new("secret".into())),
+        "ApiKey(…)"
+    );
 }
 
 #[test]

@@ -22,6 +22,7 @@ pub mod anthropic;
 mod build_error;
 pub mod gateway;
 mod http;
+mod kind;
 pub mod limits;
 pub mod openai;
 pub mod retry;
@@ -36,6 +37,7 @@ use std::time::Duration;
 use crate::protocol::{Message, ToolSpec, Usage};
 
 pub use build_error::{BuildError, SwitchError};
+pub use kind::{ApiKey, ProviderKind};
 
 /// What one provider request is made of. Borrowed: building it copies nothing.
 #[derive(Debug, Clone, Copy)]

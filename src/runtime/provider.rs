@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use crate::config::{Config, ProviderKind, is_loopback_url};
+use crate::config::{Config, is_loopback_url};
+use crate::provider::ProviderKind;
 use crate::provider::anthropic::AnthropicProvider;
 use crate::provider::openai::OpenAiProvider;
 use crate::provider::script::ScriptProvider;
