@@ -15,7 +15,7 @@ pub mod event_queue;
 pub mod hook;
 mod identity;
 pub mod ipc;
-pub mod journal;
+pub mod journal_record;
 pub mod mcp;
 mod message;
 pub mod op;

@@ -9,7 +9,7 @@ use crate::agent::{Conversation, EventSink, restore_plan};
 use crate::config::Config;
 use crate::plan::PlanFlavour;
 use crate::protocol::EventKind;
-use crate::protocol::journal::JournalRecord;
+use crate::protocol::journal_record::JournalRecord;
 use crate::store::journal::{self, Journal, JournalError, Pick, Replayed, SessionInfo};
 use crate::tools::ToolEnv;
 

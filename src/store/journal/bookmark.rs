@@ -9,7 +9,7 @@ use super::error::{BookmarkNameError, JournalError};
 use super::read::{Bookmark, replay_to_bookmark};
 use super::{id_of, journals, read_journal};
 use crate::protocol::Message;
-use crate::protocol::journal::JournalRecord;
+use crate::protocol::journal_record::JournalRecord;
 
 /// Longest bookmark name: it is typed back in `/recall NAME`.
 const MAX_NAME: usize = 40;

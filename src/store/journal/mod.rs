@@ -1,6 +1,6 @@
 //! The session journal: every session, TUI or `fido exec`, appended to
 //! `.fido-state/sessions/<id>.jsonl` as it happens (see
-//! [`crate::protocol::journal`] for the records). A live session holds an
+//! [`crate::protocol::journal_record`] for the records). A live session holds an
 //! exclusive lock on its file, so another process can tell it is running
 //! and can never resume it twice.
 //!
@@ -25,7 +25,7 @@ pub use error::{BookmarkNameError, JournalError, ReplayError};
 pub use read::{Bookmark, Replayed, replay, replay_to_bookmark};
 pub use writer::Journal;
 
-use crate::protocol::journal::{JOURNAL_VERSION, JournalRecord};
+use crate::protocol::journal_record::{JOURNAL_VERSION, JournalRecord};
 use crate::protocol::op::SessionStatus;
 use crate::protocol::{Message, UsageTotals};
 use crate::workspace::SESSIONS_DIR;

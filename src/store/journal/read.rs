@@ -3,7 +3,7 @@
 //! other line that does not parse is an error naming it, never a silent cut.
 
 use super::error::ReplayError;
-use crate::protocol::journal::{JOURNAL_VERSION, JournalRecord};
+use crate::protocol::journal_record::{JOURNAL_VERSION, JournalRecord};
 use crate::protocol::{Message, TurnStatus, UsageTotals};
 
 /// A journal replayed.

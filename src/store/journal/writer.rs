@@ -17,7 +17,7 @@ use nix::fcntl::Flock;
 use tokio::sync::{Mutex, mpsc, oneshot};
 use tracing::warn;
 
-use crate::protocol::journal::JournalRecord;
+use crate::protocol::journal_record::JournalRecord;
 use crate::protocol::{Message, TurnStatus, UsageTotals};
 
 /// Batches waiting for the writer thread; past this the session waits

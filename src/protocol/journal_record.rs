@@ -1,6 +1,8 @@
-//! The session journal (contract: `.fido-state/sessions/<id>.jsonl`): one
-//! JSON record per line, appended as the session happens. Replaying the
-//! records in order rebuilds the conversation exactly as it was sent.
+//! The session journal's records (contract:
+//! `.fido-state/sessions/<id>.jsonl`): one JSON record per line, appended
+//! as the session happens. Replaying the records in order rebuilds the
+//! conversation exactly as it was sent. The file itself is
+//! `store::journal`'s.
 
 use serde::{Deserialize, Serialize};
 
