@@ -537,66 +537,58 @@ mod tests {
 
     #[test]
     fn validation_errors_are_specific() {
-        let bad_json = detail(script("{\"turns\": [\n  {\"text\": }\n]}"));
-        assert_eq!(
-            bad_json,
-            "not valid JSON at line 2, column 12: expected value"
-        );
-        assert_eq!(
-            detail(script("[]")),
-            "the script must be a JSON object with a \"turns\" array"
-        );
-        assert_eq!(detail(script("{}")), "the script has no \"turns\" array");
-        assert_eq!(
-            detail(script(r#"{"turns": []}"#)),
-            "the script has no turns"
-        );
-        assert_eq!(
-            detail(script(r#"{"turns": [{"text": "a"}, {"text": ""}]}"#)),
-            "turn 2: a turn needs non-empty \"text\", \"tool_calls\", or both"
-        );
-        assert_eq!(
-            detail(script(r#"{"turns": [{"tool_calls": []}]}"#)),
-            "turn 1: a turn needs non-empty \"text\", \"tool_calls\", or both"
-        );
-        assert_eq!(
-            detail(script(
-                r#"{"turns": [{"tool_calls": [{"name": "x", "arguments": "{}"}]}]}"#
-            )),
-            "turn 1: tool call 1: \"arguments\" must be a JSON object, got a string"
-        );
-        assert_eq!(
-            detail(script(
-                r#"{"turns": [{"tool_calls": [{"arguments": {}}]}]}"#
-            )),
-            "turn 1: tool call 1: \"name\" must be a non-empty string"
-        );
-        assert_eq!(
-            detail(script(r#"{"turns": [{"text": "a", "tool_call": []}]}"#)),
-            "turn 1: unknown key \"tool_call\" (a turn has \"text\" and/or \"tool_calls\")"
-        );
-        assert_eq!(
-            detail(script(r#"{"turns": [{"text": 3}]}"#)),
-            "turn 1: \"text\" must be a string"
-        );
-        assert_eq!(
-            detail(script(r#"{"turns": {}}"#)),
-            "\"turns\" must be an array"
-        );
-        assert_eq!(
-            detail(script(
-                r#"{"turns": [{"text": "a"}], "subagent_turns": []}"#
-            )),
-            "\"subagent_turns\" has no turns"
-        );
-        assert_eq!(
-            detail(script(r#"{"turns": [{"text": "a"}], "turn": []}"#)),
-            "unknown key \"turn\" (a script has \"turns\", optional \"subagent_turns\" and an optional \"description\")"
-        );
-        assert_eq!(
-            detail(script(r#"{"turns": [{"tool_calls": [1]}]}"#)),
-            "turn 1: tool call 1: a tool call must be a JSON object"
-        );
+        let cases: &[(&str, &str)] = &[
+            (
+                "{\"turns\": [\n  {\"text\": }\n]}",
+                "not valid JSON at line 2, column 12: expected value",
+            ),
+            (
+                "[]",
+                "the script must be a JSON object with a \"turns\" array",
+            ),
+            ("{}", "the script has no \"turns\" array"),
+            (r#"{"turns": []}"#, "the script has no turns"),
+            (
+                r#"{"turns": [{"text": "a"}, {"text": ""}]}"#,
+                "turn 2: a turn needs non-empty \"text\", \"tool_calls\", or both",
+            ),
+            (
+                r#"{"turns": [{"tool_calls": []}]}"#,
+                "turn 1: a turn needs non-empty \"text\", \"tool_calls\", or both",
+            ),
+            (
+                r#"{"turns": [{"tool_calls": [{"name": "x", "arguments": "{}"}]}]}"#,
+                "turn 1: tool call 1: \"arguments\" must be a JSON object, got a string",
+            ),
+            (
+                r#"{"turns": [{"tool_calls": [{"arguments": {}}]}]}"#,
+                "turn 1: tool call 1: \"name\" must be a non-empty string",
+            ),
+            (
+                r#"{"turns": [{"text": "a", "tool_call": []}]}"#,
+                "turn 1: unknown key \"tool_call\" (a turn has \"text\" and/or \"tool_calls\")",
+            ),
+            (
+                r#"{"turns": [{"text": 3}]}"#,
+                "turn 1: \"text\" must be a string",
+            ),
+            (r#"{"turns": {}}"#, "\"turns\" must be an array"),
+            (
+                r#"{"turns": [{"text": "a"}], "subagent_turns": []}"#,
+                "\"subagent_turns\" has no turns",
+            ),
+            (
+                r#"{"turns": [{"text": "a"}], "turn": []}"#,
+                "unknown key \"turn\" (a script has \"turns\", optional \"subagent_turns\" and an optional \"description\")",
+            ),
+            (
+                r#"{"turns": [{"tool_calls": [1]}]}"#,
+                "turn 1: tool call 1: a tool call must be a JSON object",
+            ),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(detail(script(text)), *expected, "{text}");
+        }
     }
 
     #[test]
