@@ -10,12 +10,11 @@ use agent_client_protocol::v1::schema::{
     SessionUpdate, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
     ToolCallUpdateFields, ToolKind,
 };
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::agent::streamed_text::StreamedText;
 use crate::protocol::plan::{PlanSnapshot, Status, TaskStatus};
-use crate::protocol::tool_facts::{FileAction, FileChange, FileLine};
+use crate::protocol::tool_facts::{FileAction, FileChange, FileLine, PatchCall};
 use crate::protocol::{EventKind, Message, ToolFacts};
 use crate::tools::capability::{Capabilities, Capability, Reads, Writes};
 
@@ -251,21 +250,6 @@ pub fn tool_kind(capability: Option<Capability>) -> ToolKind {
     }
 }
 
-#[derive(Deserialize)]
-struct PatchArgs {
-    path: String,
-    #[serde(default)]
-    edits: Option<Vec<Edit>>,
-    #[serde(default)]
-    content: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Edit {
-    old_text: String,
-    new_text: String,
-}
-
 /// A `patch` call's diffs, one per edit (its old and new text), or the
 /// whole new text of a written file; the locations are the file at each
 /// line the tool's facts name.
@@ -274,7 +258,7 @@ fn patch_fields(
     arguments: &str,
     change: Option<&FileChange>,
 ) -> Option<ToolCallUpdateFields> {
-    let args: PatchArgs = serde_json::from_str(arguments).ok()?;
+    let args = PatchCall::parse(arguments)?;
     let path = workspace.join(&args.path);
     let diffs: Vec<ToolCallContent> = match (args.edits, args.content) {
         (Some(edits), _) => edits

@@ -10,7 +10,7 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Everything a front end may know of a finished call beyond ok/failed.
 /// Each part is `None` when the tool does not say (another tool, a call
@@ -133,6 +133,34 @@ impl fmt::Display for CommandExit {
 pub struct Truncation {
     pub shown_bytes: u64,
     pub total_bytes: u64,
+}
+
+/// A `patch` call's arguments as a front end reads them to show its diff
+/// (the terminal UI and ACP alike): the file, and the edits or the whole
+/// new text.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct PatchCall {
+    pub path: String,
+    #[serde(default)]
+    pub edits: Option<Vec<PatchEdit>>,
+    #[serde(default)]
+    pub content: Option<String>,
+}
+
+/// One edit of a [`PatchCall`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct PatchEdit {
+    pub old_text: String,
+    pub new_text: String,
+    #[serde(default)]
+    pub replace_all: bool,
+}
+
+impl PatchCall {
+    /// The call's JSON arguments read; `None` when they cannot be.
+    pub fn parse(arguments: &str) -> Option<PatchCall> {
+        serde_json::from_str(arguments).ok()
+    }
 }
 
 #[cfg(test)]

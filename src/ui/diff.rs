@@ -16,10 +16,9 @@
 //! a 20- or 60-column terminal keeps its width for the code, and they read
 //! like `git diff` (`/diff`) and the approval prompt's diff.
 
-use serde::Deserialize;
 use similar::{ChangeTag, DiffOp, TextDiff};
 
-use crate::protocol::tool_facts::{FileAction, FileChange};
+use crate::protocol::tool_facts::{FileAction, FileChange, PatchCall, PatchEdit};
 
 /// Context lines around each change.
 const CONTEXT: usize = 3;
@@ -37,23 +36,6 @@ pub enum DiffLine {
     Note(String),
 }
 
-#[derive(Deserialize)]
-struct PatchArgs {
-    path: String,
-    #[serde(default)]
-    edits: Option<Vec<Edit>>,
-    #[serde(default)]
-    content: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Edit {
-    old_text: String,
-    new_text: String,
-    #[serde(default)]
-    replace_all: bool,
-}
-
 /// Where a piece of text sits in a file: the 1-based line of its first
 /// line before and after the change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,7 +48,7 @@ pub struct Origin {
 /// the tool said it did (`None`: it did not say); `None` when the
 /// arguments cannot be read.
 pub fn from_patch_call(arguments: &str, change: Option<&FileChange>) -> Option<Vec<DiffLine>> {
-    let args: PatchArgs = serde_json::from_str(arguments).ok()?;
+    let args = PatchCall::parse(arguments)?;
     let action = change.map(|change| &change.action);
     let mut out = vec![DiffLine::File(format!("{} ", args.path))];
     match (args.edits, args.content) {
@@ -110,12 +92,12 @@ pub fn from_patch_call(arguments: &str, change: Option<&FileChange>) -> Option<V
 /// Where each edit sits, before and after the patch, from the lines they
 /// start on after it; `None` when the starts do not fit the edits or a
 /// `replace_all` edit changed several places.
-fn edit_origins(edits: &[Edit], starts: &[usize]) -> Option<Vec<Origin>> {
+fn edit_origins(edits: &[PatchEdit], starts: &[usize]) -> Option<Vec<Origin>> {
     if starts.len() != edits.len() || edits.iter().any(|edit| edit.replace_all) {
         return None;
     }
     let change =
-        |edit: &Edit| newlines(&edit.new_text) as isize - newlines(&edit.old_text) as isize;
+        |edit: &PatchEdit| newlines(&edit.new_text) as isize - newlines(&edit.old_text) as isize;
     let origins = starts
         .iter()
         .map(|&new_line| {
