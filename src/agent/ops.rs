@@ -387,6 +387,9 @@ impl FrontDesk {
     }
 }
 
+/// How long the op forwarder waits for one line of the prompt history.
+const HISTORY_WRITE_LIMIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Starts serving `agent`'s ops with `desk`, until the sender and its
 /// clones are gone; an op the stopped agent cannot take is answered with
 /// why.
@@ -400,10 +403,18 @@ pub fn serve(agent: ActorRef<AgentMessage>, desk: FrontDesk) -> OpSender {
 async fn forward(mut ops: OpReceiver, agent: ActorRef<AgentMessage>, desk: FrontDesk) {
     while let Some(submission) = ops.recv().await {
         // Kept here, one after another, so that the lines stay in order and
-        // each is written before any op sent after it is served.
+        // each is written before any op sent after it is served; a disk
+        // that hangs holds the ops behind it (an interrupt among them) for
+        // a second at most.
         if let Op::RememberPrompt { line } = submission.op {
             let commands = Arc::clone(&desk.commands);
-            let _ = tokio::task::spawn_blocking(move || commands.remember_prompt(&line)).await;
+            let write = tokio::task::spawn_blocking(move || commands.remember_prompt(&line));
+            if tokio::time::timeout(HISTORY_WRITE_LIMIT, write)
+                .await
+                .is_err()
+            {
+                tracing::warn!("the prompt history is slow to write; not waiting for it");
+            }
             continue;
         }
         if let Err(ractor::MessagingErr::SendErr(AgentMessage::Op(refused))) =

@@ -16,11 +16,12 @@
 //! watch is put on every folder passed. Not before: a session that runs
 //! no command (`fido exec` answering from files) makes no watch, whose
 //! teardown would add milliseconds to its exit (the kernel waits out a
-//! grace period). A thread of its own then reads the events as they come: a `.git` made or
-//! moved into a watched folder is a repository, and a new folder is walked
-//! and watched in turn. Before each command the events the kernel has
-//! queued are read too, under the same lock, so whatever was on the disk
-//! when the command was prepared has been seen: no timing is involved.
+//! grace period). A thread of its own then reads the events as they come:
+//! a `.git` made or moved into a watched folder is a repository, and a new
+//! folder is walked and watched in turn. Before each command the events
+//! the kernel has queued are read too, under the same lock, so whatever
+//! was on the disk when the command was prepared has been seen: no timing
+//! is involved.
 //! A lost event (the kernel's queue overflowed) means a new walk. Where no
 //! watch can be had (inotify's limits), each command walks instead, which
 //! costs tens of milliseconds on a large tree; the log says so once.
