@@ -428,9 +428,9 @@ async fn forward(mut ops: OpReceiver, agent: ActorRef<AgentMessage>, desk: Front
 /// An op the agent could not take (it has stopped): the front end hears
 /// why instead of waiting.
 fn refuse(desk: &FrontDesk, submission: Submission) {
-    let gone = "the agent is not running";
+    let gone = AgentUnanswered::NotRunning;
     let reply = match submission.op {
-        Op::SubmitPrompt { .. } => OpReply::turn_ended(&TurnOutcome::failed(gone)),
+        Op::SubmitPrompt { .. } => OpReply::turn_ended(&TurnOutcome::failed(gone.to_string())),
         Op::Interrupt | Op::Approve { .. } | Op::Answer { .. } | Op::RememberPrompt { .. } => {
             return;
         }

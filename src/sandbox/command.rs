@@ -428,7 +428,10 @@ impl CommandSandbox {
     /// Makes `command` start confined: exports `TMPDIR`, and confines the
     /// child between fork and exec. Blocking ([`Self::prepare_start`]).
     pub fn apply(self: &Arc<Self>, command: &mut tokio::process::Command) {
-        let (_, extra) = self.prepare_start();
+        let extra = match &self.protection {
+            Some(protection) => self.per_command(protection, &protection.nested()),
+            None => CommandConfinement::default(),
+        };
         self.apply_prepared(command, extra);
     }
 

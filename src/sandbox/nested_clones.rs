@@ -213,10 +213,10 @@ impl Shared {
     }
 }
 
-/// The watching thread: the first walk, then each batch of events as it
-/// comes, until the session drops its [`NestedClones`].
+/// The watching thread: each batch of events as it comes, until the
+/// session drops its [`NestedClones`]. The first walk is the first look's
+/// ([`NestedClones::current`]), which started this thread.
 fn watch(shared: &Shared) {
-    shared.lock().refresh(shared);
     let Some(inotify) = &shared.inotify else {
         return;
     };
